@@ -1,0 +1,43 @@
+// Executor: runs a Graph on this process's CPU. Construction plans the work
+// once: which nodes the requested outputs need (dead code is dropped), and
+// which buffer each value lives in (buffers are reused once a value's last
+// reader has run). run() then only calls kernels: no allocation, no lookup.
+#pragma once
+
+#include <vector>
+
+#include "autoshard/graph.h"
+#include "autoshard/tensor.h"
+
+namespace autoshard {
+
+struct StepContext {
+  int64_t step = 1;  // 1-based optimizer step; also keys dropout masks
+  double lr = 0;
+};
+
+class Executor {
+ public:
+  // `outputs` are the values the caller reads after run(); ops with side
+  // effects (optimizer updates) always run.
+  Executor(const Graph& graph, std::vector<int> outputs);
+
+  // Binds a Parameter or Input node to caller-owned storage (shared, not
+  // copied). Parameters are updated in place by optimizer ops.
+  void bind(int node, const Tensor& value);
+  void run(const StepContext& ctx = {});
+  const Tensor& value(int node) const { return values_[node]; }
+
+  // Bytes of intermediate buffers after reuse, and without it.
+  size_t planned_bytes() const { return planned_bytes_; }
+  size_t unplanned_bytes() const { return unplanned_bytes_; }
+
+ private:
+  const Graph& graph_;
+  std::vector<int> schedule_;
+  std::vector<Tensor> values_;
+  std::vector<std::vector<Tensor*>> in_ptrs_;
+  size_t planned_bytes_ = 0, unplanned_bytes_ = 0;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,115 @@
+// Model: Keras's Model for C++. Build one functionally (Input -> layers ->
+// output), as a Sequential stack, or by subclassing and overriding call().
+// compile() picks an optimizer and a loss; fit/evaluate/predict run.
+//
+// Each distinct batch shape is traced once into a Graph (the training step
+// holds forward, loss, gradients and the optimizer update) and then executed
+// repeatedly. Weights and optimizer slots live in state(), keyed by path.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/callbacks.h"
+#include "autoshard/executor.h"
+#include "autoshard/layers.h"
+#include "autoshard/losses.h"
+#include "autoshard/optimizers.h"
+
+namespace autoshard {
+
+struct InputSpec {
+  Shape shape;  // per example, without the batch dimension
+  DType dtype = DType::F32;
+};
+
+struct FitOptions {
+  int64_t batch_size = 32;
+  int epochs = 1;
+  bool verbose = true;  // show a ProgressBar
+  std::vector<std::shared_ptr<Callback>> callbacks;
+};
+
+struct History {
+  std::vector<double> loss;  // mean training loss of each epoch
+};
+
+class Model {
+ public:
+  // Functional model from symbolic inputs to one symbolic output.
+  Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name = "model");
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
+
+  // One optimizer step on one batch; returns the batch's loss (before the step).
+  double train_on_batch(const Tensor& x, const Tensor& y);
+  double test_on_batch(const Tensor& x, const Tensor& y);
+  Tensor predict_on_batch(const Tensor& x);
+
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // Mean loss over batches of batch_size (a last partial batch included).
+  double evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
+  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+
+  // Model weights by path (created on first use; optimizer slots excluded).
+  std::vector<std::string> weight_paths();
+  Tensor& weight(const std::string& path);
+  // Copies `value` into the weight at `path` (shapes must match).
+  void set_weight(const std::string& path, const Tensor& value);
+  // Every persistent tensor: weights and "optimizer.*" slots.
+  std::map<std::string, Tensor>& state() { return state_; }
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t steps) { iterations_ = steps; }
+  int64_t count_params();
+  // A table of weights with shapes and sizes.
+  std::string summary();
+
+  // The forward pass as a Graph with global shapes for a batch size (used by
+  // planners and tools). Training adds dropout.
+  Value trace_forward(Graph& graph, int64_t batch_size, bool training);
+
+  const std::string& name() const { return name_; }
+  uint64_t seed = 0;
+
+ protected:
+  Model(std::vector<InputSpec> inputs, std::string name);
+  virtual Value call(Trace& trace, const std::vector<Value>& inputs);
+
+ private:
+  struct Compiled;
+  enum class Mode { Train, Test, Predict };
+  Compiled& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  void materialize(const Graph& graph, const Trace& trace);
+  void ensure_built();
+
+  std::string name_;
+  std::vector<InputSpec> input_specs_;
+  std::vector<SymbolicTensor> symbolic_inputs_;
+  SymbolicTensor symbolic_output_;
+  std::shared_ptr<Optimizer> optimizer_;
+  Loss loss_;
+  std::map<std::string, Tensor> state_;
+  std::vector<std::string> weight_order_;
+  int64_t iterations_ = 0;
+  std::map<std::string, std::unique_ptr<Compiled>> cache_;
+};
+
+// A linear stack of layers on one input.
+class Sequential : public Model {
+ public:
+  Sequential(SymbolicTensor input, std::vector<Layer> layers, std::string name = "sequential");
+  void add(Layer layer) { layers_.push_back(std::move(layer)); }
+
+ protected:
+  Value call(Trace& trace, const std::vector<Value>& inputs) override;
+
+ private:
+  std::vector<Layer> layers_;
+};
+
+}  // namespace autoshard

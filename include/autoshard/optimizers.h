@@ -1,0 +1,52 @@
+// Optimizers append their update to the training-step Graph, so forward,
+// backward and update are one Graph. The rules are PyTorch's exactly
+// (torch.optim.SGD, Adam, AdamW; clip_grad_norm_ for clipnorm).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/graph.h"
+#include "autoshard/initializer.h"
+
+namespace autoshard {
+
+// One optimizer state tensor (e.g. Adam's first moment) of one parameter.
+struct SlotSpec {
+  std::string path;  // "optimizer.<slot>.<parameter path>"
+  Shape shape;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Appends the update of every parameter and returns the slot variables it
+  // created (all start at zero).
+  std::vector<SlotSpec> append_update(Graph& g, const std::vector<Value>& params,
+                                      const std::vector<Value>& grads) const;
+  double learning_rate = 1e-3;
+  double clipnorm = 0;  // > 0: clip the global gradient norm to this
+
+ protected:
+  virtual void update_one(Graph& g, Value param, Value grad, Value clip_scale,
+                          std::vector<SlotSpec>& slots) const = 0;
+  static Value slot(Graph& g, const std::string& slot_name, Value param, std::vector<SlotSpec>& slots);
+};
+
+struct SGDOptions {
+  double learning_rate = 0.01, momentum = 0, weight_decay = 0, clipnorm = 0;
+  bool nesterov = false;
+};
+struct AdamOptions {
+  double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
+  double weight_decay = 0, clipnorm = 0;
+};
+
+std::shared_ptr<Optimizer> SGD(SGDOptions options = {});
+// Adam with L2 weight decay added to the gradient (torch.optim.Adam).
+std::shared_ptr<Optimizer> Adam(AdamOptions options = {});
+// AdamW: decoupled weight decay (torch.optim.AdamW; its default decay 0.01).
+std::shared_ptr<Optimizer> AdamW(AdamOptions options = {.weight_decay = 0.01});
+
+}  // namespace autoshard

@@ -1,0 +1,84 @@
+// Tensor: a dense, row-major, reference-counted block of f32 or i32 values.
+//
+// Tensors are the concrete values that flow through the executor and that the
+// user hands in (weights, batches). Shapes are static and use int64 dims.
+// Copies share storage; use clone() for a deep copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace autoshard {
+
+enum class DType : uint8_t { F32, I32 };
+
+const char* dtype_name(DType dtype);
+size_t dtype_size(DType dtype);
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape& shape);
+std::string shape_str(const Shape& shape);
+// Row-major strides in elements.
+std::vector<int64_t> strides_of(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Uninitialised storage of the given shape (filled with zeros).
+  Tensor(Shape shape, DType dtype = DType::F32);
+
+  static Tensor zeros(Shape shape, DType dtype = DType::F32) { return Tensor(std::move(shape), dtype); }
+  static Tensor full(Shape shape, float value);
+  static Tensor from(Shape shape, std::span<const float> values);
+  static Tensor from(Shape shape, std::span<const int32_t> values);
+  static Tensor from(Shape shape, std::initializer_list<float> values);
+  static Tensor from_ints(Shape shape, std::initializer_list<int32_t> values);
+  static Tensor scalar(float value) { return from({}, {value}); }
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int axis) const;  // negative axes count from the end
+  int rank() const { return static_cast<int>(shape_.size()); }
+  DType dtype() const { return dtype_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool defined() const { return storage_ != nullptr || numel_ == 0; }
+
+  template <typename T>
+  T* data() { return reinterpret_cast<T*>(storage_.get()); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(storage_.get()); }
+  float* f32() { return data<float>(); }
+  const float* f32() const { return data<float>(); }
+  int32_t* i32() { return data<int32_t>(); }
+  const int32_t* i32() const { return data<int32_t>(); }
+  void* raw() { return storage_.get(); }
+  const void* raw() const { return storage_.get(); }
+
+  // Same storage, new shape with the same element count.
+  Tensor reshaped(Shape shape) const;
+  // Same storage seen with another shape and dtype that fit in it (the
+  // executor's buffer reuse).
+  Tensor view(Shape shape, DType dtype) const;
+  Tensor clone() const;
+  std::vector<float> to_vector() const;  // f32 only
+  float item() const;                    // single-element f32
+
+ private:
+  Shape shape_;
+  DType dtype_ = DType::F32;
+  int64_t numel_ = 0;
+  std::shared_ptr<std::byte> storage_;
+};
+
+// Largest |a - b| over max |b| (or 1 if b is all zeros): the relative error
+// measure the numerical tests use.
+double max_relative_error(const Tensor& a, const Tensor& b);
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace autoshard

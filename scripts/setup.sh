@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of autoshard from Debian's packages.
+# Idempotent: packages already present are skipped. Set AUTOSHARD_WITH_TORCH=1
+# to also install PyTorch (only needed to regenerate reference data and for the
+# side-by-side benchmarks; the tests never need it).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-dev          # GEMM kernels (cblas_sgemm)
+  nlohmann-json3-dev       # JSON: plans, logs, safetensors headers
+  libcli11-dev             # command-line parsing
+  libgtest-dev googletest  # tests
+  libbenchmark-dev         # micro-benchmarks
+  openmpi-bin libopenmpi-dev  # multi-process devices
+)
+if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,117 @@
+// The tracing builders of autoshard/ops.h.
+#include <algorithm>
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/einsum_equation.h"
+
+namespace autoshard::ops {
+namespace {
+Attrs with_f(double f, int64_t i = 0) {
+  Attrs a;
+  a.f = f;
+  a.i = i;
+  return a;
+}
+Attrs with_ints(std::vector<int64_t> ints) {
+  Attrs a;
+  a.ints = std::move(ints);
+  return a;
+}
+// Sums the letters of `term` that appear nowhere in `keep`, returning the
+// reduced value and its remaining term.
+std::pair<Value, std::string> presum(Value x, const std::string& term, const std::string& keep) {
+  std::vector<int64_t> axes;
+  std::string rest;
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (keep.find(term[i]) == std::string::npos)
+      axes.push_back(static_cast<int64_t>(i));
+    else
+      rest += term[i];
+  }
+  if (axes.empty()) return {x, term};
+  return {reduce_sum(x, axes), rest};
+}
+}  // namespace
+
+Value einsum(const std::string& equation, Value a, Value b) {
+  EinsumEquation e = parse_einsum(equation);
+  auto [ra, ta] = presum(a, e.a, e.b + e.out);
+  auto [rb, tb] = presum(b, e.b, ta + e.out);
+  Attrs attrs;
+  attrs.text = ta + "," + tb + "->" + e.out;
+  return a.graph->add(Op::Einsum, {ra, rb}, attrs);
+}
+
+Value add(Value a, Value b) { return a.graph->add(Op::Add, {a, b}); }
+Value sub(Value a, Value b) { return a.graph->add(Op::Sub, {a, b}); }
+Value mul(Value a, Value b) { return a.graph->add(Op::Mul, {a, b}); }
+Value div(Value a, Value b) { return a.graph->add(Op::Div, {a, b}); }
+Value scale(Value x, double factor) { return x.graph->add(Op::Scale, {x}, with_f(factor)); }
+
+Value constant(Graph& g, Shape shape, double value) {
+  Attrs a = with_f(value);
+  a.ints = std::move(shape);
+  return g.add(Op::Constant, {}, a);
+}
+
+Value iota(Graph& g, Shape shape) { return g.add(Op::Iota, {}, with_ints(std::move(shape))); }
+
+Value gelu(Value x, bool tanh_approximation) {
+  return x.graph->add(Op::Gelu, {x}, with_f(0, tanh_approximation ? 1 : 0));
+}
+Value relu(Value x) { return x.graph->add(Op::Relu, {x}); }
+Value tanh(Value x) { return x.graph->add(Op::Tanh, {x}); }
+
+Value reduce_sum(Value x, std::vector<int64_t> axes) {
+  for (int64_t& a : axes) a = a < 0 ? a + x.rank() : a;
+  std::sort(axes.begin(), axes.end());
+  return x.graph->add(Op::ReduceSum, {x}, with_ints(std::move(axes)));
+}
+
+Value reduce_mean(Value x, std::vector<int64_t> axes) {
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.dim(static_cast<int>(a));
+  return scale(reduce_sum(x, std::move(axes)), 1.0 / static_cast<double>(count));
+}
+
+Value broadcast_to(Value x, Shape shape) {
+  if (x.shape() == shape) return x;
+  return x.graph->add(Op::BroadcastTo, {x}, with_ints(std::move(shape)));
+}
+
+Value sum_to(Value x, Shape shape) {
+  if (x.shape() == shape) return x;
+  const Shape& xs = x.shape();
+  check(xs.size() >= shape.size(), "sum_to: cannot sum ", shape_str(xs), " to ", shape_str(shape));
+  const size_t lead = xs.size() - shape.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && xs[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  Value r = axes.empty() ? x : reduce_sum(x, axes);
+  return r.shape() == shape ? r : reshape(r, std::move(shape));
+}
+
+Value softmax(Value x, bool causal) { return x.graph->add(Op::Softmax, {x}, with_f(0, causal)); }
+Value normalize(Value x, double epsilon) { return x.graph->add(Op::Normalize, {x}, with_f(epsilon)); }
+Value cross_entropy(Value logits, Value targets) {
+  return logits.graph->add(Op::CrossEntropy, {logits, targets});
+}
+Value gather(Value table, Value ids) { return table.graph->add(Op::Gather, {table, ids}); }
+
+Value reshape(Value x, Shape shape) {
+  if (x.shape() == shape) return x;
+  return x.graph->add(Op::Reshape, {x}, with_ints(std::move(shape)));
+}
+
+Value transpose(Value x, std::vector<int64_t> perm) {
+  return x.graph->add(Op::Transpose, {x}, with_ints(std::move(perm)));
+}
+
+Value dropout(Value x, double rate, uint64_t seed) {
+  check(rate >= 0 && rate < 1, "dropout rate must be in [0, 1), got ", rate);
+  if (rate == 0) return x;
+  return x.graph->add(Op::Dropout, {x}, with_f(rate, static_cast<int64_t>(seed)));
+}
+
+}  // namespace autoshard::ops

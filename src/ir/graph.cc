@@ -1,0 +1,134 @@
+#include "autoshard/graph.h"
+
+#include <sstream>
+
+#include "autoshard/error.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+const std::vector<OpDef>& op_table() {
+  static const std::vector<OpDef> table = [] {
+    std::vector<OpDef> t(static_cast<size_t>(Op::kCount));
+    register_basic_ops(t);
+    register_elementwise_ops(t);
+    register_einsum_op(t);
+    register_reduce_ops(t);
+    register_nn_ops(t);
+    register_shape_ops(t);
+    register_optimizer_ops(t);
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!t[i].name || !t[i].infer || !t[i].kernel) throw std::logic_error("op without a definition");
+    return t;
+  }();
+  return table;
+}
+
+const OpDef& op_def(Op op) { return op_table()[static_cast<size_t>(op)]; }
+const char* op_name(Op op) { return op_def(op).name; }
+
+const Node& Value::node() const { return graph->node(id); }
+
+int64_t Value::dim(int axis) const {
+  int r = rank();
+  if (axis < 0) axis += r;
+  check(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape()));
+  return shape()[axis];
+}
+
+Value Graph::add(Op op, std::vector<Value> inputs, Attrs attrs) {
+  Node n{op, {}, {}, DType::F32, std::move(attrs)};
+  for (const Value& v : inputs) {
+    check(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
+    n.inputs.push_back(v.id);
+  }
+  ShapeAndType st = op_def(op).infer(*this, n);
+  n.shape = std::move(st.shape);
+  n.dtype = st.dtype;
+  nodes_.push_back(std::move(n));
+  return Value{this, size() - 1};
+}
+
+Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
+  if (int id = find_parameter(path); id >= 0) {
+    check(nodes_[id].shape == shape, "parameter ", path, " declared twice with shapes ",
+          shape_str(nodes_[id].shape), " and ", shape_str(shape));
+    return Value{this, id};
+  }
+  Attrs a;
+  a.text = path;
+  a.ints = shape;
+  a.i = static_cast<int64_t>(dtype);
+  return add(Op::Parameter, {}, std::move(a));
+}
+
+Value Graph::input(const std::string& name, Shape shape, DType dtype) {
+  check(find_input(name) < 0, "input ", name, " declared twice");
+  Attrs a;
+  a.text = name;
+  a.ints = shape;
+  a.i = static_cast<int64_t>(dtype);
+  return add(Op::Input, {}, std::move(a));
+}
+
+int Graph::find_parameter(const std::string& path) const {
+  for (int i = 0; i < size(); ++i)
+    if (nodes_[i].op == Op::Parameter && nodes_[i].attrs.text == path) return i;
+  return -1;
+}
+
+int Graph::find_input(const std::string& name) const {
+  for (int i = 0; i < size(); ++i)
+    if (nodes_[i].op == Op::Input && nodes_[i].attrs.text == name) return i;
+  return -1;
+}
+
+std::vector<int> Graph::parameters() const {
+  std::vector<int> ids;
+  for (int i = 0; i < size(); ++i)
+    if (nodes_[i].op == Op::Parameter) ids.push_back(i);
+  return ids;
+}
+
+std::vector<int> Graph::inputs() const {
+  std::vector<int> ids;
+  for (int i = 0; i < size(); ++i)
+    if (nodes_[i].op == Op::Input) ids.push_back(i);
+  return ids;
+}
+
+std::string Graph::to_string() const {
+  std::ostringstream out;
+  for (int i = 0; i < size(); ++i) {
+    const Node& n = nodes_[i];
+    out << "%" << i << " = " << op_name(n.op);
+    if (!n.attrs.text.empty()) out << "[" << n.attrs.text << "]";
+    out << "(";
+    for (size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", " : "") << "%" << n.inputs[k];
+    out << ") : " << dtype_name(n.dtype) << shape_str(n.shape) << "\n";
+  }
+  return out.str();
+}
+
+const Shape& input_shape(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).shape; }
+DType input_dtype(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).dtype; }
+
+void expect_inputs(const Node& n, size_t count) {
+  check(n.inputs.size() == count, "op ", op_def(n.op).name ? op_def(n.op).name : "?", " takes ",
+        count, " inputs, got ", n.inputs.size());
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t k = 0; k < r; ++k) {
+    int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
+    int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
+    check(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
+          " do not broadcast");
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace autoshard

@@ -1,0 +1,58 @@
+// OpDef: everything about one primitive in one place: its shape rule, its CPU
+// kernel and its gradient written as IR ops. The table is filled by the files
+// under src/ir/ops/, one per family of ops.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "autoshard/graph.h"
+#include "autoshard/tensor.h"
+
+namespace autoshard {
+
+// What a kernel may know beyond its inputs.
+struct KernelContext {
+  int64_t step = 1;      // 1-based optimizer step (Adam bias correction, dropout keys)
+  double lr = 0;         // learning rate of this step
+};
+
+struct ShapeAndType {
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
+struct OpDef {
+  const char* name = nullptr;
+  // Checks the inputs and returns the output's shape and dtype.
+  ShapeAndType (*infer)(const Graph& g, const Node& n) = nullptr;
+  // Computes `out` (already allocated with the node's shape; contents undefined).
+  void (*kernel)(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                 const KernelContext& ctx) = nullptr;
+  // Given dL/d(out), returns dL/d(input) for each input (invalid Value where
+  // the input takes no gradient). Null for ops that are never differentiated.
+  std::vector<Value> (*vjp)(Graph& g, int node, Value grad_out) = nullptr;
+  // True for ops that write their inputs (optimizer updates): always run.
+  bool side_effect = false;
+  // True when the output shares its input's storage (reshape).
+  bool aliases_input = false;
+};
+
+const OpDef& op_def(Op op);
+
+// Registration hooks, one per file under src/ir/ops/.
+void register_basic_ops(std::vector<OpDef>& table);
+void register_elementwise_ops(std::vector<OpDef>& table);
+void register_einsum_op(std::vector<OpDef>& table);
+void register_reduce_ops(std::vector<OpDef>& table);
+void register_nn_ops(std::vector<OpDef>& table);
+void register_shape_ops(std::vector<OpDef>& table);
+void register_optimizer_ops(std::vector<OpDef>& table);
+
+// Helpers shared by the op files.
+const Shape& input_shape(const Graph& g, const Node& n, int i);
+DType input_dtype(const Graph& g, const Node& n, int i);
+void expect_inputs(const Node& n, size_t count);
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace autoshard

@@ -1,0 +1,268 @@
+// Einsum: the universal contraction (Dense, EinsumDense, attention, LM head).
+// The kernel maps any two-operand equation onto strided batched GEMM calls
+// without copying whenever the operands' letters are laid out as matrices
+// (the common case, attention included); otherwise it copies the operand into
+// a canonical layout first.
+#include <cblas.h>
+
+#include <algorithm>
+#include <map>
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/einsum_equation.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+EinsumEquation parse_einsum(const std::string& equation) {
+  EinsumEquation e;
+  size_t comma = equation.find(',');
+  size_t arrow = equation.find("->");
+  check(comma != std::string::npos && arrow != std::string::npos && comma < arrow,
+        "einsum equation '", equation, "' must look like 'ab,bc->ac'");
+  e.a = equation.substr(0, comma);
+  e.b = equation.substr(comma + 1, arrow - comma - 1);
+  e.out = equation.substr(arrow + 2);
+  for (const std::string* s : {&e.a, &e.b, &e.out})
+    for (size_t i = 0; i < s->size(); ++i) {
+      char c = (*s)[i];
+      check(std::isalpha(static_cast<unsigned char>(c)), "einsum equation '", equation,
+            "': only letters are allowed in terms");
+      check(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation,
+            "': letter '", c, "' repeats within one term (diagonals are not supported)");
+    }
+  return e;
+}
+
+namespace {
+
+ShapeAndType einsum_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  EinsumEquation e = parse_einsum(n.attrs.text);
+  const Shape& sa = input_shape(g, n, 0);
+  const Shape& sb = input_shape(g, n, 1);
+  check(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", n.attrs.text,
+        "': operand shapes ", shape_str(sa), " and ", shape_str(sb), " do not match the terms");
+  std::map<char, int64_t> size;
+  auto note = [&](const std::string& term, const Shape& s) {
+    for (size_t i = 0; i < term.size(); ++i) {
+      auto [it, fresh] = size.emplace(term[i], s[i]);
+      check(fresh || it->second == s[i], "einsum '", n.attrs.text, "': letter '", term[i],
+            "' has sizes ", it->second, " and ", s[i]);
+    }
+  };
+  note(e.a, sa);
+  note(e.b, sb);
+  Shape out;
+  for (char c : e.out) {
+    check(size.count(c), "einsum '", n.attrs.text, "': output letter '", c, "' is in no operand");
+    out.push_back(size[c]);
+  }
+  for (const auto& [c, s] : size)
+    check(e.out.find(c) != std::string::npos ||
+              (e.a.find(c) != std::string::npos && e.b.find(c) != std::string::npos),
+          "internal: einsum letter '", c, "' must be summed before the contraction");
+  return {out, DType::F32};
+}
+
+// One operand as seen by the GEMM: a base pointer and a stride per letter.
+struct Operand {
+  const float* data;
+  std::map<char, int64_t> stride;
+};
+
+std::map<char, int64_t> letter_strides(const std::string& term, const Shape& shape) {
+  std::vector<int64_t> st = strides_of(shape);
+  std::map<char, int64_t> m;
+  for (size_t i = 0; i < term.size(); ++i) m[term[i]] = st[i];
+  return m;
+}
+
+// A group of letters walked as one matrix dimension: its size, and its stride
+// if the letters are laid out contiguously one inside the next.
+struct Group {
+  int64_t size = 1;
+  int64_t stride = 0;
+  bool free = true;  // size <= 1: any stride works
+  bool ok = true;
+};
+
+Group group_of(const std::string& letters, const std::map<char, int64_t>& size,
+               const std::map<char, int64_t>& stride) {
+  Group g;
+  for (char c : letters) {
+    int64_t n = size.at(c);
+    g.size *= n;
+    if (n == 1) continue;
+    int64_t s = stride.at(c);
+    if (!g.free && g.stride != s * n) g.ok = false;
+    g.stride = s;
+    g.free = false;
+  }
+  return g;
+}
+
+// How a (rows x cols) matrix is passed to BLAS in row-major order.
+struct MatrixArg {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+MatrixArg matrix_arg(const Group& rows, const Group& cols) {
+  if (!rows.ok || !cols.ok) return {};
+  if (cols.free || cols.stride == 1) {
+    int64_t ld = rows.free ? std::max<int64_t>(1, cols.size) : rows.stride;
+    if (ld >= std::max<int64_t>(1, cols.size)) return {true, false, ld};
+  }
+  if (rows.free || rows.stride == 1) {
+    int64_t ld = cols.free ? std::max<int64_t>(1, rows.size) : cols.stride;
+    if (ld >= std::max<int64_t>(1, rows.size)) return {true, true, ld};
+  }
+  return {};
+}
+
+// Copies `src` (strides per letter) into a contiguous buffer ordered by `order`.
+void gather_to(const float* src, const std::string& order, const std::map<char, int64_t>& size,
+               const std::map<char, int64_t>& src_stride, float* dst) {
+  const size_t r = order.size();
+  std::vector<int64_t> n(r), st(r), idx(r, 0);
+  int64_t total = 1;
+  for (size_t i = 0; i < r; ++i) {
+    n[i] = size.at(order[i]);
+    st[i] = src_stride.at(order[i]);
+    total *= n[i];
+  }
+  int64_t off = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    dst[k] = src[off];
+    for (size_t d = r; d-- > 0;) {
+      off += st[d];
+      if (++idx[d] < n[d]) break;
+      off -= st[d] * n[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
+                   const KernelContext&) {
+  const EinsumEquation e = parse_einsum(node.attrs.text);
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < e.a.size(); ++i) size[e.a[i]] = in[0]->shape()[i];
+  for (size_t i = 0; i < e.b.size(); ++i) size[e.b[i]] = in[1]->shape()[i];
+
+  std::string batch, m, nn, k;
+  for (char c : e.out) {
+    bool ina = e.a.find(c) != std::string::npos, inb = e.b.find(c) != std::string::npos;
+    (ina && inb ? batch : ina ? m : nn) += c;
+  }
+  for (char c : e.a)
+    if (e.out.find(c) == std::string::npos) k += c;
+
+  Operand a{in[0]->f32(), letter_strides(e.a, in[0]->shape())};
+  Operand b{in[1]->f32(), letter_strides(e.b, in[1]->shape())};
+  std::map<char, int64_t> c_stride = letter_strides(e.out, out.shape());
+
+  // Copy an operand to a canonical layout when its letters do not form a matrix.
+  std::vector<float> a_copy, b_copy, c_copy;
+  auto canonical = [&](Operand& op, const std::string& order, std::vector<float>& buf) {
+    int64_t total = 1;
+    for (char c : order) total *= size.at(c);
+    buf.resize(static_cast<size_t>(total));
+    gather_to(op.data, order, size, op.stride, buf.data());
+    op.data = buf.data();
+    op.stride = letter_strides(order, [&] {
+      Shape s;
+      for (char c : order) s.push_back(size.at(c));
+      return s;
+    }());
+  };
+  MatrixArg ma = matrix_arg(group_of(m, size, a.stride), group_of(k, size, a.stride));
+  if (!ma.ok) {
+    canonical(a, batch + m + k, a_copy);
+    ma = matrix_arg(group_of(m, size, a.stride), group_of(k, size, a.stride));
+  }
+  MatrixArg mb = matrix_arg(group_of(k, size, b.stride), group_of(nn, size, b.stride));
+  if (!mb.ok) {
+    canonical(b, batch + k + nn, b_copy);
+    mb = matrix_arg(group_of(k, size, b.stride), group_of(nn, size, b.stride));
+  }
+  float* c_data = out.f32();
+  MatrixArg mc = matrix_arg(group_of(m, size, c_stride), group_of(nn, size, c_stride));
+  bool c_transposed = false;
+  if (!mc.ok || mc.trans) {
+    MatrixArg mct = matrix_arg(group_of(nn, size, c_stride), group_of(m, size, c_stride));
+    if (mct.ok && !mct.trans) {
+      mc = mct;
+      c_transposed = true;
+    } else {
+      // Compute into [batch, m, n] and permute into the output afterwards.
+      std::string order = batch + m + nn;
+      int64_t total = 1;
+      Shape s;
+      for (char ch : order) total *= size.at(ch), s.push_back(size.at(ch));
+      c_copy.resize(static_cast<size_t>(total));
+      c_data = c_copy.data();
+      c_stride = letter_strides(order, s);
+      mc = matrix_arg(group_of(m, size, c_stride), group_of(nn, size, c_stride));
+    }
+  }
+
+  const int64_t M = group_of(m, size, c_stride).size;
+  const int64_t N = group_of(nn, size, c_stride).size;
+  const int64_t K = group_of(k, size, a.stride).size;
+  const size_t nb = batch.size();
+  std::vector<int64_t> bn(nb), bsa(nb), bsb(nb), bsc(nb), idx(nb, 0);
+  int64_t batches = 1;
+  for (size_t i = 0; i < nb; ++i) {
+    char ch = batch[i];
+    bn[i] = size.at(ch);
+    bsa[i] = a.stride.at(ch);
+    bsb[i] = b.stride.at(ch);
+    bsc[i] = c_stride.at(ch);
+    batches *= bn[i];
+  }
+  if (M > 0 && N > 0) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (int64_t t = 0; t < batches; ++t) {
+      if (!c_transposed) {
+        cblas_sgemm(CblasRowMajor, ma.trans ? CblasTrans : CblasNoTrans,
+                    mb.trans ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a.data + oa, ma.ld,
+                    b.data + ob, mb.ld, 0.0f, c_data + oc, mc.ld);
+      } else {
+        // C^T (N x M) = op(B)^T op(A)^T.
+        cblas_sgemm(CblasRowMajor, mb.trans ? CblasNoTrans : CblasTrans,
+                    ma.trans ? CblasNoTrans : CblasTrans, N, M, K, 1.0f, b.data + ob, mb.ld,
+                    a.data + oa, ma.ld, 0.0f, c_data + oc, mc.ld);
+      }
+      for (size_t d = nb; d-- > 0;) {
+        oa += bsa[d], ob += bsb[d], oc += bsc[d];
+        if (++idx[d] < bn[d]) break;
+        oa -= bsa[d] * bn[d], ob -= bsb[d] * bn[d], oc -= bsc[d] * bn[d];
+        idx[d] = 0;
+      }
+    }
+  }
+  if (!c_copy.empty()) {
+    // Permute [batch, m, n] into the output's letter order.
+    gather_to(c_copy.data(), e.out, size, c_stride, out.f32());
+  }
+}
+
+std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
+  const Node n = g.node(id);
+  const EinsumEquation e = parse_einsum(n.attrs.text);
+  Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
+  return {ops::einsum(e.out + "," + e.b + "->" + e.a, dy, b),
+          ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
+}
+
+}  // namespace
+
+void register_einsum_op(std::vector<OpDef>& t) {
+  t[size_t(Op::Einsum)] = {"einsum", einsum_infer, einsum_kernel, einsum_vjp};
+}
+
+}  // namespace autoshard

@@ -1,0 +1,197 @@
+// Elementwise ops: arithmetic with numpy broadcasting, activations and their
+// derivatives, and dropout.
+#include <cmath>
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/op_def.h"
+#include "tensor/broadcast.h"
+#include "tensor/rng.h"
+
+namespace autoshard {
+namespace {
+
+ShapeAndType binary_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  check(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::F32, op_name(n.op),
+        " needs f32 operands");
+  return {broadcast_shapes(input_shape(g, n, 0), input_shape(g, n, 1)), DType::F32};
+}
+
+ShapeAndType unary_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  check(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs an f32 operand");
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+// Applies f(a, b) over broadcast operands, with the inner loop specialised on
+// unit or zero strides so it vectorises.
+template <typename F>
+void binary_apply(std::span<Tensor* const> in, Tensor& out, F f) {
+  BroadcastPlan plan = plan_broadcast(out.shape(), {in[0]->shape(), in[1]->shape()});
+  const float* a = in[0]->f32();
+  const float* b = in[1]->f32();
+  float* o = out.f32();
+  for_each_run(plan, [&](int64_t oo, const std::vector<int64_t>& off, int64_t n,
+                         const std::vector<int64_t>& st) {
+    const float* pa = a + off[0];
+    const float* pb = b + off[1];
+    float* po = o + oo;
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (st[0] == 1 && st[1] == 0) {
+      const float vb = *pb;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], vb);
+    } else if (st[0] == 0 && st[1] == 1) {
+      const float va = *pa;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(va, pb[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i * st[0]], pb[i * st[1]]);
+    }
+  });
+}
+
+template <typename F>
+void unary_apply(const Tensor& x, Tensor& out, F f) {
+  const float* px = x.f32();
+  float* po = out.f32();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+}
+
+void add_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float a, float b) { return a + b; });
+}
+void sub_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float a, float b) { return a - b; });
+}
+void mul_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float a, float b) { return a * b; });
+}
+void div_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float a, float b) { return a / b; });
+}
+
+std::vector<Value> add_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  return {ops::sum_to(dy, input_shape(g, n, 0)), ops::sum_to(dy, input_shape(g, n, 1))};
+}
+std::vector<Value> sub_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  return {ops::sum_to(dy, input_shape(g, n, 0)),
+          ops::sum_to(ops::scale(dy, -1.0), input_shape(g, n, 1))};
+}
+std::vector<Value> mul_vjp(Graph& g, int id, Value dy) {
+  const Node n = g.node(id);
+  Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
+  return {ops::sum_to(dy * b, a.shape()), ops::sum_to(dy * a, b.shape())};
+}
+std::vector<Value> div_vjp(Graph& g, int id, Value dy) {
+  const Node n = g.node(id);
+  Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]), y = g.value(id);
+  Value da = dy / b;
+  Value db = ops::scale(da * y, -1.0);  // d(a/b)/db = -(a/b)/b
+  return {ops::sum_to(da, a.shape()), ops::sum_to(db, b.shape())};
+}
+
+void scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const float s = static_cast<float>(n.attrs.f);
+  unary_apply(*in[0], out, [s](float x) { return s * x; });
+}
+std::vector<Value> scale_vjp(Graph& g, int id, Value dy) { return {ops::scale(dy, g.node(id).attrs.f)}; }
+
+// gelu: tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or exact x Phi(x).
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+void gelu_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  if (n.attrs.i) {
+    unary_apply(*in[0], out, [](float x) {
+      float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(u));
+    });
+  } else {
+    unary_apply(*in[0], out, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); });
+  }
+}
+
+void gelu_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                      const KernelContext&) {
+  if (n.attrs.i) {
+    binary_apply(in, out, [](float x, float dy) {
+      float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+      float t = std::tanh(u);
+      float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    });
+  } else {
+    binary_apply(in, out, [](float x, float dy) {
+      float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
+      float pdf = 0.3989422804f * std::exp(-0.5f * x * x);
+      return dy * (cdf + x * pdf);
+    });
+  }
+}
+
+std::vector<Value> gelu_vjp(Graph& g, int id, Value dy) {
+  const Node n = g.node(id);
+  Attrs a;
+  a.i = n.attrs.i;
+  return {g.add(Op::GeluGrad, {g.value(n.inputs[0]), dy}, a)};
+}
+
+void relu_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  unary_apply(*in[0], out, [](float x) { return x > 0 ? x : 0.0f; });
+}
+void relu_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float x, float dy) { return x > 0 ? dy : 0.0f; });
+}
+std::vector<Value> relu_vjp(Graph& g, int id, Value dy) {
+  return {g.add(Op::ReluGrad, {g.value(g.node(id).inputs[0]), dy})};
+}
+
+void tanh_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  unary_apply(*in[0], out, [](float x) { return std::tanh(x); });
+}
+void tanh_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float y, float dy) { return dy * (1.0f - y * y); });
+}
+std::vector<Value> tanh_vjp(Graph& g, int id, Value dy) {
+  return {g.add(Op::TanhGrad, {g.value(id), dy})};
+}
+
+// Dropout keeps element e with probability 1 - rate, keyed by (seed, step, e),
+// so the mask depends on neither the schedule nor, later, the sharding.
+void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                    const KernelContext& ctx) {
+  const float rate = static_cast<float>(n.attrs.f);
+  const float keep_scale = 1.0f / (1.0f - rate);
+  const CounterRng rng(static_cast<uint64_t>(n.attrs.i), static_cast<uint64_t>(ctx.step));
+  const float* x = in[0]->f32();
+  float* y = out.f32();
+  for (int64_t e = 0; e < out.numel(); ++e)
+    y[e] = rng.uniform(static_cast<uint64_t>(e)) >= rate ? x[e] * keep_scale : 0.0f;
+}
+std::vector<Value> dropout_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  return {g.add(Op::Dropout, {dy}, n.attrs)};
+}
+
+}  // namespace
+
+void register_elementwise_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::Add)] = {"add", binary_infer, add_kernel, add_vjp};
+  t[size_t(Op::Sub)] = {"sub", binary_infer, sub_kernel, sub_vjp};
+  t[size_t(Op::Mul)] = {"mul", binary_infer, mul_kernel, mul_vjp};
+  t[size_t(Op::Div)] = {"div", binary_infer, div_kernel, div_vjp};
+  t[size_t(Op::Scale)] = {"scale", unary_infer, scale_kernel, scale_vjp};
+  t[size_t(Op::Gelu)] = {"gelu", unary_infer, gelu_kernel, gelu_vjp};
+  t[size_t(Op::GeluGrad)] = {"gelu_grad", binary_infer, gelu_grad_kernel};
+  t[size_t(Op::Relu)] = {"relu", unary_infer, relu_kernel, relu_vjp};
+  t[size_t(Op::ReluGrad)] = {"relu_grad", binary_infer, relu_grad_kernel};
+  t[size_t(Op::Tanh)] = {"tanh", unary_infer, tanh_kernel, tanh_vjp};
+  t[size_t(Op::TanhGrad)] = {"tanh_grad", binary_infer, tanh_grad_kernel};
+  t[size_t(Op::Dropout)] = {"dropout", unary_infer, dropout_kernel, dropout_vjp};
+}
+
+}  // namespace autoshard

@@ -1,0 +1,102 @@
+// Optimizer update ops: the tail of a training-step Graph. They follow
+// PyTorch's update rules exactly (torch.optim.SGD / Adam / AdamW and
+// torch.nn.utils.clip_grad_norm_), so a step here matches a step there.
+#include <cmath>
+
+#include "autoshard/error.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+namespace {
+
+ShapeAndType scalar_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  check(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs f32");
+  return {{}, DType::F32};
+}
+
+void sum_squares_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
+                        const KernelContext&) {
+  const float* x = in[0]->f32();
+  double s = 0;
+  for (int64_t i = 0; i < in[0]->numel(); ++i) s += double(x[i]) * x[i];
+  out.f32()[0] = static_cast<float>(s);
+}
+
+void clip_scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext&) {
+  const double norm = std::sqrt(static_cast<double>(in[0]->f32()[0]));
+  const double coef = n.attrs.f / (norm + 1e-6);
+  out.f32()[0] = static_cast<float>(coef < 1.0 ? coef : 1.0);
+}
+
+ShapeAndType update_infer(const Graph& g, const Node& n) {
+  const size_t count = n.op == Op::AdamUpdate ? 5 : 4;
+  expect_inputs(n, count);
+  for (size_t i = 1; i + 1 < count; ++i)
+    check(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": state ",
+          shape_str(input_shape(g, n, i)), " does not match parameter ",
+          shape_str(input_shape(g, n, 0)));
+  check(input_shape(g, n, count - 1).empty(), op_name(n.op), ": the clip scale must be a scalar");
+  return {{}, DType::F32};
+}
+
+// AdamUpdate(p, g, m, v, scale); fs = {beta1, beta2, eps, weight_decay}; i = decoupled.
+void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const KernelContext& ctx) {
+  float* p = in[0]->f32();
+  const float* g = in[1]->f32();
+  float* m = in[2]->f32();
+  float* v = in[3]->f32();
+  const float clip = in[4]->f32()[0];
+  const double b1 = n.attrs.fs[0], b2 = n.attrs.fs[1], eps = n.attrs.fs[2], wd = n.attrs.fs[3];
+  const bool decoupled = n.attrs.i != 0;
+  const double t = static_cast<double>(ctx.step);
+  const float step_size = static_cast<float>(ctx.lr / (1.0 - std::pow(b1, t)));
+  const float sqrt_bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+  const float decay = static_cast<float>(1.0 - ctx.lr * wd);
+  const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
+  const float feps = static_cast<float>(eps), fwd = static_cast<float>(wd);
+  const int64_t count = in[0]->numel();
+  for (int64_t i = 0; i < count; ++i) {
+    float grad = g[i] * clip;
+    if (decoupled)
+      p[i] *= decay;
+    else
+      grad += fwd * p[i];
+    m[i] = fb1 * m[i] + (1.0f - fb1) * grad;
+    v[i] = fb2 * v[i] + (1.0f - fb2) * grad * grad;
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + feps);
+  }
+}
+
+// SgdUpdate(p, g, buf, scale); fs = {momentum, weight_decay, nesterov}.
+void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const KernelContext& ctx) {
+  float* p = in[0]->f32();
+  const float* g = in[1]->f32();
+  float* buf = in[2]->f32();
+  const float clip = in[3]->f32()[0];
+  const float momentum = static_cast<float>(n.attrs.fs[0]);
+  const float wd = static_cast<float>(n.attrs.fs[1]);
+  const bool nesterov = n.attrs.fs[2] != 0;
+  const float lr = static_cast<float>(ctx.lr);
+  const bool first = ctx.step == 1;
+  for (int64_t i = 0; i < in[0]->numel(); ++i) {
+    float grad = g[i] * clip + wd * p[i];
+    if (momentum != 0) {
+      buf[i] = first ? grad : momentum * buf[i] + grad;
+      grad = nesterov ? grad + momentum * buf[i] : buf[i];
+    }
+    p[i] -= lr * grad;
+  }
+}
+
+}  // namespace
+
+void register_optimizer_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::SumSquares)] = {"sum_squares", scalar_infer, sum_squares_kernel};
+  t[size_t(Op::ClipScale)] = {"clip_scale", scalar_infer, clip_scale_kernel};
+  t[size_t(Op::AdamUpdate)] = {"adam_update", update_infer, adam_kernel, nullptr, true};
+  t[size_t(Op::SgdUpdate)] = {"sgd_update", update_infer, sgd_kernel, nullptr, true};
+}
+
+}  // namespace autoshard

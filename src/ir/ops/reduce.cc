@@ -1,0 +1,97 @@
+// ReduceSum and its adjoint BroadcastTo.
+#include <algorithm>
+#include <cstring>
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/op_def.h"
+#include "tensor/broadcast.h"
+
+namespace autoshard {
+namespace {
+
+// The input shape with reduced axes kept as 1.
+Shape keepdims_shape(const Shape& in, const std::vector<int64_t>& axes) {
+  Shape s = in;
+  for (int64_t a : axes) s[a] = 1;
+  return s;
+}
+
+ShapeAndType reduce_sum_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  const Shape& in = input_shape(g, n, 0);
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t a : n.attrs.ints) {
+    check(a >= 0 && a < static_cast<int64_t>(in.size()), "reduce_sum: axis ", a,
+          " out of range for ", shape_str(in));
+    check(!reduced[a], "reduce_sum: axis ", a, " listed twice");
+    reduced[a] = true;
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!reduced[i]) out.push_back(in[i]);
+  return {out, DType::F32};
+}
+
+void reduce_sum_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext&) {
+  const Tensor& x = *in[0];
+  std::fill_n(out.f32(), out.numel(), 0.0f);
+  BroadcastPlan plan = plan_broadcast(x.shape(), {keepdims_shape(x.shape(), n.attrs.ints)});
+  const float* px = x.f32();
+  float* po = out.f32();
+  for_each_run(plan, [&](int64_t xo, const std::vector<int64_t>& off, int64_t len,
+                         const std::vector<int64_t>& st) {
+    const float* src = px + xo;
+    float* dst = po + off[0];
+    if (st[0] == 0) {
+      float s = 0;
+      for (int64_t i = 0; i < len; ++i) s += src[i];
+      *dst += s;
+    } else {
+      for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
+    }
+  });
+}
+
+std::vector<Value> reduce_sum_vjp(Graph& g, int id, Value dy) {
+  const Node n = g.node(id);
+  const Shape in = input_shape(g, n, 0);
+  return {ops::broadcast_to(ops::reshape(dy, keepdims_shape(in, n.attrs.ints)), in)};
+}
+
+ShapeAndType broadcast_to_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  const Shape& in = input_shape(g, n, 0);
+  check(broadcast_shapes(in, n.attrs.ints) == n.attrs.ints, "cannot broadcast ", shape_str(in),
+        " to ", shape_str(n.attrs.ints));
+  return {n.attrs.ints, DType::F32};
+}
+
+void broadcast_to_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
+                         const KernelContext&) {
+  BroadcastPlan plan = plan_broadcast(out.shape(), {in[0]->shape()});
+  const float* px = in[0]->f32();
+  float* po = out.f32();
+  for_each_run(plan, [&](int64_t oo, const std::vector<int64_t>& off, int64_t len,
+                         const std::vector<int64_t>& st) {
+    if (st[0] == 0)
+      std::fill_n(po + oo, len, px[off[0]]);
+    else
+      std::memcpy(po + oo, px + off[0], len * sizeof(float));
+  });
+}
+
+std::vector<Value> broadcast_to_vjp(Graph& g, int id, Value dy) {
+  return {ops::sum_to(dy, input_shape(g, g.node(id), 0))};
+}
+
+}  // namespace
+
+void register_reduce_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::ReduceSum)] = {"reduce_sum", reduce_sum_infer, reduce_sum_kernel, reduce_sum_vjp};
+  t[size_t(Op::BroadcastTo)] = {"broadcast_to", broadcast_to_infer, broadcast_to_kernel,
+                                broadcast_to_vjp};
+}
+
+}  // namespace autoshard

@@ -1,0 +1,264 @@
+#include "autoshard/layers.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/einsum_equation.h"
+#include "tensor/rng.h"
+
+namespace autoshard {
+
+std::string default_layer_name(const std::string& base) {
+  static std::mutex mu;
+  static std::map<std::string, int> counts;
+  std::lock_guard<std::mutex> lock(mu);
+  int n = counts[base]++;
+  return n == 0 ? base : base + "_" + std::to_string(n);
+}
+
+namespace {
+std::string name_or(const std::string& given, const std::string& base) {
+  return given.empty() ? default_layer_name(base) : given;
+}
+}  // namespace
+
+SymbolicTensor Input(Shape shape, DType dtype, std::string name) {
+  auto node = std::make_shared<SymbolicTensor::Node>();
+  node->shape = std::move(shape);
+  node->dtype = dtype;
+  node->name = name.empty() ? default_layer_name("input") : std::move(name);
+  return SymbolicTensor(std::move(node));
+}
+
+Value Layer::operator()(Trace& trace, const std::vector<Value>& inputs) const {
+  Trace::Scope scope(trace, impl_->name());
+  return impl_->call(trace, inputs);
+}
+
+SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) const {
+  auto node = std::make_shared<SymbolicTensor::Node>();
+  node->inputs = inputs;
+  node->layer = std::make_shared<Layer>(*this);
+  return SymbolicTensor(std::move(node));
+}
+
+Value apply_activation(Value x, const std::string& activation) {
+  if (activation.empty() || activation == "linear") return x;
+  if (activation == "relu") return ops::relu(x);
+  if (activation == "gelu") return ops::gelu(x, false);
+  if (activation == "gelu_tanh" || activation == "gelu_new") return ops::gelu(x, true);
+  if (activation == "tanh") return ops::tanh(x);
+  fail("unknown activation '", activation, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
+}
+
+namespace {
+
+Value single(const std::vector<Value>& inputs, const std::string& layer) {
+  check(inputs.size() == 1, "layer ", layer, " takes one input, got ", inputs.size());
+  return inputs[0];
+}
+
+// ---- Dense ----
+class DenseImpl : public LayerImpl {
+ public:
+  DenseImpl(int64_t units, DenseOptions o) : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
+    check(units > 0, "Dense: units must be positive, got ", units);
+  }
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    Value x = single(inputs, name());
+    check(x.rank() >= 1, "Dense ", name(), " needs an input with a feature axis");
+    Value kernel = t.weight("kernel", {x.dim(-1), units_}, o_.kernel_initializer_);
+    std::string lead = std::string("abcdefgh").substr(0, x.rank() - 1);
+    Value y = ops::einsum(lead + "y," + "yz->" + lead + "z", x, kernel);
+    if (o_.use_bias_) y = y + t.weight("bias", {units_}, o_.bias_initializer_);
+    return apply_activation(y, o_.activation_);
+  }
+
+ private:
+  int64_t units_;
+  DenseOptions o_;
+};
+
+// ---- EinsumDense ----
+class EinsumDenseImpl : public LayerImpl {
+ public:
+  EinsumDenseImpl(std::string eq, Shape out, EinsumDenseOptions o)
+      : LayerImpl(name_or(o.name_, "einsum_dense")), eq_(std::move(eq)), out_(std::move(out)), o_(std::move(o)) {}
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    Value x = single(inputs, name());
+    EinsumEquation e = parse_einsum(eq_);
+    check(static_cast<int>(e.a.size()) == x.rank(), "EinsumDense ", name(), ": equation '", eq_,
+          "' expects a rank-", e.a.size(), " input, got ", shape_str(x.shape()));
+    check(out_.size() + 1 == e.out.size(), "EinsumDense ", name(), ": output_shape ",
+          shape_str(out_), " must give the ", e.out.size() - 1, " output dims after the batch");
+    auto size_of = [&](char c) -> int64_t {
+      if (size_t i = e.a.find(c); i != std::string::npos) return x.dim(static_cast<int>(i));
+      size_t j = e.out.find(c);
+      check(j != std::string::npos && j > 0, "EinsumDense ", name(), ": cannot size kernel letter '", c, "'");
+      return out_[j - 1];
+    };
+    Shape kshape;
+    for (char c : e.b) kshape.push_back(size_of(c));
+    Value y = ops::einsum(eq_, x, t.weight("kernel", kshape, o_.kernel_initializer_));
+    if (!o_.bias_axes_.empty()) {
+      Shape bshape, bview;
+      for (char c : o_.bias_axes_) bshape.push_back(size_of(c));
+      size_t first = e.out.find(o_.bias_axes_[0]);
+      for (size_t i = first; i < e.out.size(); ++i)
+        bview.push_back(o_.bias_axes_.find(e.out[i]) != std::string::npos ? y.dim(static_cast<int>(i)) : 1);
+      Value bias = t.weight("bias", bshape, o_.bias_initializer_);
+      y = y + ops::reshape(bias, bview);
+    }
+    return apply_activation(y, o_.activation_);
+  }
+
+ private:
+  std::string eq_;
+  Shape out_;
+  EinsumDenseOptions o_;
+};
+
+// ---- Embedding ----
+class EmbeddingImpl : public LayerImpl {
+ public:
+  EmbeddingImpl(int64_t in, int64_t out, EmbeddingOptions o)
+      : LayerImpl(name_or(o.name_, "embedding")), in_(in), out_(out), o_(std::move(o)) {}
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    Value ids = single(inputs, name());
+    check(ids.dtype() == DType::I32, "Embedding ", name(), " needs i32 ids");
+    return ops::gather(t.weight("embeddings", {in_, out_}, o_.embeddings_initializer_), ids);
+  }
+
+ private:
+  int64_t in_, out_;
+  EmbeddingOptions o_;
+};
+
+// ---- LayerNormalization ----
+class LayerNormImpl : public LayerImpl {
+ public:
+  explicit LayerNormImpl(LayerNormalizationOptions o)
+      : LayerImpl(name_or(o.name_, "layer_normalization")), o_(std::move(o)) {}
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    Value x = single(inputs, name());
+    Value y = ops::normalize(x, o_.epsilon_);
+    if (o_.scale_) y = y * t.weight("gamma", {x.dim(-1)}, Initializer::ones());
+    if (o_.center_) y = y + t.weight("beta", {x.dim(-1)}, Initializer::zeros());
+    return y;
+  }
+
+ private:
+  LayerNormalizationOptions o_;
+};
+
+// ---- Dropout ----
+class DropoutImpl : public LayerImpl {
+ public:
+  DropoutImpl(double rate, uint64_t seed, std::string name)
+      : LayerImpl(name_or(name, "dropout")), rate_(rate), seed_(seed) {
+    check(rate >= 0 && rate < 1, "Dropout rate must be in [0, 1), got ", rate);
+  }
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    Value x = single(inputs, name());
+    if (!t.training() || rate_ == 0) return x;
+    // Key the mask by the layer's path so two dropout layers never share one.
+    uint64_t key = stable_hash(t.path("mask").c_str()) ^ (seed_ + t.seed() * 0x9E3779B97F4A7C15ull);
+    return ops::dropout(x, rate_, key);
+  }
+
+ private:
+  double rate_;
+  uint64_t seed_;
+};
+
+// ---- MultiHeadAttention ----
+class MultiHeadAttentionImpl : public LayerImpl {
+ public:
+  MultiHeadAttentionImpl(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
+      : LayerImpl(name_or(o.name_, "multi_head_attention")), heads_(heads), key_dim_(key_dim),
+        value_dim_(o.value_dim_ ? o.value_dim_ : key_dim), o_(std::move(o)) {
+    check(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
+    auto proj = [&](const char* n, int64_t dim) {
+      // The time dim (-1) comes from the input; only heads and dim size the kernel.
+      return EinsumDense("btc,chd->bthd", {-1, heads_, dim},
+                         EinsumDenseOptions().bias_axes(o_.use_bias_ ? "hd" : "").name(n)
+                             .kernel_initializer(o_.kernel_initializer_));
+    };
+    query_ = std::make_unique<EinsumDense>(proj("query", key_dim_));
+    key_ = std::make_unique<EinsumDense>(proj("key", key_dim_));
+    value_ = std::make_unique<EinsumDense>(proj("value", value_dim_));
+  }
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    check(inputs.size() == 1 || inputs.size() == 2, "MultiHeadAttention ", name(),
+          " takes (query) or (query, value)");
+    Value q_in = inputs[0], kv_in = inputs.back();
+    check(q_in.rank() == 3 && kv_in.rank() == 3, "MultiHeadAttention ", name(),
+          " needs [batch, time, features] inputs");
+    Value q = (*query_)(t, q_in);
+    Value k = (*key_)(t, kv_in);
+    Value v = (*value_)(t, kv_in);
+    Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(double(key_dim_)));
+    Value probs = ops::softmax(scores, o_.use_causal_mask_);
+    if (t.training() && o_.dropout_ > 0) {
+      uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
+      probs = ops::dropout(probs, o_.dropout_, key);
+    }
+    Value context = ops::einsum("bhqk,bkhd->bqhd", probs, v);
+    Trace::Scope scope(t, "attention_output");
+    Value wo = t.weight("kernel", {heads_, value_dim_, q_in.dim(2)}, o_.output_kernel_initializer_);
+    Value out = ops::einsum("bqhd,hdc->bqc", context, wo);
+    if (o_.use_bias_) out = out + t.weight("bias", {q_in.dim(2)}, Initializer::zeros());
+    return out;
+  }
+
+ private:
+  int64_t heads_, key_dim_, value_dim_;
+  MultiHeadAttentionOptions o_;
+  std::unique_ptr<EinsumDense> query_, key_, value_;
+};
+
+// ---- Activation and Add ----
+class ActivationImpl : public LayerImpl {
+ public:
+  ActivationImpl(std::string act, std::string name)
+      : LayerImpl(name_or(name, "activation")), act_(std::move(act)) {}
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    return apply_activation(single(inputs, name()), act_);
+  }
+
+ private:
+  std::string act_;
+};
+
+class AddImpl : public LayerImpl {
+ public:
+  explicit AddImpl(std::string name) : LayerImpl(name_or(name, "add")) {}
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    check(!inputs.empty(), "Add ", name(), " needs inputs");
+    Value sum = inputs[0];
+    for (size_t i = 1; i < inputs.size(); ++i) sum = sum + inputs[i];
+    return sum;
+  }
+};
+
+}  // namespace
+
+Dense::Dense(int64_t units, DenseOptions o) : Layer(std::make_shared<DenseImpl>(units, std::move(o))) {}
+EinsumDense::EinsumDense(std::string eq, Shape out, EinsumDenseOptions o)
+    : Layer(std::make_shared<EinsumDenseImpl>(std::move(eq), std::move(out), std::move(o))) {}
+Embedding::Embedding(int64_t in, int64_t out, EmbeddingOptions o)
+    : Layer(std::make_shared<EmbeddingImpl>(in, out, std::move(o))) {}
+LayerNormalization::LayerNormalization(LayerNormalizationOptions o)
+    : Layer(std::make_shared<LayerNormImpl>(std::move(o))) {}
+MultiHeadAttention::MultiHeadAttention(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
+    : Layer(std::make_shared<MultiHeadAttentionImpl>(heads, key_dim, std::move(o))) {}
+Dropout::Dropout(double rate, uint64_t seed, std::string name)
+    : Layer(std::make_shared<DropoutImpl>(rate, seed, std::move(name))) {}
+Activation::Activation(std::string act, std::string name)
+    : Layer(std::make_shared<ActivationImpl>(std::move(act), std::move(name))) {}
+Add::Add(std::string name) : Layer(std::make_shared<AddImpl>(std::move(name))) {}
+
+}  // namespace autoshard

@@ -1,0 +1,79 @@
+#include "autoshard/optimizers.h"
+
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+
+namespace autoshard {
+
+Value Optimizer::slot(Graph& g, const std::string& slot_name, Value param,
+                      std::vector<SlotSpec>& slots) {
+  std::string path = "optimizer." + slot_name + "." + param.node().attrs.text;
+  slots.push_back({path, param.shape()});
+  return g.parameter(path, param.shape());
+}
+
+std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
+                                               const std::vector<Value>& grads) const {
+  check(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
+  Value scale = ops::constant(g, {}, 1.0);
+  if (clipnorm > 0 && !grads.empty()) {
+    Value sumsq = g.add(Op::SumSquares, {grads[0]});
+    for (size_t i = 1; i < grads.size(); ++i) sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
+    Attrs a;
+    a.f = clipnorm;
+    scale = g.add(Op::ClipScale, {sumsq}, a);
+  }
+  std::vector<SlotSpec> slots;
+  for (size_t i = 0; i < params.size(); ++i) update_one(g, params[i], grads[i], scale, slots);
+  return slots;
+}
+
+namespace {
+
+class SgdOptimizer : public Optimizer {
+ public:
+  explicit SgdOptimizer(SGDOptions o) : o_(o) {
+    learning_rate = o.learning_rate;
+    clipnorm = o.clipnorm;
+  }
+
+ protected:
+  void update_one(Graph& g, Value p, Value grad, Value scale, std::vector<SlotSpec>& slots) const override {
+    Attrs a;
+    a.fs = {o_.momentum, o_.weight_decay, o_.nesterov ? 1.0 : 0.0};
+    g.add(Op::SgdUpdate, {p, grad, slot(g, "momentum", p, slots), scale}, a);
+  }
+
+ private:
+  SGDOptions o_;
+};
+
+class AdamOptimizer : public Optimizer {
+ public:
+  AdamOptimizer(AdamOptions o, bool decoupled) : o_(o), decoupled_(decoupled) {
+    learning_rate = o.learning_rate;
+    clipnorm = o.clipnorm;
+  }
+
+ protected:
+  void update_one(Graph& g, Value p, Value grad, Value scale, std::vector<SlotSpec>& slots) const override {
+    Attrs a;
+    a.fs = {o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay};
+    a.i = decoupled_ ? 1 : 0;
+    Value m = slot(g, "m", p, slots);
+    Value v = slot(g, "v", p, slots);
+    g.add(Op::AdamUpdate, {p, grad, m, v, scale}, a);
+  }
+
+ private:
+  AdamOptions o_;
+  bool decoupled_;
+};
+
+}  // namespace
+
+std::shared_ptr<Optimizer> SGD(SGDOptions o) { return std::make_shared<SgdOptimizer>(o); }
+std::shared_ptr<Optimizer> Adam(AdamOptions o) { return std::make_shared<AdamOptimizer>(o, false); }
+std::shared_ptr<Optimizer> AdamW(AdamOptions o) { return std::make_shared<AdamOptimizer>(o, true); }
+
+}  // namespace autoshard

@@ -1,0 +1,104 @@
+#include "autoshard/executor.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "autoshard/error.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+namespace {
+bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Input; }
+}  // namespace
+
+Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph) {
+  const int n = graph.size();
+  // 1. Keep only what the outputs and the side effects need.
+  std::vector<bool> live(n, false);
+  for (int o : outputs) live[o] = true;
+  for (int i = 0; i < n; ++i)
+    if (op_def(graph.node(i).op).side_effect) live[i] = true;
+  for (int i = n - 1; i >= 0; --i)
+    if (live[i])
+      for (int in : graph.node(i).inputs) live[in] = true;
+  for (int i = 0; i < n; ++i)
+    if (live[i]) schedule_.push_back(i);
+
+  // 2. Liveness: a buffer is free once the last reader of every value that
+  //    shares it (reshape views) has run. Outputs live forever.
+  std::vector<int> root(n), last(n, -1);
+  for (int i : schedule_) {
+    const Node& node = graph.node(i);
+    root[i] = op_def(node.op).aliases_input ? root[node.inputs[0]] : i;
+    last[root[i]] = std::max(last[root[i]], i);
+    for (int in : node.inputs) last[root[in]] = std::max(last[root[in]], i);
+  }
+  for (int o : outputs) last[root[o]] = INT_MAX;
+
+  // 3. Assign buffers greedily, reusing a free one of sufficient size.
+  std::vector<Tensor> slots;
+  std::vector<int> free_slots, slot_of(n, -1);
+  std::vector<std::vector<int>> release_at(n);
+  int released_before = 0;  // slots whose last reader precedes this node are free
+  for (int i : schedule_) {
+    for (; released_before < i; ++released_before)
+      for (int s : release_at[released_before]) free_slots.push_back(s);
+    const Node& node = graph.node(i);
+    if (is_leaf(node.op) || root[i] != i) continue;
+    const size_t bytes = std::max<size_t>(4, numel(node.shape) * dtype_size(node.dtype));
+    unplanned_bytes_ += bytes;
+    int best = -1;
+    for (size_t k = 0; k < free_slots.size(); ++k) {
+      size_t have = slots[free_slots[k]].nbytes();
+      if (have >= bytes && have <= 2 * bytes &&
+          (best < 0 || have < slots[free_slots[best]].nbytes()))
+        best = static_cast<int>(k);
+    }
+    if (best >= 0) {
+      slot_of[i] = free_slots[best];
+      free_slots.erase(free_slots.begin() + best);
+    } else {
+      slot_of[i] = static_cast<int>(slots.size());
+      slots.emplace_back(Shape{static_cast<int64_t>((bytes + 3) / 4)});
+      planned_bytes_ += slots.back().nbytes();
+    }
+    if (last[i] != INT_MAX) release_at[std::max(last[i], i)].push_back(slot_of[i]);
+  }
+
+  values_.resize(n);
+  for (int i : schedule_)
+    if (slot_of[i] >= 0) values_[i] = slots[slot_of[i]].view(graph.node(i).shape, graph.node(i).dtype);
+  in_ptrs_.resize(n);
+  for (int i : schedule_)
+    for (int in : graph.node(i).inputs) in_ptrs_[i].push_back(&values_[in]);
+}
+
+void Executor::bind(int node, const Tensor& value) {
+  const Node& n = graph_.node(node);
+  check(is_leaf(n.op), "bind: node ", node, " is not a parameter or input");
+  check(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text,
+        "' expects ", dtype_name(n.dtype), shape_str(n.shape), ", got ",
+        dtype_name(value.dtype()), shape_str(value.shape()));
+  values_[node] = value;
+}
+
+void Executor::run(const StepContext& step) {
+  KernelContext ctx{step.step, step.lr};
+  for (int i : schedule_) {
+    const Node& node = graph_.node(i);
+    if (is_leaf(node.op)) {
+      check(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
+            "run: ", op_name(node.op), " '", node.attrs.text, "' has no value bound");
+      continue;
+    }
+    const OpDef& def = op_def(node.op);
+    if (def.aliases_input) {
+      values_[i] = values_[node.inputs[0]].reshaped(node.shape);
+      continue;
+    }
+    def.kernel(node, in_ptrs_[i], values_[i], ctx);
+  }
+}
+
+}  // namespace autoshard

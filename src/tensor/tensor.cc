@@ -1,0 +1,144 @@
+#include "autoshard/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+const char* dtype_name(DType dtype) { return dtype == DType::F32 ? "f32" : "i32"; }
+size_t dtype_size(DType) { return 4; }
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+namespace {
+// 64-byte aligned, zero-filled storage so kernels can use aligned vector loads.
+std::shared_ptr<std::byte> allocate(size_t bytes) {
+  constexpr std::align_val_t kAlign{64};
+  size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  auto* p = static_cast<std::byte*>(::operator new(padded, kAlign));
+  std::memset(p, 0, padded);
+  return std::shared_ptr<std::byte>(p, [](std::byte* q) { ::operator delete(q, std::align_val_t{64}); });
+}
+}  // namespace
+
+Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
+  for (int64_t d : shape_) check(d >= 0, "negative dimension in shape ", shape_str(shape_));
+  numel_ = autoshard::numel(shape_);
+  storage_ = allocate(nbytes());
+}
+
+Tensor Tensor::full(Shape shape, float value) {
+  Tensor t(std::move(shape));
+  std::fill_n(t.f32(), t.numel(), value);
+  return t;
+}
+
+Tensor Tensor::from(Shape shape, std::span<const float> values) {
+  Tensor t(std::move(shape));
+  check(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
+        " values for shape ", shape_str(t.shape()));
+  std::copy(values.begin(), values.end(), t.f32());
+  return t;
+}
+
+Tensor Tensor::from(Shape shape, std::span<const int32_t> values) {
+  Tensor t(std::move(shape), DType::I32);
+  check(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
+        " values for shape ", shape_str(t.shape()));
+  std::copy(values.begin(), values.end(), t.i32());
+  return t;
+}
+
+Tensor Tensor::from(Shape shape, std::initializer_list<float> values) {
+  return from(std::move(shape), std::span<const float>(values.begin(), values.size()));
+}
+
+Tensor Tensor::from_ints(Shape shape, std::initializer_list<int32_t> values) {
+  return from(std::move(shape), std::span<const int32_t>(values.begin(), values.size()));
+}
+
+int64_t Tensor::dim(int axis) const {
+  int r = rank();
+  if (axis < 0) axis += r;
+  check(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape_));
+  return shape_[axis];
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  check(autoshard::numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " to ",
+        shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::view(Shape shape, DType dtype) const {
+  int64_t n = autoshard::numel(shape);
+  check(static_cast<size_t>(n) * dtype_size(dtype) <= nbytes(), "view ", shape_str(shape),
+        " does not fit in a buffer of ", nbytes(), " bytes");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.numel_ = n;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(shape_, dtype_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+std::vector<float> Tensor::to_vector() const {
+  check(dtype_ == DType::F32, "to_vector needs an f32 tensor");
+  return std::vector<float>(f32(), f32() + numel_);
+}
+
+float Tensor::item() const {
+  check(numel_ == 1, "item() needs a single-element tensor, got ", shape_str(shape_));
+  return dtype_ == DType::F32 ? f32()[0] : static_cast<float>(i32()[0]);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  check(a.shape() == b.shape(), "compare: shapes differ ", shape_str(a.shape()), " vs ",
+        shape_str(b.shape()));
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double d = std::fabs(double(a.f32()[i]) - double(b.f32()[i]));
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+double max_relative_error(const Tensor& a, const Tensor& b) {
+  double scale = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::fabs(double(b.f32()[i])));
+  return max_abs_diff(a, b) / (scale > 0 ? scale : 1.0);
+}
+
+}  // namespace autoshard

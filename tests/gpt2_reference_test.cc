@@ -1,0 +1,95 @@
+// autoshard's GPT-2 against PyTorch (tests/data/gpt2_reference.safetensors,
+// written by tools/make_gpt2_reference.py): logits, loss, every gradient, and
+// 10 AdamW steps with gradient clipping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autoshard/autodiff.h"
+#include "autoshard/losses.h"
+#include "autoshard/models/gpt2.h"
+#include "autoshard/safetensors.h"
+
+namespace autoshard {
+namespace {
+
+const std::string kReference = std::string(AUTOSHARD_TEST_DATA) + "/gpt2_reference.safetensors";
+
+struct Fixture {
+  SafetensorsFile ref{kReference};
+  Tensor x = ref.load("x"), y = ref.load("y");
+  GPT2 model{GPT2Config::preset("test"), x.dim(1)};
+
+  Fixture() {
+    for (const std::string& path : model.weight_paths()) model.set_weight(path, ref.load("w." + path));
+  }
+};
+
+TEST(GPT2Reference, EveryWeightIsInTheReference) {
+  Fixture f;
+  int count = 0;
+  for (const auto& e : f.ref.entries())
+    if (e.name.rfind("w.", 0) == 0) ++count;
+  EXPECT_EQ(static_cast<int>(f.model.weight_paths().size()), count);
+}
+
+TEST(GPT2Reference, LogitsAndLoss) {
+  Fixture f;
+  Tensor logits = f.model.predict_on_batch(f.x);
+  EXPECT_LT(max_relative_error(logits, f.ref.load("logits")), 1e-5);
+  f.model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  double loss = f.model.test_on_batch(f.x, f.y);
+  EXPECT_NEAR(loss, f.ref.load("loss").item(), 1e-5 * f.ref.load("loss").item());
+}
+
+TEST(GPT2Reference, EveryGradient) {
+  Fixture f;
+  Graph g;
+  Value logits = f.model.trace_forward(g, f.x.dim(0), /*training=*/false);
+  Value loss = losses::sparse_categorical_crossentropy(logits, g.input("y", f.y.shape(), DType::I32));
+  std::vector<Value> params;
+  for (int id : g.parameters()) params.push_back(g.value(id));
+  std::vector<Value> grads = gradients(loss, params);
+  std::vector<int> outputs;
+  for (Value v : grads) outputs.push_back(v.id);
+  Executor exec(g, outputs);
+  for (int id : g.parameters()) exec.bind(id, f.model.weight(g.node(id).attrs.text));
+  exec.bind(g.find_input("x"), f.x);
+  exec.bind(g.find_input("y"), f.y);
+  exec.run();
+  // The key bias cannot change any softmax (it adds the same q.b to every key
+  // of a query), so its exact gradient is zero and both sides hold rounding
+  // noise. Measure every tensor against at least 1e-3 of the largest gradient.
+  double global_scale = 0;
+  for (Value p : params)
+    for (float v : f.ref.load("grad." + p.node().attrs.text).to_vector())
+      global_scale = std::max(global_scale, double(std::fabs(v)));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& path = params[i].node().attrs.text;
+    Tensor expected = f.ref.load("grad." + path);
+    double scale = 0;
+    for (float v : expected.to_vector()) scale = std::max(scale, double(std::fabs(v)));
+    double err = max_abs_diff(exec.value(grads[i].id), expected) / std::max(scale, 1e-3 * global_scale);
+    EXPECT_LT(err, 1e-4) << path;
+  }
+}
+
+TEST(GPT2Reference, TenAdamWStepsWithClipping) {
+  Fixture f;
+  f.model.compile(AdamW({.learning_rate = 3e-3, .beta_2 = 0.95, .weight_decay = 0.1, .clipnorm = 1.0}),
+                  losses::sparse_categorical_crossentropy);
+  std::vector<float> expected = f.ref.load("adamw_losses").to_vector();
+  for (size_t step = 0; step < expected.size(); ++step) {
+    double loss = f.model.train_on_batch(f.x, f.y);
+    EXPECT_NEAR(loss, expected[step], 1e-4 * expected[step]) << "step " << step + 1;
+  }
+  // Adam turns the key bias's zero-in-exact-arithmetic gradient (see above)
+  // into unit-size steps of rounding noise, so that weight cannot match; it
+  // also cannot affect the losses checked above.
+  for (const std::string& path : f.model.weight_paths())
+    if (path.find("attn.key.bias") == std::string::npos)
+      EXPECT_LT(max_relative_error(f.model.weight(path), f.ref.load("after." + path)), 1e-4) << path;
+}
+
+}  // namespace
+}  // namespace autoshard

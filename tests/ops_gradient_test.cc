@@ -1,0 +1,196 @@
+// Every primitive's gradient against central finite differences, and the
+// einsum kernel against a naive loop over all letters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "autoshard/autodiff.h"
+#include "autoshard/error.h"
+#include "autoshard/ops.h"
+#include "ir/einsum_equation.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+using testing::evaluate;
+using testing::random_ids;
+using testing::random_tensor;
+
+// Builds y = f(params) on a fresh graph, forms loss = sum(y * w) for a fixed
+// random w, and compares d loss / d param against central differences.
+void check_gradient(const std::string& what, const std::vector<Shape>& shapes,
+                    const std::function<Value(Graph&, std::vector<Value>&)>& f,
+                    std::map<std::string, Tensor> extra = {}, double tol = 2e-3) {
+  Graph g;
+  std::vector<Value> params;
+  std::map<std::string, Tensor> leaves = extra;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string name = "p" + std::to_string(i);
+    params.push_back(g.parameter(name, shapes[i]));
+    leaves[name] = random_tensor(shapes[i], 100 + i, 0.8f);
+  }
+  Value y = f(g, params);
+  Value w = g.parameter("w", y.shape());
+  leaves["w"] = random_tensor(y.shape(), 999);
+  Value loss = ops::reduce_sum(y * w, [&] {
+    std::vector<int64_t> axes;
+    for (int a = 0; a < y.rank(); ++a) axes.push_back(a);
+    return axes;
+  }());
+  std::vector<Value> grads = gradients(loss, params);
+  std::vector<int> outs{loss.id};
+  for (Value gv : grads) outs.push_back(gv.id);
+  std::vector<Tensor> analytic = evaluate(g, leaves, outs);
+
+  for (size_t p = 0; p < params.size(); ++p) {
+    Tensor& x = leaves["p" + std::to_string(p)];
+    Tensor numeric(x.shape());
+    for (int64_t e = 0; e < x.numel(); ++e) {
+      const float orig = x.f32()[e];
+      const float h = 1e-2f * std::max(1.0f, std::fabs(orig));
+      x.f32()[e] = orig + h;
+      double up = evaluate(g, leaves, {loss.id})[0].item();
+      x.f32()[e] = orig - h;
+      double down = evaluate(g, leaves, {loss.id})[0].item();
+      x.f32()[e] = orig;
+      numeric.f32()[e] = static_cast<float>((up - down) / (2.0 * h));
+    }
+    double err = max_relative_error(analytic[p + 1], numeric);
+    EXPECT_LT(err, tol) << what << ": gradient of input " << p;
+  }
+}
+
+TEST(Gradient, EinsumDense) {
+  check_gradient("btc,cd->btd", {{2, 3, 4}, {4, 5}},
+                 [](Graph&, auto& p) { return ops::einsum("btc,cd->btd", p[0], p[1]); });
+}
+TEST(Gradient, EinsumHeads) {
+  check_gradient("btc,chd->bthd", {{2, 3, 4}, {4, 2, 3}},
+                 [](Graph&, auto& p) { return ops::einsum("btc,chd->bthd", p[0], p[1]); });
+}
+TEST(Gradient, EinsumAttentionScores) {
+  check_gradient("bqhd,bkhd->bhqk", {{2, 3, 2, 4}, {2, 3, 2, 4}},
+                 [](Graph&, auto& p) { return ops::einsum("bqhd,bkhd->bhqk", p[0], p[1]); });
+}
+TEST(Gradient, EinsumAttentionValues) {
+  check_gradient("bhqk,bkhd->bqhd", {{2, 2, 3, 3}, {2, 3, 2, 4}},
+                 [](Graph&, auto& p) { return ops::einsum("bhqk,bkhd->bqhd", p[0], p[1]); });
+}
+TEST(Gradient, EinsumSummedLetterAndOuter) {
+  check_gradient("abx,cy->bac", {{2, 3, 2}, {4, 3}},
+                 [](Graph&, auto& p) { return ops::einsum("abx,cy->bac", p[0], p[1]); });
+}
+TEST(Gradient, AddSubMulDivBroadcast) {
+  check_gradient("add", {{3, 4}, {4}}, [](Graph&, auto& p) { return p[0] + p[1]; });
+  check_gradient("sub", {{3, 1}, {2, 1, 4}}, [](Graph&, auto& p) { return p[0] - p[1]; });
+  check_gradient("mul", {{2, 3, 4}, {3, 1}}, [](Graph&, auto& p) { return p[0] * p[1]; });
+  check_gradient("div", {{3, 4}, {4}}, [](Graph& g, auto& p) {
+    return p[0] / (p[1] * p[1] + ops::constant(g, {}, 1.0));
+  });
+}
+TEST(Gradient, ScaleAndActivations) {
+  check_gradient("scale", {{5}}, [](Graph&, auto& p) { return ops::scale(p[0], -2.5); });
+  check_gradient("gelu tanh", {{3, 5}}, [](Graph&, auto& p) { return ops::gelu(p[0], true); });
+  check_gradient("gelu erf", {{3, 5}}, [](Graph&, auto& p) { return ops::gelu(p[0], false); });
+  check_gradient("relu", {{3, 5}}, [](Graph&, auto& p) { return ops::relu(p[0]); });
+  check_gradient("tanh", {{3, 5}}, [](Graph&, auto& p) { return ops::tanh(p[0]); });
+}
+TEST(Gradient, ReduceAndBroadcast) {
+  check_gradient("reduce_sum", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::reduce_sum(p[0], {0, 2}); });
+  check_gradient("reduce_mean", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::reduce_mean(p[0], {1}); });
+  check_gradient("broadcast_to", {{3, 1}}, [](Graph&, auto& p) { return ops::broadcast_to(p[0], {2, 3, 4}); });
+}
+TEST(Gradient, Softmax) {
+  check_gradient("softmax", {{2, 3, 5}}, [](Graph&, auto& p) { return ops::softmax(p[0]); });
+  check_gradient("causal softmax", {{2, 4, 4}},
+                 [](Graph&, auto& p) { return ops::softmax(p[0], true); });
+}
+TEST(Gradient, Normalize) {
+  check_gradient("normalize", {{3, 6}}, [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5); });
+}
+TEST(Gradient, CrossEntropy) {
+  Tensor targets = random_ids({2, 3}, 5, 4);
+  check_gradient("cross_entropy", {{2, 3, 5}}, [](Graph& g, auto& p) {
+    return ops::cross_entropy(p[0], g.input("targets", {2, 3}, DType::I32));
+  }, {{"targets", targets}});
+}
+TEST(Gradient, GatherEmbedding) {
+  Tensor ids = random_ids({2, 4}, 6, 5);
+  check_gradient("gather", {{6, 3}}, [](Graph& g, auto& p) {
+    return ops::gather(p[0], g.input("ids", {2, 4}, DType::I32));
+  }, {{"ids", ids}});
+}
+TEST(Gradient, ReshapeTransposeDropout) {
+  check_gradient("reshape", {{2, 6}}, [](Graph&, auto& p) { return ops::reshape(p[0], {3, 4}); });
+  check_gradient("transpose", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::transpose(p[0], {2, 0, 1}); });
+  check_gradient("dropout", {{4, 5}}, [](Graph&, auto& p) { return ops::dropout(p[0], 0.3, 17); });
+}
+
+// ---- einsum kernel against a naive loop ----
+
+Tensor naive_einsum(const std::string& eq, const Tensor& a, const Tensor& b) {
+  EinsumEquation e = parse_einsum(eq);
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < e.a.size(); ++i) size[e.a[i]] = a.shape()[i];
+  for (size_t i = 0; i < e.b.size(); ++i) size[e.b[i]] = b.shape()[i];
+  std::string letters;
+  for (auto& [c, s] : size) letters += c;
+  Shape out_shape;
+  for (char c : e.out) out_shape.push_back(size[c]);
+  Tensor out(out_shape);
+  std::map<char, int64_t> idx;
+  auto offset = [&](const std::string& term, const Shape& shape) {
+    int64_t off = 0;
+    for (size_t i = 0; i < term.size(); ++i) off = off * shape[i] + idx[term[i]];
+    return off;
+  };
+  std::function<void(size_t)> loop = [&](size_t d) {
+    if (d == letters.size()) {
+      out.f32()[offset(e.out, out_shape)] +=
+          a.f32()[offset(e.a, a.shape())] * b.f32()[offset(e.b, b.shape())];
+      return;
+    }
+    for (idx[letters[d]] = 0; idx[letters[d]] < size[letters[d]]; ++idx[letters[d]]) loop(d + 1);
+  };
+  loop(0);
+  return out;
+}
+
+TEST(Einsum, MatchesNaiveLoops) {
+  struct Case {
+    std::string eq;
+    Shape a, b;
+  };
+  std::vector<Case> cases = {
+      {"ij,jk->ik", {3, 4}, {4, 5}},       {"ij,kj->ik", {3, 4}, {5, 4}},
+      {"ji,jk->ik", {4, 3}, {4, 5}},       {"ij,jk->ki", {3, 4}, {4, 5}},
+      {"btc,vc->btv", {2, 3, 4}, {7, 4}},  {"bqhd,bkhd->bhqk", {2, 3, 2, 4}, {2, 5, 2, 4}},
+      {"bhqk,bkhd->bqhd", {2, 2, 3, 5}, {2, 5, 2, 4}}, {"bthd,hdc->btc", {2, 3, 2, 4}, {2, 4, 5}},
+      {"btc,btd->cd", {2, 3, 4}, {2, 3, 5}}, {"abc,cab->", {2, 3, 4}, {4, 2, 3}},
+      {"ik,jk->kji", {3, 4}, {2, 4}},      {"i,j->ij", {3}, {4}},
+      {"xy,yz->zx", {1, 3}, {3, 1}},       {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}}};
+  for (const Case& c : cases) {
+    Graph g;
+    Value a = g.parameter("a", c.a), b = g.parameter("b", c.b);
+    Value y = ops::einsum(c.eq, a, b);
+    Tensor ta = random_tensor(c.a, 1), tb = random_tensor(c.b, 2);
+    Tensor got = evaluate(g, {{"a", ta}, {"b", tb}}, {y.id})[0];
+    EXPECT_LT(max_relative_error(got, naive_einsum(c.eq, ta, tb)), 1e-5) << c.eq;
+  }
+}
+
+TEST(Einsum, BadEquationsAreErrors) {
+  Graph g;
+  Value a = g.parameter("a", {2, 3}), b = g.parameter("b", {3, 4});
+  EXPECT_THROW(ops::einsum("ij,jk", a, b), Error);
+  EXPECT_THROW(ops::einsum("ij,kk->ik", a, b), Error);
+  EXPECT_THROW(ops::einsum("ijk,jk->ik", a, b), Error);   // rank mismatch
+  EXPECT_THROW(ops::einsum("ij,jk->iz", a, b), Error);    // unknown output letter
+  EXPECT_THROW(ops::einsum("ij,ik->jk", a, b), Error);    // i has sizes 2 and 3
+}
+
+}  // namespace
+}  // namespace autoshard

@@ -1,0 +1,46 @@
+// Helpers shared by the tests: seeded random tensors and running a Graph.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "autoshard/executor.h"
+#include "autoshard/graph.h"
+#include "autoshard/tensor.h"
+#include "tensor/rng.h"
+
+namespace autoshard::testing {
+
+inline Tensor random_tensor(Shape shape, uint64_t seed, float scale = 1.0f) {
+  Tensor t(std::move(shape));
+  CounterRng rng(seed, 7);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = scale * rng.normal(static_cast<uint64_t>(i));
+  return t;
+}
+
+inline Tensor random_ids(Shape shape, int32_t limit, uint64_t seed) {
+  Tensor t(std::move(shape), DType::I32);
+  CounterRng rng(seed, 11);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.i32()[i] = static_cast<int32_t>(rng.uniform(static_cast<uint64_t>(i)) * limit) % limit;
+  return t;
+}
+
+// Runs `graph` with leaves bound by name (parameter path or input name) and
+// returns the requested values.
+inline std::vector<Tensor> evaluate(const Graph& graph, const std::map<std::string, Tensor>& leaves,
+                                    const std::vector<int>& outputs) {
+  Executor exec(graph, outputs);
+  for (int id = 0; id < graph.size(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op != Op::Parameter && n.op != Op::Input) continue;
+    auto it = leaves.find(n.attrs.text);
+    if (it != leaves.end()) exec.bind(id, it->second);
+  }
+  exec.run();
+  std::vector<Tensor> out;
+  for (int o : outputs) out.push_back(exec.value(o).clone());
+  return out;
+}
+
+}  // namespace autoshard::testing
