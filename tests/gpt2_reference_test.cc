@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "autoshard/array_split.h"
 #include "autoshard/autodiff.h"
 #include "autoshard/losses.h"
 #include "autoshard/models/gpt2.h"
@@ -86,9 +87,27 @@ TEST(GPT2Reference, TenAdamWStepsWithClipping) {
   // Adam turns the key bias's zero-in-exact-arithmetic gradient (see above)
   // into unit-size steps of rounding noise, so that weight cannot match; it
   // also cannot affect the losses checked above.
-  for (const std::string& path : f.model.weight_paths())
-    if (path.find("attn.key.bias") == std::string::npos)
-      EXPECT_LT(max_relative_error(f.model.weight(path), f.ref.load("after." + path)), 1e-4) << path;
+  for (const std::string& path : f.model.weight_paths()) {
+    if (path.find("attn.key.bias") != std::string::npos) continue;
+    EXPECT_LT(max_relative_error(f.model.weight(path), f.ref.load("after." + path)), 1e-4) << path;
+  }
+}
+
+}  // namespace
+}  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// Shapes with size-1 dims take other GEMM paths (free strides); the rows of a
+// batch must not depend on the batch size.
+TEST(GPT2Reference, BatchOfOneMatchesRowOfBatch) {
+  Fixture f;
+  Tensor both = f.model.predict_on_batch(f.x);
+  for (int64_t row = 0; row < f.x.dim(0); ++row) {
+    Tensor one = f.model.predict_on_batch(slice_axis(f.x, 0, row, 1));
+    EXPECT_LT(max_relative_error(one, slice_axis(both, 0, row, 1)), 1e-5) << "row " << row;
+  }
 }
 
 }  // namespace

@@ -4,12 +4,20 @@
 // reader has run). run() then only calls kernels: no allocation, no lookup.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "autoshard/graph.h"
 #include "autoshard/tensor.h"
 
 namespace autoshard {
+
+// Seconds spent in each primitive, summed over runs (for benchmarks).
+struct OpProfile {
+  std::vector<double> seconds = std::vector<double>(static_cast<size_t>(Op::kCount), 0.0);
+  std::vector<int64_t> calls = std::vector<int64_t>(static_cast<size_t>(Op::kCount), 0);
+  std::string table() const;  // busiest ops first
+};
 
 struct StepContext {
   int64_t step = 1;  // 1-based optimizer step; also keys dropout masks
@@ -26,6 +34,8 @@ class Executor {
   // copied). Parameters are updated in place by optimizer ops.
   void bind(int node, const Tensor& value);
   void run(const StepContext& ctx = {});
+  // Times every kernel into `profile` on subsequent runs (null: stop).
+  void set_profile(OpProfile* profile) { profile_ = profile; }
   const Tensor& value(int node) const { return values_[node]; }
 
   // Bytes of intermediate buffers after reuse, and without it.
@@ -38,6 +48,7 @@ class Executor {
   std::vector<Tensor> values_;
   std::vector<std::vector<Tensor*>> in_ptrs_;
   size_t planned_bytes_ = 0, unplanned_bytes_ = 0;
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace autoshard

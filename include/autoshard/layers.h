@@ -77,6 +77,8 @@ std::string default_layer_name(const std::string& base);
 // Applies a Keras activation by name: "linear" (or ""), "relu", "gelu"
 // (exact), "gelu_tanh", "tanh".
 Value apply_activation(Value x, const std::string& activation);
+// Throws a clear error for an activation name apply_activation does not know.
+void check_activation(const std::string& activation);
 
 #define AUTOSHARD_OPTION(Type, field, init)      \
   Type field##_ = init;                          \

@@ -29,7 +29,7 @@ struct FitOptions {
   int64_t batch_size = 32;
   int epochs = 1;
   bool verbose = true;  // show a ProgressBar
-  std::vector<std::shared_ptr<Callback>> callbacks;
+  std::vector<std::shared_ptr<Callback>> callbacks = {};
 };
 
 struct History {
@@ -75,6 +75,8 @@ class Model {
 
   const std::string& name() const { return name_; }
   uint64_t seed = 0;
+  // When set, every executor of this model times its kernels into it.
+  OpProfile* profile = nullptr;
 
  protected:
   Model(std::vector<InputSpec> inputs, std::string name);

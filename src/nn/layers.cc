@@ -45,13 +45,19 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
   return SymbolicTensor(std::move(node));
 }
 
+void check_activation(const std::string& a) {
+  check(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "gelu_new" ||
+            a == "tanh",
+        "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
+}
+
 Value apply_activation(Value x, const std::string& activation) {
-  if (activation.empty() || activation == "linear") return x;
+  check_activation(activation);
   if (activation == "relu") return ops::relu(x);
   if (activation == "gelu") return ops::gelu(x, false);
   if (activation == "gelu_tanh" || activation == "gelu_new") return ops::gelu(x, true);
   if (activation == "tanh") return ops::tanh(x);
-  fail("unknown activation '", activation, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
+  return x;
 }
 
 namespace {
@@ -66,6 +72,7 @@ class DenseImpl : public LayerImpl {
  public:
   DenseImpl(int64_t units, DenseOptions o) : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
     check(units > 0, "Dense: units must be positive, got ", units);
+    check_activation(o_.activation_);
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
@@ -86,7 +93,10 @@ class DenseImpl : public LayerImpl {
 class EinsumDenseImpl : public LayerImpl {
  public:
   EinsumDenseImpl(std::string eq, Shape out, EinsumDenseOptions o)
-      : LayerImpl(name_or(o.name_, "einsum_dense")), eq_(std::move(eq)), out_(std::move(out)), o_(std::move(o)) {}
+      : LayerImpl(name_or(o.name_, "einsum_dense")), eq_(std::move(eq)), out_(std::move(out)), o_(std::move(o)) {
+    parse_einsum(eq_);
+    check_activation(o_.activation_);
+  }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
     EinsumEquation e = parse_einsum(eq_);
@@ -224,7 +234,9 @@ class MultiHeadAttentionImpl : public LayerImpl {
 class ActivationImpl : public LayerImpl {
  public:
   ActivationImpl(std::string act, std::string name)
-      : LayerImpl(name_or(name, "activation")), act_(std::move(act)) {}
+      : LayerImpl(name_or(name, "activation")), act_(std::move(act)) {
+    check_activation(act_);
+  }
   Value call(Trace&, const std::vector<Value>& inputs) override {
     return apply_activation(single(inputs, name()), act_);
   }

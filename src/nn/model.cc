@@ -120,6 +120,7 @@ double Model::train_on_batch(const Tensor& x, const Tensor& y) {
   Compiled& c = compiled(Mode::Train, x, &y);
   c.exec->bind(c.x, x);
   c.exec->bind(c.y, y);
+  c.exec->set_profile(profile);
   c.exec->run({iterations_ + 1, optimizer_->learning_rate});
   ++iterations_;
   return c.exec->value(c.result).item();

@@ -1,7 +1,9 @@
 #include "autoshard/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 
 #include "autoshard/error.h"
 #include "ir/op_def.h"
@@ -97,8 +99,32 @@ void Executor::run(const StepContext& step) {
       values_[i] = values_[node.inputs[0]].reshaped(node.shape);
       continue;
     }
+    if (!profile_) {
+      def.kernel(node, in_ptrs_[i], values_[i], ctx);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
     def.kernel(node, in_ptrs_[i], values_[i], ctx);
+    profile_->seconds[size_t(node.op)] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    profile_->calls[size_t(node.op)] += 1;
   }
+}
+
+std::string OpProfile::table() const {
+  std::vector<size_t> order;
+  double total = 0;
+  for (size_t i = 0; i < seconds.size(); ++i)
+    if (calls[i]) order.push_back(i), total += seconds[i];
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+  std::string out;
+  char line[160];
+  for (size_t i : order) {
+    std::snprintf(line, sizeof line, "  %-20s %9.1f ms %6.1f%% %8lld calls\n", op_name(Op(i)),
+                  seconds[i] * 1e3, 100.0 * seconds[i] / total, static_cast<long long>(calls[i]));
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace autoshard

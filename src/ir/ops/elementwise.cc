@@ -6,6 +6,7 @@
 #include "autoshard/ops.h"
 #include "ir/op_def.h"
 #include "tensor/broadcast.h"
+#include "tensor/fast_math.h"
 #include "tensor/rng.h"
 
 namespace autoshard {
@@ -108,7 +109,7 @@ void gelu_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const 
   if (n.attrs.i) {
     unary_apply(*in[0], out, [](float x) {
       float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-      return 0.5f * x * (1.0f + std::tanh(u));
+      return 0.5f * x * (1.0f + fast_tanh(u));
     });
   } else {
     unary_apply(*in[0], out, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); });
@@ -120,7 +121,7 @@ void gelu_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   if (n.attrs.i) {
     binary_apply(in, out, [](float x, float dy) {
       float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-      float t = std::tanh(u);
+      float t = fast_tanh(u);
       float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
       return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
     });
@@ -151,7 +152,7 @@ std::vector<Value> relu_vjp(Graph& g, int id, Value dy) {
 }
 
 void tanh_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  unary_apply(*in[0], out, [](float x) { return std::tanh(x); });
+  unary_apply(*in[0], out, [](float x) { return fast_tanh(x); });
 }
 void tanh_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   binary_apply(in, out, [](float y, float dy) { return dy * (1.0f - y * y); });

@@ -9,6 +9,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ops.h"
 #include "ir/op_def.h"
+#include "tensor/fast_math.h"
 
 namespace autoshard {
 namespace {
@@ -42,7 +43,7 @@ void softmax_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, con
     float mx = -INFINITY;
     for (int64_t c = 0; c < visible; ++c) mx = std::max(mx, xr[c]);
     float sum = 0;
-    for (int64_t c = 0; c < visible; ++c) sum += (yr[c] = std::exp(xr[c] - mx));
+    for (int64_t c = 0; c < visible; ++c) sum += (yr[c] = fast_exp(xr[c] - mx));
     const float inv = 1.0f / sum;
     for (int64_t c = 0; c < visible; ++c) yr[c] *= inv;
     for (int64_t c = visible; c < cols; ++c) yr[c] = 0.0f;
@@ -154,7 +155,7 @@ void cross_entropy_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
     float mx = -INFINITY;
     for (int64_t c = 0; c < v; ++c) mx = std::max(mx, x[c]);
     double sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += std::exp(x[c] - mx);
+    for (int64_t c = 0; c < v; ++c) sum += fast_exp(x[c] - mx);
     out.f32()[r] = static_cast<float>(std::log(sum) + mx - x[t]);
   }
 }
@@ -175,9 +176,9 @@ void cross_entropy_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor&
     const float g = in[2]->f32()[r];
     float mx = -INFINITY;
     for (int64_t c = 0; c < v; ++c) mx = std::max(mx, x[c]);
-    float sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += (dx[c] = std::exp(x[c] - mx));
-    const float scale = g / sum;
+    double sum = 0;
+    for (int64_t c = 0; c < v; ++c) sum += (dx[c] = fast_exp(x[c] - mx));
+    const float scale = static_cast<float>(g / sum);
     for (int64_t c = 0; c < v; ++c) dx[c] *= scale;
     dx[t] -= g;
   }

@@ -1,0 +1,65 @@
+// Times the GPT-2 training step (forward, backward, AdamW) on this process.
+// Prints a readable table on stderr and one JSON object on stdout.
+//
+//   bench_gpt2_step [--model gpt2] [--batch 4] [--seq 64] [--steps 5] [--warmup 2] [--profile]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "autoshard/losses.h"
+#include "autoshard/models/gpt2.h"
+#include "autoshard/token_data.h"
+
+using namespace autoshard;
+
+int main(int argc, char** argv) {
+  std::string model_name = "gpt2";
+  int64_t batch = 4, seq = 64, steps = 5, warmup = 2;
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--model") model_name = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--seq") seq = std::stoll(next());
+    else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--warmup") warmup = std::stoll(next());
+    else if (a == "--profile") profile = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  GPT2Config cfg = GPT2Config::preset(model_name);
+  GPT2 model(cfg, seq, 0);
+  model.compile(AdamW({.learning_rate = 1e-4}), losses::sparse_categorical_crossentropy);
+  TokenData data = TokenData::builtin();
+  Tensor x, y;
+  for (int64_t s = 0; s < warmup; ++s) {
+    data.batch(s, batch, seq, x, y);
+    model.train_on_batch(x, y);
+  }
+  OpProfile prof;
+  if (profile) model.profile = &prof;
+  std::vector<double> times;
+  for (int64_t s = 0; s < steps; ++s) {
+    data.batch(warmup + s, batch, seq, x, y);
+    auto t0 = std::chrono::steady_clock::now();
+    model.train_on_batch(x, y);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double flops = 6.0 * double(model.count_params()) * double(batch * seq);
+  std::fprintf(stderr, "autoshard %s step, B=%lld T=%lld: median %.3f s over %lld steps (min %.3f), "
+               "%.0f tok/s, %.1f GFLOP/s (6 N tokens)\n", model_name.c_str(), (long long)batch,
+               (long long)seq, median, (long long)steps, times.front(), double(batch * seq) / median,
+               flops / median * 1e-9);
+  if (profile) std::fprintf(stderr, "%s", prof.table().c_str());
+  nlohmann::json j{{"engine", "autoshard"}, {"model", model_name}, {"batch", batch}, {"seq", seq},
+                   {"steps", steps}, {"median_step_s", median}, {"min_step_s", times.front()},
+                   {"tokens_per_second", double(batch * seq) / median}};
+  std::printf("%s\n", j.dump().c_str());
+}

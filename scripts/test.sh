@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite: once optimised, once under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Set AUTOSHARD_QUICK=1 to skip
+# the sanitizer pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest -j"$jobs" --output-on-failure)
+
+if [ "${AUTOSHARD_QUICK:-0}" != 1 ]; then
+  cmake -S . -B build-asan -DAUTOSHARD_SANITIZE=ON -DAUTOSHARD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build-asan -j"$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$jobs" --output-on-failure)
+fi

@@ -1,0 +1,184 @@
+// `autoshard train` and `autoshard eval`: GPT-2 on a token stream.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/losses.h"
+#include "autoshard/models/gpt2.h"
+#include "autoshard/token_data.h"
+#include "cli/commands.h"
+#include "tensor/rng.h"
+
+namespace autoshard::cli {
+namespace {
+
+struct CommonOptions {
+  std::string model = "mini";
+  std::string data;  // empty: the built-in corpus
+  int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
+  uint64_t seed = 0;
+};
+
+struct TrainOptions : CommonOptions {
+  int64_t steps = 200;
+  double lr = 1e-3, weight_decay = 0.1, clip = 1.0;
+  std::string log;
+  int64_t sample = -1;  // bytes to generate at the end; -1: 200 for byte data
+};
+
+struct EvalOptions : CommonOptions {
+  int64_t batches = 10;
+  bool json = false;
+};
+
+void add_common(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--model", o.model, "preset (test, tiny, mini, gpt2, ...) or a config.json")
+      ->capture_default_str();
+  cmd->add_option("--data", o.data,
+                  "text file (bytes) or .bin file of uint16 token ids; default: built-in corpus");
+  cmd->add_option("--batch", o.batch, "sequences per batch (B)")->capture_default_str();
+  cmd->add_option("--seq", o.seq, "tokens per sequence (T); default min(128, n_positions)");
+  cmd->add_option("--seed", o.seed, "seed of the weight initialisation")->capture_default_str();
+}
+
+TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
+  check(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
+        " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
+  TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
+  data.validate(o.batch, o.seq, cfg.vocab_size);
+  return data;
+}
+
+// Samples up to `count` tokens after `prompt` (temperature 0.8, fixed seed),
+// stopping when the window of `seq` positions is full: the model was trained
+// on windows that start at position 0, so sliding would feed it positions it
+// never saw in that role.
+std::string generate(GPT2& model, const std::string& prompt, int64_t count, int64_t seq) {
+  std::vector<int32_t> tokens(prompt.begin(), prompt.end());
+  count = std::min<int64_t>(count, seq - static_cast<int64_t>(tokens.size()));
+  Tensor window({1, seq}, DType::I32);
+  const CounterRng rng(42, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t len = std::min<int64_t>(static_cast<int64_t>(tokens.size()), seq);
+    std::fill_n(window.i32(), seq, 0);
+    std::copy(tokens.end() - len, tokens.end(), window.i32());
+    Tensor logits = model.predict_on_batch(window);  // [1, T, V]; position len-1 sees only the prompt
+    const int64_t v = logits.dim(2);
+    const float* row = logits.f32() + (len - 1) * v;
+    std::vector<double> p(v);
+    double mx = *std::max_element(row, row + v), sum = 0;
+    for (int64_t c = 0; c < v; ++c) sum += (p[c] = std::exp((row[c] - mx) / 0.8));
+    double u = rng.uniform(static_cast<uint64_t>(i)) * sum;
+    int32_t next = static_cast<int32_t>(v - 1);
+    for (int64_t c = 0; c < v; ++c)
+      if ((u -= p[c]) <= 0) {
+        next = static_cast<int32_t>(c);
+        break;
+      }
+    tokens.push_back(next);
+  }
+  std::string out;
+  for (size_t i = prompt.size(); i < tokens.size(); ++i) out += static_cast<char>(tokens[i]);
+  return out;
+}
+
+void run_train(TrainOptions& o) {
+  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  TokenData data = load_data(o, cfg);
+  check(o.steps >= 0, "--steps must not be negative");
+  std::ofstream log;
+  if (!o.log.empty()) {
+    log.open(o.log);
+    check(log.good(), "cannot write log file '", o.log, "'");
+  }
+  GPT2 model(cfg, o.seq, o.seed);
+  model.compile(AdamW({.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay,
+                       .clipnorm = o.clip}),
+                losses::sparse_categorical_crossentropy);
+  std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld\n",
+               o.model.c_str(), static_cast<long long>(model.count_params()), data.source().c_str(),
+               static_cast<long long>(data.size()), static_cast<long long>(o.batch),
+               static_cast<long long>(o.seq));
+  const bool tty = ::isatty(STDERR_FILENO);
+  Tensor x, y;
+  double first = NAN, last = NAN;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    data.batch(step, o.batch, o.seq, x, y);
+    auto t0 = std::chrono::steady_clock::now();
+    double loss = model.train_on_batch(x, y);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double tps = double(o.batch * o.seq) / secs;
+    if (step == 0) first = loss;
+    last = loss;
+    if (tty || step % 10 == 0 || step + 1 == o.steps)
+      std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s", tty ? "\r" : "",
+                   static_cast<long long>(step + 1), static_cast<long long>(o.steps), loss,
+                   secs * 1e3, tps, tty ? "   " : "\n");
+    if (log.is_open())
+      log << nlohmann::json{{"step", step + 1}, {"loss", loss}, {"lr", o.lr},
+                            {"step_ms", secs * 1e3}, {"tokens_per_second", tps}}.dump()
+          << "\n" << std::flush;
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  if (o.steps > 0) std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
+                               static_cast<long long>(o.steps));
+  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 200 : 0);
+  if (sample > 0 && cfg.vocab_size == 256) {
+    const std::string prompt = "The ";
+    std::printf("sample: %s%s\n", prompt.c_str(), generate(model, prompt, sample, o.seq).c_str());
+  }
+}
+
+void run_eval(EvalOptions& o) {
+  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  TokenData data = load_data(o, cfg);
+  check(o.batches > 0, "--batches must be positive");
+  GPT2 model(cfg, o.seq, o.seed);
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
+  Tensor x, y;
+  double total = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    data.batch(b, o.batch, o.seq, x, y);
+    total += model.test_on_batch(x, y);
+  }
+  const double mean = total / double(n);
+  if (o.json)
+    std::printf("%s\n", nlohmann::json{{"loss", mean}, {"batches", n},
+                                       {"tokens", n * o.batch * o.seq}}.dump().c_str());
+  else
+    std::printf("eval loss %.6f over %lld batches (%lld tokens)\n", mean, static_cast<long long>(n),
+                static_cast<long long>(n * o.batch * o.seq));
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
+  add_common(cmd, *o);
+  cmd->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")->capture_default_str();
+  cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
+  cmd->add_option("--sample", o->sample, "bytes to generate after training (byte vocabularies)");
+  cmd->callback([o] { run_train(*o); });
+}
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand("eval", "mean loss of a model over the first N batches");
+  add_common(cmd, *o);
+  cmd->add_option("--batches", o->batches, "number of batches (N)")->capture_default_str();
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->callback([o] { run_eval(*o); });
+}
+
+}  // namespace autoshard::cli

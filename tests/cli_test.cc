@@ -1,0 +1,105 @@
+// The `autoshard` command end to end: a short training run with a JSON log,
+// eval, and a one-line error with a non-zero exit for each kind of bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("autoshard_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& content) {
+    std::ofstream(dir_ / name, std::ios::binary) << content;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, TrainWritesOneJsonLinePerStepAndLossFalls) {
+  std::string log = (dir_ / "log.jsonl").string();
+  Result r = run("train --model tiny --batch 4 --seq 32 --steps 8 --lr 3e-3 --sample 20 --log " + log);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(log);
+  std::string line;
+  std::vector<double> losses;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"].get<int>(), static_cast<int>(losses.size()) + 1);
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+    losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_EQ(losses.size(), 8u);
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.3);  // a fresh model is near uniform
+  EXPECT_LT(losses.back(), losses.front() - 0.5);
+  EXPECT_NE(r.output.find("sample: The "), std::string::npos);
+}
+
+TEST_F(Cli, EvalJson) {
+  Result r = run("eval --model tiny --batch 2 --seq 16 --batches 3 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["batches"].get<int>(), 3);
+  EXPECT_EQ(j["tokens"].get<int>(), 96);
+  EXPECT_NEAR(j["loss"].get<double>(), std::log(256.0), 0.3);
+}
+
+TEST_F(Cli, ReadsNanoGptBinTokens) {
+  std::string bin;
+  for (int i = 0; i < 400; ++i) bin += static_cast<char>(i % 50), bin += '\0';
+  Result r = run("eval --model tiny --batch 2 --seq 16 --batches 2 --json --data " + write("t.bin", bin));
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+void expect_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("autoshard: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BadInputGetsOneLineErrors) {
+  expect_error(run("train --model " + (dir_ / "missing.json").string()), "cannot open model config");
+  expect_error(run("train --model " + write("bad.json", "{not json")), "not valid JSON");
+  expect_error(run("train --model " + write("partial.json", R"({"n_layer": 2, "n_head": 2})")),
+               "lacks \"n_embd\"");
+  expect_error(run("train --model " + write("odd.json", R"({"n_layer": 1, "n_head": 3, "n_embd": 8,
+               "vocab_size": 256, "n_positions": 16})")), "multiple of n_head");
+  expect_error(run("train --model nonsense"), "unknown model preset");
+  expect_error(run("train --model tiny --data " + write("short.txt", "too short")), "needs");
+  expect_error(run("train --model tiny --seq 65"), "n_positions");
+  std::string bin = {'\x2c', '\x01', 0, 0, 1, 0, 2, 0};  // id 300 first
+  for (int i = 0; i < 200; ++i) bin += "\x01";
+  expect_error(run("train --model tiny --batch 1 --seq 8 --data " + write("ids.bin", bin)), "token id 300");
+  expect_error(run("train --data " + (dir_ / "nope.txt").string()), "cannot open data file");
+  expect_error(run("train --model tiny --data " + write("odd.bin", "abc")), "odd number of bytes");
+}
+
+}  // namespace
