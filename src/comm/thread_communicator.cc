@@ -1,0 +1,226 @@
+#include "autoshard/thread_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "autoshard/array_split.h"
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace {
+constexpr int kMaxAxes = 8;
+constexpr int kAborted = -1;
+constexpr const char* kStopped = "stopped: another device failed";
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+// Per group: the pointers members publish, and a reusable barrier that spins
+// briefly (cheap when every member has a core) and then sleeps on the
+// generation word (when devices outnumber cores).
+struct ThreadWorld::GroupState {
+  explicit GroupState(int members) : n(members), in(members), out(members), counts(members) {}
+  const int n;
+  std::vector<const float*> in;  // written before a barrier, read after it
+  std::vector<float*> out;
+  std::vector<const int64_t*> counts;
+  std::atomic<int> arrived{0};
+  std::atomic<int> generation{0};
+
+  void wait(const ThreadWorld& world) {
+    if (world.aborted()) throw Error(kStopped);
+    const int gen = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+      arrived.store(0, std::memory_order_relaxed);
+      generation.store(gen + 1, std::memory_order_release);
+      generation.notify_all();
+      return;
+    }
+    int now = gen;
+    for (int spin = 0; spin < 4000 && (now = generation.load(std::memory_order_acquire)) == gen; ++spin)
+      cpu_relax();
+    while (now == gen) {
+      generation.wait(gen, std::memory_order_acquire);
+      now = generation.load(std::memory_order_acquire);
+    }
+    if (now == kAborted || world.aborted()) throw Error(kStopped);
+  }
+};
+
+int mesh_group_id(const DeviceMesh& mesh, int axis, int rank) {
+  return 1 + axis * mesh.size() + mesh.group(rank, axis).front();
+}
+
+std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
+  std::vector<CommGroup> groups;
+  for (int a = 0; a < mesh.rank(); ++a)
+    groups.push_back({mesh_group_id(mesh, a, rank), mesh.group(rank, a), mesh.coordinates(rank)[a]});
+  CommGroup world{0, {}, rank};
+  for (int r = 0; r < mesh.size(); ++r) world.ranks.push_back(r);
+  groups.push_back(std::move(world));
+  return groups;
+}
+
+ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
+  check(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
+  // Every group state exists before any thread runs, so lookups need no lock.
+  groups_.resize(1 + kMaxAxes * mesh.size());
+  groups_[0] = std::make_unique<GroupState>(mesh.size());
+  for (int r = 0; r < mesh.size(); ++r)
+    for (int a = 0; a < mesh.rank(); ++a) {
+      int id = mesh_group_id(mesh, a, r);
+      if (!groups_[id]) groups_[id] = std::make_unique<GroupState>(mesh.axis_size(a));
+    }
+}
+
+ThreadWorld::~ThreadWorld() = default;
+
+ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) { return *groups_.at(g.id); }
+
+void ThreadWorld::abort() {
+  aborted_.store(true, std::memory_order_release);
+  for (auto& gs : groups_)
+    if (gs) {
+      gs->generation.store(kAborted, std::memory_order_release);
+      gs->generation.notify_all();
+    }
+}
+
+void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
+  check(!aborted(), "this set of in-process devices was stopped by an earlier failure");
+  std::mutex mu;
+  int failed_rank = -1;
+  std::string first_error;
+  auto guarded = [&](int rank) {
+    ThreadCommunicator comm(*this, rank);
+    try {
+      body(rank, comm);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed_rank < 0 && std::string(e.what()) != kStopped) {
+        failed_rank = rank;
+        first_error = e.what();
+      }
+      abort();
+    }
+  };
+  if (size() == 1) {
+    guarded(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size(); ++r) threads.emplace_back(guarded, r);
+    for (auto& t : threads) t.join();
+  }
+  if (aborted()) {
+    // Reset so the world can be used again after the error is reported.
+    aborted_.store(false);
+    for (auto& gs : groups_)
+      if (gs) gs->generation.store(0), gs->arrived.store(0);
+    if (failed_rank < 0) fail("a device stopped without an error message");
+    fail(size() > 1 ? cat("device ", failed_rank, ": ") : std::string(), first_error);
+  }
+}
+
+int ThreadCommunicator::size() const { return world_.size(); }
+
+// Each member reduces one slice of the buffer (reading every member's input
+// directly), then copies the other slices from their owners. Every element is
+// summed by one member in a fixed order, so all members agree bitwise.
+void ThreadCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) {
+  if (g.size() == 1) return;
+  auto& s = world_.group(g);
+  s.out[g.index] = data;
+  s.wait(world_);
+  const int n = g.size();
+  const int64_t begin = split_offset(count, n, g.index), len = split_size(count, n, g.index);
+  if (static_cast<int64_t>(scratch_.size()) < len) scratch_.resize(len);
+  float* acc = scratch_.data();
+  std::memcpy(acc, s.out[0] + begin, len * sizeof(float));
+  for (int m = 1; m < n; ++m) {
+    const float* src = s.out[m] + begin;
+    if (op == ReduceOp::Sum)
+      for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
+    else
+      for (int64_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], src[i]);
+  }
+  s.wait(world_);  // everyone has read the inputs of its slice
+  std::memcpy(data + begin, acc, len * sizeof(float));
+  s.wait(world_);  // every slice is final
+  for (int m = 0; m < n; ++m) {
+    if (m == g.index) continue;
+    const int64_t b = split_offset(count, n, m), l = split_size(count, n, m);
+    std::memcpy(data + b, s.out[m] + b, l * sizeof(float));
+  }
+  s.wait(world_);  // nobody reads our buffer any more
+}
+
+void ThreadCommunicator::all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
+                                    const CommGroup& g) {
+  auto& s = world_.group(g);
+  s.in[g.index] = in;
+  s.wait(world_);
+  int64_t offset = 0;
+  for (int m = 0; m < g.size(); ++m) {
+    std::memcpy(out + offset, s.in[m], counts[m] * sizeof(float));
+    offset += counts[m];
+  }
+  s.wait(world_);
+}
+
+void ThreadCommunicator::reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
+                                        const CommGroup& g) {
+  auto& s = world_.group(g);
+  s.in[g.index] = in;
+  s.wait(world_);
+  int64_t begin = 0;
+  for (int m = 0; m < g.index; ++m) begin += counts[m];
+  const int64_t len = counts[g.index];
+  if (static_cast<int64_t>(scratch_.size()) < len) scratch_.resize(len);
+  float* acc = scratch_.data();
+  std::memcpy(acc, s.in[0] + begin, len * sizeof(float));
+  for (int m = 1; m < g.size(); ++m) {
+    const float* src = s.in[m] + begin;
+    for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
+  }
+  s.wait(world_);  // inputs no longer needed (out may alias in)
+  std::memcpy(out, acc, len * sizeof(float));
+}
+
+void ThreadCommunicator::broadcast(float* data, int64_t count, int root, const CommGroup& g) {
+  if (g.size() == 1) return;
+  auto& s = world_.group(g);
+  s.out[g.index] = data;
+  s.wait(world_);
+  if (g.index != root) std::memcpy(data, s.out[root], count * sizeof(float));
+  s.wait(world_);
+}
+
+void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
+                                    const std::vector<int64_t>& recv_counts, const CommGroup& g) {
+  auto& s = world_.group(g);
+  s.in[g.index] = in;
+  s.counts[g.index] = send_counts.data();
+  s.wait(world_);
+  int64_t offset = 0;
+  for (int m = 0; m < g.size(); ++m) {
+    // Our piece in member m's input comes after the pieces m sends to members before us.
+    int64_t src = 0;
+    for (int k = 0; k < g.index; ++k) src += s.counts[m][k];
+    check(s.counts[m][g.index] == recv_counts[m], "all_to_all: member ", m, " sends ",
+          s.counts[m][g.index], " floats where ", recv_counts[m], " are expected");
+    std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
+    offset += recv_counts[m];
+  }
+  s.wait(world_);
+}
+
+void ThreadCommunicator::barrier(const CommGroup& g) { world_.group(g).wait(world_); }
+
+}  // namespace autoshard

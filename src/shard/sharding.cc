@@ -1,0 +1,65 @@
+#include "autoshard/sharding.h"
+
+#include <algorithm>
+
+#include "autoshard/array_split.h"
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+bool Sharding::is_partial(int axis) const {
+  return std::find(partial.begin(), partial.end(), axis) != partial.end();
+}
+
+int Sharding::dim_of(int axis) const {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == axis) return static_cast<int>(d);
+  return -1;
+}
+
+bool Sharding::fully_replicated() const {
+  return partial.empty() && std::all_of(dims.begin(), dims.end(), [](int a) { return a < 0; });
+}
+
+Shape Sharding::local_shape(const Shape& global, const DeviceMesh& mesh, int device) const {
+  std::vector<int> c = mesh.coordinates(device);
+  Shape s = global;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] >= 0) s[d] = split_size(global[d], mesh.axis_size(dims[d]), c[dims[d]]);
+  return s;
+}
+
+std::vector<int64_t> Sharding::offsets(const Shape& global, const DeviceMesh& mesh, int device) const {
+  std::vector<int> c = mesh.coordinates(device);
+  std::vector<int64_t> o(global.size(), 0);
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] >= 0) o[d] = split_offset(global[d], mesh.axis_size(dims[d]), c[dims[d]]);
+  return o;
+}
+
+std::string Sharding::to_string(const DeviceMesh& mesh) const {
+  std::string s = "[";
+  for (size_t d = 0; d < dims.size(); ++d)
+    s += (d ? ", " : "") + (dims[d] < 0 ? std::string("-") : mesh.axis_names()[dims[d]]);
+  s += "]";
+  if (!partial.empty()) {
+    s += " partial(";
+    for (size_t i = 0; i < partial.size(); ++i) s += (i ? "," : "") + mesh.axis_names()[partial[i]];
+    s += ")";
+  }
+  return s;
+}
+
+void Sharding::validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const {
+  check(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank, " tensor");
+  std::vector<bool> used(mesh.rank(), false);
+  for (int a : dims) {
+    if (a < 0) continue;
+    check(a < mesh.rank(), what, ": mesh axis ", a, " does not exist in mesh ", mesh.to_string());
+    check(!used[a], what, ": mesh axis '", mesh.axis_names()[a], "' splits two dimensions");
+    used[a] = true;
+  }
+  for (int a : partial) check(a >= 0 && a < mesh.rank() && !used[a], what, ": bad partial axis");
+}
+
+}  // namespace autoshard
