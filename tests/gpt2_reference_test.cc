@@ -26,11 +26,13 @@ struct Fixture {
   }
 };
 
+// Every reference weight is used, except the key biases: autoshard's GPT-2
+// has none, since softmax ignores them (the logits still match).
 TEST(GPT2Reference, EveryWeightIsInTheReference) {
   Fixture f;
   int count = 0;
   for (const auto& e : f.ref.entries())
-    if (e.name.rfind("w.", 0) == 0) ++count;
+    if (e.name.rfind("w.", 0) == 0 && e.name.find("attn.key.bias") == std::string::npos) ++count;
   EXPECT_EQ(static_cast<int>(f.model.weight_paths().size()), count);
 }
 
@@ -58,20 +60,9 @@ TEST(GPT2Reference, EveryGradient) {
   exec.bind(g.find_input("x"), f.x);
   exec.bind(g.find_input("y"), f.y);
   exec.run();
-  // The key bias cannot change any softmax (it adds the same q.b to every key
-  // of a query), so its exact gradient is zero and both sides hold rounding
-  // noise. Measure every tensor against at least 1e-3 of the largest gradient.
-  double global_scale = 0;
-  for (Value p : params)
-    for (float v : f.ref.load("grad." + p.node().attrs.text).to_vector())
-      global_scale = std::max(global_scale, double(std::fabs(v)));
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& path = params[i].node().attrs.text;
-    Tensor expected = f.ref.load("grad." + path);
-    double scale = 0;
-    for (float v : expected.to_vector()) scale = std::max(scale, double(std::fabs(v)));
-    double err = max_abs_diff(exec.value(grads[i].id), expected) / std::max(scale, 1e-3 * global_scale);
-    EXPECT_LT(err, 1e-4) << path;
+    EXPECT_LT(max_relative_error(exec.value(grads[i].id), f.ref.load("grad." + path)), 1e-4) << path;
   }
 }
 
@@ -84,11 +75,7 @@ TEST(GPT2Reference, TenAdamWStepsWithClipping) {
     double loss = f.model.train_on_batch(f.x, f.y);
     EXPECT_NEAR(loss, expected[step], 1e-4 * expected[step]) << "step " << step + 1;
   }
-  // Adam turns the key bias's zero-in-exact-arithmetic gradient (see above)
-  // into unit-size steps of rounding noise, so that weight cannot match; it
-  // also cannot affect the losses checked above.
   for (const std::string& path : f.model.weight_paths()) {
-    if (path.find("attn.key.bias") != std::string::npos) continue;
     EXPECT_LT(max_relative_error(f.model.weight(path), f.ref.load("after." + path)), 1e-4) << path;
   }
 }

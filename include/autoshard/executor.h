@@ -12,6 +12,9 @@
 
 namespace autoshard {
 
+class Communicator;
+struct CommGroup;
+
 // Seconds spent in each primitive, summed over runs (for benchmarks).
 struct OpProfile {
   std::vector<double> seconds = std::vector<double>(static_cast<size_t>(Op::kCount), 0.0);
@@ -34,6 +37,11 @@ class Executor {
   // copied). Parameters are updated in place by optimizer ops.
   void bind(int node, const Tensor& value);
   void run(const StepContext& ctx = {});
+  // The communicator and mesh-axis groups of this device (partitioned programs).
+  void set_communicator(Communicator* comm, const std::vector<CommGroup>* groups) {
+    comm_ = comm;
+    groups_ = groups;
+  }
   // Times every kernel into `profile` on subsequent runs (null: stop).
   void set_profile(OpProfile* profile) { profile_ = profile; }
   const Tensor& value(int node) const { return values_[node]; }
@@ -49,6 +57,8 @@ class Executor {
   std::vector<std::vector<Tensor*>> in_ptrs_;
   size_t planned_bytes_ = 0, unplanned_bytes_ = 0;
   OpProfile* profile_ = nullptr;
+  Communicator* comm_ = nullptr;
+  const std::vector<CommGroup>* groups_ = nullptr;
 };
 
 }  // namespace autoshard

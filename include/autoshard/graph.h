@@ -46,6 +46,12 @@ enum class Op : uint8_t {
   AdamUpdate,          // (p, g, m, v, scale) updates p, m, v in place; fs = b1, b2, eps, wd;
                        // i = 1: decoupled weight decay (AdamW)
   SgdUpdate,           // (p, g, buf, scale) updates p, buf in place; fs = momentum, wd, nesterov
+  // Partitioned programs only (inserted by the partitioner, never differentiated):
+  AllReduce,           // over mesh axis comm_axis; i = 0 sum, 1 max
+  AllGather,           // along dim ints[0] over comm_axis; ints[1..] = every member's size
+  ReduceScatter,       // along dim ints[0] over comm_axis; ints[1..] = every member's size
+  Slice,               // along dim ints[0]: [ints[1], ints[1] + ints[2])
+  Assign,              // (target, value) copies value into target's storage (a side effect)
   kCount
 };
 
@@ -58,6 +64,13 @@ struct Attrs {
   std::vector<double> fs;
   double f = 0;
   int64_t i = 0;
+  // Set by the partitioner on ops whose kernels depend on where their shard
+  // sits in the global value (dropout, gather, scatter_add, cross_entropy):
+  // the global shape and this shard's offset in each dimension of the value
+  // named by the op (see each op). Empty: unsharded.
+  Shape global_shape;
+  std::vector<int64_t> shard_offsets;
+  int comm_axis = -1;  // the mesh axis a kernel reduces over, or -1
 };
 
 struct Node {

@@ -145,6 +145,10 @@ struct MultiHeadAttentionOptions {
   AUTOSHARD_OPTION(int64_t, value_dim, 0)  // 0: same as key_dim
   AUTOSHARD_OPTION(double, dropout, 0.0)
   AUTOSHARD_OPTION(bool, use_bias, true)
+  // The key bias adds the same q.b to every score of a query, which softmax
+  // ignores: its exact gradient is zero and Adam turns its rounding noise into
+  // full-size steps. false drops it (GPT-2 does; see docs/weights.md).
+  AUTOSHARD_OPTION(bool, key_bias, true)
   AUTOSHARD_OPTION(bool, use_causal_mask, false)
   AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
   AUTOSHARD_OPTION(Initializer, output_kernel_initializer, Initializer::glorot_uniform())

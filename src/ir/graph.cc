@@ -17,6 +17,7 @@ const std::vector<OpDef>& op_table() {
     register_nn_ops(t);
     register_shape_ops(t);
     register_optimizer_ops(t);
+    register_collective_ops(t);
     for (size_t i = 0; i < t.size(); ++i)
       if (!t[i].name || !t[i].infer || !t[i].kernel) throw std::logic_error("op without a definition");
     return t;

@@ -8,13 +8,20 @@
 
 #include "autoshard/graph.h"
 #include "autoshard/tensor.h"
+#include "shard/shard_rule.h"
 
 namespace autoshard {
+
+class Communicator;
+struct CommGroup;
 
 // What a kernel may know beyond its inputs.
 struct KernelContext {
   int64_t step = 1;      // 1-based optimizer step (Adam bias correction, dropout keys)
   double lr = 0;         // learning rate of this step
+  Communicator* comm = nullptr;                    // partitioned programs only
+  const std::vector<CommGroup>* groups = nullptr;  // this device's group of each mesh axis
+  const CommGroup& group(int axis) const;
 };
 
 struct ShapeAndType {
@@ -36,6 +43,13 @@ struct OpDef {
   bool side_effect = false;
   // True when the output shares its input's storage (reshape).
   bool aliases_input = false;
+  // How the op runs sharded (see shard/shard_rule.h); null: replicate all.
+  ShardDecision (*shard)(const ShardQuery& q) = nullptr;
+  // Rewrites attributes of one device's copy of the op (local shapes, shard
+  // offsets); null: nothing to rewrite.
+  void (*localize)(Attrs& local, const LocalizeInfo& info) = nullptr;
+  // Inputs the op writes (optimizer state): bit i set for input i.
+  unsigned mutates = 0;
 };
 
 const OpDef& op_def(Op op);
@@ -48,6 +62,7 @@ void register_reduce_ops(std::vector<OpDef>& table);
 void register_nn_ops(std::vector<OpDef>& table);
 void register_shape_ops(std::vector<OpDef>& table);
 void register_optimizer_ops(std::vector<OpDef>& table);
+void register_collective_ops(std::vector<OpDef>& table);
 
 // Helpers shared by the op files.
 const Shape& input_shape(const Graph& g, const Node& n, int i);

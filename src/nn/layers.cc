@@ -191,15 +191,15 @@ class MultiHeadAttentionImpl : public LayerImpl {
       : LayerImpl(name_or(o.name_, "multi_head_attention")), heads_(heads), key_dim_(key_dim),
         value_dim_(o.value_dim_ ? o.value_dim_ : key_dim), o_(std::move(o)) {
     check(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
-    auto proj = [&](const char* n, int64_t dim) {
+    auto proj = [&](const char* n, int64_t dim, bool bias) {
       // The time dim (-1) comes from the input; only heads and dim size the kernel.
       return EinsumDense("btc,chd->bthd", {-1, heads_, dim},
-                         EinsumDenseOptions().bias_axes(o_.use_bias_ ? "hd" : "").name(n)
+                         EinsumDenseOptions().bias_axes(bias ? "hd" : "").name(n)
                              .kernel_initializer(o_.kernel_initializer_));
     };
-    query_ = std::make_unique<EinsumDense>(proj("query", key_dim_));
-    key_ = std::make_unique<EinsumDense>(proj("key", key_dim_));
-    value_ = std::make_unique<EinsumDense>(proj("value", value_dim_));
+    query_ = std::make_unique<EinsumDense>(proj("query", key_dim_, o_.use_bias_));
+    key_ = std::make_unique<EinsumDense>(proj("key", key_dim_, o_.use_bias_ && o_.key_bias_));
+    value_ = std::make_unique<EinsumDense>(proj("value", value_dim_, o_.use_bias_));
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     check(inputs.size() == 1 || inputs.size() == 2, "MultiHeadAttention ", name(),

@@ -86,7 +86,7 @@ void Executor::bind(int node, const Tensor& value) {
 }
 
 void Executor::run(const StepContext& step) {
-  KernelContext ctx{step.step, step.lr};
+  KernelContext ctx{step.step, step.lr, comm_, groups_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
     if (is_leaf(node.op)) {

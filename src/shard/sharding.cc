@@ -1,6 +1,7 @@
 #include "autoshard/sharding.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "autoshard/array_split.h"
 #include "autoshard/error.h"
@@ -60,6 +61,48 @@ void Sharding::validate(const DeviceMesh& mesh, int value_rank, const std::strin
     used[a] = true;
   }
   for (int a : partial) check(a >= 0 && a < mesh.rank() && !used[a], what, ": bad partial axis");
+}
+
+Tensor block_of(const Tensor& whole, const Sharding& s, const DeviceMesh& mesh, int device) {
+  Tensor t = whole;
+  const std::vector<int64_t> off = s.offsets(whole.shape(), mesh, device);
+  const Shape local = s.local_shape(whole.shape(), mesh, device);
+  for (int d = 0; d < s.rank(); ++d)
+    if (s.dims[d] >= 0) t = slice_axis(t, d, off[d], local[d]);
+  return t.raw() == whole.raw() ? whole.clone() : t;
+}
+
+void write_block(Tensor& whole, const Tensor& block, const Sharding& s, const DeviceMesh& mesh,
+                 int device) {
+  // Write dimension by dimension: expand the block along each split dim in
+  // turn into a slab of the whole, innermost split first.
+  const std::vector<int64_t> off = s.offsets(whole.shape(), mesh, device);
+  std::vector<int> split;
+  for (int d = 0; d < s.rank(); ++d)
+    if (s.dims[d] >= 0) split.push_back(d);
+  if (split.empty()) {
+    std::memcpy(whole.raw(), block.raw(), whole.nbytes());
+    return;
+  }
+  // Element-wise copy with an odometer: simple and only used off the hot path.
+  const Shape& local = block.shape();
+  const std::vector<int64_t> ws = strides_of(whole.shape());
+  const size_t r = local.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t base = 0;
+  for (size_t d = 0; d < r; ++d) base += off[d] * ws[d];
+  const auto* src = static_cast<const uint32_t*>(block.raw());
+  auto* dst = static_cast<uint32_t*>(whole.raw());
+  int64_t pos = base;
+  for (int64_t e = 0; e < block.numel(); ++e) {
+    dst[pos] = src[e];
+    for (size_t d = r; d-- > 0;) {
+      pos += ws[d];
+      if (++idx[d] < local[d]) break;
+      pos -= ws[d] * local[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 }  // namespace autoshard

@@ -6,7 +6,8 @@
 // D = C / H, V = vocab_size, P = n_positions):
 //   wte.embeddings [V, C]          wpe.embeddings [P, C]
 //   h.B.ln_1.gamma/beta [C]        h.B.ln_2.gamma/beta [C]
-//   h.B.attn.query.kernel [C, H, D] and .bias [H, D]; likewise key, value
+//   h.B.attn.query.kernel [C, H, D] and .bias [H, D]; likewise value; key has
+//     no bias (it cannot change any softmax; see docs/weights.md)
 //   h.B.attn.attention_output.kernel [H, D, C] and .bias [C]
 //   h.B.mlp.c_fc.kernel [C, 4C] and .bias [4C]
 //   h.B.mlp.c_proj.kernel [4C, C] and .bias [C]

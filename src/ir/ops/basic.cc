@@ -36,13 +36,19 @@ void iota_kernel(const Node& n, std::span<Tensor* const>, Tensor& out, const Ker
   for (int64_t i = 0; i < out.numel(); ++i) out.i32()[i] = static_cast<int32_t>(i % len);
 }
 
+
+// Leaves hold this device's block of the value.
+void leaf_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+
 }  // namespace
 
 void register_basic_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Parameter)] = {"parameter", leaf_infer, bound_by_executor};
-  t[size_t(Op::Input)] = {"input", leaf_infer, bound_by_executor};
-  t[size_t(Op::Constant)] = {"constant", constant_infer, constant_kernel};
-  t[size_t(Op::Iota)] = {"iota", iota_infer, iota_kernel};
+  t[size_t(Op::Parameter)] = {
+      .name = "parameter", .infer = leaf_infer, .kernel = bound_by_executor, .localize = leaf_localize};
+  t[size_t(Op::Input)] = {.name = "input", .infer = leaf_infer, .kernel = bound_by_executor, .localize = leaf_localize};
+  t[size_t(Op::Constant)] = {
+      .name = "constant", .infer = constant_infer, .kernel = constant_kernel};
+  t[size_t(Op::Iota)] = {.name = "iota", .infer = iota_infer, .kernel = iota_kernel};
 }
 
 }  // namespace autoshard

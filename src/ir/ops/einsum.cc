@@ -29,8 +29,8 @@ EinsumEquation parse_einsum(const std::string& equation) {
       char c = (*s)[i];
       check(std::isalpha(static_cast<unsigned char>(c)), "einsum equation '", equation,
             "': only letters are allowed in terms");
-      check(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation,
-            "': letter '", c, "' repeats within one term (diagonals are not supported)");
+      check(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation, "': letter '", c,
+            "' repeats within one term (diagonals are not supported)");
     }
   return e;
 }
@@ -259,10 +259,61 @@ std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
           ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
 }
 
+
+// Letters carry mesh axes: a letter split in either operand stays split (the
+// other operand is sliced to match, which is free when it is whole); when the
+// operands disagree, the larger operand's split wins. A split contracted
+// letter leaves partial sums over its axis. Partial sums of one operand pass
+// through, since einsum is linear in each operand.
+ShardDecision einsum_rule(const ShardQuery& q) {
+  const EinsumEquation e = parse_einsum(q.node.attrs.text);
+  const Sharding& sa = q.inputs[0];
+  const Sharding& sb = q.inputs[1];
+  const bool a_larger = numel(input_shape(q.graph, q.node, 0)) >= numel(input_shape(q.graph, q.node, 1));
+  std::map<char, int> axis;
+  auto axis_in = [](const std::string& term, const Sharding& s, char c) {
+    size_t i = term.find(c);
+    return i == std::string::npos ? -1 : s.dims[i];
+  };
+  std::string letters = e.a + e.b;
+  // Letters of the larger operand first, so that it keeps its splits.
+  if (!a_larger) letters = e.b + e.a;
+  std::vector<int> used;
+  for (char c : letters) {
+    if (axis.count(c)) continue;
+    int xa = axis_in(e.a, sa, c), xb = axis_in(e.b, sb, c);
+    int x = a_larger ? (xa >= 0 ? xa : xb) : (xb >= 0 ? xb : xa);
+    if (x >= 0 && std::find(used.begin(), used.end(), x) != used.end()) x = -1;
+    axis[c] = x;
+    if (x >= 0) used.push_back(x);
+  }
+  auto layout = [&](const std::string& term) {
+    std::vector<int> dims;
+    for (char c : term) dims.push_back(axis[c]);
+    return dims;
+  };
+  auto free_of = [&](int x) { return std::find(used.begin(), used.end(), x) == used.end(); };
+  // One operand's partial sums may pass if the other is whole over those axes.
+  std::vector<int> partial;
+  Sharding ra{layout(e.a), {}}, rb{layout(e.b), {}};
+  if (!sa.partial.empty() && sb.partial.empty() &&
+      std::all_of(sa.partial.begin(), sa.partial.end(), free_of)) {
+    ra.partial = partial = sa.partial;
+  } else if (!sb.partial.empty() && sa.partial.empty() &&
+             std::all_of(sb.partial.begin(), sb.partial.end(), free_of)) {
+    rb.partial = partial = sb.partial;
+  }
+  for (char c : e.a)
+    if (e.out.find(c) == std::string::npos && axis[c] >= 0) partial.push_back(axis[c]);
+  std::sort(partial.begin(), partial.end());
+  return {{ra, rb}, Sharding{layout(e.out), partial}};
+}
+
 }  // namespace
 
 void register_einsum_op(std::vector<OpDef>& t) {
-  t[size_t(Op::Einsum)] = {"einsum", einsum_infer, einsum_kernel, einsum_vjp};
+  t[size_t(Op::Einsum)] = {
+      .name = "einsum", .infer = einsum_infer, .kernel = einsum_kernel, .vjp = einsum_vjp, .shard = einsum_rule};
 }
 
 }  // namespace autoshard

@@ -99,7 +99,9 @@ void scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const
   const float s = static_cast<float>(n.attrs.f);
   unary_apply(*in[0], out, [s](float x) { return s * x; });
 }
-std::vector<Value> scale_vjp(Graph& g, int id, Value dy) { return {ops::scale(dy, g.node(id).attrs.f)}; }
+std::vector<Value> scale_vjp(Graph& g, int id, Value dy) {
+  return {ops::scale(dy, g.node(id).attrs.f)};
+}
 
 // gelu: tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or exact x Phi(x).
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
@@ -161,8 +163,9 @@ std::vector<Value> tanh_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::TanhGrad, {g.value(id), dy})};
 }
 
-// Dropout keeps element e with probability 1 - rate, keyed by (seed, step, e),
-// so the mask depends on neither the schedule nor, later, the sharding.
+// Dropout keeps element e with probability 1 - rate, keyed by (seed, step, e)
+// where e is the element's index in the global value: the mask depends on
+// neither the schedule nor the sharding.
 void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                     const KernelContext& ctx) {
   const float rate = static_cast<float>(n.attrs.f);
@@ -170,29 +173,115 @@ void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const CounterRng rng(static_cast<uint64_t>(n.attrs.i), static_cast<uint64_t>(ctx.step));
   const float* x = in[0]->f32();
   float* y = out.f32();
-  for (int64_t e = 0; e < out.numel(); ++e)
-    y[e] = rng.uniform(static_cast<uint64_t>(e)) >= rate ? x[e] * keep_scale : 0.0f;
+  if (n.attrs.global_shape.empty()) {
+    for (int64_t e = 0; e < out.numel(); ++e)
+      y[e] = rng.uniform(static_cast<uint64_t>(e)) >= rate ? x[e] * keep_scale : 0.0f;
+    return;
+  }
+  // A shard: walk local elements and compute each one's global index.
+  const Shape& local = out.shape();
+  const std::vector<int64_t> gstride = strides_of(n.attrs.global_shape);
+  const size_t r = local.size();
+  std::vector<int64_t> idx(r, 0);
+  int64_t global = 0;
+  for (size_t d = 0; d < r; ++d) global += n.attrs.shard_offsets[d] * gstride[d];
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    y[e] = rng.uniform(static_cast<uint64_t>(global)) >= rate ? x[e] * keep_scale : 0.0f;
+    for (size_t d = r; d-- > 0;) {
+      global += gstride[d];
+      if (++idx[d] < local[d]) break;
+      global -= gstride[d] * local[d];
+      idx[d] = 0;
+    }
+  }
 }
 std::vector<Value> dropout_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
   return {g.add(Op::Dropout, {dy}, n.attrs)};
 }
 
+ShardDecision sum_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::Sum);
+}
+ShardDecision product_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::Product);
+}
+ShardDecision quotient_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::Numerator);
+}
+ShardDecision linear_unary_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::Unary);
+}
+ShardDecision nonlinear_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::None);
+}
+
+void dropout_localize(Attrs& a, const LocalizeInfo& info) {
+  a.global_shape = info.global.shape;
+  a.shard_offsets = info.decision.output.offsets(info.global.shape, info.mesh, info.device);
+}
+
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Add)] = {"add", binary_infer, add_kernel, add_vjp};
-  t[size_t(Op::Sub)] = {"sub", binary_infer, sub_kernel, sub_vjp};
-  t[size_t(Op::Mul)] = {"mul", binary_infer, mul_kernel, mul_vjp};
-  t[size_t(Op::Div)] = {"div", binary_infer, div_kernel, div_vjp};
-  t[size_t(Op::Scale)] = {"scale", unary_infer, scale_kernel, scale_vjp};
-  t[size_t(Op::Gelu)] = {"gelu", unary_infer, gelu_kernel, gelu_vjp};
-  t[size_t(Op::GeluGrad)] = {"gelu_grad", binary_infer, gelu_grad_kernel};
-  t[size_t(Op::Relu)] = {"relu", unary_infer, relu_kernel, relu_vjp};
-  t[size_t(Op::ReluGrad)] = {"relu_grad", binary_infer, relu_grad_kernel};
-  t[size_t(Op::Tanh)] = {"tanh", unary_infer, tanh_kernel, tanh_vjp};
-  t[size_t(Op::TanhGrad)] = {"tanh_grad", binary_infer, tanh_grad_kernel};
-  t[size_t(Op::Dropout)] = {"dropout", unary_infer, dropout_kernel, dropout_vjp};
+  t[size_t(Op::Add)] = {.name = "add",
+                        .infer = binary_infer,
+                        .kernel = add_kernel,
+                        .vjp = add_vjp,
+                        .shard = sum_rule};
+  t[size_t(Op::Sub)] = {.name = "sub",
+                        .infer = binary_infer,
+                        .kernel = sub_kernel,
+                        .vjp = sub_vjp,
+                        .shard = sum_rule};
+  t[size_t(Op::Mul)] = {.name = "mul",
+                        .infer = binary_infer,
+                        .kernel = mul_kernel,
+                        .vjp = mul_vjp,
+                        .shard = product_rule};
+  t[size_t(Op::Div)] = {.name = "div",
+                        .infer = binary_infer,
+                        .kernel = div_kernel,
+                        .vjp = div_vjp,
+                        .shard = quotient_rule};
+  t[size_t(Op::Scale)] = {.name = "scale",
+                          .infer = unary_infer,
+                          .kernel = scale_kernel,
+                          .vjp = scale_vjp,
+                          .shard = linear_unary_rule};
+  t[size_t(Op::Gelu)] = {.name = "gelu",
+                         .infer = unary_infer,
+                         .kernel = gelu_kernel,
+                         .vjp = gelu_vjp,
+                         .shard = nonlinear_rule};
+  t[size_t(Op::GeluGrad)] = {.name = "gelu_grad",
+                             .infer = binary_infer,
+                             .kernel = gelu_grad_kernel,
+                             .shard = nonlinear_rule};
+  t[size_t(Op::Relu)] = {.name = "relu",
+                         .infer = unary_infer,
+                         .kernel = relu_kernel,
+                         .vjp = relu_vjp,
+                         .shard = nonlinear_rule};
+  t[size_t(Op::ReluGrad)] = {.name = "relu_grad",
+                             .infer = binary_infer,
+                             .kernel = relu_grad_kernel,
+                             .shard = nonlinear_rule};
+  t[size_t(Op::Tanh)] = {.name = "tanh",
+                         .infer = unary_infer,
+                         .kernel = tanh_kernel,
+                         .vjp = tanh_vjp,
+                         .shard = nonlinear_rule};
+  t[size_t(Op::TanhGrad)] = {.name = "tanh_grad",
+                             .infer = binary_infer,
+                             .kernel = tanh_grad_kernel,
+                             .shard = nonlinear_rule};
+  t[size_t(Op::Dropout)] = {.name = "dropout",
+                            .infer = unary_infer,
+                            .kernel = dropout_kernel,
+                            .vjp = dropout_vjp,
+                            .shard = linear_unary_rule,
+                            .localize = dropout_localize};
 }
 
 }  // namespace autoshard

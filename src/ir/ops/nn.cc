@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "autoshard/communicator.h"
 #include "autoshard/error.h"
 #include "autoshard/ops.h"
 #include "ir/op_def.h"
@@ -146,18 +147,53 @@ int32_t checked_class(int32_t t, int64_t classes) {
   return t;
 }
 
-void cross_entropy_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
-                          const KernelContext&) {
-  const int64_t v = in[0]->shape().back();
-  for (int64_t r = 0; r < out.numel(); ++r) {
-    const float* x = in[0]->f32() + r * v;
-    const int32_t t = checked_class(in[1]->i32()[r], v);
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < v; ++c) mx = std::max(mx, x[c]);
-    double sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += fast_exp(x[c] - mx);
-    out.f32()[r] = static_cast<float>(std::log(sum) + mx - x[t]);
+// The class dimension may be split over a mesh axis (vocabulary-parallel
+// loss): each device holds classes [offset, offset + v) of every row, and the
+// row max, the sum of exponentials and the target's logit are reduced over the
+// axis. Full logits are never gathered.
+struct ClassShard {
+  int64_t offset = 0;
+  int axis = -1;
+};
+ClassShard class_shard(const Node& n) {
+  return {n.attrs.shard_offsets.empty() ? 0 : n.attrs.shard_offsets.back(), n.attrs.comm_axis};
+}
+
+// Per row: the max over all classes and the sum of exp(x - max).
+void row_max_and_sum(const Tensor& logits, int64_t rows, const ClassShard& cs,
+                     const KernelContext& ctx, std::vector<float>& mx, std::vector<float>& sum) {
+  const int64_t v = logits.shape().back();
+  mx.assign(rows, -INFINITY);
+  sum.assign(rows, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < v; ++c) mx[r] = std::max(mx[r], logits.f32()[r * v + c]);
+  if (cs.axis >= 0) ctx.comm->all_reduce(mx.data(), rows, ReduceOp::Max, ctx.group(cs.axis));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.f32() + r * v;
+    double s = 0;
+    for (int64_t c = 0; c < v; ++c) s += fast_exp(x[c] - mx[r]);
+    sum[r] = static_cast<float>(s);
   }
+  if (cs.axis >= 0) ctx.comm->all_reduce(sum.data(), rows, ReduceOp::Sum, ctx.group(cs.axis));
+}
+
+int64_t total_classes(const Node& n, int64_t local) {
+  return n.attrs.global_shape.empty() ? local : n.attrs.global_shape.back();
+}
+
+void cross_entropy_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                          const KernelContext& ctx) {
+  const int64_t v = in[0]->shape().back(), rows = out.numel();
+  const ClassShard cs = class_shard(n);
+  const int64_t classes = total_classes(n, v);
+  std::vector<float> mx, sum, target(rows, 0.0f);
+  row_max_and_sum(*in[0], rows, cs, ctx, mx, sum);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = checked_class(in[1]->i32()[r], classes) - cs.offset;
+    if (t >= 0 && t < v) target[r] = in[0]->f32()[r * v + t];
+  }
+  if (cs.axis >= 0) ctx.comm->all_reduce(target.data(), rows, ReduceOp::Sum, ctx.group(cs.axis));
+  for (int64_t r = 0; r < rows; ++r) out.f32()[r] = std::log(sum[r]) + mx[r] - target[r];
 }
 
 std::vector<Value> cross_entropy_vjp(Graph& g, int id, Value dy) {
@@ -165,22 +201,21 @@ std::vector<Value> cross_entropy_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::CrossEntropyGrad, {g.value(n.inputs[0]), g.value(n.inputs[1]), dy}), Value{}};
 }
 
-void cross_entropy_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
-                               const KernelContext&) {
-  const int64_t v = in[0]->shape().back();
-  const int64_t rows = in[1]->numel();
+void cross_entropy_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                               const KernelContext& ctx) {
+  const int64_t v = in[0]->shape().back(), rows = in[1]->numel();
+  const ClassShard cs = class_shard(n);
+  const int64_t classes = total_classes(n, v);
+  std::vector<float> mx, sum;
+  row_max_and_sum(*in[0], rows, cs, ctx, mx, sum);
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in[0]->f32() + r * v;
     float* dx = out.f32() + r * v;
-    const int32_t t = checked_class(in[1]->i32()[r], v);
     const float g = in[2]->f32()[r];
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < v; ++c) mx = std::max(mx, x[c]);
-    double sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += (dx[c] = fast_exp(x[c] - mx));
-    const float scale = static_cast<float>(g / sum);
-    for (int64_t c = 0; c < v; ++c) dx[c] *= scale;
-    dx[t] -= g;
+    const float scale = g / sum[r];
+    for (int64_t c = 0; c < v; ++c) dx[c] = fast_exp(x[c] - mx[r]) * scale;
+    const int64_t t = checked_class(in[1]->i32()[r], classes) - cs.offset;
+    if (t >= 0 && t < v) dx[t] -= g;
   }
 }
 
@@ -196,15 +231,31 @@ ShapeAndType gather_infer(const Graph& g, const Node& n) {
   return {out, input_dtype(g, n, 0)};
 }
 
-void gather_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+// The table's rows may be a shard [offset, offset + rows) of a global table
+// (vocabulary-parallel embedding): ids outside it give zero rows, and the
+// partitioner sums the devices' outputs.
+struct RowShard {
+  int64_t offset = 0, total = 0;
+};
+RowShard row_shard(const Node& n, int64_t local_rows) {
+  if (n.attrs.global_shape.empty()) return {0, local_rows};
+  return {n.attrs.shard_offsets[0], n.attrs.global_shape[0]};
+}
+
+void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   const Tensor& table = *in[0];
   const int64_t rows = table.shape()[0];
   const int64_t width = rows ? table.numel() / rows : 0;
+  const RowShard rs = row_shard(n, rows);
   const int32_t* ids = in[1]->i32();
   for (int64_t i = 0; i < in[1]->numel(); ++i) {
-    check(ids[i] >= 0 && ids[i] < rows, "token id ", ids[i], " is out of range for a table of ",
-          rows, " rows");
-    std::memcpy(out.f32() + i * width, table.f32() + ids[i] * width, width * sizeof(float));
+    check(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
+          rs.total, " rows");
+    const int64_t row = ids[i] - rs.offset;
+    if (row >= 0 && row < rows)
+      std::memcpy(out.f32() + i * width, table.f32() + row * width, width * sizeof(float));
+    else
+      std::fill_n(out.f32() + i * width, width, 0.0f);
   }
 }
 
@@ -221,34 +272,143 @@ ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
   return {n.attrs.ints, DType::F32};
 }
 
-void scatter_add_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
+void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                         const KernelContext&) {
   std::fill_n(out.f32(), out.numel(), 0.0f);
   const int64_t rows = out.shape()[0];
   const int64_t width = rows ? out.numel() / rows : 0;
+  const RowShard rs = row_shard(n, rows);
   const int32_t* ids = in[0]->i32();
   const float* dy = in[1]->f32();
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
-    check(ids[i] >= 0 && ids[i] < rows, "token id ", ids[i], " is out of range for a table of ",
-          rows, " rows");
-    float* row = out.f32() + ids[i] * width;
+    check(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
+          rs.total, " rows");
+    const int64_t r = ids[i] - rs.offset;
+    if (r < 0 || r >= rows) continue;
+    float* row = out.f32() + r * width;
     for (int64_t c = 0; c < width; ++c) row[c] += dy[i * width + c];
   }
+}
+
+
+// ---- sharding ----
+
+ShardDecision softmax_rule(const ShardQuery& q) { return row_rule(q, q.node.attrs.i ? 2 : 1); }
+ShardDecision last_axis_rule(const ShardQuery& q) { return row_rule(q, 1); }
+
+bool axis_free(const std::vector<int>& dims, int axis) {
+  return axis >= 0 && std::find(dims.begin(), dims.end(), axis) == dims.end();
+}
+
+// Rows keep their split (from the logits, else the targets); the class axis
+// may stay split too, which makes the loss vocabulary-parallel.
+std::pair<std::vector<int>, int> loss_layout(const ShardQuery& q) {
+  const Sharding& logits = q.inputs[0];
+  const Sharding& targets = q.inputs[1];
+  std::vector<int> rows;
+  for (int d = 0; d + 1 < logits.rank(); ++d) {
+    int a = logits.dims[d] >= 0 ? logits.dims[d] : targets.dims[d];
+    rows.push_back(axis_free(rows, a) ? a : -1);
+  }
+  int classes = axis_free(rows, logits.dims.back()) ? logits.dims.back() : -1;
+  return {rows, classes};
+}
+
+ShardDecision cross_entropy_rule(const ShardQuery& q) {
+  auto [rows, classes] = loss_layout(q);
+  std::vector<int> with_classes = rows;
+  with_classes.push_back(classes);
+  Sharding r{rows, {}};
+  ShardDecision d{{Sharding{with_classes, {}}, r}, r};
+  if (q.node.op == Op::CrossEntropyGrad) {
+    d.inputs.push_back(r);  // dloss
+    d.output = d.inputs[0];
+  }
+  return d;
+}
+
+void cross_entropy_localize(Attrs& a, const LocalizeInfo& info) {
+  a.global_shape = info.input_shapes[0];
+  a.shard_offsets = info.input_offsets(0);
+  a.comm_axis = info.decision.inputs[0].dims.back();
+}
+
+// ids keep their split; the table's row split (vocabulary-parallel
+// embedding) makes each device's output a partial sum.
+ShardDecision gather_rule(const ShardQuery& q) {
+  const Sharding& table = q.inputs[0];
+  Sharding ids = without_partial(q.inputs[1]);
+  Sharding req_table = Sharding::replicated(table.rank());
+  std::vector<int> out = ids.dims;
+  for (int d = 1; d < table.rank(); ++d) {
+    int a = axis_free(out, table.dims[d]) ? table.dims[d] : -1;
+    req_table.dims[d] = a;
+    out.push_back(a);
+  }
+  Sharding result{out, {}};
+  if (axis_free(out, table.dims[0])) {
+    req_table.dims[0] = table.dims[0];
+    result.partial = {table.dims[0]};
+  }
+  return {{req_table, ids}, result};
+}
+
+void gather_localize(Attrs& a, const LocalizeInfo& info) {
+  a.global_shape = info.input_shapes[0];
+  a.shard_offsets = info.input_offsets(0);
+}
+
+// The adjoint of gather: rows are split as the consumers (the optimizer)
+// want them, each device adding only the ids of its rows; split ids leave
+// partial sums.
+ShardDecision scatter_add_rule(const ShardQuery& q) {
+  const Sharding& dy = q.inputs[1];
+  const int lead = q.inputs[0].rank();
+  Sharding ids = Sharding::replicated(lead);
+  Sharding req_dy = dy;
+  Sharding out{{-1}, dy.partial};
+  for (int d = 0; d < lead; ++d) {
+    int a = dy.dims[d] >= 0 ? dy.dims[d] : q.inputs[0].dims[d];
+    if (!axis_free(ids.dims, a) || dy.is_partial(a)) a = -1;
+    ids.dims[d] = req_dy.dims[d] = a;
+    if (a >= 0) out.partial.push_back(a);
+  }
+  for (int d = lead; d < dy.rank(); ++d) out.dims.push_back(dy.dims[d]);
+  int row = q.hint && !q.hint->dims.empty() ? q.hint->dims[0] : -1;
+  if (axis_free(req_dy.dims, row) && !dy.is_partial(row)) out.dims[0] = row;
+  std::sort(out.partial.begin(), out.partial.end());
+  return {{ids, req_dy}, out};
+}
+
+void scatter_add_localize(Attrs& a, const LocalizeInfo& info) {
+  a.ints = info.local_output_shape();
+  a.global_shape = info.global.shape;
+  a.shard_offsets = info.decision.output.offsets(info.global.shape, info.mesh, info.device);
 }
 
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Softmax)] = {"softmax", same_as_first, softmax_kernel, softmax_vjp};
-  t[size_t(Op::SoftmaxGrad)] = {"softmax_grad", same_as_first, softmax_grad_kernel};
-  t[size_t(Op::Normalize)] = {"normalize", same_as_first, normalize_kernel, normalize_vjp};
-  t[size_t(Op::NormalizeGrad)] = {"normalize_grad", same_as_first, normalize_grad_kernel};
-  t[size_t(Op::CrossEntropy)] = {"cross_entropy", cross_entropy_infer, cross_entropy_kernel,
-                                 cross_entropy_vjp};
-  t[size_t(Op::CrossEntropyGrad)] = {"cross_entropy_grad", same_as_first,
-                                     cross_entropy_grad_kernel};
-  t[size_t(Op::Gather)] = {"gather", gather_infer, gather_kernel, gather_vjp};
-  t[size_t(Op::ScatterAdd)] = {"scatter_add", scatter_add_infer, scatter_add_kernel};
+  t[size_t(Op::Softmax)] = {
+      .name = "softmax", .infer = same_as_first, .kernel = softmax_kernel, .vjp = softmax_vjp, .shard = softmax_rule};
+  t[size_t(Op::SoftmaxGrad)] = {
+      .name = "softmax_grad", .infer = same_as_first, .kernel = softmax_grad_kernel, .shard = last_axis_rule};
+  t[size_t(Op::Normalize)] = {.name = "normalize",
+                              .infer = same_as_first,
+                              .kernel = normalize_kernel,
+                              .vjp = normalize_vjp, .shard = last_axis_rule};
+  t[size_t(Op::NormalizeGrad)] = {
+      .name = "normalize_grad", .infer = same_as_first, .kernel = normalize_grad_kernel, .shard = last_axis_rule};
+  t[size_t(Op::CrossEntropy)] = {.name = "cross_entropy",
+                                 .infer = cross_entropy_infer,
+                                 .kernel = cross_entropy_kernel,
+                                 .vjp = cross_entropy_vjp, .shard = cross_entropy_rule, .localize = cross_entropy_localize};
+  t[size_t(Op::CrossEntropyGrad)] = {
+      .name = "cross_entropy_grad", .infer = same_as_first, .kernel = cross_entropy_grad_kernel, .shard = cross_entropy_rule, .localize = cross_entropy_localize};
+  t[size_t(Op::Gather)] = {
+      .name = "gather", .infer = gather_infer, .kernel = gather_kernel, .vjp = gather_vjp, .shard = gather_rule, .localize = gather_localize};
+  t[size_t(Op::ScatterAdd)] = {
+      .name = "scatter_add", .infer = scatter_add_infer, .kernel = scatter_add_kernel, .shard = scatter_add_rule, .localize = scatter_add_localize};
 }
 
 }  // namespace autoshard

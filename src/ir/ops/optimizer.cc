@@ -1,6 +1,7 @@
 // Optimizer update ops: the tail of a training-step Graph. They follow
 // PyTorch's update rules exactly (torch.optim.SGD / Adam / AdamW and
 // torch.nn.utils.clip_grad_norm_), so a step here matches a step there.
+#include <algorithm>
 #include <cmath>
 
 #include "autoshard/error.h"
@@ -90,13 +91,46 @@ void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kerne
   }
 }
 
+
+// Local sums of squares add up over the axes that split the tensor. Partial
+// sums must be reduced first; they are reduced to the layout the optimizer
+// update wants, so both share one collective.
+ShardDecision sum_squares_rule(const ShardQuery& q) {
+  Sharding in = q.inputs[0];
+  if (!in.partial.empty()) {
+    const Sharding* hint = q.input_hints[0];
+    in = hint && hint->rank() == in.rank() ? without_partial(*hint) : without_partial(in);
+  }
+  Sharding out{{}, {}};
+  for (int a : in.dims)
+    if (a >= 0) out.partial.push_back(a);
+  std::sort(out.partial.begin(), out.partial.end());
+  return {{in}, out};
+}
+
+// The update runs in the layout of its optimizer state (the first slot): the
+// parameter's own, or, with ZeRO, one split further over the data axis. The
+// partitioner writes a parameter updated in another layout back into place.
+ShardDecision update_rule(const ShardQuery& q) {
+  const Sharding state = without_partial(q.inputs[2]);
+  ShardDecision d;
+  for (size_t i = 0; i + 1 < q.node.inputs.size(); ++i) d.inputs.push_back(state);
+  d.inputs.push_back(Sharding::replicated(0));  // clip scale
+  d.output = Sharding::replicated(0);
+  return d;
+}
+
 }  // namespace
 
 void register_optimizer_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::SumSquares)] = {"sum_squares", scalar_infer, sum_squares_kernel};
-  t[size_t(Op::ClipScale)] = {"clip_scale", scalar_infer, clip_scale_kernel};
-  t[size_t(Op::AdamUpdate)] = {"adam_update", update_infer, adam_kernel, nullptr, true};
-  t[size_t(Op::SgdUpdate)] = {"sgd_update", update_infer, sgd_kernel, nullptr, true};
+  t[size_t(Op::SumSquares)] = {
+      .name = "sum_squares", .infer = scalar_infer, .kernel = sum_squares_kernel, .shard = sum_squares_rule};
+  t[size_t(Op::ClipScale)] = {
+      .name = "clip_scale", .infer = scalar_infer, .kernel = clip_scale_kernel};
+  t[size_t(Op::AdamUpdate)] = {
+      .name = "adam_update", .infer = update_infer, .kernel = adam_kernel, .side_effect = true, .shard = update_rule, .mutates = 0b1101};
+  t[size_t(Op::SgdUpdate)] = {
+      .name = "sgd_update", .infer = update_infer, .kernel = sgd_kernel, .side_effect = true, .shard = update_rule, .mutates = 0b101};
 }
 
 }  // namespace autoshard

@@ -86,12 +86,48 @@ std::vector<Value> broadcast_to_vjp(Graph& g, int id, Value dy) {
   return {ops::sum_to(dy, input_shape(g, g.node(id), 0))};
 }
 
+
+// Reducing a split dimension leaves partial sums over its mesh axis.
+ShardDecision reduce_sum_rule(const ShardQuery& q) {
+  const Sharding& in = q.inputs[0];
+  const std::vector<int64_t>& axes = q.node.attrs.ints;
+  Sharding out{{}, in.partial};
+  for (int d = 0; d < in.rank(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduced) out.dims.push_back(in.dims[d]);
+    else if (in.dims[d] >= 0) out.partial.push_back(in.dims[d]);
+  }
+  std::sort(out.partial.begin(), out.partial.end());
+  return {{in}, out};
+}
+
+// Dimensions that stay keep their split; broadcast ones are whole everywhere.
+ShardDecision broadcast_to_rule(const ShardQuery& q) {
+  const Shape& in_shape = input_shape(q.graph, q.node, 0);
+  const Shape& out_shape = q.node.shape;
+  const size_t lead = out_shape.size() - in_shape.size();
+  Sharding in = q.inputs[0];
+  Sharding out{std::vector<int>(out_shape.size(), -1), in.partial};
+  for (size_t j = 0; j < in_shape.size(); ++j) {
+    if (in_shape[j] != out_shape[j + lead]) in.dims[j] = -1;
+    out.dims[j + lead] = in.dims[j];
+  }
+  return {{in}, out};
+}
+
+void broadcast_to_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+
 }  // namespace
 
 void register_reduce_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::ReduceSum)] = {"reduce_sum", reduce_sum_infer, reduce_sum_kernel, reduce_sum_vjp};
-  t[size_t(Op::BroadcastTo)] = {"broadcast_to", broadcast_to_infer, broadcast_to_kernel,
-                                broadcast_to_vjp};
+  t[size_t(Op::ReduceSum)] = {.name = "reduce_sum",
+                              .infer = reduce_sum_infer,
+                              .kernel = reduce_sum_kernel,
+                              .vjp = reduce_sum_vjp, .shard = reduce_sum_rule};
+  t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
+                                .infer = broadcast_to_infer,
+                                .kernel = broadcast_to_kernel,
+                                .vjp = broadcast_to_vjp, .shard = broadcast_to_rule, .localize = broadcast_to_localize};
 }
 
 }  // namespace autoshard

@@ -26,8 +26,8 @@ std::vector<Value> reshape_vjp(Graph& g, int id, Value dy) {
 ShapeAndType transpose_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
-  check(n.attrs.ints.size() == in.size(), "transpose: permutation of length ",
-        n.attrs.ints.size(), " for rank ", in.size());
+  check(n.attrs.ints.size() == in.size(), "transpose: permutation of length ", n.attrs.ints.size(),
+        " for rank ", in.size());
   std::vector<bool> seen(in.size(), false);
   Shape out;
   for (int64_t p : n.attrs.ints) {
@@ -65,11 +65,58 @@ std::vector<Value> transpose_vjp(Graph& g, int id, Value dy) {
   return {ops::transpose(dy, inverse)};
 }
 
+
+// Reshape keeps the split of a dimension that survives unchanged (same size,
+// alone in its group of merged or split dimensions); every other dimension is
+// gathered, since array_split blocks of a merged dimension are not blocks of
+// its parts.
+ShardDecision reshape_rule(const ShardQuery& q) {
+  const Shape& in = input_shape(q.graph, q.node, 0);
+  const Shape& out = q.node.shape;
+  Sharding req = Sharding::replicated(in.size());
+  req.partial = q.inputs[0].partial;
+  Sharding res{std::vector<int>(out.size(), -1), req.partial};
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    // Skip size-1 dims: they carry no data and stay unsplit.
+    if (i < in.size() && in[i] == 1) { ++i; continue; }
+    if (o < out.size() && out[o] == 1) { ++o; continue; }
+    if (i >= in.size() || o >= out.size()) break;
+    // Grow a group until both sides cover the same number of elements.
+    size_t i0 = i, o0 = o;
+    int64_t pi = in[i++], po = out[o++];
+    while (pi != po) {
+      if (pi < po) pi *= in[i++];
+      else po *= out[o++];
+    }
+    if (i - i0 == 1 && o - o0 == 1) {
+      req.dims[i0] = q.inputs[0].dims[i0];
+      res.dims[o0] = req.dims[i0];
+    }
+  }
+  return {{req}, res};
+}
+
+void reshape_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+
+ShardDecision transpose_rule(const ShardQuery& q) {
+  Sharding out{{}, q.inputs[0].partial};
+  for (int64_t p : q.node.attrs.ints) out.dims.push_back(q.inputs[0].dims[p]);
+  return {{q.inputs[0]}, out};
+}
+
 }  // namespace
 
 void register_shape_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Reshape)] = {"reshape", reshape_infer, reshape_kernel, reshape_vjp, false, true};
-  t[size_t(Op::Transpose)] = {"transpose", transpose_infer, transpose_kernel, transpose_vjp};
+  t[size_t(Op::Reshape)] = {.name = "reshape",
+                            .infer = reshape_infer,
+                            .kernel = reshape_kernel,
+                            .vjp = reshape_vjp,
+                            .aliases_input = true, .shard = reshape_rule, .localize = reshape_localize};
+  t[size_t(Op::Transpose)] = {.name = "transpose",
+                              .infer = transpose_infer,
+                              .kernel = transpose_kernel,
+                              .vjp = transpose_vjp, .shard = transpose_rule};
 }
 
 }  // namespace autoshard

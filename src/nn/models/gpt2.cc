@@ -92,7 +92,7 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
     blocks_.push_back(Block{
         ln("ln_1"),
         MultiHeadAttention(c.n_head, c.head_dim(),
-                           MultiHeadAttentionOptions().use_causal_mask(true).dropout(c.dropout)
+                           MultiHeadAttentionOptions().use_causal_mask(true).key_bias(false).dropout(c.dropout)
                                .kernel_initializer(normal).output_kernel_initializer(residual).name("attn")),
         ln("ln_2"),
         Dense(4 * c.n_embd, DenseOptions().activation("gelu_tanh").kernel_initializer(normal).name("c_fc")),

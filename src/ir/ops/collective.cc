@@ -1,0 +1,169 @@
+// The ops a partitioned program adds: collectives over one mesh axis, local
+// slices, and in-place assignment. They exist only in per-device graphs.
+#include <cstring>
+
+#include "autoshard/communicator.h"
+#include "autoshard/error.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+const CommGroup& KernelContext::group(int axis) const {
+  check(
+      comm != nullptr && groups != nullptr && axis >= 0 && axis < static_cast<int>(groups->size()),
+      "internal: a collective ran without a communicator for mesh axis ", axis);
+  return (*groups)[axis];
+}
+
+namespace {
+
+// [outer, dim, inner] view of a shape around one dimension.
+struct Around {
+  int64_t outer = 1, inner = 1;
+};
+Around around(const Shape& s, int64_t dim) {
+  Around a;
+  for (int64_t i = 0; i < dim; ++i) a.outer *= s[i];
+  for (size_t i = dim + 1; i < s.size(); ++i) a.inner *= s[i];
+  return a;
+}
+
+std::vector<int64_t> member_sizes(const Node& n) {
+  return {n.attrs.ints.begin() + 1, n.attrs.ints.end()};
+}
+
+thread_local std::vector<float> scratch;
+float* scratch_of(int64_t count) {
+  if (static_cast<int64_t>(scratch.size()) < count) scratch.resize(count);
+  return scratch.data();
+}
+
+ShapeAndType all_reduce_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+void all_reduce_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext& ctx) {
+  if (out.raw() != in[0]->raw()) std::memcpy(out.raw(), in[0]->raw(), out.nbytes());
+  ctx.comm->all_reduce(out.f32(), out.numel(), n.attrs.i ? ReduceOp::Max : ReduceOp::Sum,
+                       ctx.group(n.attrs.comm_axis));
+}
+
+ShapeAndType all_gather_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  Shape s = input_shape(g, n, 0);
+  int64_t total = 0;
+  for (int64_t v : member_sizes(n)) total += v;
+  s[n.attrs.ints[0]] = total;
+  return {s, input_dtype(g, n, 0)};
+}
+
+// Gathers every member's block along `dim`; when dim is not the outermost
+// non-trivial one, the flat gather is interleaved into place.
+void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext& ctx) {
+  const int64_t dim = n.attrs.ints[0];
+  const std::vector<int64_t> sizes = member_sizes(n);
+  const Around a = around(out.shape(), dim);
+  std::vector<int64_t> counts;
+  for (int64_t s : sizes) counts.push_back(a.outer * s * a.inner);
+  const CommGroup& g = ctx.group(n.attrs.comm_axis);
+  if (a.outer == 1) {
+    ctx.comm->all_gather(in[0]->f32(), out.f32(), counts, g);
+    return;
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  float* flat = scratch_of(total);
+  ctx.comm->all_gather(in[0]->f32(), flat, counts, g);
+  const int64_t row = out.shape()[dim] * a.inner;
+  int64_t src = 0, col = 0;
+  for (int64_t s : sizes) {
+    for (int64_t o = 0; o < a.outer; ++o)
+      std::memcpy(out.f32() + o * row + col, flat + src + o * s * a.inner,
+                  s * a.inner * sizeof(float));
+    src += a.outer * s * a.inner;
+    col += s * a.inner;
+  }
+}
+
+ShapeAndType reduce_scatter_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  Shape s = input_shape(g, n, 0);
+  s[n.attrs.ints[0]] = n.attrs.ints[1 + n.attrs.i];  // i = this member's index
+  return {s, DType::F32};
+}
+
+void reduce_scatter_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                           const KernelContext& ctx) {
+  const int64_t dim = n.attrs.ints[0];
+  const std::vector<int64_t> sizes = member_sizes(n);
+  const Around a = around(in[0]->shape(), dim);
+  std::vector<int64_t> counts;
+  for (int64_t s : sizes) counts.push_back(a.outer * s * a.inner);
+  const CommGroup& g = ctx.group(n.attrs.comm_axis);
+  if (a.outer == 1) {
+    ctx.comm->reduce_scatter(in[0]->f32(), out.f32(), counts, g);
+    return;
+  }
+  // Pack each member's block contiguously first.
+  float* packed = scratch_of(in[0]->numel());
+  const int64_t row = in[0]->shape()[dim] * a.inner;
+  int64_t dst = 0, col = 0;
+  for (int64_t s : sizes) {
+    for (int64_t o = 0; o < a.outer; ++o)
+      std::memcpy(packed + dst + o * s * a.inner, in[0]->f32() + o * row + col,
+                  s * a.inner * sizeof(float));
+    dst += a.outer * s * a.inner;
+    col += s * a.inner;
+  }
+  ctx.comm->reduce_scatter(packed, out.f32(), counts, g);
+}
+
+ShapeAndType slice_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  Shape s = input_shape(g, n, 0);
+  const int64_t dim = n.attrs.ints[0], begin = n.attrs.ints[1], size = n.attrs.ints[2];
+  check(dim >= 0 && dim < static_cast<int64_t>(s.size()) && begin >= 0 && begin + size <= s[dim],
+        "internal: slice out of range");
+  s[dim] = size;
+  return {s, input_dtype(g, n, 0)};
+}
+
+void slice_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const int64_t dim = n.attrs.ints[0], begin = n.attrs.ints[1], size = n.attrs.ints[2];
+  const Around a = around(in[0]->shape(), dim);
+  const int64_t row = in[0]->shape()[dim] * a.inner;
+  const auto* src = static_cast<const char*>(in[0]->raw());
+  auto* dst = static_cast<char*>(out.raw());
+  const size_t block = size * a.inner * 4;
+  for (int64_t o = 0; o < a.outer; ++o)
+    std::memcpy(dst + o * block, src + (o * row + begin * a.inner) * 4, block);
+}
+
+ShapeAndType assign_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  check(input_shape(g, n, 0) == input_shape(g, n, 1), "internal: assign shapes differ");
+  return {{}, DType::F32};
+}
+
+void assign_kernel(const Node&, std::span<Tensor* const> in, Tensor&, const KernelContext&) {
+  std::memcpy(in[0]->raw(), in[1]->raw(), in[0]->nbytes());
+}
+
+}  // namespace
+
+void register_collective_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::AllReduce)] = {
+      .name = "all_reduce", .infer = all_reduce_infer, .kernel = all_reduce_kernel};
+  t[size_t(Op::AllGather)] = {
+      .name = "all_gather", .infer = all_gather_infer, .kernel = all_gather_kernel};
+  t[size_t(Op::ReduceScatter)] = {
+      .name = "reduce_scatter", .infer = reduce_scatter_infer, .kernel = reduce_scatter_kernel};
+  t[size_t(Op::Slice)] = {.name = "slice", .infer = slice_infer, .kernel = slice_kernel};
+  t[size_t(Op::Assign)] = {
+      .name = "assign", .infer = assign_infer, .kernel = assign_kernel, .side_effect = true};
+}
+
+}  // namespace autoshard

@@ -1,0 +1,139 @@
+// The partitioner against one device: a GPT-2 training step (forward,
+// backward, clipped AdamW) with random layouts for every weight on random
+// meshes must give the single-device loss and updated weights.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "autoshard/autodiff.h"
+#include "autoshard/losses.h"
+#include "autoshard/models/gpt2.h"
+#include "autoshard/sharded_executor.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+struct TrainStep {
+  Graph graph;
+  int loss = -1;
+  std::map<std::string, Tensor> state;  // weights and slots, whole
+  Tensor x, y;
+};
+
+TrainStep make_step(int64_t batch, int64_t seq, uint64_t seed) {
+  TrainStep s;
+  GPT2Config cfg = GPT2Config::preset("test");
+  GPT2 model(cfg, seq, seed);
+  Value logits = model.trace_forward(s.graph, batch, /*training=*/false);
+  Value y = s.graph.input("y", {batch, seq}, DType::I32);
+  Value loss = losses::sparse_categorical_crossentropy(logits, y);
+  std::vector<Value> params;
+  for (int id : s.graph.parameters()) params.push_back(s.graph.value(id));
+  // Adam turns gradient elements below its epsilon into steps that depend on
+  // their rounding, and any reordering of float sums (a sharded contraction,
+  // a different BLAS blocking) moves them: with epsilon 1e-8 single elements
+  // drift by up to the learning rate. Epsilon 1e-3 keeps the comparison on
+  // the well-conditioned part; the arithmetic under test is the same.
+  AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 0.5})
+      ->append_update(s.graph, params, gradients(loss, params));
+  s.loss = loss.id;
+  for (int id : s.graph.parameters()) {
+    const Node& n = s.graph.node(id);
+    s.state[n.attrs.text] = n.attrs.text.rfind("optimizer.", 0) == 0
+                                ? testing::random_tensor(n.shape, id, 0.0f)
+                                : model.weight(n.attrs.text).clone();
+  }
+  s.x = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 1);
+  s.y = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 2);
+  return s;
+}
+
+// Runs `steps` steps on one device; returns the losses, updating s.state.
+std::vector<double> run_single(TrainStep& s, int steps) {
+  Executor exec(s.graph, {s.loss});
+  for (int id : s.graph.parameters()) exec.bind(id, s.state.at(s.graph.node(id).attrs.text));
+  exec.bind(s.graph.find_input("x"), s.x);
+  exec.bind(s.graph.find_input("y"), s.y);
+  std::vector<double> losses;
+  for (int t = 1; t <= steps; ++t) {
+    exec.run({t, 1e-2});
+    losses.push_back(exec.value(s.loss).item());
+  }
+  return losses;
+}
+
+std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh, const std::map<int, Sharding>& layouts,
+                                int steps) {
+  ShardedExecutor exec(s.graph, mesh, layouts, {s.loss});
+  std::vector<std::pair<int, std::vector<Tensor>>> blocks;
+  auto bind_all = [&](int id, const Tensor& whole) {
+    std::vector<Tensor> per;
+    for (int d = 0; d < mesh.size(); ++d) {
+      per.push_back(block_of(whole, exec.layout(id), mesh, d));
+      exec.bind(d, id, per.back());
+    }
+    blocks.emplace_back(id, per);
+  };
+  for (int id : s.graph.parameters()) bind_all(id, s.state.at(s.graph.node(id).attrs.text));
+  bind_all(s.graph.find_input("x"), s.x);
+  bind_all(s.graph.find_input("y"), s.y);
+  std::vector<double> losses;
+  for (int t = 1; t <= steps; ++t) {
+    exec.run({t, 1e-2});
+    losses.push_back(exec.output(0).item());
+  }
+  // Reassemble the updated state.
+  for (auto& [id, per] : blocks) {
+    const Node& n = s.graph.node(id);
+    if (n.op != Op::Parameter) continue;
+    Tensor& whole = s.state.at(n.attrs.text);
+    for (int d = 0; d < mesh.size(); ++d) write_block(whole, per[d], exec.layout(id), mesh, d);
+  }
+  return losses;
+}
+
+Sharding random_layout(const Shape& shape, const DeviceMesh& mesh, std::mt19937& rng) {
+  Sharding s = Sharding::replicated(shape.size());
+  std::vector<int> axes;
+  for (int a = 0; a < mesh.rank(); ++a) axes.push_back(a);
+  std::shuffle(axes.begin(), axes.end(), rng);
+  for (int a : axes) {
+    int d = static_cast<int>(rng() % (shape.size() + 1));  // shape.size(): leave this axis unused
+    if (d < static_cast<int>(shape.size()) && s.dims[d] < 0) s.dims[d] = a;
+  }
+  return s;
+}
+
+void expect_same(const TrainStep& ref, const TrainStep& got, const std::vector<double>& ref_losses,
+                 const std::vector<double>& losses, const std::string& what) {
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(losses[i], ref_losses[i], 1e-5 * std::fabs(ref_losses[i])) << what << " step " << i + 1;
+  for (const auto& [path, t] : ref.state) {
+    EXPECT_LT(max_relative_error(got.state.at(path), t), 1e-4) << what << " " << path;
+  }
+}
+
+TEST(Partitioner, RandomLayoutsOnRandomMeshesMatchOneDevice) {
+  std::mt19937 rng(2024);
+  const std::vector<DeviceMesh> meshes = {
+      DeviceMesh({2}, {"model"}), DeviceMesh({3}, {"model"}), DeviceMesh({5}, {"data"}),
+      DeviceMesh({2, 2}, {"data", "model"}), DeviceMesh({3, 2}, {"data", "model"}),
+      DeviceMesh({2, 3}, {"a", "b"})};
+  TrainStep ref = make_step(3, 5, 7);
+  std::vector<double> ref_losses = run_single(ref, 3);
+  for (int trial = 0; trial < 12; ++trial) {
+    const DeviceMesh& mesh = meshes[trial % meshes.size()];
+    TrainStep s = make_step(3, 5, 7);
+    std::map<int, Sharding> layouts;
+    for (int id = 0; id < s.graph.size(); ++id) {
+      const Node& n = s.graph.node(id);
+      if (n.op == Op::Parameter || n.op == Op::Input) layouts[id] = random_layout(n.shape, mesh, rng);
+    }
+    std::string what = "trial " + std::to_string(trial) + " mesh " + mesh.to_string();
+    expect_same(ref, s, ref_losses, run_sharded(s, mesh, layouts, 3), what);
+  }
+}
+
+}  // namespace
+}  // namespace autoshard
