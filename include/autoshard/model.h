@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "autoshard/callbacks.h"
+#include "autoshard/distribution.h"
 #include "autoshard/executor.h"
 #include "autoshard/layers.h"
 #include "autoshard/losses.h"
 #include "autoshard/optimizers.h"
+#include "autoshard/sharded_executor.h"
 
 namespace autoshard {
 
@@ -44,7 +46,14 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
+  // Compiles for the distribution set now (set_distribution or a
+  // DistributionScope), if any: then every step runs sharded over its mesh.
   void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
+  void set_distribution(std::shared_ptr<Distribution> d);
+  const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
+  // The partition of the training step for a batch shape (for `plan`), or
+  // null on one device.
+  const Partition* train_partition(const Tensor& x, const Tensor& y);
 
   // One optimizer step on one batch; returns the batch's loss (before the step).
   double train_on_batch(const Tensor& x, const Tensor& y);
@@ -58,11 +67,15 @@ class Model {
 
   // Model weights by path (created on first use; optimizer slots excluded).
   std::vector<std::string> weight_paths();
-  Tensor& weight(const std::string& path);
-  // Copies `value` into the weight at `path` (shapes must match).
+  // The whole value of a weight or optimizer slot ("optimizer.m.<path>"). On
+  // one device it shares the live storage; on a mesh it is assembled from
+  // the devices' blocks (a copy).
+  Tensor weight(const std::string& path);
+  // Copies `value` into the weight at `path` (shapes must match); on a mesh
+  // each device receives its block.
   void set_weight(const std::string& path, const Tensor& value);
-  // Every persistent tensor: weights and "optimizer.*" slots.
-  std::map<std::string, Tensor>& state() { return state_; }
+  // Paths of the optimizer slots created so far.
+  std::vector<std::string> slot_paths() const;
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t steps) { iterations_ = steps; }
   int64_t count_params();
@@ -86,7 +99,12 @@ class Model {
   struct Compiled;
   enum class Mode { Train, Test, Predict };
   Compiled& compiled(Mode mode, const Tensor& x, const Tensor* y);
-  void materialize(const Graph& graph, const Trace& trace);
+  double run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx);
+  void note_weights(const Graph& graph, const Trace& trace);
+  void bind_sharded(Compiled& c);
+  Tensor& whole(const std::string& path);
+  Tensor initial_block(const std::string& path, const Sharding& layout, int device);
+  bool sharded() const;
   void ensure_built();
 
   std::string name_;
@@ -95,8 +113,13 @@ class Model {
   SymbolicTensor symbolic_output_;
   std::shared_ptr<Optimizer> optimizer_;
   Loss loss_;
-  std::map<std::string, Tensor> state_;
+  std::shared_ptr<Distribution> dist_;
+  std::map<std::string, Shape> shapes_;         // every weight and slot
+  std::map<std::string, Initializer> inits_;    // weights
   std::vector<std::string> weight_order_;
+  std::map<std::string, Tensor> state_;         // whole values (one device)
+  std::vector<std::map<std::string, Tensor>> shards_;  // per device: its blocks (a mesh)
+  std::map<std::string, Sharding> layouts_;     // the layout of each sharded path
   int64_t iterations_ = 0;
   std::map<std::string, std::unique_ptr<Compiled>> cache_;
 };

@@ -13,7 +13,8 @@ namespace autoshard {
 
 struct Model::Compiled {
   Graph graph;
-  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Executor> exec;             // one device
+  std::unique_ptr<ShardedExecutor> sharded;   // a mesh
   int x = -1, y = -1, result = -1;
 };
 
@@ -50,30 +51,74 @@ Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
 void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss) {
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
+  if (!dist_) dist_ = autoshard::distribution();
   cache_.clear();
 }
+
+void Model::set_distribution(std::shared_ptr<Distribution> d) {
+  check(shards_.empty() || (d && dist_ && d->mesh().to_string() == dist_->mesh().to_string()),
+        "Model ", name_, ": its weights are already sharded over ", dist_ ? dist_->mesh().to_string() : "",
+        "; build a new model (or save and load its weights) to change the mesh");
+  dist_ = std::move(d);
+  cache_.clear();
+}
+
+bool Model::sharded() const { return dist_ && dist_->mesh().size() > 1; }
 
 Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
   Trace trace(graph, training, seed);
   Shape shape = input_specs_[0].shape;
   shape.insert(shape.begin(), batch_size);
   Value out = call(trace, {graph.input("x", shape, input_specs_[0].dtype)});
-  materialize(graph, trace);
+  note_weights(graph, trace);
   return out;
 }
 
-void Model::materialize(const Graph& graph, const Trace& trace) {
+void Model::note_weights(const Graph& graph, const Trace& trace) {
   for (int id : graph.parameters()) {
     const Node& n = graph.node(id);
-    if (state_.count(n.attrs.text)) continue;
-    auto init = trace.initializers().find(n.attrs.text);
-    if (init != trace.initializers().end()) {
-      state_[n.attrs.text] = init->second.make(n.attrs.text, n.shape, seed);
-      weight_order_.push_back(n.attrs.text);
-    } else {
-      state_[n.attrs.text] = Tensor(n.shape);  // optimizer slots start at zero
+    if (shapes_.emplace(n.attrs.text, n.shape).second) {
+      auto init = trace.initializers().find(n.attrs.text);
+      if (init != trace.initializers().end()) {
+        inits_.emplace(n.attrs.text, init->second);
+        weight_order_.push_back(n.attrs.text);
+      }
     }
   }
+}
+
+// The whole tensor of a path on one device, made on first use.
+Tensor& Model::whole(const std::string& path) {
+  auto it = state_.find(path);
+  if (it != state_.end()) return it->second;
+  const Shape& shape = shapes_.at(path);
+  auto init = inits_.find(path);
+  return state_[path] = init != inits_.end() ? init->second.make(path, shape, seed) : Tensor(shape);
+}
+
+// One device's block, drawn straight from the initializer (no whole tensor):
+// counter-based draws make it equal to the same block of a whole draw.
+Tensor Model::initial_block(const std::string& path, const Sharding& layout, int device) {
+  if (auto it = state_.find(path); it != state_.end())
+    return block_of(it->second, layout, dist_->mesh(), device);
+  const Shape& shape = shapes_.at(path);
+  const Shape local = layout.local_shape(shape, dist_->mesh(), device);
+  Tensor block(local);
+  auto init = inits_.find(path);
+  if (init == inits_.end()) return block;  // optimizer slots start at zero
+  const std::vector<int64_t> off = layout.offsets(shape, dist_->mesh(), device);
+  const std::vector<int64_t> gs = strides_of(shape);
+  std::vector<int64_t> idx(local.size(), 0);
+  for (int64_t e = 0; e < block.numel(); ++e) {
+    int64_t g = 0;
+    for (size_t d = 0; d < local.size(); ++d) g += (idx[d] + off[d]) * gs[d];
+    block.f32()[e] = init->second.value(path, shape, seed, g);
+    for (size_t d = local.size(); d-- > 0;) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return block;
 }
 
 Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y_value) {
@@ -106,39 +151,92 @@ Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y_val
     for (int id : g.parameters()) params.push_back(g.value(id));
     grads = gradients(result, params);
     optimizer_->append_update(g, params, grads);
-    for (int id : g.parameters())
-      if (!state_.count(g.node(id).attrs.text)) state_[g.node(id).attrs.text] = Tensor(g.node(id).shape);
+    for (int id : g.parameters()) shapes_.emplace(g.node(id).attrs.text, g.node(id).shape);
   }
   c->result = result.id;
-  c->exec = std::make_unique<Executor>(g, std::vector<int>{result.id});
-  for (int id : g.parameters()) c->exec->bind(id, state_.at(g.node(id).attrs.text));
+  if (sharded()) {
+    bind_sharded(*c);
+  } else {
+    c->exec = std::make_unique<Executor>(g, std::vector<int>{result.id});
+    for (int id : g.parameters()) c->exec->bind(id, whole(g.node(id).attrs.text));
+  }
   slot = std::move(c);
   return *slot;
 }
 
+// Lays out every leaf, partitions the step, and binds each device's blocks.
+void Model::bind_sharded(Compiled& c) {
+  const Graph& g = c.graph;
+  const DeviceMesh& mesh = dist_->mesh();
+  dist_->prepare(g);
+  std::map<int, Sharding> leaves;
+  for (int id : g.parameters()) {
+    const Node& n = g.node(id);
+    const std::string& path = n.attrs.text;
+    Sharding layout;
+    if (path.rfind("optimizer.", 0) == 0) {
+      const std::string weight = path.substr(path.find('.', 10) + 1);  // optimizer.<slot>.<weight>
+      layout = dist_->state_layout(dist_->weight_layout(weight, shapes_.at(weight)), n.shape);
+    } else {
+      layout = dist_->weight_layout(path, n.shape);
+    }
+    if (auto it = layouts_.find(path); it != layouts_.end())
+      check(it->second == layout, "internal: weight '", path, "' laid out two ways");
+    layouts_[path] = layout;
+    leaves[id] = layout;
+  }
+  for (int id : g.inputs()) leaves[id] = dist_->input_layout(g.node(id).shape);
+  c.sharded = std::make_unique<ShardedExecutor>(g, mesh, leaves, std::vector<int>{c.result});
+  if (shards_.empty()) shards_.resize(mesh.size());
+  for (int id : g.parameters()) {
+    const std::string& path = g.node(id).attrs.text;
+    for (int d = 0; d < mesh.size(); ++d) {
+      if (!shards_[d].count(path)) shards_[d][path] = initial_block(path, layouts_.at(path), d);
+      c.sharded->bind(d, id, shards_[d].at(path));
+    }
+    state_.erase(path);  // the blocks are the value now
+  }
+  c.sharded->set_profile(profile);
+}
+
+double Model::run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx) {
+  if (!c.sharded) {
+    c.exec->bind(c.x, x);
+    if (y) c.exec->bind(c.y, *y);
+    c.exec->set_profile(profile);
+    c.exec->run(ctx);
+    return c.exec->value(c.result).numel() == 1 ? c.exec->value(c.result).item() : 0.0;
+  }
+  const DeviceMesh& mesh = dist_->mesh();
+  for (int d = 0; d < mesh.size(); ++d) {
+    c.sharded->bind(d, c.x, block_of(x, c.sharded->layout(c.x), mesh, d));
+    if (y) c.sharded->bind(d, c.y, block_of(*y, c.sharded->layout(c.y), mesh, d));
+  }
+  c.sharded->set_profile(profile);
+  c.sharded->run(ctx);
+  return c.sharded->output(0).numel() == 1 ? c.sharded->output(0).item() : 0.0;
+}
+
 double Model::train_on_batch(const Tensor& x, const Tensor& y) {
   Compiled& c = compiled(Mode::Train, x, &y);
-  c.exec->bind(c.x, x);
-  c.exec->bind(c.y, y);
-  c.exec->set_profile(profile);
-  c.exec->run({iterations_ + 1, optimizer_->learning_rate});
+  double loss = run(c, x, &y, {iterations_ + 1, optimizer_->learning_rate});
   ++iterations_;
-  return c.exec->value(c.result).item();
+  return loss;
 }
 
 double Model::test_on_batch(const Tensor& x, const Tensor& y) {
-  Compiled& c = compiled(Mode::Test, x, &y);
-  c.exec->bind(c.x, x);
-  c.exec->bind(c.y, y);
-  c.exec->run({iterations_ + 1, 0});
-  return c.exec->value(c.result).item();
+  return run(compiled(Mode::Test, x, &y), x, &y, {iterations_ + 1, 0});
 }
 
 Tensor Model::predict_on_batch(const Tensor& x) {
   Compiled& c = compiled(Mode::Predict, x, nullptr);
-  c.exec->bind(c.x, x);
-  c.exec->run({iterations_ + 1, 0});
-  return c.exec->value(c.result).clone();
+  run(c, x, nullptr, {iterations_ + 1, 0});
+  return (c.sharded ? c.sharded->output(0) : c.exec->value(c.result)).clone();
+}
+
+const Partition* Model::train_partition(const Tensor& x, const Tensor& y) {
+  Compiled& c = compiled(Mode::Train, x, &y);
+  return c.sharded ? &c.sharded->partition() : nullptr;
 }
 
 namespace {
@@ -206,24 +304,42 @@ std::vector<std::string> Model::weight_paths() {
   return weight_order_;
 }
 
-Tensor& Model::weight(const std::string& path) {
+std::vector<std::string> Model::slot_paths() const {
+  std::vector<std::string> paths;
+  for (const auto& [path, shape] : shapes_)
+    if (path.rfind("optimizer.", 0) == 0) paths.push_back(path);
+  return paths;
+}
+
+Tensor Model::weight(const std::string& path) {
   ensure_built();
-  auto it = state_.find(path);
-  check(it != state_.end(), "Model ", name_, " has no weight '", path, "'");
-  return it->second;
+  check(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
+  if (shards_.empty() || !shards_[0].count(path)) return whole(path);
+  Tensor t(shapes_.at(path));
+  for (int d = 0; d < dist_->mesh().size(); ++d)
+    write_block(t, shards_[d].at(path), layouts_.at(path), dist_->mesh(), d);
+  return t;
 }
 
 void Model::set_weight(const std::string& path, const Tensor& value) {
-  Tensor& w = weight(path);
-  check(w.shape() == value.shape() && value.dtype() == DType::F32, "weight '", path, "' is ",
-        shape_str(w.shape()), ", cannot set it from ", dtype_name(value.dtype()),
+  ensure_built();
+  check(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
+  check(shapes_.at(path) == value.shape() && value.dtype() == DType::F32, "weight '", path, "' is ",
+        shape_str(shapes_.at(path)), ", cannot set it from ", dtype_name(value.dtype()),
         shape_str(value.shape()));
-  std::memcpy(w.raw(), value.raw(), w.nbytes());
+  if (shards_.empty() || !shards_[0].count(path)) {
+    std::memcpy(whole(path).raw(), value.raw(), value.nbytes());
+    return;
+  }
+  for (int d = 0; d < dist_->mesh().size(); ++d) {
+    Tensor block = block_of(value, layouts_.at(path), dist_->mesh(), d);
+    std::memcpy(shards_[d].at(path).raw(), block.raw(), block.nbytes());
+  }
 }
 
 int64_t Model::count_params() {
   int64_t total = 0;
-  for (const std::string& p : weight_paths()) total += state_.at(p).numel();
+  for (const std::string& p : weight_paths()) total += numel(shapes_.at(p));
   return total;
 }
 
@@ -231,7 +347,7 @@ std::string Model::summary() {
   std::ostringstream out;
   out << "Model: " << name_ << "\n";
   for (const std::string& p : weight_paths())
-    out << "  " << p << "  " << shape_str(state_.at(p).shape()) << "  " << state_.at(p).numel() << "\n";
+    out << "  " << p << "  " << shape_str(shapes_.at(p)) << "  " << numel(shapes_.at(p)) << "\n";
   out << "Total params: " << count_params() << "\n";
   return out.str();
 }

@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "autoshard/distribution.h"
 #include "autoshard/model.h"
 
 namespace autoshard {
@@ -37,6 +38,11 @@ struct GPT2Config {
   void validate() const;
   int64_t head_dim() const { return n_embd / n_head; }
 };
+
+// Megatron-LM's tensor-parallel layout for these paths over mesh axis
+// `model`: heads, MLP hidden and vocabulary split; the residual width, layer
+// norms and the biases after the row-split projections replicated.
+LayoutMap gpt2_megatron_layout(const std::string& model_axis = "model");
 
 class GPT2 : public Model {
  public:

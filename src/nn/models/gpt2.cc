@@ -70,6 +70,19 @@ void GPT2Config::validate() const {
   check(dropout >= 0 && dropout < 1, "GPT-2 config: dropout must be in [0, 1)");
 }
 
+LayoutMap gpt2_megatron_layout(const std::string& m) {
+  LayoutMap map;
+  const std::optional<std::string> model = m, none;
+  map["^wte\\.embeddings$"] = {model, none};
+  map["attn\\.(query|key|value)\\.kernel$"] = {none, model, none};
+  map["attn\\.(query|value)\\.bias$"] = {model, none};
+  map["attn\\.attention_output\\.kernel$"] = {model, none, none};
+  map["mlp\\.c_fc\\.kernel$"] = {none, model};
+  map["mlp\\.c_fc\\.bias$"] = {model};
+  map["mlp\\.c_proj\\.kernel$"] = {model, none};
+  return map;
+}
+
 GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
     : Model({InputSpec{{seq_len}, DType::I32}}, "gpt2"),
       config_(c),

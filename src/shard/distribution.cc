@@ -1,0 +1,152 @@
+#include "autoshard/distribution.h"
+
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+std::vector<std::string> list_devices(int count) {
+  if (count <= 0) count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  check(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices, " in-process devices, asked for ", count);
+  std::vector<std::string> devices;
+  for (int i = 0; i < count; ++i) devices.push_back("cpu:" + std::to_string(i));
+  return devices;
+}
+
+Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path, const Shape& shape) const {
+  check(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(), " axes but the weight ",
+        shape_str(shape), " has ", shape.size(), " dimensions");
+  Sharding s = Sharding::replicated(shape.size());
+  for (size_t d = 0; d < axes.size(); ++d) {
+    if (!axes[d]) continue;
+    int a = mesh.axis_index(*axes[d]);
+    check(a >= 0, "layout for '", path, "' names mesh axis '", *axes[d], "', which mesh ",
+          mesh.to_string(), " does not have");
+    s.dims[d] = a;
+  }
+  s.validate(mesh, static_cast<int>(shape.size()), "layout for '" + path + "'");
+  return s;
+}
+
+TensorLayout& LayoutMap::operator[](const std::string& key) {
+  for (auto& [k, v] : entries_)
+    if (k == key) return v;
+  try {
+    std::regex check_syntax(key);
+  } catch (const std::regex_error& e) {
+    fail("layout map key '", key, "' is not a valid regular expression: ", e.what());
+  }
+  entries_.emplace_back(key, TensorLayout{});
+  return entries_.back().second;
+}
+
+std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
+  for (const auto& [k, v] : entries_)
+    if (k == path) return v;
+  const std::string* found = nullptr;
+  std::optional<TensorLayout> result;
+  for (const auto& [k, v] : entries_) {
+    if (!std::regex_search(path, std::regex(k))) continue;
+    check(found == nullptr, "weight '", path, "' matches two layout map keys, '", *found, "' and '", k,
+          "'; make the keys more specific");
+    found = &k;
+    result = v;
+  }
+  return result;
+}
+
+LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail("layout map '", source, "' is not valid JSON: ", e.what());
+  }
+  check(j.is_object(), "layout map '", source, "' must be an object of regex -> [axis or null, ...]");
+  LayoutMap m;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    check(it.value().is_array(), "layout map '", source, "': the layout of '", it.key(),
+          "' must be a list of axis names or null");
+    TensorLayout layout;
+    for (const auto& a : it.value()) {
+      check(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
+            "' must be axis names or null");
+      layout.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
+    }
+    m[it.key()] = layout;
+  }
+  return m;
+}
+
+LayoutMap LayoutMap::from_json_file(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open layout map '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+Distribution::Distribution(DeviceMesh mesh, std::string batch_dim_name)
+    : mesh_(std::move(mesh)), batch_dim_name_(std::move(batch_dim_name)) {}
+
+Sharding Distribution::input_layout(const Shape& shape) const {
+  Sharding s = Sharding::replicated(shape.size());
+  int a = mesh_.axis_index(batch_dim_name_);
+  if (a >= 0 && !shape.empty()) s.dims[0] = a;
+  return s;
+}
+
+Sharding Distribution::state_layout(const Sharding& weight, const Shape& shape) const {
+  const int a = mesh_.axis_index(batch_dim_name_);
+  if (!zero1 || a < 0 || mesh_.axis_size(a) == 1 || weight.dim_of(a) >= 0) return weight;
+  int best = -1;
+  for (int d = 0; d < weight.rank(); ++d)
+    if (weight.dims[d] < 0 && (best < 0 || shape[d] > shape[best])) best = d;
+  Sharding s = weight;
+  if (best >= 0) s.dims[best] = a;
+  return s;
+}
+
+DataParallel::DataParallel(DeviceMesh mesh, std::string batch_dim_name)
+    : Distribution(std::move(mesh), std::move(batch_dim_name)) {}
+DataParallel::DataParallel(int devices) : DataParallel(DeviceMesh({devices}, {"data"})) {}
+
+Sharding DataParallel::weight_layout(const std::string&, const Shape& shape) const {
+  return Sharding::replicated(shape.size());
+}
+
+ModelParallel::ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string batch_dim_name)
+    : Distribution(std::move(mesh), std::move(batch_dim_name)), layout_map_(std::move(layout_map)) {
+  for (const auto& [key, layout] : layout_map_.entries())
+    for (const auto& a : layout.axes)
+      check(!a || this->mesh().axis_index(*a) >= 0, "layout map key '", key, "' names mesh axis '", *a,
+            "', which mesh ", this->mesh().to_string(), " does not have");
+}
+
+Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shape) const {
+  std::optional<TensorLayout> layout = layout_map_.lookup(path);
+  return layout ? layout->to_sharding(mesh(), path, shape) : Sharding::replicated(shape.size());
+}
+
+namespace {
+std::mutex current_mu;
+std::shared_ptr<Distribution> current;
+}  // namespace
+
+std::shared_ptr<Distribution> distribution() {
+  std::lock_guard<std::mutex> lock(current_mu);
+  return current;
+}
+
+void set_distribution(std::shared_ptr<Distribution> d) {
+  std::lock_guard<std::mutex> lock(current_mu);
+  current = std::move(d);
+}
+
+}  // namespace autoshard

@@ -1,0 +1,172 @@
+// Sharded training through the Keras-style API: a GPT-2 with awkward sizes
+// (3 heads, vocabulary 67: divisible by none of the meshes) trained for
+// several AdamW steps on many meshes, with and without ZeRO-1, under the
+// Megatron layout and under AutoShard's, must give the one-device losses and
+// weights.
+#include <gtest/gtest.h>
+
+#include "autoshard/error.h"
+#include "autoshard/models/gpt2.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+constexpr int kSteps = 4;
+
+struct TrainResult {
+  std::vector<double> losses;
+  std::map<std::string, Tensor> weights;
+};
+
+// Adam's epsilon is 1e-3 here: see partitioner_test.cc for why weights are
+// only comparable where Adam is well conditioned.
+std::shared_ptr<Optimizer> optimizer() {
+  return AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 1.0});
+}
+
+TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch) {
+  GPT2 model(GPT2Config::preset("test"), 6, /*seed=*/3);
+  if (dist) model.set_distribution(dist);
+  model.compile(optimizer(), losses::sparse_categorical_crossentropy);
+  TrainResult r;
+  for (int s = 0; s < kSteps; ++s) {
+    Tensor x = testing::random_ids({batch, 6}, 67, 100 + s), y = testing::random_ids({batch, 6}, 67, 200 + s);
+    r.losses.push_back(model.train_on_batch(x, y));
+  }
+  for (const std::string& p : model.weight_paths()) r.weights[p] = model.weight(p);
+  return r;
+}
+
+void expect_equal(const TrainResult& got, const TrainResult& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i)
+    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * want.losses[i]) << what << " step " << i + 1;
+  for (const auto& [path, w] : want.weights)
+    EXPECT_LT(max_relative_error(got.weights.at(path), w), 1e-4) << what << " " << path;
+}
+
+struct MeshCase {
+  std::vector<int> shape;
+  std::vector<std::string> names;
+};
+
+const std::vector<MeshCase> kMeshes = {
+    {{1}, {"model"}}, {{2}, {"model"}}, {{3}, {"model"}}, {{4}, {"model"}}, {{5}, {"model"}},
+    {{2}, {"data"}},  {{2, 2}, {"data", "model"}}, {{3, 2}, {"data", "model"}}};
+
+TEST(ShardedTraining, MegatronLayoutOnEveryMeshMatchesOneDevice) {
+  const TrainResult want = train(nullptr, 6);
+  for (const MeshCase& m : kMeshes)
+    for (bool zero1 : {false, true}) {
+      DeviceMesh mesh(m.shape, m.names);
+      std::shared_ptr<Distribution> dist;
+      if (mesh.axis_index("model") >= 0)
+        dist = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
+      else
+        dist = std::make_shared<DataParallel>(mesh);
+      dist->zero1 = zero1;
+      expect_equal(train(dist, 6), want, mesh.to_string() + (zero1 ? " zero1" : ""));
+    }
+}
+
+TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
+  const TrainResult want = train(nullptr, 6);
+  for (const MeshCase& m : kMeshes) {
+    DeviceMesh mesh(m.shape, m.names);
+    expect_equal(train(std::make_shared<AutoShard>(mesh), 6), want, "autoshard " + mesh.to_string());
+  }
+}
+
+TEST(ShardedTraining, UnevenBatchOverDataAxis) {
+  const TrainResult want = train(nullptr, 5);
+  auto dist = std::make_shared<DataParallel>(DeviceMesh({3, 2}, {"data", "model"}));
+  dist->zero1 = true;
+  expect_equal(train(dist, 5), want, "batch 5 on data=3");
+}
+
+TEST(ShardedTraining, ScopeDistributesWithoutChangingUserCode) {
+  const TrainResult want = train(nullptr, 6);
+  TrainResult got;
+  {
+    DistributionScope scope(std::make_shared<DataParallel>(2));
+    GPT2 model(GPT2Config::preset("test"), 6, 3);
+    model.compile(optimizer(), losses::sparse_categorical_crossentropy);
+    EXPECT_EQ(model.distribution_strategy()->mesh().size(), 2);
+    for (int s = 0; s < kSteps; ++s)
+      got.losses.push_back(model.train_on_batch(testing::random_ids({6, 6}, 67, 100 + s),
+                                                testing::random_ids({6, 6}, 67, 200 + s)));
+    for (const std::string& p : model.weight_paths()) got.weights[p] = model.weight(p);
+  }
+  EXPECT_EQ(distribution(), nullptr);
+  expect_equal(got, want, "scope");
+}
+
+// A plain MLP with a prime hidden size, split over 4 devices by a LayoutMap.
+TEST(ShardedTraining, PrimeHiddenSizeMlpWithFit) {
+  auto run = [](std::shared_ptr<Distribution> dist) {
+    auto in = Input({5});
+    Model model({in}, Dense(1, DenseOptions().name("out"))(
+                          Dense(13, DenseOptions().name("hidden").activation("tanh"))(in)));
+    if (dist) model.set_distribution(dist);
+    model.compile(SGD({.learning_rate = 0.05, .momentum = 0.9}), losses::mean_squared_error);
+    Tensor x = testing::random_tensor({12, 5}, 1), y = testing::random_tensor({12, 1}, 2);
+    History h = model.fit(x, y, {.batch_size = 4, .epochs = 3, .verbose = false});
+    return std::make_pair(h.loss, model.weight("hidden.kernel"));
+  };
+  LayoutMap map;
+  map["hidden\\.kernel"] = {std::nullopt, "model"};
+  map["hidden\\.bias"] = {"model"};
+  map["out\\.kernel"] = {"model", std::nullopt};
+  auto [want_loss, want_w] = run(nullptr);
+  auto [got_loss, got_w] = run(std::make_shared<ModelParallel>(DeviceMesh({4}, {"model"}), map));
+  for (size_t i = 0; i < want_loss.size(); ++i) EXPECT_NEAR(got_loss[i], want_loss[i], 1e-5 * want_loss[i]);
+  EXPECT_LT(max_relative_error(got_w, want_w), 1e-4);
+}
+
+TEST(AutoShardPlan, GivesTheMegatronLayoutForGpt2) {
+  DeviceMesh mesh({2, 3}, {"data", "model"});
+  auto autoshard = std::make_shared<AutoShard>(mesh);
+  GPT2 model(GPT2Config::preset("test"), 6, 0);
+  model.set_distribution(autoshard);
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  model.train_partition(testing::random_ids({6, 6}, 67, 1), testing::random_ids({6, 6}, 67, 2));
+  ModelParallel megatron(mesh, gpt2_megatron_layout());
+  for (const std::string& path : model.weight_paths()) {
+    const Shape shape = model.weight(path).shape();
+    EXPECT_EQ(autoshard->weight_layout(path, shape).to_string(mesh),
+              megatron.weight_layout(path, shape).to_string(mesh)) << path;
+  }
+}
+
+TEST(Distribution, BadLayoutsAreClearErrors) {
+  DeviceMesh mesh({2}, {"model"});
+  LayoutMap unknown_axis;
+  unknown_axis["kernel"] = {"tensor"};
+  EXPECT_THROW(ModelParallel(mesh, unknown_axis), Error);
+  LayoutMap two_keys;
+  two_keys["query"] = {std::nullopt, "model", std::nullopt};
+  two_keys["kernel"] = {std::nullopt, "model", std::nullopt};
+  try {
+    two_keys.lookup("h.0.attn.query.kernel");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'query' and 'kernel'"), std::string::npos) << e.what();
+  }
+  LayoutMap exact = two_keys;
+  exact["h.0.attn.query.kernel"] = {"model", std::nullopt, std::nullopt};
+  EXPECT_EQ(exact.lookup("h.0.attn.query.kernel")->axes[0], "model");  // an exact key wins
+  LayoutMap too_long;
+  too_long["bias"] = {"model", std::nullopt};
+  GPT2 model(GPT2Config::preset("test"), 6, 0);
+  model.set_distribution(std::make_shared<ModelParallel>(mesh, too_long));
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  EXPECT_THROW(model.train_on_batch(testing::random_ids({2, 6}, 67, 1), testing::random_ids({2, 6}, 67, 2)),
+               Error);
+  EXPECT_THROW(DeviceMesh({300}, {"model"}), Error);
+  EXPECT_THROW(DeviceMesh::parse("data=2,model"), Error);
+  EXPECT_THROW(DeviceMesh({2, 2}, {"x", "x"}), Error);
+}
+
+}  // namespace
+}  // namespace autoshard
