@@ -79,6 +79,52 @@ TEST_F(Cli, ReadsNanoGptBinTokens) {
   EXPECT_EQ(r.code, 0) << r.output;
 }
 
+std::vector<double> logged_losses(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<double> losses;
+  while (std::getline(in, line)) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return losses;
+}
+
+TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
+  const std::string args = "train --model tiny --batch 4 --seq 16 --steps 4 --sample 0 --log ";
+  std::string one = (dir_ / "one.jsonl").string(), mesh = (dir_ / "mesh.jsonl").string();
+  ASSERT_EQ(run(args + one).code, 0);
+  Result r = run(args + mesh + " --mesh data=2,model=3 --zero1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mesh data=2,model=3"), std::string::npos);
+  std::vector<double> a = logged_losses(one), b = logged_losses(mesh);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
+TEST_F(Cli, PlanJson) {
+  Result r = run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["mesh"]["data"].get<int>(), 2);
+  EXPECT_EQ(j["mesh"]["model"].get<int>(), 3);
+  auto layout = [&](const char* p) { return j["parameters"][p]["layout"].dump(); };
+  EXPECT_EQ(layout("wte.embeddings"), R"(["model",null])");
+  EXPECT_EQ(layout("h.0.attn.query.kernel"), R"([null,"model",null])");
+  EXPECT_EQ(layout("h.1.mlp.c_fc.kernel"), R"([null,"model"])");
+  EXPECT_EQ(layout("h.1.mlp.c_proj.kernel"), R"(["model",null])");
+  EXPECT_EQ(layout("h.1.mlp.c_proj.bias"), R"([null])");
+  EXPECT_EQ(layout("ln_f.gamma"), R"([null])");
+  EXPECT_EQ(j["parameters"]["wte.embeddings"]["shape"].dump(), "[67,24]");
+  EXPECT_FALSE(j["collectives"].empty());
+  EXPECT_GT(j["bytes_per_device"]["total"].get<int64_t>(), 0);
+  // A layout map file gives the same plan for the weights it names.
+  std::string map = write("layout.json", R"({"wte\\.embeddings": ["model", null]})");
+  Result rk = run("plan --model test --mesh model=2 --batch 4 --seq 8 --json --plan " + map);
+  ASSERT_EQ(rk.code, 0) << rk.output;
+  auto k = nlohmann::json::parse(rk.output);
+  EXPECT_EQ(k["parameters"]["wte.embeddings"]["layout"].dump(), R"(["model",null])");
+  EXPECT_EQ(k["parameters"]["h.0.mlp.c_fc.kernel"]["layout"].dump(), R"([null,null])");
+}
+
 void expect_error(const Result& r, const std::string& needle) {
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("autoshard: error: "), std::string::npos) << r.output;
@@ -100,6 +146,13 @@ TEST_F(Cli, BadInputGetsOneLineErrors) {
   expect_error(run("train --model tiny --batch 1 --seq 8 --data " + write("ids.bin", bin)), "token id 300");
   expect_error(run("train --data " + (dir_ / "nope.txt").string()), "cannot open data file");
   expect_error(run("train --model tiny --data " + write("odd.bin", "abc")), "odd number of bytes");
+  expect_error(run("train --mesh data=2,model=x"), "is not an integer");
+  expect_error(run("train --mesh model=1000"), "at most 256");
+  expect_error(run("train --mesh model=2 --plan " + (dir_ / "none.json").string()), "cannot open layout map");
+  expect_error(run("train --mesh model=2 --plan " + write("axis.json", R"({"kernel": ["tensor"]})")),
+               "mesh axis 'tensor'");
+  expect_error(run("train --model tiny --seq 16 --mesh model=2 --plan " +
+                   write("rank.json", R"({"c_fc\\.bias": ["model", null]})")), "has 2 axes");
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ TEST(AutoShardPlan, GivesTheMegatronLayoutForGpt2) {
   GPT2 model(GPT2Config::preset("test"), 6, 0);
   model.set_distribution(autoshard);
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
-  model.train_partition(testing::random_ids({6, 6}, 67, 1), testing::random_ids({6, 6}, 67, 2));
+  model.plan_training({6, 6}, {6, 6});
   ModelParallel megatron(mesh, gpt2_megatron_layout());
   for (const std::string& path : model.weight_paths()) {
     const Shape shape = model.weight(path).shape();

@@ -27,6 +27,17 @@ struct StepContext {
   double lr = 0;
 };
 
+// Where each value of a Graph lives: the nodes to run (what the outputs and
+// side effects need, in order) and the buffer of each value, reused once the
+// value's last reader has run. Planned without allocating anything.
+struct BufferPlan {
+  std::vector<int> schedule;
+  std::vector<int> slot_of;         // per node: its buffer, or -1 (leaves, views)
+  std::vector<size_t> slot_bytes;   // per buffer
+  size_t total_bytes() const;
+};
+BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs);
+
 class Executor {
  public:
   // `outputs` are the values the caller reads after run(); ops with side
@@ -46,16 +57,15 @@ class Executor {
   void set_profile(OpProfile* profile) { profile_ = profile; }
   const Tensor& value(int node) const { return values_[node]; }
 
-  // Bytes of intermediate buffers after reuse, and without it.
+  // Bytes of intermediate buffers after reuse.
   size_t planned_bytes() const { return planned_bytes_; }
-  size_t unplanned_bytes() const { return unplanned_bytes_; }
 
  private:
   const Graph& graph_;
   std::vector<int> schedule_;
   std::vector<Tensor> values_;
   std::vector<std::vector<Tensor*>> in_ptrs_;
-  size_t planned_bytes_ = 0, unplanned_bytes_ = 0;
+  size_t planned_bytes_ = 0;
   OpProfile* profile_ = nullptr;
   Communicator* comm_ = nullptr;
   const std::vector<CommGroup>* groups_ = nullptr;

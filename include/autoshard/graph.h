@@ -123,4 +123,8 @@ class Graph {
   std::vector<Node> nodes_;
 };
 
+// The nodes `outputs` depend on, plus every op with a side effect and what it
+// depends on: the part of a Graph that must run.
+std::vector<bool> live_nodes(const Graph& graph, const std::vector<int>& outputs);
+
 }  // namespace autoshard

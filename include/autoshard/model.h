@@ -51,9 +51,9 @@ class Model {
   void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
   void set_distribution(std::shared_ptr<Distribution> d);
   const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
-  // The partition of the training step for a batch shape (for `plan`), or
-  // null on one device.
-  const Partition* train_partition(const Tensor& x, const Tensor& y);
+  // The partitioned training step for these batch shapes, without touching
+  // any weight (for `autoshard plan`). Needs a distribution.
+  Partition plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype = DType::I32);
 
   // One optimizer step on one batch; returns the batch's loss (before the step).
   double train_on_batch(const Tensor& x, const Tensor& y);
@@ -99,6 +99,9 @@ class Model {
   struct Compiled;
   enum class Mode { Train, Test, Predict };
   Compiled& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  void trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
+                  DType y_dtype);
+  std::map<int, Sharding> leaf_layouts(const Graph& g);
   double run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx);
   void note_weights(const Graph& graph, const Trace& trace);
   void bind_sharded(Compiled& c);

@@ -28,6 +28,8 @@ struct CollectiveRecord {
 struct Partition {
   DeviceMesh mesh;
   std::vector<Sharding> sharding;        // per global node: the layout of its value
+  std::vector<Shape> global_shape;       // per global node
+  std::vector<std::string> leaf_name;    // per global node: its path or name (leaves only)
   std::vector<Graph> local;              // per device
   std::vector<std::vector<int>> local_of;  // per device: global id -> local id (-1: absent)
   std::vector<std::vector<int>> outputs;   // per device: local ids of the requested outputs, replicated

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   autoshard::cli::add_train_command(app);
   autoshard::cli::add_eval_command(app);
+  autoshard::cli::add_plan_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {

@@ -12,17 +12,11 @@
 #include "autoshard/models/gpt2.h"
 #include "autoshard/token_data.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "tensor/rng.h"
 
 namespace autoshard::cli {
 namespace {
-
-struct CommonOptions {
-  std::string model = "mini";
-  std::string data;  // empty: the built-in corpus
-  int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
-  uint64_t seed = 0;
-};
 
 struct TrainOptions : CommonOptions {
   int64_t steps = 200;
@@ -35,16 +29,6 @@ struct EvalOptions : CommonOptions {
   int64_t batches = 10;
   bool json = false;
 };
-
-void add_common(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option("--model", o.model, "preset (test, tiny, mini, gpt2, ...) or a config.json")
-      ->capture_default_str();
-  cmd->add_option("--data", o.data,
-                  "text file (bytes) or .bin file of uint16 token ids; default: built-in corpus");
-  cmd->add_option("--batch", o.batch, "sequences per batch (B)")->capture_default_str();
-  cmd->add_option("--seq", o.seq, "tokens per sequence (T); default min(128, n_positions)");
-  cmd->add_option("--seed", o.seed, "seed of the weight initialisation")->capture_default_str();
-}
 
 TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
@@ -98,13 +82,15 @@ void run_train(TrainOptions& o) {
     check(log.good(), "cannot write log file '", o.log, "'");
   }
   GPT2 model(cfg, o.seq, o.seed);
+  model.set_distribution(make_distribution(o));
   model.compile(AdamW({.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay,
                        .clipnorm = o.clip}),
                 losses::sparse_categorical_crossentropy);
-  std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld\n",
+  const auto& dist = model.distribution_strategy();
+  std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
                o.model.c_str(), static_cast<long long>(model.count_params()), data.source().c_str(),
                static_cast<long long>(data.size()), static_cast<long long>(o.batch),
-               static_cast<long long>(o.seq));
+               static_cast<long long>(o.seq), dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
   const bool tty = ::isatty(STDERR_FILENO);
   Tensor x, y;
   double first = NAN, last = NAN;
@@ -140,6 +126,7 @@ void run_eval(EvalOptions& o) {
   TokenData data = load_data(o, cfg);
   check(o.batches > 0, "--batches must be positive");
   GPT2 model(cfg, o.seq, o.seed);
+  model.set_distribution(make_distribution(o));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;

@@ -111,6 +111,17 @@ std::string Graph::to_string() const {
   return out.str();
 }
 
+std::vector<bool> live_nodes(const Graph& g, const std::vector<int>& outputs) {
+  std::vector<bool> live(g.size(), false);
+  for (int o : outputs) live[o] = true;
+  for (int i = 0; i < g.size(); ++i)
+    if (op_def(g.node(i).op).side_effect) live[i] = true;
+  for (int i = g.size() - 1; i >= 0; --i)
+    if (live[i])
+      for (int in : g.node(i).inputs) live[in] = true;
+  return live;
+}
+
 const Shape& input_shape(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).shape; }
 DType input_dtype(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).dtype; }
 

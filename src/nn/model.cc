@@ -121,28 +121,23 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
   return block;
 }
 
-Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y_value) {
-  const Shape& x_shape = x.shape();
-  std::string key = std::to_string(int(mode)) + shape_str(x_shape);
-  if (y_value) key += shape_str(y_value->shape()) + dtype_name(y_value->dtype());
-  auto& slot = cache_[key];
-  if (slot) return *slot;
-  check(x.dtype() == input_specs_[0].dtype, "Model ", name_, ": input must be ",
-        dtype_name(input_specs_[0].dtype), ", got ", dtype_name(x.dtype()));
+void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
+                       DType y_dtype) {
+  check(x_dtype == input_specs_[0].dtype, "Model ", name_, ": input must be ",
+        dtype_name(input_specs_[0].dtype), ", got ", dtype_name(x_dtype));
   check(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
         ": call compile(optimizer, loss) before training or evaluating");
   check(x_shape.size() == input_specs_[0].shape.size() + 1 &&
             std::equal(x_shape.begin() + 1, x_shape.end(), input_specs_[0].shape.begin()),
         "Model ", name_, ": input of shape ", shape_str(x_shape), " does not match the model's ",
         "input shape [batch] + ", shape_str(input_specs_[0].shape));
-  auto c = std::make_unique<Compiled>();
-  Graph& g = c->graph;
+  Graph& g = c.graph;
   Value out = trace_forward(g, x_shape[0], mode == Mode::Train);
-  c->x = g.find_input("x");
+  c.x = g.find_input("x");
   Value result = out;
   if (mode != Mode::Predict) {
-    Value y = g.input("y", y_value->shape(), y_value->dtype());
-    c->y = y.id;
+    Value y = g.input("y", *y_shape, y_dtype);
+    c.y = y.id;
     result = loss_(out, y);
     check(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
   }
@@ -153,21 +148,29 @@ Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y_val
     optimizer_->append_update(g, params, grads);
     for (int id : g.parameters()) shapes_.emplace(g.node(id).attrs.text, g.node(id).shape);
   }
-  c->result = result.id;
+  c.result = result.id;
+}
+
+Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
+  std::string key = std::to_string(int(mode)) + shape_str(x.shape());
+  if (y) key += shape_str(y->shape()) + dtype_name(y->dtype());
+  auto& slot = cache_[key];
+  if (slot) return *slot;
+  auto c = std::make_unique<Compiled>();
+  trace_step(*c, mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr, y ? y->dtype() : DType::F32);
   if (sharded()) {
     bind_sharded(*c);
   } else {
-    c->exec = std::make_unique<Executor>(g, std::vector<int>{result.id});
-    for (int id : g.parameters()) c->exec->bind(id, whole(g.node(id).attrs.text));
+    c->exec = std::make_unique<Executor>(c->graph, std::vector<int>{c->result});
+    for (int id : c->graph.parameters()) c->exec->bind(id, whole(c->graph.node(id).attrs.text));
   }
   slot = std::move(c);
   return *slot;
 }
 
-// Lays out every leaf, partitions the step, and binds each device's blocks.
-void Model::bind_sharded(Compiled& c) {
-  const Graph& g = c.graph;
-  const DeviceMesh& mesh = dist_->mesh();
+// The layout of every leaf of a step: weights as the distribution says,
+// optimizer state as its weight (or ZeRO's), inputs split on the batch.
+std::map<int, Sharding> Model::leaf_layouts(const Graph& g) {
   dist_->prepare(g);
   std::map<int, Sharding> leaves;
   for (int id : g.parameters()) {
@@ -186,7 +189,14 @@ void Model::bind_sharded(Compiled& c) {
     leaves[id] = layout;
   }
   for (int id : g.inputs()) leaves[id] = dist_->input_layout(g.node(id).shape);
-  c.sharded = std::make_unique<ShardedExecutor>(g, mesh, leaves, std::vector<int>{c.result});
+  return leaves;
+}
+
+// Partitions the step and binds each device's blocks.
+void Model::bind_sharded(Compiled& c) {
+  const Graph& g = c.graph;
+  const DeviceMesh& mesh = dist_->mesh();
+  c.sharded = std::make_unique<ShardedExecutor>(g, mesh, leaf_layouts(g), std::vector<int>{c.result});
   if (shards_.empty()) shards_.resize(mesh.size());
   for (int id : g.parameters()) {
     const std::string& path = g.node(id).attrs.text;
@@ -197,6 +207,13 @@ void Model::bind_sharded(Compiled& c) {
     state_.erase(path);  // the blocks are the value now
   }
   c.sharded->set_profile(profile);
+}
+
+Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
+  check(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
+  Compiled c;
+  trace_step(c, Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype);
+  return partition(c.graph, dist_->mesh(), leaf_layouts(c.graph), {c.result});
 }
 
 double Model::run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx) {
@@ -232,11 +249,6 @@ Tensor Model::predict_on_batch(const Tensor& x) {
   Compiled& c = compiled(Mode::Predict, x, nullptr);
   run(c, x, nullptr, {iterations_ + 1, 0});
   return (c.sharded ? c.sharded->output(0) : c.exec->value(c.result)).clone();
-}
-
-const Partition* Model::train_partition(const Tensor& x, const Tensor& y) {
-  Compiled& c = compiled(Mode::Train, x, &y);
-  return c.sharded ? &c.sharded->partition() : nullptr;
 }
 
 namespace {

@@ -14,23 +14,17 @@ namespace {
 bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Input; }
 }  // namespace
 
-Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph) {
+BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   const int n = graph.size();
-  // 1. Keep only what the outputs and the side effects need.
-  std::vector<bool> live(n, false);
-  for (int o : outputs) live[o] = true;
+  BufferPlan plan;
+  const std::vector<bool> live = live_nodes(graph, outputs);
   for (int i = 0; i < n; ++i)
-    if (op_def(graph.node(i).op).side_effect) live[i] = true;
-  for (int i = n - 1; i >= 0; --i)
-    if (live[i])
-      for (int in : graph.node(i).inputs) live[in] = true;
-  for (int i = 0; i < n; ++i)
-    if (live[i]) schedule_.push_back(i);
+    if (live[i]) plan.schedule.push_back(i);
 
-  // 2. Liveness: a buffer is free once the last reader of every value that
-  //    shares it (reshape views) has run. Outputs live forever.
+  // Liveness: a buffer is free once the last reader of every value that
+  // shares it (reshape views) has run. Outputs live forever.
   std::vector<int> root(n), last(n, -1);
-  for (int i : schedule_) {
+  for (int i : plan.schedule) {
     const Node& node = graph.node(i);
     root[i] = op_def(node.op).aliases_input ? root[node.inputs[0]] : i;
     last[root[i]] = std::max(last[root[i]], i);
@@ -38,40 +32,53 @@ Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph)
   }
   for (int o : outputs) last[root[o]] = INT_MAX;
 
-  // 3. Assign buffers greedily, reusing a free one of sufficient size.
-  std::vector<Tensor> slots;
-  std::vector<int> free_slots, slot_of(n, -1);
+  // Greedy assignment: the smallest free buffer that fits (and is at most
+  // twice the size), else a new one.
+  std::vector<int> free_slots;
   std::vector<std::vector<int>> release_at(n);
-  int released_before = 0;  // slots whose last reader precedes this node are free
-  for (int i : schedule_) {
+  plan.slot_of.assign(n, -1);
+  int released_before = 0;  // buffers whose last reader precedes this node are free
+  for (int i : plan.schedule) {
     for (; released_before < i; ++released_before)
       for (int s : release_at[released_before]) free_slots.push_back(s);
     const Node& node = graph.node(i);
     if (is_leaf(node.op) || root[i] != i) continue;
     const size_t bytes = std::max<size_t>(4, numel(node.shape) * dtype_size(node.dtype));
-    unplanned_bytes_ += bytes;
     int best = -1;
     for (size_t k = 0; k < free_slots.size(); ++k) {
-      size_t have = slots[free_slots[k]].nbytes();
-      if (have >= bytes && have <= 2 * bytes &&
-          (best < 0 || have < slots[free_slots[best]].nbytes()))
+      size_t have = plan.slot_bytes[free_slots[k]];
+      if (have >= bytes && have <= 2 * bytes && (best < 0 || have < plan.slot_bytes[free_slots[best]]))
         best = static_cast<int>(k);
     }
     if (best >= 0) {
-      slot_of[i] = free_slots[best];
+      plan.slot_of[i] = free_slots[best];
       free_slots.erase(free_slots.begin() + best);
     } else {
-      slot_of[i] = static_cast<int>(slots.size());
-      slots.emplace_back(Shape{static_cast<int64_t>((bytes + 3) / 4)});
-      planned_bytes_ += slots.back().nbytes();
+      plan.slot_of[i] = static_cast<int>(plan.slot_bytes.size());
+      plan.slot_bytes.push_back((bytes + 3) / 4 * 4);
     }
-    if (last[i] != INT_MAX) release_at[std::max(last[i], i)].push_back(slot_of[i]);
+    if (last[i] != INT_MAX) release_at[std::max(last[i], i)].push_back(plan.slot_of[i]);
   }
+  return plan;
+}
 
-  values_.resize(n);
+size_t BufferPlan::total_bytes() const {
+  size_t total = 0;
+  for (size_t b : slot_bytes) total += b;
+  return total;
+}
+
+Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph) {
+  BufferPlan plan = plan_buffers(graph, outputs);
+  schedule_ = std::move(plan.schedule);
+  std::vector<Tensor> slots;
+  for (size_t b : plan.slot_bytes) slots.emplace_back(Shape{static_cast<int64_t>(b / 4)});
+  planned_bytes_ = plan.total_bytes();
+  values_.resize(graph.size());
   for (int i : schedule_)
-    if (slot_of[i] >= 0) values_[i] = slots[slot_of[i]].view(graph.node(i).shape, graph.node(i).dtype);
-  in_ptrs_.resize(n);
+    if (plan.slot_of[i] >= 0)
+      values_[i] = slots[plan.slot_of[i]].view(graph.node(i).shape, graph.node(i).dtype);
+  in_ptrs_.resize(graph.size());
   for (int i : schedule_)
     for (int in : graph.node(i).inputs) in_ptrs_[i].push_back(&values_[in]);
 }

@@ -11,17 +11,6 @@ namespace autoshard {
 
 namespace {
 
-std::vector<bool> live_nodes(const Graph& g, const std::vector<int>& outputs) {
-  std::vector<bool> live(g.size(), false);
-  for (int o : outputs) live[o] = true;
-  for (int i = 0; i < g.size(); ++i)
-    if (op_def(g.node(i).op).side_effect) live[i] = true;
-  for (int i = g.size() - 1; i >= 0; --i)
-    if (live[i])
-      for (int in : g.node(i).inputs) live[in] = true;
-  return live;
-}
-
 bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Input; }
 
 // Layouts the consumers would like: an optimizer update wants its gradient in
@@ -170,6 +159,11 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, 
   Partition p;
   p.mesh = mesh;
   p.sharding.resize(g.size());
+  p.leaf_name.resize(g.size());
+  for (int i = 0; i < g.size(); ++i) {
+    p.global_shape.push_back(g.node(i).shape);
+    if (is_leaf(g.node(i).op)) p.leaf_name[i] = g.node(i).attrs.text;
+  }
   const std::vector<bool> live = live_nodes(g, outputs);
   for (int i = 0; i < g.size(); ++i) {
     const Node& n = g.node(i);

@@ -1,0 +1,29 @@
+// Options shared by the subcommands: the model, the data, and how to lay the
+// model out over devices.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "autoshard/distribution.h"
+#include "autoshard/models/gpt2.h"
+
+namespace autoshard::cli {
+
+struct CommonOptions {
+  std::string model = "mini";
+  std::string data;  // empty: the built-in corpus
+  int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
+  uint64_t seed = 0;
+  std::string mesh;  // "data=2,model=3"
+  int devices = 0;   // a mesh chosen automatically
+  std::string plan = "auto";
+  bool zero1 = false;
+};
+
+void add_common(CLI::App* cmd, CommonOptions& o);
+// The distribution the options ask for, or null for one device.
+std::shared_ptr<Distribution> make_distribution(const CommonOptions& o);
+
+}  // namespace autoshard::cli

@@ -1,0 +1,130 @@
+// `autoshard plan`: how a model would be laid out over a mesh, explained:
+// every weight's layout and bytes per device, the collectives of one training
+// step, and the memory per device. Nothing is allocated for the weights.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/executor.h"
+#include "autoshard/losses.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace autoshard::cli {
+namespace {
+
+struct PlanOptions : CommonOptions {
+  bool json = false;
+  std::string out;
+};
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int d : s.dims) a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
+  return a;
+}
+
+void run_plan(PlanOptions& o) {
+  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
+  if (o.mesh.empty() && o.devices == 0) o.devices = 2;
+  std::shared_ptr<Distribution> dist = make_distribution(o);
+  GPT2 model(cfg, o.seq, o.seed);
+  model.set_distribution(dist);
+  model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
+  const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});
+  const DeviceMesh& mesh = p.mesh;
+
+  // Per device: bytes of weights, optimizer state, and planned activation buffers.
+  std::vector<int64_t> weights(mesh.size(), 0), state(mesh.size(), 0), activations(mesh.size(), 0);
+  nlohmann::json params = nlohmann::json::object();
+  std::vector<std::string> rows;
+  for (int d = 0; d < mesh.size(); ++d)
+    activations[d] = static_cast<int64_t>(plan_buffers(p.local[d], p.outputs[d]).total_bytes());
+  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
+    const std::string& path = p.leaf_name[id];
+    if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
+    const bool slot = path.rfind("optimizer.", 0) == 0;
+    int64_t most = 0;
+    for (int d = 0; d < mesh.size(); ++d) {
+      const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
+      (slot ? state : weights)[d] += bytes;
+      most = std::max(most, bytes);
+    }
+    if (slot) continue;
+    const Sharding& s = p.sharding[id];
+    params[path] = {{"shape", p.global_shape[id]}, {"layout", layout_json(s, mesh)}, {"bytes_per_device", most}};
+    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" + s.to_string(mesh) + "|" + mib(double(most)));
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
+  for (const CollectiveRecord& c : p.collectives) {
+    collectives.push_back({{"kind", c.kind}, {"axis", c.axis}, {"value", c.value}, {"bytes", c.bytes}});
+    auto& t = totals[{c.kind, c.axis}];
+    t.first += 1;
+    t.second += c.bytes;
+  }
+  auto largest = [&](const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); };
+  std::vector<int64_t> total(mesh.size());
+  for (int d = 0; d < mesh.size(); ++d) total[d] = weights[d] + state[d] + activations[d];
+  nlohmann::json mesh_json = nlohmann::json::object();
+  for (int a = 0; a < mesh.rank(); ++a) mesh_json[mesh.axis_names()[a]] = mesh.axis_size(a);
+  nlohmann::json j = {{"mesh", mesh_json},
+                      {"parameters", params},
+                      {"collectives", collectives},
+                      {"bytes_per_device",
+                       {{"weights", largest(weights)}, {"optimizer_state", largest(state)},
+                        {"activations", largest(activations)}, {"total", largest(total)}}}};
+  if (auto* a = dynamic_cast<AutoShard*>(dist.get())) j["reasons"] = a->reasons();
+  if (!o.out.empty()) {
+    std::ofstream f(o.out);
+    check(f.good(), "cannot write '", o.out, "'");
+    f << j.dump(2) << "\n";
+  }
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("plan %s for %s on mesh %s (%d devices), B=%lld T=%lld%s\n\n", o.plan.c_str(), o.model.c_str(),
+              mesh.to_string().c_str(), mesh.size(), static_cast<long long>(o.batch),
+              static_cast<long long>(o.seq), o.zero1 ? ", ZeRO-1" : "");
+  std::printf("%-40s %-16s %-20s %s\n", "parameter", "shape", "layout", "bytes/device");
+  for (const std::string& r : rows) {
+    size_t a = r.find('|'), b = r.find('|', a + 1), c = r.find('|', b + 1);
+    std::printf("%-40s %-16s %-20s %s\n", r.substr(0, a).c_str(), r.substr(a + 1, b - a - 1).c_str(),
+                r.substr(b + 1, c - b - 1).c_str(), r.substr(c + 1).c_str());
+  }
+  if (j.contains("reasons")) {
+    std::printf("\nwhy (AutoShard, largest groups first):\n");
+    for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
+  }
+  std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind", "axis",
+              "count", "bytes");
+  for (const auto& [key, t] : totals)
+    std::printf("  %-16s %-8s %6d %14s\n", key.first.c_str(), key.second.c_str(), t.first,
+                mib(double(t.second)).c_str());
+  std::printf("\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
+              "  activations      %s (planned buffers of the step)\n  total            %s\n",
+              mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
+              mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "show how a model is laid out over a mesh, and why");
+  add_common(cmd, *o);
+  cmd->add_flag("--json", o->json, "print the plan as JSON");
+  cmd->add_option("--out", o->out, "also write the JSON plan to FILE");
+  cmd->callback([o] { run_plan(*o); });
+}
+
+}  // namespace autoshard::cli
