@@ -122,7 +122,7 @@ TEST(Partitioner, RandomLayoutsOnRandomMeshesMatchOneDevice) {
       DeviceMesh({2, 3}, {"a", "b"})};
   TrainStep ref = make_step(3, 5, 7);
   std::vector<double> ref_losses = run_single(ref, 3);
-  for (int trial = 0; trial < 12; ++trial) {
+  for (int trial = 0; trial < 24; ++trial) {
     const DeviceMesh& mesh = meshes[trial % meshes.size()];
     TrainStep s = make_step(3, 5, 7);
     std::map<int, Sharding> layouts;

@@ -130,33 +130,43 @@ void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
 
 int ThreadCommunicator::size() const { return world_.size(); }
 
-// Each member reduces one slice of the buffer (reading every member's input
-// directly), then copies the other slices from their owners. Every element is
-// summed by one member in a fixed order, so all members agree bitwise.
+// Reduces members' slices [begin, begin + len) into `out`, summing in member
+// order so that every member computes bitwise the same value. `out` may be
+// one of the inputs: each element is read from every member before it is
+// written.
+void reduce_slices(const std::vector<const float*>& in, int64_t begin, int64_t len, ReduceOp op,
+                   float* out) {
+  constexpr int64_t kBlock = 2048;
+  float acc[kBlock];
+  for (int64_t b = 0; b < len; b += kBlock) {
+    const int64_t n = std::min(kBlock, len - b);
+    std::memcpy(acc, in[0] + begin + b, n * sizeof(float));
+    for (size_t m = 1; m < in.size(); ++m) {
+      const float* src = in[m] + begin + b;
+      if (op == ReduceOp::Sum)
+        for (int64_t i = 0; i < n; ++i) acc[i] += src[i];
+      else
+        for (int64_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], src[i]);
+    }
+    std::memcpy(out + b, acc, n * sizeof(float));
+  }
+}
+
+// Each member reduces one slice of the buffer in place (reading every
+// member's input directly), then copies the other slices from their owners.
 void ThreadCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) {
   if (g.size() == 1) return;
   auto& s = world_.group(g);
-  s.out[g.index] = data;
+  s.in[g.index] = data;
   s.wait(world_);
   const int n = g.size();
   const int64_t begin = split_offset(count, n, g.index), len = split_size(count, n, g.index);
-  if (static_cast<int64_t>(scratch_.size()) < len) scratch_.resize(len);
-  float* acc = scratch_.data();
-  std::memcpy(acc, s.out[0] + begin, len * sizeof(float));
-  for (int m = 1; m < n; ++m) {
-    const float* src = s.out[m] + begin;
-    if (op == ReduceOp::Sum)
-      for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
-    else
-      for (int64_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], src[i]);
-  }
-  s.wait(world_);  // everyone has read the inputs of its slice
-  std::memcpy(data + begin, acc, len * sizeof(float));
+  reduce_slices(s.in, begin, len, op, data + begin);
   s.wait(world_);  // every slice is final
   for (int m = 0; m < n; ++m) {
     if (m == g.index) continue;
     const int64_t b = split_offset(count, n, m), l = split_size(count, n, m);
-    std::memcpy(data + b, s.out[m] + b, l * sizeof(float));
+    std::memcpy(data + b, s.in[m] + b, l * sizeof(float));
   }
   s.wait(world_);  // nobody reads our buffer any more
 }
@@ -181,16 +191,19 @@ void ThreadCommunicator::reduce_scatter(const float* in, float* out, const std::
   s.wait(world_);
   int64_t begin = 0;
   for (int m = 0; m < g.index; ++m) begin += counts[m];
-  const int64_t len = counts[g.index];
-  if (static_cast<int64_t>(scratch_.size()) < len) scratch_.resize(len);
-  float* acc = scratch_.data();
-  std::memcpy(acc, s.in[0] + begin, len * sizeof(float));
-  for (int m = 1; m < g.size(); ++m) {
-    const float* src = s.in[m] + begin;
-    for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const bool overlaps = out < in + total && out + counts[g.index] > in;
+  if (!overlaps || out == in + begin) {  // nobody else reads what we write
+    reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, out);
+    s.wait(world_);
+    return;
   }
-  s.wait(world_);  // inputs no longer needed (out may alias in)
-  std::memcpy(out, acc, len * sizeof(float));
+  // `out` overlaps other members' slices of our input: reduce into scratch first.
+  if (static_cast<int64_t>(scratch_.size()) < counts[g.index]) scratch_.resize(counts[g.index]);
+  reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, scratch_.data());
+  s.wait(world_);  // inputs no longer needed
+  std::memcpy(out, scratch_.data(), counts[g.index] * sizeof(float));
 }
 
 void ThreadCommunicator::broadcast(float* data, int64_t count, int root, const CommGroup& g) {
