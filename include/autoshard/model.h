@@ -19,6 +19,7 @@
 #include "autoshard/losses.h"
 #include "autoshard/optimizers.h"
 #include "autoshard/sharded_executor.h"
+#include "autoshard/tensor_mapping.h"
 
 namespace autoshard {
 
@@ -76,6 +77,25 @@ class Model {
   void set_weight(const std::string& path, const Tensor& value);
   // Paths of the optimizer slots created so far.
   std::vector<std::string> slot_paths() const;
+
+  // Takes weights (and optimizer slots) from files. Every source is checked
+  // first; an error leaves the model as it was. Weights not yet materialised
+  // are read later, straight into each device's block; others are read now.
+  void load_weights(const std::map<std::string, WeightSource>& sources);
+
+  // A consistent copy of every weight (and, if asked, optimizer slot) as
+  // per-device blocks, for saving while training goes on. Replicated values
+  // keep one block (device 0's); `blocks[d]` is empty for other devices.
+  struct Snapshot {
+    DeviceMesh mesh;
+    struct Entry {
+      Shape shape;
+      Sharding layout;
+      std::vector<Tensor> blocks;
+    };
+    std::map<std::string, Entry> entries;
+  };
+  Snapshot snapshot(bool include_slots);
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t steps) { iterations_ = steps; }
   int64_t count_params();
@@ -123,6 +143,7 @@ class Model {
   std::map<std::string, Tensor> state_;         // whole values (one device)
   std::vector<std::map<std::string, Tensor>> shards_;  // per device: its blocks (a mesh)
   std::map<std::string, Sharding> layouts_;     // the layout of each sharded path
+  std::map<std::string, WeightSource> sources_;  // weights to read on first use
   int64_t iterations_ = 0;
   std::map<std::string, std::unique_ptr<Compiled>> cache_;
 };

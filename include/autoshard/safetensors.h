@@ -52,6 +52,9 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// IEEE half precision to float.
+float half_to_float(uint16_t h);
+
 // Bytes per element of a safetensors dtype name, or 0 if unknown.
 size_t safetensors_dtype_size(const std::string& dtype);
 

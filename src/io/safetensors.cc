@@ -23,6 +23,7 @@ size_t safetensors_dtype_size(const std::string& d) {
 
 namespace {
 constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's limit
+}  // namespace
 
 float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
@@ -44,6 +45,7 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+namespace {
 float bf16_to_float(uint16_t h) {
   uint32_t bits = uint32_t(h) << 16;
   float f;

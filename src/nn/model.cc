@@ -92,6 +92,12 @@ Tensor& Model::whole(const std::string& path) {
   auto it = state_.find(path);
   if (it != state_.end()) return it->second;
   const Shape& shape = shapes_.at(path);
+  if (auto src = sources_.find(path); src != sources_.end()) {
+    Tensor t = read_block(*src->second.file, src->second.map, shape, Sharding::replicated(shape.size()),
+                          DeviceMesh(), 0);
+    sources_.erase(src);
+    return state_[path] = t;
+  }
   auto init = inits_.find(path);
   return state_[path] = init != inits_.end() ? init->second.make(path, shape, seed) : Tensor(shape);
 }
@@ -102,6 +108,11 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
   if (auto it = state_.find(path); it != state_.end())
     return block_of(it->second, layout, dist_->mesh(), device);
   const Shape& shape = shapes_.at(path);
+  if (auto src = sources_.find(path); src != sources_.end()) {
+    Tensor block = read_block(*src->second.file, src->second.map, shape, layout, dist_->mesh(), device);
+    if (device + 1 == dist_->mesh().size()) sources_.erase(src);  // every device has read its block
+    return block;
+  }
   const Shape local = layout.local_shape(shape, dist_->mesh(), device);
   Tensor block(local);
   auto init = inits_.find(path);
@@ -347,6 +358,59 @@ void Model::set_weight(const std::string& path, const Tensor& value) {
     Tensor block = block_of(value, layouts_.at(path), dist_->mesh(), d);
     std::memcpy(shards_[d].at(path).raw(), block.raw(), block.nbytes());
   }
+}
+
+void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
+  ensure_built();
+  for (const auto& [path, src] : sources) {
+    // Optimizer slots have their weight's shape, known before the optimizer made them.
+    if (!shapes_.count(path) && path.rfind("optimizer.", 0) == 0 && path.find('.', 10) != std::string::npos) {
+      const std::string weight = path.substr(path.find('.', 10) + 1);
+      if (shapes_.count(weight)) shapes_[path] = shapes_.at(weight);
+    }
+    check(shapes_.count(path), "Model ", name_, " has no weight '", path, "' (the checkpoint has it)");
+    check_mapping(*src.file, src.map, shapes_.at(path), path);
+  }
+  // Read what is already materialised now (into staging), then commit all.
+  std::map<std::string, Tensor> staged;
+  for (const auto& [path, src] : sources) {
+    const Shape& shape = shapes_.at(path);
+    if (state_.count(path) || (!shards_.empty() && shards_[0].count(path)))
+      staged[path] = read_block(*src.file, src.map, shape, Sharding::replicated(shape.size()), DeviceMesh(), 0);
+  }
+  for (const auto& [path, src] : sources)
+    if (!staged.count(path)) sources_[path] = src;
+  for (const auto& [path, t] : staged) set_weight(path, t);
+}
+
+Model::Snapshot Model::snapshot(bool include_slots) {
+  ensure_built();
+  Snapshot snap;
+  snap.mesh = sharded() ? dist_->mesh() : DeviceMesh();
+  for (const auto& [path, shape] : shapes_) {
+    const bool slot = path.rfind("optimizer.", 0) == 0;
+    if (slot && !include_slots) continue;
+    Snapshot::Entry e;
+    e.shape = shape;
+    if (!shards_.empty() && shards_[0].count(path)) {
+      e.layout = layouts_.at(path);
+      for (int d = 0; d < snap.mesh.size(); ++d) {
+        // Only the devices at coordinate 0 of every axis that does not split
+        // this value keep (and later write) a block.
+        std::vector<int> c = snap.mesh.coordinates(d);
+        bool writer = true;
+        for (int a = 0; a < snap.mesh.rank(); ++a) writer = writer && (e.layout.dim_of(a) >= 0 || c[a] == 0);
+        e.blocks.push_back(writer ? shards_[d].at(path).clone() : Tensor());
+      }
+    } else {
+      e.layout = Sharding::replicated(shape.size());
+      Tensor w = weight(path).clone();
+      e.blocks.push_back(w);
+      for (int d = 1; d < snap.mesh.size(); ++d) e.blocks.push_back(Tensor());
+    }
+    snap.entries[path] = std::move(e);
+  }
+  return snap;
 }
 
 int64_t Model::count_params() {

@@ -1,0 +1,275 @@
+#include "autoshard/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "autoshard-checkpoint-1";
+
+bool is_slot(const std::string& path) { return path.rfind("optimizer.", 0) == 0; }
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    check(out.good(), "cannot write '", path, "'");
+  }
+  fsync_path(path, false);
+}
+
+std::string unique_suffix() {
+  static std::atomic<int> counter{0};
+  return std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+// Writes a whole checkpoint directory next to `dir` and renames it into place.
+void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohmann::json state) {
+  const fs::path target(dir);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  const fs::path tmp = parent / (".tmp-" + target.filename().string() + "-" + unique_suffix());
+  fs::create_directories(tmp);
+  try {
+    write_snapshot(snap, (tmp / "model.safetensors").string(), false);
+    write_snapshot(snap, (tmp / "optimizer.safetensors").string(), true);
+    state["format"] = kFormat;
+    write_text((tmp / "state.json").string(), state.dump(2) + "\n");
+    fsync_path(tmp.string(), true);
+    if (fs::exists(target)) {
+      const fs::path old = parent / (".old-" + target.filename().string() + "-" + unique_suffix());
+      fs::rename(target, old);
+      fs::rename(tmp, target);
+      fs::remove_all(old);
+    } else {
+      fs::rename(tmp, target);
+    }
+    fsync_path(parent.string(), true);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace
+
+void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  std::vector<std::pair<const std::string*, uint64_t>> order;
+  for (const auto& [path, e] : snap.entries) {
+    if (is_slot(path) != slots) continue;
+    const uint64_t bytes = static_cast<uint64_t>(numel(e.shape)) * 4;
+    header[path] = {{"dtype", "F32"}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+    order.emplace_back(&path, offset);
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string tmp = file + ".tmp." + unique_suffix();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
+  try {
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
+    const uint64_t data_start = 8 + text.size();
+    check(::pwrite(fd, len, 8, 0) == 8 &&
+              ::pwrite(fd, text.data(), text.size(), 8) == static_cast<ssize_t>(text.size()) &&
+              ::ftruncate(fd, static_cast<off_t>(data_start + offset)) == 0,
+          "writing '", file, "' failed: ", std::strerror(errno));
+    // Each device writes the byte runs of its own block: no tensor is gathered.
+    for (const auto& [path, at] : order) {
+      const Model::Snapshot::Entry& e = snap.entries.at(*path);
+      for (int d = 0; d < static_cast<int>(e.blocks.size()); ++d)
+        if (e.blocks[d].defined() && e.blocks[d].raw() != nullptr)
+          write_block(fd, data_start + at, TensorMapping::plain(*path), e.shape, e.layout, snap.mesh, d,
+                      e.blocks[d]);
+    }
+    check(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  check(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
+}
+
+std::map<std::string, WeightSource> plain_sources(const std::string& file) {
+  auto f = std::make_shared<const SafetensorsFile>(file);
+  std::map<std::string, WeightSource> sources;
+  for (const SafetensorsEntry& e : f->entries()) sources[e.name] = {f, TensorMapping::plain(e.name)};
+  return sources;
+}
+
+void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state) {
+  if (!state.contains("step")) state["step"] = model.iterations();
+  write_directory(model.snapshot(true), dir, std::move(state));
+}
+
+nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
+  const fs::path root(dir);
+  check(fs::is_directory(root), "checkpoint '", dir, "' does not exist");
+  check(fs::exists(root / "state.json"), "checkpoint '", dir, "' is incomplete: no state.json");
+  nlohmann::json state;
+  try {
+    std::ifstream in(root / "state.json");
+    in >> state;
+  } catch (const std::exception& e) {
+    fail("checkpoint '", dir, "': state.json is not valid JSON (", e.what(), ")");
+  }
+  check(state.value("format", "") == kFormat, "'", dir, "' is not an autoshard checkpoint (format '",
+        state.value("format", ""), "', expected '", kFormat, "')");
+  std::map<std::string, WeightSource> sources = plain_sources((root / "model.safetensors").string());
+  if (fs::exists(root / "optimizer.safetensors"))
+    for (auto& [k, v] : plain_sources((root / "optimizer.safetensors").string())) sources[k] = v;
+  model.load_weights(sources);
+  if (state.contains("step")) model.set_iterations(state["step"].get<int64_t>());
+  return state;
+}
+
+// ---- CheckpointManager ----
+
+CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
+  check(!o_.directory.empty(), "CheckpointManager needs a directory");
+  check(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '", o_.mode, "'");
+  fs::create_directories(o_.directory);
+  // Leftovers of saves that were interrupted: never complete, safe to drop.
+  for (const auto& entry : fs::directory_iterator(o_.directory)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
+      std::error_code ec;
+      fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
+CheckpointManager::~CheckpointManager() {
+  if (worker_.joinable()) worker_.join();
+}
+
+std::string CheckpointManager::path_of(int64_t step) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return (fs::path(o_.directory) / name).string();
+}
+
+std::vector<int64_t> CheckpointManager::steps() const {
+  std::vector<int64_t> out;
+  for (const auto& entry : fs::directory_iterator(o_.directory)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !fs::exists(entry.path() / "state.json")) continue;
+    try {
+      out.push_back(std::stoll(name.substr(5)));
+    } catch (const std::exception&) {
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<int64_t> CheckpointManager::latest_step() const {
+  std::vector<int64_t> s = steps();
+  if (s.empty()) return std::nullopt;
+  return s.back();
+}
+
+bool CheckpointManager::maybe_save(Model& model, int64_t step, nlohmann::json state, const Logs& metrics) {
+  if (o_.save_every <= 0 || step % o_.save_every != 0) return false;
+  save(model, step, std::move(state), metrics);
+  return true;
+}
+
+void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state, const Logs& metrics) {
+  wait_until_finished();
+  state["step"] = step;
+  state["metrics"] = metrics;
+  Model::Snapshot snap = model.snapshot(true);  // taken now: training may go on
+  if (!o_.background) {
+    write(std::move(snap), step, std::move(state));
+    wait_until_finished();
+    return;
+  }
+  worker_ = std::thread([this, snap = std::move(snap), step, state = std::move(state)]() mutable {
+    write(std::move(snap), step, std::move(state));
+  });
+}
+
+void CheckpointManager::write(Model::Snapshot snap, int64_t step, nlohmann::json state) {
+  try {
+    write_directory(snap, path_of(step), std::move(state));
+    prune();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = cat("saving checkpoint step ", step, " failed: ", e.what());
+  }
+}
+
+void CheckpointManager::wait_until_finished() {
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.empty()) {
+    std::string e = std::move(error_);
+    error_.clear();
+    throw Error(e);
+  }
+}
+
+void CheckpointManager::prune() {
+  if (o_.keep <= 0) return;
+  std::vector<int64_t> all = steps();
+  if (static_cast<int>(all.size()) <= o_.keep) return;
+  std::vector<int64_t> keep;
+  if (o_.monitor.empty()) {
+    keep.assign(all.end() - o_.keep, all.end());
+  } else {
+    // The best `keep` by the monitored metric, and always the latest (to resume from).
+    std::vector<std::pair<double, int64_t>> scored;
+    for (int64_t s : all) {
+      nlohmann::json st;
+      std::ifstream(fs::path(path_of(s)) / "state.json") >> st;
+      double v = st["metrics"].value(o_.monitor, o_.mode == "min" ? INFINITY : -INFINITY);
+      scored.emplace_back(o_.mode == "min" ? v : -v, -s);
+    }
+    std::sort(scored.begin(), scored.end());
+    for (int i = 0; i < o_.keep; ++i) keep.push_back(-scored[i].second);
+    keep.push_back(all.back());
+  }
+  for (int64_t s : all)
+    if (std::find(keep.begin(), keep.end(), s) == keep.end()) fs::remove_all(path_of(s));
+}
+
+nlohmann::json CheckpointManager::restore(Model& model, std::optional<int64_t> step) {
+  wait_until_finished();
+  if (!step) step = latest_step();
+  check(step.has_value(), "no checkpoint to restore in '", o_.directory, "'");
+  return load_checkpoint(model, path_of(*step));
+}
+
+void ModelCheckpoint::on_train_batch_end(int64_t, const Logs& logs) {
+  manager_.maybe_save(model_, model_.iterations(), nlohmann::json::object(), logs);
+}
+
+}  // namespace autoshard

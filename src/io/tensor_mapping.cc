@@ -1,0 +1,116 @@
+#include "autoshard/tensor_mapping.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace {
+
+struct Layout2D {
+  int64_t rows = 1, cols = 1, stride = 0;
+};
+
+Layout2D layout_2d(const TensorMapping& m, const Shape& shape) {
+  Layout2D l;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) (d < m.row_dims ? l.rows : l.cols) *= shape[d];
+  l.stride = m.row_stride < 0 ? l.cols : m.row_stride;
+  return l;
+}
+
+// Calls run(block_offset, file_element, length) for every contiguous run of
+// the device's block (runs follow the block's last dimension).
+void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& layout, const DeviceMesh& mesh,
+                  int device, const std::function<void(int64_t, int64_t, int64_t)>& run) {
+  const Layout2D l = layout_2d(m, shape);
+  const Shape local = layout.local_shape(shape, mesh, device);
+  const std::vector<int64_t> off = layout.offsets(shape, mesh, device);
+  const std::vector<int64_t> gstride = strides_of(shape);
+  const size_t r = shape.size();
+  if (numel(local) == 0) return;
+  if (r == 0) {
+    run(0, m.col_offset, 1);
+    return;
+  }
+  const int64_t len = local[r - 1];
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t done = 0; done < numel(local); done += len) {
+    int64_t global = 0;
+    for (size_t d = 0; d < r; ++d) global += (idx[d] + off[d]) * gstride[d];
+    const int64_t row = global / l.cols, col = global % l.cols;
+    run(done, row * l.stride + m.col_offset + col, len);
+    for (size_t d = r - 1; d-- > 0;) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
+                   const std::string& weight) {
+  check(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor, "' (needed for weight '",
+        weight, "')");
+  const SafetensorsEntry& e = file.entry(m.tensor);
+  check(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '", m.tensor,
+        "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
+  const Layout2D l = layout_2d(m, shape);
+  const int64_t size = numel(e.shape);
+  const int64_t last = l.rows == 0 || l.cols == 0 ? -1 : (l.rows - 1) * l.stride + m.col_offset + l.cols - 1;
+  check(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor, "' ",
+        shape_str(e.shape), " does not fit weight '", weight, "' ", shape_str(shape),
+        " (a checkpoint of another model size or architecture?)");
+  if (m.row_stride < 0 && m.col_offset == 0)
+    check(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ", shape_str(e.shape),
+          " but weight '", weight, "' needs ", shape_str(shape));
+}
+
+Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
+                  const Sharding& layout, const DeviceMesh& mesh, int device) {
+  const SafetensorsEntry& e = file.entry(m.tensor);
+  const size_t elem = safetensors_dtype_size(e.dtype);
+  Tensor block(layout.local_shape(shape, mesh, device));
+  std::vector<uint16_t> half;
+  for_each_run(m, shape, layout, mesh, device, [&](int64_t at, int64_t src, int64_t len) {
+    float* dst = block.f32() + at;
+    if (e.dtype == "F32") {
+      file.read_bytes(e, src * elem, dst, len * elem);
+      return;
+    }
+    half.resize(len);
+    file.read_bytes(e, src * elem, half.data(), len * elem);
+    for (int64_t i = 0; i < len; ++i) {
+      uint32_t bits;
+      if (e.dtype == "BF16") {
+        bits = uint32_t(half[i]) << 16;
+        std::memcpy(dst + i, &bits, 4);
+      } else {
+        dst[i] = half_to_float(half[i]);
+      }
+    }
+  });
+  return block;
+}
+
+void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Shape& shape,
+                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block) {
+  for_each_run(m, shape, layout, mesh, device, [&](int64_t at, int64_t dst, int64_t len) {
+    const char* p = reinterpret_cast<const char*>(block.f32() + at);
+    size_t left = static_cast<size_t>(len) * 4;
+    off_t pos = static_cast<off_t>(data_offset + dst * 4);
+    while (left > 0) {
+      ssize_t w = ::pwrite(fd, p, left, pos);
+      if (w < 0 && errno == EINTR) continue;
+      check(w > 0, "writing tensor '", m.tensor, "' failed: ", std::strerror(errno));
+      p += w, pos += w, left -= static_cast<size_t>(w);
+    }
+  });
+}
+
+}  // namespace autoshard
