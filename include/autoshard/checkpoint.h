@@ -26,8 +26,19 @@
 
 namespace autoshard {
 
-// Writes the entries of a snapshot whose path starts with `prefix` ("" for
-// all) to one safetensors file, atomically (temporary file, then rename).
+// A tensor of a file being written, and where each snapshot entry goes in it.
+struct FileTensor {
+  std::string name;
+  Shape shape;
+};
+// Writes F32 tensors to one safetensors file from a snapshot's blocks (each
+// device's byte runs, no whole tensor gathered), atomically (temporary file,
+// then rename). Parts of a file tensor no entry maps to are zeros.
+void write_mapped(const Model::Snapshot& snap, const std::string& file, const std::vector<FileTensor>& tensors,
+                  const std::map<std::string, TensorMapping>& where,
+                  const std::map<std::string, std::string>& metadata = {});
+// The weights (slots = false) or the optimizer slots (true) of a snapshot,
+// each as a tensor of its own name.
 void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots);
 
 // Weight sources for every tensor of a safetensors file, by its own name.

@@ -8,5 +8,6 @@ namespace autoshard::cli {
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 
 }  // namespace autoshard::cli

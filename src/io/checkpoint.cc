@@ -75,15 +75,17 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
 
 }  // namespace
 
-void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots) {
+void write_mapped(const Model::Snapshot& snap, const std::string& file, const std::vector<FileTensor>& tensors,
+                  const std::map<std::string, TensorMapping>& where,
+                  const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, uint64_t> offset_of;
   uint64_t offset = 0;
-  std::vector<std::pair<const std::string*, uint64_t>> order;
-  for (const auto& [path, e] : snap.entries) {
-    if (is_slot(path) != slots) continue;
-    const uint64_t bytes = static_cast<uint64_t>(numel(e.shape)) * 4;
-    header[path] = {{"dtype", "F32"}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
-    order.emplace_back(&path, offset);
+  for (const FileTensor& t : tensors) {
+    const uint64_t bytes = static_cast<uint64_t>(numel(t.shape)) * 4;
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset_of[t.name] = offset;
     offset += bytes;
   }
   std::string text = header.dump();
@@ -99,13 +101,11 @@ void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool s
               ::pwrite(fd, text.data(), text.size(), 8) == static_cast<ssize_t>(text.size()) &&
               ::ftruncate(fd, static_cast<off_t>(data_start + offset)) == 0,
           "writing '", file, "' failed: ", std::strerror(errno));
-    // Each device writes the byte runs of its own block: no tensor is gathered.
-    for (const auto& [path, at] : order) {
-      const Model::Snapshot::Entry& e = snap.entries.at(*path);
+    for (const auto& [path, m] : where) {
+      const Model::Snapshot::Entry& e = snap.entries.at(path);
+      const uint64_t at = data_start + offset_of.at(m.tensor);
       for (int d = 0; d < static_cast<int>(e.blocks.size()); ++d)
-        if (e.blocks[d].defined() && e.blocks[d].raw() != nullptr)
-          write_block(fd, data_start + at, TensorMapping::plain(*path), e.shape, e.layout, snap.mesh, d,
-                      e.blocks[d]);
+        if (e.blocks[d].raw() != nullptr) write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d]);
     }
     check(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
   } catch (...) {
@@ -115,6 +115,17 @@ void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool s
   }
   ::close(fd);
   check(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
+}
+
+void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots) {
+  std::vector<FileTensor> tensors;
+  std::map<std::string, TensorMapping> where;
+  for (const auto& [path, e] : snap.entries) {
+    if (is_slot(path) != slots) continue;
+    tensors.push_back({path, e.shape});
+    where[path] = TensorMapping::plain(path);
+  }
+  write_mapped(snap, file, tensors, where);
 }
 
 std::map<std::string, WeightSource> plain_sources(const std::string& file) {
