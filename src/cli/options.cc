@@ -8,7 +8,10 @@ namespace autoshard::cli {
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--model", o.model, "preset (test, tiny, mini, gpt2, ...) or a config.json")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([&o](const std::string&) { o.model_given = true; });
+  cmd->add_option("--weights", o.weights,
+                  "initial weights: Hugging Face directory or .safetensors, llm.c .bin, or checkpoint");
   cmd->add_option("--data", o.data,
                   "text file (bytes) or .bin file of uint16 token ids; default: built-in corpus");
   cmd->add_option("--batch", o.batch, "sequences per batch (B)")->capture_default_str();

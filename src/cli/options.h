@@ -20,6 +20,8 @@ struct CommonOptions {
   int devices = 0;   // a mesh chosen automatically
   std::string plan = "auto";
   bool zero1 = false;
+  std::string weights;       // a Hugging Face directory, checkpoint, or llm.c file
+  bool model_given = false;  // --model was on the command line
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o);

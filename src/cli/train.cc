@@ -7,7 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "autoshard/checkpoint.h"
 #include "autoshard/error.h"
+#include "autoshard/gpt2_formats.h"
 #include "autoshard/losses.h"
 #include "autoshard/models/gpt2.h"
 #include "autoshard/token_data.h"
@@ -22,6 +24,10 @@ struct TrainOptions : CommonOptions {
   int64_t steps = 200;
   double lr = 1e-3, weight_decay = 0.1, clip = 1.0;
   std::string log;
+  std::string checkpoint_dir;
+  int64_t save_every = 0;
+  int keep = 0;
+  bool resume = false;
   int64_t sample = -1;  // bytes to generate at the end; -1: 200 for byte data
 };
 
@@ -29,6 +35,16 @@ struct EvalOptions : CommonOptions {
   int64_t batches = 10;
   bool json = false;
 };
+
+// The model's config: --model, or the config of --weights when --model was
+// left at its default.
+GPT2Config model_config(CommonOptions& o) {
+  if (!o.weights.empty() && !o.model_given) {
+    o.model = o.weights;
+    return gpt2_config_of(o.weights);
+  }
+  return GPT2Config::from_name_or_file(o.model);
+}
 
 TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
@@ -73,19 +89,34 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
 }
 
 void run_train(TrainOptions& o) {
-  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  GPT2Config cfg = model_config(o);
   TokenData data = load_data(o, cfg);
   check(o.steps >= 0, "--steps must not be negative");
-  std::ofstream log;
-  if (!o.log.empty()) {
-    log.open(o.log);
-    check(log.good(), "cannot write log file '", o.log, "'");
-  }
+  check(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
+        "--save-every and --resume need --checkpoint-dir");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
   model.compile(AdamW({.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay,
                        .clipnorm = o.clip}),
                 losses::sparse_categorical_crossentropy);
+  if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
+  std::unique_ptr<CheckpointManager> manager;
+  int64_t start = 0;
+  if (!o.checkpoint_dir.empty()) {
+    manager = std::make_unique<CheckpointManager>(
+        CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
+    if (o.resume && manager->latest_step()) {
+      nlohmann::json state = manager->restore(model);
+      start = state.value("data_position", state["step"].get<int64_t>());
+      std::fprintf(stderr, "resumed from %s at step %lld\n", manager->path_of(*manager->latest_step()).c_str(),
+                   static_cast<long long>(start));
+    }
+  }
+  std::ofstream log;
+  if (!o.log.empty()) {
+    log.open(o.log, start > 0 ? std::ios::app : std::ios::trunc);
+    check(log.good(), "cannot write log file '", o.log, "'");
+  }
   const auto& dist = model.distribution_strategy();
   std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
                o.model.c_str(), static_cast<long long>(model.count_params()), data.source().c_str(),
@@ -94,13 +125,13 @@ void run_train(TrainOptions& o) {
   const bool tty = ::isatty(STDERR_FILENO);
   Tensor x, y;
   double first = NAN, last = NAN;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  for (int64_t step = start; step < o.steps; ++step) {
     data.batch(step, o.batch, o.seq, x, y);
     auto t0 = std::chrono::steady_clock::now();
     double loss = model.train_on_batch(x, y);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = double(o.batch * o.seq) / secs;
-    if (step == 0) first = loss;
+    if (step == start) first = loss;
     last = loss;
     if (tty || step % 10 == 0 || step + 1 == o.steps)
       std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s", tty ? "\r" : "",
@@ -110,10 +141,16 @@ void run_train(TrainOptions& o) {
       log << nlohmann::json{{"step", step + 1}, {"loss", loss}, {"lr", o.lr},
                             {"step_ms", secs * 1e3}, {"tokens_per_second", tps}}.dump()
           << "\n" << std::flush;
+    if (manager)
+      manager->maybe_save(model, step + 1,
+                          {{"data_position", step + 1}, {"model", o.model}, {"batch", o.batch}, {"seq", o.seq},
+                           {"mesh", dist ? dist->mesh().to_string() : "1 device"}, {"plan", o.plan}},
+                          {{"loss", loss}});
   }
+  if (manager) manager->wait_until_finished();
   if (tty) std::fprintf(stderr, "\n");
-  if (o.steps > 0) std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
-                               static_cast<long long>(o.steps));
+  if (o.steps > start)
+    std::printf("loss %.4f -> %.4f over %lld steps\n", first, last, static_cast<long long>(o.steps - start));
   const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 200 : 0);
   if (sample > 0 && cfg.vocab_size == 256) {
     const std::string prompt = "The ";
@@ -122,12 +159,13 @@ void run_train(TrainOptions& o) {
 }
 
 void run_eval(EvalOptions& o) {
-  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  GPT2Config cfg = model_config(o);
   TokenData data = load_data(o, cfg);
   check(o.batches > 0, "--batches must be positive");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;
@@ -156,6 +194,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")->capture_default_str();
   cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
   cmd->add_option("--sample", o->sample, "bytes to generate after training (byte vocabularies)");
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save checkpoints under DIR (step-NNNNNNNN/)");
+  cmd->add_option("--save-every", o->save_every, "save every N steps (in the background)");
+  cmd->add_option("--keep", o->keep, "keep the last K checkpoints (0: all)");
+  cmd->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir");
   cmd->callback([o] { run_train(*o); });
 }
 
