@@ -128,6 +128,8 @@ class Model {
   Tensor& whole(const std::string& path);
   Tensor initial_block(const std::string& path, const Sharding& layout, int device);
   bool sharded() const;
+  int first_local_shard(const std::string& path) const;
+  bool writes_block(const Sharding& layout, int device) const;
   void ensure_built();
 
   std::string name_;

@@ -38,7 +38,9 @@ struct Partition {
 
 // `leaves` maps Parameter and Input node ids to their layouts (missing ones
 // are replicated). The requested outputs come back fully replicated.
+// Only the devices in `devices` get a local graph (empty: every device), as
+// an MPI rank needs only its own.
 Partition partition(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
-                    const std::vector<int>& outputs);
+                    const std::vector<int>& outputs, const std::vector<int>& devices = {});
 
 }  // namespace autoshard

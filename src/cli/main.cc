@@ -1,8 +1,20 @@
 // autoshard: train and evaluate models on a mesh of devices.
 #include <cstdio>
+#include <string>
 
 #include "autoshard/error.h"
+#include "autoshard/mpi_communicator.h"
 #include "cli/commands.h"
+
+namespace {
+// Under mpirun a failing rank takes every rank down, with a message naming
+// it, instead of leaving the others waiting in a collective.
+int report(const char* kind, const char* what) {
+  if (autoshard::launched_by_mpi()) autoshard::mpi_abort(std::string(kind) + what);
+  std::fprintf(stderr, "autoshard: %s%s\n", kind, what);
+  return kind[0] == 'e' ? 1 : 2;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"autoshard: automatic tensor parallelism for training and running neural networks"};
@@ -20,11 +32,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const autoshard::Error& e) {
-    std::fprintf(stderr, "autoshard: error: %s\n", e.what());
-    return 1;
+    return report("error: ", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "autoshard: internal error: %s\n", e.what());
-    return 2;
+    return report("internal error: ", e.what());
   }
+  autoshard::mpi_finalize();
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "autoshard/gpt2_formats.h"
 #include "autoshard/losses.h"
 #include "autoshard/models/gpt2.h"
+#include "autoshard/mpi_communicator.h"
 #include "autoshard/token_data.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -68,7 +69,8 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
     const int64_t len = std::min<int64_t>(static_cast<int64_t>(tokens.size()), seq);
     std::fill_n(window.i32(), seq, 0);
     std::copy(tokens.end() - len, tokens.end(), window.i32());
-    Tensor logits = model.predict_on_batch(window);  // [1, T, V]; position len-1 sees only the prompt
+    Tensor logits =
+        model.predict_on_batch(window);  // [1, T, V]; position len-1 sees only the prompt
     const int64_t v = logits.dim(2);
     const float* row = logits.f32() + (len - 1) * v;
     std::vector<double> p(v);
@@ -96,32 +98,40 @@ void run_train(TrainOptions& o) {
         "--save-every and --resume need --checkpoint-dir");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
-  model.compile(AdamW({.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay,
+  model.compile(AdamW({.learning_rate = o.lr,
+                       .beta_2 = 0.95,
+                       .weight_decay = o.weight_decay,
                        .clipnorm = o.clip}),
                 losses::sparse_categorical_crossentropy);
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
   int64_t start = 0;
   if (!o.checkpoint_dir.empty()) {
-    manager = std::make_unique<CheckpointManager>(
-        CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
+    manager = std::make_unique<CheckpointManager>(CheckpointOptions{
+        .directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
     if (o.resume && manager->latest_step()) {
       nlohmann::json state = manager->restore(model);
       start = state.value("data_position", state["step"].get<int64_t>());
-      std::fprintf(stderr, "resumed from %s at step %lld\n", manager->path_of(*manager->latest_step()).c_str(),
-                   static_cast<long long>(start));
+      if (!launched_by_mpi() || mpi_rank() == 0)
+        std::fprintf(stderr, "resumed from %s at step %lld\n",
+                     manager->path_of(*manager->latest_step()).c_str(),
+                     static_cast<long long>(start));
     }
   }
+  // Under mpirun only rank 0 prints and writes the log.
+  const bool printer = !launched_by_mpi() || mpi_rank() == 0;
   std::ofstream log;
-  if (!o.log.empty()) {
+  if (!o.log.empty() && printer) {
     log.open(o.log, start > 0 ? std::ios::app : std::ios::trunc);
     check(log.good(), "cannot write log file '", o.log, "'");
   }
   const auto& dist = model.distribution_strategy();
-  std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
-               o.model.c_str(), static_cast<long long>(model.count_params()), data.source().c_str(),
-               static_cast<long long>(data.size()), static_cast<long long>(o.batch),
-               static_cast<long long>(o.seq), dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
+  if (printer)
+    std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
+                 o.model.c_str(), static_cast<long long>(model.count_params()),
+                 data.source().c_str(), static_cast<long long>(data.size()),
+                 static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+                 dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
   const bool tty = ::isatty(STDERR_FILENO);
   Tensor x, y;
   double first = NAN, last = NAN;
@@ -133,24 +143,35 @@ void run_train(TrainOptions& o) {
     double tps = double(o.batch * o.seq) / secs;
     if (step == start) first = loss;
     last = loss;
-    if (tty || step % 10 == 0 || step + 1 == o.steps)
-      std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s", tty ? "\r" : "",
-                   static_cast<long long>(step + 1), static_cast<long long>(o.steps), loss,
-                   secs * 1e3, tps, tty ? "   " : "\n");
+    if (printer && (tty || step % 10 == 0 || step + 1 == o.steps))
+      std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s",
+                   tty ? "\r" : "", static_cast<long long>(step + 1),
+                   static_cast<long long>(o.steps), loss, secs * 1e3, tps, tty ? "   " : "\n");
     if (log.is_open())
-      log << nlohmann::json{{"step", step + 1}, {"loss", loss}, {"lr", o.lr},
-                            {"step_ms", secs * 1e3}, {"tokens_per_second", tps}}.dump()
-          << "\n" << std::flush;
+      log << nlohmann::json{{"step", step + 1},
+                            {"loss", loss},
+                            {"lr", o.lr},
+                            {"step_ms", secs * 1e3},
+                            {"tokens_per_second", tps}}
+                 .dump()
+          << "\n"
+          << std::flush;
     if (manager)
       manager->maybe_save(model, step + 1,
-                          {{"data_position", step + 1}, {"model", o.model}, {"batch", o.batch}, {"seq", o.seq},
-                           {"mesh", dist ? dist->mesh().to_string() : "1 device"}, {"plan", o.plan}},
+                          {{"data_position", step + 1},
+                           {"model", o.model},
+                           {"batch", o.batch},
+                           {"seq", o.seq},
+                           {"mesh", dist ? dist->mesh().to_string() : "1 device"},
+                           {"plan", o.plan}},
                           {{"loss", loss}});
   }
   if (manager) manager->wait_until_finished();
+  if (!printer) return;
   if (tty) std::fprintf(stderr, "\n");
   if (o.steps > start)
-    std::printf("loss %.4f -> %.4f over %lld steps\n", first, last, static_cast<long long>(o.steps - start));
+    std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
+                static_cast<long long>(o.steps - start));
   const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 200 : 0);
   if (sample > 0 && cfg.vocab_size == 256) {
     const std::string prompt = "The ";
@@ -174,9 +195,12 @@ void run_eval(EvalOptions& o) {
     total += model.test_on_batch(x, y);
   }
   const double mean = total / double(n);
+  if (launched_by_mpi() && mpi_rank() != 0) return;
   if (o.json)
-    std::printf("%s\n", nlohmann::json{{"loss", mean}, {"batches", n},
-                                       {"tokens", n * o.batch * o.seq}}.dump().c_str());
+    std::printf("%s\n",
+                nlohmann::json{{"loss", mean}, {"batches", n}, {"tokens", n * o.batch * o.seq}}
+                    .dump()
+                    .c_str());
   else
     std::printf("eval loss %.6f over %lld batches (%lld tokens)\n", mean, static_cast<long long>(n),
                 static_cast<long long>(n * o.batch * o.seq));
@@ -186,15 +210,19 @@ void run_eval(EvalOptions& o) {
 
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
+  CLI::App* cmd =
+      app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
   add_common(cmd, *o);
   cmd->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
   cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")
+      ->capture_default_str();
   cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
   cmd->add_option("--sample", o->sample, "bytes to generate after training (byte vocabularies)");
-  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save checkpoints under DIR (step-NNNNNNNN/)");
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
+                  "save checkpoints under DIR (step-NNNNNNNN/)");
   cmd->add_option("--save-every", o->save_every, "save every N steps (in the background)");
   cmd->add_option("--keep", o->keep, "keep the last K checkpoints (0: all)");
   cmd->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir");

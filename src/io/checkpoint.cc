@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "autoshard/error.h"
+#include "autoshard/mpi_communicator.h"
 
 namespace autoshard {
 
@@ -20,7 +21,9 @@ namespace {
 
 constexpr const char* kFormat = "autoshard-checkpoint-1";
 
-bool is_slot(const std::string& path) { return path.rfind("optimizer.", 0) == 0; }
+bool is_slot(const std::string& path) {
+  return path.rfind("optimizer.", 0) == 0;
+}
 
 void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
@@ -39,8 +42,22 @@ void write_text(const std::string& path, const std::string& text) {
   fsync_path(path, false);
 }
 
+// Under mpirun every rank writes its own blocks into the same files: names of
+// temporaries must agree across ranks, one rank (the leader) creates, renames
+// and prunes, and the ranks meet at barriers between those steps.
+bool distributed() {
+  return launched_by_mpi();
+}
+bool leader() {
+  return !distributed() || mpi_rank() == 0;
+}
+void meet() {
+  if (distributed()) mpi_world_barrier();
+}
+
 std::string unique_suffix() {
   static std::atomic<int> counter{0};
+  if (distributed()) return "mpi-" + std::to_string(counter++);  // the same on every rank
   return std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
@@ -50,11 +67,13 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(parent);
   const fs::path tmp = parent / (".tmp-" + target.filename().string() + "-" + unique_suffix());
-  fs::create_directories(tmp);
+  if (leader()) fs::create_directories(tmp);
+  meet();
   try {
     write_snapshot(snap, (tmp / "model.safetensors").string(), false);
     write_snapshot(snap, (tmp / "optimizer.safetensors").string(), true);
     state["format"] = kFormat;
+    if (!leader()) return;
     write_text((tmp / "state.json").string(), state.dump(2) + "\n");
     fsync_path(tmp.string(), true);
     if (fs::exists(target)) {
@@ -75,7 +94,8 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
 
 }  // namespace
 
-void write_mapped(const Model::Snapshot& snap, const std::string& file, const std::vector<FileTensor>& tensors,
+void write_mapped(const Model::Snapshot& snap, const std::string& file,
+                  const std::vector<FileTensor>& tensors,
                   const std::map<std::string, TensorMapping>& where,
                   const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
@@ -84,28 +104,38 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file, const st
   uint64_t offset = 0;
   for (const FileTensor& t : tensors) {
     const uint64_t bytes = static_cast<uint64_t>(numel(t.shape)) * 4;
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset_of[t.name] = offset;
     offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const std::string tmp = file + ".tmp." + unique_suffix();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
-  try {
+  const uint64_t data_start = 8 + text.size();
+  if (leader()) {
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    check(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
-    const uint64_t data_start = 8 + text.size();
-    check(::pwrite(fd, len, 8, 0) == 8 &&
-              ::pwrite(fd, text.data(), text.size(), 8) == static_cast<ssize_t>(text.size()) &&
-              ::ftruncate(fd, static_cast<off_t>(data_start + offset)) == 0,
-          "writing '", file, "' failed: ", std::strerror(errno));
+    const bool ok =
+        ::pwrite(fd, len, 8, 0) == 8 &&
+        ::pwrite(fd, text.data(), text.size(), 8) == static_cast<ssize_t>(text.size()) &&
+        ::ftruncate(fd, static_cast<off_t>(data_start + offset)) == 0;
+    ::close(fd);
+    if (!ok) ::unlink(tmp.c_str());
+    check(ok, "writing '", file, "' failed: ", std::strerror(errno));
+  }
+  meet();  // the file exists with its header; every rank writes its blocks
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+  check(fd >= 0, "cannot open '", tmp, "': ", std::strerror(errno));
+  try {
     for (const auto& [path, m] : where) {
       const Model::Snapshot::Entry& e = snap.entries.at(path);
       const uint64_t at = data_start + offset_of.at(m.tensor);
       for (int d = 0; d < static_cast<int>(e.blocks.size()); ++d)
-        if (e.blocks[d].raw() != nullptr) write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d]);
+        if (e.blocks[d].raw() != nullptr)
+          write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d]);
     }
     check(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
   } catch (...) {
@@ -114,7 +144,9 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file, const st
     throw;
   }
   ::close(fd);
-  check(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
+  meet();  // every block is on disk
+  if (leader())
+    check(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
 }
 
 void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots) {
@@ -131,7 +163,8 @@ void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool s
 std::map<std::string, WeightSource> plain_sources(const std::string& file) {
   auto f = std::make_shared<const SafetensorsFile>(file);
   std::map<std::string, WeightSource> sources;
-  for (const SafetensorsEntry& e : f->entries()) sources[e.name] = {f, TensorMapping::plain(e.name)};
+  for (const SafetensorsEntry& e : f->entries())
+    sources[e.name] = {f, TensorMapping::plain(e.name)};
   return sources;
 }
 
@@ -151,9 +184,11 @@ nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
   } catch (const std::exception& e) {
     fail("checkpoint '", dir, "': state.json is not valid JSON (", e.what(), ")");
   }
-  check(state.value("format", "") == kFormat, "'", dir, "' is not an autoshard checkpoint (format '",
-        state.value("format", ""), "', expected '", kFormat, "')");
-  std::map<std::string, WeightSource> sources = plain_sources((root / "model.safetensors").string());
+  check(state.value("format", "") == kFormat, "'", dir,
+        "' is not an autoshard checkpoint (format '", state.value("format", ""), "', expected '",
+        kFormat, "')");
+  std::map<std::string, WeightSource> sources =
+      plain_sources((root / "model.safetensors").string());
   if (fs::exists(root / "optimizer.safetensors"))
     for (auto& [k, v] : plain_sources((root / "optimizer.safetensors").string())) sources[k] = v;
   model.load_weights(sources);
@@ -165,16 +200,20 @@ nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
 
 CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
   check(!o_.directory.empty(), "CheckpointManager needs a directory");
-  check(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '", o_.mode, "'");
+  // Ranks save together, and MPI is called from the training thread only.
+  if (distributed()) o_.background = false;
+  check(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '",
+        o_.mode, "'");
   fs::create_directories(o_.directory);
   // Leftovers of saves that were interrupted: never complete, safe to drop.
-  for (const auto& entry : fs::directory_iterator(o_.directory)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
-      std::error_code ec;
-      fs::remove_all(entry.path(), ec);
+  if (leader())
+    for (const auto& entry : fs::directory_iterator(o_.directory)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
+        std::error_code ec;
+        fs::remove_all(entry.path(), ec);
+      }
     }
-  }
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -207,13 +246,15 @@ std::optional<int64_t> CheckpointManager::latest_step() const {
   return s.back();
 }
 
-bool CheckpointManager::maybe_save(Model& model, int64_t step, nlohmann::json state, const Logs& metrics) {
+bool CheckpointManager::maybe_save(Model& model, int64_t step, nlohmann::json state,
+                                   const Logs& metrics) {
   if (o_.save_every <= 0 || step % o_.save_every != 0) return false;
   save(model, step, std::move(state), metrics);
   return true;
 }
 
-void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state, const Logs& metrics) {
+void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state,
+                             const Logs& metrics) {
   wait_until_finished();
   state["step"] = step;
   state["metrics"] = metrics;
@@ -231,7 +272,8 @@ void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state, c
 void CheckpointManager::write(Model::Snapshot snap, int64_t step, nlohmann::json state) {
   try {
     write_directory(snap, path_of(step), std::move(state));
-    prune();
+    if (leader()) prune();
+    meet();
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(mu_);
     error_ = cat("saving checkpoint step ", step, " failed: ", e.what());

@@ -8,6 +8,7 @@
 #include "autoshard/array_split.h"
 #include "autoshard/autodiff.h"
 #include "autoshard/error.h"
+#include "autoshard/mpi_communicator.h"
 
 namespace autoshard {
 
@@ -109,9 +110,7 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
     return block_of(it->second, layout, dist_->mesh(), device);
   const Shape& shape = shapes_.at(path);
   if (auto src = sources_.find(path); src != sources_.end()) {
-    Tensor block = read_block(*src->second.file, src->second.map, shape, layout, dist_->mesh(), device);
-    if (device + 1 == dist_->mesh().size()) sources_.erase(src);  // every device has read its block
-    return block;
+    return read_block(*src->second.file, src->second.map, shape, layout, dist_->mesh(), device);
   }
   const Shape local = layout.local_shape(shape, dist_->mesh(), device);
   Tensor block(local);
@@ -209,12 +208,14 @@ void Model::bind_sharded(Compiled& c) {
   const DeviceMesh& mesh = dist_->mesh();
   c.sharded = std::make_unique<ShardedExecutor>(g, mesh, leaf_layouts(g), std::vector<int>{c.result});
   if (shards_.empty()) shards_.resize(mesh.size());
+  const std::vector<int>& devices = c.sharded->devices();
   for (int id : g.parameters()) {
     const std::string& path = g.node(id).attrs.text;
-    for (int d = 0; d < mesh.size(); ++d) {
+    for (int d : devices) {
       if (!shards_[d].count(path)) shards_[d][path] = initial_block(path, layouts_.at(path), d);
       c.sharded->bind(d, id, shards_[d].at(path));
     }
+    if (sources_.count(path)) sources_.erase(path);  // every device here has read its block
     state_.erase(path);  // the blocks are the value now
   }
   c.sharded->set_profile(profile);
@@ -236,7 +237,7 @@ double Model::run(Compiled& c, const Tensor& x, const Tensor* y, const StepConte
     return c.exec->value(c.result).numel() == 1 ? c.exec->value(c.result).item() : 0.0;
   }
   const DeviceMesh& mesh = dist_->mesh();
-  for (int d = 0; d < mesh.size(); ++d) {
+  for (int d : c.sharded->devices()) {
     c.sharded->bind(d, c.x, block_of(x, c.sharded->layout(c.x), mesh, d));
     if (y) c.sharded->bind(d, c.y, block_of(*y, c.sharded->layout(c.y), mesh, d));
   }
@@ -337,10 +338,18 @@ std::vector<std::string> Model::slot_paths() const {
 Tensor Model::weight(const std::string& path) {
   ensure_built();
   check(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
-  if (shards_.empty() || !shards_[0].count(path)) return whole(path);
+  const int first = first_local_shard(path);
+  if (first < 0) return whole(path);
   Tensor t(shapes_.at(path));
-  for (int d = 0; d < dist_->mesh().size(); ++d)
-    write_block(t, shards_[d].at(path), layouts_.at(path), dist_->mesh(), d);
+  if (!launched_by_mpi()) {
+    for (int d = 0; d < dist_->mesh().size(); ++d)
+      write_block(t, shards_[d].at(path), layouts_.at(path), dist_->mesh(), d);
+    return t;
+  }
+  // Each rank holds one block: the writer of each block adds it, and a sum
+  // over the ranks assembles the whole.
+  if (writes_block(layouts_.at(path), first)) write_block(t, shards_[first].at(path), layouts_.at(path), dist_->mesh(), first);
+  mpi_world_sum(t.f32(), t.numel());
   return t;
 }
 
@@ -350,11 +359,12 @@ void Model::set_weight(const std::string& path, const Tensor& value) {
   check(shapes_.at(path) == value.shape() && value.dtype() == DType::F32, "weight '", path, "' is ",
         shape_str(shapes_.at(path)), ", cannot set it from ", dtype_name(value.dtype()),
         shape_str(value.shape()));
-  if (shards_.empty() || !shards_[0].count(path)) {
+  if (first_local_shard(path) < 0) {
     std::memcpy(whole(path).raw(), value.raw(), value.nbytes());
     return;
   }
   for (int d = 0; d < dist_->mesh().size(); ++d) {
+    if (!shards_[d].count(path)) continue;  // another process's device
     Tensor block = block_of(value, layouts_.at(path), dist_->mesh(), d);
     std::memcpy(shards_[d].at(path).raw(), block.raw(), block.nbytes());
   }
@@ -375,7 +385,7 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
   std::map<std::string, Tensor> staged;
   for (const auto& [path, src] : sources) {
     const Shape& shape = shapes_.at(path);
-    if (state_.count(path) || (!shards_.empty() && shards_[0].count(path)))
+    if (state_.count(path) || first_local_shard(path) >= 0)
       staged[path] = read_block(*src.file, src.map, shape, Sharding::replicated(shape.size()), DeviceMesh(), 0);
   }
   for (const auto& [path, src] : sources)
@@ -392,16 +402,11 @@ Model::Snapshot Model::snapshot(bool include_slots) {
     if (slot && !include_slots) continue;
     Snapshot::Entry e;
     e.shape = shape;
-    if (!shards_.empty() && shards_[0].count(path)) {
+    if (first_local_shard(path) >= 0) {
       e.layout = layouts_.at(path);
-      for (int d = 0; d < snap.mesh.size(); ++d) {
-        // Only the devices at coordinate 0 of every axis that does not split
-        // this value keep (and later write) a block.
-        std::vector<int> c = snap.mesh.coordinates(d);
-        bool writer = true;
-        for (int a = 0; a < snap.mesh.rank(); ++a) writer = writer && (e.layout.dim_of(a) >= 0 || c[a] == 0);
-        e.blocks.push_back(writer ? shards_[d].at(path).clone() : Tensor());
-      }
+      for (int d = 0; d < snap.mesh.size(); ++d)
+        e.blocks.push_back(shards_[d].count(path) && writes_block(e.layout, d) ? shards_[d].at(path).clone()
+                                                                               : Tensor());
     } else {
       e.layout = Sharding::replicated(shape.size());
       Tensor w = weight(path).clone();
@@ -411,6 +416,21 @@ Model::Snapshot Model::snapshot(bool include_slots) {
     snap.entries[path] = std::move(e);
   }
   return snap;
+}
+
+int Model::first_local_shard(const std::string& path) const {
+  for (size_t d = 0; d < shards_.size(); ++d)
+    if (shards_[d].count(path)) return static_cast<int>(d);
+  return -1;
+}
+
+// Of the devices holding the same block of a value, the one at coordinate 0
+// of every axis that does not split it writes (saves, assembly).
+bool Model::writes_block(const Sharding& layout, int device) const {
+  const std::vector<int> c = dist_->mesh().coordinates(device);
+  for (int a = 0; a < dist_->mesh().rank(); ++a)
+    if (layout.dim_of(a) < 0 && c[a] != 0) return false;
+  return true;
 }
 
 int64_t Model::count_params() {

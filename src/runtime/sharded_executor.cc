@@ -5,29 +5,48 @@
 #include <thread>
 
 #include "autoshard/error.h"
+#include "autoshard/mpi_communicator.h"
 
 namespace autoshard {
 
+std::vector<int> local_devices(const DeviceMesh& mesh) {
+  if (launched_by_mpi()) return {mpi_rank()};
+  std::vector<int> all;
+  for (int d = 0; d < mesh.size(); ++d) all.push_back(d);
+  return all;
+}
+
 ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
                                  const std::map<int, Sharding>& leaves, const std::vector<int>& outputs)
-    : partition_(autoshard::partition(graph, mesh, leaves, outputs)), world_(mesh) {
-  for (int d = 0; d < mesh.size(); ++d) {
-    groups_.push_back(mesh_groups(mesh, d));
-    executors_.push_back(std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]));
-  }
+    : devices_(local_devices(mesh)), partition_(autoshard::partition(graph, mesh, leaves, outputs, devices_)) {
+  if (launched_by_mpi())
+    mpi_ = std::make_unique<MpiCommunicator>(mesh);
+  else
+    world_ = std::make_unique<ThreadWorld>(mesh);
+  executors_.resize(mesh.size());
+  for (int d = 0; d < mesh.size(); ++d) groups_.push_back(mesh_groups(mesh, d));
+  for (int d : devices_) executors_[d] = std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]);
 }
 
 void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
+  check(executors_[device] != nullptr, "bind: device ", device, " runs in another process");
   int local = partition_.local_of[device][global_id];
   check(local >= 0, "bind: value ", global_id, " is not used by the partitioned program");
   executors_[device]->bind(local, block);
 }
 
 void ShardedExecutor::run(const StepContext& ctx) {
+  if (mpi_) {
+    Executor& e = *executors_[devices_[0]];
+    e.set_communicator(mpi_.get(), &groups_[devices_[0]]);
+    e.set_profile(profile_);
+    e.run(ctx);
+    return;
+  }
   // Each device calls BLAS from its own thread; share the cores between them.
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   openblas_set_num_threads(std::max(1, cores / mesh().size()));
-  world_.run([&](int device, Communicator& comm) {
+  world_->run([&](int device, Communicator& comm) {
     Executor& e = *executors_[device];
     e.set_communicator(&comm, &groups_[device]);
     e.set_profile(device == 0 ? profile_ : nullptr);
@@ -36,7 +55,7 @@ void ShardedExecutor::run(const StepContext& ctx) {
 }
 
 const Tensor& ShardedExecutor::output(int k) const {
-  return executors_[0]->value(partition_.outputs[0][k]);
+  return executors_[devices_[0]]->value(partition_.outputs[devices_[0]][k]);
 }
 
 }  // namespace autoshard

@@ -155,7 +155,7 @@ class Lowering {
 }  // namespace
 
 Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
-                    const std::vector<int>& outputs) {
+                    const std::vector<int>& outputs, const std::vector<int>& devices) {
   Partition p;
   p.mesh = mesh;
   p.sharding.resize(g.size());
@@ -194,8 +194,11 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, 
   p.local.resize(mesh.size());
   p.local_of.assign(mesh.size(), std::vector<int>(g.size(), -1));
   p.outputs.resize(mesh.size());
-  for (int dev = 0; dev < mesh.size(); ++dev) {
-    Lowering lower(g, p, dev, dev == 0);
+  std::vector<int> lowered = devices;
+  if (lowered.empty())
+    for (int d = 0; d < mesh.size(); ++d) lowered.push_back(d);
+  for (int dev : lowered) {
+    Lowering lower(g, p, dev, dev == lowered.front());
     for (int i = 0; i < g.size(); ++i) {
       if (!live[i]) continue;
       p.local_of[dev][i] = is_leaf(g.node(i).op) ? lower.leaf(i) : lower.op(i, decision[i]);

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The same sharded programs on MPI ranks (mpirun --oversubscribe): losses
+# match in-process devices on even and uneven meshes of 2, 3 and 4 ranks;
+# every rank writes its blocks of one checkpoint, which another mesh resumes;
+# a failing or killed rank takes the others down within a time limit.
+#
+#   tests/mpi/mpi_test.sh PATH/TO/autoshard
+set -euo pipefail
+cli=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0; passed=0
+pass() { passed=$((passed + 1)); echo "ok: $*"; }
+fail() { failures=$((failures + 1)); echo "FAILED: $*"; }
+
+# Compares the "loss" of two JSON-lines logs, step by step, to 1e-5 relative.
+same_losses() {
+  paste -d' ' <(grep -o '"loss":[^,]*' "$1" | cut -d: -f2) <(grep -o '"loss":[^,]*' "$2" | cut -d: -f2) |
+    awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $2) bad = 1; n++ }
+         END { exit (bad || n == 0) }'
+}
+
+args="train --model tiny --batch 6 --seq 16 --steps 5 --sample 0 --lr 3e-3"
+for case in "2 model=2" "2 data=2" "3 model=3" "3 data=3" "4 data=2,model=2" "4 model=4"; do
+  np=${case%% *}; mesh=${case#* }
+  $cli $args --mesh "$mesh" --log "$work/threads.jsonl" >/dev/null 2>&1
+  if mpirun -np "$np" "$cli" $args --mesh "$mesh" --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
+     same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then
+    pass "mpirun -np $np --mesh $mesh matches in-process devices"
+  else
+    fail "mpirun -np $np --mesh $mesh"; cat "$work/out"
+  fi
+done
+
+# Each rank writes its own blocks of one checkpoint; resume on another mesh.
+$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --log "$work/full.jsonl" >/dev/null 2>&1
+mpirun -np 3 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --mesh model=3 \
+  --checkpoint-dir "$work/ckpt" --save-every 4 >/dev/null 2>&1
+$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --mesh data=2 \
+  --checkpoint-dir "$work/ckpt" --resume --log "$work/resumed.jsonl" >/dev/null 2>&1
+if tail -n 4 "$work/full.jsonl" >"$work/tail.jsonl" && same_losses "$work/resumed.jsonl" "$work/tail.jsonl"; then
+  pass "checkpoint written by 3 ranks resumes on data=2 with the same losses"
+else
+  fail "MPI checkpoint resume"
+fi
+
+# A rank that fails with an error stops every rank, naming itself.
+start=$(date +%s)
+if mpirun -np 2 "$cli" train --model tiny --mesh model=3 >"$work/out" 2>&1; then
+  fail "a mesh larger than the ranks must fail"
+elif grep -q "error on rank" "$work/out" && grep -q "mpirun started 2 ranks" "$work/out"; then
+  pass "a failing rank stops the job with a message naming it ($(( $(date +%s) - start )) s)"
+else
+  fail "error message"; cat "$work/out"
+fi
+
+# kill -9 of one rank mid-training: the others exit non-zero within 30 s.
+marker="autoshard-kill-test-$$"
+mpirun -np 3 bash -c "exec -a $marker-\$OMPI_COMM_WORLD_RANK $cli train --model mini --steps 100000 --sample 0 --mesh model=3" \
+  >"$work/out" 2>&1 &
+job=$!
+for _ in $(seq 100); do pgrep -f "$marker-1" >/dev/null && break; sleep 0.1; done
+sleep 1
+pkill -9 -f "$marker-1" || true
+killed_at=$(date +%s)
+status=0
+timeout 30 tail --pid=$job -f /dev/null || status=$?
+if [ "$status" = 0 ] && ! wait $job; then
+  pass "killing rank 1 stopped the job in $(( $(date +%s) - killed_at )) s"
+  grep -m1 -i "rank" "$work/out" || true
+else
+  fail "the job did not stop within 30 s of killing rank 1"; kill -9 $job 2>/dev/null || true
+fi
+pkill -9 -f "$marker" 2>/dev/null || true
+
+echo "$passed passed, $failures failed"
+[ "$failures" = 0 ]
