@@ -12,6 +12,7 @@
 #include <string>
 
 #include "autoshard/losses.h"
+#include "autoshard/mpi_communicator.h"
 #include "autoshard/models/gpt2.h"
 #include "autoshard/token_data.h"
 
@@ -69,6 +70,10 @@ int main(int argc, char** argv) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
+  if (launched_by_mpi() && mpi_rank() != 0) {
+    mpi_finalize();
+    return 0;
+  }
   const double median = times[times.size() / 2];
   const double flops = 6.0 * double(model.count_params()) * double(batch * seq);
   std::fprintf(stderr, "autoshard %s step on %s, B=%lld T=%lld: median %.3f s over %lld steps (min %.3f), "
@@ -80,5 +85,7 @@ int main(int argc, char** argv) {
   nlohmann::json j{{"engine", "autoshard"}, {"model", model_name}, {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec}, {"batch", batch}, {"seq", seq},
                    {"steps", steps}, {"median_step_s", median}, {"min_step_s", times.front()},
                    {"tokens_per_second", double(batch * seq) / median}};
+  if (launched_by_mpi()) j["mesh"] = mesh_spec + " (MPI ranks)";
   std::printf("%s\n", j.dump().c_str());
+  mpi_finalize();
 }

@@ -47,6 +47,16 @@ GPT2Config model_config(CommonOptions& o) {
   return GPT2Config::from_name_or_file(o.model);
 }
 
+// The rows of each batch this process reads: all of them, or under mpirun
+// only its own device's block of the batch (its share of the data).
+std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq) {
+  const auto& d = model.distribution_strategy();
+  if (!d || !launched_by_mpi()) return {0, batch};
+  const Sharding s = d->input_layout({batch, seq});
+  const int64_t first = s.offsets({batch, seq}, d->mesh(), mpi_rank())[0];
+  return {first, first + s.local_shape({batch, seq}, d->mesh(), mpi_rank())[0]};
+}
+
 TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   check(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
@@ -135,8 +145,9 @@ void run_train(TrainOptions& o) {
   const bool tty = ::isatty(STDERR_FILENO);
   Tensor x, y;
   double first = NAN, last = NAN;
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
   for (int64_t step = start; step < o.steps; ++step) {
-    data.batch(step, o.batch, o.seq, x, y);
+    data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
     auto t0 = std::chrono::steady_clock::now();
     double loss = model.train_on_batch(x, y);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -190,8 +201,9 @@ void run_eval(EvalOptions& o) {
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
   for (int64_t b = 0; b < n; ++b) {
-    data.batch(b, o.batch, o.seq, x, y);
+    data.batch(b, o.batch, o.seq, x, y, row_begin, row_end);
     total += model.test_on_batch(x, y);
   }
   const double mean = total / double(n);

@@ -1,61 +1,87 @@
 #include "autoshard/token_data.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 
 #include "autoshard/error.h"
 
 namespace autoshard {
 
 TokenData::TokenData(std::vector<int32_t> tokens, std::string source)
-    : tokens_(std::move(tokens)), source_(std::move(source)) {}
+    : tokens_(std::move(tokens)), size_(static_cast<int64_t>(tokens_.size())), source_(std::move(source)) {}
 
 TokenData TokenData::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot open data file '", path, "'");
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<int32_t> tokens;
-  if (path.ends_with(".bin")) {
-    check(bytes.size() % 2 == 0, "data file '", path, "' has an odd number of bytes (", bytes.size(),
-          "); a .bin file holds little-endian uint16 token ids");
-    tokens.resize(bytes.size() / 2);
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = bytes[2 * i] | (bytes[2 * i + 1] << 8);
-  } else {
-    tokens.assign(bytes.begin(), bytes.end());
-  }
-  return TokenData(std::move(tokens), path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check(fd >= 0, "cannot open data file '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  ::fstat(fd, &st);
+  TokenData d({}, path);
+  d.fd_ = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+  d.bytes_per_token_ = path.ends_with(".bin") ? 2 : 1;
+  check(st.st_size % d.bytes_per_token_ == 0, "data file '", path, "' has an odd number of bytes (", st.st_size,
+        "); a .bin file holds little-endian uint16 token ids");
+  d.size_ = st.st_size / d.bytes_per_token_;
+  return d;
 }
 
 TokenData TokenData::builtin() {
   const std::string& text = builtin_corpus();
-  return TokenData(std::vector<int32_t>(text.begin(), text.end()), "built-in corpus");
+  std::vector<int32_t> tokens;
+  for (unsigned char c : text) tokens.push_back(c);
+  return TokenData(std::move(tokens), "built-in corpus");
 }
 
-int32_t TokenData::max_token() const {
-  return tokens_.empty() ? -1 : *std::max_element(tokens_.begin(), tokens_.end());
-}
+int64_t TokenData::batches(int64_t batch, int64_t seq) const { return (size() - 1) / (batch * seq); }
 
-int64_t TokenData::batches(int64_t batch, int64_t seq) const {
-  return (size() - 1) / (batch * seq);
-}
-
-void TokenData::validate(int64_t batch, int64_t seq, int64_t vocab_size) const {
+void TokenData::validate(int64_t batch, int64_t seq, int64_t vocab_size) {
   check(batch > 0 && seq > 0, "batch and sequence length must be positive");
-  check(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ",
-        batch, " x ", seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
-  int32_t top = max_token();
-  check(top < vocab_size, "data '", source_, "' holds token id ", top,
-        ", out of range for the model's vocabulary of ", vocab_size);
+  check(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ", batch, " x ",
+        seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
+  vocab_ = vocab_size;
 }
 
-void TokenData::batch(int64_t index, int64_t b, int64_t t, Tensor& x, Tensor& y) const {
-  const int64_t n = b * t;
-  const int64_t start = (index % batches(b, t)) * n;
+void TokenData::read(int64_t first, int64_t count, int32_t* out) const {
+  if (!fd_) {
+    std::copy_n(tokens_.begin() + first, count, out);
+  } else {
+    std::vector<uint8_t> raw(static_cast<size_t>(count) * bytes_per_token_);
+    size_t done = 0;
+    while (done < raw.size()) {
+      ssize_t got = ::pread(*fd_, raw.data() + done, raw.size() - done,
+                            static_cast<off_t>(first * bytes_per_token_ + done));
+      if (got < 0 && errno == EINTR) continue;
+      check(got > 0, "reading data file '", source_, "' failed");
+      done += static_cast<size_t>(got);
+    }
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = bytes_per_token_ == 2 ? raw[2 * i] | (raw[2 * i + 1] << 8) : raw[i];
+  }
+  for (int64_t i = 0; i < count; ++i)
+    check(out[i] < vocab_, "data '", source_, "' holds token id ", out[i],
+          ", out of range for the model's vocabulary of ", vocab_);
+}
+
+void TokenData::batch(int64_t index, int64_t b, int64_t t, Tensor& x, Tensor& y, int64_t row_begin,
+                      int64_t row_end) const {
+  if (row_end < 0) row_end = b;
+  const int64_t start = (index % batches(b, t)) * b * t;
   if (x.shape() != Shape{b, t}) x = Tensor({b, t}, DType::I32);
   if (y.shape() != Shape{b, t}) y = Tensor({b, t}, DType::I32);
-  std::copy_n(tokens_.begin() + start, n, x.i32());
-  std::copy_n(tokens_.begin() + start + 1, n, y.i32());
+  const int64_t n = (row_end - row_begin) * t;
+  if (n <= 0) return;
+  std::vector<int32_t> window(n + 1);
+  read(start + row_begin * t, n + 1, window.data());
+  std::copy_n(window.begin(), n, x.i32() + row_begin * t);
+  std::copy_n(window.begin() + 1, n, y.i32() + row_begin * t);
 }
 
 }  // namespace autoshard
