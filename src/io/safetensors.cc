@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "autoshard/error.h"
 
@@ -75,11 +76,21 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const uint64_t data_size = file_size - data_start_;
 
     nlohmann::json j;
+    // JSON parsers keep the last of two equal keys; names must be unique, so
+    // watch the top-level keys as they are parsed.
+    std::set<std::string> names;
+    std::string duplicate;
+    auto watch = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second)
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(header);
+      j = nlohmann::json::parse(header, watch);
     } catch (const std::exception& e) {
       fail("'", path, "': the header is not valid JSON (", e.what(), ")");
     }
+    check(duplicate.empty(), "'", path, "': tensor '", duplicate, "' appears twice in the header");
     check(j.is_object(), "'", path, "': the header must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& name = it.key();

@@ -1,0 +1,101 @@
+// The safetensors reader and writer: round trips, dtype conversion, and a
+// clear error naming the tensor for each kind of malformed file.
+#include "autoshard/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "autoshard/error.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / ("autoshard_st_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+// Writes a file with a hand-made header and data section.
+std::string raw_file(const std::string& name, const std::string& header, const std::string& data) {
+  std::string path = temp_path(name);
+  std::ofstream out(path, std::ios::binary);
+  uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << data;
+  return path;
+}
+
+void expect_error(const std::string& path, const std::string& needle) {
+  try {
+    SafetensorsFile f(path);
+    for (const auto& e : f.entries()) f.load(e.name);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  fs::remove(path);
+}
+
+TEST(Safetensors, RoundTripWithMetadata) {
+  const std::string path = temp_path("rt.safetensors");
+  Tensor a = testing::random_tensor({3, 4}, 1);
+  Tensor b = Tensor::from_ints({2}, {7, -9});
+  save_safetensors(path, {{"a", a}, {"b", b}}, {{"note", "hi"}});
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.metadata().at("note"), "hi");
+  EXPECT_EQ(max_abs_diff(f.load("a"), a), 0.0);
+  EXPECT_EQ(f.load("b").i32()[1], -9);
+  fs::remove(path);
+}
+
+TEST(Safetensors, ConvertsHalfBfloatAndInt64) {
+  // 1.5 in F16 is 0x3E00; in BF16 0x3FC0. -2 as I64.
+  std::string data;
+  const uint16_t h = 0x3E00, bf = 0x3FC0;
+  const int64_t i = -2;
+  data.append(reinterpret_cast<const char*>(&h), 2);
+  data.append(reinterpret_cast<const char*>(&bf), 2);
+  data.append(reinterpret_cast<const char*>(&i), 8);
+  std::string path = raw_file("conv.safetensors",
+                              R"({"h":{"dtype":"F16","shape":[1],"data_offsets":[0,2]},)"
+                              R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[2,4]},)"
+                              R"("i":{"dtype":"I64","shape":[1],"data_offsets":[4,12]}})",
+                              data);
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.load("h").item(), 1.5f);
+  EXPECT_EQ(f.load("b").item(), 1.5f);
+  EXPECT_EQ(f.load("i").i32()[0], -2);
+  fs::remove(path);
+}
+
+TEST(Safetensors, MalformedFilesNameTheProblem) {
+  const std::string f4(16, '\0');
+  expect_error(raw_file("a", "{not json", f4), "not valid JSON");
+  expect_error(raw_file("b", R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,64]}})", f4),
+               "tensor 'w': data_offsets [0, 64) fall outside");
+  expect_error(raw_file("c", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", f4),
+               "tensor 'w': holds 16 bytes but shape and dtype need 12");
+  expect_error(raw_file("d", R"({"w":{"dtype":"Q4","shape":[4],"data_offsets":[0,16]}})", f4),
+               "tensor 'w': unknown dtype 'Q4'");
+  expect_error(raw_file("e", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", f4),
+               "overlap");
+  expect_error(raw_file("f", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f4),
+               "tensor 'w' appears twice");
+  expect_error(raw_file("g", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", f4),
+               "non-negative integers");
+  // A header length larger than the file.
+  std::string path = temp_path("h");
+  std::ofstream(path, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10);
+  expect_error(path, "header length");
+  expect_error(temp_path("missing"), "cannot open");
+}
+
+}  // namespace
+}  // namespace autoshard
