@@ -13,13 +13,13 @@ and the "test" preset (2 layers, 3 heads, width 24, vocabulary 67). Stored:
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/make_gpt2_reference.py
 """
-import json
 import math
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from safetensors_io import save_safetensors
 
 L, H, C, V, P = 2, 3, 24, 67, 16
 D = C // H
@@ -70,24 +70,6 @@ def forward(w, x):
         h = h + m @ w[p + "mlp.c_proj.kernel"] + w[p + "mlp.c_proj.bias"]
     h = F.layer_norm(h, (C,), w["ln_f.gamma"], w["ln_f.beta"], EPS)
     return h @ w["wte.embeddings"].T
-
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous()
-        dtype = {torch.float32: "F32", torch.int32: "I32"}[t.dtype]
-        data = t.numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode())
-        for blob in blobs:
-            f.write(blob)
 
 
 def main():

@@ -15,32 +15,15 @@ Debian's python3-torch:  /usr/bin/python3 tools/make_hf_gpt2_reference.py
 import json
 import math
 import os
-import struct
 
 import torch
 import torch.nn.functional as F
 
+from safetensors_io import save_safetensors
+
 L, H, C, V, P = 2, 3, 24, 67, 16
 B, T = 2, 10
 EPS = 1e-5
-
-
-def save_safetensors(path, tensors):
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous()
-        dtype = {torch.float32: "F32", torch.int32: "I32", torch.float16: "F16"}[t.dtype]
-        data = t.numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode())
-        for blob in blobs:
-            f.write(blob)
 
 
 def main():
@@ -85,7 +68,7 @@ def main():
     logits = hs @ w["lm_head.weight"].T
 
     os.makedirs("tests/data/hf_gpt2", exist_ok=True)
-    save_safetensors("tests/data/hf_gpt2/model.safetensors", w)
+    save_safetensors("tests/data/hf_gpt2/model.safetensors", w, {"format": "pt"})
     with open("tests/data/hf_gpt2/config.json", "w") as f:
         json.dump({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": L, "n_head": H,
                    "n_embd": C, "vocab_size": V, "n_positions": P, "n_ctx": P, "layer_norm_epsilon": EPS,

@@ -32,6 +32,13 @@ std::vector<int64_t> member_sizes(const Node& n) {
   return {n.attrs.ints.begin() + 1, n.attrs.ints.end()};
 }
 
+// Elements of each member's block of a tensor split along one dimension.
+std::vector<int64_t> member_counts(const std::vector<int64_t>& sizes, const Around& a) {
+  std::vector<int64_t> counts;
+  for (int64_t s : sizes) counts.push_back(a.outer * s * a.inner);
+  return counts;
+}
+
 thread_local std::vector<float> scratch;
 float* scratch_of(int64_t count) {
   if (static_cast<int64_t>(scratch.size()) < count) scratch.resize(count);
@@ -66,8 +73,7 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const int64_t dim = n.attrs.ints[0];
   const std::vector<int64_t> sizes = member_sizes(n);
   const Around a = around(out.shape(), dim);
-  std::vector<int64_t> counts;
-  for (int64_t s : sizes) counts.push_back(a.outer * s * a.inner);
+  const std::vector<int64_t> counts = member_counts(sizes, a);
   const CommGroup& g = ctx.group(n.attrs.comm_axis);
   if (a.outer == 1) {
     ctx.comm->all_gather(in[0]->f32(), out.f32(), counts, g);
@@ -100,8 +106,7 @@ void reduce_scatter_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
   const int64_t dim = n.attrs.ints[0];
   const std::vector<int64_t> sizes = member_sizes(n);
   const Around a = around(in[0]->shape(), dim);
-  std::vector<int64_t> counts;
-  for (int64_t s : sizes) counts.push_back(a.outer * s * a.inner);
+  const std::vector<int64_t> counts = member_counts(sizes, a);
   const CommGroup& g = ctx.group(n.attrs.comm_axis);
   if (a.outer == 1) {
     ctx.comm->reduce_scatter(in[0]->f32(), out.f32(), counts, g);
