@@ -12,8 +12,8 @@
 #include <string>
 
 #include "autoshard/losses.h"
-#include "autoshard/mpi_communicator.h"
 #include "autoshard/models/gpt2.h"
+#include "autoshard/mpi_communicator.h"
 #include "autoshard/token_data.h"
 
 using namespace autoshard;
@@ -27,18 +27,30 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--model") model_name = next();
-    else if (a == "--batch") batch = std::stoll(next());
-    else if (a == "--seq") seq = std::stoll(next());
-    else if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--warmup") warmup = std::stoll(next());
-    else if (a == "--profile") profile = true;
-    else if (a == "--mesh") mesh_spec = next();
-    else if (a == "--plan") plan = next();
-    else if (a == "--zero1") zero1 = true;
-    else if (a == "--blas-threads") openblas_set_num_threads(std::stoi(next()));
+    if (a == "--model")
+      model_name = next();
+    else if (a == "--batch")
+      batch = std::stoll(next());
+    else if (a == "--seq")
+      seq = std::stoll(next());
+    else if (a == "--steps")
+      steps = std::stoll(next());
+    else if (a == "--warmup")
+      warmup = std::stoll(next());
+    else if (a == "--profile")
+      profile = true;
+    else if (a == "--mesh")
+      mesh_spec = next();
+    else if (a == "--plan")
+      plan = next();
+    else if (a == "--zero1")
+      zero1 = true;
+    else if (a == "--blas-threads")
+      openblas_set_num_threads(std::stoi(next()));
     else {
-      std::fprintf(stderr, "unknown argument %s (see the comment at the top of bench/gpt2_step.cc)\n", a.c_str());
+      std::fprintf(stderr,
+                   "unknown argument %s (see the comment at the top of bench/gpt2_step.cc)\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -47,9 +59,12 @@ int main(int argc, char** argv) {
   if (!mesh_spec.empty()) {
     DeviceMesh mesh = DeviceMesh::parse(mesh_spec);
     std::shared_ptr<Distribution> dist;
-    if (plan == "megatron") dist = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
-    else if (plan == "data") dist = std::make_shared<DataParallel>(mesh);
-    else dist = std::make_shared<AutoShard>(mesh);
+    if (plan == "megatron")
+      dist = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
+    else if (plan == "data")
+      dist = std::make_shared<DataParallel>(mesh);
+    else
+      dist = std::make_shared<AutoShard>(mesh);
     dist->zero1 = zero1;
     model.set_distribution(dist);
   }
@@ -76,14 +91,21 @@ int main(int argc, char** argv) {
   }
   const double median = times[times.size() / 2];
   const double flops = 6.0 * double(model.count_params()) * double(batch * seq);
-  std::fprintf(stderr, "autoshard %s step on %s, B=%lld T=%lld: median %.3f s over %lld steps (min %.3f), "
-               "%.0f tok/s, %.1f GFLOP/s (6 N tokens)\n", model_name.c_str(),
-               mesh_spec.empty() ? "1 device" : mesh_spec.c_str(), (long long)batch,
-               (long long)seq, median, (long long)steps, times.front(), double(batch * seq) / median,
-               flops / median * 1e-9);
+  std::fprintf(stderr,
+               "autoshard %s step on %s, B=%lld T=%lld: median %.3f s over %lld steps (min %.3f), "
+               "%.0f tok/s, %.1f GFLOP/s (6 N tokens)\n",
+               model_name.c_str(), mesh_spec.empty() ? "1 device" : mesh_spec.c_str(),
+               (long long)batch, (long long)seq, median, (long long)steps, times.front(),
+               double(batch * seq) / median, flops / median * 1e-9);
   if (profile) std::fprintf(stderr, "%s", prof.table().c_str());
-  nlohmann::json j{{"engine", "autoshard"}, {"model", model_name}, {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec}, {"batch", batch}, {"seq", seq},
-                   {"steps", steps}, {"median_step_s", median}, {"min_step_s", times.front()},
+  nlohmann::json j{{"engine", "autoshard"},
+                   {"model", model_name},
+                   {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec},
+                   {"batch", batch},
+                   {"seq", seq},
+                   {"steps", steps},
+                   {"median_step_s", median},
+                   {"min_step_s", times.front()},
                    {"tokens_per_second", double(batch * seq) / median}};
   if (launched_by_mpi()) j["mesh"] = mesh_spec + " (MPI ranks)";
   std::printf("%s\n", j.dump().c_str());

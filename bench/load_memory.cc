@@ -2,7 +2,8 @@
 //
 //   bench_load_memory make FILE [--model gpt2-medium]   writes a checkpoint of random weights
 //   bench_load_memory all FILE [--devices 4]            every device's blocks, in one process
-//   bench_load_memory one FILE [--devices 4]            device 0's blocks only (what an MPI rank does)
+//   bench_load_memory one FILE [--devices 4]            device 0's blocks only (what an MPI rank
+//   does)
 //
 // Blocks follow the Megatron layout over `model`. Peak RSS is VmHWM from
 // /proc/self/status; printed as JSON and as a line of text.
@@ -53,19 +54,22 @@ void make(const std::string& file, const GPT2Config& cfg) {
   out.write(reinterpret_cast<const char*>(&len), 8);
   out << text;
   std::vector<float> chunk(1 << 20);
-  for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-4f;
+  for (size_t i = 0; i < chunk.size(); ++i)
+    chunk[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-4f;
   for (const auto& [path, shape] : shapes)
     for (int64_t left = numel(shape); left > 0; left -= static_cast<int64_t>(chunk.size()))
       out.write(reinterpret_cast<const char*>(chunk.data()),
                 static_cast<std::streamsize>(std::min<int64_t>(left, chunk.size()) * 4));
-  std::printf("{\"file\":\"%s\",\"bytes\":%llu}\n", file.c_str(), static_cast<unsigned long long>(8 + len + offset));
+  std::printf("{\"file\":\"%s\",\"bytes\":%llu}\n", file.c_str(),
+              static_cast<unsigned long long>(8 + len + offset));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_load_memory make|all|one FILE [--model NAME] [--devices N]\n");
+    std::fprintf(stderr,
+                 "usage: bench_load_memory make|all|one FILE [--model NAME] [--devices N]\n");
     return 2;
   }
   const std::string mode = argv[1], file = argv[2];
@@ -90,15 +94,23 @@ int main(int argc, char** argv) {
   for (const auto& [path, shape] : shapes) {
     model_bytes += numel(shape) * 4;
     for (int d = 0; d < (mode == "one" ? 1 : devices); ++d) {
-      blocks.push_back(read_block(f, TensorMapping::plain(path), shape, layout.weight_layout(path, shape), mesh, d));
+      blocks.push_back(read_block(f, TensorMapping::plain(path), shape,
+                                  layout.weight_layout(path, shape), mesh, d));
       held += static_cast<int64_t>(blocks.back().nbytes());
     }
   }
   const int64_t peak = peak_rss_bytes();
   const double mib = 1048576.0;
-  std::fprintf(stderr, "%s: model %.0f MiB, blocks held %.0f MiB, peak RSS %.0f MiB (%.0f MiB before loading)\n",
-               mode.c_str(), model_bytes / mib, held / mib, peak / mib, before / mib);
-  std::printf("%s\n", nlohmann::json{{"mode", mode}, {"devices", devices}, {"model_bytes", model_bytes},
-                                     {"blocks_bytes", held}, {"peak_rss_bytes", peak},
-                                     {"rss_before_bytes", before}}.dump().c_str());
+  std::fprintf(
+      stderr,
+      "%s: model %.0f MiB, blocks held %.0f MiB, peak RSS %.0f MiB (%.0f MiB before loading)\n",
+      mode.c_str(), model_bytes / mib, held / mib, peak / mib, before / mib);
+  std::printf("%s\n", nlohmann::json{{"mode", mode},
+                                     {"devices", devices},
+                                     {"model_bytes", model_bytes},
+                                     {"blocks_bytes", held},
+                                     {"peak_rss_bytes", peak},
+                                     {"rss_before_bytes", before}}
+                          .dump()
+                          .c_str());
 }

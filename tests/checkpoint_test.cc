@@ -20,8 +20,9 @@ namespace fs = std::filesystem;
 class Checkpoints : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("autoshard_ckpt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("autoshard_ckpt_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -38,7 +39,8 @@ std::unique_ptr<GPT2> make_model(const std::string& mesh) {
 }
 
 double step(GPT2& m, int s) {
-  return m.train_on_batch(testing::random_ids({6, 6}, 67, 500 + s), testing::random_ids({6, 6}, 67, 900 + s));
+  return m.train_on_batch(testing::random_ids({6, 6}, 67, 500 + s),
+                          testing::random_ids({6, 6}, 67, 900 + s));
 }
 
 TEST_F(Checkpoints, ResumeIsBitwiseOnTheSameMeshAndCloseOnAnother) {
@@ -59,11 +61,13 @@ TEST_F(Checkpoints, ResumeIsBitwiseOnTheSameMeshAndCloseOnAnother) {
 
   auto other = make_model("data=2,model=3");
   load_checkpoint(*other, (dir_ / "ck").string());
-  for (int s = 3; s < 6; ++s) EXPECT_NEAR(step(*other, s), want[s], 1e-5 * want[s]) << "resharded, step " << s;
+  for (int s = 3; s < 6; ++s)
+    EXPECT_NEAR(step(*other, s), want[s], 1e-5 * want[s]) << "resharded, step " << s;
 
   auto single = make_model("");
   load_checkpoint(*single, (dir_ / "ck").string());
-  for (int s = 3; s < 6; ++s) EXPECT_NEAR(step(*single, s), want[s], 1e-5 * want[s]) << "one device, step " << s;
+  for (int s = 3; s < 6; ++s)
+    EXPECT_NEAR(step(*single, s), want[s], 1e-5 * want[s]) << "one device, step " << s;
 }
 
 TEST_F(Checkpoints, SavedFilesAreStandardSafetensorsOfWholeTensors) {
@@ -77,7 +81,8 @@ TEST_F(Checkpoints, SavedFilesAreStandardSafetensorsOfWholeTensors) {
   }
   SafetensorsFile opt((dir_ / "ck" / "optimizer.safetensors").string());
   EXPECT_TRUE(opt.contains("optimizer.m.wte.embeddings"));
-  EXPECT_EQ(max_abs_diff(opt.load("optimizer.v.h.0.mlp.c_fc.kernel"), m->weight("optimizer.v.h.0.mlp.c_fc.kernel")),
+  EXPECT_EQ(max_abs_diff(opt.load("optimizer.v.h.0.mlp.c_fc.kernel"),
+                         m->weight("optimizer.v.h.0.mlp.c_fc.kernel")),
             0.0);
 }
 
@@ -90,17 +95,20 @@ TEST_F(Checkpoints, BadCheckpointsAreErrorsAndLeaveTheModelUntouched) {
   const Tensor before = other->weight("wte.embeddings");
   // Truncated weights file.
   fs::copy(dir_ / "ck", dir_ / "cut", fs::copy_options::recursive);
-  fs::resize_file(dir_ / "cut" / "model.safetensors", fs::file_size(dir_ / "cut" / "model.safetensors") - 100);
+  fs::resize_file(dir_ / "cut" / "model.safetensors",
+                  fs::file_size(dir_ / "cut" / "model.safetensors") - 100);
   EXPECT_THROW(load_checkpoint(*other, (dir_ / "cut").string()), Error);
   EXPECT_EQ(max_abs_diff(other->weight("wte.embeddings"), before), 0.0);
   // Another architecture: a GPT-2 of different width.
-  GPT2 wide(GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 6);
+  GPT2 wide(
+      GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 6);
   wide.compile(AdamW(), losses::sparse_categorical_crossentropy);
   try {
     load_checkpoint(wide, (dir_ / "ck").string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("another model size or architecture"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("another model size or architecture"), std::string::npos)
+        << e.what();
   }
   // Not a checkpoint at all.
   fs::create_directories(dir_ / "empty");
@@ -125,7 +133,11 @@ TEST_F(Checkpoints, ManagerKeepsTheLastKAndSavesInTheBackground) {
 
 TEST_F(Checkpoints, ManagerKeepsTheBestByAMetricAndTheLatest) {
   auto m = make_model("");
-  CheckpointManager manager({.directory = dir_.string(), .keep = 1, .monitor = "loss", .mode = "min", .background = false});
+  CheckpointManager manager({.directory = dir_.string(),
+                             .keep = 1,
+                             .monitor = "loss",
+                             .mode = "min",
+                             .background = false});
   const double losses[] = {3.0, 1.0, 2.0, 4.0};
   for (int s = 0; s < 4; ++s) manager.save(*m, s + 1, {}, {{"loss", losses[s]}});
   EXPECT_EQ(manager.steps(), (std::vector<int64_t>{2, 4}));  // best (loss 1) and latest

@@ -4,16 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
-#include <cstdio>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
-#include <random>
-#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -50,7 +50,8 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, TrainWritesOneJsonLinePerStepAndLossFalls) {
   std::string log = (dir_ / "log.jsonl").string();
-  Result r = run("train --model tiny --batch 4 --seq 32 --steps 8 --lr 3e-3 --sample 20 --log " + log);
+  Result r =
+      run("train --model tiny --batch 4 --seq 32 --steps 8 --lr 3e-3 --sample 20 --log " + log);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream in(log);
   std::string line;
@@ -79,7 +80,8 @@ TEST_F(Cli, EvalJson) {
 TEST_F(Cli, ReadsNanoGptBinTokens) {
   std::string bin;
   for (int i = 0; i < 400; ++i) bin += static_cast<char>(i % 50), bin += '\0';
-  Result r = run("eval --model tiny --batch 2 --seq 16 --batches 2 --json --data " + write("t.bin", bin));
+  Result r =
+      run("eval --model tiny --batch 2 --seq 16 --batches 2 --json --data " + write("t.bin", bin));
   EXPECT_EQ(r.code, 0) << r.output;
 }
 
@@ -87,7 +89,8 @@ std::vector<double> logged_losses(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   std::vector<double> losses;
-  while (std::getline(in, line)) losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  while (std::getline(in, line))
+    losses.push_back(nlohmann::json::parse(line)["loss"].get<double>());
   return losses;
 }
 
@@ -144,7 +147,8 @@ TEST_F(Cli, KilledDuringTrainingResumesBitwise) {
   const unsigned seed = rd();
   std::mt19937 rng(seed);
   const int kill_after_ms = 30 + static_cast<int>(rng() % 300);
-  SCOPED_TRACE("kill after " + std::to_string(kill_after_ms) + " ms (seed " + std::to_string(seed) + ")");
+  SCOPED_TRACE("kill after " + std::to_string(kill_after_ms) + " ms (seed " + std::to_string(seed) +
+               ")");
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -159,7 +163,8 @@ TEST_F(Cli, KilledDuringTrainingResumesBitwise) {
   waitpid(pid, &status, 0);
 
   std::string resumed = (dir_ / "resumed.jsonl").string();
-  Result r = run(args + " --checkpoint-dir " + ckpt + " --save-every 4 --keep 2 --resume --log " + resumed);
+  Result r = run(args + " --checkpoint-dir " + ckpt + " --save-every 4 --keep 2 --resume --log " +
+                 resumed);
   ASSERT_EQ(r.code, 0) << r.output;
   std::ifstream in(resumed);
   std::string line;
@@ -182,27 +187,33 @@ void expect_error(const Result& r, const std::string& needle) {
 }
 
 TEST_F(Cli, BadInputGetsOneLineErrors) {
-  expect_error(run("train --model " + (dir_ / "missing.json").string()), "cannot open model config");
+  expect_error(run("train --model " + (dir_ / "missing.json").string()),
+               "cannot open model config");
   expect_error(run("train --model " + write("bad.json", "{not json")), "not valid JSON");
   expect_error(run("train --model " + write("partial.json", R"({"n_layer": 2, "n_head": 2})")),
                "lacks \"n_embd\"");
   expect_error(run("train --model " + write("odd.json", R"({"n_layer": 1, "n_head": 3, "n_embd": 8,
-               "vocab_size": 256, "n_positions": 16})")), "multiple of n_head");
+               "vocab_size": 256, "n_positions": 16})")),
+               "multiple of n_head");
   expect_error(run("train --model nonsense"), "unknown model preset");
   expect_error(run("train --model tiny --data " + write("short.txt", "too short")), "needs");
   expect_error(run("train --model tiny --seq 65"), "n_positions");
   std::string bin = {'\x2c', '\x01', 0, 0, 1, 0, 2, 0};  // id 300 first
   for (int i = 0; i < 200; ++i) bin += "\x01";
-  expect_error(run("train --model tiny --batch 1 --seq 8 --data " + write("ids.bin", bin)), "token id 300");
+  expect_error(run("train --model tiny --batch 1 --seq 8 --data " + write("ids.bin", bin)),
+               "token id 300");
   expect_error(run("train --data " + (dir_ / "nope.txt").string()), "cannot open data file");
   expect_error(run("train --model tiny --data " + write("odd.bin", "abc")), "odd number of bytes");
   expect_error(run("train --mesh data=2,model=x"), "is not an integer");
   expect_error(run("train --mesh model=1000"), "at most 256");
-  expect_error(run("train --mesh model=2 --plan " + (dir_ / "none.json").string()), "cannot open layout map");
-  expect_error(run("train --mesh model=2 --plan " + write("axis.json", R"({"kernel": ["tensor"]})")),
-               "mesh axis 'tensor'");
+  expect_error(run("train --mesh model=2 --plan " + (dir_ / "none.json").string()),
+               "cannot open layout map");
+  expect_error(
+      run("train --mesh model=2 --plan " + write("axis.json", R"({"kernel": ["tensor"]})")),
+      "mesh axis 'tensor'");
   expect_error(run("train --model tiny --seq 16 --mesh model=2 --plan " +
-                   write("rank.json", R"({"c_fc\\.bias": ["model", null]})")), "has 2 axes");
+                   write("rank.json", R"({"c_fc\\.bias": ["model", null]})")),
+               "has 2 axes");
 }
 
 }  // namespace

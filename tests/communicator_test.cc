@@ -12,7 +12,9 @@
 namespace autoshard {
 namespace {
 
-float value(int rank, int64_t i) { return static_cast<float>(rank * 1000 + i % 997) * 0.5f; }
+float value(int rank, int64_t i) {
+  return static_cast<float>(rank * 1000 + i % 997) * 0.5f;
+}
 
 class Collectives : public ::testing::TestWithParam<int> {};
 
@@ -81,7 +83,8 @@ TEST_P(Collectives, UnevenAllGatherReduceScatterBroadcastAllToAll) {
     comm.all_to_all(in.data(), send, got.data(), recv, g);
     int64_t pos = 0;
     for (int j = 0; j < n; ++j)
-      for (int64_t k = 0; k < recv[j]; ++k) failures += got[pos++] != static_cast<float>(j * 100 + rank);
+      for (int64_t k = 0; k < recv[j]; ++k)
+        failures += got[pos++] != static_cast<float>(j * 100 + rank);
     comm.barrier(g);
   });
   EXPECT_EQ(failures.load(), 0);
@@ -121,7 +124,8 @@ TEST(Collectives, AFailingDeviceStopsTheOthers) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // The world is usable again afterwards.
-  world.run([&](int rank, Communicator& comm) { comm.barrier(mesh_groups(world.mesh(), rank)[0]); });
+  world.run(
+      [&](int rank, Communicator& comm) { comm.barrier(mesh_groups(world.mesh(), rank)[0]); });
 }
 
 }  // namespace

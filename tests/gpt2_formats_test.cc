@@ -22,8 +22,9 @@ const std::string kLogits = std::string(AUTOSHARD_TEST_DATA) + "/hf_gpt2_logits.
 class Formats : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("autoshard_fmt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("autoshard_fmt_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -54,10 +55,15 @@ TEST_F(Formats, HuggingFaceExportRoundTrips) {
   SafetensorsFile out((dir_ / "out" / "model.safetensors").string());
   EXPECT_FALSE(out.contains("lm_head.weight"));
   const Tensor bias = out.load("h.0.attn.c_attn.bias");
-  for (int i = 24; i < 48; ++i) EXPECT_EQ(bias.f32()[i], 0.0f) << "the key bias is written as zeros";
+  for (int i = 24; i < 48; ++i)
+    EXPECT_EQ(bias.f32()[i], 0.0f) << "the key bias is written as zeros";
   SafetensorsFile in(kHf + "/model.safetensors");
-  EXPECT_EQ(max_abs_diff(out.load("h.1.attn.c_attn.weight"), in.load("transformer.h.1.attn.c_attn.weight")), 0.0);
-  EXPECT_LT(max_relative_error(logits_of((dir_ / "out").string()), SafetensorsFile(kLogits).load("logits")), 1e-5);
+  EXPECT_EQ(max_abs_diff(out.load("h.1.attn.c_attn.weight"),
+                         in.load("transformer.h.1.attn.c_attn.weight")),
+            0.0);
+  EXPECT_LT(max_relative_error(logits_of((dir_ / "out").string()),
+                               SafetensorsFile(kLogits).load("logits")),
+            1e-5);
 }
 
 TEST_F(Formats, LlmcRoundTripsAndConverts) {
@@ -78,16 +84,20 @@ TEST_F(Formats, LlmcRoundTripsAndConverts) {
   for (const std::string& p : model.weight_paths())
     EXPECT_EQ(max_abs_diff(back.weight(p), model.weight(p)), 0.0) << p;
   // The command line converts between the formats.
-  const std::string cmd = std::string(AUTOSHARD_CLI) + " convert " + bin + " " + (dir_ / "hf").string();
+  const std::string cmd =
+      std::string(AUTOSHARD_CLI) + " convert " + bin + " " + (dir_ / "hf").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  EXPECT_LT(max_relative_error(logits_of((dir_ / "hf").string()), SafetensorsFile(kLogits).load("logits")), 1e-5);
+  EXPECT_LT(max_relative_error(logits_of((dir_ / "hf").string()),
+                               SafetensorsFile(kLogits).load("logits")),
+            1e-5);
 }
 
 TEST_F(Formats, BadFilesNameTheTensor) {
   GPT2 model(gpt2_config_of(kHf), 10);
   const Tensor before = model.weight("wte.embeddings");
   // A config that does not match the file.
-  GPT2 wider(GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 10);
+  GPT2 wider(
+      GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 10);
   try {
     load_gpt2_weights(wider, kHf);
     FAIL();
@@ -112,7 +122,8 @@ TEST_F(Formats, BadFilesNameTheTensor) {
     load_gpt2_weights(model, (dir_ / "m.bin").string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("truncated in tensor lnfb"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("truncated in tensor lnfb"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(max_abs_diff(model.weight("wte.embeddings"), before), 0.0) << "nothing half-loaded";
 }

@@ -22,7 +22,8 @@ struct Fixture {
   GPT2 model{GPT2Config::preset("test"), x.dim(1)};
 
   Fixture() {
-    for (const std::string& path : model.weight_paths()) model.set_weight(path, ref.load("w." + path));
+    for (const std::string& path : model.weight_paths())
+      model.set_weight(path, ref.load("w." + path));
   }
 };
 
@@ -49,7 +50,8 @@ TEST(GPT2Reference, EveryGradient) {
   Fixture f;
   Graph g;
   Value logits = f.model.trace_forward(g, f.x.dim(0), /*training=*/false);
-  Value loss = losses::sparse_categorical_crossentropy(logits, g.input("y", f.y.shape(), DType::I32));
+  Value loss =
+      losses::sparse_categorical_crossentropy(logits, g.input("y", f.y.shape(), DType::I32));
   std::vector<Value> params;
   for (int id : g.parameters()) params.push_back(g.value(id));
   std::vector<Value> grads = gradients(loss, params);
@@ -62,14 +64,16 @@ TEST(GPT2Reference, EveryGradient) {
   exec.run();
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& path = params[i].node().attrs.text;
-    EXPECT_LT(max_relative_error(exec.value(grads[i].id), f.ref.load("grad." + path)), 1e-4) << path;
+    EXPECT_LT(max_relative_error(exec.value(grads[i].id), f.ref.load("grad." + path)), 1e-4)
+        << path;
   }
 }
 
 TEST(GPT2Reference, TenAdamWStepsWithClipping) {
   Fixture f;
-  f.model.compile(AdamW({.learning_rate = 3e-3, .beta_2 = 0.95, .weight_decay = 0.1, .clipnorm = 1.0}),
-                  losses::sparse_categorical_crossentropy);
+  f.model.compile(
+      AdamW({.learning_rate = 3e-3, .beta_2 = 0.95, .weight_decay = 0.1, .clipnorm = 1.0}),
+      losses::sparse_categorical_crossentropy);
   std::vector<float> expected = f.ref.load("adamw_losses").to_vector();
   for (size_t step = 0; step < expected.size(); ++step) {
     double loss = f.model.train_on_batch(f.x, f.y);

@@ -1,11 +1,12 @@
 // The Keras-style API: functional and Sequential models, fit / evaluate /
 // predict, and the optimizers' update rules against hand-computed values.
+#include "autoshard/model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "autoshard/error.h"
-#include "autoshard/model.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -42,12 +43,14 @@ TEST(Model, FunctionalFitLearnsALinearMap) {
 
 TEST(Model, SequentialMatchesFunctional) {
   auto in = Input({5});
-  Model functional({in}, Dense(2, DenseOptions().name("b"))(Dense(4, DenseOptions().name("a").activation("gelu"))(in)));
+  Model functional({in}, Dense(2, DenseOptions().name("b"))(
+                             Dense(4, DenseOptions().name("a").activation("gelu"))(in)));
   Sequential sequential(Input({5}), {Dense(4, DenseOptions().name("a").activation("gelu")),
                                      Dense(2, DenseOptions().name("b"))});
   EXPECT_EQ(functional.weight_paths(), sequential.weight_paths());
   for (const std::string& p : functional.weight_paths())
-    EXPECT_EQ(max_abs_diff(functional.weight(p), sequential.weight(p)), 0.0) << "same seed, same path";
+    EXPECT_EQ(max_abs_diff(functional.weight(p), sequential.weight(p)), 0.0)
+        << "same seed, same path";
   Tensor x = random_tensor({3, 5}, 9);
   EXPECT_LT(max_abs_diff(functional.predict(x), sequential.predict(x)), 1e-7);
 }
@@ -64,29 +67,39 @@ TEST(Model, DropoutOnlyWhileTrainingAndDeterministic) {
 TEST(Optimizers, AdamAndAdamWFollowPyTorch) {
   for (bool decoupled : {false, true}) {
     auto in = Input({1});
-    Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d")
-                                   .kernel_initializer(Initializer::constant(2.0)))(in));
-    AdamOptions o{.learning_rate = 0.1, .beta_1 = 0.8, .beta_2 = 0.9, .epsilon = 1e-8, .weight_decay = 0.05};
+    Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d").kernel_initializer(
+                                   Initializer::constant(2.0)))(in));
+    AdamOptions o{
+        .learning_rate = 0.1, .beta_1 = 0.8, .beta_2 = 0.9, .epsilon = 1e-8, .weight_decay = 0.05};
     model.compile(decoupled ? AdamW(o) : Adam(o), losses::mean_squared_error);
     Tensor x = Tensor::from({1, 1}, {3.0f}), y = Tensor::from({1, 1}, {1.0f});
     double p = 2.0, m = 0, v = 0;
     for (int t = 1; t <= 3; ++t) {
       double g = 2 * (p * 3 - 1) * 3;  // d/dp (3p - 1)^2
-      if (decoupled) p *= 1 - 0.1 * 0.05; else g += 0.05 * p;
+      if (decoupled)
+        p *= 1 - 0.1 * 0.05;
+      else
+        g += 0.05 * p;
       m = 0.8 * m + 0.2 * g;
       v = 0.9 * v + 0.1 * g * g;
-      p -= 0.1 / (1 - std::pow(0.8, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.9, t)) + 1e-8);
+      p -= 0.1 / (1 - std::pow(0.8, t)) * m /
+           (std::sqrt(v) / std::sqrt(1 - std::pow(0.9, t)) + 1e-8);
       model.train_on_batch(x, y);
-      EXPECT_NEAR(model.weight("d.kernel").f32()[0], p, 1e-5) << "step " << t << " decoupled " << decoupled;
+      EXPECT_NEAR(model.weight("d.kernel").f32()[0], p, 1e-5)
+          << "step " << t << " decoupled " << decoupled;
     }
   }
 }
 
 TEST(Optimizers, SgdNesterovAndClipping) {
   auto in = Input({1});
-  Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d")
-                                 .kernel_initializer(Initializer::constant(2.0)))(in));
-  model.compile(SGD({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 0.1, .clipnorm = 4.0, .nesterov = true}),
+  Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d").kernel_initializer(
+                                 Initializer::constant(2.0)))(in));
+  model.compile(SGD({.learning_rate = 0.01,
+                     .momentum = 0.9,
+                     .weight_decay = 0.1,
+                     .clipnorm = 4.0,
+                     .nesterov = true}),
                 losses::mean_squared_error);
   Tensor x = Tensor::from({1, 1}, {3.0f}), y = Tensor::from({1, 1}, {1.0f});
   double p = 2.0, buf = 0;

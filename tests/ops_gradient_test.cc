@@ -99,9 +99,14 @@ TEST(Gradient, ScaleAndActivations) {
   check_gradient("tanh", {{3, 5}}, [](Graph&, auto& p) { return ops::tanh(p[0]); });
 }
 TEST(Gradient, ReduceAndBroadcast) {
-  check_gradient("reduce_sum", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::reduce_sum(p[0], {0, 2}); });
-  check_gradient("reduce_mean", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::reduce_mean(p[0], {1}); });
-  check_gradient("broadcast_to", {{3, 1}}, [](Graph&, auto& p) { return ops::broadcast_to(p[0], {2, 3, 4}); });
+  check_gradient("reduce_sum", {{2, 3, 4}}, [](Graph&, auto& p) {
+    return ops::reduce_sum(p[0], {0, 2});
+  });
+  check_gradient("reduce_mean", {{2, 3, 4}},
+                 [](Graph&, auto& p) { return ops::reduce_mean(p[0], {1}); });
+  check_gradient("broadcast_to", {{3, 1}}, [](Graph&, auto& p) {
+    return ops::broadcast_to(p[0], {2, 3, 4});
+  });
 }
 TEST(Gradient, Softmax) {
   check_gradient("softmax", {{2, 3, 5}}, [](Graph&, auto& p) { return ops::softmax(p[0]); });
@@ -113,19 +118,25 @@ TEST(Gradient, Normalize) {
 }
 TEST(Gradient, CrossEntropy) {
   Tensor targets = random_ids({2, 3}, 5, 4);
-  check_gradient("cross_entropy", {{2, 3, 5}}, [](Graph& g, auto& p) {
-    return ops::cross_entropy(p[0], g.input("targets", {2, 3}, DType::I32));
-  }, {{"targets", targets}});
+  check_gradient("cross_entropy", {{2, 3, 5}},
+                 [](Graph& g, auto& p) {
+                   return ops::cross_entropy(p[0], g.input("targets", {2, 3}, DType::I32));
+                 },
+                 {{"targets", targets}});
 }
 TEST(Gradient, GatherEmbedding) {
   Tensor ids = random_ids({2, 4}, 6, 5);
-  check_gradient("gather", {{6, 3}}, [](Graph& g, auto& p) {
-    return ops::gather(p[0], g.input("ids", {2, 4}, DType::I32));
-  }, {{"ids", ids}});
+  check_gradient("gather", {{6, 3}},
+                 [](Graph& g, auto& p) {
+                   return ops::gather(p[0], g.input("ids", {2, 4}, DType::I32));
+                 },
+                 {{"ids", ids}});
 }
 TEST(Gradient, ReshapeTransposeDropout) {
   check_gradient("reshape", {{2, 6}}, [](Graph&, auto& p) { return ops::reshape(p[0], {3, 4}); });
-  check_gradient("transpose", {{2, 3, 4}}, [](Graph&, auto& p) { return ops::transpose(p[0], {2, 0, 1}); });
+  check_gradient("transpose", {{2, 3, 4}}, [](Graph&, auto& p) {
+    return ops::transpose(p[0], {2, 0, 1});
+  });
   check_gradient("dropout", {{4, 5}}, [](Graph&, auto& p) { return ops::dropout(p[0], 0.3, 17); });
 }
 
@@ -164,14 +175,20 @@ TEST(Einsum, MatchesNaiveLoops) {
     std::string eq;
     Shape a, b;
   };
-  std::vector<Case> cases = {
-      {"ij,jk->ik", {3, 4}, {4, 5}},       {"ij,kj->ik", {3, 4}, {5, 4}},
-      {"ji,jk->ik", {4, 3}, {4, 5}},       {"ij,jk->ki", {3, 4}, {4, 5}},
-      {"btc,vc->btv", {2, 3, 4}, {7, 4}},  {"bqhd,bkhd->bhqk", {2, 3, 2, 4}, {2, 5, 2, 4}},
-      {"bhqk,bkhd->bqhd", {2, 2, 3, 5}, {2, 5, 2, 4}}, {"bthd,hdc->btc", {2, 3, 2, 4}, {2, 4, 5}},
-      {"btc,btd->cd", {2, 3, 4}, {2, 3, 5}}, {"abc,cab->", {2, 3, 4}, {4, 2, 3}},
-      {"ik,jk->kji", {3, 4}, {2, 4}},      {"i,j->ij", {3}, {4}},
-      {"xy,yz->zx", {1, 3}, {3, 1}},       {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}}};
+  std::vector<Case> cases = {{"ij,jk->ik", {3, 4}, {4, 5}},
+                             {"ij,kj->ik", {3, 4}, {5, 4}},
+                             {"ji,jk->ik", {4, 3}, {4, 5}},
+                             {"ij,jk->ki", {3, 4}, {4, 5}},
+                             {"btc,vc->btv", {2, 3, 4}, {7, 4}},
+                             {"bqhd,bkhd->bhqk", {2, 3, 2, 4}, {2, 5, 2, 4}},
+                             {"bhqk,bkhd->bqhd", {2, 2, 3, 5}, {2, 5, 2, 4}},
+                             {"bthd,hdc->btc", {2, 3, 2, 4}, {2, 4, 5}},
+                             {"btc,btd->cd", {2, 3, 4}, {2, 3, 5}},
+                             {"abc,cab->", {2, 3, 4}, {4, 2, 3}},
+                             {"ik,jk->kji", {3, 4}, {2, 4}},
+                             {"i,j->ij", {3}, {4}},
+                             {"xy,yz->zx", {1, 3}, {3, 1}},
+                             {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}}};
   for (const Case& c : cases) {
     Graph g;
     Value a = g.parameter("a", c.a), b = g.parameter("b", c.b);
@@ -187,9 +204,9 @@ TEST(Einsum, BadEquationsAreErrors) {
   Value a = g.parameter("a", {2, 3}), b = g.parameter("b", {3, 4});
   EXPECT_THROW(ops::einsum("ij,jk", a, b), Error);
   EXPECT_THROW(ops::einsum("ij,kk->ik", a, b), Error);
-  EXPECT_THROW(ops::einsum("ijk,jk->ik", a, b), Error);   // rank mismatch
-  EXPECT_THROW(ops::einsum("ij,jk->iz", a, b), Error);    // unknown output letter
-  EXPECT_THROW(ops::einsum("ij,ik->jk", a, b), Error);    // i has sizes 2 and 3
+  EXPECT_THROW(ops::einsum("ijk,jk->ik", a, b), Error);  // rank mismatch
+  EXPECT_THROW(ops::einsum("ij,jk->iz", a, b), Error);   // unknown output letter
+  EXPECT_THROW(ops::einsum("ij,ik->jk", a, b), Error);   // i has sizes 2 and 3
 }
 
 }  // namespace

@@ -63,8 +63,8 @@ std::vector<double> run_single(TrainStep& s, int steps) {
   return losses;
 }
 
-std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh, const std::map<int, Sharding>& layouts,
-                                int steps) {
+std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh,
+                                const std::map<int, Sharding>& layouts, int steps) {
   ShardedExecutor exec(s.graph, mesh, layouts, {s.loss});
   std::vector<std::pair<int, std::vector<Tensor>>> blocks;
   auto bind_all = [&](int id, const Tensor& whole) {
@@ -108,7 +108,8 @@ Sharding random_layout(const Shape& shape, const DeviceMesh& mesh, std::mt19937&
 void expect_same(const TrainStep& ref, const TrainStep& got, const std::vector<double>& ref_losses,
                  const std::vector<double>& losses, const std::string& what) {
   for (size_t i = 0; i < losses.size(); ++i)
-    EXPECT_NEAR(losses[i], ref_losses[i], 1e-5 * std::fabs(ref_losses[i])) << what << " step " << i + 1;
+    EXPECT_NEAR(losses[i], ref_losses[i], 1e-5 * std::fabs(ref_losses[i]))
+        << what << " step " << i + 1;
   for (const auto& [path, t] : ref.state) {
     EXPECT_LT(max_relative_error(got.state.at(path), t), 1e-4) << what << " " << path;
   }
@@ -116,10 +117,12 @@ void expect_same(const TrainStep& ref, const TrainStep& got, const std::vector<d
 
 TEST(Partitioner, RandomLayoutsOnRandomMeshesMatchOneDevice) {
   std::mt19937 rng(2024);
-  const std::vector<DeviceMesh> meshes = {
-      DeviceMesh({2}, {"model"}), DeviceMesh({3}, {"model"}), DeviceMesh({5}, {"data"}),
-      DeviceMesh({2, 2}, {"data", "model"}), DeviceMesh({3, 2}, {"data", "model"}),
-      DeviceMesh({2, 3}, {"a", "b"})};
+  const std::vector<DeviceMesh> meshes = {DeviceMesh({2}, {"model"}),
+                                          DeviceMesh({3}, {"model"}),
+                                          DeviceMesh({5}, {"data"}),
+                                          DeviceMesh({2, 2}, {"data", "model"}),
+                                          DeviceMesh({3, 2}, {"data", "model"}),
+                                          DeviceMesh({2, 3}, {"a", "b"})};
   TrainStep ref = make_step(3, 5, 7);
   std::vector<double> ref_losses = run_single(ref, 3);
   for (int trial = 0; trial < 24; ++trial) {
@@ -128,7 +131,8 @@ TEST(Partitioner, RandomLayoutsOnRandomMeshesMatchOneDevice) {
     std::map<int, Sharding> layouts;
     for (int id = 0; id < s.graph.size(); ++id) {
       const Node& n = s.graph.node(id);
-      if (n.op == Op::Parameter || n.op == Op::Input) layouts[id] = random_layout(n.shape, mesh, rng);
+      if (n.op == Op::Parameter || n.op == Op::Input)
+        layouts[id] = random_layout(n.shape, mesh, rng);
     }
     std::string what = "trial " + std::to_string(trial) + " mesh " + mesh.to_string();
     expect_same(ref, s, ref_losses, run_sharded(s, mesh, layouts, 3), what);

@@ -17,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("autoshard_st_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (fs::temp_directory_path() / ("autoshard_st_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 // Writes a file with a hand-made header and data section.
@@ -82,11 +83,15 @@ TEST(Safetensors, MalformedFilesNameTheProblem) {
                "tensor 'w': holds 16 bytes but shape and dtype need 12");
   expect_error(raw_file("d", R"({"w":{"dtype":"Q4","shape":[4],"data_offsets":[0,16]}})", f4),
                "tensor 'w': unknown dtype 'Q4'");
-  expect_error(raw_file("e", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                             R"("v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", f4),
+  expect_error(raw_file("e",
+                        R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                        R"("v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                        f4),
                "overlap");
-  expect_error(raw_file("f", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                             R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f4),
+  expect_error(raw_file("f",
+                        R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                        R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                        f4),
                "tensor 'w' appears twice");
   expect_error(raw_file("g", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", f4),
                "non-negative integers");

@@ -31,7 +31,8 @@ TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch) {
   model.compile(optimizer(), losses::sparse_categorical_crossentropy);
   TrainResult r;
   for (int s = 0; s < kSteps; ++s) {
-    Tensor x = testing::random_ids({batch, 6}, 67, 100 + s), y = testing::random_ids({batch, 6}, 67, 200 + s);
+    Tensor x = testing::random_ids({batch, 6}, 67, 100 + s),
+           y = testing::random_ids({batch, 6}, 67, 200 + s);
     r.losses.push_back(model.train_on_batch(x, y));
   }
   for (const std::string& p : model.weight_paths()) r.weights[p] = model.weight(p);
@@ -51,9 +52,14 @@ struct MeshCase {
   std::vector<std::string> names;
 };
 
-const std::vector<MeshCase> kMeshes = {
-    {{1}, {"model"}}, {{2}, {"model"}}, {{3}, {"model"}}, {{4}, {"model"}}, {{5}, {"model"}},
-    {{2}, {"data"}},  {{2, 2}, {"data", "model"}}, {{3, 2}, {"data", "model"}}};
+const std::vector<MeshCase> kMeshes = {{{1}, {"model"}},
+                                       {{2}, {"model"}},
+                                       {{3}, {"model"}},
+                                       {{4}, {"model"}},
+                                       {{5}, {"model"}},
+                                       {{2}, {"data"}},
+                                       {{2, 2}, {"data", "model"}},
+                                       {{3, 2}, {"data", "model"}}};
 
 TEST(ShardedTraining, MegatronLayoutOnEveryMeshMatchesOneDevice) {
   const TrainResult want = train(nullptr, 6);
@@ -74,7 +80,8 @@ TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
   const TrainResult want = train(nullptr, 6);
   for (const MeshCase& m : kMeshes) {
     DeviceMesh mesh(m.shape, m.names);
-    expect_equal(train(std::make_shared<AutoShard>(mesh), 6), want, "autoshard " + mesh.to_string());
+    expect_equal(train(std::make_shared<AutoShard>(mesh), 6), want,
+                 "autoshard " + mesh.to_string());
   }
 }
 
@@ -120,7 +127,8 @@ TEST(ShardedTraining, PrimeHiddenSizeMlpWithFit) {
   map["out\\.kernel"] = {"model", std::nullopt};
   auto [want_loss, want_w] = run(nullptr);
   auto [got_loss, got_w] = run(std::make_shared<ModelParallel>(DeviceMesh({4}, {"model"}), map));
-  for (size_t i = 0; i < want_loss.size(); ++i) EXPECT_NEAR(got_loss[i], want_loss[i], 1e-5 * want_loss[i]);
+  for (size_t i = 0; i < want_loss.size(); ++i)
+    EXPECT_NEAR(got_loss[i], want_loss[i], 1e-5 * want_loss[i]);
   EXPECT_LT(max_relative_error(got_w, want_w), 1e-4);
 }
 
@@ -135,7 +143,8 @@ TEST(AutoShardPlan, GivesTheMegatronLayoutForGpt2) {
   for (const std::string& path : model.weight_paths()) {
     const Shape shape = model.weight(path).shape();
     EXPECT_EQ(autoshard->weight_layout(path, shape).to_string(mesh),
-              megatron.weight_layout(path, shape).to_string(mesh)) << path;
+              megatron.weight_layout(path, shape).to_string(mesh))
+        << path;
   }
 }
 
@@ -161,8 +170,9 @@ TEST(Distribution, BadLayoutsAreClearErrors) {
   GPT2 model(GPT2Config::preset("test"), 6, 0);
   model.set_distribution(std::make_shared<ModelParallel>(mesh, too_long));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
-  EXPECT_THROW(model.train_on_batch(testing::random_ids({2, 6}, 67, 1), testing::random_ids({2, 6}, 67, 2)),
-               Error);
+  EXPECT_THROW(
+      model.train_on_batch(testing::random_ids({2, 6}, 67, 1), testing::random_ids({2, 6}, 67, 2)),
+      Error);
   EXPECT_THROW(DeviceMesh({300}, {"model"}), Error);
   EXPECT_THROW(DeviceMesh::parse("data=2,model"), Error);
   EXPECT_THROW(DeviceMesh({2, 2}, {"x", "x"}), Error);

@@ -34,7 +34,8 @@ struct FileTensor {
 // Writes F32 tensors to one safetensors file from a snapshot's blocks (each
 // device's byte runs, no whole tensor gathered), atomically (temporary file,
 // then rename). Parts of a file tensor no entry maps to are zeros.
-void write_mapped(const Model::Snapshot& snap, const std::string& file, const std::vector<FileTensor>& tensors,
+void write_mapped(const Model::Snapshot& snap, const std::string& file,
+                  const std::vector<FileTensor>& tensors,
                   const std::map<std::string, TensorMapping>& where,
                   const std::map<std::string, std::string>& metadata = {});
 // The weights (slots = false) or the optimizer slots (true) of a snapshot,
@@ -53,11 +54,11 @@ nlohmann::json load_checkpoint(Model& model, const std::string& dir);
 
 struct CheckpointOptions {
   std::string directory = "";
-  int64_t save_every = 0;      // steps between saves (0: only explicit saves)
-  int keep = 0;                // checkpoints kept (0: all)
-  std::string monitor = "";    // keep the best by this metric instead of the latest
-  std::string mode = "min";    // "min" or "max" for `monitor`
-  bool background = true;      // write while training goes on
+  int64_t save_every = 0;    // steps between saves (0: only explicit saves)
+  int keep = 0;              // checkpoints kept (0: all)
+  std::string monitor = "";  // keep the best by this metric instead of the latest
+  std::string mode = "min";  // "min" or "max" for `monitor`
+  bool background = true;    // write while training goes on
 };
 
 // Keras ModelCheckpoint / Orbax CheckpointManager semantics: periodic saves,

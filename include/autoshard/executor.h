@@ -32,8 +32,8 @@ struct StepContext {
 // value's last reader has run. Planned without allocating anything.
 struct BufferPlan {
   std::vector<int> schedule;
-  std::vector<int> slot_of;         // per node: its buffer, or -1 (leaves, views)
-  std::vector<size_t> slot_bytes;   // per buffer
+  std::vector<int> slot_of;        // per node: its buffer, or -1 (leaves, views)
+  std::vector<size_t> slot_bytes;  // per buffer
   size_t total_bytes() const;
 };
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs);

@@ -23,35 +23,41 @@ enum class Op : uint8_t {
   Constant,   // every element = f
   Iota,       // i32 0, 1, ... along the last axis of shape `ints`
   Einsum,     // two operands; text = equation such as "btc,cd->btd"
-  Add, Sub, Mul, Div,  // elementwise with numpy broadcasting
-  Scale,               // y = f * x
-  Gelu, GeluGrad,      // i = 1: tanh approximation (GPT-2), 0: exact erf; GeluGrad(x, dy)
-  Relu, ReluGrad,      // ReluGrad(x, dy)
-  Tanh, TanhGrad,      // TanhGrad(y, dy)
-  ReduceSum,           // sum over axes `ints`, dropping them
-  BroadcastTo,         // to shape `ints` (numpy rules); the adjoint of ReduceSum
-  Softmax,             // over the last axis; i = 1: causal mask over the last two axes
-  SoftmaxGrad,         // (y, dy) -> dx
-  Normalize,           // (x - mean) / sqrt(var + f) over the last axis
-  NormalizeGrad,       // (x, dy) -> dx, f = epsilon
-  CrossEntropy,        // (logits [..., V], targets [...] i32) -> loss per row [...]
-  CrossEntropyGrad,    // (logits, targets, dloss) -> dlogits
-  Gather,              // (table [V, ...], ids [...] i32) -> [..., ...]
-  ScatterAdd,          // (ids, dy) -> table-shaped [ints] sum of dy rows per id
-  Reshape,             // to shape `ints` (shares storage)
-  Transpose,           // permutation `ints`
-  Dropout,             // rate f, seed i; mask keyed by (seed, step, element index)
-  SumSquares,          // sum of x^2 over all elements -> scalar
-  ClipScale,           // (sumsq) -> min(1, f / (sqrt(sumsq) + 1e-6)), PyTorch's rule
-  AdamUpdate,          // (p, g, m, v, scale) updates p, m, v in place; fs = b1, b2, eps, wd;
-                       // i = 1: decoupled weight decay (AdamW)
-  SgdUpdate,           // (p, g, buf, scale) updates p, buf in place; fs = momentum, wd, nesterov
+  Add,
+  Sub,
+  Mul,
+  Div,    // elementwise with numpy broadcasting
+  Scale,  // y = f * x
+  Gelu,
+  GeluGrad,  // i = 1: tanh approximation (GPT-2), 0: exact erf; GeluGrad(x, dy)
+  Relu,
+  ReluGrad,  // ReluGrad(x, dy)
+  Tanh,
+  TanhGrad,          // TanhGrad(y, dy)
+  ReduceSum,         // sum over axes `ints`, dropping them
+  BroadcastTo,       // to shape `ints` (numpy rules); the adjoint of ReduceSum
+  Softmax,           // over the last axis; i = 1: causal mask over the last two axes
+  SoftmaxGrad,       // (y, dy) -> dx
+  Normalize,         // (x - mean) / sqrt(var + f) over the last axis
+  NormalizeGrad,     // (x, dy) -> dx, f = epsilon
+  CrossEntropy,      // (logits [..., V], targets [...] i32) -> loss per row [...]
+  CrossEntropyGrad,  // (logits, targets, dloss) -> dlogits
+  Gather,            // (table [V, ...], ids [...] i32) -> [..., ...]
+  ScatterAdd,        // (ids, dy) -> table-shaped [ints] sum of dy rows per id
+  Reshape,           // to shape `ints` (shares storage)
+  Transpose,         // permutation `ints`
+  Dropout,           // rate f, seed i; mask keyed by (seed, step, element index)
+  SumSquares,        // sum of x^2 over all elements -> scalar
+  ClipScale,         // (sumsq) -> min(1, f / (sqrt(sumsq) + 1e-6)), PyTorch's rule
+  AdamUpdate,        // (p, g, m, v, scale) updates p, m, v in place; fs = b1, b2, eps, wd;
+                     // i = 1: decoupled weight decay (AdamW)
+  SgdUpdate,         // (p, g, buf, scale) updates p, buf in place; fs = momentum, wd, nesterov
   // Partitioned programs only (inserted by the partitioner, never differentiated):
-  AllReduce,           // over mesh axis comm_axis; i = 0 sum, 1 max
-  AllGather,           // along dim ints[0] over comm_axis; ints[1..] = every member's size
-  ReduceScatter,       // along dim ints[0] over comm_axis; ints[1..] = every member's size
-  Slice,               // along dim ints[0]: [ints[1], ints[1] + ints[2])
-  Assign,              // (target, value) copies value into target's storage (a side effect)
+  AllReduce,      // over mesh axis comm_axis; i = 0 sum, 1 max
+  AllGather,      // along dim ints[0] over comm_axis; ints[1..] = every member's size
+  ReduceScatter,  // along dim ints[0] over comm_axis; ints[1..] = every member's size
+  Slice,          // along dim ints[0]: [ints[1], ints[1] + ints[2])
+  Assign,         // (target, value) copies value into target's storage (a side effect)
   kCount
 };
 

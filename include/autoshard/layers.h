@@ -80,11 +80,11 @@ Value apply_activation(Value x, const std::string& activation);
 // Throws a clear error for an activation name apply_activation does not know.
 void check_activation(const std::string& activation);
 
-#define AUTOSHARD_OPTION(Type, field, init)      \
-  Type field##_ = init;                          \
-  auto& field(Type v) {                          \
-    field##_ = std::move(v);                     \
-    return *this;                                \
+#define AUTOSHARD_OPTION(Type, field, init) \
+  Type field##_ = init;                     \
+  auto& field(Type v) {                     \
+    field##_ = std::move(v);                \
+    return *this;                           \
   }
 
 struct DenseOptions {

@@ -139,13 +139,13 @@ class Model {
   std::shared_ptr<Optimizer> optimizer_;
   Loss loss_;
   std::shared_ptr<Distribution> dist_;
-  std::map<std::string, Shape> shapes_;         // every weight and slot
-  std::map<std::string, Initializer> inits_;    // weights
+  std::map<std::string, Shape> shapes_;       // every weight and slot
+  std::map<std::string, Initializer> inits_;  // weights
   std::vector<std::string> weight_order_;
-  std::map<std::string, Tensor> state_;         // whole values (one device)
+  std::map<std::string, Tensor> state_;                // whole values (one device)
   std::vector<std::map<std::string, Tensor>> shards_;  // per device: its blocks (a mesh)
-  std::map<std::string, Sharding> layouts_;     // the layout of each sharded path
-  std::map<std::string, WeightSource> sources_;  // weights to read on first use
+  std::map<std::string, Sharding> layouts_;            // the layout of each sharded path
+  std::map<std::string, WeightSource> sources_;        // weights to read on first use
   int64_t iterations_ = 0;
   std::map<std::string, std::unique_ptr<Compiled>> cache_;
 };

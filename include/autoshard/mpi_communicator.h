@@ -36,7 +36,8 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
-  void all_gather(const float* in, float* out, const std::vector<int64_t>& counts, const CommGroup& g) override;
+  void all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
+                  const CommGroup& g) override;
   void reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
                       const CommGroup& g) override;
   void broadcast(float* data, int64_t count, int root, const CommGroup& g) override;

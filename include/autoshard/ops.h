@@ -45,8 +45,16 @@ Value dropout(Value x, double rate, uint64_t seed);
 }  // namespace autoshard::ops
 
 namespace autoshard {
-inline Value operator+(Value a, Value b) { return ops::add(a, b); }
-inline Value operator-(Value a, Value b) { return ops::sub(a, b); }
-inline Value operator*(Value a, Value b) { return ops::mul(a, b); }
-inline Value operator/(Value a, Value b) { return ops::div(a, b); }
+inline Value operator+(Value a, Value b) {
+  return ops::add(a, b);
+}
+inline Value operator-(Value a, Value b) {
+  return ops::sub(a, b);
+}
+inline Value operator*(Value a, Value b) {
+  return ops::mul(a, b);
+}
+inline Value operator/(Value a, Value b) {
+  return ops::div(a, b);
+}
 }  // namespace autoshard

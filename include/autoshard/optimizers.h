@@ -31,7 +31,8 @@ class Optimizer {
  protected:
   virtual void update_one(Graph& g, Value param, Value grad, Value clip_scale,
                           std::vector<SlotSpec>& slots) const = 0;
-  static Value slot(Graph& g, const std::string& slot_name, Value param, std::vector<SlotSpec>& slots);
+  static Value slot(Graph& g, const std::string& slot_name, Value param,
+                    std::vector<SlotSpec>& slots);
 };
 
 struct SGDOptions {

@@ -19,20 +19,21 @@ namespace autoshard {
 
 // One collective of the partitioned step, as device 0 runs it.
 struct CollectiveRecord {
-  std::string kind;     // all_reduce, all_gather, reduce_scatter
-  std::string axis;     // mesh axis name
-  std::string value;    // a readable name of the global value moved
-  int64_t bytes = 0;    // bytes of device 0's buffer
+  std::string kind;   // all_reduce, all_gather, reduce_scatter
+  std::string axis;   // mesh axis name
+  std::string value;  // a readable name of the global value moved
+  int64_t bytes = 0;  // bytes of device 0's buffer
 };
 
 struct Partition {
   DeviceMesh mesh;
-  std::vector<Sharding> sharding;        // per global node: the layout of its value
-  std::vector<Shape> global_shape;       // per global node
-  std::vector<std::string> leaf_name;    // per global node: its path or name (leaves only)
-  std::vector<Graph> local;              // per device
+  std::vector<Sharding> sharding;          // per global node: the layout of its value
+  std::vector<Shape> global_shape;         // per global node
+  std::vector<std::string> leaf_name;      // per global node: its path or name (leaves only)
+  std::vector<Graph> local;                // per device
   std::vector<std::vector<int>> local_of;  // per device: global id -> local id (-1: absent)
-  std::vector<std::vector<int>> outputs;   // per device: local ids of the requested outputs, replicated
+  std::vector<std::vector<int>>
+      outputs;  // per device: local ids of the requested outputs, replicated
   std::vector<CollectiveRecord> collectives;
 };
 
@@ -40,7 +41,8 @@ struct Partition {
 // are replicated). The requested outputs come back fully replicated.
 // Only the devices in `devices` get a local graph (empty: every device), as
 // an MPI rank needs only its own.
-Partition partition(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
-                    const std::vector<int>& outputs, const std::vector<int>& devices = {});
+Partition partition(const Graph& graph, const DeviceMesh& mesh,
+                    const std::map<int, Sharding>& leaves, const std::vector<int>& outputs,
+                    const std::vector<int>& devices = {});
 
 }  // namespace autoshard

@@ -35,8 +35,8 @@ class ShardedExecutor {
  private:
   std::vector<int> devices_;
   Partition partition_;
-  std::unique_ptr<ThreadWorld> world_;      // in-process devices
-  std::unique_ptr<Communicator> mpi_;       // this rank, under mpirun
+  std::unique_ptr<ThreadWorld> world_;  // in-process devices
+  std::unique_ptr<Communicator> mpi_;   // this rank, under mpirun
   std::vector<std::vector<CommGroup>> groups_;
   std::vector<std::unique_ptr<Executor>> executors_;
   OpProfile* profile_ = nullptr;

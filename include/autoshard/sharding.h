@@ -39,7 +39,7 @@ struct Sharding {
 // The block of a whole tensor that `device` holds under `sharding` (a copy),
 // and the inverse: writing a device's block into a whole tensor.
 Tensor block_of(const Tensor& whole, const Sharding& sharding, const DeviceMesh& mesh, int device);
-void write_block(Tensor& whole, const Tensor& block, const Sharding& sharding, const DeviceMesh& mesh,
-                 int device);
+void write_block(Tensor& whole, const Tensor& block, const Sharding& sharding,
+                 const DeviceMesh& mesh, int device);
 
 }  // namespace autoshard

@@ -33,7 +33,9 @@ class Tensor {
   // Uninitialised storage of the given shape (filled with zeros).
   Tensor(Shape shape, DType dtype = DType::F32);
 
-  static Tensor zeros(Shape shape, DType dtype = DType::F32) { return Tensor(std::move(shape), dtype); }
+  static Tensor zeros(Shape shape, DType dtype = DType::F32) {
+    return Tensor(std::move(shape), dtype);
+  }
   static Tensor full(Shape shape, float value);
   static Tensor from(Shape shape, std::span<const float> values);
   static Tensor from(Shape shape, std::span<const int32_t> values);
@@ -50,9 +52,13 @@ class Tensor {
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
 
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(storage_.get()); }
+  T* data() {
+    return reinterpret_cast<T*>(storage_.get());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(storage_.get()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(storage_.get());
+  }
   float* f32() { return data<float>(); }
   const float* f32() const { return data<float>(); }
   int32_t* i32() { return data<int32_t>(); }

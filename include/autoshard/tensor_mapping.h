@@ -20,7 +20,7 @@
 namespace autoshard {
 
 struct TensorMapping {
-  std::string tensor;      // name of the tensor in the file
+  std::string tensor;  // name of the tensor in the file
   int row_dims = 1;
   int64_t row_stride = -1;  // -1: the weight's own cols (a plain tensor)
   int64_t col_offset = 0;

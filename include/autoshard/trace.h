@@ -14,7 +14,8 @@ namespace autoshard {
 
 class Trace {
  public:
-  Trace(Graph& graph, bool training, uint64_t seed) : graph_(graph), training_(training), seed_(seed) {}
+  Trace(Graph& graph, bool training, uint64_t seed)
+      : graph_(graph), training_(training), seed_(seed) {}
 
   Graph& graph() { return graph_; }
   bool training() const { return training_; }

@@ -13,7 +13,7 @@ namespace autoshard::cli {
 
 struct CommonOptions {
   std::string model = "mini";
-  std::string data;  // empty: the built-in corpus
+  std::string data;            // empty: the built-in corpus
   int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
   uint64_t seed = 0;
   std::string mesh;  // "data=2,model=3"

@@ -27,7 +27,8 @@ std::string mib(double bytes) {
 
 nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
   nlohmann::json a = nlohmann::json::array();
-  for (int d : s.dims) a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
+  for (int d : s.dims)
+    a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
   return a;
 }
 
@@ -60,18 +61,24 @@ void run_plan(PlanOptions& o) {
     }
     if (slot) continue;
     const Sharding& s = p.sharding[id];
-    params[path] = {{"shape", p.global_shape[id]}, {"layout", layout_json(s, mesh)}, {"bytes_per_device", most}};
-    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" + s.to_string(mesh) + "|" + mib(double(most)));
+    params[path] = {{"shape", p.global_shape[id]},
+                    {"layout", layout_json(s, mesh)},
+                    {"bytes_per_device", most}};
+    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" + s.to_string(mesh) + "|" +
+                   mib(double(most)));
   }
   nlohmann::json collectives = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
   for (const CollectiveRecord& c : p.collectives) {
-    collectives.push_back({{"kind", c.kind}, {"axis", c.axis}, {"value", c.value}, {"bytes", c.bytes}});
+    collectives.push_back(
+        {{"kind", c.kind}, {"axis", c.axis}, {"value", c.value}, {"bytes", c.bytes}});
     auto& t = totals[{c.kind, c.axis}];
     t.first += 1;
     t.second += c.bytes;
   }
-  auto largest = [&](const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); };
+  auto largest = [&](const std::vector<int64_t>& v) {
+    return *std::max_element(v.begin(), v.end());
+  };
   std::vector<int64_t> total(mesh.size());
   for (int d = 0; d < mesh.size(); ++d) total[d] = weights[d] + state[d] + activations[d];
   nlohmann::json mesh_json = nlohmann::json::object();
@@ -80,8 +87,10 @@ void run_plan(PlanOptions& o) {
                       {"parameters", params},
                       {"collectives", collectives},
                       {"bytes_per_device",
-                       {{"weights", largest(weights)}, {"optimizer_state", largest(state)},
-                        {"activations", largest(activations)}, {"total", largest(total)}}}};
+                       {{"weights", largest(weights)},
+                        {"optimizer_state", largest(state)},
+                        {"activations", largest(activations)},
+                        {"total", largest(total)}}}};
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) j["reasons"] = a->reasons();
   if (!o.out.empty()) {
     std::ofstream f(o.out);
@@ -92,28 +101,31 @@ void run_plan(PlanOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("plan %s for %s on mesh %s (%d devices), B=%lld T=%lld%s\n\n", o.plan.c_str(), o.model.c_str(),
-              mesh.to_string().c_str(), mesh.size(), static_cast<long long>(o.batch),
-              static_cast<long long>(o.seq), o.zero1 ? ", ZeRO-1" : "");
+  std::printf("plan %s for %s on mesh %s (%d devices), B=%lld T=%lld%s\n\n", o.plan.c_str(),
+              o.model.c_str(), mesh.to_string().c_str(), mesh.size(),
+              static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+              o.zero1 ? ", ZeRO-1" : "");
   std::printf("%-40s %-16s %-20s %s\n", "parameter", "shape", "layout", "bytes/device");
   for (const std::string& r : rows) {
     size_t a = r.find('|'), b = r.find('|', a + 1), c = r.find('|', b + 1);
-    std::printf("%-40s %-16s %-20s %s\n", r.substr(0, a).c_str(), r.substr(a + 1, b - a - 1).c_str(),
-                r.substr(b + 1, c - b - 1).c_str(), r.substr(c + 1).c_str());
+    std::printf("%-40s %-16s %-20s %s\n", r.substr(0, a).c_str(),
+                r.substr(a + 1, b - a - 1).c_str(), r.substr(b + 1, c - b - 1).c_str(),
+                r.substr(c + 1).c_str());
   }
   if (j.contains("reasons")) {
     std::printf("\nwhy (AutoShard, largest groups first):\n");
     for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
   }
-  std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind", "axis",
-              "count", "bytes");
+  std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind",
+              "axis", "count", "bytes");
   for (const auto& [key, t] : totals)
     std::printf("  %-16s %-8s %6d %14s\n", key.first.c_str(), key.second.c_str(), t.first,
                 mib(double(t.second)).c_str());
-  std::printf("\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
-              "  activations      %s (planned buffers of the step)\n  total            %s\n",
-              mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
-              mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
+  std::printf(
+      "\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
+      "  activations      %s (planned buffers of the step)\n  total            %s\n",
+      mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
+      mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ std::vector<int> displacements(const std::vector<int>& counts) {
 bool launched_by_mpi() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}) {
     const char* v = std::getenv(var);
-    if (v && std::atoi(v) > 1) return var != std::string("SLURM_NTASKS") || std::getenv("SLURM_PROCID");
+    if (v && std::atoi(v) > 1)
+      return var != std::string("SLURM_NTASKS") || std::getenv("SLURM_PROCID");
   }
   return false;
 }
@@ -91,7 +92,8 @@ void mpi_world_sum(float* data, int64_t count) {
   ensure_init();
   for (int64_t at = 0; at < count; at += INT_MAX / 2) {
     const int n = static_cast<int>(std::min<int64_t>(INT_MAX / 2, count - at));
-    ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+       "MPI_Allreduce");
   }
 }
 
@@ -108,8 +110,9 @@ MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh) : groups_(std::make_uni
   ensure_init();
   rank_ = mpi_rank();
   size_ = mpi_size();
-  check(mesh.size() == size_, "mesh ", mesh.to_string(), " has ", mesh.size(), " devices but mpirun started ",
-        size_, " ranks; start as many ranks as the mesh has devices (mpirun -np ", mesh.size(), ")");
+  check(mesh.size() == size_, "mesh ", mesh.to_string(), " has ", mesh.size(),
+        " devices but mpirun started ", size_,
+        " ranks; start as many ranks as the mesh has devices (mpirun -np ", mesh.size(), ")");
   MPI_Comm world;
   ok(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
   groups_->comm[0] = world;
@@ -142,7 +145,8 @@ void MpiCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const 
   MPI_Comm c = lookup(groups_->comm, g);
   for (int64_t at = 0; at < count; at += INT_MAX / 2) {
     const int n = static_cast<int>(std::min<int64_t>(INT_MAX / 2, count - at));
-    ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, c),
+    ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX,
+                     c),
        "MPI_Allreduce");
   }
 }
@@ -151,12 +155,13 @@ void MpiCommunicator::all_gather(const float* in, float* out, const std::vector<
                                  const CommGroup& g) {
   const std::vector<int> n = to_int(counts, "all_gather");
   const std::vector<int> d = displacements(n);
-  ok(MPI_Allgatherv(in, n[g.index], MPI_FLOAT, out, n.data(), d.data(), MPI_FLOAT, lookup(groups_->comm, g)),
+  ok(MPI_Allgatherv(in, n[g.index], MPI_FLOAT, out, n.data(), d.data(), MPI_FLOAT,
+                    lookup(groups_->comm, g)),
      "MPI_Allgatherv");
 }
 
-void MpiCommunicator::reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
-                                     const CommGroup& g) {
+void MpiCommunicator::reduce_scatter(const float* in, float* out,
+                                     const std::vector<int64_t>& counts, const CommGroup& g) {
   const std::vector<int> n = to_int(counts, "reduce_scatter");
   int64_t total = 0;
   for (int x : n) total += x;
@@ -165,22 +170,28 @@ void MpiCommunicator::reduce_scatter(const float* in, float* out, const std::vec
     copy.assign(in, in + total);
     in = copy.data();
   }
-  ok(MPI_Reduce_scatter(in, out, n.data(), MPI_FLOAT, MPI_SUM, lookup(groups_->comm, g)), "MPI_Reduce_scatter");
+  ok(MPI_Reduce_scatter(in, out, n.data(), MPI_FLOAT, MPI_SUM, lookup(groups_->comm, g)),
+     "MPI_Reduce_scatter");
 }
 
 void MpiCommunicator::broadcast(float* data, int64_t count, int root, const CommGroup& g) {
-  ok(MPI_Bcast(data, static_cast<int>(count), MPI_FLOAT, root, lookup(groups_->comm, g)), "MPI_Bcast");
+  ok(MPI_Bcast(data, static_cast<int>(count), MPI_FLOAT, root, lookup(groups_->comm, g)),
+     "MPI_Bcast");
 }
 
-void MpiCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
-                                 const std::vector<int64_t>& recv_counts, const CommGroup& g) {
-  const std::vector<int> s = to_int(send_counts, "all_to_all"), r = to_int(recv_counts, "all_to_all");
+void MpiCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts,
+                                 float* out, const std::vector<int64_t>& recv_counts,
+                                 const CommGroup& g) {
+  const std::vector<int> s = to_int(send_counts, "all_to_all"),
+                         r = to_int(recv_counts, "all_to_all");
   const std::vector<int> sd = displacements(s), rd = displacements(r);
   ok(MPI_Alltoallv(in, s.data(), sd.data(), MPI_FLOAT, out, r.data(), rd.data(), MPI_FLOAT,
                    lookup(groups_->comm, g)),
      "MPI_Alltoallv");
 }
 
-void MpiCommunicator::barrier(const CommGroup& g) { ok(MPI_Barrier(lookup(groups_->comm, g)), "MPI_Barrier"); }
+void MpiCommunicator::barrier(const CommGroup& g) {
+  ok(MPI_Barrier(lookup(groups_->comm, g)), "MPI_Barrier");
+}
 
 }  // namespace autoshard

@@ -44,7 +44,8 @@ struct ThreadWorld::GroupState {
       return;
     }
     int now = gen;
-    for (int spin = 0; spin < 4000 && (now = generation.load(std::memory_order_acquire)) == gen; ++spin)
+    for (int spin = 0; spin < 4000 && (now = generation.load(std::memory_order_acquire)) == gen;
+         ++spin)
       cpu_relax();
     while (now == gen) {
       generation.wait(gen, std::memory_order_acquire);
@@ -61,7 +62,8 @@ int mesh_group_id(const DeviceMesh& mesh, int axis, int rank) {
 std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
   std::vector<CommGroup> groups;
   for (int a = 0; a < mesh.rank(); ++a)
-    groups.push_back({mesh_group_id(mesh, a, rank), mesh.group(rank, a), mesh.coordinates(rank)[a]});
+    groups.push_back(
+        {mesh_group_id(mesh, a, rank), mesh.group(rank, a), mesh.coordinates(rank)[a]});
   CommGroup world{0, {}, rank};
   for (int r = 0; r < mesh.size(); ++r) world.ranks.push_back(r);
   groups.push_back(std::move(world));
@@ -82,7 +84,9 @@ ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
 
 ThreadWorld::~ThreadWorld() = default;
 
-ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) { return *groups_.at(g.id); }
+ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) {
+  return *groups_.at(g.id);
+}
 
 void ThreadWorld::abort() {
   aborted_.store(true, std::memory_order_release);
@@ -128,7 +132,9 @@ void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
   }
 }
 
-int ThreadCommunicator::size() const { return world_.size(); }
+int ThreadCommunicator::size() const {
+  return world_.size();
+}
 
 // Reduces members' slices [begin, begin + len) into `out`, summing in member
 // order so that every member computes bitwise the same value. `out` may be
@@ -184,8 +190,8 @@ void ThreadCommunicator::all_gather(const float* in, float* out, const std::vect
   s.wait(world_);
 }
 
-void ThreadCommunicator::reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
-                                        const CommGroup& g) {
+void ThreadCommunicator::reduce_scatter(const float* in, float* out,
+                                        const std::vector<int64_t>& counts, const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
   s.wait(world_);
@@ -215,8 +221,9 @@ void ThreadCommunicator::broadcast(float* data, int64_t count, int root, const C
   s.wait(world_);
 }
 
-void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
-                                    const std::vector<int64_t>& recv_counts, const CommGroup& g) {
+void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts,
+                                    float* out, const std::vector<int64_t>& recv_counts,
+                                    const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
   s.counts[g.index] = send_counts.data();
@@ -234,6 +241,8 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
   s.wait(world_);
 }
 
-void ThreadCommunicator::barrier(const CommGroup& g) { world_.group(g).wait(world_); }
+void ThreadCommunicator::barrier(const CommGroup& g) {
+  world_.group(g).wait(world_);
+}
 
 }  // namespace autoshard

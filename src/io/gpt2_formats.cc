@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "autoshard/checkpoint.h"
 #include "autoshard/error.h"
@@ -67,7 +67,8 @@ bool same_bytes(const SafetensorsFile& f, const SafetensorsEntry& a, const Safet
 void load_hf(GPT2& model, const std::string& file) {
   auto f = std::make_shared<const SafetensorsFile>(file);
   const std::string prefix = f->contains("transformer.wte.weight") ? "transformer." : "";
-  check(f->contains(prefix + "wte.weight"), "'", file, "' is not a GPT-2 checkpoint: it has no wte.weight");
+  check(f->contains(prefix + "wte.weight"), "'", file,
+        "' is not a GPT-2 checkpoint: it has no wte.weight");
   const std::map<std::string, TensorMapping> layout = hf_layout(model.config(), prefix);
   std::set<std::string> used;
   std::map<std::string, WeightSource> sources;
@@ -77,13 +78,15 @@ void load_hf(GPT2& model, const std::string& file) {
   }
   for (const SafetensorsEntry& e : f->entries()) {
     const std::string name = e.name;
-    if (used.count(name) || name.ends_with("attn.bias") || name.ends_with("attn.masked_bias")) continue;
+    if (used.count(name) || name.ends_with("attn.bias") || name.ends_with("attn.masked_bias"))
+      continue;
     if (name == "lm_head.weight") {
       check(same_bytes(*f, e, f->entry(prefix + "wte.weight")), "'", file,
             "': lm_head.weight differs from wte.weight; autoshard's GPT-2 ties them");
       continue;
     }
-    fail("'", file, "' has tensor '", name, "', which a GPT-2 of this config does not (another architecture?)");
+    fail("'", file, "' has tensor '", name,
+         "', which a GPT-2 of this config does not (another architecture?)");
   }
   model.load_weights(sources);
 }
@@ -97,11 +100,12 @@ LlmcHeader read_llmc_header(std::ifstream& in, const std::string& path) {
   int32_t h[256];
   in.read(reinterpret_cast<char*>(h), sizeof h);
   check(in.gcount() == sizeof h, "'", path, "' is too short for an llm.c header");
-  check(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0], ", expected ", kLlmcMagic, ")");
+  check(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0], ", expected ",
+        kLlmcMagic, ")");
   check(h[1] == 3, "'", path, "': llm.c version ", h[1], " is not supported (only 3, fp32)");
   LlmcHeader r{h[2], h[3], h[4], h[5], h[6], h[7]};
-  check(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 && r.padded_vocab >= r.vocab &&
-            r.channels % r.heads == 0,
+  check(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 &&
+            r.padded_vocab >= r.vocab && r.channels % r.heads == 0,
         "'", path, "': inconsistent llm.c header");
   return r;
 }
@@ -113,8 +117,8 @@ void for_each_llmc_piece(const LlmcHeader& h, Fn fn) {
   const int64_t C = h.channels, L = h.layers;
   fn("wte", h.padded_vocab, C, -1);
   fn("wpe", h.max_t, C, -1);
-  const char* per_layer[] = {"ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
-                             "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb"};
+  const char* per_layer[] = {"ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                             "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw",  "fcprojb"};
   const int64_t rows[] = {1, 1, 3 * C, 1, C, 1, 1, 1, 4 * C, 1, C, 1};
   const int64_t cols[] = {C, C, C, 3 * C, C, C, C, C, C, 4 * C, 4 * C, C};
   for (int t = 0; t < 12; ++t)
@@ -134,30 +138,44 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
     Tensor w = model.weight(path);
     const int64_t n = w.numel();
     if (!transpose) {
-      if (to_model) std::memcpy(w.f32(), piece.data() + row0 * cols, n * 4);
-      else std::memcpy(piece.data() + row0 * cols, w.f32(), n * 4);
+      if (to_model)
+        std::memcpy(w.f32(), piece.data() + row0 * cols, n * 4);
+      else
+        std::memcpy(piece.data() + row0 * cols, w.f32(), n * 4);
     } else {
       const int64_t in = n / nrows;  // our rows
       for (int64_t o = 0; o < nrows; ++o)
         for (int64_t i = 0; i < in; ++i) {
           float& a = piece[(row0 + o) * cols + i];
           float& b = w.f32()[i * nrows + o];
-          if (to_model) b = a; else a = b;
+          if (to_model)
+            b = a;
+          else
+            a = b;
         }
     }
     if (to_model) model.set_weight(path, w);
   };
   if (name == "wte") {
     Tensor w = model.weight("wte.embeddings");
-    if (to_model) std::memcpy(w.f32(), piece.data(), w.nbytes()), model.set_weight("wte.embeddings", w);
-    else std::memcpy(piece.data(), w.f32(), w.nbytes());  // padded rows stay zero
-  } else if (name == "wpe") transfer("wpe.embeddings", 0, rows, false);
-  else if (name == "ln1w") transfer(h + "ln_1.gamma", 0, 1, false);
-  else if (name == "ln1b") transfer(h + "ln_1.beta", 0, 1, false);
-  else if (name == "ln2w") transfer(h + "ln_2.gamma", 0, 1, false);
-  else if (name == "ln2b") transfer(h + "ln_2.beta", 0, 1, false);
-  else if (name == "lnfw") transfer("ln_f.gamma", 0, 1, false);
-  else if (name == "lnfb") transfer("ln_f.beta", 0, 1, false);
+    if (to_model)
+      std::memcpy(w.f32(), piece.data(), w.nbytes()), model.set_weight("wte.embeddings", w);
+    else
+      std::memcpy(piece.data(), w.f32(), w.nbytes());  // padded rows stay zero
+  } else if (name == "wpe")
+    transfer("wpe.embeddings", 0, rows, false);
+  else if (name == "ln1w")
+    transfer(h + "ln_1.gamma", 0, 1, false);
+  else if (name == "ln1b")
+    transfer(h + "ln_1.beta", 0, 1, false);
+  else if (name == "ln2w")
+    transfer(h + "ln_2.gamma", 0, 1, false);
+  else if (name == "ln2b")
+    transfer(h + "ln_2.beta", 0, 1, false);
+  else if (name == "lnfw")
+    transfer("ln_f.gamma", 0, 1, false);
+  else if (name == "lnfb")
+    transfer("ln_f.beta", 0, 1, false);
   else if (name == "qkvw") {
     transfer(h + "attn.query.kernel", 0, C, true);
     transfer(h + "attn.key.kernel", C, C, true);
@@ -175,12 +193,18 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
       std::fill_n(piece.data() + C, C, 0.0f);
       std::memcpy(piece.data() + 2 * C, v.f32(), C * 4);
     }
-  } else if (name == "attprojw") transfer(h + "attn.attention_output.kernel", 0, C, true);
-  else if (name == "attprojb") transfer(h + "attn.attention_output.bias", 0, 1, false);
-  else if (name == "fcw") transfer(h + "mlp.c_fc.kernel", 0, 4 * C, true);
-  else if (name == "fcb") transfer(h + "mlp.c_fc.bias", 0, 1, false);
-  else if (name == "fcprojw") transfer(h + "mlp.c_proj.kernel", 0, C, true);
-  else if (name == "fcprojb") transfer(h + "mlp.c_proj.bias", 0, 1, false);
+  } else if (name == "attprojw")
+    transfer(h + "attn.attention_output.kernel", 0, C, true);
+  else if (name == "attprojb")
+    transfer(h + "attn.attention_output.bias", 0, 1, false);
+  else if (name == "fcw")
+    transfer(h + "mlp.c_fc.kernel", 0, 4 * C, true);
+  else if (name == "fcb")
+    transfer(h + "mlp.c_fc.bias", 0, 1, false);
+  else if (name == "fcprojw")
+    transfer(h + "mlp.c_proj.kernel", 0, C, true);
+  else if (name == "fcprojb")
+    transfer(h + "mlp.c_proj.bias", 0, 1, false);
   (void)D;
 }
 
@@ -196,10 +220,10 @@ void load_llmc(GPT2& model, const std::string& path) {
   check(in.good(), "cannot open '", path, "'");
   const LlmcHeader h = read_llmc_header(in, path);
   const GPT2Config& c = model.config();
-  check(h.layers == c.n_layer && h.heads == c.n_head && h.channels == c.n_embd && h.vocab == c.vocab_size &&
-            h.max_t == c.n_positions,
-        "'", path, "' holds a GPT-2 with L=", h.layers, " NH=", h.heads, " C=", h.channels, " V=", h.vocab,
-        " maxT=", h.max_t, ", not the model's configuration");
+  check(h.layers == c.n_layer && h.heads == c.n_head && h.channels == c.n_embd &&
+            h.vocab == c.vocab_size && h.max_t == c.n_positions,
+        "'", path, "' holds a GPT-2 with L=", h.layers, " NH=", h.heads, " C=", h.channels,
+        " V=", h.vocab, " maxT=", h.max_t, ", not the model's configuration");
   // Read everything first (one piece at a time is checked), then apply: a
   // truncated file leaves the model untouched.
   std::vector<std::pair<std::string, std::vector<float>>> pieces;
@@ -207,14 +231,15 @@ void load_llmc(GPT2& model, const std::string& path) {
   for_each_llmc_piece(h, [&](const char* name, int64_t rows, int64_t cols, int64_t layer) {
     std::vector<float> piece(rows * cols);
     in.read(reinterpret_cast<char*>(piece.data()), static_cast<std::streamsize>(piece.size() * 4));
-    check(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path, "' is truncated in tensor ",
-          name, layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
+    check(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path,
+          "' is truncated in tensor ", name,
+          layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
     pieces.emplace_back(name, std::move(piece));
     meta.emplace_back(name, rows, cols, layer);
   });
   for (size_t i = 0; i < pieces.size(); ++i)
-    llmc_piece(model, pieces[i].first, std::get<1>(meta[i]), std::get<2>(meta[i]), std::get<3>(meta[i]),
-               pieces[i].second, true);
+    llmc_piece(model, pieces[i].first, std::get<1>(meta[i]), std::get<2>(meta[i]),
+               std::get<3>(meta[i]), pieces[i].second, true);
 }
 
 }  // namespace
@@ -236,7 +261,8 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
       load_checkpoint(model, path);
       return;
     }
-    check(fs::exists(fs::path(path) / "model.safetensors"), "'", path, "' has no model.safetensors");
+    check(fs::exists(fs::path(path) / "model.safetensors"), "'", path,
+          "' has no model.safetensors");
     return load_hf(model, (fs::path(path) / "model.safetensors").string());
   }
   check(fs::exists(path), "weights '", path, "' do not exist");
@@ -251,11 +277,14 @@ void save_hf_gpt2(GPT2& model, const std::string& dir) {
   const int64_t C = c.n_embd;
   Model::Snapshot snap = model.snapshot(false);
   const std::map<std::string, TensorMapping> layout = hf_layout(c, "");
-  std::vector<FileTensor> tensors = {{"wte.weight", {c.vocab_size, C}}, {"wpe.weight", {c.n_positions, C}},
-                                     {"ln_f.weight", {C}}, {"ln_f.bias", {C}}};
+  std::vector<FileTensor> tensors = {{"wte.weight", {c.vocab_size, C}},
+                                     {"wpe.weight", {c.n_positions, C}},
+                                     {"ln_f.weight", {C}},
+                                     {"ln_f.bias", {C}}};
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
-    for (const char* n : {"ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "attn.c_proj.bias", "mlp.c_proj.bias"})
+    for (const char* n : {"ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias",
+                          "attn.c_proj.bias", "mlp.c_proj.bias"})
       tensors.push_back({h + n, {C}});
     tensors.push_back({h + "attn.c_attn.weight", {C, 3 * C}});
     tensors.push_back({h + "attn.c_attn.bias", {3 * C}});
@@ -264,21 +293,32 @@ void save_hf_gpt2(GPT2& model, const std::string& dir) {
     tensors.push_back({h + "mlp.c_fc.bias", {4 * C}});
     tensors.push_back({h + "mlp.c_proj.weight", {4 * C, C}});
   }
-  write_mapped(snap, (fs::path(dir) / "model.safetensors").string(), tensors, layout, {{"format", "pt"}});
-  nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},
-                        {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
-                        {"vocab_size", c.vocab_size}, {"n_positions", c.n_positions}, {"n_ctx", c.n_positions},
-                        {"layer_norm_epsilon", c.layer_norm_epsilon}, {"activation_function", "gelu_new"},
-                        {"resid_pdrop", c.dropout}, {"embd_pdrop", c.dropout}, {"attn_pdrop", c.dropout}};
+  write_mapped(snap, (fs::path(dir) / "model.safetensors").string(), tensors, layout,
+               {{"format", "pt"}});
+  nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
+                        {"model_type", "gpt2"},
+                        {"n_layer", c.n_layer},
+                        {"n_head", c.n_head},
+                        {"n_embd", c.n_embd},
+                        {"vocab_size", c.vocab_size},
+                        {"n_positions", c.n_positions},
+                        {"n_ctx", c.n_positions},
+                        {"layer_norm_epsilon", c.layer_norm_epsilon},
+                        {"activation_function", "gelu_new"},
+                        {"resid_pdrop", c.dropout},
+                        {"embd_pdrop", c.dropout},
+                        {"attn_pdrop", c.dropout}};
   std::ofstream(fs::path(dir) / "config.json") << cfg.dump(2) << "\n";
 }
 
 void save_llmc_gpt2(GPT2& model, const std::string& file) {
   const GPT2Config& c = model.config();
-  LlmcHeader h{static_cast<int32_t>(c.n_positions), static_cast<int32_t>(c.vocab_size),
-               static_cast<int32_t>(c.n_layer), static_cast<int32_t>(c.n_head), static_cast<int32_t>(c.n_embd),
-               static_cast<int32_t>((c.vocab_size + 127) / 128 * 128)};
-  int32_t header[256] = {kLlmcMagic, 3, h.max_t, h.vocab, h.layers, h.heads, h.channels, h.padded_vocab};
+  LlmcHeader h{
+      static_cast<int32_t>(c.n_positions), static_cast<int32_t>(c.vocab_size),
+      static_cast<int32_t>(c.n_layer),     static_cast<int32_t>(c.n_head),
+      static_cast<int32_t>(c.n_embd),      static_cast<int32_t>((c.vocab_size + 127) / 128 * 128)};
+  int32_t header[256] = {kLlmcMagic, 3,       h.max_t,    h.vocab,
+                         h.layers,   h.heads, h.channels, h.padded_vocab};
   const std::string tmp = file + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -287,7 +327,8 @@ void save_llmc_gpt2(GPT2& model, const std::string& file) {
     for_each_llmc_piece(h, [&](const char* name, int64_t rows, int64_t cols, int64_t layer) {
       std::vector<float> piece(rows * cols, 0.0f);
       llmc_piece(model, name, rows, cols, layer, piece, false);
-      out.write(reinterpret_cast<const char*>(piece.data()), static_cast<std::streamsize>(piece.size() * 4));
+      out.write(reinterpret_cast<const char*>(piece.data()),
+                static_cast<std::streamsize>(piece.size() * 4));
     });
     check(out.good(), "writing '", file, "' failed");
   }

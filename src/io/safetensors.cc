@@ -62,13 +62,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     struct stat st {};
     check(::fstat(fd_, &st) == 0, "cannot stat '", path, "'");
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-    check(file_size >= 8, "'", path, "' is not a safetensors file: shorter than its 8-byte header length");
+    check(file_size >= 8, "'", path,
+          "' is not a safetensors file: shorter than its 8-byte header length");
     uint8_t len_bytes[8];
     check(::pread(fd_, len_bytes, 8, 0) == 8, "'", path, "': cannot read the header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-    check(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path,
-          "': header length ", header_len, " is larger than the file allows (", file_size - 8, " bytes)");
+    check(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path, "': header length ",
+          header_len, " is larger than the file allows (", file_size - 8, " bytes)");
     std::string header(header_len, '\0');
     check(::pread(fd_, header.data(), header_len, 8) == static_cast<ssize_t>(header_len), "'", path,
           "': truncated header");
@@ -81,7 +82,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     std::set<std::string> names;
     std::string duplicate;
     auto watch = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      if (depth == 1 && event == nlohmann::json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second)
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key &&
+          !names.insert(parsed.get<std::string>()).second)
         duplicate = parsed.get<std::string>();
       return true;
     };
@@ -98,13 +100,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (name == "__metadata__") {
         check(v.is_object(), "'", path, "': __metadata__ must be an object of strings");
         for (auto m = v.begin(); m != v.end(); ++m) {
-          check(m.value().is_string(), "'", path, "': __metadata__ value '", m.key(), "' is not a string");
+          check(m.value().is_string(), "'", path, "': __metadata__ value '", m.key(),
+                "' is not a string");
           metadata_[m.key()] = m.value().get<std::string>();
         }
         continue;
       }
-      auto bad = [&](const std::string& what) { fail("'", path, "': tensor '", name, "': ", what); };
-      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      auto bad = [&](const std::string& what) {
+        fail("'", path, "': tensor '", name, "': ", what);
+      };
+      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+          !v.contains("data_offsets"))
         bad("needs dtype, shape and data_offsets");
       SafetensorsEntry e;
       e.name = name;
@@ -122,7 +128,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         e.shape.push_back(static_cast<int64_t>(dim));
       }
       const auto& off = v["data_offsets"];
-      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+          !off[1].is_number_unsigned())
         bad("data_offsets must be two non-negative integers");
       e.begin = off[0].get<uint64_t>();
       e.end = off[1].get<uint64_t>();
@@ -142,7 +149,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     for (size_t i = 1; i < sorted.size(); ++i)
       check(sorted[i]->begin >= sorted[i - 1]->end || sorted[i]->begin == sorted[i]->end ||
                 sorted[i - 1]->begin == sorted[i - 1]->end,
-            "'", path, "': tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name, "' overlap");
+            "'", path, "': tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name,
+            "' overlap");
   } catch (...) {
     ::close(fd_);
     throw;
@@ -159,7 +167,8 @@ const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   return entries_[it->second];
 }
 
-void SafetensorsFile::read_bytes(const SafetensorsEntry& e, uint64_t offset, void* dst, uint64_t bytes) const {
+void SafetensorsFile::read_bytes(const SafetensorsEntry& e, uint64_t offset, void* dst,
+                                 uint64_t bytes) const {
   check(offset + bytes <= e.end - e.begin, "internal: read past tensor '", e.name, "'");
   auto* out = static_cast<char*>(dst);
   uint64_t pos = data_start_ + e.begin + offset;
@@ -207,10 +216,12 @@ Tensor SafetensorsFile::load(const std::string& name) const {
     }
     return t;
   }
-  fail("'", path_, "': tensor '", name, "' has dtype ", e.dtype, ", which cannot be loaded as f32 or i32");
+  fail("'", path_, "': tensor '", name, "' has dtype ", e.dtype,
+       ", which cannot be loaded as f32 or i32");
 }
 
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;

@@ -18,15 +18,17 @@ struct Layout2D {
 
 Layout2D layout_2d(const TensorMapping& m, const Shape& shape) {
   Layout2D l;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) (d < m.row_dims ? l.rows : l.cols) *= shape[d];
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d)
+    (d < m.row_dims ? l.rows : l.cols) *= shape[d];
   l.stride = m.row_stride < 0 ? l.cols : m.row_stride;
   return l;
 }
 
 // Calls run(block_offset, file_element, length) for every contiguous run of
 // the device's block (runs follow the block's last dimension).
-void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& layout, const DeviceMesh& mesh,
-                  int device, const std::function<void(int64_t, int64_t, int64_t)>& run) {
+void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& layout,
+                  const DeviceMesh& mesh, int device,
+                  const std::function<void(int64_t, int64_t, int64_t)>& run) {
   const Layout2D l = layout_2d(m, shape);
   const Shape local = layout.local_shape(shape, mesh, device);
   const std::vector<int64_t> off = layout.offsets(shape, mesh, device);
@@ -55,20 +57,21 @@ void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& la
 
 void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
                    const std::string& weight) {
-  check(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor, "' (needed for weight '",
-        weight, "')");
+  check(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor,
+        "' (needed for weight '", weight, "')");
   const SafetensorsEntry& e = file.entry(m.tensor);
-  check(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '", m.tensor,
-        "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
+  check(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '",
+        m.tensor, "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
   const Layout2D l = layout_2d(m, shape);
   const int64_t size = numel(e.shape);
-  const int64_t last = l.rows == 0 || l.cols == 0 ? -1 : (l.rows - 1) * l.stride + m.col_offset + l.cols - 1;
-  check(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor, "' ",
-        shape_str(e.shape), " does not fit weight '", weight, "' ", shape_str(shape),
+  const int64_t last =
+      l.rows == 0 || l.cols == 0 ? -1 : (l.rows - 1) * l.stride + m.col_offset + l.cols - 1;
+  check(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor,
+        "' ", shape_str(e.shape), " does not fit weight '", weight, "' ", shape_str(shape),
         " (a checkpoint of another model size or architecture?)");
   if (m.row_stride < 0 && m.col_offset == 0)
-    check(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ", shape_str(e.shape),
-          " but weight '", weight, "' needs ", shape_str(shape));
+    check(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ",
+          shape_str(e.shape), " but weight '", weight, "' needs ", shape_str(shape));
 }
 
 Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,

@@ -14,7 +14,9 @@
 namespace autoshard {
 
 TokenData::TokenData(std::vector<int32_t> tokens, std::string source)
-    : tokens_(std::move(tokens)), size_(static_cast<int64_t>(tokens_.size())), source_(std::move(source)) {}
+    : tokens_(std::move(tokens)),
+      size_(static_cast<int64_t>(tokens_.size())),
+      source_(std::move(source)) {}
 
 TokenData TokenData::from_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -27,8 +29,8 @@ TokenData TokenData::from_file(const std::string& path) {
     delete p;
   });
   d.bytes_per_token_ = path.ends_with(".bin") ? 2 : 1;
-  check(st.st_size % d.bytes_per_token_ == 0, "data file '", path, "' has an odd number of bytes (", st.st_size,
-        "); a .bin file holds little-endian uint16 token ids");
+  check(st.st_size % d.bytes_per_token_ == 0, "data file '", path, "' has an odd number of bytes (",
+        st.st_size, "); a .bin file holds little-endian uint16 token ids");
   d.size_ = st.st_size / d.bytes_per_token_;
   return d;
 }
@@ -40,12 +42,14 @@ TokenData TokenData::builtin() {
   return TokenData(std::move(tokens), "built-in corpus");
 }
 
-int64_t TokenData::batches(int64_t batch, int64_t seq) const { return (size() - 1) / (batch * seq); }
+int64_t TokenData::batches(int64_t batch, int64_t seq) const {
+  return (size() - 1) / (batch * seq);
+}
 
 void TokenData::validate(int64_t batch, int64_t seq, int64_t vocab_size) {
   check(batch > 0 && seq > 0, "batch and sequence length must be positive");
-  check(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ", batch, " x ",
-        seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
+  check(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ",
+        batch, " x ", seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
   vocab_ = vocab_size;
 }
 

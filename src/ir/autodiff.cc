@@ -8,7 +8,8 @@ namespace autoshard {
 
 std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
   Graph& g = *loss.graph;
-  check(loss.shape().empty(), "gradients: the loss must be a scalar, got ", shape_str(loss.shape()));
+  check(loss.shape().empty(), "gradients: the loss must be a scalar, got ",
+        shape_str(loss.shape()));
   const int end = loss.id + 1;  // nodes after the loss cannot influence it
 
   // Which nodes lie on a path from a wrt value to the loss.

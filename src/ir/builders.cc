@@ -43,11 +43,21 @@ Value einsum(const std::string& equation, Value a, Value b) {
   return a.graph->add(Op::Einsum, {ra, rb}, attrs);
 }
 
-Value add(Value a, Value b) { return a.graph->add(Op::Add, {a, b}); }
-Value sub(Value a, Value b) { return a.graph->add(Op::Sub, {a, b}); }
-Value mul(Value a, Value b) { return a.graph->add(Op::Mul, {a, b}); }
-Value div(Value a, Value b) { return a.graph->add(Op::Div, {a, b}); }
-Value scale(Value x, double factor) { return x.graph->add(Op::Scale, {x}, with_f(factor)); }
+Value add(Value a, Value b) {
+  return a.graph->add(Op::Add, {a, b});
+}
+Value sub(Value a, Value b) {
+  return a.graph->add(Op::Sub, {a, b});
+}
+Value mul(Value a, Value b) {
+  return a.graph->add(Op::Mul, {a, b});
+}
+Value div(Value a, Value b) {
+  return a.graph->add(Op::Div, {a, b});
+}
+Value scale(Value x, double factor) {
+  return x.graph->add(Op::Scale, {x}, with_f(factor));
+}
 
 Value constant(Graph& g, Shape shape, double value) {
   Attrs a = with_f(value);
@@ -55,13 +65,19 @@ Value constant(Graph& g, Shape shape, double value) {
   return g.add(Op::Constant, {}, a);
 }
 
-Value iota(Graph& g, Shape shape) { return g.add(Op::Iota, {}, with_ints(std::move(shape))); }
+Value iota(Graph& g, Shape shape) {
+  return g.add(Op::Iota, {}, with_ints(std::move(shape)));
+}
 
 Value gelu(Value x, bool tanh_approximation) {
   return x.graph->add(Op::Gelu, {x}, with_f(0, tanh_approximation ? 1 : 0));
 }
-Value relu(Value x) { return x.graph->add(Op::Relu, {x}); }
-Value tanh(Value x) { return x.graph->add(Op::Tanh, {x}); }
+Value relu(Value x) {
+  return x.graph->add(Op::Relu, {x});
+}
+Value tanh(Value x) {
+  return x.graph->add(Op::Tanh, {x});
+}
 
 Value reduce_sum(Value x, std::vector<int64_t> axes) {
   for (int64_t& a : axes) a = a < 0 ? a + x.rank() : a;
@@ -92,12 +108,18 @@ Value sum_to(Value x, Shape shape) {
   return r.shape() == shape ? r : reshape(r, std::move(shape));
 }
 
-Value softmax(Value x, bool causal) { return x.graph->add(Op::Softmax, {x}, with_f(0, causal)); }
-Value normalize(Value x, double epsilon) { return x.graph->add(Op::Normalize, {x}, with_f(epsilon)); }
+Value softmax(Value x, bool causal) {
+  return x.graph->add(Op::Softmax, {x}, with_f(0, causal));
+}
+Value normalize(Value x, double epsilon) {
+  return x.graph->add(Op::Normalize, {x}, with_f(epsilon));
+}
 Value cross_entropy(Value logits, Value targets) {
   return logits.graph->add(Op::CrossEntropy, {logits, targets});
 }
-Value gather(Value table, Value ids) { return table.graph->add(Op::Gather, {table, ids}); }
+Value gather(Value table, Value ids) {
+  return table.graph->add(Op::Gather, {table, ids});
+}
 
 Value reshape(Value x, Shape shape) {
   if (x.shape() == shape) return x;

@@ -19,16 +19,23 @@ const std::vector<OpDef>& op_table() {
     register_optimizer_ops(t);
     register_collective_ops(t);
     for (size_t i = 0; i < t.size(); ++i)
-      if (!t[i].name || !t[i].infer || !t[i].kernel) throw std::logic_error("op without a definition");
+      if (!t[i].name || !t[i].infer || !t[i].kernel)
+        throw std::logic_error("op without a definition");
     return t;
   }();
   return table;
 }
 
-const OpDef& op_def(Op op) { return op_table()[static_cast<size_t>(op)]; }
-const char* op_name(Op op) { return op_def(op).name; }
+const OpDef& op_def(Op op) {
+  return op_table()[static_cast<size_t>(op)];
+}
+const char* op_name(Op op) {
+  return op_def(op).name;
+}
 
-const Node& Value::node() const { return graph->node(id); }
+const Node& Value::node() const {
+  return graph->node(id);
+}
 
 int64_t Value::dim(int axis) const {
   int r = rank();
@@ -122,8 +129,12 @@ std::vector<bool> live_nodes(const Graph& g, const std::vector<int>& outputs) {
   return live;
 }
 
-const Shape& input_shape(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).shape; }
-DType input_dtype(const Graph& g, const Node& n, int i) { return g.node(n.inputs[i]).dtype; }
+const Shape& input_shape(const Graph& g, const Node& n, int i) {
+  return g.node(n.inputs[i]).shape;
+}
+DType input_dtype(const Graph& g, const Node& n, int i) {
+  return g.node(n.inputs[i]).dtype;
+}
 
 void expect_inputs(const Node& n, size_t count) {
   check(n.inputs.size() == count, "op ", op_def(n.op).name ? op_def(n.op).name : "?", " takes ",

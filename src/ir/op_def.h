@@ -17,9 +17,9 @@ struct CommGroup;
 
 // What a kernel may know beyond its inputs.
 struct KernelContext {
-  int64_t step = 1;      // 1-based optimizer step (Adam bias correction, dropout keys)
-  double lr = 0;         // learning rate of this step
-  Communicator* comm = nullptr;                    // partitioned programs only
+  int64_t step = 1;              // 1-based optimizer step (Adam bias correction, dropout keys)
+  double lr = 0;                 // learning rate of this step
+  Communicator* comm = nullptr;  // partitioned programs only
   const std::vector<CommGroup>* groups = nullptr;  // this device's group of each mesh axis
   const CommGroup& group(int axis) const;
 };

@@ -19,9 +19,12 @@ void ProgressBar::on_train_batch_end(int64_t batch, const Logs& logs) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   auto it = logs.find("loss");
   std::fprintf(stderr, "\r%lld/%lld [%s] - %.1fs - loss: %.4f", static_cast<long long>(batch + 1),
-               static_cast<long long>(steps_), bar.c_str(), secs, it == logs.end() ? 0.0 : it->second);
+               static_cast<long long>(steps_), bar.c_str(), secs,
+               it == logs.end() ? 0.0 : it->second);
 }
 
-void ProgressBar::on_epoch_end(int, const Logs&) { std::fprintf(stderr, "\n"); }
+void ProgressBar::on_epoch_end(int, const Logs&) {
+  std::fprintf(stderr, "\n");
+}
 
 }  // namespace autoshard

@@ -22,11 +22,16 @@ float Initializer::value(const std::string& path, const Shape& shape, uint64_t s
   const CounterRng rng(stable_hash(path.c_str()) ^ (seed * 0x9E3779B97F4A7C15ull), 0);
   const auto e = static_cast<uint64_t>(index);
   switch (kind) {
-    case Kind::Zeros: return 0.0f;
-    case Kind::Ones: return 1.0f;
-    case Kind::Constant: return static_cast<float>(a);
-    case Kind::Normal: return static_cast<float>(a + b * rng.normal(e));
-    case Kind::Uniform: return static_cast<float>(a + (b - a) * rng.uniform(e));
+    case Kind::Zeros:
+      return 0.0f;
+    case Kind::Ones:
+      return 1.0f;
+    case Kind::Constant:
+      return static_cast<float>(a);
+    case Kind::Normal:
+      return static_cast<float>(a + b * rng.normal(e));
+    case Kind::Uniform:
+      return static_cast<float>(a + (b - a) * rng.uniform(e));
     case Kind::GlorotUniform: {
       // fan_in / fan_out as Keras computes them: the last axis is fan_out,
       // the product of the rest is fan_in.

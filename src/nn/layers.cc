@@ -46,8 +46,8 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
 }
 
 void check_activation(const std::string& a) {
-  check(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" || a == "gelu_new" ||
-            a == "tanh",
+  check(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
+            a == "gelu_new" || a == "tanh",
         "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
 }
 
@@ -70,7 +70,8 @@ Value single(const std::vector<Value>& inputs, const std::string& layer) {
 // ---- Dense ----
 class DenseImpl : public LayerImpl {
  public:
-  DenseImpl(int64_t units, DenseOptions o) : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
+  DenseImpl(int64_t units, DenseOptions o)
+      : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
     check(units > 0, "Dense: units must be positive, got ", units);
     check_activation(o_.activation_);
   }
@@ -93,7 +94,10 @@ class DenseImpl : public LayerImpl {
 class EinsumDenseImpl : public LayerImpl {
  public:
   EinsumDenseImpl(std::string eq, Shape out, EinsumDenseOptions o)
-      : LayerImpl(name_or(o.name_, "einsum_dense")), eq_(std::move(eq)), out_(std::move(out)), o_(std::move(o)) {
+      : LayerImpl(name_or(o.name_, "einsum_dense")),
+        eq_(std::move(eq)),
+        out_(std::move(out)),
+        o_(std::move(o)) {
     parse_einsum(eq_);
     check_activation(o_.activation_);
   }
@@ -107,7 +111,8 @@ class EinsumDenseImpl : public LayerImpl {
     auto size_of = [&](char c) -> int64_t {
       if (size_t i = e.a.find(c); i != std::string::npos) return x.dim(static_cast<int>(i));
       size_t j = e.out.find(c);
-      check(j != std::string::npos && j > 0, "EinsumDense ", name(), ": cannot size kernel letter '", c, "'");
+      check(j != std::string::npos && j > 0, "EinsumDense ", name(),
+            ": cannot size kernel letter '", c, "'");
       return out_[j - 1];
     };
     Shape kshape;
@@ -118,7 +123,8 @@ class EinsumDenseImpl : public LayerImpl {
       for (char c : o_.bias_axes_) bshape.push_back(size_of(c));
       size_t first = e.out.find(o_.bias_axes_[0]);
       for (size_t i = first; i < e.out.size(); ++i)
-        bview.push_back(o_.bias_axes_.find(e.out[i]) != std::string::npos ? y.dim(static_cast<int>(i)) : 1);
+        bview.push_back(
+            o_.bias_axes_.find(e.out[i]) != std::string::npos ? y.dim(static_cast<int>(i)) : 1);
       Value bias = t.weight("bias", bshape, o_.bias_initializer_);
       y = y + ops::reshape(bias, bview);
     }
@@ -188,13 +194,18 @@ class DropoutImpl : public LayerImpl {
 class MultiHeadAttentionImpl : public LayerImpl {
  public:
   MultiHeadAttentionImpl(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
-      : LayerImpl(name_or(o.name_, "multi_head_attention")), heads_(heads), key_dim_(key_dim),
-        value_dim_(o.value_dim_ ? o.value_dim_ : key_dim), o_(std::move(o)) {
+      : LayerImpl(name_or(o.name_, "multi_head_attention")),
+        heads_(heads),
+        key_dim_(key_dim),
+        value_dim_(o.value_dim_ ? o.value_dim_ : key_dim),
+        o_(std::move(o)) {
     check(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
     auto proj = [&](const char* n, int64_t dim, bool bias) {
       // The time dim (-1) comes from the input; only heads and dim size the kernel.
       return EinsumDense("btc,chd->bthd", {-1, heads_, dim},
-                         EinsumDenseOptions().bias_axes(bias ? "hd" : "").name(n)
+                         EinsumDenseOptions()
+                             .bias_axes(bias ? "hd" : "")
+                             .name(n)
                              .kernel_initializer(o_.kernel_initializer_));
     };
     query_ = std::make_unique<EinsumDense>(proj("query", key_dim_, o_.use_bias_));
@@ -210,7 +221,8 @@ class MultiHeadAttentionImpl : public LayerImpl {
     Value q = (*query_)(t, q_in);
     Value k = (*key_)(t, kv_in);
     Value v = (*value_)(t, kv_in);
-    Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(double(key_dim_)));
+    Value scores =
+        ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(double(key_dim_)));
     Value probs = ops::softmax(scores, o_.use_causal_mask_);
     if (t.training() && o_.dropout_ > 0) {
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
@@ -258,7 +270,8 @@ class AddImpl : public LayerImpl {
 
 }  // namespace
 
-Dense::Dense(int64_t units, DenseOptions o) : Layer(std::make_shared<DenseImpl>(units, std::move(o))) {}
+Dense::Dense(int64_t units, DenseOptions o)
+    : Layer(std::make_shared<DenseImpl>(units, std::move(o))) {}
 EinsumDense::EinsumDense(std::string eq, Shape out, EinsumDenseOptions o)
     : Layer(std::make_shared<EinsumDenseImpl>(std::move(eq), std::move(out), std::move(o))) {}
 Embedding::Embedding(int64_t in, int64_t out, EmbeddingOptions o)

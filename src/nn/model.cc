@@ -14,13 +14,15 @@ namespace autoshard {
 
 struct Model::Compiled {
   Graph graph;
-  std::unique_ptr<Executor> exec;             // one device
-  std::unique_ptr<ShardedExecutor> sharded;   // a mesh
+  std::unique_ptr<Executor> exec;            // one device
+  std::unique_ptr<ShardedExecutor> sharded;  // a mesh
   int x = -1, y = -1, result = -1;
 };
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
-    : name_(std::move(name)), symbolic_inputs_(std::move(inputs)), symbolic_output_(std::move(output)) {
+    : name_(std::move(name)),
+      symbolic_inputs_(std::move(inputs)),
+      symbolic_output_(std::move(output)) {
   check(symbolic_inputs_.size() == 1, "Model ", name_, ": exactly one input is supported, got ",
         symbolic_inputs_.size());
   for (const SymbolicTensor& s : symbolic_inputs_) {
@@ -58,13 +60,16 @@ void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss) {
 
 void Model::set_distribution(std::shared_ptr<Distribution> d) {
   check(shards_.empty() || (d && dist_ && d->mesh().to_string() == dist_->mesh().to_string()),
-        "Model ", name_, ": its weights are already sharded over ", dist_ ? dist_->mesh().to_string() : "",
+        "Model ", name_, ": its weights are already sharded over ",
+        dist_ ? dist_->mesh().to_string() : "",
         "; build a new model (or save and load its weights) to change the mesh");
   dist_ = std::move(d);
   cache_.clear();
 }
 
-bool Model::sharded() const { return dist_ && dist_->mesh().size() > 1; }
+bool Model::sharded() const {
+  return dist_ && dist_->mesh().size() > 1;
+}
 
 Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
   Trace trace(graph, training, seed);
@@ -94,8 +99,8 @@ Tensor& Model::whole(const std::string& path) {
   if (it != state_.end()) return it->second;
   const Shape& shape = shapes_.at(path);
   if (auto src = sources_.find(path); src != sources_.end()) {
-    Tensor t = read_block(*src->second.file, src->second.map, shape, Sharding::replicated(shape.size()),
-                          DeviceMesh(), 0);
+    Tensor t = read_block(*src->second.file, src->second.map, shape,
+                          Sharding::replicated(shape.size()), DeviceMesh(), 0);
     sources_.erase(src);
     return state_[path] = t;
   }
@@ -131,8 +136,8 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
   return block;
 }
 
-void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
-                       DType y_dtype) {
+void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype,
+                       const Shape* y_shape, DType y_dtype) {
   check(x_dtype == input_specs_[0].dtype, "Model ", name_, ": input must be ",
         dtype_name(input_specs_[0].dtype), ", got ", dtype_name(x_dtype));
   check(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
@@ -167,7 +172,8 @@ Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
   auto& slot = cache_[key];
   if (slot) return *slot;
   auto c = std::make_unique<Compiled>();
-  trace_step(*c, mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr, y ? y->dtype() : DType::F32);
+  trace_step(*c, mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr,
+             y ? y->dtype() : DType::F32);
   if (sharded()) {
     bind_sharded(*c);
   } else {
@@ -206,7 +212,8 @@ std::map<int, Sharding> Model::leaf_layouts(const Graph& g) {
 void Model::bind_sharded(Compiled& c) {
   const Graph& g = c.graph;
   const DeviceMesh& mesh = dist_->mesh();
-  c.sharded = std::make_unique<ShardedExecutor>(g, mesh, leaf_layouts(g), std::vector<int>{c.result});
+  c.sharded =
+      std::make_unique<ShardedExecutor>(g, mesh, leaf_layouts(g), std::vector<int>{c.result});
   if (shards_.empty()) shards_.resize(mesh.size());
   const std::vector<int>& devices = c.sharded->devices();
   for (int id : g.parameters()) {
@@ -216,7 +223,7 @@ void Model::bind_sharded(Compiled& c) {
       c.sharded->bind(d, id, shards_[d].at(path));
     }
     if (sources_.count(path)) sources_.erase(path);  // every device here has read its block
-    state_.erase(path);  // the blocks are the value now
+    state_.erase(path);                              // the blocks are the value now
   }
   c.sharded->set_profile(profile);
 }
@@ -268,7 +275,9 @@ int64_t batch_count(int64_t n, int64_t batch_size) {
   check(batch_size > 0, "batch_size must be positive, got ", batch_size);
   return (n + batch_size - 1) / batch_size;
 }
-Tensor rows(const Tensor& t, int64_t begin, int64_t end) { return slice_axis(t, 0, begin, end - begin); }
+Tensor rows(const Tensor& t, int64_t begin, int64_t end) {
+  return slice_axis(t, 0, begin, end - begin);
+}
 }  // namespace
 
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions o) {
@@ -348,7 +357,8 @@ Tensor Model::weight(const std::string& path) {
   }
   // Each rank holds one block: the writer of each block adds it, and a sum
   // over the ranks assembles the whole.
-  if (writes_block(layouts_.at(path), first)) write_block(t, shards_[first].at(path), layouts_.at(path), dist_->mesh(), first);
+  if (writes_block(layouts_.at(path), first))
+    write_block(t, shards_[first].at(path), layouts_.at(path), dist_->mesh(), first);
   mpi_world_sum(t.f32(), t.numel());
   return t;
 }
@@ -374,11 +384,13 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
   ensure_built();
   for (const auto& [path, src] : sources) {
     // Optimizer slots have their weight's shape, known before the optimizer made them.
-    if (!shapes_.count(path) && path.rfind("optimizer.", 0) == 0 && path.find('.', 10) != std::string::npos) {
+    if (!shapes_.count(path) && path.rfind("optimizer.", 0) == 0 &&
+        path.find('.', 10) != std::string::npos) {
       const std::string weight = path.substr(path.find('.', 10) + 1);
       if (shapes_.count(weight)) shapes_[path] = shapes_.at(weight);
     }
-    check(shapes_.count(path), "Model ", name_, " has no weight '", path, "' (the checkpoint has it)");
+    check(shapes_.count(path), "Model ", name_, " has no weight '", path,
+          "' (the checkpoint has it)");
     check_mapping(*src.file, src.map, shapes_.at(path), path);
   }
   // Read what is already materialised now (into staging), then commit all.
@@ -386,7 +398,8 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
   for (const auto& [path, src] : sources) {
     const Shape& shape = shapes_.at(path);
     if (state_.count(path) || first_local_shard(path) >= 0)
-      staged[path] = read_block(*src.file, src.map, shape, Sharding::replicated(shape.size()), DeviceMesh(), 0);
+      staged[path] = read_block(*src.file, src.map, shape, Sharding::replicated(shape.size()),
+                                DeviceMesh(), 0);
   }
   for (const auto& [path, src] : sources)
     if (!staged.count(path)) sources_[path] = src;
@@ -405,8 +418,9 @@ Model::Snapshot Model::snapshot(bool include_slots) {
     if (first_local_shard(path) >= 0) {
       e.layout = layouts_.at(path);
       for (int d = 0; d < snap.mesh.size(); ++d)
-        e.blocks.push_back(shards_[d].count(path) && writes_block(e.layout, d) ? shards_[d].at(path).clone()
-                                                                               : Tensor());
+        e.blocks.push_back(shards_[d].count(path) && writes_block(e.layout, d)
+                               ? shards_[d].at(path).clone()
+                               : Tensor());
     } else {
       e.layout = Sharding::replicated(shape.size());
       Tensor w = weight(path).clone();

@@ -38,7 +38,8 @@ class SgdOptimizer : public Optimizer {
   }
 
  protected:
-  void update_one(Graph& g, Value p, Value grad, Value scale, std::vector<SlotSpec>& slots) const override {
+  void update_one(Graph& g, Value p, Value grad, Value scale,
+                  std::vector<SlotSpec>& slots) const override {
     Attrs a;
     a.fs = {o_.momentum, o_.weight_decay, o_.nesterov ? 1.0 : 0.0};
     g.add(Op::SgdUpdate, {p, grad, slot(g, "momentum", p, slots), scale}, a);
@@ -56,7 +57,8 @@ class AdamOptimizer : public Optimizer {
   }
 
  protected:
-  void update_one(Graph& g, Value p, Value grad, Value scale, std::vector<SlotSpec>& slots) const override {
+  void update_one(Graph& g, Value p, Value grad, Value scale,
+                  std::vector<SlotSpec>& slots) const override {
     Attrs a;
     a.fs = {o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay};
     a.i = decoupled_ ? 1 : 0;
@@ -72,8 +74,14 @@ class AdamOptimizer : public Optimizer {
 
 }  // namespace
 
-std::shared_ptr<Optimizer> SGD(SGDOptions o) { return std::make_shared<SgdOptimizer>(o); }
-std::shared_ptr<Optimizer> Adam(AdamOptions o) { return std::make_shared<AdamOptimizer>(o, false); }
-std::shared_ptr<Optimizer> AdamW(AdamOptions o) { return std::make_shared<AdamOptimizer>(o, true); }
+std::shared_ptr<Optimizer> SGD(SGDOptions o) {
+  return std::make_shared<SgdOptimizer>(o);
+}
+std::shared_ptr<Optimizer> Adam(AdamOptions o) {
+  return std::make_shared<AdamOptimizer>(o, false);
+}
+std::shared_ptr<Optimizer> AdamW(AdamOptions o) {
+  return std::make_shared<AdamOptimizer>(o, true);
+}
 
 }  // namespace autoshard

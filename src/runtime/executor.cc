@@ -11,7 +11,9 @@
 namespace autoshard {
 
 namespace {
-bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Input; }
+bool is_leaf(Op op) {
+  return op == Op::Parameter || op == Op::Input;
+}
 }  // namespace
 
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
@@ -47,7 +49,8 @@ BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
     int best = -1;
     for (size_t k = 0; k < free_slots.size(); ++k) {
       size_t have = plan.slot_bytes[free_slots[k]];
-      if (have >= bytes && have <= 2 * bytes && (best < 0 || have < plan.slot_bytes[free_slots[best]]))
+      if (have >= bytes && have <= 2 * bytes &&
+          (best < 0 || have < plan.slot_bytes[free_slots[best]]))
         best = static_cast<int>(k);
     }
     if (best >= 0) {
@@ -86,9 +89,9 @@ Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph)
 void Executor::bind(int node, const Tensor& value) {
   const Node& n = graph_.node(node);
   check(is_leaf(n.op), "bind: node ", node, " is not a parameter or input");
-  check(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text,
-        "' expects ", dtype_name(n.dtype), shape_str(n.shape), ", got ",
-        dtype_name(value.dtype()), shape_str(value.shape()));
+  check(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text, "' expects ",
+        dtype_name(n.dtype), shape_str(n.shape), ", got ", dtype_name(value.dtype()),
+        shape_str(value.shape()));
   values_[node] = value;
 }
 
@@ -123,7 +126,8 @@ std::string OpProfile::table() const {
   double total = 0;
   for (size_t i = 0; i < seconds.size(); ++i)
     if (calls[i]) order.push_back(i), total += seconds[i];
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
   std::string out;
   char line[160];
   for (size_t i : order) {

@@ -17,15 +17,18 @@ std::vector<int> local_devices(const DeviceMesh& mesh) {
 }
 
 ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
-                                 const std::map<int, Sharding>& leaves, const std::vector<int>& outputs)
-    : devices_(local_devices(mesh)), partition_(autoshard::partition(graph, mesh, leaves, outputs, devices_)) {
+                                 const std::map<int, Sharding>& leaves,
+                                 const std::vector<int>& outputs)
+    : devices_(local_devices(mesh)),
+      partition_(autoshard::partition(graph, mesh, leaves, outputs, devices_)) {
   if (launched_by_mpi())
     mpi_ = std::make_unique<MpiCommunicator>(mesh);
   else
     world_ = std::make_unique<ThreadWorld>(mesh);
   executors_.resize(mesh.size());
   for (int d = 0; d < mesh.size(); ++d) groups_.push_back(mesh_groups(mesh, d));
-  for (int d : devices_) executors_[d] = std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]);
+  for (int d : devices_)
+    executors_[d] = std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]);
 }
 
 void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {

@@ -25,7 +25,8 @@ class DimGroups {
   explicit DimGroups(const Graph& g) : g_(g) {
     for (int i = 0; i < g.size(); ++i) {
       base_.push_back(static_cast<int>(parent_.size()));
-      for (size_t d = 0; d < g.node(i).shape.size(); ++d) parent_.push_back(static_cast<int>(parent_.size()));
+      for (size_t d = 0; d < g.node(i).shape.size(); ++d)
+        parent_.push_back(static_cast<int>(parent_.size()));
     }
   }
   int id(int node, int dim) const { return base_[node] + dim; }
@@ -59,7 +60,9 @@ struct GroupInfo {
   std::vector<std::pair<int, int>> weight_dims;  // (parameter node, dim)
 };
 
-bool is_weight(const Node& n) { return n.op == Op::Parameter && n.attrs.text.rfind("optimizer.", 0) != 0; }
+bool is_weight(const Node& n) {
+  return n.op == Op::Parameter && n.attrs.text.rfind("optimizer.", 0) != 0;
+}
 
 void tie_op(const Graph& g, int i, DimGroups& groups, std::map<int, GroupInfo>& info_of_dim) {
   const Node& n = g.node(i);
@@ -74,8 +77,10 @@ void tie_op(const Graph& g, int i, DimGroups& groups, std::map<int, GroupInfo>& 
         for (int t = 0; t < 3; ++t) {
           size_t p = terms[t]->find(c);
           if (p == std::string::npos) continue;
-          if (first_node < 0) first_node = nodes[t], first_dim = static_cast<int>(p);
-          else groups.unite(first_node, first_dim, nodes[t], static_cast<int>(p));
+          if (first_node < 0)
+            first_node = nodes[t], first_dim = static_cast<int>(p);
+          else
+            groups.unite(first_node, first_dim, nodes[t], static_cast<int>(p));
           info_of_dim[groups.id(nodes[t], static_cast<int>(p))].contracted_or_free = true;
         }
         if (e.out.find(c) == std::string::npos)  // contracted: partial sums of the output
@@ -103,7 +108,8 @@ void tie_op(const Graph& g, int i, DimGroups& groups, std::map<int, GroupInfo>& 
       break;
     case Op::Gather: {
       const size_t ids = g.node(n.inputs[1]).shape.size();
-      for (size_t d = 0; d < ids; ++d) groups.unite(n.inputs[1], static_cast<int>(d), i, static_cast<int>(d));
+      for (size_t d = 0; d < ids; ++d)
+        groups.unite(n.inputs[1], static_cast<int>(d), i, static_cast<int>(d));
       for (size_t d = 1; d < g.node(n.inputs[0]).shape.size(); ++d)
         groups.unite(n.inputs[0], static_cast<int>(d), i, static_cast<int>(ids + d - 1));
       info_of_dim[groups.id(n.inputs[0], 0)].partial_bytes += numel(n.shape) * 4;
@@ -111,7 +117,8 @@ void tie_op(const Graph& g, int i, DimGroups& groups, std::map<int, GroupInfo>& 
     }
     case Op::ScatterAdd: {
       const size_t ids = g.node(n.inputs[0]).shape.size();
-      for (size_t d = 0; d < ids; ++d) groups.unite(n.inputs[0], static_cast<int>(d), n.inputs[1], static_cast<int>(d));
+      for (size_t d = 0; d < ids; ++d)
+        groups.unite(n.inputs[0], static_cast<int>(d), n.inputs[1], static_cast<int>(d));
       for (size_t d = 1; d < n.shape.size(); ++d)
         groups.unite(n.inputs[1], static_cast<int>(ids + d - 1), i, static_cast<int>(d));
       break;
@@ -153,7 +160,8 @@ std::string mb(int64_t bytes) {
 }  // namespace
 
 AutoShard::AutoShard(DeviceMesh mesh, std::string batch_dim_name, std::string model_dim_name)
-    : Distribution(std::move(mesh), std::move(batch_dim_name)), model_dim_name_(std::move(model_dim_name)) {}
+    : Distribution(std::move(mesh), std::move(batch_dim_name)),
+      model_dim_name_(std::move(model_dim_name)) {}
 
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
@@ -181,15 +189,16 @@ void AutoShard::prepare(const Graph& g) {
   }
   const int axis = mesh().axis_index(model_dim_name_);
   if (axis < 0 || mesh().axis_size(axis) == 1) {
-    reasons_.push_back("no '" + model_dim_name_ + "' axis of size > 1 in mesh " + mesh().to_string() +
-                       ": every weight replicated");
+    reasons_.push_back("no '" + model_dim_name_ + "' axis of size > 1 in mesh " +
+                       mesh().to_string() + ": every weight replicated");
     return;
   }
   std::vector<int> order;
   for (auto& [root, gi] : info)
     if (gi.weight_bytes > 0) order.push_back(root);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (info[a].weight_bytes != info[b].weight_bytes) return info[a].weight_bytes > info[b].weight_bytes;
+    if (info[a].weight_bytes != info[b].weight_bytes)
+      return info[a].weight_bytes > info[b].weight_bytes;
     return info[a].partial_bytes < info[b].partial_bytes;
   });
   for (int root : order) {
@@ -200,9 +209,12 @@ void AutoShard::prepare(const Graph& g) {
               std::to_string(gi.weight_dims[k].second) + "]";
     if (gi.weight_dims.size() > 3) dims += ", ...";
     std::string why;
-    if (gi.must_stay_whole) why = "kept whole: softmax or layer norm needs it whole";
-    else if (!gi.contracted_or_free) why = "kept whole: no contraction to split";
-    else if (gi.extent < 2) why = "kept whole: extent 1";
+    if (gi.must_stay_whole)
+      why = "kept whole: softmax or layer norm needs it whole";
+    else if (!gi.contracted_or_free)
+      why = "kept whole: no contraction to split";
+    else if (gi.extent < 2)
+      why = "kept whole: extent 1";
     for (const auto& [id, d] : gi.weight_dims)
       if (why.empty() && plan_[g.node(id).attrs.text].dim_of(axis) >= 0)
         why = "kept whole: " + g.node(id).attrs.text + " is already split on another dimension";

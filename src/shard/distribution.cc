@@ -13,15 +13,17 @@ namespace autoshard {
 
 std::vector<std::string> list_devices(int count) {
   if (count <= 0) count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  check(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices, " in-process devices, asked for ", count);
+  check(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices,
+        " in-process devices, asked for ", count);
   std::vector<std::string> devices;
   for (int i = 0; i < count; ++i) devices.push_back("cpu:" + std::to_string(i));
   return devices;
 }
 
-Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path, const Shape& shape) const {
-  check(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(), " axes but the weight ",
-        shape_str(shape), " has ", shape.size(), " dimensions");
+Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path,
+                                   const Shape& shape) const {
+  check(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(),
+        " axes but the weight ", shape_str(shape), " has ", shape.size(), " dimensions");
   Sharding s = Sharding::replicated(shape.size());
   for (size_t d = 0; d < axes.size(); ++d) {
     if (!axes[d]) continue;
@@ -53,8 +55,8 @@ std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
   std::optional<TensorLayout> result;
   for (const auto& [k, v] : entries_) {
     if (!std::regex_search(path, std::regex(k))) continue;
-    check(found == nullptr, "weight '", path, "' matches two layout map keys, '", *found, "' and '", k,
-          "'; make the keys more specific");
+    check(found == nullptr, "weight '", path, "' matches two layout map keys, '", *found, "' and '",
+          k, "'; make the keys more specific");
     found = &k;
     result = v;
   }
@@ -68,7 +70,8 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
   } catch (const std::exception& e) {
     fail("layout map '", source, "' is not valid JSON: ", e.what());
   }
-  check(j.is_object(), "layout map '", source, "' must be an object of regex -> [axis or null, ...]");
+  check(j.is_object(), "layout map '", source,
+        "' must be an object of regex -> [axis or null, ...]");
   LayoutMap m;
   for (auto it = j.begin(); it != j.end(); ++it) {
     check(it.value().is_array(), "layout map '", source, "': the layout of '", it.key(),
@@ -77,7 +80,8 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
     for (const auto& a : it.value()) {
       check(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
             "' must be axis names or null");
-      layout.axes.push_back(a.is_null() ? std::nullopt : std::optional<std::string>(a.get<std::string>()));
+      layout.axes.push_back(a.is_null() ? std::nullopt
+                                        : std::optional<std::string>(a.get<std::string>()));
     }
     m[it.key()] = layout;
   }
@@ -125,8 +129,8 @@ ModelParallel::ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string 
     : Distribution(std::move(mesh), std::move(batch_dim_name)), layout_map_(std::move(layout_map)) {
   for (const auto& [key, layout] : layout_map_.entries())
     for (const auto& a : layout.axes)
-      check(!a || this->mesh().axis_index(*a) >= 0, "layout map key '", key, "' names mesh axis '", *a,
-            "', which mesh ", this->mesh().to_string(), " does not have");
+      check(!a || this->mesh().axis_index(*a) >= 0, "layout map key '", key, "' names mesh axis '",
+            *a, "', which mesh ", this->mesh().to_string(), " does not have");
 }
 
 Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shape) const {

@@ -15,7 +15,8 @@ DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
   for (size_t i = 0; i < shape_.size(); ++i) {
     check(!names_[i].empty() && seen.insert(names_[i]).second, "DeviceMesh: axis names must be ",
           "unique and non-empty, got '", names_[i], "' twice or empty");
-    check(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i], "; sizes must be >= 1");
+    check(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i],
+          "; sizes must be >= 1");
     size_ *= shape_[i];
   }
   check(size_ <= kMaxInProcessDevices, "DeviceMesh ", to_string(), " has ", size_,
@@ -28,7 +29,8 @@ DeviceMesh DeviceMesh::parse(const std::string& spec) {
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
-    std::string part = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string part =
+        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t eq = part.find('=');
     check(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), "mesh '", spec,
           "' must look like data=2,model=3");

@@ -11,7 +11,9 @@ namespace autoshard {
 
 namespace {
 
-bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Input; }
+bool is_leaf(Op op) {
+  return op == Op::Parameter || op == Op::Input;
+}
 
 // Layouts the consumers would like: an optimizer update wants its gradient in
 // the layout of its state; ops that keep their shape pass the wish upstream.
@@ -42,7 +44,12 @@ std::string value_name(const Graph& g, int id) {
 class Lowering {
  public:
   Lowering(const Graph& g, Partition& p, int device, bool record)
-      : g_(g), p_(p), mesh_(p.mesh), device_(device), record_(record), local_(p.local[device]),
+      : g_(g),
+        p_(p),
+        mesh_(p.mesh),
+        device_(device),
+        record_(record),
+        local_(p.local[device]),
         coords_(mesh_.coordinates(device)) {}
 
   int leaf(int id) {
@@ -97,7 +104,8 @@ class Lowering {
  private:
   int convert(int local, Sharding cur, const Sharding& to, const Shape& global, int id) {
     for (int a : to.partial)
-      check(cur.is_partial(a), "internal: cannot make a value partial over '", mesh_.axis_names()[a], "'");
+      check(cur.is_partial(a), "internal: cannot make a value partial over '",
+            mesh_.axis_names()[a], "'");
     // 1. Sum partial values: straight into the wanted split when there is one.
     for (int a : std::vector<int>(cur.partial)) {
       if (to.is_partial(a)) continue;
@@ -170,7 +178,8 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, 
     if (!is_leaf(n.op)) continue;
     auto it = leaves.find(i);
     p.sharding[i] = it == leaves.end() ? Sharding::replicated(n.shape.size()) : it->second;
-    p.sharding[i].validate(mesh, static_cast<int>(n.shape.size()), "layout of '" + n.attrs.text + "'");
+    p.sharding[i].validate(mesh, static_cast<int>(n.shape.size()),
+                           "layout of '" + n.attrs.text + "'");
     check(p.sharding[i].partial.empty(), "layout of '", n.attrs.text, "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
@@ -204,7 +213,8 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, 
       p.local_of[dev][i] = is_leaf(g.node(i).op) ? lower.leaf(i) : lower.op(i, decision[i]);
     }
     for (int o : outputs)
-      p.outputs[dev].push_back(lower.reshard(o, Sharding::replicated(g.node(o).shape.size()), true));
+      p.outputs[dev].push_back(
+          lower.reshard(o, Sharding::replicated(g.node(o).shape.size()), true));
   }
   return p;
 }

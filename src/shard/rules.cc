@@ -7,7 +7,8 @@ namespace autoshard {
 
 ShardDecision replicate_all(const ShardQuery& q) {
   ShardDecision d;
-  for (int in : q.node.inputs) d.inputs.push_back(Sharding::replicated(q.graph.node(in).shape.size()));
+  for (int in : q.node.inputs)
+    d.inputs.push_back(Sharding::replicated(q.graph.node(in).shape.size()));
   d.output = Sharding::replicated(q.node.shape.size());
   return d;
 }
@@ -18,7 +19,9 @@ Sharding without_partial(Sharding s) {
 }
 
 namespace {
-bool uses(const std::vector<int>& dims, int axis) { return std::find(dims.begin(), dims.end(), axis) != dims.end(); }
+bool uses(const std::vector<int>& dims, int axis) {
+  return std::find(dims.begin(), dims.end(), axis) != dims.end();
+}
 }  // namespace
 
 ShardDecision elementwise_rule(const ShardQuery& q, Linearity linearity) {
@@ -39,13 +42,15 @@ ShardDecision elementwise_rule(const ShardQuery& q, Linearity linearity) {
   std::vector<int> partial;
   auto has = [&](size_t k) { return !q.inputs[k].partial.empty(); };
   switch (linearity) {
-    case Linearity::None: break;
+    case Linearity::None:
+      break;
     case Linearity::Unary:
       keeps[0] = true;
       partial = q.inputs[0].partial;
       break;
     case Linearity::Sum:
-      if (std::all_of(q.inputs.begin(), q.inputs.end(), [&](const Sharding& s) { return s.partial == q.inputs[0].partial; })) {
+      if (std::all_of(q.inputs.begin(), q.inputs.end(),
+                      [&](const Sharding& s) { return s.partial == q.inputs[0].partial; })) {
         std::fill(keeps.begin(), keeps.end(), true);
         partial = q.inputs[0].partial;
       }

@@ -34,7 +34,9 @@ struct LocalizeInfo {
   int device;
   const ShardDecision& decision;
   const std::vector<Shape>& input_shapes;  // global shapes of the inputs
-  Shape local_output_shape() const { return decision.output.local_shape(global.shape, mesh, device); }
+  Shape local_output_shape() const {
+    return decision.output.local_shape(global.shape, mesh, device);
+  }
   std::vector<int64_t> input_offsets(int i) const {
     return decision.inputs[i].offsets(input_shapes[i], mesh, device);
   }

@@ -30,7 +30,8 @@ Shape Sharding::local_shape(const Shape& global, const DeviceMesh& mesh, int dev
   return s;
 }
 
-std::vector<int64_t> Sharding::offsets(const Shape& global, const DeviceMesh& mesh, int device) const {
+std::vector<int64_t> Sharding::offsets(const Shape& global, const DeviceMesh& mesh,
+                                       int device) const {
   std::vector<int> c = mesh.coordinates(device);
   std::vector<int64_t> o(global.size(), 0);
   for (size_t d = 0; d < dims.size(); ++d)
@@ -52,7 +53,8 @@ std::string Sharding::to_string(const DeviceMesh& mesh) const {
 }
 
 void Sharding::validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const {
-  check(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank, " tensor");
+  check(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank,
+        " tensor");
   std::vector<bool> used(mesh.rank(), false);
   for (int a : dims) {
     if (a < 0) continue;

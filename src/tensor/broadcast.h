@@ -11,8 +11,8 @@
 namespace autoshard {
 
 struct BroadcastPlan {
-  std::vector<int64_t> sizes;                  // merged output dims
-  std::vector<std::vector<int64_t>> strides;   // per operand, 0 where broadcast
+  std::vector<int64_t> sizes;                 // merged output dims
+  std::vector<std::vector<int64_t>> strides;  // per operand, 0 where broadcast
 };
 
 // Output is row-major `out`; each operand's shape broadcasts to it.

@@ -9,8 +9,12 @@
 
 namespace autoshard {
 
-const char* dtype_name(DType dtype) { return dtype == DType::F32 ? "f32" : "i32"; }
-size_t dtype_size(DType) { return 4; }
+const char* dtype_name(DType dtype) {
+  return dtype == DType::F32 ? "f32" : "i32";
+}
+size_t dtype_size(DType) {
+  return 4;
+}
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
@@ -41,7 +45,8 @@ std::shared_ptr<std::byte> allocate(size_t bytes) {
   size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   auto* p = static_cast<std::byte*>(::operator new(padded, kAlign));
   std::memset(p, 0, padded);
-  return std::shared_ptr<std::byte>(p, [](std::byte* q) { ::operator delete(q, std::align_val_t{64}); });
+  return std::shared_ptr<std::byte>(
+      p, [](std::byte* q) { ::operator delete (q, std::align_val_t{64}); });
 }
 }  // namespace
 

@@ -36,16 +36,20 @@ void iota_kernel(const Node& n, std::span<Tensor* const>, Tensor& out, const Ker
   for (int64_t i = 0; i < out.numel(); ++i) out.i32()[i] = static_cast<int32_t>(i % len);
 }
 
-
 // Leaves hold this device's block of the value.
-void leaf_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+void leaf_localize(Attrs& a, const LocalizeInfo& info) {
+  a.ints = info.local_output_shape();
+}
 
 }  // namespace
 
 void register_basic_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Parameter)] = {
-      .name = "parameter", .infer = leaf_infer, .kernel = bound_by_executor, .localize = leaf_localize};
-  t[size_t(Op::Input)] = {.name = "input", .infer = leaf_infer, .kernel = bound_by_executor, .localize = leaf_localize};
+  t[size_t(Op::Parameter)] = {.name = "parameter",
+                              .infer = leaf_infer,
+                              .kernel = bound_by_executor,
+                              .localize = leaf_localize};
+  t[size_t(Op::Input)] = {
+      .name = "input", .infer = leaf_infer, .kernel = bound_by_executor, .localize = leaf_localize};
   t[size_t(Op::Constant)] = {
       .name = "constant", .infer = constant_infer, .kernel = constant_kernel};
   t[size_t(Op::Iota)] = {.name = "iota", .infer = iota_infer, .kernel = iota_kernel};

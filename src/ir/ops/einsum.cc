@@ -259,7 +259,6 @@ std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
           ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
 }
 
-
 // Letters carry mesh axes: a letter split in either operand stays split (the
 // other operand is sliced to match, which is free when it is whole); when the
 // operands disagree, the larger operand's split wins. A split contracted
@@ -269,7 +268,8 @@ ShardDecision einsum_rule(const ShardQuery& q) {
   const EinsumEquation e = parse_einsum(q.node.attrs.text);
   const Sharding& sa = q.inputs[0];
   const Sharding& sb = q.inputs[1];
-  const bool a_larger = numel(input_shape(q.graph, q.node, 0)) >= numel(input_shape(q.graph, q.node, 1));
+  const bool a_larger =
+      numel(input_shape(q.graph, q.node, 0)) >= numel(input_shape(q.graph, q.node, 1));
   std::map<char, int> axis;
   auto axis_in = [](const std::string& term, const Sharding& s, char c) {
     size_t i = term.find(c);
@@ -312,8 +312,11 @@ ShardDecision einsum_rule(const ShardQuery& q) {
 }  // namespace
 
 void register_einsum_op(std::vector<OpDef>& t) {
-  t[size_t(Op::Einsum)] = {
-      .name = "einsum", .infer = einsum_infer, .kernel = einsum_kernel, .vjp = einsum_vjp, .shard = einsum_rule};
+  t[size_t(Op::Einsum)] = {.name = "einsum",
+                           .infer = einsum_infer,
+                           .kernel = einsum_kernel,
+                           .vjp = einsum_vjp,
+                           .shard = einsum_rule};
 }
 
 }  // namespace autoshard

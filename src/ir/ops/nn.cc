@@ -290,11 +290,14 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   }
 }
 
-
 // ---- sharding ----
 
-ShardDecision softmax_rule(const ShardQuery& q) { return row_rule(q, q.node.attrs.i ? 2 : 1); }
-ShardDecision last_axis_rule(const ShardQuery& q) { return row_rule(q, 1); }
+ShardDecision softmax_rule(const ShardQuery& q) {
+  return row_rule(q, q.node.attrs.i ? 2 : 1);
+}
+ShardDecision last_axis_rule(const ShardQuery& q) {
+  return row_rule(q, 1);
+}
 
 bool axis_free(const std::vector<int>& dims, int axis) {
   return axis >= 0 && std::find(dims.begin(), dims.end(), axis) == dims.end();
@@ -389,26 +392,46 @@ void scatter_add_localize(Attrs& a, const LocalizeInfo& info) {
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::Softmax)] = {
-      .name = "softmax", .infer = same_as_first, .kernel = softmax_kernel, .vjp = softmax_vjp, .shard = softmax_rule};
-  t[size_t(Op::SoftmaxGrad)] = {
-      .name = "softmax_grad", .infer = same_as_first, .kernel = softmax_grad_kernel, .shard = last_axis_rule};
+  t[size_t(Op::Softmax)] = {.name = "softmax",
+                            .infer = same_as_first,
+                            .kernel = softmax_kernel,
+                            .vjp = softmax_vjp,
+                            .shard = softmax_rule};
+  t[size_t(Op::SoftmaxGrad)] = {.name = "softmax_grad",
+                                .infer = same_as_first,
+                                .kernel = softmax_grad_kernel,
+                                .shard = last_axis_rule};
   t[size_t(Op::Normalize)] = {.name = "normalize",
                               .infer = same_as_first,
                               .kernel = normalize_kernel,
-                              .vjp = normalize_vjp, .shard = last_axis_rule};
-  t[size_t(Op::NormalizeGrad)] = {
-      .name = "normalize_grad", .infer = same_as_first, .kernel = normalize_grad_kernel, .shard = last_axis_rule};
+                              .vjp = normalize_vjp,
+                              .shard = last_axis_rule};
+  t[size_t(Op::NormalizeGrad)] = {.name = "normalize_grad",
+                                  .infer = same_as_first,
+                                  .kernel = normalize_grad_kernel,
+                                  .shard = last_axis_rule};
   t[size_t(Op::CrossEntropy)] = {.name = "cross_entropy",
                                  .infer = cross_entropy_infer,
                                  .kernel = cross_entropy_kernel,
-                                 .vjp = cross_entropy_vjp, .shard = cross_entropy_rule, .localize = cross_entropy_localize};
-  t[size_t(Op::CrossEntropyGrad)] = {
-      .name = "cross_entropy_grad", .infer = same_as_first, .kernel = cross_entropy_grad_kernel, .shard = cross_entropy_rule, .localize = cross_entropy_localize};
-  t[size_t(Op::Gather)] = {
-      .name = "gather", .infer = gather_infer, .kernel = gather_kernel, .vjp = gather_vjp, .shard = gather_rule, .localize = gather_localize};
-  t[size_t(Op::ScatterAdd)] = {
-      .name = "scatter_add", .infer = scatter_add_infer, .kernel = scatter_add_kernel, .shard = scatter_add_rule, .localize = scatter_add_localize};
+                                 .vjp = cross_entropy_vjp,
+                                 .shard = cross_entropy_rule,
+                                 .localize = cross_entropy_localize};
+  t[size_t(Op::CrossEntropyGrad)] = {.name = "cross_entropy_grad",
+                                     .infer = same_as_first,
+                                     .kernel = cross_entropy_grad_kernel,
+                                     .shard = cross_entropy_rule,
+                                     .localize = cross_entropy_localize};
+  t[size_t(Op::Gather)] = {.name = "gather",
+                           .infer = gather_infer,
+                           .kernel = gather_kernel,
+                           .vjp = gather_vjp,
+                           .shard = gather_rule,
+                           .localize = gather_localize};
+  t[size_t(Op::ScatterAdd)] = {.name = "scatter_add",
+                               .infer = scatter_add_infer,
+                               .kernel = scatter_add_kernel,
+                               .shard = scatter_add_rule,
+                               .localize = scatter_add_localize};
 }
 
 }  // namespace autoshard

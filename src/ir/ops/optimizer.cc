@@ -91,7 +91,6 @@ void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kerne
   }
 }
 
-
 // Local sums of squares add up over the axes that split the tensor. Partial
 // sums must be reduced first; they are reduced to the layout the optimizer
 // update wants, so both share one collective.
@@ -123,14 +122,24 @@ ShardDecision update_rule(const ShardQuery& q) {
 }  // namespace
 
 void register_optimizer_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::SumSquares)] = {
-      .name = "sum_squares", .infer = scalar_infer, .kernel = sum_squares_kernel, .shard = sum_squares_rule};
+  t[size_t(Op::SumSquares)] = {.name = "sum_squares",
+                               .infer = scalar_infer,
+                               .kernel = sum_squares_kernel,
+                               .shard = sum_squares_rule};
   t[size_t(Op::ClipScale)] = {
       .name = "clip_scale", .infer = scalar_infer, .kernel = clip_scale_kernel};
-  t[size_t(Op::AdamUpdate)] = {
-      .name = "adam_update", .infer = update_infer, .kernel = adam_kernel, .side_effect = true, .shard = update_rule, .mutates = 0b1101};
-  t[size_t(Op::SgdUpdate)] = {
-      .name = "sgd_update", .infer = update_infer, .kernel = sgd_kernel, .side_effect = true, .shard = update_rule, .mutates = 0b101};
+  t[size_t(Op::AdamUpdate)] = {.name = "adam_update",
+                               .infer = update_infer,
+                               .kernel = adam_kernel,
+                               .side_effect = true,
+                               .shard = update_rule,
+                               .mutates = 0b1101};
+  t[size_t(Op::SgdUpdate)] = {.name = "sgd_update",
+                              .infer = update_infer,
+                              .kernel = sgd_kernel,
+                              .side_effect = true,
+                              .shard = update_rule,
+                              .mutates = 0b101};
 }
 
 }  // namespace autoshard

@@ -86,7 +86,6 @@ std::vector<Value> broadcast_to_vjp(Graph& g, int id, Value dy) {
   return {ops::sum_to(dy, input_shape(g, g.node(id), 0))};
 }
 
-
 // Reducing a split dimension leaves partial sums over its mesh axis.
 ShardDecision reduce_sum_rule(const ShardQuery& q) {
   const Sharding& in = q.inputs[0];
@@ -94,8 +93,10 @@ ShardDecision reduce_sum_rule(const ShardQuery& q) {
   Sharding out{{}, in.partial};
   for (int d = 0; d < in.rank(); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!reduced) out.dims.push_back(in.dims[d]);
-    else if (in.dims[d] >= 0) out.partial.push_back(in.dims[d]);
+    if (!reduced)
+      out.dims.push_back(in.dims[d]);
+    else if (in.dims[d] >= 0)
+      out.partial.push_back(in.dims[d]);
   }
   std::sort(out.partial.begin(), out.partial.end());
   return {{in}, out};
@@ -115,7 +116,9 @@ ShardDecision broadcast_to_rule(const ShardQuery& q) {
   return {{in}, out};
 }
 
-void broadcast_to_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+void broadcast_to_localize(Attrs& a, const LocalizeInfo& info) {
+  a.ints = info.local_output_shape();
+}
 
 }  // namespace
 
@@ -123,11 +126,14 @@ void register_reduce_ops(std::vector<OpDef>& t) {
   t[size_t(Op::ReduceSum)] = {.name = "reduce_sum",
                               .infer = reduce_sum_infer,
                               .kernel = reduce_sum_kernel,
-                              .vjp = reduce_sum_vjp, .shard = reduce_sum_rule};
+                              .vjp = reduce_sum_vjp,
+                              .shard = reduce_sum_rule};
   t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
                                 .infer = broadcast_to_infer,
                                 .kernel = broadcast_to_kernel,
-                                .vjp = broadcast_to_vjp, .shard = broadcast_to_rule, .localize = broadcast_to_localize};
+                                .vjp = broadcast_to_vjp,
+                                .shard = broadcast_to_rule,
+                                .localize = broadcast_to_localize};
 }
 
 }  // namespace autoshard

@@ -65,7 +65,6 @@ std::vector<Value> transpose_vjp(Graph& g, int id, Value dy) {
   return {ops::transpose(dy, inverse)};
 }
 
-
 // Reshape keeps the split of a dimension that survives unchanged (same size,
 // alone in its group of merged or split dimensions); every other dimension is
 // gathered, since array_split blocks of a merged dimension are not blocks of
@@ -79,15 +78,23 @@ ShardDecision reshape_rule(const ShardQuery& q) {
   size_t i = 0, o = 0;
   while (i < in.size() || o < out.size()) {
     // Skip size-1 dims: they carry no data and stay unsplit.
-    if (i < in.size() && in[i] == 1) { ++i; continue; }
-    if (o < out.size() && out[o] == 1) { ++o; continue; }
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (o < out.size() && out[o] == 1) {
+      ++o;
+      continue;
+    }
     if (i >= in.size() || o >= out.size()) break;
     // Grow a group until both sides cover the same number of elements.
     size_t i0 = i, o0 = o;
     int64_t pi = in[i++], po = out[o++];
     while (pi != po) {
-      if (pi < po) pi *= in[i++];
-      else po *= out[o++];
+      if (pi < po)
+        pi *= in[i++];
+      else
+        po *= out[o++];
     }
     if (i - i0 == 1 && o - o0 == 1) {
       req.dims[i0] = q.inputs[0].dims[i0];
@@ -97,7 +104,9 @@ ShardDecision reshape_rule(const ShardQuery& q) {
   return {{req}, res};
 }
 
-void reshape_localize(Attrs& a, const LocalizeInfo& info) { a.ints = info.local_output_shape(); }
+void reshape_localize(Attrs& a, const LocalizeInfo& info) {
+  a.ints = info.local_output_shape();
+}
 
 ShardDecision transpose_rule(const ShardQuery& q) {
   Sharding out{{}, q.inputs[0].partial};
@@ -112,11 +121,14 @@ void register_shape_ops(std::vector<OpDef>& t) {
                             .infer = reshape_infer,
                             .kernel = reshape_kernel,
                             .vjp = reshape_vjp,
-                            .aliases_input = true, .shard = reshape_rule, .localize = reshape_localize};
+                            .aliases_input = true,
+                            .shard = reshape_rule,
+                            .localize = reshape_localize};
   t[size_t(Op::Transpose)] = {.name = "transpose",
                               .infer = transpose_infer,
                               .kernel = transpose_kernel,
-                              .vjp = transpose_vjp, .shard = transpose_rule};
+                              .vjp = transpose_vjp,
+                              .shard = transpose_rule};
 }
 
 }  // namespace autoshard

@@ -22,8 +22,9 @@ GPT2Config GPT2Config::preset(const std::string& name) {
   if (name == "gpt2-medium") return make(24, 16, 1024, 50257, 1024);
   if (name == "gpt2-large") return make(36, 20, 1280, 50257, 1024);
   if (name == "gpt2-xl") return make(48, 25, 1600, 50257, 1024);
-  fail("unknown model preset '", name,
-       "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl; or a config.json path)");
+  fail(
+      "unknown model preset '", name,
+      "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl; or a config.json path)");
 }
 
 GPT2Config GPT2Config::from_json_file(const std::string& path) {
@@ -86,11 +87,14 @@ LayoutMap gpt2_megatron_layout(const std::string& m) {
 GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
     : Model({InputSpec{{seq_len}, DType::I32}}, "gpt2"),
       config_(c),
-      wte_(Embedding(c.vocab_size, c.n_embd,
-                     EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wte"))),
-      wpe_(Embedding(c.n_positions, c.n_embd,
-                     EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wpe"))),
-      ln_f_(LayerNormalization(LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name("ln_f"))) {
+      wte_(Embedding(
+          c.vocab_size, c.n_embd,
+          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wte"))),
+      wpe_(Embedding(
+          c.n_positions, c.n_embd,
+          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wpe"))),
+      ln_f_(LayerNormalization(
+          LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name("ln_f"))) {
   c.validate();
   check(seq_len > 0 && seq_len <= c.n_positions, "sequence length ", seq_len,
         " must be between 1 and the model's n_positions (", c.n_positions, ")");
@@ -102,21 +106,28 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
     return LayerNormalization(LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name(name));
   };
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks_.push_back(Block{
-        ln("ln_1"),
-        MultiHeadAttention(c.n_head, c.head_dim(),
-                           MultiHeadAttentionOptions().use_causal_mask(true).key_bias(false).dropout(c.dropout)
-                               .kernel_initializer(normal).output_kernel_initializer(residual).name("attn")),
-        ln("ln_2"),
-        Dense(4 * c.n_embd, DenseOptions().activation("gelu_tanh").kernel_initializer(normal).name("c_fc")),
-        Dense(c.n_embd, DenseOptions().kernel_initializer(residual).name("c_proj"))});
+    blocks_.push_back(
+        Block{ln("ln_1"),
+              MultiHeadAttention(c.n_head, c.head_dim(),
+                                 MultiHeadAttentionOptions()
+                                     .use_causal_mask(true)
+                                     .key_bias(false)
+                                     .dropout(c.dropout)
+                                     .kernel_initializer(normal)
+                                     .output_kernel_initializer(residual)
+                                     .name("attn")),
+              ln("ln_2"),
+              Dense(4 * c.n_embd,
+                    DenseOptions().activation("gelu_tanh").kernel_initializer(normal).name("c_fc")),
+              Dense(c.n_embd, DenseOptions().kernel_initializer(residual).name("c_proj"))});
   }
 }
 
 Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
-  check(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ", config_.n_positions);
+  check(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ",
+        config_.n_positions);
   Graph& g = t.graph();
   auto dropout = [&](Value x, const std::string& where) {
     if (!t.training() || config_.dropout == 0) return x;
