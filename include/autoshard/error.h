@@ -25,6 +25,9 @@ template <typename... Parts>
   throw Error(cat(parts...));
 }
 
+// Every part is evaluated even when the condition holds: never pass a part
+// that the condition guards (dereferencing a null pointer, say); use
+// `if (...) fail(...)` instead.
 template <typename... Parts>
 void check(bool condition, const Parts&... parts) {
   if (!condition) fail(parts...);

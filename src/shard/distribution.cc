@@ -55,8 +55,9 @@ std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
   std::optional<TensorLayout> result;
   for (const auto& [k, v] : entries_) {
     if (!std::regex_search(path, std::regex(k))) continue;
-    check(found == nullptr, "weight '", path, "' matches two layout map keys, '", *found, "' and '",
-          k, "'; make the keys more specific");
+    if (found)
+      fail("weight '", path, "' matches two layout map keys, '", *found, "' and '", k,
+           "'; make the keys more specific");
     found = &k;
     result = v;
   }
@@ -129,8 +130,9 @@ ModelParallel::ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string 
     : Distribution(std::move(mesh), std::move(batch_dim_name)), layout_map_(std::move(layout_map)) {
   for (const auto& [key, layout] : layout_map_.entries())
     for (const auto& a : layout.axes)
-      check(!a || this->mesh().axis_index(*a) >= 0, "layout map key '", key, "' names mesh axis '",
-            *a, "', which mesh ", this->mesh().to_string(), " does not have");
+      if (a && this->mesh().axis_index(*a) < 0)
+        fail("layout map key '", key, "' names mesh axis '", *a, "', which mesh ",
+             this->mesh().to_string(), " does not have");
 }
 
 Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shape) const {
