@@ -131,7 +131,7 @@ void for_each_llmc_piece(const LlmcHeader& h, Fn fn) {
 void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols, int64_t layer,
                 std::vector<float>& piece, bool to_model) {
   const GPT2Config& c = model.config();
-  const int64_t C = c.n_embd, H = c.n_head, D = C / H;
+  const int64_t C = c.n_embd;
   const std::string h = "h." + std::to_string(layer) + ".";
   auto transfer = [&](const std::string& path, int64_t row0, int64_t nrows, bool transpose) {
     // our [in, out] = llm.c [out, in] transposed, for rows [row0, row0 + nrows) of the piece.
@@ -205,7 +205,6 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
     transfer(h + "mlp.c_proj.kernel", 0, C, true);
   else if (name == "fcprojb")
     transfer(h + "mlp.c_proj.bias", 0, 1, false);
-  (void)D;
 }
 
 GPT2Config config_of_llmc(const LlmcHeader& h) {

@@ -88,13 +88,7 @@ ShardDecision elementwise_rule(const ShardQuery& q, Linearity linearity) {
 ShardDecision row_rule(const ShardQuery& q, int trailing) {
   Sharding s = without_partial(q.inputs[0]);
   for (int i = 0; i < trailing && i < s.rank(); ++i) s.dims[s.rank() - 1 - i] = -1;
-  ShardDecision d;
-  for (int in : q.node.inputs) {
-    (void)in;
-    d.inputs.push_back(s);
-  }
-  d.output = s;
-  return d;
+  return {std::vector<Sharding>(q.node.inputs.size(), s), s};
 }
 
 }  // namespace autoshard
