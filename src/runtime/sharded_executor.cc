@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "autoshard/error.h"
@@ -39,7 +40,11 @@ void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
 }
 
 void ShardedExecutor::run(const StepContext& ctx) {
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
   if (mpi_) {
+    // Share this machine's cores between the ranks running on it.
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    openblas_set_num_threads(std::max(1, cores / std::max(1, local ? std::atoi(local) : 1)));
     Executor& e = *executors_[devices_[0]];
     e.set_communicator(mpi_.get(), &groups_[devices_[0]]);
     e.set_profile(profile_);
@@ -47,7 +52,6 @@ void ShardedExecutor::run(const StepContext& ctx) {
     return;
   }
   // Each device calls BLAS from its own thread; share the cores between them.
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
   openblas_set_num_threads(std::max(1, cores / mesh().size()));
   world_->run([&](int device, Communicator& comm) {
     Executor& e = *executors_[device];
