@@ -17,18 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Checkpoints : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("autoshard_ckpt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using Checkpoints = testing::TempDirTest;
 
 std::unique_ptr<GPT2> make_model(const std::string& mesh) {
   auto m = std::make_unique<GPT2>(GPT2Config::preset("test"), 6, 11);

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,18 +36,12 @@ Result run(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-class Cli : public ::testing::Test {
+class Cli : public autoshard::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("autoshard_cli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& content) {
     std::ofstream(dir_ / name, std::ios::binary) << content;
     return (dir_ / name).string();
   }
-  fs::path dir_;
 };
 
 TEST_F(Cli, TrainWritesOneJsonLinePerStepAndLossFalls) {

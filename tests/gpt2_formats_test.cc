@@ -19,17 +19,7 @@ namespace fs = std::filesystem;
 const std::string kHf = std::string(AUTOSHARD_TEST_DATA) + "/hf_gpt2";
 const std::string kLogits = std::string(AUTOSHARD_TEST_DATA) + "/hf_gpt2_logits.safetensors";
 
-class Formats : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("autoshard_fmt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using Formats = testing::TempDirTest;
 
 Tensor logits_of(const std::string& weights, const std::string& mesh = "") {
   SafetensorsFile ref(kLogits);

@@ -1,6 +1,10 @@
 // Helpers shared by the tests: seeded random tensors and running a Graph.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -42,5 +46,20 @@ inline std::vector<Tensor> evaluate(const Graph& graph, const std::map<std::stri
   for (int o : outputs) out.push_back(exec.value(o).clone());
   return out;
 }
+
+// A fixture with a fresh directory per test, removed afterwards.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("autoshard_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
 
 }  // namespace autoshard::testing
