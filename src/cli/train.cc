@@ -178,15 +178,16 @@ void run_train(TrainOptions& o) {
                           {{"loss", loss}});
   }
   if (manager) manager->wait_until_finished();
-  if (!printer) return;
-  if (tty) std::fprintf(stderr, "\n");
-  if (o.steps > start)
+  if (printer && tty) std::fprintf(stderr, "\n");
+  if (printer && o.steps > start)
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
                 static_cast<long long>(o.steps - start));
   const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 200 : 0);
   if (sample > 0 && cfg.vocab_size == 256) {
+    // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
-    std::printf("sample: %s%s\n", prompt.c_str(), generate(model, prompt, sample, o.seq).c_str());
+    const std::string text = generate(model, prompt, sample, o.seq);
+    if (printer) std::printf("sample: %s%s\n", prompt.c_str(), text.c_str());
   }
 }
 

@@ -33,6 +33,15 @@ for case in "2 model=2" "2 data=2" "3 model=3" "3 data=3" "4 data=2,model=2" "4 
   fi
 done
 
+# The default run (training, then a generated sample, which every rank helps
+# compute) ends normally, and only rank 0 prints.
+if timeout 120 mpirun -np 2 "$cli" train --model tiny --steps 3 --seq 32 --sample 20 --mesh model=2 >"$work/out" 2>&1 &&
+   [ "$(grep -c '^sample: ' "$work/out")" = 1 ]; then
+  pass "training with a sample on 2 ranks prints once and exits"
+else
+  fail "sample under MPI"; cat "$work/out"
+fi
+
 # Each rank writes its own blocks of one checkpoint; resume on another mesh.
 $cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --log "$work/full.jsonl" >/dev/null 2>&1
 mpirun -np 3 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --mesh model=3 \
