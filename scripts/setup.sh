@@ -13,6 +13,7 @@ packages=(
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks
   openmpi-bin libopenmpi-dev  # multi-process devices
+  iproute2                    # network namespaces for the two-host MPI test
   clang libclang-rt-14-dev    # libFuzzer for the safetensors reader (scripts/fuzz.sh)
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
