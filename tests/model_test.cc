@@ -69,9 +69,9 @@ TEST(Optimizers, AdamAndAdamWFollowPyTorch) {
     auto in = Input({1});
     Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d").kernel_initializer(
                                    Initializer::constant(2.0)))(in));
-    AdamOptions o{
-        .learning_rate = 0.1, .beta_1 = 0.8, .beta_2 = 0.9, .epsilon = 1e-8, .weight_decay = 0.05};
-    model.compile(decoupled ? AdamW(o) : Adam(o), losses::mean_squared_error);
+    const double lr = 0.1, b1 = 0.8, b2 = 0.9, eps = 1e-8, wd = 0.05;
+    model.compile(decoupled ? AdamW({lr, b1, b2, eps, wd}) : Adam({lr, b1, b2, eps, wd}),
+                  losses::mean_squared_error);
     Tensor x = Tensor::from({1, 1}, {3.0f}), y = Tensor::from({1, 1}, {1.0f});
     double p = 2.0, m = 0, v = 0;
     for (int t = 1; t <= 3; ++t) {

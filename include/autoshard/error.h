@@ -25,12 +25,14 @@ template <typename... Parts>
   throw Error(cat(parts...));
 }
 
-// Every part is evaluated even when the condition holds: never pass a part
-// that the condition guards (dereferencing a null pointer, say); use
-// `if (...) fail(...)` instead.
-template <typename... Parts>
-void check(bool condition, const Parts&... parts) {
-  if (!condition) fail(parts...);
-}
-
 }  // namespace autoshard
+
+// AS_CHECK(condition, message parts...): throws autoshard::Error with the
+// parts concatenated when the condition is false. The parts are evaluated
+// only then, so a check costs one branch on hot paths and a part may depend
+// on the condition (a pointer the condition tests for null, say).
+#define AS_CHECK(condition, ...)                          \
+  do {                                                    \
+    if (!(condition)) [[unlikely]]                        \
+      ::autoshard::fail(__VA_ARGS__);                     \
+  } while (false)

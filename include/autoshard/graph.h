@@ -5,10 +5,15 @@
 //
 // Each node produces exactly one value; a node's id is its value's id. Nodes
 // are appended in topological order, so iterating by id is a valid schedule.
+// Appending never moves existing nodes: a `const Node&` stays valid while
+// more ops are added (autodiff rules read a node while appending its
+// gradient).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autoshard/tensor.h"
@@ -112,9 +117,7 @@ class Graph {
   Value input(const std::string& name, Shape shape, DType dtype = DType::F32);
 
   const Node& node(int id) const { return nodes_[id]; }
-  Node& mutable_node(int id) { return nodes_[id]; }
   int size() const { return static_cast<int>(nodes_.size()); }
-  const std::vector<Node>& nodes() const { return nodes_; }
   Value value(int id) { return Value{this, id}; }
   // Node id of the parameter or input with this path / name, or -1.
   int find_parameter(const std::string& path) const;
@@ -126,7 +129,8 @@ class Graph {
   std::string to_string() const;
 
  private:
-  std::vector<Node> nodes_;
+  std::deque<Node> nodes_;  // a deque: references survive push_back
+  std::unordered_map<std::string, int> parameter_ids_, input_ids_;
 };
 
 // The nodes `outputs` depend on, plus every op with a side effect and what it

@@ -18,7 +18,10 @@ struct Initializer {
   static Initializer zeros() { return {Kind::Zeros}; }
   static Initializer ones() { return {Kind::Ones}; }
   static Initializer constant(double v) { return {Kind::Constant, v}; }
-  static Initializer normal(double stddev, double mean = 0) { return {Kind::Normal, mean, stddev}; }
+  // Keras's RandomNormal(mean, stddev) order.
+  static Initializer normal(double mean = 0.0, double stddev = 0.05) {
+    return {Kind::Normal, mean, stddev};
+  }
   static Initializer uniform(double lo, double hi) { return {Kind::Uniform, lo, hi}; }
   static Initializer glorot_uniform() { return {Kind::GlorotUniform}; }
   // Keras names: "zeros", "ones", "glorot_uniform", "random_normal", "random_uniform".

@@ -39,15 +39,22 @@ struct SGDOptions {
   double learning_rate = 0.01, momentum = 0, weight_decay = 0, clipnorm = 0;
   bool nesterov = false;
 };
+// torch.optim.Adam's defaults: no weight decay (an L2 term when set).
 struct AdamOptions {
   double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
   double weight_decay = 0, clipnorm = 0;
+};
+// torch.optim.AdamW's defaults: decoupled weight decay 0.01. A separate type
+// so that `AdamW({.learning_rate = 3e-4})` keeps that decay.
+struct AdamWOptions {
+  double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
+  double weight_decay = 0.01, clipnorm = 0;
 };
 
 std::shared_ptr<Optimizer> SGD(SGDOptions options = {});
 // Adam with L2 weight decay added to the gradient (torch.optim.Adam).
 std::shared_ptr<Optimizer> Adam(AdamOptions options = {});
-// AdamW: decoupled weight decay (torch.optim.AdamW; its default decay 0.01).
-std::shared_ptr<Optimizer> AdamW(AdamOptions options = {.weight_decay = 0.01});
+// AdamW: decoupled weight decay (torch.optim.AdamW).
+std::shared_ptr<Optimizer> AdamW(AdamWOptions options = {});
 
 }  // namespace autoshard

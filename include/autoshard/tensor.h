@@ -19,9 +19,26 @@ enum class DType : uint8_t { F32, I32 };
 
 const char* dtype_name(DType dtype);
 size_t dtype_size(DType dtype);
+// The C++ type of each dtype's elements, for Tensor::data<T>().
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
 
 using Shape = std::vector<int64_t>;
 
+// The most elements one value may have (2^60): byte counts of any dtype then
+// fit in int64 with room to spare, and larger shapes are errors, never wraps.
+constexpr int64_t kMaxElements = int64_t{1} << 60;
+
+// Element count of a shape; throws autoshard::Error for a negative dimension
+// or a count above kMaxElements.
 int64_t numel(const Shape& shape);
 std::string shape_str(const Shape& shape);
 // Row-major strides in elements.
@@ -30,7 +47,8 @@ std::vector<int64_t> strides_of(const Shape& shape);
 class Tensor {
  public:
   Tensor() = default;
-  // Uninitialised storage of the given shape (filled with zeros).
+  // Zero-filled storage of the given shape. Throws autoshard::Error naming
+  // the shape and its bytes when the memory cannot be had.
   Tensor(Shape shape, DType dtype = DType::F32);
 
   static Tensor zeros(Shape shape, DType dtype = DType::F32) {
@@ -51,12 +69,15 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
 
+  // Typed access; throws autoshard::Error when T is not the tensor's dtype.
   template <typename T>
   T* data() {
+    expect_dtype(dtype_of<T>());
     return reinterpret_cast<T*>(storage_.get());
   }
   template <typename T>
   const T* data() const {
+    expect_dtype(dtype_of<T>());
     return reinterpret_cast<const T*>(storage_.get());
   }
   float* f32() { return data<float>(); }
@@ -76,6 +97,12 @@ class Tensor {
   float item() const;                    // single-element f32
 
  private:
+  void expect_dtype(DType want) const {
+    if (dtype_ != want) [[unlikely]]
+      dtype_mismatch(want);
+  }
+  [[noreturn]] void dtype_mismatch(DType want) const;
+
   Shape shape_;
   DType dtype_ = DType::F32;
   int64_t numel_ = 0;

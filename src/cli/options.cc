@@ -27,7 +27,7 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
 }
 
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
-  check(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
+  AS_CHECK(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
   DeviceMesh mesh;
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);

@@ -94,7 +94,7 @@ void run_plan(PlanOptions& o) {
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) j["reasons"] = a->reasons();
   if (!o.out.empty()) {
     std::ofstream f(o.out);
-    check(f.good(), "cannot write '", o.out, "'");
+    AS_CHECK(f.good(), "cannot write '", o.out, "'");
     f << j.dump(2) << "\n";
   }
   if (o.json) {

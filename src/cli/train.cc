@@ -59,7 +59,7 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
 
 TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
-  check(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
+  AS_CHECK(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
         " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
   TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
   data.validate(o.batch, o.seq, cfg.vocab_size);
@@ -103,8 +103,8 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
 void run_train(TrainOptions& o) {
   GPT2Config cfg = model_config(o);
   TokenData data = load_data(o, cfg);
-  check(o.steps >= 0, "--steps must not be negative");
-  check(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
+  AS_CHECK(o.steps >= 0, "--steps must not be negative");
+  AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
         "--save-every and --resume need --checkpoint-dir");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
@@ -133,7 +133,7 @@ void run_train(TrainOptions& o) {
   std::ofstream log;
   if (!o.log.empty() && printer) {
     log.open(o.log, start > 0 ? std::ios::app : std::ios::trunc);
-    check(log.good(), "cannot write log file '", o.log, "'");
+    AS_CHECK(log.good(), "cannot write log file '", o.log, "'");
   }
   const auto& dist = model.distribution_strategy();
   if (printer)
@@ -194,7 +194,7 @@ void run_train(TrainOptions& o) {
 void run_eval(EvalOptions& o) {
   GPT2Config cfg = model_config(o);
   TokenData data = load_data(o, cfg);
-  check(o.batches > 0, "--batches must be positive");
+  AS_CHECK(o.batches > 0, "--batches must be positive");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);

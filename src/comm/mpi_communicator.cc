@@ -37,7 +37,7 @@ void ok(int code, const char* call) {
 std::vector<int> to_int(const std::vector<int64_t>& v, const char* what) {
   std::vector<int> out;
   for (int64_t x : v) {
-    check(x <= INT_MAX, what, ": a piece of ", x, " floats exceeds MPI's int counts");
+    AS_CHECK(x <= INT_MAX, what, ": a piece of ", x, " floats exceeds MPI's int counts");
     out.push_back(static_cast<int>(x));
   }
   return out;
@@ -110,7 +110,7 @@ MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh) : groups_(std::make_uni
   ensure_init();
   rank_ = mpi_rank();
   size_ = mpi_size();
-  check(mesh.size() == size_, "mesh ", mesh.to_string(), " has ", mesh.size(),
+  AS_CHECK(mesh.size() == size_, "mesh ", mesh.to_string(), " has ", mesh.size(),
         " devices but mpirun started ", size_,
         " ranks; start as many ranks as the mesh has devices (mpirun -np ", mesh.size(), ")");
   MPI_Comm world;
@@ -135,7 +135,7 @@ MpiCommunicator::~MpiCommunicator() {
 namespace {
 MPI_Comm lookup(const std::map<int, MPI_Comm>& m, const CommGroup& g) {
   auto it = m.find(g.id);
-  check(it != m.end(), "internal: no MPI communicator for group ", g.id);
+  AS_CHECK(it != m.end(), "internal: no MPI communicator for group ", g.id);
   return it->second;
 }
 }  // namespace

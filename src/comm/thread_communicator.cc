@@ -71,7 +71,7 @@ std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
 }
 
 ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
-  check(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
+  AS_CHECK(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
   // Every group state exists before any thread runs, so lookups need no lock.
   groups_.resize(1 + kMaxAxes * mesh.size());
   groups_[0] = std::make_unique<GroupState>(mesh.size());
@@ -98,7 +98,7 @@ void ThreadWorld::abort() {
 }
 
 void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
-  check(!aborted(), "this set of in-process devices was stopped by an earlier failure");
+  AS_CHECK(!aborted(), "this set of in-process devices was stopped by an earlier failure");
   std::mutex mu;
   int failed_rank = -1;
   std::string first_error;
@@ -233,7 +233,7 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
     // Our piece in member m's input comes after the pieces m sends to members before us.
     int64_t src = 0;
     for (int k = 0; k < g.index; ++k) src += s.counts[m][k];
-    check(s.counts[m][g.index] == recv_counts[m], "all_to_all: member ", m, " sends ",
+    AS_CHECK(s.counts[m][g.index] == recv_counts[m], "all_to_all: member ", m, " sends ",
           s.counts[m][g.index], " floats where ", recv_counts[m], " are expected");
     std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
     offset += recv_counts[m];

@@ -37,7 +37,7 @@ void write_text(const std::string& path, const std::string& text) {
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
-    check(out.good(), "cannot write '", path, "'");
+    AS_CHECK(out.good(), "cannot write '", path, "'");
   }
   fsync_path(path, false);
 }
@@ -115,7 +115,7 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
   const uint64_t data_start = 8 + text.size();
   if (leader()) {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    check(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
+    AS_CHECK(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
     const bool ok =
@@ -124,11 +124,11 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
         ::ftruncate(fd, static_cast<off_t>(data_start + offset)) == 0;
     ::close(fd);
     if (!ok) ::unlink(tmp.c_str());
-    check(ok, "writing '", file, "' failed: ", std::strerror(errno));
+    AS_CHECK(ok, "writing '", file, "' failed: ", std::strerror(errno));
   }
   meet();  // the file exists with its header; every rank writes its blocks
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-  check(fd >= 0, "cannot open '", tmp, "': ", std::strerror(errno));
+  AS_CHECK(fd >= 0, "cannot open '", tmp, "': ", std::strerror(errno));
   try {
     for (const auto& [path, m] : where) {
       const Model::Snapshot::Entry& e = snap.entries.at(path);
@@ -137,7 +137,7 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
         if (e.blocks[d].raw() != nullptr)
           write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d]);
     }
-    check(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
+    AS_CHECK(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -146,7 +146,7 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
   ::close(fd);
   meet();  // every block is on disk
   if (leader())
-    check(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
+    AS_CHECK(::rename(tmp.c_str(), file.c_str()) == 0, "cannot move '", tmp, "' to '", file, "'");
 }
 
 void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool slots) {
@@ -175,8 +175,8 @@ void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state)
 
 nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
   const fs::path root(dir);
-  check(fs::is_directory(root), "checkpoint '", dir, "' does not exist");
-  check(fs::exists(root / "state.json"), "checkpoint '", dir, "' is incomplete: no state.json");
+  AS_CHECK(fs::is_directory(root), "checkpoint '", dir, "' does not exist");
+  AS_CHECK(fs::exists(root / "state.json"), "checkpoint '", dir, "' is incomplete: no state.json");
   nlohmann::json state;
   try {
     std::ifstream in(root / "state.json");
@@ -184,7 +184,7 @@ nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
   } catch (const std::exception& e) {
     fail("checkpoint '", dir, "': state.json is not valid JSON (", e.what(), ")");
   }
-  check(state.value("format", "") == kFormat, "'", dir,
+  AS_CHECK(state.value("format", "") == kFormat, "'", dir,
         "' is not an autoshard checkpoint (format '", state.value("format", ""), "', expected '",
         kFormat, "')");
   std::map<std::string, WeightSource> sources =
@@ -199,10 +199,10 @@ nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
 // ---- CheckpointManager ----
 
 CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
-  check(!o_.directory.empty(), "CheckpointManager needs a directory");
+  AS_CHECK(!o_.directory.empty(), "CheckpointManager needs a directory");
   // Ranks save together, and MPI is called from the training thread only.
   if (distributed()) o_.background = false;
-  check(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '",
+  AS_CHECK(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '",
         o_.mode, "'");
   fs::create_directories(o_.directory);
   // Leftovers of saves that were interrupted: never complete, safe to drop.
@@ -317,7 +317,7 @@ void CheckpointManager::prune() {
 nlohmann::json CheckpointManager::restore(Model& model, std::optional<int64_t> step) {
   wait_until_finished();
   if (!step) step = latest_step();
-  check(step.has_value(), "no checkpoint to restore in '", o_.directory, "'");
+  AS_CHECK(step.has_value(), "no checkpoint to restore in '", o_.directory, "'");
   return load_checkpoint(model, path_of(*step));
 }
 

@@ -67,7 +67,7 @@ bool same_bytes(const SafetensorsFile& f, const SafetensorsEntry& a, const Safet
 void load_hf(GPT2& model, const std::string& file) {
   auto f = std::make_shared<const SafetensorsFile>(file);
   const std::string prefix = f->contains("transformer.wte.weight") ? "transformer." : "";
-  check(f->contains(prefix + "wte.weight"), "'", file,
+  AS_CHECK(f->contains(prefix + "wte.weight"), "'", file,
         "' is not a GPT-2 checkpoint: it has no wte.weight");
   const std::map<std::string, TensorMapping> layout = hf_layout(model.config(), prefix);
   std::set<std::string> used;
@@ -81,7 +81,7 @@ void load_hf(GPT2& model, const std::string& file) {
     if (used.count(name) || name.ends_with("attn.bias") || name.ends_with("attn.masked_bias"))
       continue;
     if (name == "lm_head.weight") {
-      check(same_bytes(*f, e, f->entry(prefix + "wte.weight")), "'", file,
+      AS_CHECK(same_bytes(*f, e, f->entry(prefix + "wte.weight")), "'", file,
             "': lm_head.weight differs from wte.weight; autoshard's GPT-2 ties them");
       continue;
     }
@@ -99,12 +99,12 @@ struct LlmcHeader {
 LlmcHeader read_llmc_header(std::ifstream& in, const std::string& path) {
   int32_t h[256];
   in.read(reinterpret_cast<char*>(h), sizeof h);
-  check(in.gcount() == sizeof h, "'", path, "' is too short for an llm.c header");
-  check(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0], ", expected ",
+  AS_CHECK(in.gcount() == sizeof h, "'", path, "' is too short for an llm.c header");
+  AS_CHECK(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0], ", expected ",
         kLlmcMagic, ")");
-  check(h[1] == 3, "'", path, "': llm.c version ", h[1], " is not supported (only 3, fp32)");
+  AS_CHECK(h[1] == 3, "'", path, "': llm.c version ", h[1], " is not supported (only 3, fp32)");
   LlmcHeader r{h[2], h[3], h[4], h[5], h[6], h[7]};
-  check(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 &&
+  AS_CHECK(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 &&
             r.padded_vocab >= r.vocab && r.channels % r.heads == 0,
         "'", path, "': inconsistent llm.c header");
   return r;
@@ -216,10 +216,10 @@ GPT2Config config_of_llmc(const LlmcHeader& h) {
 
 void load_llmc(GPT2& model, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  check(in.good(), "cannot open '", path, "'");
+  AS_CHECK(in.good(), "cannot open '", path, "'");
   const LlmcHeader h = read_llmc_header(in, path);
   const GPT2Config& c = model.config();
-  check(h.layers == c.n_layer && h.heads == c.n_head && h.channels == c.n_embd &&
+  AS_CHECK(h.layers == c.n_layer && h.heads == c.n_head && h.channels == c.n_embd &&
             h.vocab == c.vocab_size && h.max_t == c.n_positions,
         "'", path, "' holds a GPT-2 with L=", h.layers, " NH=", h.heads, " C=", h.channels,
         " V=", h.vocab, " maxT=", h.max_t, ", not the model's configuration");
@@ -230,7 +230,7 @@ void load_llmc(GPT2& model, const std::string& path) {
   for_each_llmc_piece(h, [&](const char* name, int64_t rows, int64_t cols, int64_t layer) {
     std::vector<float> piece(rows * cols);
     in.read(reinterpret_cast<char*>(piece.data()), static_cast<std::streamsize>(piece.size() * 4));
-    check(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path,
+    AS_CHECK(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path,
           "' is truncated in tensor ", name,
           layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
     pieces.emplace_back(name, std::move(piece));
@@ -246,7 +246,7 @@ void load_llmc(GPT2& model, const std::string& path) {
 GPT2Config gpt2_config_of(const std::string& path) {
   if (path.ends_with(".bin")) {
     std::ifstream in(path, std::ios::binary);
-    check(in.good(), "cannot open '", path, "'");
+    AS_CHECK(in.good(), "cannot open '", path, "'");
     return config_of_llmc(read_llmc_header(in, path));
   }
   fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
@@ -260,11 +260,11 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
       load_checkpoint(model, path);
       return;
     }
-    check(fs::exists(fs::path(path) / "model.safetensors"), "'", path,
+    AS_CHECK(fs::exists(fs::path(path) / "model.safetensors"), "'", path,
           "' has no model.safetensors");
     return load_hf(model, (fs::path(path) / "model.safetensors").string());
   }
-  check(fs::exists(path), "weights '", path, "' do not exist");
+  AS_CHECK(fs::exists(path), "weights '", path, "' do not exist");
   SafetensorsFile probe(path);
   if (probe.contains("wte.embeddings")) return model.load_weights(plain_sources(path));
   load_hf(model, path);
@@ -321,7 +321,7 @@ void save_llmc_gpt2(GPT2& model, const std::string& file) {
   const std::string tmp = file + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "cannot write '", tmp, "'");
+    AS_CHECK(out.good(), "cannot write '", tmp, "'");
     out.write(reinterpret_cast<const char*>(header), sizeof header);
     for_each_llmc_piece(h, [&](const char* name, int64_t rows, int64_t cols, int64_t layer) {
       std::vector<float> piece(rows * cols, 0.0f);
@@ -329,7 +329,7 @@ void save_llmc_gpt2(GPT2& model, const std::string& file) {
       out.write(reinterpret_cast<const char*>(piece.data()),
                 static_cast<std::streamsize>(piece.size() * 4));
     });
-    check(out.good(), "writing '", file, "' failed");
+    AS_CHECK(out.good(), "writing '", file, "' failed");
   }
   fs::rename(tmp, file);
 }

@@ -57,21 +57,21 @@ float bf16_to_float(uint16_t h) {
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
+  AS_CHECK(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
   try {
     struct stat st {};
-    check(::fstat(fd_, &st) == 0, "cannot stat '", path, "'");
+    AS_CHECK(::fstat(fd_, &st) == 0, "cannot stat '", path, "'");
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-    check(file_size >= 8, "'", path,
+    AS_CHECK(file_size >= 8, "'", path,
           "' is not a safetensors file: shorter than its 8-byte header length");
     uint8_t len_bytes[8];
-    check(::pread(fd_, len_bytes, 8, 0) == 8, "'", path, "': cannot read the header length");
+    AS_CHECK(::pread(fd_, len_bytes, 8, 0) == 8, "'", path, "': cannot read the header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-    check(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path, "': header length ",
+    AS_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path, "': header length ",
           header_len, " is larger than the file allows (", file_size - 8, " bytes)");
     std::string header(header_len, '\0');
-    check(::pread(fd_, header.data(), header_len, 8) == static_cast<ssize_t>(header_len), "'", path,
+    AS_CHECK(::pread(fd_, header.data(), header_len, 8) == static_cast<ssize_t>(header_len), "'", path,
           "': truncated header");
     data_start_ = 8 + header_len;
     const uint64_t data_size = file_size - data_start_;
@@ -92,15 +92,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     } catch (const std::exception& e) {
       fail("'", path, "': the header is not valid JSON (", e.what(), ")");
     }
-    check(duplicate.empty(), "'", path, "': tensor '", duplicate, "' appears twice in the header");
-    check(j.is_object(), "'", path, "': the header must be a JSON object");
+    AS_CHECK(duplicate.empty(), "'", path, "': tensor '", duplicate, "' appears twice in the header");
+    AS_CHECK(j.is_object(), "'", path, "': the header must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& name = it.key();
       const auto& v = it.value();
       if (name == "__metadata__") {
-        check(v.is_object(), "'", path, "': __metadata__ must be an object of strings");
+        AS_CHECK(v.is_object(), "'", path, "': __metadata__ must be an object of strings");
         for (auto m = v.begin(); m != v.end(); ++m) {
-          check(m.value().is_string(), "'", path, "': __metadata__ value '", m.key(),
+          AS_CHECK(m.value().is_string(), "'", path, "': __metadata__ value '", m.key(),
                 "' is not a string");
           metadata_[m.key()] = m.value().get<std::string>();
         }
@@ -147,7 +147,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     for (const auto& e : entries_) sorted.push_back(&e);
     std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
     for (size_t i = 1; i < sorted.size(); ++i)
-      check(sorted[i]->begin >= sorted[i - 1]->end || sorted[i]->begin == sorted[i]->end ||
+      AS_CHECK(sorted[i]->begin >= sorted[i - 1]->end || sorted[i]->begin == sorted[i]->end ||
                 sorted[i - 1]->begin == sorted[i - 1]->end,
             "'", path, "': tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name,
             "' overlap");
@@ -163,19 +163,19 @@ SafetensorsFile::~SafetensorsFile() {
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = index_.find(name);
-  check(it != index_.end(), "'", path_, "' has no tensor '", name, "'");
+  AS_CHECK(it != index_.end(), "'", path_, "' has no tensor '", name, "'");
   return entries_[it->second];
 }
 
 void SafetensorsFile::read_bytes(const SafetensorsEntry& e, uint64_t offset, void* dst,
                                  uint64_t bytes) const {
-  check(offset + bytes <= e.end - e.begin, "internal: read past tensor '", e.name, "'");
+  AS_CHECK(offset + bytes <= e.end - e.begin, "internal: read past tensor '", e.name, "'");
   auto* out = static_cast<char*>(dst);
   uint64_t pos = data_start_ + e.begin + offset;
   while (bytes > 0) {
     ssize_t got = ::pread(fd_, out, bytes, static_cast<off_t>(pos));
     if (got < 0 && errno == EINTR) continue;
-    check(got > 0, "'", path_, "': tensor '", e.name, "' is truncated");
+    AS_CHECK(got > 0, "'", path_, "': tensor '", e.name, "' is truncated");
     out += got, pos += static_cast<uint64_t>(got), bytes -= static_cast<uint64_t>(got);
   }
 }
@@ -210,7 +210,7 @@ Tensor SafetensorsFile::load(const std::string& name) const {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v;
       std::memcpy(&v, raw.data() + 8 * i, 8);
-      check(v >= INT32_MIN && v <= INT32_MAX, "'", path_, "': tensor '", name, "' value ", v,
+      AS_CHECK(v >= INT32_MIN && v <= INT32_MAX, "'", path_, "': tensor '", name, "' value ", v,
             " does not fit in i32");
       t.i32()[i] = static_cast<int32_t>(v);
     }
@@ -227,7 +227,7 @@ void save_safetensors(const std::string& path,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    check(!header.contains(name), "save_safetensors: tensor name '", name, "' appears twice");
+    AS_CHECK(!header.contains(name), "save_safetensors: tensor name '", name, "' appears twice");
     header[name] = {{"dtype", t.dtype() == DType::F32 ? "F32" : "I32"},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
@@ -237,7 +237,7 @@ void save_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
+  AS_CHECK(fd >= 0, "cannot create '", tmp, "': ", std::strerror(errno));
   auto write_all = [&](const void* p, size_t n) {
     const char* c = static_cast<const char*>(p);
     while (n > 0) {

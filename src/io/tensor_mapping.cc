@@ -57,20 +57,20 @@ void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& la
 
 void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
                    const std::string& weight) {
-  check(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor,
+  AS_CHECK(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor,
         "' (needed for weight '", weight, "')");
   const SafetensorsEntry& e = file.entry(m.tensor);
-  check(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '",
+  AS_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '",
         m.tensor, "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
   const Layout2D l = layout_2d(m, shape);
   const int64_t size = numel(e.shape);
   const int64_t last =
       l.rows == 0 || l.cols == 0 ? -1 : (l.rows - 1) * l.stride + m.col_offset + l.cols - 1;
-  check(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor,
+  AS_CHECK(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor,
         "' ", shape_str(e.shape), " does not fit weight '", weight, "' ", shape_str(shape),
         " (a checkpoint of another model size or architecture?)");
   if (m.row_stride < 0 && m.col_offset == 0)
-    check(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ",
+    AS_CHECK(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ",
           shape_str(e.shape), " but weight '", weight, "' needs ", shape_str(shape));
 }
 
@@ -110,7 +110,7 @@ void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Sha
     while (left > 0) {
       ssize_t w = ::pwrite(fd, p, left, pos);
       if (w < 0 && errno == EINTR) continue;
-      check(w > 0, "writing tensor '", m.tensor, "' failed: ", std::strerror(errno));
+      AS_CHECK(w > 0, "writing tensor '", m.tensor, "' failed: ", std::strerror(errno));
       p += w, pos += w, left -= static_cast<size_t>(w);
     }
   });

@@ -20,7 +20,7 @@ TokenData::TokenData(std::vector<int32_t> tokens, std::string source)
 
 TokenData TokenData::from_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd >= 0, "cannot open data file '", path, "': ", std::strerror(errno));
+  AS_CHECK(fd >= 0, "cannot open data file '", path, "': ", std::strerror(errno));
   struct stat st {};
   ::fstat(fd, &st);
   TokenData d({}, path);
@@ -29,7 +29,7 @@ TokenData TokenData::from_file(const std::string& path) {
     delete p;
   });
   d.bytes_per_token_ = path.ends_with(".bin") ? 2 : 1;
-  check(st.st_size % d.bytes_per_token_ == 0, "data file '", path, "' has an odd number of bytes (",
+  AS_CHECK(st.st_size % d.bytes_per_token_ == 0, "data file '", path, "' has an odd number of bytes (",
         st.st_size, "); a .bin file holds little-endian uint16 token ids");
   d.size_ = st.st_size / d.bytes_per_token_;
   return d;
@@ -47,8 +47,8 @@ int64_t TokenData::batches(int64_t batch, int64_t seq) const {
 }
 
 void TokenData::validate(int64_t batch, int64_t seq, int64_t vocab_size) {
-  check(batch > 0 && seq > 0, "batch and sequence length must be positive");
-  check(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ",
+  AS_CHECK(batch > 0 && seq > 0, "batch and sequence length must be positive");
+  AS_CHECK(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ",
         batch, " x ", seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
   vocab_ = vocab_size;
 }
@@ -63,14 +63,14 @@ void TokenData::read(int64_t first, int64_t count, int32_t* out) const {
       ssize_t got = ::pread(*fd_, raw.data() + done, raw.size() - done,
                             static_cast<off_t>(first * bytes_per_token_ + done));
       if (got < 0 && errno == EINTR) continue;
-      check(got > 0, "reading data file '", source_, "' failed");
+      AS_CHECK(got > 0, "reading data file '", source_, "' failed");
       done += static_cast<size_t>(got);
     }
     for (int64_t i = 0; i < count; ++i)
       out[i] = bytes_per_token_ == 2 ? raw[2 * i] | (raw[2 * i + 1] << 8) : raw[i];
   }
   for (int64_t i = 0; i < count; ++i)
-    check(out[i] < vocab_, "data '", source_, "' holds token id ", out[i],
+    AS_CHECK(out[i] < vocab_, "data '", source_, "' holds token id ", out[i],
           ", out of range for the model's vocabulary of ", vocab_);
 }
 

@@ -8,7 +8,7 @@ namespace autoshard {
 
 std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
   Graph& g = *loss.graph;
-  check(loss.shape().empty(), "gradients: the loss must be a scalar, got ",
+  AS_CHECK(loss.shape().empty(), "gradients: the loss must be a scalar, got ",
         shape_str(loss.shape()));
   const int end = loss.id + 1;  // nodes after the loss cannot influence it
 
@@ -30,7 +30,7 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
     for (int in : node.inputs) any = any || needs[in];
     if (!any) continue;
     const OpDef& def = op_def(node.op);
-    check(def.vjp != nullptr, "gradients: op ", def.name, " has no gradient rule");
+    AS_CHECK(def.vjp != nullptr, "gradients: op ", def.name, " has no gradient rule");
     std::vector<Value> in_grads = def.vjp(g, i, grad[i]);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int in = node.inputs[k];

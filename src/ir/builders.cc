@@ -99,7 +99,7 @@ Value broadcast_to(Value x, Shape shape) {
 Value sum_to(Value x, Shape shape) {
   if (x.shape() == shape) return x;
   const Shape& xs = x.shape();
-  check(xs.size() >= shape.size(), "sum_to: cannot sum ", shape_str(xs), " to ", shape_str(shape));
+  AS_CHECK(xs.size() >= shape.size(), "sum_to: cannot sum ", shape_str(xs), " to ", shape_str(shape));
   const size_t lead = xs.size() - shape.size();
   std::vector<int64_t> axes;
   for (size_t i = 0; i < xs.size(); ++i)
@@ -131,7 +131,7 @@ Value transpose(Value x, std::vector<int64_t> perm) {
 }
 
 Value dropout(Value x, double rate, uint64_t seed) {
-  check(rate >= 0 && rate < 1, "dropout rate must be in [0, 1), got ", rate);
+  AS_CHECK(rate >= 0 && rate < 1, "dropout rate must be in [0, 1), got ", rate);
   if (rate == 0) return x;
   return x.graph->add(Op::Dropout, {x}, with_f(rate, static_cast<int64_t>(seed)));
 }

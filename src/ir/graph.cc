@@ -40,26 +40,29 @@ const Node& Value::node() const {
 int64_t Value::dim(int axis) const {
   int r = rank();
   if (axis < 0) axis += r;
-  check(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape()));
+  AS_CHECK(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape()));
   return shape()[axis];
 }
 
 Value Graph::add(Op op, std::vector<Value> inputs, Attrs attrs) {
   Node n{op, {}, {}, DType::F32, std::move(attrs)};
   for (const Value& v : inputs) {
-    check(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
+    AS_CHECK(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
     n.inputs.push_back(v.id);
   }
   ShapeAndType st = op_def(op).infer(*this, n);
   n.shape = std::move(st.shape);
   n.dtype = st.dtype;
   nodes_.push_back(std::move(n));
-  return Value{this, size() - 1};
+  const int id = size() - 1;
+  if (op == Op::Parameter) parameter_ids_.emplace(nodes_[id].attrs.text, id);
+  if (op == Op::Input) input_ids_.emplace(nodes_[id].attrs.text, id);
+  return Value{this, id};
 }
 
 Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
   if (int id = find_parameter(path); id >= 0) {
-    check(nodes_[id].shape == shape, "parameter ", path, " declared twice with shapes ",
+    AS_CHECK(nodes_[id].shape == shape, "parameter ", path, " declared twice with shapes ",
           shape_str(nodes_[id].shape), " and ", shape_str(shape));
     return Value{this, id};
   }
@@ -71,7 +74,7 @@ Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
 }
 
 Value Graph::input(const std::string& name, Shape shape, DType dtype) {
-  check(find_input(name) < 0, "input ", name, " declared twice");
+  AS_CHECK(find_input(name) < 0, "input ", name, " declared twice");
   Attrs a;
   a.text = name;
   a.ints = shape;
@@ -80,15 +83,13 @@ Value Graph::input(const std::string& name, Shape shape, DType dtype) {
 }
 
 int Graph::find_parameter(const std::string& path) const {
-  for (int i = 0; i < size(); ++i)
-    if (nodes_[i].op == Op::Parameter && nodes_[i].attrs.text == path) return i;
-  return -1;
+  auto it = parameter_ids_.find(path);
+  return it == parameter_ids_.end() ? -1 : it->second;
 }
 
 int Graph::find_input(const std::string& name) const {
-  for (int i = 0; i < size(); ++i)
-    if (nodes_[i].op == Op::Input && nodes_[i].attrs.text == name) return i;
-  return -1;
+  auto it = input_ids_.find(name);
+  return it == input_ids_.end() ? -1 : it->second;
 }
 
 std::vector<int> Graph::parameters() const {
@@ -137,7 +138,7 @@ DType input_dtype(const Graph& g, const Node& n, int i) {
 }
 
 void expect_inputs(const Node& n, size_t count) {
-  check(n.inputs.size() == count, "op ", op_def(n.op).name ? op_def(n.op).name : "?", " takes ",
+  AS_CHECK(n.inputs.size() == count, "op ", op_def(n.op).name ? op_def(n.op).name : "?", " takes ",
         count, " inputs, got ", n.inputs.size());
 }
 
@@ -147,7 +148,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   for (size_t k = 0; k < r; ++k) {
     int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
     int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
-    check(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
+    AS_CHECK(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
           " do not broadcast");
     out[k] = da == 1 ? db : da;
   }

@@ -11,7 +11,7 @@ Initializer Initializer::from_name(const std::string& name) {
   if (name == "zeros") return zeros();
   if (name == "ones") return ones();
   if (name == "glorot_uniform") return glorot_uniform();
-  if (name == "random_normal") return normal(0.05);
+  if (name == "random_normal") return normal(0.0, 0.05);
   if (name == "random_uniform") return uniform(-0.05, 0.05);
   fail("unknown initializer '", name,
        "' (known: zeros, ones, glorot_uniform, random_normal, random_uniform)");

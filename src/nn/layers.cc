@@ -46,7 +46,7 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
 }
 
 void check_activation(const std::string& a) {
-  check(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
+  AS_CHECK(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
             a == "gelu_new" || a == "tanh",
         "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
 }
@@ -63,7 +63,7 @@ Value apply_activation(Value x, const std::string& activation) {
 namespace {
 
 Value single(const std::vector<Value>& inputs, const std::string& layer) {
-  check(inputs.size() == 1, "layer ", layer, " takes one input, got ", inputs.size());
+  AS_CHECK(inputs.size() == 1, "layer ", layer, " takes one input, got ", inputs.size());
   return inputs[0];
 }
 
@@ -72,12 +72,12 @@ class DenseImpl : public LayerImpl {
  public:
   DenseImpl(int64_t units, DenseOptions o)
       : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
-    check(units > 0, "Dense: units must be positive, got ", units);
+    AS_CHECK(units > 0, "Dense: units must be positive, got ", units);
     check_activation(o_.activation_);
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
-    check(x.rank() >= 1, "Dense ", name(), " needs an input with a feature axis");
+    AS_CHECK(x.rank() >= 1, "Dense ", name(), " needs an input with a feature axis");
     Value kernel = t.weight("kernel", {x.dim(-1), units_}, o_.kernel_initializer_);
     std::string lead = std::string("abcdefgh").substr(0, x.rank() - 1);
     Value y = ops::einsum(lead + "y," + "yz->" + lead + "z", x, kernel);
@@ -104,14 +104,14 @@ class EinsumDenseImpl : public LayerImpl {
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
     EinsumEquation e = parse_einsum(eq_);
-    check(static_cast<int>(e.a.size()) == x.rank(), "EinsumDense ", name(), ": equation '", eq_,
+    AS_CHECK(static_cast<int>(e.a.size()) == x.rank(), "EinsumDense ", name(), ": equation '", eq_,
           "' expects a rank-", e.a.size(), " input, got ", shape_str(x.shape()));
-    check(out_.size() + 1 == e.out.size(), "EinsumDense ", name(), ": output_shape ",
+    AS_CHECK(out_.size() + 1 == e.out.size(), "EinsumDense ", name(), ": output_shape ",
           shape_str(out_), " must give the ", e.out.size() - 1, " output dims after the batch");
     auto size_of = [&](char c) -> int64_t {
       if (size_t i = e.a.find(c); i != std::string::npos) return x.dim(static_cast<int>(i));
       size_t j = e.out.find(c);
-      check(j != std::string::npos && j > 0, "EinsumDense ", name(),
+      AS_CHECK(j != std::string::npos && j > 0, "EinsumDense ", name(),
             ": cannot size kernel letter '", c, "'");
       return out_[j - 1];
     };
@@ -144,7 +144,7 @@ class EmbeddingImpl : public LayerImpl {
       : LayerImpl(name_or(o.name_, "embedding")), in_(in), out_(out), o_(std::move(o)) {}
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value ids = single(inputs, name());
-    check(ids.dtype() == DType::I32, "Embedding ", name(), " needs i32 ids");
+    AS_CHECK(ids.dtype() == DType::I32, "Embedding ", name(), " needs i32 ids");
     return ops::gather(t.weight("embeddings", {in_, out_}, o_.embeddings_initializer_), ids);
   }
 
@@ -175,7 +175,7 @@ class DropoutImpl : public LayerImpl {
  public:
   DropoutImpl(double rate, uint64_t seed, std::string name)
       : LayerImpl(name_or(name, "dropout")), rate_(rate), seed_(seed) {
-    check(rate >= 0 && rate < 1, "Dropout rate must be in [0, 1), got ", rate);
+    AS_CHECK(rate >= 0 && rate < 1, "Dropout rate must be in [0, 1), got ", rate);
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
@@ -199,7 +199,7 @@ class MultiHeadAttentionImpl : public LayerImpl {
         key_dim_(key_dim),
         value_dim_(o.value_dim_ ? o.value_dim_ : key_dim),
         o_(std::move(o)) {
-    check(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
+    AS_CHECK(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
     auto proj = [&](const char* n, int64_t dim, bool bias) {
       // The time dim (-1) comes from the input; only heads and dim size the kernel.
       return EinsumDense("btc,chd->bthd", {-1, heads_, dim},
@@ -213,10 +213,10 @@ class MultiHeadAttentionImpl : public LayerImpl {
     value_ = std::make_unique<EinsumDense>(proj("value", value_dim_, o_.use_bias_));
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
-    check(inputs.size() == 1 || inputs.size() == 2, "MultiHeadAttention ", name(),
+    AS_CHECK(inputs.size() == 1 || inputs.size() == 2, "MultiHeadAttention ", name(),
           " takes (query) or (query, value)");
     Value q_in = inputs[0], kv_in = inputs.back();
-    check(q_in.rank() == 3 && kv_in.rank() == 3, "MultiHeadAttention ", name(),
+    AS_CHECK(q_in.rank() == 3 && kv_in.rank() == 3, "MultiHeadAttention ", name(),
           " needs [batch, time, features] inputs");
     Value q = (*query_)(t, q_in);
     Value k = (*key_)(t, kv_in);
@@ -261,7 +261,7 @@ class AddImpl : public LayerImpl {
  public:
   explicit AddImpl(std::string name) : LayerImpl(name_or(name, "add")) {}
   Value call(Trace&, const std::vector<Value>& inputs) override {
-    check(!inputs.empty(), "Add ", name(), " needs inputs");
+    AS_CHECK(!inputs.empty(), "Add ", name(), " needs inputs");
     Value sum = inputs[0];
     for (size_t i = 1; i < inputs.size(); ++i) sum = sum + inputs[i];
     return sum;

@@ -23,10 +23,10 @@ Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::str
     : name_(std::move(name)),
       symbolic_inputs_(std::move(inputs)),
       symbolic_output_(std::move(output)) {
-  check(symbolic_inputs_.size() == 1, "Model ", name_, ": exactly one input is supported, got ",
+  AS_CHECK(symbolic_inputs_.size() == 1, "Model ", name_, ": exactly one input is supported, got ",
         symbolic_inputs_.size());
   for (const SymbolicTensor& s : symbolic_inputs_) {
-    check(s.get() && !s.node().layer, "Model ", name_, ": inputs must come from Input()");
+    AS_CHECK(s.get() && !s.node().layer, "Model ", name_, ": inputs must come from Input()");
     input_specs_.push_back({s.node().shape, s.node().dtype});
   }
 }
@@ -42,7 +42,7 @@ Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
   for (size_t i = 0; i < symbolic_inputs_.size(); ++i) done[symbolic_inputs_[i].get()] = inputs[i];
   std::function<Value(const SymbolicTensor&)> eval = [&](const SymbolicTensor& s) -> Value {
     if (auto it = done.find(s.get()); it != done.end()) return it->second;
-    check(s.node().layer != nullptr, "Model ", name_, ": input '", s.node().name,
+    AS_CHECK(s.node().layer != nullptr, "Model ", name_, ": input '", s.node().name,
           "' is not one of the model's inputs");
     std::vector<Value> args;
     for (const SymbolicTensor& in : s.node().inputs) args.push_back(eval(in));
@@ -59,7 +59,7 @@ void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss) {
 }
 
 void Model::set_distribution(std::shared_ptr<Distribution> d) {
-  check(shards_.empty() || (d && dist_ && d->mesh().to_string() == dist_->mesh().to_string()),
+  AS_CHECK(shards_.empty() || (d && dist_ && d->mesh().to_string() == dist_->mesh().to_string()),
         "Model ", name_, ": its weights are already sharded over ",
         dist_ ? dist_->mesh().to_string() : "",
         "; build a new model (or save and load its weights) to change the mesh");
@@ -138,11 +138,11 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
 
 void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype,
                        const Shape* y_shape, DType y_dtype) {
-  check(x_dtype == input_specs_[0].dtype, "Model ", name_, ": input must be ",
+  AS_CHECK(x_dtype == input_specs_[0].dtype, "Model ", name_, ": input must be ",
         dtype_name(input_specs_[0].dtype), ", got ", dtype_name(x_dtype));
-  check(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
+  AS_CHECK(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
         ": call compile(optimizer, loss) before training or evaluating");
-  check(x_shape.size() == input_specs_[0].shape.size() + 1 &&
+  AS_CHECK(x_shape.size() == input_specs_[0].shape.size() + 1 &&
             std::equal(x_shape.begin() + 1, x_shape.end(), input_specs_[0].shape.begin()),
         "Model ", name_, ": input of shape ", shape_str(x_shape), " does not match the model's ",
         "input shape [batch] + ", shape_str(input_specs_[0].shape));
@@ -154,7 +154,7 @@ void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dty
     Value y = g.input("y", *y_shape, y_dtype);
     c.y = y.id;
     result = loss_(out, y);
-    check(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
+    AS_CHECK(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
   }
   if (mode == Mode::Train) {
     std::vector<Value> params, grads;
@@ -200,7 +200,7 @@ std::map<int, Sharding> Model::leaf_layouts(const Graph& g) {
       layout = dist_->weight_layout(path, n.shape);
     }
     if (auto it = layouts_.find(path); it != layouts_.end())
-      check(it->second == layout, "internal: weight '", path, "' laid out two ways");
+      AS_CHECK(it->second == layout, "internal: weight '", path, "' laid out two ways");
     layouts_[path] = layout;
     leaves[id] = layout;
   }
@@ -229,7 +229,7 @@ void Model::bind_sharded(Compiled& c) {
 }
 
 Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
-  check(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
+  AS_CHECK(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
   Compiled c;
   trace_step(c, Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype);
   return partition(c.graph, dist_->mesh(), leaf_layouts(c.graph), {c.result});
@@ -272,7 +272,7 @@ Tensor Model::predict_on_batch(const Tensor& x) {
 
 namespace {
 int64_t batch_count(int64_t n, int64_t batch_size) {
-  check(batch_size > 0, "batch_size must be positive, got ", batch_size);
+  AS_CHECK(batch_size > 0, "batch_size must be positive, got ", batch_size);
   return (n + batch_size - 1) / batch_size;
 }
 Tensor rows(const Tensor& t, int64_t begin, int64_t end) {
@@ -281,7 +281,7 @@ Tensor rows(const Tensor& t, int64_t begin, int64_t end) {
 }  // namespace
 
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions o) {
-  check(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "fit: x and y must have the same ",
+  AS_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "fit: x and y must have the same ",
         "number of examples, got ", shape_str(x.shape()), " and ", shape_str(y.shape()));
   const int64_t n = x.dim(0), steps = batch_count(n, o.batch_size);
   std::vector<std::shared_ptr<Callback>> callbacks = o.callbacks;
@@ -346,7 +346,7 @@ std::vector<std::string> Model::slot_paths() const {
 
 Tensor Model::weight(const std::string& path) {
   ensure_built();
-  check(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
+  AS_CHECK(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
   const int first = first_local_shard(path);
   if (first < 0) return whole(path);
   Tensor t(shapes_.at(path));
@@ -365,8 +365,8 @@ Tensor Model::weight(const std::string& path) {
 
 void Model::set_weight(const std::string& path, const Tensor& value) {
   ensure_built();
-  check(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
-  check(shapes_.at(path) == value.shape() && value.dtype() == DType::F32, "weight '", path, "' is ",
+  AS_CHECK(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
+  AS_CHECK(shapes_.at(path) == value.shape() && value.dtype() == DType::F32, "weight '", path, "' is ",
         shape_str(shapes_.at(path)), ", cannot set it from ", dtype_name(value.dtype()),
         shape_str(value.shape()));
   if (first_local_shard(path) < 0) {
@@ -389,7 +389,7 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
       const std::string weight = path.substr(path.find('.', 10) + 1);
       if (shapes_.count(weight)) shapes_[path] = shapes_.at(weight);
     }
-    check(shapes_.count(path), "Model ", name_, " has no weight '", path,
+    AS_CHECK(shapes_.count(path), "Model ", name_, " has no weight '", path,
           "' (the checkpoint has it)");
     check_mapping(*src.file, src.map, shapes_.at(path), path);
   }

@@ -14,7 +14,7 @@ Value Optimizer::slot(Graph& g, const std::string& slot_name, Value param,
 
 std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
                                                const std::vector<Value>& grads) const {
-  check(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
+  AS_CHECK(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
   Value scale = ops::constant(g, {}, 1.0);
   if (clipnorm > 0 && !grads.empty()) {
     Value sumsq = g.add(Op::SumSquares, {grads[0]});
@@ -80,8 +80,9 @@ std::shared_ptr<Optimizer> SGD(SGDOptions o) {
 std::shared_ptr<Optimizer> Adam(AdamOptions o) {
   return std::make_shared<AdamOptimizer>(o, false);
 }
-std::shared_ptr<Optimizer> AdamW(AdamOptions o) {
-  return std::make_shared<AdamOptimizer>(o, true);
+std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
+  const AdamOptions same{o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.clipnorm};
+  return std::make_shared<AdamOptimizer>(same, true);
 }
 
 }  // namespace autoshard

@@ -88,8 +88,8 @@ Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph)
 
 void Executor::bind(int node, const Tensor& value) {
   const Node& n = graph_.node(node);
-  check(is_leaf(n.op), "bind: node ", node, " is not a parameter or input");
-  check(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text, "' expects ",
+  AS_CHECK(is_leaf(n.op), "bind: node ", node, " is not a parameter or input");
+  AS_CHECK(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text, "' expects ",
         dtype_name(n.dtype), shape_str(n.shape), ", got ", dtype_name(value.dtype()),
         shape_str(value.shape()));
   values_[node] = value;
@@ -100,7 +100,7 @@ void Executor::run(const StepContext& step) {
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
     if (is_leaf(node.op)) {
-      check(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
+      AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
             "run: ", op_name(node.op), " '", node.attrs.text, "' has no value bound");
       continue;
     }

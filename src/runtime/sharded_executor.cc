@@ -33,9 +33,9 @@ ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
 }
 
 void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
-  check(executors_[device] != nullptr, "bind: device ", device, " runs in another process");
+  AS_CHECK(executors_[device] != nullptr, "bind: device ", device, " runs in another process");
   int local = partition_.local_of[device][global_id];
-  check(local >= 0, "bind: value ", global_id, " is not used by the partitioned program");
+  AS_CHECK(local >= 0, "bind: value ", global_id, " is not used by the partitioned program");
   executors_[device]->bind(local, block);
 }
 

@@ -13,7 +13,7 @@ namespace autoshard {
 
 std::vector<std::string> list_devices(int count) {
   if (count <= 0) count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  check(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices,
+  AS_CHECK(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices,
         " in-process devices, asked for ", count);
   std::vector<std::string> devices;
   for (int i = 0; i < count; ++i) devices.push_back("cpu:" + std::to_string(i));
@@ -22,13 +22,13 @@ std::vector<std::string> list_devices(int count) {
 
 Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path,
                                    const Shape& shape) const {
-  check(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(),
+  AS_CHECK(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(),
         " axes but the weight ", shape_str(shape), " has ", shape.size(), " dimensions");
   Sharding s = Sharding::replicated(shape.size());
   for (size_t d = 0; d < axes.size(); ++d) {
     if (!axes[d]) continue;
     int a = mesh.axis_index(*axes[d]);
-    check(a >= 0, "layout for '", path, "' names mesh axis '", *axes[d], "', which mesh ",
+    AS_CHECK(a >= 0, "layout for '", path, "' names mesh axis '", *axes[d], "', which mesh ",
           mesh.to_string(), " does not have");
     s.dims[d] = a;
   }
@@ -71,15 +71,15 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
   } catch (const std::exception& e) {
     fail("layout map '", source, "' is not valid JSON: ", e.what());
   }
-  check(j.is_object(), "layout map '", source,
+  AS_CHECK(j.is_object(), "layout map '", source,
         "' must be an object of regex -> [axis or null, ...]");
   LayoutMap m;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    check(it.value().is_array(), "layout map '", source, "': the layout of '", it.key(),
+    AS_CHECK(it.value().is_array(), "layout map '", source, "': the layout of '", it.key(),
           "' must be a list of axis names or null");
     TensorLayout layout;
     for (const auto& a : it.value()) {
-      check(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
+      AS_CHECK(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
             "' must be axis names or null");
       layout.axes.push_back(a.is_null() ? std::nullopt
                                         : std::optional<std::string>(a.get<std::string>()));
@@ -91,7 +91,7 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
 
 LayoutMap LayoutMap::from_json_file(const std::string& path) {
   std::ifstream in(path);
-  check(in.good(), "cannot open layout map '", path, "'");
+  AS_CHECK(in.good(), "cannot open layout map '", path, "'");
   std::stringstream ss;
   ss << in.rdbuf();
   return from_json_text(ss.str(), path);

@@ -8,18 +8,18 @@ namespace autoshard {
 
 DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
     : shape_(std::move(shape)), names_(std::move(names)) {
-  check(!shape_.empty() && shape_.size() == names_.size(), "DeviceMesh: ", shape_.size(),
+  AS_CHECK(!shape_.empty() && shape_.size() == names_.size(), "DeviceMesh: ", shape_.size(),
         " sizes for ", names_.size(), " axis names");
   std::set<std::string> seen;
   size_ = 1;
   for (size_t i = 0; i < shape_.size(); ++i) {
-    check(!names_[i].empty() && seen.insert(names_[i]).second, "DeviceMesh: axis names must be ",
+    AS_CHECK(!names_[i].empty() && seen.insert(names_[i]).second, "DeviceMesh: axis names must be ",
           "unique and non-empty, got '", names_[i], "' twice or empty");
-    check(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i],
+    AS_CHECK(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i],
           "; sizes must be >= 1");
     size_ *= shape_[i];
   }
-  check(size_ <= kMaxInProcessDevices, "DeviceMesh ", to_string(), " has ", size_,
+  AS_CHECK(size_ <= kMaxInProcessDevices, "DeviceMesh ", to_string(), " has ", size_,
         " devices; at most ", kMaxInProcessDevices, " are allowed");
 }
 
@@ -32,13 +32,13 @@ DeviceMesh DeviceMesh::parse(const std::string& spec) {
     std::string part =
         spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t eq = part.find('=');
-    check(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), "mesh '", spec,
+    AS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), "mesh '", spec,
           "' must look like data=2,model=3");
     names.push_back(part.substr(0, eq));
     try {
       size_t used = 0;
       shape.push_back(std::stoi(part.substr(eq + 1), &used));
-      check(used == part.size() - eq - 1, "");
+      AS_CHECK(used == part.size() - eq - 1, "");
     } catch (const std::exception&) {
       fail("mesh '", spec, "': size of axis '", names.back(), "' is not an integer");
     }

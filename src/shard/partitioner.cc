@@ -75,7 +75,7 @@ class Lowering {
     if (def.localize) def.localize(a, LocalizeInfo{n, mesh_, device_, d, shapes});
     Value out = local_.add(n.op, ins, a);
     const Shape expect = d.output.local_shape(n.shape, mesh_, device_);
-    check(out.shape() == expect, "internal: ", op_name(n.op), " on device ", device_, " made ",
+    AS_CHECK(out.shape() == expect, "internal: ", op_name(n.op), " on device ", device_, " made ",
           shape_str(out.shape()), " where its sharding ", d.output.to_string(mesh_), " gives ",
           shape_str(expect));
     // A state input updated in another layout is written back into place.
@@ -104,7 +104,7 @@ class Lowering {
  private:
   int convert(int local, Sharding cur, const Sharding& to, const Shape& global, int id) {
     for (int a : to.partial)
-      check(cur.is_partial(a), "internal: cannot make a value partial over '",
+      AS_CHECK(cur.is_partial(a), "internal: cannot make a value partial over '",
             mesh_.axis_names()[a], "'");
     // 1. Sum partial values: straight into the wanted split when there is one.
     for (int a : std::vector<int>(cur.partial)) {
@@ -180,7 +180,7 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const std::map<int, 
     p.sharding[i] = it == leaves.end() ? Sharding::replicated(n.shape.size()) : it->second;
     p.sharding[i].validate(mesh, static_cast<int>(n.shape.size()),
                            "layout of '" + n.attrs.text + "'");
-    check(p.sharding[i].partial.empty(), "layout of '", n.attrs.text, "' cannot be partial");
+    AS_CHECK(p.sharding[i].partial.empty(), "layout of '", n.attrs.text, "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
 

@@ -53,16 +53,16 @@ std::string Sharding::to_string(const DeviceMesh& mesh) const {
 }
 
 void Sharding::validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const {
-  check(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank,
+  AS_CHECK(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank,
         " tensor");
   std::vector<bool> used(mesh.rank(), false);
   for (int a : dims) {
     if (a < 0) continue;
-    check(a < mesh.rank(), what, ": mesh axis ", a, " does not exist in mesh ", mesh.to_string());
-    check(!used[a], what, ": mesh axis '", mesh.axis_names()[a], "' splits two dimensions");
+    AS_CHECK(a < mesh.rank(), what, ": mesh axis ", a, " does not exist in mesh ", mesh.to_string());
+    AS_CHECK(!used[a], what, ": mesh axis '", mesh.axis_names()[a], "' splits two dimensions");
     used[a] = true;
   }
-  for (int a : partial) check(a >= 0 && a < mesh.rank() && !used[a], what, ": bad partial axis");
+  for (int a : partial) AS_CHECK(a >= 0 && a < mesh.rank() && !used[a], what, ": bad partial axis");
 }
 
 Tensor block_of(const Tensor& whole, const Sharding& s, const DeviceMesh& mesh, int device) {

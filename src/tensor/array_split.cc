@@ -24,7 +24,7 @@ std::vector<int64_t> split_sizes(int64_t n, int64_t parts) {
 namespace {
 int normalize_axis(int axis, int rank) {
   int a = axis < 0 ? axis + rank : axis;
-  check(a >= 0 && a < rank, "axis ", axis, " out of range for a rank-", rank, " tensor");
+  AS_CHECK(a >= 0 && a < rank, "axis ", axis, " out of range for a rank-", rank, " tensor");
   return a;
 }
 
@@ -44,7 +44,7 @@ AxisView axis_view(const Shape& shape, int axis, size_t elem) {
 
 Tensor slice_axis(const Tensor& x, int axis, int64_t offset, int64_t size) {
   axis = normalize_axis(axis, x.rank());
-  check(offset >= 0 && size >= 0 && offset + size <= x.shape()[axis], "slice [", offset, ", ",
+  AS_CHECK(offset >= 0 && size >= 0 && offset + size <= x.shape()[axis], "slice [", offset, ", ",
         offset + size, ") out of range for axis ", axis, " of ", shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape[axis] = size;
@@ -72,7 +72,7 @@ void write_axis(Tensor& dst, const Tensor& part, int axis, int64_t offset) {
 }
 
 Tensor concatenate(const std::vector<Tensor>& parts, int axis) {
-  check(!parts.empty(), "concatenate needs at least one part");
+  AS_CHECK(!parts.empty(), "concatenate needs at least one part");
   axis = normalize_axis(axis, parts[0].rank());
   Shape shape = parts[0].shape();
   shape[axis] = 0;
@@ -88,7 +88,7 @@ Tensor concatenate(const std::vector<Tensor>& parts, int axis) {
 
 namespace ops {
 std::vector<Tensor> array_split(const Tensor& x, int64_t sections, int axis) {
-  check(sections > 0, "array_split: sections must be positive, got ", sections);
+  AS_CHECK(sections > 0, "array_split: sections must be positive, got ", sections);
   axis = normalize_axis(axis, x.rank());
   int64_t n = x.shape()[axis];
   std::vector<Tensor> parts;

@@ -18,7 +18,11 @@ size_t dtype_size(DType) {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    AS_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+    if (d != 0 && n > kMaxElements / d) fail("shape ", shape_str(shape), " has more than 2^60 elements");
+    n *= d;
+  }
   return n;
 }
 
@@ -40,10 +44,13 @@ std::vector<int64_t> strides_of(const Shape& shape) {
 
 namespace {
 // 64-byte aligned, zero-filled storage so kernels can use aligned vector loads.
-std::shared_ptr<std::byte> allocate(size_t bytes) {
+std::shared_ptr<std::byte> allocate(size_t bytes, const Shape& shape) {
   constexpr std::align_val_t kAlign{64};
   size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  auto* p = static_cast<std::byte*>(::operator new(padded, kAlign));
+  auto* p = static_cast<std::byte*>(::operator new(padded, kAlign, std::nothrow));
+  if (p == nullptr)
+    fail("out of memory: a tensor of shape ", shape_str(shape), " needs ", bytes,
+         " bytes (", bytes >> 20, " MiB)");
   std::memset(p, 0, padded);
   return std::shared_ptr<std::byte>(
       p, [](std::byte* q) { ::operator delete (q, std::align_val_t{64}); });
@@ -51,9 +58,12 @@ std::shared_ptr<std::byte> allocate(size_t bytes) {
 }  // namespace
 
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
-  for (int64_t d : shape_) check(d >= 0, "negative dimension in shape ", shape_str(shape_));
   numel_ = autoshard::numel(shape_);
-  storage_ = allocate(nbytes());
+  storage_ = allocate(nbytes(), shape_);
+}
+
+void Tensor::dtype_mismatch(DType want) const {
+  fail("tensor ", dtype_name(dtype_), shape_str(shape_), " read as ", dtype_name(want));
 }
 
 Tensor Tensor::full(Shape shape, float value) {
@@ -64,7 +74,7 @@ Tensor Tensor::full(Shape shape, float value) {
 
 Tensor Tensor::from(Shape shape, std::span<const float> values) {
   Tensor t(std::move(shape));
-  check(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
+  AS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
         " values for shape ", shape_str(t.shape()));
   std::copy(values.begin(), values.end(), t.f32());
   return t;
@@ -72,7 +82,7 @@ Tensor Tensor::from(Shape shape, std::span<const float> values) {
 
 Tensor Tensor::from(Shape shape, std::span<const int32_t> values) {
   Tensor t(std::move(shape), DType::I32);
-  check(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
+  AS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
         " values for shape ", shape_str(t.shape()));
   std::copy(values.begin(), values.end(), t.i32());
   return t;
@@ -89,12 +99,12 @@ Tensor Tensor::from_ints(Shape shape, std::initializer_list<int32_t> values) {
 int64_t Tensor::dim(int axis) const {
   int r = rank();
   if (axis < 0) axis += r;
-  check(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape_));
+  AS_CHECK(axis >= 0 && axis < r, "axis ", axis, " out of range for shape ", shape_str(shape_));
   return shape_[axis];
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
-  check(autoshard::numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " to ",
+  AS_CHECK(autoshard::numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " to ",
         shape_str(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -103,7 +113,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 Tensor Tensor::view(Shape shape, DType dtype) const {
   int64_t n = autoshard::numel(shape);
-  check(static_cast<size_t>(n) * dtype_size(dtype) <= nbytes(), "view ", shape_str(shape),
+  AS_CHECK(static_cast<size_t>(n) * dtype_size(dtype) <= nbytes(), "view ", shape_str(shape),
         " does not fit in a buffer of ", nbytes(), " bytes");
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -119,17 +129,17 @@ Tensor Tensor::clone() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  check(dtype_ == DType::F32, "to_vector needs an f32 tensor");
+  AS_CHECK(dtype_ == DType::F32, "to_vector needs an f32 tensor");
   return std::vector<float>(f32(), f32() + numel_);
 }
 
 float Tensor::item() const {
-  check(numel_ == 1, "item() needs a single-element tensor, got ", shape_str(shape_));
+  AS_CHECK(numel_ == 1, "item() needs a single-element tensor, got ", shape_str(shape_));
   return dtype_ == DType::F32 ? f32()[0] : static_cast<float>(i32()[0]);
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
-  check(a.shape() == b.shape(), "compare: shapes differ ", shape_str(a.shape()), " vs ",
+  AS_CHECK(a.shape() == b.shape(), "compare: shapes differ ", shape_str(a.shape()), " vs ",
         shape_str(b.shape()));
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {

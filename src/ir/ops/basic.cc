@@ -27,7 +27,7 @@ void constant_kernel(const Node& n, std::span<Tensor* const>, Tensor& out, const
 
 ShapeAndType iota_infer(const Graph&, const Node& n) {
   expect_inputs(n, 0);
-  check(!n.attrs.ints.empty(), "iota needs at least one axis");
+  AS_CHECK(!n.attrs.ints.empty(), "iota needs at least one axis");
   return {n.attrs.ints, DType::I32};
 }
 

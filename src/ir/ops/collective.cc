@@ -9,7 +9,7 @@
 namespace autoshard {
 
 const CommGroup& KernelContext::group(int axis) const {
-  check(
+  AS_CHECK(
       comm != nullptr && groups != nullptr && axis >= 0 && axis < static_cast<int>(groups->size()),
       "internal: a collective ran without a communicator for mesh axis ", axis);
   return (*groups)[axis];
@@ -75,21 +75,24 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const Around a = around(out.shape(), dim);
   const std::vector<int64_t> counts = member_counts(sizes, a);
   const CommGroup& g = ctx.group(n.attrs.comm_axis);
+  // Gathers move 4-byte words: i32 ids travel as their bit patterns.
+  const auto* src = static_cast<const float*>(in[0]->raw());
+  auto* dst = static_cast<float*>(out.raw());
   if (a.outer == 1) {
-    ctx.comm->all_gather(in[0]->f32(), out.f32(), counts, g);
+    ctx.comm->all_gather(src, dst, counts, g);
     return;
   }
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   float* flat = scratch_of(total);
-  ctx.comm->all_gather(in[0]->f32(), flat, counts, g);
+  ctx.comm->all_gather(src, flat, counts, g);
   const int64_t row = out.shape()[dim] * a.inner;
-  int64_t src = 0, col = 0;
+  int64_t from = 0, col = 0;
   for (int64_t s : sizes) {
     for (int64_t o = 0; o < a.outer; ++o)
-      std::memcpy(out.f32() + o * row + col, flat + src + o * s * a.inner,
+      std::memcpy(dst + o * row + col, flat + from + o * s * a.inner,
                   s * a.inner * sizeof(float));
-    src += a.outer * s * a.inner;
+    from += a.outer * s * a.inner;
     col += s * a.inner;
   }
 }
@@ -130,7 +133,7 @@ ShapeAndType slice_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   Shape s = input_shape(g, n, 0);
   const int64_t dim = n.attrs.ints[0], begin = n.attrs.ints[1], size = n.attrs.ints[2];
-  check(dim >= 0 && dim < static_cast<int64_t>(s.size()) && begin >= 0 && begin + size <= s[dim],
+  AS_CHECK(dim >= 0 && dim < static_cast<int64_t>(s.size()) && begin >= 0 && begin + size <= s[dim],
         "internal: slice out of range");
   s[dim] = size;
   return {s, input_dtype(g, n, 0)};
@@ -149,7 +152,7 @@ void slice_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const
 
 ShapeAndType assign_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
-  check(input_shape(g, n, 0) == input_shape(g, n, 1), "internal: assign shapes differ");
+  AS_CHECK(input_shape(g, n, 0) == input_shape(g, n, 1), "internal: assign shapes differ");
   return {{}, DType::F32};
 }
 

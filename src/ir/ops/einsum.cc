@@ -19,7 +19,7 @@ EinsumEquation parse_einsum(const std::string& equation) {
   EinsumEquation e;
   size_t comma = equation.find(',');
   size_t arrow = equation.find("->");
-  check(comma != std::string::npos && arrow != std::string::npos && comma < arrow,
+  AS_CHECK(comma != std::string::npos && arrow != std::string::npos && comma < arrow,
         "einsum equation '", equation, "' must look like 'ab,bc->ac'");
   e.a = equation.substr(0, comma);
   e.b = equation.substr(comma + 1, arrow - comma - 1);
@@ -27,9 +27,9 @@ EinsumEquation parse_einsum(const std::string& equation) {
   for (const std::string* s : {&e.a, &e.b, &e.out})
     for (size_t i = 0; i < s->size(); ++i) {
       char c = (*s)[i];
-      check(std::isalpha(static_cast<unsigned char>(c)), "einsum equation '", equation,
+      AS_CHECK(std::isalpha(static_cast<unsigned char>(c)), "einsum equation '", equation,
             "': only letters are allowed in terms");
-      check(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation, "': letter '", c,
+      AS_CHECK(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation, "': letter '", c,
             "' repeats within one term (diagonals are not supported)");
     }
   return e;
@@ -42,13 +42,13 @@ ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   EinsumEquation e = parse_einsum(n.attrs.text);
   const Shape& sa = input_shape(g, n, 0);
   const Shape& sb = input_shape(g, n, 1);
-  check(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", n.attrs.text,
+  AS_CHECK(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", n.attrs.text,
         "': operand shapes ", shape_str(sa), " and ", shape_str(sb), " do not match the terms");
   std::map<char, int64_t> size;
   auto note = [&](const std::string& term, const Shape& s) {
     for (size_t i = 0; i < term.size(); ++i) {
       auto [it, fresh] = size.emplace(term[i], s[i]);
-      check(fresh || it->second == s[i], "einsum '", n.attrs.text, "': letter '", term[i],
+      AS_CHECK(fresh || it->second == s[i], "einsum '", n.attrs.text, "': letter '", term[i],
             "' has sizes ", it->second, " and ", s[i]);
     }
   };
@@ -56,11 +56,11 @@ ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   note(e.b, sb);
   Shape out;
   for (char c : e.out) {
-    check(size.count(c), "einsum '", n.attrs.text, "': output letter '", c, "' is in no operand");
+    AS_CHECK(size.count(c), "einsum '", n.attrs.text, "': output letter '", c, "' is in no operand");
     out.push_back(size[c]);
   }
   for (const auto& [c, s] : size)
-    check(e.out.find(c) != std::string::npos ||
+    AS_CHECK(e.out.find(c) != std::string::npos ||
               (e.a.find(c) != std::string::npos && e.b.find(c) != std::string::npos),
           "internal: einsum letter '", c, "' must be summed before the contraction");
   return {out, DType::F32};

@@ -14,14 +14,14 @@ namespace {
 
 ShapeAndType binary_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
-  check(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::F32, op_name(n.op),
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::F32, op_name(n.op),
         " needs f32 operands");
   return {broadcast_shapes(input_shape(g, n, 0), input_shape(g, n, 1)), DType::F32};
 }
 
 ShapeAndType unary_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
-  check(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs an f32 operand");
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs an f32 operand");
   return {input_shape(g, n, 0), DType::F32};
 }
 

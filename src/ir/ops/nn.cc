@@ -16,12 +16,12 @@ namespace autoshard {
 namespace {
 
 ShapeAndType same_as_first(const Graph& g, const Node& n) {
-  check(!n.inputs.empty() && input_dtype(g, n, 0) == DType::F32, op_name(n.op),
+  AS_CHECK(!n.inputs.empty() && input_dtype(g, n, 0) == DType::F32, op_name(n.op),
         " needs an f32 input");
-  check(!input_shape(g, n, 0).empty(), op_name(n.op), " needs at least one axis");
+  AS_CHECK(!input_shape(g, n, 0).empty(), op_name(n.op), " needs at least one axis");
   for (size_t i = 1; i < n.inputs.size(); ++i)
     if (input_dtype(g, n, i) == DType::F32 && n.op != Op::CrossEntropyGrad)
-      check(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": shapes ",
+      AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": shapes ",
             shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, i)), " differ");
   return {input_shape(g, n, 0), DType::F32};
 }
@@ -135,15 +135,15 @@ ShapeAndType cross_entropy_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   const Shape& logits = input_shape(g, n, 0);
   const Shape& targets = input_shape(g, n, 1);
-  check(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::I32,
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::I32,
         "cross_entropy needs f32 logits and i32 targets");
-  check(!logits.empty() && Shape(logits.begin(), logits.end() - 1) == targets,
+  AS_CHECK(!logits.empty() && Shape(logits.begin(), logits.end() - 1) == targets,
         "cross_entropy: logits ", shape_str(logits), " do not match targets ", shape_str(targets));
   return {targets, DType::F32};
 }
 
 int32_t checked_class(int32_t t, int64_t classes) {
-  check(t >= 0 && t < classes, "target id ", t, " is out of range for ", classes, " classes");
+  AS_CHECK(t >= 0 && t < classes, "target id ", t, " is out of range for ", classes, " classes");
   return t;
 }
 
@@ -224,8 +224,8 @@ void cross_entropy_grad_kernel(const Node& n, std::span<Tensor* const> in, Tenso
 ShapeAndType gather_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   const Shape& table = input_shape(g, n, 0);
-  check(!table.empty(), "gather: the table needs at least one axis");
-  check(input_dtype(g, n, 1) == DType::I32, "gather: ids must be i32");
+  AS_CHECK(!table.empty(), "gather: the table needs at least one axis");
+  AS_CHECK(input_dtype(g, n, 1) == DType::I32, "gather: ids must be i32");
   Shape out = input_shape(g, n, 1);
   out.insert(out.end(), table.begin() + 1, table.end());
   return {out, input_dtype(g, n, 0)};
@@ -249,7 +249,7 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
   const RowShard rs = row_shard(n, rows);
   const int32_t* ids = in[1]->i32();
   for (int64_t i = 0; i < in[1]->numel(); ++i) {
-    check(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
+    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
           rs.total, " rows");
     const int64_t row = ids[i] - rs.offset;
     if (row >= 0 && row < rows)
@@ -268,7 +268,7 @@ std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
 
 ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
-  check(input_dtype(g, n, 0) == DType::I32, "scatter_add: ids must be i32");
+  AS_CHECK(input_dtype(g, n, 0) == DType::I32, "scatter_add: ids must be i32");
   return {n.attrs.ints, DType::F32};
 }
 
@@ -281,7 +281,7 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const int32_t* ids = in[0]->i32();
   const float* dy = in[1]->f32();
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
-    check(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
+    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
           rs.total, " rows");
     const int64_t r = ids[i] - rs.offset;
     if (r < 0 || r >= rows) continue;

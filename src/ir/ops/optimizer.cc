@@ -12,7 +12,7 @@ namespace {
 
 ShapeAndType scalar_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
-  check(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs f32");
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs f32");
   return {{}, DType::F32};
 }
 
@@ -35,10 +35,10 @@ ShapeAndType update_infer(const Graph& g, const Node& n) {
   const size_t count = n.op == Op::AdamUpdate ? 5 : 4;
   expect_inputs(n, count);
   for (size_t i = 1; i + 1 < count; ++i)
-    check(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": state ",
+    AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": state ",
           shape_str(input_shape(g, n, i)), " does not match parameter ",
           shape_str(input_shape(g, n, 0)));
-  check(input_shape(g, n, count - 1).empty(), op_name(n.op), ": the clip scale must be a scalar");
+  AS_CHECK(input_shape(g, n, count - 1).empty(), op_name(n.op), ": the clip scale must be a scalar");
   return {{}, DType::F32};
 }
 

@@ -22,9 +22,9 @@ ShapeAndType reduce_sum_infer(const Graph& g, const Node& n) {
   const Shape& in = input_shape(g, n, 0);
   std::vector<bool> reduced(in.size(), false);
   for (int64_t a : n.attrs.ints) {
-    check(a >= 0 && a < static_cast<int64_t>(in.size()), "reduce_sum: axis ", a,
+    AS_CHECK(a >= 0 && a < static_cast<int64_t>(in.size()), "reduce_sum: axis ", a,
           " out of range for ", shape_str(in));
-    check(!reduced[a], "reduce_sum: axis ", a, " listed twice");
+    AS_CHECK(!reduced[a], "reduce_sum: axis ", a, " listed twice");
     reduced[a] = true;
   }
   Shape out;
@@ -63,7 +63,7 @@ std::vector<Value> reduce_sum_vjp(Graph& g, int id, Value dy) {
 ShapeAndType broadcast_to_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
-  check(broadcast_shapes(in, n.attrs.ints) == n.attrs.ints, "cannot broadcast ", shape_str(in),
+  AS_CHECK(broadcast_shapes(in, n.attrs.ints) == n.attrs.ints, "cannot broadcast ", shape_str(in),
         " to ", shape_str(n.attrs.ints));
   return {n.attrs.ints, DType::F32};
 }

@@ -11,7 +11,7 @@ namespace {
 ShapeAndType reshape_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
-  check(numel(in) == numel(n.attrs.ints), "cannot reshape ", shape_str(in), " to ",
+  AS_CHECK(numel(in) == numel(n.attrs.ints), "cannot reshape ", shape_str(in), " to ",
         shape_str(n.attrs.ints));
   return {n.attrs.ints, input_dtype(g, n, 0)};
 }
@@ -26,12 +26,12 @@ std::vector<Value> reshape_vjp(Graph& g, int id, Value dy) {
 ShapeAndType transpose_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
-  check(n.attrs.ints.size() == in.size(), "transpose: permutation of length ", n.attrs.ints.size(),
+  AS_CHECK(n.attrs.ints.size() == in.size(), "transpose: permutation of length ", n.attrs.ints.size(),
         " for rank ", in.size());
   std::vector<bool> seen(in.size(), false);
   Shape out;
   for (int64_t p : n.attrs.ints) {
-    check(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[p], "transpose: bad permutation");
+    AS_CHECK(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[p], "transpose: bad permutation");
     seen[p] = true;
     out.push_back(in[p]);
   }

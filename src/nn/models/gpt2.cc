@@ -29,14 +29,14 @@ GPT2Config GPT2Config::preset(const std::string& name) {
 
 GPT2Config GPT2Config::from_json_file(const std::string& path) {
   std::ifstream in(path);
-  check(in.good(), "cannot open model config '", path, "'");
+  AS_CHECK(in.good(), "cannot open model config '", path, "'");
   nlohmann::json j;
   try {
     in >> j;
   } catch (const std::exception& e) {
     fail("model config '", path, "' is not valid JSON: ", e.what());
   }
-  check(j.is_object(), "model config '", path, "' must be a JSON object");
+  AS_CHECK(j.is_object(), "model config '", path, "' must be a JSON object");
   GPT2Config c;
   auto get = [&](const char* key, auto& field) {
     if (!j.contains(key)) fail("model config '", path, "' lacks \"", key, "\"");
@@ -64,11 +64,11 @@ GPT2Config GPT2Config::from_name_or_file(const std::string& name_or_path) {
 }
 
 void GPT2Config::validate() const {
-  check(n_layer > 0 && n_head > 0 && n_embd > 0 && vocab_size > 0 && n_positions > 0,
+  AS_CHECK(n_layer > 0 && n_head > 0 && n_embd > 0 && vocab_size > 0 && n_positions > 0,
         "GPT-2 config: n_layer, n_head, n_embd, vocab_size and n_positions must be positive");
-  check(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd, ") must be a multiple of n_head (",
+  AS_CHECK(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd, ") must be a multiple of n_head (",
         n_head, ")");
-  check(dropout >= 0 && dropout < 1, "GPT-2 config: dropout must be in [0, 1)");
+  AS_CHECK(dropout >= 0 && dropout < 1, "GPT-2 config: dropout must be in [0, 1)");
 }
 
 LayoutMap gpt2_megatron_layout(const std::string& m) {
@@ -89,19 +89,19 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
       config_(c),
       wte_(Embedding(
           c.vocab_size, c.n_embd,
-          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wte"))),
+          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.0, 0.02)).name("wte"))),
       wpe_(Embedding(
           c.n_positions, c.n_embd,
-          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.02)).name("wpe"))),
+          EmbeddingOptions().embeddings_initializer(Initializer::normal(0.0, 0.02)).name("wpe"))),
       ln_f_(LayerNormalization(
           LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name("ln_f"))) {
   c.validate();
-  check(seq_len > 0 && seq_len <= c.n_positions, "sequence length ", seq_len,
+  AS_CHECK(seq_len > 0 && seq_len <= c.n_positions, "sequence length ", seq_len,
         " must be between 1 and the model's n_positions (", c.n_positions, ")");
   this->seed = seed;
-  const Initializer normal = Initializer::normal(0.02);
+  const Initializer normal = Initializer::normal(0.0, 0.02);
   // GPT-2 scales the projections into the residual stream by 1/sqrt(2 L).
-  const Initializer residual = Initializer::normal(0.02 / std::sqrt(2.0 * c.n_layer));
+  const Initializer residual = Initializer::normal(0.0, 0.02 / std::sqrt(2.0 * c.n_layer));
   auto ln = [&](const char* name) {
     return LayerNormalization(LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name(name));
   };
@@ -126,7 +126,7 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
 Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
-  check(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ",
+  AS_CHECK(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ",
         config_.n_positions);
   Graph& g = t.graph();
   auto dropout = [&](Value x, const std::string& where) {
@@ -152,7 +152,7 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value wte;
   {
     Trace::Scope s(t, "wte");
-    wte = t.weight("embeddings", {config_.vocab_size, config_.n_embd}, Initializer::normal(0.02));
+    wte = t.weight("embeddings", {config_.vocab_size, config_.n_embd}, Initializer::normal(0.0, 0.02));
   }
   return ops::einsum("btc,vc->btv", x, wte);  // logits [B, T, V], tied to the embedding
 }
