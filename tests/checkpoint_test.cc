@@ -66,12 +66,12 @@ TEST_F(Checkpoints, SavedFilesAreStandardSafetensorsOfWholeTensors) {
   SafetensorsFile f((dir_ / "ck" / "model.safetensors").string());
   for (const std::string& path : m->weight_paths()) {
     ASSERT_TRUE(f.contains(path)) << path;
-    EXPECT_EQ(max_abs_diff(f.load(path), m->weight(path)), 0.0) << path;
+    EXPECT_EQ(max_abs_diff(f.load(path), m->gather_weight(path)), 0.0) << path;
   }
   SafetensorsFile opt((dir_ / "ck" / "optimizer.safetensors").string());
   EXPECT_TRUE(opt.contains("optimizer.m.wte.embeddings"));
   EXPECT_EQ(max_abs_diff(opt.load("optimizer.v.h.0.mlp.c_fc.kernel"),
-                         m->weight("optimizer.v.h.0.mlp.c_fc.kernel")),
+                         m->gather_weight("optimizer.v.h.0.mlp.c_fc.kernel")),
             0.0);
 }
 
@@ -81,13 +81,13 @@ TEST_F(Checkpoints, BadCheckpointsAreErrorsAndLeaveTheModelUntouched) {
   save_checkpoint(*m, (dir_ / "ck").string(), {});
   auto other = make_model("model=2");
   step(*other, 1);
-  const Tensor before = other->weight("wte.embeddings");
+  const Tensor before = other->gather_weight("wte.embeddings");
   // Truncated weights file.
   fs::copy(dir_ / "ck", dir_ / "cut", fs::copy_options::recursive);
   fs::resize_file(dir_ / "cut" / "model.safetensors",
                   fs::file_size(dir_ / "cut" / "model.safetensors") - 100);
   EXPECT_THROW(load_checkpoint(*other, (dir_ / "cut").string()), Error);
-  EXPECT_EQ(max_abs_diff(other->weight("wte.embeddings"), before), 0.0);
+  EXPECT_EQ(max_abs_diff(other->gather_weight("wte.embeddings"), before), 0.0);
   // Another architecture: a GPT-2 of different width.
   GPT2 wide(
       GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 6);
@@ -102,7 +102,7 @@ TEST_F(Checkpoints, BadCheckpointsAreErrorsAndLeaveTheModelUntouched) {
   // Not a checkpoint at all.
   fs::create_directories(dir_ / "empty");
   EXPECT_THROW(load_checkpoint(*other, (dir_ / "empty").string()), Error);
-  EXPECT_EQ(max_abs_diff(other->weight("wte.embeddings"), before), 0.0);
+  EXPECT_EQ(max_abs_diff(other->gather_weight("wte.embeddings"), before), 0.0);
 }
 
 TEST_F(Checkpoints, ManagerKeepsTheLastKAndSavesInTheBackground) {

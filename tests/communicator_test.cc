@@ -4,6 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
 
 #include "autoshard/array_split.h"
 #include "autoshard/error.h"
@@ -126,6 +130,52 @@ TEST(Collectives, AFailingDeviceStopsTheOthers) {
   // The world is usable again afterwards.
   world.run(
       [&](int rank, Communicator& comm) { comm.barrier(mesh_groups(world.mesh(), rank)[0]); });
+}
+
+// A device fails at a random collective of a random sequence, after a random
+// delay, while the others are anywhere in their barriers: every run must end
+// (no device sleeps forever) with the failing device's error. A watchdog
+// turns a hang into a failure. Run under ThreadSanitizer by scripts/test.sh.
+TEST(Collectives, AbortAtARandomCollectiveNeverHangs) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 1200 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done) {
+      std::fprintf(stderr, "AbortAtARandomCollectiveNeverHangs: a device hung\n");
+      std::_Exit(1);
+    }
+  });
+  ThreadWorld world(DeviceMesh({2, 3}, {"a", "b"}));
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int failing = static_cast<int>(rng() % 6), at = static_cast<int>(rng() % 12);
+    const uint32_t pattern = rng(), seed = rng();
+    try {
+      world.run([&](int rank, Communicator& comm) {
+        std::vector<CommGroup> groups = mesh_groups(world.mesh(), rank);
+        std::vector<float> buf(64, 1.0f), out(64 * 3);
+        std::minstd_rand delays(seed + rank);
+        for (int k = 0; k < 12; ++k) {
+          // Every device arrives at a random moment, so the abort lands at
+          // every point of the others' entry into a barrier.
+          for (volatile int spin = 0, until = static_cast<int>(delays() % 3000); spin < until; ++spin) {
+          }
+          if (rank == failing && k == at) throw Error("injected failure");
+          const CommGroup& g = groups[(pattern >> k) & 1];
+          if ((pattern >> (k + 12)) & 1)
+            comm.all_reduce(buf.data(), 64, ReduceOp::Sum, g);
+          else
+            comm.barrier(g);
+        }
+      });
+      FAIL() << "trial " << trial << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "device " + std::to_string(failing) + ": injected failure")
+          << "trial " << trial;
+    }
+  }
+  done = true;
+  watchdog.join();
 }
 
 }  // namespace

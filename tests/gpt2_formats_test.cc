@@ -72,7 +72,7 @@ TEST_F(Formats, LlmcRoundTripsAndConverts) {
   GPT2 back(c, 10);
   load_gpt2_weights(back, bin);
   for (const std::string& p : model.weight_paths())
-    EXPECT_EQ(max_abs_diff(back.weight(p), model.weight(p)), 0.0) << p;
+    EXPECT_EQ(max_abs_diff(back.gather_weight(p), model.gather_weight(p)), 0.0) << p;
   // The command line converts between the formats.
   const std::string cmd =
       std::string(AUTOSHARD_CLI) + " convert " + bin + " " + (dir_ / "hf").string();
@@ -84,7 +84,7 @@ TEST_F(Formats, LlmcRoundTripsAndConverts) {
 
 TEST_F(Formats, BadFilesNameTheTensor) {
   GPT2 model(gpt2_config_of(kHf), 10);
-  const Tensor before = model.weight("wte.embeddings");
+  const Tensor before = model.gather_weight("wte.embeddings");
   // A config that does not match the file.
   GPT2 wider(
       GPT2Config{.n_layer = 2, .n_head = 3, .n_embd = 30, .vocab_size = 67, .n_positions = 16}, 10);
@@ -115,7 +115,7 @@ TEST_F(Formats, BadFilesNameTheTensor) {
     EXPECT_NE(std::string(e.what()).find("truncated in tensor lnfb"), std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(max_abs_diff(model.weight("wte.embeddings"), before), 0.0) << "nothing half-loaded";
+  EXPECT_EQ(max_abs_diff(model.gather_weight("wte.embeddings"), before), 0.0) << "nothing half-loaded";
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ TEST(Model, FunctionalFitLearnsALinearMap) {
   ASSERT_EQ(h.loss.size(), 40u);
   EXPECT_LT(h.loss.back(), 1e-4);
   EXPECT_LT(model.evaluate(x, y, 10), 1e-4);  // last batch of 4 is partial
-  EXPECT_NEAR(model.weight("out.kernel").f32()[0], 1.5f, 1e-2);
-  EXPECT_NEAR(model.weight("out.bias").f32()[0], 0.5f, 1e-2);
+  EXPECT_NEAR(model.gather_weight("out.kernel").f32()[0], 1.5f, 1e-2);
+  EXPECT_NEAR(model.gather_weight("out.bias").f32()[0], 0.5f, 1e-2);
   EXPECT_EQ(model.predict(x, 48).shape(), (Shape{64, 1}));
 }
 
@@ -49,7 +49,7 @@ TEST(Model, SequentialMatchesFunctional) {
                                      Dense(2, DenseOptions().name("b"))});
   EXPECT_EQ(functional.weight_paths(), sequential.weight_paths());
   for (const std::string& p : functional.weight_paths())
-    EXPECT_EQ(max_abs_diff(functional.weight(p), sequential.weight(p)), 0.0)
+    EXPECT_EQ(max_abs_diff(functional.gather_weight(p), sequential.gather_weight(p)), 0.0)
         << "same seed, same path";
   Tensor x = random_tensor({3, 5}, 9);
   EXPECT_LT(max_abs_diff(functional.predict(x), sequential.predict(x)), 1e-7);
@@ -85,10 +85,31 @@ TEST(Optimizers, AdamAndAdamWFollowPyTorch) {
       p -= 0.1 / (1 - std::pow(0.8, t)) * m /
            (std::sqrt(v) / std::sqrt(1 - std::pow(0.9, t)) + 1e-8);
       model.train_on_batch(x, y);
-      EXPECT_NEAR(model.weight("d.kernel").f32()[0], p, 1e-5)
+      EXPECT_NEAR(model.gather_weight("d.kernel").f32()[0], p, 1e-5)
           << "step " << t << " decoupled " << decoupled;
     }
   }
+}
+
+// AdamW({.learning_rate = ...}) keeps PyTorch's default decoupled decay of
+// 0.01: with a zero gradient one step scales the weight by 1 - lr * 0.01.
+TEST(Optimizers, AdamWDefaultsToPyTorchsWeightDecay) {
+  auto in = Input({1});
+  Model model({in}, Dense(1, DenseOptions().use_bias(false).name("d").kernel_initializer(
+                                 Initializer::constant(2.0)))(in));
+  model.compile(AdamW({.learning_rate = 0.5}), losses::mean_squared_error);
+  Tensor x = Tensor::from({1, 1}, {0.0f}), y = Tensor::from({1, 1}, {0.0f});  // gradient 0
+  model.train_on_batch(x, y);
+  EXPECT_NEAR(model.gather_weight("d.kernel").f32()[0], 2.0 * (1 - 0.5 * 0.01), 1e-6);
+}
+
+TEST(Initializers, NormalTakesMeanThenStddevAsKeras) {
+  Tensor t = Initializer::normal(5.0, 0.1).make("w", {4000}, 0);
+  double mean = 0, var = 0;
+  for (float v : t.to_vector()) mean += v / 4000.0;
+  for (float v : t.to_vector()) var += (v - mean) * (v - mean) / 4000.0;
+  EXPECT_NEAR(mean, 5.0, 0.02);
+  EXPECT_NEAR(std::sqrt(var), 0.1, 0.01);
 }
 
 TEST(Optimizers, SgdNesterovAndClipping) {
@@ -110,7 +131,7 @@ TEST(Optimizers, SgdNesterovAndClipping) {
     buf = t == 1 ? g : 0.9 * buf + g;
     p -= 0.01 * (g + 0.9 * buf);
     model.train_on_batch(x, y);
-    EXPECT_NEAR(model.weight("d.kernel").f32()[0], p, 1e-5) << "step " << t;
+    EXPECT_NEAR(model.gather_weight("d.kernel").f32()[0], p, 1e-5) << "step " << t;
   }
 }
 
@@ -122,7 +143,7 @@ TEST(Model, ClearErrors) {
   model.compile(SGD(), losses::mean_squared_error);
   EXPECT_THROW(model.train_on_batch(random_tensor({4, 5}, 1), y), Error);  // wrong width
   EXPECT_THROW(model.set_weight(model.weight_paths()[0], random_tensor({2, 2}, 1)), Error);
-  EXPECT_THROW(model.weight("nope"), Error);
+  EXPECT_THROW(model.gather_weight("nope"), Error);
   EXPECT_THROW(Dense(0), Error);
   EXPECT_THROW(Activation("swishy")(Input({2})), Error);
 }

@@ -140,6 +140,44 @@ TEST(Gradient, ReshapeTransposeDropout) {
   check_gradient("dropout", {{4, 5}}, [](Graph&, auto& p) { return ops::dropout(p[0], 0.3, 17); });
 }
 
+// Autodiff rules read their node while appending its gradient. Padding the
+// graph by 0..40 nodes puts every append at every point of the node
+// storage's growth; with storage that moves nodes (a vector) some rule then
+// reads freed memory, which AddressSanitizer reports.
+TEST(Gradient, RulesSurviveGraphGrowth) {
+  using Builder = std::function<Value(Graph&, Value, Value)>;
+  const std::vector<std::pair<std::string, Builder>> builders = {
+      {"add", [](Graph&, Value a, Value b) { return a + ops::reshape(b, {1, 4}); }},
+      {"sub", [](Graph&, Value a, Value b) { return a - ops::reshape(b, {1, 4}); }},
+      {"mul", [](Graph&, Value a, Value b) { return a * ops::reshape(b, {1, 4}); }},
+      {"div", [](Graph&, Value a, Value b) { return a / ops::reshape(b, {1, 4}); }},
+      {"einsum", [](Graph&, Value a, Value b) { return ops::einsum("ij,j->i", a, b); }},
+      {"gelu", [](Graph&, Value a, Value) { return ops::gelu(a); }},
+      {"softmax", [](Graph&, Value a, Value) { return ops::softmax(a, true); }},
+      {"normalize", [](Graph&, Value a, Value) { return ops::normalize(a, 1e-5); }},
+      {"reduce", [](Graph&, Value a, Value) { return ops::reduce_mean(a, {0}); }},
+      {"dropout", [](Graph&, Value a, Value) { return ops::dropout(a, 0.5, 1); }},
+      {"transpose", [](Graph&, Value a, Value) { return ops::transpose(a, {1, 0}); }},
+      {"gather",
+       [](Graph& g, Value a, Value) { return ops::gather(a, g.input("ids", {3}, DType::I32)); }},
+      {"cross_entropy", [](Graph& g, Value a, Value) {
+         return ops::cross_entropy(a, g.input("t", {4}, DType::I32));
+       }}};
+  for (const auto& [name, build] : builders)
+    for (int pad = 0; pad <= 40; ++pad) {
+      Graph g;
+      for (int k = 0; k < pad; ++k) ops::constant(g, {}, k);
+      Value a = g.parameter("a", {4, 4}), b = g.parameter("b", {4});
+      Value y = build(g, a, b);
+      std::vector<int64_t> all;
+      for (int d = 0; d < y.rank(); ++d) all.push_back(d);
+      Value loss = ops::reduce_sum(y, all);
+      std::vector<Value> grads = gradients(loss, {a, b});
+      EXPECT_EQ(grads[0].shape(), a.shape()) << name << " pad " << pad;
+      EXPECT_EQ(grads[1].shape(), b.shape()) << name << " pad " << pad;
+    }
+}
+
 // ---- einsum kernel against a naive loop ----
 
 Tensor naive_einsum(const std::string& eq, const Tensor& a, const Tensor& b) {

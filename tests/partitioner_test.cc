@@ -42,7 +42,7 @@ TrainStep make_step(int64_t batch, int64_t seq, uint64_t seed) {
     const Node& n = s.graph.node(id);
     s.state[n.attrs.text] = n.attrs.text.rfind("optimizer.", 0) == 0
                                 ? testing::random_tensor(n.shape, id, 0.0f)
-                                : model.weight(n.attrs.text).clone();
+                                : model.gather_weight(n.attrs.text).clone();
   }
   s.x = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 1);
   s.y = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 2);

@@ -35,7 +35,7 @@ TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch) {
            y = testing::random_ids({batch, 6}, 67, 200 + s);
     r.losses.push_back(model.train_on_batch(x, y));
   }
-  for (const std::string& p : model.weight_paths()) r.weights[p] = model.weight(p);
+  for (const std::string& p : model.weight_paths()) r.weights[p] = model.gather_weight(p);
   return r;
 }
 
@@ -103,7 +103,7 @@ TEST(ShardedTraining, ScopeDistributesWithoutChangingUserCode) {
     for (int s = 0; s < kSteps; ++s)
       got.losses.push_back(model.train_on_batch(testing::random_ids({6, 6}, 67, 100 + s),
                                                 testing::random_ids({6, 6}, 67, 200 + s)));
-    for (const std::string& p : model.weight_paths()) got.weights[p] = model.weight(p);
+    for (const std::string& p : model.weight_paths()) got.weights[p] = model.gather_weight(p);
   }
   EXPECT_EQ(distribution(), nullptr);
   expect_equal(got, want, "scope");
@@ -119,7 +119,7 @@ TEST(ShardedTraining, PrimeHiddenSizeMlpWithFit) {
     model.compile(SGD({.learning_rate = 0.05, .momentum = 0.9}), losses::mean_squared_error);
     Tensor x = testing::random_tensor({12, 5}, 1), y = testing::random_tensor({12, 1}, 2);
     History h = model.fit(x, y, {.batch_size = 4, .epochs = 3, .verbose = false});
-    return std::make_pair(h.loss, model.weight("hidden.kernel"));
+    return std::make_pair(h.loss, model.gather_weight("hidden.kernel"));
   };
   LayoutMap map;
   map["hidden\\.kernel"] = {std::nullopt, "model"};
@@ -141,7 +141,7 @@ TEST(AutoShardPlan, GivesTheMegatronLayoutForGpt2) {
   model.plan_training({6, 6}, {6, 6});
   ModelParallel megatron(mesh, gpt2_megatron_layout());
   for (const std::string& path : model.weight_paths()) {
-    const Shape shape = model.weight(path).shape();
+    const Shape shape = model.gather_weight(path).shape();
     EXPECT_EQ(autoshard->weight_layout(path, shape).to_string(mesh),
               megatron.weight_layout(path, shape).to_string(mesh))
         << path;

@@ -70,8 +70,9 @@ class Model {
   std::vector<std::string> weight_paths();
   // The whole value of a weight or optimizer slot ("optimizer.m.<path>"). On
   // one device it shares the live storage; on a mesh it is assembled from
-  // the devices' blocks (a copy).
-  Tensor weight(const std::string& path);
+  // the devices' blocks (a copy). Under mpirun this is a collective: every
+  // rank must call it, in the same order, for the same paths.
+  Tensor gather_weight(const std::string& path);
   // Copies `value` into the weight at `path` (shapes must match); on a mesh
   // each device receives its block.
   void set_weight(const std::string& path, const Tensor& value);

@@ -12,7 +12,6 @@ namespace autoshard {
 
 namespace {
 constexpr int kMaxAxes = 8;
-constexpr int kAborted = -1;
 constexpr const char* kStopped = "stopped: another device failed";
 
 inline void cpu_relax() {
@@ -23,35 +22,60 @@ inline void cpu_relax() {
 }  // namespace
 
 // Per group: the pointers members publish, and a reusable barrier that spins
-// briefly (cheap when every member has a core) and then sleeps on the
-// generation word (when devices outnumber cores).
+// briefly (cheap when every member has a core) and then sleeps on its state
+// word (when devices outnumber cores).
+//
+// The state word holds the barrier's generation and, in its top bit, whether
+// the world was aborted. A member reads both in one atomic load on entry and
+// sleeps only while the word is unchanged; an abort sets the bit and wakes
+// every sleeper. So there is no moment between "not aborted" and "sleep" in
+// which an abort can slip by unseen.
 struct ThreadWorld::GroupState {
+  static constexpr uint32_t kAbortBit = 1u << 31;
+
   explicit GroupState(int members) : n(members), in(members), out(members), counts(members) {}
   const int n;
   std::vector<const float*> in;  // written before a barrier, read after it
   std::vector<float*> out;
   std::vector<const int64_t*> counts;
   std::atomic<int> arrived{0};
-  std::atomic<int> generation{0};
+  std::atomic<uint32_t> state{0};
 
-  void wait(const ThreadWorld& world) {
-    if (world.aborted()) throw Error(kStopped);
-    const int gen = generation.load(std::memory_order_acquire);
+  void wait() {
+    const uint32_t seen = state.load(std::memory_order_acquire);
+    if (seen & kAbortBit) throw Error(kStopped);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
       arrived.store(0, std::memory_order_relaxed);
-      generation.store(gen + 1, std::memory_order_release);
-      generation.notify_all();
+      advance();
       return;
     }
-    int now = gen;
-    for (int spin = 0; spin < 4000 && (now = generation.load(std::memory_order_acquire)) == gen;
-         ++spin)
+    uint32_t now = seen;
+    for (int spin = 0; spin < 4000 && (now = state.load(std::memory_order_acquire)) == seen; ++spin)
       cpu_relax();
-    while (now == gen) {
-      generation.wait(gen, std::memory_order_acquire);
-      now = generation.load(std::memory_order_acquire);
+    while (now == seen) {
+      state.wait(seen, std::memory_order_acquire);
+      now = state.load(std::memory_order_acquire);
     }
-    if (now == kAborted || world.aborted()) throw Error(kStopped);
+    if (now & kAbortBit) throw Error(kStopped);
+  }
+
+  // Next generation, keeping the abort bit as it is.
+  void advance() {
+    uint32_t s = state.load(std::memory_order_relaxed);
+    while (!state.compare_exchange_weak(s, (s & kAbortBit) | ((s + 1) & ~kAbortBit),
+                                        std::memory_order_acq_rel))
+      ;
+    state.notify_all();
+  }
+
+  void abort() {
+    state.fetch_or(kAbortBit, std::memory_order_acq_rel);
+    state.notify_all();
+  }
+
+  void reset() {
+    arrived.store(0);
+    state.store(0);
   }
 };
 
@@ -91,10 +115,7 @@ ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) {
 void ThreadWorld::abort() {
   aborted_.store(true, std::memory_order_release);
   for (auto& gs : groups_)
-    if (gs) {
-      gs->generation.store(kAborted, std::memory_order_release);
-      gs->generation.notify_all();
-    }
+    if (gs) gs->abort();
 }
 
 void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
@@ -126,7 +147,7 @@ void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
     // Reset so the world can be used again after the error is reported.
     aborted_.store(false);
     for (auto& gs : groups_)
-      if (gs) gs->generation.store(0), gs->arrived.store(0);
+      if (gs) gs->reset();
     if (failed_rank < 0) fail("a device stopped without an error message");
     fail(size() > 1 ? cat("device ", failed_rank, ": ") : std::string(), first_error);
   }
@@ -164,37 +185,37 @@ void ThreadCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, con
   if (g.size() == 1) return;
   auto& s = world_.group(g);
   s.in[g.index] = data;
-  s.wait(world_);
+  s.wait();
   const int n = g.size();
   const int64_t begin = split_offset(count, n, g.index), len = split_size(count, n, g.index);
   reduce_slices(s.in, begin, len, op, data + begin);
-  s.wait(world_);  // every slice is final
+  s.wait();  // every slice is final
   for (int m = 0; m < n; ++m) {
     if (m == g.index) continue;
     const int64_t b = split_offset(count, n, m), l = split_size(count, n, m);
     std::memcpy(data + b, s.in[m] + b, l * sizeof(float));
   }
-  s.wait(world_);  // nobody reads our buffer any more
+  s.wait();  // nobody reads our buffer any more
 }
 
 void ThreadCommunicator::all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
                                     const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
-  s.wait(world_);
+  s.wait();
   int64_t offset = 0;
   for (int m = 0; m < g.size(); ++m) {
     std::memcpy(out + offset, s.in[m], counts[m] * sizeof(float));
     offset += counts[m];
   }
-  s.wait(world_);
+  s.wait();
 }
 
 void ThreadCommunicator::reduce_scatter(const float* in, float* out,
                                         const std::vector<int64_t>& counts, const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
-  s.wait(world_);
+  s.wait();
   int64_t begin = 0;
   for (int m = 0; m < g.index; ++m) begin += counts[m];
   int64_t total = 0;
@@ -202,13 +223,13 @@ void ThreadCommunicator::reduce_scatter(const float* in, float* out,
   const bool overlaps = out < in + total && out + counts[g.index] > in;
   if (!overlaps || out == in + begin) {  // nobody else reads what we write
     reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, out);
-    s.wait(world_);
+    s.wait();
     return;
   }
   // `out` overlaps other members' slices of our input: reduce into scratch first.
   if (static_cast<int64_t>(scratch_.size()) < counts[g.index]) scratch_.resize(counts[g.index]);
   reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, scratch_.data());
-  s.wait(world_);  // inputs no longer needed
+  s.wait();  // inputs no longer needed
   std::memcpy(out, scratch_.data(), counts[g.index] * sizeof(float));
 }
 
@@ -216,9 +237,9 @@ void ThreadCommunicator::broadcast(float* data, int64_t count, int root, const C
   if (g.size() == 1) return;
   auto& s = world_.group(g);
   s.out[g.index] = data;
-  s.wait(world_);
+  s.wait();
   if (g.index != root) std::memcpy(data, s.out[root], count * sizeof(float));
-  s.wait(world_);
+  s.wait();
 }
 
 void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts,
@@ -227,7 +248,7 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
   auto& s = world_.group(g);
   s.in[g.index] = in;
   s.counts[g.index] = send_counts.data();
-  s.wait(world_);
+  s.wait();
   int64_t offset = 0;
   for (int m = 0; m < g.size(); ++m) {
     // Our piece in member m's input comes after the pieces m sends to members before us.
@@ -238,11 +259,11 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
     std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
     offset += recv_counts[m];
   }
-  s.wait(world_);
+  s.wait();
 }
 
 void ThreadCommunicator::barrier(const CommGroup& g) {
-  world_.group(g).wait(world_);
+  world_.group(g).wait();
 }
 
 }  // namespace autoshard

@@ -135,7 +135,7 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
   const std::string h = "h." + std::to_string(layer) + ".";
   auto transfer = [&](const std::string& path, int64_t row0, int64_t nrows, bool transpose) {
     // our [in, out] = llm.c [out, in] transposed, for rows [row0, row0 + nrows) of the piece.
-    Tensor w = model.weight(path);
+    Tensor w = model.gather_weight(path);
     const int64_t n = w.numel();
     if (!transpose) {
       if (to_model)
@@ -157,7 +157,7 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
     if (to_model) model.set_weight(path, w);
   };
   if (name == "wte") {
-    Tensor w = model.weight("wte.embeddings");
+    Tensor w = model.gather_weight("wte.embeddings");
     if (to_model)
       std::memcpy(w.f32(), piece.data(), w.nbytes()), model.set_weight("wte.embeddings", w);
     else
@@ -182,7 +182,7 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
     transfer(h + "attn.value.kernel", 2 * C, C, true);
   } else if (name == "qkvb") {
     // One row of 3C: query, key (dropped; zeros on export), value.
-    Tensor q = model.weight(h + "attn.query.bias"), v = model.weight(h + "attn.value.bias");
+    Tensor q = model.gather_weight(h + "attn.query.bias"), v = model.gather_weight(h + "attn.value.bias");
     if (to_model) {
       std::memcpy(q.f32(), piece.data(), C * 4);
       std::memcpy(v.f32(), piece.data() + 2 * C, C * 4);

@@ -344,7 +344,7 @@ std::vector<std::string> Model::slot_paths() const {
   return paths;
 }
 
-Tensor Model::weight(const std::string& path) {
+Tensor Model::gather_weight(const std::string& path) {
   ensure_built();
   AS_CHECK(shapes_.count(path), "Model ", name_, " has no weight '", path, "'");
   const int first = first_local_shard(path);
@@ -423,7 +423,7 @@ Model::Snapshot Model::snapshot(bool include_slots) {
                                : Tensor());
     } else {
       e.layout = Sharding::replicated(shape.size());
-      Tensor w = weight(path).clone();
+      Tensor w = gather_weight(path).clone();
       e.blocks.push_back(w);
       for (int d = 1; d < snap.mesh.size(); ++d) e.blocks.push_back(Tensor());
     }
