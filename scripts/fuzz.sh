@@ -6,8 +6,20 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 mkdir -p build-fuzz/corpus
 cp tests/data/*.safetensors tests/data/hf_gpt2/model.safetensors build-fuzz/corpus/ 2>/dev/null || true
+# Seeds near the size limits, so the fuzzer starts where byte counts could wrap.
+seed() {  # NAME HEADER: an 8-byte little-endian length, the header, 16 data bytes
+  local n=${#2} out="build-fuzz/corpus/$1"
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' \
+    $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" > "$out"
+  printf '%s' "$2" >> "$out"
+  head -c 16 /dev/zero >> "$out"
+}
+seed huge_f64 '{"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}}'
+seed wrap_dims '{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}}'
+seed split_bf16 '{"w":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]}}'
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/safetensors_fuzz.cc src/io/safetensors.cc src/tensor/tensor.cc \
+  -Iinclude -Isrc tests/fuzz/safetensors_fuzz.cc src/io/safetensors.cc src/io/tensor_mapping.cc \
+  src/tensor/tensor.cc src/shard/sharding.cc src/shard/mesh.cc src/tensor/array_split.cc \
   -o build-fuzz/safetensors_fuzz
 ./build-fuzz/safetensors_fuzz -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
-  build-fuzz/corpus
+  -dict=tests/fuzz/safetensors.dict build-fuzz/corpus

@@ -10,6 +10,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ops.h"
 #include "ir/einsum_equation.h"
+#include "ir/ops/gemm.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -235,6 +236,24 @@ TEST(Einsum, MatchesNaiveLoops) {
     Tensor got = evaluate(g, {{"a", ta}, {"b", tb}}, {y.id})[0];
     EXPECT_LT(max_relative_error(got, naive_einsum(c.eq, ta, tb)), 1e-5) << c.eq;
   }
+}
+
+// Sizes beyond BLAS's ints are split into blocks: the blocked product (here
+// with blocks of at most 2) equals the single call, for every transpose.
+TEST(Einsum, GemmSplitIntoBlocksMatchesOneCall) {
+  const int64_t M = 5, N = 7, K = 9;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = random_tensor(ta ? Shape{K, M} : Shape{M, K}, 1);
+      Tensor b = random_tensor(tb ? Shape{N, K} : Shape{K, N}, 2);
+      Tensor whole({M, N}), blocked({M, N});
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, whole.f32(), N);
+      sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, blocked.f32(), N, /*max_dim=*/2);
+      EXPECT_LT(max_relative_error(blocked, whole), 1e-6) << ta << tb;
+    }
+  float x = 0;
+  EXPECT_THROW(sgemm(false, false, 1, 1, 1, &x, int64_t{1} << 32, &x, 1, &x, 1), Error);
 }
 
 TEST(Einsum, BadEquationsAreErrors) {

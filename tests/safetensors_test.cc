@@ -95,6 +95,14 @@ TEST(Safetensors, MalformedFilesNameTheProblem) {
                "tensor 'w' appears twice");
   expect_error(raw_file("g", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", f4),
                "non-negative integers");
+  // Sizes that would wrap 64-bit byte counts: 2^62 F64 elements, and a shape
+  // whose element count overflows on its own.
+  expect_error(raw_file("w", R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})", f4),
+               "more than 2^60 elements");
+  expect_error(raw_file("x", R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}})", f4),
+               "more than 2^62 bytes");
+  expect_error(raw_file("y", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", f4),
+               "more than 2^60 elements");
   // A header length larger than the file.
   std::string path = temp_path("h");
   std::ofstream(path, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10);

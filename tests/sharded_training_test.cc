@@ -173,7 +173,9 @@ TEST(Distribution, BadLayoutsAreClearErrors) {
   EXPECT_THROW(
       model.train_on_batch(testing::random_ids({2, 6}, 67, 1), testing::random_ids({2, 6}, 67, 2)),
       Error);
-  EXPECT_THROW(DeviceMesh({300}, {"model"}), Error);
+  EXPECT_NO_THROW(DeviceMesh({32, 32}, {"data", "model"}));  // describable, for planning
+  EXPECT_THROW(DeviceMesh({65536, 65536}, {"data", "model"}), Error);  // 2^32 would wrap an int
+  EXPECT_THROW(DeviceMesh({1 << 13, 1 << 12}, {"data", "model"}), Error);
   EXPECT_THROW(DeviceMesh::parse("data=2,model"), Error);
   EXPECT_THROW(DeviceMesh({2, 2}, {"x", "x"}), Error);
 }

@@ -35,8 +35,10 @@ class DeviceMesh {
   int size_ = 1;
 };
 
-// Devices available to this process: in-process CPU devices, as many as asked
-// for (independent of the number of cores), up to this limit.
+// The largest mesh that can be described (and planned or predicted for).
+constexpr int kMaxMeshDevices = 1 << 24;
+// Devices one process can run: in-process CPU devices, as many as asked for
+// (independent of the number of cores), up to this limit.
 constexpr int kMaxInProcessDevices = 256;
 
 }  // namespace autoshard

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -34,13 +35,25 @@ void ok(int code, const char* call) {
   fail(call, " failed on rank ", mpi_rank(), ": ", std::string(text, len));
 }
 
-std::vector<int> to_int(const std::vector<int64_t>& v, const char* what) {
-  std::vector<int> out;
-  for (int64_t x : v) {
-    AS_CHECK(x <= INT_MAX, what, ": a piece of ", x, " floats exceeds MPI's int counts");
-    out.push_back(static_cast<int>(x));
-  }
-  return out;
+// The most elements one MPI call moves. MPI counts and displacements are
+// ints; larger transfers are split into rounds that stay under this limit.
+// AUTOSHARD_MPI_MAX_COUNT lowers it (the tests use it to exercise the rounds
+// on small tensors).
+int64_t max_count() {
+  static const int64_t limit = [] {
+    const char* v = std::getenv("AUTOSHARD_MPI_MAX_COUNT");
+    const int64_t fallback = INT_MAX / 2;
+    if (!v) return fallback;
+    const long long n = std::atoll(v);
+    return n >= 1 && n <= fallback ? static_cast<int64_t>(n) : fallback;
+  }();
+  return limit;
+}
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> o(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) o[i] = o[i - 1] + counts[i - 1];
+  return o;
 }
 
 std::vector<int> displacements(const std::vector<int>& counts) {
@@ -48,6 +61,23 @@ std::vector<int> displacements(const std::vector<int>& counts) {
   for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
   return d;
 }
+
+// Round r of a split transfer moves elements [r * chunk, (r + 1) * chunk) of
+// every member's piece. `chunk` keeps a whole round (members x chunk) under
+// max_count(), so every count and displacement of a round fits an int.
+struct Rounds {
+  int64_t chunk = 1, count = 0;
+  Rounds(const std::vector<int64_t>& pieces) {
+    chunk = std::max<int64_t>(1, max_count() / std::max<int64_t>(1, int64_t(pieces.size())));
+    int64_t longest = 0;
+    for (int64_t p : pieces) longest = std::max(longest, p);
+    count = (longest + chunk - 1) / chunk;
+  }
+  // Elements of a piece of `size` in round r.
+  int window(int64_t size, int64_t r) const {
+    return static_cast<int>(std::clamp<int64_t>(size - r * chunk, 0, chunk));
+  }
+};
 
 }  // namespace
 
@@ -90,8 +120,8 @@ void mpi_finalize() {
 
 void mpi_world_sum(float* data, int64_t count) {
   ensure_init();
-  for (int64_t at = 0; at < count; at += INT_MAX / 2) {
-    const int n = static_cast<int>(std::min<int64_t>(INT_MAX / 2, count - at));
+  for (int64_t at = 0; at < count; at += max_count()) {
+    const int n = static_cast<int>(std::min(max_count(), count - at));
     ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
        "MPI_Allreduce");
   }
@@ -143,8 +173,8 @@ MPI_Comm lookup(const std::map<int, MPI_Comm>& m, const CommGroup& g) {
 void MpiCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) {
   if (g.size() == 1) return;
   MPI_Comm c = lookup(groups_->comm, g);
-  for (int64_t at = 0; at < count; at += INT_MAX / 2) {
-    const int n = static_cast<int>(std::min<int64_t>(INT_MAX / 2, count - at));
+  for (int64_t at = 0; at < count; at += max_count()) {
+    const int n = static_cast<int>(std::min(max_count(), count - at));
     ok(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX,
                      c),
        "MPI_Allreduce");
@@ -153,41 +183,74 @@ void MpiCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const 
 
 void MpiCommunicator::all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
                                  const CommGroup& g) {
-  const std::vector<int> n = to_int(counts, "all_gather");
-  const std::vector<int> d = displacements(n);
-  ok(MPI_Allgatherv(in, n[g.index], MPI_FLOAT, out, n.data(), d.data(), MPI_FLOAT,
-                    lookup(groups_->comm, g)),
-     "MPI_Allgatherv");
+  MPI_Comm c = lookup(groups_->comm, g);
+  const std::vector<int64_t> at = offsets_of(counts);
+  const Rounds rounds(counts);
+  std::vector<float> tmp;
+  for (int64_t r = 0; r < rounds.count; ++r) {
+    std::vector<int> n;
+    for (int64_t k : counts) n.push_back(rounds.window(k, r));
+    const std::vector<int> d = displacements(n);
+    tmp.resize(static_cast<size_t>(d.back() + n.back()));
+    ok(MPI_Allgatherv(in + r * rounds.chunk, n[g.index], MPI_FLOAT, tmp.data(), n.data(), d.data(),
+                      MPI_FLOAT, c),
+       "MPI_Allgatherv");
+    for (size_t m = 0; m < n.size(); ++m)
+      std::memcpy(out + at[m] + r * rounds.chunk, tmp.data() + d[m], n[m] * sizeof(float));
+  }
 }
 
 void MpiCommunicator::reduce_scatter(const float* in, float* out,
                                      const std::vector<int64_t>& counts, const CommGroup& g) {
-  const std::vector<int> n = to_int(counts, "reduce_scatter");
-  int64_t total = 0;
-  for (int x : n) total += x;
-  std::vector<float> copy;
-  if (out < in + total && out + counts[g.index] > in) {  // MPI forbids aliasing here
-    copy.assign(in, in + total);
-    in = copy.data();
+  MPI_Comm c = lookup(groups_->comm, g);
+  const std::vector<int64_t> at = offsets_of(counts);
+  const Rounds rounds(counts);
+  std::vector<float> packed;  // this round's window of every piece (MPI forbids aliasing `out`)
+  for (int64_t r = 0; r < rounds.count; ++r) {
+    std::vector<int> n;
+    for (int64_t k : counts) n.push_back(rounds.window(k, r));
+    const std::vector<int> d = displacements(n);
+    packed.resize(static_cast<size_t>(d.back() + n.back()));
+    for (size_t m = 0; m < n.size(); ++m)
+      std::memcpy(packed.data() + d[m], in + at[m] + r * rounds.chunk, n[m] * sizeof(float));
+    ok(MPI_Reduce_scatter(packed.data(), out + r * rounds.chunk, n.data(), MPI_FLOAT, MPI_SUM, c),
+       "MPI_Reduce_scatter");
   }
-  ok(MPI_Reduce_scatter(in, out, n.data(), MPI_FLOAT, MPI_SUM, lookup(groups_->comm, g)),
-     "MPI_Reduce_scatter");
 }
 
 void MpiCommunicator::broadcast(float* data, int64_t count, int root, const CommGroup& g) {
-  ok(MPI_Bcast(data, static_cast<int>(count), MPI_FLOAT, root, lookup(groups_->comm, g)),
-     "MPI_Bcast");
+  MPI_Comm c = lookup(groups_->comm, g);
+  for (int64_t at = 0; at < count; at += max_count())
+    ok(MPI_Bcast(data + at, static_cast<int>(std::min(max_count(), count - at)), MPI_FLOAT, root, c),
+       "MPI_Bcast");
 }
 
 void MpiCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts,
                                  float* out, const std::vector<int64_t>& recv_counts,
                                  const CommGroup& g) {
-  const std::vector<int> s = to_int(send_counts, "all_to_all"),
-                         r = to_int(recv_counts, "all_to_all");
-  const std::vector<int> sd = displacements(s), rd = displacements(r);
-  ok(MPI_Alltoallv(in, s.data(), sd.data(), MPI_FLOAT, out, r.data(), rd.data(), MPI_FLOAT,
-                   lookup(groups_->comm, g)),
-     "MPI_Alltoallv");
+  MPI_Comm c = lookup(groups_->comm, g);
+  const std::vector<int64_t> send_at = offsets_of(send_counts), recv_at = offsets_of(recv_counts);
+  std::vector<int64_t> both = send_counts;
+  both.insert(both.end(), recv_counts.begin(), recv_counts.end());
+  const Rounds rounds(both);  // every rank computes the same rounds: counts agree pairwise
+  int64_t local_rounds = rounds.count, all_rounds = 0;
+  ok(MPI_Allreduce(&local_rounds, &all_rounds, 1, MPI_INT64_T, MPI_MAX, c), "MPI_Allreduce");
+  std::vector<float> send, recv;
+  for (int64_t r = 0; r < all_rounds; ++r) {
+    std::vector<int> s, v;
+    for (int64_t k : send_counts) s.push_back(rounds.window(k, r));
+    for (int64_t k : recv_counts) v.push_back(rounds.window(k, r));
+    const std::vector<int> sd = displacements(s), rd = displacements(v);
+    send.resize(static_cast<size_t>(sd.back() + s.back()));
+    recv.resize(static_cast<size_t>(rd.back() + v.back()));
+    for (size_t m = 0; m < s.size(); ++m)
+      std::memcpy(send.data() + sd[m], in + send_at[m] + r * rounds.chunk, s[m] * sizeof(float));
+    ok(MPI_Alltoallv(send.data(), s.data(), sd.data(), MPI_FLOAT, recv.data(), v.data(), rd.data(),
+                     MPI_FLOAT, c),
+       "MPI_Alltoallv");
+    for (size_t m = 0; m < v.size(); ++m)
+      std::memcpy(out + recv_at[m] + r * rounds.chunk, recv.data() + rd[m], v[m] * sizeof(float));
+  }
 }
 
 void MpiCommunicator::barrier(const CommGroup& g) {

@@ -95,6 +95,9 @@ std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
 }
 
 ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
+  AS_CHECK(mesh.size() <= kMaxInProcessDevices, "mesh ", mesh.to_string(), " has ", mesh.size(),
+           " devices; one process runs at most ", kMaxInProcessDevices,
+           " in-process devices (use mpirun for more, or 'autoshard plan' to predict)");
   AS_CHECK(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
   // Every group state exists before any thread runs, so lookups need no lock.
   groups_.resize(1 + kMaxAxes * mesh.size());

@@ -119,14 +119,18 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       size_t elem = safetensors_dtype_size(e.dtype);
       if (elem == 0) bad("unknown dtype '" + e.dtype + "'");
       if (!v["shape"].is_array()) bad("shape must be an array");
+      // Element and byte counts are bounded as they grow, so neither wraps:
+      // at most kMaxElements elements and 2^62 bytes.
       uint64_t count = 1;
       for (const auto& d : v["shape"]) {
         if (!d.is_number_unsigned()) bad("shape entries must be non-negative integers");
         uint64_t dim = d.get<uint64_t>();
-        if (dim > 0 && count > (uint64_t(1) << 62) / dim) bad("shape is too large");
+        if (dim > 0 && count > uint64_t(kMaxElements) / dim)
+          bad("shape is too large (more than 2^60 elements)");
         count *= dim;
         e.shape.push_back(static_cast<int64_t>(dim));
       }
+      if (count > (uint64_t(1) << 62) / elem) bad("shape and dtype need more than 2^62 bytes");
       const auto& off = v["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
           !off[1].is_number_unsigned())

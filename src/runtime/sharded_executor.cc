@@ -12,6 +12,9 @@ namespace autoshard {
 
 std::vector<int> local_devices(const DeviceMesh& mesh) {
   if (launched_by_mpi()) return {mpi_rank()};
+  AS_CHECK(mesh.size() <= kMaxInProcessDevices, "mesh ", mesh.to_string(), " has ", mesh.size(),
+           " devices; one process runs at most ", kMaxInProcessDevices,
+           " in-process devices (use mpirun for more, or 'autoshard plan' to predict)");
   std::vector<int> all;
   for (int d = 0; d < mesh.size(); ++d) all.push_back(d);
   return all;

@@ -11,16 +11,17 @@ DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
   AS_CHECK(!shape_.empty() && shape_.size() == names_.size(), "DeviceMesh: ", shape_.size(),
         " sizes for ", names_.size(), " axis names");
   std::set<std::string> seen;
-  size_ = 1;
+  int64_t size = 1;  // checked as it grows, so it cannot wrap
   for (size_t i = 0; i < shape_.size(); ++i) {
     AS_CHECK(!names_[i].empty() && seen.insert(names_[i]).second, "DeviceMesh: axis names must be ",
-          "unique and non-empty, got '", names_[i], "' twice or empty");
+             "unique and non-empty, got '", names_[i], "' twice or empty");
     AS_CHECK(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i],
-          "; sizes must be >= 1");
-    size_ *= shape_[i];
+             "; sizes must be >= 1");
+    size *= shape_[i];
+    AS_CHECK(size <= kMaxMeshDevices, "DeviceMesh ", to_string(), " has more than ",
+             kMaxMeshDevices, " devices");
   }
-  AS_CHECK(size_ <= kMaxInProcessDevices, "DeviceMesh ", to_string(), " has ", size_,
-        " devices; at most ", kMaxInProcessDevices, " are allowed");
+  size_ = static_cast<int>(size);
 }
 
 DeviceMesh DeviceMesh::parse(const std::string& spec) {

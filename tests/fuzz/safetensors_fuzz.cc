@@ -11,6 +11,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/safetensors.h"
+#include "autoshard/tensor_mapping.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("safetensors_fuzz", 0);
@@ -28,6 +29,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)t;
       } catch (const autoshard::Error&) {
         // dtypes that do not load as f32/i32 (U8, BOOL, ...) are reported, not read
+      }
+      // The sharded path: one device's block of the tensor split over two.
+      try {
+        const autoshard::TensorMapping m = autoshard::TensorMapping::plain(e.name);
+        autoshard::check_mapping(file, m, e.shape, e.name);
+        autoshard::Sharding s = autoshard::Sharding::replicated(static_cast<int>(e.shape.size()));
+        if (!e.shape.empty()) s.dims[0] = 0;
+        autoshard::Tensor block = autoshard::read_block(file, m, e.shape, s,
+                                                        autoshard::DeviceMesh({2}, {"x"}), 1);
+        (void)block;
+      } catch (const autoshard::Error&) {
       }
     }
   } catch (const autoshard::Error&) {

@@ -3,8 +3,6 @@
 // without copying whenever the operands' letters are laid out as matrices
 // (the common case, attention included); otherwise it copies the operand into
 // a canonical layout first.
-#include <cblas.h>
-
 #include <algorithm>
 #include <map>
 
@@ -12,6 +10,7 @@
 #include "autoshard/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/op_def.h"
+#include "ir/ops/gemm.h"
 
 namespace autoshard {
 
@@ -228,14 +227,12 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
     int64_t oa = 0, ob = 0, oc = 0;
     for (int64_t t = 0; t < batches; ++t) {
       if (!c_transposed) {
-        cblas_sgemm(CblasRowMajor, ma.trans ? CblasTrans : CblasNoTrans,
-                    mb.trans ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a.data + oa, ma.ld,
-                    b.data + ob, mb.ld, 0.0f, c_data + oc, mc.ld);
+        sgemm(ma.trans, mb.trans, M, N, K, a.data + oa, ma.ld, b.data + ob, mb.ld, c_data + oc,
+              mc.ld);
       } else {
         // C^T (N x M) = op(B)^T op(A)^T.
-        cblas_sgemm(CblasRowMajor, mb.trans ? CblasNoTrans : CblasTrans,
-                    ma.trans ? CblasNoTrans : CblasTrans, N, M, K, 1.0f, b.data + ob, mb.ld,
-                    a.data + oa, ma.ld, 0.0f, c_data + oc, mc.ld);
+        sgemm(!mb.trans, !ma.trans, N, M, K, b.data + ob, mb.ld, a.data + oa, ma.ld, c_data + oc,
+              mc.ld);
       }
       for (size_t d = nb; d-- > 0;) {
         oa += bsa[d], ob += bsb[d], oc += bsc[d];
