@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autoshard/thread_communicator.h"
+#include "autoshard/comm/thread_communicator.h"
 
 using namespace autoshard;
 

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "autoshard/losses.h"
-#include "autoshard/models/gpt2.h"
-#include "autoshard/mpi_communicator.h"
-#include "autoshard/token_data.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/io/token_data.h"
 
 using namespace autoshard;
 

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "autoshard/models/gpt2.h"
-#include "autoshard/tensor_mapping.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/io/tensor_mapping.h"
 
 using namespace autoshard;
 

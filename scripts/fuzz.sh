@@ -19,7 +19,7 @@ seed wrap_dims '{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offset
 seed split_bf16 '{"w":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]}}'
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -Iinclude -Isrc tests/fuzz/safetensors_fuzz.cc src/io/safetensors.cc src/io/tensor_mapping.cc \
-  src/tensor/tensor.cc src/shard/sharding.cc src/shard/mesh.cc src/tensor/array_split.cc \
+  src/tensor/tensor.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc \
   -o build-fuzz/safetensors_fuzz
 ./build-fuzz/safetensors_fuzz -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors.dict build-fuzz/corpus

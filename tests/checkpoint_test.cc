@@ -1,7 +1,7 @@
 // Checkpoints: sharded saves into standard safetensors, resuming bitwise on
 // the same mesh and within float tolerance on another, atomic replacement,
 // retention, and clear errors that leave the model untouched.
-#include "autoshard/checkpoint.h"
+#include "autoshard/io/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "autoshard/error.h"
-#include "autoshard/models/gpt2.h"
+#include "autoshard/nn/models/gpt2.h"
 #include "test_util.h"
 
 namespace autoshard {

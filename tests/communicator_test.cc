@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
-#include "autoshard/array_split.h"
+#include "autoshard/tensor/array_split.h"
 #include "autoshard/error.h"
-#include "autoshard/thread_communicator.h"
+#include "autoshard/comm/thread_communicator.h"
 
 namespace autoshard {
 namespace {

@@ -2,7 +2,8 @@
 // PyTorch (tools/make_hf_gpt2_reference.py) gives PyTorch's logits on one
 // device and on meshes; exports round-trip through Hugging Face's layout and
 // llm.c's; bad files are errors naming the tensor.
-#include "autoshard/gpt2_formats.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/io/gpt2_formats.h"
 
 #include <gtest/gtest.h>
 

@@ -5,11 +5,11 @@
 
 #include <cmath>
 
-#include "autoshard/array_split.h"
-#include "autoshard/autodiff.h"
-#include "autoshard/losses.h"
-#include "autoshard/models/gpt2.h"
-#include "autoshard/safetensors.h"
+#include "autoshard/tensor/array_split.h"
+#include "autoshard/ir/autodiff.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/io/safetensors.h"
 
 namespace autoshard {
 namespace {

@@ -1,6 +1,6 @@
 // The Keras-style API: functional and Sequential models, fit / evaluate /
 // predict, and the optimizers' update rules against hand-computed values.
-#include "autoshard/model.h"
+#include "autoshard/nn/model.h"
 
 #include <gtest/gtest.h>
 

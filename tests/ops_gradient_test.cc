@@ -6,9 +6,9 @@
 #include <functional>
 #include <map>
 
-#include "autoshard/autodiff.h"
+#include "autoshard/ir/autodiff.h"
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/ops/gemm.h"
 #include "test_util.h"

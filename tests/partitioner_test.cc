@@ -5,10 +5,10 @@
 
 #include <random>
 
-#include "autoshard/autodiff.h"
-#include "autoshard/losses.h"
-#include "autoshard/models/gpt2.h"
-#include "autoshard/sharded_executor.h"
+#include "autoshard/ir/autodiff.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/runtime/sharded_executor.h"
 #include "test_util.h"
 
 namespace autoshard {

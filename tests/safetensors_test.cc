@@ -1,6 +1,6 @@
 // The safetensors reader and writer: round trips, dtype conversion, and a
 // clear error naming the tensor for each kind of malformed file.
-#include "autoshard/safetensors.h"
+#include "autoshard/io/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "autoshard/error.h"
-#include "autoshard/models/gpt2.h"
+#include "autoshard/nn/models/gpt2.h"
 #include "test_util.h"
 
 namespace autoshard {

@@ -1,6 +1,6 @@
 // Tensors: typed access is checked, sizes never wrap, and the vectorised
 // exp/tanh keep the accuracy their header promises against libm.
-#include "autoshard/tensor.h"
+#include "autoshard/tensor/tensor.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <string>
 
-#include "autoshard/executor.h"
-#include "autoshard/graph.h"
-#include "autoshard/tensor.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/ir/graph.h"
+#include "autoshard/tensor/tensor.h"
 #include "tensor/rng.h"
 
 namespace autoshard::testing {

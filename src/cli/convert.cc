@@ -2,7 +2,7 @@
 // (or .safetensors files beside a config.json), llm.c .bin files and autoshard
 // checkpoints. The format of OUT follows its name: ".bin" is llm.c, anything
 // else a Hugging Face directory.
-#include "autoshard/gpt2_formats.h"
+#include "autoshard/io/gpt2_formats.h"
 #include "cli/commands.h"
 
 namespace autoshard::cli {

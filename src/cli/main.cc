@@ -3,7 +3,7 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/mpi_communicator.h"
+#include "autoshard/comm/mpi_communicator.h"
 #include "cli/commands.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/distribution.h"
-#include "autoshard/models/gpt2.h"
+#include "autoshard/shard/distribution.h"
+#include "autoshard/nn/models/gpt2.h"
 
 namespace autoshard::cli {
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
-#include "autoshard/executor.h"
-#include "autoshard/losses.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/nn/losses.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 

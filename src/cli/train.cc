@@ -7,13 +7,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autoshard/checkpoint.h"
+#include "autoshard/io/checkpoint.h"
 #include "autoshard/error.h"
-#include "autoshard/gpt2_formats.h"
-#include "autoshard/losses.h"
-#include "autoshard/models/gpt2.h"
-#include "autoshard/mpi_communicator.h"
-#include "autoshard/token_data.h"
+#include "autoshard/io/gpt2_formats.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/io/token_data.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "tensor/rng.h"

@@ -1,4 +1,4 @@
-#include "autoshard/mpi_communicator.h"
+#include "autoshard/comm/mpi_communicator.h"
 
 #include <mpi.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autoshard/error.h"
-#include "autoshard/thread_communicator.h"
+#include "autoshard/comm/thread_communicator.h"
 
 namespace autoshard {
 

@@ -1,11 +1,11 @@
-#include "autoshard/thread_communicator.h"
+#include "autoshard/comm/thread_communicator.h"
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
-#include "autoshard/array_split.h"
+#include "autoshard/tensor/array_split.h"
 #include "autoshard/error.h"
 
 namespace autoshard {

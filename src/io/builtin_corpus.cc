@@ -3,7 +3,7 @@
 // rhythm within a few hundred steps.
 #include <string>
 
-#include "autoshard/token_data.h"
+#include "autoshard/io/token_data.h"
 
 namespace autoshard {
 

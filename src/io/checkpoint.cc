@@ -1,4 +1,4 @@
-#include "autoshard/checkpoint.h"
+#include "autoshard/io/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "autoshard/error.h"
-#include "autoshard/mpi_communicator.h"
+#include "autoshard/comm/mpi_communicator.h"
 
 namespace autoshard {
 
@@ -164,7 +164,7 @@ std::map<std::string, WeightSource> plain_sources(const std::string& file) {
   auto f = std::make_shared<const SafetensorsFile>(file);
   std::map<std::string, WeightSource> sources;
   for (const SafetensorsEntry& e : f->entries())
-    sources[e.name] = {f, TensorMapping::plain(e.name)};
+    sources[e.name] = mapped_source(f, TensorMapping::plain(e.name));
   return sources;
 }
 

@@ -1,4 +1,4 @@
-#include "autoshard/gpt2_formats.h"
+#include "autoshard/io/gpt2_formats.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "autoshard/checkpoint.h"
+#include "autoshard/io/checkpoint.h"
 #include "autoshard/error.h"
 
 namespace autoshard {
@@ -73,7 +73,7 @@ void load_hf(GPT2& model, const std::string& file) {
   std::set<std::string> used;
   std::map<std::string, WeightSource> sources;
   for (const auto& [ours, m] : layout) {
-    sources[ours] = {f, m};
+    sources[ours] = mapped_source(f, m);
     used.insert(m.tensor);
   }
   for (const SafetensorsEntry& e : f->entries()) {

@@ -1,4 +1,4 @@
-#include "autoshard/safetensors.h"
+#include "autoshard/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

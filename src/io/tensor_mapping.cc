@@ -1,4 +1,4 @@
-#include "autoshard/tensor_mapping.h"
+#include "autoshard/io/tensor_mapping.h"
 
 #include <unistd.h>
 
@@ -114,6 +114,16 @@ void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Sha
       p += w, pos += w, left -= static_cast<size_t>(w);
     }
   });
+}
+
+WeightSource mapped_source(std::shared_ptr<const SafetensorsFile> file, TensorMapping map) {
+  WeightSource s;
+  s.check = [file, map](const std::string& weight, const Shape& shape) {
+    check_mapping(*file, map, shape, weight);
+  };
+  s.read = [file, map](const Shape& shape, const Sharding& layout, const DeviceMesh& mesh,
+                       int device) { return read_block(*file, map, shape, layout, mesh, device); };
+  return s;
 }
 
 }  // namespace autoshard

@@ -1,4 +1,4 @@
-#include "autoshard/token_data.h"
+#include "autoshard/io/token_data.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

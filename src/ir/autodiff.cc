@@ -1,7 +1,7 @@
-#include "autoshard/autodiff.h"
+#include "autoshard/ir/autodiff.h"
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/op_def.h"
 
 namespace autoshard {

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 
 namespace autoshard::ops {

@@ -1,4 +1,4 @@
-#include "autoshard/graph.h"
+#include "autoshard/ir/graph.h"
 
 #include <sstream>
 

@@ -6,9 +6,9 @@
 #include <span>
 #include <vector>
 
-#include "autoshard/graph.h"
-#include "autoshard/tensor.h"
-#include "shard/shard_rule.h"
+#include "autoshard/ir/graph.h"
+#include "autoshard/tensor/tensor.h"
+#include "ir/shard_rule.h"
 
 namespace autoshard {
 

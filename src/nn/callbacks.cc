@@ -1,4 +1,4 @@
-#include "autoshard/callbacks.h"
+#include "autoshard/nn/callbacks.h"
 
 #include <cstdio>
 

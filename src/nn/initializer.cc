@@ -1,4 +1,4 @@
-#include "autoshard/initializer.h"
+#include "autoshard/nn/initializer.h"
 
 #include <cmath>
 

@@ -1,11 +1,11 @@
-#include "autoshard/layers.h"
+#include "autoshard/nn/layers.h"
 
 #include <cmath>
 #include <map>
 #include <mutex>
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "tensor/rng.h"
 

@@ -1,7 +1,7 @@
-#include "autoshard/losses.h"
+#include "autoshard/nn/losses.h"
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 
 namespace autoshard::losses {
 

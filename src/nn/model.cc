@@ -1,14 +1,14 @@
-#include "autoshard/model.h"
+#include "autoshard/nn/model.h"
 
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <sstream>
 
-#include "autoshard/array_split.h"
-#include "autoshard/autodiff.h"
+#include "autoshard/tensor/array_split.h"
+#include "autoshard/ir/autodiff.h"
 #include "autoshard/error.h"
-#include "autoshard/mpi_communicator.h"
+#include "autoshard/comm/mpi_communicator.h"
 
 namespace autoshard {
 
@@ -99,8 +99,7 @@ Tensor& Model::whole(const std::string& path) {
   if (it != state_.end()) return it->second;
   const Shape& shape = shapes_.at(path);
   if (auto src = sources_.find(path); src != sources_.end()) {
-    Tensor t = read_block(*src->second.file, src->second.map, shape,
-                          Sharding::replicated(shape.size()), DeviceMesh(), 0);
+    Tensor t = src->second.read(shape, Sharding::replicated(shape.size()), DeviceMesh(), 0);
     sources_.erase(src);
     return state_[path] = t;
   }
@@ -115,7 +114,7 @@ Tensor Model::initial_block(const std::string& path, const Sharding& layout, int
     return block_of(it->second, layout, dist_->mesh(), device);
   const Shape& shape = shapes_.at(path);
   if (auto src = sources_.find(path); src != sources_.end()) {
-    return read_block(*src->second.file, src->second.map, shape, layout, dist_->mesh(), device);
+    return src->second.read(shape, layout, dist_->mesh(), device);
   }
   const Shape local = layout.local_shape(shape, dist_->mesh(), device);
   Tensor block(local);
@@ -391,15 +390,14 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
     }
     AS_CHECK(shapes_.count(path), "Model ", name_, " has no weight '", path,
           "' (the checkpoint has it)");
-    check_mapping(*src.file, src.map, shapes_.at(path), path);
+    src.check(path, shapes_.at(path));
   }
   // Read what is already materialised now (into staging), then commit all.
   std::map<std::string, Tensor> staged;
   for (const auto& [path, src] : sources) {
     const Shape& shape = shapes_.at(path);
     if (state_.count(path) || first_local_shard(path) >= 0)
-      staged[path] = read_block(*src.file, src.map, shape, Sharding::replicated(shape.size()),
-                                DeviceMesh(), 0);
+      staged[path] = src.read(shape, Sharding::replicated(shape.size()), DeviceMesh(), 0);
   }
   for (const auto& [path, src] : sources)
     if (!staged.count(path)) sources_[path] = src;

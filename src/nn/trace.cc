@@ -1,4 +1,4 @@
-#include "autoshard/trace.h"
+#include "autoshard/nn/trace.h"
 
 namespace autoshard {
 

@@ -1,7 +1,7 @@
-#include "autoshard/optimizers.h"
+#include "autoshard/optim/optimizers.h"
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 
 namespace autoshard {
 

@@ -1,4 +1,4 @@
-#include "autoshard/executor.h"
+#include "autoshard/runtime/executor.h"
 
 #include <algorithm>
 #include <chrono>

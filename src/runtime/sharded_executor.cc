@@ -1,4 +1,4 @@
-#include "autoshard/sharded_executor.h"
+#include "autoshard/runtime/sharded_executor.h"
 
 #include <cblas.h>
 
@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
-#include "autoshard/mpi_communicator.h"
+#include "autoshard/comm/mpi_communicator.h"
 
 namespace autoshard {
 

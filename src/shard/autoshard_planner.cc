@@ -11,7 +11,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "autoshard/distribution.h"
+#include "autoshard/shard/distribution.h"
 #include "autoshard/error.h"
 #include "ir/einsum_equation.h"
 #include "ir/op_def.h"

@@ -1,4 +1,4 @@
-#include "autoshard/distribution.h"
+#include "autoshard/shard/distribution.h"
 
 #include <fstream>
 #include <mutex>

@@ -1,9 +1,9 @@
-#include "autoshard/partitioner.h"
+#include "autoshard/shard/partitioner.h"
 
 #include <algorithm>
 #include <optional>
 
-#include "autoshard/array_split.h"
+#include "autoshard/tensor/array_split.h"
 #include "autoshard/error.h"
 #include "ir/op_def.h"
 

@@ -1,4 +1,4 @@
-#include "autoshard/array_split.h"
+#include "autoshard/tensor/array_split.h"
 
 #include <cstring>
 

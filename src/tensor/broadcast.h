@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "autoshard/tensor.h"
+#include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
 

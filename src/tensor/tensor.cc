@@ -1,4 +1,4 @@
-#include "autoshard/tensor.h"
+#include "autoshard/tensor/tensor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/safetensors.h"
-#include "autoshard/tensor_mapping.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/io/tensor_mapping.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("safetensors_fuzz", 0);

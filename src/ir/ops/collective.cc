@@ -2,7 +2,7 @@
 // slices, and in-place assignment. They exist only in per-device graphs.
 #include <cstring>
 
-#include "autoshard/communicator.h"
+#include "autoshard/comm/communicator.h"
 #include "autoshard/error.h"
 #include "ir/op_def.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/op_def.h"
 #include "ir/ops/gemm.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/op_def.h"
 #include "tensor/broadcast.h"
 #include "tensor/fast_math.h"

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "autoshard/communicator.h"
+#include "autoshard/comm/communicator.h"
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 #include "ir/op_def.h"
 #include "tensor/fast_math.h"
 

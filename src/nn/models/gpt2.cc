@@ -1,11 +1,11 @@
-#include "autoshard/models/gpt2.h"
+#include "autoshard/nn/models/gpt2.h"
 
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
-#include "autoshard/ops.h"
+#include "autoshard/ir/ops.h"
 
 namespace autoshard {
 

@@ -1,0 +1,54 @@
+// Devices as MPI ranks (OpenMPI, started by mpirun or srun): one process per
+// device, the same sharded program as in-process devices, with collectives
+// over one MPI sub-communicator per mesh-axis group. Chosen automatically
+// when the program runs under mpirun with more than one rank.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/comm/communicator.h"
+#include "autoshard/tensor/mesh.h"
+
+namespace autoshard {
+
+// True when this process was started by mpirun/srun with more than one rank
+// (read from the environment; MPI itself is not initialised by this call).
+bool launched_by_mpi();
+// This process's rank and the number of ranks (initialises MPI on first use).
+int mpi_rank();
+int mpi_size();
+// Aborts every rank with a message naming this one (for fatal errors).
+[[noreturn]] void mpi_abort(const std::string& message);
+// Finalises MPI if it was initialised (call before a normal exit).
+void mpi_finalize();
+// Sums `count` floats over every rank, in place (assembling sharded values).
+void mpi_world_sum(float* data, int64_t count);
+void mpi_world_barrier();
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Splits MPI_COMM_WORLD into the groups of every axis of `mesh`; the mesh
+  // must have exactly as many devices as there are ranks.
+  explicit MpiCommunicator(const DeviceMesh& mesh);
+  ~MpiCommunicator() override;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
+  void all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
+                  const CommGroup& g) override;
+  void reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
+                      const CommGroup& g) override;
+  void broadcast(float* data, int64_t count, int root, const CommGroup& g) override;
+  void all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
+                  const std::vector<int64_t>& recv_counts, const CommGroup& g) override;
+  void barrier(const CommGroup& g) override;
+
+ private:
+  struct Groups;  // the MPI_Comm of each group id
+  std::unique_ptr<Groups> groups_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace autoshard

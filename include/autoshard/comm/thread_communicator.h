@@ -1,0 +1,70 @@
+// In-process devices: one thread per device, collectives over shared memory.
+// Members publish pointers to their buffers and read each other's directly
+// (no copies into intermediate buffers, no locks in the data path), meeting
+// at spin-then-sleep barriers built on C++20 atomic waits.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/comm/communicator.h"
+#include "autoshard/tensor/mesh.h"
+
+namespace autoshard {
+
+class ThreadWorld;
+
+class ThreadCommunicator : public Communicator {
+ public:
+  ThreadCommunicator(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override;
+  void all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
+  void all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
+                  const CommGroup& g) override;
+  void reduce_scatter(const float* in, float* out, const std::vector<int64_t>& counts,
+                      const CommGroup& g) override;
+  void broadcast(float* data, int64_t count, int root, const CommGroup& g) override;
+  void all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
+                  const std::vector<int64_t>& recv_counts, const CommGroup& g) override;
+  void barrier(const CommGroup& g) override;
+
+ private:
+  ThreadWorld& world_;
+  int rank_;
+  std::vector<float> scratch_;  // reused accumulation buffer
+};
+
+// The shared state of the in-process devices of one mesh.
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(const DeviceMesh& mesh);
+  ~ThreadWorld();
+  const DeviceMesh& mesh() const { return mesh_; }
+  int size() const { return mesh_.size(); }
+  // Runs body(rank, communicator) on `size` threads and joins them. If any
+  // rank throws, the others are woken from their collectives and the first
+  // error is rethrown here, naming the rank.
+  void run(const std::function<void(int, Communicator&)>& body);
+
+  struct GroupState;
+  GroupState& group(const CommGroup& g);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  void abort();
+
+ private:
+  DeviceMesh mesh_;
+  std::vector<std::unique_ptr<GroupState>> groups_;  // indexed by group id
+  std::atomic<bool> aborted_{false};
+};
+
+// Groups for every axis of `mesh` as seen from `rank` (index = axis), plus
+// the whole world at index mesh.rank().
+std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank);
+// The group id that mesh_groups assigns to (axis, rank); the world's id is 0.
+int mesh_group_id(const DeviceMesh& mesh, int axis, int rank);
+
+}  // namespace autoshard

@@ -1,0 +1,32 @@
+// GPT-2 weights in the formats the field shares.
+//
+// Hugging Face: a directory with config.json and model.safetensors (names
+// `wte.weight`, `h.N.attn.c_attn.weight` [C, 3C] in Conv1D (in, out) layout,
+// ... with or without a `transformer.` prefix; `lm_head.weight` tied or
+// absent). Loading maps every autoshard weight onto byte runs of those
+// tensors, so each device reads only its own block (query, key and value are
+// column ranges of c_attn). The key bias, which autoshard's GPT-2 does not
+// have (softmax ignores it), is written as zeros.
+//
+// llm.c: gpt2_124M.bin: int32[256] header (magic 20240326, version 3, maxT,
+// V, L, NH, C, padded V), then the 16 fp32 tensors in llm.c's order, with
+// nn.Linear (out, in) matrices.
+#pragma once
+
+#include <string>
+
+#include "autoshard/nn/models/gpt2.h"
+
+namespace autoshard {
+
+// The config of a Hugging Face directory (config.json) or llm.c file (header).
+GPT2Config gpt2_config_of(const std::string& path);
+// Loads weights from a Hugging Face directory or .safetensors file, an
+// autoshard checkpoint directory, or an llm.c .bin file.
+void load_gpt2_weights(GPT2& model, const std::string& path);
+// Writes a Hugging Face directory (config.json + model.safetensors).
+void save_hf_gpt2(GPT2& model, const std::string& dir);
+// Writes an llm.c .bin file (version 3, fp32).
+void save_llmc_gpt2(GPT2& model, const std::string& file);
+
+}  // namespace autoshard

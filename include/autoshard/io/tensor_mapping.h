@@ -1,0 +1,50 @@
+// TensorMapping: where a model weight lives inside a tensor of a file, so
+// that each device reads (or writes) only the byte runs of its own block.
+//
+// The weight, viewed as [rows, cols] (rows = the product of its first
+// `row_dims` dimensions), sits in the file tensor at element
+// row * row_stride + col_offset + col. That covers plain tensors (row_stride =
+// cols, col_offset = 0) and the reshapes and column ranges that checkpoint
+// formats use (Hugging Face's fused c_attn holds query, key and value side by
+// side; [C, H, D] kernels are [C, H*D] matrices).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/nn/weight_source.h"
+#include "autoshard/tensor/sharding.h"
+
+namespace autoshard {
+
+struct TensorMapping {
+  std::string tensor;  // name of the tensor in the file
+  int row_dims = 1;
+  int64_t row_stride = -1;  // -1: the weight's own cols (a plain tensor)
+  int64_t col_offset = 0;
+
+  static TensorMapping plain(std::string name) { return {std::move(name), 0, -1, 0}; }
+};
+
+// A model weight's values read from an open safetensors file through a mapping.
+WeightSource mapped_source(std::shared_ptr<const SafetensorsFile> file, TensorMapping map);
+
+// Checks that the mapping of a weight of `shape` stays inside the file tensor
+// (errors name the weight and the tensor).
+void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
+                   const std::string& weight);
+
+// Reads `device`'s block of a weight of global `shape` under `layout`: only
+// its own byte runs (pread), converted to f32.
+Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
+                  const Sharding& layout, const DeviceMesh& mesh, int device);
+
+// Writes a block (f32) into an F32 file tensor whose data starts at byte
+// `data_offset` of the open file `fd` (pwrite of its runs).
+void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Shape& shape,
+                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block);
+
+}  // namespace autoshard

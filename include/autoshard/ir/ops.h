@@ -1,0 +1,60 @@
+// Tracing builders: functions that append primitive ops to a Value's Graph.
+// Layers, losses, autodiff and optimizers are all written with these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+
+namespace autoshard::ops {
+
+// General two-operand einsum ("btc,cd->btd", "bqhd,bkhd->bhqk"). Letters
+// that appear in only one operand and not in the output are summed first.
+Value einsum(const std::string& equation, Value a, Value b);
+
+Value add(Value a, Value b);
+Value sub(Value a, Value b);
+Value mul(Value a, Value b);
+Value div(Value a, Value b);
+Value scale(Value x, double factor);
+Value constant(Graph& g, Shape shape, double value);
+// i32 positions 0..n-1 along the last axis.
+Value iota(Graph& g, Shape shape);
+
+Value gelu(Value x, bool tanh_approximation = true);
+Value relu(Value x);
+Value tanh(Value x);
+
+Value reduce_sum(Value x, std::vector<int64_t> axes);
+Value reduce_mean(Value x, std::vector<int64_t> axes);
+Value broadcast_to(Value x, Shape shape);
+// Sums x down to `shape` (the adjoint of numpy broadcasting).
+Value sum_to(Value x, Shape shape);
+
+Value softmax(Value x, bool causal = false);
+Value normalize(Value x, double epsilon);
+// Per-row softmax cross-entropy; targets are i32 class ids.
+Value cross_entropy(Value logits, Value targets);
+
+Value gather(Value table, Value ids);
+Value reshape(Value x, Shape shape);
+Value transpose(Value x, std::vector<int64_t> perm);
+Value dropout(Value x, double rate, uint64_t seed);
+
+}  // namespace autoshard::ops
+
+namespace autoshard {
+inline Value operator+(Value a, Value b) {
+  return ops::add(a, b);
+}
+inline Value operator-(Value a, Value b) {
+  return ops::sub(a, b);
+}
+inline Value operator*(Value a, Value b) {
+  return ops::mul(a, b);
+}
+inline Value operator/(Value a, Value b) {
+  return ops::div(a, b);
+}
+}  // namespace autoshard

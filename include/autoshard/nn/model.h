@@ -1,0 +1,167 @@
+// Model: Keras's Model for C++. Build one functionally (Input -> layers ->
+// output), as a Sequential stack, or by subclassing and overriding call().
+// compile() picks an optimizer and a loss; fit/evaluate/predict run.
+//
+// Each distinct batch shape is traced once into a Graph (the training step
+// holds forward, loss, gradients and the optimizer update) and then executed
+// repeatedly. Weights and optimizer slots live in state(), keyed by path.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/nn/callbacks.h"
+#include "autoshard/shard/distribution.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/nn/layers.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/runtime/sharded_executor.h"
+#include "autoshard/nn/weight_source.h"
+
+namespace autoshard {
+
+struct InputSpec {
+  Shape shape;  // per example, without the batch dimension
+  DType dtype = DType::F32;
+};
+
+struct FitOptions {
+  int64_t batch_size = 32;
+  int epochs = 1;
+  bool verbose = true;  // show a ProgressBar
+  std::vector<std::shared_ptr<Callback>> callbacks = {};
+};
+
+struct History {
+  std::vector<double> loss;  // mean training loss of each epoch
+};
+
+class Model {
+ public:
+  // Functional model from symbolic inputs to one symbolic output.
+  Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name = "model");
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Compiles for the distribution set now (set_distribution or a
+  // DistributionScope), if any: then every step runs sharded over its mesh.
+  void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
+  void set_distribution(std::shared_ptr<Distribution> d);
+  const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
+  // The partitioned training step for these batch shapes, without touching
+  // any weight (for `autoshard plan`). Needs a distribution.
+  Partition plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype = DType::I32);
+
+  // One optimizer step on one batch; returns the batch's loss (before the step).
+  double train_on_batch(const Tensor& x, const Tensor& y);
+  double test_on_batch(const Tensor& x, const Tensor& y);
+  Tensor predict_on_batch(const Tensor& x);
+
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // Mean loss over batches of batch_size (a last partial batch included).
+  double evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
+  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+
+  // Model weights by path (created on first use; optimizer slots excluded).
+  std::vector<std::string> weight_paths();
+  // The whole value of a weight or optimizer slot ("optimizer.m.<path>"). On
+  // one device it shares the live storage; on a mesh it is assembled from
+  // the devices' blocks (a copy). Under mpirun this is a collective: every
+  // rank must call it, in the same order, for the same paths.
+  Tensor gather_weight(const std::string& path);
+  // Copies `value` into the weight at `path` (shapes must match); on a mesh
+  // each device receives its block.
+  void set_weight(const std::string& path, const Tensor& value);
+  // Paths of the optimizer slots created so far.
+  std::vector<std::string> slot_paths() const;
+
+  // Takes weights (and optimizer slots) from files. Every source is checked
+  // first; an error leaves the model as it was. Weights not yet materialised
+  // are read later, straight into each device's block; others are read now.
+  void load_weights(const std::map<std::string, WeightSource>& sources);
+
+  // A consistent copy of every weight (and, if asked, optimizer slot) as
+  // per-device blocks, for saving while training goes on. Replicated values
+  // keep one block (device 0's); `blocks[d]` is empty for other devices.
+  struct Snapshot {
+    DeviceMesh mesh;
+    struct Entry {
+      Shape shape;
+      Sharding layout;
+      std::vector<Tensor> blocks;
+    };
+    std::map<std::string, Entry> entries;
+  };
+  Snapshot snapshot(bool include_slots);
+  int64_t iterations() const { return iterations_; }
+  void set_iterations(int64_t steps) { iterations_ = steps; }
+  int64_t count_params();
+  // A table of weights with shapes and sizes.
+  std::string summary();
+
+  // The forward pass as a Graph with global shapes for a batch size (used by
+  // planners and tools). Training adds dropout.
+  Value trace_forward(Graph& graph, int64_t batch_size, bool training);
+
+  const std::string& name() const { return name_; }
+  uint64_t seed = 0;
+  // When set, every executor of this model times its kernels into it.
+  OpProfile* profile = nullptr;
+
+ protected:
+  Model(std::vector<InputSpec> inputs, std::string name);
+  virtual Value call(Trace& trace, const std::vector<Value>& inputs);
+
+ private:
+  struct Compiled;
+  enum class Mode { Train, Test, Predict };
+  Compiled& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  void trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
+                  DType y_dtype);
+  std::map<int, Sharding> leaf_layouts(const Graph& g);
+  double run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx);
+  void note_weights(const Graph& graph, const Trace& trace);
+  void bind_sharded(Compiled& c);
+  Tensor& whole(const std::string& path);
+  Tensor initial_block(const std::string& path, const Sharding& layout, int device);
+  bool sharded() const;
+  int first_local_shard(const std::string& path) const;
+  bool writes_block(const Sharding& layout, int device) const;
+  void ensure_built();
+
+  std::string name_;
+  std::vector<InputSpec> input_specs_;
+  std::vector<SymbolicTensor> symbolic_inputs_;
+  SymbolicTensor symbolic_output_;
+  std::shared_ptr<Optimizer> optimizer_;
+  Loss loss_;
+  std::shared_ptr<Distribution> dist_;
+  std::map<std::string, Shape> shapes_;       // every weight and slot
+  std::map<std::string, Initializer> inits_;  // weights
+  std::vector<std::string> weight_order_;
+  std::map<std::string, Tensor> state_;                // whole values (one device)
+  std::vector<std::map<std::string, Tensor>> shards_;  // per device: its blocks (a mesh)
+  std::map<std::string, Sharding> layouts_;            // the layout of each sharded path
+  std::map<std::string, WeightSource> sources_;        // weights to read on first use
+  int64_t iterations_ = 0;
+  std::map<std::string, std::unique_ptr<Compiled>> cache_;
+};
+
+// A linear stack of layers on one input.
+class Sequential : public Model {
+ public:
+  Sequential(SymbolicTensor input, std::vector<Layer> layers, std::string name = "sequential");
+  void add(Layer layer) { layers_.push_back(std::move(layer)); }
+
+ protected:
+  Value call(Trace& trace, const std::vector<Value>& inputs) override;
+
+ private:
+  std::vector<Layer> layers_;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,59 @@
+// Optimizers append their update to the training-step Graph, so forward,
+// backward and update are one Graph. The rules are PyTorch's exactly
+// (torch.optim.SGD, Adam, AdamW; clip_grad_norm_ for clipnorm).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+
+namespace autoshard {
+
+// One optimizer state tensor (e.g. Adam's first moment) of one parameter.
+struct SlotSpec {
+  std::string path;  // "optimizer.<slot>.<parameter path>"
+  Shape shape;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Appends the update of every parameter and returns the slot variables it
+  // created (all start at zero).
+  std::vector<SlotSpec> append_update(Graph& g, const std::vector<Value>& params,
+                                      const std::vector<Value>& grads) const;
+  double learning_rate = 1e-3;
+  double clipnorm = 0;  // > 0: clip the global gradient norm to this
+
+ protected:
+  virtual void update_one(Graph& g, Value param, Value grad, Value clip_scale,
+                          std::vector<SlotSpec>& slots) const = 0;
+  static Value slot(Graph& g, const std::string& slot_name, Value param,
+                    std::vector<SlotSpec>& slots);
+};
+
+struct SGDOptions {
+  double learning_rate = 0.01, momentum = 0, weight_decay = 0, clipnorm = 0;
+  bool nesterov = false;
+};
+// torch.optim.Adam's defaults: no weight decay (an L2 term when set).
+struct AdamOptions {
+  double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
+  double weight_decay = 0, clipnorm = 0;
+};
+// torch.optim.AdamW's defaults: decoupled weight decay 0.01. A separate type
+// so that `AdamW({.learning_rate = 3e-4})` keeps that decay.
+struct AdamWOptions {
+  double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
+  double weight_decay = 0.01, clipnorm = 0;
+};
+
+std::shared_ptr<Optimizer> SGD(SGDOptions options = {});
+// Adam with L2 weight decay added to the gradient (torch.optim.Adam).
+std::shared_ptr<Optimizer> Adam(AdamOptions options = {});
+// AdamW: decoupled weight decay (torch.optim.AdamW).
+std::shared_ptr<Optimizer> AdamW(AdamWOptions options = {});
+
+}  // namespace autoshard

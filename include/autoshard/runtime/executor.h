@@ -1,0 +1,74 @@
+// Executor: runs a Graph on this process's CPU. Construction plans the work
+// once: which nodes the requested outputs need (dead code is dropped), and
+// which buffer each value lives in (buffers are reused once a value's last
+// reader has run). run() then only calls kernels: no allocation, no lookup.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/tensor/tensor.h"
+
+namespace autoshard {
+
+class Communicator;
+struct CommGroup;
+
+// Seconds spent in each primitive, summed over runs (for benchmarks).
+struct OpProfile {
+  std::vector<double> seconds = std::vector<double>(static_cast<size_t>(Op::kCount), 0.0);
+  std::vector<int64_t> calls = std::vector<int64_t>(static_cast<size_t>(Op::kCount), 0);
+  std::string table() const;  // busiest ops first
+};
+
+struct StepContext {
+  int64_t step = 1;  // 1-based optimizer step; also keys dropout masks
+  double lr = 0;
+};
+
+// Where each value of a Graph lives: the nodes to run (what the outputs and
+// side effects need, in order) and the buffer of each value, reused once the
+// value's last reader has run. Planned without allocating anything.
+struct BufferPlan {
+  std::vector<int> schedule;
+  std::vector<int> slot_of;        // per node: its buffer, or -1 (leaves, views)
+  std::vector<size_t> slot_bytes;  // per buffer
+  size_t total_bytes() const;
+};
+BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs);
+
+class Executor {
+ public:
+  // `outputs` are the values the caller reads after run(); ops with side
+  // effects (optimizer updates) always run.
+  Executor(const Graph& graph, std::vector<int> outputs);
+
+  // Binds a Parameter or Input node to caller-owned storage (shared, not
+  // copied). Parameters are updated in place by optimizer ops.
+  void bind(int node, const Tensor& value);
+  void run(const StepContext& ctx = {});
+  // The communicator and mesh-axis groups of this device (partitioned programs).
+  void set_communicator(Communicator* comm, const std::vector<CommGroup>* groups) {
+    comm_ = comm;
+    groups_ = groups;
+  }
+  // Times every kernel into `profile` on subsequent runs (null: stop).
+  void set_profile(OpProfile* profile) { profile_ = profile; }
+  const Tensor& value(int node) const { return values_[node]; }
+
+  // Bytes of intermediate buffers after reuse.
+  size_t planned_bytes() const { return planned_bytes_; }
+
+ private:
+  const Graph& graph_;
+  std::vector<int> schedule_;
+  std::vector<Tensor> values_;
+  std::vector<std::vector<Tensor*>> in_ptrs_;
+  size_t planned_bytes_ = 0;
+  OpProfile* profile_ = nullptr;
+  Communicator* comm_ = nullptr;
+  const std::vector<CommGroup>* groups_ = nullptr;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,45 @@
+// ShardedExecutor: runs a partitioned Graph on the devices of a mesh, each
+// with its own local program, buffers and communicator: in-process devices
+// (one thread each), or, under mpirun, this process's rank alone.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "autoshard/runtime/executor.h"
+#include "autoshard/shard/partitioner.h"
+#include "autoshard/comm/thread_communicator.h"
+
+namespace autoshard {
+
+// The devices of `mesh` that this process runs: all of them in-process, or
+// its own rank under mpirun.
+std::vector<int> local_devices(const DeviceMesh& mesh);
+
+class ShardedExecutor {
+ public:
+  ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
+                  const std::vector<int>& outputs);
+  const Partition& partition() const { return partition_; }
+  const DeviceMesh& mesh() const { return partition_.mesh; }
+  // The layout of a global leaf, and binding one device's block of it.
+  const Sharding& layout(int global_id) const { return partition_.sharding[global_id]; }
+  void bind(int device, int global_id, const Tensor& block);
+  const std::vector<int>& devices() const { return devices_; }
+  void run(const StepContext& ctx = {});
+  // The k-th requested output, whole (every device holds the same).
+  const Tensor& output(int k) const;
+  void set_profile(OpProfile* profile) { profile_ = profile; }
+
+ private:
+  std::vector<int> devices_;
+  Partition partition_;
+  std::unique_ptr<ThreadWorld> world_;  // in-process devices
+  std::unique_ptr<Communicator> mpi_;   // this rank, under mpirun
+  std::vector<std::vector<CommGroup>> groups_;
+  std::vector<std::unique_ptr<Executor>> executors_;
+  OpProfile* profile_ = nullptr;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,132 @@
+// The distribution API, with Keras's names and meanings: a DeviceMesh,
+// TensorLayouts collected in a LayoutMap keyed by regular expressions over
+// weight paths, and the strategies DataParallel, ModelParallel and AutoShard.
+// A model compiled while a distribution is set (set_distribution or a
+// DistributionScope) is trained and run sharded with no other change.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/sharding.h"
+
+namespace autoshard {
+
+// In-process CPU devices "cpu:0" ... "cpu:N-1" (N = count, or the number of
+// cores when count is 0). Any count is allowed, independent of the cores.
+std::vector<std::string> list_devices(int count = 0);
+
+// One mesh axis name, or none (replicated), per tensor dimension.
+struct TensorLayout {
+  std::vector<std::optional<std::string>> axes;
+  TensorLayout() = default;
+  TensorLayout(std::initializer_list<std::optional<std::string>> a) : axes(a) {}
+  explicit TensorLayout(std::vector<std::optional<std::string>> a) : axes(std::move(a)) {}
+  // Resolves axis names against a mesh; errors name the weight and the axis.
+  Sharding to_sharding(const DeviceMesh& mesh, const std::string& path, const Shape& shape) const;
+};
+
+class LayoutMap {
+ public:
+  // layout_map["h\\..*\\.attn\\.query\\.kernel"] = TensorLayout({nullptr, "model", nullptr})
+  TensorLayout& operator[](const std::string& key);
+  // Keras's lookup: an exact key wins; else the one key whose regex search
+  // matches; two matching keys is an error naming both; none: nullopt.
+  std::optional<TensorLayout> lookup(const std::string& path) const;
+  // {"regex": ["axis" or null, ...], ...}
+  static LayoutMap from_json_text(const std::string& text, const std::string& source);
+  static LayoutMap from_json_file(const std::string& path);
+  const std::vector<std::pair<std::string, TensorLayout>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<std::string, TensorLayout>> entries_;
+};
+
+class Distribution {
+ public:
+  Distribution(DeviceMesh mesh, std::string batch_dim_name);
+  virtual ~Distribution() = default;
+  const DeviceMesh& mesh() const { return mesh_; }
+  const std::string& batch_dim_name() const { return batch_dim_name_; }
+
+  // Plans layouts for a traced training step (AutoShard does its work here);
+  // called before any layout is asked for.
+  virtual void prepare(const Graph& /*step*/) {}
+  virtual Sharding weight_layout(const std::string& path, const Shape& shape) const = 0;
+  // Inputs are split along their first (batch) dimension over the batch axis.
+  Sharding input_layout(const Shape& shape) const;
+  // Optimizer state: the weight's layout, or with ZeRO-1 one more split over
+  // the batch axis, on the largest dimension the weight leaves whole.
+  Sharding state_layout(const Sharding& weight, const Shape& shape) const;
+
+  bool zero1 = false;  // shard optimizer state and the update over the batch axis
+
+ private:
+  DeviceMesh mesh_;
+  std::string batch_dim_name_;
+};
+
+// Replicates every weight; splits the batch over the mesh's batch axis.
+class DataParallel : public Distribution {
+ public:
+  explicit DataParallel(DeviceMesh mesh, std::string batch_dim_name = "data");
+  explicit DataParallel(int devices);
+  Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+};
+
+// Weights laid out by a LayoutMap (replicated when no key matches).
+class ModelParallel : public Distribution {
+ public:
+  ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string batch_dim_name = "data");
+  Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  const LayoutMap& layout_map() const { return layout_map_; }
+
+ private:
+  LayoutMap layout_map_;
+};
+
+// Chooses layouts itself (src/shard/autoshard_planner.cc): it groups the
+// dimensions that ops tie together and splits the groups holding the most
+// weight bytes over the model axis, the batch over the batch axis.
+class AutoShard : public Distribution {
+ public:
+  explicit AutoShard(DeviceMesh mesh, std::string batch_dim_name = "data",
+                     std::string model_dim_name = "model");
+  void prepare(const Graph& step) override;
+  Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  // The layouts chosen, by weight path (after prepare).
+  const std::map<std::string, Sharding>& plan() const { return plan_; }
+  // Why each group was split or not, one line each (after prepare).
+  const std::vector<std::string>& reasons() const { return reasons_; }
+
+ private:
+  std::string model_dim_name_;
+  std::map<std::string, Sharding> plan_;
+  std::vector<std::string> reasons_;
+  bool prepared_ = false;
+};
+
+// The distribution models compile under (null: one device).
+std::shared_ptr<Distribution> distribution();
+void set_distribution(std::shared_ptr<Distribution> d);
+
+// Sets a distribution for its lifetime (Keras's `with distribution.scope()`).
+class DistributionScope {
+ public:
+  explicit DistributionScope(std::shared_ptr<Distribution> d) : previous_(distribution()) {
+    set_distribution(std::move(d));
+  }
+  ~DistributionScope() { set_distribution(previous_); }
+  DistributionScope(const DistributionScope&) = delete;
+  DistributionScope& operator=(const DistributionScope&) = delete;
+
+ private:
+  std::shared_ptr<Distribution> previous_;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,48 @@
+// The partitioner: from one global Graph (a whole training step) and a
+// sharding for every parameter and input, it produces each device's local
+// Graph with the collectives it needs. It is correct for ANY shardings: every
+// op's sharding rule says which layouts it needs its inputs in, and the
+// partitioner inserts all-reduce, reduce-scatter, all-gather or a local slice
+// wherever a value is not in the layout its consumer needs. Choosing good
+// shardings is the planner's job, not this one's.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/sharding.h"
+
+namespace autoshard {
+
+// One collective of the partitioned step, as device 0 runs it.
+struct CollectiveRecord {
+  std::string kind;   // all_reduce, all_gather, reduce_scatter
+  std::string axis;   // mesh axis name
+  std::string value;  // a readable name of the global value moved
+  int64_t bytes = 0;  // bytes of device 0's buffer
+};
+
+struct Partition {
+  DeviceMesh mesh;
+  std::vector<Sharding> sharding;          // per global node: the layout of its value
+  std::vector<Shape> global_shape;         // per global node
+  std::vector<std::string> leaf_name;      // per global node: its path or name (leaves only)
+  std::vector<Graph> local;                // per device
+  std::vector<std::vector<int>> local_of;  // per device: global id -> local id (-1: absent)
+  std::vector<std::vector<int>>
+      outputs;  // per device: local ids of the requested outputs, replicated
+  std::vector<CollectiveRecord> collectives;
+};
+
+// `leaves` maps Parameter and Input node ids to their layouts (missing ones
+// are replicated). The requested outputs come back fully replicated.
+// Only the devices in `devices` get a local graph (empty: every device), as
+// an MPI rank needs only its own.
+Partition partition(const Graph& graph, const DeviceMesh& mesh,
+                    const std::map<int, Sharding>& leaves, const std::vector<int>& outputs,
+                    const std::vector<int>& devices = {});
+
+}  // namespace autoshard

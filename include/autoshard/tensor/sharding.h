@@ -1,0 +1,45 @@
+// Sharding: how one value is laid out over a DeviceMesh. For each dimension,
+// the mesh axis it is split over (or none); plus the mesh axes over which the
+// devices hold partial sums that add up to the true value. Splits follow
+// array_split: n elements over k devices give the first n % k one extra.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/tensor.h"
+
+namespace autoshard {
+
+struct Sharding {
+  std::vector<int> dims;     // per dimension: mesh axis index, or -1 (replicated)
+  std::vector<int> partial;  // sorted mesh axes holding partial sums
+
+  static Sharding replicated(int rank) { return {std::vector<int>(rank, -1), {}}; }
+  bool operator==(const Sharding&) const = default;
+
+  int rank() const { return static_cast<int>(dims.size()); }
+  bool is_partial(int axis) const;
+  // The dimension split over `axis`, or -1.
+  int dim_of(int axis) const;
+  bool fully_replicated() const;
+
+  // The block of the global `shape` held by `device`.
+  Shape local_shape(const Shape& global, const DeviceMesh& mesh, int device) const;
+  std::vector<int64_t> offsets(const Shape& global, const DeviceMesh& mesh, int device) const;
+
+  // "[model, -] partial(data)" with axis names.
+  std::string to_string(const DeviceMesh& mesh) const;
+  // Checks the sharding is well formed for this rank and mesh.
+  void validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const;
+};
+
+// The block of a whole tensor that `device` holds under `sharding` (a copy),
+// and the inverse: writing a device's block into a whole tensor.
+Tensor block_of(const Tensor& whole, const Sharding& sharding, const DeviceMesh& mesh, int device);
+void write_block(Tensor& whole, const Tensor& block, const Sharding& sharding,
+                 const DeviceMesh& mesh, int device);
+
+}  // namespace autoshard

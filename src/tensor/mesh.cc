@@ -1,0 +1,89 @@
+#include "autoshard/tensor/mesh.h"
+
+#include <set>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
+    : shape_(std::move(shape)), names_(std::move(names)) {
+  AS_CHECK(!shape_.empty() && shape_.size() == names_.size(), "DeviceMesh: ", shape_.size(),
+        " sizes for ", names_.size(), " axis names");
+  std::set<std::string> seen;
+  int64_t size = 1;  // checked as it grows, so it cannot wrap
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    AS_CHECK(!names_[i].empty() && seen.insert(names_[i]).second, "DeviceMesh: axis names must be ",
+             "unique and non-empty, got '", names_[i], "' twice or empty");
+    AS_CHECK(shape_[i] >= 1, "DeviceMesh: axis '", names_[i], "' has size ", shape_[i],
+             "; sizes must be >= 1");
+    size *= shape_[i];
+    AS_CHECK(size <= kMaxMeshDevices, "DeviceMesh ", to_string(), " has more than ",
+             kMaxMeshDevices, " devices");
+  }
+  size_ = static_cast<int>(size);
+}
+
+DeviceMesh DeviceMesh::parse(const std::string& spec) {
+  std::vector<int> shape;
+  std::vector<std::string> names;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string part =
+        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t eq = part.find('=');
+    AS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), "mesh '", spec,
+          "' must look like data=2,model=3");
+    names.push_back(part.substr(0, eq));
+    try {
+      size_t used = 0;
+      shape.push_back(std::stoi(part.substr(eq + 1), &used));
+      AS_CHECK(used == part.size() - eq - 1, "");
+    } catch (const std::exception&) {
+      fail("mesh '", spec, "': size of axis '", names.back(), "' is not an integer");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return DeviceMesh(shape, names);
+}
+
+int DeviceMesh::axis_index(const std::string& name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int> DeviceMesh::coordinates(int device) const {
+  std::vector<int> c(shape_.size());
+  for (size_t i = shape_.size(); i-- > 0;) {
+    c[i] = device % shape_[i];
+    device /= shape_[i];
+  }
+  return c;
+}
+
+int DeviceMesh::device_at(const std::vector<int>& coords) const {
+  int d = 0;
+  for (size_t i = 0; i < shape_.size(); ++i) d = d * shape_[i] + coords[i];
+  return d;
+}
+
+std::vector<int> DeviceMesh::group(int device, int axis) const {
+  std::vector<int> c = coordinates(device), g;
+  for (int k = 0; k < shape_[axis]; ++k) {
+    c[axis] = k;
+    g.push_back(device_at(c));
+  }
+  return g;
+}
+
+std::string DeviceMesh::to_string() const {
+  std::string s;
+  for (size_t i = 0; i < shape_.size(); ++i)
+    s += (i ? "," : "") + names_[i] + "=" + std::to_string(shape_[i]);
+  return s;
+}
+
+}  // namespace autoshard
