@@ -34,7 +34,7 @@ std::map<std::string, Shape> weight_shapes(const GPT2Config& cfg) {
   Graph g;
   model.trace_forward(g, 1, false);
   std::map<std::string, Shape> shapes;
-  for (int id : g.parameters()) shapes[g.node(id).attrs.text] = g.node(id).shape;
+  for (int id : g.parameters()) shapes[g.node(id).leaf().key()] = g.node(id).shape;
   return shapes;
 }
 

@@ -58,12 +58,12 @@ TEST(GPT2Reference, EveryGradient) {
   std::vector<int> outputs;
   for (Value v : grads) outputs.push_back(v.id);
   Executor exec(g, outputs);
-  for (int id : g.parameters()) exec.bind(id, f.model.gather_weight(g.node(id).attrs.text));
+  for (int id : g.parameters()) exec.bind(id, f.model.gather_weight(g.node(id).leaf().key()));
   exec.bind(g.find_input("x"), f.x);
   exec.bind(g.find_input("y"), f.y);
   exec.run();
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& path = params[i].node().attrs.text;
+    const std::string& path = params[i].node().leaf().key();
     EXPECT_LT(max_relative_error(exec.value(grads[i].id), f.ref.load("grad." + path)), 1e-4)
         << path;
   }

@@ -40,9 +40,9 @@ TrainStep make_step(int64_t batch, int64_t seq, uint64_t seed) {
   s.loss = loss.id;
   for (int id : s.graph.parameters()) {
     const Node& n = s.graph.node(id);
-    s.state[n.attrs.text] = n.attrs.text.rfind("optimizer.", 0) == 0
+    s.state[n.leaf().key()] = n.leaf().is_slot()
                                 ? testing::random_tensor(n.shape, id, 0.0f)
-                                : model.gather_weight(n.attrs.text).clone();
+                                : model.gather_weight(n.leaf().key()).clone();
   }
   s.x = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 1);
   s.y = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 2);
@@ -52,7 +52,7 @@ TrainStep make_step(int64_t batch, int64_t seq, uint64_t seed) {
 // Runs `steps` steps on one device; returns the losses, updating s.state.
 std::vector<double> run_single(TrainStep& s, int steps) {
   Executor exec(s.graph, {s.loss});
-  for (int id : s.graph.parameters()) exec.bind(id, s.state.at(s.graph.node(id).attrs.text));
+  for (int id : s.graph.parameters()) exec.bind(id, s.state.at(s.graph.node(id).leaf().key()));
   exec.bind(s.graph.find_input("x"), s.x);
   exec.bind(s.graph.find_input("y"), s.y);
   std::vector<double> losses;
@@ -75,7 +75,7 @@ std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh,
     }
     blocks.emplace_back(id, per);
   };
-  for (int id : s.graph.parameters()) bind_all(id, s.state.at(s.graph.node(id).attrs.text));
+  for (int id : s.graph.parameters()) bind_all(id, s.state.at(s.graph.node(id).leaf().key()));
   bind_all(s.graph.find_input("x"), s.x);
   bind_all(s.graph.find_input("y"), s.y);
   std::vector<double> losses;
@@ -87,7 +87,7 @@ std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh,
   for (auto& [id, per] : blocks) {
     const Node& n = s.graph.node(id);
     if (n.op != Op::Parameter) continue;
-    Tensor& whole = s.state.at(n.attrs.text);
+    Tensor& whole = s.state.at(n.leaf().key());
     for (int d = 0; d < mesh.size(); ++d) write_block(whole, per[d], exec.layout(id), mesh, d);
   }
   return losses;

@@ -38,7 +38,7 @@ inline std::vector<Tensor> evaluate(const Graph& graph, const std::map<std::stri
   for (int id = 0; id < graph.size(); ++id) {
     const Node& n = graph.node(id);
     if (n.op != Op::Parameter && n.op != Op::Input) continue;
-    auto it = leaves.find(n.attrs.text);
+    auto it = leaves.find(n.leaf().key());
     if (it != leaves.end()) exec.bind(id, it->second);
   }
   exec.run();

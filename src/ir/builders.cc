@@ -7,17 +7,6 @@
 
 namespace autoshard::ops {
 namespace {
-Attrs with_f(double f, int64_t i = 0) {
-  Attrs a;
-  a.f = f;
-  a.i = i;
-  return a;
-}
-Attrs with_ints(std::vector<int64_t> ints) {
-  Attrs a;
-  a.ints = std::move(ints);
-  return a;
-}
 // Sums the letters of `term` that appear nowhere in `keep`, returning the
 // reduced value and its remaining term.
 std::pair<Value, std::string> presum(Value x, const std::string& term, const std::string& keep) {
@@ -38,9 +27,7 @@ Value einsum(const std::string& equation, Value a, Value b) {
   EinsumEquation e = parse_einsum(equation);
   auto [ra, ta] = presum(a, e.a, e.b + e.out);
   auto [rb, tb] = presum(b, e.b, ta + e.out);
-  Attrs attrs;
-  attrs.text = ta + "," + tb + "->" + e.out;
-  return a.graph->add(Op::Einsum, {ra, rb}, attrs);
+  return a.graph->add(Op::Einsum, {ra, rb}, EinsumAttrs{ta, tb, e.out});
 }
 
 Value add(Value a, Value b) {
@@ -56,21 +43,19 @@ Value div(Value a, Value b) {
   return a.graph->add(Op::Div, {a, b});
 }
 Value scale(Value x, double factor) {
-  return x.graph->add(Op::Scale, {x}, with_f(factor));
+  return x.graph->add(Op::Scale, {x}, ScaleAttrs{factor});
 }
 
 Value constant(Graph& g, Shape shape, double value) {
-  Attrs a = with_f(value);
-  a.ints = std::move(shape);
-  return g.add(Op::Constant, {}, a);
+  return g.add(Op::Constant, {}, FillAttrs{std::move(shape), value});
 }
 
 Value iota(Graph& g, Shape shape) {
-  return g.add(Op::Iota, {}, with_ints(std::move(shape)));
+  return g.add(Op::Iota, {}, IotaAttrs{std::move(shape)});
 }
 
 Value gelu(Value x, bool tanh_approximation) {
-  return x.graph->add(Op::Gelu, {x}, with_f(0, tanh_approximation ? 1 : 0));
+  return x.graph->add(Op::Gelu, {x}, GeluAttrs{tanh_approximation});
 }
 Value relu(Value x) {
   return x.graph->add(Op::Relu, {x});
@@ -82,7 +67,7 @@ Value tanh(Value x) {
 Value reduce_sum(Value x, std::vector<int64_t> axes) {
   for (int64_t& a : axes) a = a < 0 ? a + x.rank() : a;
   std::sort(axes.begin(), axes.end());
-  return x.graph->add(Op::ReduceSum, {x}, with_ints(std::move(axes)));
+  return x.graph->add(Op::ReduceSum, {x}, AxesAttrs{std::move(axes)});
 }
 
 Value reduce_mean(Value x, std::vector<int64_t> axes) {
@@ -93,7 +78,7 @@ Value reduce_mean(Value x, std::vector<int64_t> axes) {
 
 Value broadcast_to(Value x, Shape shape) {
   if (x.shape() == shape) return x;
-  return x.graph->add(Op::BroadcastTo, {x}, with_ints(std::move(shape)));
+  return x.graph->add(Op::BroadcastTo, {x}, ShapeAttrs{std::move(shape)});
 }
 
 Value sum_to(Value x, Shape shape) {
@@ -109,31 +94,34 @@ Value sum_to(Value x, Shape shape) {
 }
 
 Value softmax(Value x, bool causal) {
-  return x.graph->add(Op::Softmax, {x}, with_f(0, causal));
+  return x.graph->add(Op::Softmax, {x}, SoftmaxAttrs{causal});
 }
 Value normalize(Value x, double epsilon) {
-  return x.graph->add(Op::Normalize, {x}, with_f(epsilon));
+  return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon});
 }
 Value cross_entropy(Value logits, Value targets) {
-  return logits.graph->add(Op::CrossEntropy, {logits, targets});
+  Graph& g = *logits.graph;
+  Value max = g.add(Op::RowMax, {logits});
+  Value stats = g.add(Op::CrossEntropyStats, {logits, targets, max}, ClassShardAttrs{});
+  return g.add(Op::CrossEntropyFinish, {stats, max});
 }
 Value gather(Value table, Value ids) {
-  return table.graph->add(Op::Gather, {table, ids});
+  return table.graph->add(Op::Gather, {table, ids}, GatherAttrs{});
 }
 
 Value reshape(Value x, Shape shape) {
   if (x.shape() == shape) return x;
-  return x.graph->add(Op::Reshape, {x}, with_ints(std::move(shape)));
+  return x.graph->add(Op::Reshape, {x}, ShapeAttrs{std::move(shape)});
 }
 
 Value transpose(Value x, std::vector<int64_t> perm) {
-  return x.graph->add(Op::Transpose, {x}, with_ints(std::move(perm)));
+  return x.graph->add(Op::Transpose, {x}, PermAttrs{std::move(perm)});
 }
 
 Value dropout(Value x, double rate, uint64_t seed) {
   AS_CHECK(rate >= 0 && rate < 1, "dropout rate must be in [0, 1), got ", rate);
   if (rate == 0) return x;
-  return x.graph->add(Op::Dropout, {x}, with_f(rate, static_cast<int64_t>(seed)));
+  return x.graph->add(Op::Dropout, {x}, DropoutAttrs{rate, seed, {}});
 }
 
 }  // namespace autoshard::ops

@@ -1,15 +1,15 @@
-// The parsed form of a two-operand einsum equation "a,b->out".
+// Parsing a two-operand einsum equation "a,b->out" into its attributes.
 #pragma once
 
 #include <string>
 
+#include "autoshard/ir/op_attrs.h"
+
 namespace autoshard {
 
-struct EinsumEquation {
-  std::string a, b, out;
-};
+using EinsumEquation = EinsumAttrs;
 
 // Throws autoshard::Error naming the problem for malformed equations.
-EinsumEquation parse_einsum(const std::string& equation);
+EinsumAttrs parse_einsum(const std::string& equation);
 
 }  // namespace autoshard

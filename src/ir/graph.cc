@@ -18,9 +18,14 @@ const std::vector<OpDef>& op_table() {
     register_shape_ops(t);
     register_optimizer_ops(t);
     register_collective_ops(t);
-    for (size_t i = 0; i < t.size(); ++i)
+    // Every op has a shape rule and a kernel; every op a global graph can
+    // hold also has loops (the planner's view) and says how it shards.
+    for (size_t i = 0; i < t.size(); ++i) {
       if (!t[i].name || !t[i].infer || !t[i].kernel)
-        throw std::logic_error("op without a definition");
+        throw std::logic_error("op " + std::to_string(i) + " has no definition");
+      if (!t[i].local_only && !t[i].loops)
+        throw std::logic_error(std::string("op ") + t[i].name + " has no loops");
+    }
     return t;
   }();
   return table;
@@ -44,7 +49,11 @@ int64_t Value::dim(int axis) const {
   return shape()[axis];
 }
 
-Value Graph::add(Op op, std::vector<Value> inputs, Attrs attrs) {
+void Node::wrong_attrs() const {
+  fail("internal: op ", op_name(op), " has attributes of another op");
+}
+
+Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
   Node n{op, {}, {}, DType::F32, std::move(attrs)};
   for (const Value& v : inputs) {
     AS_CHECK(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
@@ -55,35 +64,33 @@ Value Graph::add(Op op, std::vector<Value> inputs, Attrs attrs) {
   n.dtype = st.dtype;
   nodes_.push_back(std::move(n));
   const int id = size() - 1;
-  if (op == Op::Parameter) parameter_ids_.emplace(nodes_[id].attrs.text, id);
-  if (op == Op::Input) input_ids_.emplace(nodes_[id].attrs.text, id);
+  if (op == Op::Parameter) parameter_ids_.emplace(nodes_[id].leaf().key(), id);
+  if (op == Op::Input) input_ids_.emplace(nodes_[id].leaf().name, id);
   return Value{this, id};
 }
 
 Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
   if (int id = find_parameter(path); id >= 0) {
     AS_CHECK(nodes_[id].shape == shape, "parameter ", path, " declared twice with shapes ",
-          shape_str(nodes_[id].shape), " and ", shape_str(shape));
+             shape_str(nodes_[id].shape), " and ", shape_str(shape));
     return Value{this, id};
   }
-  Attrs a;
-  a.text = path;
-  a.ints = shape;
-  a.i = static_cast<int64_t>(dtype);
+  return add(Op::Parameter, {}, LeafAttrs{path, "", std::move(shape), dtype});
+}
+
+Value Graph::optimizer_slot(const std::string& slot, const std::string& weight_path, Shape shape) {
+  LeafAttrs a{weight_path, slot, std::move(shape), DType::F32};
+  if (int id = find_parameter(a.key()); id >= 0) return Value{this, id};
   return add(Op::Parameter, {}, std::move(a));
 }
 
 Value Graph::input(const std::string& name, Shape shape, DType dtype) {
   AS_CHECK(find_input(name) < 0, "input ", name, " declared twice");
-  Attrs a;
-  a.text = name;
-  a.ints = shape;
-  a.i = static_cast<int64_t>(dtype);
-  return add(Op::Input, {}, std::move(a));
+  return add(Op::Input, {}, LeafAttrs{name, "", std::move(shape), dtype});
 }
 
-int Graph::find_parameter(const std::string& path) const {
-  auto it = parameter_ids_.find(path);
+int Graph::find_parameter(const std::string& key) const {
+  auto it = parameter_ids_.find(key);
   return it == parameter_ids_.end() ? -1 : it->second;
 }
 
@@ -111,7 +118,8 @@ std::string Graph::to_string() const {
   for (int i = 0; i < size(); ++i) {
     const Node& n = nodes_[i];
     out << "%" << i << " = " << op_name(n.op);
-    if (!n.attrs.text.empty()) out << "[" << n.attrs.text << "]";
+    if (n.is_leaf()) out << "[" << n.leaf().key() << "]";
+    if (const auto* e = std::get_if<EinsumAttrs>(&n.attrs)) out << "[" << e->equation() << "]";
     out << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", " : "") << "%" << n.inputs[k];
     out << ") : " << dtype_name(n.dtype) << shape_str(n.shape) << "\n";
@@ -153,6 +161,19 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     out[k] = da == 1 ? db : da;
   }
   return out;
+}
+
+LoopNest broadcast_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  for (int64_t d : n.shape) nest.output.push_back(nest.add({d}));
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Shape& s = input_shape(g, n, static_cast<int>(k));
+    const size_t lead = n.shape.size() - s.size();
+    std::vector<int> dims;
+    for (size_t j = 0; j < s.size(); ++j) dims.push_back(s[j] == n.shape[j + lead] ? int(j + lead) : -1);
+    nest.inputs.push_back(dims);
+  }
+  return nest;
 }
 
 }  // namespace autoshard

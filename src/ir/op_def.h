@@ -1,6 +1,7 @@
-// OpDef: everything about one primitive in one place: its shape rule, its CPU
-// kernel and its gradient written as IR ops. The table is filled by the files
-// under src/ir/ops/, one per family of ops.
+// OpDef: everything about one primitive in one place: its shape rule, CPU
+// kernel, gradient (as IR ops), sharding rule, and the planner's view of it
+// (a LoopNest). The table is filled by the files under src/ir/ops/, one per
+// family of ops; graph.cc checks at start-up that no entry is missing.
 #pragma once
 
 #include <span>
@@ -8,6 +9,7 @@
 
 #include "autoshard/ir/graph.h"
 #include "autoshard/tensor/tensor.h"
+#include "ir/loop_nest.h"
 #include "ir/shard_rule.h"
 
 namespace autoshard {
@@ -17,10 +19,12 @@ struct CommGroup;
 
 // What a kernel may know beyond its inputs.
 struct KernelContext {
-  int64_t step = 1;              // 1-based optimizer step (Adam bias correction, dropout keys)
-  double lr = 0;                 // learning rate of this step
-  Communicator* comm = nullptr;  // partitioned programs only
-  const std::vector<CommGroup>* groups = nullptr;  // this device's group of each mesh axis
+  int64_t step = 1;  // 1-based optimizer step (Adam bias correction, dropout keys)
+  double lr = 0;     // learning rate of this step
+  // Collective ops only (partitioned programs): this device's communicator
+  // and its group of each mesh axis.
+  Communicator* comm = nullptr;
+  const std::vector<CommGroup>* groups = nullptr;
   const CommGroup& group(int axis) const;
 };
 
@@ -43,13 +47,20 @@ struct OpDef {
   bool side_effect = false;
   // True when the output shares its input's storage (reshape).
   bool aliases_input = false;
-  // How the op runs sharded (see shard/shard_rule.h); null: replicate all.
+  // How the op runs on inputs of any sharding (see shard_rule.h); null:
+  // replicate everything.
   ShardDecision (*shard)(const ShardQuery& q) = nullptr;
-  // Rewrites attributes of one device's copy of the op (local shapes, shard
-  // offsets); null: nothing to rewrite.
-  void (*localize)(Attrs& local, const LocalizeInfo& info) = nullptr;
+  // Rewrites the attributes of one device's copy of the op (local shapes,
+  // shard origins); null: nothing to rewrite.
+  void (*localize)(OpAttrs& local, const LocalizeInfo& info) = nullptr;
+  // The planner's view: the op's loops (see loop_nest.h). Every op of a
+  // global graph has one; null only for ops of partitioned programs.
+  LoopNest (*loops)(const Graph& g, const Node& n) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
+  // Ops that only partitioned programs hold (collectives, slices): they have
+  // no gradient, sharding rule or loops.
+  bool local_only = false;
 };
 
 const OpDef& op_def(Op op);
@@ -69,5 +80,8 @@ const Shape& input_shape(const Graph& g, const Node& n, int i);
 DType input_dtype(const Graph& g, const Node& n, int i);
 void expect_inputs(const Node& n, size_t count);
 Shape broadcast_shapes(const Shape& a, const Shape& b);
+// Loops of an op whose output dims are all parallel and whose inputs
+// broadcast to the output (numpy rules, aligned from the right).
+LoopNest broadcast_loops(const Graph& g, const Node& n);
 
 }  // namespace autoshard

@@ -15,7 +15,12 @@ ShardDecision replicate_all(const ShardQuery& q) {
 
 Sharding without_partial(Sharding s) {
   s.partial.clear();
+  s.partial_op = ReduceOp::Sum;
   return s;
+}
+
+bool partial_sum(const Sharding& s) {
+  return !s.partial.empty() && s.partial_op == ReduceOp::Sum;
 }
 
 namespace {
@@ -25,6 +30,9 @@ bool uses(const std::vector<int>& dims, int axis) {
 }  // namespace
 
 ShardDecision elementwise_rule(const ShardQuery& q, Linearity linearity) {
+  // Partial maxima pass through no arithmetic: they are combined first.
+  for (const Sharding& in : q.inputs)
+    if (!in.partial.empty() && in.partial_op != ReduceOp::Sum) linearity = Linearity::None;
   const Shape& out = q.node.shape;
   const int R = static_cast<int>(out.size());
   const size_t n = q.node.inputs.size();

@@ -22,10 +22,6 @@ struct ShardQuery {
   const std::vector<const Sharding*>& input_hints;  // the same for each input
 };
 
-struct ShardDecision {
-  std::vector<Sharding> inputs;  // required shardings of the inputs
-  Sharding output;
-};
 
 // Everything a device-local op needs to rewrite its attributes.
 struct LocalizeInfo {
@@ -37,8 +33,12 @@ struct LocalizeInfo {
   Shape local_output_shape() const {
     return decision.output.local_shape(global.shape, mesh, device);
   }
-  std::vector<int64_t> input_offsets(int i) const {
-    return decision.inputs[i].offsets(input_shapes[i], mesh, device);
+  // Where this device's block of input i (or of the output) sits.
+  ShardOrigin input_origin(int i) const {
+    return {input_shapes[i], decision.inputs[i].offsets(input_shapes[i], mesh, device)};
+  }
+  ShardOrigin output_origin() const {
+    return {global.shape, decision.output.offsets(global.shape, mesh, device)};
   }
 };
 
@@ -46,8 +46,10 @@ struct LocalizeInfo {
 
 // Replicates every input and the output.
 ShardDecision replicate_all(const ShardQuery& q);
-// Same sharding for output and inputs, minus partial sums.
+// The same sharding without partial values.
 Sharding without_partial(Sharding s);
+// True when `s` holds partial sums (not maxima).
+bool partial_sum(const Sharding& s);
 
 enum class Linearity {
   None,       // nonlinear: partial sums must be reduced first

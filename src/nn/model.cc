@@ -83,11 +83,12 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
 void Model::note_weights(const Graph& graph, const Trace& trace) {
   for (int id : graph.parameters()) {
     const Node& n = graph.node(id);
-    if (shapes_.emplace(n.attrs.text, n.shape).second) {
-      auto init = trace.initializers().find(n.attrs.text);
+    const std::string key = n.leaf().key();
+    if (shapes_.emplace(key, n.shape).second) {
+      auto init = trace.initializers().find(key);
       if (init != trace.initializers().end()) {
-        inits_.emplace(n.attrs.text, init->second);
-        weight_order_.push_back(n.attrs.text);
+        inits_.emplace(key, init->second);
+        weight_order_.push_back(key);
       }
     }
   }
@@ -160,7 +161,7 @@ void Model::trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dty
     for (int id : g.parameters()) params.push_back(g.value(id));
     grads = gradients(result, params);
     optimizer_->append_update(g, params, grads);
-    for (int id : g.parameters()) shapes_.emplace(g.node(id).attrs.text, g.node(id).shape);
+    for (int id : g.parameters()) shapes_.emplace(g.node(id).leaf().key(), g.node(id).shape);
   }
   c.result = result.id;
 }
@@ -177,7 +178,7 @@ Model::Compiled& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
     bind_sharded(*c);
   } else {
     c->exec = std::make_unique<Executor>(c->graph, std::vector<int>{c->result});
-    for (int id : c->graph.parameters()) c->exec->bind(id, whole(c->graph.node(id).attrs.text));
+    for (int id : c->graph.parameters()) c->exec->bind(id, whole(c->graph.node(id).leaf().key()));
   }
   slot = std::move(c);
   return *slot;
@@ -190,10 +191,10 @@ std::map<int, Sharding> Model::leaf_layouts(const Graph& g) {
   std::map<int, Sharding> leaves;
   for (int id : g.parameters()) {
     const Node& n = g.node(id);
-    const std::string& path = n.attrs.text;
+    const std::string path = n.leaf().key();
     Sharding layout;
-    if (path.rfind("optimizer.", 0) == 0) {
-      const std::string weight = path.substr(path.find('.', 10) + 1);  // optimizer.<slot>.<weight>
+    if (n.leaf().is_slot()) {
+      const std::string& weight = n.leaf().name;
       layout = dist_->state_layout(dist_->weight_layout(weight, shapes_.at(weight)), n.shape);
     } else {
       layout = dist_->weight_layout(path, n.shape);
@@ -216,7 +217,7 @@ void Model::bind_sharded(Compiled& c) {
   if (shards_.empty()) shards_.resize(mesh.size());
   const std::vector<int>& devices = c.sharded->devices();
   for (int id : g.parameters()) {
-    const std::string& path = g.node(id).attrs.text;
+    const std::string path = g.node(id).leaf().key();
     for (int d : devices) {
       if (!shards_[d].count(path)) shards_[d][path] = initial_block(path, layouts_.at(path), d);
       c.sharded->bind(d, id, shards_[d].at(path));

@@ -7,9 +7,9 @@ namespace autoshard {
 
 Value Optimizer::slot(Graph& g, const std::string& slot_name, Value param,
                       std::vector<SlotSpec>& slots) {
-  std::string path = "optimizer." + slot_name + "." + param.node().attrs.text;
-  slots.push_back({path, param.shape()});
-  return g.parameter(path, param.shape());
+  Value v = g.optimizer_slot(slot_name, param.node().leaf().name, param.shape());
+  slots.push_back({v.node().leaf().key(), param.shape()});
+  return v;
 }
 
 std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
@@ -19,9 +19,7 @@ std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value
   if (clipnorm > 0 && !grads.empty()) {
     Value sumsq = g.add(Op::SumSquares, {grads[0]});
     for (size_t i = 1; i < grads.size(); ++i) sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
-    Attrs a;
-    a.f = clipnorm;
-    scale = g.add(Op::ClipScale, {sumsq}, a);
+    scale = g.add(Op::ClipScale, {sumsq}, ClipAttrs{clipnorm});
   }
   std::vector<SlotSpec> slots;
   for (size_t i = 0; i < params.size(); ++i) update_one(g, params[i], grads[i], scale, slots);
@@ -40,9 +38,8 @@ class SgdOptimizer : public Optimizer {
  protected:
   void update_one(Graph& g, Value p, Value grad, Value scale,
                   std::vector<SlotSpec>& slots) const override {
-    Attrs a;
-    a.fs = {o_.momentum, o_.weight_decay, o_.nesterov ? 1.0 : 0.0};
-    g.add(Op::SgdUpdate, {p, grad, slot(g, "momentum", p, slots), scale}, a);
+    g.add(Op::SgdUpdate, {p, grad, slot(g, "momentum", p, slots), scale},
+          SgdAttrs{o_.momentum, o_.weight_decay, o_.nesterov});
   }
 
  private:
@@ -59,12 +56,10 @@ class AdamOptimizer : public Optimizer {
  protected:
   void update_one(Graph& g, Value p, Value grad, Value scale,
                   std::vector<SlotSpec>& slots) const override {
-    Attrs a;
-    a.fs = {o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay};
-    a.i = decoupled_ ? 1 : 0;
     Value m = slot(g, "m", p, slots);
     Value v = slot(g, "v", p, slots);
-    g.add(Op::AdamUpdate, {p, grad, m, v, scale}, a);
+    g.add(Op::AdamUpdate, {p, grad, m, v, scale},
+          AdamAttrs{o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay, decoupled_});
   }
 
  private:

@@ -10,12 +10,6 @@
 
 namespace autoshard {
 
-namespace {
-bool is_leaf(Op op) {
-  return op == Op::Parameter || op == Op::Input;
-}
-}  // namespace
-
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   const int n = graph.size();
   BufferPlan plan;
@@ -44,7 +38,7 @@ BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
     for (; released_before < i; ++released_before)
       for (int s : release_at[released_before]) free_slots.push_back(s);
     const Node& node = graph.node(i);
-    if (is_leaf(node.op) || root[i] != i) continue;
+    if (node.is_leaf() || root[i] != i) continue;
     const size_t bytes = std::max<size_t>(4, numel(node.shape) * dtype_size(node.dtype));
     int best = -1;
     for (size_t k = 0; k < free_slots.size(); ++k) {
@@ -88,8 +82,8 @@ Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph)
 
 void Executor::bind(int node, const Tensor& value) {
   const Node& n = graph_.node(node);
-  AS_CHECK(is_leaf(n.op), "bind: node ", node, " is not a parameter or input");
-  AS_CHECK(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.attrs.text, "' expects ",
+  AS_CHECK(n.is_leaf(), "bind: node ", node, " is not a parameter or input");
+  AS_CHECK(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.leaf().key(), "' expects ",
         dtype_name(n.dtype), shape_str(n.shape), ", got ", dtype_name(value.dtype()),
         shape_str(value.shape()));
   values_[node] = value;
@@ -99,9 +93,9 @@ void Executor::run(const StepContext& step) {
   KernelContext ctx{step.step, step.lr, comm_, groups_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
-    if (is_leaf(node.op)) {
+    if (node.is_leaf()) {
       AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
-            "run: ", op_name(node.op), " '", node.attrs.text, "' has no value bound");
+            "run: ", op_name(node.op), " '", node.leaf().key(), "' has no value bound");
       continue;
     }
     const OpDef& def = op_def(node.op);

@@ -45,7 +45,7 @@ std::string Sharding::to_string(const DeviceMesh& mesh) const {
     s += (d ? ", " : "") + (dims[d] < 0 ? std::string("-") : mesh.axis_names()[dims[d]]);
   s += "]";
   if (!partial.empty()) {
-    s += " partial(";
+    s += partial_op == ReduceOp::Max ? " partial_max(" : " partial(";
     for (size_t i = 0; i < partial.size(); ++i) s += (i ? "," : "") + mesh.axis_names()[partial[i]];
     s += ")";
   }

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "autoshard/tensor/reduce_op.h"
+
 namespace autoshard {
 
 struct CommGroup {
@@ -19,7 +21,6 @@ struct CommGroup {
   int size() const { return static_cast<int>(ranks.size()); }
 };
 
-enum class ReduceOp { Sum, Max };
 
 class Communicator {
  public:

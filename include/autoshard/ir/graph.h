@@ -16,80 +16,95 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autoshard/ir/op_attrs.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
 
 // The primitives. Each is defined in one place under src/ir/ops/ with its
-// shape rule, CPU kernel and gradient (see op_def.h).
+// shape rule, CPU kernel, gradient, sharding rule and planner view (see
+// op_def.h). The attribute struct each op reads is named after it.
 enum class Op : uint8_t {
-  Parameter,  // persistent state (weights, optimizer slots); text = path
-  Input,      // fed per step (tokens, targets); text = name
-  Constant,   // every element = f
-  Iota,       // i32 0, 1, ... along the last axis of shape `ints`
-  Einsum,     // two operands; text = equation such as "btc,cd->btd"
+  Parameter,  // LeafAttrs: persistent state (weights, optimizer slots)
+  Input,      // LeafAttrs: fed per step (tokens, targets)
+  Constant,   // FillAttrs: every element = value
+  Iota,       // IotaAttrs: i32 0, 1, ... along the last axis
+  Einsum,     // EinsumAttrs: two operands, "btc,cd->btd"
   Add,
   Sub,
   Mul,
-  Div,    // elementwise with numpy broadcasting
-  Scale,  // y = f * x
+  Div,        // elementwise with numpy broadcasting
+  Scale,      // ScaleAttrs: y = factor * x
   Gelu,
-  GeluGrad,  // i = 1: tanh approximation (GPT-2), 0: exact erf; GeluGrad(x, dy)
+  GeluGrad,   // GeluAttrs; GeluGrad(x, dy)
   Relu,
-  ReluGrad,  // ReluGrad(x, dy)
+  ReluGrad,   // ReluGrad(x, dy)
   Tanh,
-  TanhGrad,          // TanhGrad(y, dy)
-  ReduceSum,         // sum over axes `ints`, dropping them
-  BroadcastTo,       // to shape `ints` (numpy rules); the adjoint of ReduceSum
-  Softmax,           // over the last axis; i = 1: causal mask over the last two axes
-  SoftmaxGrad,       // (y, dy) -> dx
-  Normalize,         // (x - mean) / sqrt(var + f) over the last axis
-  NormalizeGrad,     // (x, dy) -> dx, f = epsilon
-  CrossEntropy,      // (logits [..., V], targets [...] i32) -> loss per row [...]
-  CrossEntropyGrad,  // (logits, targets, dloss) -> dlogits
-  Gather,            // (table [V, ...], ids [...] i32) -> [..., ...]
-  ScatterAdd,        // (ids, dy) -> table-shaped [ints] sum of dy rows per id
-  Reshape,           // to shape `ints` (shares storage)
-  Transpose,         // permutation `ints`
-  Dropout,           // rate f, seed i; mask keyed by (seed, step, element index)
-  SumSquares,        // sum of x^2 over all elements -> scalar
-  ClipScale,         // (sumsq) -> min(1, f / (sqrt(sumsq) + 1e-6)), PyTorch's rule
-  AdamUpdate,        // (p, g, m, v, scale) updates p, m, v in place; fs = b1, b2, eps, wd;
-                     // i = 1: decoupled weight decay (AdamW)
-  SgdUpdate,         // (p, g, buf, scale) updates p, buf in place; fs = momentum, wd, nesterov
+  TanhGrad,       // TanhGrad(y, dy)
+  ReduceSum,      // AxesAttrs: sum over axes, dropping them
+  BroadcastTo,    // ShapeAttrs: numpy rules; the adjoint of ReduceSum
+  Softmax,        // SoftmaxAttrs: over the last axis
+  SoftmaxGrad,    // (y, dy) -> dx
+  Normalize,      // EpsilonAttrs: (x - mean) / sqrt(var + epsilon) over the last axis
+  NormalizeGrad,  // EpsilonAttrs: (x, dy) -> dx
+  // Softmax cross-entropy in three steps, so that a class axis split over
+  // devices needs only collectives between them (never gathered logits):
+  RowMax,                 // (x [..., V]) -> [...] max over the last axis
+  CrossEntropyStats,      // ClassShardAttrs: (logits [..., V], targets [...] i32, max [...])
+                          //   -> [..., 2]: sum_c exp(x_c - max), and the target's logit
+  CrossEntropyFinish,     // (stats [..., 2], max [...]) -> loss [...] = log(s) + max - x_t
+  CrossEntropyFinishGrad,  // (stats, dloss [...]) -> dstats [..., 2] = (dloss / s, -dloss)
+  CrossEntropyStatsGrad,  // ClassShardAttrs: (logits, targets, max, dstats [..., 2]) -> dlogits
+  Gather,                 // GatherAttrs: (table [V, ...], ids [...] i32) -> [..., ...]
+  ScatterAdd,             // ScatterAddAttrs: (ids, dy) -> table-shaped sum of dy rows per id
+  Reshape,                // ShapeAttrs (shares storage)
+  Transpose,              // PermAttrs
+  Dropout,                // DropoutAttrs: mask keyed by (seed, step, element index)
+  SumSquares,             // sum of x^2 over all elements -> scalar
+  ClipScale,              // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
+  AdamUpdate,             // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
+  SgdUpdate,              // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):
-  AllReduce,      // over mesh axis comm_axis; i = 0 sum, 1 max
-  AllGather,      // along dim ints[0] over comm_axis; ints[1..] = every member's size
-  ReduceScatter,  // along dim ints[0] over comm_axis; ints[1..] = every member's size
-  Slice,          // along dim ints[0]: [ints[1], ints[1] + ints[2])
+  AllReduce,      // AllReduceAttrs
+  AllGather,      // SplitAttrs
+  ReduceScatter,  // SplitAttrs
+  Slice,          // SliceAttrs: along dim, [begin, begin + size)
   Assign,         // (target, value) copies value into target's storage (a side effect)
   kCount
 };
 
 const char* op_name(Op op);
 
-// Attributes; each op documents which fields it reads.
-struct Attrs {
-  std::string text;
-  std::vector<int64_t> ints;
-  std::vector<double> fs;
-  double f = 0;
-  int64_t i = 0;
-  // Set by the partitioner on ops whose kernels depend on where their shard
-  // sits in the global value (dropout, gather, scatter_add, cross_entropy):
-  // the global shape and this shard's offset in each dimension of the value
-  // named by the op (see each op). Empty: unsharded.
-  Shape global_shape;
-  std::vector<int64_t> shard_offsets;
-  int comm_axis = -1;  // the mesh axis a kernel reduces over, or -1
-};
-
 struct Node {
   Op op;
   std::vector<int> inputs;
   Shape shape;
   DType dtype = DType::F32;
-  Attrs attrs;
+  OpAttrs attrs;
+
+  // This op's attributes; an internal error if the op carries another kind.
+  template <typename A>
+  const A& attr() const {
+    const A* a = std::get_if<A>(&attrs);
+    if (a == nullptr) [[unlikely]]
+      wrong_attrs();
+    return *a;
+  }
+  template <typename A>
+  A& attr() {
+    A* a = std::get_if<A>(&attrs);
+    if (a == nullptr) [[unlikely]]
+      wrong_attrs();
+    return *a;
+  }
+  // Parameters and inputs.
+  bool is_leaf() const { return op == Op::Parameter || op == Op::Input; }
+  // A weight (a Parameter that is not optimizer state).
+  bool is_weight() const { return op == Op::Parameter && !leaf().is_slot(); }
+  const LeafAttrs& leaf() const { return attr<LeafAttrs>(); }
+
+ private:
+  [[noreturn]] void wrong_attrs() const;
 };
 
 class Graph;
@@ -111,16 +126,19 @@ class Graph {
  public:
   // Appends a node; its shape and dtype come from the op's shape rule, which
   // throws autoshard::Error on inconsistent inputs.
-  Value add(Op op, std::vector<Value> inputs, Attrs attrs = {});
-  // Parameters are unique by path: asking again returns the same value.
+  Value add(Op op, std::vector<Value> inputs, OpAttrs attrs = NoAttrs{});
+  // Parameters are unique by key: asking again returns the same value.
   Value parameter(const std::string& path, Shape shape, DType dtype = DType::F32);
+  // Optimizer state `slot` ("m", "v", ...) of the weight at `weight_path`.
+  Value optimizer_slot(const std::string& slot, const std::string& weight_path, Shape shape);
   Value input(const std::string& name, Shape shape, DType dtype = DType::F32);
 
   const Node& node(int id) const { return nodes_[id]; }
   int size() const { return static_cast<int>(nodes_.size()); }
   Value value(int id) { return Value{this, id}; }
-  // Node id of the parameter or input with this path / name, or -1.
-  int find_parameter(const std::string& path) const;
+  // Node id of the parameter with this key (LeafAttrs::key) or of the input
+  // with this name, or -1.
+  int find_parameter(const std::string& key) const;
   int find_input(const std::string& name) const;
   std::vector<int> parameters() const;  // ids in creation order
   std::vector<int> inputs() const;

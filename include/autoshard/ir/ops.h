@@ -34,7 +34,8 @@ Value sum_to(Value x, Shape shape);
 
 Value softmax(Value x, bool causal = false);
 Value normalize(Value x, double epsilon);
-// Per-row softmax cross-entropy; targets are i32 class ids.
+// Per-row softmax cross-entropy; targets are i32 class ids. Traced as three
+// steps (row maxima, statistics, loss) so a split class axis shards cleanly.
 Value cross_entropy(Value logits, Value targets);
 
 Value gather(Value table, Value ids);

@@ -4,7 +4,8 @@
 // op's sharding rule says which layouts it needs its inputs in, and the
 // partitioner inserts all-reduce, reduce-scatter, all-gather or a local slice
 // wherever a value is not in the layout its consumer needs. Choosing good
-// shardings is the planner's job, not this one's.
+// shardings is the planner's job, not this one's: a planner may also fix the
+// strategy of any op (its decision), which then replaces the op's rule.
 #pragma once
 
 #include <map>
@@ -12,10 +13,19 @@
 #include <vector>
 
 #include "autoshard/ir/graph.h"
+#include "autoshard/shard/conversion.h"
 #include "autoshard/tensor/mesh.h"
 #include "autoshard/tensor/sharding.h"
 
 namespace autoshard {
+
+// The layouts a partition starts from.
+struct PartitionRequest {
+  std::map<int, Sharding> leaves;  // Parameter and Input ids (missing: replicated)
+  // Ops whose strategy a planner fixed: the shardings of their inputs and
+  // output (the rest follow their sharding rule).
+  std::map<int, ShardDecision> decisions;
+};
 
 // One collective of the partitioned step, as device 0 runs it.
 struct CollectiveRecord {
@@ -28,19 +38,22 @@ struct CollectiveRecord {
 struct Partition {
   DeviceMesh mesh;
   std::vector<Sharding> sharding;          // per global node: the layout of its value
+  std::vector<ShardDecision> decision;     // per global op: the shardings it ran with
   std::vector<Shape> global_shape;         // per global node
-  std::vector<std::string> leaf_name;      // per global node: its path or name (leaves only)
-  std::vector<Graph> local;                // per device
-  std::vector<std::vector<int>> local_of;  // per device: global id -> local id (-1: absent)
-  std::vector<std::vector<int>>
-      outputs;  // per device: local ids of the requested outputs, replicated
+  std::vector<std::string> leaf_name;      // per global node: its key (leaves only)
+  std::vector<int> devices;                // the devices that have a local program
+  std::vector<Graph> local;                // per device (empty for devices not lowered)
+  std::vector<std::vector<int>> local_of;  // per lowered device: global id -> local id (-1: absent)
+  std::vector<std::vector<int>> outputs;   // per lowered device: the requested outputs, replicated
   std::vector<CollectiveRecord> collectives;
 };
 
-// `leaves` maps Parameter and Input node ids to their layouts (missing ones
-// are replicated). The requested outputs come back fully replicated.
-// Only the devices in `devices` get a local graph (empty: every device), as
-// an MPI rank needs only its own.
+// Outputs come back fully replicated. Only the devices in `devices` get a
+// local graph (empty: every device), as an MPI rank needs only its own and a
+// prediction only device 0's.
+Partition partition(const Graph& graph, const DeviceMesh& mesh, const PartitionRequest& request,
+                    const std::vector<int>& outputs, const std::vector<int>& devices = {});
+// The same with leaf layouts only.
 Partition partition(const Graph& graph, const DeviceMesh& mesh,
                     const std::map<int, Sharding>& leaves, const std::vector<int>& outputs,
                     const std::vector<int>& devices = {});

@@ -1,7 +1,9 @@
 // Sharding: how one value is laid out over a DeviceMesh. For each dimension,
 // the mesh axis it is split over (or none); plus the mesh axes over which the
-// devices hold partial sums that add up to the true value. Splits follow
-// array_split: n elements over k devices give the first n % k one extra.
+// devices hold partial values that combine into the true value: sums that add
+// up (the usual case), or maxima whose largest is the true value. Splits
+// follow array_split: n elements over k devices give the first n % k one
+// extra.
 #pragma once
 
 #include <cstdint>
@@ -9,16 +11,20 @@
 #include <vector>
 
 #include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/reduce_op.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
 
 struct Sharding {
   std::vector<int> dims;     // per dimension: mesh axis index, or -1 (replicated)
-  std::vector<int> partial;  // sorted mesh axes holding partial sums
+  std::vector<int> partial;  // sorted mesh axes holding partial values
+  ReduceOp partial_op = ReduceOp::Sum;  // how the partial values combine
 
   static Sharding replicated(int rank) { return {std::vector<int>(rank, -1), {}}; }
-  bool operator==(const Sharding&) const = default;
+  bool operator==(const Sharding& o) const {
+    return dims == o.dims && partial == o.partial && (partial.empty() || partial_op == o.partial_op);
+  }
 
   int rank() const { return static_cast<int>(dims.size()); }
   bool is_partial(int axis) const;
@@ -30,10 +36,17 @@ struct Sharding {
   Shape local_shape(const Shape& global, const DeviceMesh& mesh, int device) const;
   std::vector<int64_t> offsets(const Shape& global, const DeviceMesh& mesh, int device) const;
 
-  // "[model, -] partial(data)" with axis names.
+  // "[model, -] partial(data)" with axis names ("partial_max(...)" for maxima).
   std::string to_string(const DeviceMesh& mesh) const;
   // Checks the sharding is well formed for this rank and mesh.
   void validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const;
+};
+
+// How one op runs sharded: the shardings it needs its inputs in, and the
+// sharding of its output.
+struct ShardDecision {
+  std::vector<Sharding> inputs;
+  Sharding output;
 };
 
 // The block of a whole tensor that `device` holds under `sharding` (a copy),

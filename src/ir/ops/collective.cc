@@ -28,9 +28,6 @@ Around around(const Shape& s, int64_t dim) {
   return a;
 }
 
-std::vector<int64_t> member_sizes(const Node& n) {
-  return {n.attrs.ints.begin() + 1, n.attrs.ints.end()};
-}
 
 // Elements of each member's block of a tensor split along one dimension.
 std::vector<int64_t> member_counts(const std::vector<int64_t>& sizes, const Around& a) {
@@ -53,16 +50,17 @@ ShapeAndType all_reduce_infer(const Graph& g, const Node& n) {
 void all_reduce_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                        const KernelContext& ctx) {
   if (out.raw() != in[0]->raw()) std::memcpy(out.raw(), in[0]->raw(), out.nbytes());
-  ctx.comm->all_reduce(out.f32(), out.numel(), n.attrs.i ? ReduceOp::Max : ReduceOp::Sum,
-                       ctx.group(n.attrs.comm_axis));
+  const AllReduceAttrs& a = n.attr<AllReduceAttrs>();
+  ctx.comm->all_reduce(out.f32(), out.numel(), a.op, ctx.group(a.axis));
 }
 
 ShapeAndType all_gather_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
+  const SplitAttrs& a = n.attr<SplitAttrs>();
   Shape s = input_shape(g, n, 0);
   int64_t total = 0;
-  for (int64_t v : member_sizes(n)) total += v;
-  s[n.attrs.ints[0]] = total;
+  for (int64_t v : a.sizes) total += v;
+  s[a.dim] = total;
   return {s, input_dtype(g, n, 0)};
 }
 
@@ -70,11 +68,11 @@ ShapeAndType all_gather_infer(const Graph& g, const Node& n) {
 // non-trivial one, the flat gather is interleaved into place.
 void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                        const KernelContext& ctx) {
-  const int64_t dim = n.attrs.ints[0];
-  const std::vector<int64_t> sizes = member_sizes(n);
-  const Around a = around(out.shape(), dim);
+  const SplitAttrs& sa = n.attr<SplitAttrs>();
+  const std::vector<int64_t>& sizes = sa.sizes;
+  const Around a = around(out.shape(), sa.dim);
   const std::vector<int64_t> counts = member_counts(sizes, a);
-  const CommGroup& g = ctx.group(n.attrs.comm_axis);
+  const CommGroup& g = ctx.group(sa.axis);
   // Gathers move 4-byte words: i32 ids travel as their bit patterns.
   const auto* src = static_cast<const float*>(in[0]->raw());
   auto* dst = static_cast<float*>(out.raw());
@@ -86,7 +84,7 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   for (int64_t c : counts) total += c;
   float* flat = scratch_of(total);
   ctx.comm->all_gather(src, flat, counts, g);
-  const int64_t row = out.shape()[dim] * a.inner;
+  const int64_t row = out.shape()[sa.dim] * a.inner;
   int64_t from = 0, col = 0;
   for (int64_t s : sizes) {
     for (int64_t o = 0; o < a.outer; ++o)
@@ -99,25 +97,26 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
 
 ShapeAndType reduce_scatter_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
+  const SplitAttrs& a = n.attr<SplitAttrs>();
   Shape s = input_shape(g, n, 0);
-  s[n.attrs.ints[0]] = n.attrs.ints[1 + n.attrs.i];  // i = this member's index
+  s[a.dim] = a.sizes[a.index];
   return {s, DType::F32};
 }
 
 void reduce_scatter_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                            const KernelContext& ctx) {
-  const int64_t dim = n.attrs.ints[0];
-  const std::vector<int64_t> sizes = member_sizes(n);
-  const Around a = around(in[0]->shape(), dim);
+  const SplitAttrs& sa = n.attr<SplitAttrs>();
+  const std::vector<int64_t>& sizes = sa.sizes;
+  const Around a = around(in[0]->shape(), sa.dim);
   const std::vector<int64_t> counts = member_counts(sizes, a);
-  const CommGroup& g = ctx.group(n.attrs.comm_axis);
+  const CommGroup& g = ctx.group(sa.axis);
   if (a.outer == 1) {
     ctx.comm->reduce_scatter(in[0]->f32(), out.f32(), counts, g);
     return;
   }
   // Pack each member's block contiguously first.
   float* packed = scratch_of(in[0]->numel());
-  const int64_t row = in[0]->shape()[dim] * a.inner;
+  const int64_t row = in[0]->shape()[sa.dim] * a.inner;
   int64_t dst = 0, col = 0;
   for (int64_t s : sizes) {
     for (int64_t o = 0; o < a.outer; ++o)
@@ -132,15 +131,17 @@ void reduce_scatter_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
 ShapeAndType slice_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   Shape s = input_shape(g, n, 0);
-  const int64_t dim = n.attrs.ints[0], begin = n.attrs.ints[1], size = n.attrs.ints[2];
-  AS_CHECK(dim >= 0 && dim < static_cast<int64_t>(s.size()) && begin >= 0 && begin + size <= s[dim],
-        "internal: slice out of range");
-  s[dim] = size;
+  const SliceAttrs& a = n.attr<SliceAttrs>();
+  AS_CHECK(a.dim >= 0 && a.dim < static_cast<int>(s.size()) && a.begin >= 0 &&
+               a.begin + a.size <= s[a.dim],
+           "internal: slice out of range");
+  s[a.dim] = a.size;
   return {s, input_dtype(g, n, 0)};
 }
 
 void slice_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  const int64_t dim = n.attrs.ints[0], begin = n.attrs.ints[1], size = n.attrs.ints[2];
+  const SliceAttrs& sl = n.attr<SliceAttrs>();
+  const int64_t dim = sl.dim, begin = sl.begin, size = sl.size;
   const Around a = around(in[0]->shape(), dim);
   const int64_t row = in[0]->shape()[dim] * a.inner;
   const auto* src = static_cast<const char*>(in[0]->raw());
@@ -163,15 +164,25 @@ void assign_kernel(const Node&, std::span<Tensor* const> in, Tensor&, const Kern
 }  // namespace
 
 void register_collective_ops(std::vector<OpDef>& t) {
-  t[size_t(Op::AllReduce)] = {
-      .name = "all_reduce", .infer = all_reduce_infer, .kernel = all_reduce_kernel};
-  t[size_t(Op::AllGather)] = {
-      .name = "all_gather", .infer = all_gather_infer, .kernel = all_gather_kernel};
-  t[size_t(Op::ReduceScatter)] = {
-      .name = "reduce_scatter", .infer = reduce_scatter_infer, .kernel = reduce_scatter_kernel};
-  t[size_t(Op::Slice)] = {.name = "slice", .infer = slice_infer, .kernel = slice_kernel};
-  t[size_t(Op::Assign)] = {
-      .name = "assign", .infer = assign_infer, .kernel = assign_kernel, .side_effect = true};
+  t[size_t(Op::AllReduce)] = {.name = "all_reduce",
+                              .infer = all_reduce_infer,
+                              .kernel = all_reduce_kernel,
+                              .local_only = true};
+  t[size_t(Op::AllGather)] = {.name = "all_gather",
+                              .infer = all_gather_infer,
+                              .kernel = all_gather_kernel,
+                              .local_only = true};
+  t[size_t(Op::ReduceScatter)] = {.name = "reduce_scatter",
+                                  .infer = reduce_scatter_infer,
+                                  .kernel = reduce_scatter_kernel,
+                                  .local_only = true};
+  t[size_t(Op::Slice)] = {
+      .name = "slice", .infer = slice_infer, .kernel = slice_kernel, .local_only = true};
+  t[size_t(Op::Assign)] = {.name = "assign",
+                           .infer = assign_infer,
+                           .kernel = assign_kernel,
+                           .side_effect = true,
+                           .local_only = true};
 }
 
 }  // namespace autoshard

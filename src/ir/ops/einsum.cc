@@ -14,8 +14,8 @@
 
 namespace autoshard {
 
-EinsumEquation parse_einsum(const std::string& equation) {
-  EinsumEquation e;
+EinsumAttrs parse_einsum(const std::string& equation) {
+  EinsumAttrs e;
   size_t comma = equation.find(',');
   size_t arrow = equation.find("->");
   AS_CHECK(comma != std::string::npos && arrow != std::string::npos && comma < arrow,
@@ -38,16 +38,16 @@ namespace {
 
 ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
-  EinsumEquation e = parse_einsum(n.attrs.text);
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
   const Shape& sa = input_shape(g, n, 0);
   const Shape& sb = input_shape(g, n, 1);
-  AS_CHECK(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", n.attrs.text,
+  AS_CHECK(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", e.equation(),
         "': operand shapes ", shape_str(sa), " and ", shape_str(sb), " do not match the terms");
   std::map<char, int64_t> size;
   auto note = [&](const std::string& term, const Shape& s) {
     for (size_t i = 0; i < term.size(); ++i) {
       auto [it, fresh] = size.emplace(term[i], s[i]);
-      AS_CHECK(fresh || it->second == s[i], "einsum '", n.attrs.text, "': letter '", term[i],
+      AS_CHECK(fresh || it->second == s[i], "einsum '", e.equation(), "': letter '", term[i],
             "' has sizes ", it->second, " and ", s[i]);
     }
   };
@@ -55,7 +55,7 @@ ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   note(e.b, sb);
   Shape out;
   for (char c : e.out) {
-    AS_CHECK(size.count(c), "einsum '", n.attrs.text, "': output letter '", c, "' is in no operand");
+    AS_CHECK(size.count(c), "einsum '", e.equation(), "': output letter '", c, "' is in no operand");
     out.push_back(size[c]);
   }
   for (const auto& [c, s] : size)
@@ -147,7 +147,7 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
 
 void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
                    const KernelContext&) {
-  const EinsumEquation e = parse_einsum(node.attrs.text);
+  const EinsumAttrs& e = node.attr<EinsumAttrs>();
   std::map<char, int64_t> size;
   for (size_t i = 0; i < e.a.size(); ++i) size[e.a[i]] = in[0]->shape()[i];
   for (size_t i = 0; i < e.b.size(); ++i) size[e.b[i]] = in[1]->shape()[i];
@@ -249,8 +249,8 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
 }
 
 std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
-  const EinsumEquation e = parse_einsum(n.attrs.text);
+  const Node& n = g.node(id);
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
   Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
   return {ops::einsum(e.out + "," + e.b + "->" + e.a, dy, b),
           ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
@@ -262,7 +262,7 @@ std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
 // letter leaves partial sums over its axis. Partial sums of one operand pass
 // through, since einsum is linear in each operand.
 ShardDecision einsum_rule(const ShardQuery& q) {
-  const EinsumEquation e = parse_einsum(q.node.attrs.text);
+  const EinsumAttrs& e = q.node.attr<EinsumAttrs>();
   const Sharding& sa = q.inputs[0];
   const Sharding& sb = q.inputs[1];
   const bool a_larger =
@@ -293,10 +293,10 @@ ShardDecision einsum_rule(const ShardQuery& q) {
   // One operand's partial sums may pass if the other is whole over those axes.
   std::vector<int> partial;
   Sharding ra{layout(e.a), {}}, rb{layout(e.b), {}};
-  if (!sa.partial.empty() && sb.partial.empty() &&
+  if (partial_sum(sa) && sb.partial.empty() &&
       std::all_of(sa.partial.begin(), sa.partial.end(), free_of)) {
     ra.partial = partial = sa.partial;
-  } else if (!sb.partial.empty() && sa.partial.empty() &&
+  } else if (partial_sum(sb) && sa.partial.empty() &&
              std::all_of(sb.partial.begin(), sb.partial.end(), free_of)) {
     rb.partial = partial = sb.partial;
   }
@@ -306,6 +306,30 @@ ShardDecision einsum_rule(const ShardQuery& q) {
   return {{ra, rb}, Sharding{layout(e.out), partial}};
 }
 
+// One loop per letter: letters of the output are parallel, the others are
+// contracted (split: partial sums).
+LoopNest einsum_loops(const Graph& g, const Node& n) {
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
+  LoopNest nest;
+  std::map<char, int> loop_of;
+  auto loop = [&](char c, int64_t extent) {
+    auto [it, fresh] = loop_of.emplace(c, 0);
+    if (fresh)
+      it->second = nest.add({extent, e.out.find(c) == std::string::npos ? Loop::Kind::Reduction
+                                                                          : Loop::Kind::Parallel});
+    return it->second;
+  };
+  for (int k = 0; k < 2; ++k) {
+    const std::string& term = k == 0 ? e.a : e.b;
+    const Shape& s = input_shape(g, n, k);
+    std::vector<int> dims;
+    for (size_t i = 0; i < term.size(); ++i) dims.push_back(loop(term[i], s[i]));
+    nest.inputs.push_back(dims);
+  }
+  for (char c : e.out) nest.output.push_back(loop_of.at(c));
+  return nest;
+}
+
 }  // namespace
 
 void register_einsum_op(std::vector<OpDef>& t) {
@@ -313,7 +337,8 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .infer = einsum_infer,
                            .kernel = einsum_kernel,
                            .vjp = einsum_vjp,
-                           .shard = einsum_rule};
+                           .shard = einsum_rule,
+                           .loops = einsum_loops};
 }
 
 }  // namespace autoshard

@@ -73,6 +73,8 @@ void div_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const Ker
   binary_apply(in, out, [](float a, float b) { return a / b; });
 }
 
+// Gradient rules may hold a `const Node&` while they append: graph nodes
+// never move (see graph.h).
 std::vector<Value> add_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
   return {ops::sum_to(dy, input_shape(g, n, 0)), ops::sum_to(dy, input_shape(g, n, 1))};
@@ -83,12 +85,12 @@ std::vector<Value> sub_vjp(Graph& g, int id, Value dy) {
           ops::sum_to(ops::scale(dy, -1.0), input_shape(g, n, 1))};
 }
 std::vector<Value> mul_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
+  const Node& n = g.node(id);
   Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
   return {ops::sum_to(dy * b, a.shape()), ops::sum_to(dy * a, b.shape())};
 }
 std::vector<Value> div_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
+  const Node& n = g.node(id);
   Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]), y = g.value(id);
   Value da = dy / b;
   Value db = ops::scale(da * y, -1.0);  // d(a/b)/db = -(a/b)/b
@@ -96,11 +98,11 @@ std::vector<Value> div_vjp(Graph& g, int id, Value dy) {
 }
 
 void scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  const float s = static_cast<float>(n.attrs.f);
+  const float s = static_cast<float>(n.attr<ScaleAttrs>().factor);
   unary_apply(*in[0], out, [s](float x) { return s * x; });
 }
 std::vector<Value> scale_vjp(Graph& g, int id, Value dy) {
-  return {ops::scale(dy, g.node(id).attrs.f)};
+  return {ops::scale(dy, g.node(id).attr<ScaleAttrs>().factor)};
 }
 
 // gelu: tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or exact x Phi(x).
@@ -108,7 +110,7 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
 void gelu_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  if (n.attrs.i) {
+  if (n.attr<GeluAttrs>().tanh_approximation) {
     unary_apply(*in[0], out, [](float x) {
       float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
       return 0.5f * x * (1.0f + fast_tanh(u));
@@ -120,7 +122,7 @@ void gelu_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const 
 
 void gelu_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                       const KernelContext&) {
-  if (n.attrs.i) {
+  if (n.attr<GeluAttrs>().tanh_approximation) {
     binary_apply(in, out, [](float x, float dy) {
       float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
       float t = fast_tanh(u);
@@ -137,10 +139,8 @@ void gelu_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
 }
 
 std::vector<Value> gelu_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
-  Attrs a;
-  a.i = n.attrs.i;
-  return {g.add(Op::GeluGrad, {g.value(n.inputs[0]), dy}, a)};
+  const Node& n = g.node(id);
+  return {g.add(Op::GeluGrad, {g.value(n.inputs[0]), dy}, n.attrs)};
 }
 
 void relu_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
@@ -168,23 +168,24 @@ std::vector<Value> tanh_vjp(Graph& g, int id, Value dy) {
 // neither the schedule nor the sharding.
 void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                     const KernelContext& ctx) {
-  const float rate = static_cast<float>(n.attrs.f);
+  const DropoutAttrs& a = n.attr<DropoutAttrs>();
+  const float rate = static_cast<float>(a.rate);
   const float keep_scale = 1.0f / (1.0f - rate);
-  const CounterRng rng(static_cast<uint64_t>(n.attrs.i), static_cast<uint64_t>(ctx.step));
+  const CounterRng rng(a.seed, static_cast<uint64_t>(ctx.step));
   const float* x = in[0]->f32();
   float* y = out.f32();
-  if (n.attrs.global_shape.empty()) {
+  if (a.origin.whole()) {
     for (int64_t e = 0; e < out.numel(); ++e)
       y[e] = rng.uniform(static_cast<uint64_t>(e)) >= rate ? x[e] * keep_scale : 0.0f;
     return;
   }
   // A shard: walk local elements and compute each one's global index.
   const Shape& local = out.shape();
-  const std::vector<int64_t> gstride = strides_of(n.attrs.global_shape);
+  const std::vector<int64_t> gstride = strides_of(a.origin.global_shape);
   const size_t r = local.size();
   std::vector<int64_t> idx(r, 0);
   int64_t global = 0;
-  for (size_t d = 0; d < r; ++d) global += n.attrs.shard_offsets[d] * gstride[d];
+  for (size_t d = 0; d < r; ++d) global += a.origin.offsets[d] * gstride[d];
   for (int64_t e = 0; e < out.numel(); ++e) {
     y[e] = rng.uniform(static_cast<uint64_t>(global)) >= rate ? x[e] * keep_scale : 0.0f;
     for (size_t d = r; d-- > 0;) {
@@ -196,8 +197,7 @@ void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   }
 }
 std::vector<Value> dropout_vjp(Graph& g, int id, Value dy) {
-  const Node& n = g.node(id);
-  return {g.add(Op::Dropout, {dy}, n.attrs)};
+  return {g.add(Op::Dropout, {dy}, g.node(id).attrs)};
 }
 
 ShardDecision sum_rule(const ShardQuery& q) {
@@ -216,9 +216,8 @@ ShardDecision nonlinear_rule(const ShardQuery& q) {
   return elementwise_rule(q, Linearity::None);
 }
 
-void dropout_localize(Attrs& a, const LocalizeInfo& info) {
-  a.global_shape = info.global.shape;
-  a.shard_offsets = info.decision.output.offsets(info.global.shape, info.mesh, info.device);
+void dropout_localize(OpAttrs& a, const LocalizeInfo& info) {
+  std::get<DropoutAttrs>(a).origin = info.output_origin();
 }
 
 }  // namespace
@@ -228,60 +227,72 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .infer = binary_infer,
                         .kernel = add_kernel,
                         .vjp = add_vjp,
-                        .shard = sum_rule};
+                        .shard = sum_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Sub)] = {.name = "sub",
                         .infer = binary_infer,
                         .kernel = sub_kernel,
                         .vjp = sub_vjp,
-                        .shard = sum_rule};
+                        .shard = sum_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Mul)] = {.name = "mul",
                         .infer = binary_infer,
                         .kernel = mul_kernel,
                         .vjp = mul_vjp,
-                        .shard = product_rule};
+                        .shard = product_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Div)] = {.name = "div",
                         .infer = binary_infer,
                         .kernel = div_kernel,
                         .vjp = div_vjp,
-                        .shard = quotient_rule};
+                        .shard = quotient_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Scale)] = {.name = "scale",
                           .infer = unary_infer,
                           .kernel = scale_kernel,
                           .vjp = scale_vjp,
-                          .shard = linear_unary_rule};
+                          .shard = linear_unary_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Gelu)] = {.name = "gelu",
                          .infer = unary_infer,
                          .kernel = gelu_kernel,
                          .vjp = gelu_vjp,
-                         .shard = nonlinear_rule};
+                         .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::GeluGrad)] = {.name = "gelu_grad",
                              .infer = binary_infer,
                              .kernel = gelu_grad_kernel,
-                             .shard = nonlinear_rule};
+                             .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Relu)] = {.name = "relu",
                          .infer = unary_infer,
                          .kernel = relu_kernel,
                          .vjp = relu_vjp,
-                         .shard = nonlinear_rule};
+                         .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::ReluGrad)] = {.name = "relu_grad",
                              .infer = binary_infer,
                              .kernel = relu_grad_kernel,
-                             .shard = nonlinear_rule};
+                             .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Tanh)] = {.name = "tanh",
                          .infer = unary_infer,
                          .kernel = tanh_kernel,
                          .vjp = tanh_vjp,
-                         .shard = nonlinear_rule};
+                         .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::TanhGrad)] = {.name = "tanh_grad",
                              .infer = binary_infer,
                              .kernel = tanh_grad_kernel,
-                             .shard = nonlinear_rule};
+                             .shard = nonlinear_rule,
+                        .loops = broadcast_loops};
   t[size_t(Op::Dropout)] = {.name = "dropout",
                             .infer = unary_infer,
                             .kernel = dropout_kernel,
                             .vjp = dropout_vjp,
                             .shard = linear_unary_rule,
-                            .localize = dropout_localize};
+                            .localize = dropout_localize,
+                        .loops = broadcast_loops};
 }
 
 }  // namespace autoshard

@@ -1,12 +1,11 @@
 // Fused neural-network primitives: softmax, normalisation, softmax
-// cross-entropy, and the embedding gather with its scatter-add adjoint. They
-// are fused for numerics (max-subtracted exponentials) and for speed (one pass
-// over each row).
+// cross-entropy (in three steps), and the embedding gather with its
+// scatter-add adjoint. They are fused for numerics (max-subtracted
+// exponentials) and for speed (one pass over each row).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "autoshard/comm/communicator.h"
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "ir/op_def.h"
@@ -20,9 +19,8 @@ ShapeAndType same_as_first(const Graph& g, const Node& n) {
         " needs an f32 input");
   AS_CHECK(!input_shape(g, n, 0).empty(), op_name(n.op), " needs at least one axis");
   for (size_t i = 1; i < n.inputs.size(); ++i)
-    if (input_dtype(g, n, i) == DType::F32 && n.op != Op::CrossEntropyGrad)
-      AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": shapes ",
-            shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, i)), " differ");
+    AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": shapes ",
+             shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, i)), " differ");
   return {input_shape(g, n, 0), DType::F32};
 }
 
@@ -33,7 +31,7 @@ void softmax_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, con
   const int64_t cols = s.back();
   const int64_t rows = in[0]->numel() / std::max<int64_t>(cols, 1);
   const int64_t tq = s.size() >= 2 ? s[s.size() - 2] : 1;
-  const bool causal = n.attrs.i != 0;
+  const bool causal = n.attr<SoftmaxAttrs>().causal;
   const float* x = in[0]->f32();
   float* y = out.f32();
   for (int64_t r = 0; r < rows; ++r) {
@@ -94,16 +92,14 @@ void normalize_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in[0]->f32() + r * cols;
     float* y = out.f32() + r * cols;
-    RowStats st = row_stats(x, cols, n.attrs.f);
+    RowStats st = row_stats(x, cols, n.attr<EpsilonAttrs>().epsilon);
     for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - st.mean) * st.rstd;
   }
 }
 
 std::vector<Value> normalize_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
-  Attrs a;
-  a.f = n.attrs.f;
-  return {g.add(Op::NormalizeGrad, {g.value(n.inputs[0]), dy}, a)};
+  const Node& n = g.node(id);
+  return {g.add(Op::NormalizeGrad, {g.value(n.inputs[0]), dy}, n.attrs)};
 }
 
 void normalize_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
@@ -114,7 +110,7 @@ void normalize_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
     const float* x = in[0]->f32() + r * cols;
     const float* dy = in[1]->f32() + r * cols;
     float* dx = out.f32() + r * cols;
-    RowStats st = row_stats(x, cols, n.attrs.f);
+    RowStats st = row_stats(x, cols, n.attr<EpsilonAttrs>().epsilon);
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t c = 0; c < cols; ++c) {
       sum_dy += dy[c];
@@ -129,17 +125,55 @@ void normalize_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
   }
 }
 
-// ---- softmax cross-entropy per row ----
+// ---- softmax cross-entropy per row, in three steps ----
+//
+// loss = log(sum_c exp(x_c - m)) + m - x_t for any shift m; m is the row
+// maximum, for numerics. Each step sees only its own block of classes when
+// the class axis is split: RowMax's maxima and the statistics' sums combine
+// over the devices (collectives the partitioner inserts), and no device ever
+// holds a whole row of logits.
 
-ShapeAndType cross_entropy_infer(const Graph& g, const Node& n) {
-  expect_inputs(n, 2);
+ShapeAndType row_max_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  const Shape& x = input_shape(g, n, 0);
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32 && !x.empty(), "row_max needs f32 with an axis");
+  return {Shape(x.begin(), x.end() - 1), DType::F32};
+}
+
+void row_max_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const int64_t v = in[0]->shape().back(), rows = out.numel();
+  const float* x = in[0]->f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -INFINITY;
+    for (int64_t c = 0; c < v; ++c) m = std::max(m, x[r * v + c]);
+    out.f32()[r] = m;
+  }
+}
+
+// (logits [..., V], targets [...], max [...]) -> [..., 2].
+ShapeAndType stats_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 3);
   const Shape& logits = input_shape(g, n, 0);
   const Shape& targets = input_shape(g, n, 1);
   AS_CHECK(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::I32,
-        "cross_entropy needs f32 logits and i32 targets");
+           "cross_entropy needs f32 logits and i32 targets");
   AS_CHECK(!logits.empty() && Shape(logits.begin(), logits.end() - 1) == targets,
-        "cross_entropy: logits ", shape_str(logits), " do not match targets ", shape_str(targets));
-  return {targets, DType::F32};
+           "cross_entropy: logits ", shape_str(logits), " do not match targets ",
+           shape_str(targets));
+  AS_CHECK(input_shape(g, n, 2) == targets, "cross_entropy: row maxima of the wrong shape");
+  Shape out = targets;
+  out.push_back(2);
+  return {out, DType::F32};
+}
+
+// The classes this device holds: [offset, offset + local) of `total`.
+struct ClassRange {
+  int64_t offset = 0, total = 0;
+};
+ClassRange class_range(const Node& n, int64_t local) {
+  const ShardOrigin& o = n.attr<ClassShardAttrs>().logits;
+  if (o.whole()) return {0, local};
+  return {o.offsets.back(), o.global_shape.back()};
 }
 
 int32_t checked_class(int32_t t, int64_t classes) {
@@ -147,75 +181,89 @@ int32_t checked_class(int32_t t, int64_t classes) {
   return t;
 }
 
-// The class dimension may be split over a mesh axis (vocabulary-parallel
-// loss): each device holds classes [offset, offset + v) of every row, and the
-// row max, the sum of exponentials and the target's logit are reduced over the
-// axis. Full logits are never gathered.
-struct ClassShard {
-  int64_t offset = 0;
-  int axis = -1;
-};
-ClassShard class_shard(const Node& n) {
-  return {n.attrs.shard_offsets.empty() ? 0 : n.attrs.shard_offsets.back(), n.attrs.comm_axis};
-}
-
-// Per row: the max over all classes and the sum of exp(x - max).
-void row_max_and_sum(const Tensor& logits, int64_t rows, const ClassShard& cs,
-                     const KernelContext& ctx, std::vector<float>& mx, std::vector<float>& sum) {
-  const int64_t v = logits.shape().back();
-  mx.assign(rows, -INFINITY);
-  sum.assign(rows, 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < v; ++c) mx[r] = std::max(mx[r], logits.f32()[r * v + c]);
-  if (cs.axis >= 0) ctx.comm->all_reduce(mx.data(), rows, ReduceOp::Max, ctx.group(cs.axis));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = logits.f32() + r * v;
-    double s = 0;
-    for (int64_t c = 0; c < v; ++c) s += fast_exp(x[c] - mx[r]);
-    sum[r] = static_cast<float>(s);
-  }
-  if (cs.axis >= 0) ctx.comm->all_reduce(sum.data(), rows, ReduceOp::Sum, ctx.group(cs.axis));
-}
-
-int64_t total_classes(const Node& n, int64_t local) {
-  return n.attrs.global_shape.empty() ? local : n.attrs.global_shape.back();
-}
-
-void cross_entropy_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
-                          const KernelContext& ctx) {
-  const int64_t v = in[0]->shape().back(), rows = out.numel();
-  const ClassShard cs = class_shard(n);
-  const int64_t classes = total_classes(n, v);
-  std::vector<float> mx, sum, target(rows, 0.0f);
-  row_max_and_sum(*in[0], rows, cs, ctx, mx, sum);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = checked_class(in[1]->i32()[r], classes) - cs.offset;
-    if (t >= 0 && t < v) target[r] = in[0]->f32()[r * v + t];
-  }
-  if (cs.axis >= 0) ctx.comm->all_reduce(target.data(), rows, ReduceOp::Sum, ctx.group(cs.axis));
-  for (int64_t r = 0; r < rows; ++r) out.f32()[r] = std::log(sum[r]) + mx[r] - target[r];
-}
-
-std::vector<Value> cross_entropy_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
-  return {g.add(Op::CrossEntropyGrad, {g.value(n.inputs[0]), g.value(n.inputs[1]), dy}), Value{}};
-}
-
-void cross_entropy_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
-                               const KernelContext& ctx) {
+void stats_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   const int64_t v = in[0]->shape().back(), rows = in[1]->numel();
-  const ClassShard cs = class_shard(n);
-  const int64_t classes = total_classes(n, v);
-  std::vector<float> mx, sum;
-  row_max_and_sum(*in[0], rows, cs, ctx, mx, sum);
+  const ClassRange cr = class_range(n, v);
+  const float* x = in[0]->f32();
+  const int32_t* t = in[1]->i32();
+  const float* m = in[2]->f32();
+  float* st = out.f32();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in[0]->f32() + r * v;
-    float* dx = out.f32() + r * v;
-    const float g = in[2]->f32()[r];
-    const float scale = g / sum[r];
-    for (int64_t c = 0; c < v; ++c) dx[c] = fast_exp(x[c] - mx[r]) * scale;
-    const int64_t t = checked_class(in[1]->i32()[r], classes) - cs.offset;
-    if (t >= 0 && t < v) dx[t] -= g;
+    const float* xr = x + r * v;
+    double sum = 0;
+    for (int64_t c = 0; c < v; ++c) sum += fast_exp(xr[c] - m[r]);
+    const int64_t local = checked_class(t[r], cr.total) - cr.offset;
+    st[2 * r] = static_cast<float>(sum);
+    st[2 * r + 1] = local >= 0 && local < v ? xr[local] : 0.0f;
+  }
+}
+
+ShapeAndType finish_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  const Shape& st = input_shape(g, n, 0);
+  AS_CHECK(!st.empty() && st.back() == 2 && Shape(st.begin(), st.end() - 1) == input_shape(g, n, 1),
+           "cross_entropy_finish: statistics and maxima do not match");
+  return {input_shape(g, n, 1), DType::F32};
+}
+
+void finish_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const float* st = in[0]->f32();
+  const float* m = in[1]->f32();
+  for (int64_t r = 0; r < out.numel(); ++r)
+    out.f32()[r] = std::log(st[2 * r]) + m[r] - st[2 * r + 1];
+}
+
+// d loss / d stats = (g / s, -g); the shift m takes no gradient: its
+// contributions through the sum and through the loss cancel exactly.
+std::vector<Value> finish_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  return {g.add(Op::CrossEntropyFinishGrad, {g.value(n.inputs[0]), dy}), Value{}};
+}
+
+ShapeAndType finish_grad_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+void finish_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
+                        const KernelContext&) {
+  const float* st = in[0]->f32();
+  const float* dy = in[1]->f32();
+  for (int64_t r = 0; r < in[1]->numel(); ++r) {
+    out.f32()[2 * r] = dy[r] / st[2 * r];
+    out.f32()[2 * r + 1] = -dy[r];
+  }
+}
+
+std::vector<Value> stats_vjp(Graph& g, int id, Value dst) {
+  const Node& n = g.node(id);
+  return {g.add(Op::CrossEntropyStatsGrad,
+                {g.value(n.inputs[0]), g.value(n.inputs[1]), g.value(n.inputs[2]), dst}, n.attrs),
+          Value{}, Value{}};
+}
+
+// dlogits_c = exp(x_c - m) * dstats_0 + [c == t] * dstats_1.
+ShapeAndType stats_grad_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 4);
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+void stats_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext&) {
+  const int64_t v = in[0]->shape().back(), rows = in[1]->numel();
+  const ClassRange cr = class_range(n, v);
+  const float* x = in[0]->f32();
+  const int32_t* t = in[1]->i32();
+  const float* m = in[2]->f32();
+  const float* dst = in[3]->f32();
+  float* dx = out.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * v;
+    float* dr = dx + r * v;
+    const float ds = dst[2 * r];
+    for (int64_t c = 0; c < v; ++c) dr[c] = fast_exp(xr[c] - m[r]) * ds;
+    const int64_t local = checked_class(t[r], cr.total) - cr.offset;
+    if (local >= 0 && local < v) dr[local] += dst[2 * r + 1];
   }
 }
 
@@ -237,16 +285,16 @@ ShapeAndType gather_infer(const Graph& g, const Node& n) {
 struct RowShard {
   int64_t offset = 0, total = 0;
 };
-RowShard row_shard(const Node& n, int64_t local_rows) {
-  if (n.attrs.global_shape.empty()) return {0, local_rows};
-  return {n.attrs.shard_offsets[0], n.attrs.global_shape[0]};
+RowShard row_shard(const ShardOrigin& table, int64_t local_rows) {
+  if (table.whole()) return {0, local_rows};
+  return {table.offsets[0], table.global_shape[0]};
 }
 
 void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   const Tensor& table = *in[0];
   const int64_t rows = table.shape()[0];
   const int64_t width = rows ? table.numel() / rows : 0;
-  const RowShard rs = row_shard(n, rows);
+  const RowShard rs = row_shard(n.attr<GatherAttrs>().table, rows);
   const int32_t* ids = in[1]->i32();
   for (int64_t i = 0; i < in[1]->numel(); ++i) {
     AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
@@ -260,16 +308,15 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
 }
 
 std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
-  Attrs a;
-  a.ints = input_shape(g, n, 0);
-  return {g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy}, a), Value{}};
+  const Node& n = g.node(id);
+  return {g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy}, ScatterAddAttrs{input_shape(g, n, 0), {}}),
+          Value{}};
 }
 
 ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   AS_CHECK(input_dtype(g, n, 0) == DType::I32, "scatter_add: ids must be i32");
-  return {n.attrs.ints, DType::F32};
+  return {n.attr<ScatterAddAttrs>().table_shape, DType::F32};
 }
 
 void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
@@ -277,7 +324,7 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   std::fill_n(out.f32(), out.numel(), 0.0f);
   const int64_t rows = out.shape()[0];
   const int64_t width = rows ? out.numel() / rows : 0;
-  const RowShard rs = row_shard(n, rows);
+  const RowShard rs = row_shard(n.attr<ScatterAddAttrs>().table, rows);
   const int32_t* ids = in[0]->i32();
   const float* dy = in[1]->f32();
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
@@ -293,7 +340,7 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
 // ---- sharding ----
 
 ShardDecision softmax_rule(const ShardQuery& q) {
-  return row_rule(q, q.node.attrs.i ? 2 : 1);
+  return row_rule(q, q.node.attr<SoftmaxAttrs>().causal ? 2 : 1);
 }
 ShardDecision last_axis_rule(const ShardQuery& q) {
   return row_rule(q, 1);
@@ -303,37 +350,126 @@ bool axis_free(const std::vector<int>& dims, int axis) {
   return axis >= 0 && std::find(dims.begin(), dims.end(), axis) == dims.end();
 }
 
-// Rows keep their split (from the logits, else the targets); the class axis
-// may stay split too, which makes the loss vocabulary-parallel.
-std::pair<std::vector<int>, int> loss_layout(const ShardQuery& q) {
-  const Sharding& logits = q.inputs[0];
-  const Sharding& targets = q.inputs[1];
-  std::vector<int> rows;
-  for (int d = 0; d + 1 < logits.rank(); ++d) {
-    int a = logits.dims[d] >= 0 ? logits.dims[d] : targets.dims[d];
-    rows.push_back(axis_free(rows, a) ? a : -1);
+// The split of each row dimension of a loss step: from the first input that
+// splits it (inputs may have a trailing non-row axis, `trailing` lists which).
+std::vector<int> row_dims(const ShardQuery& q, int rows, const std::vector<int>& trailing) {
+  std::vector<int> dims;
+  for (int d = 0; d < rows; ++d) {
+    int a = -1;
+    for (size_t k = 0; k < q.inputs.size() && a < 0; ++k)
+      if (q.inputs[k].rank() == rows + trailing[k]) a = q.inputs[k].dims[d];
+    dims.push_back(axis_free(dims, a) ? a : -1);
   }
-  int classes = axis_free(rows, logits.dims.back()) ? logits.dims.back() : -1;
-  return {rows, classes};
+  return dims;
+}
+Sharding with_last(std::vector<int> dims, int last) {
+  dims.push_back(last);
+  return {dims, {}};
 }
 
-ShardDecision cross_entropy_rule(const ShardQuery& q) {
-  auto [rows, classes] = loss_layout(q);
-  std::vector<int> with_classes = rows;
-  with_classes.push_back(classes);
-  Sharding r{rows, {}};
-  ShardDecision d{{Sharding{with_classes, {}}, r}, r};
-  if (q.node.op == Op::CrossEntropyGrad) {
-    d.inputs.push_back(r);  // dloss
-    d.output = d.inputs[0];
-  }
-  return d;
+// RowMax: a split class axis leaves partial maxima.
+ShardDecision row_max_rule(const ShardQuery& q) {
+  const int rows = static_cast<int>(q.node.shape.size());
+  std::vector<int> r = row_dims(q, rows, {1});
+  const int c = axis_free(r, q.inputs[0].dims.back()) ? q.inputs[0].dims.back() : -1;
+  Sharding out{r, {}};
+  if (c >= 0) out.partial = {c}, out.partial_op = ReduceOp::Max;
+  return {{with_last(r, c)}, out};
 }
 
-void cross_entropy_localize(Attrs& a, const LocalizeInfo& info) {
-  a.global_shape = info.input_shapes[0];
-  a.shard_offsets = info.input_offsets(0);
-  a.comm_axis = info.decision.inputs[0].dims.back();
+// CrossEntropyStats: a split class axis leaves partial sums (of the
+// exponentials, and of the target logit that one device holds).
+ShardDecision stats_rule(const ShardQuery& q) {
+  const int rows = q.inputs[1].rank();
+  std::vector<int> r = row_dims(q, rows, {1, 0, 0});
+  const int c = axis_free(r, q.inputs[0].dims.back()) ? q.inputs[0].dims.back() : -1;
+  Sharding out = with_last(r, -1);
+  if (c >= 0) out.partial = {c};
+  return {{with_last(r, c), Sharding{r, {}}, Sharding{r, {}}}, out};
+}
+
+// CrossEntropyStatsGrad: rows and classes as the logits, statistics whole.
+ShardDecision stats_grad_rule(const ShardQuery& q) {
+  const int rows = q.inputs[1].rank();
+  std::vector<int> r = row_dims(q, rows, {1, 0, 0, 1});
+  const int c = axis_free(r, q.inputs[0].dims.back()) ? q.inputs[0].dims.back() : -1;
+  const Sharding logits = with_last(r, c);
+  return {{logits, Sharding{r, {}}, Sharding{r, {}}, with_last(r, -1)}, logits};
+}
+
+// CrossEntropyFinish(stats, max) and its gradient (stats, dloss): per row.
+ShardDecision finish_rule(const ShardQuery& q) {
+  const int rows = q.inputs[1].rank();
+  std::vector<int> r = row_dims(q, rows, {1, 0});
+  const Sharding out = q.node.op == Op::CrossEntropyFinish ? Sharding{r, {}} : with_last(r, -1);
+  return {{with_last(r, -1), Sharding{r, {}}}, out};
+}
+
+void class_shard_localize(OpAttrs& a, const LocalizeInfo& info) {
+  std::get<ClassShardAttrs>(a).logits = info.input_origin(0);
+}
+
+// Loops of the loss steps: one per row dimension, then the class axis.
+LoopNest row_loops(const Shape& rows, LoopNest& nest) {
+  std::vector<int> r;
+  for (int64_t d : rows) r.push_back(nest.add({d}));
+  nest.output = r;
+  return nest;
+}
+std::vector<int> plus(std::vector<int> dims, int last) {
+  dims.push_back(last);
+  return dims;
+}
+LoopNest row_max_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  row_loops(n.shape, nest);
+  const int c = nest.add({input_shape(g, n, 0).back(), Loop::Kind::Reduction, ReduceOp::Max});
+  nest.inputs = {plus(nest.output, c)};
+  return nest;
+}
+LoopNest stats_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  row_loops(input_shape(g, n, 1), nest);
+  const std::vector<int> r = nest.output;
+  const int c = nest.add({input_shape(g, n, 0).back(), Loop::Kind::Reduction});
+  const int two = nest.add({2, Loop::Kind::Whole});
+  nest.inputs = {plus(r, c), r, r};
+  nest.output = plus(r, two);
+  return nest;
+}
+LoopNest stats_grad_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  row_loops(input_shape(g, n, 1), nest);
+  const std::vector<int> r = nest.output;
+  const int c = nest.add({input_shape(g, n, 0).back()});
+  const int two = nest.add({2, Loop::Kind::Whole});
+  nest.inputs = {plus(r, c), r, r, plus(r, two)};
+  nest.output = plus(r, c);
+  return nest;
+}
+LoopNest finish_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  row_loops(input_shape(g, n, 0), nest);
+  nest.loops.back().kind = Loop::Kind::Whole;  // the statistics' pair
+  std::vector<int> r = nest.output;
+  r.pop_back();
+  nest.inputs = {nest.output, r};
+  if (n.op == Op::CrossEntropyFinish) nest.output = r;
+  return nest;
+}
+
+// Softmax and layer norm: rows parallel, the reduced axes whole.
+LoopNest last_axes_loops(const Graph& g, const Node& n, int whole) {
+  LoopNest nest = broadcast_loops(g, n);
+  for (int i = 0; i < whole && i < static_cast<int>(nest.loops.size()); ++i)
+    nest.loops[nest.loops.size() - 1 - i].kind = Loop::Kind::Whole;
+  return nest;
+}
+LoopNest softmax_loops(const Graph& g, const Node& n) {
+  return last_axes_loops(g, n, n.attr<SoftmaxAttrs>().causal ? 2 : 1);
+}
+LoopNest last_axis_loops(const Graph& g, const Node& n) {
+  return last_axes_loops(g, n, 1);
 }
 
 // ids keep their split; the table's row split (vocabulary-parallel
@@ -356,16 +492,33 @@ ShardDecision gather_rule(const ShardQuery& q) {
   return {{req_table, ids}, result};
 }
 
-void gather_localize(Attrs& a, const LocalizeInfo& info) {
-  a.global_shape = info.input_shapes[0];
-  a.shard_offsets = info.input_offsets(0);
+void gather_localize(OpAttrs& a, const LocalizeInfo& info) {
+  std::get<GatherAttrs>(a).table = info.input_origin(0);
+}
+
+// Gather: the table's rows are a sum-reduction (a row split leaves partial
+// sums: zero rows for ids held elsewhere); ids dims and the table's other
+// dims are parallel.
+LoopNest gather_loops(const Graph& g, const Node& n) {
+  const Shape& table = input_shape(g, n, 0);
+  const Shape& ids = input_shape(g, n, 1);
+  LoopNest nest;
+  std::vector<int> id_dims, table_dims{nest.add({table[0], Loop::Kind::Reduction})};
+  for (int64_t d : ids) id_dims.push_back(nest.add({d}));
+  nest.output = id_dims;
+  for (size_t d = 1; d < table.size(); ++d) {
+    table_dims.push_back(nest.add({table[d]}));
+    nest.output.push_back(table_dims.back());
+  }
+  nest.inputs = {table_dims, id_dims};
+  return nest;
 }
 
 // The adjoint of gather: rows are split as the consumers (the optimizer)
 // want them, each device adding only the ids of its rows; split ids leave
 // partial sums.
 ShardDecision scatter_add_rule(const ShardQuery& q) {
-  const Sharding& dy = q.inputs[1];
+  const Sharding dy = partial_sum(q.inputs[1]) ? q.inputs[1] : without_partial(q.inputs[1]);
   const int lead = q.inputs[0].rank();
   Sharding ids = Sharding::replicated(lead);
   Sharding req_dy = dy;
@@ -383,10 +536,29 @@ ShardDecision scatter_add_rule(const ShardQuery& q) {
   return {{ids, req_dy}, out};
 }
 
-void scatter_add_localize(Attrs& a, const LocalizeInfo& info) {
-  a.ints = info.local_output_shape();
-  a.global_shape = info.global.shape;
-  a.shard_offsets = info.decision.output.offsets(info.global.shape, info.mesh, info.device);
+void scatter_add_localize(OpAttrs& a, const LocalizeInfo& info) {
+  auto& s = std::get<ScatterAddAttrs>(a);
+  s.table_shape = info.local_output_shape();
+  s.table = info.output_origin();
+}
+
+// ScatterAdd(ids, dy) -> table: ids dims are sum-reductions (split: partial
+// sums); the table's rows a parallel loop no input has (each device adds the
+// ids of its own rows); the other table dims come from dy.
+LoopNest scatter_add_loops(const Graph& g, const Node& n) {
+  const Shape& ids = input_shape(g, n, 0);
+  const Shape& dy = input_shape(g, n, 1);
+  LoopNest nest;
+  std::vector<int> id_dims;
+  for (int64_t d : ids) id_dims.push_back(nest.add({d, Loop::Kind::Reduction}));
+  std::vector<int> dy_dims = id_dims;
+  nest.output = {nest.add({n.shape[0]})};
+  for (size_t d = ids.size(); d < dy.size(); ++d) {
+    dy_dims.push_back(nest.add({dy[d]}));
+    nest.output.push_back(dy_dims.back());
+  }
+  nest.inputs = {id_dims, dy_dims};
+  return nest;
 }
 
 }  // namespace
@@ -396,42 +568,67 @@ void register_nn_ops(std::vector<OpDef>& t) {
                             .infer = same_as_first,
                             .kernel = softmax_kernel,
                             .vjp = softmax_vjp,
-                            .shard = softmax_rule};
+                            .shard = softmax_rule,
+                            .loops = softmax_loops};
   t[size_t(Op::SoftmaxGrad)] = {.name = "softmax_grad",
                                 .infer = same_as_first,
                                 .kernel = softmax_grad_kernel,
-                                .shard = last_axis_rule};
+                                .shard = last_axis_rule,
+                                .loops = last_axis_loops};
   t[size_t(Op::Normalize)] = {.name = "normalize",
                               .infer = same_as_first,
                               .kernel = normalize_kernel,
                               .vjp = normalize_vjp,
-                              .shard = last_axis_rule};
+                              .shard = last_axis_rule,
+                              .loops = last_axis_loops};
   t[size_t(Op::NormalizeGrad)] = {.name = "normalize_grad",
                                   .infer = same_as_first,
                                   .kernel = normalize_grad_kernel,
-                                  .shard = last_axis_rule};
-  t[size_t(Op::CrossEntropy)] = {.name = "cross_entropy",
-                                 .infer = cross_entropy_infer,
-                                 .kernel = cross_entropy_kernel,
-                                 .vjp = cross_entropy_vjp,
-                                 .shard = cross_entropy_rule,
-                                 .localize = cross_entropy_localize};
-  t[size_t(Op::CrossEntropyGrad)] = {.name = "cross_entropy_grad",
-                                     .infer = same_as_first,
-                                     .kernel = cross_entropy_grad_kernel,
-                                     .shard = cross_entropy_rule,
-                                     .localize = cross_entropy_localize};
+                                  .shard = last_axis_rule,
+                                  .loops = last_axis_loops};
+  t[size_t(Op::RowMax)] = {.name = "row_max",
+                           .infer = row_max_infer,
+                           .kernel = row_max_kernel,
+                           .vjp = [](Graph&, int, Value) { return std::vector<Value>{Value{}}; },
+                           .shard = row_max_rule,
+                           .loops = row_max_loops};
+  t[size_t(Op::CrossEntropyStats)] = {.name = "cross_entropy_stats",
+                                      .infer = stats_infer,
+                                      .kernel = stats_kernel,
+                                      .vjp = stats_vjp,
+                                      .shard = stats_rule,
+                                      .localize = class_shard_localize,
+                                      .loops = stats_loops};
+  t[size_t(Op::CrossEntropyFinish)] = {.name = "cross_entropy_finish",
+                                       .infer = finish_infer,
+                                       .kernel = finish_kernel,
+                                       .vjp = finish_vjp,
+                                       .shard = finish_rule,
+                                       .loops = finish_loops};
+  t[size_t(Op::CrossEntropyFinishGrad)] = {.name = "cross_entropy_finish_grad",
+                                           .infer = finish_grad_infer,
+                                           .kernel = finish_grad_kernel,
+                                           .shard = finish_rule,
+                                           .loops = finish_loops};
+  t[size_t(Op::CrossEntropyStatsGrad)] = {.name = "cross_entropy_stats_grad",
+                                          .infer = stats_grad_infer,
+                                          .kernel = stats_grad_kernel,
+                                          .shard = stats_grad_rule,
+                                          .localize = class_shard_localize,
+                                          .loops = stats_grad_loops};
   t[size_t(Op::Gather)] = {.name = "gather",
                            .infer = gather_infer,
                            .kernel = gather_kernel,
                            .vjp = gather_vjp,
                            .shard = gather_rule,
-                           .localize = gather_localize};
+                           .localize = gather_localize,
+                           .loops = gather_loops};
   t[size_t(Op::ScatterAdd)] = {.name = "scatter_add",
                                .infer = scatter_add_infer,
                                .kernel = scatter_add_kernel,
                                .shard = scatter_add_rule,
-                               .localize = scatter_add_localize};
+                               .localize = scatter_add_localize,
+                               .loops = scatter_add_loops};
 }
 
 }  // namespace autoshard

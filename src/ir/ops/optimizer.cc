@@ -27,7 +27,7 @@ void sum_squares_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
 void clip_scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                        const KernelContext&) {
   const double norm = std::sqrt(static_cast<double>(in[0]->f32()[0]));
-  const double coef = n.attrs.f / (norm + 1e-6);
+  const double coef = n.attr<ClipAttrs>().max_norm / (norm + 1e-6);
   out.f32()[0] = static_cast<float>(coef < 1.0 ? coef : 1.0);
 }
 
@@ -42,15 +42,16 @@ ShapeAndType update_infer(const Graph& g, const Node& n) {
   return {{}, DType::F32};
 }
 
-// AdamUpdate(p, g, m, v, scale); fs = {beta1, beta2, eps, weight_decay}; i = decoupled.
+// AdamUpdate(p, g, m, v, scale).
 void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const KernelContext& ctx) {
   float* p = in[0]->f32();
   const float* g = in[1]->f32();
   float* m = in[2]->f32();
   float* v = in[3]->f32();
   const float clip = in[4]->f32()[0];
-  const double b1 = n.attrs.fs[0], b2 = n.attrs.fs[1], eps = n.attrs.fs[2], wd = n.attrs.fs[3];
-  const bool decoupled = n.attrs.i != 0;
+  const AdamAttrs& a = n.attr<AdamAttrs>();
+  const double b1 = a.beta_1, b2 = a.beta_2, eps = a.epsilon, wd = a.weight_decay;
+  const bool decoupled = a.decoupled;
   const double t = static_cast<double>(ctx.step);
   const float step_size = static_cast<float>(ctx.lr / (1.0 - std::pow(b1, t)));
   const float sqrt_bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
@@ -70,15 +71,16 @@ void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kern
   }
 }
 
-// SgdUpdate(p, g, buf, scale); fs = {momentum, weight_decay, nesterov}.
+// SgdUpdate(p, g, buf, scale).
 void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const KernelContext& ctx) {
   float* p = in[0]->f32();
   const float* g = in[1]->f32();
   float* buf = in[2]->f32();
   const float clip = in[3]->f32()[0];
-  const float momentum = static_cast<float>(n.attrs.fs[0]);
-  const float wd = static_cast<float>(n.attrs.fs[1]);
-  const bool nesterov = n.attrs.fs[2] != 0;
+  const SgdAttrs& a = n.attr<SgdAttrs>();
+  const float momentum = static_cast<float>(a.momentum);
+  const float wd = static_cast<float>(a.weight_decay);
+  const bool nesterov = a.nesterov;
   const float lr = static_cast<float>(ctx.lr);
   const bool first = ctx.step == 1;
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
@@ -119,26 +121,51 @@ ShardDecision update_rule(const ShardQuery& q) {
   return d;
 }
 
+// Every dimension of the parameter is a parallel loop that its gradient and
+// state share; the clip scale is a scalar; the op outputs nothing.
+LoopNest update_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  std::vector<int> dims;
+  for (int64_t d : input_shape(g, n, 0)) dims.push_back(nest.add({d}));
+  for (size_t k = 0; k + 1 < n.inputs.size(); ++k) nest.inputs.push_back(dims);
+  nest.inputs.push_back({});
+  return nest;
+}
+
+// Sum of squares: every dimension a sum-reduction (split: partial sums).
+LoopNest sum_squares_loops(const Graph& g, const Node& n) {
+  LoopNest nest;
+  std::vector<int> dims;
+  for (int64_t d : input_shape(g, n, 0)) dims.push_back(nest.add({d, Loop::Kind::Reduction}));
+  nest.inputs.push_back(dims);
+  return nest;
+}
+
 }  // namespace
 
 void register_optimizer_ops(std::vector<OpDef>& t) {
   t[size_t(Op::SumSquares)] = {.name = "sum_squares",
                                .infer = scalar_infer,
                                .kernel = sum_squares_kernel,
-                               .shard = sum_squares_rule};
-  t[size_t(Op::ClipScale)] = {
-      .name = "clip_scale", .infer = scalar_infer, .kernel = clip_scale_kernel};
+                               .shard = sum_squares_rule,
+                               .loops = sum_squares_loops};
+  t[size_t(Op::ClipScale)] = {.name = "clip_scale",
+                              .infer = scalar_infer,
+                              .kernel = clip_scale_kernel,
+                              .loops = broadcast_loops};
   t[size_t(Op::AdamUpdate)] = {.name = "adam_update",
                                .infer = update_infer,
                                .kernel = adam_kernel,
                                .side_effect = true,
                                .shard = update_rule,
+                               .loops = update_loops,
                                .mutates = 0b1101};
   t[size_t(Op::SgdUpdate)] = {.name = "sgd_update",
                               .infer = update_infer,
                               .kernel = sgd_kernel,
                               .side_effect = true,
                               .shard = update_rule,
+                              .loops = update_loops,
                               .mutates = 0b101};
 }
 

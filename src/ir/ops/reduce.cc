@@ -21,7 +21,7 @@ ShapeAndType reduce_sum_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
   std::vector<bool> reduced(in.size(), false);
-  for (int64_t a : n.attrs.ints) {
+  for (int64_t a : n.attr<AxesAttrs>().axes) {
     AS_CHECK(a >= 0 && a < static_cast<int64_t>(in.size()), "reduce_sum: axis ", a,
           " out of range for ", shape_str(in));
     AS_CHECK(!reduced[a], "reduce_sum: axis ", a, " listed twice");
@@ -37,7 +37,8 @@ void reduce_sum_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                        const KernelContext&) {
   const Tensor& x = *in[0];
   std::fill_n(out.f32(), out.numel(), 0.0f);
-  BroadcastPlan plan = plan_broadcast(x.shape(), {keepdims_shape(x.shape(), n.attrs.ints)});
+  BroadcastPlan plan =
+      plan_broadcast(x.shape(), {keepdims_shape(x.shape(), n.attr<AxesAttrs>().axes)});
   const float* px = x.f32();
   float* po = out.f32();
   for_each_run(plan, [&](int64_t xo, const std::vector<int64_t>& off, int64_t len,
@@ -55,17 +56,18 @@ void reduce_sum_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
 }
 
 std::vector<Value> reduce_sum_vjp(Graph& g, int id, Value dy) {
-  const Node n = g.node(id);
+  const Node& n = g.node(id);
   const Shape in = input_shape(g, n, 0);
-  return {ops::broadcast_to(ops::reshape(dy, keepdims_shape(in, n.attrs.ints)), in)};
+  return {ops::broadcast_to(ops::reshape(dy, keepdims_shape(in, n.attr<AxesAttrs>().axes)), in)};
 }
 
 ShapeAndType broadcast_to_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
-  AS_CHECK(broadcast_shapes(in, n.attrs.ints) == n.attrs.ints, "cannot broadcast ", shape_str(in),
-        " to ", shape_str(n.attrs.ints));
-  return {n.attrs.ints, DType::F32};
+  const Shape& to = n.attr<ShapeAttrs>().shape;
+  AS_CHECK(broadcast_shapes(in, to) == to, "cannot broadcast ", shape_str(in), " to ",
+           shape_str(to));
+  return {to, DType::F32};
 }
 
 void broadcast_to_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
@@ -88,8 +90,8 @@ std::vector<Value> broadcast_to_vjp(Graph& g, int id, Value dy) {
 
 // Reducing a split dimension leaves partial sums over its mesh axis.
 ShardDecision reduce_sum_rule(const ShardQuery& q) {
-  const Sharding& in = q.inputs[0];
-  const std::vector<int64_t>& axes = q.node.attrs.ints;
+  const Sharding in = partial_sum(q.inputs[0]) ? q.inputs[0] : without_partial(q.inputs[0]);
+  const std::vector<int64_t>& axes = q.node.attr<AxesAttrs>().axes;
   Sharding out{{}, in.partial};
   for (int d = 0; d < in.rank(); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
@@ -116,8 +118,23 @@ ShardDecision broadcast_to_rule(const ShardQuery& q) {
   return {{in}, out};
 }
 
-void broadcast_to_localize(Attrs& a, const LocalizeInfo& info) {
-  a.ints = info.local_output_shape();
+void broadcast_to_localize(OpAttrs& a, const LocalizeInfo& info) {
+  std::get<ShapeAttrs>(a).shape = info.local_output_shape();
+}
+
+// Kept axes are parallel, summed ones reductions.
+LoopNest reduce_sum_loops(const Graph& g, const Node& n) {
+  const Shape& in = input_shape(g, n, 0);
+  const std::vector<int64_t>& axes = n.attr<AxesAttrs>().axes;
+  LoopNest nest;
+  std::vector<int> dims;
+  for (size_t d = 0; d < in.size(); ++d) {
+    const bool summed = std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+    dims.push_back(nest.add({in[d], summed ? Loop::Kind::Reduction : Loop::Kind::Parallel}));
+    if (!summed) nest.output.push_back(dims.back());
+  }
+  nest.inputs.push_back(dims);
+  return nest;
 }
 
 }  // namespace
@@ -127,13 +144,15 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                               .infer = reduce_sum_infer,
                               .kernel = reduce_sum_kernel,
                               .vjp = reduce_sum_vjp,
-                              .shard = reduce_sum_rule};
+                              .shard = reduce_sum_rule,
+                              .loops = reduce_sum_loops};
   t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
                                 .infer = broadcast_to_infer,
                                 .kernel = broadcast_to_kernel,
                                 .vjp = broadcast_to_vjp,
                                 .shard = broadcast_to_rule,
-                                .localize = broadcast_to_localize};
+                                .localize = broadcast_to_localize,
+                                .loops = broadcast_loops};
 }
 
 }  // namespace autoshard

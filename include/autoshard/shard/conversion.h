@@ -1,0 +1,35 @@
+// Converting a value between two shardings: the collectives and local slices
+// that take a value from the layout its producer left it in to the layout
+// its consumer needs. One function plans them; the partitioner emits exactly
+// these steps and the cost model prices exactly these steps, so what is
+// priced is what runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/reduce_op.h"
+#include "autoshard/tensor/sharding.h"
+
+namespace autoshard {
+
+struct ConversionStep {
+  enum class Kind { AllReduce, ReduceScatter, AllGather, Slice };
+  Kind kind;
+  int axis = -1;                   // mesh axis
+  int dim = -1;                    // the value's dimension (all but AllReduce)
+  ReduceOp op = ReduceOp::Sum;     // AllReduce
+  Sharding before;                 // the value's sharding when the step starts
+};
+
+// The steps from `from` to `to`, in order: partial values combined first
+// (straight into the wanted split with a reduce-scatter where possible),
+// then unwanted splits gathered, then wanted splits sliced locally. Throws
+// for an impossible request (making a value partial).
+std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding& to,
+                                            const DeviceMesh& mesh);
+
+const char* step_name(ConversionStep::Kind kind);
+
+}  // namespace autoshard

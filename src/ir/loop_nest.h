@@ -1,0 +1,56 @@
+// LoopNest: the planner's view of one op, its iteration space written as
+// loops (einsum letters, generalised to every primitive). Splitting a loop
+// over a mesh axis splits every input and output dimension the loop indexes;
+// a split reduction loop leaves the output partial over that axis (sums or
+// maxima, to be combined by a collective); a whole loop is never split (the
+// axis a softmax or a layer norm reduces over inside its kernel).
+//
+// From a LoopNest alone follow the dimensions an op ties together (AutoShard
+// groups them), its candidate strategies on a mesh, and the shardings each
+// strategy needs of its inputs and gives its output.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autoshard/tensor/mesh.h"
+#include "autoshard/tensor/reduce_op.h"
+#include "autoshard/tensor/sharding.h"
+#include "ir/shard_rule.h"
+
+namespace autoshard {
+
+struct Loop {
+  enum class Kind : uint8_t { Parallel, Reduction, Whole };
+  int64_t extent = 1;
+  Kind kind = Kind::Parallel;
+  ReduceOp reduce = ReduceOp::Sum;  // a reduction's partial results combine so
+};
+
+struct LoopNest {
+  std::vector<Loop> loops;
+  std::vector<std::vector<int>> inputs;  // per input, per dimension: its loop, or -1
+  std::vector<int> output;               // per output dimension: its loop, or -1
+
+  int add(Loop loop) {
+    loops.push_back(loop);
+    return static_cast<int>(loops.size()) - 1;
+  }
+  bool splittable(int loop) const {
+    return loops[loop].kind != Loop::Kind::Whole && loops[loop].extent > 1;
+  }
+};
+
+// A strategy: for each loop, the mesh axis it is split over, or -1.
+using LoopSplit = std::vector<int>;
+
+// The input and output shardings of a strategy. Inputs never carry partial
+// sums; the output is partial over the axes of split reduction loops.
+ShardDecision decide(const LoopNest& nest, const LoopSplit& split);
+
+// Every strategy on `mesh`: each axis of size > 1 split over at most one
+// splittable loop, at most one axis per loop, plus leaving it unused. The
+// first strategy is the fully replicated one.
+std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh);
+
+}  // namespace autoshard
