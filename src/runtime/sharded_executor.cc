@@ -21,10 +21,9 @@ std::vector<int> local_devices(const DeviceMesh& mesh) {
 }
 
 ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
-                                 const std::map<int, Sharding>& leaves,
-                                 const std::vector<int>& outputs)
+                                 const PartitionRequest& request, const std::vector<int>& outputs)
     : devices_(local_devices(mesh)),
-      partition_(autoshard::partition(graph, mesh, leaves, outputs, devices_)) {
+      partition_(autoshard::partition(graph, mesh, request, outputs, devices_)) {
   if (launched_by_mpi())
     mpi_ = std::make_unique<MpiCommunicator>(mesh);
   else

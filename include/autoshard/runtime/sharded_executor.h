@@ -19,8 +19,11 @@ std::vector<int> local_devices(const DeviceMesh& mesh);
 
 class ShardedExecutor {
  public:
-  ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
+  ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const PartitionRequest& request,
                   const std::vector<int>& outputs);
+  ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
+                  const std::vector<int>& outputs)
+      : ShardedExecutor(graph, mesh, PartitionRequest{leaves, {}}, outputs) {}
   const Partition& partition() const { return partition_; }
   const DeviceMesh& mesh() const { return partition_.mesh; }
   // The layout of a global leaf, and binding one device's block of it.

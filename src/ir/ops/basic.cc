@@ -43,6 +43,9 @@ void leaf_localize(OpAttrs& a, const LocalizeInfo& info) {
 void constant_localize(OpAttrs& a, const LocalizeInfo& info) {
   std::get<FillAttrs>(a).shape = info.local_output_shape();
 }
+void iota_localize(OpAttrs& a, const LocalizeInfo& info) {
+  std::get<IotaAttrs>(a).shape = info.local_output_shape();
+}
 
 // A leaf's every dimension may be split: its sharding is the strategy.
 LoopNest leaf_loops(const Graph&, const Node& n) {
@@ -82,8 +85,11 @@ void register_basic_ops(std::vector<OpDef>& t) {
                              .shard = constant_rule,
                              .localize = constant_localize,
                              .loops = leaf_loops};
-  t[size_t(Op::Iota)] = {
-      .name = "iota", .infer = iota_infer, .kernel = iota_kernel, .loops = iota_loops};
+  t[size_t(Op::Iota)] = {.name = "iota",
+                         .infer = iota_infer,
+                         .kernel = iota_kernel,
+                         .localize = iota_localize,
+                         .loops = iota_loops};
 }
 
 }  // namespace autoshard

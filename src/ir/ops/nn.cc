@@ -520,18 +520,21 @@ LoopNest gather_loops(const Graph& g, const Node& n) {
 ShardDecision scatter_add_rule(const ShardQuery& q) {
   const Sharding dy = partial_sum(q.inputs[1]) ? q.inputs[1] : without_partial(q.inputs[1]);
   const int lead = q.inputs[0].rank();
-  Sharding ids = Sharding::replicated(lead);
-  Sharding req_dy = dy;
+  Sharding ids = Sharding::replicated(lead), req_dy = dy;
   Sharding out{{-1}, dy.partial};
+  std::vector<int> used = dy.partial;  // axes already taken
+  for (int d = lead; d < dy.rank(); ++d) {
+    out.dims.push_back(dy.dims[d]);
+    if (dy.dims[d] >= 0) used.push_back(dy.dims[d]);
+  }
   for (int d = 0; d < lead; ++d) {
     int a = dy.dims[d] >= 0 ? dy.dims[d] : q.inputs[0].dims[d];
-    if (!axis_free(ids.dims, a) || dy.is_partial(a)) a = -1;
+    if (!axis_free(used, a)) a = -1;
     ids.dims[d] = req_dy.dims[d] = a;
-    if (a >= 0) out.partial.push_back(a);
+    if (a >= 0) used.push_back(a), out.partial.push_back(a);
   }
-  for (int d = lead; d < dy.rank(); ++d) out.dims.push_back(dy.dims[d]);
-  int row = q.hint && !q.hint->dims.empty() ? q.hint->dims[0] : -1;
-  if (axis_free(req_dy.dims, row) && !dy.is_partial(row)) out.dims[0] = row;
+  const int row = q.hint && !q.hint->dims.empty() ? q.hint->dims[0] : -1;
+  if (axis_free(used, row)) out.dims[0] = row;
   std::sort(out.partial.begin(), out.partial.end());
   return {{ids, req_dy}, out};
 }
