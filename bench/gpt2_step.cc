@@ -13,7 +13,7 @@
 
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
-#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 #include "autoshard/io/token_data.h"
 
 using namespace autoshard;
@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
-  if (launched_by_mpi() && mpi_rank() != 0) {
-    mpi_finalize();
+  if (!World::process().leader()) {
+    World::process().finalize();
     return 0;
   }
   const double median = times[times.size() / 2];
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                    {"median_step_s", median},
                    {"min_step_s", times.front()},
                    {"tokens_per_second", double(batch * seq) / median}};
-  if (launched_by_mpi()) j["mesh"] = mesh_spec + " (MPI ranks)";
+  if (World::process().distributed()) j["mesh"] = mesh_spec + " (MPI ranks)";
   std::printf("%s\n", j.dump().c_str());
-  mpi_finalize();
+  World::process().finalize();
 }

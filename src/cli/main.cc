@@ -3,14 +3,14 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 #include "cli/commands.h"
 
 namespace {
 // Under mpirun a failing rank takes every rank down, with a message naming
 // it, instead of leaving the others waiting in a collective.
 int report(const char* kind, const char* what) {
-  if (autoshard::launched_by_mpi()) autoshard::mpi_abort(std::string(kind) + what);
+  autoshard::World::process().abort_all(std::string(kind) + what);
   std::fprintf(stderr, "autoshard: %s%s\n", kind, what);
   return kind[0] == 'e' ? 1 : 2;
 }
@@ -36,6 +36,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return report("internal error: ", e.what());
   }
-  autoshard::mpi_finalize();
+  autoshard::World::process().finalize();
   return 0;
 }

@@ -12,7 +12,7 @@
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
-#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 #include "autoshard/io/token_data.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -51,10 +51,11 @@ GPT2Config model_config(CommonOptions& o) {
 // only its own device's block of the batch (its share of the data).
 std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq) {
   const auto& d = model.distribution_strategy();
-  if (!d || !launched_by_mpi()) return {0, batch};
+  const World& world = World::process();
+  if (!d || !world.distributed()) return {0, batch};
   const Sharding s = d->input_layout({batch, seq});
-  const int64_t first = s.offsets({batch, seq}, d->mesh(), mpi_rank())[0];
-  return {first, first + s.local_shape({batch, seq}, d->mesh(), mpi_rank())[0]};
+  const int64_t first = s.offsets({batch, seq}, d->mesh(), world.rank())[0];
+  return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
 TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
@@ -122,14 +123,14 @@ void run_train(TrainOptions& o) {
     if (o.resume && manager->latest_step()) {
       nlohmann::json state = manager->restore(model);
       start = state.value("data_position", state["step"].get<int64_t>());
-      if (!launched_by_mpi() || mpi_rank() == 0)
+      if (World::process().leader())
         std::fprintf(stderr, "resumed from %s at step %lld\n",
                      manager->path_of(*manager->latest_step()).c_str(),
                      static_cast<long long>(start));
     }
   }
   // Under mpirun only rank 0 prints and writes the log.
-  const bool printer = !launched_by_mpi() || mpi_rank() == 0;
+  const bool printer = World::process().leader();
   std::ofstream log;
   if (!o.log.empty() && printer) {
     log.open(o.log, start > 0 ? std::ios::app : std::ios::trunc);
@@ -208,7 +209,7 @@ void run_eval(EvalOptions& o) {
     total += model.test_on_batch(x, y);
   }
   const double mean = total / double(n);
-  if (launched_by_mpi() && mpi_rank() != 0) return;
+  if (!World::process().leader()) return;
   if (o.json)
     std::printf("%s\n",
                 nlohmann::json{{"loss", mean}, {"batches", n}, {"tokens", n * o.batch * o.seq}}

@@ -132,6 +132,15 @@ void mpi_world_barrier() {
   ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+std::string mpi_broadcast_string(const std::string& value) {
+  ensure_init();
+  int64_t n = static_cast<int64_t>(value.size());
+  ok(MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  std::string out = mpi_rank() == 0 ? value : std::string(static_cast<size_t>(n), '\0');
+  ok(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return out;
+}
+
 struct MpiCommunicator::Groups {
   std::map<int, MPI_Comm> comm;
 };

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "autoshard/error.h"
-#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 
 namespace autoshard {
 
@@ -46,19 +46,28 @@ void write_text(const std::string& path, const std::string& text) {
 // temporaries must agree across ranks, one rank (the leader) creates, renames
 // and prunes, and the ranks meet at barriers between those steps.
 bool distributed() {
-  return launched_by_mpi();
+  return World::process().distributed();
 }
 bool leader() {
-  return !distributed() || mpi_rank() == 0;
+  return World::process().leader();
 }
 void meet() {
-  if (distributed()) mpi_world_barrier();
+  World::process().barrier();
 }
 
-std::string unique_suffix() {
+// A name suffix unique to this save. Under mpirun every rank writes into the
+// same temporaries, so the leader picks the suffix and every rank receives
+// it: a collective, called by all ranks at the same points.
+std::string shared_suffix() {
   static std::atomic<int> counter{0};
-  if (distributed()) return "mpi-" + std::to_string(counter++);  // the same on every rank
-  return std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  return World::process().broadcast(std::to_string(::getpid()) + "-" +
+                                    std::to_string(counter++));
+}
+
+// A suffix for a name only this process uses (the leader's ".old-" directory).
+std::string local_suffix() {
+  static std::atomic<int> counter{0};
+  return std::to_string(::getpid()) + "-old-" + std::to_string(counter++);
 }
 
 // Writes a whole checkpoint directory next to `dir` and renames it into place.
@@ -66,7 +75,7 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
   const fs::path target(dir);
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(parent);
-  const fs::path tmp = parent / (".tmp-" + target.filename().string() + "-" + unique_suffix());
+  const fs::path tmp = parent / (".tmp-" + target.filename().string() + "-" + shared_suffix());
   if (leader()) fs::create_directories(tmp);
   meet();
   try {
@@ -77,7 +86,7 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
     write_text((tmp / "state.json").string(), state.dump(2) + "\n");
     fsync_path(tmp.string(), true);
     if (fs::exists(target)) {
-      const fs::path old = parent / (".old-" + target.filename().string() + "-" + unique_suffix());
+      const fs::path old = parent / (".old-" + target.filename().string() + "-" + local_suffix());
       fs::rename(target, old);
       fs::rename(tmp, target);
       fs::remove_all(old);
@@ -111,7 +120,7 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  const std::string tmp = file + ".tmp." + unique_suffix();
+  const std::string tmp = file + ".tmp." + shared_suffix();
   const uint64_t data_start = 8 + text.size();
   if (leader()) {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -8,7 +8,7 @@
 #include "autoshard/tensor/array_split.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/error.h"
-#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 
 namespace autoshard {
 
@@ -350,7 +350,7 @@ Tensor Model::gather_weight(const std::string& path) {
   const int first = first_local_shard(path);
   if (first < 0) return whole(path);
   Tensor t(shapes_.at(path));
-  if (!launched_by_mpi()) {
+  if (!World::process().distributed()) {
     for (int d = 0; d < dist_->mesh().size(); ++d)
       write_block(t, shards_[d].at(path), layouts_.at(path), dist_->mesh(), d);
     return t;
@@ -359,7 +359,7 @@ Tensor Model::gather_weight(const std::string& path) {
   // over the ranks assembles the whole.
   if (writes_block(layouts_.at(path), first))
     write_block(t, shards_[first].at(path), layouts_.at(path), dist_->mesh(), first);
-  mpi_world_sum(t.f32(), t.numel());
+  World::process().sum(t.f32(), t.numel());
   return t;
 }
 

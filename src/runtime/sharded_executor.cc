@@ -7,24 +7,15 @@
 
 #include "autoshard/error.h"
 #include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/world.h"
 
 namespace autoshard {
 
-std::vector<int> local_devices(const DeviceMesh& mesh) {
-  if (launched_by_mpi()) return {mpi_rank()};
-  AS_CHECK(mesh.size() <= kMaxInProcessDevices, "mesh ", mesh.to_string(), " has ", mesh.size(),
-           " devices; one process runs at most ", kMaxInProcessDevices,
-           " in-process devices (use mpirun for more, or 'autoshard plan' to predict)");
-  std::vector<int> all;
-  for (int d = 0; d < mesh.size(); ++d) all.push_back(d);
-  return all;
-}
-
 ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
                                  const PartitionRequest& request, const std::vector<int>& outputs)
-    : devices_(local_devices(mesh)),
+    : devices_(World::process().local_devices(mesh)),
       partition_(autoshard::partition(graph, mesh, request, outputs, devices_)) {
-  if (launched_by_mpi())
+  if (World::process().distributed())
     mpi_ = std::make_unique<MpiCommunicator>(mesh);
   else
     world_ = std::make_unique<ThreadWorld>(mesh);

@@ -67,6 +67,19 @@ else
   fail "MPI checkpoint resume"
 fi
 
+# Saving again into the same checkpoint directory (the step directories are
+# replaced) keeps the ranks agreeing on every temporary name.
+ok_all=1
+for run in 1 2 3; do
+  mpirun -np 2 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --mesh model=2 \
+    --checkpoint-dir "$work/again" --save-every 2 >"$work/out" 2>&1 || { ok_all=0; cat "$work/out"; }
+done
+if [ "$ok_all" = 1 ] && [ -f "$work/again/step-00000004/model.safetensors" ]; then
+  pass "three runs saving over the same step directories on 2 ranks"
+else
+  fail "saving over existing step directories under MPI"
+fi
+
 # A rank that fails with an error stops every rank, naming itself.
 start=$(date +%s)
 if mpirun -np 2 "$cli" train --model tiny --mesh model=3 >"$work/out" 2>&1; then
@@ -76,6 +89,18 @@ elif grep -q "error on rank" "$work/out" && grep -q "mpirun started 2 ranks" "$w
 else
   fail "error message"; cat "$work/out"
 fi
+
+# More ranks than devices: every rank gives the same error, never a crash.
+for mesh_arg in "--mesh model=2" "--devices 2"; do
+  for attempt in 1 2 3; do
+    if mpirun -np 3 "$cli" train --model tiny --steps 2 --sample 0 $mesh_arg >"$work/out" 2>&1; then
+      fail "mpirun -np 3 $mesh_arg must fail"; break
+    elif ! grep -q "mpirun started 3 ranks" "$work/out" || grep -qi "segmentation\|signal 11" "$work/out"; then
+      fail "mpirun -np 3 $mesh_arg: wrong error"; cat "$work/out"; break
+    fi
+  done
+done
+pass "more ranks than devices is the same clear error on every attempt"
 
 # kill -9 of one rank mid-training: the others exit non-zero within 30 s.
 marker="autoshard-kill-test-$$"

@@ -13,19 +13,15 @@
 
 namespace autoshard {
 
-// True when this process was started by mpirun/srun with more than one rank
-// (read from the environment; MPI itself is not initialised by this call).
+// The MPI side of World (world.h); use World rather than these.
 bool launched_by_mpi();
-// This process's rank and the number of ranks (initialises MPI on first use).
 int mpi_rank();
 int mpi_size();
-// Aborts every rank with a message naming this one (for fatal errors).
 [[noreturn]] void mpi_abort(const std::string& message);
-// Finalises MPI if it was initialised (call before a normal exit).
 void mpi_finalize();
-// Sums `count` floats over every rank, in place (assembling sharded values).
 void mpi_world_sum(float* data, int64_t count);
 void mpi_world_barrier();
+std::string mpi_broadcast_string(const std::string& value);
 
 class MpiCommunicator : public Communicator {
  public:

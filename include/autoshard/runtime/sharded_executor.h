@@ -13,10 +13,6 @@
 
 namespace autoshard {
 
-// The devices of `mesh` that this process runs: all of them in-process, or
-// its own rank under mpirun.
-std::vector<int> local_devices(const DeviceMesh& mesh);
-
 class ShardedExecutor {
  public:
   ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const PartitionRequest& request,
