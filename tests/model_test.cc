@@ -144,6 +144,23 @@ TEST(Model, ClearErrors) {
   EXPECT_THROW(model.train_on_batch(random_tensor({4, 5}, 1), y), Error);  // wrong width
   EXPECT_THROW(model.set_weight(model.weight_paths()[0], random_tensor({2, 2}, 1)), Error);
   EXPECT_THROW(model.gather_weight("nope"), Error);
+  // Mistakes name what was asked for, never an std::out_of_range.
+  auto message = [&](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string kernel = model.weight_paths()[0];
+  EXPECT_NE(message([&] { model.gather_weight("optimizer.v." + kernel); })
+                .find("has no optimizer slot 'v'"),
+            std::string::npos);
+  EXPECT_NE(message([&] { model.set_weight("dense_9.kernel", x); }).find("'dense_9.kernel'"),
+            std::string::npos);
+  EXPECT_NE(message([&] { model.gather_weight("optimizer."); }).find("optimizer.<slot>"),
+            std::string::npos);
   EXPECT_THROW(Dense(0), Error);
   EXPECT_THROW(Activation("swishy")(Input({2})), Error);
 }

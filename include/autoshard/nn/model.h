@@ -3,8 +3,9 @@
 // compile() picks an optimizer and a loss; fit/evaluate/predict run.
 //
 // Each distinct batch shape is traced once into a Graph (the training step
-// holds forward, loss, gradients and the optimizer update) and then executed
-// repeatedly. Weights and optimizer slots live in state(), keyed by path.
+// holds forward, loss, gradients and the optimizer update), compiled into a
+// CompiledStep and then run repeatedly. Weights and optimizer slots live in
+// a WeightStore, keyed by path.
 #pragma once
 
 #include <map>
@@ -13,13 +14,13 @@
 #include <vector>
 
 #include "autoshard/nn/callbacks.h"
-#include "autoshard/shard/distribution.h"
-#include "autoshard/runtime/executor.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/optim/optimizers.h"
-#include "autoshard/runtime/sharded_executor.h"
 #include "autoshard/nn/weight_source.h"
+#include "autoshard/nn/weight_store.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/runtime/compiled_step.h"
+#include "autoshard/shard/distribution.h"
 
 namespace autoshard {
 
@@ -68,34 +69,27 @@ class Model {
 
   // Model weights by path (created on first use; optimizer slots excluded).
   std::vector<std::string> weight_paths();
-  // The whole value of a weight or optimizer slot ("optimizer.m.<path>"). On
-  // one device it shares the live storage; on a mesh it is assembled from
-  // the devices' blocks (a copy). Under mpirun this is a collective: every
-  // rank must call it, in the same order, for the same paths.
-  Tensor gather_weight(const std::string& path);
-  // Copies `value` into the weight at `path` (shapes must match); on a mesh
-  // each device receives its block.
-  void set_weight(const std::string& path, const Tensor& value);
-  // Paths of the optimizer slots created so far.
-  std::vector<std::string> slot_paths() const;
+  // The whole value of a weight ("h.0.mlp.c_fc.kernel") or optimizer slot
+  // ("optimizer.m.h.0.mlp.c_fc.kernel"). On one device it shares the live
+  // storage; on a mesh it is assembled from the devices' blocks (a copy).
+  // Under mpirun this is a collective: every rank must call it, in the same
+  // order, for the same keys.
+  Tensor gather_weight(const std::string& key);
+  // Copies `value` into a weight or slot (shapes must match); on a mesh each
+  // device receives its block.
+  void set_weight(const std::string& key, const Tensor& value);
+  // Keys of the optimizer slots created so far ("optimizer.<slot>.<path>").
+  std::vector<std::string> slot_paths();
 
-  // Takes weights (and optimizer slots) from files. Every source is checked
-  // first; an error leaves the model as it was. Weights not yet materialised
-  // are read later, straight into each device's block; others are read now.
+  // Takes weights (and optimizer slots) from sources, keyed like
+  // gather_weight. Every source is checked first; an error leaves the model
+  // as it was. Weights not yet materialised are read later, straight into
+  // each device's block; others are read now.
   void load_weights(const std::map<std::string, WeightSource>& sources);
 
   // A consistent copy of every weight (and, if asked, optimizer slot) as
-  // per-device blocks, for saving while training goes on. Replicated values
-  // keep one block (device 0's); `blocks[d]` is empty for other devices.
-  struct Snapshot {
-    DeviceMesh mesh;
-    struct Entry {
-      Shape shape;
-      Sharding layout;
-      std::vector<Tensor> blocks;
-    };
-    std::map<std::string, Entry> entries;
-  };
+  // per-device blocks, for saving while training goes on.
+  using Snapshot = WeightStore::Snapshot;
   Snapshot snapshot(bool include_slots);
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t steps) { iterations_ = steps; }
@@ -108,7 +102,9 @@ class Model {
   Value trace_forward(Graph& graph, int64_t batch_size, bool training);
 
   const std::string& name() const { return name_; }
-  uint64_t seed = 0;
+  // The seed of the weights' initial draws (and of dropout masks).
+  void set_seed(uint64_t seed);
+  uint64_t seed() const { return seed_; }
   // When set, every executor of this model times its kernels into it.
   OpProfile* profile = nullptr;
 
@@ -117,20 +113,19 @@ class Model {
   virtual Value call(Trace& trace, const std::vector<Value>& inputs);
 
  private:
-  struct Compiled;
   enum class Mode { Train, Test, Predict };
-  Compiled& compiled(Mode mode, const Tensor& x, const Tensor* y);
-  void trace_step(Compiled& c, Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
-                  DType y_dtype);
-  std::map<int, Sharding> leaf_layouts(const Graph& g);
-  double run(Compiled& c, const Tensor& x, const Tensor* y, const StepContext& ctx);
-  void note_weights(const Graph& graph, const Trace& trace);
-  void bind_sharded(Compiled& c);
-  Tensor& whole(const std::string& path);
-  Tensor initial_block(const std::string& path, const Sharding& layout, int device);
+  struct Traced {
+    Graph graph;
+    int x = -1, y = -1, result = -1;
+  };
+  CompiledStep& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  Traced trace_step(Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
+                    DType y_dtype);
+  PartitionRequest leaf_layouts(const Graph& g);
+  void bind_state(CompiledStep& step);
+  double run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx);
+  void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
   bool sharded() const;
-  int first_local_shard(const std::string& path) const;
-  bool writes_block(const Sharding& layout, int device) const;
   void ensure_built();
 
   std::string name_;
@@ -140,15 +135,10 @@ class Model {
   std::shared_ptr<Optimizer> optimizer_;
   Loss loss_;
   std::shared_ptr<Distribution> dist_;
-  std::map<std::string, Shape> shapes_;       // every weight and slot
-  std::map<std::string, Initializer> inits_;  // weights
-  std::vector<std::string> weight_order_;
-  std::map<std::string, Tensor> state_;                // whole values (one device)
-  std::vector<std::map<std::string, Tensor>> shards_;  // per device: its blocks (a mesh)
-  std::map<std::string, Sharding> layouts_;            // the layout of each sharded path
-  std::map<std::string, WeightSource> sources_;        // weights to read on first use
+  uint64_t seed_ = 0;
+  WeightStore store_;
   int64_t iterations_ = 0;
-  std::map<std::string, std::unique_ptr<Compiled>> cache_;
+  StepCache cache_;
 };
 
 // A linear stack of layers on one input.

@@ -98,7 +98,7 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
   c.validate();
   AS_CHECK(seq_len > 0 && seq_len <= c.n_positions, "sequence length ", seq_len,
         " must be between 1 and the model's n_positions (", c.n_positions, ")");
-  this->seed = seed;
+  set_seed(seed);
   const Initializer normal = Initializer::normal(0.0, 0.02);
   // GPT-2 scales the projections into the residual stream by 1/sqrt(2 L).
   const Initializer residual = Initializer::normal(0.0, 0.02 / std::sqrt(2.0 * c.n_layer));

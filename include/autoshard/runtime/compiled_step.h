@@ -1,0 +1,63 @@
+// CompiledStep: one traced step (a training step, an evaluation, a forward
+// pass) made ready to run many times: on one device through an Executor, or
+// partitioned over a mesh through a ShardedExecutor. StepCache keeps one per
+// batch shape, as Keras keeps one traced function per input signature.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/runtime/sharded_executor.h"
+#include "autoshard/shard/partitioner.h"
+
+namespace autoshard {
+
+class CompiledStep {
+ public:
+  // One device; `result` is the value read after each run.
+  CompiledStep(Graph graph, int result);
+  // A mesh: the graph partitioned with `request`; this process runs its
+  // own devices (all of them in-process, its rank under mpirun).
+  CompiledStep(Graph graph, int result, const DeviceMesh& mesh, const PartitionRequest& request);
+
+  const Graph& graph() const { return graph_; }
+  bool sharded() const { return sharded_ != nullptr; }
+  // The devices this process runs ({0} on one device).
+  const std::vector<int>& devices() const { return devices_; }
+  // The layout of a leaf (replicated on one device).
+  Sharding layout(int leaf) const;
+  const Partition* partition() const { return sharded_ ? &sharded_->partition() : nullptr; }
+
+  // Binds device `device`'s block of a leaf (the whole value on one device).
+  void bind(int device, int leaf, const Tensor& block);
+  // Binds each of this process's devices' block of an input given whole.
+  void bind_input(int leaf, const Tensor& whole);
+  void run(const StepContext& ctx);
+  // The result, whole (every device holds the same).
+  const Tensor& result() const;
+  void set_profile(OpProfile* profile);
+
+ private:
+  Graph graph_;
+  int result_;
+  std::vector<int> devices_{0};
+  std::unique_ptr<Executor> exec_;
+  std::unique_ptr<ShardedExecutor> sharded_;
+};
+
+// Compiled steps by a key naming what they were traced for.
+class StepCache {
+ public:
+  CompiledStep* find(const std::string& key) const;
+  CompiledStep& insert(const std::string& key, std::unique_ptr<CompiledStep> step);
+  void clear() { steps_.clear(); }
+
+ private:
+  std::map<std::string, std::unique_ptr<CompiledStep>> steps_;
+};
+
+}  // namespace autoshard

@@ -1,0 +1,68 @@
+#include "autoshard/runtime/compiled_step.h"
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+CompiledStep::CompiledStep(Graph graph, int result) : graph_(std::move(graph)), result_(result) {
+  exec_ = std::make_unique<Executor>(graph_, std::vector<int>{result_});
+}
+
+CompiledStep::CompiledStep(Graph graph, int result, const DeviceMesh& mesh,
+                           const PartitionRequest& request)
+    : graph_(std::move(graph)), result_(result) {
+  sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, std::vector<int>{result_});
+  devices_ = sharded_->devices();
+}
+
+Sharding CompiledStep::layout(int leaf) const {
+  return sharded_ ? sharded_->layout(leaf)
+                  : Sharding::replicated(static_cast<int>(graph_.node(leaf).shape.size()));
+}
+
+void CompiledStep::bind(int device, int leaf, const Tensor& block) {
+  if (sharded_)
+    sharded_->bind(device, leaf, block);
+  else
+    exec_->bind(leaf, block);
+}
+
+void CompiledStep::bind_input(int leaf, const Tensor& whole) {
+  if (!sharded_) {
+    exec_->bind(leaf, whole);
+    return;
+  }
+  for (int d : devices_)
+    sharded_->bind(d, leaf, block_of(whole, sharded_->layout(leaf), sharded_->mesh(), d));
+}
+
+void CompiledStep::run(const StepContext& ctx) {
+  if (sharded_)
+    sharded_->run(ctx);
+  else
+    exec_->run(ctx);
+}
+
+const Tensor& CompiledStep::result() const {
+  return sharded_ ? sharded_->output(0) : exec_->value(result_);
+}
+
+void CompiledStep::set_profile(OpProfile* profile) {
+  if (sharded_)
+    sharded_->set_profile(profile);
+  else
+    exec_->set_profile(profile);
+}
+
+CompiledStep* StepCache::find(const std::string& key) const {
+  auto it = steps_.find(key);
+  return it == steps_.end() ? nullptr : it->second.get();
+}
+
+CompiledStep& StepCache::insert(const std::string& key, std::unique_ptr<CompiledStep> step) {
+  auto& slot = steps_[key];
+  slot = std::move(step);
+  return *slot;
+}
+
+}  // namespace autoshard
