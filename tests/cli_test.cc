@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <cstdlib>
 
 #include "test_util.h"
 
@@ -128,52 +129,79 @@ TEST_F(Cli, PlanJson) {
   EXPECT_EQ(k["parameters"]["h.0.mlp.c_fc.kernel"]["layout"].dump(), R"([null,null])");
 }
 
-// Kills a training run with SIGKILL at a random moment (saves run in the
-// background, so the kill can land mid-save), then resumes: the resumed steps
-// must give bitwise the losses of a run that was never interrupted.
-TEST_F(Cli, KilledDuringTrainingResumesBitwise) {
-  const std::string ckpt = (dir_ / "ckpt").string();
-  const std::string args = "train --model tiny --batch 8 --seq 64 --steps 80 --sample 0 --lr 3e-3";
-  std::string ref = (dir_ / "ref.jsonl").string();
-  ASSERT_EQ(run(args + " --log " + ref).code, 0);
-  std::vector<double> want = logged_losses(ref);
-  ASSERT_EQ(want.size(), 80u);
-
-  std::random_device rd;
-  const unsigned seed = rd();
-  std::mt19937 rng(seed);
-  const int kill_after_ms = 30 + static_cast<int>(rng() % 300);
-  SCOPED_TRACE("kill after " + std::to_string(kill_after_ms) + " ms (seed " + std::to_string(seed) +
-               ")");
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::string cmd = std::string(AUTOSHARD_CLI) + " " + args + " --checkpoint-dir " + ckpt +
-                      " --save-every 4 --keep 2 > /dev/null 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+// Kills training with SIGKILL at fixed, named points (AUTOSHARD_CRASH_AT,
+// see io/crash_point.h), then resumes: the resumed steps must give bitwise
+// the losses of a run that was never interrupted, from the last checkpoint
+// that was complete, and no temporary is left behind.
+class CliKill : public Cli {
+ protected:
+  const std::string args = "train --model tiny --batch 4 --seq 32 --steps 12 --sample 0 --lr 3e-3";
+  std::string ckpt() const { return (dir_ / "ckpt").string(); }
+  std::vector<double> uninterrupted() {
+    const std::string ref = (dir_ / "ref.jsonl").string();
+    EXPECT_EQ(run(args + " --log " + ref).code, 0);
+    return logged_losses(ref);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(kill_after_ms));
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  int crash(const std::string& point) {
+    const std::string cmd = "AUTOSHARD_CRASH_AT=" + point + " " + std::string(AUTOSHARD_CLI) + " " +
+                            args + " --checkpoint-dir " + ckpt() + " --save-every 4 > /dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFSIGNALED(status) ? WTERMSIG(status) : (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  Result resume() {
+    return run(args + " --checkpoint-dir " + ckpt() + " --save-every 4 --resume --log " +
+               (dir_ / "resumed.jsonl").string());
+  }
+  void expect_resumed_from(int first_step, const std::vector<double>& want) {
+    std::ifstream in(dir_ / "resumed.jsonl");
+    std::string line;
+    int expected = first_step;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      ASSERT_EQ(j["step"].get<int>(), expected);
+      EXPECT_EQ(j["loss"].get<double>(), want[expected - 1]) << "step " << expected;
+      ++expected;
+    }
+    EXPECT_EQ(expected, 13) << "the resumed run ends at step 12";
+    for (const auto& e : fs::directory_iterator(ckpt())) {
+      const std::string name = e.path().filename().string();
+      EXPECT_TRUE(name.rfind("step-", 0) == 0) << "leftover " << e.path();
+    }
+  }
+};
 
-  std::string resumed = (dir_ / "resumed.jsonl").string();
-  Result r = run(args + " --checkpoint-dir " + ckpt + " --save-every 4 --keep 2 --resume --log " +
-                 resumed);
+TEST_F(CliKill, BeforeTheFirstSaveNothingToResume) {
+  const std::vector<double> want = uninterrupted();
+  // The shell reports a process killed by a signal as 128 + SIGKILL.
+  const int code = crash("train.step:2");
+  EXPECT_TRUE(code == SIGKILL || code == 128 + SIGKILL) << code;
+  Result r = resume();
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("no checkpoint in"), std::string::npos) << r.output;
+}
+
+TEST_F(CliKill, DuringASaveResumesFromThePreviousOne) {
+  const std::vector<double> want = uninterrupted();
+  crash("checkpoint.write:2");  // the save of step 8, half written
+  Result r = resume();
   ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream in(resumed);
-  std::string line;
-  int checked = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    const int s = j["step"].get<int>();
-    EXPECT_EQ(j["loss"].get<double>(), want[s - 1]) << "step " << s;
-    ++checked;
-  }
-  EXPECT_GT(checked, 0);
-  for (const auto& e : fs::directory_iterator(ckpt))
-    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << "leftover " << e.path();
+  expect_resumed_from(5, want);
+}
+
+TEST_F(CliKill, JustBeforeASaveIsRenamedResumesFromThePreviousOne) {
+  const std::vector<double> want = uninterrupted();
+  crash("checkpoint.rename:2");  // the save of step 8, complete but not in place
+  Result r = resume();
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_resumed_from(5, want);
+}
+
+TEST_F(CliKill, BetweenSavesResumesFromTheLastOne) {
+  const std::vector<double> want = uninterrupted();
+  crash("train.step:10");  // saved at 4 and 8
+  Result r = resume();
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_resumed_from(9, want);
 }
 
 void expect_error(const Result& r, const std::string& needle) {

@@ -13,6 +13,7 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/io/crash_point.h"
 #include "autoshard/io/token_data.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -120,7 +121,9 @@ void run_train(TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) {
     manager = std::make_unique<CheckpointManager>(CheckpointOptions{
         .directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
-    if (o.resume && manager->latest_step()) {
+    AS_CHECK(!o.resume || manager->latest_step(), "--resume: no checkpoint in '",
+             o.checkpoint_dir, "' to resume from (run without --resume to start from scratch)");
+    if (o.resume) {
       nlohmann::json state = manager->restore(model);
       start = state.value("data_position", state["step"].get<int64_t>());
       if (World::process().leader())
@@ -168,6 +171,7 @@ void run_train(TrainOptions& o) {
                  .dump()
           << "\n"
           << std::flush;
+    crash_point("train.step");
     if (manager)
       manager->maybe_save(model, step + 1,
                           {{"data_position", step + 1},

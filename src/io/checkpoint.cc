@@ -12,6 +12,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/io/crash_point.h"
 
 namespace autoshard {
 
@@ -80,11 +81,13 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
   meet();
   try {
     write_snapshot(snap, (tmp / "model.safetensors").string(), false);
+    crash_point("checkpoint.write");
     write_snapshot(snap, (tmp / "optimizer.safetensors").string(), true);
     state["format"] = kFormat;
     if (!leader()) return;
     write_text((tmp / "state.json").string(), state.dump(2) + "\n");
     fsync_path(tmp.string(), true);
+    crash_point("checkpoint.rename");
     if (fs::exists(target)) {
       const fs::path old = parent / (".old-" + target.filename().string() + "-" + local_suffix());
       fs::rename(target, old);
