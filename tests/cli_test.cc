@@ -16,6 +16,7 @@
 #include <thread>
 #include <cstdlib>
 
+#include "autoshard/io/token_data.h"
 #include "test_util.h"
 
 namespace {
@@ -63,6 +64,36 @@ TEST_F(Cli, TrainWritesOneJsonLinePerStepAndLossFalls) {
   EXPECT_NEAR(losses.front(), std::log(256.0), 0.3);  // a fresh model is near uniform
   EXPECT_LT(losses.back(), losses.front() - 0.5);
   EXPECT_NE(r.output.find("sample: The "), std::string::npos);
+}
+
+// The first thing a new user runs: `autoshard train` with no arguments learns
+// the built-in story well enough that its sample is mostly the story's own
+// words, not letter soup. (Skipped under sanitizers: seconds become minutes.)
+TEST_F(Cli, DefaultTrainingEndsWithARecognisableSample) {
+#ifdef AUTOSHARD_SANITIZED
+  GTEST_SKIP() << "the full default run is too slow under sanitizers";
+#endif
+  Result r = run("train");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t at = r.output.find("sample: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string sample = r.output.substr(at + 8, 200);
+  const std::string& corpus = autoshard::builtin_corpus();
+  int words = 0, known = 0;
+  std::string word;
+  for (char c : sample + " ") {
+    if (std::isalpha(static_cast<unsigned char>(c))) {
+      word += c;
+      continue;
+    }
+    if (word.size() >= 3) {
+      ++words;
+      known += corpus.find(word) != std::string::npos;
+    }
+    word.clear();
+  }
+  EXPECT_GE(words, 15) << sample;
+  EXPECT_GE(known, words * 8 / 10) << sample;
 }
 
 TEST_F(Cli, EvalJson) {

@@ -23,14 +23,23 @@ namespace autoshard::cli {
 namespace {
 
 struct TrainOptions : CommonOptions {
-  int64_t steps = 200;
-  double lr = 1e-3, weight_decay = 0.1, clip = 1.0;
+  TrainOptions() {
+    model = "tiny";
+    batch = 16;
+  }
+  int64_t steps = 800;
+  double lr = 0;  // 0: 6e-3 for the byte-level presets, 6e-4 (GPT-2's) otherwise
+  std::string schedule = "cosine";
+  int64_t warmup = -1;  // -1: 5% of the steps, at most 100
+  double weight_decay = 0.1, clip = 1.0;
+  double temperature = 0.6;
   std::string log;
   std::string checkpoint_dir;
   int64_t save_every = 0;
   int keep = 0;
   bool resume = false;
-  int64_t sample = -1;  // bytes to generate at the end; -1: 200 for byte data
+  int64_t sample = -1;  // bytes to generate at the end; -1: 300 for byte data
+  std::string sampling = "random";
 };
 
 struct EvalOptions : CommonOptions {
@@ -68,26 +77,24 @@ TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
   return data;
 }
 
-// Samples up to `count` tokens after `prompt` (temperature 0.8, fixed seed),
-// stopping when the window of `seq` positions is full: the model was trained
-// on windows that start at position 0, so sliding would feed it positions it
-// never saw in that role.
-std::string generate(GPT2& model, const std::string& prompt, int64_t count, int64_t seq) {
+// Samples `count` tokens after `prompt` at `temperature` (seeded), each from
+// the last `seq` tokens: the model was trained on windows at random offsets,
+// so any position may hold any part of the text.
+std::string generate(GPT2& model, const std::string& prompt, int64_t count, int64_t seq,
+                     double temperature) {
   std::vector<int32_t> tokens(prompt.begin(), prompt.end());
-  count = std::min<int64_t>(count, seq - static_cast<int64_t>(tokens.size()));
   Tensor window({1, seq}, DType::I32);
   const CounterRng rng(42, 0);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t len = std::min<int64_t>(static_cast<int64_t>(tokens.size()), seq);
     std::fill_n(window.i32(), seq, 0);
     std::copy(tokens.end() - len, tokens.end(), window.i32());
-    Tensor logits =
-        model.predict_on_batch(window);  // [1, T, V]; position len-1 sees only the prompt
+    Tensor logits = model.predict_on_batch(window);  // [1, T, V]; position len-1 sees the context
     const int64_t v = logits.dim(2);
     const float* row = logits.f32() + (len - 1) * v;
     std::vector<double> p(v);
     double mx = *std::max_element(row, row + v), sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += (p[c] = std::exp((row[c] - mx) / 0.8));
+    for (int64_t c = 0; c < v; ++c) sum += (p[c] = std::exp((row[c] - mx) / temperature));
     double u = rng.uniform(static_cast<uint64_t>(i)) * sum;
     int32_t next = static_cast<int32_t>(v - 1);
     for (int64_t c = 0; c < v; ++c)
@@ -105,16 +112,22 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
 void run_train(TrainOptions& o) {
   GPT2Config cfg = model_config(o);
   TokenData data = load_data(o, cfg);
+  data.set_sampling(o.sampling == "random" ? TokenData::Sampling::Random
+                                           : TokenData::Sampling::Sequential,
+                    o.seed);
   AS_CHECK(o.steps >= 0, "--steps must not be negative");
   AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
         "--save-every and --resume need --checkpoint-dir");
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
-  model.compile(AdamW({.learning_rate = o.lr,
-                       .beta_2 = 0.95,
-                       .weight_decay = o.weight_decay,
-                       .clipnorm = o.clip}),
-                losses::sparse_categorical_crossentropy);
+  if (o.lr == 0) o.lr = cfg.vocab_size == 256 ? 6e-3 : 6e-4;
+  auto optimizer = AdamW(
+      {.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
+  if (o.schedule == "cosine") {
+    const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 20);
+    optimizer->schedule = cosine_decay(o.lr, std::max<int64_t>(1, o.steps - warmup), 0.1, warmup);
+  }
+  model.compile(optimizer, losses::sparse_categorical_crossentropy);
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
   int64_t start = 0;
@@ -165,7 +178,7 @@ void run_train(TrainOptions& o) {
     if (log.is_open())
       log << nlohmann::json{{"step", step + 1},
                             {"loss", loss},
-                            {"lr", o.lr},
+                            {"lr", optimizer->learning_rate_at(step + 1)},
                             {"step_ms", secs * 1e3},
                             {"tokens_per_second", tps}}
                  .dump()
@@ -178,6 +191,8 @@ void run_train(TrainOptions& o) {
                            {"model", o.model},
                            {"batch", o.batch},
                            {"seq", o.seq},
+                           {"sampling", o.sampling},
+                           {"seed", o.seed},
                            {"mesh", dist ? dist->mesh().to_string() : "1 device"},
                            {"plan", o.plan}},
                           {{"loss", loss}});
@@ -187,11 +202,11 @@ void run_train(TrainOptions& o) {
   if (printer && o.steps > start)
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
                 static_cast<long long>(o.steps - start));
-  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 200 : 0);
+  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 300 : 0);
   if (sample > 0 && cfg.vocab_size == 256) {
     // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
-    const std::string text = generate(model, prompt, sample, o.seq);
+    const std::string text = generate(model, prompt, sample, o.seq, o.temperature);
     if (printer) std::printf("sample: %s%s\n", prompt.c_str(), text.c_str());
   }
 }
@@ -232,18 +247,31 @@ void add_train_command(CLI::App& app) {
       app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
   add_common(cmd, *o);
   cmd->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--lr", o->lr,
+                  "AdamW peak learning rate (default: 6e-3 for byte-level models, 6e-4 otherwise)");
+  cmd->add_option("--lr-schedule", o->schedule,
+                  "constant, or cosine: linear warmup then cosine decay to 10% of --lr")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "warmup steps of the cosine schedule (default 5%, <= 100)");
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
   cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")
       ->capture_default_str();
   cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
   cmd->add_option("--sample", o->sample, "bytes to generate after training (byte vocabularies)");
+  cmd->add_option("--temperature", o->temperature, "sampling temperature of the sample")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "save checkpoints under DIR (step-NNNNNNNN/)");
   cmd->add_option("--save-every", o->save_every, "save every N steps (in the background)");
   cmd->add_option("--keep", o->keep, "keep the last K checkpoints (0: all)");
   cmd->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir");
+  cmd->add_option("--sampling", o->sampling,
+                  "how batches are cut from the data: random windows (seeded by --seed) or "
+                  "sequential (llm.c's order)")
+      ->check(CLI::IsMember({"random", "sequential"}))
+      ->capture_default_str();
   cmd->callback([o] { run_train(*o); });
 }
 

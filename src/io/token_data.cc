@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "autoshard/error.h"
+#include "tensor/rng.h"
 
 namespace autoshard {
 
@@ -74,18 +75,35 @@ void TokenData::read(int64_t first, int64_t count, int32_t* out) const {
           ", out of range for the model's vocabulary of ", vocab_);
 }
 
+void TokenData::set_sampling(Sampling sampling, uint64_t seed) {
+  sampling_ = sampling;
+  seed_ = seed;
+}
+
 void TokenData::batch(int64_t index, int64_t b, int64_t t, Tensor& x, Tensor& y, int64_t row_begin,
                       int64_t row_end) const {
   if (row_end < 0) row_end = b;
-  const int64_t start = (index % batches(b, t)) * b * t;
   if (x.shape() != Shape{b, t}) x = Tensor({b, t}, DType::I32);
   if (y.shape() != Shape{b, t}) y = Tensor({b, t}, DType::I32);
   const int64_t n = (row_end - row_begin) * t;
   if (n <= 0) return;
   std::vector<int32_t> window(n + 1);
-  read(start + row_begin * t, n + 1, window.data());
-  std::copy_n(window.begin(), n, x.i32() + row_begin * t);
-  std::copy_n(window.begin() + 1, n, y.i32() + row_begin * t);
+  if (sampling_ == Sampling::Sequential) {
+    const int64_t start = (index % batches(b, t)) * b * t;
+    read(start + row_begin * t, n + 1, window.data());
+    std::copy_n(window.begin(), n, x.i32() + row_begin * t);
+    std::copy_n(window.begin() + 1, n, y.i32() + row_begin * t);
+    return;
+  }
+  const CounterRng rng(seed_ ^ 0xDA7A5A3B1E5EEDull, 1);
+  const uint64_t starts = static_cast<uint64_t>(size() - t);  // every window of t + 1 tokens
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t start =
+        static_cast<int64_t>(rng.bits64(static_cast<uint64_t>(index * b + r)) % starts);
+    read(start, t + 1, window.data());
+    std::copy_n(window.begin(), t, x.i32() + r * t);
+    std::copy_n(window.begin() + 1, t, y.i32() + r * t);
+  }
 }
 
 }  // namespace autoshard

@@ -179,7 +179,7 @@ double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext
 double Model::train_on_batch(const Tensor& x, const Tensor& y) {
   AS_CHECK(optimizer_ && loss_, "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
-  double loss = run(Mode::Train, x, &y, {iterations_ + 1, optimizer_->learning_rate});
+  double loss = run(Mode::Train, x, &y, {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)});
   ++iterations_;
   return loss;
 }

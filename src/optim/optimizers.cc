@@ -1,5 +1,8 @@
 #include "autoshard/optim/optimizers.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 
@@ -78,6 +81,17 @@ std::shared_ptr<Optimizer> Adam(AdamOptions o) {
 std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
   const AdamOptions same{o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.clipnorm};
   return std::make_shared<AdamOptimizer>(same, true);
+}
+
+std::function<double(int64_t)> cosine_decay(double peak, int64_t decay_steps, double alpha,
+                                            int64_t warmup_steps) {
+  AS_CHECK(peak > 0 && decay_steps >= 0 && warmup_steps >= 0 && alpha >= 0 && alpha <= 1,
+           "cosine_decay: needs peak > 0, steps >= 0 and alpha in [0, 1]");
+  return [=](int64_t step) {
+    if (step <= warmup_steps) return peak * double(step) / double(std::max<int64_t>(1, warmup_steps));
+    const double t = std::min(1.0, double(step - warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
+    return peak * (alpha + (1 - alpha) * 0.5 * (1 + std::cos(M_PI * t)));
+  };
 }
 
 }  // namespace autoshard

@@ -32,6 +32,13 @@ class CounterRng {
     for (int i = 0; i < 4; ++i) out[i] = c[i];
   }
 
+  // 64 random bits.
+  uint64_t bits64(uint64_t e) const {
+    uint32_t r[4];
+    block(e, r);
+    return (uint64_t(r[0]) << 32) | r[1];
+  }
+
   // Uniform in [0, 1) with 24 random bits.
   float uniform(uint64_t e) const {
     uint32_t r[4];

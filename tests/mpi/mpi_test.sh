@@ -56,10 +56,10 @@ else
 fi
 
 # Each rank writes its own blocks of one checkpoint; resume on another mesh.
-$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --log "$work/full.jsonl" >/dev/null 2>&1
-mpirun -np 3 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --mesh model=3 \
+$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --lr-schedule constant --log "$work/full.jsonl" >/dev/null 2>&1
+mpirun -np 3 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --lr-schedule constant --mesh model=3 \
   --checkpoint-dir "$work/ckpt" --save-every 4 >/dev/null 2>&1
-$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --mesh data=2 \
+$cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --lr-schedule constant --mesh data=2 \
   --checkpoint-dir "$work/ckpt" --resume --log "$work/resumed.jsonl" >/dev/null 2>&1
 if tail -n 4 "$work/full.jsonl" >"$work/tail.jsonl" && same_losses "$work/resumed.jsonl" "$work/tail.jsonl"; then
   pass "checkpoint written by 3 ranks resumes on data=2 with the same losses"

@@ -1,6 +1,11 @@
-// TokenData: a training stream of token ids, read in order as llm.c does:
-// batch k holds tokens [k*B*T, (k+1)*B*T) as a (B, T) input and the same
-// range shifted by one as targets; after the last full batch it starts over.
+// TokenData: a stream of token ids cut into (B, T) batches, targets being
+// the inputs shifted by one token. Two ways to cut:
+//  - sequential (llm.c's): batch k holds tokens [k*B*T, (k+1)*B*T), starting
+//    over after the last full batch;
+//  - random (nanoGPT's, the training default): row r of batch k starts at an
+//    offset drawn from (seed, k, r) alone, so a model sees every position of
+//    the text in every role, and a resumed run (or an MPI rank reading only
+//    its rows) draws exactly the same windows.
 //
 // Files are not loaded: each batch reads just the bytes it needs (pread), and
 // a caller can ask for some rows only (an MPI rank reads only its share).
@@ -17,6 +22,8 @@ namespace autoshard {
 
 class TokenData {
  public:
+  enum class Sampling { Sequential, Random };
+
   // A ".bin" file is little-endian uint16 ids (nanoGPT's format); anything
   // else is read as bytes (vocabulary 256).
   static TokenData from_file(const std::string& path);
@@ -31,6 +38,8 @@ class TokenData {
   // checked against vocab_size as batches are read.
   void validate(int64_t batch, int64_t seq, int64_t vocab_size);
   int64_t batches(int64_t batch, int64_t seq) const;
+  // How batches are cut (default: sequential).
+  void set_sampling(Sampling sampling, uint64_t seed);
   // Batch `index` (wrapping around): inputs and targets, i32 [B, T]. Only
   // rows [row_begin, row_end) are read (the rest are zero); default all.
   void batch(int64_t index, int64_t batch, int64_t seq, Tensor& x, Tensor& y, int64_t row_begin = 0,
@@ -44,6 +53,8 @@ class TokenData {
   int bytes_per_token_ = 1;
   int64_t size_ = 0;
   int64_t vocab_ = INT32_MAX;
+  Sampling sampling_ = Sampling::Sequential;
+  uint64_t seed_ = 0;
   std::string source_;
 };
 

@@ -3,6 +3,7 @@
 // (torch.optim.SGD, Adam, AdamW; clip_grad_norm_ for clipnorm).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ class Optimizer {
                                       const std::vector<Value>& grads) const;
   double learning_rate = 1e-3;
   double clipnorm = 0;  // > 0: clip the global gradient norm to this
+  // When set, the learning rate of each 1-based step (Keras's
+  // LearningRateSchedule); learning_rate is then unused.
+  std::function<double(int64_t step)> schedule;
+  double learning_rate_at(int64_t step) const { return schedule ? schedule(step) : learning_rate; }
 
  protected:
   virtual void update_one(Graph& g, Value param, Value grad, Value clip_scale,
@@ -55,5 +60,11 @@ std::shared_ptr<Optimizer> SGD(SGDOptions options = {});
 std::shared_ptr<Optimizer> Adam(AdamOptions options = {});
 // AdamW: decoupled weight decay (torch.optim.AdamW).
 std::shared_ptr<Optimizer> AdamW(AdamWOptions options = {});
+
+// keras.optimizers.schedules.CosineDecay with warmup: a linear rise from 0
+// to `peak` over `warmup_steps`, then a cosine from `peak` down to
+// `alpha * peak` at `decay_steps` after the warmup (flat after that).
+std::function<double(int64_t)> cosine_decay(double peak, int64_t decay_steps, double alpha = 0.0,
+                                            int64_t warmup_steps = 0);
 
 }  // namespace autoshard
