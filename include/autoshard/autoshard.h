@@ -1,0 +1,15 @@
+// The user-facing API in one include: models and layers, distributions over
+// device meshes, optimizers, checkpoints and the GPT-2 formats.
+#pragma once
+
+#include "autoshard/error.h"
+#include "autoshard/io/checkpoint.h"
+#include "autoshard/io/gpt2_formats.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/io/token_data.h"
+#include "autoshard/nn/layers.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/model.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/shard/distribution.h"
