@@ -1,5 +1,6 @@
 // autoshard: train and evaluate models on a mesh of devices.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "autoshard/error.h"
@@ -29,8 +30,21 @@ int main(int argc, char** argv) {
       std::fputs(app.help().c_str(), stdout);
       return 0;
     }
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One format for every usage error: a line naming the problem, exit 1.
+    const std::string what = std::string(e.what()) + " (see 'autoshard --help')";
+    return report("error: ", what.c_str());
+  } catch (const autoshard::cli::Interrupted& e) {
+    if (autoshard::World::process().leader())
+      std::fprintf(stderr, "autoshard: %s\n", e.message.c_str());
+    autoshard::World::process().finalize();
+    return 128 + e.signal;
+  } catch (const std::filesystem::filesystem_error& e) {
+    return report("error: ", e.what());
   } catch (const autoshard::Error& e) {
     return report("error: ", e.what());
   } catch (const std::exception& e) {

@@ -1,8 +1,10 @@
 #include "cli/options.h"
 
+#include <filesystem>
 #include <numeric>
 
 #include "autoshard/error.h"
+#include "cli/arguments.h"
 
 namespace autoshard::cli {
 
@@ -15,12 +17,15 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
       "initial weights: Hugging Face directory or .safetensors, llm.c .bin, or checkpoint");
   cmd->add_option("--data", o.data,
                   "text file (bytes) or .bin file of uint16 token ids; default: built-in corpus");
-  cmd->add_option("--batch", o.batch, "sequences per batch (B)")->capture_default_str();
-  cmd->add_option("--seq", o.seq, "tokens per sequence (T); default min(128, n_positions)");
-  cmd->add_option("--seed", o.seed, "seed of the weight initialisation")->capture_default_str();
+  add_int(cmd, "--batch", o.batch, 1, kMaxBatch, "sequences per batch (B)");
+  add_int(cmd, "--seq", o.seq, 1, kMaxBatch,
+          "tokens per sequence (T); default min(128, n_positions)")
+      ->default_str("");
+  add_seed(cmd, "--seed", o.seed, "seed of the weight initialisation and of the data windows");
   cmd->add_option("--mesh", o.mesh, "device mesh, e.g. data=2,model=3 (in-process devices)");
-  cmd->add_option("--devices", o.devices,
-                  "N devices, mesh chosen automatically: data=gcd(N,B), model=the rest");
+  add_int(cmd, "--devices", o.devices, 1, kMaxMeshDevices,
+          "N devices, mesh chosen automatically: data=gcd(N,B), model=the rest")
+      ->default_str("");
   cmd->add_option("--plan", o.plan, "auto (AutoShard), data, megatron, or a layout map JSON file")
       ->capture_default_str();
   cmd->add_flag("--zero1", o.zero1, "shard optimizer state and update over the data axis (ZeRO-1)");
@@ -38,14 +43,17 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
     return nullptr;
   }
   std::shared_ptr<Distribution> d;
-  if (o.plan == "auto")
+  if (o.plan == "auto") {
     d = std::make_shared<AutoShard>(mesh);
-  else if (o.plan == "data")
+  } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
-  else if (o.plan == "megatron")
+  } else if (o.plan == "megatron") {
     d = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
-  else
+  } else {
+    AS_CHECK(std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
+             "' is none of auto, data, megatron, and no layout map file of that name exists");
     d = std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(o.plan));
+  }
   d->zero1 = o.zero1;
   return d;
 }

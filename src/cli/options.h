@@ -11,13 +11,18 @@
 
 namespace autoshard::cli {
 
+// The largest batch or sequence length accepted (token ids and BLAS sizes are
+// ints); B x T and the model's memory are checked against the data and the
+// machine when the run starts.
+constexpr int64_t kMaxBatch = (int64_t{1} << 31) - 1;
+
 struct CommonOptions {
   std::string model = "mini";
   std::string data;            // empty: the built-in corpus
   int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
   uint64_t seed = 0;
   std::string mesh;  // "data=2,model=3"
-  int devices = 0;   // a mesh chosen automatically
+  int devices = 0;   // > 0: a mesh of this many devices chosen automatically
   std::string plan = "auto";
   bool zero1 = false;
   std::string weights;       // a Hugging Face directory, checkpoint, or llm.c file

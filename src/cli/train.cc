@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/io/crash_point.h"
 #include "autoshard/io/token_data.h"
+#include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "tensor/rng.h"
@@ -28,7 +31,7 @@ struct TrainOptions : CommonOptions {
     batch = 16;
   }
   int64_t steps = 800;
-  double lr = 0;  // 0: 6e-3 for the byte-level presets, 6e-4 (GPT-2's) otherwise
+  std::optional<double> lr;  // default: 6e-3 for the byte-level presets, 6e-4 (GPT-2's) otherwise
   std::string schedule = "cosine";
   int64_t warmup = -1;  // -1: 5% of the steps, at most 100
   double weight_decay = 0.1, clip = 1.0;
@@ -68,11 +71,13 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
-TokenData load_data(CommonOptions& o, const GPT2Config& cfg) {
+TokenData load_data(CommonOptions& o, const GPT2Config& cfg,
+                    TokenData::Sampling sampling = TokenData::Sampling::Sequential) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   AS_CHECK(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
         " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
   TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
+  data.set_sampling(sampling, o.seed);
   data.validate(o.batch, o.seq, cfg.vocab_size);
   return data;
 }
@@ -109,42 +114,86 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
   return out;
 }
 
-void run_train(TrainOptions& o) {
-  GPT2Config cfg = model_config(o);
-  TokenData data = load_data(o, cfg);
-  data.set_sampling(o.sampling == "random" ? TokenData::Sampling::Random
-                                           : TokenData::Sampling::Sequential,
-                    o.seed);
-  AS_CHECK(o.steps >= 0, "--steps must not be negative");
-  AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
-        "--save-every and --resume need --checkpoint-dir");
-  GPT2 model(cfg, o.seq, o.seed);
-  model.set_distribution(make_distribution(o));
-  if (o.lr == 0) o.lr = cfg.vocab_size == 256 ? 6e-3 : 6e-4;
+// SIGINT or SIGTERM during training: finish the step, save, stop.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  stop_signal = sig;
+}
+
+std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const GPT2Config& cfg) {
+  const double lr = o.lr.value_or(cfg.vocab_size == 256 ? 6e-3 : 6e-4);
   auto optimizer = AdamW(
-      {.learning_rate = o.lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
+      {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
   if (o.schedule == "cosine") {
     const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 20);
-    optimizer->schedule = cosine_decay(o.lr, std::max<int64_t>(1, o.steps - warmup), 0.1, warmup);
+    optimizer->schedule = cosine_decay(lr, std::max<int64_t>(1, o.steps - warmup), 0.1, warmup);
   }
+  return optimizer;
+}
+
+// What a checkpoint records of the run, and what a resumed run must share
+// with it to continue at the right tokens.
+nlohmann::json run_state(const TrainOptions& o, const Model& model, int64_t step) {
+  const auto& dist = model.distribution_strategy();
+  return {{"data_position", step},
+          {"model", o.model},
+          {"batch", o.batch},
+          {"seq", o.seq},
+          {"sampling", o.sampling},
+          {"seed", o.seed},
+          {"mesh", dist ? dist->mesh().to_string() : "1 device"},
+          {"plan", o.plan}};
+}
+
+void check_resumable(const nlohmann::json& state, const TrainOptions& o, const std::string& dir) {
+  auto same = [&](const char* key, const nlohmann::json& now, const char* flag) {
+    if (!state.contains(key)) return;
+    AS_CHECK(state[key] == now, "--resume: the checkpoint in '", dir, "' was trained with ", flag,
+             " ", state[key].dump(), ", this run has ", now.dump(),
+             " (resume with the same value, or start a new run)");
+  };
+  same("batch", o.batch, "--batch");
+  same("seq", o.seq, "--seq");
+  same("sampling", o.sampling, "--sampling");
+  same("seed", o.seed, "--seed");
+}
+
+// Opens the checkpoint directory, resuming from its latest checkpoint when
+// asked; returns the step training starts at.
+int64_t open_checkpoints(const TrainOptions& o, Model& model,
+                         std::unique_ptr<CheckpointManager>& manager) {
+  if (o.checkpoint_dir.empty()) return 0;
+  AS_CHECK(!std::filesystem::exists(o.checkpoint_dir) ||
+               std::filesystem::is_directory(o.checkpoint_dir),
+           "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
+  manager = std::make_unique<CheckpointManager>(CheckpointOptions{
+      .directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
+  if (!o.resume) return 0;
+  AS_CHECK(manager->latest_step(), "--resume: no checkpoint in '", o.checkpoint_dir,
+           "' to resume from (run without --resume to start from scratch)");
+  check_resumable(read_state(manager->path_of(*manager->latest_step())), o, o.checkpoint_dir);
+  nlohmann::json state = manager->restore(model);
+  const int64_t start = state.value("data_position", state["step"].get<int64_t>());
+  if (World::process().leader())
+    std::fprintf(stderr, "resumed from %s at step %lld\n",
+                 manager->path_of(*manager->latest_step()).c_str(), static_cast<long long>(start));
+  return start;
+}
+
+void run_train(TrainOptions& o) {
+  GPT2Config cfg = model_config(o);
+  TokenData data = load_data(o, cfg,
+                             o.sampling == "random" ? TokenData::Sampling::Random
+                                                    : TokenData::Sampling::Sequential);
+  AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
+           "--save-every and --resume need --checkpoint-dir");
+  GPT2 model(cfg, o.seq, o.seed);
+  model.set_distribution(make_distribution(o));
+  auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
-  int64_t start = 0;
-  if (!o.checkpoint_dir.empty()) {
-    manager = std::make_unique<CheckpointManager>(CheckpointOptions{
-        .directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
-    AS_CHECK(!o.resume || manager->latest_step(), "--resume: no checkpoint in '",
-             o.checkpoint_dir, "' to resume from (run without --resume to start from scratch)");
-    if (o.resume) {
-      nlohmann::json state = manager->restore(model);
-      start = state.value("data_position", state["step"].get<int64_t>());
-      if (World::process().leader())
-        std::fprintf(stderr, "resumed from %s at step %lld\n",
-                     manager->path_of(*manager->latest_step()).c_str(),
-                     static_cast<long long>(start));
-    }
-  }
+  const int64_t start = open_checkpoints(o, model, manager);
   // Under mpirun only rank 0 prints and writes the log.
   const bool printer = World::process().leader();
   std::ofstream log;
@@ -159,15 +208,21 @@ void run_train(TrainOptions& o) {
                  data.source().c_str(), static_cast<long long>(data.size()),
                  static_cast<long long>(o.batch), static_cast<long long>(o.seq),
                  dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   const bool tty = ::isatty(STDERR_FILENO);
   Tensor x, y;
   double first = NAN, last = NAN;
+  int64_t saved = manager ? manager->latest_step().value_or(-1) : -1;
+  int64_t step = start;
   const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
-  for (int64_t step = start; step < o.steps; ++step) {
+  for (; step < o.steps; ++step) {
     data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
     auto t0 = std::chrono::steady_clock::now();
     double loss = model.train_on_batch(x, y);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    AS_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step + 1,
+             " (lower --lr, clip harder with --clip, or check the data)");
     double tps = double(o.batch * o.seq) / secs;
     if (step == start) first = loss;
     last = loss;
@@ -185,18 +240,20 @@ void run_train(TrainOptions& o) {
           << "\n"
           << std::flush;
     crash_point("train.step");
-    if (manager)
-      manager->maybe_save(model, step + 1,
-                          {{"data_position", step + 1},
-                           {"model", o.model},
-                           {"batch", o.batch},
-                           {"seq", o.seq},
-                           {"sampling", o.sampling},
-                           {"seed", o.seed},
-                           {"mesh", dist ? dist->mesh().to_string() : "1 device"},
-                           {"plan", o.plan}},
-                          {{"loss", loss}});
+    if (manager && manager->maybe_save(model, step + 1, run_state(o, model, step + 1),
+                                       {{"loss", loss}}))
+      saved = step + 1;
+    // Every rank stops at the same step when any rank was signalled.
+    if (const int sig = static_cast<int>(World::process().max(stop_signal)); sig != 0) {
+      ++step;
+      if (manager && saved != step) manager->save(model, step, run_state(o, model, step));
+      if (manager) manager->wait_until_finished();
+      throw Interrupted(sig, cat("stopped by signal ", sig, " after step ", step,
+                                 manager ? cat("; saved in ", manager->path_of(step)) : ""));
+    }
   }
+  // The last step is always saved (--save-every or not).
+  if (manager && saved != step && step > 0) manager->save(model, step, run_state(o, model, step));
   if (manager) manager->wait_until_finished();
   if (printer && tty) std::fprintf(stderr, "\n");
   if (printer && o.steps > start)
@@ -246,26 +303,29 @@ void add_train_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
   add_common(cmd, *o);
-  cmd->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
-  cmd->add_option("--lr", o->lr,
-                  "AdamW peak learning rate (default: 6e-3 for byte-level models, 6e-4 otherwise)");
+  constexpr int64_t kMax = int64_t{1} << 62;
+  add_int(cmd, "--steps", o->steps, 0, kMax, "optimizer steps");
+  add_real(cmd, "--lr", o->lr, 0, 1e3, /*lo_open=*/true,
+           "AdamW peak learning rate (default: 6e-3 for byte-level models, 6e-4 otherwise)");
   cmd->add_option("--lr-schedule", o->schedule,
                   "constant, or cosine: linear warmup then cosine decay to 10% of --lr")
       ->check(CLI::IsMember({"constant", "cosine"}))
       ->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "warmup steps of the cosine schedule (default 5%, <= 100)");
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay")
-      ->capture_default_str();
-  cmd->add_option("--clip", o->clip, "clip the global gradient norm (0: off)")
-      ->capture_default_str();
+  add_int(cmd, "--warmup", o->warmup, 0, kMax,
+          "warmup steps of the cosine schedule (default 5%, at most 100)")
+      ->default_str("");
+  add_real(cmd, "--weight-decay", o->weight_decay, 0, 1e3, false, "AdamW decoupled weight decay");
+  add_real(cmd, "--clip", o->clip, 0, 1e30, false, "clip the global gradient norm (0: off)");
   cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
-  cmd->add_option("--sample", o->sample, "bytes to generate after training (byte vocabularies)");
-  cmd->add_option("--temperature", o->temperature, "sampling temperature of the sample")
-      ->capture_default_str();
+  add_int(cmd, "--sample", o->sample, 0, int64_t{1} << 20,
+          "bytes to generate after training (byte vocabularies)")
+      ->default_str("300");
+  add_real(cmd, "--temperature", o->temperature, 0, 100, true, "sampling temperature of the sample");
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "save checkpoints under DIR (step-NNNNNNNN/)");
-  cmd->add_option("--save-every", o->save_every, "save every N steps (in the background)");
-  cmd->add_option("--keep", o->keep, "keep the last K checkpoints (0: all)");
+  add_int(cmd, "--save-every", o->save_every, 0, kMax,
+          "save every N steps, in the background (0: only at the end)");
+  add_int(cmd, "--keep", o->keep, 0, 1 << 30, "keep the last K checkpoints (0: all)");
   cmd->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir");
   cmd->add_option("--sampling", o->sampling,
                   "how batches are cut from the data: random windows (seeded by --seed) or "
@@ -279,7 +339,7 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand("eval", "mean loss of a model over the first N batches");
   add_common(cmd, *o);
-  cmd->add_option("--batches", o->batches, "number of batches (N)")->capture_default_str();
+  add_int(cmd, "--batches", o->batches, 1, int64_t{1} << 40, "number of batches (N)");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_eval(*o); });
 }

@@ -132,6 +132,13 @@ void mpi_world_barrier() {
   ok(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+int64_t mpi_max_int64(int64_t value) {
+  ensure_init();
+  int64_t out = 0;
+  ok(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
 std::string mpi_broadcast_string(const std::string& value) {
   ensure_init();
   int64_t n = static_cast<int64_t>(value.size());

@@ -43,6 +43,10 @@ void World::sum(float* data, int64_t count) const {
   if (distributed_) mpi_world_sum(data, count);
 }
 
+int64_t World::max(int64_t value) const {
+  return distributed_ ? mpi_max_int64(value) : value;
+}
+
 std::string World::broadcast(const std::string& value) const {
   return distributed_ ? mpi_broadcast_string(value) : value;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "autoshard/error.h"
 #include "autoshard/comm/world.h"
@@ -97,6 +98,7 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
       fs::rename(tmp, target);
     }
     fsync_path(parent.string(), true);
+    crash_point("checkpoint.done");
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
@@ -185,26 +187,53 @@ void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state)
   write_directory(model.snapshot(true), dir, std::move(state));
 }
 
-nlohmann::json load_checkpoint(Model& model, const std::string& dir) {
+nlohmann::json read_state(const std::string& dir) {
   const fs::path root(dir);
   AS_CHECK(fs::is_directory(root), "checkpoint '", dir, "' does not exist");
   AS_CHECK(fs::exists(root / "state.json"), "checkpoint '", dir, "' is incomplete: no state.json");
+  std::ifstream in(root / "state.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_state(text.str(), (root / "state.json").string());
+}
+
+nlohmann::json parse_state(const std::string& text, const std::string& source) {
   nlohmann::json state;
   try {
-    std::ifstream in(root / "state.json");
-    in >> state;
+    state = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    fail("checkpoint '", dir, "': state.json is not valid JSON (", e.what(), ")");
+    fail("checkpoint state '", source, "' is not valid JSON (", e.what(), ")");
   }
-  AS_CHECK(state.value("format", "") == kFormat, "'", dir,
-        "' is not an autoshard checkpoint (format '", state.value("format", ""), "', expected '",
-        kFormat, "')");
+  AS_CHECK(state.is_object(), "checkpoint state '", source, "' must be a JSON object");
+  const std::string format =
+      state.contains("format") && state["format"].is_string() ? state["format"].get<std::string>()
+                                                              : "";
+  AS_CHECK(format == kFormat, "'", source, "' is not an autoshard checkpoint state (format '",
+           format, "', expected '", kFormat, "')");
+  // Counters are whole numbers >= 0; text such as "4" is not read as one.
+  for (const char* key : {"step", "data_position", "batch", "seq"}) {
+    if (!state.contains(key)) {
+      AS_CHECK(std::string(key) != "step", "checkpoint state '", source, "' lacks \"step\"");
+      continue;
+    }
+    AS_CHECK(state[key].is_number_unsigned(), "checkpoint state '", source, "': \"", key,
+             "\" must be a whole number >= 0, got ", state[key].dump());
+  }
+  return state;
+}
+
+nlohmann::json load_checkpoint(Model& model, const std::string& dir, bool with_optimizer) {
+  const fs::path root(dir);
+  nlohmann::json state = read_state(dir);
+  AS_CHECK(!with_optimizer || fs::exists(root / "optimizer.safetensors"), "checkpoint '", dir,
+           "' has no optimizer.safetensors: resuming would restart the optimizer from zero "
+           "(load its weights with --weights to start training afresh from them)");
   std::map<std::string, WeightSource> sources =
       plain_sources((root / "model.safetensors").string());
-  if (fs::exists(root / "optimizer.safetensors"))
+  if (with_optimizer)
     for (auto& [k, v] : plain_sources((root / "optimizer.safetensors").string())) sources[k] = v;
   model.load_weights(sources);
-  if (state.contains("step")) model.set_iterations(state["step"].get<int64_t>());
+  model.set_iterations(state["step"].get<int64_t>());
   return state;
 }
 
@@ -330,7 +359,7 @@ nlohmann::json CheckpointManager::restore(Model& model, std::optional<int64_t> s
   wait_until_finished();
   if (!step) step = latest_step();
   AS_CHECK(step.has_value(), "no checkpoint to restore in '", o_.directory, "'");
-  return load_checkpoint(model, path_of(*step));
+  return load_checkpoint(model, path_of(*step), /*with_optimizer=*/true);
 }
 
 void ModelCheckpoint::on_train_batch_end(int64_t, const Logs& logs) {

@@ -39,10 +39,12 @@ std::map<std::string, TensorMapping> hf_layout(const GPT2Config& c, const std::s
     plain(h + "ln_2.beta", h + "ln_2.bias");
     const char* names[3] = {"query", "key", "value"};
     for (int k = 0; k < 3; ++k) {
-      m[h + "attn." + names[k] + ".kernel"] = {hf + "attn.c_attn.weight", 1, 3 * C, k * C};
-      if (k != 1) m[h + "attn." + names[k] + ".bias"] = {hf + "attn.c_attn.bias", 0, 3 * C, k * C};
+      m[h + "attn." + names[k] + ".kernel"] = {hf + "attn.c_attn.weight", 1, 3 * C, k * C,
+                                                {C, 3 * C}};
+      if (k != 1)
+        m[h + "attn." + names[k] + ".bias"] = {hf + "attn.c_attn.bias", 0, 3 * C, k * C, {3 * C}};
     }
-    m[h + "attn.attention_output.kernel"] = {hf + "attn.c_proj.weight", 2, -1, 0};
+    m[h + "attn.attention_output.kernel"] = {hf + "attn.c_proj.weight", 2, -1, 0, {C, C}};
     plain(h + "attn.attention_output.bias", h + "attn.c_proj.bias");
     plain(h + "mlp.c_fc.kernel", h + "mlp.c_fc.weight");
     plain(h + "mlp.c_fc.bias", h + "mlp.c_fc.bias");
@@ -105,8 +107,21 @@ LlmcHeader read_llmc_header(std::ifstream& in, const std::string& path) {
   AS_CHECK(h[1] == 3, "'", path, "': llm.c version ", h[1], " is not supported (only 3, fp32)");
   LlmcHeader r{h[2], h[3], h[4], h[5], h[6], h[7]};
   AS_CHECK(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 &&
-            r.padded_vocab >= r.vocab && r.channels % r.heads == 0,
-        "'", path, "': inconsistent llm.c header");
+               r.padded_vocab >= r.vocab && r.channels % r.heads == 0,
+           "'", path, "': inconsistent llm.c header");
+  // The sizes the header claims must match the file before anything is read
+  // or allocated (a corrupt header could ask for terabytes or hours).
+  const unsigned __int128 C = r.channels, L = r.layers;
+  const unsigned __int128 floats = (unsigned __int128)r.padded_vocab * C + (unsigned __int128)r.max_t * C +
+                                   L * (12 * C * C + 13 * C) + 2 * C;
+  const unsigned __int128 want = 256 * 4 + floats * 4;
+  in.seekg(0, std::ios::end);
+  const auto have = static_cast<unsigned __int128>(in.tellg());
+  in.seekg(256 * 4);
+  AS_CHECK(want == have, "'", path, "': its header describes a GPT-2 with L=", r.layers,
+           " NH=", r.heads, " C=", r.channels, " V=", r.vocab, " maxT=", r.max_t, " (",
+           want > (unsigned __int128)1 << 62 ? std::string("more than 2^62") : std::to_string((uint64_t)want),
+           " bytes), but the file has ", (uint64_t)have, " bytes: a truncated or corrupt llm.c file");
   return r;
 }
 
@@ -257,7 +272,7 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
   if (path.ends_with(".bin")) return load_llmc(model, path);
   if (fs::is_directory(path)) {
     if (fs::exists(fs::path(path) / "state.json")) {
-      load_checkpoint(model, path);
+      load_checkpoint(model, path, /*with_optimizer=*/false);
       return;
     }
     AS_CHECK(fs::exists(fs::path(path) / "model.safetensors"), "'", path,

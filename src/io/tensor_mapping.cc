@@ -62,16 +62,16 @@ void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Sh
   const SafetensorsEntry& e = file.entry(m.tensor);
   AS_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '",
         m.tensor, "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
+  const Shape want = m.file_shape.empty() ? shape : m.file_shape;
+  AS_CHECK(e.shape == want, "'", file.path(), "': tensor '", m.tensor, "' has shape ",
+           shape_str(e.shape), " but weight '", weight, "' needs ", shape_str(want),
+           " (a checkpoint of another model size or architecture?)");
   const Layout2D l = layout_2d(m, shape);
   const int64_t size = numel(e.shape);
   const int64_t last =
       l.rows == 0 || l.cols == 0 ? -1 : (l.rows - 1) * l.stride + m.col_offset + l.cols - 1;
-  AS_CHECK(last < size && l.cols + m.col_offset <= l.stride, "'", file.path(), "': tensor '", m.tensor,
-        "' ", shape_str(e.shape), " does not fit weight '", weight, "' ", shape_str(shape),
-        " (a checkpoint of another model size or architecture?)");
-  if (m.row_stride < 0 && m.col_offset == 0)
-    AS_CHECK(size == numel(shape), "'", file.path(), "': tensor '", m.tensor, "' has shape ",
-          shape_str(e.shape), " but weight '", weight, "' needs ", shape_str(shape));
+  AS_CHECK(last < size && l.cols + m.col_offset <= l.stride, "internal: weight '", weight,
+           "' does not fit tensor '", m.tensor, "' ", shape_str(e.shape));
 }
 
 Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,

@@ -49,8 +49,15 @@ int64_t TokenData::batches(int64_t batch, int64_t seq) const {
 
 void TokenData::validate(int64_t batch, int64_t seq, int64_t vocab_size) {
   AS_CHECK(batch > 0 && seq > 0, "batch and sequence length must be positive");
-  AS_CHECK(size() >= batch * seq + 1, "data '", source_, "' has ", size(), " tokens; one batch of ",
-        batch, " x ", seq, " needs ", batch * seq + 1, " (use a smaller --batch or --seq)");
+  // Random windows need one window of seq + 1 tokens; sequential batches a
+  // whole batch of batch x seq + 1. Compared without multiplying (no wrap).
+  AS_CHECK(seq < size(), "data '", source_, "' has ", size(), " tokens; a sequence of ", seq,
+           " needs ", seq + 1, " (use a smaller --seq)");
+  if (sampling_ == Sampling::Sequential)
+    AS_CHECK(batch <= (size() - 1) / seq, "data '", source_, "' has ", size(),
+             " tokens; one batch of ", batch, " x ", seq, " needs ",
+             batch <= INT64_MAX / seq - 1 ? std::to_string(batch * seq + 1) : "more than 2^63",
+             " (use a smaller --batch or --seq)");
   vocab_ = vocab_size;
 }
 

@@ -22,6 +22,7 @@ void mpi_finalize();
 void mpi_world_sum(float* data, int64_t count);
 void mpi_world_barrier();
 std::string mpi_broadcast_string(const std::string& value);
+int64_t mpi_max_int64(int64_t value);
 
 class MpiCommunicator : public Communicator {
  public:

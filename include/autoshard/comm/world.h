@@ -34,6 +34,8 @@ class World {
   // Collective helpers over every rank; no-ops when not distributed.
   void barrier() const;
   void sum(float* data, int64_t count) const;
+  // The largest of every rank's `value`.
+  int64_t max(int64_t value) const;
   // The leader's `value` on every rank.
   std::string broadcast(const std::string& value) const;
 

@@ -49,9 +49,15 @@ std::map<std::string, WeightSource> plain_sources(const std::string& file);
 // Saves synchronously into `dir` (created atomically; an existing one is
 // replaced). `state` is stored as state.json with "format" added.
 void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state);
-// Loads weights and optimizer state into `model` (any mesh) and returns the
-// state.json, after checking the checkpoint is complete and of this format.
-nlohmann::json load_checkpoint(Model& model, const std::string& dir);
+// Loads the weights (and, with `with_optimizer`, the optimizer state, which
+// must then be there) into `model` (any mesh) and returns the state.json,
+// after checking the checkpoint is complete and of this format.
+nlohmann::json load_checkpoint(Model& model, const std::string& dir, bool with_optimizer = true);
+// The state.json of a checkpoint directory, checked: an object of this
+// format with a whole "step" (and whole "data_position", "batch", "seq" when
+// present). parse_state does the same for a text (`source` names it).
+nlohmann::json read_state(const std::string& dir);
+nlohmann::json parse_state(const std::string& text, const std::string& source);
 
 struct CheckpointOptions {
   std::string directory = "";

@@ -6,7 +6,8 @@
 //
 // The points: "train.step" (after each training step), "checkpoint.write"
 // (a save with its weights written and its optimizer state not yet),
-// "checkpoint.rename" (a save complete on disk, not yet renamed into place).
+// "checkpoint.rename" (a save complete on disk, not yet renamed into place),
+// "checkpoint.done" (a save renamed into place: between two saves).
 #pragma once
 
 namespace autoshard {

@@ -25,14 +25,17 @@ struct TensorMapping {
   int row_dims = 1;
   int64_t row_stride = -1;  // -1: the weight's own cols (a plain tensor)
   int64_t col_offset = 0;
+  Shape file_shape;  // the shape the file's tensor must have; empty: the weight's own
 
-  static TensorMapping plain(std::string name) { return {std::move(name), 0, -1, 0}; }
+  static TensorMapping plain(std::string name) { return {std::move(name), 0, -1, 0, {}}; }
 };
 
 // A model weight's values read from an open safetensors file through a mapping.
 WeightSource mapped_source(std::shared_ptr<const SafetensorsFile> file, TensorMapping map);
 
-// Checks that the mapping of a weight of `shape` stays inside the file tensor
+// Checks that the file tensor has the shape the mapping expects (the weight's
+// own for a plain mapping: a tensor with the right element count but another
+// shape is an error, never a silent reshuffle) and a dtype that loads as f32
 // (errors name the weight and the tensor).
 void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
                    const std::string& weight);

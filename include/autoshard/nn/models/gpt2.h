@@ -33,6 +33,10 @@ struct GPT2Config {
   // A Hugging Face GPT-2 config.json (n_layer, n_head, n_embd, vocab_size,
   // n_positions, resid_pdrop, layer_norm_epsilon).
   static GPT2Config from_json_file(const std::string& path);
+  // The same from a config's text (`source` names it in errors). Sizes must
+  // be whole numbers from 1 to 2^31 - 1; fields that would describe another
+  // model (model_type, activation_function, n_inner, ...) are errors.
+  static GPT2Config from_json_text(const std::string& text, const std::string& source);
   // A preset name or a path to a config.json.
   static GPT2Config from_name_or_file(const std::string& name_or_path);
   void validate() const;
