@@ -1,9 +1,12 @@
 #include "cli/options.h"
 
 #include <filesystem>
+#include <cstdio>
 #include <numeric>
 
 #include "autoshard/error.h"
+#include "autoshard/comm/world.h"
+#include "autoshard/io/gpt2_formats.h"
 #include "cli/arguments.h"
 
 namespace autoshard::cli {
@@ -29,6 +32,17 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--plan", o.plan, "auto (AutoShard), data, megatron, or a layout map JSON file")
       ->capture_default_str();
   cmd->add_flag("--zero1", o.zero1, "shard optimizer state and update over the data axis (ZeRO-1)");
+  cmd->add_flag("--strict", o.strict, "treat warnings (a layout map key matching no weight) as errors");
+}
+
+// The model's config: --model, or the config of --weights when --model was
+// left at its default.
+GPT2Config model_config(CommonOptions& o) {
+  if (!o.weights.empty() && !o.model_given) {
+    o.model = o.weights;
+    return gpt2_config_of(o.weights);
+  }
+  return GPT2Config::from_name_or_file(o.model);
 }
 
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
@@ -56,6 +70,21 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
   }
   d->zero1 = o.zero1;
   return d;
+}
+
+void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model) {
+  const auto* mp = dynamic_cast<const ModelParallel*>(d);
+  if (mp == nullptr) return;
+  for (const std::string& key : mp->layout_map().unmatched(model.weight_paths())) {
+    AS_CHECK(!o.strict, "--plan '", o.plan, "': layout map key '", key,
+             "' matches no weight of the model (weights look like ", model.weight_paths().front(),
+             ")");
+    if (World::process().leader())
+      std::fprintf(stderr,
+                   "autoshard: warning: layout map key '%s' matches no weight of the model; its "
+                   "layout is unused (--strict makes this an error)\n",
+                   key.c_str());
+  }
 }
 
 }  // namespace autoshard::cli

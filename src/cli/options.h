@@ -27,9 +27,16 @@ struct CommonOptions {
   bool zero1 = false;
   std::string weights;       // a Hugging Face directory, checkpoint, or llm.c file
   bool model_given = false;  // --model was on the command line
+  bool strict = false;       // warnings are errors
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o);
+// The model's config: --model, or the config of --weights when --model was
+// left at its default (then --model names the weights).
+GPT2Config model_config(CommonOptions& o);
+// Layout map keys that match no weight of `model`: a warning on stderr, or
+// with --strict an error.
+void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model);
 // The distribution the options ask for, or null for one device.
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o);
 

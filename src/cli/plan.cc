@@ -33,28 +33,32 @@ nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
 }
 
 void run_plan(PlanOptions& o) {
-  GPT2Config cfg = GPT2Config::from_name_or_file(o.model);
+  GPT2Config cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   std::shared_ptr<Distribution> dist = make_distribution(o);
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(dist);
+  check_layout_map(o, dist.get(), model);
   model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
   const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});
   const DeviceMesh& mesh = p.mesh;
 
   // Per device: bytes of weights, optimizer state, and planned activation buffers.
+  // Device 0 holds the largest block of every split (array_split gives the
+  // first blocks the extra elements): it is the one planned and reported.
+  const std::vector<int>& lowered = p.devices;
   std::vector<int64_t> weights(mesh.size(), 0), state(mesh.size(), 0), activations(mesh.size(), 0);
   nlohmann::json params = nlohmann::json::object();
   std::vector<std::string> rows;
-  for (int d = 0; d < mesh.size(); ++d)
+  for (int d : lowered)
     activations[d] = static_cast<int64_t>(plan_buffers(p.local[d], p.outputs[d]).total_bytes());
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const std::string& path = p.leaf_name[id];
     if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
     const bool slot = path.rfind("optimizer.", 0) == 0;
     int64_t most = 0;
-    for (int d = 0; d < mesh.size(); ++d) {
+    for (int d : lowered) {
       const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
       (slot ? state : weights)[d] += bytes;
       most = std::max(most, bytes);
@@ -80,7 +84,7 @@ void run_plan(PlanOptions& o) {
     return *std::max_element(v.begin(), v.end());
   };
   std::vector<int64_t> total(mesh.size());
-  for (int d = 0; d < mesh.size(); ++d) total[d] = weights[d] + state[d] + activations[d];
+  for (int d : lowered) total[d] = weights[d] + state[d] + activations[d];
   nlohmann::json mesh_json = nlohmann::json::object();
   for (int a = 0; a < mesh.rank(); ++a) mesh_json[mesh.axis_names()[a]] = mesh.axis_size(a);
   nlohmann::json j = {{"mesh", mesh_json},

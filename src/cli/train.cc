@@ -16,6 +16,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/io/crash_point.h"
+#include "autoshard/runtime/memory.h"
 #include "autoshard/io/token_data.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -49,16 +50,6 @@ struct EvalOptions : CommonOptions {
   int64_t batches = 10;
   bool json = false;
 };
-
-// The model's config: --model, or the config of --weights when --model was
-// left at its default.
-GPT2Config model_config(CommonOptions& o) {
-  if (!o.weights.empty() && !o.model_given) {
-    o.model = o.weights;
-    return gpt2_config_of(o.weights);
-  }
-  return GPT2Config::from_name_or_file(o.model);
-}
 
 // The rows of each batch this process reads: all of them, or under mpirun
 // only its own device's block of the batch (its share of the data).
@@ -112,6 +103,29 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
   std::string out;
   for (size_t i = prompt.size(); i < tokens.size(); ++i) out += static_cast<char>(tokens[i]);
   return out;
+}
+
+// A GPT-2 config too big for this machine, named by its largest term before
+// anything is traced: weights, gradients and AdamW's two moments take 16
+// bytes a parameter. (In-process devices share this one machine; under mpirun
+// the model's own check, per rank, applies.)
+void check_config_fits(const GPT2Config& c) {
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (!available || World::process().distributed()) return;
+  const double C = double(c.n_embd);
+  const std::pair<double, std::string> terms[] = {
+      {double(c.vocab_size) * C, cat("vocab_size = ", c.vocab_size, " x n_embd = ", c.n_embd)},
+      {double(c.n_positions) * C, cat("n_positions = ", c.n_positions, " x n_embd = ", c.n_embd)},
+      {double(c.n_layer) * 12 * C * C, cat("n_layer = ", c.n_layer, " x 12 n_embd^2 (n_embd = ",
+                                           c.n_embd, ")")}};
+  double params = 0;
+  for (const auto& t : terms) params += t.first;
+  if (params * 16 <= double(*available)) return;
+  const auto& worst = *std::max_element(std::begin(terms), std::end(terms));
+  fail("model config: ", worst.second, " gives ", worst.first,
+       " parameters; training the model's ", params, " parameters needs ",
+       format_bytes(params * 16), " (weights, gradients, AdamW state) but ",
+       format_bytes(double(*available)), " is available");
 }
 
 // SIGINT or SIGTERM during training: finish the step, save, stop.
@@ -187,8 +201,10 @@ void run_train(TrainOptions& o) {
                                                     : TokenData::Sampling::Sequential);
   AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
            "--save-every and --resume need --checkpoint-dir");
+  check_config_fits(cfg);
   GPT2 model(cfg, o.seq, o.seed);
   model.set_distribution(make_distribution(o));
+  check_layout_map(o, model.distribution_strategy().get(), model);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);

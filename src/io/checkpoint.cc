@@ -14,6 +14,7 @@
 #include "autoshard/error.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/io/crash_point.h"
+#include "io/files.h"
 
 namespace autoshard {
 
@@ -184,7 +185,8 @@ std::map<std::string, WeightSource> plain_sources(const std::string& file) {
 
 void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state) {
   if (!state.contains("step")) state["step"] = model.iterations();
-  write_directory(model.snapshot(true), dir, std::move(state));
+  filesystem_step(cat("saving checkpoint '", dir, "' failed"),
+                  [&] { write_directory(model.snapshot(true), dir, std::move(state)); });
 }
 
 nlohmann::json read_state(const std::string& dir) {
@@ -245,16 +247,18 @@ CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
   if (distributed()) o_.background = false;
   AS_CHECK(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '",
         o_.mode, "'");
-  fs::create_directories(o_.directory);
-  // Leftovers of saves that were interrupted: never complete, safe to drop.
-  if (leader())
-    for (const auto& entry : fs::directory_iterator(o_.directory)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
-        std::error_code ec;
-        fs::remove_all(entry.path(), ec);
+  filesystem_step(cat("cannot use checkpoint directory '", o_.directory, "'"), [&] {
+    fs::create_directories(o_.directory);
+    // Leftovers of saves that were interrupted: never complete, safe to drop.
+    if (leader())
+      for (const auto& entry : fs::directory_iterator(o_.directory)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
+          std::error_code ec;
+          fs::remove_all(entry.path(), ec);
+        }
       }
-    }
+  });
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -269,7 +273,8 @@ std::string CheckpointManager::path_of(int64_t step) const {
 
 std::vector<int64_t> CheckpointManager::steps() const {
   std::vector<int64_t> out;
-  for (const auto& entry : fs::directory_iterator(o_.directory)) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(o_.directory, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("step-", 0) != 0 || !fs::exists(entry.path() / "state.json")) continue;
     try {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/error.h"
+#include "io/files.h"
 
 namespace autoshard {
 
@@ -285,9 +287,17 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
   load_hf(model, path);
 }
 
+namespace {
+void write_hf_gpt2(GPT2& model, const fs::path& dir);
+}  // namespace
+
 void save_hf_gpt2(GPT2& model, const std::string& dir) {
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_gpt2(model, out); });
+}
+
+namespace {
+void write_hf_gpt2(GPT2& model, const fs::path& dir) {
   const GPT2Config& c = model.config();
-  fs::create_directories(dir);
   const int64_t C = c.n_embd;
   Model::Snapshot snap = model.snapshot(false);
   const std::map<std::string, TensorMapping> layout = hf_layout(c, "");
@@ -307,7 +317,7 @@ void save_hf_gpt2(GPT2& model, const std::string& dir) {
     tensors.push_back({h + "mlp.c_fc.bias", {4 * C}});
     tensors.push_back({h + "mlp.c_proj.weight", {4 * C, C}});
   }
-  write_mapped(snap, (fs::path(dir) / "model.safetensors").string(), tensors, layout,
+  write_mapped(snap, (dir / "model.safetensors").string(), tensors, layout,
                {{"format", "pt"}});
   nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
                         {"model_type", "gpt2"},
@@ -322,8 +332,11 @@ void save_hf_gpt2(GPT2& model, const std::string& dir) {
                         {"resid_pdrop", c.dropout},
                         {"embd_pdrop", c.dropout},
                         {"attn_pdrop", c.dropout}};
-  std::ofstream(fs::path(dir) / "config.json") << cfg.dump(2) << "\n";
+  std::ofstream config(dir / "config.json");
+  config << cfg.dump(2) << "\n";
+  AS_CHECK(config.good(), "writing '", (dir / "config.json").string(), "' failed");
 }
+}  // namespace
 
 void save_llmc_gpt2(GPT2& model, const std::string& file) {
   const GPT2Config& c = model.config();
@@ -333,10 +346,11 @@ void save_llmc_gpt2(GPT2& model, const std::string& file) {
       static_cast<int32_t>(c.n_embd),      static_cast<int32_t>((c.vocab_size + 127) / 128 * 128)};
   int32_t header[256] = {kLlmcMagic, 3,       h.max_t,    h.vocab,
                          h.layers,   h.heads, h.channels, h.padded_vocab};
-  const std::string tmp = file + ".tmp";
-  {
+  // Written beside the target and renamed over it: a failure leaves nothing.
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    AS_CHECK(out.good(), "cannot write '", tmp, "'");
+    AS_CHECK(out.good(), "cannot write '", file, "': ", std::strerror(errno));
     out.write(reinterpret_cast<const char*>(header), sizeof header);
     for_each_llmc_piece(h, [&](const char* name, int64_t rows, int64_t cols, int64_t layer) {
       std::vector<float> piece(rows * cols, 0.0f);
@@ -344,9 +358,14 @@ void save_llmc_gpt2(GPT2& model, const std::string& file) {
       out.write(reinterpret_cast<const char*>(piece.data()),
                 static_cast<std::streamsize>(piece.size() * 4));
     });
-    AS_CHECK(out.good(), "writing '", file, "' failed");
+    out.close();
+    AS_CHECK(!out.fail(), "writing '", file, "' failed: ", std::strerror(errno));
+    filesystem_step(cat("cannot move '", tmp, "' to '", file, "'"), [&] { fs::rename(tmp, file); });
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
   }
-  fs::rename(tmp, file);
 }
 
 }  // namespace autoshard

@@ -8,6 +8,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/runtime/memory.h"
 #include "autoshard/tensor/array_split.h"
 
 namespace autoshard {
@@ -57,11 +58,16 @@ void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss) {
 }
 
 void Model::set_distribution(std::shared_ptr<Distribution> d) {
-  // One device (no distribution) is this process's own, even under mpirun.
-  const DeviceMesh mesh = d ? d->mesh() : DeviceMesh();
-  store_.place_on(mesh, d ? World::process().local_devices(mesh) : std::vector<int>{0});
   dist_ = std::move(d);
   cache_.clear();
+}
+
+// The weights move onto the mesh when a step first runs there (planning
+// alone places nothing, so any mesh can be planned for).
+void Model::place_state() {
+  // One device (no distribution) is this process's own, even under mpirun.
+  const DeviceMesh mesh = dist_ ? dist_->mesh() : DeviceMesh();
+  store_.place_on(mesh, dist_ ? World::process().local_devices(mesh) : std::vector<int>{0});
 }
 
 bool Model::sharded() const {
@@ -146,6 +152,7 @@ CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
   std::string key = std::to_string(int(mode)) + shape_str(x.shape());
   if (y) key += shape_str(y->shape()) + dtype_name(y->dtype());
   if (CompiledStep* step = cache_.find(key)) return *step;
+  place_state();
   Traced t = trace_step(mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr,
                         y ? y->dtype() : DType::F32);
   std::unique_ptr<CompiledStep> step;
@@ -155,15 +162,42 @@ CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
   } else {
     step = std::make_unique<CompiledStep>(std::move(t.graph), t.result);
   }
+  check_memory(*step);
   CompiledStep& s = cache_.insert(key, std::move(step));
   bind_state(s);
   return s;
 }
 
-Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
+// Before anything of a new step is allocated: the state it adds and its
+// buffers must fit in the memory the machine has.
+void Model::check_memory(const CompiledStep& step) const {
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (!available) return;
+  int64_t weights = 0, slots = 0, largest = 0;
+  std::string largest_name;
+  for (int id : step.graph().parameters()) {
+    const LeafAttrs& leaf = step.graph().node(id).leaf();
+    const int64_t bytes =
+        store_.bytes_to_make({leaf.name, leaf.slot}, step.layout(id), step.devices());
+    (leaf.is_slot() ? slots : weights) += bytes;
+    if (!leaf.is_slot() && numel(leaf.shape) * 4 > largest)
+      largest = numel(leaf.shape) * 4, largest_name = leaf.name + " " + shape_str(leaf.shape);
+  }
+  const int64_t buffers = static_cast<int64_t>(step.planned_bytes());
+  const int64_t need = weights + slots + buffers;
+  AS_CHECK(need <= *available, "Model ", name_, " does not fit in memory: this step needs ",
+           format_bytes(double(need)), " (weights ", format_bytes(double(weights)),
+           ", optimizer state ", format_bytes(double(slots)), ", activations and gradients ",
+           format_bytes(double(buffers)), "; largest weight ", largest_name, ") but ",
+           format_bytes(double(*available)),
+           " is available; use a smaller model or batch, or more devices (mpirun)");
+}
+
+Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype,
+                               const std::vector<int>& devices) {
   AS_CHECK(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
   Traced t = trace_step(Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype);
-  return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result});
+  return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result}, devices);
 }
 
 double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx) {
@@ -269,11 +303,13 @@ std::vector<std::string> Model::slot_paths() {
 
 Tensor Model::gather_weight(const std::string& key) {
   ensure_built();
+  place_state();
   return store_.gather(StateKey::parse(key));
 }
 
 void Model::set_weight(const std::string& key, const Tensor& value) {
   ensure_built();
+  place_state();
   store_.set(StateKey::parse(key), value);
 }
 
@@ -286,6 +322,7 @@ void Model::load_weights(const std::map<std::string, WeightSource>& sources) {
 
 Model::Snapshot Model::snapshot(bool include_slots) {
   ensure_built();
+  place_state();
   return store_.snapshot(include_slots);
 }
 

@@ -116,6 +116,15 @@ Tensor& WeightStore::block(const StateKey& key, const Sharding& layout, int devi
   return it->second;
 }
 
+int64_t WeightStore::bytes_to_make(const StateKey& key, const Sharding& layout,
+                                   const std::vector<int>& devices) const {
+  const Entry& e = entry(key);
+  int64_t bytes = 0;
+  for (int d : devices)
+    if (!e.blocks.count(d)) bytes += numel(layout.local_shape(e.shape, mesh_, d)) * 4;
+  return bytes;
+}
+
 Tensor& WeightStore::whole(const StateKey& key) {
   AS_CHECK(!on_mesh(), "internal: whole() of '", key.str(), "' on a mesh");
   return block(key, Sharding::replicated(static_cast<int>(entry(key).shape.size())), 0);

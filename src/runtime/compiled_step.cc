@@ -54,6 +54,10 @@ void CompiledStep::set_profile(OpProfile* profile) {
     exec_->set_profile(profile);
 }
 
+size_t CompiledStep::planned_bytes() const {
+  return sharded_ ? sharded_->planned_bytes() : exec_->planned_bytes();
+}
+
 CompiledStep* StepCache::find(const std::string& key) const {
   auto it = steps_.find(key);
   return it == steps_.end() ? nullptr : it->second.get();

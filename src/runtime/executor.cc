@@ -66,18 +66,24 @@ size_t BufferPlan::total_bytes() const {
 }
 
 Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph) {
-  BufferPlan plan = plan_buffers(graph, outputs);
-  schedule_ = std::move(plan.schedule);
-  std::vector<Tensor> slots;
-  for (size_t b : plan.slot_bytes) slots.emplace_back(Shape{static_cast<int64_t>(b / 4)});
-  planned_bytes_ = plan.total_bytes();
+  plan_ = plan_buffers(graph, outputs);
+  schedule_ = plan_.schedule;
+  planned_bytes_ = plan_.total_bytes();
   values_.resize(graph.size());
-  for (int i : schedule_)
-    if (plan.slot_of[i] >= 0)
-      values_[i] = slots[plan.slot_of[i]].view(graph.node(i).shape, graph.node(i).dtype);
   in_ptrs_.resize(graph.size());
   for (int i : schedule_)
     for (int in : graph.node(i).inputs) in_ptrs_[i].push_back(&values_[in]);
+}
+
+// Buffers are made on the first run, so that a caller can first check that
+// planned_bytes() fits.
+void Executor::allocate() {
+  std::vector<Tensor> slots;
+  for (size_t b : plan_.slot_bytes) slots.emplace_back(Shape{static_cast<int64_t>(b / 4)});
+  for (int i : schedule_)
+    if (plan_.slot_of[i] >= 0)
+      values_[i] = slots[plan_.slot_of[i]].view(graph_.node(i).shape, graph_.node(i).dtype);
+  allocated_ = true;
 }
 
 void Executor::bind(int node, const Tensor& value) {
@@ -90,6 +96,7 @@ void Executor::bind(int node, const Tensor& value) {
 }
 
 void Executor::run(const StepContext& step) {
+  if (!allocated_) allocate();
   KernelContext ctx{step.step, step.lr, comm_, groups_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);

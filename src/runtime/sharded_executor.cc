@@ -54,6 +54,12 @@ void ShardedExecutor::run(const StepContext& ctx) {
   });
 }
 
+size_t ShardedExecutor::planned_bytes() const {
+  size_t total = 0;
+  for (int d : devices_) total += executors_[d]->planned_bytes();
+  return total;
+}
+
 const Tensor& ShardedExecutor::output(int k) const {
   return executors_[devices_[0]]->value(partition_.outputs[devices_[0]][k]);
 }

@@ -64,6 +64,17 @@ std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
   return result;
 }
 
+std::vector<std::string> LayoutMap::unmatched(const std::vector<std::string>& paths) const {
+  std::vector<std::string> out;
+  for (const auto& [key, layout] : entries_) {
+    const std::regex re(key);
+    bool used = false;
+    for (const std::string& p : paths) used = used || p == key || std::regex_search(p, re);
+    if (!used) out.push_back(key);
+  }
+  return out;
+}
+
 LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {

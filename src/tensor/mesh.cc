@@ -1,5 +1,7 @@
 #include "autoshard/tensor/mesh.h"
 
+#include <cctype>
+#include <charconv>
 #include <set>
 
 #include "autoshard/error.h"
@@ -24,6 +26,19 @@ DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
   size_ = static_cast<int>(size);
 }
 
+namespace {
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+bool identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+}  // namespace
+
 DeviceMesh DeviceMesh::parse(const std::string& spec) {
   std::vector<int> shape;
   std::vector<std::string> names;
@@ -33,16 +48,16 @@ DeviceMesh DeviceMesh::parse(const std::string& spec) {
     std::string part =
         spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t eq = part.find('=');
-    AS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < part.size(), "mesh '", spec,
-          "' must look like data=2,model=3");
-    names.push_back(part.substr(0, eq));
-    try {
-      size_t used = 0;
-      shape.push_back(std::stoi(part.substr(eq + 1), &used));
-      AS_CHECK(used == part.size() - eq - 1, "");
-    } catch (const std::exception&) {
-      fail("mesh '", spec, "': size of axis '", names.back(), "' is not an integer");
-    }
+    AS_CHECK(eq != std::string::npos, "mesh '", spec, "' must look like data=2,model=3");
+    const std::string name = trimmed(part.substr(0, eq)), size = trimmed(part.substr(eq + 1));
+    AS_CHECK(identifier(name), "mesh '", spec, "': axis name '", name,
+             "' must be letters, digits and _ (like data=2,model=3)");
+    names.push_back(name);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), value);
+    AS_CHECK(ec == std::errc() && end == size.data() + size.size() && !size.empty(), "mesh '", spec,
+             "': size of axis '", name, "' is not an integer (or too large)");
+    shape.push_back(value);
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }

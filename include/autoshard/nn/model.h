@@ -54,8 +54,10 @@ class Model {
   void set_distribution(std::shared_ptr<Distribution> d);
   const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
   // The partitioned training step for these batch shapes, without touching
-  // any weight (for `autoshard plan`). Needs a distribution.
-  Partition plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype = DType::I32);
+  // any weight (for `autoshard plan`), lowered for `devices` only (default:
+  // device 0, which holds the largest blocks). Needs a distribution.
+  Partition plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype = DType::I32,
+                          const std::vector<int>& devices = {0});
 
   // One optimizer step on one batch; returns the batch's loss (before the step).
   double train_on_batch(const Tensor& x, const Tensor& y);
@@ -123,6 +125,8 @@ class Model {
                     DType y_dtype);
   PartitionRequest leaf_layouts(const Graph& g);
   void bind_state(CompiledStep& step);
+  void check_memory(const CompiledStep& step) const;
+  void place_state();
   double run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
   bool sharded() const;

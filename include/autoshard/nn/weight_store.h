@@ -57,6 +57,11 @@ class WeightStore {
   // layout once placed.
   Tensor& block(const StateKey& key, const Sharding& layout, int device);
 
+  // Bytes `devices` would newly allocate for their blocks under `layout`
+  // (blocks already made count nothing).
+  int64_t bytes_to_make(const StateKey& key, const Sharding& layout,
+                        const std::vector<int>& devices) const;
+
   // The whole value as a copy (the live storage on one device). Under mpirun
   // this is a collective: every rank calls it for the same keys in order.
   Tensor gather(const StateKey& key);

@@ -40,6 +40,9 @@ class CompiledStep {
   // The result, whole (every device holds the same).
   const Tensor& result() const;
   void set_profile(OpProfile* profile);
+  // Bytes of the intermediate buffers of this process's devices (made on the
+  // first run).
+  size_t planned_bytes() const;
 
  private:
   Graph graph_;

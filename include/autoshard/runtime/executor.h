@@ -1,7 +1,8 @@
 // Executor: runs a Graph on this process's CPU. Construction plans the work
 // once: which nodes the requested outputs need (dead code is dropped), and
 // which buffer each value lives in (buffers are reused once a value's last
-// reader has run). run() then only calls kernels: no allocation, no lookup.
+// reader has run). The first run() allocates the buffers; every run calls the
+// kernels in order.
 #pragma once
 
 #include <string>
@@ -57,11 +58,15 @@ class Executor {
   void set_profile(OpProfile* profile) { profile_ = profile; }
   const Tensor& value(int node) const { return values_[node]; }
 
-  // Bytes of intermediate buffers after reuse.
+  // Bytes of intermediate buffers after reuse (allocated on the first run).
   size_t planned_bytes() const { return planned_bytes_; }
 
  private:
+  void allocate();
+
   const Graph& graph_;
+  BufferPlan plan_;
+  bool allocated_ = false;
   std::vector<int> schedule_;
   std::vector<Tensor> values_;
   std::vector<std::vector<Tensor*>> in_ptrs_;

@@ -30,6 +30,8 @@ class ShardedExecutor {
   // The k-th requested output, whole (every device holds the same).
   const Tensor& output(int k) const;
   void set_profile(OpProfile* profile) { profile_ = profile; }
+  // Intermediate buffer bytes of this process's devices together.
+  size_t planned_bytes() const;
 
  private:
   std::vector<int> devices_;

@@ -42,6 +42,8 @@ class LayoutMap {
   static LayoutMap from_json_text(const std::string& text, const std::string& source);
   static LayoutMap from_json_file(const std::string& path);
   const std::vector<std::pair<std::string, TensorLayout>>& entries() const { return entries_; }
+  // Keys that neither equal nor (as a regex) match any of `paths`.
+  std::vector<std::string> unmatched(const std::vector<std::string>& paths) const;
 
  private:
   std::vector<std::pair<std::string, TensorLayout>> entries_;

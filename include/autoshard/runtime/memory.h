@@ -1,0 +1,18 @@
+// The memory this machine can give a run, for checks made before allocating.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace autoshard {
+
+// Bytes the kernel reports as available now (MemAvailable in /proc/meminfo),
+// or nullopt where that cannot be read. AUTOSHARD_MEMORY_LIMIT (bytes, or
+// with a K/M/G suffix) overrides it, for tests and for sharing a machine.
+std::optional<int64_t> available_memory_bytes();
+
+// "1.23 GiB", "512 MiB", ...
+std::string format_bytes(double bytes);
+
+}  // namespace autoshard

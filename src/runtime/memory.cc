@@ -1,0 +1,39 @@
+#include "autoshard/runtime/memory.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace autoshard {
+
+std::optional<int64_t> available_memory_bytes() {
+  if (const char* limit = std::getenv("AUTOSHARD_MEMORY_LIMIT")) {
+    char* end = nullptr;
+    double v = std::strtod(limit, &end);
+    if (end && (*end == 'K' || *end == 'k')) v *= 1024.0;
+    if (end && (*end == 'M' || *end == 'm')) v *= 1024.0 * 1024;
+    if (end && (*end == 'G' || *end == 'g')) v *= 1024.0 * 1024 * 1024;
+    if (v > 0) return static_cast<int64_t>(v);
+  }
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream fields(line.substr(13));
+      int64_t kib = 0;
+      if (fields >> kib) return kib * 1024;
+    }
+  return std::nullopt;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, ++u;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+}  // namespace autoshard
