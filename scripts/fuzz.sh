@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for the safetensors reader (clang, ASan + UBSan)
-# and runs it for SECONDS (default 60), seeded with the test checkpoints.
+# Builds the libFuzzer targets (clang, ASan + UBSan) for what users hand
+# autoshard: the safetensors reader (seeded with the test checkpoints), and
+# model configs and checkpoint states (seeded with valid ones). Runs each for
+# half of SECONDS (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+half=$(( (seconds + 1) / 2 ))
 mkdir -p build-fuzz/corpus
 cp tests/data/*.safetensors tests/data/hf_gpt2/model.safetensors build-fuzz/corpus/ 2>/dev/null || true
 # Seeds near the size limits, so the fuzzer starts where byte counts could wrap.
@@ -21,5 +24,15 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -Iinclude -Isrc tests/fuzz/safetensors_fuzz.cc src/io/safetensors.cc src/io/tensor_mapping.cc \
   src/tensor/tensor.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc \
   -o build-fuzz/safetensors_fuzz
-./build-fuzz/safetensors_fuzz -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=2048 \
+./build-fuzz/safetensors_fuzz -max_total_time="$half" -max_len=4096 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors.dict build-fuzz/corpus
+
+mkdir -p build-fuzz/config-corpus
+cp tests/data/hf_gpt2/config.json build-fuzz/config-corpus/
+printf '%s' '{"format": "autoshard-checkpoint-1", "step": 4, "data_position": 4, "batch": 8, "seq": 64}' \
+  > build-fuzz/config-corpus/state.json
+clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc tests/fuzz/config_fuzz.cc src/nn/models/gpt2_config.cc src/io/checkpoint_state.cc \
+  -o build-fuzz/config_fuzz
+./build-fuzz/config_fuzz -max_total_time="$half" -max_len=2048 -rss_limit_mb=2048 \
+  build-fuzz/config-corpus

@@ -237,7 +237,8 @@ void run_train(TrainOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     double loss = model.train_on_batch(x, y);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    AS_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step + 1,
+    AS_CHECK(std::isfinite(loss), "training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
              " (lower --lr, clip harder with --clip, or check the data)");
     double tps = double(o.batch * o.seq) / secs;
     if (step == start) first = loss;

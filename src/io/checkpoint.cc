@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "autoshard-checkpoint-1";
 
 bool is_slot(const std::string& path) {
   return path.rfind("optimizer.", 0) == 0;
@@ -85,7 +84,7 @@ void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohma
     write_snapshot(snap, (tmp / "model.safetensors").string(), false);
     crash_point("checkpoint.write");
     write_snapshot(snap, (tmp / "optimizer.safetensors").string(), true);
-    state["format"] = kFormat;
+    state["format"] = kCheckpointFormat;
     if (!leader()) return;
     write_text((tmp / "state.json").string(), state.dump(2) + "\n");
     fsync_path(tmp.string(), true);
@@ -197,31 +196,6 @@ nlohmann::json read_state(const std::string& dir) {
   std::stringstream text;
   text << in.rdbuf();
   return parse_state(text.str(), (root / "state.json").string());
-}
-
-nlohmann::json parse_state(const std::string& text, const std::string& source) {
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("checkpoint state '", source, "' is not valid JSON (", e.what(), ")");
-  }
-  AS_CHECK(state.is_object(), "checkpoint state '", source, "' must be a JSON object");
-  const std::string format =
-      state.contains("format") && state["format"].is_string() ? state["format"].get<std::string>()
-                                                              : "";
-  AS_CHECK(format == kFormat, "'", source, "' is not an autoshard checkpoint state (format '",
-           format, "', expected '", kFormat, "')");
-  // Counters are whole numbers >= 0; text such as "4" is not read as one.
-  for (const char* key : {"step", "data_position", "batch", "seq"}) {
-    if (!state.contains(key)) {
-      AS_CHECK(std::string(key) != "step", "checkpoint state '", source, "' lacks \"step\"");
-      continue;
-    }
-    AS_CHECK(state[key].is_number_unsigned(), "checkpoint state '", source, "': \"", key,
-             "\" must be a whole number >= 0, got ", state[key].dump());
-  }
-  return state;
 }
 
 nlohmann::json load_checkpoint(Model& model, const std::string& dir, bool with_optimizer) {

@@ -27,6 +27,9 @@
 
 namespace autoshard {
 
+// The "format" every checkpoint's state.json carries.
+inline constexpr const char* kCheckpointFormat = "autoshard-checkpoint-1";
+
 // A tensor of a file being written, and where each snapshot entry goes in it.
 struct FileTensor {
   std::string name;
