@@ -14,7 +14,7 @@ cmake --build build -j"$jobs"
 if [ "${AUTOSHARD_QUICK:-0}" != 1 ]; then
   cmake -S . -B build-asan -DAUTOSHARD_SANITIZE=ON -DAUTOSHARD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-asan -j"$jobs"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$jobs" --output-on-failure)
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$jobs" --output-on-failure)
   # ThreadSanitizer over the tests that run several devices as threads.
   cmake -S . -B build-tsan -DAUTOSHARD_TSAN=ON -DAUTOSHARD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-tsan -j"$jobs"

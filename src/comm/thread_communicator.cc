@@ -30,22 +30,32 @@ inline void cpu_relax() {
 // sleeps only while the word is unchanged; an abort sets the bit and wakes
 // every sleeper. So there is no moment between "not aborted" and "sleep" in
 // which an abort can slip by unseen.
+//
+// Between two waits of a collective, members read each other's buffers. A
+// member that leaves a collective because of an abort frees its buffers as
+// it unwinds, so before it throws it waits until no member is reading.
 struct ThreadWorld::GroupState {
   static constexpr uint32_t kAbortBit = 1u << 31;
 
-  explicit GroupState(int members) : n(members), in(members), out(members), counts(members) {}
+  explicit GroupState(int members)
+      : n(members), in(members), out(members), counts(members), reading(members) {}
   const int n;
   std::vector<const float*> in;  // written before a barrier, read after it
   std::vector<float*> out;
   std::vector<const int64_t*> counts;
+  std::vector<std::atomic<bool>> reading;  // per member: between two waits of a collective
   std::atomic<int> arrived{0};
   std::atomic<uint32_t> state{0};
 
-  void wait() {
+  // Member `me` waits for every member. `last`: the collective's final wait,
+  // after which nobody reads another member's buffers.
+  void wait(int me, bool last) {
+    reading[me].store(false, std::memory_order_release);
     const uint32_t seen = state.load(std::memory_order_acquire);
-    if (seen & kAbortBit) throw Error(kStopped);
+    if (seen & kAbortBit) stop();
     if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
       arrived.store(0, std::memory_order_relaxed);
+      reading[me].store(!last, std::memory_order_release);
       advance();
       return;
     }
@@ -56,7 +66,15 @@ struct ThreadWorld::GroupState {
       state.wait(seen, std::memory_order_acquire);
       now = state.load(std::memory_order_acquire);
     }
-    if (now & kAbortBit) throw Error(kStopped);
+    if (now & kAbortBit) stop();
+    reading[me].store(!last, std::memory_order_release);
+  }
+
+  // Leaves a collective after an abort, once no member reads any buffer.
+  [[noreturn]] void stop() {
+    for (int m = 0; m < n; ++m)
+      while (reading[m].load(std::memory_order_acquire)) std::this_thread::yield();
+    throw Error(kStopped);
   }
 
   // Next generation, keeping the abort bit as it is.
@@ -76,6 +94,7 @@ struct ThreadWorld::GroupState {
   void reset() {
     arrived.store(0);
     state.store(0);
+    for (auto& r : reading) r.store(false);
   }
 };
 
@@ -188,37 +207,37 @@ void ThreadCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, con
   if (g.size() == 1) return;
   auto& s = world_.group(g);
   s.in[g.index] = data;
-  s.wait();
+  s.wait(g.index, false);
   const int n = g.size();
   const int64_t begin = split_offset(count, n, g.index), len = split_size(count, n, g.index);
   reduce_slices(s.in, begin, len, op, data + begin);
-  s.wait();  // every slice is final
+  s.wait(g.index, false);  // every slice is final
   for (int m = 0; m < n; ++m) {
     if (m == g.index) continue;
     const int64_t b = split_offset(count, n, m), l = split_size(count, n, m);
     std::memcpy(data + b, s.in[m] + b, l * sizeof(float));
   }
-  s.wait();  // nobody reads our buffer any more
+  s.wait(g.index, true);  // nobody reads our buffer any more
 }
 
 void ThreadCommunicator::all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
                                     const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
-  s.wait();
+  s.wait(g.index, false);
   int64_t offset = 0;
   for (int m = 0; m < g.size(); ++m) {
-    std::memcpy(out + offset, s.in[m], counts[m] * sizeof(float));
+    if (counts[m] > 0) std::memcpy(out + offset, s.in[m], counts[m] * sizeof(float));
     offset += counts[m];
   }
-  s.wait();
+  s.wait(g.index, true);
 }
 
 void ThreadCommunicator::reduce_scatter(const float* in, float* out,
                                         const std::vector<int64_t>& counts, const CommGroup& g) {
   auto& s = world_.group(g);
   s.in[g.index] = in;
-  s.wait();
+  s.wait(g.index, false);
   int64_t begin = 0;
   for (int m = 0; m < g.index; ++m) begin += counts[m];
   int64_t total = 0;
@@ -226,13 +245,14 @@ void ThreadCommunicator::reduce_scatter(const float* in, float* out,
   const bool overlaps = out < in + total && out + counts[g.index] > in;
   if (!overlaps || out == in + begin) {  // nobody else reads what we write
     reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, out);
-    s.wait();
+    s.wait(g.index, true);
     return;
   }
   // `out` overlaps other members' slices of our input: reduce into scratch first.
-  if (static_cast<int64_t>(scratch_.size()) < counts[g.index]) scratch_.resize(counts[g.index]);
+  if (static_cast<int64_t>(scratch_.size()) < std::max<int64_t>(1, counts[g.index]))
+    scratch_.resize(std::max<int64_t>(1, counts[g.index]));
   reduce_slices(s.in, begin, counts[g.index], ReduceOp::Sum, scratch_.data());
-  s.wait();  // inputs no longer needed
+  s.wait(g.index, true);  // inputs no longer needed
   std::memcpy(out, scratch_.data(), counts[g.index] * sizeof(float));
 }
 
@@ -240,9 +260,9 @@ void ThreadCommunicator::broadcast(float* data, int64_t count, int root, const C
   if (g.size() == 1) return;
   auto& s = world_.group(g);
   s.out[g.index] = data;
-  s.wait();
-  if (g.index != root) std::memcpy(data, s.out[root], count * sizeof(float));
-  s.wait();
+  s.wait(g.index, false);
+  if (g.index != root && count > 0) std::memcpy(data, s.out[root], count * sizeof(float));
+  s.wait(g.index, true);
 }
 
 void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>& send_counts,
@@ -251,22 +271,28 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
   auto& s = world_.group(g);
   s.in[g.index] = in;
   s.counts[g.index] = send_counts.data();
-  s.wait();
+  s.wait(g.index, false);
+  // Counts are checked before anything is copied; a mismatch is thrown only
+  // after the final wait (never while others read our buffers).
+  int bad = -1;
+  for (int m = 0; m < g.size() && bad < 0; ++m)
+    if (s.counts[m][g.index] != recv_counts[m]) bad = m;
+  const int64_t sent = bad >= 0 ? s.counts[bad][g.index] : 0;
   int64_t offset = 0;
-  for (int m = 0; m < g.size(); ++m) {
+  for (int m = 0; m < g.size() && bad < 0; ++m) {
     // Our piece in member m's input comes after the pieces m sends to members before us.
     int64_t src = 0;
     for (int k = 0; k < g.index; ++k) src += s.counts[m][k];
-    AS_CHECK(s.counts[m][g.index] == recv_counts[m], "all_to_all: member ", m, " sends ",
-          s.counts[m][g.index], " floats where ", recv_counts[m], " are expected");
-    std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
+    if (recv_counts[m] > 0) std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
     offset += recv_counts[m];
   }
-  s.wait();
+  s.wait(g.index, true);
+  AS_CHECK(bad < 0, "all_to_all: member ", bad, " sends ", sent, " floats where ",
+           bad >= 0 ? recv_counts[bad] : 0, " are expected");
 }
 
 void ThreadCommunicator::barrier(const CommGroup& g) {
-  world_.group(g).wait();
+  world_.group(g).wait(g.index, true);
 }
 
 }  // namespace autoshard

@@ -36,7 +36,9 @@ std::vector<int64_t> member_counts(const std::vector<int64_t>& sizes, const Arou
   return counts;
 }
 
-thread_local std::vector<float> scratch;
+// Reused per device thread; never empty, so its pointer is never null (a
+// zero-length copy to null is still undefined behaviour).
+thread_local std::vector<float> scratch(1);
 float* scratch_of(int64_t count) {
   if (static_cast<int64_t>(scratch.size()) < count) scratch.resize(count);
   return scratch.data();
