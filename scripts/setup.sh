@@ -9,6 +9,7 @@ packages=(
   build-essential cmake pkg-config
   libopenblas-dev          # GEMM kernels (cblas_sgemm)
   nlohmann-json3-dev       # JSON: plans, logs, safetensors headers
+  zlib1g-dev               # gzip-compressed sharding problems
   libcli11-dev             # command-line parsing
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks
