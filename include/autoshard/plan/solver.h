@@ -1,0 +1,53 @@
+// The sharding solver: picks one strategy per node of a ShardingProblem,
+// minimising total cost under the usage (memory) limit.
+//
+// Method: the memory limit is relaxed into a price per byte at each time
+// step (Lagrangian multipliers); with prices the problem is a pairwise
+// cost network, solved by exact dynamic programming over its tree-shaped
+// parts (most nodes: leaves and branches hanging off a small core) and local
+// search over the core. Prices rise where memory overflows and fall where it
+// has room; every priced solution is repaired to feasibility and improved by
+// local search under the true limit. Anytime (the best feasible answer so
+// far is kept), deterministic for a given seed and round limit, threads run
+// independent searches from different seeds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autoshard/plan/problem.h"
+
+namespace autoshard {
+
+struct SolveProgress {
+  double seconds = 0;
+  __int128 cost = 0;  // of the best feasible answer so far
+  int64_t peak_usage = 0;
+  int64_t round = 0;
+};
+
+struct SolveOptions {
+  double time_limit_s = 60;
+  int threads = 1;
+  uint64_t seed = 0;
+  int64_t max_rounds = 0;  // rounds of pricing per thread; 0: until the time limit
+  std::function<void(const SolveProgress&)> on_improvement;
+};
+
+struct SolveResult {
+  std::vector<int> strategy;  // per node
+  __int128 cost = 0;
+  int64_t peak_usage = 0;
+  bool feasible = false;
+  // No assignment fits (a proof, e.g. the smallest usages already overflow).
+  bool proven_infeasible = false;
+  std::string why;  // when not feasible
+  double seconds = 0;
+  int64_t rounds = 0;
+};
+
+SolveResult solve(const ShardingProblem& problem, const SolveOptions& options = {});
+
+}  // namespace autoshard
