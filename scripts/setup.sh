@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev          # GEMM kernels (cblas_sgemm)
   nlohmann-json3-dev       # JSON: plans, logs, safetensors headers
   zlib1g-dev               # gzip-compressed sharding problems
+  coinor-libcbc-dev        # mixed-integer programs in the sharding solver
   libcli11-dev             # command-line parsing
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks

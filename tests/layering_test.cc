@@ -23,10 +23,11 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"ir", {"tensor", "comm"}},
     {"shard", {"tensor", "ir"}},
     {"runtime", {"tensor", "comm", "ir", "shard"}},
+    {"plan", {"tensor", "comm", "ir", "shard", "runtime"}},
     {"optim", {"tensor", "ir"}},
-    {"nn", {"tensor", "comm", "ir", "shard", "runtime", "optim"}},
-    {"io", {"tensor", "comm", "ir", "shard", "runtime", "optim", "nn"}},
-    {"cli", {"tensor", "comm", "ir", "shard", "runtime", "optim", "nn", "io"}},
+    {"nn", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim"}},
+    {"io", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn"}},
+    {"cli", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io"}},
 };
 
 // The layer a quoted include names, or "" for one that belongs to no layer.

@@ -12,4 +12,4 @@
 #include "autoshard/nn/model.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/optim/optimizers.h"
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/nn/models/gpt2.h"
 
 namespace autoshard::cli {

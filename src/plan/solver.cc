@@ -13,374 +13,15 @@
 #include <cstdlib>
 
 #include "autoshard/error.h"
+#include "plan/max_tree.h"
+#include "plan/mip.h"
+#include "plan/reduced.h"
 
 namespace autoshard {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kInf = int64_t{1} << 62;
-
-int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return kInf;
-  return std::min(r, kInf);
-}
-int64_t finite(int64_t c) {
-  return c >= kForbiddenCost ? kInf : c;
-}
-
-struct Matrix {
-  int rows = 0, cols = 0;
-  std::vector<int64_t> c;  // rows x cols
-  int64_t at(int r, int k) const { return c[size_t(r) * cols + k]; }
-  int64_t& at(int r, int k) { return c[size_t(r) * cols + k]; }
-};
-
-// One neighbour: the merged edge to it, and whether we index its rows.
-struct Neighbor {
-  int var;
-  int edge;
-  bool row;
-};
-
-// A piece of a variable's memory: usage per value while live in [lo, hi).
-struct MemTerm {
-  int lo = 0, hi = 0;
-  std::vector<int64_t> usage;
-};
-
-// ---- reduction ----
-//
-// XLA's problems tie many pairs of nodes by one-to-one edges (a strategy of
-// one allows exactly one strategy of the other, the rest forbidden): an op
-// and the value it passes on, sharded alike. Such nodes are one decision.
-// The reduction prunes forbidden values (arc consistency), merges the tied
-// nodes into variables, folds fixed nodes into their neighbours, and sums
-// parallel edges. Local moves then change whole tied groups at once.
-
-struct Reduced {
-  int vars = 0;
-  std::vector<std::vector<int64_t>> cost;  // per variable, per value
-  std::vector<std::vector<MemTerm>> mem;   // per variable
-  std::vector<Matrix> edges;
-  std::vector<std::vector<Neighbor>> adj;
-  int segments = 1;
-  int64_t limit = kInf;
-  std::vector<int64_t> base;  // usage of fixed nodes per segment
-  int64_t constant = 0;       // cost of fixed nodes and edges
-  // Expanding a solution: per original node, its variable (-1: fixed) and
-  // its strategy for each value of that variable (fixed: one entry).
-  std::vector<int> var_of;
-  std::vector<std::vector<int>> strategy_of;
-  bool infeasible = false;
-  std::string why;
-
-  int dom(int v) const { return static_cast<int>(cost[v].size()); }
-  int64_t edge_cost(const Neighbor& nb, int mine, int theirs) const {
-    const Matrix& m = edges[nb.edge];
-    return nb.row ? m.at(mine, theirs) : m.at(theirs, mine);
-  }
-};
-
-class UnionFind {
- public:
-  explicit UnionFind(int n) : p_(n) { std::iota(p_.begin(), p_.end(), 0); }
-  int find(int x) {
-    while (p_[x] != x) x = p_[x] = p_[p_[x]];
-    return x;
-  }
-  void unite(int a, int b) {
-    a = find(a), b = find(b);
-    if (a != b) p_[std::max(a, b)] = std::min(a, b);
-  }
-
- private:
-  std::vector<int> p_;
-};
-
-// An edge of the original problem between two different nodes, merged.
-struct PairEdge {
-  int a, b;  // a < b
-  Matrix m;  // K_a x K_b, kInf forbidden
-};
-
-Reduced reduce(const ShardingProblem& p) {
-  const int n = static_cast<int>(p.nodes.size());
-  Reduced r;
-  std::vector<std::vector<int64_t>> cost(n);
-  for (int i = 0; i < n; ++i)
-    for (int64_t c : p.nodes[i].cost) cost[i].push_back(finite(c));
-  std::map<std::pair<int, int>, int> index;
-  std::vector<PairEdge> pairs;
-  for (const auto& e : p.edges) {
-    const int ku = static_cast<int>(p.nodes[e.u].cost.size());
-    const int kv = static_cast<int>(p.nodes[e.v].cost.size());
-    if (e.u == e.v) {
-      for (int j = 0; j < ku; ++j) cost[e.u][j] = sat_add(cost[e.u][j], finite(e.cost[size_t(j) * ku + j]));
-      continue;
-    }
-    const int a = std::min(e.u, e.v), b = std::max(e.u, e.v);
-    auto [it, fresh] = index.emplace(std::make_pair(a, b), int(pairs.size()));
-    if (fresh) {
-      const int ka = a == e.u ? ku : kv, kb = a == e.u ? kv : ku;
-      pairs.push_back({a, b, {ka, kb, std::vector<int64_t>(size_t(ka) * kb, 0)}});
-    }
-    Matrix& m = pairs[it->second].m;
-    for (int ju = 0; ju < ku; ++ju)
-      for (int jv = 0; jv < kv; ++jv) {
-        int64_t& cell = e.u == a ? m.at(ju, jv) : m.at(jv, ju);
-        cell = sat_add(cell, finite(e.cost[size_t(ju) * kv + jv]));
-      }
-  }
-  std::vector<std::vector<std::pair<int, bool>>> node_adj(n);  // (pair, is a)
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    node_adj[pairs[k].a].push_back({int(k), true});
-    node_adj[pairs[k].b].push_back({int(k), false});
-  }
-  auto entry = [&](int k, bool is_a, int mine, int theirs) {
-    return is_a ? pairs[k].m.at(mine, theirs) : pairs[k].m.at(theirs, mine);
-  };
-
-  // Arc consistency on forbidden choices: a strategy stays only if every
-  // neighbour has some allowed strategy the edge does not forbid with it.
-  std::vector<std::vector<char>> allowed(n);
-  for (int i = 0; i < n; ++i) {
-    allowed[i].resize(cost[i].size());
-    for (size_t j = 0; j < cost[i].size(); ++j) allowed[i][j] = cost[i][j] < kInf;
-  }
-  {
-    std::vector<int> queue(n);
-    std::iota(queue.begin(), queue.end(), 0);
-    std::vector<char> queued(n, 1);
-    while (!queue.empty()) {
-      const int i = queue.back();
-      queue.pop_back();
-      queued[i] = 0;
-      for (auto [k, is_a] : node_adj[i]) {
-        const int x = is_a ? pairs[k].b : pairs[k].a;
-        bool pruned = false;
-        for (size_t jx = 0; jx < allowed[x].size(); ++jx) {
-          if (!allowed[x][jx]) continue;
-          bool supported = false;
-          for (size_t j = 0; j < allowed[i].size() && !supported; ++j)
-            supported = allowed[i][j] && entry(k, is_a, int(j), int(jx)) < kInf;
-          if (!supported) allowed[x][jx] = 0, pruned = true;
-        }
-        if (pruned && !queued[x]) queued[x] = 1, queue.push_back(x);
-      }
-    }
-    for (int i = 0; i < n; ++i)
-      if (std::find(allowed[i].begin(), allowed[i].end(), 1) == allowed[i].end()) {
-        r.infeasible = true;
-        r.why = cat("node ", i, ": every strategy is forbidden, by its own cost or its edges");
-        return r;
-      }
-  }
-
-  // One-to-one edges (on the allowed strategies) tie nodes into groups.
-  std::vector<char> one_to_one(pairs.size(), 0);
-  UnionFind groups(n);
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    const PairEdge& e = pairs[k];
-    std::vector<int> col_count(e.m.cols, 0);
-    bool ok = true;
-    for (int ja = 0; ja < e.m.rows && ok; ++ja) {
-      if (!allowed[e.a][ja]) continue;
-      int count = 0;
-      for (int jb = 0; jb < e.m.cols; ++jb)
-        if (allowed[e.b][jb] && e.m.at(ja, jb) < kInf) ++count, ++col_count[jb];
-      ok = count == 1;
-    }
-    for (int jb = 0; jb < e.m.cols && ok; ++jb) ok = !allowed[e.b][jb] || col_count[jb] == 1;
-    if (ok) one_to_one[k] = 1, groups.unite(e.a, e.b);
-  }
-  // Each member's strategy as a function of its group root's (BFS over the
-  // one-to-one edges); values the group's inner edges forbid are dropped.
-  std::vector<std::vector<int>> members(n);
-  for (int i = 0; i < n; ++i) members[groups.find(i)].push_back(i);
-  std::vector<std::vector<int>> map_of(n);  // per node: root value -> own strategy (-1: none)
-  std::vector<int> root_of(n);
-  for (int root = 0; root < n; ++root) {
-    if (members[root].empty()) continue;
-    const int kr = static_cast<int>(cost[root].size());
-    map_of[root].assign(kr, -1);
-    for (int j = 0; j < kr; ++j)
-      if (allowed[root][j]) map_of[root][j] = j;
-    std::vector<int> bfs{root};
-    std::vector<char> seen_local;
-    root_of[root] = root;
-    std::map<int, bool> visited{{root, true}};
-    for (size_t q = 0; q < bfs.size(); ++q) {
-      const int x = bfs[q];
-      for (auto [k, is_a] : node_adj[x]) {
-        if (!one_to_one[k]) continue;
-        const int y = is_a ? pairs[k].b : pairs[k].a;
-        if (visited.count(y)) continue;
-        visited[y] = true;
-        root_of[y] = root;
-        map_of[y].assign(kr, -1);
-        for (int j = 0; j < kr; ++j) {
-          const int jx = map_of[x][j];
-          if (jx < 0) continue;
-          for (size_t jy = 0; jy < cost[y].size(); ++jy)
-            if (allowed[y][jy] && entry(k, is_a, jx, int(jy)) < kInf) map_of[y][j] = int(jy);
-        }
-        bfs.push_back(y);
-      }
-    }
-    // Root values every member can follow, and every inner edge allows.
-    std::vector<char> keep(kr, 1);
-    for (int m : members[root])
-      for (int j = 0; j < kr; ++j)
-        if (map_of[m][j] < 0) keep[j] = 0;
-    for (int m : members[root])
-      for (auto [k, is_a] : node_adj[m]) {
-        const int y = is_a ? pairs[k].b : pairs[k].a;
-        if (!is_a || groups.find(y) != root) continue;
-        for (int j = 0; j < kr; ++j)
-          if (keep[j] && pairs[k].m.at(map_of[m][j], map_of[y][j]) >= kInf) keep[j] = 0;
-      }
-    for (int m : members[root])
-      for (int j = 0; j < kr; ++j)
-        if (!keep[j]) map_of[m][j] = -1;
-    if (std::find(keep.begin(), keep.end(), 1) == keep.end()) {
-      r.infeasible = true;
-      r.why = cat("nodes tied to node ", root, " by one-to-one edges allow no common strategy");
-      return r;
-    }
-  }
-
-  // Variables: groups with a choice left. Values: the kept root values.
-  std::vector<std::vector<int>> values(n);  // per root: its kept values
-  r.var_of.assign(n, -1);
-  std::vector<int> var_root;
-  for (int root = 0; root < n; ++root) {
-    if (members[root].empty()) continue;
-    for (int j = 0; j < int(map_of[root].size()); ++j)
-      if (map_of[root][j] >= 0) values[root].push_back(j);
-    if (values[root].size() > 1) {
-      const int v = static_cast<int>(var_root.size());
-      var_root.push_back(root);
-      for (int m : members[root]) r.var_of[m] = v;
-    }
-  }
-  r.vars = static_cast<int>(var_root.size());
-  r.strategy_of.resize(n);
-  for (int i = 0; i < n; ++i)
-    for (int j : values[root_of[i]]) r.strategy_of[i].push_back(map_of[i][j]);
-
-  // Time: only where an interval starts or ends.
-  std::vector<int64_t> points;
-  for (const auto& node : p.nodes)
-    if (node.lo < node.hi) points.push_back(node.lo), points.push_back(node.hi);
-  std::sort(points.begin(), points.end());
-  points.erase(std::unique(points.begin(), points.end()), points.end());
-  r.segments = std::max<int>(1, int(points.size()) - 1);
-  auto seg = [&](int64_t t) { return int(std::lower_bound(points.begin(), points.end(), t) - points.begin()); };
-  if (p.usage_limit) r.limit = *p.usage_limit;
-  r.base.assign(r.segments + 1, 0);
-
-  r.cost.resize(r.vars);
-  r.mem.resize(r.vars);
-  for (int v = 0; v < r.vars; ++v) r.cost[v].assign(values[var_root[v]].size(), 0);
-  std::vector<std::map<std::pair<int, int>, int>> term_index(r.vars);
-  for (int i = 0; i < n; ++i) {
-    const int v = r.var_of[i];
-    const auto& node = p.nodes[i];
-    if (v < 0) {
-      const int j = r.strategy_of[i][0];
-      r.constant = sat_add(r.constant, cost[i][j]);
-      if (node.lo < node.hi) r.base[seg(node.lo)] += node.usage[j], r.base[seg(node.hi)] -= node.usage[j];
-      continue;
-    }
-    for (size_t x = 0; x < r.cost[v].size(); ++x)
-      r.cost[v][x] = sat_add(r.cost[v][x], cost[i][r.strategy_of[i][x]]);
-    if (node.lo >= node.hi) continue;
-    const std::pair<int, int> key{seg(node.lo), seg(node.hi)};
-    auto [it, fresh] = term_index[v].emplace(key, int(r.mem[v].size()));
-    if (fresh) r.mem[v].push_back({key.first, key.second, std::vector<int64_t>(r.cost[v].size(), 0)});
-    for (size_t x = 0; x < r.cost[v].size(); ++x)
-      r.mem[v][it->second].usage[x] += node.usage[r.strategy_of[i][x]];
-  }
-  for (int t = 1; t <= r.segments; ++t) r.base[t] += r.base[t - 1];
-
-  // Edges between variables (or into one variable's costs, or constant).
-  std::map<std::pair<int, int>, int> var_edges;
-  for (const PairEdge& e : pairs) {
-    const int va = r.var_of[e.a], vb = r.var_of[e.b];
-    const auto& sa = r.strategy_of[e.a];
-    const auto& sb = r.strategy_of[e.b];
-    if (va >= 0 && va == vb) {
-      for (size_t x = 0; x < sa.size(); ++x) r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[x]));
-    } else if (va < 0 && vb < 0) {
-      r.constant = sat_add(r.constant, e.m.at(sa[0], sb[0]));
-    } else if (va < 0) {
-      for (size_t x = 0; x < sb.size(); ++x) r.cost[vb][x] = sat_add(r.cost[vb][x], e.m.at(sa[0], sb[x]));
-    } else if (vb < 0) {
-      for (size_t x = 0; x < sa.size(); ++x) r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[0]));
-    } else {
-      const int lo = std::min(va, vb), hi = std::max(va, vb);
-      auto [it, fresh] = var_edges.emplace(std::make_pair(lo, hi), int(r.edges.size()));
-      if (fresh) r.edges.push_back({r.dom(lo), r.dom(hi), std::vector<int64_t>(size_t(r.dom(lo)) * r.dom(hi), 0)});
-      Matrix& m = r.edges[it->second];
-      for (size_t x = 0; x < sa.size(); ++x)
-        for (size_t y = 0; y < sb.size(); ++y) {
-          int64_t& cell = va == lo ? m.at(int(x), int(y)) : m.at(int(y), int(x));
-          cell = sat_add(cell, e.m.at(sa[x], sb[y]));
-        }
-    }
-  }
-  r.adj.resize(r.vars);
-  for (const auto& [key, e] : var_edges) {
-    r.adj[key.first].push_back({key.second, e, true});
-    r.adj[key.second].push_back({key.first, e, false});
-  }
-  return r;
-}
-
-// ---- memory over time: range add, range max ----
-
-class MaxTree {
- public:
-  explicit MaxTree(int n = 1) : n_(n), max_(4 * n, 0), add_(4 * n, 0) {}
-  void add(int lo, int hi, int64_t v) {
-    if (lo < hi && v != 0) add(1, 0, n_, lo, hi, v);
-  }
-  int64_t max(int lo, int hi) const { return lo < hi ? max(1, 0, n_, lo, hi) : INT64_MIN; }
-  int64_t max() const { return max_[1]; }
-  int argmax() const {
-    int node = 1, l = 0, r = n_;
-    while (r - l > 1) {
-      const int m = (l + r) / 2;
-      if (max_[2 * node] >= max_[2 * node + 1])
-        node = 2 * node, r = m;
-      else
-        node = 2 * node + 1, l = m;
-    }
-    return l;
-  }
-
- private:
-  void add(int node, int l, int r, int lo, int hi, int64_t v) {
-    if (hi <= l || r <= lo) return;
-    if (lo <= l && r <= hi) {
-      max_[node] += v, add_[node] += v;
-      return;
-    }
-    const int m = (l + r) / 2;
-    add(2 * node, l, m, lo, hi, v);
-    add(2 * node + 1, m, r, lo, hi, v);
-    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + add_[node];
-  }
-  int64_t max(int node, int l, int r, int lo, int hi) const {
-    if (hi <= l || r <= lo) return INT64_MIN;
-    if (lo <= l && r <= hi) return max_[node];
-    const int m = (l + r) / 2;
-    return std::max(max(2 * node, l, m, lo, hi), max(2 * node + 1, m, r, lo, hi)) + add_[node];
-  }
-  int n_;
-  std::vector<int64_t> max_, add_;
-};
+using namespace solver;
 
 // ---- tree-shaped parts: eliminated exactly ----
 
@@ -445,10 +86,21 @@ class Search {
   // One round: solve with the current memory prices, update the prices from
   // the memory that solution uses, then make it fit and improve it.
   bool round(std::vector<int>& s, __int128& cost, int64_t& peak, const Clock::time_point deadline) {
+    const auto t0 = Clock::now();
     priced_solve(s);
+    const auto t1 = Clock::now();
     update_prices(usage_profile(s));
     if (!repair(s, deadline)) return false;
+    const auto t2 = Clock::now();
     improve(s, deadline);
+    polish(s, deadline);
+    if (pair_moves(s, deadline)) improve(s, deadline);
+    if (use_mip_) mip_step(s, deadline);
+    const auto t3 = Clock::now();
+    if (std::getenv("SOLVER_DEBUG"))
+      fprintf(stderr, "round: priced %.2f s, repair %.2f s, improve %.2f s\n",
+              std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
+              std::chrono::duration<double>(t3 - t2).count());
     cost = true_cost(s);
     peak = tree_.max();
     return true;
@@ -506,16 +158,21 @@ class Search {
       s.assign(r_.vars, 0);
       for (int v : peel_.core_vars) s[v] = best_alone(v);
     }
-    // A fresh start from belief propagation; keep whichever descends lower.
+    // Belief propagation (warm: its messages carry over from the last
+    // round, whose prices were close) gives a fresh start; the previous
+    // answer is the other. Both descend; the lower is kept.
     std::vector<int> fresh = s;
-    belief_propagation(fresh);
+    belief_propagation(fresh, rounds_ == 0 ? 30 : 6);
     core_descent(s);
-    tree_descent(s);
     core_descent(fresh);
-    tree_descent(fresh);
-    if (std::getenv("SOLVER_DEBUG"))
-      fprintf(stderr, "priced core: kept %.6g  bp %.6g\n", core_objective(s), core_objective(fresh));
-    if (core_objective(fresh) < core_objective(s)) s = fresh;
+    const int patience = rounds_ == 0 ? 400 : 120;
+    tree_descent(fresh, patience);
+    if (core_objective(fresh) < core_objective(s)) {
+      s = fresh;
+    } else {
+      tree_descent(s, patience);
+    }
+    ++rounds_;
     for (auto it = peel_.order.rbegin(); it != peel_.order.rend(); ++it) {
       const int u = *it, p = peel_.parent[u];
       s[u] = p >= 0 ? choice_[u][s[p]]
@@ -537,17 +194,20 @@ class Search {
 
   // Min-sum loopy belief propagation over the core (damped), then each
   // variable's best belief.
-  void belief_propagation(std::vector<int>& s) {
+  void belief_propagation(std::vector<int>& s, int sweeps) {
     const std::vector<int>& core = peel_.core_vars;
     // msg[v][e]: the message from neighbour adj[v][e] into v, per value of v.
-    std::vector<std::vector<std::vector<double>>> msg(r_.vars);
-    for (int v : core) {
-      msg[v].resize(r_.adj[v].size());
-      for (int e : peel_.core_adj[v]) msg[v][e].assign(r_.dom(v), 0.0);
+    std::vector<std::vector<std::vector<double>>>& msg = messages_;
+    if (msg.empty()) {
+      msg.resize(r_.vars);
+      for (int v : core) {
+        msg[v].resize(r_.adj[v].size());
+        for (int e : peel_.core_adj[v]) msg[v][e].assign(r_.dom(v), 0.0);
+      }
     }
     std::vector<int> order = core;
     std::vector<double> belief, out;
-    for (int sweep = 0; sweep < 30; ++sweep) {
+    for (int sweep = 0; sweep < sweeps; ++sweep) {
       std::shuffle(order.begin(), order.end(), rng_);
       for (int u : order) {
         belief.assign(total_[u].begin(), total_[u].end());
@@ -617,12 +277,11 @@ class Search {
   // from a random variable (adding only variables with exactly one
   // neighbour inside, so it stays a tree) is set to its exact optimum given
   // everything outside, by dynamic programming from its leaves to its root.
-  void tree_descent(std::vector<int>& s) {
+  void tree_descent(std::vector<int>& s, int patience) {
     const std::vector<int>& core = peel_.core_vars;
     if (core.empty()) return;
     std::vector<int> stamp_of(r_.vars, 0), pos(r_.vars, -1);
     int stale = 0, stamp = 0;
-    const int patience = std::max<int>(30, static_cast<int>(core.size()) / 2);
     std::vector<int> region, parent, parent_edge;
     std::vector<std::vector<double>> tot;
     std::vector<std::vector<int>> arg;
@@ -838,6 +497,223 @@ class Search {
     }
   }
 
+  // Exact steps by mixed-integer programming: the whole problem when it is
+  // small (once), else a neighbourhood of the memory peak each round.
+  void mip_step(std::vector<int>& s, const Clock::time_point deadline) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left < 1.0 || proven_optimal_) return;
+    std::vector<int> free;
+    double budget = 0;
+    if (whole_small_ < 0) {
+      std::vector<int> all(r_.vars);
+      std::iota(all.begin(), all.end(), 0);
+      whole_small_ = mip_columns(r_, all) <= 300000;
+    }
+    if (whole_small_) {
+      // Small: a few rounds of heuristics for a good start, then the whole
+      // problem at once.
+      if (rounds_ < 3 || whole_tried_) return;
+      whole_tried_ = true;
+      free.resize(r_.vars);
+      std::iota(free.begin(), free.end(), 0);
+      budget = left * 0.8;
+    } else {
+      free = peak_neighbourhood(s);
+      budget = std::min(3.0, left * 0.2);
+    }
+    std::vector<int> trial = s;
+    const MipResult m = mip_improve(r_, free, trial, budget);
+    if (!m.improved) return;
+    // Keep it only if it is, exactly, cheaper and fits.
+    const __int128 before = true_cost(s), after = true_cost(trial);
+    std::vector<int> old = s;
+    load_tree(trial);
+    if (after < before && (r_.limit == kInf || tree_.max() <= r_.limit)) {
+      s = trial;
+      proven_optimal_ = m.optimal && int(free.size()) == r_.vars;
+    } else {
+      load_tree(old);
+    }
+  }
+
+ public:
+  bool proven_optimal() const { return proven_optimal_; }
+
+ private:
+  // Variables live at the memory peak and around it, as many as a program
+  // of moderate size holds.
+  std::vector<int> peak_neighbourhood(const std::vector<int>& s) {
+    (void)s;
+    const int t = tree_.argmax();
+    std::vector<int> seed = live_at(t);
+    std::shuffle(seed.begin(), seed.end(), rng_);
+    std::vector<char> in(r_.vars, 0);
+    std::vector<int> free;
+    auto try_add = [&](int v) {
+      if (in[v]) return;
+      free.push_back(v);
+      if (mip_columns(r_, free) > 40000 || free.size() > 300) {
+        free.pop_back();
+        return;
+      }
+      in[v] = 1;
+    };
+    for (int v : seed) try_add(v);
+    for (size_t q = 0; q < free.size() && free.size() < 300; ++q)
+      for (const Neighbor& nb : r_.adj[free[q]]) try_add(nb.var);
+    return free;
+  }
+
+  // Moves that pay but overflow somewhere, made to fit by a second move that
+  // frees memory there for less than the first one gains.
+  bool pair_moves(std::vector<int>& s, const Clock::time_point deadline) {
+    if (r_.limit == kInf) return false;
+    bool any = false;
+    std::vector<int> order(r_.vars);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng_);
+    for (int b : order) {
+      if (Clock::now() > deadline) break;
+      for (int y = 0; y < r_.dom(b); ++y) {
+        if (y == s[b]) continue;
+        const int64_t gain = delta_cost(b, y, s);
+        if (gain >= 0) continue;
+        const int yb = s[b];
+        apply_memory(b, yb, y);
+        s[b] = y;
+        if (tree_.max() <= r_.limit) {  // fits after all (an earlier move made room)
+          any = true;
+          break;
+        }
+        const int t = tree_.argmax();
+        int64_t best = -gain;  // the second move must cost less than this
+        int ba = -1, bx = -1;
+        for (int a : live_at(t)) {
+          if (a == b) continue;
+          const int64_t now = usage_at(a, s[a], t);
+          for (int x = 0; x < r_.dom(a); ++x) {
+            if (usage_at(a, x, t) >= now) continue;
+            const int64_t d = delta_cost(a, x, s);
+            if (d >= best) continue;
+            if (fits_after(a, s[a], x)) best = d, ba = a, bx = x;
+          }
+        }
+        if (ba >= 0) {
+          apply_memory(ba, s[ba], bx);
+          s[ba] = bx;
+          any = true;
+          break;
+        }
+        apply_memory(b, y, yb);
+        s[b] = yb;
+      }
+    }
+    return any;
+  }
+
+  // Region moves under the true problem: an induced tree of the whole
+  // variable graph is set to its optimum under true costs plus the current
+  // memory prices (which steer it away from the peak), given everything
+  // outside; the move is kept when it lowers the true cost and fits.
+  void polish(std::vector<int>& s, const Clock::time_point deadline) {
+    if (r_.vars == 0) return;
+    std::vector<double> prefix(r_.segments + 1, 0.0);
+    std::vector<int> stamp_of(r_.vars, 0);
+    std::vector<int> region, parent, parent_edge, trial;
+    std::vector<std::vector<double>> tot;
+    std::vector<std::vector<int>> arg;
+    int stamp = 0, stale = 0;
+    while (stale < 60 && Clock::now() < deadline) {
+      ++stamp;
+      // Memory priced at a random scale of the current prices (0: ignored).
+      const double scale = std::ldexp(1.0, static_cast<int>(rng_() % 7) - 3) * (rng_() % 4 != 0);
+      for (int t = 0; t < r_.segments; ++t) prefix[t + 1] = prefix[t] + scale * prices_[t];
+      const int root = static_cast<int>(rng_() % r_.vars);
+      const int limit = 2 << (rng_() % 8);  // 2 .. 256 variables
+      region.assign(1, root);
+      parent.assign(1, -1);
+      parent_edge.assign(1, -1);
+      stamp_of[root] = stamp;
+      for (size_t q = 0; q < region.size() && int(region.size()) < limit; ++q) {
+        const int x = region[q];
+        for (const Neighbor& nb : r_.adj[x]) {
+          const int y = nb.var;
+          if (stamp_of[y] == stamp) continue;
+          int inside = 0, back = -1;
+          for (size_t f = 0; f < r_.adj[y].size(); ++f)
+            if (stamp_of[r_.adj[y][f].var] == stamp) ++inside, back = static_cast<int>(f);
+          if (inside != 1) continue;
+          stamp_of[y] = stamp;
+          region.push_back(y);
+          parent.push_back(static_cast<int>(q));
+          parent_edge.push_back(back);
+          if (int(region.size()) >= limit) break;
+        }
+      }
+      tot.resize(region.size());
+      arg.resize(region.size());
+      for (size_t q = 0; q < region.size(); ++q) {
+        const int x = region[q];
+        tot[q].resize(r_.dom(x));
+        for (int j = 0; j < r_.dom(x); ++j) {
+          double c = value_of(r_.cost[x][j]);
+          for (const MemTerm& m : r_.mem[x]) c += double(m.usage[j]) * (prefix[m.hi] - prefix[m.lo]);
+          tot[q][j] = c;
+        }
+        for (const Neighbor& nb : r_.adj[x]) {
+          if (stamp_of[nb.var] == stamp) continue;
+          for (int j = 0; j < r_.dom(x); ++j) tot[q][j] += value_of(r_.edge_cost(nb, j, s[nb.var]));
+        }
+      }
+      for (size_t q = region.size(); q-- > 1;) {
+        const int x = region[q], p = parent[q], px = region[p];
+        const Neighbor& nb = r_.adj[x][parent_edge[q]];
+        arg[q].resize(r_.dom(px));
+        for (int kp = 0; kp < r_.dom(px); ++kp) {
+          double best = 1e300;
+          int a = 0;
+          for (int j = 0; j < r_.dom(x); ++j) {
+            const double c = tot[q][j] + value_of(r_.edge_cost(nb, j, kp));
+            if (c < best) best = c, a = j;
+          }
+          tot[p][kp] += best;
+          arg[q][kp] = a;
+        }
+      }
+      trial.resize(region.size());
+      trial[0] = int(std::min_element(tot[0].begin(), tot[0].end()) - tot[0].begin());
+      for (size_t q = 1; q < region.size(); ++q) trial[q] = arg[q][trial[parent[q]]];
+      // True change: move the region one variable at a time.
+      int64_t delta = 0;
+      bool changed = false;
+      std::vector<int> old(region.size());
+      for (size_t q = 0; q < region.size(); ++q) old[q] = s[region[q]];
+      for (size_t q = 0; q < region.size(); ++q) {
+        const int x = region[q];
+        if (trial[q] == s[x]) continue;
+        const int64_t d = delta_cost(x, trial[q], s);
+        if (d >= kInf / 2) {
+          delta = kInf;
+          break;
+        }
+        delta += d;
+        apply_memory(x, s[x], trial[q]);
+        s[x] = trial[q];
+        changed = true;
+      }
+      const bool fits = r_.limit == kInf || tree_.max() <= r_.limit;
+      if (changed && delta < 0 && fits) {
+        stale = 0;
+        continue;
+      }
+      for (size_t q = 0; q < region.size(); ++q) {
+        const int x = region[q];
+        if (s[x] != old[q]) apply_memory(x, s[x], old[q]), s[x] = old[q];
+      }
+      ++stale;
+    }
+  }
+
   const Reduced& r_;
   const Peeling& peel_;
   std::mt19937_64 rng_;
@@ -847,6 +723,14 @@ class Search {
   std::vector<std::vector<double>> total_;
   std::vector<std::vector<int>> choice_;
   std::map<int, std::vector<int>> live_cache_;
+  std::vector<std::vector<std::vector<double>>> messages_;  // belief propagation's, kept warm
+  int64_t rounds_ = 0;
+  bool whole_tried_ = false;
+  int whole_small_ = -1;  // the whole problem fits one program (-1: not known yet)
+  bool proven_optimal_ = false;
+
+ public:
+  bool use_mip_ = false;  // one thread runs the programs (CBC)
 };
 
 struct Shared {
@@ -857,13 +741,6 @@ struct Shared {
   bool have = false;
   int thread = 0;
 };
-
-std::vector<int> expand(const Reduced& r, const std::vector<int>& s) {
-  std::vector<int> out(r.var_of.size());
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = r.var_of[i] < 0 ? r.strategy_of[i][0] : r.strategy_of[i][s[r.var_of[i]]];
-  return out;
-}
 
 }  // namespace
 
@@ -907,15 +784,18 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   }
   Shared shared;
   std::atomic<int64_t> rounds{0};
+  std::atomic<bool> stop{false};  // the answer is proven optimal
   auto worker = [&](int thread) {
     Search search(reduced, peeling, options.seed, thread);
+    search.use_mip_ = thread == 0;
     std::vector<int> s;
     for (int64_t round = 0; options.max_rounds == 0 || round < options.max_rounds; ++round) {
-      if (Clock::now() > deadline && round > 0) break;
+      if ((Clock::now() > deadline && round > 0) || stop) break;
       __int128 cost = 0;
       int64_t peak = 0;
       const bool ok = search.round(s, cost, peak, deadline);
       ++rounds;
+      if (search.proven_optimal()) stop = true;
       if (!ok) continue;
       std::lock_guard<std::mutex> lock(shared.mu);
       if (!shared.have || cost < shared.cost || (cost == shared.cost && thread < shared.thread)) {
@@ -945,6 +825,7 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   result.cost = problem.cost(result.strategy);
   result.peak_usage = problem.peak_usage(result.strategy);
   result.feasible = problem.feasible(result.strategy);
+  result.proven_optimal = stop;
   AS_CHECK(result.cost == shared.cost, "internal: the solver's cost ", to_string(shared.cost),
            " differs from the problem's ", to_string(result.cost));
   if (!result.feasible) result.why = "internal: the answer breaks the problem's constraints";

@@ -20,7 +20,7 @@
 #include "autoshard/nn/weight_store.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/runtime/compiled_step.h"
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"
 
 namespace autoshard {
 

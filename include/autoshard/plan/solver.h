@@ -7,9 +7,12 @@
 // parts (most nodes: leaves and branches hanging off a small core) and local
 // search over the core. Prices rise where memory overflows and fall where it
 // has room; every priced solution is repaired to feasibility and improved by
-// local search under the true limit. Anytime (the best feasible answer so
-// far is kept), deterministic for a given seed and round limit, threads run
-// independent searches from different seeds.
+// local search under the true limit, and by mixed-integer programs (CBC):
+// over the whole problem when it is small (which can prove optimality),
+// else over neighbourhoods of the memory peak. Anytime (the best feasible
+// answer so far is kept); deterministic for a given seed and round limit
+// with one thread; several threads run independent searches from different
+// seeds, one of them with the programs.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,8 @@ struct SolveResult {
   bool feasible = false;
   // No assignment fits (a proof, e.g. the smallest usages already overflow).
   bool proven_infeasible = false;
+  // The answer is optimal (the whole problem solved exactly).
+  bool proven_optimal = false;
   std::string why;  // when not feasible
   double seconds = 0;
   int64_t rounds = 0;

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/nn/model.h"
 
 namespace autoshard {

@@ -1,4 +1,4 @@
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"
 
 #include <fstream>
 #include <mutex>

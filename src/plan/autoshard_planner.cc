@@ -12,7 +12,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "autoshard/shard/distribution.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/error.h"
 #include "ir/op_def.h"
 

@@ -1,0 +1,65 @@
+// `autoshard solve PROBLEM.json`: the sharding solver on a problem in the
+// IOPDDL contest's format (plain or .gz). Progress on stderr; the chosen
+// strategy list as a JSON array on the last line of stdout (the contest's
+// convention), the best found when time runs out.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/plan/solver.h"
+#include "cli/arguments.h"
+#include "cli/commands.h"
+
+namespace autoshard::cli {
+
+namespace {
+
+struct SolveArgs {
+  std::string problem;
+  double time_limit = 60;
+  int threads = 1;
+  uint64_t seed = 0;
+  int64_t rounds = 0;
+};
+
+void run_solve(const SolveArgs& a) {
+  const ShardingProblem p = ShardingProblem::read(a.problem);
+  std::fprintf(stderr, "problem '%s': %zu nodes, %zu edges, usage limit %s\n", p.name.c_str(),
+               p.nodes.size(), p.edges.size(),
+               p.usage_limit ? std::to_string(*p.usage_limit).c_str() : "none");
+  SolveOptions o;
+  o.time_limit_s = a.time_limit;
+  o.threads = a.threads;
+  o.seed = a.seed;
+  o.max_rounds = a.rounds;
+  o.on_improvement = [](const SolveProgress& g) {
+    std::fprintf(stderr, "%9.3f s  cost %s  peak usage %lld\n", g.seconds, to_string(g.cost).c_str(),
+                 static_cast<long long>(g.peak_usage));
+  };
+  const SolveResult r = solve(p, o);
+  if (r.feasible)
+    std::fprintf(stderr, "best: cost %s, peak usage %lld, %.2f s, %lld rounds%s\n",
+                 to_string(r.cost).c_str(), static_cast<long long>(r.peak_usage), r.seconds,
+                 static_cast<long long>(r.rounds), r.proven_optimal ? " (proven optimal)" : "");
+  else
+    std::fprintf(stderr, "%s\n", r.why.c_str());
+  std::printf("%s\n", nlohmann::json(r.strategy).dump().c_str());
+  AS_CHECK(r.feasible || !r.proven_infeasible, "problem '", a.problem, "' is infeasible: ", r.why);
+}
+
+}  // namespace
+
+void add_solve_command(CLI::App& app) {
+  auto a = std::make_shared<SolveArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "solve", "solve a sharding problem in the IOPDDL format (plain or .gz): strategies as JSON");
+  cmd->add_option("PROBLEM", a->problem, "problem file (.json or .json.gz)")->required();
+  add_real(cmd, "--time-limit", a->time_limit, 0, 1e7, true, "seconds to search");
+  add_int(cmd, "--threads", a->threads, 1, 256, "independent searches in parallel");
+  add_seed(cmd, "--seed", a->seed, "seed of the search (with --rounds: a deterministic answer)");
+  add_int(cmd, "--rounds", a->rounds, 0, int64_t{1} << 40,
+          "rounds of pricing per thread (0: until the time limit)");
+  cmd->callback([a] { run_solve(*a); });
+}
+
+}  // namespace autoshard::cli

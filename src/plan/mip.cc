@@ -1,0 +1,231 @@
+#include "plan/mip.h"
+
+#include <coin/Cbc_C_Interface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+
+namespace autoshard::solver {
+
+namespace {
+
+// The memory used at each segment by the variables that stay fixed.
+std::vector<int64_t> fixed_usage(const Reduced& r, const std::vector<char>& is_free,
+                                 const std::vector<int>& s) {
+  std::vector<int64_t> delta(r.segments + 1, 0);
+  for (int v = 0; v < r.vars; ++v) {
+    if (is_free[v]) continue;
+    for (const MemTerm& m : r.mem[v]) delta[m.lo] += m.usage[s[v]], delta[m.hi] -= m.usage[s[v]];
+  }
+  std::vector<int64_t> used(r.segments);
+  int64_t cur = 0;
+  for (int t = 0; t < r.segments; ++t) used[t] = (cur += delta[t]) + r.base[t];
+  return used;
+}
+
+// A sparse program built column by column.
+struct Program {
+  std::vector<double> obj, lb, ub;
+  std::vector<char> integer;
+  std::vector<std::vector<std::pair<int, double>>> cols;  // (row, coefficient)
+  std::vector<double> row_lb, row_ub;
+  int add_row(double lo, double hi) {
+    row_lb.push_back(lo), row_ub.push_back(hi);
+    return static_cast<int>(row_lb.size()) - 1;
+  }
+  int add_col(double cost, bool is_integer) {
+    obj.push_back(cost), lb.push_back(0), ub.push_back(1), integer.push_back(is_integer);
+    cols.emplace_back();
+    return static_cast<int>(obj.size()) - 1;
+  }
+};
+
+}  // namespace
+
+size_t mip_columns(const Reduced& r, const std::vector<int>& free) {
+  std::vector<char> is_free(r.vars, 0);
+  for (int v : free) is_free[v] = 1;
+  size_t count = 0;
+  for (int v : free) {
+    count += r.dom(v);
+    for (const Neighbor& nb : r.adj[v])
+      if (is_free[nb.var] && nb.row) count += size_t(r.dom(v)) * r.dom(nb.var);
+  }
+  return count;
+}
+
+namespace {
+
+// Builds and solves the program over `free` with memory rows at `segments`;
+// returns the free variables' values (empty when nothing better was found).
+std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
+                               const std::vector<int>& s, const std::vector<int>& segments,
+                               double seconds, bool& optimal) {
+  std::vector<char> is_free(r.vars, 0);
+  for (int v : free) is_free[v] = 1;
+  Program p;
+  std::map<int, int> slot;  // free variable -> its index in `free`
+  std::vector<std::vector<int>> x(free.size());
+  double current = 0;  // the cost of the free part now
+  for (size_t f = 0; f < free.size(); ++f) {
+    const int v = free[f];
+    slot[v] = static_cast<int>(f);
+    const int one = p.add_row(1, 1);
+    x[f].assign(r.dom(v), -1);
+    for (int j = 0; j < r.dom(v); ++j) {
+      int64_t c = r.cost[v][j];
+      for (const Neighbor& nb : r.adj[v])
+        if (!is_free[nb.var]) c = sat_add(c, r.edge_cost(nb, j, s[nb.var]));
+      if (c >= kInf) continue;
+      x[f][j] = p.add_col(double(c), true);
+      p.cols[x[f][j]].push_back({one, 1.0});
+      if (j == s[v]) current += double(c);
+    }
+    if (x[f][s[v]] < 0) return {};
+  }
+  for (size_t f = 0; f < free.size(); ++f) {
+    const int v = free[f];
+    for (const Neighbor& nb : r.adj[v]) {
+      if (!is_free[nb.var] || !nb.row) continue;
+      const int g = slot[nb.var];
+      std::vector<int> row_of(r.dom(v)), col_of(r.dom(nb.var));
+      for (int a = 0; a < r.dom(v); ++a) {
+        row_of[a] = p.add_row(0, 0);
+        if (x[f][a] >= 0) p.cols[x[f][a]].push_back({row_of[a], -1.0});
+      }
+      for (int b = 0; b < r.dom(nb.var); ++b) {
+        col_of[b] = p.add_row(0, 0);
+        if (x[g][b] >= 0) p.cols[x[g][b]].push_back({col_of[b], -1.0});
+      }
+      for (int a = 0; a < r.dom(v); ++a)
+        for (int b = 0; b < r.dom(nb.var); ++b) {
+          const int64_t c = r.edge_cost(nb, a, b);
+          if (c >= kInf || x[f][a] < 0 || x[g][b] < 0) continue;
+          const int y = p.add_col(double(c), false);
+          p.cols[y].push_back({row_of[a], 1.0});
+          p.cols[y].push_back({col_of[b], 1.0});
+        }
+      current += double(r.edge_cost(nb, s[v], s[nb.var]));
+    }
+  }
+  if (r.limit < kInf && !segments.empty()) {
+    const std::vector<int64_t> used = fixed_usage(r, is_free, s);
+    for (int t : segments) {
+      std::map<int, double> coef;  // x column -> usage at t
+      for (size_t f = 0; f < free.size(); ++f)
+        for (const MemTerm& m : r.mem[free[f]]) {
+          if (t < m.lo || t >= m.hi) continue;
+          for (int j = 0; j < r.dom(free[f]); ++j)
+            if (x[f][j] >= 0 && m.usage[j] != 0) coef[x[f][j]] += double(m.usage[j]);
+        }
+      if (coef.empty()) continue;
+      const int row = p.add_row(-1e30, double(r.limit - used[t]));
+      for (auto [c, u] : coef) p.cols[c].push_back({row, u});
+    }
+  }
+  std::vector<int> start{0}, index;
+  std::vector<double> value;
+  for (const auto& col : p.cols) {
+    for (auto [row, a] : col) index.push_back(row), value.push_back(a);
+    start.push_back(static_cast<int>(index.size()));
+  }
+  std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> model(Cbc_newModel(), Cbc_deleteModel);
+  Cbc_Model* m = model.get();
+  Cbc_setLogLevel(m, 0);
+  Cbc_loadProblem(m, static_cast<int>(p.obj.size()), static_cast<int>(p.row_lb.size()),
+                  start.data(), index.data(), value.data(), p.lb.data(), p.ub.data(), p.obj.data(),
+                  p.row_lb.data(), p.row_ub.data());
+  for (size_t c = 0; c < p.integer.size(); ++c)
+    if (p.integer[c]) Cbc_setInteger(m, static_cast<int>(c));
+  Cbc_setParameter(m, "timeMode", "elapsed");
+  // CBC 2.10 crashes when its time limit lands in preprocessing; the
+  // programs here are small, so go without it.
+  Cbc_setParameter(m, "preprocess", "off");
+  Cbc_setMaximumSeconds(m, seconds);
+  std::vector<int> idx;
+  std::vector<double> val;
+  for (size_t f = 0; f < free.size(); ++f)
+    for (int j = 0; j < r.dom(free[f]); ++j)
+      if (x[f][j] >= 0) idx.push_back(x[f][j]), val.push_back(j == s[free[f]] ? 1.0 : 0.0);
+  Cbc_setMIPStartI(m, static_cast<int>(idx.size()), idx.data(), val.data());
+  Cbc_solve(m);
+  const double* sol = Cbc_getColSolution(m);
+  if (sol == nullptr || Cbc_numberSavedSolutions(m) == 0 || Cbc_getObjValue(m) >= current - 0.5)
+    return {};
+  optimal = Cbc_isProvenOptimal(m) != 0;
+  std::vector<int> values(free.size());
+  for (size_t f = 0; f < free.size(); ++f) {
+    double best = -1;
+    for (int j = 0; j < r.dom(free[f]); ++j)
+      if (x[f][j] >= 0 && sol[x[f][j]] > best) best = sol[x[f][j]], values[f] = j;
+  }
+  return values;
+}
+
+std::vector<int64_t> profile_of(const Reduced& r, const std::vector<int>& s) {
+  std::vector<int64_t> delta(r.segments + 1, 0);
+  for (int v = 0; v < r.vars; ++v)
+    for (const MemTerm& m : r.mem[v]) delta[m.lo] += m.usage[s[v]], delta[m.hi] -= m.usage[s[v]];
+  std::vector<int64_t> profile(r.segments);
+  int64_t cur = 0;
+  for (int t = 0; t < r.segments; ++t) profile[t] = (cur += delta[t]) + r.base[t];
+  return profile;
+}
+
+// The `count` segments with the least room, among those the free
+// variables' memory touches and not yet in `have`.
+std::vector<int> tightest(const Reduced& r, const std::vector<int>& free,
+                          const std::vector<int64_t>& profile, const std::vector<int>& have,
+                          size_t count, bool only_over) {
+  std::vector<char> touched(r.segments, 0);
+  for (int v : free)
+    for (const MemTerm& m : r.mem[v])
+      for (int t = m.lo; t < m.hi; ++t) touched[t] = 1;
+  for (int t : have) touched[t] = 0;
+  std::vector<int> candidates;
+  for (int t = 0; t < r.segments; ++t)
+    if (touched[t] && (!only_over || profile[t] > r.limit)) candidates.push_back(t);
+  std::sort(candidates.begin(), candidates.end(),
+            [&](int a, int b) { return profile[a] > profile[b]; });
+  if (candidates.size() > count) candidates.resize(count);
+  return candidates;
+}
+
+}  // namespace
+
+// Memory rows are added lazily: first at the tightest segments of the
+// current assignment, then wherever the program's answer overflows, until
+// it fits (a handful of rounds: few segments ever bind).
+MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vector<int>& s,
+                      double seconds) {
+  MipResult result;
+  if (free.empty() || seconds <= 0) return result;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> segments;
+  if (r.limit < kInf) segments = tightest(r, free, profile_of(r, s), {}, 24, false);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const double left =
+        seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (left <= 0.5) break;
+    bool optimal = false;
+    const std::vector<int> values = solve_program(r, free, s, segments, left, optimal);
+    if (values.empty()) break;
+    std::vector<int> trial = s;
+    for (size_t f = 0; f < free.size(); ++f) trial[free[f]] = values[f];
+    const std::vector<int64_t> profile = profile_of(r, trial);
+    const std::vector<int> over =
+        r.limit < kInf ? tightest(r, free, profile, segments, 16, true) : std::vector<int>{};
+    if (over.empty()) {
+      s = trial;
+      result.improved = true;
+      result.optimal = optimal;
+      break;
+    }
+    segments.insert(segments.end(), over.begin(), over.end());
+  }
+  return result;
+}
+
+}  // namespace autoshard::solver

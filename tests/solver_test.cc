@@ -1,0 +1,155 @@
+// The sharding solver against brute force on small generated problems (with
+// and without memory limits, feasible or not), the contest format read and
+// written, and a proof of infeasibility when even the smallest usages
+// overflow.
+#include "autoshard/plan/solver.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <random>
+
+#include "autoshard/error.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+ShardingProblem random_problem(std::mt19937& rng) {
+  ShardingProblem p;
+  const int n = 2 + static_cast<int>(rng() % 6);
+  for (int i = 0; i < n; ++i) {
+    ShardingProblem::Node node;
+    const int k = 1 + static_cast<int>(rng() % 4);
+    node.lo = rng() % 5;
+    node.hi = node.lo + rng() % 4;
+    for (int j = 0; j < k; ++j) {
+      node.cost.push_back(rng() % 7 == 0 ? int64_t{1} << 60 : int64_t(rng() % 20));  // some forbidden
+      node.usage.push_back(rng() % 10);
+    }
+    p.nodes.push_back(node);
+  }
+  const int m = static_cast<int>(rng() % (2 * n));
+  for (int e = 0; e < m; ++e) {
+    const int u = rng() % n, v = rng() % n;
+    ShardingProblem::Edge edge{u, v, {}};
+    for (size_t a = 0; a < p.nodes[u].cost.size() * p.nodes[v].cost.size(); ++a)
+      edge.cost.push_back(rng() % 9 == 0 ? int64_t{1} << 60 : int64_t(rng() % 30));
+    p.edges.push_back(edge);
+  }
+  if (rng() % 3 != 0) p.usage_limit = rng() % 25;
+  return p;
+}
+
+// The cheapest feasible assignment by enumeration, or -1 if none.
+__int128 brute_force(const ShardingProblem& p) {
+  std::vector<int> s(p.nodes.size(), 0);
+  __int128 best = -1;
+  while (true) {
+    if (p.feasible(s)) {
+      const __int128 c = p.cost(s);
+      if (best < 0 || c < best) best = c;
+    }
+    size_t i = 0;
+    while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
+    if (i == s.size()) return best;
+  }
+}
+
+TEST(Solver, MatchesBruteForceOnSmallProblems) {
+  std::mt19937 rng(12);
+  int feasible = 0, infeasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const ShardingProblem p = random_problem(rng);
+    const __int128 want = brute_force(p);
+    SolveOptions o;
+    o.time_limit_s = 30;
+    o.max_rounds = 20;
+    const SolveResult r = solve(p, o);
+    if (want < 0) {
+      ++infeasible;
+      EXPECT_FALSE(r.feasible) << "trial " << trial;
+    } else {
+      ++feasible;
+      ASSERT_TRUE(r.feasible) << "trial " << trial << " (" << r.why << ")";
+      EXPECT_EQ(to_string(r.cost), to_string(want)) << "trial " << trial;
+      EXPECT_TRUE(p.feasible(r.strategy));
+      EXPECT_EQ(to_string(p.cost(r.strategy)), to_string(r.cost));
+    }
+  }
+  EXPECT_GT(feasible, 100);
+  EXPECT_GT(infeasible, 10);
+}
+
+TEST(Solver, TheContestExample) {
+  const ShardingProblem p =
+      ShardingProblem::read(std::string(AUTOSHARD_TEST_DATA) + "/iopddl_example.json");
+  EXPECT_EQ(p.nodes.size(), 5u);
+  EXPECT_EQ(p.edges.size(), 5u);
+  EXPECT_EQ(*p.usage_limit, 50);
+  const SolveResult r = solve(p, {.time_limit_s = 10, .max_rounds = 10});
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(to_string(r.cost), to_string(brute_force(p)));
+}
+
+TEST(Solver, ProvesInfeasibilityWhenTheSmallestUsagesOverflow) {
+  ShardingProblem p;
+  p.nodes = {{0, 10, {1, 2}, {5, 7}}, {5, 8, {3}, {6}}};
+  p.usage_limit = 10;  // 5 + 6 > 10 whatever is chosen
+  const SolveResult r = solve(p, {.time_limit_s = 5});
+  EXPECT_FALSE(r.feasible);
+  EXPECT_TRUE(r.proven_infeasible);
+  EXPECT_NE(r.why.find("smallest usages"), std::string::npos) << r.why;
+}
+
+TEST(Solver, DeterministicForASeedAndRounds) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    const ShardingProblem p = random_problem(rng);
+    const SolveOptions o{.time_limit_s = 30, .seed = 9, .max_rounds = 5};
+    EXPECT_EQ(solve(p, o).strategy, solve(p, o).strategy) << trial;
+  }
+}
+
+class SolverFiles : public testing::TempDirTest {};
+
+TEST_F(SolverFiles, ContestFormatRoundTripsPlainAndCompressed) {
+  std::mt19937 rng(5);
+  const ShardingProblem p = random_problem(rng);
+  const std::string plain = (dir_ / "p.json").string(), packed = (dir_ / "p.json.gz").string();
+  p.write(plain);
+  gzFile f = gzopen(packed.c_str(), "wb");
+  const std::string text = p.to_json();
+  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(f);
+  for (const std::string& path : {plain, packed}) {
+    const ShardingProblem q = ShardingProblem::read(path);
+    ASSERT_EQ(q.nodes.size(), p.nodes.size());
+    EXPECT_EQ(q.to_json(), p.to_json()) << path;
+  }
+}
+
+TEST_F(SolverFiles, MalformedProblemsNameTheProblem) {
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    try {
+      ShardingProblem::parse(text, "p.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{not json", "invalid JSON");
+  expect_error(R"({"problem":{"nodes":{"intervals":[[0,1]],"costs":[[1,2]],"usages":[[1]]},
+               "edges":{"nodes":[],"costs":[]}}})",
+               "node 0 has 2 costs but 1 usages");
+  expect_error(R"({"problem":{"nodes":{"intervals":[[0,1]],"costs":[[1]],"usages":[[1]]},
+               "edges":{"nodes":[[0,3]],"costs":[[1]]}}})",
+               "names a node that does not exist");
+  expect_error(R"({"problem":{"nodes":{"intervals":[[0,1]],"costs":[[1,2]],"usages":[[1,1]]},
+               "edges":{"nodes":[[0,0]],"costs":[[1,2,3]]}}})",
+               "has 3 costs, not 2 x 2");
+  EXPECT_THROW(ShardingProblem::read((dir_ / "none.json").string()), Error);
+}
+
+}  // namespace
+}  // namespace autoshard
