@@ -25,6 +25,7 @@ const std::vector<OpDef>& op_table() {
         throw std::logic_error("op " + std::to_string(i) + " has no definition");
       if (!t[i].local_only && !t[i].loops)
         throw std::logic_error(std::string("op ") + t[i].name + " has no loops");
+      if (!t[i].cost) throw std::logic_error(std::string("op ") + t[i].name + " has no cost");
     }
     return t;
   }();
@@ -174,6 +175,18 @@ LoopNest broadcast_loops(const Graph& g, const Node& n) {
     nest.inputs.push_back(dims);
   }
   return nest;
+}
+
+double elements(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= double(d);
+  return n;
+}
+
+OpCost streaming_cost(const CostShapes& shapes, double flops_per_element) {
+  double bytes = elements(shapes.output) * 4;
+  for (const Shape& s : shapes.inputs) bytes += elements(s) * 4;
+  return {elements(shapes.output) * flops_per_element, bytes, false};
 }
 
 }  // namespace autoshard

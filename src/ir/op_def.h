@@ -33,6 +33,22 @@ struct ShapeAndType {
   DType dtype = DType::F32;
 };
 
+// The work of one node at given (local) shapes: floating-point operations,
+// and bytes read and written (4-byte elements). The cost model turns these
+// into time; `gemm` marks matrix products (timed against the GEMM curve,
+// the rest against memory bandwidth).
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;
+  bool gemm = false;
+};
+
+// The shapes a cost is asked for: the inputs' and the output's.
+struct CostShapes {
+  std::span<const Shape> inputs;
+  const Shape& output;
+};
+
 struct OpDef {
   const char* name = nullptr;
   // Checks the inputs and returns the output's shape and dtype.
@@ -56,6 +72,8 @@ struct OpDef {
   // The planner's view: the op's loops (see loop_nest.h). Every op of a
   // global graph has one; null only for ops of partitioned programs.
   LoopNest (*loops)(const Graph& g, const Node& n) = nullptr;
+  // Its work at given shapes (see OpCost). Every op has one.
+  OpCost (*cost)(const Node& n, const CostShapes& shapes) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
   // Ops that only partitioned programs hold (collectives, slices): they have
@@ -83,5 +101,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Loops of an op whose output dims are all parallel and whose inputs
 // broadcast to the output (numpy rules, aligned from the right).
 LoopNest broadcast_loops(const Graph& g, const Node& n);
+// The cost of a kernel that streams its inputs and output once, doing
+// `flops_per_element` operations per output element.
+OpCost streaming_cost(const CostShapes& shapes, double flops_per_element);
+// Element count of a shape as a double (no overflow check: costs only).
+double elements(const Shape& s);
 
 }  // namespace autoshard

@@ -66,6 +66,14 @@ ShardDecision constant_rule(const ShardQuery& q) {
   return {{}, Sharding::replicated(static_cast<int>(q.node.shape.size()))};
 }
 
+// Leaves cost nothing; fills write their output once.
+OpCost no_cost(const Node&, const CostShapes&) {
+  return {};
+}
+OpCost fill_cost(const Node&, const CostShapes& s) {
+  return {0, elements(s.output) * 4, false};
+}
+
 }  // namespace
 
 void register_basic_ops(std::vector<OpDef>& t) {
@@ -73,23 +81,27 @@ void register_basic_ops(std::vector<OpDef>& t) {
                               .infer = leaf_infer,
                               .kernel = bound_by_executor,
                               .localize = leaf_localize,
-                              .loops = leaf_loops};
+                              .loops = leaf_loops,
+                              .cost = no_cost};
   t[size_t(Op::Input)] = {.name = "input",
                           .infer = leaf_infer,
                           .kernel = bound_by_executor,
                           .localize = leaf_localize,
-                          .loops = leaf_loops};
+                          .loops = leaf_loops,
+                          .cost = no_cost};
   t[size_t(Op::Constant)] = {.name = "constant",
                              .infer = constant_infer,
                              .kernel = constant_kernel,
                              .shard = constant_rule,
                              .localize = constant_localize,
-                             .loops = leaf_loops};
+                             .loops = leaf_loops,
+                             .cost = fill_cost};
   t[size_t(Op::Iota)] = {.name = "iota",
                          .infer = iota_infer,
                          .kernel = iota_kernel,
                          .localize = iota_localize,
-                         .loops = iota_loops};
+                         .loops = iota_loops,
+                         .cost = fill_cost};
 }
 
 }  // namespace autoshard

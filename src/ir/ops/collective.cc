@@ -28,7 +28,6 @@ Around around(const Shape& s, int64_t dim) {
   return a;
 }
 
-
 // Elements of each member's block of a tensor split along one dimension.
 std::vector<int64_t> member_counts(const std::vector<int64_t>& sizes, const Around& a) {
   std::vector<int64_t> counts;
@@ -90,8 +89,7 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   int64_t from = 0, col = 0;
   for (int64_t s : sizes) {
     for (int64_t o = 0; o < a.outer; ++o)
-      std::memcpy(dst + o * row + col, flat + from + o * s * a.inner,
-                  s * a.inner * sizeof(float));
+      std::memcpy(dst + o * row + col, flat + from + o * s * a.inner, s * a.inner * sizeof(float));
     from += a.outer * s * a.inner;
     col += s * a.inner;
   }
@@ -163,27 +161,42 @@ void assign_kernel(const Node&, std::span<Tensor* const> in, Tensor&, const Kern
   std::memcpy(in[0]->raw(), in[1]->raw(), in[0]->nbytes());
 }
 
+// Collectives are priced by the communication model, not as compute.
+OpCost collective_cost(const Node&, const CostShapes&) {
+  return {};
+}
+OpCost slice_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 0);
+}
+
 }  // namespace
 
 void register_collective_ops(std::vector<OpDef>& t) {
   t[size_t(Op::AllReduce)] = {.name = "all_reduce",
                               .infer = all_reduce_infer,
                               .kernel = all_reduce_kernel,
+                              .cost = collective_cost,
                               .local_only = true};
   t[size_t(Op::AllGather)] = {.name = "all_gather",
                               .infer = all_gather_infer,
                               .kernel = all_gather_kernel,
+                              .cost = collective_cost,
                               .local_only = true};
   t[size_t(Op::ReduceScatter)] = {.name = "reduce_scatter",
                                   .infer = reduce_scatter_infer,
                                   .kernel = reduce_scatter_kernel,
+                                  .cost = collective_cost,
                                   .local_only = true};
-  t[size_t(Op::Slice)] = {
-      .name = "slice", .infer = slice_infer, .kernel = slice_kernel, .local_only = true};
+  t[size_t(Op::Slice)] = {.name = "slice",
+                          .infer = slice_infer,
+                          .kernel = slice_kernel,
+                          .cost = slice_cost,
+                          .local_only = true};
   t[size_t(Op::Assign)] = {.name = "assign",
                            .infer = assign_infer,
                            .kernel = assign_kernel,
                            .side_effect = true,
+                           .cost = slice_cost,
                            .local_only = true};
 }
 

@@ -19,7 +19,7 @@ EinsumAttrs parse_einsum(const std::string& equation) {
   size_t comma = equation.find(',');
   size_t arrow = equation.find("->");
   AS_CHECK(comma != std::string::npos && arrow != std::string::npos && comma < arrow,
-        "einsum equation '", equation, "' must look like 'ab,bc->ac'");
+           "einsum equation '", equation, "' must look like 'ab,bc->ac'");
   e.a = equation.substr(0, comma);
   e.b = equation.substr(comma + 1, arrow - comma - 1);
   e.out = equation.substr(arrow + 2);
@@ -27,9 +27,9 @@ EinsumAttrs parse_einsum(const std::string& equation) {
     for (size_t i = 0; i < s->size(); ++i) {
       char c = (*s)[i];
       AS_CHECK(std::isalpha(static_cast<unsigned char>(c)), "einsum equation '", equation,
-            "': only letters are allowed in terms");
-      AS_CHECK(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation, "': letter '", c,
-            "' repeats within one term (diagonals are not supported)");
+               "': only letters are allowed in terms");
+      AS_CHECK(s->find(c, i + 1) == std::string::npos, "einsum equation '", equation, "': letter '",
+               c, "' repeats within one term (diagonals are not supported)");
     }
   return e;
 }
@@ -42,26 +42,27 @@ ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   const Shape& sa = input_shape(g, n, 0);
   const Shape& sb = input_shape(g, n, 1);
   AS_CHECK(sa.size() == e.a.size() && sb.size() == e.b.size(), "einsum '", e.equation(),
-        "': operand shapes ", shape_str(sa), " and ", shape_str(sb), " do not match the terms");
+           "': operand shapes ", shape_str(sa), " and ", shape_str(sb), " do not match the terms");
   std::map<char, int64_t> size;
   auto note = [&](const std::string& term, const Shape& s) {
     for (size_t i = 0; i < term.size(); ++i) {
       auto [it, fresh] = size.emplace(term[i], s[i]);
       AS_CHECK(fresh || it->second == s[i], "einsum '", e.equation(), "': letter '", term[i],
-            "' has sizes ", it->second, " and ", s[i]);
+               "' has sizes ", it->second, " and ", s[i]);
     }
   };
   note(e.a, sa);
   note(e.b, sb);
   Shape out;
   for (char c : e.out) {
-    AS_CHECK(size.count(c), "einsum '", e.equation(), "': output letter '", c, "' is in no operand");
+    AS_CHECK(size.count(c), "einsum '", e.equation(), "': output letter '", c,
+             "' is in no operand");
     out.push_back(size[c]);
   }
   for (const auto& [c, s] : size)
     AS_CHECK(e.out.find(c) != std::string::npos ||
-              (e.a.find(c) != std::string::npos && e.b.find(c) != std::string::npos),
-          "internal: einsum letter '", c, "' must be summed before the contraction");
+                 (e.a.find(c) != std::string::npos && e.b.find(c) != std::string::npos),
+             "internal: einsum letter '", c, "' must be summed before the contraction");
   return {out, DType::F32};
 }
 
@@ -316,7 +317,7 @@ LoopNest einsum_loops(const Graph& g, const Node& n) {
     auto [it, fresh] = loop_of.emplace(c, 0);
     if (fresh)
       it->second = nest.add({extent, e.out.find(c) == std::string::npos ? Loop::Kind::Reduction
-                                                                          : Loop::Kind::Parallel});
+                                                                        : Loop::Kind::Parallel});
     return it->second;
   };
   for (int k = 0; k < 2; ++k) {
@@ -330,6 +331,18 @@ LoopNest einsum_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
+// 2 flops per term of the sum: twice the product of every letter's extent.
+OpCost einsum_cost(const Node& n, const CostShapes& s) {
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
+  std::map<char, double> extent;
+  for (size_t i = 0; i < e.a.size(); ++i) extent[e.a[i]] = double(s.inputs[0][i]);
+  for (size_t i = 0; i < e.b.size(); ++i) extent[e.b[i]] = double(s.inputs[1][i]);
+  double terms = 1;
+  for (const auto& [c, x] : extent) terms *= x;
+  const double bytes = 4 * (elements(s.inputs[0]) + elements(s.inputs[1]) + elements(s.output));
+  return {2 * terms, bytes, true};
+}
+
 }  // namespace
 
 void register_einsum_op(std::vector<OpDef>& t) {
@@ -338,7 +351,8 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .kernel = einsum_kernel,
                            .vjp = einsum_vjp,
                            .shard = einsum_rule,
-                           .loops = einsum_loops};
+                           .loops = einsum_loops,
+                           .cost = einsum_cost};
 }
 
 }  // namespace autoshard

@@ -15,7 +15,7 @@ namespace {
 ShapeAndType binary_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   AS_CHECK(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::F32, op_name(n.op),
-        " needs f32 operands");
+           " needs f32 operands");
   return {broadcast_shapes(input_shape(g, n, 0), input_shape(g, n, 1)), DType::F32};
 }
 
@@ -220,6 +220,26 @@ void dropout_localize(OpAttrs& a, const LocalizeInfo& info) {
   std::get<DropoutAttrs>(a).origin = info.output_origin();
 }
 
+// Operations per element, counted from the kernels (tanh and exp as ~12).
+OpCost one_flop(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 1);
+}
+OpCost three_flops(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 3);
+}
+OpCost tanh_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 14);
+}
+OpCost gelu_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 20);
+}
+OpCost gelu_grad_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 30);
+}
+OpCost dropout_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 40);  // a Philox block per element
+}
+
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpDef>& t) {
@@ -228,71 +248,83 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .kernel = add_kernel,
                         .vjp = add_vjp,
                         .shard = sum_rule,
-                        .loops = broadcast_loops};
+                        .loops = broadcast_loops,
+                        .cost = one_flop};
   t[size_t(Op::Sub)] = {.name = "sub",
                         .infer = binary_infer,
                         .kernel = sub_kernel,
                         .vjp = sub_vjp,
                         .shard = sum_rule,
-                        .loops = broadcast_loops};
+                        .loops = broadcast_loops,
+                        .cost = one_flop};
   t[size_t(Op::Mul)] = {.name = "mul",
                         .infer = binary_infer,
                         .kernel = mul_kernel,
                         .vjp = mul_vjp,
                         .shard = product_rule,
-                        .loops = broadcast_loops};
+                        .loops = broadcast_loops,
+                        .cost = one_flop};
   t[size_t(Op::Div)] = {.name = "div",
                         .infer = binary_infer,
                         .kernel = div_kernel,
                         .vjp = div_vjp,
                         .shard = quotient_rule,
-                        .loops = broadcast_loops};
+                        .loops = broadcast_loops,
+                        .cost = one_flop};
   t[size_t(Op::Scale)] = {.name = "scale",
                           .infer = unary_infer,
                           .kernel = scale_kernel,
                           .vjp = scale_vjp,
                           .shard = linear_unary_rule,
-                        .loops = broadcast_loops};
+                          .loops = broadcast_loops,
+                          .cost = one_flop};
   t[size_t(Op::Gelu)] = {.name = "gelu",
                          .infer = unary_infer,
                          .kernel = gelu_kernel,
                          .vjp = gelu_vjp,
                          .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                         .loops = broadcast_loops,
+                         .cost = gelu_cost};
   t[size_t(Op::GeluGrad)] = {.name = "gelu_grad",
                              .infer = binary_infer,
                              .kernel = gelu_grad_kernel,
                              .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                             .loops = broadcast_loops,
+                             .cost = gelu_grad_cost};
   t[size_t(Op::Relu)] = {.name = "relu",
                          .infer = unary_infer,
                          .kernel = relu_kernel,
                          .vjp = relu_vjp,
                          .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                         .loops = broadcast_loops,
+                         .cost = one_flop};
   t[size_t(Op::ReluGrad)] = {.name = "relu_grad",
                              .infer = binary_infer,
                              .kernel = relu_grad_kernel,
                              .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                             .loops = broadcast_loops,
+                             .cost = one_flop};
   t[size_t(Op::Tanh)] = {.name = "tanh",
                          .infer = unary_infer,
                          .kernel = tanh_kernel,
                          .vjp = tanh_vjp,
                          .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                         .loops = broadcast_loops,
+                         .cost = tanh_cost};
   t[size_t(Op::TanhGrad)] = {.name = "tanh_grad",
                              .infer = binary_infer,
                              .kernel = tanh_grad_kernel,
                              .shard = nonlinear_rule,
-                        .loops = broadcast_loops};
+                             .loops = broadcast_loops,
+                             .cost = three_flops};
   t[size_t(Op::Dropout)] = {.name = "dropout",
                             .infer = unary_infer,
                             .kernel = dropout_kernel,
                             .vjp = dropout_vjp,
                             .shard = linear_unary_rule,
                             .localize = dropout_localize,
-                        .loops = broadcast_loops};
+                            .loops = broadcast_loops,
+                            .cost = dropout_cost};
 }
 
 }  // namespace autoshard

@@ -16,7 +16,7 @@ namespace {
 
 ShapeAndType same_as_first(const Graph& g, const Node& n) {
   AS_CHECK(!n.inputs.empty() && input_dtype(g, n, 0) == DType::F32, op_name(n.op),
-        " needs an f32 input");
+           " needs an f32 input");
   AS_CHECK(!input_shape(g, n, 0).empty(), op_name(n.op), " needs at least one axis");
   for (size_t i = 1; i < n.inputs.size(); ++i)
     AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": shapes ",
@@ -297,8 +297,8 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
   const RowShard rs = row_shard(n.attr<GatherAttrs>().table, rows);
   const int32_t* ids = in[1]->i32();
   for (int64_t i = 0; i < in[1]->numel(); ++i) {
-    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
-          rs.total, " rows");
+    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i],
+             " is out of range for a table of ", rs.total, " rows");
     const int64_t row = ids[i] - rs.offset;
     if (row >= 0 && row < rows)
       std::memcpy(out.f32() + i * width, table.f32() + row * width, width * sizeof(float));
@@ -309,8 +309,9 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
 
 std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
-  return {g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy}, ScatterAddAttrs{input_shape(g, n, 0), {}}),
-          Value{}};
+  return {
+      g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy}, ScatterAddAttrs{input_shape(g, n, 0), {}}),
+      Value{}};
 }
 
 ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
@@ -328,8 +329,8 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const int32_t* ids = in[0]->i32();
   const float* dy = in[1]->f32();
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
-    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i], " is out of range for a table of ",
-          rs.total, " rows");
+    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i],
+             " is out of range for a table of ", rs.total, " rows");
     const int64_t r = ids[i] - rs.offset;
     if (r < 0 || r >= rows) continue;
     float* row = out.f32() + r * width;
@@ -564,6 +565,42 @@ LoopNest scatter_add_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
+// The row maxima only shift the loss; they take no gradient.
+std::vector<Value> no_gradient(Graph&, int, Value) {
+  return {Value{}};
+}
+
+// Operations per element of the row-wise kernels (exp counted as ~12).
+OpCost softmax_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 16);
+}
+OpCost four_flops(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 4);
+}
+OpCost normalize_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 8);
+}
+OpCost normalize_grad_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 14);
+}
+OpCost row_cost(const Node&, const CostShapes& s) {
+  double in = 0;
+  for (const Shape& x : s.inputs) in += elements(x);
+  return {in, 4 * (in + elements(s.output)), false};
+}
+OpCost stats_cost(const Node&, const CostShapes& s) {
+  const double logits = elements(s.inputs[0]);
+  return {14 * logits, 4 * (logits + elements(s.output)), false};
+}
+// Gather copies the looked-up rows; scatter-add adds every row of dy in.
+OpCost gather_cost(const Node&, const CostShapes& s) {
+  return {0, 4 * (2 * elements(s.output) + elements(s.inputs[1])), false};
+}
+OpCost scatter_cost(const Node&, const CostShapes& s) {
+  const double dy = elements(s.inputs[1]);
+  return {dy, 4 * (2 * dy + elements(s.output) + elements(s.inputs[0])), false};
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
@@ -572,66 +609,77 @@ void register_nn_ops(std::vector<OpDef>& t) {
                             .kernel = softmax_kernel,
                             .vjp = softmax_vjp,
                             .shard = softmax_rule,
-                            .loops = softmax_loops};
+                            .loops = softmax_loops,
+                            .cost = softmax_cost};
   t[size_t(Op::SoftmaxGrad)] = {.name = "softmax_grad",
                                 .infer = same_as_first,
                                 .kernel = softmax_grad_kernel,
                                 .shard = last_axis_rule,
-                                .loops = last_axis_loops};
+                                .loops = last_axis_loops,
+                                .cost = four_flops};
   t[size_t(Op::Normalize)] = {.name = "normalize",
                               .infer = same_as_first,
                               .kernel = normalize_kernel,
                               .vjp = normalize_vjp,
                               .shard = last_axis_rule,
-                              .loops = last_axis_loops};
+                              .loops = last_axis_loops,
+                              .cost = normalize_cost};
   t[size_t(Op::NormalizeGrad)] = {.name = "normalize_grad",
                                   .infer = same_as_first,
                                   .kernel = normalize_grad_kernel,
                                   .shard = last_axis_rule,
-                                  .loops = last_axis_loops};
+                                  .loops = last_axis_loops,
+                                  .cost = normalize_grad_cost};
   t[size_t(Op::RowMax)] = {.name = "row_max",
                            .infer = row_max_infer,
                            .kernel = row_max_kernel,
-                           .vjp = [](Graph&, int, Value) { return std::vector<Value>{Value{}}; },
+                           .vjp = no_gradient,
                            .shard = row_max_rule,
-                           .loops = row_max_loops};
+                           .loops = row_max_loops,
+                           .cost = row_cost};
   t[size_t(Op::CrossEntropyStats)] = {.name = "cross_entropy_stats",
                                       .infer = stats_infer,
                                       .kernel = stats_kernel,
                                       .vjp = stats_vjp,
                                       .shard = stats_rule,
                                       .localize = class_shard_localize,
-                                      .loops = stats_loops};
+                                      .loops = stats_loops,
+                                      .cost = stats_cost};
   t[size_t(Op::CrossEntropyFinish)] = {.name = "cross_entropy_finish",
                                        .infer = finish_infer,
                                        .kernel = finish_kernel,
                                        .vjp = finish_vjp,
                                        .shard = finish_rule,
-                                       .loops = finish_loops};
+                                       .loops = finish_loops,
+                                       .cost = row_cost};
   t[size_t(Op::CrossEntropyFinishGrad)] = {.name = "cross_entropy_finish_grad",
                                            .infer = finish_grad_infer,
                                            .kernel = finish_grad_kernel,
                                            .shard = finish_rule,
-                                           .loops = finish_loops};
+                                           .loops = finish_loops,
+                                           .cost = row_cost};
   t[size_t(Op::CrossEntropyStatsGrad)] = {.name = "cross_entropy_stats_grad",
                                           .infer = stats_grad_infer,
                                           .kernel = stats_grad_kernel,
                                           .shard = stats_grad_rule,
                                           .localize = class_shard_localize,
-                                          .loops = stats_grad_loops};
+                                          .loops = stats_grad_loops,
+                                          .cost = stats_cost};
   t[size_t(Op::Gather)] = {.name = "gather",
                            .infer = gather_infer,
                            .kernel = gather_kernel,
                            .vjp = gather_vjp,
                            .shard = gather_rule,
                            .localize = gather_localize,
-                           .loops = gather_loops};
+                           .loops = gather_loops,
+                           .cost = gather_cost};
   t[size_t(Op::ScatterAdd)] = {.name = "scatter_add",
                                .infer = scatter_add_infer,
                                .kernel = scatter_add_kernel,
                                .shard = scatter_add_rule,
                                .localize = scatter_add_localize,
-                               .loops = scatter_add_loops};
+                               .loops = scatter_add_loops,
+                               .cost = scatter_cost};
 }
 
 }  // namespace autoshard

@@ -36,9 +36,10 @@ ShapeAndType update_infer(const Graph& g, const Node& n) {
   expect_inputs(n, count);
   for (size_t i = 1; i + 1 < count; ++i)
     AS_CHECK(input_shape(g, n, i) == input_shape(g, n, 0), op_name(n.op), ": state ",
-          shape_str(input_shape(g, n, i)), " does not match parameter ",
-          shape_str(input_shape(g, n, 0)));
-  AS_CHECK(input_shape(g, n, count - 1).empty(), op_name(n.op), ": the clip scale must be a scalar");
+             shape_str(input_shape(g, n, i)), " does not match parameter ",
+             shape_str(input_shape(g, n, 0)));
+  AS_CHECK(input_shape(g, n, count - 1).empty(), op_name(n.op),
+           ": the clip scale must be a scalar");
   return {{}, DType::F32};
 }
 
@@ -141,6 +142,22 @@ LoopNest sum_squares_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
+OpCost sum_squares_cost(const Node&, const CostShapes& s) {
+  return {2 * elements(s.inputs[0]), 4 * elements(s.inputs[0]), false};
+}
+OpCost scalar_cost(const Node&, const CostShapes&) {
+  return {10, 8, false};
+}
+// Adam reads the weight, gradient and both moments and writes back three.
+OpCost adam_cost(const Node&, const CostShapes& s) {
+  const double n = elements(s.inputs[0]);
+  return {16 * n, 28 * n, false};
+}
+OpCost sgd_cost(const Node&, const CostShapes& s) {
+  const double n = elements(s.inputs[0]);
+  return {6 * n, 20 * n, false};
+}
+
 }  // namespace
 
 void register_optimizer_ops(std::vector<OpDef>& t) {
@@ -148,17 +165,20 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                                .infer = scalar_infer,
                                .kernel = sum_squares_kernel,
                                .shard = sum_squares_rule,
-                               .loops = sum_squares_loops};
+                               .loops = sum_squares_loops,
+                               .cost = sum_squares_cost};
   t[size_t(Op::ClipScale)] = {.name = "clip_scale",
                               .infer = scalar_infer,
                               .kernel = clip_scale_kernel,
-                              .loops = broadcast_loops};
+                              .loops = broadcast_loops,
+                              .cost = scalar_cost};
   t[size_t(Op::AdamUpdate)] = {.name = "adam_update",
                                .infer = update_infer,
                                .kernel = adam_kernel,
                                .side_effect = true,
                                .shard = update_rule,
                                .loops = update_loops,
+                               .cost = adam_cost,
                                .mutates = 0b1101};
   t[size_t(Op::SgdUpdate)] = {.name = "sgd_update",
                               .infer = update_infer,
@@ -166,6 +186,7 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                               .side_effect = true,
                               .shard = update_rule,
                               .loops = update_loops,
+                              .cost = sgd_cost,
                               .mutates = 0b101};
 }
 

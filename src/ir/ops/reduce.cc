@@ -23,7 +23,7 @@ ShapeAndType reduce_sum_infer(const Graph& g, const Node& n) {
   std::vector<bool> reduced(in.size(), false);
   for (int64_t a : n.attr<AxesAttrs>().axes) {
     AS_CHECK(a >= 0 && a < static_cast<int64_t>(in.size()), "reduce_sum: axis ", a,
-          " out of range for ", shape_str(in));
+             " out of range for ", shape_str(in));
     AS_CHECK(!reduced[a], "reduce_sum: axis ", a, " listed twice");
     reduced[a] = true;
   }
@@ -137,6 +137,13 @@ LoopNest reduce_sum_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
+OpCost reduce_cost(const Node&, const CostShapes& s) {
+  return {elements(s.inputs[0]), 4 * (elements(s.inputs[0]) + elements(s.output)), false};
+}
+OpCost copy_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 0);
+}
+
 }  // namespace
 
 void register_reduce_ops(std::vector<OpDef>& t) {
@@ -145,14 +152,16 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                               .kernel = reduce_sum_kernel,
                               .vjp = reduce_sum_vjp,
                               .shard = reduce_sum_rule,
-                              .loops = reduce_sum_loops};
+                              .loops = reduce_sum_loops,
+                              .cost = reduce_cost};
   t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
                                 .infer = broadcast_to_infer,
                                 .kernel = broadcast_to_kernel,
                                 .vjp = broadcast_to_vjp,
                                 .shard = broadcast_to_rule,
                                 .localize = broadcast_to_localize,
-                                .loops = broadcast_loops};
+                                .loops = broadcast_loops,
+                                .cost = copy_cost};
 }
 
 }  // namespace autoshard

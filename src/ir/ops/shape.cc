@@ -27,12 +27,13 @@ ShapeAndType transpose_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const Shape& in = input_shape(g, n, 0);
   const std::vector<int64_t>& perm = n.attr<PermAttrs>().perm;
-  AS_CHECK(perm.size() == in.size(), "transpose: permutation of length ", perm.size(),
-           " for rank ", in.size());
+  AS_CHECK(perm.size() == in.size(), "transpose: permutation of length ", perm.size(), " for rank ",
+           in.size());
   std::vector<bool> seen(in.size(), false);
   Shape out;
   for (int64_t p : perm) {
-    AS_CHECK(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[p], "transpose: bad permutation");
+    AS_CHECK(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[p],
+             "transpose: bad permutation");
     seen[p] = true;
     out.push_back(in[p]);
   }
@@ -158,6 +159,14 @@ LoopNest transpose_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
+// A reshape is a view; a transpose moves every element once.
+OpCost view_cost(const Node&, const CostShapes&) {
+  return {};
+}
+OpCost transpose_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 0);
+}
+
 }  // namespace
 
 void register_shape_ops(std::vector<OpDef>& t) {
@@ -168,13 +177,15 @@ void register_shape_ops(std::vector<OpDef>& t) {
                             .aliases_input = true,
                             .shard = reshape_rule,
                             .localize = reshape_localize,
-                            .loops = reshape_loops};
+                            .loops = reshape_loops,
+                            .cost = view_cost};
   t[size_t(Op::Transpose)] = {.name = "transpose",
                               .infer = transpose_infer,
                               .kernel = transpose_kernel,
                               .vjp = transpose_vjp,
                               .shard = transpose_rule,
-                              .loops = transpose_loops};
+                              .loops = transpose_loops,
+                              .cost = transpose_cost};
 }
 
 }  // namespace autoshard
