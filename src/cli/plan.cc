@@ -5,7 +5,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "autoshard/error.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/nn/losses.h"
 #include "cli/commands.h"
@@ -17,6 +21,9 @@ namespace {
 struct PlanOptions : CommonOptions {
   bool json = false;
   std::string out;
+  std::string cluster = "cpu";
+  bool predict = false;
+  std::string dtype = "f32";
 };
 
 std::string mib(double bytes) {
@@ -32,6 +39,42 @@ nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
   return a;
 }
 
+// Model FLOPs of a training step: 6 per parameter per token (forward and
+// backward), plus attention's scores and weighted sums: 12 L B T^2 C.
+double model_flops(const GPT2Config& c, double params, double batch, double seq) {
+  return 6 * params * batch * seq + 12 * double(c.n_layer) * batch * seq * seq * double(c.n_embd);
+}
+
+nlohmann::json prediction_json(const StepPrediction& p) {
+  nlohmann::json collectives = nlohmann::json::object();
+  for (const auto& [key, t] : p.collective_s) collectives[key.first + " over " + key.second] = t;
+  return {{"step_s", p.step_s},
+          {"compute_s", p.compute_s},
+          {"communication_s", p.communication_s},
+          {"collectives_s", collectives},
+          {"peak_bytes_per_device", p.memory.total()},
+          {"memory_bytes",
+           {{"weights", p.memory.weights},
+            {"optimizer_state", p.memory.optimizer_state},
+            {"inputs", p.memory.inputs},
+            {"activations", p.memory.activations}}},
+          {"tokens_per_s", p.tokens_per_s},
+          {"model_flops_per_device_per_s", p.model_flops_per_device_per_s}};
+}
+
+void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
+  std::printf("\npredicted on cluster '%s' (%s; communication not overlapped):\n", c.name.c_str(),
+              bf16 ? "bf16 mixed precision" : "f32");
+  std::printf("  step             %.4g s\n  compute          %.4g s\n", p.step_s, p.compute_s);
+  for (const auto& [key, t] : p.collective_s)
+    std::printf("  %-16s %.4g s over %s\n", key.first.c_str(), t, key.second.c_str());
+  std::printf("  tokens/s         %.4g\n  model FLOP/s     %.4g per device\n", p.tokens_per_s,
+              p.model_flops_per_device_per_s);
+  std::printf("  peak memory      %s per device (weights %s, optimizer state %s, activations %s)\n",
+              mib(p.memory.total()).c_str(), mib(p.memory.weights).c_str(),
+              mib(p.memory.optimizer_state).c_str(), mib(p.memory.activations).c_str());
+}
+
 void run_plan(PlanOptions& o) {
   GPT2Config cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
@@ -43,6 +86,21 @@ void run_plan(PlanOptions& o) {
   model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
   const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});
   const DeviceMesh& mesh = p.mesh;
+  const bool bf16 = o.dtype == "bf16";
+  std::optional<StepPrediction> predicted;
+  std::optional<Cluster> cluster;
+  if (o.predict) {
+    cluster = Cluster::named(o.cluster);
+    const double tokens = double(o.batch) * double(o.seq);
+    predicted = predict(p, *cluster,
+                        {bf16, tokens, model_flops(cfg, double(model.count_params()), double(o.batch),
+                                                   double(o.seq))});
+    AS_CHECK(predicted->memory.total() <= cluster->memory_bytes, "the plan does not fit: ",
+             mib(predicted->memory.total()), " per device (weights ", mib(predicted->memory.weights),
+             ", optimizer state ", mib(predicted->memory.optimizer_state), ", activations ",
+             mib(predicted->memory.activations), ") but cluster '", cluster->name, "' has ",
+             mib(cluster->memory_bytes), "; use more devices, a smaller batch, or bf16");
+  }
 
   // Per device: bytes of weights, optimizer state, and planned activation buffers.
   // Device 0 holds the largest block of every split (array_split gives the
@@ -96,6 +154,7 @@ void run_plan(PlanOptions& o) {
                         {"activations", largest(activations)},
                         {"total", largest(total)}}}};
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) j["reasons"] = a->reasons();
+  if (predicted) j["predicted"] = prediction_json(*predicted);
   if (!o.out.empty()) {
     std::ofstream f(o.out);
     AS_CHECK(f.good(), "cannot write '", o.out, "'");
@@ -130,6 +189,7 @@ void run_plan(PlanOptions& o) {
       "  activations      %s (planned buffers of the step)\n  total            %s\n",
       mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
       mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
+  if (predicted) print_prediction(*predicted, *cluster, bf16);
 }
 
 }  // namespace
@@ -140,6 +200,14 @@ void add_plan_command(CLI::App& app) {
   add_common(cmd, *o);
   cmd->add_flag("--json", o->json, "print the plan as JSON");
   cmd->add_option("--out", o->out, "also write the JSON plan to FILE");
+  cmd->add_flag("--predict", o->predict, "predict step time and memory on --cluster");
+  cmd->add_option("--cluster", o->cluster,
+                  "cluster to predict for: cpu (calibrated), a100-80g, h100-80g, or a JSON file")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->predict = true; });
+  cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->callback([o] { run_plan(*o); });
 }
 

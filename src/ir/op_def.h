@@ -41,6 +41,18 @@ struct OpCost {
   double flops = 0;
   double bytes = 0;
   bool gemm = false;
+  bool fp32_state = false;  // works on fp32 optimizer state even in mixed precision
+};
+
+// What a collective moves, for the communication model: its kind, the mesh
+// axis, the bytes of the whole buffer (all-reduce input, all-gather output,
+// reduce-scatter input) and of the largest member's block.
+struct CommCost {
+  enum class Kind { None, AllReduce, AllGather, ReduceScatter };
+  Kind kind = Kind::None;
+  int axis = -1;
+  double bytes = 0;
+  double largest_block = 0;
 };
 
 // The shapes a cost is asked for: the inputs' and the output's.
@@ -74,6 +86,8 @@ struct OpDef {
   LoopNest (*loops)(const Graph& g, const Node& n) = nullptr;
   // Its work at given shapes (see OpCost). Every op has one.
   OpCost (*cost)(const Node& n, const CostShapes& shapes) = nullptr;
+  // Collectives: what they move (null for every other op).
+  CommCost (*comm)(const Node& n, const CostShapes& shapes) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
   // Ops that only partitioned programs hold (collectives, slices): they have

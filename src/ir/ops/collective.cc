@@ -1,5 +1,6 @@
 // The ops a partitioned program adds: collectives over one mesh axis, local
 // slices, and in-place assignment. They exist only in per-device graphs.
+#include <algorithm>
 #include <cstring>
 
 #include "autoshard/comm/communicator.h"
@@ -161,7 +162,22 @@ void assign_kernel(const Node&, std::span<Tensor* const> in, Tensor&, const Kern
   std::memcpy(in[0]->raw(), in[1]->raw(), in[0]->nbytes());
 }
 
-// Collectives are priced by the communication model, not as compute.
+// Collectives are priced by the communication model, not as compute: they
+// state what they move.
+CommCost all_reduce_comm(const Node& n, const CostShapes& s) {
+  const double bytes = elements(s.output) * 4;
+  return {CommCost::Kind::AllReduce, n.attr<AllReduceAttrs>().axis, bytes, bytes};
+}
+CommCost split_comm(const Node& n, const CostShapes& s) {
+  const SplitAttrs& a = n.attr<SplitAttrs>();
+  const bool gather = n.op == Op::AllGather;
+  const Shape& whole = gather ? s.output : s.inputs[0];
+  const double row = elements(whole) / double(std::max<int64_t>(1, whole[a.dim]));
+  const int64_t largest = *std::max_element(a.sizes.begin(), a.sizes.end());
+  return {gather ? CommCost::Kind::AllGather : CommCost::Kind::ReduceScatter, a.axis,
+          elements(whole) * 4, row * double(largest) * 4};
+}
+
 OpCost collective_cost(const Node&, const CostShapes&) {
   return {};
 }
@@ -176,16 +192,19 @@ void register_collective_ops(std::vector<OpDef>& t) {
                               .infer = all_reduce_infer,
                               .kernel = all_reduce_kernel,
                               .cost = collective_cost,
+                              .comm = all_reduce_comm,
                               .local_only = true};
   t[size_t(Op::AllGather)] = {.name = "all_gather",
                               .infer = all_gather_infer,
                               .kernel = all_gather_kernel,
                               .cost = collective_cost,
+                              .comm = split_comm,
                               .local_only = true};
   t[size_t(Op::ReduceScatter)] = {.name = "reduce_scatter",
                                   .infer = reduce_scatter_infer,
                                   .kernel = reduce_scatter_kernel,
                                   .cost = collective_cost,
+                              .comm = split_comm,
                                   .local_only = true};
   t[size_t(Op::Slice)] = {.name = "slice",
                           .infer = slice_infer,

@@ -143,7 +143,7 @@ LoopNest sum_squares_loops(const Graph& g, const Node& n) {
 }
 
 OpCost sum_squares_cost(const Node&, const CostShapes& s) {
-  return {2 * elements(s.inputs[0]), 4 * elements(s.inputs[0]), false};
+  return {2 * elements(s.inputs[0]), 4 * elements(s.inputs[0]), false, true};
 }
 OpCost scalar_cost(const Node&, const CostShapes&) {
   return {10, 8, false};
@@ -151,11 +151,11 @@ OpCost scalar_cost(const Node&, const CostShapes&) {
 // Adam reads the weight, gradient and both moments and writes back three.
 OpCost adam_cost(const Node&, const CostShapes& s) {
   const double n = elements(s.inputs[0]);
-  return {16 * n, 28 * n, false};
+  return {16 * n, 28 * n, false, true};
 }
 OpCost sgd_cost(const Node&, const CostShapes& s) {
   const double n = elements(s.inputs[0]);
-  return {6 * n, 20 * n, false};
+  return {6 * n, 20 * n, false, true};
 }
 
 }  // namespace

@@ -24,9 +24,10 @@ GPT2Config GPT2Config::preset(const std::string& name) {
   if (name == "gpt2-medium") return make(24, 16, 1024, 50257, 1024);
   if (name == "gpt2-large") return make(36, 20, 1280, 50257, 1024);
   if (name == "gpt2-xl") return make(48, 25, 1600, 50257, 1024);
+  if (name == "gpt3-175b") return make(96, 96, 12288, 51200, 2048);
   fail(
       "unknown model preset '", name,
-      "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl; or a config.json path)");
+      "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-175b; or a config.json path)");
 }
 
 GPT2Config GPT2Config::from_json_file(const std::string& path) {

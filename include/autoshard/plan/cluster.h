@@ -1,0 +1,71 @@
+// Cluster: the machines a plan is for, as the cost model sees them. Each
+// device has peak FLOP/s per dtype (reached by large matrix products along
+// a measured or published efficiency curve), memory and its bandwidth;
+// devices talk over a hierarchy of links (NVLink inside a node, InfiniBand
+// between nodes; shared memory for in-process devices), each with a
+// bandwidth per device and a latency.
+//
+// A mesh's devices are numbered row-major (see DeviceMesh), so its last axis
+// is innermost: an axis whose groups fit inside one group of a link level
+// (8 devices per node, say) talks over that level; an axis that crosses it,
+// over the next.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoshard/tensor/mesh.h"
+
+namespace autoshard {
+
+struct LinkLevel {
+  std::string name;           // "nvlink", "infiniband", "shared memory"
+  int devices_per_group = 0;  // devices one group of this level holds (0: every device)
+  double bandwidth = 0;       // bytes/s each device sends (and receives) over it
+  double latency = 0;         // seconds per message step
+  double efficiency = 1;      // fraction of the bandwidth collectives reach
+};
+
+struct Cluster {
+  std::string name;
+  // Per device.
+  double flops_f32 = 0, flops_bf16 = 0;  // peak FLOP/s
+  // Fraction of peak a matrix product reaches, by its FLOPs: points
+  // (flops, fraction) interpolated in log(flops), flat beyond the ends.
+  std::vector<std::pair<double, double>> gemm_efficiency;
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;    // bytes/s
+  double stream_efficiency = 1;   // fraction of memory bandwidth other kernels reach
+  double op_overhead = 0;         // seconds each kernel costs on top (launch, dispatch)
+  // In-process CPU devices share one machine: its cores (and so FLOP/s and
+  // bandwidth, given here for the whole machine) are divided among the
+  // devices of a mesh. 0: each device has its own.
+  int shared_cores = 0;
+  std::vector<LinkLevel> links;  // innermost first; the last spans every device
+
+  // Built in: "a100-80g", "h100-80g" (vendors' published figures, see
+  // docs/cost-model.md) and "cpu" (this machine: the last calibration, or
+  // defaults when none was run).
+  static Cluster preset(const std::string& name);
+  // A preset name, or a JSON file (as to_json writes; `autoshard calibrate`
+  // writes one).
+  static Cluster named(const std::string& name_or_file);
+  static Cluster from_json(const std::string& text, const std::string& source);
+  std::string to_json() const;
+  // Where `autoshard calibrate` keeps this machine's figures:
+  // $AUTOSHARD_HOME/cpu.json, else ~/.cache/autoshard/cpu.json.
+  static std::string calibration_path();
+
+  // Per device, on a mesh of `devices` (shared machines divide).
+  double device_flops(bool bf16, int devices) const;
+  double device_bandwidth(int devices) const;
+  double gemm_fraction(double flops) const;
+  // The link level mesh axis `axis` talks over.
+  const LinkLevel& link(const DeviceMesh& mesh, int axis) const;
+  // Throws autoshard::Error when the cluster cannot hold the mesh (a finite
+  // last level smaller than the mesh).
+  void check_mesh(const DeviceMesh& mesh) const;
+};
+
+}  // namespace autoshard

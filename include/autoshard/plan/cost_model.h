@@ -1,0 +1,68 @@
+// The cost model: predicted step time and memory per device of a
+// partitioned step on a Cluster, from each op's own cost (ir/ops) and the
+// collectives the partitioner inserted (priced by the link each mesh axis
+// crosses). The planner prices its strategies with the same functions.
+//
+//   compute  = sum over the device's ops of max(FLOPs / (peak x fraction),
+//              bytes / (bandwidth x efficiency)) + a per-op overhead;
+//              matrix products take their fraction from the GEMM curve
+//   collectives (ring, alpha-beta, the largest block sets the pace), n the
+//   axis size, B the whole buffer, b the largest block, a and w the
+//   link's latency and effective bandwidth:
+//     all-reduce      2 (n - 1) a + 2 (n - 1) / n * B / w
+//     all-gather,
+//     reduce-scatter  (n - 1) (a + b / w)
+//   memory   = weights + optimizer state + inputs + the executor's planned
+//              buffers (activations and gradients, with their reuse)
+// Communication is not overlapped with compute (a conservative bound).
+// Mixed precision (bf16) halves activations and gradients, keeps bf16
+// weights beside fp32 master weights, and times products at the bf16 peak.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoshard/plan/cluster.h"
+#include "autoshard/shard/conversion.h"
+#include "autoshard/shard/partitioner.h"
+
+namespace autoshard {
+
+struct PredictOptions {
+  bool bf16 = false;
+  double tokens = 0;       // per step, for tokens/s
+  double model_flops = 0;  // per step (all devices), for FLOP/s per device
+};
+
+struct MemoryPrediction {
+  double weights = 0, optimizer_state = 0, inputs = 0, activations = 0;
+  double total() const { return weights + optimizer_state + inputs + activations; }
+};
+
+struct StepPrediction {
+  double compute_s = 0;
+  // Seconds of each collective kind on each mesh axis ("all_reduce", "model").
+  std::map<std::pair<std::string, std::string>, double> collective_s;
+  double communication_s = 0;
+  double step_s = 0;
+  MemoryPrediction memory;  // of the device priced (device 0: the largest blocks)
+  double tokens_per_s = 0;
+  double model_flops_per_device_per_s = 0;
+};
+
+// Prices device `device`'s program of a partition (it must have been lowered).
+StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
+                       int device = 0);
+
+// The building blocks, shared with the planner.
+double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inputs,
+                  const Shape& output, int devices, bool bf16);
+double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
+                          double bytes, double largest_block);
+// The time of converting a value of global `shape` between two shardings
+// (conversion_plan's steps); slices count as local copies.
+double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
+                          const Sharding& to, const Shape& shape, bool bf16);
+
+}  // namespace autoshard

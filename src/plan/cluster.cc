@@ -1,0 +1,231 @@
+#include "autoshard/plan/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace {
+
+// NVIDIA DGX A100 (80 GB): 312 TFLOP/s dense bf16, 19.5 fp32, 80 GB HBM2e
+// at 2.0 TB/s; NVLink 3 at 300 GB/s per direction per GPU within a node of
+// 8; one 200 Gb/s HDR InfiniBand port per GPU between nodes. Efficiencies
+// are assumptions stated in docs/cost-model.md.
+Cluster a100() {
+  Cluster c;
+  c.name = "a100-80g";
+  c.flops_f32 = 19.5e12;
+  c.flops_bf16 = 312e12;
+  c.gemm_efficiency = {{1e7, 0.05}, {1e8, 0.20}, {1e9, 0.45}, {1e10, 0.70}, {1e11, 0.80}, {1e12, 0.82}};
+  c.memory_bytes = 80.0 * (1 << 30);
+  c.memory_bandwidth = 2.0e12;
+  c.stream_efficiency = 0.8;
+  c.op_overhead = 5e-6;
+  c.links = {{"nvlink", 8, 300e9, 2e-6, 0.8}, {"infiniband", 0, 200e9 / 8, 5e-6, 0.8}};
+  return c;
+}
+
+// NVIDIA DGX H100: 989 TFLOP/s dense bf16, 67 fp32, 80 GB HBM3 at 3.35
+// TB/s; NVLink 4 at 450 GB/s per direction; one 400 Gb/s NDR port per GPU.
+// A faster device needs larger products to reach the same fraction.
+Cluster h100() {
+  Cluster c;
+  c.name = "h100-80g";
+  c.flops_f32 = 67e12;
+  c.flops_bf16 = 989e12;
+  c.gemm_efficiency = {{3e7, 0.05}, {3e8, 0.20}, {3e9, 0.45}, {3e10, 0.65}, {3e11, 0.75}, {3e12, 0.78}};
+  c.memory_bytes = 80.0 * (1 << 30);
+  c.memory_bandwidth = 3.35e12;
+  c.stream_efficiency = 0.8;
+  c.op_overhead = 5e-6;
+  c.links = {{"nvlink", 8, 450e9, 2e-6, 0.8}, {"infiniband", 0, 400e9 / 8, 5e-6, 0.8}};
+  return c;
+}
+
+// This machine before any calibration: an AVX2 core's 32 FLOP per cycle at
+// 2.5 GHz, 20 GB/s of memory bandwidth, the cores shared by the devices.
+Cluster cpu_default() {
+  Cluster c;
+  c.name = "cpu";
+  c.shared_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.flops_f32 = c.flops_bf16 = 80e9 * c.shared_cores;
+  c.gemm_efficiency = {{1e5, 0.10}, {1e6, 0.40}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.90}};
+  c.memory_bytes = 16.0 * (1 << 30);
+  c.memory_bandwidth = 20e9;
+  c.stream_efficiency = 0.5;
+  c.op_overhead = 2e-6;
+  c.links = {{"shared memory", 0, 5e9, 5e-6, 1.0}};
+  return c;
+}
+
+double number(const nlohmann::json& j, const char* key, const std::string& where) {
+  AS_CHECK(j.contains(key) && j[key].is_number(), "cluster '", where, "': \"", key,
+           "\" must be a number");
+  const double v = j[key].get<double>();
+  AS_CHECK(std::isfinite(v) && v >= 0, "cluster '", where, "': \"", key,
+           "\" must be a finite number >= 0");
+  return v;
+}
+
+}  // namespace
+
+std::string Cluster::calibration_path() {
+  if (const char* home = std::getenv("AUTOSHARD_HOME")) return std::string(home) + "/cpu.json";
+  const char* user = std::getenv("HOME");
+  return std::string(user ? user : ".") + "/.cache/autoshard/cpu.json";
+}
+
+Cluster Cluster::preset(const std::string& name) {
+  if (name == "a100-80g") return a100();
+  if (name == "h100-80g") return h100();
+  if (name == "cpu") {
+    const std::string path = calibration_path();
+    if (std::filesystem::exists(path)) {
+      std::ifstream in(path);
+      std::stringstream text;
+      text << in.rdbuf();
+      return from_json(text.str(), path);
+    }
+    return cpu_default();
+  }
+  fail("unknown cluster '", name, "' (known: cpu, a100-80g, h100-80g; or a cluster JSON file)");
+}
+
+Cluster Cluster::named(const std::string& name_or_file) {
+  if (name_or_file.find('/') == std::string::npos && !name_or_file.ends_with(".json"))
+    return preset(name_or_file);
+  std::ifstream in(name_or_file);
+  AS_CHECK(in.good(), "cannot open cluster file '", name_or_file, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return from_json(text.str(), name_or_file);
+}
+
+Cluster Cluster::from_json(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail("cluster '", source, "' is not valid JSON: ", e.what());
+  }
+  AS_CHECK(j.is_object() && j.contains("device") && j["device"].is_object(), "cluster '", source,
+           "' must be an object with \"device\" and \"links\"");
+  Cluster c;
+  c.name = j.value("name", source);
+  const auto& d = j["device"];
+  AS_CHECK(d.contains("flops") && d["flops"].is_object(), "cluster '", source,
+           "': device \"flops\" must be an object {\"f32\": ..., \"bf16\": ...}");
+  c.flops_f32 = number(d["flops"], "f32", source);
+  c.flops_bf16 = d["flops"].contains("bf16") ? number(d["flops"], "bf16", source) : c.flops_f32;
+  AS_CHECK(c.flops_f32 > 0, "cluster '", source, "': device flops must be positive");
+  AS_CHECK(d.contains("gemm_efficiency") && d["gemm_efficiency"].is_array() &&
+               !d["gemm_efficiency"].empty(),
+           "cluster '", source, "': \"gemm_efficiency\" must be a list of [flops, fraction]");
+  for (const auto& p : d["gemm_efficiency"]) {
+    AS_CHECK(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number() &&
+                 p[0].get<double>() > 0 && p[1].get<double>() > 0 && p[1].get<double>() <= 1,
+             "cluster '", source, "': gemm_efficiency entries are [flops > 0, fraction in (0, 1]]");
+    c.gemm_efficiency.push_back({p[0].get<double>(), p[1].get<double>()});
+  }
+  std::sort(c.gemm_efficiency.begin(), c.gemm_efficiency.end());
+  c.memory_bytes = number(d, "memory_bytes", source);
+  c.memory_bandwidth = number(d, "memory_bandwidth", source);
+  AS_CHECK(c.memory_bandwidth > 0, "cluster '", source, "': memory_bandwidth must be positive");
+  c.stream_efficiency = d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
+  c.op_overhead = d.contains("op_overhead_s") ? number(d, "op_overhead_s", source) : 0;
+  c.shared_cores = j.contains("shared_cores") ? static_cast<int>(number(j, "shared_cores", source)) : 0;
+  AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '",
+           source, "': \"links\" must list at least one level");
+  for (const auto& l : j["links"]) {
+    AS_CHECK(l.is_object(), "cluster '", source, "': each link level is an object");
+    LinkLevel level;
+    level.name = l.value("name", "link");
+    level.devices_per_group = static_cast<int>(number(l, "devices_per_group", source));
+    level.bandwidth = number(l, "bandwidth", source);
+    level.latency = number(l, "latency_s", source);
+    level.efficiency = l.contains("efficiency") ? number(l, "efficiency", source) : 1;
+    AS_CHECK(level.bandwidth > 0 && level.efficiency > 0, "cluster '", source, "': link '",
+             level.name, "' needs a positive bandwidth and efficiency");
+    c.links.push_back(level);
+  }
+  for (size_t i = 1; i < c.links.size(); ++i)
+    AS_CHECK(c.links[i - 1].devices_per_group > 0 &&
+                 (c.links[i].devices_per_group == 0 ||
+                  c.links[i].devices_per_group % c.links[i - 1].devices_per_group == 0),
+             "cluster '", source, "': each link level must hold whole groups of the level inside");
+  return c;
+}
+
+std::string Cluster::to_json() const {
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& [f, e] : gemm_efficiency) curve.push_back({f, e});
+  nlohmann::json links_json = nlohmann::json::array();
+  for (const LinkLevel& l : links)
+    links_json.push_back({{"name", l.name},
+                          {"devices_per_group", l.devices_per_group},
+                          {"bandwidth", l.bandwidth},
+                          {"latency_s", l.latency},
+                          {"efficiency", l.efficiency}});
+  nlohmann::json j = {{"name", name},
+                      {"device",
+                       {{"flops", {{"f32", flops_f32}, {"bf16", flops_bf16}}},
+                        {"gemm_efficiency", curve},
+                        {"memory_bytes", memory_bytes},
+                        {"memory_bandwidth", memory_bandwidth},
+                        {"stream_efficiency", stream_efficiency},
+                        {"op_overhead_s", op_overhead}}},
+                      {"shared_cores", shared_cores},
+                      {"links", links_json}};
+  return j.dump(2);
+}
+
+double Cluster::device_flops(bool bf16, int devices) const {
+  const double peak = bf16 ? flops_bf16 : flops_f32;
+  return shared_cores > 0 ? peak / std::max(1, devices) : peak;
+}
+
+double Cluster::device_bandwidth(int devices) const {
+  return shared_cores > 0 ? memory_bandwidth / std::max(1, devices) : memory_bandwidth;
+}
+
+double Cluster::gemm_fraction(double flops) const {
+  if (gemm_efficiency.empty()) return 1;
+  if (flops <= gemm_efficiency.front().first) return gemm_efficiency.front().second;
+  if (flops >= gemm_efficiency.back().first) return gemm_efficiency.back().second;
+  for (size_t i = 1; i < gemm_efficiency.size(); ++i)
+    if (flops <= gemm_efficiency[i].first) {
+      const auto [f0, e0] = gemm_efficiency[i - 1];
+      const auto [f1, e1] = gemm_efficiency[i];
+      const double t = std::log(flops / f0) / std::log(f1 / f0);
+      return e0 + t * (e1 - e0);
+    }
+  return gemm_efficiency.back().second;
+}
+
+const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
+  // The devices of one group of `axis` span stride * size consecutive ids.
+  int64_t stride = 1;
+  for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);
+  const int64_t span = stride * mesh.axis_size(axis);
+  for (const LinkLevel& l : links)
+    if (l.devices_per_group == 0 || (span <= l.devices_per_group && l.devices_per_group % span == 0))
+      return l;
+  return links.back();
+}
+
+void Cluster::check_mesh(const DeviceMesh& mesh) const {
+  AS_CHECK(!links.empty(), "cluster '", name, "' has no links");
+  const int last = links.back().devices_per_group;
+  AS_CHECK(last == 0 || mesh.size() <= last, "mesh ", mesh.to_string(), " has ", mesh.size(),
+           " devices but cluster '", name, "' has ", last);
+}
+
+}  // namespace autoshard

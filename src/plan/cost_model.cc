@@ -1,0 +1,112 @@
+#include "autoshard/plan/cost_model.h"
+
+#include <algorithm>
+
+#include "autoshard/error.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/tensor/array_split.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inputs,
+                  const Shape& output, int devices, bool bf16) {
+  const OpDef& def = op_def(n.op);
+  const OpCost cost = def.cost(n, CostShapes{inputs, output});
+  if (cost.flops == 0 && cost.bytes == 0) return 0;
+  const double bytes = bf16 && !cost.fp32_state ? cost.bytes / 2 : cost.bytes;
+  double flops_time = 0;
+  if (cost.flops > 0) {
+    const double peak = c.device_flops(bf16 && cost.gemm, devices);
+    flops_time = cost.flops / (peak * (cost.gemm ? c.gemm_fraction(cost.flops) : 1.0));
+  }
+  const double memory_time = bytes / (c.device_bandwidth(devices) * c.stream_efficiency);
+  return std::max(flops_time, memory_time) + c.op_overhead;
+}
+
+double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
+                          double bytes, double largest_block) {
+  const double n = mesh.axis_size(axis);
+  if (n <= 1) return 0;
+  const LinkLevel& l = c.link(mesh, axis);
+  const double w = l.bandwidth * l.efficiency;
+  if (all_reduce) return 2 * (n - 1) * l.latency + 2 * (n - 1) / n * bytes / w;
+  return (n - 1) * (l.latency + largest_block / w);
+}
+
+double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
+                          const Sharding& to, const Shape& shape, bool bf16) {
+  if (from == to) return 0;
+  const double element = bf16 ? 2 : 4;
+  double total = 0;
+  for (const ConversionStep& s : conversion_plan(from, to, mesh)) {
+    // The value's largest local block when the step starts.
+    const Shape local = s.before.local_shape(shape, mesh, 0);
+    const double bytes = double(numel(local)) * element;
+    const int k = mesh.axis_size(s.axis);
+    switch (s.kind) {
+      case ConversionStep::Kind::AllReduce:
+        total += collective_seconds(c, mesh, s.axis, true, bytes, bytes);
+        break;
+      case ConversionStep::Kind::ReduceScatter:
+        total += collective_seconds(c, mesh, s.axis, false, bytes,
+                                    bytes / double(std::max<int64_t>(1, local[s.dim])) *
+                                        double(split_size(local[s.dim], k, 0)));
+        break;
+      case ConversionStep::Kind::AllGather:
+        total += collective_seconds(c, mesh, s.axis, false, bytes * k, bytes);
+        break;
+      case ConversionStep::Kind::Slice:
+        total += bytes / k * 2 / (c.device_bandwidth(mesh.size()) * c.stream_efficiency);
+        break;
+    }
+  }
+  return total;
+}
+
+StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
+                       int device) {
+  AS_CHECK(device >= 0 && device < int(p.local.size()) && !p.local_of[device].empty(),
+           "predict: device ", device, " has no local program");
+  c.check_mesh(p.mesh);
+  const Graph& g = p.local[device];
+  const int devices = p.mesh.size();
+  StepPrediction out;
+  const BufferPlan plan = plan_buffers(g, p.outputs[device]);
+  std::vector<Shape> inputs;
+  for (int i : plan.schedule) {
+    const Node& n = g.node(i);
+    if (n.is_leaf()) {
+      const double bytes = double(numel(n.shape)) * 4;
+      if (n.op == Op::Input)
+        out.memory.inputs += bytes;
+      else if (n.leaf().is_slot())
+        out.memory.optimizer_state += bytes;
+      else
+        out.memory.weights += o.bf16 ? bytes * 1.5 : bytes;  // bf16 copy beside the fp32 master
+      continue;
+    }
+    inputs.clear();
+    for (int in : n.inputs) inputs.push_back(g.node(in).shape);
+    const OpDef& def = op_def(n.op);
+    if (def.comm) {
+      const CommCost cc = def.comm(n, CostShapes{inputs, n.shape});
+      const double scale = o.bf16 ? 0.5 : 1.0;
+      const double t = collective_seconds(c, p.mesh, cc.axis, cc.kind == CommCost::Kind::AllReduce,
+                                          cc.bytes * scale, cc.largest_block * scale);
+      out.collective_s[{def.name, p.mesh.axis_names()[cc.axis]}] += t;
+      out.communication_s += t;
+      continue;
+    }
+    out.compute_s += op_seconds(c, n, inputs, n.shape, devices, o.bf16);
+  }
+  out.memory.activations = double(plan.total_bytes()) * (o.bf16 ? 0.5 : 1.0);
+  out.step_s = out.compute_s + out.communication_s;
+  if (out.step_s > 0) {
+    out.tokens_per_s = o.tokens / out.step_s;
+    out.model_flops_per_device_per_s = o.model_flops / out.step_s / devices;
+  }
+  return out;
+}
+
+}  // namespace autoshard
