@@ -25,8 +25,9 @@ std::shared_ptr<Optimizer> optimizer() {
   return AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 1.0});
 }
 
-TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch) {
+TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch, bool recompute = false) {
   GPT2 model(GPT2Config::preset("test"), 6, /*seed=*/3);
+  model.set_recompute(recompute);
   if (dist) model.set_distribution(dist);
   model.compile(optimizer(), losses::sparse_categorical_crossentropy);
   TrainResult r;
@@ -83,6 +84,39 @@ TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
     expect_equal(train(std::make_shared<AutoShard>(mesh), 6), want,
                  "autoshard " + mesh.to_string());
   }
+}
+
+// Recomputing each block's forward pass in the backward pass changes no
+// number, on one device (bitwise) or any mesh of the matrix.
+TEST(ShardedTraining, RecomputeOnEveryMeshMatchesOneDevice) {
+  const TrainResult want = train(nullptr, 6);
+  const TrainResult same = train(nullptr, 6, /*recompute=*/true);
+  for (size_t i = 0; i < want.losses.size(); ++i) EXPECT_EQ(same.losses[i], want.losses[i]);
+  for (const MeshCase& m : kMeshes) {
+    DeviceMesh mesh(m.shape, m.names);
+    std::shared_ptr<Distribution> dist;
+    if (mesh.axis_index("model") >= 0)
+      dist = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
+    else
+      dist = std::make_shared<DataParallel>(mesh);
+    expect_equal(train(dist, 6, true), want, "recompute " + mesh.to_string());
+  }
+}
+
+// ... and lowers the activation memory the executor plans.
+TEST(ShardedTraining, RecomputeLowersPlannedActivations) {
+  auto planned = [](bool recompute) {
+    GPT2Config c = GPT2Config::preset("test");
+    c.n_layer = 6;
+    GPT2 model(c, 16, 0);
+    model.set_recompute(recompute);
+    model.set_distribution(std::make_shared<DataParallel>(1));
+    model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+    const Partition p = model.plan_training({8, 16}, {8, 16});
+    return plan_buffers(p.local[0], p.outputs[0]).total_bytes();
+  };
+  const size_t with = planned(true), without = planned(false);
+  EXPECT_LT(double(with), 0.6 * double(without)) << with << " vs " << without;
 }
 
 TEST(ShardedTraining, UnevenBatchOverDataAxis) {

@@ -33,6 +33,9 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--zero1", o.zero1, "shard optimizer state and update over the data axis (ZeRO-1)");
   cmd->add_flag("--strict", o.strict, "treat warnings (a layout map key matching no weight) as errors");
+  cmd->add_flag("--recompute", o.recompute,
+                "recompute each transformer block's forward pass during the backward pass "
+                "(less activation memory, the same numbers)");
 }
 
 // The model's config: --model, or the config of --weights when --model was

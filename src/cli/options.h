@@ -28,6 +28,7 @@ struct CommonOptions {
   std::string weights;       // a Hugging Face directory, checkpoint, or llm.c file
   bool model_given = false;  // --model was on the command line
   bool strict = false;       // warnings are errors
+  bool recompute = false;    // recompute each block's forward pass in the backward
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o);

@@ -81,6 +81,7 @@ void run_plan(PlanOptions& o) {
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   std::shared_ptr<Distribution> dist = make_distribution(o);
   GPT2 model(cfg, o.seq, o.seed);
+  model.set_recompute(o.recompute);
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
   model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);

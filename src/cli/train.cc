@@ -203,6 +203,7 @@ void run_train(TrainOptions& o) {
            "--save-every and --resume need --checkpoint-dir");
   check_config_fits(cfg);
   GPT2 model(cfg, o.seq, o.seed);
+  model.set_recompute(o.recompute);
   model.set_distribution(make_distribution(o));
   check_layout_map(o, model.distribution_strategy().get(), model);
   auto optimizer = make_optimizer(o, cfg);

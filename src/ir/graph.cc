@@ -55,7 +55,7 @@ void Node::wrong_attrs() const {
 }
 
 Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
-  Node n{op, {}, {}, DType::F32, std::move(attrs)};
+  Node n{op, {}, {}, DType::F32, std::move(attrs), current_region_};
   for (const Value& v : inputs) {
     AS_CHECK(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
     n.inputs.push_back(v.id);
@@ -98,6 +98,10 @@ int Graph::find_parameter(const std::string& key) const {
 int Graph::find_input(const std::string& name) const {
   auto it = input_ids_.find(name);
   return it == input_ids_.end() ? -1 : it->second;
+}
+
+int Graph::open_region() {
+  return current_region_ = regions_++;
 }
 
 std::vector<int> Graph::parameters() const {

@@ -8,6 +8,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/recompute.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/tensor/array_split.h"
 
@@ -29,6 +30,11 @@ Model::Model(std::vector<InputSpec> inputs, std::string name)
     : name_(std::move(name)), input_specs_(std::move(inputs)) {}
 
 Model::~Model() = default;
+
+void Model::set_recompute(bool on) {
+  recompute_ = on;
+  cache_.clear();
+}
 
 void Model::set_seed(uint64_t seed) {
   seed_ = seed;
@@ -119,6 +125,14 @@ Model::Traced Model::trace_step(Mode mode, const Shape& x_shape, DType x_dtype,
     for (int id : g.parameters()) params.push_back(g.value(id));
     optimizer_->append_update(g, params, gradients(result, params));
     declare_state(g, {});  // the optimizer's slots
+    if (recompute_) {
+      Recomputed r = recompute_regions(g, result.id);
+      t.graph = std::move(r.graph);
+      t.x = r.id_of[t.x];
+      t.y = r.id_of[t.y];
+      t.result = r.id_of[result.id];
+      return t;
+    }
   }
   t.result = result.id;
   return t;

@@ -81,6 +81,10 @@ struct Node {
   Shape shape;
   DType dtype = DType::F32;
   OpAttrs attrs;
+  // The region the node was traced in (a transformer block, say), or -1:
+  // regions are what activation recomputation recomputes, and repeated
+  // regions are what the planner solves once.
+  int region = -1;
 
   // This op's attributes; an internal error if the op carries another kind.
   template <typename A>
@@ -146,9 +150,15 @@ class Graph {
   // A readable listing, one node per line (for debugging and docs).
   std::string to_string() const;
 
+  // Nodes added while a region is open belong to it (see Node::region).
+  int open_region();
+  void close_region() { current_region_ = -1; }
+  int regions() const { return regions_; }
+
  private:
   std::deque<Node> nodes_;  // a deque: references survive push_back
   std::unordered_map<std::string, int> parameter_ids_, input_ids_;
+  int current_region_ = -1, regions_ = 0;
 };
 
 // The nodes `outputs` depend on, plus every op with a side effect and what it

@@ -104,6 +104,12 @@ class Model {
   Value trace_forward(Graph& graph, int64_t batch_size, bool training);
 
   const std::string& name() const { return name_; }
+  // Recompute each region's forward pass (a transformer block) during the
+  // backward pass instead of keeping its activations: less memory, the same
+  // numbers. Set before the first step.
+  void set_recompute(bool on);
+  bool recompute() const { return recompute_; }
+
   // The seed of the weights' initial draws (and of dropout masks).
   void set_seed(uint64_t seed);
   uint64_t seed() const { return seed_; }
@@ -140,6 +146,7 @@ class Model {
   Loss loss_;
   std::shared_ptr<Distribution> dist_;
   uint64_t seed_ = 0;
+  bool recompute_ = false;
   WeightStore store_;
   int64_t iterations_ = 0;
   StepCache cache_;

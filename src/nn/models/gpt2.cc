@@ -78,6 +78,9 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   x = dropout(x, "drop");
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Trace::Scope scope(t, "h." + std::to_string(i));
+    // Each block is a region: what recomputation recomputes, what the
+    // planner solves once.
+    g.open_region();
     const Block& b = blocks_[i];
     x = x + dropout(b.attn(t, b.ln_1(t, x)), "attn_drop");
     Value normed = b.ln_2(t, x);
@@ -87,6 +90,7 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
       h = b.c_proj(t, b.c_fc(t, normed));
     }
     x = x + dropout(h, "mlp_drop");
+    g.close_region();
   }
   x = ln_f_(t, x);
   Value wte;
