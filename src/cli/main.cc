@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   autoshard::cli::add_plan_command(app);
   autoshard::cli::add_convert_command(app);
   autoshard::cli::add_solve_command(app);
+  autoshard::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {

@@ -140,11 +140,14 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.memory_bandwidth = number(d, "memory_bandwidth", source);
   AS_CHECK(c.memory_bandwidth > 0, "cluster '", source, "': memory_bandwidth must be positive");
   c.stream_efficiency = d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
+  c.kernel_bandwidth = d.contains("kernel_bandwidth") ? number(d, "kernel_bandwidth", source) : 0;
+  c.process_bytes = d.contains("process_bytes") ? number(d, "process_bytes", source) : 0;
+  c.kernel_flops = d.contains("kernel_flops") ? number(d, "kernel_flops", source) : 0;
   c.op_overhead = d.contains("op_overhead_s") ? number(d, "op_overhead_s", source) : 0;
   c.shared_cores = j.contains("shared_cores") ? static_cast<int>(number(j, "shared_cores", source)) : 0;
   AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '",
            source, "': \"links\" must list at least one level");
-  for (const auto& l : j["links"]) {
+  auto level_of = [&](const nlohmann::json& l) {
     AS_CHECK(l.is_object(), "cluster '", source, "': each link level is an object");
     LinkLevel level;
     level.name = l.value("name", "link");
@@ -154,8 +157,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
     level.efficiency = l.contains("efficiency") ? number(l, "efficiency", source) : 1;
     AS_CHECK(level.bandwidth > 0 && level.efficiency > 0, "cluster '", source, "': link '",
              level.name, "' needs a positive bandwidth and efficiency");
-    c.links.push_back(level);
-  }
+    return level;
+  };
+  for (const auto& l : j["links"]) c.links.push_back(level_of(l));
+  if (j.contains("mpi_link")) c.mpi_link = level_of(j["mpi_link"]);
   for (size_t i = 1; i < c.links.size(); ++i)
     AS_CHECK(c.links[i - 1].devices_per_group > 0 &&
                  (c.links[i].devices_per_group == 0 ||
@@ -167,13 +172,15 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
 std::string Cluster::to_json() const {
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& [f, e] : gemm_efficiency) curve.push_back({f, e});
-  nlohmann::json links_json = nlohmann::json::array();
-  for (const LinkLevel& l : links)
-    links_json.push_back({{"name", l.name},
+  auto level_json = [](const LinkLevel& l) {
+    return nlohmann::json{{"name", l.name},
                           {"devices_per_group", l.devices_per_group},
                           {"bandwidth", l.bandwidth},
                           {"latency_s", l.latency},
-                          {"efficiency", l.efficiency}});
+                          {"efficiency", l.efficiency}};
+  };
+  nlohmann::json links_json = nlohmann::json::array();
+  for (const LinkLevel& l : links) links_json.push_back(level_json(l));
   nlohmann::json j = {{"name", name},
                       {"device",
                        {{"flops", {{"f32", flops_f32}, {"bf16", flops_bf16}}},
@@ -181,9 +188,13 @@ std::string Cluster::to_json() const {
                         {"memory_bytes", memory_bytes},
                         {"memory_bandwidth", memory_bandwidth},
                         {"stream_efficiency", stream_efficiency},
+                        {"kernel_bandwidth", kernel_bandwidth},
+                        {"kernel_flops", kernel_flops},
+                        {"process_bytes", process_bytes},
                         {"op_overhead_s", op_overhead}}},
                       {"shared_cores", shared_cores},
                       {"links", links_json}};
+  if (mpi_link) j["mpi_link"] = level_json(*mpi_link);
   return j.dump(2);
 }
 
@@ -192,11 +203,20 @@ double Cluster::device_flops(bool bf16, int devices) const {
   return shared_cores > 0 ? peak / std::max(1, devices) : peak;
 }
 
-double Cluster::device_bandwidth(int devices) const {
-  return shared_cores > 0 ? memory_bandwidth / std::max(1, devices) : memory_bandwidth;
+double Cluster::device_kernel_flops(int devices) const {
+  const double own = kernel_flops > 0 ? kernel_flops : flops_f32;
+  return shared_cores > 0 ? std::min(own, flops_f32 / std::max(1, devices)) : own;
 }
 
-double Cluster::gemm_fraction(double flops) const {
+double Cluster::device_bandwidth(int devices) const {
+  const double own = kernel_bandwidth > 0 ? kernel_bandwidth : memory_bandwidth * stream_efficiency;
+  return shared_cores > 0 ? std::min(own, memory_bandwidth / std::max(1, devices)) : own;
+}
+
+double Cluster::gemm_fraction(double flops, int devices) const {
+  // The curve is one core's (or one accelerator's): a product spread over t
+  // threads runs like t products of a t-th the size.
+  if (shared_cores > 0) flops /= std::max(1, shared_cores / std::max(1, devices));
   if (gemm_efficiency.empty()) return 1;
   if (flops <= gemm_efficiency.front().first) return gemm_efficiency.front().second;
   if (flops >= gemm_efficiency.back().first) return gemm_efficiency.back().second;

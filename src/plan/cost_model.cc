@@ -16,11 +16,11 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
   if (cost.flops == 0 && cost.bytes == 0) return 0;
   const double bytes = bf16 && !cost.fp32_state ? cost.bytes / 2 : cost.bytes;
   double flops_time = 0;
-  if (cost.flops > 0) {
-    const double peak = c.device_flops(bf16 && cost.gemm, devices);
-    flops_time = cost.flops / (peak * (cost.gemm ? c.gemm_fraction(cost.flops) : 1.0));
-  }
-  const double memory_time = bytes / (c.device_bandwidth(devices) * c.stream_efficiency);
+  if (cost.flops > 0)
+    flops_time = cost.gemm ? cost.flops / (c.device_flops(bf16, devices) *
+                                           c.gemm_fraction(cost.flops, devices))
+                           : cost.flops / c.device_kernel_flops(devices);
+  const double memory_time = bytes / c.device_bandwidth(devices);
   return std::max(flops_time, memory_time) + c.op_overhead;
 }
 
@@ -57,7 +57,7 @@ double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
         total += collective_seconds(c, mesh, s.axis, false, bytes * k, bytes);
         break;
       case ConversionStep::Kind::Slice:
-        total += bytes / k * 2 / (c.device_bandwidth(mesh.size()) * c.stream_efficiency);
+        total += bytes / k * 2 / c.device_bandwidth(mesh.size());
         break;
     }
   }
@@ -101,6 +101,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     out.compute_s += op_seconds(c, n, inputs, n.shape, devices, o.bf16);
   }
   out.memory.activations = double(plan.total_bytes()) * (o.bf16 ? 0.5 : 1.0);
+  out.memory.process = c.process_bytes;
   out.step_s = out.compute_s + out.communication_s;
   if (out.step_s > 0) {
     out.tokens_per_s = o.tokens / out.step_s;

@@ -11,6 +11,7 @@
 // over the next.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,12 +38,23 @@ struct Cluster {
   double memory_bytes = 0;
   double memory_bandwidth = 0;    // bytes/s
   double stream_efficiency = 1;   // fraction of memory bandwidth other kernels reach
+  // Bytes/s and FLOP/s one device's non-GEMM kernels reach on their own (0:
+  // the bandwidth times stream_efficiency, and the peak). On a CPU, one
+  // core's.
+  double kernel_bandwidth = 0;
+  double kernel_flops = 0;
   double op_overhead = 0;         // seconds each kernel costs on top (launch, dispatch)
+  // Memory a process holds besides tensors (code, libraries, BLAS buffers):
+  // part of a CPU device's peak, 0 for accelerators.
+  double process_bytes = 0;
   // In-process CPU devices share one machine: its cores (and so FLOP/s and
   // bandwidth, given here for the whole machine) are divided among the
   // devices of a mesh. 0: each device has its own.
   int shared_cores = 0;
   std::vector<LinkLevel> links;  // innermost first; the last spans every device
+  // MPI ranks on this machine talk over this instead (CPU clusters, when
+  // calibrated under mpirun too).
+  std::optional<LinkLevel> mpi_link;
 
   // Built in: "a100-80g", "h100-80g" (vendors' published figures, see
   // docs/cost-model.md) and "cpu" (this machine: the last calibration, or
@@ -59,8 +71,13 @@ struct Cluster {
 
   // Per device, on a mesh of `devices` (shared machines divide).
   double device_flops(bool bf16, int devices) const;
+  // FLOP/s of one device's non-GEMM kernels.
+  double device_kernel_flops(int devices) const;
+  // Bytes/s of one device's streaming kernels.
   double device_bandwidth(int devices) const;
-  double gemm_fraction(double flops) const;
+  // The fraction of peak a product of `flops` reaches on one device of a
+  // mesh of `devices` (on a shared machine, spread over its threads).
+  double gemm_fraction(double flops, int devices = 1) const;
   // The link level mesh axis `axis` talks over.
   const LinkLevel& link(const DeviceMesh& mesh, int axis) const;
   // Throws autoshard::Error when the cluster cannot hold the mesh (a finite

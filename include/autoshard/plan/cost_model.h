@@ -37,7 +37,8 @@ struct PredictOptions {
 
 struct MemoryPrediction {
   double weights = 0, optimizer_state = 0, inputs = 0, activations = 0;
-  double total() const { return weights + optimizer_state + inputs + activations; }
+  double process = 0;  // the process itself (CPU clusters)
+  double total() const { return weights + optimizer_state + inputs + activations + process; }
 };
 
 struct StepPrediction {

@@ -1,0 +1,217 @@
+#include "autoshard/plan/calibration.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "autoshard/comm/mpi_communicator.h"
+#include "autoshard/comm/thread_communicator.h"
+#include "autoshard/comm/world.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/runtime/executor.h"
+
+namespace autoshard {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs f until `min_seconds` have passed (at least twice); seconds per call,
+// the best of three batches (noise on a shared machine only slows).
+template <typename F>
+double time_it(F&& f, double min_seconds) {
+  f();  // warm up
+  double best = 1e300;
+  for (int batch = 0; batch < 3; ++batch) {
+    int calls = 0;
+    const auto start = Clock::now();
+    double elapsed = 0;
+    do {
+      f();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < min_seconds / 3 || calls < 2);
+    best = std::min(best, elapsed / calls);
+  }
+  return best;
+}
+
+double resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  return 0;
+}
+
+// One core's GEMM FLOP/s for square products of size n.
+double gemm_rate(int64_t n, double seconds) {
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
+  const double t = time_it(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f, a.data(),
+                    int(n), b.data(), int(n), 0.0f, c.data(), int(n));
+      },
+      seconds);
+  return 2.0 * double(n * n * n) / t;
+}
+
+// Bytes/s (or FLOP/s) of one of autoshard's own kernels on one core.
+double kernel_rate(bool flops, int64_t elements, double seconds) {
+  Graph g;
+  Value a = g.parameter("a", {elements}), b = g.parameter("b", {elements});
+  Value y = flops ? ops::gelu(a) : a + b;
+  Executor exec(g, {y.id});
+  Tensor ta = Tensor::full({elements}, 0.5f), tb = Tensor::full({elements}, 0.25f);
+  exec.bind(a.id, ta);
+  exec.bind(b.id, tb);
+  const double t = time_it([&] { exec.run(); }, seconds);
+  // The cost model's own count: gelu states 20 FLOPs per element.
+  return flops ? 20.0 * double(elements) / t : 12.0 * double(elements) / t;
+}
+
+double machine_bandwidth(int cores, double seconds) {
+  const int64_t per = int64_t{16} << 20;  // 16M floats per thread
+  std::vector<std::vector<float>> src(cores, std::vector<float>(per, 1.0f)),
+      dst(cores, std::vector<float>(per));
+  const double t = time_it(
+      [&] {
+        std::vector<std::thread> threads;
+        for (int c = 0; c < cores; ++c)
+          threads.emplace_back([&, c] { std::copy(src[c].begin(), src[c].end(), dst[c].begin()); });
+        for (auto& th : threads) th.join();
+      },
+      seconds);
+  return 2.0 * 4.0 * double(per) * cores / t;  // read and write
+}
+
+double op_overhead(double seconds) {
+  Graph g;
+  Value x = g.parameter("x", {4});
+  for (int i = 0; i < 1000; ++i) x = ops::scale(x, 1.0);
+  Executor exec(g, {x.id});
+  Tensor t = Tensor::full({4}, 1.0f);
+  exec.bind(g.find_parameter("x"), t);
+  return time_it([&] { exec.run(); }, seconds) / 1000;
+}
+
+// All-reduce seconds over two in-process devices for each size.
+std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64_t>& sizes,
+                                                         double seconds) {
+  const DeviceMesh mesh({2}, {"x"});
+  ThreadWorld world(mesh);
+  std::vector<std::pair<double, double>> points;
+  for (int64_t count : sizes) {
+    std::vector<std::vector<float>> bufs(2, std::vector<float>(count, 1.0f));
+    const double t = time_it(
+        [&] {
+          world.run([&](int rank, Communicator& comm) {
+            for (int k = 0; k < 8; ++k)
+              comm.all_reduce(bufs[rank].data(), count, ReduceOp::Sum, mesh_groups(mesh, rank)[0]);
+          });
+        },
+        seconds);
+    points.push_back({4.0 * double(count), t / 8});
+  }
+  return points;
+}
+
+std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>& sizes,
+                                                      double seconds) {
+  const DeviceMesh mesh({World::process().size()}, {"x"});
+  MpiCommunicator comm(mesh);
+  const CommGroup g = mesh_groups(mesh, comm.rank())[0];
+  std::vector<std::pair<double, double>> points;
+  for (int64_t count : sizes) {
+    std::vector<float> buf(count, 1.0f);
+    // Every rank runs the same number of calls: time a fixed count.
+    const int calls = std::max(4, int(seconds * 2e9 / std::max<int64_t>(4096, count * 4) / 10));
+    World::process().barrier();
+    const auto start = Clock::now();
+    for (int k = 0; k < calls; ++k) comm.all_reduce(buf.data(), count, ReduceOp::Sum, g);
+    const double t = std::chrono::duration<double>(Clock::now() - start).count() / calls;
+    points.push_back({4.0 * double(count), t});
+  }
+  return points;
+}
+
+}  // namespace
+
+// The bandwidth from the large messages (a least-squares slope over those of
+// 1 MiB and up), the latency from the smallest one.
+std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
+  if (points.empty()) return {0, 1e12};
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : points)
+    if (x >= (1 << 20) || points.size() < 3) n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  double slope = n >= 2 ? (n * sxy - sx * sy) / std::max(1e-300, n * sxx - sx * sx) : 0;
+  if (slope <= 0) slope = points.back().second / std::max(1.0, points.back().first);
+  const auto smallest = *std::min_element(points.begin(), points.end());
+  return {std::max(0.0, smallest.second - smallest.first * slope), 1.0 / slope};
+}
+
+Calibration calibrate(const CalibrateOptions& o) {
+  Calibration cal;
+  Cluster& c = cal.cluster;
+  nlohmann::json& m = cal.measurements;
+  const double seconds = o.quick ? 0.02 : 0.3;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.name = "cpu";
+  c.shared_cores = cores;
+  const std::vector<int64_t> collective_sizes =
+      o.quick ? std::vector<int64_t>{1024, 1 << 16, 1 << 20}
+              : std::vector<int64_t>{1024, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24};
+  if (World::process().distributed()) {
+    // Under mpirun: the MPI link only (rank 0 reports).
+    const auto points = mpi_all_reduce(collective_sizes, seconds);
+    const auto [alpha, bandwidth] = fit_alpha_beta(points);
+    // A 2-rank all-reduce moves 2 (n - 1) / n = 1 buffer in 2 (n - 1) = 2 steps.
+    c.mpi_link = LinkLevel{"mpi", 0, bandwidth, alpha / 2, 1.0};
+    m["mpi_all_reduce"] = points;
+    return cal;
+  }
+  openblas_set_num_threads(1);
+  (void)gemm_rate(32, 0.001);  // BLAS buffers exist before the process is measured
+  c.process_bytes = resident_bytes();
+  // GEMM: one core, square sizes.
+  const std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{32, 128, 512}
+                                             : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024, 1536};
+  std::vector<std::pair<double, double>> rates;
+  double peak = 0;
+  for (int64_t n : sizes) {
+    const double r = gemm_rate(n, seconds);
+    rates.push_back({2.0 * double(n * n * n), r});
+    peak = std::max(peak, r);
+  }
+  m["gemm_flops_per_s_one_core"] = rates;
+  for (auto [f, r] : rates) c.gemm_efficiency.push_back({f, std::min(1.0, r / peak)});
+  c.flops_f32 = c.flops_bf16 = peak * cores;
+  openblas_set_num_threads(cores);
+  // Streaming kernels on one core, and the machine's bandwidth on all.
+  const int64_t elements = o.quick ? int64_t{1} << 20 : int64_t{1} << 23;
+  c.kernel_bandwidth = kernel_rate(false, elements, seconds);
+  c.kernel_flops = kernel_rate(true, elements, seconds);
+  c.memory_bandwidth = std::max(c.kernel_bandwidth, machine_bandwidth(cores, seconds));
+  c.stream_efficiency = 1;
+  c.op_overhead = op_overhead(seconds);
+  m["kernel_bandwidth_one_core"] = c.kernel_bandwidth;
+  m["kernel_flops_one_core"] = c.kernel_flops;
+  m["copy_bandwidth_all_cores"] = c.memory_bandwidth;
+  m["op_overhead_s"] = c.op_overhead;
+  m["process_bytes"] = c.process_bytes;
+  // Memory: what the machine has now.
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemTotal:", 0) == 0) c.memory_bytes = std::stod(line.substr(9)) * 1024;
+  // In-process collectives: two devices.
+  const auto points = thread_all_reduce(collective_sizes, seconds);
+  const auto [alpha, bandwidth] = fit_alpha_beta(points);
+  c.links = {{"shared memory", 0, bandwidth, alpha / 2, 1.0}};
+  m["thread_all_reduce"] = points;
+  return cal;
+}
+
+}  // namespace autoshard
