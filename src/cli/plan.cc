@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-
 #include <optional>
 
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/nn/losses.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/executor.h"
-#include "autoshard/nn/losses.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 
@@ -59,6 +59,7 @@ nlohmann::json prediction_json(const StepPrediction& p) {
             {"inputs", p.memory.inputs},
             {"activations", p.memory.activations}}},
           {"tokens_per_s", p.tokens_per_s},
+          {"process_bytes", p.process_bytes},
           {"model_flops_per_device_per_s", p.model_flops_per_device_per_s}};
 }
 
@@ -93,12 +94,23 @@ void run_plan(PlanOptions& o) {
   if (o.predict) {
     cluster = Cluster::named(o.cluster);
     const double tokens = double(o.batch) * double(o.seq);
-    predicted = predict(p, *cluster,
-                        {bf16, tokens, model_flops(cfg, double(model.count_params()), double(o.batch),
-                                                   double(o.seq))});
-    AS_CHECK(predicted->memory.total() <= cluster->memory_bytes, "the plan does not fit: ",
-             mib(predicted->memory.total()), " per device (weights ", mib(predicted->memory.weights),
-             ", optimizer state ", mib(predicted->memory.optimizer_state), ", activations ",
+    predicted =
+        predict(p, *cluster,
+                {bf16, tokens,
+                 model_flops(cfg, double(model.count_params()), double(o.batch), double(o.seq))});
+    // In-process devices share one process: its memory is every device's.
+    if (mesh.size() <= 64) {
+      const Partition all = model.plan_training({o.batch, o.seq}, {o.batch, o.seq}, DType::I32,
+                                                World::process().local_devices(mesh));
+      predicted->process_bytes = cluster->process_bytes;
+      for (int d : all.devices)
+        predicted->process_bytes +=
+            predict(all, *cluster, {bf16}, d).memory.total() - cluster->process_bytes;
+    }
+    AS_CHECK(predicted->memory.total() <= cluster->memory_bytes,
+             "the plan does not fit: ", mib(predicted->memory.total()), " per device (weights ",
+             mib(predicted->memory.weights), ", optimizer state ",
+             mib(predicted->memory.optimizer_state), ", activations ",
              mib(predicted->memory.activations), ") but cluster '", cluster->name, "' has ",
              mib(cluster->memory_bytes), "; use more devices, a smaller batch, or bf16");
   }

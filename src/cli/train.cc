@@ -1,23 +1,24 @@
 // `autoshard train` and `autoshard eval`: GPT-2 on a token stream.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
-#include <filesystem>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autoshard/io/checkpoint.h"
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/checkpoint.h"
+#include "autoshard/io/crash_point.h"
 #include "autoshard/io/gpt2_formats.h"
+#include "autoshard/io/token_data.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
-#include "autoshard/comm/world.h"
-#include "autoshard/io/crash_point.h"
 #include "autoshard/runtime/memory.h"
-#include "autoshard/io/token_data.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -66,7 +67,7 @@ TokenData load_data(CommonOptions& o, const GPT2Config& cfg,
                     TokenData::Sampling sampling = TokenData::Sampling::Sequential) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   AS_CHECK(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
-        " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
+           " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
   TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
   data.set_sampling(sampling, o.seed);
   data.validate(o.batch, o.seq, cfg.vocab_size);
@@ -105,6 +106,13 @@ std::string generate(GPT2& model, const std::string& prompt, int64_t count, int6
   return out;
 }
 
+// The most memory this process has held (its peak resident set).
+int64_t peak_rss_bytes() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return int64_t{u.ru_maxrss} * 1024;
+}
+
 // A GPT-2 config too big for this machine, named by its largest term before
 // anything is traced: weights, gradients and AdamW's two moments take 16
 // bytes a parameter. (In-process devices share this one machine; under mpirun
@@ -116,16 +124,16 @@ void check_config_fits(const GPT2Config& c) {
   const std::pair<double, std::string> terms[] = {
       {double(c.vocab_size) * C, cat("vocab_size = ", c.vocab_size, " x n_embd = ", c.n_embd)},
       {double(c.n_positions) * C, cat("n_positions = ", c.n_positions, " x n_embd = ", c.n_embd)},
-      {double(c.n_layer) * 12 * C * C, cat("n_layer = ", c.n_layer, " x 12 n_embd^2 (n_embd = ",
-                                           c.n_embd, ")")}};
+      {double(c.n_layer) * 12 * C * C,
+       cat("n_layer = ", c.n_layer, " x 12 n_embd^2 (n_embd = ", c.n_embd, ")")}};
   double params = 0;
   for (const auto& t : terms) params += t.first;
   if (params * 16 <= double(*available)) return;
   const auto& worst = *std::max_element(std::begin(terms), std::end(terms));
-  fail("model config: ", worst.second, " gives ", worst.first,
-       " parameters; training the model's ", params, " parameters needs ",
-       format_bytes(params * 16), " (weights, gradients, AdamW state) but ",
-       format_bytes(double(*available)), " is available");
+  fail("model config: ", worst.second, " gives ", worst.first, " parameters; training the model's ",
+       params, " parameters needs ", format_bytes(params * 16),
+       " (weights, gradients, AdamW state) but ", format_bytes(double(*available)),
+       " is available");
 }
 
 // SIGINT or SIGTERM during training: finish the step, save, stop.
@@ -177,11 +185,11 @@ void check_resumable(const nlohmann::json& state, const TrainOptions& o, const s
 int64_t open_checkpoints(const TrainOptions& o, Model& model,
                          std::unique_ptr<CheckpointManager>& manager) {
   if (o.checkpoint_dir.empty()) return 0;
-  AS_CHECK(!std::filesystem::exists(o.checkpoint_dir) ||
-               std::filesystem::is_directory(o.checkpoint_dir),
-           "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
-  manager = std::make_unique<CheckpointManager>(CheckpointOptions{
-      .directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
+  AS_CHECK(
+      !std::filesystem::exists(o.checkpoint_dir) || std::filesystem::is_directory(o.checkpoint_dir),
+      "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
+  manager = std::make_unique<CheckpointManager>(
+      CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
   if (!o.resume) return 0;
   AS_CHECK(manager->latest_step(), "--resume: no checkpoint in '", o.checkpoint_dir,
            "' to resume from (run without --resume to start from scratch)");
@@ -196,9 +204,9 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
 
 void run_train(TrainOptions& o) {
   GPT2Config cfg = model_config(o);
-  TokenData data = load_data(o, cfg,
-                             o.sampling == "random" ? TokenData::Sampling::Random
-                                                    : TokenData::Sampling::Sequential);
+  TokenData data = load_data(
+      o, cfg,
+      o.sampling == "random" ? TokenData::Sampling::Random : TokenData::Sampling::Sequential);
   AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
            "--save-every and --resume need --checkpoint-dir");
   check_config_fits(cfg);
@@ -253,13 +261,14 @@ void run_train(TrainOptions& o) {
                             {"loss", loss},
                             {"lr", optimizer->learning_rate_at(step + 1)},
                             {"step_ms", secs * 1e3},
-                            {"tokens_per_second", tps}}
+                            {"tokens_per_second", tps},
+                            {"peak_rss_bytes", peak_rss_bytes()}}
                  .dump()
           << "\n"
           << std::flush;
     crash_point("train.step");
-    if (manager && manager->maybe_save(model, step + 1, run_state(o, model, step + 1),
-                                       {{"loss", loss}}))
+    if (manager &&
+        manager->maybe_save(model, step + 1, run_state(o, model, step + 1), {{"loss", loss}}))
       saved = step + 1;
     // Every rank stops at the same step when any rank was signalled.
     if (const int sig = static_cast<int>(World::process().max(stop_signal)); sig != 0) {
@@ -338,7 +347,8 @@ void add_train_command(CLI::App& app) {
   add_int(cmd, "--sample", o->sample, 0, int64_t{1} << 20,
           "bytes to generate after training (byte vocabularies)")
       ->default_str("300");
-  add_real(cmd, "--temperature", o->temperature, 0, 100, true, "sampling temperature of the sample");
+  add_real(cmd, "--temperature", o->temperature, 0, 100, true,
+           "sampling temperature of the sample");
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "save checkpoints under DIR (step-NNNNNNNN/)");
   add_int(cmd, "--save-every", o->save_every, 0, kMax,

@@ -5,8 +5,8 @@
 #include <mutex>
 #include <thread>
 
-#include "autoshard/tensor/array_split.h"
 #include "autoshard/error.h"
+#include "autoshard/tensor/array_split.h"
 
 namespace autoshard {
 
@@ -33,7 +33,10 @@ inline void cpu_relax() {
 //
 // Between two waits of a collective, members read each other's buffers. A
 // member that leaves a collective because of an abort frees its buffers as
-// it unwinds, so before it throws it waits until no member is reading.
+// it unwinds, so before it throws it waits until no member is reading. A
+// member announces that it will read *before* it arrives at a wait: a member
+// that sees the barrier complete (and then the abort) therefore always sees
+// the flag of every member that may read its buffers after that barrier.
 struct ThreadWorld::GroupState {
   static constexpr uint32_t kAbortBit = 1u << 31;
 
@@ -43,19 +46,18 @@ struct ThreadWorld::GroupState {
   std::vector<const float*> in;  // written before a barrier, read after it
   std::vector<float*> out;
   std::vector<const int64_t*> counts;
-  std::vector<std::atomic<bool>> reading;  // per member: between two waits of a collective
+  std::vector<std::atomic<bool>> reading;  // per member: may read others' buffers after this wait
   std::atomic<int> arrived{0};
   std::atomic<uint32_t> state{0};
 
   // Member `me` waits for every member. `last`: the collective's final wait,
   // after which nobody reads another member's buffers.
   void wait(int me, bool last) {
-    reading[me].store(false, std::memory_order_release);
-    const uint32_t seen = state.load(std::memory_order_acquire);
-    if (seen & kAbortBit) stop();
+    reading[me].store(!last, std::memory_order_seq_cst);
+    const uint32_t seen = state.load(std::memory_order_seq_cst);
+    if (seen & kAbortBit) stop(me);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
       arrived.store(0, std::memory_order_relaxed);
-      reading[me].store(!last, std::memory_order_release);
       advance();
       return;
     }
@@ -66,14 +68,14 @@ struct ThreadWorld::GroupState {
       state.wait(seen, std::memory_order_acquire);
       now = state.load(std::memory_order_acquire);
     }
-    if (now & kAbortBit) stop();
-    reading[me].store(!last, std::memory_order_release);
+    if (now & kAbortBit) stop(me);
   }
 
-  // Leaves a collective after an abort, once no member reads any buffer.
-  [[noreturn]] void stop() {
+  // Leaves a collective after an abort, once no other member reads any buffer.
+  [[noreturn]] void stop(int me) {
+    reading[me].store(false, std::memory_order_seq_cst);
     for (int m = 0; m < n; ++m)
-      while (reading[m].load(std::memory_order_acquire)) std::this_thread::yield();
+      while (reading[m].load(std::memory_order_seq_cst)) std::this_thread::yield();
     throw Error(kStopped);
   }
 
@@ -283,7 +285,8 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
     // Our piece in member m's input comes after the pieces m sends to members before us.
     int64_t src = 0;
     for (int k = 0; k < g.index; ++k) src += s.counts[m][k];
-    if (recv_counts[m] > 0) std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
+    if (recv_counts[m] > 0)
+      std::memcpy(out + offset, s.in[m] + src, recv_counts[m] * sizeof(float));
     offset += recv_counts[m];
   }
   s.wait(g.index, true);

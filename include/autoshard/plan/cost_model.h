@@ -50,6 +50,7 @@ struct StepPrediction {
   MemoryPrediction memory;  // of the device priced (device 0: the largest blocks)
   double tokens_per_s = 0;
   double model_flops_per_device_per_s = 0;
+  double process_bytes = 0;  // in-process devices together (set by callers that price them all)
 };
 
 // Prices device `device`'s program of a partition (it must have been lowered).
