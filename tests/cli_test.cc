@@ -8,13 +8,13 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
-#include <cstdlib>
 
 #include "autoshard/io/token_data.h"
 #include "test_util.h"
@@ -136,7 +136,8 @@ TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
 }
 
 TEST_F(Cli, PlanJson) {
-  Result r = run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json");
+  Result r =
+      run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json --plan megatron");
   ASSERT_EQ(r.code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["mesh"]["data"].get<int>(), 2);
@@ -160,6 +161,31 @@ TEST_F(Cli, PlanJson) {
   EXPECT_EQ(k["parameters"]["h.0.mlp.c_fc.kernel"]["layout"].dump(), R"([null,null])");
 }
 
+// AutoShard explains its plan and exports the problem it solved, which
+// `autoshard solve` reads back and solves to no worse a cost.
+TEST_F(Cli, AutoPlanExplainsAndExportsItsProblem) {
+  const std::string problem = (dir_ / "problem.json").string();
+  Result r =
+      run("plan --model test --mesh data=2,model=2 --batch 4 --seq 8 --json --plan-time 0.3"
+          " --export-problem " +
+          problem);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  const std::string first = j["reasons"][0].get<std::string>();
+  EXPECT_NE(first.find("predicted"), std::string::npos) << first;
+  EXPECT_NE(first.find("per device"), std::string::npos) << first;
+  Result s = run("solve " + problem + " --time-limit 1");
+  ASSERT_EQ(s.code, 0) << s.output;
+  EXPECT_NE(s.output.find("best: cost"), std::string::npos) << s.output;
+  // A budget no plan meets is one clear error.
+  Result tight = run("plan --model test --mesh model=2 --batch 4 --seq 8 --memory-per-device 1KiB");
+  EXPECT_EQ(tight.code, 1);
+  EXPECT_NE(tight.output.find("no plan of this step fits in"), std::string::npos) << tight.output;
+  Result bad = run("plan --model test --mesh model=2 --memory-per-device 12XB");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("--memory-per-device"), std::string::npos) << bad.output;
+}
+
 // Kills training with SIGKILL at fixed, named points (AUTOSHARD_CRASH_AT,
 // see io/crash_point.h), then resumes: the resumed steps must give bitwise
 // the losses of a run that was never interrupted, from the last checkpoint
@@ -175,7 +201,8 @@ class CliKill : public Cli {
   }
   int crash(const std::string& point) {
     const std::string cmd = "AUTOSHARD_CRASH_AT=" + point + " " + std::string(AUTOSHARD_CLI) + " " +
-                            args + " --checkpoint-dir " + ckpt() + " --save-every 4 > /dev/null 2>&1";
+                            args + " --checkpoint-dir " + ckpt() +
+                            " --save-every 4 > /dev/null 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFSIGNALED(status) ? WTERMSIG(status) : (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }

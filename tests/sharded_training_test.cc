@@ -5,6 +5,8 @@
 // weights.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "autoshard/error.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "test_util.h"
@@ -81,8 +83,9 @@ TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
   const TrainResult want = train(nullptr, 6);
   for (const MeshCase& m : kMeshes) {
     DeviceMesh mesh(m.shape, m.names);
-    expect_equal(train(std::make_shared<AutoShard>(mesh), 6), want,
-                 "autoshard " + mesh.to_string());
+    expect_equal(
+        train(std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}), 6),
+        want, "autoshard " + mesh.to_string());
   }
 }
 
@@ -166,22 +169,6 @@ TEST(ShardedTraining, PrimeHiddenSizeMlpWithFit) {
   EXPECT_LT(max_relative_error(got_w, want_w), 1e-4);
 }
 
-TEST(AutoShardPlan, GivesTheMegatronLayoutForGpt2) {
-  DeviceMesh mesh({2, 3}, {"data", "model"});
-  auto autoshard = std::make_shared<AutoShard>(mesh);
-  GPT2 model(GPT2Config::preset("test"), 6, 0);
-  model.set_distribution(autoshard);
-  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
-  model.plan_training({6, 6}, {6, 6});
-  ModelParallel megatron(mesh, gpt2_megatron_layout());
-  for (const std::string& path : model.weight_paths()) {
-    const Shape shape = model.gather_weight(path).shape();
-    EXPECT_EQ(autoshard->weight_layout(path, shape).to_string(mesh),
-              megatron.weight_layout(path, shape).to_string(mesh))
-        << path;
-  }
-}
-
 TEST(Distribution, BadLayoutsAreClearErrors) {
   DeviceMesh mesh({2}, {"model"});
   LayoutMap unknown_axis;
@@ -207,11 +194,89 @@ TEST(Distribution, BadLayoutsAreClearErrors) {
   EXPECT_THROW(
       model.train_on_batch(testing::random_ids({2, 6}, 67, 1), testing::random_ids({2, 6}, 67, 2)),
       Error);
-  EXPECT_NO_THROW(DeviceMesh({32, 32}, {"data", "model"}));  // describable, for planning
+  EXPECT_NO_THROW(DeviceMesh({32, 32}, {"data", "model"}));            // describable, for planning
   EXPECT_THROW(DeviceMesh({65536, 65536}, {"data", "model"}), Error);  // 2^32 would wrap an int
   EXPECT_THROW(DeviceMesh({1 << 13, 1 << 12}, {"data", "model"}), Error);
   EXPECT_THROW(DeviceMesh::parse("data=2,model"), Error);
   EXPECT_THROW(DeviceMesh({2, 2}, {"x", "x"}), Error);
+}
+
+}  // namespace
+}  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// The peaks a step's problem allows: with everything replicated (strategy
+// 0 of every node), and with every node at its smallest usage.
+std::pair<int64_t, int64_t> replicated_and_smallest_peaks(const DeviceMesh& mesh) {
+  auto dist = std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.05});
+  GPT2 model(GPT2Config::preset("test"), 6, 3);
+  model.set_distribution(dist);
+  model.compile(optimizer(), losses::sparse_categorical_crossentropy);
+  model.plan_training({6, 6}, {6, 6});
+  const ShardingProblem& p = dist->problem();
+  std::vector<int> replicated(p.nodes.size(), 0), smallest(p.nodes.size(), 0);
+  for (size_t i = 0; i < p.nodes.size(); ++i)
+    smallest[i] = int(std::min_element(p.nodes[i].usage.begin(), p.nodes[i].usage.end()) -
+                      p.nodes[i].usage.begin());
+  return {p.peak_usage(replicated), p.peak_usage(smallest)};
+}
+
+// AutoShard under memory budgets between "everything replicated fits" and
+// "only the smallest layouts fit": whatever the budget makes it choose
+// (split weights, split optimizer state, split activations), the numbers are
+// the one-device numbers, and the plan it ran is within its budget.
+TEST(AutoShardPlan, BudgetsOnEveryMeshMatchOneDevice) {
+  const TrainResult want = train(nullptr, 6);
+  std::mt19937 rng(5);
+  for (const MeshCase& m : kMeshes) {
+    DeviceMesh mesh(m.shape, m.names);
+    if (mesh.size() == 1) continue;
+    const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
+    ASSERT_LT(smallest, replicated) << mesh.to_string();
+    const double f = std::uniform_real_distribution<double>(0.1, 0.9)(rng);
+    const double budget = double(smallest) + f * double(replicated - smallest);
+    auto dist = std::make_shared<AutoShard>(
+        mesh, "data",
+        AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2, .seed = rng()});
+    expect_equal(train(dist, 6), want,
+                 "autoshard " + mesh.to_string() + " budget " + std::to_string(budget));
+    EXPECT_EQ(*dist->problem().usage_limit, int64_t(budget));
+    EXPECT_TRUE(dist->problem().feasible(dist->solution())) << mesh.to_string();
+  }
+}
+
+// A budget below the replicated plan's peak: weights get split, and device
+// 0's real weights and buffers shrink accordingly.
+TEST(AutoShardPlan, ABudgetBelowTheReplicatedPeakSplitsWeights) {
+  DeviceMesh mesh({2}, {"model"});
+  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
+  const double budget = 0.5 * double(replicated + smallest);
+  GPT2 model(GPT2Config::preset("test"), 6, 0);
+  auto dist = std::make_shared<AutoShard>(
+      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2});
+  model.set_distribution(dist);
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  model.plan_training({6, 6}, {6, 6});
+  int split = 0;
+  for (const auto& [path, layout] : dist->plan()) split += layout.dim_of(0) >= 0;
+  EXPECT_GT(split, 0);
+}
+
+TEST(AutoShardPlan, AnImpossibleBudgetIsAClearError) {
+  GPT2 model(GPT2Config::preset("test"), 6, 0);
+  model.set_distribution(std::make_shared<AutoShard>(
+      DeviceMesh({2}, {"model"}), "data",
+      AutoShardOptions{.memory_per_device = 1000, .time_limit_s = 0.2}));
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  try {
+    model.plan_training({6, 6}, {6, 6});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no plan of this step fits in"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& target, in
                      int64_t hi, const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
-          flag, [&target, flag, lo, hi](const std::string& v) { target = parse_int(flag, v, lo, hi); },
+          flag,
+          [&target, flag, lo, hi](const std::string& v) { target = parse_int(flag, v, lo, hi); },
           help)
       ->default_str(std::to_string(target));
 }
@@ -70,6 +71,25 @@ CLI::Option* add_seed(CLI::App* cmd, const std::string& flag, uint64_t& target,
       ->add_option_function<std::string>(
           flag, [&target, flag](const std::string& v) { target = parse_uint64(flag, v); }, help)
       ->default_str(std::to_string(target));
+}
+
+double parse_bytes(const std::string& flag, const std::string& text) {
+  static const std::pair<const char*, double> units[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+      {"B", 1}};
+  for (const auto& [unit, scale] : units) {
+    const std::string u = unit;
+    if (text.size() > u.size() && text.compare(text.size() - u.size(), u.size(), u) == 0)
+      return scale * parse_real(flag, text.substr(0, text.size() - u.size()), 0, 1e18, true);
+  }
+  return parse_real(flag, text, 0, 1e21, true);
+}
+
+CLI::Option* add_bytes(CLI::App* cmd, const std::string& flag, double& target,
+                       const std::string& help) {
+  return cmd->add_option_function<std::string>(
+      flag, [&target, flag](const std::string& v) { target = parse_bytes(flag, v); }, help);
 }
 
 CLI::Option* add_real(CLI::App* cmd, const std::string& flag, double& target, double lo, double hi,

@@ -16,6 +16,9 @@ uint64_t parse_uint64(const std::string& flag, const std::string& text);
 // A finite real in [lo, hi] (lo_open: excluding lo).
 double parse_real(const std::string& flag, const std::string& text, double lo, double hi,
                   bool lo_open = false);
+// A size in bytes: a number with an optional unit (B, KB, MB, GB, TB in
+// powers of 1000; KiB, MiB, GiB, TiB in powers of 1024), e.g. "16GiB".
+double parse_bytes(const std::string& flag, const std::string& text);
 
 // Options bound to those parsers.
 CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& target, int64_t lo,
@@ -28,5 +31,7 @@ CLI::Option* add_real(CLI::App* cmd, const std::string& flag, double& target, do
                       bool lo_open, const std::string& help);
 CLI::Option* add_real(CLI::App* cmd, const std::string& flag, std::optional<double>& target,
                       double lo, double hi, bool lo_open, const std::string& help);
+CLI::Option* add_bytes(CLI::App* cmd, const std::string& flag, double& target,
+                       const std::string& help);
 
 }  // namespace autoshard::cli

@@ -36,9 +36,11 @@ std::optional<LinkLevel> measure_mpi(bool quick) {
   const std::string tmp = (std::filesystem::temp_directory_path() /
                            ("autoshard-calibrate-mpi-" + std::to_string(::getpid()) + ".json"))
                               .string();
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "
-                          "--oversubscribe '" + self_path() + "' calibrate --no-mpi --out '" + tmp +
-                          "'" + (quick ? " --quick" : "") + " > /dev/null 2>&1";
+  const std::string cmd =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "
+      "--oversubscribe '" +
+      self_path() + "' calibrate --no-mpi --out '" + tmp + "'" + (quick ? " --quick" : "") +
+      " > /dev/null 2>&1";
   const int status = std::system(cmd.c_str());
   std::optional<LinkLevel> link;
   if (status == 0 && std::filesystem::exists(tmp)) {
@@ -89,16 +91,16 @@ void run_calibrate(const CalibrateArgs& a) {
   std::printf("  threads          latency %.2f us, bandwidth %.2f GB/s\n", c.links[0].latency * 1e6,
               c.links[0].bandwidth / 1e9);
   if (c.mpi_link)
-    std::printf("  MPI              latency %.2f us, bandwidth %.2f GB/s\n", c.mpi_link->latency * 1e6,
-                c.mpi_link->bandwidth / 1e9);
+    std::printf("  MPI              latency %.2f us, bandwidth %.2f GB/s\n",
+                c.mpi_link->latency * 1e6, c.mpi_link->bandwidth / 1e9);
 }
 
 }  // namespace
 
 void add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "calibrate", "measure this machine for the cost model (the 'cpu' cluster)");
+  CLI::App* cmd = app.add_subcommand("calibrate",
+                                     "measure this machine for the cost model (the 'cpu' cluster)");
   cmd->add_option("--out", a->out, "write to FILE instead of the 'cpu' preset's place");
   cmd->add_flag("--quick", a->quick, "fewer measurements (seconds)");
   cmd->add_flag("!--no-mpi", a->mpi, "skip measuring MPI collectives");

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <string>
 
-#include "autoshard/error.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/error.h"
 #include "cli/commands.h"
 
 namespace {

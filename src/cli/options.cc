@@ -1,11 +1,11 @@
 #include "cli/options.h"
 
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 
-#include "autoshard/error.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "cli/arguments.h"
 
@@ -31,8 +31,18 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
       ->default_str("");
   cmd->add_option("--plan", o.plan, "auto (AutoShard), data, megatron, or a layout map JSON file")
       ->capture_default_str();
+  cmd->add_option("--cluster", o.cluster,
+                  "the cluster AutoShard prices plans on (and plan --predict predicts for): cpu "
+                  "(this machine, calibrated), a100-80g, h100-80g, or a cluster JSON file")
+      ->capture_default_str();
+  add_bytes(cmd, "--memory-per-device", o.memory_per_device,
+            "memory AutoShard may use on each device, e.g. 16GiB (default: the cluster's)");
+  add_real(cmd, "--plan-time", o.plan_time, 0, 3600, true,
+           "seconds AutoShard's solver may take at most (default: 0.25 to 10 by the model's size)")
+      ->default_str("");
   cmd->add_flag("--zero1", o.zero1, "shard optimizer state and update over the data axis (ZeRO-1)");
-  cmd->add_flag("--strict", o.strict, "treat warnings (a layout map key matching no weight) as errors");
+  cmd->add_flag("--strict", o.strict,
+                "treat warnings (a layout map key matching no weight) as errors");
   cmd->add_flag("--recompute", o.recompute,
                 "recompute each transformer block's forward pass during the backward pass "
                 "(less activation memory, the same numbers)");
@@ -61,7 +71,11 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
   }
   std::shared_ptr<Distribution> d;
   if (o.plan == "auto") {
-    d = std::make_shared<AutoShard>(mesh);
+    d = std::make_shared<AutoShard>(mesh, "data",
+                                    AutoShardOptions{.cluster = o.cluster,
+                                                     .bf16 = o.bf16,
+                                                     .memory_per_device = o.memory_per_device,
+                                                     .time_limit_s = o.plan_time});
   } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
   } else if (o.plan == "megatron") {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/plan/distribution.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "autoshard/plan/distribution.h"
 
 namespace autoshard::cli {
 
@@ -29,6 +29,12 @@ struct CommonOptions {
   bool model_given = false;  // --model was on the command line
   bool strict = false;       // warnings are errors
   bool recompute = false;    // recompute each block's forward pass in the backward
+  // AutoShard: the cluster it prices on, the memory each device may hold (0:
+  // the cluster's), its solver's time, and whether to price bf16 (plan --dtype).
+  std::string cluster = "cpu";
+  double memory_per_device = 0;
+  double plan_time = 0;  // 0: by the size of the step
+  bool bf16 = false;
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o);

@@ -21,8 +21,8 @@ namespace {
 struct PlanOptions : CommonOptions {
   bool json = false;
   std::string out;
-  std::string cluster = "cpu";
   bool predict = false;
+  std::string export_problem;
   std::string dtype = "f32";
 };
 
@@ -80,6 +80,7 @@ void run_plan(PlanOptions& o) {
   GPT2Config cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
+  o.bf16 = o.dtype == "bf16";
   std::shared_ptr<Distribution> dist = make_distribution(o);
   GPT2 model(cfg, o.seq, o.seed);
   model.set_recompute(o.recompute);
@@ -166,7 +167,13 @@ void run_plan(PlanOptions& o) {
                         {"optimizer_state", largest(state)},
                         {"activations", largest(activations)},
                         {"total", largest(total)}}}};
-  if (auto* a = dynamic_cast<AutoShard*>(dist.get())) j["reasons"] = a->reasons();
+  if (auto* a = dynamic_cast<AutoShard*>(dist.get())) {
+    j["reasons"] = a->reasons();
+    if (!o.export_problem.empty()) a->problem().write(o.export_problem);
+  } else {
+    AS_CHECK(o.export_problem.empty(),
+             "--export-problem needs --plan auto (only AutoShard poses a problem)");
+  }
   if (predicted) j["predicted"] = prediction_json(*predicted);
   if (!o.out.empty()) {
     std::ofstream f(o.out);
@@ -189,7 +196,7 @@ void run_plan(PlanOptions& o) {
                 r.substr(c + 1).c_str());
   }
   if (j.contains("reasons")) {
-    std::printf("\nwhy (AutoShard, largest groups first):\n");
+    std::printf("\nwhy (AutoShard):\n");
     for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
   }
   std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind",
@@ -214,10 +221,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print the plan as JSON");
   cmd->add_option("--out", o->out, "also write the JSON plan to FILE");
   cmd->add_flag("--predict", o->predict, "predict step time and memory on --cluster");
-  cmd->add_option("--cluster", o->cluster,
-                  "cluster to predict for: cpu (calibrated), a100-80g, h100-80g, or a JSON file")
-      ->capture_default_str()
-      ->each([o](const std::string&) { o->predict = true; });
+  cmd->get_option("--cluster")->each([o](const std::string&) { o->predict = true; });
+  cmd->add_option("--export-problem", o->export_problem,
+                  "write the problem AutoShard solved (IOPDDL JSON, for autoshard solve)");
   cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();

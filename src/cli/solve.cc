@@ -33,8 +33,8 @@ void run_solve(const SolveArgs& a) {
   o.seed = a.seed;
   o.max_rounds = a.rounds;
   o.on_improvement = [](const SolveProgress& g) {
-    std::fprintf(stderr, "%9.3f s  cost %s  peak usage %lld\n", g.seconds, to_string(g.cost).c_str(),
-                 static_cast<long long>(g.peak_usage));
+    std::fprintf(stderr, "%9.3f s  cost %s  peak usage %lld\n", g.seconds,
+                 to_string(g.cost).c_str(), static_cast<long long>(g.peak_usage));
   };
   const SolveResult r = solve(p, o);
   if (r.feasible)

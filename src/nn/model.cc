@@ -146,9 +146,11 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
   for (int id : g.parameters()) {
     const LeafAttrs& leaf = g.node(id).leaf();
     const Sharding weight = dist_->weight_layout(leaf.name, store_.shape({leaf.name, ""}));
-    r.leaves[id] = leaf.is_slot() ? dist_->state_layout(weight, leaf.shape) : weight;
+    r.leaves[id] =
+        leaf.is_slot() ? dist_->slot_layout(leaf.name, leaf.slot, weight, leaf.shape) : weight;
   }
   for (int id : g.inputs()) r.leaves[id] = dist_->input_layout(g.node(id).shape);
+  r.decisions = dist_->decisions(g);
   return r;
 }
 

@@ -1,157 +1,161 @@
-// AutoShard, first version: union-find over the dimensions that ops tie
-// together, then a greedy choice of which groups to split over the model axis.
+// AutoShard: every layout of a training step chosen by predicted cost.
 //
-// The ties come from each op's LoopNest (src/ir/loop_nest.h). A group is a
-// candidate when it holds weights, some op indexes two of its tensors with
-// it (so splitting it splits that op's work), and no op needs it whole (the
-// last axis of softmax and layer norm: for a transformer that rules out the
-// residual stream). Candidates are taken by weight bytes, ties broken by the
-// bytes of partial sums their contractions leave; a group is skipped when one
-// of its weights already has a dimension on the model axis.
+// prepare() poses the traced step as a StrategyProblem (each op's strategies
+// from its own LoopNest, priced by the cost model on the chosen cluster,
+// resharding priced by the partitioner's conversion plan, memory per device
+// as the limit), solves it, and keeps the answer: layouts of weights and
+// optimizer slots by path (they persist across steps), and the strategy of
+// every op of that step (handed to the partitioner as decisions).
 #include <algorithm>
-#include <numeric>
+#include <cstdio>
 #include <sstream>
 
-#include "autoshard/plan/distribution.h"
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "ir/op_def.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/distribution.h"
+#include "autoshard/plan/solver.h"
+#include "autoshard/plan/strategy_problem.h"
 
 namespace autoshard {
 
 namespace {
 
-class DimGroups {
- public:
-  explicit DimGroups(const Graph& g) {
-    for (int i = 0; i < g.size(); ++i) {
-      base_.push_back(static_cast<int>(parent_.size()));
-      for (size_t d = 0; d < g.node(i).shape.size(); ++d)
-        parent_.push_back(static_cast<int>(parent_.size()));
-    }
-  }
-  int id(int node, int dim) const { return base_[node] + dim; }
-  int find(int x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void unite(int node_a, int dim_a, int node_b, int dim_b) {
-    parent_[find(id(node_a, dim_a))] = find(id(node_b, dim_b));
-  }
- private:
-  std::vector<int> base_, parent_;
-};
-
-struct GroupInfo {
-  int64_t weight_bytes = 0;
-  int64_t partial_bytes = 0;
-  int64_t extent = 0;
-  bool shared = false;  // some loop of the group indexes two tensors of one (non-update) op
-  bool must_stay_whole = false;
-  std::vector<std::pair<int, int>> weight_dims;  // (parameter node, dim)
-};
-
-// Ties the dimensions each loop of the op indexes (the op's own LoopNest).
-void tie_op(const Graph& g, int i, DimGroups& groups, std::map<int, GroupInfo>& info_of_dim) {
-  const Node& n = g.node(i);
-  const LoopNest nest = op_def(n.op).loops(g, n);
-  std::vector<std::vector<std::pair<int, int>>> dims_of(nest.loops.size());  // (node, dim)
-  for (size_t k = 0; k < nest.inputs.size(); ++k)
-    for (size_t j = 0; j < nest.inputs[k].size(); ++j)
-      if (nest.inputs[k][j] >= 0) dims_of[nest.inputs[k][j]].emplace_back(n.inputs[k], int(j));
-  for (size_t o = 0; o < nest.output.size(); ++o)
-    if (nest.output[o] >= 0) dims_of[nest.output[o]].emplace_back(i, int(o));
-  for (size_t l = 0; l < nest.loops.size(); ++l) {
-    if (dims_of[l].empty()) continue;
-    const auto [first_node, first_dim] = dims_of[l][0];
-    for (const auto& [node, dim] : dims_of[l]) groups.unite(first_node, first_dim, node, dim);
-    GroupInfo& f = info_of_dim[groups.id(first_node, first_dim)];
-    // An update op only follows its parameter's layout; it splits no compute
-    // that decides anything.
-    f.shared |= dims_of[l].size() >= 2 && !op_def(n.op).side_effect;
-    f.must_stay_whole |= nest.loops[l].kind == Loop::Kind::Whole;
-    if (nest.loops[l].kind == Loop::Kind::Reduction) f.partial_bytes += numel(n.shape) * 4;
-  }
+std::string milliseconds(int64_t ns) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.3f ms", double(ns) / 1e6);
+  return s;
 }
 
-std::string mb(int64_t bytes) {
-  std::ostringstream s;
-  s.precision(3);
-  s << bytes / 1048576.0 << " MiB";
-  return s.str();
+std::string mebibytes(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", double(bytes) / 1048576.0);
+  return s;
+}
+
+// What node `i` alone switching to strategy `s` would change: cost (its own
+// and its edges', the rest held) and its own bytes.
+std::pair<int64_t, int64_t> change_of(const ShardingProblem& p,
+                                      const std::vector<std::vector<int>>& edges_of,
+                                      const std::vector<int>& chosen, int i, int s) {
+  const int now = chosen[i];
+  int64_t cost = p.nodes[i].cost[s] - p.nodes[i].cost[now];
+  for (int e : edges_of[i]) {
+    const ShardingProblem::Edge& edge = p.edges[e];
+    const size_t width = p.nodes[edge.v].cost.size();
+    if (edge.u == i)
+      cost += edge.cost[s * width + chosen[edge.v]] - edge.cost[now * width + chosen[edge.v]];
+    else
+      cost += edge.cost[chosen[edge.u] * width + s] - edge.cost[chosen[edge.u] * width + now];
+  }
+  return {cost, p.nodes[i].usage[s] - p.nodes[i].usage[now]};
+}
+
+// The solver's answer, the same on every rank: under mpirun the leader
+// solves (a time-limited search may end differently elsewhere) and sends
+// its answer, or its error, to the others.
+std::vector<int> agreed_answer(const ShardingProblem& problem, const AutoShardOptions& o,
+                               const DeviceMesh& mesh) {
+  const World& world = World::process();
+  std::string answer;
+  if (world.leader()) {
+    SolveOptions so;
+    // The solver's first answers are usually within a percent of its last.
+    so.time_limit_s = o.time_limit_s > 0
+                          ? o.time_limit_s
+                          : std::clamp(double(problem.nodes.size()) / 1000, 0.25, 10.0);
+    so.seed = o.seed;
+    const SolveResult r = solve(problem, so);
+    if (r.feasible) {
+      for (int s : r.strategy) answer += std::to_string(s) + " ";
+    } else {
+      answer = "!AutoShard: no plan of this step fits in " + mebibytes(*problem.usage_limit) +
+               " per device on mesh " + mesh.to_string() + " (" + r.why +
+               "); give more memory per device, more devices, a smaller batch, or --recompute";
+    }
+  }
+  answer = world.broadcast(answer);
+  if (!answer.empty() && answer[0] == '!') fail(answer.substr(1));
+  std::vector<int> strategy;
+  std::istringstream in(answer);
+  for (int s; in >> s;) strategy.push_back(s);
+  AS_CHECK(strategy.size() == problem.nodes.size(), "AutoShard: ranks disagree on the step graph");
+  return strategy;
 }
 
 }  // namespace
 
-AutoShard::AutoShard(DeviceMesh mesh, std::string batch_dim_name, std::string model_dim_name)
-    : Distribution(std::move(mesh), std::move(batch_dim_name)),
-      model_dim_name_(std::move(model_dim_name)) {}
+AutoShard::AutoShard(DeviceMesh mesh, std::string batch_dim_name, AutoShardOptions options)
+    : Distribution(std::move(mesh), std::move(batch_dim_name)), options_(std::move(options)) {}
 
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
-  prepared_ = true;
-  DimGroups groups(g);
-  std::map<int, GroupInfo> per_dim;  // facts noted on single dims, merged below
-  for (int i = 0; i < g.size(); ++i) tie_op(g, i, groups, per_dim);
-  std::map<int, GroupInfo> info;
-  for (auto& [dim_id, f] : per_dim) {
-    GroupInfo& gi = info[groups.find(dim_id)];
-    gi.partial_bytes += f.partial_bytes;
-    gi.shared |= f.shared;
-    gi.must_stay_whole |= f.must_stay_whole;
-  }
+  const Cluster cluster = Cluster::named(options_.cluster);
+  StrategyOptions so;
+  so.bf16 = options_.bf16;
+  so.memory_per_device = options_.memory_per_device;
+  for (int id : g.inputs()) so.fixed[id] = input_layout(g.node(id).shape);
+  StrategyProblem sp = build_strategy_problem(g, mesh(), cluster, so);
+  const std::vector<int> strategy = agreed_answer(sp.problem, options_, mesh());
+  const __int128 cost = sp.problem.cost(strategy);
+  const int64_t peak = sp.problem.peak_usage(strategy);
+
+  const PartitionRequest request = sp.request(strategy);
   for (int id : g.parameters()) {
-    const Node& n = g.node(id);
+    const LeafAttrs& leaf = g.node(id).leaf();
+    const Sharding& s = request.leaves.at(id);
+    if (leaf.is_slot())
+      slots_[{leaf.name, leaf.slot}] = s;
+    else
+      plan_[leaf.name] = s;
+  }
+  decisions_ = request.decisions;
+  for (int i = 0; i < g.size(); ++i) planned_ops_.push_back(g.node(i).op);
+
+  // Why: the outcome, then each weight against keeping it replicated.
+  int64_t compute = 0;
+  for (size_t i = 0; i < sp.problem.nodes.size(); ++i)
+    compute += sp.problem.nodes[i].cost[strategy[i]];
+  reasons_.push_back("predicted " + milliseconds(int64_t(cost)) + " per step on " + cluster.name +
+                     " (compute " + milliseconds(compute) + ", resharding " +
+                     milliseconds(int64_t(cost) - compute) + "), peak " + mebibytes(peak) + " of " +
+                     mebibytes(*sp.problem.usage_limit) + " per device");
+  std::vector<std::vector<int>> edges_of(sp.problem.nodes.size());
+  for (size_t e = 0; e < sp.problem.edges.size(); ++e) {
+    edges_of[sp.problem.edges[e].u].push_back(static_cast<int>(e));
+    edges_of[sp.problem.edges[e].v].push_back(static_cast<int>(e));
+  }
+  for (size_t i = 0; i < sp.problem.nodes.size(); ++i) {
+    const Node& n = g.node(sp.graph_node[i]);
     if (!n.is_weight()) continue;
-    plan_[n.leaf().name] = Sharding::replicated(n.shape.size());
-    for (size_t d = 0; d < n.shape.size(); ++d) {
-      GroupInfo& gi = info[groups.find(groups.id(id, static_cast<int>(d)))];
-      gi.weight_bytes += numel(n.shape) * 4;
-      gi.extent = n.shape[d];
-      gi.weight_dims.emplace_back(id, static_cast<int>(d));
+    std::string line = n.leaf().name + " " + plan_[n.leaf().name].to_string(mesh());
+    if (strategy[i] != 0) {
+      const auto [more, bytes] = change_of(sp.problem, edges_of, strategy, int(i), 0);
+      line += ": replicated instead would add " + milliseconds(more) + " and " + mebibytes(bytes);
     }
+    reasons_.push_back(line);
   }
-  const int axis = mesh().axis_index(model_dim_name_);
-  if (axis < 0 || mesh().axis_size(axis) == 1) {
-    reasons_.push_back("no '" + model_dim_name_ + "' axis of size > 1 in mesh " +
-                       mesh().to_string() + ": every weight replicated");
-    return;
-  }
-  std::vector<int> order;
-  for (auto& [root, gi] : info)
-    if (gi.weight_bytes > 0) order.push_back(root);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (info[a].weight_bytes != info[b].weight_bytes)
-      return info[a].weight_bytes > info[b].weight_bytes;
-    return info[a].partial_bytes < info[b].partial_bytes;
-  });
-  for (int root : order) {
-    const GroupInfo& gi = info[root];
-    std::string dims;
-    for (size_t k = 0; k < gi.weight_dims.size() && k < 3; ++k)
-      dims += (k ? ", " : "") + g.node(gi.weight_dims[k].first).leaf().name + "[" +
-              std::to_string(gi.weight_dims[k].second) + "]";
-    if (gi.weight_dims.size() > 3) dims += ", ...";
-    std::string why;
-    if (gi.must_stay_whole)
-      why = "kept whole: softmax or layer norm needs it whole";
-    else if (!gi.shared)
-      why = "kept whole: no op shares it between two tensors";
-    else if (gi.extent < 2)
-      why = "kept whole: extent 1";
-    for (const auto& [id, d] : gi.weight_dims)
-      if (why.empty() && plan_[g.node(id).leaf().name].dim_of(axis) >= 0)
-        why = "kept whole: " + g.node(id).leaf().name + " is already split on another dimension";
-    if (why.empty()) {
-      for (const auto& [id, d] : gi.weight_dims) plan_[g.node(id).leaf().name].dims[d] = axis;
-      why = "split over " + model_dim_name_;
-    }
-    reasons_.push_back(why + " (" + mb(gi.weight_bytes) + " of weights: " + dims + ")");
-  }
+  problem_ = std::move(sp.problem);
+  solution_ = strategy;
+  prepared_ = true;
 }
 
 Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) const {
   auto it = plan_.find(path);
   return it == plan_.end() ? Sharding::replicated(shape.size()) : it->second;
+}
+
+Sharding AutoShard::slot_layout(const std::string& path, const std::string& slot,
+                                const Sharding& weight, const Shape& shape) const {
+  auto it = slots_.find({path, slot});
+  return it == slots_.end() ? state_layout(weight, shape) : it->second;
+}
+
+std::map<int, ShardDecision> AutoShard::decisions(const Graph& step) const {
+  if (step.size() != static_cast<int>(planned_ops_.size())) return {};
+  for (int i = 0; i < step.size(); ++i)
+    if (step.node(i).op != planned_ops_[i]) return {};
+  return decisions_;
 }
 
 }  // namespace autoshard

@@ -24,7 +24,8 @@ Cluster a100() {
   c.name = "a100-80g";
   c.flops_f32 = 19.5e12;
   c.flops_bf16 = 312e12;
-  c.gemm_efficiency = {{1e7, 0.05}, {1e8, 0.20}, {1e9, 0.45}, {1e10, 0.70}, {1e11, 0.80}, {1e12, 0.82}};
+  c.gemm_efficiency = {{1e7, 0.05},  {1e8, 0.20},  {1e9, 0.45},
+                       {1e10, 0.70}, {1e11, 0.80}, {1e12, 0.82}};
   c.memory_bytes = 80.0 * (1 << 30);
   c.memory_bandwidth = 2.0e12;
   c.stream_efficiency = 0.8;
@@ -41,7 +42,8 @@ Cluster h100() {
   c.name = "h100-80g";
   c.flops_f32 = 67e12;
   c.flops_bf16 = 989e12;
-  c.gemm_efficiency = {{3e7, 0.05}, {3e8, 0.20}, {3e9, 0.45}, {3e10, 0.65}, {3e11, 0.75}, {3e12, 0.78}};
+  c.gemm_efficiency = {{3e7, 0.05},  {3e8, 0.20},  {3e9, 0.45},
+                       {3e10, 0.65}, {3e11, 0.75}, {3e12, 0.78}};
   c.memory_bytes = 80.0 * (1 << 30);
   c.memory_bandwidth = 3.35e12;
   c.stream_efficiency = 0.8;
@@ -56,6 +58,7 @@ Cluster cpu_default() {
   Cluster c;
   c.name = "cpu";
   c.shared_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.oversubscribed_efficiency = 0.8;
   c.flops_f32 = c.flops_bf16 = 80e9 * c.shared_cores;
   c.gemm_efficiency = {{1e5, 0.10}, {1e6, 0.40}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.90}};
   c.memory_bytes = 16.0 * (1 << 30);
@@ -139,14 +142,20 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.memory_bytes = number(d, "memory_bytes", source);
   c.memory_bandwidth = number(d, "memory_bandwidth", source);
   AS_CHECK(c.memory_bandwidth > 0, "cluster '", source, "': memory_bandwidth must be positive");
-  c.stream_efficiency = d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
+  c.stream_efficiency =
+      d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
   c.kernel_bandwidth = d.contains("kernel_bandwidth") ? number(d, "kernel_bandwidth", source) : 0;
   c.process_bytes = d.contains("process_bytes") ? number(d, "process_bytes", source) : 0;
   c.kernel_flops = d.contains("kernel_flops") ? number(d, "kernel_flops", source) : 0;
   c.op_overhead = d.contains("op_overhead_s") ? number(d, "op_overhead_s", source) : 0;
-  c.shared_cores = j.contains("shared_cores") ? static_cast<int>(number(j, "shared_cores", source)) : 0;
-  AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '",
-           source, "': \"links\" must list at least one level");
+  c.shared_cores =
+      j.contains("shared_cores") ? static_cast<int>(number(j, "shared_cores", source)) : 0;
+  c.oversubscribed_efficiency =
+      j.contains("oversubscribed_efficiency") ? number(j, "oversubscribed_efficiency", source) : 1;
+  AS_CHECK(c.oversubscribed_efficiency > 0 && c.oversubscribed_efficiency <= 1, "cluster '", source,
+           "': \"oversubscribed_efficiency\" must be in (0, 1]");
+  AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '", source,
+           "': \"links\" must list at least one level");
   auto level_of = [&](const nlohmann::json& l) {
     AS_CHECK(l.is_object(), "cluster '", source, "': each link level is an object");
     LinkLevel level;
@@ -193,24 +202,32 @@ std::string Cluster::to_json() const {
                         {"process_bytes", process_bytes},
                         {"op_overhead_s", op_overhead}}},
                       {"shared_cores", shared_cores},
+                      {"oversubscribed_efficiency", oversubscribed_efficiency},
                       {"links", links_json}};
   if (mpi_link) j["mpi_link"] = level_json(*mpi_link);
   return j.dump(2);
 }
 
+// A shared machine's figure divided among `devices`, less what
+// oversubscription costs.
+double Cluster::share(double whole, int devices) const {
+  const int n = std::max(1, devices);
+  return n > shared_cores ? whole / n * oversubscribed_efficiency : whole / n;
+}
+
 double Cluster::device_flops(bool bf16, int devices) const {
   const double peak = bf16 ? flops_bf16 : flops_f32;
-  return shared_cores > 0 ? peak / std::max(1, devices) : peak;
+  return shared_cores > 0 ? share(peak, devices) : peak;
 }
 
 double Cluster::device_kernel_flops(int devices) const {
   const double own = kernel_flops > 0 ? kernel_flops : flops_f32;
-  return shared_cores > 0 ? std::min(own, flops_f32 / std::max(1, devices)) : own;
+  return shared_cores > 0 ? std::min(own, share(flops_f32, devices)) : own;
 }
 
 double Cluster::device_bandwidth(int devices) const {
   const double own = kernel_bandwidth > 0 ? kernel_bandwidth : memory_bandwidth * stream_efficiency;
-  return shared_cores > 0 ? std::min(own, memory_bandwidth / std::max(1, devices)) : own;
+  return shared_cores > 0 ? std::min(own, share(memory_bandwidth, devices)) : own;
 }
 
 double Cluster::gemm_fraction(double flops, int devices) const {
@@ -236,7 +253,8 @@ const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
   for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);
   const int64_t span = stride * mesh.axis_size(axis);
   for (const LinkLevel& l : links)
-    if (l.devices_per_group == 0 || (span <= l.devices_per_group && l.devices_per_group % span == 0))
+    if (l.devices_per_group == 0 ||
+        (span <= l.devices_per_group && l.devices_per_group % span == 0))
       return l;
   return links.back();
 }

@@ -17,9 +17,10 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
   const double bytes = bf16 && !cost.fp32_state ? cost.bytes / 2 : cost.bytes;
   double flops_time = 0;
   if (cost.flops > 0)
-    flops_time = cost.gemm ? cost.flops / (c.device_flops(bf16, devices) *
-                                           c.gemm_fraction(cost.flops, devices))
-                           : cost.flops / c.device_kernel_flops(devices);
+    flops_time =
+        cost.gemm
+            ? cost.flops / (c.device_flops(bf16, devices) * c.gemm_fraction(cost.flops, devices))
+            : cost.flops / c.device_kernel_flops(devices);
   const double memory_time = bytes / c.device_bandwidth(devices);
   return std::max(flops_time, memory_time) + c.op_overhead;
 }
@@ -64,8 +65,7 @@ double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
   return total;
 }
 
-StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
-                       int device) {
+StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o, int device) {
   AS_CHECK(device >= 0 && device < int(p.local.size()) && !p.local_of[device].empty(),
            "predict: device ", device, " has no local program");
   c.check_mesh(p.mesh);

@@ -14,7 +14,7 @@ namespace autoshard {
 std::vector<std::string> list_devices(int count) {
   if (count <= 0) count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   AS_CHECK(count <= kMaxInProcessDevices, "at most ", kMaxInProcessDevices,
-        " in-process devices, asked for ", count);
+           " in-process devices, asked for ", count);
   std::vector<std::string> devices;
   for (int i = 0; i < count; ++i) devices.push_back("cpu:" + std::to_string(i));
   return devices;
@@ -23,13 +23,13 @@ std::vector<std::string> list_devices(int count) {
 Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path,
                                    const Shape& shape) const {
   AS_CHECK(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(),
-        " axes but the weight ", shape_str(shape), " has ", shape.size(), " dimensions");
+           " axes but the weight ", shape_str(shape), " has ", shape.size(), " dimensions");
   Sharding s = Sharding::replicated(shape.size());
   for (size_t d = 0; d < axes.size(); ++d) {
     if (!axes[d]) continue;
     int a = mesh.axis_index(*axes[d]);
     AS_CHECK(a >= 0, "layout for '", path, "' names mesh axis '", *axes[d], "', which mesh ",
-          mesh.to_string(), " does not have");
+             mesh.to_string(), " does not have");
     s.dims[d] = a;
   }
   s.validate(mesh, static_cast<int>(shape.size()), "layout for '" + path + "'");
@@ -83,15 +83,15 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
     fail("layout map '", source, "' is not valid JSON: ", e.what());
   }
   AS_CHECK(j.is_object(), "layout map '", source,
-        "' must be an object of regex -> [axis or null, ...]");
+           "' must be an object of regex -> [axis or null, ...]");
   LayoutMap m;
   for (auto it = j.begin(); it != j.end(); ++it) {
     AS_CHECK(it.value().is_array(), "layout map '", source, "': the layout of '", it.key(),
-          "' must be a list of axis names or null");
+             "' must be a list of axis names or null");
     TensorLayout layout;
     for (const auto& a : it.value()) {
       AS_CHECK(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
-            "' must be axis names or null");
+               "' must be axis names or null");
       layout.axes.push_back(a.is_null() ? std::nullopt
                                         : std::optional<std::string>(a.get<std::string>()));
     }
@@ -127,6 +127,15 @@ Sharding Distribution::state_layout(const Sharding& weight, const Shape& shape) 
   Sharding s = weight;
   if (best >= 0) s.dims[best] = a;
   return s;
+}
+
+Sharding Distribution::slot_layout(const std::string&, const std::string&, const Sharding& weight,
+                                   const Shape& shape) const {
+  return state_layout(weight, shape);
+}
+
+std::map<int, ShardDecision> Distribution::decisions(const Graph&) const {
+  return {};
 }
 
 DataParallel::DataParallel(DeviceMesh mesh, std::string batch_dim_name)

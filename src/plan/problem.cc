@@ -86,7 +86,8 @@ class ProblemReader : public nlohmann::json_sax<nlohmann::json> {
   bool boolean(bool) override { return true; }
   bool null() override { return true; }
   bool binary(binary_t&) override { return true; }
-  bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t at, const std::string&,
+                   const nlohmann::detail::exception& e) override {
     error_ = cat("invalid JSON at byte ", at, " (", e.what(), ")");
     return false;
   }
@@ -150,8 +151,8 @@ ShardingProblem ShardingProblem::parse(const std::string& json, const std::strin
   AS_CHECK(r.costs_.size() == r.intervals_.size() && r.usages_.size() == r.costs_.size(),
            "problem '", source, "': ", r.intervals_.size(), " intervals, ", r.costs_.size(),
            " cost lists and ", r.usages_.size(), " usage lists; one of each per node");
-  AS_CHECK(r.edge_nodes_.size() == r.edge_costs_.size(), "problem '", source, "': ",
-           r.edge_nodes_.size(), " edges but ", r.edge_costs_.size(), " edge cost lists");
+  AS_CHECK(r.edge_nodes_.size() == r.edge_costs_.size(), "problem '", source,
+           "': ", r.edge_nodes_.size(), " edges but ", r.edge_costs_.size(), " edge cost lists");
   p.nodes.resize(r.costs_.size());
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     AS_CHECK(r.intervals_[i].size() == 2, "problem '", source, "': interval of node ", i,

@@ -49,7 +49,8 @@ Reduced reduce(const ShardingProblem& p) {
     const int ku = static_cast<int>(p.nodes[e.u].cost.size());
     const int kv = static_cast<int>(p.nodes[e.v].cost.size());
     if (e.u == e.v) {
-      for (int j = 0; j < ku; ++j) cost[e.u][j] = sat_add(cost[e.u][j], finite(e.cost[size_t(j) * ku + j]));
+      for (int j = 0; j < ku; ++j)
+        cost[e.u][j] = sat_add(cost[e.u][j], finite(e.cost[size_t(j) * ku + j]));
       continue;
     }
     const int a = std::min(e.u, e.v), b = std::max(e.u, e.v);
@@ -209,7 +210,9 @@ Reduced reduce(const ShardingProblem& p) {
   std::sort(points.begin(), points.end());
   points.erase(std::unique(points.begin(), points.end()), points.end());
   r.segments = std::max<int>(1, int(points.size()) - 1);
-  auto seg = [&](int64_t t) { return int(std::lower_bound(points.begin(), points.end(), t) - points.begin()); };
+  auto seg = [&](int64_t t) {
+    return int(std::lower_bound(points.begin(), points.end(), t) - points.begin());
+  };
   if (p.usage_limit) r.limit = *p.usage_limit;
   r.base.assign(r.segments + 1, 0);
 
@@ -223,7 +226,8 @@ Reduced reduce(const ShardingProblem& p) {
     if (v < 0) {
       const int j = r.strategy_of[i][0];
       r.constant = sat_add(r.constant, cost[i][j]);
-      if (node.lo < node.hi) r.base[seg(node.lo)] += node.usage[j], r.base[seg(node.hi)] -= node.usage[j];
+      if (node.lo < node.hi)
+        r.base[seg(node.lo)] += node.usage[j], r.base[seg(node.hi)] -= node.usage[j];
       continue;
     }
     for (size_t x = 0; x < r.cost[v].size(); ++x)
@@ -231,7 +235,8 @@ Reduced reduce(const ShardingProblem& p) {
     if (node.lo >= node.hi) continue;
     const std::pair<int, int> key{seg(node.lo), seg(node.hi)};
     auto [it, fresh] = term_index[v].emplace(key, int(r.mem[v].size()));
-    if (fresh) r.mem[v].push_back({key.first, key.second, std::vector<int64_t>(r.cost[v].size(), 0)});
+    if (fresh)
+      r.mem[v].push_back({key.first, key.second, std::vector<int64_t>(r.cost[v].size(), 0)});
     for (size_t x = 0; x < r.cost[v].size(); ++x)
       r.mem[v][it->second].usage[x] += node.usage[r.strategy_of[i][x]];
   }
@@ -244,17 +249,22 @@ Reduced reduce(const ShardingProblem& p) {
     const auto& sa = r.strategy_of[e.a];
     const auto& sb = r.strategy_of[e.b];
     if (va >= 0 && va == vb) {
-      for (size_t x = 0; x < sa.size(); ++x) r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[x]));
+      for (size_t x = 0; x < sa.size(); ++x)
+        r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[x]));
     } else if (va < 0 && vb < 0) {
       r.constant = sat_add(r.constant, e.m.at(sa[0], sb[0]));
     } else if (va < 0) {
-      for (size_t x = 0; x < sb.size(); ++x) r.cost[vb][x] = sat_add(r.cost[vb][x], e.m.at(sa[0], sb[x]));
+      for (size_t x = 0; x < sb.size(); ++x)
+        r.cost[vb][x] = sat_add(r.cost[vb][x], e.m.at(sa[0], sb[x]));
     } else if (vb < 0) {
-      for (size_t x = 0; x < sa.size(); ++x) r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[0]));
+      for (size_t x = 0; x < sa.size(); ++x)
+        r.cost[va][x] = sat_add(r.cost[va][x], e.m.at(sa[x], sb[0]));
     } else {
       const int lo = std::min(va, vb), hi = std::max(va, vb);
       auto [it, fresh] = var_edges.emplace(std::make_pair(lo, hi), int(r.edges.size()));
-      if (fresh) r.edges.push_back({r.dom(lo), r.dom(hi), std::vector<int64_t>(size_t(r.dom(lo)) * r.dom(hi), 0)});
+      if (fresh)
+        r.edges.push_back(
+            {r.dom(lo), r.dom(hi), std::vector<int64_t>(size_t(r.dom(lo)) * r.dom(hi), 0)});
       Matrix& m = r.edges[it->second];
       for (size_t x = 0; x < sa.size(); ++x)
         for (size_t y = 0; y < sb.size(); ++y) {
@@ -277,6 +287,5 @@ std::vector<int> expand(const Reduced& r, const std::vector<int>& s) {
     out[i] = r.var_of[i] < 0 ? r.strategy_of[i][0] : r.strategy_of[i][s[r.var_of[i]]];
   return out;
 }
-
 
 }  // namespace autoshard::solver

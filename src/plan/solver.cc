@@ -4,13 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
-#include <cstdio>
-#include <cstdlib>
 
 #include "autoshard/error.h"
 #include "plan/max_tree.h"
@@ -78,8 +78,11 @@ double value_of(int64_t c) {
 class Search {
  public:
   Search(const Reduced& r, const Peeling& peel, uint64_t seed, int thread)
-      : r_(r), peel_(peel), rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (thread + 1)),
-        prices_(r.segments, 0.0), tree_(r.segments) {
+      : r_(r),
+        peel_(peel),
+        rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (thread + 1)),
+        prices_(r.segments, 0.0),
+        tree_(r.segments) {
     price_unit_ = typical_price();
   }
 
@@ -99,7 +102,8 @@ class Search {
     const auto t3 = Clock::now();
     if (std::getenv("SOLVER_DEBUG"))
       fprintf(stderr, "round: priced %.2f s, repair %.2f s, improve %.2f s\n",
-              std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
+              std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(t2 - t1).count(),
               std::chrono::duration<double>(t3 - t2).count());
     cost = true_cost(s);
     peak = tree_.max();
@@ -114,7 +118,8 @@ class Search {
         int64_t du = 0;
         for (const MemTerm& m : r_.mem[v]) du += std::llabs(m.usage[a] - m.usage[a + 1]);
         const int64_t ca = r_.cost[v][a], cb = r_.cost[v][a + 1];
-        if (du > 0 && ca < kInf && cb < kInf) ratios.push_back(double(std::llabs(ca - cb)) / double(du));
+        if (du > 0 && ca < kInf && cb < kInf)
+          ratios.push_back(double(std::llabs(ca - cb)) / double(du));
       }
     if (ratios.empty()) return 1.0;
     std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
@@ -228,7 +233,8 @@ class Search {
           }
           const double lowest = *std::min_element(out.begin(), out.end());
           std::vector<double>& m = msg[v][back];
-          for (int y = 0; y < r_.dom(v); ++y) m[y] = 0.5 * m[y] + 0.5 * std::min(out[y] - lowest, 1e29);
+          for (int y = 0; y < r_.dom(v); ++y)
+            m[y] = 0.5 * m[y] + 0.5 * std::min(out[y] - lowest, 1e29);
         }
       }
     }
@@ -657,7 +663,8 @@ class Search {
         tot[q].resize(r_.dom(x));
         for (int j = 0; j < r_.dom(x); ++j) {
           double c = value_of(r_.cost[x][j]);
-          for (const MemTerm& m : r_.mem[x]) c += double(m.usage[j]) * (prefix[m.hi] - prefix[m.lo]);
+          for (const MemTerm& m : r_.mem[x])
+            c += double(m.usage[j]) * (prefix[m.hi] - prefix[m.lo]);
           tot[q][j] = c;
         }
         for (const Neighbor& nb : r_.adj[x]) {
@@ -756,8 +763,9 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   // nothing fits.
   std::vector<int> smallest(n);
   for (int i = 0; i < n; ++i)
-    smallest[i] = int(std::min_element(problem.nodes[i].usage.begin(), problem.nodes[i].usage.end()) -
-                      problem.nodes[i].usage.begin());
+    smallest[i] =
+        int(std::min_element(problem.nodes[i].usage.begin(), problem.nodes[i].usage.end()) -
+            problem.nodes[i].usage.begin());
   if (problem.usage_limit && n > 0 && problem.peak_usage(smallest) > *problem.usage_limit) {
     result.strategy = smallest;
     result.cost = problem.cost(smallest);
@@ -779,7 +787,8 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   if (std::getenv("SOLVER_DEBUG")) {
     size_t edges = reduced.edges.size(), maxdom = 0;
     for (int v = 0; v < reduced.vars; ++v) maxdom = std::max<size_t>(maxdom, reduced.dom(v));
-    fprintf(stderr, "reduced: %d nodes -> %d variables, %zu edges, core %zu, max domain %zu, segments %d\n",
+    fprintf(stderr,
+            "reduced: %d nodes -> %d variables, %zu edges, core %zu, max domain %zu, segments %d\n",
             n, reduced.vars, edges, peeling.core_vars.size(), maxdom, reduced.segments);
   }
   Shared shared;

@@ -36,14 +36,14 @@ struct Cluster {
   // (flops, fraction) interpolated in log(flops), flat beyond the ends.
   std::vector<std::pair<double, double>> gemm_efficiency;
   double memory_bytes = 0;
-  double memory_bandwidth = 0;    // bytes/s
-  double stream_efficiency = 1;   // fraction of memory bandwidth other kernels reach
+  double memory_bandwidth = 0;   // bytes/s
+  double stream_efficiency = 1;  // fraction of memory bandwidth other kernels reach
   // Bytes/s and FLOP/s one device's non-GEMM kernels reach on their own (0:
   // the bandwidth times stream_efficiency, and the peak). On a CPU, one
   // core's.
   double kernel_bandwidth = 0;
   double kernel_flops = 0;
-  double op_overhead = 0;         // seconds each kernel costs on top (launch, dispatch)
+  double op_overhead = 0;  // seconds each kernel costs on top (launch, dispatch)
   // Memory a process holds besides tensors (code, libraries, BLAS buffers):
   // part of a CPU device's peak, 0 for accelerators.
   double process_bytes = 0;
@@ -51,6 +51,10 @@ struct Cluster {
   // bandwidth, given here for the whole machine) are divided among the
   // devices of a mesh. 0: each device has its own.
   int shared_cores = 0;
+  // When a mesh has more in-process devices than cores, the fraction of
+  // their share each still gets (time slicing, and collectives that wait
+  // for a descheduled member). bench/cost_model.sh measured about 0.8.
+  double oversubscribed_efficiency = 1;
   std::vector<LinkLevel> links;  // innermost first; the last spans every device
   // MPI ranks on this machine talk over this instead (CPU clusters, when
   // calibrated under mpirun too).
@@ -80,6 +84,8 @@ struct Cluster {
   double gemm_fraction(double flops, int devices = 1) const;
   // The link level mesh axis `axis` talks over.
   const LinkLevel& link(const DeviceMesh& mesh, int axis) const;
+  // A shared machine's `whole` figure as one of `devices` in-process devices gets it.
+  double share(double whole, int devices) const;
   // Throws autoshard::Error when the cluster cannot hold the mesh (a finite
   // last level smaller than the mesh).
   void check_mesh(const DeviceMesh& mesh) const;

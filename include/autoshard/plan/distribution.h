@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoshard/ir/graph.h"
+#include "autoshard/plan/problem.h"
 #include "autoshard/tensor/mesh.h"
 #include "autoshard/tensor/sharding.h"
 
@@ -65,6 +66,14 @@ class Distribution {
   // Optimizer state: the weight's layout, or with ZeRO-1 one more split over
   // the batch axis, on the largest dimension the weight leaves whole.
   Sharding state_layout(const Sharding& weight, const Shape& shape) const;
+  // The layout of optimizer state `slot` ("m", "v") of weight `path`;
+  // state_layout unless a planner chose otherwise.
+  virtual Sharding slot_layout(const std::string& path, const std::string& slot,
+                               const Sharding& weight, const Shape& shape) const;
+  // The strategies a planner fixed for the ops of `step`, by node id (the
+  // rest follow their sharding rules). Empty unless `step` is the graph the
+  // planner prepared.
+  virtual std::map<int, ShardDecision> decisions(const Graph& step) const;
 
   bool zero1 = false;  // shard optimizer state and the update over the batch axis
 
@@ -92,23 +101,54 @@ class ModelParallel : public Distribution {
   LayoutMap layout_map_;
 };
 
-// Chooses layouts itself (src/shard/autoshard_planner.cc): it groups the
-// dimensions that ops tie together and splits the groups holding the most
-// weight bytes over the model axis, the batch over the batch axis.
+struct AutoShardOptions {
+  // The cluster strategies are priced on: a preset ("cpu": this machine,
+  // as calibrated) or a cluster JSON file (docs/cost-model.md).
+  std::string cluster = "cpu";
+  bool bf16 = false;  // price mixed precision
+  // Bytes each device may hold (0: the cluster's device memory).
+  double memory_per_device = 0;
+  // Seconds the solver may take (it stops sooner when it proves its plan
+  // optimal); 0: by the size of the step, from 0.25 s to 10 s.
+  double time_limit_s = 0;
+  uint64_t seed = 0;
+};
+
+// Chooses every layout itself by predicted cost (docs/planner.md): each
+// value of the traced training step (weights, optimizer state, activations,
+// gradients) gets the strategy that minimises predicted compute plus
+// communication under the memory per device, solved as a ShardingProblem.
+// Data parallelism, Megatron's splits, sequence parallel regions and ZeRO's
+// sharded state are all among its choices, on any mesh, even or uneven.
 class AutoShard : public Distribution {
  public:
   explicit AutoShard(DeviceMesh mesh, std::string batch_dim_name = "data",
-                     std::string model_dim_name = "model");
+                     AutoShardOptions options = {});
   void prepare(const Graph& step) override;
   Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  Sharding slot_layout(const std::string& path, const std::string& slot, const Sharding& weight,
+                       const Shape& shape) const override;
+  std::map<int, ShardDecision> decisions(const Graph& step) const override;
+
   // The layouts chosen, by weight path (after prepare).
   const std::map<std::string, Sharding>& plan() const { return plan_; }
-  // Why each group was split or not, one line each (after prepare).
+  // Why: the solver's outcome, then each weight's layout with what the
+  // replicated alternative would cost (after prepare).
   const std::vector<std::string>& reasons() const { return reasons_; }
+  // The problem solved (after prepare): `autoshard plan --export-problem`.
+  const ShardingProblem& problem() const { return problem_; }
+  // Its answer: one strategy per node of problem().
+  const std::vector<int>& solution() const { return solution_; }
+  const AutoShardOptions& options() const { return options_; }
 
  private:
-  std::string model_dim_name_;
+  AutoShardOptions options_;
   std::map<std::string, Sharding> plan_;
+  std::map<std::pair<std::string, std::string>, Sharding> slots_;
+  std::map<int, ShardDecision> decisions_;
+  std::vector<Op> planned_ops_;  // the prepared step's ops, to recognise it
+  ShardingProblem problem_;
+  std::vector<int> solution_;
   std::vector<std::string> reasons_;
   bool prepared_ = false;
 };

@@ -1,0 +1,60 @@
+// StrategyProblem: AutoShard's question about one traced step on one mesh,
+// posed as a ShardingProblem (the IOPDDL form that `autoshard solve` reads).
+//
+//   node      every value of the step graph: a weight, optimizer slot or
+//             input (its layout), or an op (its strategy: one LoopSplit of
+//             the op's own LoopNest, i.e. which of its loops go on which
+//             mesh axis)
+//   node cost the op's compute time on device 0's block under the strategy
+//             (the cost model's op_seconds)
+//   edge cost the resharding from the producer's output layout to the
+//             layout the consumer needs, priced from the partitioner's own
+//             conversion plan (conversion_seconds); a state input the op
+//             updates in another layout is also converted back
+//   usage     device 0's bytes of the value, live from its producer to its
+//             last user (weights, slots and inputs: the whole step); the
+//             limit is the memory per device left after the process itself
+//
+// Costs are integer nanoseconds, usages bytes. `request` turns the solver's
+// answer into the partitioner's input, so what was priced is what runs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/problem.h"
+#include "autoshard/shard/partitioner.h"
+
+namespace autoshard {
+
+struct StrategyOptions {
+  bool bf16 = false;
+  // Bytes each device may hold (0: the cluster's device memory, less the
+  // process's own).
+  double memory_per_device = 0;
+  // Leaves whose layout is given (the batch split of inputs); the rest are chosen.
+  std::map<int, Sharding> fixed;
+};
+
+struct StrategyProblem {
+  ShardingProblem problem;
+  std::vector<int> graph_node;  // per problem node: its node of the step graph
+  std::vector<bool> leaf;       // per problem node: a weight, slot or input
+  // Per problem node, per strategy: the shardings the op runs with (for a
+  // leaf: its layout, as `output`).
+  std::vector<std::vector<ShardDecision>> choices;
+
+  // The partitioner's input for an answer (one strategy per problem node).
+  PartitionRequest request(const std::vector<int>& strategy) const;
+  // Strategy `s` of problem node `i` in words: "[data, -] partial(model) from [data, -], [-,
+  // model]".
+  std::string describe(const DeviceMesh& mesh, int i, int s) const;
+};
+
+StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh,
+                                       const Cluster& cluster, const StrategyOptions& options);
+
+}  // namespace autoshard

@@ -1,0 +1,160 @@
+// The cost model: collectives against their closed forms on the link each
+// mesh axis crosses, predicted memory against the executor's own buffer
+// plan, communication against exactly the collectives the partitioner
+// inserted, and clear errors for bad cluster descriptions.
+#include "autoshard/plan/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "autoshard/error.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/runtime/executor.h"
+
+namespace autoshard {
+namespace {
+
+// One level of 4 devices at 1 GB/s and 10 us, then 0.5 GB/s and 100 us.
+Cluster two_level_cluster() {
+  Cluster c = Cluster::preset("a100-80g");
+  c.links = {{"fast", 4, 1e9, 1e-5, 1.0}, {"slow", 0, 0.5e9, 1e-4, 1.0}};
+  return c;
+}
+
+TEST(CostModel, AxesTalkOverTheLinkTheirGroupsFitIn) {
+  const Cluster c = Cluster::preset("a100-80g");
+  const DeviceMesh mesh({16, 8}, {"data", "model"});
+  EXPECT_EQ(c.link(mesh, 1).name, "nvlink");
+  EXPECT_EQ(c.link(mesh, 0).name, "infiniband");
+  // An inner axis of 16 no longer fits in a node of 8.
+  EXPECT_EQ(c.link(DeviceMesh({8, 16}, {"data", "model"}), 1).name, "infiniband");
+}
+
+TEST(CostModel, CollectivesFollowTheRingClosedForms) {
+  const Cluster c = two_level_cluster();
+  const DeviceMesh mesh({2, 4}, {"data", "model"});
+  const double bytes = 8e6;
+  // Inner axis (n = 4) over "fast": all-reduce 2(n-1)a + 2(n-1)/n B/w.
+  EXPECT_NEAR(collective_seconds(c, mesh, 1, true, bytes, bytes), 6 * 1e-5 + 1.5 * bytes / 1e9,
+              1e-12);
+  // Outer axis (n = 2) over "slow": all-gather (n-1)(a + b/w), b the largest block.
+  EXPECT_NEAR(collective_seconds(c, mesh, 0, false, bytes, 5e6), 1e-4 + 5e6 / 0.5e9, 1e-12);
+  EXPECT_EQ(collective_seconds(c, DeviceMesh({1, 8}, {"data", "model"}), 0, true, bytes, bytes), 0);
+}
+
+TEST(CostModel, UnevenShardsArePacedByTheLargestBlock) {
+  const Cluster c = two_level_cluster();
+  const DeviceMesh mesh({4}, {"model"});
+  // 10 rows over 4 devices: blocks of 3, 3, 2, 2 rows of 100 floats.
+  const Sharding split{{0, -1}, {}};
+  const double t = conversion_seconds(c, mesh, split, Sharding::replicated(2), {10, 100}, false);
+  EXPECT_NEAR(t, 3 * (1e-5 + 300 * 4 / 1e9), 1e-12);
+}
+
+// A GPT-2 small enough to lower quickly, with sizes no mesh divides.
+Partition gpt2_partition(std::shared_ptr<Distribution> dist, bool recompute = false) {
+  GPT2Config cfg = GPT2Config::preset("test");
+  GPT2 model(cfg, 6, 0);
+  model.set_recompute(recompute);
+  model.set_distribution(std::move(dist));
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  return model.plan_training({5, 6}, {5, 6});
+}
+
+TEST(CostModel, CommunicationIsExactlyThePartitionersCollectives) {
+  const Cluster c = two_level_cluster();
+  const DeviceMesh mesh({2, 3}, {"data", "model"});
+  const Partition p = gpt2_partition(std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout()));
+  ASSERT_FALSE(p.collectives.empty());
+  const StepPrediction got = predict(p, c, {});
+  double sum = 0;
+  for (const auto& [key, seconds] : got.collective_s) sum += seconds;
+  EXPECT_NEAR(sum, got.communication_s, 1e-15);
+  // Every collective the partitioner recorded, priced on its own.
+  double want = 0;
+  for (const CollectiveRecord& r : p.collectives) {
+    const int axis = r.axis == "data" ? 0 : 1;
+    const double n = mesh.axis_size(axis), bytes = double(r.bytes);
+    if (r.kind == "all_reduce")
+      want += collective_seconds(c, mesh, axis, true, bytes, bytes);
+    else if (r.kind == "all_gather")
+      want += collective_seconds(c, mesh, axis, false, bytes * n, bytes);
+    else
+      want += collective_seconds(c, mesh, axis, false, bytes, bytes / n);
+  }
+  // Recorded bytes are device 0's blocks, the largest; the sizes match to
+  // within a block's rounding.
+  EXPECT_NEAR(got.communication_s, want, 0.05 * want);
+  EXPECT_GT(got.collective_s.count({"all_reduce", "data"}), 0u);
+}
+
+TEST(CostModel, MemoryIsTheExecutorsBufferPlanPlusState) {
+  const Cluster c = two_level_cluster();
+  const DeviceMesh mesh({3}, {"model"});
+  const Partition p = gpt2_partition(std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout()));
+  const StepPrediction got = predict(p, c, {});
+  const Graph& g = p.local[0];
+  EXPECT_EQ(got.memory.activations, double(plan_buffers(g, p.outputs[0]).total_bytes()));
+  double weights = 0, slots = 0;
+  for (int id : g.parameters())
+    (g.node(id).leaf().is_slot() ? slots : weights) += double(numel(g.node(id).shape)) * 4;
+  EXPECT_EQ(got.memory.weights, weights);
+  EXPECT_EQ(got.memory.optimizer_state, slots);
+  EXPECT_EQ(slots, 2 * weights);  // AdamW's two moments
+  // Mixed precision: a bf16 copy beside each fp32 master weight, half the buffers.
+  const StepPrediction mixed = predict(p, c, {.bf16 = true});
+  EXPECT_EQ(mixed.memory.weights, 1.5 * weights);
+  EXPECT_EQ(mixed.memory.activations, 0.5 * got.memory.activations);
+}
+
+TEST(CostModel, RecomputeTradesTimeForMemory) {
+  const Cluster c = Cluster::preset("a100-80g");
+  const auto dist = std::make_shared<DataParallel>(2);
+  const StepPrediction plain = predict(gpt2_partition(dist), c, {});
+  const StepPrediction again = predict(gpt2_partition(dist, true), c, {});
+  EXPECT_LT(again.memory.activations, plain.memory.activations);
+  EXPECT_GT(again.compute_s, plain.compute_s);
+}
+
+TEST(CostModel, MatrixProductsFollowTheEfficiencyCurve) {
+  Cluster c = Cluster::preset("a100-80g");
+  c.gemm_efficiency = {{1e6, 0.1}, {1e8, 0.5}};
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(1e5), 0.1);
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(1e7), 0.3);  // halfway in log(flops)
+  EXPECT_DOUBLE_EQ(c.gemm_fraction(1e9), 0.5);
+}
+
+TEST(CostModel, BadClustersAreClearErrors) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { Cluster::named("tpu-v9"); }).find("unknown cluster 'tpu-v9'"),
+            std::string::npos);
+  EXPECT_NE(message([] { Cluster::named("/nonexistent/c.json"); }).find("cannot open"),
+            std::string::npos);
+  EXPECT_NE(message([] { Cluster::from_json("{", "x.json"); }).find("not valid JSON"),
+            std::string::npos);
+  const std::string good = Cluster::preset("a100-80g").to_json();
+  EXPECT_EQ(Cluster::from_json(good, "a").to_json(), good);  // round trip
+  std::string negative = good;
+  negative.replace(negative.find("\"memory_bandwidth\": "), 20, "\"memory_bandwidth\": -");
+  EXPECT_NE(message([&] { Cluster::from_json(negative, "n.json"); }).find("memory_bandwidth"),
+            std::string::npos);
+  Cluster small = Cluster::preset("a100-80g");
+  small.links.back().devices_per_group = 16;
+  EXPECT_NE(message([&] {
+              small.check_mesh(DeviceMesh({4, 8}, {"data", "model"}));
+            }).find("has 32 devices but cluster"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace autoshard
