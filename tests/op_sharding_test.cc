@@ -42,7 +42,8 @@ std::vector<OpCase> cases() {
                   }};
   };
   auto binary = [](Op op, Shape b) {
-    return OpCase{op, {{{5, 7}}, {b, op == Op::Div ? K::Positive : K::Normal}},
+    return OpCase{op,
+                  {{{5, 7}}, {b, op == Op::Div ? K::Positive : K::Normal}},
                   [op](Graph& g, const std::vector<Value>& x) {
                     OpAttrs a = NoAttrs{};
                     if (op == Op::GeluGrad) a = GeluAttrs{false};
@@ -51,9 +52,18 @@ std::vector<OpCase> cases() {
   };
   const Shape rows{5, 3};
   return {
-      {Op::Constant, {}, [](Graph& g, auto&) { return ops::constant(g, {5, 7}, 2.5); }},
-      {Op::Iota, {}, [](Graph& g, auto&) { return ops::iota(g, {5, 7}); }},
-      {Op::Einsum, {{{5, 3, 7}}, {{7, 3, 2}}},
+      {Op::Constant,
+       {},
+       [](Graph& g, auto&) {
+         return ops::constant(g, {5, 7}, 2.5);
+       }},
+      {Op::Iota,
+       {},
+       [](Graph& g, auto&) {
+         return ops::iota(g, {5, 7});
+       }},
+      {Op::Einsum,
+       {{{5, 3, 7}}, {{7, 3, 2}}},
        [](Graph&, auto& x) { return ops::einsum("btc,chd->bthd", x[0], x[1]); }},
       binary(Op::Add, {7}),
       binary(Op::Sub, {5, 1}),
@@ -66,44 +76,76 @@ std::vector<OpCase> cases() {
       binary(Op::ReluGrad, {5, 7}),
       unary(Op::Tanh),
       binary(Op::TanhGrad, {5, 7}),
-      {Op::ReduceSum, {{{5, 3, 7}}}, [](Graph&, auto& x) { return ops::reduce_sum(x[0], {0, 2}); }},
-      {Op::BroadcastTo, {{{3, 1}}}, [](Graph&, auto& x) { return ops::broadcast_to(x[0], {5, 3, 7}); }},
+      {Op::ReduceSum,
+       {{{5, 3, 7}}},
+       [](Graph&, auto& x) {
+         return ops::reduce_sum(x[0], {0, 2});
+       }},
+      {Op::BroadcastTo,
+       {{{3, 1}}},
+       [](Graph&, auto& x) {
+         return ops::broadcast_to(x[0], {5, 3, 7});
+       }},
       {Op::Softmax, {{{5, 3, 3}}}, [](Graph&, auto& x) { return ops::softmax(x[0], true); }},
       binary(Op::SoftmaxGrad, {5, 7}),
       {Op::Normalize, {{{5, 7}}}, [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5); }},
-      {Op::NormalizeGrad, {{{5, 7}}, {{5, 7}}},
-       [](Graph& g, auto& x) { return g.add(Op::NormalizeGrad, {x[0], x[1]}, EpsilonAttrs{1e-5}); }},
+      {Op::NormalizeGrad,
+       {{{5, 7}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::NormalizeGrad, {x[0], x[1]}, EpsilonAttrs{1e-5});
+       }},
       {Op::RowMax, {{{5, 3, 7}}}, [](Graph& g, auto& x) { return g.add(Op::RowMax, {x[0]}); }},
-      {Op::CrossEntropyStats, {{{5, 3, 7}}, {rows, K::Ids, 7}, {rows}},
+      {Op::CrossEntropyStats,
+       {{{5, 3, 7}}, {rows, K::Ids, 7}, {rows}},
        [](Graph& g, auto& x) {
          return g.add(Op::CrossEntropyStats, {x[0], x[1], x[2]}, ClassShardAttrs{});
        }},
-      {Op::CrossEntropyFinish, {{{5, 3, 2}, K::Positive}, {rows}},
-       [](Graph& g, auto& x) { return g.add(Op::CrossEntropyFinish, {x[0], x[1]}); }},
-      {Op::CrossEntropyFinishGrad, {{{5, 3, 2}, K::Positive}, {rows}},
-       [](Graph& g, auto& x) { return g.add(Op::CrossEntropyFinishGrad, {x[0], x[1]}); }},
-      {Op::CrossEntropyStatsGrad, {{{5, 3, 7}}, {rows, K::Ids, 7}, {rows}, {{5, 3, 2}}},
+      {Op::CrossEntropyFinish,
+       {{{5, 3, 2}, K::Positive}, {rows}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::CrossEntropyFinish, {x[0], x[1]});
+       }},
+      {Op::CrossEntropyFinishGrad,
+       {{{5, 3, 2}, K::Positive}, {rows}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::CrossEntropyFinishGrad, {x[0], x[1]});
+       }},
+      {Op::CrossEntropyStatsGrad,
+       {{{5, 3, 7}}, {rows, K::Ids, 7}, {rows}, {{5, 3, 2}}},
        [](Graph& g, auto& x) {
          return g.add(Op::CrossEntropyStatsGrad, {x[0], x[1], x[2], x[3]}, ClassShardAttrs{});
        }},
-      {Op::Gather, {{{7, 3}}, {rows, K::Ids, 7}},
+      {Op::Gather,
+       {{{7, 3}}, {rows, K::Ids, 7}},
        [](Graph&, auto& x) { return ops::gather(x[0], x[1]); }},
-      {Op::ScatterAdd, {{rows, K::Ids, 7}, {{5, 3, 2}}},
+      {Op::ScatterAdd,
+       {{rows, K::Ids, 7}, {{5, 3, 2}}},
        [](Graph& g, auto& x) {
          return g.add(Op::ScatterAdd, {x[0], x[1]}, ScatterAddAttrs{{7, 2}, {}});
        }},
-      {Op::Reshape, {{{5, 3, 7}}}, [](Graph&, auto& x) { return ops::reshape(x[0], {5, 21}); }},
-      {Op::Transpose, {{{5, 3, 7}}}, [](Graph&, auto& x) { return ops::transpose(x[0], {2, 0, 1}); }},
+      {Op::Reshape,
+       {{{5, 3, 7}}},
+       [](Graph&, auto& x) {
+         return ops::reshape(x[0], {5, 21});
+       }},
+      {Op::Transpose,
+       {{{5, 3, 7}}},
+       [](Graph&, auto& x) {
+         return ops::transpose(x[0], {2, 0, 1});
+       }},
       {Op::Dropout, {{{5, 7}}}, [](Graph&, auto& x) { return ops::dropout(x[0], 0.4, 9); }},
       {Op::SumSquares, {{{5, 7}}}, [](Graph& g, auto& x) { return g.add(Op::SumSquares, {x[0]}); }},
-      {Op::ClipScale, {{{}, K::Positive}},
+      {Op::ClipScale,
+       {{{}, K::Positive}},
        [](Graph& g, auto& x) { return g.add(Op::ClipScale, {x[0]}, ClipAttrs{0.5}); }},
-      {Op::AdamUpdate, {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{5, 7}, K::Positive}, {{}, K::Positive}},
+      {Op::AdamUpdate,
+       {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{5, 7}, K::Positive}, {{}, K::Positive}},
        [](Graph& g, auto& x) {
          return g.add(Op::AdamUpdate, {x[0], x[1], x[2], x[3], x[4]},
                       AdamAttrs{0.9, 0.95, 1e-3, 0.1, true});
        }},
-      {Op::SgdUpdate, {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{}, K::Positive}},
+      {Op::SgdUpdate,
+       {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{}, K::Positive}},
        [](Graph& g, auto& x) {
          return g.add(Op::SgdUpdate, {x[0], x[1], x[2], x[3]}, SgdAttrs{0.9, 0.01, true});
        }},
@@ -131,7 +173,8 @@ Built build(const OpCase& c) {
   std::vector<Value> xs;
   for (size_t k = 0; k < c.leaves.size(); ++k) {
     const Leaf& l = c.leaves[k];
-    const std::string name = "x" + std::to_string(k);
+    std::string name = "x";
+    name += std::to_string(k);
     Value v = l.kind == K::Ids ? b.graph.input(name, l.shape, DType::I32)
                                : b.graph.parameter(name, l.shape);
     xs.push_back(v);
@@ -211,12 +254,57 @@ TEST(OpSharding, EveryStrategyOfEveryOpMatchesOneDevice) {
     for (const LoopSplit& split : splits) {
       PartitionRequest r;
       r.decisions[b.op] = decide(nest, split);
-      std::string what = std::string(op_name(c.op)) + " strategy " +
-                         r.decisions[b.op].output.to_string(kMesh);
+      std::string what =
+          std::string(op_name(c.op)) + " strategy " + r.decisions[b.op].output.to_string(kMesh);
       for (const Sharding& s : r.decisions[b.op].inputs) what += " " + s.to_string(kMesh);
       expect_same(run_sharded(b, kMesh, r), want, what);
     }
   }
+}
+
+// Linear ops also run on partial sums (the planner's way of combining them
+// once, after the op): each input is made partial by a sum over a leading
+// dimension split over a mesh axis, then every partial strategy of the op
+// runs on it.
+TEST(OpSharding, LinearOpsRunOnPartialSums) {
+  int tested = 0;
+  for (const OpCase& c : cases()) {
+    if (!op_def(c.op).linear) continue;
+    Built b;
+    std::vector<Value> xs;
+    std::vector<int> sums;
+    for (size_t k = 0; k < c.leaves.size(); ++k) {
+      Shape shape{4};
+      shape.insert(shape.end(), c.leaves[k].shape.begin(), c.leaves[k].shape.end());
+      std::string name = "y";
+      name += std::to_string(k);
+      Value y = b.graph.parameter(name, shape);
+      b.leaves.push_back(y.id);
+      b.data.push_back(testing::random_tensor(shape, 30 + k));
+      xs.push_back(ops::reduce_sum(y, {0}));
+      sums.push_back(xs.back().id);
+    }
+    b.op = c.build(b.graph, xs).id;
+    const std::vector<Tensor> want = run_one(b);
+    const Node& n = b.graph.node(b.op);
+    for (const ShardDecision& d :
+         enumerate_strategies(op_def(n.op).loops(b.graph, n), kMesh, true)) {
+      if (d.inputs.empty() || d.inputs[0].partial.empty()) continue;
+      PartitionRequest r;
+      r.decisions[b.op] = d;
+      for (size_t k = 0; k < sums.size(); ++k) {
+        Sharding y{{d.inputs[k].partial[0]}, {}};
+        y.dims.insert(y.dims.end(), d.inputs[k].dims.begin(), d.inputs[k].dims.end());
+        r.decisions[sums[k]] = {{y}, d.inputs[k]};
+      }
+      std::string what = op_name(c.op);
+      what += " on partial sums, ";
+      what += d.output.to_string(kMesh);
+      expect_same(run_sharded(b, kMesh, r), want, what);
+      ++tested;
+    }
+  }
+  EXPECT_GT(tested, 20);
 }
 
 Sharding random_layout(const Shape& shape, std::mt19937& rng) {

@@ -50,4 +50,23 @@ std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& 
   return out;
 }
 
+std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
+                                                bool linear) {
+  std::vector<ShardDecision> out;
+  for (const LoopSplit& split : enumerate_splits(nest, mesh)) {
+    out.push_back(decide(nest, split));
+    if (!linear || !out.back().output.partial.empty()) continue;
+    const ShardDecision whole = out.back();
+    for (int axis = 0; axis < mesh.rank(); ++axis) {
+      if (mesh.axis_size(axis) == 1 || std::find(split.begin(), split.end(), axis) != split.end())
+        continue;
+      ShardDecision d = whole;
+      for (Sharding& in : d.inputs) in.partial = {axis};
+      d.output.partial = {axis};
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 }  // namespace autoshard

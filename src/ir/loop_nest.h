@@ -53,4 +53,11 @@ ShardDecision decide(const LoopNest& nest, const LoopSplit& split);
 // first strategy is the fully replicated one.
 std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh);
 
+// Every strategy as the shardings it runs with: one per split, and for a
+// linear op (OpDef::linear) also, for each split that leaves its output
+// whole and each mesh axis it does not use, the same split run on values
+// partial over that axis. The first is the fully replicated one.
+std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
+                                                bool linear);
+
 }  // namespace autoshard

@@ -44,6 +44,10 @@ class ConversionPrices {
 
   int64_t operator()(const Sharding& from, const Sharding& to, const Shape& shape) {
     if (from == to) return 0;
+    // Nothing makes a value partial: a consumer that needs partial values
+    // takes them only from a producer that leaves them.
+    for (int a : to.partial)
+      if (!from.is_partial(a) || from.partial_op != to.partial_op) return kForbiddenCost;
     std::string key;
     for (int64_t d : shape) key += std::to_string(d) + ",";
     append(key, from);
@@ -104,8 +108,8 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
       pn.lo = 0;
       pn.hi = n;
     } else {
-      const LoopNest nest = op_def(node.op).loops(g, node);
-      for (const LoopSplit& s : enumerate_splits(nest, mesh)) choices.push_back(decide(nest, s));
+      const OpDef& def = op_def(node.op);
+      choices = enumerate_strategies(def.loops(g, node), mesh, def.linear);
       pn.lo = i;
       pn.hi = std::max<int64_t>(i + 1, last_use[i] + 1);
     }
@@ -150,7 +154,8 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
           const Sharding& need = to[b].inputs[k];
           int64_t t = price(from[a].output, need, shape);
           if (mutates >> k & 1) t += price(need, from[a].output, shape);  // written back
-          cost[a * to.size() + b] += t;
+          int64_t& entry = cost[a * to.size() + b];
+          entry = std::min(kForbiddenCost, entry + t);
         }
     }
   }

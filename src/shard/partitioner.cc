@@ -43,7 +43,11 @@ void check_decision(const Graph& g, const Node& n, const ShardDecision& d, const
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     d.inputs[k].validate(mesh, static_cast<int>(g.node(n.inputs[k]).shape.size()),
                          cat("plan for ", op_name(n.op), " input ", k));
-    AS_CHECK(d.inputs[k].partial.empty(), "plan for ", op_name(n.op), ": inputs cannot be partial");
+    AS_CHECK(d.inputs[k].partial.empty() ||
+                 (op_def(n.op).linear && d.inputs[k].partial == d.output.partial &&
+                  d.inputs[k].partial_op == d.output.partial_op),
+             "plan for ", op_name(n.op),
+             ": only linear ops take partial inputs, and give an output partial the same way");
   }
   d.output.validate(mesh, static_cast<int>(n.shape.size()), cat("plan for ", op_name(n.op)));
 }
@@ -118,7 +122,8 @@ class Lowering {
         case ConversionStep::Kind::ReduceScatter:
         case ConversionStep::Kind::AllGather: {
           const SplitAttrs a{s.axis, s.dim, split_sizes(global[s.dim], k), c};
-          const Op op = s.kind == ConversionStep::Kind::AllGather ? Op::AllGather : Op::ReduceScatter;
+          const Op op =
+              s.kind == ConversionStep::Kind::AllGather ? Op::AllGather : Op::ReduceScatter;
           local = collective(op, local, a, s.axis, id);
           break;
         }

@@ -36,7 +36,7 @@ struct SolveOptions {
   int threads = 1;
   uint64_t seed = 0;
   int64_t max_rounds = 0;  // rounds of pricing per thread; 0: until the time limit
-  std::function<void(const SolveProgress&)> on_improvement;
+  std::function<void(const SolveProgress&)> on_improvement = nullptr;
 };
 
 struct SolveResult {

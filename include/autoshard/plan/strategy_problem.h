@@ -36,7 +36,7 @@ struct StrategyOptions {
   // process's own).
   double memory_per_device = 0;
   // Leaves whose layout is given (the batch split of inputs); the rest are chosen.
-  std::map<int, Sharding> fixed;
+  std::map<int, Sharding> fixed = {};
 };
 
 struct StrategyProblem {

@@ -249,6 +249,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = add_vjp,
                         .shard = sum_rule,
                         .loops = broadcast_loops,
+                        .linear = true,
                         .cost = one_flop};
   t[size_t(Op::Sub)] = {.name = "sub",
                         .infer = binary_infer,
@@ -256,6 +257,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = sub_vjp,
                         .shard = sum_rule,
                         .loops = broadcast_loops,
+                        .linear = true,
                         .cost = one_flop};
   t[size_t(Op::Mul)] = {.name = "mul",
                         .infer = binary_infer,
@@ -277,6 +279,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                           .vjp = scale_vjp,
                           .shard = linear_unary_rule,
                           .loops = broadcast_loops,
+                          .linear = true,
                           .cost = one_flop};
   t[size_t(Op::Gelu)] = {.name = "gelu",
                          .infer = unary_infer,
