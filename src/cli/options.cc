@@ -58,11 +58,20 @@ GPT2Config model_config(CommonOptions& o) {
   return GPT2Config::from_name_or_file(o.model);
 }
 
-std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
+std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model) {
   AS_CHECK(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
+  const AutoShardOptions auto_options{.cluster = o.cluster,
+                                      .bf16 = o.bf16,
+                                      .memory_per_device = o.memory_per_device,
+                                      .time_limit_s = o.plan_time};
   DeviceMesh mesh;
+  std::vector<std::string> why;
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);
+  } else if (o.devices > 1 && o.plan == "auto") {
+    const Shape batch{o.batch, o.seq};
+    mesh = AutoShard::choose_mesh(model.training_graph(batch, batch), o.devices, "data",
+                                  auto_options, &why);
   } else if (o.devices > 0) {
     const int data = static_cast<int>(std::gcd<int64_t>(o.devices, o.batch));
     mesh = DeviceMesh({data, o.devices / data}, {"data", "model"});
@@ -71,11 +80,9 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o) {
   }
   std::shared_ptr<Distribution> d;
   if (o.plan == "auto") {
-    d = std::make_shared<AutoShard>(mesh, "data",
-                                    AutoShardOptions{.cluster = o.cluster,
-                                                     .bf16 = o.bf16,
-                                                     .memory_per_device = o.memory_per_device,
-                                                     .time_limit_s = o.plan_time});
+    auto a = std::make_shared<AutoShard>(mesh, "data", auto_options);
+    a->explain_mesh(why);
+    d = a;
   } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
   } else if (o.plan == "megatron") {

@@ -44,7 +44,9 @@ GPT2Config model_config(CommonOptions& o);
 // Layout map keys that match no weight of `model`: a warning on stderr, or
 // with --strict an error.
 void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model);
-// The distribution the options ask for, or null for one device.
-std::shared_ptr<Distribution> make_distribution(const CommonOptions& o);
+// The distribution the options ask for, or null for one device. With
+// --devices and --plan auto, AutoShard chooses the mesh's shape for `model`
+// (which must be compiled).
+std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model);
 
 }  // namespace autoshard::cli

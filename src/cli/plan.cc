@@ -81,12 +81,12 @@ void run_plan(PlanOptions& o) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
-  std::shared_ptr<Distribution> dist = make_distribution(o);
   GPT2 model(cfg, o.seq, o.seed);
   model.set_recompute(o.recompute);
+  model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
+  std::shared_ptr<Distribution> dist = make_distribution(o, model);
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
-  model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
   const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});
   const DeviceMesh& mesh = p.mesh;
   const bool bf16 = o.dtype == "bf16";

@@ -212,10 +212,10 @@ void run_train(TrainOptions& o) {
   check_config_fits(cfg);
   GPT2 model(cfg, o.seq, o.seed);
   model.set_recompute(o.recompute);
-  model.set_distribution(make_distribution(o));
-  check_layout_map(o, model.distribution_strategy().get(), model);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
+  model.set_distribution(make_distribution(o, model));
+  check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
   const int64_t start = open_checkpoints(o, model, manager);
@@ -300,8 +300,8 @@ void run_eval(EvalOptions& o) {
   TokenData data = load_data(o, cfg);
   AS_CHECK(o.batches > 0, "--batches must be positive");
   GPT2 model(cfg, o.seq, o.seed);
-  model.set_distribution(make_distribution(o));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  model.set_distribution(make_distribution(o, model));
   if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;

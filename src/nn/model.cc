@@ -18,8 +18,8 @@ Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::str
     : name_(std::move(name)),
       symbolic_inputs_(std::move(inputs)),
       symbolic_output_(std::move(output)) {
-  AS_CHECK(symbolic_inputs_.size() == 1, "Model ", name_,
-           ": exactly one input is supported, got ", symbolic_inputs_.size());
+  AS_CHECK(symbolic_inputs_.size() == 1, "Model ", name_, ": exactly one input is supported, got ",
+           symbolic_inputs_.size());
   for (const SymbolicTensor& s : symbolic_inputs_) {
     AS_CHECK(s.get() && !s.node().layer, "Model ", name_, ": inputs must come from Input()");
     input_specs_.push_back({s.node().shape, s.node().dtype});
@@ -209,6 +209,10 @@ void Model::check_memory(const CompiledStep& step) const {
            " is available; use a smaller model or batch, or more devices (mpirun)");
 }
 
+Graph Model::training_graph(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
+  return trace_step(Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype).graph;
+}
+
 Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype,
                                const std::vector<int>& devices) {
   AS_CHECK(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
@@ -229,7 +233,8 @@ double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext
 double Model::train_on_batch(const Tensor& x, const Tensor& y) {
   AS_CHECK(optimizer_ && loss_, "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
-  double loss = run(Mode::Train, x, &y, {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)});
+  double loss =
+      run(Mode::Train, x, &y, {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)});
   ++iterations_;
   return loss;
 }

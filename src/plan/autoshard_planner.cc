@@ -8,11 +8,13 @@
 // every op of that step (handed to the partitioner as decisions).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/plan/cluster.h"
+#include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
@@ -83,6 +85,45 @@ std::vector<int> agreed_answer(const ShardingProblem& problem, const AutoShardOp
   return strategy;
 }
 
+// Device 0's memory under a plan as the executor will hold it (its buffer
+// plan, with the copies that conversions make), less the process itself.
+double planned_memory(const Graph& g, const PartitionRequest& request, const Cluster& cluster,
+                      const DeviceMesh& mesh, bool bf16) {
+  const Partition p = partition(g, mesh, request, {}, {0});
+  const StepPrediction predicted = predict(p, cluster, {bf16});
+  return predicted.memory.total() - predicted.memory.process;
+}
+
+// The solver's answer, checked against the executor's real memory: the
+// problem counts each value once, but conversions make copies (a gathered
+// weight kept for the backward pass, say). When the real peak is over the
+// budget, the problem's limit is lowered by the overshoot and solved again.
+std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Cluster& cluster,
+                                const AutoShardOptions& o, const DeviceMesh& mesh) {
+  const int64_t budget = *sp.problem.usage_limit;
+  double real = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<int> strategy;
+    try {
+      strategy = agreed_answer(sp.problem, o, mesh);
+    } catch (const Error&) {
+      if (attempt == 0) throw;
+      break;  // nothing fits the lowered limit: report the user's budget
+    }
+    real = planned_memory(g, sp.request(strategy), cluster, mesh, o.bf16);
+    if (real <= double(budget)) {
+      sp.problem.usage_limit = budget;
+      return strategy;
+    }
+    sp.problem.usage_limit =
+        static_cast<int64_t>(double(*sp.problem.usage_limit) * double(budget) / real * 0.98);
+  }
+  fail("AutoShard: no plan found fits in ", mebibytes(budget), " per device on mesh ",
+       mesh.to_string(), " (the last needs ", mebibytes(int64_t(real)),
+       " with the copies its conversions make); give more memory per device, more devices, a "
+       "smaller batch, or --recompute");
+}
+
 }  // namespace
 
 AutoShard::AutoShard(DeviceMesh mesh, std::string batch_dim_name, AutoShardOptions options)
@@ -96,7 +137,7 @@ void AutoShard::prepare(const Graph& g) {
   so.memory_per_device = options_.memory_per_device;
   for (int id : g.inputs()) so.fixed[id] = input_layout(g.node(id).shape);
   StrategyProblem sp = build_strategy_problem(g, mesh(), cluster, so);
-  const std::vector<int> strategy = agreed_answer(sp.problem, options_, mesh());
+  const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh());
   const __int128 cost = sp.problem.cost(strategy);
   const int64_t peak = sp.problem.peak_usage(strategy);
 
@@ -138,6 +179,38 @@ void AutoShard::prepare(const Graph& g) {
   problem_ = std::move(sp.problem);
   solution_ = strategy;
   prepared_ = true;
+}
+
+DeviceMesh AutoShard::choose_mesh(const Graph& g, int devices, const std::string& batch_dim_name,
+                                  const AutoShardOptions& options, std::vector<std::string>* why) {
+  AS_CHECK(devices >= 1, "choose_mesh: need at least one device, got ", devices);
+  const Cluster cluster = Cluster::named(options.cluster);
+  std::vector<int> splits;
+  for (int d = 1; d <= devices; ++d)
+    if (devices % d == 0) splits.push_back(d);
+  AutoShardOptions each = options;
+  each.time_limit_s =
+      options.time_limit_s > 0 ? options.time_limit_s / double(splits.size()) : 0.25;
+  std::optional<DeviceMesh> best;
+  __int128 best_cost = 0;
+  for (int d : splits) {
+    const DeviceMesh mesh({d, devices / d}, {batch_dim_name, "model"});
+    AutoShard candidate(mesh, batch_dim_name, each);
+    std::string line = mesh.to_string() + ": ";
+    try {
+      candidate.prepare(g);
+      const __int128 cost = candidate.problem().cost(candidate.solution());
+      line += candidate.reasons().front();
+      if (!best || cost < best_cost) best = mesh, best_cost = cost;
+    } catch (const Error& e) {
+      line += e.what();
+    }
+    if (why) why->push_back(line);
+  }
+  AS_CHECK(best.has_value(), "AutoShard: no mesh of ", devices,
+           " devices fits this step; give more memory per device, more devices, a smaller batch, "
+           "or --recompute");
+  return *best;
 }
 
 Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) const {

@@ -19,8 +19,8 @@
 #include "autoshard/nn/weight_source.h"
 #include "autoshard/nn/weight_store.h"
 #include "autoshard/optim/optimizers.h"
-#include "autoshard/runtime/compiled_step.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/compiled_step.h"
 
 namespace autoshard {
 
@@ -53,6 +53,9 @@ class Model {
   void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
   void set_distribution(std::shared_ptr<Distribution> d);
   const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
+  // The whole (unpartitioned) training step for these batch shapes, as a
+  // planner sees it (AutoShard::choose_mesh). Needs compile().
+  Graph training_graph(const Shape& x_shape, const Shape& y_shape, DType y_dtype = DType::I32);
   // The partitioned training step for these batch shapes, without touching
   // any weight (for `autoshard plan`), lowered for `devices` only (default:
   // device 0, which holds the largest blocks). Needs a distribution.

@@ -141,6 +141,17 @@ class AutoShard : public Distribution {
   const std::vector<int>& solution() const { return solution_; }
   const AutoShardOptions& options() const { return options_; }
 
+  // The mesh shape for `devices` devices: each split into a batch axis and
+  // a "model" axis (data=d, model=devices/d) is planned, and the one with
+  // the lowest predicted step time that fits wins. `why` gets one line per
+  // shape tried.
+  static DeviceMesh choose_mesh(const Graph& step, int devices, const std::string& batch_dim_name,
+                                const AutoShardOptions& options, std::vector<std::string>* why);
+  // Lines that explain how the mesh was chosen, listed first in reasons().
+  void explain_mesh(const std::vector<std::string>& lines) {
+    for (const std::string& l : lines) reasons_.push_back("mesh " + l);
+  }
+
  private:
   AutoShardOptions options_;
   std::map<std::string, Sharding> plan_;
