@@ -27,7 +27,8 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   add_seed(cmd, "--seed", o.seed, "seed of the weight initialisation and of the data windows");
   cmd->add_option("--mesh", o.mesh, "device mesh, e.g. data=2,model=3 (in-process devices)");
   add_int(cmd, "--devices", o.devices, 1, kMaxMeshDevices,
-          "N devices, mesh chosen automatically: data=gcd(N,B), model=the rest")
+          "N devices, the mesh shape chosen for you: by AutoShard's prediction with --plan "
+          "auto, else data=gcd(N,B), model=the rest (under mpirun: one per rank)")
       ->default_str("");
   cmd->add_option("--plan", o.plan, "auto (AutoShard), data, megatron, or a layout map JSON file")
       ->capture_default_str();
@@ -66,15 +67,19 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                                       .time_limit_s = o.plan_time};
   DeviceMesh mesh;
   std::vector<std::string> why;
+  // Under mpirun with neither flag: one device per rank.
+  const int devices = o.mesh.empty() && o.devices == 0 && World::process().distributed()
+                          ? World::process().size()
+                          : o.devices;
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);
-  } else if (o.devices > 1 && o.plan == "auto") {
+  } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
-    mesh = AutoShard::choose_mesh(model.training_graph(batch, batch), o.devices, "data",
-                                  auto_options, &why);
-  } else if (o.devices > 0) {
-    const int data = static_cast<int>(std::gcd<int64_t>(o.devices, o.batch));
-    mesh = DeviceMesh({data, o.devices / data}, {"data", "model"});
+    mesh = AutoShard::choose_mesh(model.training_graph(batch, batch), devices, "data", auto_options,
+                                  &why);
+  } else if (devices > 0) {
+    const int data = static_cast<int>(std::gcd<int64_t>(devices, o.batch));
+    mesh = DeviceMesh({data, devices / data}, {"data", "model"});
   } else {
     return nullptr;
   }

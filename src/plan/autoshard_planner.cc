@@ -170,10 +170,18 @@ void AutoShard::prepare(const Graph& g) {
     const Node& n = g.node(sp.graph_node[i]);
     if (!n.is_weight()) continue;
     std::string line = n.leaf().name + " " + plan_[n.leaf().name].to_string(mesh());
-    if (strategy[i] != 0) {
-      const auto [more, bytes] = change_of(sp.problem, edges_of, strategy, int(i), 0);
-      line += ": replicated instead would add " + milliseconds(more) + " and " + mebibytes(bytes);
+    // The best rejected layout: the cheapest other choice, the rest held.
+    int rejected = -1;
+    std::pair<int64_t, int64_t> delta;
+    for (int s = 0; s < int(sp.choices[i].size()); ++s) {
+      if (s == strategy[i]) continue;
+      const auto d = change_of(sp.problem, edges_of, strategy, int(i), s);
+      if (rejected < 0 || d.first < delta.first) rejected = s, delta = d;
     }
+    if (rejected >= 0)
+      line += "; next best " + sp.choices[i][rejected].output.to_string(mesh()) + ": +" +
+              milliseconds(delta.first) + ", " + (delta.second >= 0 ? "+" : "") +
+              mebibytes(delta.second) + " per device";
     reasons_.push_back(line);
   }
   problem_ = std::move(sp.problem);

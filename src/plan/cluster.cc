@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
+#include "autoshard/runtime/memory.h"
 
 namespace autoshard {
 
@@ -53,7 +54,8 @@ Cluster h100() {
 }
 
 // This machine before any calibration: an AVX2 core's 32 FLOP per cycle at
-// 2.5 GHz, 20 GB/s of memory bandwidth, the cores shared by the devices.
+// 2.5 GHz, 20 GB/s of memory bandwidth, the memory available now, the cores
+// shared by the devices.
 Cluster cpu_default() {
   Cluster c;
   c.name = "cpu";
@@ -61,7 +63,7 @@ Cluster cpu_default() {
   c.oversubscribed_efficiency = 0.8;
   c.flops_f32 = c.flops_bf16 = 80e9 * c.shared_cores;
   c.gemm_efficiency = {{1e5, 0.10}, {1e6, 0.40}, {1e7, 0.70}, {1e8, 0.85}, {1e9, 0.90}};
-  c.memory_bytes = 16.0 * (1 << 30);
+  c.memory_bytes = double(available_memory_bytes().value_or(int64_t{16} << 30));
   c.memory_bandwidth = 20e9;
   c.stream_efficiency = 0.5;
   c.op_overhead = 2e-6;
