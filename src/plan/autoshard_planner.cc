@@ -193,16 +193,23 @@ DeviceMesh AutoShard::choose_mesh(const Graph& g, int devices, const std::string
                                   const AutoShardOptions& options, std::vector<std::string>* why) {
   AS_CHECK(devices >= 1, "choose_mesh: need at least one device, got ", devices);
   const Cluster cluster = Cluster::named(options.cluster);
-  std::vector<int> splits;
-  for (int d = 1; d <= devices; ++d)
-    if (devices % d == 0) splits.push_back(d);
+  // data x model, and data x model x seq with both of the last two > 1 (a
+  // third axis any op may split on, e.g. the sequence of Megatron-SP).
+  std::vector<DeviceMesh> shapes;
+  for (int d = 1; d <= devices; ++d) {
+    if (devices % d) continue;
+    const int rest = devices / d;
+    shapes.push_back(DeviceMesh({d, rest}, {batch_dim_name, "model"}));
+    for (int m = 2; m < rest; ++m)
+      if (rest % m == 0)
+        shapes.push_back(DeviceMesh({d, m, rest / m}, {batch_dim_name, "model", "seq"}));
+  }
   AutoShardOptions each = options;
   each.time_limit_s =
-      options.time_limit_s > 0 ? options.time_limit_s / double(splits.size()) : 0.25;
+      options.time_limit_s > 0 ? options.time_limit_s / double(shapes.size()) : 0.25;
   std::optional<DeviceMesh> best;
   __int128 best_cost = 0;
-  for (int d : splits) {
-    const DeviceMesh mesh({d, devices / d}, {batch_dim_name, "model"});
+  for (const DeviceMesh& mesh : shapes) {
     AutoShard candidate(mesh, batch_dim_name, each);
     std::string line = mesh.to_string() + ": ";
     try {

@@ -141,10 +141,10 @@ class AutoShard : public Distribution {
   const std::vector<int>& solution() const { return solution_; }
   const AutoShardOptions& options() const { return options_; }
 
-  // The mesh shape for `devices` devices: each split into a batch axis and
-  // a "model" axis (data=d, model=devices/d) is planned, and the one with
-  // the lowest predicted step time that fits wins. `why` gets one line per
-  // shape tried.
+  // The mesh shape for `devices` devices: each factorisation into a batch
+  // axis and a "model" axis (data=d, model=devices/d), and into three axes
+  // (data, model, seq) is planned, and the one with the lowest predicted
+  // step time that fits wins. `why` gets one line per shape tried.
   static DeviceMesh choose_mesh(const Graph& step, int devices, const std::string& batch_dim_name,
                                 const AutoShardOptions& options, std::vector<std::string>* why);
   // Lines that explain how the mesh was chosen, listed first in reasons().
