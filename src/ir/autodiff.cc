@@ -9,7 +9,7 @@ namespace autoshard {
 std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
   Graph& g = *loss.graph;
   AS_CHECK(loss.shape().empty(), "gradients: the loss must be a scalar, got ",
-        shape_str(loss.shape()));
+           shape_str(loss.shape()));
   const int end = loss.id + 1;  // nodes after the loss cannot influence it
 
   // Which nodes lie on a path from a wrt value to the loss.
@@ -31,6 +31,7 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
     if (!any) continue;
     const OpDef& def = op_def(node.op);
     AS_CHECK(def.vjp != nullptr, "gradients: op ", def.name, " has no gradient rule");
+    g.set_block(node.block);  // a block's gradient is part of the block
     std::vector<Value> in_grads = def.vjp(g, i, grad[i]);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int in = node.inputs[k];
@@ -38,6 +39,7 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
       grad[in] = grad[in].valid() ? ops::add(grad[in], in_grads[k]) : in_grads[k];
     }
   }
+  g.set_block(-1);
   std::vector<Value> out;
   for (const Value& v : wrt)
     out.push_back(v.id < end && grad[v.id].valid() ? grad[v.id] : ops::constant(g, v.shape(), 0.0));

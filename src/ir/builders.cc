@@ -84,7 +84,8 @@ Value broadcast_to(Value x, Shape shape) {
 Value sum_to(Value x, Shape shape) {
   if (x.shape() == shape) return x;
   const Shape& xs = x.shape();
-  AS_CHECK(xs.size() >= shape.size(), "sum_to: cannot sum ", shape_str(xs), " to ", shape_str(shape));
+  AS_CHECK(xs.size() >= shape.size(), "sum_to: cannot sum ", shape_str(xs), " to ",
+           shape_str(shape));
   const size_t lead = xs.size() - shape.size();
   std::vector<int64_t> axes;
   for (size_t i = 0; i < xs.size(); ++i)

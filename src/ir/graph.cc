@@ -55,7 +55,13 @@ void Node::wrong_attrs() const {
 }
 
 Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
-  Node n{op, {}, {}, DType::F32, std::move(attrs), current_region_};
+  Node n{op,
+         {},
+         {},
+         DType::F32,
+         std::move(attrs),
+         current_region_,
+         current_region_ >= 0 ? current_region_ : current_block_};
   for (const Value& v : inputs) {
     AS_CHECK(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
     n.inputs.push_back(v.id);
@@ -152,7 +158,7 @@ DType input_dtype(const Graph& g, const Node& n, int i) {
 
 void expect_inputs(const Node& n, size_t count) {
   AS_CHECK(n.inputs.size() == count, "op ", op_def(n.op).name ? op_def(n.op).name : "?", " takes ",
-        count, " inputs, got ", n.inputs.size());
+           count, " inputs, got ", n.inputs.size());
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -162,7 +168,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     int64_t da = k < r - a.size() ? 1 : a[k - (r - a.size())];
     int64_t db = k < r - b.size() ? 1 : b[k - (r - b.size())];
     AS_CHECK(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
-          " do not broadcast");
+             " do not broadcast");
     out[k] = da == 1 ? db : da;
   }
   return out;
@@ -175,7 +181,8 @@ LoopNest broadcast_loops(const Graph& g, const Node& n) {
     const Shape& s = input_shape(g, n, static_cast<int>(k));
     const size_t lead = n.shape.size() - s.size();
     std::vector<int> dims;
-    for (size_t j = 0; j < s.size(); ++j) dims.push_back(s[j] == n.shape[j + lead] ? int(j + lead) : -1);
+    for (size_t j = 0; j < s.size(); ++j)
+      dims.push_back(s[j] == n.shape[j + lead] ? int(j + lead) : -1);
     nest.inputs.push_back(dims);
   }
   return nest;

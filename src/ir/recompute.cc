@@ -19,7 +19,10 @@ Recomputed recompute_regions(const Graph& g, int loss) {
   auto append = [&](const Node& node, const std::vector<int>& from) {
     std::vector<Value> ins;
     for (int in : node.inputs) ins.push_back(out.graph.value(from[in]));
-    return out.graph.add(node.op, ins, node.attrs).id;
+    out.graph.set_block(node.block);  // copies stay in their block (for the planner)
+    const int id = out.graph.add(node.op, ins, node.attrs).id;
+    out.graph.set_block(-1);
+    return id;
   };
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);

@@ -1,7 +1,8 @@
+#include "ir/shard_rule.h"
+
 #include <algorithm>
 
 #include "ir/op_def.h"
-#include "ir/shard_rule.h"
 
 namespace autoshard {
 

@@ -20,12 +20,22 @@ std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value
   AS_CHECK(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
   Value scale = ops::constant(g, {}, 1.0);
   if (clipnorm > 0 && !grads.empty()) {
+    // Each parameter's share of the work belongs to its block (Node::block).
+    g.set_block(params[0].node().block);
     Value sumsq = g.add(Op::SumSquares, {grads[0]});
-    for (size_t i = 1; i < grads.size(); ++i) sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
+    for (size_t i = 1; i < grads.size(); ++i) {
+      g.set_block(params[i].node().block);
+      sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
+    }
+    g.set_block(-1);
     scale = g.add(Op::ClipScale, {sumsq}, ClipAttrs{clipnorm});
   }
   std::vector<SlotSpec> slots;
-  for (size_t i = 0; i < params.size(); ++i) update_one(g, params[i], grads[i], scale, slots);
+  for (size_t i = 0; i < params.size(); ++i) {
+    g.set_block(params[i].node().block);
+    update_one(g, params[i], grads[i], scale, slots);
+  }
+  g.set_block(-1);
   return slots;
 }
 
@@ -79,7 +89,8 @@ std::shared_ptr<Optimizer> Adam(AdamOptions o) {
   return std::make_shared<AdamOptimizer>(o, false);
 }
 std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
-  const AdamOptions same{o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.clipnorm};
+  const AdamOptions same{o.learning_rate, o.beta_1,       o.beta_2,
+                         o.epsilon,       o.weight_decay, o.clipnorm};
   return std::make_shared<AdamOptimizer>(same, true);
 }
 
@@ -88,8 +99,10 @@ std::function<double(int64_t)> cosine_decay(double peak, int64_t decay_steps, do
   AS_CHECK(peak > 0 && decay_steps >= 0 && warmup_steps >= 0 && alpha >= 0 && alpha <= 1,
            "cosine_decay: needs peak > 0, steps >= 0 and alpha in [0, 1]");
   return [=](int64_t step) {
-    if (step <= warmup_steps) return peak * double(step) / double(std::max<int64_t>(1, warmup_steps));
-    const double t = std::min(1.0, double(step - warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
+    if (step <= warmup_steps)
+      return peak * double(step) / double(std::max<int64_t>(1, warmup_steps));
+    const double t =
+        std::min(1.0, double(step - warmup_steps) / double(std::max<int64_t>(1, decay_steps)));
     return peak * (alpha + (1 - alpha) * 0.5 * (1 + std::cos(M_PI * t)));
   };
 }

@@ -102,7 +102,7 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
                                 const AutoShardOptions& o, const DeviceMesh& mesh) {
   const int64_t budget = *sp.problem.usage_limit;
   double real = 0;
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
     std::vector<int> strategy;
     try {
       strategy = agreed_answer(sp.problem, o, mesh);
@@ -116,7 +116,7 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
       return strategy;
     }
     sp.problem.usage_limit =
-        static_cast<int64_t>(double(*sp.problem.usage_limit) * double(budget) / real * 0.98);
+        static_cast<int64_t>(double(*sp.problem.usage_limit) * double(budget) / real * 0.95);
   }
   fail("AutoShard: no plan found fits in ", mebibytes(budget), " per device on mesh ",
        mesh.to_string(), " (the last needs ", mebibytes(int64_t(real)),
@@ -166,11 +166,11 @@ void AutoShard::prepare(const Graph& g) {
     edges_of[sp.problem.edges[e].u].push_back(static_cast<int>(e));
     edges_of[sp.problem.edges[e].v].push_back(static_cast<int>(e));
   }
+  std::vector<std::string> lines(g.size());  // by weight node, in the model's order
   for (size_t i = 0; i < sp.problem.nodes.size(); ++i) {
-    const Node& n = g.node(sp.graph_node[i]);
-    if (!n.is_weight()) continue;
-    std::string line = n.leaf().name + " " + plan_[n.leaf().name].to_string(mesh());
-    // The best rejected layout: the cheapest other choice, the rest held.
+    if (!g.node(sp.members[i].front()).is_weight()) continue;
+    // The best rejected layout: the cheapest other choice, the rest held
+    // (for every layer that shares this decision together).
     int rejected = -1;
     std::pair<int64_t, int64_t> delta;
     for (int s = 0; s < int(sp.choices[i].size()); ++s) {
@@ -178,12 +178,20 @@ void AutoShard::prepare(const Graph& g) {
       const auto d = change_of(sp.problem, edges_of, strategy, int(i), s);
       if (rejected < 0 || d.first < delta.first) rejected = s, delta = d;
     }
+    std::string why;
     if (rejected >= 0)
-      line += "; next best " + sp.choices[i][rejected].output.to_string(mesh()) + ": +" +
-              milliseconds(delta.first) + ", " + (delta.second >= 0 ? "+" : "") +
-              mebibytes(delta.second) + " per device";
-    reasons_.push_back(line);
+      why = "; next best " + sp.choices[i][rejected].output.to_string(mesh()) + ": +" +
+            milliseconds(delta.first) + ", " + (delta.second >= 0 ? "+" : "") +
+            mebibytes(delta.second) + " per device";
+    if (sp.members[i].size() > 1)
+      why += " (decided once for " + std::to_string(sp.members[i].size()) + " layers)";
+    for (int m : sp.members[i]) {
+      const std::string& name = g.node(m).leaf().name;
+      lines[m] = name + " " + plan_[name].to_string(mesh()) + why;
+    }
   }
+  for (const std::string& line : lines)
+    if (!line.empty()) reasons_.push_back(line);
   problem_ = std::move(sp.problem);
   solution_ = strategy;
   prepared_ = true;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "autoshard/error.h"
@@ -73,6 +75,51 @@ class ConversionPrices {
   std::unordered_map<std::string, int64_t> cache_;
 };
 
+// For every node, the node whose strategy it shares (itself when untied):
+// the blocks (Node::block) whose node lists match the first such block node
+// for node (op, shapes, strategies, and where each input comes from) are
+// tied position by position, so the solver decides a transformer layer once.
+std::vector<int> tied_representatives(const Graph& g, const std::vector<int>& choice_count) {
+  const int n = g.size();
+  std::vector<int> rep(n);
+  for (int i = 0; i < n; ++i) rep[i] = i;
+  std::map<int, std::vector<int>> blocks;
+  for (int i = 0; i < n; ++i)
+    if (g.node(i).block >= 0) blocks[g.node(i).block].push_back(i);
+  std::vector<int> position(n, -1);
+  for (auto& [b, ids] : blocks)
+    for (size_t p = 0; p < ids.size(); ++p) position[ids[p]] = int(p);
+  auto signature = [&](const std::vector<int>& ids) {
+    std::string sig;
+    for (int i : ids) {
+      const Node& node = g.node(i);
+      sig += std::to_string(int(node.op));
+      sig += shape_str(node.shape);
+      sig += std::to_string(choice_count[i]);
+      sig += '(';
+      for (int in : node.inputs) {  // inside the block: its position; else its shape
+        if (g.node(in).block == node.block) {
+          sig += std::to_string(position[in]);
+        } else {
+          sig += 'x';
+          sig += shape_str(g.node(in).shape);
+        }
+        sig += ',';
+      }
+      sig += ')';
+    }
+    return sig;
+  };
+  std::map<std::string, int> first_with;
+  for (auto& [b, ids] : blocks) {
+    auto [it, inserted] = first_with.try_emplace(signature(ids), b);
+    if (inserted) continue;
+    const std::vector<int>& model = blocks[it->second];
+    for (size_t p = 0; p < ids.size(); ++p) rep[ids[p]] = model[p];
+  }
+  return rep;
+}
+
 }  // namespace
 
 StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, const Cluster& c,
@@ -82,10 +129,10 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
   ShardingProblem& p = sp.problem;
   p.name = "autoshard step on " + mesh.to_string();
   const int n = g.size();
-  std::vector<int> index(n, -1);  // graph node -> problem node
 
   // Live ranges in the traced order: leaves for the whole step; an op from
   // itself to its last user (through the users of views that alias it).
+  std::vector<int64_t> lo(n), hi(n);
   std::vector<int64_t> last_use(n, -1);
   for (int i = 0; i < n; ++i)
     for (int in : g.node(i).inputs) last_use[in] = std::max<int64_t>(last_use[in], i);
@@ -94,29 +141,65 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
     if (node.is_leaf() || !op_def(node.op).aliases_input) continue;
     for (int in : node.inputs) last_use[in] = std::max(last_use[in], last_use[i]);
   }
+  for (int i = 0; i < n; ++i) {
+    const bool leaf = g.node(i).is_leaf();
+    lo[i] = leaf ? 0 : i;
+    hi[i] = leaf ? n : std::max<int64_t>(i + 1, last_use[i] + 1);
+  }
 
-  std::vector<Shape> local_inputs;
+  // Strategies, per node.
+  std::vector<std::vector<ShardDecision>> choices(n);
+  std::vector<int> count(n);
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
-    ShardingProblem::Node pn;
-    std::vector<ShardDecision> choices;
-    if (node.is_leaf()) {
-      if (auto it = o.fixed.find(i); it != o.fixed.end())
-        choices.push_back({{}, it->second});
-      else
-        choices = leaf_choices(node, mesh);
-      pn.lo = 0;
-      pn.hi = n;
-    } else {
+    if (!node.is_leaf()) {
       const OpDef& def = op_def(node.op);
-      choices = enumerate_strategies(def.loops(g, node), mesh, def.linear);
-      pn.lo = i;
-      pn.hi = std::max<int64_t>(i + 1, last_use[i] + 1);
+      choices[i] = enumerate_strategies(def.loops(g, node), mesh, def.linear);
+    } else if (auto it = o.fixed.find(i); it != o.fixed.end()) {
+      choices[i].push_back({{}, it->second});
+    } else {
+      choices[i] = leaf_choices(node, mesh);
     }
+    count[i] = int(choices[i].size());
+  }
+  const std::vector<int> rep = tied_representatives(g, count);
+
+  // Bytes of each node's value per strategy (device 0's block); tied nodes
+  // have their representative's.
+  std::vector<std::vector<int64_t>> usage(n);
+  for (int i = 0; i < n; ++i) {
+    if (rep[i] != i) continue;  // (a representative may come later: backward nodes)
+    const Node& node = g.node(i);
     const bool view = !node.is_leaf() && op_def(node.op).aliases_input;
-    for (const ShardDecision& d : choices) {
-      const Shape local = d.output.local_shape(node.shape, mesh, 0);
-      pn.usage.push_back(view ? 0 : int64_t(double(numel(local)) * element_bytes(node, o.bf16)));
+    for (const ShardDecision& d : choices[i])
+      usage[i].push_back(view ? 0
+                              : int64_t(double(numel(d.output.local_shape(node.shape, mesh, 0))) *
+                                        element_bytes(node, o.bf16)));
+  }
+  for (int i = 0; i < n; ++i)
+    if (rep[i] != i) usage[i] = usage[rep[i]];
+  // Tied nodes are counted at the moment the replicated plan peaks (the end
+  // of the forward pass, for a transformer): every layer's saved
+  // activations, weights and state are live then. (AutoShard then checks
+  // the real peak of its plan and tightens the limit if it is over.)
+  std::vector<int64_t> profile(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const int64_t u = usage[i][0];
+    profile[lo[i]] += u;
+    profile[hi[i]] -= u;
+  }
+  int64_t peak_time = 0, level = 0, highest = -1;
+  for (int t = 0; t < n; ++t)
+    if ((level += profile[t]) > highest) highest = level, peak_time = t;
+
+  // Problem nodes: one per representative.
+  std::vector<int> index(n, -1);
+  std::vector<Shape> local_inputs;
+  for (int i = 0; i < n; ++i) {
+    if (rep[i] != i) continue;
+    const Node& node = g.node(i);
+    ShardingProblem::Node pn;
+    for (const ShardDecision& d : choices[i]) {
       if (node.is_leaf()) {
         pn.cost.push_back(0);
         continue;
@@ -124,40 +207,77 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
       local_inputs.clear();
       for (size_t k = 0; k < node.inputs.size(); ++k)
         local_inputs.push_back(d.inputs[k].local_shape(g.node(node.inputs[k]).shape, mesh, 0));
+      const Shape local = d.output.local_shape(node.shape, mesh, 0);
       pn.cost.push_back(nanoseconds(op_seconds(c, node, local_inputs, local, mesh.size(), o.bf16)));
     }
+    pn.usage.assign(choices[i].size(), 0);
     index[i] = static_cast<int>(p.nodes.size());
-    sp.graph_node.push_back(i);
+    sp.members.push_back({});
     sp.leaf.push_back(node.is_leaf());
-    sp.choices.push_back(std::move(choices));
+    sp.choices.push_back(std::move(choices[i]));
     p.nodes.push_back(std::move(pn));
   }
+  std::vector<bool> tied(p.nodes.size(), false);
+  for (int i = 0; i < n; ++i) {
+    sp.members[index[rep[i]]].push_back(i);
+    if (rep[i] != i) tied[index[rep[i]]] = true;
+  }
+  for (size_t q = 0; q < p.nodes.size(); ++q) {
+    ShardingProblem::Node& pn = p.nodes[q];
+    const std::vector<int>& m = sp.members[q];
+    for (int64_t& cost : pn.cost) cost *= int64_t(m.size());  // tied members cost the same
+    if (!tied[q]) {
+      pn.lo = lo[m[0]], pn.hi = hi[m[0]], pn.usage = usage[m[0]];
+      continue;
+    }
+    pn.lo = peak_time, pn.hi = peak_time + 1;
+    const std::vector<int64_t>& u = usage[m[0]];
+    for (int i : m)
+      if (lo[i] <= peak_time && peak_time < hi[i])
+        for (size_t s = 0; s < u.size(); ++s) pn.usage[s] += u[s];
+  }
 
-  // Edges: producer -> consumer, one per pair (inputs used twice add up).
+  // Edges: producer -> consumer, priced once per tied class of edge and
+  // counted for each; a pair of problem nodes holds one edge.
   ConversionPrices price(c, mesh, o.bf16);
-  std::map<std::pair<int, int>, size_t> edge_of;
+  std::map<std::tuple<int, int, int>, int64_t>
+      times;  // (rep producer, rep consumer, input) -> count
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
-    if (node.is_leaf()) continue;
-    const unsigned mutates = op_def(node.op).mutates;
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int in = node.inputs[k];
-      const int u = index[in], v = index[i];
-      const auto& from = sp.choices[u];
-      const auto& to = sp.choices[v];
-      auto [it, inserted] = edge_of.try_emplace({u, v}, p.edges.size());
-      if (inserted) p.edges.push_back({u, v, std::vector<int64_t>(from.size() * to.size(), 0)});
-      std::vector<int64_t>& cost = p.edges[it->second].cost;
-      const Shape& shape = g.node(in).shape;
+    for (size_t k = 0; k < node.inputs.size(); ++k) ++times[{rep[node.inputs[k]], rep[i], int(k)}];
+  }
+  std::map<std::pair<int, int>, size_t> edge_of;
+  for (const auto& [key, times_used] : times) {
+    const auto [producer, consumer, k] = key;
+    const int u = index[producer], v = index[consumer];
+    const auto& from = sp.choices[u];
+    const auto& to = sp.choices[v];
+    const Shape& shape = g.node(g.node(consumer).inputs[k]).shape;
+    const bool written_back = op_def(g.node(consumer).op).mutates >> k & 1;
+    auto cell = [&](size_t a, size_t b) {
+      const Sharding& need = to[b].inputs[k];
+      int64_t t = price(from[a].output, need, shape);
+      if (written_back) t += price(need, from[a].output, shape);
+      return t >= kForbiddenCost ? kForbiddenCost : std::min(kForbiddenCost, t * times_used);
+    };
+    if (u == v) {  // a tied node feeding its own class: the same strategy on both ends
       for (size_t a = 0; a < from.size(); ++a)
-        for (size_t b = 0; b < to.size(); ++b) {
-          const Sharding& need = to[b].inputs[k];
-          int64_t t = price(from[a].output, need, shape);
-          if (mutates >> k & 1) t += price(need, from[a].output, shape);  // written back
-          int64_t& entry = cost[a * to.size() + b];
-          entry = std::min(kForbiddenCost, entry + t);
-        }
+        p.nodes[u].cost[a] = std::min(kForbiddenCost, p.nodes[u].cost[a] + cell(a, a));
+      continue;
     }
+    const bool flip = u > v;  // one edge per pair, stored lower node first
+    const int first = flip ? v : u, second = flip ? u : v;
+    const size_t width = p.nodes[second].cost.size();
+    auto [it, inserted] = edge_of.try_emplace({first, second}, p.edges.size());
+    if (inserted)
+      p.edges.push_back(
+          {first, second, std::vector<int64_t>(p.nodes[first].cost.size() * width, 0)});
+    std::vector<int64_t>& cost = p.edges[it->second].cost;
+    for (size_t a = 0; a < from.size(); ++a)
+      for (size_t b = 0; b < to.size(); ++b) {
+        int64_t& entry = flip ? cost[b * width + a] : cost[a * width + b];
+        entry = std::min(kForbiddenCost, entry + cell(a, b));
+      }
   }
 
   double limit = o.memory_per_device;
@@ -178,10 +298,12 @@ PartitionRequest StrategyProblem::request(const std::vector<int>& strategy) cons
   PartitionRequest r;
   for (size_t i = 0; i < choices.size(); ++i) {
     const ShardDecision& d = choices[i].at(strategy[i]);
-    if (leaf[i])
-      r.leaves[graph_node[i]] = d.output;
-    else
-      r.decisions[graph_node[i]] = d;
+    for (int node : members[i]) {
+      if (leaf[i])
+        r.leaves[node] = d.output;
+      else
+        r.decisions[node] = d;
+    }
   }
   return r;
 }

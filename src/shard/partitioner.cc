@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/tensor/array_split.h"
@@ -80,7 +81,7 @@ class Lowering {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int in = n.inputs[k];
       shapes.push_back(g_.node(in).shape);
-      ins.push_back(local_.value(reshard(in, d.inputs[k])));
+      ins.push_back(local_.value(reshard(in, d.inputs[k], &n)));
     }
     OpAttrs a = n.attrs;
     const OpDef& def = op_def(n.op);
@@ -100,12 +101,18 @@ class Lowering {
     return out.id;
   }
 
-  // The local id of global value `id` in layout `to` (each conversion made once).
-  int reshard(int id, const Sharding& to) {
+  // The local id of global value `id` in layout `to`, for `consumer`. A
+  // conversion is made once per part of the step: the consumers in one
+  // block's forward pass share it, as do those in its backward pass, but
+  // the backward pass converts again rather than keeping a copy (a weight
+  // gathered for the forward pass, say) alive across the whole step. The
+  // planner prices conversions the same way.
+  int reshard(int id, const Sharding& to, const Node* consumer = nullptr) {
     const Sharding& from = p_.sharding[id];
     const int local = p_.local_of[device_][id];
     if (from == to) return local;
-    auto key = std::make_pair(id, to.to_string(mesh_));
+    const int region = consumer ? consumer->region : -1, block = consumer ? consumer->block : -1;
+    auto key = std::make_tuple(id, to.to_string(mesh_), region, block);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     return cache_[key] = convert(local, from, to, id);
   }
@@ -153,7 +160,7 @@ class Lowering {
   bool record_;
   Graph& local_;
   std::vector<int> coords_;
-  std::map<std::pair<int, std::string>, int> cache_;
+  std::map<std::tuple<int, std::string, int, int>, int> cache_;
 };
 
 }  // namespace

@@ -33,12 +33,12 @@ enum class Op : uint8_t {
   Add,
   Sub,
   Mul,
-  Div,        // elementwise with numpy broadcasting
-  Scale,      // ScaleAttrs: y = factor * x
+  Div,    // elementwise with numpy broadcasting
+  Scale,  // ScaleAttrs: y = factor * x
   Gelu,
-  GeluGrad,   // GeluAttrs; GeluGrad(x, dy)
+  GeluGrad,  // GeluAttrs; GeluGrad(x, dy)
   Relu,
-  ReluGrad,   // ReluGrad(x, dy)
+  ReluGrad,  // ReluGrad(x, dy)
   Tanh,
   TanhGrad,       // TanhGrad(y, dy)
   ReduceSum,      // AxesAttrs: sum over axes, dropping them
@@ -49,21 +49,21 @@ enum class Op : uint8_t {
   NormalizeGrad,  // EpsilonAttrs: (x, dy) -> dx
   // Softmax cross-entropy in three steps, so that a class axis split over
   // devices needs only collectives between them (never gathered logits):
-  RowMax,                 // (x [..., V]) -> [...] max over the last axis
-  CrossEntropyStats,      // ClassShardAttrs: (logits [..., V], targets [...] i32, max [...])
-                          //   -> [..., 2]: sum_c exp(x_c - max), and the target's logit
-  CrossEntropyFinish,     // (stats [..., 2], max [...]) -> loss [...] = log(s) + max - x_t
+  RowMax,                  // (x [..., V]) -> [...] max over the last axis
+  CrossEntropyStats,       // ClassShardAttrs: (logits [..., V], targets [...] i32, max [...])
+                           //   -> [..., 2]: sum_c exp(x_c - max), and the target's logit
+  CrossEntropyFinish,      // (stats [..., 2], max [...]) -> loss [...] = log(s) + max - x_t
   CrossEntropyFinishGrad,  // (stats, dloss [...]) -> dstats [..., 2] = (dloss / s, -dloss)
-  CrossEntropyStatsGrad,  // ClassShardAttrs: (logits, targets, max, dstats [..., 2]) -> dlogits
-  Gather,                 // GatherAttrs: (table [V, ...], ids [...] i32) -> [..., ...]
-  ScatterAdd,             // ScatterAddAttrs: (ids, dy) -> table-shaped sum of dy rows per id
-  Reshape,                // ShapeAttrs (shares storage)
-  Transpose,              // PermAttrs
-  Dropout,                // DropoutAttrs: mask keyed by (seed, step, element index)
-  SumSquares,             // sum of x^2 over all elements -> scalar
-  ClipScale,              // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
-  AdamUpdate,             // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
-  SgdUpdate,              // SgdAttrs: (p, g, buf, scale) updates p, buf in place
+  CrossEntropyStatsGrad,   // ClassShardAttrs: (logits, targets, max, dstats [..., 2]) -> dlogits
+  Gather,                  // GatherAttrs: (table [V, ...], ids [...] i32) -> [..., ...]
+  ScatterAdd,              // ScatterAddAttrs: (ids, dy) -> table-shaped sum of dy rows per id
+  Reshape,                 // ShapeAttrs (shares storage)
+  Transpose,               // PermAttrs
+  Dropout,                 // DropoutAttrs: mask keyed by (seed, step, element index)
+  SumSquares,              // sum of x^2 over all elements -> scalar
+  ClipScale,               // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
+  AdamUpdate,              // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
+  SgdUpdate,               // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):
   AllReduce,      // AllReduceAttrs
   AllGather,      // SplitAttrs
@@ -85,6 +85,10 @@ struct Node {
   // regions are what activation recomputation recomputes, and repeated
   // regions are what the planner solves once.
   int region = -1;
+  // The repeated block the node is part of, for the planner: the region it
+  // was traced in, or for the nodes that differentiate or update a region's
+  // values (gradients, optimizer state and updates), that region. -1: none.
+  int block = -1;
 
   // This op's attributes; an internal error if the op carries another kind.
   template <typename A>
@@ -154,11 +158,14 @@ class Graph {
   int open_region();
   void close_region() { current_region_ = -1; }
   int regions() const { return regions_; }
+  // Nodes added outside any region belong to block `b` (see Node::block)
+  // until it is set back to -1; autodiff and the optimizer set it.
+  void set_block(int b) { current_block_ = b; }
 
  private:
   std::deque<Node> nodes_;  // a deque: references survive push_back
   std::unordered_map<std::string, int> parameter_ids_, input_ids_;
-  int current_region_ = -1, regions_ = 0;
+  int current_region_ = -1, regions_ = 0, current_block_ = -1;
 };
 
 // The nodes `outputs` depend on, plus every op with a side effect and what it

@@ -14,6 +14,11 @@
 //   usage     device 0's bytes of the value, live from its producer to its
 //             last user (weights, slots and inputs: the whole step); the
 //             limit is the memory per device left after the process itself
+//   ties      repeated blocks (transformer layers: Node::block) with the same
+//             structure share one problem node per position: costs add up,
+//             and their memory counts at the step's peak (the end of the
+//             forward pass), when every layer's state and saved
+//             activations are live
 //
 // Costs are integer nanoseconds, usages bytes. `request` turns the solver's
 // answer into the partitioner's input, so what was priced is what runs.
@@ -41,8 +46,10 @@ struct StrategyOptions {
 
 struct StrategyProblem {
   ShardingProblem problem;
-  std::vector<int> graph_node;  // per problem node: its node of the step graph
-  std::vector<bool> leaf;       // per problem node: a weight, slot or input
+  // Per problem node: the step graph's nodes that take its strategy (one,
+  // or the same node of every repeated block: see Node::block).
+  std::vector<std::vector<int>> members;
+  std::vector<bool> leaf;  // per problem node: weights, slots or inputs
   // Per problem node, per strategy: the shardings the op runs with (for a
   // leaf: its layout, as `output`).
   std::vector<std::vector<ShardDecision>> choices;
