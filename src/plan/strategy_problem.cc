@@ -120,155 +120,183 @@ std::vector<int> tied_representatives(const Graph& g, const std::vector<int>& ch
   return rep;
 }
 
-}  // namespace
+// Builds the problem in steps, each over every node of the step graph.
+class Builder {
+ public:
+  Builder(const Graph& g, const DeviceMesh& mesh, const Cluster& c, const StrategyOptions& o)
+      : g_(g), mesh_(mesh), c_(c), o_(o), n_(g.size()), price_(c, mesh, o.bf16) {}
 
-StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, const Cluster& c,
-                                       const StrategyOptions& o) {
-  c.check_mesh(mesh);
-  StrategyProblem sp;
-  ShardingProblem& p = sp.problem;
-  p.name = "autoshard step on " + mesh.to_string();
-  const int n = g.size();
-
-  // Live ranges in the traced order: leaves for the whole step; an op from
-  // itself to its last user (through the users of views that alias it).
-  std::vector<int64_t> lo(n), hi(n);
-  std::vector<int64_t> last_use(n, -1);
-  for (int i = 0; i < n; ++i)
-    for (int in : g.node(i).inputs) last_use[in] = std::max<int64_t>(last_use[in], i);
-  for (int i = n - 1; i >= 0; --i) {
-    const Node& node = g.node(i);
-    if (node.is_leaf() || !op_def(node.op).aliases_input) continue;
-    for (int in : node.inputs) last_use[in] = std::max(last_use[in], last_use[i]);
-  }
-  for (int i = 0; i < n; ++i) {
-    const bool leaf = g.node(i).is_leaf();
-    lo[i] = leaf ? 0 : i;
-    hi[i] = leaf ? n : std::max<int64_t>(i + 1, last_use[i] + 1);
+  StrategyProblem build() {
+    c_.check_mesh(mesh_);
+    sp_.problem.name = "autoshard step on " + mesh_.to_string();
+    live_ranges();
+    strategies();
+    rep_ = tied_representatives(g_, count_);
+    usages();
+    add_nodes();
+    add_edges();
+    sp_.problem.usage_limit = memory_limit();
+    sp_.problem.validate("AutoShard");
+    return std::move(sp_);
   }
 
-  // Strategies, per node.
-  std::vector<std::vector<ShardDecision>> choices(n);
-  std::vector<int> count(n);
-  for (int i = 0; i < n; ++i) {
-    const Node& node = g.node(i);
-    if (!node.is_leaf()) {
-      const OpDef& def = op_def(node.op);
-      choices[i] = enumerate_strategies(def.loops(g, node), mesh, def.linear);
-    } else if (auto it = o.fixed.find(i); it != o.fixed.end()) {
-      choices[i].push_back({{}, it->second});
-    } else {
-      choices[i] = leaf_choices(node, mesh);
+ private:
+  // In the traced order: leaves for the whole step; an op from itself to its
+  // last user (through the users of views that alias it).
+  void live_ranges() {
+    lo_.resize(n_);
+    hi_.resize(n_);
+    std::vector<int64_t> last_use(n_, -1);
+    for (int i = 0; i < n_; ++i)
+      for (int in : g_.node(i).inputs) last_use[in] = std::max<int64_t>(last_use[in], i);
+    for (int i = n_ - 1; i >= 0; --i) {
+      const Node& node = g_.node(i);
+      if (node.is_leaf() || !op_def(node.op).aliases_input) continue;
+      for (int in : node.inputs) last_use[in] = std::max(last_use[in], last_use[i]);
     }
-    count[i] = int(choices[i].size());
+    for (int i = 0; i < n_; ++i) {
+      const bool leaf = g_.node(i).is_leaf();
+      lo_[i] = leaf ? 0 : i;
+      hi_[i] = leaf ? n_ : std::max<int64_t>(i + 1, last_use[i] + 1);
+    }
   }
-  const std::vector<int> rep = tied_representatives(g, count);
+
+  void strategies() {
+    choices_.resize(n_);
+    count_.resize(n_);
+    for (int i = 0; i < n_; ++i) {
+      const Node& node = g_.node(i);
+      if (!node.is_leaf()) {
+        const OpDef& def = op_def(node.op);
+        choices_[i] = enumerate_strategies(def.loops(g_, node), mesh_, def.linear);
+      } else if (auto it = o_.fixed.find(i); it != o_.fixed.end()) {
+        choices_[i].push_back({{}, it->second});
+      } else {
+        choices_[i] = leaf_choices(node, mesh_);
+      }
+      count_[i] = int(choices_[i].size());
+    }
+  }
 
   // Bytes of each node's value per strategy (device 0's block); tied nodes
-  // have their representative's.
-  std::vector<std::vector<int64_t>> usage(n);
-  for (int i = 0; i < n; ++i) {
-    if (rep[i] != i) continue;  // (a representative may come later: backward nodes)
-    const Node& node = g.node(i);
-    const bool view = !node.is_leaf() && op_def(node.op).aliases_input;
-    for (const ShardDecision& d : choices[i])
-      usage[i].push_back(view ? 0
-                              : int64_t(double(numel(d.output.local_shape(node.shape, mesh, 0))) *
-                                        element_bytes(node, o.bf16)));
+  // have their representative's (which may come later: backward nodes).
+  void usages() {
+    usage_.resize(n_);
+    for (int i = 0; i < n_; ++i) {
+      if (rep_[i] != i) continue;
+      const Node& node = g_.node(i);
+      const bool view = !node.is_leaf() && op_def(node.op).aliases_input;
+      for (const ShardDecision& d : choices_[i]) {
+        const double elements = double(numel(d.output.local_shape(node.shape, mesh_, 0)));
+        usage_[i].push_back(view ? 0 : int64_t(elements * element_bytes(node, o_.bf16)));
+      }
+    }
+    for (int i = 0; i < n_; ++i)
+      if (rep_[i] != i) usage_[i] = usage_[rep_[i]];
   }
-  for (int i = 0; i < n; ++i)
-    if (rep[i] != i) usage[i] = usage[rep[i]];
-  // Tied nodes are counted at the moment the replicated plan peaks (the end
-  // of the forward pass, for a transformer): every layer's saved
-  // activations, weights and state are live then. (AutoShard then checks
-  // the real peak of its plan and tightens the limit if it is over.)
-  std::vector<int64_t> profile(n + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    const int64_t u = usage[i][0];
-    profile[lo[i]] += u;
-    profile[hi[i]] -= u;
-  }
-  int64_t peak_time = 0, level = 0, highest = -1;
-  for (int t = 0; t < n; ++t)
-    if ((level += profile[t]) > highest) highest = level, peak_time = t;
 
-  // Problem nodes: one per representative.
-  std::vector<int> index(n, -1);
-  std::vector<Shape> local_inputs;
-  for (int i = 0; i < n; ++i) {
-    if (rep[i] != i) continue;
-    const Node& node = g.node(i);
-    ShardingProblem::Node pn;
-    for (const ShardDecision& d : choices[i]) {
+  // When the replicated plan's memory peaks (the end of the forward pass,
+  // for a transformer: every layer's saved activations, weights and state
+  // are live then). Tied nodes are counted at that moment; AutoShard checks
+  // the real peak of its plan and tightens the limit if it is over.
+  int64_t peak_time() const {
+    std::vector<int64_t> profile(n_ + 1, 0);
+    for (int i = 0; i < n_; ++i) {
+      profile[lo_[i]] += usage_[i][0];
+      profile[hi_[i]] -= usage_[i][0];
+    }
+    int64_t when = 0, level = 0, highest = -1;
+    for (int t = 0; t < n_; ++t)
+      if ((level += profile[t]) > highest) highest = level, when = t;
+    return when;
+  }
+
+  // The op's compute time under each of its strategies.
+  std::vector<int64_t> node_costs(int i) {
+    const Node& node = g_.node(i);
+    std::vector<int64_t> costs;
+    for (const ShardDecision& d : choices_[i]) {
       if (node.is_leaf()) {
-        pn.cost.push_back(0);
+        costs.push_back(0);
         continue;
       }
-      local_inputs.clear();
+      local_inputs_.clear();
       for (size_t k = 0; k < node.inputs.size(); ++k)
-        local_inputs.push_back(d.inputs[k].local_shape(g.node(node.inputs[k]).shape, mesh, 0));
-      const Shape local = d.output.local_shape(node.shape, mesh, 0);
-      pn.cost.push_back(nanoseconds(op_seconds(c, node, local_inputs, local, mesh.size(), o.bf16)));
+        local_inputs_.push_back(d.inputs[k].local_shape(g_.node(node.inputs[k]).shape, mesh_, 0));
+      const Shape local = d.output.local_shape(node.shape, mesh_, 0);
+      costs.push_back(
+          nanoseconds(op_seconds(c_, node, local_inputs_, local, mesh_.size(), o_.bf16)));
     }
-    pn.usage.assign(choices[i].size(), 0);
-    index[i] = static_cast<int>(p.nodes.size());
-    sp.members.push_back({});
-    sp.leaf.push_back(node.is_leaf());
-    sp.choices.push_back(std::move(choices[i]));
-    p.nodes.push_back(std::move(pn));
-  }
-  std::vector<bool> tied(p.nodes.size(), false);
-  for (int i = 0; i < n; ++i) {
-    sp.members[index[rep[i]]].push_back(i);
-    if (rep[i] != i) tied[index[rep[i]]] = true;
-  }
-  for (size_t q = 0; q < p.nodes.size(); ++q) {
-    ShardingProblem::Node& pn = p.nodes[q];
-    const std::vector<int>& m = sp.members[q];
-    for (int64_t& cost : pn.cost) cost *= int64_t(m.size());  // tied members cost the same
-    if (!tied[q]) {
-      pn.lo = lo[m[0]], pn.hi = hi[m[0]], pn.usage = usage[m[0]];
-      continue;
-    }
-    pn.lo = peak_time, pn.hi = peak_time + 1;
-    const std::vector<int64_t>& u = usage[m[0]];
-    for (int i : m)
-      if (lo[i] <= peak_time && peak_time < hi[i])
-        for (size_t s = 0; s < u.size(); ++s) pn.usage[s] += u[s];
+    return costs;
   }
 
-  // Edges: producer -> consumer, priced once per tied class of edge and
-  // counted for each; a pair of problem nodes holds one edge.
-  ConversionPrices price(c, mesh, o.bf16);
-  std::map<std::tuple<int, int, int>, int64_t>
-      times;  // (rep producer, rep consumer, input) -> count
-  for (int i = 0; i < n; ++i) {
-    const Node& node = g.node(i);
-    for (size_t k = 0; k < node.inputs.size(); ++k) ++times[{rep[node.inputs[k]], rep[i], int(k)}];
+  // One problem node per representative: its members' costs added up, its
+  // memory over its live range (untied) or at the peak (tied).
+  void add_nodes() {
+    ShardingProblem& p = sp_.problem;
+    index_.assign(n_, -1);
+    for (int i = 0; i < n_; ++i) {
+      if (rep_[i] != i) continue;
+      index_[i] = static_cast<int>(p.nodes.size());
+      p.nodes.push_back({0, 0, node_costs(i), std::vector<int64_t>(choices_[i].size(), 0)});
+      sp_.members.push_back({});
+      sp_.leaf.push_back(g_.node(i).is_leaf());
+      sp_.choices.push_back(std::move(choices_[i]));
+    }
+    for (int i = 0; i < n_; ++i) sp_.members[index_[rep_[i]]].push_back(i);
+    const int64_t peak = peak_time();
+    for (size_t q = 0; q < p.nodes.size(); ++q) {
+      ShardingProblem::Node& pn = p.nodes[q];
+      const std::vector<int>& m = sp_.members[q];
+      for (int64_t& cost : pn.cost) cost *= int64_t(m.size());
+      if (m.size() == 1) {
+        pn.lo = lo_[m[0]], pn.hi = hi_[m[0]], pn.usage = usage_[m[0]];
+        continue;
+      }
+      pn.lo = peak, pn.hi = peak + 1;
+      for (int i : m)
+        if (lo_[i] <= peak && peak < hi_[i])
+          for (size_t s = 0; s < pn.usage.size(); ++s) pn.usage[s] += usage_[i][s];
+    }
   }
-  std::map<std::pair<int, int>, size_t> edge_of;
-  for (const auto& [key, times_used] : times) {
-    const auto [producer, consumer, k] = key;
-    const int u = index[producer], v = index[consumer];
-    const auto& from = sp.choices[u];
-    const auto& to = sp.choices[v];
-    const Shape& shape = g.node(g.node(consumer).inputs[k]).shape;
-    const bool written_back = op_def(g.node(consumer).op).mutates >> k & 1;
+
+  // Producer -> consumer conversions, priced once per tied class of edge
+  // and counted for each; a pair of problem nodes holds one edge.
+  void add_edges() {
+    std::map<std::tuple<int, int, int>, int64_t> times;  // (producer, consumer, input) reps
+    for (int i = 0; i < n_; ++i) {
+      const Node& node = g_.node(i);
+      for (size_t k = 0; k < node.inputs.size(); ++k)
+        ++times[{rep_[node.inputs[k]], rep_[i], int(k)}];
+    }
+    for (const auto& [key, count] : times) {
+      const auto [producer, consumer, k] = key;
+      add_edge(producer, consumer, k, count);
+    }
+  }
+
+  void add_edge(int producer, int consumer, int k, int64_t count) {
+    ShardingProblem& p = sp_.problem;
+    const int u = index_[producer], v = index_[consumer];
+    const auto& from = sp_.choices[u];
+    const auto& to = sp_.choices[v];
+    const Shape& shape = g_.node(g_.node(consumer).inputs[k]).shape;
+    const bool written_back = op_def(g_.node(consumer).op).mutates >> k & 1;
     auto cell = [&](size_t a, size_t b) {
       const Sharding& need = to[b].inputs[k];
-      int64_t t = price(from[a].output, need, shape);
-      if (written_back) t += price(need, from[a].output, shape);
-      return t >= kForbiddenCost ? kForbiddenCost : std::min(kForbiddenCost, t * times_used);
+      int64_t t = price_(from[a].output, need, shape);
+      if (written_back) t += price_(need, from[a].output, shape);
+      return t >= kForbiddenCost ? kForbiddenCost : std::min(kForbiddenCost, t * count);
     };
-    if (u == v) {  // a tied node feeding its own class: the same strategy on both ends
+    if (u == v) {  // a tied node feeding its own class: one strategy on both ends
       for (size_t a = 0; a < from.size(); ++a)
         p.nodes[u].cost[a] = std::min(kForbiddenCost, p.nodes[u].cost[a] + cell(a, a));
-      continue;
+      return;
     }
-    const bool flip = u > v;  // one edge per pair, stored lower node first
+    const bool flip = u > v;  // stored lower node first
     const int first = flip ? v : u, second = flip ? u : v;
     const size_t width = p.nodes[second].cost.size();
-    auto [it, inserted] = edge_of.try_emplace({first, second}, p.edges.size());
+    auto [it, inserted] = edge_of_.try_emplace({first, second}, p.edges.size());
     if (inserted)
       p.edges.push_back(
           {first, second, std::vector<int64_t>(p.nodes[first].cost.size() * width, 0)});
@@ -280,16 +308,37 @@ StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, c
       }
   }
 
-  double limit = o.memory_per_device;
-  if (limit <= 0) {
-    limit = c.memory_bytes - c.process_bytes;
-    if (c.shared_cores > 0) limit /= mesh.size();  // in-process devices share the machine
+  int64_t memory_limit() const {
+    double limit = o_.memory_per_device;
+    if (limit <= 0) {
+      limit = c_.memory_bytes - c_.process_bytes;
+      if (c_.shared_cores > 0) limit /= mesh_.size();  // in-process devices share the machine
+    }
+    AS_CHECK(limit > 0, "the memory per device must be positive (cluster '", c_.name, "' has ",
+             c_.memory_bytes, " bytes, the process ", c_.process_bytes, ")");
+    return static_cast<int64_t>(std::min(limit, 9e18));
   }
-  AS_CHECK(limit > 0, "the memory per device must be positive (cluster '", c.name, "' has ",
-           c.memory_bytes, " bytes, the process ", c.process_bytes, ")");
-  p.usage_limit = static_cast<int64_t>(std::min(limit, 9e18));
-  p.validate("AutoShard");
-  return sp;
+
+  const Graph& g_;
+  const DeviceMesh& mesh_;
+  const Cluster& c_;
+  const StrategyOptions& o_;
+  const int n_;
+  ConversionPrices price_;
+  StrategyProblem sp_;
+  std::vector<int64_t> lo_, hi_;                     // per graph node: live range
+  std::vector<std::vector<ShardDecision>> choices_;  // per graph node (moved to sp_ for reps)
+  std::vector<int> count_, rep_, index_;             // strategies, representative, problem node
+  std::vector<std::vector<int64_t>> usage_;          // per graph node, per strategy
+  std::map<std::pair<int, int>, size_t> edge_of_;
+  std::vector<Shape> local_inputs_;
+};
+
+}  // namespace
+
+StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, const Cluster& c,
+                                       const StrategyOptions& o) {
+  return Builder(g, mesh, c, o).build();
 }
 
 PartitionRequest StrategyProblem::request(const std::vector<int>& strategy) const {
