@@ -1,6 +1,7 @@
 #include "autoshard/comm/thread_communicator.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -128,9 +129,14 @@ ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
       int id = mesh_group_id(mesh, a, r);
       if (!groups_[id]) groups_[id] = std::make_unique<GroupState>(mesh.axis_size(a));
     }
+  for (int r = 0; r < mesh.size(); ++r)
+    comms_.push_back(std::make_unique<ThreadCommunicator>(*this, r));
 }
 
-ThreadWorld::~ThreadWorld() = default;
+// The crew joins first: its threads use the communicators and group states.
+ThreadWorld::~ThreadWorld() {
+  crew_.reset();
+}
 
 ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) {
   return *groups_.at(g.id);
@@ -142,38 +148,85 @@ void ThreadWorld::abort() {
     if (gs) gs->abort();
 }
 
+// The threads of ranks 1..size-1: each waits for the next generation of
+// work, runs it, and reports back.
+struct ThreadWorld::Crew {
+  std::mutex mu;
+  std::condition_variable start, done;
+  uint64_t generation = 0;
+  int pending = 0;
+  bool quit = false;
+  const std::function<void(int, Communicator&)>* body = nullptr;
+  std::vector<std::thread> threads;
+
+  Crew(ThreadWorld& world, int size) {
+    for (int r = 1; r < size; ++r)
+      threads.emplace_back([this, &world, r] {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lock(mu);
+        while (true) {
+          start.wait(lock, [&] { return quit || generation != seen; });
+          if (quit) return;
+          seen = generation;
+          const auto* work = body;
+          lock.unlock();
+          world.run_guarded(r, *work);
+          lock.lock();
+          if (--pending == 0) done.notify_one();
+        }
+      });
+  }
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      quit = true;
+    }
+    start.notify_all();
+    for (auto& t : threads) t.join();
+  }
+};
+
+void ThreadWorld::run_guarded(int rank, const std::function<void(int, Communicator&)>& body) {
+  try {
+    body(rank, *comms_[rank]);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (failed_rank_ < 0 && std::string(e.what()) != kStopped) {
+        failed_rank_ = rank;
+        first_error_ = e.what();
+      }
+    }
+    abort();
+  }
+}
+
 void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
   AS_CHECK(!aborted(), "this set of in-process devices was stopped by an earlier failure");
-  std::mutex mu;
-  int failed_rank = -1;
-  std::string first_error;
-  auto guarded = [&](int rank) {
-    ThreadCommunicator comm(*this, rank);
-    try {
-      body(rank, comm);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (failed_rank < 0 && std::string(e.what()) != kStopped) {
-        failed_rank = rank;
-        first_error = e.what();
-      }
-      abort();
+  failed_rank_ = -1;
+  first_error_.clear();
+  if (size() > 1) {
+    if (!crew_) crew_ = std::make_unique<Crew>(*this, size());
+    {
+      std::lock_guard<std::mutex> lock(crew_->mu);
+      crew_->body = &body;
+      crew_->pending = size() - 1;
+      ++crew_->generation;
     }
-  };
-  if (size() == 1) {
-    guarded(0);
-  } else {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size(); ++r) threads.emplace_back(guarded, r);
-    for (auto& t : threads) t.join();
+    crew_->start.notify_all();
+  }
+  run_guarded(0, body);
+  if (size() > 1) {
+    std::unique_lock<std::mutex> lock(crew_->mu);
+    crew_->done.wait(lock, [&] { return crew_->pending == 0; });
   }
   if (aborted()) {
     // Reset so the world can be used again after the error is reported.
     aborted_.store(false);
     for (auto& gs : groups_)
       if (gs) gs->reset();
-    if (failed_rank < 0) fail("a device stopped without an error message");
-    fail(size() > 1 ? cat("device ", failed_rank, ": ") : std::string(), first_error);
+    if (failed_rank_ < 0) fail("a device stopped without an error message");
+    fail(size() > 1 ? cat("device ", failed_rank_, ": ") : std::string(), first_error_);
   }
 }
 

@@ -5,9 +5,10 @@
 #include <cstdlib>
 #include <thread>
 
-#include "autoshard/error.h"
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/error.h"
+#include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
 
@@ -37,7 +38,9 @@ void ShardedExecutor::run(const StepContext& ctx) {
   if (mpi_) {
     // Share this machine's cores between the ranks running on it.
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    openblas_set_num_threads(std::max(1, cores / std::max(1, local ? std::atoi(local) : 1)));
+    const int share = std::max(1, cores / std::max(1, local ? std::atoi(local) : 1));
+    openblas_set_num_threads(share);
+    set_intra_op_threads(share);
     Executor& e = *executors_[devices_[0]];
     e.set_communicator(mpi_.get(), &groups_[devices_[0]]);
     e.set_profile(profile_);
@@ -45,8 +48,10 @@ void ShardedExecutor::run(const StepContext& ctx) {
     return;
   }
   // Each device calls BLAS from its own thread; share the cores between them.
-  openblas_set_num_threads(std::max(1, cores / mesh().size()));
+  const int share = std::max(1, cores / mesh().size());
+  openblas_set_num_threads(share);
   world_->run([&](int device, Communicator& comm) {
+    IntraOpThreadsScope cores_of_this_device(share);
     Executor& e = *executors_[device];
     e.set_communicator(&comm, &groups_[device]);
     e.set_profile(device == 0 ? profile_ : nullptr);

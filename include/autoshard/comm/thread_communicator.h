@@ -1,4 +1,6 @@
 // In-process devices: one thread per device, collectives over shared memory.
+// The device threads persist from the first run() to the world's end (the
+// caller's own thread is device 0), so per-thread scratch survives steps.
 // Members publish pointers to their buffers and read each other's directly
 // (no copies into intermediate buffers, no locks in the data path), meeting
 // at spin-then-sleep barriers built on C++20 atomic waits.
@@ -7,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,9 +48,10 @@ class ThreadWorld {
   ~ThreadWorld();
   const DeviceMesh& mesh() const { return mesh_; }
   int size() const { return mesh_.size(); }
-  // Runs body(rank, communicator) on `size` threads and joins them. If any
-  // rank throws, the others are woken from their collectives and the first
-  // error is rethrown here, naming the rank.
+  // Runs body(rank, communicator) on every device (rank 0 on the calling
+  // thread) and returns when all are done. If any rank throws, the others
+  // are woken from their collectives and the first error is rethrown here,
+  // naming the rank. One run at a time.
   void run(const std::function<void(int, Communicator&)>& body);
 
   struct GroupState;
@@ -56,7 +60,15 @@ class ThreadWorld {
   void abort();
 
  private:
+  struct Crew;
+  void run_guarded(int rank, const std::function<void(int, Communicator&)>& body);
+
   DeviceMesh mesh_;
+  std::vector<std::unique_ptr<ThreadCommunicator>> comms_;  // per rank
+  std::unique_ptr<Crew> crew_;                              // threads of ranks 1..size-1
+  std::mutex error_mu_;
+  int failed_rank_ = -1;
+  std::string first_error_;
   std::vector<std::unique_ptr<GroupState>> groups_;  // indexed by group id
   std::atomic<bool> aborted_{false};
 };

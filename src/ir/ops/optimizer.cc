@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autoshard/error.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -16,11 +17,26 @@ ShapeAndType scalar_infer(const Graph& g, const Node& n) {
   return {{}, DType::F32};
 }
 
+// The update kernels stream several arrays once: chunks of this many
+// elements (128 KiB of each array) keep every core busy with little overhead.
+constexpr int64_t kUpdateGrain = 1 << 15;
+
+// Partial sums per fixed chunk, added in chunk order: the same bits on any
+// number of cores.
 void sum_squares_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
                         const KernelContext&) {
   const float* x = in[0]->f32();
+  const int64_t count = in[0]->numel();
+  constexpr int64_t kMaxChunks = 256;
+  const int64_t grain = std::max(kUpdateGrain, (count + kMaxChunks - 1) / kMaxChunks);
+  double partial[kMaxChunks] = {};
+  parallel_for(count, grain, [&](int64_t b, int64_t e) {
+    double s = 0;
+    for (int64_t i = b; i < e; ++i) s += double(x[i]) * x[i];
+    partial[b / grain] = s;
+  });
   double s = 0;
-  for (int64_t i = 0; i < in[0]->numel(); ++i) s += double(x[i]) * x[i];
+  for (int64_t k = 0; k < chunk_count(count, grain); ++k) s += partial[k];
   out.f32()[0] = static_cast<float>(s);
 }
 
@@ -59,17 +75,27 @@ void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kern
   const float decay = static_cast<float>(1.0 - ctx.lr * wd);
   const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
   const float feps = static_cast<float>(eps), fwd = static_cast<float>(wd);
-  const int64_t count = in[0]->numel();
-  for (int64_t i = 0; i < count; ++i) {
-    float grad = g[i] * clip;
+  // One pass over weight, gradient and both moments, split over the cores;
+  // `decoupled` is a template flag so that the loop has no branch and
+  // vectorises.
+  auto update = [=]<bool kDecoupled>(int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float grad = g[i] * clip;
+      if constexpr (kDecoupled)
+        p[i] *= decay;
+      else
+        grad += fwd * p[i];
+      m[i] = fb1 * m[i] + (1.0f - fb1) * grad;
+      v[i] = fb2 * v[i] + (1.0f - fb2) * grad * grad;
+      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + feps);
+    }
+  };
+  parallel_for(in[0]->numel(), kUpdateGrain, [&](int64_t b, int64_t e) {
     if (decoupled)
-      p[i] *= decay;
+      update.operator()<true>(b, e);
     else
-      grad += fwd * p[i];
-    m[i] = fb1 * m[i] + (1.0f - fb1) * grad;
-    v[i] = fb2 * v[i] + (1.0f - fb2) * grad * grad;
-    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + feps);
-  }
+      update.operator()<false>(b, e);
+  });
 }
 
 // SgdUpdate(p, g, buf, scale).
@@ -84,14 +110,16 @@ void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kerne
   const bool nesterov = a.nesterov;
   const float lr = static_cast<float>(ctx.lr);
   const bool first = ctx.step == 1;
-  for (int64_t i = 0; i < in[0]->numel(); ++i) {
-    float grad = g[i] * clip + wd * p[i];
-    if (momentum != 0) {
-      buf[i] = first ? grad : momentum * buf[i] + grad;
-      grad = nesterov ? grad + momentum * buf[i] : buf[i];
+  parallel_for(in[0]->numel(), kUpdateGrain, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float grad = g[i] * clip + wd * p[i];
+      if (momentum != 0) {
+        buf[i] = first ? grad : momentum * buf[i] + grad;
+        grad = nesterov ? grad + momentum * buf[i] : buf[i];
+      }
+      p[i] -= lr * grad;
     }
-    p[i] -= lr * grad;
-  }
+  });
 }
 
 // Local sums of squares add up over the axes that split the tensor. Partial

@@ -1,0 +1,122 @@
+#include "autoshard/tensor/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace autoshard {
+namespace {
+
+int machine_cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+thread_local int tls_threads = 0;  // 0: not set, use the machine's cores
+
+// One parallel_for call. It lives on the caller's stack; the caller leaves
+// only once it is off the queue and no worker holds it.
+struct Job {
+  detail::ChunkFn fn;
+  const void* body;
+  int64_t count, grain, chunks;
+  int helpers_wanted;            // workers that may still join
+  std::atomic<int64_t> next{0};  // next chunk to claim
+  std::atomic<int> users{0};     // workers inside run()
+
+  // Claims and runs chunks until none is left.
+  void run() {
+    for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      const int64_t b = k * grain;
+      fn(body, b, std::min(count, b + grain));
+    }
+  }
+};
+
+class Pool {
+ public:
+  static Pool& get() {
+    // Leaked on purpose: workers may still be parked when static destructors run.
+    static Pool* pool = new Pool(machine_cores() - 1);
+    return *pool;
+  }
+
+  void run(Job& job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(&job);
+    }
+    if (job.helpers_wanted > 1)
+      wake_.notify_all();
+    else
+      wake_.notify_one();
+    job.run();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));
+    }
+    while (job.users.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
+
+ private:
+  explicit Pool(int workers) {
+    for (int i = 0; i < workers; ++i) std::thread([this] { work(); }).detach();
+  }
+
+  void work() {
+    tls_threads = 1;  // a chunk never fans out again
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      wake_.wait(lock, [&] { return open_job() != nullptr; });
+      Job* job = open_job();
+      --job->helpers_wanted;
+      job->users.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      job->run();
+      job->users.fetch_sub(1, std::memory_order_release);
+      lock.lock();
+    }
+  }
+
+  // A queued job that still has chunks and wants helpers (mu_ held).
+  Job* open_job() {
+    for (Job* j : jobs_)
+      if (j->helpers_wanted > 0 && j->next.load(std::memory_order_relaxed) < j->chunks) return j;
+    return nullptr;
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<Job*> jobs_;
+};
+
+}  // namespace
+
+int intra_op_threads() {
+  return tls_threads > 0 ? tls_threads : machine_cores();
+}
+
+void set_intra_op_threads(int n) {
+  tls_threads = std::max(1, n);
+}
+
+IntraOpThreadsScope::IntraOpThreadsScope(int n) : saved_(tls_threads) {
+  set_intra_op_threads(n);
+}
+
+IntraOpThreadsScope::~IntraOpThreadsScope() {
+  tls_threads = saved_;
+}
+
+namespace detail {
+
+void run_chunks(int64_t count, int64_t grain, ChunkFn fn, const void* body) {
+  Job job{fn, body, count, grain, chunk_count(count, grain), 0};
+  job.helpers_wanted = static_cast<int>(std::min<int64_t>(intra_op_threads() - 1, job.chunks - 1));
+  Pool::get().run(job);
+}
+
+}  // namespace detail
+}  // namespace autoshard

@@ -1,0 +1,79 @@
+// parallel_for: every element exactly once, chunks fixed by (count, grain)
+// alone, inline on one core, and safe with many callers at once (the
+// in-process devices each run kernels).
+#include "autoshard/tensor/parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using namespace autoshard;
+
+namespace {
+
+// Sums 1 / (i + 1) over [0, count) by chunks, combined in chunk order.
+double chunked_sum(int64_t count, int64_t grain) {
+  std::vector<double> partial(static_cast<size_t>(chunk_count(count, grain)));
+  parallel_for(count, grain, [&](int64_t b, int64_t e) {
+    double s = 0;
+    for (int64_t i = b; i < e; ++i) s += 1.0 / double(i + 1);
+    partial[static_cast<size_t>(b / grain)] = s;
+  });
+  double s = 0;
+  for (double p : partial) s += p;
+  return s;
+}
+
+}  // namespace
+
+TEST(ParallelFor, VisitsEveryElementOnce) {
+  for (int64_t count : {0, 1, 7, 1000, 100003})
+    for (int64_t grain : {1, 64, 4096, 1 << 20}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(count));
+      parallel_for(count, grain, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(b % grain, 0);
+        EXPECT_LE(e - b, grain);
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+    }
+}
+
+TEST(ParallelFor, ChunkedReductionsGiveTheSameBitsOnAnyNumberOfCores) {
+  const double all_cores = chunked_sum(1 << 20, 1000);
+  for (int cores : {1, 2, 3, 8}) {
+    IntraOpThreadsScope scope(cores);
+    EXPECT_EQ(intra_op_threads(), cores);
+    EXPECT_EQ(chunked_sum(1 << 20, 1000), all_cores) << cores << " cores";
+  }
+}
+
+TEST(ParallelFor, OneCoreRunsOnTheCallingThread) {
+  IntraOpThreadsScope scope(1);
+  const auto me = std::this_thread::get_id();
+  parallel_for(1 << 16, 16, [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), me); });
+}
+
+TEST(ParallelFor, TheScopeRestoresTheCallersCores) {
+  const int before = intra_op_threads();
+  {
+    IntraOpThreadsScope scope(1);
+    EXPECT_EQ(intra_op_threads(), 1);
+  }
+  EXPECT_EQ(intra_op_threads(), before);
+}
+
+TEST(ParallelFor, ManyCallersAtOnce) {
+  std::vector<std::thread> callers;
+  std::atomic<int64_t> total{0};
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      IntraOpThreadsScope scope(4);
+      for (int rep = 0; rep < 50; ++rep)
+        parallel_for(10000, 100, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(total.load(), 4 * 50 * 10000);
+}
