@@ -77,3 +77,27 @@ TEST(ParallelFor, ManyCallersAtOnce) {
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 4 * 50 * 10000);
 }
+
+// The caller and the workers race for the last chunks of many tiny jobs, with
+// a busy thread beside them so that every interleaving gets its turn (a
+// worker that saw a job open and found it closed once crashed here).
+TEST(ParallelFor, TinyJobsRaceForTheirLastChunk) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  IntraOpThreadsScope scope(4);
+  int64_t total = 0;
+  for (int rep = 0; rep < 20000; ++rep) {
+    std::atomic<int64_t> sum{0};
+    parallel_for(3, 1, [&](int64_t b, int64_t e) {
+      for (int spin = 0; spin < 100 * rep % 700; ++spin) sum.load(std::memory_order_relaxed);
+      sum.fetch_add(e - b);
+    });
+    total += sum.load();
+  }
+  stop = true;
+  busy.join();
+  EXPECT_EQ(total, 3 * 20000);
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -10,8 +11,14 @@
 namespace autoshard {
 namespace {
 
+// The machine's cores, or AUTOSHARD_THREADS when set.
 int machine_cores() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static const int cores = [] {
+    const char* env = std::getenv("AUTOSHARD_THREADS");
+    if (env && std::atoi(env) > 0) return std::atoi(env);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
 }
 
 thread_local int tls_threads = 0;  // 0: not set, use the machine's cores
@@ -44,11 +51,12 @@ class Pool {
   }
 
   void run(Job& job) {
+    const int helpers = job.helpers_wanted;  // read before workers can change it
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(&job);
     }
-    if (job.helpers_wanted > 1)
+    if (helpers > 1)
       wake_.notify_all();
     else
       wake_.notify_one();
@@ -69,8 +77,13 @@ class Pool {
     tls_threads = 1;  // a chunk never fans out again
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      wake_.wait(lock, [&] { return open_job() != nullptr; });
+      // Chunks are claimed outside the lock, so a job seen open may close
+      // at any moment: look once and use what was seen.
       Job* job = open_job();
+      if (!job) {
+        wake_.wait(lock);
+        continue;
+      }
       --job->helpers_wanted;
       job->users.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();

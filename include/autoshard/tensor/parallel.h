@@ -7,6 +7,7 @@
 // ranks cores / ranks on the node; a plain program gets every core.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -38,7 +39,8 @@ void run_chunks(int64_t count, int64_t grain, ChunkFn fn, const void* body);
 // [0, count), spread over up to intra_op_threads() threads, and returns when
 // all are done. The chunks depend on count and grain only, never on the
 // number of threads, so a kernel that reduces each chunk and then combines
-// the chunks in order gives the same bits on any number of cores.
+// the chunks in order gives the same bits on any number of cores. The body
+// must not throw (check inputs before the loop).
 template <typename Body>
 void parallel_for(int64_t count, int64_t grain, const Body& body) {
   if (count <= 0) return;
@@ -50,6 +52,15 @@ void parallel_for(int64_t count, int64_t grain, const Body& body) {
   detail::run_chunks(
       count, grain,
       [](const void* f, int64_t b, int64_t e) { (*static_cast<const Body*>(f))(b, e); }, &body);
+}
+
+// Items per chunk so that a chunk holds about 32K elements of work (enough to
+// pay for handing it to another core), given the elements of one item.
+inline int64_t grain_for(int64_t elements_per_item) {
+  constexpr int64_t kChunkElements = 1 << 15;
+  return elements_per_item >= kChunkElements
+             ? 1
+             : kChunkElements / std::max<int64_t>(1, elements_per_item);
 }
 
 // Number of chunks parallel_for(count, grain, ...) makes.

@@ -4,6 +4,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
 #include "tensor/broadcast.h"
 #include "tensor/fast_math.h"
@@ -26,15 +27,15 @@ ShapeAndType unary_infer(const Graph& g, const Node& n) {
 }
 
 // Applies f(a, b) over broadcast operands, with the inner loop specialised on
-// unit or zero strides so it vectorises.
+// unit or zero strides so it vectorises; runs are split over the cores.
 template <typename F>
 void binary_apply(std::span<Tensor* const> in, Tensor& out, F f) {
-  BroadcastPlan plan = plan_broadcast(out.shape(), {in[0]->shape(), in[1]->shape()});
+  const BroadcastPlan plan = plan_broadcast(out.shape(), {in[0]->shape(), in[1]->shape()});
   const float* a = in[0]->f32();
   const float* b = in[1]->f32();
   float* o = out.f32();
-  for_each_run(plan, [&](int64_t oo, const std::vector<int64_t>& off, int64_t n,
-                         const std::vector<int64_t>& st) {
+  auto run = [&](int64_t oo, const std::vector<int64_t>& off, int64_t n,
+                 const std::vector<int64_t>& st) {
     const float* pa = a + off[0];
     const float* pb = b + off[1];
     float* po = o + oo;
@@ -49,15 +50,27 @@ void binary_apply(std::span<Tensor* const> in, Tensor& out, F f) {
     } else {
       for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i * st[0]], pb[i * st[1]]);
     }
-  });
+  };
+  const int64_t length = run_length(plan);
+  if (run_count(plan) == 1 && length > 1) {
+    // One long run (same shapes): split the run itself.
+    const std::vector<int64_t> st{plan.strides[0].back(), plan.strides[1].back()};
+    parallel_for(length, grain_for(1), [&](int64_t b0, int64_t b1) {
+      run(b0, {b0 * st[0], b0 * st[1]}, b1 - b0, st);
+    });
+    return;
+  }
+  parallel_for(run_count(plan), grain_for(length),
+               [&](int64_t r0, int64_t r1) { for_each_run(plan, r0, r1, run); });
 }
 
 template <typename F>
 void unary_apply(const Tensor& x, Tensor& out, F f) {
   const float* px = x.f32();
   float* po = out.f32();
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+  parallel_for(x.numel(), grain_for(1), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) po[i] = f(px[i]);
+  });
 }
 
 void add_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {

@@ -8,8 +8,10 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
 #include "tensor/fast_math.h"
+#include "tensor/lanes.h"
 
 namespace autoshard {
 namespace {
@@ -34,19 +36,19 @@ void softmax_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, con
   const bool causal = n.attr<SoftmaxAttrs>().causal;
   const float* x = in[0]->f32();
   float* y = out.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    // Query q may see keys up to q + (cols - tq): the usual mask when tq == cols.
-    const int64_t visible = causal ? std::min(cols, r % tq + 1 + (cols - tq)) : cols;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < visible; ++c) mx = std::max(mx, xr[c]);
-    float sum = 0;
-    for (int64_t c = 0; c < visible; ++c) sum += (yr[c] = fast_exp(xr[c] - mx));
-    const float inv = 1.0f / sum;
-    for (int64_t c = 0; c < visible; ++c) yr[c] *= inv;
-    for (int64_t c = visible; c < cols; ++c) yr[c] = 0.0f;
-  }
+  parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      // Query q may see keys up to q + (cols - tq): the usual mask when tq == cols.
+      const int64_t visible = causal ? std::min(cols, r % tq + 1 + (cols - tq)) : cols;
+      const float mx = lane_max(xr, visible);
+      for (int64_t c = 0; c < visible; ++c) yr[c] = fast_exp(xr[c] - mx);
+      const float inv = 1.0f / lane_sum<float>(visible, [&](int64_t c) { return yr[c]; });
+      for (int64_t c = 0; c < visible; ++c) yr[c] *= inv;
+      for (int64_t c = visible; c < cols; ++c) yr[c] = 0.0f;
+    }
+  });
 }
 
 std::vector<Value> softmax_vjp(Graph& g, int id, Value dy) {
@@ -60,13 +62,14 @@ void softmax_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
   const float* y = in[0]->f32();
   const float* dy = in[1]->f32();
   float* dx = out.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* yr = y + r * cols;
-    const float* dyr = dy + r * cols;
-    float dot = 0;
-    for (int64_t c = 0; c < cols; ++c) dot += yr[c] * dyr[c];
-    for (int64_t c = 0; c < cols; ++c) dx[r * cols + c] = yr[c] * (dyr[c] - dot);
-  }
+  parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* yr = y + r * cols;
+      const float* dyr = dy + r * cols;
+      const float dot = lane_sum<float>(cols, [&](int64_t c) { return yr[c] * dyr[c]; });
+      for (int64_t c = 0; c < cols; ++c) dx[r * cols + c] = yr[c] * (dyr[c] - dot);
+    }
+  });
 }
 
 // ---- normalize: (x - mean) / sqrt(var + eps) over the last axis ----
@@ -76,12 +79,14 @@ struct RowStats {
 };
 
 RowStats row_stats(const float* x, int64_t n, double eps) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i];
-  const double mean = sum / n;
-  double var = 0;
-  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
-  var /= n;
+  const double mean = lane_sum<double>(n, [&](int64_t i) { return x[i]; }) / n;
+  const float fmean = static_cast<float>(mean);
+  const double var = lane_sum<double>(n,
+                                      [&](int64_t i) {
+                                        const float d = x[i] - fmean;
+                                        return d * d;
+                                      }) /
+                     n;
   return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(var + eps))};
 }
 
@@ -89,12 +94,15 @@ void normalize_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                       const KernelContext&) {
   const int64_t cols = in[0]->shape().back();
   const int64_t rows = in[0]->numel() / std::max<int64_t>(cols, 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in[0]->f32() + r * cols;
-    float* y = out.f32() + r * cols;
-    RowStats st = row_stats(x, cols, n.attr<EpsilonAttrs>().epsilon);
-    for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - st.mean) * st.rstd;
-  }
+  const double eps = n.attr<EpsilonAttrs>().epsilon;
+  parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = in[0]->f32() + r * cols;
+      float* y = out.f32() + r * cols;
+      const RowStats st = row_stats(x, cols, eps);
+      for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - st.mean) * st.rstd;
+    }
+  });
 }
 
 std::vector<Value> normalize_vjp(Graph& g, int id, Value dy) {
@@ -106,23 +114,24 @@ void normalize_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
                            const KernelContext&) {
   const int64_t cols = in[0]->shape().back();
   const int64_t rows = in[0]->numel() / std::max<int64_t>(cols, 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = in[0]->f32() + r * cols;
-    const float* dy = in[1]->f32() + r * cols;
-    float* dx = out.f32() + r * cols;
-    RowStats st = row_stats(x, cols, n.attr<EpsilonAttrs>().epsilon);
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      sum_dy += dy[c];
-      sum_dy_xhat += dy[c] * (x[c] - st.mean) * st.rstd;
+  const double eps = n.attr<EpsilonAttrs>().epsilon;
+  parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = in[0]->f32() + r * cols;
+      const float* dy = in[1]->f32() + r * cols;
+      float* dx = out.f32() + r * cols;
+      const RowStats st = row_stats(x, cols, eps);
+      const double sum_dy = lane_sum<double>(cols, [&](int64_t c) { return dy[c]; });
+      const double sum_dy_xhat =
+          lane_sum<double>(cols, [&](int64_t c) { return dy[c] * (x[c] - st.mean) * st.rstd; });
+      const float mean_dy = static_cast<float>(sum_dy / cols);
+      const float mean_dy_xhat = static_cast<float>(sum_dy_xhat / cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        const float xhat = (x[c] - st.mean) * st.rstd;
+        dx[c] = st.rstd * (dy[c] - mean_dy - xhat * mean_dy_xhat);
+      }
     }
-    const float mean_dy = static_cast<float>(sum_dy / cols);
-    const float mean_dy_xhat = static_cast<float>(sum_dy_xhat / cols);
-    for (int64_t c = 0; c < cols; ++c) {
-      float xhat = (x[c] - st.mean) * st.rstd;
-      dx[c] = st.rstd * (dy[c] - mean_dy - xhat * mean_dy_xhat);
-    }
-  }
+  });
 }
 
 // ---- softmax cross-entropy per row, in three steps ----
@@ -143,11 +152,10 @@ ShapeAndType row_max_infer(const Graph& g, const Node& n) {
 void row_max_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   const int64_t v = in[0]->shape().back(), rows = out.numel();
   const float* x = in[0]->f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    float m = -INFINITY;
-    for (int64_t c = 0; c < v; ++c) m = std::max(m, x[r * v + c]);
-    out.f32()[r] = m;
-  }
+  float* m = out.f32();
+  parallel_for(rows, grain_for(v), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) m[r] = lane_max(x + r * v, v);
+  });
 }
 
 // (logits [..., V], targets [...], max [...]) -> [..., 2].
@@ -188,14 +196,17 @@ void stats_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const
   const int32_t* t = in[1]->i32();
   const float* m = in[2]->f32();
   float* st = out.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * v;
-    double sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += fast_exp(xr[c] - m[r]);
-    const int64_t local = checked_class(t[r], cr.total) - cr.offset;
-    st[2 * r] = static_cast<float>(sum);
-    st[2 * r + 1] = local >= 0 && local < v ? xr[local] : 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r) checked_class(t[r], cr.total);  // before any thread runs
+  parallel_for(rows, grain_for(v), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * v;
+      const float mr = m[r];
+      const double sum = lane_sum<double>(v, [&](int64_t c) { return fast_exp(xr[c] - mr); });
+      const int64_t local = t[r] - cr.offset;
+      st[2 * r] = static_cast<float>(sum);
+      st[2 * r + 1] = local >= 0 && local < v ? xr[local] : 0.0f;
+    }
+  });
 }
 
 ShapeAndType finish_infer(const Graph& g, const Node& n) {
@@ -257,14 +268,17 @@ void stats_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   const float* m = in[2]->f32();
   const float* dst = in[3]->f32();
   float* dx = out.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * v;
-    float* dr = dx + r * v;
-    const float ds = dst[2 * r];
-    for (int64_t c = 0; c < v; ++c) dr[c] = fast_exp(xr[c] - m[r]) * ds;
-    const int64_t local = checked_class(t[r], cr.total) - cr.offset;
-    if (local >= 0 && local < v) dr[local] += dst[2 * r + 1];
-  }
+  for (int64_t r = 0; r < rows; ++r) checked_class(t[r], cr.total);  // before any thread runs
+  parallel_for(rows, grain_for(v), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * v;
+      float* dr = dx + r * v;
+      const float ds = dst[2 * r], mr = m[r];
+      for (int64_t c = 0; c < v; ++c) dr[c] = fast_exp(xr[c] - mr) * ds;
+      const int64_t local = t[r] - cr.offset;
+      if (local >= 0 && local < v) dr[local] += dst[2 * r + 1];
+    }
+  });
 }
 
 // ---- embedding gather and its adjoint ----

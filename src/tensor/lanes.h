@@ -1,0 +1,55 @@
+// Reductions over a row in a fixed number of independent lanes. A plain
+// `s += f(i)` loop is a serial chain the compiler may not reorder (no
+// -ffast-math), so it runs one element at a time; kLanes accumulators are
+// independent, so the loop vectorises, and the lanes combine in a fixed
+// order: the same bits on every call and every machine width.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace autoshard {
+
+constexpr int kLanes = 16;
+
+// Sum of f(i) for i in [begin, end) in kLanes float lanes.
+template <typename F>
+float float_lanes(int64_t begin, int64_t end, F f) {
+  float lane[kLanes] = {};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += static_cast<float>(f(i + j));
+  for (int j = 0; i < end; ++i, ++j) lane[j] += static_cast<float>(f(i));
+  float s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
+// Sum of f(i) for i in [0, n). Acc = double sums float-lane blocks of 1024
+// elements in double: close to a double sum on long rows, at float speed
+// (double lanes do not vectorise next to float math).
+template <typename Acc, typename F>
+Acc lane_sum(int64_t n, F f) {
+  if constexpr (sizeof(Acc) == sizeof(float)) {
+    return float_lanes(0, n, f);
+  } else {
+    constexpr int64_t kBlock = 1024;
+    Acc s = 0;
+    for (int64_t b = 0; b < n; b += kBlock) s += float_lanes(b, std::min(n, b + kBlock), f);
+    return s;
+  }
+}
+
+// Maximum of x[0..n); -inf for n == 0. Like std::max, a NaN is skipped.
+inline float lane_max(const float* x, int64_t n) {
+  float lane[kLanes];
+  std::fill_n(lane, kLanes, -INFINITY);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
+  for (int j = 0; i < n; ++i, ++j) lane[j] = std::max(lane[j], x[i]);
+  return *std::max_element(lane, lane + kLanes);
+}
+
+}  // namespace autoshard
