@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/io/token_data.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
 
 using namespace autoshard;
 
@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
                    {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec},
                    {"batch", batch},
                    {"seq", seq},
+                   {"params", model.count_params()},
                    {"steps", steps},
                    {"median_step_s", median},
                    {"min_step_s", times.front()},

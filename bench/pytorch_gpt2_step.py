@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {"gpt2": (12, 12, 768, 50257, 1024), "mini": (4, 4, 128, 256, 128)}
+PRESETS = {"gpt2": (12, 12, 768, 50257, 1024), "gpt2-medium": (24, 16, 1024, 50257, 1024),
+           "mini": (4, 4, 128, 256, 128)}
 
 
 class Block(nn.Module):

@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
-#include "autoshard/tensor/array_split.h"
-#include "autoshard/error.h"
 #include "autoshard/comm/thread_communicator.h"
+#include "autoshard/error.h"
+#include "autoshard/tensor/array_split.h"
 
 namespace autoshard {
 namespace {
@@ -94,6 +94,43 @@ TEST_P(Collectives, UnevenAllGatherReduceScatterBroadcastAllToAll) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// Small messages go through the group's staging slots (two parities that
+// alternate between calls), large ones member to member. Rounds of mixed
+// collectives on both sides of the threshold, with values that change every
+// round, catch a slot reused too early or read stale.
+TEST_P(Collectives, StagedAndDirectPathsInterleaved) {
+  const int n = GetParam();
+  ThreadWorld world(DeviceMesh({n}, {"x"}));
+  std::atomic<int> failures{0};
+  world.run([&](int rank, Communicator& comm) {
+    const CommGroup g = mesh_groups(world.mesh(), rank)[0];
+    int round = 0;
+    for (int64_t total : {int64_t(3), int64_t(65536), int64_t(65537), int64_t(150001)})
+      for (int rep = 0; rep < 3; ++rep, ++round) {
+        auto v = [&](int r, int64_t i) { return value(r, i) + static_cast<float>(round); };
+        const std::vector<int64_t> counts = split_sizes(total, n);
+        const int64_t mine = counts[rank], off = split_offset(total, n, rank);
+        std::vector<float> a(total);
+        for (int64_t i = 0; i < total; ++i) a[i] = v(rank, i);
+        comm.all_reduce(a.data(), total, ReduceOp::Sum, g);
+        std::vector<float> piece(mine), all(total);
+        for (int64_t i = 0; i < mine; ++i) piece[i] = v(0, off + i);
+        comm.all_gather(piece.data(), all.data(), counts, g);
+        std::vector<float> full(total), out(std::max<int64_t>(mine, 1));
+        for (int64_t i = 0; i < total; ++i) full[i] = v(rank, i);
+        comm.reduce_scatter(full.data(), out.data(), counts, g);
+        for (int64_t i = 0; i < total; i += 97) {
+          float sum = 0;
+          for (int m = 0; m < n; ++m) sum += v(m, i);
+          failures += a[i] != sum;
+          failures += all[i] != v(0, i);
+          if (i >= off && i < off + mine) failures += out[i - off] != sum;
+        }
+      }
+  });
+  EXPECT_EQ(failures.load(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Collectives, ::testing::Range(1, 9));
 
 TEST(Collectives, SubGroupsOfA2x3Mesh) {
@@ -139,7 +176,8 @@ TEST(Collectives, AFailingDeviceStopsTheOthers) {
 TEST(Collectives, AbortAtARandomCollectiveNeverHangs) {
   std::atomic<bool> done{false};
   std::thread watchdog([&] {
-    for (int i = 0; i < 1200 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 1200 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!done) {
       std::fprintf(stderr, "AbortAtARandomCollectiveNeverHangs: a device hung\n");
       std::_Exit(1);

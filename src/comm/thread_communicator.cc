@@ -54,7 +54,9 @@ struct ThreadWorld::GroupState {
   // Member `me` waits for every member. `last`: the collective's final wait,
   // after which nobody reads another member's buffers.
   void wait(int me, bool last) {
-    reading[me].store(!last, std::memory_order_seq_cst);
+    // Announce only a change: the store is a full fence, the load is free.
+    if (reading[me].load(std::memory_order_relaxed) != !last)
+      reading[me].store(!last, std::memory_order_seq_cst);
     const uint32_t seen = state.load(std::memory_order_seq_cst);
     if (seen & kAbortBit) stop(me);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {

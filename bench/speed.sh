@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Speed against the machine's limits, everything measured in this one run:
+# the sgemm peak on all cores, autoshard's GPT-2 training step (1 device;
+# model=2 with one core per device; a long sequence), PyTorch's same step on
+# the same threads when python3-torch is installed, and the collectives
+# against OpenMPI. Prints each step as a fraction of the peak (model FLOPs:
+# 6 x parameters x tokens) and as a ratio to PyTorch.
+# Usage: bench/speed.sh [BUILD_DIR] [STEPS]     (AUTOSHARD_SPEED_QUICK=1: skip gpt2-medium and T=1024)
+set -euo pipefail
+build=${1:-build}; steps=${2:-5}
+here=$(dirname "$0")
+threads=$(nproc)
+have_torch=0
+/usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
+
+peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)
+rows=()
+declare -A torch_runs  # one PyTorch run per (model, batch, seq)
+run() {  # name model batch seq [mesh]
+  local name=$1 model=$2 batch=$3 seq=$4 mesh=${5:-}
+  local ours theirs="{}"
+  ours=$("$build/bench/bench_gpt2_step" --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
+         ${mesh:+--mesh "$mesh"} 2>/dev/null | tail -1)
+  local key="$model $batch $seq"
+  if [ "$have_torch" = 1 ] && [ -z "${torch_runs[$key]:-}" ]; then
+    torch_runs[$key]=$(/usr/bin/python3 "$here/pytorch_gpt2_step.py" --model "$model" --batch "$batch" \
+                       --seq "$seq" --steps "$steps" --threads "$threads" | tail -1)
+  fi
+  theirs=${torch_runs[$key]:-"{}"}
+  rows+=("{\"name\":\"$name\",\"ours\":$ours,\"torch\":$theirs}")
+}
+
+run "gpt2 B=4 T=64, 1 device" gpt2 4 64
+run "gpt2 B=4 T=64, model=2" gpt2 4 64 model=2
+if [ "${AUTOSHARD_SPEED_QUICK:-0}" != 1 ]; then
+  run "gpt2 B=1 T=1024, 1 device" gpt2 1 1024
+  run "gpt2-medium B=4 T=64, 1 device" gpt2-medium 4 64
+  run "gpt2-medium B=4 T=64, model=2" gpt2-medium 4 64 model=2
+fi
+
+printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$here/speed_report.py" "$peak"
+
+echo >&2
+"$here/collectives_vs_mpi.sh" "$build" 2 | sed -n '/^op /,$p' >&2
