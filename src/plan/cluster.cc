@@ -222,20 +222,27 @@ double Cluster::device_flops(bool bf16, int devices) const {
   return shared_cores > 0 ? share(peak, devices) : peak;
 }
 
+// Cores of a shared machine each device's kernels run on (they split their
+// loops over the device's share of the cores; see tensor/parallel.h).
+int Cluster::cores_per_device(int devices) const {
+  return shared_cores > 0 ? std::max(1, shared_cores / std::max(1, devices)) : 1;
+}
+
 double Cluster::device_kernel_flops(int devices) const {
-  const double own = kernel_flops > 0 ? kernel_flops : flops_f32;
+  const double own = kernel_flops > 0 ? kernel_flops * cores_per_device(devices) : flops_f32;
   return shared_cores > 0 ? std::min(own, share(flops_f32, devices)) : own;
 }
 
 double Cluster::device_bandwidth(int devices) const {
-  const double own = kernel_bandwidth > 0 ? kernel_bandwidth : memory_bandwidth * stream_efficiency;
+  const double own = kernel_bandwidth > 0 ? kernel_bandwidth * cores_per_device(devices)
+                                          : memory_bandwidth * stream_efficiency;
   return shared_cores > 0 ? std::min(own, share(memory_bandwidth, devices)) : own;
 }
 
 double Cluster::gemm_fraction(double flops, int devices) const {
   // The curve is one core's (or one accelerator's): a product spread over t
   // threads runs like t products of a t-th the size.
-  if (shared_cores > 0) flops /= std::max(1, shared_cores / std::max(1, devices));
+  if (shared_cores > 0) flops /= cores_per_device(devices);
   if (gemm_efficiency.empty()) return 1;
   if (flops <= gemm_efficiency.front().first) return gemm_efficiency.front().second;
   if (flops >= gemm_efficiency.back().first) return gemm_efficiency.back().second;

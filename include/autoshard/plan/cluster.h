@@ -40,7 +40,8 @@ struct Cluster {
   double stream_efficiency = 1;  // fraction of memory bandwidth other kernels reach
   // Bytes/s and FLOP/s one device's non-GEMM kernels reach on their own (0:
   // the bandwidth times stream_efficiency, and the peak). On a CPU, one
-  // core's.
+  // core's: a device's kernels run on its share of the cores, so it gets
+  // this times its cores, up to its share of memory_bandwidth.
   double kernel_bandwidth = 0;
   double kernel_flops = 0;
   double op_overhead = 0;  // seconds each kernel costs on top (launch, dispatch)
@@ -86,6 +87,9 @@ struct Cluster {
   const LinkLevel& link(const DeviceMesh& mesh, int axis) const;
   // A shared machine's `whole` figure as one of `devices` in-process devices gets it.
   double share(double whole, int devices) const;
+  // Cores each of `devices` in-process devices runs its kernels on (1 when
+  // devices do not share a machine).
+  int cores_per_device(int devices) const;
   // Throws autoshard::Error when the cluster cannot hold the mesh (a finite
   // last level smaller than the mesh).
   void check_mesh(const DeviceMesh& mesh) const;
