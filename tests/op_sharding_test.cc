@@ -88,6 +88,15 @@ std::vector<OpCase> cases() {
        }},
       {Op::Softmax, {{{5, 3, 3}}}, [](Graph&, auto& x) { return ops::softmax(x[0], true); }},
       binary(Op::SoftmaxGrad, {5, 7}),
+      {Op::Attention,
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}},
+       [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], true, 0.5); }},
+      {Op::AttentionGrad,
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{4, 5, 6, 2}}, {{4, 5, 6, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{true, 0.5, 1});
+       }},
       {Op::Normalize, {{{5, 7}}}, [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5); }},
       {Op::NormalizeGrad,
        {{{5, 7}}, {{5, 7}}},

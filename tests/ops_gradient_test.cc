@@ -6,8 +6,8 @@
 #include <functional>
 #include <map>
 
-#include "autoshard/ir/autodiff.h"
 #include "autoshard/error.h"
+#include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/ops/gemm.h"
@@ -114,6 +114,10 @@ TEST(Gradient, Softmax) {
   check_gradient("causal softmax", {{2, 4, 4}},
                  [](Graph&, auto& p) { return ops::softmax(p[0], true); });
 }
+TEST(Gradient, FusedAttention) {
+  check_gradient("causal attention", {{2, 5, 2, 3}, {2, 6, 2, 3}, {2, 6, 2, 4}},
+                 [](Graph&, auto& p) { return ops::attention(p[0], p[1], p[2], true, 0.6); });
+}
 TEST(Gradient, Normalize) {
   check_gradient("normalize", {{3, 6}}, [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5); });
 }
@@ -148,17 +152,32 @@ TEST(Gradient, ReshapeTransposeDropout) {
 TEST(Gradient, RulesSurviveGraphGrowth) {
   using Builder = std::function<Value(Graph&, Value, Value)>;
   const std::vector<std::pair<std::string, Builder>> builders = {
-      {"add", [](Graph&, Value a, Value b) { return a + ops::reshape(b, {1, 4}); }},
-      {"sub", [](Graph&, Value a, Value b) { return a - ops::reshape(b, {1, 4}); }},
-      {"mul", [](Graph&, Value a, Value b) { return a * ops::reshape(b, {1, 4}); }},
-      {"div", [](Graph&, Value a, Value b) { return a / ops::reshape(b, {1, 4}); }},
+      {"add",
+       [](Graph&, Value a, Value b) {
+         return a + ops::reshape(b, {1, 4});
+       }},
+      {"sub",
+       [](Graph&, Value a, Value b) {
+         return a - ops::reshape(b, {1, 4});
+       }},
+      {"mul",
+       [](Graph&, Value a, Value b) {
+         return a * ops::reshape(b, {1, 4});
+       }},
+      {"div",
+       [](Graph&, Value a, Value b) {
+         return a / ops::reshape(b, {1, 4});
+       }},
       {"einsum", [](Graph&, Value a, Value b) { return ops::einsum("ij,j->i", a, b); }},
       {"gelu", [](Graph&, Value a, Value) { return ops::gelu(a); }},
       {"softmax", [](Graph&, Value a, Value) { return ops::softmax(a, true); }},
       {"normalize", [](Graph&, Value a, Value) { return ops::normalize(a, 1e-5); }},
       {"reduce", [](Graph&, Value a, Value) { return ops::reduce_mean(a, {0}); }},
       {"dropout", [](Graph&, Value a, Value) { return ops::dropout(a, 0.5, 1); }},
-      {"transpose", [](Graph&, Value a, Value) { return ops::transpose(a, {1, 0}); }},
+      {"transpose",
+       [](Graph&, Value a, Value) {
+         return ops::transpose(a, {1, 0});
+       }},
       {"gather",
        [](Graph& g, Value a, Value) { return ops::gather(a, g.input("ids", {3}, DType::I32)); }},
       {"cross_entropy", [](Graph& g, Value a, Value) {

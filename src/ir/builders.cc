@@ -97,6 +97,9 @@ Value sum_to(Value x, Shape shape) {
 Value softmax(Value x, bool causal) {
   return x.graph->add(Op::Softmax, {x}, SoftmaxAttrs{causal});
 }
+Value attention(Value q, Value k, Value v, bool causal, double scale) {
+  return q.graph->add(Op::Attention, {q, k, v}, AttentionAttrs{causal, scale});
+}
 Value normalize(Value x, double epsilon) {
   return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon});
 }

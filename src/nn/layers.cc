@@ -47,8 +47,8 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
 
 void check_activation(const std::string& a) {
   AS_CHECK(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
-            a == "gelu_new" || a == "tanh",
-        "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
+               a == "gelu_new" || a == "tanh",
+           "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
 }
 
 Value apply_activation(Value x, const std::string& activation) {
@@ -105,14 +105,14 @@ class EinsumDenseImpl : public LayerImpl {
     Value x = single(inputs, name());
     EinsumEquation e = parse_einsum(eq_);
     AS_CHECK(static_cast<int>(e.a.size()) == x.rank(), "EinsumDense ", name(), ": equation '", eq_,
-          "' expects a rank-", e.a.size(), " input, got ", shape_str(x.shape()));
+             "' expects a rank-", e.a.size(), " input, got ", shape_str(x.shape()));
     AS_CHECK(out_.size() + 1 == e.out.size(), "EinsumDense ", name(), ": output_shape ",
-          shape_str(out_), " must give the ", e.out.size() - 1, " output dims after the batch");
+             shape_str(out_), " must give the ", e.out.size() - 1, " output dims after the batch");
     auto size_of = [&](char c) -> int64_t {
       if (size_t i = e.a.find(c); i != std::string::npos) return x.dim(static_cast<int>(i));
       size_t j = e.out.find(c);
       AS_CHECK(j != std::string::npos && j > 0, "EinsumDense ", name(),
-            ": cannot size kernel letter '", c, "'");
+               ": cannot size kernel letter '", c, "'");
       return out_[j - 1];
     };
     Shape kshape;
@@ -199,7 +199,8 @@ class MultiHeadAttentionImpl : public LayerImpl {
         key_dim_(key_dim),
         value_dim_(o.value_dim_ ? o.value_dim_ : key_dim),
         o_(std::move(o)) {
-    AS_CHECK(heads > 0 && key_dim > 0, "MultiHeadAttention: num_heads and key_dim must be positive");
+    AS_CHECK(heads > 0 && key_dim > 0,
+             "MultiHeadAttention: num_heads and key_dim must be positive");
     auto proj = [&](const char* n, int64_t dim, bool bias) {
       // The time dim (-1) comes from the input; only heads and dim size the kernel.
       return EinsumDense("btc,chd->bthd", {-1, heads_, dim},
@@ -214,21 +215,25 @@ class MultiHeadAttentionImpl : public LayerImpl {
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     AS_CHECK(inputs.size() == 1 || inputs.size() == 2, "MultiHeadAttention ", name(),
-          " takes (query) or (query, value)");
+             " takes (query) or (query, value)");
     Value q_in = inputs[0], kv_in = inputs.back();
     AS_CHECK(q_in.rank() == 3 && kv_in.rank() == 3, "MultiHeadAttention ", name(),
-          " needs [batch, time, features] inputs");
+             " needs [batch, time, features] inputs");
     Value q = (*query_)(t, q_in);
     Value k = (*key_)(t, kv_in);
     Value v = (*value_)(t, kv_in);
-    Value scores =
-        ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(double(key_dim_)));
-    Value probs = ops::softmax(scores, o_.use_causal_mask_);
+    const double scale = 1.0 / std::sqrt(double(key_dim_));
+    Value context;
     if (t.training() && o_.dropout_ > 0) {
+      // Dropout on the probabilities needs them whole: the unfused form.
+      Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale),
+                                 o_.use_causal_mask_);
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
       probs = ops::dropout(probs, o_.dropout_, key);
+      context = ops::einsum("bhqk,bkhd->bqhd", probs, v);
+    } else {
+      context = ops::attention(q, k, v, o_.use_causal_mask_, scale);
     }
-    Value context = ops::einsum("bhqk,bkhd->bqhd", probs, v);
     Trace::Scope scope(t, "attention_output");
     Value wo = t.weight("kernel", {heads_, value_dim_, q_in.dim(2)}, o_.output_kernel_initializer_);
     Value out = ops::einsum("bqhd,hdc->bqc", context, wo);

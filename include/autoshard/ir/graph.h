@@ -62,8 +62,10 @@ enum class Op : uint8_t {
   Dropout,                 // DropoutAttrs: mask keyed by (seed, step, element index)
   SumSquares,              // sum of x^2 over all elements -> scalar
   ClipScale,               // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
-  AdamUpdate,              // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
-  SgdUpdate,               // SgdAttrs: (p, g, buf, scale) updates p, buf in place
+  Attention,      // AttentionAttrs: (q [b,t,h,dk], k [b,s,h,dk], v [b,s,h,dv]) -> [b,t,h,dv]
+  AttentionGrad,  // AttentionAttrs: (q, k, v, out, dout) -> d(q, k or v: attrs.wrt)
+  AdamUpdate,     // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
+  SgdUpdate,      // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):
   AllReduce,      // AllReduceAttrs
   AllGather,      // SplitAttrs

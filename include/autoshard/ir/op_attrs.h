@@ -60,6 +60,11 @@ struct PermAttrs {  // Transpose: output dim i is input dim perm[i]
 struct SoftmaxAttrs {
   bool causal = false;  // mask over the last two axes (query, key)
 };
+struct AttentionAttrs {  // Attention, AttentionGrad
+  bool causal = false;   // query i sees keys up to i + (keys - queries)
+  double scale = 1;      // scores = scale * q . k
+  int wrt = -1;          // AttentionGrad: the input differentiated (0 q, 1 k, 2 v)
+};
 struct EpsilonAttrs {  // Normalize, NormalizeGrad
   double epsilon = 0;
 };
@@ -118,8 +123,8 @@ struct SliceAttrs {
 
 using OpAttrs =
     std::variant<NoAttrs, LeafAttrs, FillAttrs, IotaAttrs, EinsumAttrs, ScaleAttrs, GeluAttrs,
-                 AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, EpsilonAttrs, ClassShardAttrs,
-                 GatherAttrs, ScatterAddAttrs, DropoutAttrs, ClipAttrs, AdamAttrs, SgdAttrs,
-                 AllReduceAttrs, SplitAttrs, SliceAttrs>;
+                 AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, EpsilonAttrs,
+                 ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs, ClipAttrs, AdamAttrs,
+                 SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs>;
 
 }  // namespace autoshard

@@ -33,6 +33,9 @@ Value broadcast_to(Value x, Shape shape);
 Value sum_to(Value x, Shape shape);
 
 Value softmax(Value x, bool causal = false);
+// softmax(scale * q k^T) v per batch and head, fused: q [b,t,h,dk], k
+// [b,s,h,dk], v [b,s,h,dv] -> [b,t,h,dv], never forming the t x s scores.
+Value attention(Value q, Value k, Value v, bool causal, double scale);
 Value normalize(Value x, double epsilon);
 // Per-row softmax cross-entropy; targets are i32 class ids. Traced as three
 // steps (row maxima, statistics, loss) so a split class axis shards cleanly.

@@ -1,0 +1,361 @@
+// Fused scaled-dot-product attention, FlashAttention's scheme on the CPU: for
+// each batch and head, queries are taken kQ at a time and the keys visited kK
+// at a time with an online softmax (a running maximum and sum per query), so
+// the t x s scores never exist; a thread holds only kQ x kK tiles. The
+// gradient ops recompute the scores tile by tile from (q, k, v, out, dout),
+// one op per input differentiated (ops have one output).
+//
+// The plain reference is the unfused graph (einsum, scale, softmax, einsum);
+// tests/attention_test.cc compares the two, values and gradients.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
+#include "ir/op_def.h"
+#include "tensor/fast_math.h"
+
+namespace autoshard {
+namespace {
+
+constexpr int64_t kQ = 32;  // queries per tile
+constexpr int64_t kK = 64;  // keys per tile (the vectorised inner loops run over these)
+
+// Where one (batch, head) slice of the operands lives: row i of q is at
+// q + i * ldq, and so on.
+struct Head {
+  const float *q, *k, *v, *out, *dout;
+  int64_t ldq, ldk, ldv;  // out and dout share v's row stride
+  int64_t t, s, dk, dv;
+  bool causal;
+  float scale;
+
+  // Keys query i sees: [0, visible(i)).
+  int64_t visible(int64_t i) const {
+    return causal ? std::clamp<int64_t>(i + 1 + (s - t), 0, s) : s;
+  }
+};
+
+// Per-thread scratch: tiles and per-query statistics.
+struct Scratch {
+  std::vector<float> scores, probs, dprobs, acc, m, l, lse, d;
+  void fit(const Head& h) {
+    scores.resize(kQ * kK);
+    probs.resize(kQ * kK);
+    dprobs.resize(kQ * kK);
+    acc.resize(kQ * std::max(h.dk, h.dv));
+    m.resize(kQ);
+    l.resize(kQ);
+    lse.resize(h.t);
+    d.resize(h.t);
+  }
+};
+
+// out[r * kK + c] = a_r . b_c for r < ra, c < cb (rows of length n), and 0
+// for c >= cb. Tiles are small enough that OpenBLAS runs them on the
+// calling thread.
+void row_dots(const float* a, int64_t lda, int64_t ra, const float* b, int64_t ldb, int64_t cb,
+              int64_t n, float* out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(ra), int(cb), int(n), 1.0f, a, int(lda),
+              b, int(ldb), 0.0f, out, int(kK));
+  for (int64_t r = 0; r < ra; ++r) std::fill(out + r * kK + cb, out + (r + 1) * kK, 0.0f);
+}
+
+// c (m x n, ldc) += alpha * op(a) b, op(a) being m x k (a's transpose when trans_a).
+void gemm_acc(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, int(m), int(n),
+              int(k), alpha, a, int(lda), b, int(ldb), 1.0f, c, int(ldc));
+}
+
+// The keys of tile [j0, j0 + cb) that query i sees.
+inline int64_t seen(const Head& h, int64_t i, int64_t j0, int64_t cb) {
+  return std::clamp<int64_t>(h.visible(i) - j0, 0, cb);
+}
+
+// The online softmax over queries [i0, i0 + ra): each query's running
+// maximum m and sum l, and (with_values) the running sum of p v in acc.
+void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with_values) {
+  std::fill_n(w.m.data(), ra, -INFINITY);
+  std::fill_n(w.l.data(), ra, 0.0f);
+  if (with_values) std::fill_n(w.acc.data(), ra * h.dv, 0.0f);
+  const int64_t end = h.visible(i0 + ra - 1);
+  for (int64_t j0 = 0; j0 < end; j0 += kK) {
+    const int64_t cb = std::min(kK, end - j0);
+    row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
+    for (int64_t r = 0; r < ra; ++r) {
+      const int64_t vis = seen(h, i0 + r, j0, cb);
+      float* sr = w.scores.data() + r * kK;
+      if (vis == 0) {  // no key of this tile: probabilities 0, running values kept
+        std::fill_n(sr, kK, 0.0f);
+        continue;
+      }
+      float mx = w.m[r];
+      for (int64_t c = 0; c < vis; ++c) mx = std::max(mx, h.scale * sr[c]);
+      const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
+      float sum = 0;
+      for (int64_t c = 0; c < vis; ++c) sum += (sr[c] = fast_exp(h.scale * sr[c] - mx));
+      std::fill(sr + vis, sr + kK, 0.0f);
+      w.l[r] = w.l[r] * corr + sum;
+      w.m[r] = mx;
+      if (with_values)
+        for (int64_t e = 0; e < h.dv; ++e) w.acc[r * h.dv + e] *= corr;
+    }
+    if (with_values)  // acc += P V over the tile
+      gemm_acc(false, ra, h.dv, cb, 1.0f, w.scores.data(), kK, h.v + j0 * h.ldv, h.ldv,
+               w.acc.data(), h.dv);
+  }
+}
+
+void forward_head(const Head& h, Scratch& w, float* out) {
+  for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
+    const int64_t ra = std::min(kQ, h.t - i0);
+    online_softmax(h, w, i0, ra, true);
+    for (int64_t r = 0; r < ra; ++r) {
+      const float inv = w.l[r] > 0 ? 1.0f / w.l[r] : 0.0f;  // a query that sees no key: zeros
+      for (int64_t e = 0; e < h.dv; ++e) out[(i0 + r) * h.ldv + e] = w.acc[r * h.dv + e] * inv;
+    }
+  }
+}
+
+// Each query's log-sum-exp of its scaled scores, and D_i = dout_i . out_i.
+void statistics(const Head& h, Scratch& w) {
+  for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
+    const int64_t ra = std::min(kQ, h.t - i0);
+    online_softmax(h, w, i0, ra, false);
+    for (int64_t r = 0; r < ra; ++r)
+      w.lse[i0 + r] = w.l[r] > 0 ? w.m[r] + std::log(w.l[r]) : INFINITY;
+  }
+  for (int64_t i = 0; i < h.t; ++i) {
+    float dot = 0;
+    for (int64_t e = 0; e < h.dv; ++e) dot += h.dout[i * h.ldv + e] * h.out[i * h.ldv + e];
+    w.d[i] = dot;
+  }
+}
+
+// One tile's probabilities P (from the scores and each query's log-sum-exp)
+// and, unless only P is wanted, dS = P (dP - D) with dP = dout v^T.
+void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, int64_t cb,
+                bool only_probs) {
+  row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
+  for (int64_t r = 0; r < ra; ++r) {
+    const int64_t vis = seen(h, i0 + r, j0, cb);
+    const float* sr = w.scores.data() + r * kK;
+    float* pr = w.probs.data() + r * kK;
+    const float lse = w.lse[i0 + r];
+    for (int64_t c = 0; c < vis; ++c) pr[c] = fast_exp(h.scale * sr[c] - lse);
+    std::fill(pr + vis, pr + kK, 0.0f);
+  }
+  if (only_probs) return;
+  row_dots(h.dout + i0 * h.ldv, h.ldv, ra, h.v + j0 * h.ldv, h.ldv, cb, h.dv, w.dprobs.data());
+  for (int64_t r = 0; r < ra; ++r) {
+    const float* pr = w.probs.data() + r * kK;
+    float* dr = w.dprobs.data() + r * kK;
+    for (int64_t c = 0; c < kK; ++c) dr[c] = pr[c] * (dr[c] - w.d[i0 + r]);
+  }
+}
+
+// dq_i = scale * sum_j dS_ij k_j.
+void grad_q_head(const Head& h, Scratch& w, float* dq) {
+  for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
+    const int64_t ra = std::min(kQ, h.t - i0);
+    std::fill_n(w.acc.data(), ra * h.dk, 0.0f);
+    const int64_t end = h.visible(i0 + ra - 1);
+    for (int64_t j0 = 0; j0 < end; j0 += kK) {
+      const int64_t cb = std::min(kK, end - j0);
+      tile_grads(h, w, i0, ra, j0, cb, false);
+      gemm_acc(false, ra, h.dk, cb, h.scale, w.dprobs.data(), kK, h.k + j0 * h.ldk, h.ldk,
+               w.acc.data(), h.dk);
+    }
+    for (int64_t r = 0; r < ra; ++r)
+      std::copy_n(w.acc.data() + r * h.dk, h.dk, dq + (i0 + r) * h.ldq);
+  }
+}
+
+// dk_j = scale * sum_i dS_ij q_i, or dv_j = sum_i P_ij dout_i (wrt 2).
+void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad) {
+  const int64_t width = wrt == 1 ? h.dk : h.dv, ld = wrt == 1 ? h.ldk : h.ldv;
+  for (int64_t j0 = 0; j0 < h.s; j0 += kK) {
+    const int64_t cb = std::min(kK, h.s - j0);
+    for (int64_t c = 0; c < cb; ++c) std::fill_n(grad + (j0 + c) * ld, width, 0.0f);
+    for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
+      const int64_t ra = std::min(kQ, h.t - i0);
+      if (h.visible(i0 + ra - 1) <= j0) continue;  // no query of the block sees these keys
+      tile_grads(h, w, i0, ra, j0, cb, wrt == 2);
+      if (wrt == 1)
+        gemm_acc(true, cb, width, ra, h.scale, w.dprobs.data(), kK, h.q + i0 * h.ldq, h.ldq,
+                 grad + j0 * ld, ld);
+      else
+        gemm_acc(true, cb, width, ra, 1.0f, w.probs.data(), kK, h.dout + i0 * h.ldv, h.ldv,
+                 grad + j0 * ld, ld);
+    }
+  }
+}
+
+// The (batch, head) slices of a node's operands.
+Head head_of(const Node& n, std::span<Tensor* const> in, int64_t b, int64_t hd) {
+  const Shape& q = in[0]->shape();
+  const Shape& k = in[1]->shape();
+  const Shape& v = in[2]->shape();
+  const int64_t t = q[1], s = k[1], heads = q[2], dk = q[3], dv = v[3];
+  const AttentionAttrs& a = n.attr<AttentionAttrs>();
+  Head h{};
+  h.q = in[0]->f32() + (b * t * heads + hd) * dk;
+  h.k = in[1]->f32() + (b * s * heads + hd) * dk;
+  h.v = in[2]->f32() + (b * s * heads + hd) * dv;
+  if (in.size() == 5) {
+    h.out = in[3]->f32() + (b * t * heads + hd) * dv;
+    h.dout = in[4]->f32() + (b * t * heads + hd) * dv;
+  }
+  h.ldq = h.ldk = heads * dk;
+  h.ldv = heads * dv;
+  h.t = t, h.s = s, h.dk = dk, h.dv = dv;
+  h.causal = a.causal;
+  h.scale = static_cast<float>(a.scale);
+  return h;
+}
+
+// Runs body(head, scratch, b, h) for every (batch, head), split over the cores.
+template <typename Body>
+void for_each_head(const Node& n, std::span<Tensor* const> in, const Body& body) {
+  const Shape& q = in[0]->shape();
+  const int64_t batch = q[0], heads = q[2];
+  parallel_for(batch * heads, 1, [&](int64_t begin, int64_t end) {
+    thread_local Scratch w;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const Head h = head_of(n, in, bh / heads, bh % heads);
+      w.fit(h);
+      body(h, w, bh / heads, bh % heads);
+    }
+  });
+}
+
+void attention_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                      const KernelContext&) {
+  const Shape& q = in[0]->shape();
+  const int64_t t = q[1], heads = q[2], dv = in[2]->shape()[3];
+  for_each_head(n, in, [&](const Head& h, Scratch& w, int64_t b, int64_t hd) {
+    forward_head(h, w, out.f32() + (b * t * heads + hd) * dv);
+  });
+}
+
+void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                           const KernelContext&) {
+  const int wrt = n.attr<AttentionAttrs>().wrt;
+  const Shape& shape = in[wrt]->shape();  // [b, t or s, h, d]
+  const int64_t rows = shape[1], heads = shape[2], width = shape[3];
+  for_each_head(n, in, [&](const Head& h, Scratch& w, int64_t b, int64_t hd) {
+    float* grad = out.f32() + (b * rows * heads + hd) * width;
+    statistics(h, w);
+    if (wrt == 0)
+      grad_q_head(h, w, grad);
+    else
+      grad_kv_head(h, w, wrt, grad);
+  });
+}
+
+ShapeAndType attention_infer(const Graph& g, const Node& n) {
+  const bool grad = n.op == Op::AttentionGrad;
+  expect_inputs(n, grad ? 5 : 3);
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    AS_CHECK(input_dtype(g, n, i) == DType::F32 && input_shape(g, n, i).size() == 4,
+             "attention needs f32 [batch, time, heads, dim] operands");
+  const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
+  AS_CHECK(
+      k[0] == q[0] && v[0] == q[0] && k[2] == q[2] && v[2] == q[2] && k[3] == q[3] && v[1] == k[1],
+      "attention: q ", shape_str(q), ", k ", shape_str(k), " and v ", shape_str(v),
+      " do not agree (q [b,t,h,d], k [b,s,h,d], v [b,s,h,dv])");
+  const Shape out{q[0], q[1], q[2], v[3]};
+  if (!grad) return {out, DType::F32};
+  AS_CHECK(input_shape(g, n, 3) == out && input_shape(g, n, 4) == out,
+           "attention_grad: out and dout must be ", shape_str(out));
+  const int wrt = n.attr<AttentionAttrs>().wrt;
+  AS_CHECK(wrt >= 0 && wrt <= 2, "attention_grad: wrt must be 0, 1 or 2");
+  return {input_shape(g, n, wrt), DType::F32};
+}
+
+std::vector<Value> attention_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  std::vector<Value> grads;
+  for (int wrt = 0; wrt < 3; ++wrt) {
+    AttentionAttrs a = n.attr<AttentionAttrs>();
+    a.wrt = wrt;
+    grads.push_back(g.add(
+        Op::AttentionGrad,
+        {g.value(n.inputs[0]), g.value(n.inputs[1]), g.value(n.inputs[2]), g.value(id), dy}, a));
+  }
+  return grads;
+}
+
+// Batch and heads may be split (each device runs whole heads); time, keys
+// and the head dims stay whole.
+ShardDecision attention_rule(const ShardQuery& q) {
+  int b = -1, h = -1;
+  for (const Sharding& s : q.inputs)
+    if (b < 0 && s.rank() == 4) b = s.dims[0];
+  for (const Sharding& s : q.inputs)
+    if (h < 0 && s.rank() == 4 && s.dims[2] != b) h = s.dims[2];
+  const Sharding layout{{b, -1, h, -1}, {}};
+  return {std::vector<Sharding>(q.inputs.size(), layout), layout};
+}
+
+LoopNest attention_loops(const Graph& g, const Node& n) {
+  const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
+  LoopNest nest;
+  const int b = nest.add({q[0]}), t = nest.add({q[1], Loop::Kind::Whole});
+  const int s = nest.add({k[1], Loop::Kind::Whole}), h = nest.add({q[2]});
+  const int dk = nest.add({q[3], Loop::Kind::Whole}), dv = nest.add({v[3], Loop::Kind::Whole});
+  nest.inputs = {{b, t, h, dk}, {b, s, h, dk}, {b, s, h, dv}};
+  nest.output = {b, t, h, dv};
+  if (n.op == Op::AttentionGrad) {
+    nest.inputs.push_back({b, t, h, dv});
+    nest.inputs.push_back({b, t, h, dv});
+    nest.output = nest.inputs[n.attr<AttentionAttrs>().wrt];
+  }
+  return nest;
+}
+
+// Query-key pairs computed (about half of them when causal).
+double pairs(const Node& n, const CostShapes& s) {
+  const Shape &q = s.inputs[0], &k = s.inputs[1];
+  const double all = double(q[0]) * q[2] * q[1] * k[1];
+  return n.attr<AttentionAttrs>().causal ? all * 0.5 : all;
+}
+double operand_bytes(const CostShapes& s) {
+  double e = elements(s.output);
+  for (const Shape& in : s.inputs) e += elements(in);
+  return 4 * e;
+}
+OpCost attention_cost(const Node& n, const CostShapes& s) {
+  const double dk = double(s.inputs[0][3]), dv = double(s.inputs[2][3]);
+  return {pairs(n, s) * (2 * dk + 2 * dv + 15), operand_bytes(s), true};
+}
+// Statistics (a pass of scores) and one tile pass of scores, dP and the product.
+OpCost attention_grad_cost(const Node& n, const CostShapes& s) {
+  const double dk = double(s.inputs[0][3]), dv = double(s.inputs[2][3]);
+  return {pairs(n, s) * (6 * dk + 4 * dv + 30), operand_bytes(s), true};
+}
+
+}  // namespace
+
+void register_attention_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::Attention)] = {.name = "attention",
+                              .infer = attention_infer,
+                              .kernel = attention_kernel,
+                              .vjp = attention_vjp,
+                              .shard = attention_rule,
+                              .loops = attention_loops,
+                              .cost = attention_cost};
+  t[size_t(Op::AttentionGrad)] = {.name = "attention_grad",
+                                  .infer = attention_infer,
+                                  .kernel = attention_grad_kernel,
+                                  .shard = attention_rule,
+                                  .loops = attention_loops,
+                                  .cost = attention_grad_cost};
+}
+
+}  // namespace autoshard

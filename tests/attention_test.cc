@@ -1,0 +1,78 @@
+// The fused attention op against its plain reference, the unfused graph
+// (einsum, scale, softmax, einsum): values and the gradients of q, k and v,
+// causal or not, with sizes that are no multiple of the tiles, more keys
+// than queries (the causal offset), and a value width other than the key's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/ops.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+using testing::evaluate;
+using testing::random_tensor;
+
+struct Case {
+  int64_t b, t, s, h, dk, dv;
+  bool causal;
+};
+
+// Loss = sum(attention * w); returns (output, dq, dk, dv).
+std::vector<Tensor> run(const Case& c, bool fused) {
+  Graph g;
+  Value q = g.parameter("q", {c.b, c.t, c.h, c.dk});
+  Value k = g.parameter("k", {c.b, c.s, c.h, c.dk});
+  Value v = g.parameter("v", {c.b, c.s, c.h, c.dv});
+  Value w = g.parameter("w", {c.b, c.t, c.h, c.dv});
+  const double scale = 1.0 / std::sqrt(double(c.dk));
+  Value out;
+  if (fused) {
+    out = ops::attention(q, k, v, c.causal, scale);
+  } else {
+    Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale), c.causal);
+    out = ops::einsum("bhqk,bkhd->bqhd", probs, v);
+  }
+  Value loss = ops::reduce_sum(out * w, {0, 1, 2, 3});
+  std::vector<Value> grads = gradients(loss, {q, k, v});
+  std::map<std::string, Tensor> leaves{{"q", random_tensor(q.shape(), 1, 1.5f)},
+                                       {"k", random_tensor(k.shape(), 2, 1.5f)},
+                                       {"v", random_tensor(v.shape(), 3)},
+                                       {"w", random_tensor(w.shape(), 4)}};
+  return evaluate(g, leaves, {out.id, grads[0].id, grads[1].id, grads[2].id});
+}
+
+TEST(Attention, FusedMatchesTheUnfusedGraph) {
+  const Case cases[] = {
+      {2, 5, 5, 3, 4, 4, true},      // smaller than a tile
+      {1, 70, 70, 2, 16, 16, true},  // queries and keys span several tiles
+      {2, 37, 37, 3, 24, 8, false},  // not causal, value width != key width
+      {1, 33, 130, 2, 8, 12, true},  // more keys than queries: query i sees i + 97 keys
+      {3, 64, 64, 1, 64, 64, true},  // exactly a tile
+  };
+  for (const Case& c : cases) {
+    const std::vector<Tensor> fused = run(c, true), plain = run(c, false);
+    const char* what[] = {"output", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LT(max_relative_error(fused[i], plain[i]), 1e-5)
+          << what[i] << " for b" << c.b << " t" << c.t << " s" << c.s << " h" << c.h << " dk"
+          << c.dk << " dv" << c.dv << (c.causal ? " causal" : "");
+  }
+}
+
+TEST(Attention, MismatchedOperandsAreErrors) {
+  Graph g;
+  Value q = g.parameter("q", {2, 5, 3, 4});
+  Value k = g.parameter("k", {2, 6, 3, 4});
+  Value bad_v = g.parameter("v", {2, 5, 3, 4});  // 5 values for 6 keys
+  EXPECT_THROW(ops::attention(q, k, bad_v, true, 0.5), Error);
+  Value bad_k = g.parameter("k2", {2, 6, 2, 4});  // 2 heads where q has 3
+  EXPECT_THROW(ops::attention(q, bad_k, bad_k, false, 0.5), Error);
+}
+
+}  // namespace
+}  // namespace autoshard
