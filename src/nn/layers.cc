@@ -191,6 +191,9 @@ class DropoutImpl : public LayerImpl {
 };
 
 // ---- MultiHeadAttention ----
+// Queries x keys from which attention runs fused (ops::attention).
+constexpr int64_t kFusedAttentionScores = 256 * 256;
+
 class MultiHeadAttentionImpl : public LayerImpl {
  public:
   MultiHeadAttentionImpl(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
@@ -224,8 +227,12 @@ class MultiHeadAttentionImpl : public LayerImpl {
     Value v = (*value_)(t, kv_in);
     const double scale = 1.0 / std::sqrt(double(key_dim_));
     Value context;
-    if (t.training() && o_.dropout_ > 0) {
-      // Dropout on the probabilities needs them whole: the unfused form.
+    // The fused op never forms the scores, at the price of recomputing them
+    // in its gradient: it pays from sequences of a few hundred up; short
+    // ones run faster as batched products. Dropout on the probabilities
+    // needs them whole.
+    const bool long_sequence = q.dim(1) * k.dim(1) >= kFusedAttentionScores;
+    if ((t.training() && o_.dropout_ > 0) || !long_sequence) {
       Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale),
                                  o_.use_causal_mask_);
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
