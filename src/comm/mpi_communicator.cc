@@ -10,8 +10,8 @@
 #include <map>
 #include <vector>
 
-#include "autoshard/error.h"
 #include "autoshard/comm/thread_communicator.h"
+#include "autoshard/error.h"
 
 namespace autoshard {
 
@@ -157,8 +157,8 @@ MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh) : groups_(std::make_uni
   rank_ = mpi_rank();
   size_ = mpi_size();
   AS_CHECK(mesh.size() == size_, "mesh ", mesh.to_string(), " has ", mesh.size(),
-        " devices but mpirun started ", size_,
-        " ranks; start as many ranks as the mesh has devices (mpirun -np ", mesh.size(), ")");
+           " devices but mpirun started ", size_,
+           " ranks; start as many ranks as the mesh has devices (mpirun -np ", mesh.size(), ")");
   MPI_Comm world;
   ok(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
   groups_->comm[0] = world;
@@ -197,47 +197,61 @@ void MpiCommunicator::all_reduce(float* data, int64_t count, ReduceOp op, const 
   }
 }
 
+// All-gather and reduce-scatter exchange pieces pairwise (at step k a rank
+// sends to rank + k and receives from rank - k), straight between the
+// caller's buffers: on one machine this is 2-7x the bandwidth of OpenMPI's
+// own MPI_Allgatherv and MPI_Reduce_scatter (bench/collectives_vs_mpi.sh).
+// Pieces longer than an int count go in rounds.
 void MpiCommunicator::all_gather(const float* in, float* out, const std::vector<int64_t>& counts,
                                  const CommGroup& g) {
   MPI_Comm c = lookup(groups_->comm, g);
+  const int n = g.size(), me = g.index;
   const std::vector<int64_t> at = offsets_of(counts);
+  if (counts[me] > 0 && out + at[me] != in)
+    std::memmove(out + at[me], in, counts[me] * sizeof(float));
   const Rounds rounds(counts);
-  std::vector<float> tmp;
-  for (int64_t r = 0; r < rounds.count; ++r) {
-    std::vector<int> n;
-    for (int64_t k : counts) n.push_back(rounds.window(k, r));
-    const std::vector<int> d = displacements(n);
-    tmp.resize(static_cast<size_t>(d.back() + n.back()));
-    ok(MPI_Allgatherv(in + r * rounds.chunk, n[g.index], MPI_FLOAT, tmp.data(), n.data(), d.data(),
-                      MPI_FLOAT, c),
-       "MPI_Allgatherv");
-    for (size_t m = 0; m < n.size(); ++m)
-      std::memcpy(out + at[m] + r * rounds.chunk, tmp.data() + d[m], n[m] * sizeof(float));
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n, from = (me - k + n) % n;
+    for (int64_t r = 0; r < rounds.count; ++r)
+      ok(MPI_Sendrecv(out + at[me] + r * rounds.chunk, rounds.window(counts[me], r), MPI_FLOAT, to,
+                      0, out + at[from] + r * rounds.chunk, rounds.window(counts[from], r),
+                      MPI_FLOAT, from, 0, c, MPI_STATUS_IGNORE),
+         "MPI_Sendrecv");
   }
 }
 
+// Each rank receives every other rank's copy of its own piece, then sums the
+// copies in rank order, as the in-process devices do (the same bits).
 void MpiCommunicator::reduce_scatter(const float* in, float* out,
                                      const std::vector<int64_t>& counts, const CommGroup& g) {
   MPI_Comm c = lookup(groups_->comm, g);
+  const int n = g.size(), me = g.index;
   const std::vector<int64_t> at = offsets_of(counts);
+  const int64_t mine = counts[me];
+  thread_local std::vector<float> copies;  // [rank][mine], kept between calls
+  copies.resize(static_cast<size_t>(mine * n));
+  if (mine > 0) std::memcpy(copies.data() + me * mine, in + at[me], mine * sizeof(float));
   const Rounds rounds(counts);
-  std::vector<float> packed;  // this round's window of every piece (MPI forbids aliasing `out`)
-  for (int64_t r = 0; r < rounds.count; ++r) {
-    std::vector<int> n;
-    for (int64_t k : counts) n.push_back(rounds.window(k, r));
-    const std::vector<int> d = displacements(n);
-    packed.resize(static_cast<size_t>(d.back() + n.back()));
-    for (size_t m = 0; m < n.size(); ++m)
-      std::memcpy(packed.data() + d[m], in + at[m] + r * rounds.chunk, n[m] * sizeof(float));
-    ok(MPI_Reduce_scatter(packed.data(), out + r * rounds.chunk, n.data(), MPI_FLOAT, MPI_SUM, c),
-       "MPI_Reduce_scatter");
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n, from = (me - k + n) % n;
+    for (int64_t r = 0; r < rounds.count; ++r)
+      ok(MPI_Sendrecv(in + at[to] + r * rounds.chunk, rounds.window(counts[to], r), MPI_FLOAT, to,
+                      0, copies.data() + from * mine + r * rounds.chunk, rounds.window(mine, r),
+                      MPI_FLOAT, from, 0, c, MPI_STATUS_IGNORE),
+         "MPI_Sendrecv");
+  }
+  for (int64_t e = 0; e < mine; ++e) {
+    float sum = copies[e];
+    for (int m = 1; m < n; ++m) sum += copies[m * mine + e];
+    out[e] = sum;
   }
 }
 
 void MpiCommunicator::broadcast(float* data, int64_t count, int root, const CommGroup& g) {
   MPI_Comm c = lookup(groups_->comm, g);
   for (int64_t at = 0; at < count; at += max_count())
-    ok(MPI_Bcast(data + at, static_cast<int>(std::min(max_count(), count - at)), MPI_FLOAT, root, c),
+    ok(MPI_Bcast(data + at, static_cast<int>(std::min(max_count(), count - at)), MPI_FLOAT, root,
+                 c),
        "MPI_Bcast");
 }
 
