@@ -52,3 +52,14 @@ TEST(Lanes, BroadcastRunRangesMatchTheWholeWalk) {
     EXPECT_EQ(part, std::vector<std::vector<int64_t>>(whole.begin() + first, whole.end()));
   }
 }
+
+// An empty output has no runs: nothing is called (and nothing divides by
+// its zero-sized dimension).
+TEST(Lanes, EmptyBroadcastWalksCallNothing) {
+  const BroadcastPlan plan = plan_broadcast({3, 0, 5}, {{3, 0, 5}, {5}});
+  EXPECT_EQ(run_count(plan), 0);
+  int calls = 0;
+  for_each_run(plan, [&](int64_t, const std::vector<int64_t>&, int64_t,
+                         const std::vector<int64_t>&) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}

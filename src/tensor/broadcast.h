@@ -34,11 +34,12 @@ inline int64_t run_length(const BroadcastPlan& plan) {
 // run of the innermost merged dimension, for runs [first, last).
 template <typename Inner>
 void for_each_run(const BroadcastPlan& plan, int64_t first, int64_t last, Inner&& inner) {
+  if (first >= last) return;  // also every walk over an empty output
   const size_t rank = plan.sizes.size();
   const size_t k = plan.strides.size();
   std::vector<int64_t> offs(k, 0), inner_strides(k, 0);
   if (rank == 0) {
-    if (first < last) inner(int64_t{0}, offs, int64_t{1}, inner_strides);
+    inner(int64_t{0}, offs, int64_t{1}, inner_strides);
     return;
   }
   for (size_t j = 0; j < k; ++j) inner_strides[j] = plan.strides[j][rank - 1];
