@@ -17,29 +17,17 @@
 
 #include "autoshard/comm/thread_communicator.h"
 #include "autoshard/tensor/array_split.h"
+#include "collective_sweep.h"
 
 using namespace autoshard;
 
-namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string t; std::getline(ss, t, ',');) out.push_back(t);
-  return out;
-}
-
-// Repetitions so that a timed batch runs for about 20 ms, between 5 and 2000.
-int iterations_for(double bytes) {
-  return static_cast<int>(std::clamp(2e9 * 0.02 / std::max(bytes, 1.0), 5.0, 2000.0));
-}
-
-}  // namespace
+using bench::iterations_for;
+using bench::split_list;
 
 int main(int argc, char** argv) {
   int ranks = 2;
-  std::vector<std::string> ops = {"allreduce", "allgather", "reducescatter"};
-  std::vector<double> sizes_kib = {4, 64, 1024, 4096, 16384, 65536, 262144};
+  std::vector<std::string> ops = bench::default_ops();
+  std::vector<double> sizes_kib = bench::default_sizes_kib();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--ranks") {

@@ -10,28 +10,18 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "collective_sweep.h"
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string t; std::getline(ss, t, ',');) out.push_back(t);
-  return out;
-}
-
-int iterations_for(double bytes) {
-  return static_cast<int>(std::clamp(2e9 * 0.02 / std::max(bytes, 1.0), 5.0, 2000.0));
-}
-
-}  // namespace
+using bench::iterations_for;
+using bench::split_list;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  std::vector<std::string> ops = {"allreduce", "allgather", "reducescatter"};
-  std::vector<double> sizes_kib = {4, 64, 1024, 4096, 16384, 65536, 262144};
+  std::vector<std::string> ops = bench::default_ops();
+  std::vector<double> sizes_kib = bench::default_sizes_kib();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--ops") ops = split_list(argv[i + 1]);
