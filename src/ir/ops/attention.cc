@@ -22,8 +22,10 @@
 namespace autoshard {
 namespace {
 
+// Tiles small enough that OpenBLAS multiplies them on the calling thread
+// (each thread of the pool works on its own heads).
 constexpr int64_t kQ = 32;  // queries per tile
-constexpr int64_t kK = 64;  // keys per tile (the vectorised inner loops run over these)
+constexpr int64_t kK = 64;  // keys per tile
 
 // Where one (batch, head) slice of the operands lives: row i of q is at
 // q + i * ldq, and so on.
@@ -42,7 +44,12 @@ struct Head {
 
 // Per-thread scratch: tiles and per-query statistics.
 struct Scratch {
-  std::vector<float> scores, probs, dprobs, acc, m, l, lse, d;
+  std::vector<float> scores;  // (kQ, kK) q k^T of a tile, then its probabilities (forward)
+  std::vector<float> probs;   // (kQ, kK) P of a tile (gradients)
+  std::vector<float> dprobs;  // (kQ, kK) dout v^T, then dS = P (dP - D)
+  std::vector<float> acc;     // (kQ, max(dk, dv)) running P v, or dq of a query tile
+  std::vector<float> m, l;    // (kQ,) running maximum and sum of each query
+  std::vector<float> lse, d;  // (t,) log-sum-exp of each query; D = dout . out
   void fit(const Head& h) {
     scores.resize(kQ * kK);
     probs.resize(kQ * kK);
