@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GEMM libraries Debian packages, side by side on the step's shapes
 # (bench/gemm_shapes.cc), each on every core. OpenBLAS always; BLIS when
-# libblis-dev is installed (apt-get install libblis-dev).
+# libblis-dev is installed (AUTOSHARD_WITH_TORCH=1 scripts/setup.sh).
 set -euo pipefail
 here=$(dirname "$0"); work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 threads=$(nproc)

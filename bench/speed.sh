@@ -18,7 +18,7 @@ rows=()
 declare -A torch_runs  # one PyTorch run per (model, batch, seq)
 run() {  # name model batch seq [mesh]
   local name=$1 model=$2 batch=$3 seq=$4 mesh=${5:-}
-  local ours theirs="{}"
+  local ours theirs
   ours=$("$build/bench/bench_gpt2_step" --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
          ${mesh:+--mesh "$mesh"} 2>/dev/null | tail -1)
   local key="$model $batch $seq"

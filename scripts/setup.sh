@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of autoshard from Debian's packages.
 # Idempotent: packages already present are skipped. Set AUTOSHARD_WITH_TORCH=1
-# to also install PyTorch (only needed to regenerate reference data and for the
-# side-by-side benchmarks; the tests never need it).
+# to also install PyTorch and BLIS (only needed to regenerate reference data
+# and for the side-by-side benchmarks; the tests never need them).
 set -euo pipefail
 
 packages=(
@@ -20,6 +20,7 @@ packages=(
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)
+  packages+=(libblis-dev)  # the second GEMM library of bench/gemm_libraries.sh
 fi
 
 missing=()

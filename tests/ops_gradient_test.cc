@@ -268,7 +268,9 @@ TEST(Einsum, GemmSplitIntoBlocksMatchesOneCall) {
       Tensor whole({M, N}), blocked({M, N});
       const int64_t lda = ta ? M : K, ldb = tb ? K : N;
       sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, whole.f32(), N);
-      sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, blocked.f32(), N, /*max_dim=*/2);
+      sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, blocked.f32(), N, /*alpha=*/1.0f,
+            /*beta=*/0.0f,
+            /*max_dim=*/2);
       EXPECT_LT(max_relative_error(blocked, whole), 1e-6) << ta << tb;
     }
   float x = 0;

@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <cstdlib>
-#include <thread>
 
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/world.h"
@@ -34,7 +33,7 @@ void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
 }
 
 void ShardedExecutor::run(const StepContext& ctx) {
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int cores = machine_cores();
   if (mpi_) {
     // Share this machine's cores between the ranks running on it.
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

@@ -11,16 +11,6 @@
 namespace autoshard {
 namespace {
 
-// The machine's cores, or AUTOSHARD_THREADS when set.
-int machine_cores() {
-  static const int cores = [] {
-    const char* env = std::getenv("AUTOSHARD_THREADS");
-    if (env && std::atoi(env) > 0) return std::atoi(env);
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }();
-  return cores;
-}
-
 thread_local int tls_threads = 0;  // 0: not set, use the machine's cores
 
 // One parallel_for call. It lives on the caller's stack; the caller leaves
@@ -106,6 +96,15 @@ class Pool {
 };
 
 }  // namespace
+
+int machine_cores() {
+  static const int cores = [] {
+    const char* env = std::getenv("AUTOSHARD_THREADS");
+    if (env && std::atoi(env) > 0) return std::atoi(env);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
+}
 
 int intra_op_threads() {
   return tls_threads > 0 ? tls_threads : machine_cores();

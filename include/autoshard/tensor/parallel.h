@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 namespace autoshard {
 
-// Cores the calling thread's kernels may use (default: the machine's).
+// The cores this process's kernels share: the machine's, or
+// AUTOSHARD_THREADS when set.
+int machine_cores();
+// Cores the calling thread's kernels may use (default: machine_cores()).
 int intra_op_threads();
 // Sets it for the calling thread only; n < 1 means 1.
 void set_intra_op_threads(int n);

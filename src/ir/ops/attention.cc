@@ -7,8 +7,6 @@
 //
 // The plain reference is the unfused graph (einsum, scale, softmax, einsum);
 // tests/attention_test.cc compares the two, values and gradients.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "autoshard/ir/ops.h"
 #include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
+#include "ir/ops/gemm.h"
 #include "tensor/fast_math.h"
 
 namespace autoshard {
@@ -67,16 +66,14 @@ struct Scratch {
 // calling thread.
 void row_dots(const float* a, int64_t lda, int64_t ra, const float* b, int64_t ldb, int64_t cb,
               int64_t n, float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(ra), int(cb), int(n), 1.0f, a, int(lda),
-              b, int(ldb), 0.0f, out, int(kK));
+  sgemm(false, true, ra, cb, n, a, lda, b, ldb, out, kK);
   for (int64_t r = 0; r < ra; ++r) std::fill(out + r * kK + cb, out + (r + 1) * kK, 0.0f);
 }
 
 // c (m x n, ldc) += alpha * op(a) b, op(a) being m x k (a's transpose when trans_a).
 void gemm_acc(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, int(m), int(n),
-              int(k), alpha, a, int(lda), b, int(ldb), 1.0f, c, int(ldc));
+  sgemm(trans_a, false, m, n, k, a, lda, b, ldb, c, ldc, alpha, 1.0f);
 }
 
 // The keys of tile [j0, j0 + cb) that query i sees.

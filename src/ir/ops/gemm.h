@@ -1,5 +1,5 @@
-// Row-major single-precision GEMM on int64 sizes: C = op(A) op(B), C being
-// M x N and the contraction K long. BLAS takes int sizes; larger ones are
+// Row-major single-precision GEMM on int64 sizes: C = alpha op(A) op(B) +
+// beta C, C being M x N and the contraction K long. BLAS takes int sizes; larger ones are
 // split into blocks that fit (M and N blocks independent, K blocks summed
 // into C), so no size is ever narrowed. A leading dimension above INT_MAX
 // cannot be expressed to BLAS and is an error.
@@ -17,7 +17,7 @@ namespace autoshard {
 
 inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                  int64_t max_dim = INT_MAX) {
+                  float alpha = 1.0f, float beta = 0.0f, int64_t max_dim = INT_MAX) {
   AS_CHECK(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX, "a matrix row of more than ",
            INT_MAX, " elements is beyond BLAS's int sizes (lda ", lda, ", ldb ", ldb, ", ldc ", ldc,
            ")");
@@ -30,8 +30,8 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
         const float* b = trans_b ? B + j0 * ldb + k0 : B + k0 * ldb + j0;
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                     trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                    k0 == 0 ? 0.0f : 1.0f, C + i0 * ldc + j0, static_cast<int>(ldc));
+                    static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                    k0 == 0 ? beta : 1.0f, C + i0 * ldc + j0, static_cast<int>(ldc));
       }
 }
 
