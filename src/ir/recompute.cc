@@ -16,11 +16,17 @@ Recomputed recompute_regions(const Graph& g, int loss) {
   out.id_of.assign(n, -1);
   std::vector<int> copy_of(n, -1);  // forward value -> its recomputed copy
   std::vector<char> recomputed(g.regions(), 0);
-  auto append = [&](const Node& node, const std::vector<int>& from) {
+  // The forward pass keeps its regions; recomputed copies join the gradient
+  // ops outside them, in their block (for the planner). So the partitioner
+  // converts a value again for the backward pass instead of keeping the
+  // forward pass's copy alive until then (see Partition's reshard).
+  auto append = [&](const Node& node, const std::vector<int>& from, bool forward) {
     std::vector<Value> ins;
     for (int in : node.inputs) ins.push_back(out.graph.value(from[in]));
-    out.graph.set_block(node.block);  // copies stay in their block (for the planner)
+    out.graph.set_region(forward ? node.region : -1);
+    out.graph.set_block(node.block);
     const int id = out.graph.add(node.op, ins, node.attrs).id;
+    out.graph.set_region(-1);
     out.graph.set_block(-1);
     return id;
   };
@@ -35,16 +41,16 @@ Recomputed recompute_regions(const Graph& g, int loss) {
         recomputed[r] = 1;
         std::vector<int> from = out.id_of;
         for (int f : forward[r]) {
-          from[f] = copy_of[f] = append(g.node(f), from);
+          from[f] = copy_of[f] = append(g.node(f), from, false);
         }
       }
       std::vector<int> from = out.id_of;
       for (int in : node.inputs)
         if (copy_of[in] >= 0) from[in] = copy_of[in];
-      out.id_of[i] = append(node, from);
+      out.id_of[i] = append(node, from, false);
       continue;
     }
-    out.id_of[i] = append(node, out.id_of);
+    out.id_of[i] = append(node, out.id_of, true);
   }
   return out;
 }

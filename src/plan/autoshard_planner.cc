@@ -36,21 +36,29 @@ std::string mebibytes(int64_t bytes) {
 }
 
 // What node `i` alone switching to strategy `s` would change: cost (its own
-// and its edges', the rest held) and its own bytes.
-std::pair<int64_t, int64_t> change_of(const ShardingProblem& p,
+// and its edges', the rest held) and bytes at its largest piece of memory
+// (a tied node's other pieces are the nodes without members tied to it).
+std::pair<int64_t, int64_t> change_of(const StrategyProblem& sp,
                                       const std::vector<std::vector<int>>& edges_of,
                                       const std::vector<int>& chosen, int i, int s) {
+  const ShardingProblem& p = sp.problem;
   const int now = chosen[i];
   int64_t cost = p.nodes[i].cost[s] - p.nodes[i].cost[now];
+  int largest = i;
   for (int e : edges_of[i]) {
     const ShardingProblem::Edge& edge = p.edges[e];
+    const int other = edge.u == i ? edge.v : edge.u;
+    if (sp.members[other].empty()) {  // a piece of i's memory, moving with it
+      if (p.nodes[other].usage[now] > p.nodes[largest].usage[now]) largest = other;
+      continue;
+    }
     const size_t width = p.nodes[edge.v].cost.size();
     if (edge.u == i)
       cost += edge.cost[s * width + chosen[edge.v]] - edge.cost[now * width + chosen[edge.v]];
     else
       cost += edge.cost[chosen[edge.u] * width + s] - edge.cost[chosen[edge.u] * width + now];
   }
-  return {cost, p.nodes[i].usage[s] - p.nodes[i].usage[now]};
+  return {cost, p.nodes[largest].usage[s] - p.nodes[largest].usage[now]};
 }
 
 // The solver's answer, the same on every rank: under mpirun the leader
@@ -94,10 +102,12 @@ double planned_memory(const Graph& g, const PartitionRequest& request, const Clu
   return predicted.memory.total() - predicted.memory.process;
 }
 
-// The solver's answer, checked against the executor's real memory: the
-// problem counts each value once, but conversions make copies (a gathered
-// weight kept for the backward pass, say). When the real peak is over the
-// budget, the problem's limit is lowered by the overshoot and solved again.
+// The solver's answer, checked against the executor's real memory. The
+// problem's count is close (tied layers are counted from above, see
+// strategy_problem.h) but conversions make copies it does not see (a
+// gathered weight kept for the backward pass, say). When the real peak is
+// over the budget, the problem's limit is lowered by the overshoot and the
+// problem solved again.
 std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Cluster& cluster,
                                 const AutoShardOptions& o, const DeviceMesh& mesh) {
   const int64_t budget = *sp.problem.usage_limit;
@@ -168,14 +178,14 @@ void AutoShard::prepare(const Graph& g) {
   }
   std::vector<std::string> lines(g.size());  // by weight node, in the model's order
   for (size_t i = 0; i < sp.problem.nodes.size(); ++i) {
-    if (!g.node(sp.members[i].front()).is_weight()) continue;
+    if (sp.members[i].empty() || !g.node(sp.members[i].front()).is_weight()) continue;
     // The best rejected layout: the cheapest other choice, the rest held
     // (for every layer that shares this decision together).
     int rejected = -1;
     std::pair<int64_t, int64_t> delta;
     for (int s = 0; s < int(sp.choices[i].size()); ++s) {
       if (s == strategy[i]) continue;
-      const auto d = change_of(sp.problem, edges_of, strategy, int(i), s);
+      const auto d = change_of(sp, edges_of, strategy, int(i), s);
       if (rejected < 0 || d.first < delta.first) rejected = s, delta = d;
     }
     std::string why;

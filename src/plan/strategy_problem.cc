@@ -195,22 +195,6 @@ class Builder {
       if (rep_[i] != i) usage_[i] = usage_[rep_[i]];
   }
 
-  // When the replicated plan's memory peaks (the end of the forward pass,
-  // for a transformer: every layer's saved activations, weights and state
-  // are live then). Tied nodes are counted at that moment; AutoShard checks
-  // the real peak of its plan and tightens the limit if it is over.
-  int64_t peak_time() const {
-    std::vector<int64_t> profile(n_ + 1, 0);
-    for (int i = 0; i < n_; ++i) {
-      profile[lo_[i]] += usage_[i][0];
-      profile[hi_[i]] -= usage_[i][0];
-    }
-    int64_t when = 0, level = 0, highest = -1;
-    for (int t = 0; t < n_; ++t)
-      if ((level += profile[t]) > highest) highest = level, when = t;
-    return when;
-  }
-
   // The op's compute time under each of its strategies.
   std::vector<int64_t> node_costs(int i) {
     const Node& node = g_.node(i);
@@ -231,7 +215,8 @@ class Builder {
   }
 
   // One problem node per representative: its members' costs added up, its
-  // memory over its live range (untied) or at the peak (tied).
+  // memory over its live range (untied) or over time as its members come
+  // and go (tied: see add_pieces).
   void add_nodes() {
     ShardingProblem& p = sp_.problem;
     index_.assign(n_, -1);
@@ -244,8 +229,8 @@ class Builder {
       sp_.choices.push_back(std::move(choices_[i]));
     }
     for (int i = 0; i < n_; ++i) sp_.members[index_[rep_[i]]].push_back(i);
-    const int64_t peak = peak_time();
-    for (size_t q = 0; q < p.nodes.size(); ++q) {
+    const size_t classes = p.nodes.size();
+    for (size_t q = 0; q < classes; ++q) {
       ShardingProblem::Node& pn = p.nodes[q];
       const std::vector<int>& m = sp_.members[q];
       for (int64_t& cost : pn.cost) cost *= int64_t(m.size());
@@ -253,10 +238,62 @@ class Builder {
         pn.lo = lo_[m[0]], pn.hi = hi_[m[0]], pn.usage = usage_[m[0]];
         continue;
       }
-      pn.lo = peak, pn.hi = peak + 1;
-      for (int i : m)
-        if (lo_[i] <= peak && peak < hi_[i])
-          for (size_t s = 0; s < pn.usage.size(); ++s) pn.usage[s] += usage_[i][s];
+      add_pieces(int(q));
+    }
+  }
+
+  // A tied class holds count(t) values at time t (a layer's saved
+  // activation lives from its forward to its backward pass: the count climbs
+  // through the forward pass and falls through the backward). That step
+  // function is bounded from above by a few constant pieces, each within a
+  // tenth of the class's largest count: the first on the class's own node,
+  // the others on nodes tied to it one-to-one (same strategy, no cost),
+  // which the solver merges back into one decision. Plain IOPDDL, exact to
+  // that tenth.
+  void add_pieces(int q) {
+    std::map<int64_t, int> change;  // time -> change of the count
+    for (int i : sp_.members[q]) ++change[lo_[i]], --change[hi_[i]];
+    int most = 0;
+    for (int count = 0; const auto& [t, d] : change) most = std::max(most, count += d);
+    const int slack = std::max(1, most / 10);
+    struct Piece {
+      int64_t lo, hi;
+      int low, high;  // least and largest count inside
+    };
+    std::vector<Piece> pieces;
+    int count = 0;
+    for (auto it = change.begin(); std::next(it) != change.end(); ++it) {
+      count += it->second;
+      const int64_t lo = it->first, hi = std::next(it)->first;
+      Piece* last = pieces.empty() ? nullptr : &pieces.back();
+      if (last && std::max(last->high, count) - std::min(last->low, count) <= slack) {
+        last->hi = hi, last->low = std::min(last->low, count),
+        last->high = std::max(last->high, count);
+      } else if (count > 0 || last) {
+        pieces.push_back({lo, hi, count, count});
+      }
+    }
+    while (!pieces.empty() && pieces.back().high == 0) pieces.pop_back();
+    ShardingProblem& p = sp_.problem;
+    const std::vector<int64_t>& unit = usage_[sp_.members[q][0]];
+    const size_t width = unit.size();
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      std::vector<int64_t> usage(width);
+      for (size_t s = 0; s < width; ++s) usage[s] = unit[s] * pieces[k].high;
+      if (k == 0) {
+        p.nodes[q].lo = pieces[k].lo, p.nodes[q].hi = pieces[k].hi;
+        p.nodes[q].usage = std::move(usage);
+        continue;
+      }
+      const int shadow = static_cast<int>(p.nodes.size());
+      p.nodes.push_back(
+          {pieces[k].lo, pieces[k].hi, std::vector<int64_t>(width, 0), std::move(usage)});
+      sp_.members.push_back({});
+      sp_.leaf.push_back(sp_.leaf[q]);
+      sp_.choices.push_back(sp_.choices[q]);
+      std::vector<int64_t> same(width * width, kForbiddenCost);
+      for (size_t s = 0; s < width; ++s) same[s * width + s] = 0;
+      p.edges.push_back({q, shadow, std::move(same)});
     }
   }
 

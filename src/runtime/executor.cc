@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <map>
 
 #include "autoshard/error.h"
 #include "ir/op_def.h"
@@ -28,33 +29,38 @@ BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   }
   for (int o : outputs) last[root[o]] = INT_MAX;
 
-  // Greedy assignment: the smallest free buffer that fits (and is at most
-  // twice the size), else a new one.
-  std::vector<int> free_slots;
-  std::vector<std::vector<int>> release_at(n);
-  plan.slot_of.assign(n, -1);
-  int released_before = 0;  // buffers whose last reader precedes this node are free
+  // Values into buffers, largest first: each takes the first buffer that
+  // holds no value live at the same time (a buffer is as large as its first,
+  // largest value), else a new one. Placing by size keeps small values from
+  // splintering the large buffers (TFLite's greedy-by-size).
+  struct Lifetime {
+    size_t bytes;
+    int first, last;  // from its node to its last reader, inclusive
+    int id;
+  };
+  std::vector<Lifetime> values;
   for (int i : plan.schedule) {
-    for (; released_before < i; ++released_before)
-      for (int s : release_at[released_before]) free_slots.push_back(s);
     const Node& node = graph.node(i);
     if (node.is_leaf() || root[i] != i) continue;
     const size_t bytes = std::max<size_t>(4, numel(node.shape) * dtype_size(node.dtype));
-    int best = -1;
-    for (size_t k = 0; k < free_slots.size(); ++k) {
-      size_t have = plan.slot_bytes[free_slots[k]];
-      if (have >= bytes && have <= 2 * bytes &&
-          (best < 0 || have < plan.slot_bytes[free_slots[best]]))
-        best = static_cast<int>(k);
+    values.push_back({(bytes + 3) / 4 * 4, i, std::max(last[i], i), i});
+  }
+  std::stable_sort(values.begin(), values.end(),
+                   [](const Lifetime& a, const Lifetime& b) { return a.bytes > b.bytes; });
+  std::vector<std::map<int, int>> busy;  // per buffer: first -> last of its values
+  plan.slot_of.assign(n, -1);
+  for (const Lifetime& v : values) {
+    size_t slot = 0;
+    for (; slot < busy.size(); ++slot) {
+      auto after = busy[slot].upper_bound(v.last);  // the first value starting after v
+      if (after == busy[slot].begin() || std::prev(after)->second < v.first) break;
     }
-    if (best >= 0) {
-      plan.slot_of[i] = free_slots[best];
-      free_slots.erase(free_slots.begin() + best);
-    } else {
-      plan.slot_of[i] = static_cast<int>(plan.slot_bytes.size());
-      plan.slot_bytes.push_back((bytes + 3) / 4 * 4);
+    if (slot == busy.size()) {
+      busy.emplace_back();
+      plan.slot_bytes.push_back(v.bytes);
     }
-    if (last[i] != INT_MAX) release_at[std::max(last[i], i)].push_back(plan.slot_of[i]);
+    busy[slot][v.first] = v.last;
+    plan.slot_of[v.id] = static_cast<int>(slot);
   }
   return plan;
 }
@@ -89,9 +95,9 @@ void Executor::allocate() {
 void Executor::bind(int node, const Tensor& value) {
   const Node& n = graph_.node(node);
   AS_CHECK(n.is_leaf(), "bind: node ", node, " is not a parameter or input");
-  AS_CHECK(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.leaf().key(), "' expects ",
-        dtype_name(n.dtype), shape_str(n.shape), ", got ", dtype_name(value.dtype()),
-        shape_str(value.shape()));
+  AS_CHECK(value.shape() == n.shape && value.dtype() == n.dtype, "bind: '", n.leaf().key(),
+           "' expects ", dtype_name(n.dtype), shape_str(n.shape), ", got ",
+           dtype_name(value.dtype()), shape_str(value.shape()));
   values_[node] = value;
 }
 
@@ -102,7 +108,7 @@ void Executor::run(const StepContext& step) {
     const Node& node = graph_.node(i);
     if (node.is_leaf()) {
       AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
-            "run: ", op_name(node.op), " '", node.leaf().key(), "' has no value bound");
+               "run: ", op_name(node.op), " '", node.leaf().key(), "' has no value bound");
       continue;
     }
     const OpDef& def = op_def(node.op);

@@ -10,6 +10,7 @@
 // gradient).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -160,6 +161,12 @@ class Graph {
   int open_region();
   void close_region() { current_region_ = -1; }
   int regions() const { return regions_; }
+  // Nodes added from now on belong to region `r` (-1: none), which need not
+  // be open: for rewrites that copy a traced graph region by region.
+  void set_region(int r) {
+    current_region_ = r;
+    regions_ = std::max(regions_, r + 1);
+  }
   // Nodes added outside any region belong to block `b` (see Node::block)
   // until it is set back to -1; autodiff and the optimizer set it.
   void set_block(int b) { current_block_ = b; }

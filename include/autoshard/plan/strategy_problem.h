@@ -16,9 +16,13 @@
 //             limit is the memory per device left after the process itself
 //   ties      repeated blocks (transformer layers: Node::block) with the same
 //             structure share one problem node per position: costs add up,
-//             and their memory counts at the step's peak (the end of the
-//             forward pass), when every layer's state and saved
-//             activations are live
+//             and memory follows the members over the step (saved
+//             activations pile up through the forward pass, gradients
+//             through the backward), bounded from above by a few pieces
+//             within a tenth of the class's largest count; each further
+//             piece is a node tied one-to-one to the class's (no cost, the
+//             same strategy), which the solver merges back into one decision
+//             and which has no members here
 //
 // Costs are integer nanoseconds, usages bytes. `request` turns the solver's
 // answer into the partitioner's input, so what was priced is what runs.
@@ -47,7 +51,8 @@ struct StrategyOptions {
 struct StrategyProblem {
   ShardingProblem problem;
   // Per problem node: the step graph's nodes that take its strategy (one,
-  // or the same node of every repeated block: see Node::block).
+  // or the same node of every repeated block: see Node::block; none for the
+  // further pieces of a tied node's memory).
   std::vector<std::vector<int>> members;
   std::vector<bool> leaf;  // per problem node: weights, slots or inputs
   // Per problem node, per strategy: the shardings the op runs with (for a
