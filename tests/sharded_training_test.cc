@@ -297,25 +297,43 @@ TEST(AutoShardPlan, AnImpossibleBudgetIsAClearError) {
 namespace autoshard {
 namespace {
 
-// --devices N: each split of N devices into data x model is planned, and the
-// shape predicted fastest is taken.
+// --devices N: each split of N devices into data x model is screened, the
+// best screened are planned in full, and the shape predicted fastest is
+// taken; the one returned is planned already, on that shape.
 TEST(AutoShardPlan, ChoosesTheMeshShapePredictedFastest) {
   GPT2 model(GPT2Config::preset("test"), 6, 0);
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  const Graph step = model.training_graph({8, 6}, {8, 6});
   std::vector<std::string> why;
-  const DeviceMesh chosen = AutoShard::choose_mesh(model.training_graph({8, 6}, {8, 6}), 4, "data",
-                                                   AutoShardOptions{.time_limit_s = 0.6}, &why);
-  ASSERT_EQ(why.size(), 4u);  // data=1,2,4 by model, and data=1,model=2,seq=2
+  const auto planned =
+      AutoShard::plan_for_devices(step, 4, "data", AutoShardOptions{.time_limit_s = 0.6}, &why);
+  const DeviceMesh chosen = planned->mesh();
+  ASSERT_EQ(why.size(), 3u);  // data=1,2,4 by model
   double best = 1e300, of_chosen = -1;
+  int full = 0;
   for (const std::string& line : why) {
-    const size_t at = line.find("predicted ");
-    ASSERT_NE(at, std::string::npos) << line;
-    const double ms = std::stod(line.substr(at + 10));
+    size_t at = line.find("predicted ");
+    if (at != std::string::npos) {
+      at += 10, ++full;
+    } else {
+      at = line.find("screened at ");
+      ASSERT_NE(at, std::string::npos) << line;
+      at += 12;
+    }
+    const double ms = std::stod(line.substr(at));
     best = std::min(best, ms);
     if (line.substr(0, line.find(':')) == chosen.to_string()) of_chosen = ms;
   }
+  EXPECT_EQ(full, 2);                    // the two best screened
   EXPECT_NEAR(of_chosen, best, 0.0015);  // the lines round to microseconds
   EXPECT_EQ(chosen.size(), 4);
+  EXPECT_FALSE(planned->solution().empty());
+  EXPECT_EQ(planned->problem().name, "autoshard step on " + chosen.to_string());
+  // The screen does not depend on the clock: the same lines again.
+  std::vector<std::string> again;
+  AutoShard::plan_for_devices(step, 4, "data", AutoShardOptions{.time_limit_s = 0.6}, &again);
+  for (size_t k = 0; k < why.size(); ++k)
+    if (why[k].find("screened at ") != std::string::npos) EXPECT_EQ(why[k], again[k]);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                                       .time_limit_s = o.plan_time};
   DeviceMesh mesh;
   std::vector<std::string> why;
+  std::shared_ptr<AutoShard> chosen;  // planned already, with its mesh
   // Under mpirun with neither flag: one device per rank.
   const int devices = o.mesh.empty() && o.devices == 0 && World::process().distributed()
                           ? World::process().size()
@@ -75,8 +76,9 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     mesh = DeviceMesh::parse(o.mesh);
   } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
-    mesh = AutoShard::choose_mesh(model.training_graph(batch, batch), devices, "data", auto_options,
-                                  &why);
+    chosen = AutoShard::plan_for_devices(model.training_graph(batch, batch), devices, "data",
+                                         auto_options, &why);
+    mesh = chosen->mesh();
   } else if (devices > 0) {
     const int data = static_cast<int>(std::gcd<int64_t>(devices, o.batch));
     mesh = DeviceMesh({data, devices / data}, {"data", "model"});
@@ -85,7 +87,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   }
   std::shared_ptr<Distribution> d;
   if (o.plan == "auto") {
-    auto a = std::make_shared<AutoShard>(mesh, "data", auto_options);
+    auto a = chosen ? chosen : std::make_shared<AutoShard>(mesh, "data", auto_options);
     a->explain_mesh(why);
     d = a;
   } else if (o.plan == "data") {

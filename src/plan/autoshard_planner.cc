@@ -8,6 +8,7 @@
 // every op of that step (handed to the partitioner as decisions).
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
+#include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
 
@@ -139,14 +141,18 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
 AutoShard::AutoShard(DeviceMesh mesh, std::string batch_dim_name, AutoShardOptions options)
     : Distribution(std::move(mesh), std::move(batch_dim_name)), options_(std::move(options)) {}
 
-void AutoShard::prepare(const Graph& g) {
-  if (prepared_) return;
-  const Cluster cluster = Cluster::named(options_.cluster);
+StrategyProblem AutoShard::pose(const Graph& g, const Cluster& cluster) const {
   StrategyOptions so;
   so.bf16 = options_.bf16;
   so.memory_per_device = options_.memory_per_device;
   for (int id : g.inputs()) so.fixed[id] = input_layout(g.node(id).shape);
-  StrategyProblem sp = build_strategy_problem(g, mesh(), cluster, so);
+  return build_strategy_problem(g, mesh(), cluster, so);
+}
+
+void AutoShard::prepare(const Graph& g) {
+  if (prepared_) return;
+  const Cluster cluster = Cluster::named(options_.cluster);
+  StrategyProblem sp = pose(g, cluster);
   const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh());
   const __int128 cost = sp.problem.cost(strategy);
   const int64_t peak = sp.problem.peak_usage(strategy);
@@ -207,43 +213,91 @@ void AutoShard::prepare(const Graph& g) {
   prepared_ = true;
 }
 
-DeviceMesh AutoShard::choose_mesh(const Graph& g, int devices, const std::string& batch_dim_name,
-                                  const AutoShardOptions& options, std::vector<std::string>* why) {
-  AS_CHECK(devices >= 1, "choose_mesh: need at least one device, got ", devices);
+std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devices,
+                                                       const std::string& batch_dim_name,
+                                                       const AutoShardOptions& options,
+                                                       std::vector<std::string>* why) {
+  AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
   const Cluster cluster = Cluster::named(options.cluster);
-  // data x model, and data x model x seq with both of the last two > 1 (a
-  // third axis any op may split on, e.g. the sequence of Megatron-SP).
+  // data x model, and data x model x seq with all three > 1 (a third axis
+  // any op may split on, e.g. the sequence of Megatron-SP). Axis names mean
+  // nothing to the solver but the batch axis of the inputs: data=1 with two
+  // more axes is the two-axis shape of those sizes, less that split.
   std::vector<DeviceMesh> shapes;
   for (int d = 1; d <= devices; ++d) {
     if (devices % d) continue;
     const int rest = devices / d;
     shapes.push_back(DeviceMesh({d, rest}, {batch_dim_name, "model"}));
-    for (int m = 2; m < rest; ++m)
+    for (int m = 2; m < rest && d > 1; ++m)
       if (rest % m == 0)
         shapes.push_back(DeviceMesh({d, m, rest / m}, {batch_dim_name, "model", "seq"}));
   }
-  AutoShardOptions each = options;
-  each.time_limit_s =
-      options.time_limit_s > 0 ? options.time_limit_s / double(shapes.size()) : 0.25;
-  std::optional<DeviceMesh> best;
-  __int128 best_cost = 0;
-  for (const DeviceMesh& mesh : shapes) {
-    AutoShard candidate(mesh, batch_dim_name, each);
-    std::string line = mesh.to_string() + ": ";
-    try {
-      candidate.prepare(g);
-      const __int128 cost = candidate.problem().cost(candidate.solution());
-      line += candidate.reasons().front();
-      if (!best || cost < best_cost) best = mesh, best_cost = cost;
-    } catch (const Error& e) {
-      line += e.what();
+  // Screening: each shape's problem gets one round of the solver (its first
+  // answer is usually within a percent of its last; one round does not
+  // depend on the clock, so the screen is deterministic), the shapes
+  // spread over the cores.
+  struct Screened {
+    std::optional<__int128> cost;
+    std::string line;
+  };
+  std::vector<Screened> screened(shapes.size());
+  parallel_for(int64_t(shapes.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      try {
+        const AutoShard candidate(shapes[k], batch_dim_name, options);
+        const StrategyProblem sp = candidate.pose(g, cluster);
+        const SolveResult r =
+            solve(sp.problem,
+                  {.time_limit_s = 60, .seed = options.seed, .max_rounds = 1, .programs = false});
+        if (r.feasible) {
+          screened[k].cost = r.cost;
+          screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
+        } else {
+          screened[k].line = "nothing fits (" + r.why + ")";
+        }
+      } catch (const Error& e) {
+        screened[k].line = e.what();
+      }
     }
-    if (why) why->push_back(line);
+  });
+  std::vector<size_t> order;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    if (screened[k].cost) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return *screened[a].cost < *screened[b].cost; });
+  // The two best screened shapes are planned in full (the memory check
+  // included); further down the list only while none of them fits.
+  std::shared_ptr<AutoShard> best;
+  __int128 best_cost = 0;
+  int planned = 0;
+  AutoShardOptions each = options;
+  if (options.time_limit_s > 0) each.time_limit_s = options.time_limit_s / 2;
+  for (size_t k : order) {
+    if (planned >= 2 && best) break;
+    ++planned;
+    auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
+    try {
+      candidate->prepare(g);
+      const __int128 cost = candidate->problem().cost(candidate->solution());
+      screened[k].line = candidate->reasons().front();
+      if (!best || cost < best_cost) best = candidate, best_cost = cost;
+    } catch (const Error& e) {
+      screened[k].line = e.what();
+    }
   }
-  AS_CHECK(best.has_value(), "AutoShard: no mesh of ", devices,
+  if (why)
+    for (size_t k = 0; k < shapes.size(); ++k)
+      why->push_back(shapes[k].to_string() + ": " + screened[k].line);
+  AS_CHECK(best != nullptr, "AutoShard: no mesh of ", devices,
            " devices fits this step; give more memory per device, more devices, a smaller batch, "
            "or --recompute");
-  return *best;
+  best->options_ = options;
+  return best;
+}
+
+DeviceMesh AutoShard::choose_mesh(const Graph& g, int devices, const std::string& batch_dim_name,
+                                  const AutoShardOptions& options, std::vector<std::string>* why) {
+  return plan_for_devices(g, devices, batch_dim_name, options, why)->mesh();
 }
 
 Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) const {

@@ -796,7 +796,7 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   std::atomic<bool> stop{false};  // the answer is proven optimal
   auto worker = [&](int thread) {
     Search search(reduced, peeling, options.seed, thread);
-    search.use_mip_ = thread == 0;
+    search.use_mip_ = thread == 0 && options.programs;
     std::vector<int> s;
     for (int64_t round = 0; options.max_rounds == 0 || round < options.max_rounds; ++round) {
       if ((Clock::now() > deadline && round > 0) || stop) break;

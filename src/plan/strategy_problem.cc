@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <unordered_map>
 
@@ -18,11 +19,9 @@ int64_t nanoseconds(double seconds) {
   return static_cast<int64_t>(std::llround(seconds * 1e9));
 }
 
-// A leaf's candidate layouts: each mesh axis on at most one dimension (the
-// loops of a value that only exists).
-std::vector<ShardDecision> leaf_choices(const Node& n, const DeviceMesh& mesh) {
-  LoopNest nest;
-  for (int64_t d : n.shape) nest.output.push_back(nest.add({d}));
+// A leaf's candidate layouts: each mesh axis on at most one dimension of
+// `nest`, the loops of a value that only exists.
+std::vector<ShardDecision> leaf_choices(const LoopNest& nest, const DeviceMesh& mesh) {
   std::vector<ShardDecision> out;
   for (const LoopSplit& s : enumerate_splits(nest, mesh)) out.push_back(decide(nest, s));
   return out;
@@ -161,20 +160,42 @@ class Builder {
     }
   }
 
+  // Each node's strategies, enumerated once per distinct loop nest (the
+  // layers of a model repeat the same few nests many times).
   void strategies() {
     choices_.resize(n_);
     count_.resize(n_);
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<ShardDecision>>> by_nest;
+    auto shared = [&](const LoopNest& nest, char kind, auto enumerate) {
+      std::string key(1, kind);
+      for (const Loop& l : nest.loops)
+        key += std::to_string(l.extent) + char('a' + int(l.kind)) + char('a' + int(l.reduce));
+      for (const auto& dims : nest.inputs) {
+        key += '|';
+        for (int d : dims) key += std::to_string(d) + ',';
+      }
+      key += '>';
+      for (int d : nest.output) key += std::to_string(d) + ',';
+      auto [it, inserted] = by_nest.try_emplace(key);
+      if (inserted) it->second = std::make_shared<const std::vector<ShardDecision>>(enumerate());
+      return it->second;
+    };
     for (int i = 0; i < n_; ++i) {
       const Node& node = g_.node(i);
       if (!node.is_leaf()) {
         const OpDef& def = op_def(node.op);
-        choices_[i] = enumerate_strategies(def.loops(g_, node), mesh_, def.linear);
+        const LoopNest nest = def.loops(g_, node);
+        choices_[i] = shared(nest, def.linear ? 'l' : 'o',
+                             [&] { return enumerate_strategies(nest, mesh_, def.linear); });
       } else if (auto it = o_.fixed.find(i); it != o_.fixed.end()) {
-        choices_[i].push_back({{}, it->second});
+        choices_[i] = std::make_shared<const std::vector<ShardDecision>>(
+            std::vector<ShardDecision>{{{}, it->second}});
       } else {
-        choices_[i] = leaf_choices(node, mesh_);
+        LoopNest nest;  // a value that only exists: each axis on at most one dimension
+        for (int64_t d : node.shape) nest.output.push_back(nest.add({d}));
+        choices_[i] = shared(nest, 'v', [&] { return leaf_choices(nest, mesh_); });
       }
-      count_[i] = int(choices_[i].size());
+      count_[i] = int(choices_[i]->size());
     }
   }
 
@@ -186,7 +207,7 @@ class Builder {
       if (rep_[i] != i) continue;
       const Node& node = g_.node(i);
       const bool view = !node.is_leaf() && op_def(node.op).aliases_input;
-      for (const ShardDecision& d : choices_[i]) {
+      for (const ShardDecision& d : *choices_[i]) {
         const double elements = double(numel(d.output.local_shape(node.shape, mesh_, 0)));
         usage_[i].push_back(view ? 0 : int64_t(elements * element_bytes(node, o_.bf16)));
       }
@@ -199,7 +220,7 @@ class Builder {
   std::vector<int64_t> node_costs(int i) {
     const Node& node = g_.node(i);
     std::vector<int64_t> costs;
-    for (const ShardDecision& d : choices_[i]) {
+    for (const ShardDecision& d : *choices_[i]) {
       if (node.is_leaf()) {
         costs.push_back(0);
         continue;
@@ -223,10 +244,10 @@ class Builder {
     for (int i = 0; i < n_; ++i) {
       if (rep_[i] != i) continue;
       index_[i] = static_cast<int>(p.nodes.size());
-      p.nodes.push_back({0, 0, node_costs(i), std::vector<int64_t>(choices_[i].size(), 0)});
+      p.nodes.push_back({0, 0, node_costs(i), std::vector<int64_t>(choices_[i]->size(), 0)});
       sp_.members.push_back({});
       sp_.leaf.push_back(g_.node(i).is_leaf());
-      sp_.choices.push_back(std::move(choices_[i]));
+      sp_.choices.push_back(*choices_[i]);
     }
     for (int i = 0; i < n_; ++i) sp_.members[index_[rep_[i]]].push_back(i);
     const size_t classes = p.nodes.size();
@@ -363,10 +384,11 @@ class Builder {
   const int n_;
   ConversionPrices price_;
   StrategyProblem sp_;
-  std::vector<int64_t> lo_, hi_;                     // per graph node: live range
-  std::vector<std::vector<ShardDecision>> choices_;  // per graph node (moved to sp_ for reps)
-  std::vector<int> count_, rep_, index_;             // strategies, representative, problem node
-  std::vector<std::vector<int64_t>> usage_;          // per graph node, per strategy
+  std::vector<int64_t> lo_, hi_;  // per graph node: live range
+  // Per graph node (shared by nodes with the same loops; copied to sp_ for reps).
+  std::vector<std::shared_ptr<const std::vector<ShardDecision>>> choices_;
+  std::vector<int> count_, rep_, index_;     // strategies, representative, problem node
+  std::vector<std::vector<int64_t>> usage_;  // per graph node, per strategy
   std::map<std::pair<int, int>, size_t> edge_of_;
   std::vector<Shape> local_inputs_;
 };

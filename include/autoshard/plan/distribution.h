@@ -17,6 +17,11 @@
 #include "autoshard/tensor/sharding.h"
 
 namespace autoshard {
+struct Cluster;
+struct StrategyProblem;
+}  // namespace autoshard
+
+namespace autoshard {
 
 // In-process CPU devices "cpu:0" ... "cpu:N-1" (N = count, or the number of
 // cores when count is 0). Any count is allowed, independent of the cores.
@@ -141,10 +146,17 @@ class AutoShard : public Distribution {
   const std::vector<int>& solution() const { return solution_; }
   const AutoShardOptions& options() const { return options_; }
 
-  // The mesh shape for `devices` devices: each factorisation into a batch
-  // axis and a "model" axis (data=d, model=devices/d), and into three axes
-  // (data, model, seq) is planned, and the one with the lowest predicted
-  // step time that fits wins. `why` gets one line per shape tried.
+  // The best plan of `step` on `devices` devices, prepared, mesh included:
+  // each factorisation into a batch axis and a "model" axis (data=d,
+  // model=devices/d), and into three axes (data, model, seq), is screened
+  // by one round of the solver; the two best are planned in full and the
+  // one with the lowest predicted step time that fits wins (further shapes
+  // only while none fits). `why` gets one line per shape.
+  static std::shared_ptr<AutoShard> plan_for_devices(const Graph& step, int devices,
+                                                     const std::string& batch_dim_name,
+                                                     const AutoShardOptions& options,
+                                                     std::vector<std::string>* why = nullptr);
+  // plan_for_devices' mesh.
   static DeviceMesh choose_mesh(const Graph& step, int devices, const std::string& batch_dim_name,
                                 const AutoShardOptions& options, std::vector<std::string>* why);
   // Lines that explain how the mesh was chosen, listed first in reasons().
@@ -153,6 +165,9 @@ class AutoShard : public Distribution {
   }
 
  private:
+  // The step as a problem on this mesh, priced on `cluster`.
+  StrategyProblem pose(const Graph& step, const Cluster& cluster) const;
+
   AutoShardOptions options_;
   std::map<std::string, Sharding> plan_;
   std::map<std::pair<std::string, std::string>, Sharding> slots_;

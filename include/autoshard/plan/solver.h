@@ -36,6 +36,7 @@ struct SolveOptions {
   int threads = 1;
   uint64_t seed = 0;
   int64_t max_rounds = 0;  // rounds of pricing per thread; 0: until the time limit
+  bool programs = true;    // mixed-integer programs (CBC) on thread 0; off for quick screens
   std::function<void(const SolveProgress&)> on_improvement = nullptr;
 };
 
