@@ -276,6 +276,31 @@ TEST(AutoShardPlan, ABudgetBelowTheReplicatedPeakSplitsWeights) {
   EXPECT_GT(split, 0);
 }
 
+// ZeRO is a choice, not a code path: on a data axis, a budget below the
+// replicated plan's peak makes AutoShard split AdamW's moments over that
+// axis (each device updating its block), and the numbers stay one
+// device's.
+TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
+  const DeviceMesh mesh({2}, {"data"});
+  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
+  const double budget = 0.5 * double(replicated + smallest);
+  auto dist = std::make_shared<AutoShard>(
+      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2});
+  const TrainResult got = train(dist, 6);
+  expect_equal(got, train(nullptr, 6), "ZeRO by budget");
+  int split = 0, moments = 0;
+  for (const auto& [path, layout] : dist->plan()) {
+    const Sharding w = dist->weight_layout(path, {});
+    for (const char* slot : {"m", "v"}) {
+      const Sharding s = dist->slot_layout(path, slot, w, {});
+      ++moments;
+      for (int d : s.dims) split += d == 0;
+    }
+  }
+  EXPECT_GT(moments, 0);
+  EXPECT_GT(split, 0) << "no optimizer state split over the data axis";
+}
+
 TEST(AutoShardPlan, AnImpossibleBudgetIsAClearError) {
   GPT2 model(GPT2Config::preset("test"), 6, 0);
   model.set_distribution(std::make_shared<AutoShard>(
