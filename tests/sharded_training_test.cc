@@ -358,7 +358,9 @@ TEST(AutoShardPlan, ChoosesTheMeshShapePredictedFastest) {
   std::vector<std::string> again;
   AutoShard::plan_for_devices(step, 4, "data", AutoShardOptions{.time_limit_s = 0.6}, &again);
   for (size_t k = 0; k < why.size(); ++k)
-    if (why[k].find("screened at ") != std::string::npos) EXPECT_EQ(why[k], again[k]);
+    if (why[k].find("screened at ") != std::string::npos) {
+      EXPECT_EQ(why[k], again[k]);
+    }
 }
 
 }  // namespace

@@ -17,11 +17,9 @@
 #include "autoshard/tensor/sharding.h"
 
 namespace autoshard {
+
 struct Cluster;
 struct StrategyProblem;
-}  // namespace autoshard
-
-namespace autoshard {
 
 // In-process CPU devices "cpu:0" ... "cpu:N-1" (N = count, or the number of
 // cores when count is 0). Any count is allowed, independent of the cores.
