@@ -64,6 +64,35 @@ TEST(Attention, FusedMatchesTheUnfusedGraph) {
   }
 }
 
+// Grouped-query attention (q [b, t, kv, g, d]) against the unfused graph
+// over the same five-dim q: every query head of a group reads its kv head.
+TEST(Attention, GroupedQueriesMatchTheUnfusedGraph) {
+  for (bool causal : {true, false}) {
+    Graph g;
+    Value q = g.parameter("q", {2, 37, 2, 3, 8});
+    Value k = g.parameter("k", {2, 37, 2, 8});
+    Value v = g.parameter("v", {2, 37, 2, 5});
+    Value w = g.parameter("w", {2, 37, 2, 3, 5});
+    Value fused = ops::attention(q, k, v, causal, 0.35);
+    Value probs = ops::softmax(ops::scale(ops::einsum("btkgd,bskd->bkgts", q, k), 0.35), causal);
+    Value plain = ops::einsum("bkgts,bskd->btkgd", probs, v);
+    std::vector<int> outs;
+    for (Value out : {fused, plain}) {
+      outs.push_back(out.id);
+      for (Value gr : gradients(ops::reduce_sum(out * w, {0, 1, 2, 3, 4}), {q, k, v}))
+        outs.push_back(gr.id);
+    }
+    std::map<std::string, Tensor> leaves{{"q", random_tensor(q.shape(), 1, 1.5f)},
+                                         {"k", random_tensor(k.shape(), 2, 1.5f)},
+                                         {"v", random_tensor(v.shape(), 3)},
+                                         {"w", random_tensor(w.shape(), 4)}};
+    std::vector<Tensor> r = evaluate(g, leaves, outs);
+    const char* what[] = {"output", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i)
+      EXPECT_LT(max_relative_error(r[i], r[4 + i]), 1e-5) << what[i] << (causal ? " causal" : "");
+  }
+}
+
 TEST(Attention, MismatchedOperandsAreErrors) {
   Graph g;
   Value q = g.parameter("q", {2, 5, 3, 4});

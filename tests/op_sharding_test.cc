@@ -97,7 +97,24 @@ std::vector<OpCase> cases() {
          return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
                       AttentionAttrs{true, 0.5, 1});
        }},
+      {Op::Attention,  // grouped queries: 2 kv heads, 3 queries each
+       {{{4, 5, 2, 3, 3}}, {{4, 7, 2, 3}}, {{4, 7, 2, 2}}},
+       [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], true, 0.5); }},
+      {Op::AttentionGrad,  // dv of grouped queries: a split group leaves partial sums
+       {{{4, 5, 2, 3, 3}}, {{4, 7, 2, 3}}, {{4, 7, 2, 2}}, {{4, 5, 2, 3, 2}}, {{4, 5, 2, 3, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{false, 0.5, 2});
+       }},
+      {Op::Rotary,
+       {{{4, 5, 3, 6}}, {{5}, K::Ids, 40}},
+       [](Graph&, auto& x) { return ops::rotary(x[0], x[1], RotaryAttrs{.theta = 50.0}); }},
+      unary(Op::Silu),
+      binary(Op::SiluGrad, {5, 7}),
       {Op::Normalize, {{{5, 7}}}, [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5); }},
+      {Op::Normalize,
+       {{{5, 7}}},
+       [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5, false); }},
       {Op::NormalizeGrad,
        {{{5, 7}}, {{5, 7}}},
        [](Graph& g, auto& x) {

@@ -98,6 +98,7 @@ TEST(Gradient, ScaleAndActivations) {
   check_gradient("gelu erf", {{3, 5}}, [](Graph&, auto& p) { return ops::gelu(p[0], false); });
   check_gradient("relu", {{3, 5}}, [](Graph&, auto& p) { return ops::relu(p[0]); });
   check_gradient("tanh", {{3, 5}}, [](Graph&, auto& p) { return ops::tanh(p[0]); });
+  check_gradient("silu", {{3, 5}}, [](Graph&, auto& p) { return ops::silu(p[0]); });
 }
 TEST(Gradient, ReduceAndBroadcast) {
   check_gradient("reduce_sum", {{2, 3, 4}}, [](Graph&, auto& p) {
@@ -118,8 +119,50 @@ TEST(Gradient, FusedAttention) {
   check_gradient("causal attention", {{2, 5, 2, 3}, {2, 6, 2, 3}, {2, 6, 2, 4}},
                  [](Graph&, auto& p) { return ops::attention(p[0], p[1], p[2], true, 0.6); });
 }
+TEST(Gradient, GroupedQueryAttention) {
+  check_gradient("grouped attention", {{2, 4, 2, 3, 3}, {2, 5, 2, 3}, {2, 5, 2, 2}},
+                 [](Graph&, auto& p) { return ops::attention(p[0], p[1], p[2], true, 0.6); });
+}
 TEST(Gradient, Normalize) {
   check_gradient("normalize", {{3, 6}}, [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5); });
+  check_gradient("rms normalize", {{3, 6}},
+                 [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5, false); });
+}
+TEST(Gradient, Rotary) {
+  Tensor positions = Tensor::from_ints({3}, {0, 5, 2});
+  RotaryAttrs llama3{.theta = 500.0, .factor = 8, .original_max_positions = 16};
+  for (const RotaryAttrs& a : {RotaryAttrs{.theta = 100.0}, llama3})
+    check_gradient("rotary", {{2, 3, 2, 6}},
+                   [&](Graph& g, auto& p) {
+                     return ops::rotary(p[0], g.input("positions", {3}, DType::I32), a);
+                   },
+                   {{"positions", positions}});
+}
+// Rotary against the formula written out: head dim 4, pairs (0, 2) and (1, 3)
+// turned by position * theta^(-2i/4); Llama 3's scaling divides the long
+// wavelengths by the factor and leaves the short ones.
+TEST(Rotary, TurnsPairsByPositionTimesFrequency) {
+  Graph g;
+  Value x = g.input("x", {1, 2, 1, 4});
+  Value pos = g.input("pos", {2}, DType::I32);
+  Value plain = ops::rotary(x, pos, RotaryAttrs{.theta = 100.0});
+  // Wavelengths 2 pi and 20 pi; with 40 original positions and frequency
+  // factors 1 and 4, 20 pi (> 40) is slowed 8x and 2 pi (< 10) kept.
+  Value scaled =
+      ops::rotary(x, pos, RotaryAttrs{.theta = 100.0, .factor = 8, .original_max_positions = 40});
+  std::map<std::string, Tensor> leaves{{"x", Tensor::from({1, 2, 1, 4}, {1, 2, 3, 4, 1, 2, 3, 4})},
+                                       {"pos", Tensor::from_ints({2}, {0, 3})}};
+  std::vector<Tensor> y = evaluate(g, leaves, {plain.id, scaled.id});
+  for (int k = 0; k < 2; ++k) {
+    const double f[2] = {1.0, k == 0 ? 0.1 : 0.1 / 8};
+    for (int i = 0; i < 2; ++i) {
+      const double c = std::cos(3 * f[i]), s = std::sin(3 * f[i]);
+      const double a = 1 + i, b = 3 + i;  // the pair (x_i, x_{i+2})
+      EXPECT_NEAR(y[k].f32()[i], a, 1e-6) << "position 0 does not turn";
+      EXPECT_NEAR(y[k].f32()[4 + i], a * c - b * s, 1e-5);
+      EXPECT_NEAR(y[k].f32()[4 + i + 2], b * c + a * s, 1e-5);
+    }
+  }
 }
 TEST(Gradient, CrossEntropy) {
   Tensor targets = random_ids({2, 3}, 5, 4);

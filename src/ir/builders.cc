@@ -63,6 +63,9 @@ Value relu(Value x) {
 Value tanh(Value x) {
   return x.graph->add(Op::Tanh, {x});
 }
+Value silu(Value x) {
+  return x.graph->add(Op::Silu, {x});
+}
 
 Value reduce_sum(Value x, std::vector<int64_t> axes) {
   for (int64_t& a : axes) a = a < 0 ? a + x.rank() : a;
@@ -100,8 +103,11 @@ Value softmax(Value x, bool causal) {
 Value attention(Value q, Value k, Value v, bool causal, double scale) {
   return q.graph->add(Op::Attention, {q, k, v}, AttentionAttrs{causal, scale});
 }
-Value normalize(Value x, double epsilon) {
-  return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon});
+Value rotary(Value x, Value positions, RotaryAttrs attrs) {
+  return x.graph->add(Op::Rotary, {x, positions}, attrs);
+}
+Value normalize(Value x, double epsilon, bool center) {
+  return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon, center});
 }
 Value cross_entropy(Value logits, Value targets) {
   Graph& g = *logits.graph;

@@ -16,6 +16,7 @@ const std::vector<OpDef>& op_table() {
     register_reduce_ops(t);
     register_nn_ops(t);
     register_attention_ops(t);
+    register_rotary_op(t);
     register_shape_ops(t);
     register_optimizer_ops(t);
     register_collective_ops(t);

@@ -22,6 +22,21 @@ ShardDecision decide(const LoopNest& nest, const LoopSplit& split) {
   return d;
 }
 
+ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& inputs) {
+  LoopSplit split(nest.loops.size(), -1);
+  std::vector<int> used;
+  for (size_t i = 0; i < inputs.size() && i < nest.inputs.size(); ++i)
+    for (size_t d = 0; d < nest.inputs[i].size() && d < inputs[i].dims.size(); ++d) {
+      const int loop = nest.inputs[i][d], axis = inputs[i].dims[d];
+      if (loop < 0 || axis < 0 || split[loop] >= 0 || !nest.splittable(loop) ||
+          std::find(used.begin(), used.end(), axis) != used.end())
+        continue;
+      split[loop] = axis;
+      used.push_back(axis);
+    }
+  return decide(nest, split);
+}
+
 namespace {
 // Split reductions of different kinds (a sum and a max) cannot share one
 // partial value: a strategy splits reductions of one kind only.

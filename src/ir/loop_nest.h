@@ -48,6 +48,11 @@ using LoopSplit = std::vector<int>;
 // sums; the output is partial over the axes of split reduction loops.
 ShardDecision decide(const LoopNest& nest, const LoopSplit& split);
 
+// The strategy that keeps as many of the inputs' splits as the nest allows
+// (inputs in order, dims in order, each axis once): a sharding rule for ops
+// whose loops say everything.
+ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& inputs);
+
 // Every strategy on `mesh`: each axis of size > 1 split over at most one
 // splittable loop, at most one axis per loop, plus leaving it unused. The
 // first strategy is the fully replicated one.

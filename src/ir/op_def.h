@@ -108,6 +108,7 @@ void register_einsum_op(std::vector<OpDef>& table);
 void register_reduce_ops(std::vector<OpDef>& table);
 void register_nn_ops(std::vector<OpDef>& table);
 void register_attention_ops(std::vector<OpDef>& table);
+void register_rotary_op(std::vector<OpDef>& table);
 void register_shape_ops(std::vector<OpDef>& table);
 void register_optimizer_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);

@@ -47,8 +47,8 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
 
 void check_activation(const std::string& a) {
   AS_CHECK(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
-               a == "gelu_new" || a == "tanh",
-           "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh)");
+               a == "gelu_new" || a == "tanh" || a == "silu",
+           "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh, silu)");
 }
 
 Value apply_activation(Value x, const std::string& activation) {
@@ -57,6 +57,7 @@ Value apply_activation(Value x, const std::string& activation) {
   if (activation == "gelu") return ops::gelu(x, false);
   if (activation == "gelu_tanh" || activation == "gelu_new") return ops::gelu(x, true);
   if (activation == "tanh") return ops::tanh(x);
+  if (activation == "silu") return ops::silu(x);
   return x;
 }
 

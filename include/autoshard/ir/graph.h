@@ -42,11 +42,13 @@ enum class Op : uint8_t {
   ReluGrad,  // ReluGrad(x, dy)
   Tanh,
   TanhGrad,       // TanhGrad(y, dy)
+  Silu,           // x * sigmoid(x) (swish)
+  SiluGrad,       // SiluGrad(x, dy)
   ReduceSum,      // AxesAttrs: sum over axes, dropping them
   BroadcastTo,    // ShapeAttrs: numpy rules; the adjoint of ReduceSum
   Softmax,        // SoftmaxAttrs: over the last axis
   SoftmaxGrad,    // (y, dy) -> dx
-  Normalize,      // EpsilonAttrs: (x - mean) / sqrt(var + epsilon) over the last axis
+  Normalize,      // EpsilonAttrs: (x - mean) / sqrt(var + epsilon) over the last axis (or RMS)
   NormalizeGrad,  // EpsilonAttrs: (x, dy) -> dx
   // Softmax cross-entropy in three steps, so that a class axis split over
   // devices needs only collectives between them (never gathered logits):
@@ -65,6 +67,7 @@ enum class Op : uint8_t {
   ClipScale,               // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
   Attention,      // AttentionAttrs: (q [b,t,h,dk], k [b,s,h,dk], v [b,s,h,dv]) -> [b,t,h,dv]
   AttentionGrad,  // AttentionAttrs: (q, k, v, out, dout) -> d(q, k or v: attrs.wrt)
+  Rotary,         // RotaryAttrs: (x [b, t, ..., d], positions [t] i32) -> x's shape
   AdamUpdate,     // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
   SgdUpdate,      // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):

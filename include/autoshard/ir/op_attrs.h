@@ -65,8 +65,19 @@ struct AttentionAttrs {  // Attention, AttentionGrad
   double scale = 1;      // scores = scale * q . k
   int wrt = -1;          // AttentionGrad: the input differentiated (0 q, 1 k, 2 v)
 };
+// Rotary position embedding (RoFormer) in Hugging Face's rotate-half layout:
+// element i < d/2 of each head pairs with element i + d/2, and the pair turns
+// by position * inv_freq[i], inv_freq[i] = theta^(-2i/d).
+struct RotaryAttrs {
+  double theta = 10000;
+  // Llama 3's frequency scaling (rope_scaling type "llama3"); factor 0: none.
+  double factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+  double original_max_positions = 8192;
+  bool inverse = false;  // turn by -angle (the gradient)
+};
 struct EpsilonAttrs {  // Normalize, NormalizeGrad
   double epsilon = 0;
+  bool center = true;  // false: RMS normalisation, x / sqrt(mean(x^2) + epsilon)
 };
 
 // Where one device's block sits in the global value an op reads or writes,
@@ -123,8 +134,8 @@ struct SliceAttrs {
 
 using OpAttrs =
     std::variant<NoAttrs, LeafAttrs, FillAttrs, IotaAttrs, EinsumAttrs, ScaleAttrs, GeluAttrs,
-                 AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, EpsilonAttrs,
-                 ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs, ClipAttrs, AdamAttrs,
-                 SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs>;
+                 AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, RotaryAttrs,
+                 EpsilonAttrs, ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs,
+                 ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs>;
 
 }  // namespace autoshard

@@ -25,6 +25,8 @@ Value iota(Graph& g, Shape shape);
 Value gelu(Value x, bool tanh_approximation = true);
 Value relu(Value x);
 Value tanh(Value x);
+// x * sigmoid(x), Llama's MLP activation.
+Value silu(Value x);
 
 Value reduce_sum(Value x, std::vector<int64_t> axes);
 Value reduce_mean(Value x, std::vector<int64_t> axes);
@@ -36,7 +38,12 @@ Value softmax(Value x, bool causal = false);
 // softmax(scale * q k^T) v per batch and head, fused: q [b,t,h,dk], k
 // [b,s,h,dk], v [b,s,h,dv] -> [b,t,h,dv], never forming the t x s scores.
 Value attention(Value q, Value k, Value v, bool causal, double scale);
-Value normalize(Value x, double epsilon);
+// Over the last axis: (x - mean) / sqrt(var + epsilon), or with
+// center = false x / sqrt(mean(x^2) + epsilon) (RMSNorm's).
+// Rotary position embedding of x [b, t, ..., d] (heads in the middle) at
+// `positions` [t] (i32): pairs (i, i + d/2) turned by position * inv_freq[i].
+Value rotary(Value x, Value positions, RotaryAttrs attrs);
+Value normalize(Value x, double epsilon, bool center = true);
 // Per-row softmax cross-entropy; targets are i32 class ids. Traced as three
 // steps (row maxima, statistics, loss) so a split class axis shards cleanly.
 Value cross_entropy(Value logits, Value targets);

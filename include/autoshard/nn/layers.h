@@ -75,7 +75,7 @@ struct SymbolicTensor::Node {
 std::string default_layer_name(const std::string& base);
 
 // Applies a Keras activation by name: "linear" (or ""), "relu", "gelu"
-// (exact), "gelu_tanh", "tanh".
+// (exact), "gelu_tanh", "tanh", "silu".
 Value apply_activation(Value x, const std::string& activation);
 // Throws a clear error for an activation name apply_activation does not know.
 void check_activation(const std::string& activation);
@@ -170,7 +170,7 @@ class Dropout : public Layer {
   explicit Dropout(double rate, uint64_t seed = 0, std::string name = "");
 };
 
-// An activation function as a layer ("relu", "gelu", "gelu_tanh", "tanh").
+// An activation function as a layer ("relu", "gelu", "gelu_tanh", "tanh", "silu").
 class Activation : public Layer {
  public:
   explicit Activation(std::string activation, std::string name = "");

@@ -30,7 +30,7 @@ constexpr int64_t kK = 64;  // keys per tile
 // q + i * ldq, and so on.
 struct Head {
   const float *q, *k, *v, *out, *dout;
-  int64_t ldq, ldk, ldv;  // out and dout share v's row stride
+  int64_t ldq, ldk, ldv, ldo;  // ldo: out's and dout's
   int64_t t, s, dk, dv;
   bool causal;
   float scale;
@@ -121,7 +121,7 @@ void forward_head(const Head& h, Scratch& w, float* out) {
     online_softmax(h, w, i0, ra, true);
     for (int64_t r = 0; r < ra; ++r) {
       const float inv = w.l[r] > 0 ? 1.0f / w.l[r] : 0.0f;  // a query that sees no key: zeros
-      for (int64_t e = 0; e < h.dv; ++e) out[(i0 + r) * h.ldv + e] = w.acc[r * h.dv + e] * inv;
+      for (int64_t e = 0; e < h.dv; ++e) out[(i0 + r) * h.ldo + e] = w.acc[r * h.dv + e] * inv;
     }
   }
 }
@@ -136,7 +136,7 @@ void statistics(const Head& h, Scratch& w) {
   }
   for (int64_t i = 0; i < h.t; ++i) {
     float dot = 0;
-    for (int64_t e = 0; e < h.dv; ++e) dot += h.dout[i * h.ldv + e] * h.out[i * h.ldv + e];
+    for (int64_t e = 0; e < h.dv; ++e) dot += h.dout[i * h.ldo + e] * h.out[i * h.ldo + e];
     w.d[i] = dot;
   }
 }
@@ -155,7 +155,7 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
     std::fill(pr + vis, pr + kK, 0.0f);
   }
   if (only_probs) return;
-  row_dots(h.dout + i0 * h.ldv, h.ldv, ra, h.v + j0 * h.ldv, h.ldv, cb, h.dv, w.dprobs.data());
+  row_dots(h.dout + i0 * h.ldo, h.ldo, ra, h.v + j0 * h.ldv, h.ldv, cb, h.dv, w.dprobs.data());
   for (int64_t r = 0; r < ra; ++r) {
     const float* pr = w.probs.data() + r * kK;
     float* dr = w.dprobs.data() + r * kK;
@@ -180,12 +180,14 @@ void grad_q_head(const Head& h, Scratch& w, float* dq) {
   }
 }
 
-// dk_j = scale * sum_i dS_ij q_i, or dv_j = sum_i P_ij dout_i (wrt 2).
-void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad) {
+// dk_j = scale * sum_i dS_ij q_i, or dv_j = sum_i P_ij dout_i (wrt 2),
+// added to `grad` when accumulating (the other query heads of a group).
+void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad, bool accumulate) {
   const int64_t width = wrt == 1 ? h.dk : h.dv, ld = wrt == 1 ? h.ldk : h.ldv;
   for (int64_t j0 = 0; j0 < h.s; j0 += kK) {
     const int64_t cb = std::min(kK, h.s - j0);
-    for (int64_t c = 0; c < cb; ++c) std::fill_n(grad + (j0 + c) * ld, width, 0.0f);
+    if (!accumulate)
+      for (int64_t c = 0; c < cb; ++c) std::fill_n(grad + (j0 + c) * ld, width, 0.0f);
     for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
       const int64_t ra = std::min(kQ, h.t - i0);
       if (h.visible(i0 + ra - 1) <= j0) continue;  // no query of the block sees these keys
@@ -194,86 +196,110 @@ void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad) {
         gemm_acc(true, cb, width, ra, h.scale, w.dprobs.data(), kK, h.q + i0 * h.ldq, h.ldq,
                  grad + j0 * ld, ld);
       else
-        gemm_acc(true, cb, width, ra, 1.0f, w.probs.data(), kK, h.dout + i0 * h.ldv, h.ldv,
+        gemm_acc(true, cb, width, ra, 1.0f, w.probs.data(), kK, h.dout + i0 * h.ldo, h.ldo,
                  grad + j0 * ld, ld);
     }
   }
 }
 
-// The (batch, head) slices of a node's operands.
-Head head_of(const Node& n, std::span<Tensor* const> in, int64_t b, int64_t hd) {
+// Grouped-query attention: q [b, t, k, g, d] holds g query heads per key
+// and value head (k, v [b, s, k, d]); plain attention is g = 1. Query head
+// hq (of k * g) reads key and value head hq / g.
+struct Heads {
+  int64_t batch, t, s, kv, group, dk, dv;
+  int64_t query_heads() const { return kv * group; }
+};
+Heads heads_of(std::span<Tensor* const> in) {
   const Shape& q = in[0]->shape();
-  const Shape& k = in[1]->shape();
   const Shape& v = in[2]->shape();
-  const int64_t t = q[1], s = k[1], heads = q[2], dk = q[3], dv = v[3];
+  const int64_t group = q.size() == 5 ? q[3] : 1;
+  return {q[0], q[1], in[1]->shape()[1], v[2], group, q.back(), v[3]};
+}
+
+// The slices of (batch b, query head hq).
+Head head_of(const Node& n, std::span<Tensor* const> in, const Heads& x, int64_t b, int64_t hq) {
+  const int64_t hq_all = x.query_heads(), hkv = hq / x.group;
   const AttentionAttrs& a = n.attr<AttentionAttrs>();
   Head h{};
-  h.q = in[0]->f32() + (b * t * heads + hd) * dk;
-  h.k = in[1]->f32() + (b * s * heads + hd) * dk;
-  h.v = in[2]->f32() + (b * s * heads + hd) * dv;
+  h.q = in[0]->f32() + (b * x.t * hq_all + hq) * x.dk;
+  h.k = in[1]->f32() + (b * x.s * x.kv + hkv) * x.dk;
+  h.v = in[2]->f32() + (b * x.s * x.kv + hkv) * x.dv;
   if (in.size() == 5) {
-    h.out = in[3]->f32() + (b * t * heads + hd) * dv;
-    h.dout = in[4]->f32() + (b * t * heads + hd) * dv;
+    h.out = in[3]->f32() + (b * x.t * hq_all + hq) * x.dv;
+    h.dout = in[4]->f32() + (b * x.t * hq_all + hq) * x.dv;
   }
-  h.ldq = h.ldk = heads * dk;
-  h.ldv = heads * dv;
-  h.t = t, h.s = s, h.dk = dk, h.dv = dv;
+  h.ldq = hq_all * x.dk;
+  h.ldk = x.kv * x.dk;
+  h.ldv = x.kv * x.dv;
+  h.ldo = hq_all * x.dv;
+  h.t = x.t, h.s = x.s, h.dk = x.dk, h.dv = x.dv;
   h.causal = a.causal;
   h.scale = static_cast<float>(a.scale);
   return h;
 }
 
-// Runs body(head, scratch, b, h) for every (batch, head), split over the cores.
+// Runs body(heads, scratch, b, j) for every batch b and every j < per_batch
+// (query heads, or key-value heads), split over the cores.
 template <typename Body>
-void for_each_head(const Node& n, std::span<Tensor* const> in, const Body& body) {
-  const Shape& q = in[0]->shape();
-  const int64_t batch = q[0], heads = q[2];
-  parallel_for(batch * heads, 1, [&](int64_t begin, int64_t end) {
+void for_each_head(int64_t batch, int64_t per_batch, const Body& body) {
+  parallel_for(batch * per_batch, 1, [&](int64_t begin, int64_t end) {
     thread_local Scratch w;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const Head h = head_of(n, in, bh / heads, bh % heads);
-      w.fit(h);
-      body(h, w, bh / heads, bh % heads);
-    }
+    for (int64_t bh = begin; bh < end; ++bh) body(w, bh / per_batch, bh % per_batch);
   });
 }
 
 void attention_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                       const KernelContext&) {
-  const Shape& q = in[0]->shape();
-  const int64_t t = q[1], heads = q[2], dv = in[2]->shape()[3];
-  for_each_head(n, in, [&](const Head& h, Scratch& w, int64_t b, int64_t hd) {
-    forward_head(h, w, out.f32() + (b * t * heads + hd) * dv);
+  const Heads x = heads_of(in);
+  for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
+    const Head h = head_of(n, in, x, b, hq);
+    w.fit(h);
+    forward_head(h, w, out.f32() + (b * x.t * x.query_heads() + hq) * x.dv);
   });
 }
 
+// dq per query head; dk and dv per key-value head, summed over its group.
 void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                            const KernelContext&) {
   const int wrt = n.attr<AttentionAttrs>().wrt;
-  const Shape& shape = in[wrt]->shape();  // [b, t or s, h, d]
-  const int64_t rows = shape[1], heads = shape[2], width = shape[3];
-  for_each_head(n, in, [&](const Head& h, Scratch& w, int64_t b, int64_t hd) {
-    float* grad = out.f32() + (b * rows * heads + hd) * width;
-    statistics(h, w);
-    if (wrt == 0)
-      grad_q_head(h, w, grad);
-    else
-      grad_kv_head(h, w, wrt, grad);
+  const Heads x = heads_of(in);
+  if (wrt == 0) {
+    for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
+      const Head h = head_of(n, in, x, b, hq);
+      w.fit(h);
+      statistics(h, w);
+      grad_q_head(h, w, out.f32() + (b * x.t * x.query_heads() + hq) * x.dk);
+    });
+    return;
+  }
+  const int64_t width = wrt == 1 ? x.dk : x.dv;
+  for_each_head(x.batch, x.kv, [&](Scratch& w, int64_t b, int64_t hkv) {
+    float* grad = out.f32() + (b * x.s * x.kv + hkv) * width;
+    for (int64_t gi = 0; gi < x.group; ++gi) {
+      const Head h = head_of(n, in, x, b, hkv * x.group + gi);
+      w.fit(h);
+      statistics(h, w);
+      grad_kv_head(h, w, wrt, grad, /*accumulate=*/gi > 0);
+    }
   });
 }
 
 ShapeAndType attention_infer(const Graph& g, const Node& n) {
   const bool grad = n.op == Op::AttentionGrad;
   expect_inputs(n, grad ? 5 : 3);
-  for (size_t i = 0; i < n.inputs.size(); ++i)
-    AS_CHECK(input_dtype(g, n, i) == DType::F32 && input_shape(g, n, i).size() == 4,
-             "attention needs f32 [batch, time, heads, dim] operands");
   const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
-  AS_CHECK(
-      k[0] == q[0] && v[0] == q[0] && k[2] == q[2] && v[2] == q[2] && k[3] == q[3] && v[1] == k[1],
-      "attention: q ", shape_str(q), ", k ", shape_str(k), " and v ", shape_str(v),
-      " do not agree (q [b,t,h,d], k [b,s,h,d], v [b,s,h,dv])");
-  const Shape out{q[0], q[1], q[2], v[3]};
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    AS_CHECK(input_dtype(g, n, i) == DType::F32, "attention needs f32 operands");
+  AS_CHECK((q.size() == 4 || q.size() == 5) && k.size() == 4 && v.size() == 4,
+           "attention needs q [batch, time, heads, dim] (or [batch, time, kv heads, group, dim] "
+           "for grouped queries), k and v [batch, keys, kv heads, dim]; got q ",
+           shape_str(q), ", k ", shape_str(k), ", v ", shape_str(v));
+  AS_CHECK(k[0] == q[0] && v[0] == q[0] && k[2] == q[2] && v[2] == q[2] && k[3] == q.back() &&
+               v[1] == k[1],
+           "attention: q ", shape_str(q), ", k ", shape_str(k), " and v ", shape_str(v),
+           " do not agree (q [b,t,h,d] or [b,t,h,g,d], k [b,s,h,d], v [b,s,h,dv])");
+  Shape out = q;
+  out.back() = v[3];
   if (!grad) return {out, DType::F32};
   AS_CHECK(input_shape(g, n, 3) == out && input_shape(g, n, 4) == out,
            "attention_grad: out and dout must be ", shape_str(out));
@@ -295,38 +321,41 @@ std::vector<Value> attention_vjp(Graph& g, int id, Value dy) {
   return grads;
 }
 
-// Batch and heads may be split (each device runs whole heads); time, keys
-// and the head dims stay whole.
-ShardDecision attention_rule(const ShardQuery& q) {
-  int b = -1, h = -1;
-  for (const Sharding& s : q.inputs)
-    if (b < 0 && s.rank() == 4) b = s.dims[0];
-  for (const Sharding& s : q.inputs)
-    if (h < 0 && s.rank() == 4 && s.dims[2] != b) h = s.dims[2];
-  const Sharding layout{{b, -1, h, -1}, {}};
-  return {std::vector<Sharding>(q.inputs.size(), layout), layout};
-}
-
+// Batch, key-value heads and the query heads of a group may be split (each
+// device runs whole heads); time, keys and the head dims stay whole. The
+// gradient of k or v sums over a group: a split group leaves it partial.
 LoopNest attention_loops(const Graph& g, const Node& n) {
   const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
+  const bool grouped = q.size() == 5;
+  const int wrt = n.op == Op::AttentionGrad ? n.attr<AttentionAttrs>().wrt : -1;
   LoopNest nest;
   const int b = nest.add({q[0]}), t = nest.add({q[1], Loop::Kind::Whole});
-  const int s = nest.add({k[1], Loop::Kind::Whole}), h = nest.add({q[2]});
-  const int dk = nest.add({q[3], Loop::Kind::Whole}), dv = nest.add({v[3], Loop::Kind::Whole});
-  nest.inputs = {{b, t, h, dk}, {b, s, h, dk}, {b, s, h, dv}};
-  nest.output = {b, t, h, dv};
-  if (n.op == Op::AttentionGrad) {
-    nest.inputs.push_back({b, t, h, dv});
-    nest.inputs.push_back({b, t, h, dv});
-    nest.output = nest.inputs[n.attr<AttentionAttrs>().wrt];
+  const int s = nest.add({k[1], Loop::Kind::Whole}), h = nest.add({k[2]});
+  const int grp =
+      grouped ? nest.add({q[3], wrt >= 1 ? Loop::Kind::Reduction : Loop::Kind::Parallel}) : -1;
+  const int dk = nest.add({k[3], Loop::Kind::Whole}), dv = nest.add({v[3], Loop::Kind::Whole});
+  auto query_like = [&](int d) {
+    return grouped ? std::vector<int>{b, t, h, grp, d} : std::vector<int>{b, t, h, d};
+  };
+  nest.inputs = {query_like(dk), {b, s, h, dk}, {b, s, h, dv}};
+  nest.output = query_like(dv);
+  if (wrt >= 0) {
+    nest.inputs.push_back(query_like(dv));
+    nest.inputs.push_back(query_like(dv));
+    nest.output = nest.inputs[wrt];
   }
   return nest;
+}
+
+ShardDecision attention_rule(const ShardQuery& q) {
+  return follow_inputs(attention_loops(q.graph, q.node), q.inputs);
 }
 
 // Query-key pairs computed (about half of them when causal).
 double pairs(const Node& n, const CostShapes& s) {
   const Shape &q = s.inputs[0], &k = s.inputs[1];
-  const double all = double(q[0]) * q[2] * q[1] * k[1];
+  const double query_heads = elements(q) / (double(q[0]) * q[1] * q.back());
+  const double all = double(q[0]) * query_heads * q[1] * k[1];
   return n.attr<AttentionAttrs>().causal ? all * 0.5 : all;
 }
 double operand_bytes(const CostShapes& s) {
@@ -335,12 +364,12 @@ double operand_bytes(const CostShapes& s) {
   return 4 * e;
 }
 OpCost attention_cost(const Node& n, const CostShapes& s) {
-  const double dk = double(s.inputs[0][3]), dv = double(s.inputs[2][3]);
+  const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
   return {pairs(n, s) * (2 * dk + 2 * dv + 15), operand_bytes(s), true};
 }
 // Statistics (a pass of scores) and one tile pass of scores, dP and the product.
 OpCost attention_grad_cost(const Node& n, const CostShapes& s) {
-  const double dk = double(s.inputs[0][3]), dv = double(s.inputs[2][3]);
+  const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
   return {pairs(n, s) * (6 * dk + 4 * dv + 30), operand_bytes(s), true};
 }
 

@@ -176,6 +176,23 @@ std::vector<Value> tanh_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::TanhGrad, {g.value(id), dy})};
 }
 
+// silu: x sigmoid(x); its derivative sigmoid(x) (1 + x (1 - sigmoid(x))).
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+void silu_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  unary_apply(*in[0], out, [](float x) { return x * sigmoid(x); });
+}
+void silu_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  binary_apply(in, out, [](float x, float dy) {
+    const float s = sigmoid(x);
+    return dy * s * (1.0f + x * (1.0f - s));
+  });
+}
+std::vector<Value> silu_vjp(Graph& g, int id, Value dy) {
+  return {g.add(Op::SiluGrad, {g.value(g.node(id).inputs[0]), dy})};
+}
+
 // Dropout keeps element e with probability 1 - rate, keyed by (seed, step, e)
 // where e is the element's index in the global value: the mask depends on
 // neither the schedule nor the sharding.
@@ -333,6 +350,19 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                              .shard = nonlinear_rule,
                              .loops = broadcast_loops,
                              .cost = three_flops};
+  t[size_t(Op::Silu)] = {.name = "silu",
+                         .infer = unary_infer,
+                         .kernel = silu_kernel,
+                         .vjp = silu_vjp,
+                         .shard = nonlinear_rule,
+                         .loops = broadcast_loops,
+                         .cost = tanh_cost};
+  t[size_t(Op::SiluGrad)] = {.name = "silu_grad",
+                             .infer = binary_infer,
+                             .kernel = silu_grad_kernel,
+                             .shard = nonlinear_rule,
+                             .loops = broadcast_loops,
+                             .cost = gelu_cost};
   t[size_t(Op::Dropout)] = {.name = "dropout",
                             .infer = unary_infer,
                             .kernel = dropout_kernel,

@@ -72,14 +72,14 @@ void softmax_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
   });
 }
 
-// ---- normalize: (x - mean) / sqrt(var + eps) over the last axis ----
+// ---- normalize: (x - mean) / sqrt(var + eps) over the last axis, or RMS ----
 
 struct RowStats {
-  float mean, rstd;
+  float mean, rstd;  // mean 0 for RMS normalisation
 };
 
-RowStats row_stats(const float* x, int64_t n, double eps) {
-  const double mean = lane_sum<double>(n, [&](int64_t i) { return x[i]; }) / n;
+RowStats row_stats(const float* x, int64_t n, const EpsilonAttrs& a) {
+  const double mean = a.center ? lane_sum<double>(n, [&](int64_t i) { return x[i]; }) / n : 0.0;
   const float fmean = static_cast<float>(mean);
   const double var = lane_sum<double>(n,
                                       [&](int64_t i) {
@@ -87,19 +87,19 @@ RowStats row_stats(const float* x, int64_t n, double eps) {
                                         return d * d;
                                       }) /
                      n;
-  return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(var + eps))};
+  return {fmean, static_cast<float>(1.0 / std::sqrt(var + a.epsilon))};
 }
 
 void normalize_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                       const KernelContext&) {
   const int64_t cols = in[0]->shape().back();
   const int64_t rows = in[0]->numel() / std::max<int64_t>(cols, 1);
-  const double eps = n.attr<EpsilonAttrs>().epsilon;
+  const EpsilonAttrs& a = n.attr<EpsilonAttrs>();
   parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = in[0]->f32() + r * cols;
       float* y = out.f32() + r * cols;
-      const RowStats st = row_stats(x, cols, eps);
+      const RowStats st = row_stats(x, cols, a);
       for (int64_t c = 0; c < cols; ++c) y[c] = (x[c] - st.mean) * st.rstd;
     }
   });
@@ -110,18 +110,20 @@ std::vector<Value> normalize_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::NormalizeGrad, {g.value(n.inputs[0]), dy}, n.attrs)};
 }
 
+// dx = rstd (dy - mean(dy) - xhat mean(dy xhat)); without centering the
+// mean(dy) term is absent (the mean was never subtracted).
 void normalize_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                            const KernelContext&) {
   const int64_t cols = in[0]->shape().back();
   const int64_t rows = in[0]->numel() / std::max<int64_t>(cols, 1);
-  const double eps = n.attr<EpsilonAttrs>().epsilon;
+  const EpsilonAttrs& a = n.attr<EpsilonAttrs>();
   parallel_for(rows, grain_for(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = in[0]->f32() + r * cols;
       const float* dy = in[1]->f32() + r * cols;
       float* dx = out.f32() + r * cols;
-      const RowStats st = row_stats(x, cols, eps);
-      const double sum_dy = lane_sum<double>(cols, [&](int64_t c) { return dy[c]; });
+      const RowStats st = row_stats(x, cols, a);
+      const double sum_dy = a.center ? lane_sum<double>(cols, [&](int64_t c) { return dy[c]; }) : 0;
       const double sum_dy_xhat =
           lane_sum<double>(cols, [&](int64_t c) { return dy[c] * (x[c] - st.mean) * st.rstd; });
       const float mean_dy = static_cast<float>(sum_dy / cols);
