@@ -12,8 +12,10 @@ def save_safetensors(path, tensors, metadata=None):
         header["__metadata__"] = metadata
     for name, t in tensors.items():
         t = t.detach().contiguous()
-        dtype = {torch.float32: "F32", torch.int32: "I32", torch.float16: "F16"}[t.dtype]
-        data = t.numpy().tobytes()
+        dtype = {torch.float32: "F32", torch.int32: "I32", torch.float16: "F16",
+                 torch.bfloat16: "BF16"}[t.dtype]
+        # numpy has no bfloat16: write its 16-bit patterns
+        data = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

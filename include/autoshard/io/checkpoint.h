@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "autoshard/nn/callbacks.h"
 #include "autoshard/io/tensor_mapping.h"
+#include "autoshard/nn/callbacks.h"
 #include "autoshard/nn/model.h"
 
 namespace autoshard {

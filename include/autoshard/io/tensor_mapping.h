@@ -13,9 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/tensor/mesh.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/nn/weight_source.h"
+#include "autoshard/tensor/mesh.h"
 #include "autoshard/tensor/sharding.h"
 
 namespace autoshard {

@@ -132,6 +132,9 @@ struct LayerNormalizationOptions {
   AUTOSHARD_OPTION(double, epsilon, 1e-3)
   AUTOSHARD_OPTION(bool, center, true)
   AUTOSHARD_OPTION(bool, scale, true)
+  // RMSNorm (Keras's rms_scaling): x / sqrt(mean(x^2) + epsilon) * gamma;
+  // center and scale are ignored.
+  AUTOSHARD_OPTION(bool, rms_scaling, false)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 

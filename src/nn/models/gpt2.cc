@@ -1,10 +1,10 @@
 #include "autoshard/nn/models/gpt2.h"
 
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -37,7 +37,7 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
           LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name("ln_f"))) {
   c.validate();
   AS_CHECK(seq_len > 0 && seq_len <= c.n_positions, "sequence length ", seq_len,
-        " must be between 1 and the model's n_positions (", c.n_positions, ")");
+           " must be between 1 and the model's n_positions (", c.n_positions, ")");
   set_seed(seed);
   const Initializer normal = Initializer::normal(0.0, 0.02);
   // GPT-2 scales the projections into the residual stream by 1/sqrt(2 L).
@@ -67,7 +67,7 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
   AS_CHECK(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ",
-        config_.n_positions);
+           config_.n_positions);
   Graph& g = t.graph();
   auto dropout = [&](Value x, const std::string& where) {
     if (!t.training() || config_.dropout == 0) return x;
@@ -96,7 +96,8 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value wte;
   {
     Trace::Scope s(t, "wte");
-    wte = t.weight("embeddings", {config_.vocab_size, config_.n_embd}, Initializer::normal(0.0, 0.02));
+    wte = t.weight("embeddings", {config_.vocab_size, config_.n_embd},
+                   Initializer::normal(0.0, 0.02));
   }
   return ops::einsum("btc,vc->btv", x, wte);  // logits [B, T, V], tied to the embedding
 }

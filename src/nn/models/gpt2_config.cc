@@ -2,12 +2,10 @@
 // field (kept apart from the model so a fuzzer can reach the parser alone).
 #include <climits>
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "autoshard/error.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "nn/models/config_reader.h"
 
 namespace autoshard {
 
@@ -25,55 +23,28 @@ GPT2Config GPT2Config::preset(const std::string& name) {
   if (name == "gpt2-large") return make(36, 20, 1280, 50257, 1024);
   if (name == "gpt2-xl") return make(48, 25, 1600, 50257, 1024);
   if (name == "gpt3-175b") return make(96, 96, 12288, 51200, 2048);
-  fail(
-      "unknown model preset '", name,
-      "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-175b; or a config.json path)");
+  fail("unknown model preset '", name,
+       "' (known: test, tiny, mini, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3-175b; or a "
+       "config.json path)");
 }
 
 GPT2Config GPT2Config::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  AS_CHECK(in.good(), "cannot open model config '", path, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json_text(text.str(), path);
+  return from_reader(ConfigReader::from_file(path));
 }
 
 GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("model config '", source, "' is not valid JSON: ", e.what());
-  }
-  AS_CHECK(j.is_object(), "model config '", source, "' must be a JSON object");
-  auto where = [&](const char* key) { return cat("model config '", source, "': \"", key, "\""); };
-  if (j.contains("model_type")) {
-    AS_CHECK(j["model_type"].is_string(), where("model_type"), " must be a string");
-    const std::string type = j["model_type"].get<std::string>();
-    AS_CHECK(type == "gpt2", where("model_type"), " is '", type,
-             "'; this build knows GPT-2 only (model_type \"gpt2\")");
-  }
+  return from_reader(ConfigReader(text, source));
+}
+
+GPT2Config GPT2Config::from_reader(const ConfigReader& r) {
+  const nlohmann::json& j = r.json();
+  auto where = [&](const char* key) { return r.where(key); };
+  const std::string type = r.model_type();
+  AS_CHECK(type.empty() || type == "gpt2", where("model_type"), " is '", type, "', not \"gpt2\"");
   GPT2Config c;
-  // Sizes are whole numbers from 1 to 2^31 - 1 (token ids and BLAS sizes are ints).
-  auto size = [&](const char* key, int64_t& field, bool required) {
-    if (!j.contains(key)) {
-      AS_CHECK(!required, "model config '", source, "' lacks \"", key, "\"");
-      return;
-    }
-    const auto& v = j[key];
-    AS_CHECK(v.is_number_integer(), where(key), " must be a whole number, got ", v.dump());
-    AS_CHECK(v.is_number_unsigned() && v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= INT32_MAX,
-             where(key), " = ", v.dump(), " is out of range (1 to 2147483647)");
-    field = v.get<int64_t>();
-  };
+  auto size = [&](const char* key, int64_t& field, bool required) { r.size(key, field, required); };
   auto real = [&](const char* key, double& field, double lo, double hi, bool lo_open) {
-    if (!j.contains(key) || j[key].is_null()) return;
-    const auto& v = j[key];
-    AS_CHECK(v.is_number(), where(key), " must be a number, got ", v.dump());
-    field = v.get<double>();
-    AS_CHECK(std::isfinite(field) && (lo_open ? field > lo : field >= lo) && field < hi, where(key),
-             " = ", v.dump(), " is out of range (", lo_open ? "above " : "", lo, " to below ", hi,
-             ")");
+    r.real(key, field, lo, hi, lo_open);
   };
   size("n_layer", c.n_layer, true);
   size("n_head", c.n_head, true);
@@ -88,14 +59,15 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
   // Fields whose other values would make another model than this code runs.
   if (j.contains("activation_function")) {
     const auto& a = j["activation_function"];
-    AS_CHECK(a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast", where("activation_function"),
-             " = ", a.dump(), " is not supported (GPT-2's tanh GELU: gelu_new)");
+    AS_CHECK(a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast",
+             where("activation_function"), " = ", a.dump(),
+             " is not supported (GPT-2's tanh GELU: gelu_new)");
   }
   if (j.contains("n_inner") && !j["n_inner"].is_null())
     AS_CHECK(j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * c.n_embd,
              where("n_inner"), " = ", j["n_inner"].dump(), " is not supported (only 4 * n_embd)");
-  for (const char* flag : {"add_cross_attention", "scale_attn_by_inverse_layer_idx",
-                           "reorder_and_upcast_attn"})
+  for (const char* flag :
+       {"add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
     if (j.contains(flag)) AS_CHECK(j[flag] == false, where(flag), " = true is not supported");
   if (j.contains("scale_attn_weights"))
     AS_CHECK(j["scale_attn_weights"] == true, where("scale_attn_weights"),
@@ -115,8 +87,8 @@ void GPT2Config::validate() const {
     AS_CHECK(v > 0 && v <= INT32_MAX,
              "GPT-2 config: n_layer, n_head, n_embd, vocab_size and n_positions must be from 1 to ",
              "2147483647");
-  AS_CHECK(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd, ") must be a multiple of n_head (",
-        n_head, ")");
+  AS_CHECK(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd,
+           ") must be a multiple of n_head (", n_head, ")");
   AS_CHECK(dropout >= 0 && dropout < 1, "GPT-2 config: dropout must be in [0, 1)");
   AS_CHECK(std::isfinite(layer_norm_epsilon) && layer_norm_epsilon > 0,
            "GPT-2 config: layer_norm_epsilon must be positive");

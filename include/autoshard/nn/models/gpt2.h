@@ -21,6 +21,8 @@
 
 namespace autoshard {
 
+class ConfigReader;
+
 struct GPT2Config {
   int64_t n_layer = 12, n_head = 12, n_embd = 768, vocab_size = 50257, n_positions = 1024;
   double dropout = 0.0;  // resid, embedding and attention dropout
@@ -37,6 +39,7 @@ struct GPT2Config {
   // be whole numbers from 1 to 2^31 - 1; fields that would describe another
   // model (model_type, activation_function, n_inner, ...) are errors.
   static GPT2Config from_json_text(const std::string& text, const std::string& source);
+  static GPT2Config from_reader(const ConfigReader& reader);
   // A preset name or a path to a config.json.
   static GPT2Config from_name_or_file(const std::string& name_or_path);
   void validate() const;

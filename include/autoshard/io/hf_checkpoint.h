@@ -1,0 +1,42 @@
+// A Hugging Face model directory's weights: one model.safetensors, or the
+// shards model-0000k-of-0000N.safetensors that model.safetensors.index.json
+// lists ({"weight_map": {tensor name: file name}}). F32, F16 and BF16 load
+// as f32; each device reads only the byte runs of its own block.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/io/tensor_mapping.h"
+#include "autoshard/nn/model.h"
+
+namespace autoshard {
+
+class HFCheckpoint {
+ public:
+  // Opens every file of the directory (headers only); errors name the file.
+  explicit HFCheckpoint(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  bool contains(const std::string& tensor) const { return file_of_.count(tensor) > 0; }
+  // The open file holding `tensor` (an error naming it when none does).
+  std::shared_ptr<const SafetensorsFile> file_of(const std::string& tensor) const;
+  // Every tensor name, sorted.
+  std::vector<std::string> tensors() const;
+
+ private:
+  std::string dir_;
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> file_of_;
+};
+
+// Loads `model`'s weights through `layout` (weight path -> where it lives).
+// A weight whose tensor is missing or has another shape, and a tensor no
+// weight reads (unless `ignored(name)`), are errors naming them; an error
+// leaves the model as it was.
+void load_mapped_weights(Model& model, const HFCheckpoint& checkpoint,
+                         const std::map<std::string, TensorMapping>& layout,
+                         const std::function<bool(const std::string&)>& ignored = {});
+
+}  // namespace autoshard

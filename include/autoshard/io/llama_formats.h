@@ -1,0 +1,25 @@
+// Llama-family weights (llama, mistral, qwen2) as Hugging Face ships them: a
+// directory with config.json and model.safetensors or sharded
+// model-0000k-of-0000N.safetensors with model.safetensors.index.json; names
+// `model.layers.N.self_attn.q_proj.weight`, ..., `lm_head.weight`; F32, F16
+// or BF16. Every autoshard weight is its checkpoint tensor reshaped (see
+// llama.h), so each device reads only its own byte runs.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "autoshard/nn/models/llama.h"
+
+namespace autoshard {
+
+// Each weight path of a model of this config and its Hugging Face tensor name.
+std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config);
+// The config of a Hugging Face directory (its config.json).
+LlamaConfig llama_config_of(const std::string& dir);
+// Loads weights from a Hugging Face directory or an autoshard checkpoint.
+void load_llama_weights(Llama& model, const std::string& path);
+// Writes a Hugging Face directory (config.json + model.safetensors, F32).
+void save_hf_llama(Llama& model, const std::string& dir);
+
+}  // namespace autoshard

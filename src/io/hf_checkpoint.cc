@@ -1,0 +1,96 @@
+#include "autoshard/io/hf_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The shard files the index names, each once, checked to lie in `dir`.
+std::map<std::string, std::string> read_index(const fs::path& index) {
+  std::ifstream in(index);
+  AS_CHECK(in.good(), "cannot open '", index.string(), "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    fail("'", index.string(), "' is not valid JSON: ", e.what());
+  }
+  AS_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "'",
+           index.string(), "' has no \"weight_map\" object (tensor name -> file name)");
+  std::map<std::string, std::string> map;
+  for (const auto& [tensor, file] : j["weight_map"].items()) {
+    AS_CHECK(file.is_string(), "'", index.string(), "': the file of '", tensor,
+             "' must be a string");
+    const std::string name = file.get<std::string>();
+    AS_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "..", "'",
+             index.string(), "': shard file '", name, "' must be a file name in the directory");
+    map[tensor] = name;
+  }
+  return map;
+}
+
+}  // namespace
+
+HFCheckpoint::HFCheckpoint(const std::string& dir) : dir_(dir) {
+  const fs::path root(dir);
+  const fs::path single = root / "model.safetensors", index = root / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
+    for (const auto& [tensor, name] : read_index(index)) {
+      auto& f = files[name];
+      if (!f) {
+        AS_CHECK(fs::exists(root / name), "'", index.string(), "' names shard '", name,
+                 "', which is not in '", dir, "'");
+        f = std::make_shared<const SafetensorsFile>((root / name).string());
+      }
+      AS_CHECK(f->contains(tensor), "'", index.string(), "' places tensor '", tensor, "' in '",
+               name, "', which does not hold it");
+      file_of_[tensor] = f;
+    }
+    return;
+  }
+  AS_CHECK(fs::exists(single), "'", dir,
+           "' has neither model.safetensors nor model.safetensors.index.json");
+  auto f = std::make_shared<const SafetensorsFile>(single.string());
+  for (const SafetensorsEntry& e : f->entries()) file_of_[e.name] = f;
+}
+
+std::shared_ptr<const SafetensorsFile> HFCheckpoint::file_of(const std::string& tensor) const {
+  auto it = file_of_.find(tensor);
+  AS_CHECK(it != file_of_.end(), "checkpoint '", dir_, "' has no tensor '", tensor, "'");
+  return it->second;
+}
+
+std::vector<std::string> HFCheckpoint::tensors() const {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : file_of_) names.push_back(name);
+  return names;
+}
+
+void load_mapped_weights(Model& model, const HFCheckpoint& checkpoint,
+                         const std::map<std::string, TensorMapping>& layout,
+                         const std::function<bool(const std::string&)>& ignored) {
+  std::set<std::string> used;
+  std::map<std::string, WeightSource> sources;
+  for (const auto& [ours, m] : layout) {
+    AS_CHECK(checkpoint.contains(m.tensor), "checkpoint '", checkpoint.dir(), "' lacks tensor '",
+             m.tensor, "' (the model's weight ", ours, ")");
+    sources[ours] = mapped_source(checkpoint.file_of(m.tensor), m);
+    used.insert(m.tensor);
+  }
+  for (const std::string& name : checkpoint.tensors())
+    AS_CHECK(used.count(name) || (ignored && ignored(name)), "checkpoint '", checkpoint.dir(),
+             "' has tensor '", name,
+             "', which a model of this config does not (another architecture or config?)");
+  model.load_weights(sources);
+}
+
+}  // namespace autoshard

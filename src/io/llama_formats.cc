@@ -1,0 +1,127 @@
+#include "autoshard/io/llama_formats.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/io/checkpoint.h"
+#include "autoshard/io/hf_checkpoint.h"
+#include "io/files.h"
+
+namespace autoshard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Each weight: its Hugging Face tensor and that tensor's shape.
+struct HfTensor {
+  std::string weight;
+  FileTensor file;
+};
+
+std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
+  const int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t Q = c.num_attention_heads * c.head_dim, KV = c.num_key_value_heads * c.head_dim;
+  std::vector<HfTensor> t = {{"embed_tokens.embeddings", {"model.embed_tokens.weight", {V, C}}},
+                             {"norm.gamma", {"model.norm.weight", {C}}}};
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.kernel", {"lm_head.weight", {V, C}}});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string ours = "layers." + std::to_string(i) + ".", hf = "model." + ours;
+    auto add = [&](const std::string& path, const std::string& kind, Shape shape) {
+      t.push_back({ours + path + "." + kind,
+                   {hf + path + (kind == "bias" ? ".bias" : ".weight"), std::move(shape)}});
+    };
+    add("input_layernorm", "gamma", {C});
+    add("post_attention_layernorm", "gamma", {C});
+    add("self_attn.q_proj", "kernel", {Q, C});
+    add("self_attn.k_proj", "kernel", {KV, C});
+    add("self_attn.v_proj", "kernel", {KV, C});
+    if (c.attention_bias) {
+      add("self_attn.q_proj", "bias", {Q});
+      add("self_attn.k_proj", "bias", {KV});
+      add("self_attn.v_proj", "bias", {KV});
+    }
+    add("self_attn.o_proj", "kernel", {C, Q});
+    add("mlp.gate_proj", "kernel", {I, C});
+    add("mlp.up_proj", "kernel", {I, C});
+    add("mlp.down_proj", "kernel", {C, I});
+  }
+  return t;
+}
+
+// Our weights are the file's tensors reshaped (same element order).
+std::map<std::string, TensorMapping> hf_layout(const LlamaConfig& c) {
+  std::map<std::string, TensorMapping> m;
+  for (const HfTensor& t : hf_tensors(c)) {
+    TensorMapping map = TensorMapping::plain(t.file.name);
+    map.file_shape = t.file.shape;
+    m[t.weight] = map;
+  }
+  return m;
+}
+
+void write_hf_llama(Llama& model, const fs::path& dir) {
+  const LlamaConfig& c = model.config();
+  std::vector<FileTensor> tensors;
+  for (const HfTensor& t : hf_tensors(c)) tensors.push_back(t.file);
+  write_mapped(model.snapshot(false), (dir / "model.safetensors").string(), tensors, hf_layout(c),
+               {{"format", "pt"}});
+  nlohmann::json cfg = {{"model_type", c.model_type},
+                        {"vocab_size", c.vocab_size},
+                        {"hidden_size", c.hidden_size},
+                        {"intermediate_size", c.intermediate_size},
+                        {"num_hidden_layers", c.num_hidden_layers},
+                        {"num_attention_heads", c.num_attention_heads},
+                        {"num_key_value_heads", c.num_key_value_heads},
+                        {"head_dim", c.head_dim},
+                        {"max_position_embeddings", c.max_position_embeddings},
+                        {"rms_norm_eps", c.rms_norm_eps},
+                        {"rope_theta", c.rope_theta},
+                        {"attention_bias", c.attention_bias},
+                        {"tie_word_embeddings", c.tie_word_embeddings},
+                        {"hidden_act", "silu"}};
+  if (c.rope_factor > 0)
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_factor},
+                           {"low_freq_factor", c.rope_low_freq_factor},
+                           {"high_freq_factor", c.rope_high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_original_max_positions}};
+  if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
+  std::ofstream config(dir / "config.json");
+  config << cfg.dump(2) << "\n";
+  AS_CHECK(config.good(), "writing '", (dir / "config.json").string(), "' failed");
+}
+
+}  // namespace
+
+std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config) {
+  std::map<std::string, std::string> names;
+  for (const HfTensor& t : hf_tensors(config)) names[t.weight] = t.file.name;
+  return names;
+}
+
+LlamaConfig llama_config_of(const std::string& dir) {
+  return LlamaConfig::from_json_file((fs::path(dir) / "config.json").string());
+}
+
+void load_llama_weights(Llama& model, const std::string& path) {
+  AS_CHECK(fs::is_directory(path), "weights '", path,
+           "' must be a Hugging Face model directory or an autoshard checkpoint");
+  if (fs::exists(fs::path(path) / "state.json")) {
+    load_checkpoint(model, path, /*with_optimizer=*/false);
+    return;
+  }
+  // Older checkpoints store each layer's rotary frequencies; they follow
+  // from the config.
+  load_mapped_weights(
+      model, HFCheckpoint(path), hf_layout(model.config()),
+      [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); });
+}
+
+void save_hf_llama(Llama& model, const std::string& dir) {
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_llama(model, out); });
+}
+
+}  // namespace autoshard

@@ -1,0 +1,124 @@
+#include "autoshard/nn/models/llama.h"
+
+#include <cmath>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/nn/layers.h"
+
+namespace autoshard {
+
+LayoutMap llama_megatron_layout(const std::string& m) {
+  LayoutMap map;
+  const std::optional<std::string> model = m, none;
+  map["^embed_tokens\\.embeddings$"] = {model, none};
+  map["^lm_head\\.kernel$"] = {model, none};
+  map["self_attn\\.q_proj\\.kernel$"] = {model, none, none, none};
+  map["self_attn\\.q_proj\\.bias$"] = {model, none, none};
+  map["self_attn\\.(k|v)_proj\\.kernel$"] = {model, none, none};
+  map["self_attn\\.(k|v)_proj\\.bias$"] = {model, none};
+  map["self_attn\\.o_proj\\.kernel$"] = {none, model, none, none};
+  map["mlp\\.(gate|up)_proj\\.kernel$"] = {model, none};
+  map["mlp\\.down_proj\\.kernel$"] = {none, model};
+  return map;
+}
+
+namespace {
+
+Layer rms_norm(const LlamaConfig& c, const char* name) {
+  return LayerNormalization(
+      LayerNormalizationOptions().rms_scaling(true).epsilon(c.rms_norm_eps).name(name));
+}
+
+// A projection in nn.Linear's (out, in) kernel order, no bias unless `bias_axes`.
+Layer projection(const std::string& equation, Shape out, const char* name,
+                 const std::string& bias_axes = "") {
+  return EinsumDense(equation, std::move(out),
+                     EinsumDenseOptions()
+                         .kernel_initializer(Initializer::normal(0.0, 0.02))
+                         .bias_axes(bias_axes)
+                         .name(name));
+}
+
+}  // namespace
+
+Llama::Llama(LlamaConfig c, int64_t seq_len, uint64_t seed)
+    : Model({InputSpec{{seq_len}, DType::I32}}, c.model_type),
+      config_(c),
+      embed_tokens_(Embedding(c.vocab_size, c.hidden_size,
+                              EmbeddingOptions()
+                                  .embeddings_initializer(Initializer::normal(0.0, 0.02))
+                                  .name("embed_tokens"))),
+      norm_(rms_norm(c, "norm")) {
+  c.validate();
+  AS_CHECK(seq_len > 0 && seq_len <= c.max_position_embeddings, "sequence length ", seq_len,
+           " must be between 1 and the model's max_position_embeddings (",
+           c.max_position_embeddings, ")");
+  AS_CHECK(c.sliding_window == 0 || seq_len <= c.sliding_window, "sequence length ", seq_len,
+           " exceeds the model's sliding_window (", c.sliding_window,
+           "); windowed attention is not implemented yet: use --seq ", c.sliding_window,
+           " or less");
+  set_seed(seed);
+  const int64_t K = c.num_key_value_heads, G = c.group(), D = c.head_dim;
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  const bool bias = c.attention_bias;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    blocks_.push_back(Block{
+        rms_norm(c, "input_layernorm"),
+        projection("btc,kgdc->btkgd", {-1, K, G, D}, "q_proj", bias ? "kgd" : ""),
+        projection("btc,kdc->btkd", {-1, K, D}, "k_proj", bias ? "kd" : ""),
+        projection("btc,kdc->btkd", {-1, K, D}, "v_proj", bias ? "kd" : ""),
+        projection("btkgd,ckgd->btc", {-1, C}, "o_proj"), rms_norm(c, "post_attention_layernorm"),
+        projection("btc,ic->bti", {-1, I}, "gate_proj"),
+        projection("btc,ic->bti", {-1, I}, "up_proj"),
+        projection("bti,ci->btc", {-1, C}, "down_proj")});
+}
+
+// Grouped-query self-attention: q [B, T, K, G, D], k and v [B, T, K, D].
+Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const {
+  Trace::Scope scope(t, "self_attn");
+  const LlamaConfig& c = config_;
+  const RotaryAttrs rope{.theta = c.rope_theta,
+                         .factor = c.rope_factor,
+                         .low_freq_factor = c.rope_low_freq_factor,
+                         .high_freq_factor = c.rope_high_freq_factor,
+                         .original_max_positions = c.rope_original_max_positions};
+  Value q = ops::rotary(b.q_proj(t, x), positions, rope);
+  Value k = ops::rotary(b.k_proj(t, x), positions, rope);
+  Value v = b.v_proj(t, x);
+  Value o = ops::attention(q, k, v, /*causal=*/true, 1.0 / std::sqrt(double(c.head_dim)));
+  return b.o_proj(t, o);
+}
+
+Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
+  Value tokens = inputs.at(0);  // [B, T] i32
+  const int64_t T = tokens.dim(1);
+  AS_CHECK(T <= config_.max_position_embeddings, "sequence length ", T,
+           " exceeds max_position_embeddings ", config_.max_position_embeddings);
+  Graph& g = t.graph();
+  Value positions = ops::iota(g, {T});  // [T]
+  Value x = embed_tokens_(t, tokens);   // [B, T, C]
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Trace::Scope scope(t, "layers." + std::to_string(i));
+    g.open_region();  // a block: what recomputation recomputes, what the planner solves once
+    const Block& b = blocks_[i];
+    x = x + attention(t, b, b.input_layernorm(t, x), positions);
+    Value h = b.post_attention_layernorm(t, x);
+    {
+      Trace::Scope mlp(t, "mlp");
+      x = x + b.down_proj(t, ops::silu(b.gate_proj(t, h)) * b.up_proj(t, h));
+    }
+    g.close_region();
+  }
+  x = norm_(t, x);
+  Value head;  // [V, C]
+  {
+    const bool tied = config_.tie_word_embeddings;
+    Trace::Scope s(t, tied ? "embed_tokens" : "lm_head");
+    head = t.weight(tied ? "embeddings" : "kernel", {config_.vocab_size, config_.hidden_size},
+                    Initializer::normal(0.0, 0.02));
+  }
+  return ops::einsum("btc,vc->btv", x, head);  // logits [B, T, V]
+}
+
+}  // namespace autoshard

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Writes two small Llama-family models in Hugging Face's layout, with random
+weights, and PyTorch's numbers for them, for tests/llama_reference_test.cc.
+Nothing is downloaded, and transformers is not needed: the forward pass is
+written here from the published definition (Hugging Face's modeling_llama
+and modeling_qwen2: RMSNorm, rotate-half rotary embeddings with Llama 3's
+frequency scaling, grouped-query attention by repeating kv heads, SwiGLU).
+
+  tests/data/hf_llama/     model_type llama: 6 heads over 2 kv heads, head_dim
+                           6 (not hidden / heads), MLP width 37, vocabulary
+                           131, rope_scaling llama3, untied head; BF16 weights
+                           in two shards with model.safetensors.index.json
+  tests/data/hf_qwen2/     model_type qwen2: q/k/v biases, 4 heads over 1 kv
+                           head, tied head, F32 model.safetensors
+  tests/data/<name>_reference.safetensors:
+    x, y [B, T]            tokens and targets
+    logits, loss           forward pass and mean cross-entropy
+    grad.<tensor>          the loss's gradient of every checkpoint tensor
+    adamw_losses           losses of 5 AdamW steps (clip 1.0)
+    after.<tensor>         the weights after them
+
+Run with Debian's python3-torch:  /usr/bin/python3 tools/make_llama_reference.py
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+from safetensors_io import save_safetensors
+
+B, T = 2, 11
+STEPS, LR, BETAS, WD, CLIP = 5, 3e-3, (0.9, 0.95), 0.1, 1.0
+
+LLAMA = {"model_type": "llama", "vocab_size": 131, "hidden_size": 24, "intermediate_size": 37,
+         "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 6,
+         "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 500.0,
+         "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+         "tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False,
+         "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+QWEN2 = {"model_type": "qwen2", "vocab_size": 97, "hidden_size": 24, "intermediate_size": 29,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+         "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+         "tie_word_embeddings": True, "hidden_act": "silu", "use_sliding_window": False,
+         "sliding_window": 4, "torch_dtype": "float32"}
+
+
+def head_dim(c):
+    return c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
+
+
+def make_weights(c, gen):
+    C, I, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    Q, KV = c["num_attention_heads"] * head_dim(c), c["num_key_value_heads"] * head_dim(c)
+    r = lambda *s, scale: scale * torch.randn(*s, generator=gen)
+    w = {"model.embed_tokens.weight": r(V, C, scale=0.5), "model.norm.weight": 1 + r(C, scale=0.1)}
+    if not c["tie_word_embeddings"]:
+        w["lm_head.weight"] = r(V, C, scale=0.2)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = 1 + r(C, scale=0.1)
+        w[p + "post_attention_layernorm.weight"] = 1 + r(C, scale=0.1)
+        for n, out in (("q", Q), ("k", KV), ("v", KV)):
+            w[p + f"self_attn.{n}_proj.weight"] = r(out, C, scale=0.3)
+            if c["model_type"] == "qwen2":
+                w[p + f"self_attn.{n}_proj.bias"] = r(out, scale=0.1)
+        w[p + "self_attn.o_proj.weight"] = r(C, Q, scale=0.2)
+        w[p + "mlp.gate_proj.weight"] = r(I, C, scale=0.3)
+        w[p + "mlp.up_proj.weight"] = r(I, C, scale=0.3)
+        w[p + "mlp.down_proj.weight"] = r(C, I, scale=0.2)
+    return w
+
+
+def inverse_frequencies(c):
+    d = head_dim(c)
+    inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    s = c.get("rope_scaling")
+    if not s:
+        return inv
+    factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+    smooth = (old / wavelen - lo) / (hi - lo)
+    blended = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
+    return torch.where(medium, blended, scaled)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rms_norm(x, weight, eps):
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def forward(c, w, x):
+    H, K, D = c["num_attention_heads"], c["num_key_value_heads"], head_dim(c)
+    eps = c["rms_norm_eps"]
+    freqs = torch.arange(T).float()[:, None] * inverse_frequencies(c)[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()  # [T, D]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    h = w["model.embed_tokens.weight"][x]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = rms_norm(h, w[p + "input_layernorm.weight"], eps)
+
+        def proj(n, heads):
+            y = a @ w[p + f"self_attn.{n}_proj.weight"].T
+            if p + f"self_attn.{n}_proj.bias" in w:
+                y = y + w[p + f"self_attn.{n}_proj.bias"]
+            return y.view(B, T, heads, D).transpose(1, 2)  # [B, heads, T, D]
+
+        q, k, v = proj("q", H), proj("k", K), proj("v", K)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // K, dim=1)  # query head j reads kv head j // (H / K)
+        v = v.repeat_interleave(H // K, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(D)
+        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+        o = (att @ v).transpose(1, 2).reshape(B, T, H * D)
+        h = h + o @ w[p + "self_attn.o_proj.weight"].T
+        m = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
+        g = F.silu(m @ w[p + "mlp.gate_proj.weight"].T) * (m @ w[p + "mlp.up_proj.weight"].T)
+        h = h + g @ w[p + "mlp.down_proj.weight"].T
+    h = rms_norm(h, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
+    return h @ head.T
+
+
+def write_checkpoint(c, w, directory, dtype, shards):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    names = sorted(w)
+    if shards == 1:
+        save_safetensors(os.path.join(directory, "model.safetensors"),
+                         {n: w[n].to(dtype) for n in names}, {"format": "pt"})
+        return
+    weight_map = {}
+    for s in range(shards):
+        file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = names[s::shards]
+        save_safetensors(os.path.join(directory, file), {n: w[n].to(dtype) for n in part},
+                         {"format": "pt"})
+        weight_map.update({n: file for n in part})
+    total = sum(w[n].numel() * w[n].to(dtype).element_size() for n in names)
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+def reference(c, name, dtype, shards, seed):
+    gen = torch.Generator().manual_seed(seed)
+    # The numbers are those of the weights as stored (rounded to bf16 if so).
+    w = {k: v.to(dtype).float() for k, v in make_weights(c, gen).items()}
+    V = c["vocab_size"]
+    x = torch.randint(0, V, (B, T), generator=gen)
+    y = torch.randint(0, V, (B, T), generator=gen)
+    write_checkpoint(c, w, f"tests/data/hf_{name}", dtype, shards)
+
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
+    logits = forward(c, params, x)
+    loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+    loss.backward()
+    out = {"x": x.int(), "y": y.int(), "logits": logits.detach(), "loss": loss.detach().reshape(())}
+    out.update({f"grad.{k}": v.grad for k, v in params.items()})
+
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
+    opt = torch.optim.AdamW(params.values(), lr=LR, betas=BETAS, eps=1e-8, weight_decay=WD)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = F.cross_entropy(forward(c, params, x).reshape(-1, V), y.reshape(-1))
+        step_loss.backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
+        opt.step()
+        losses.append(step_loss.item())
+    out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
+    out.update({f"after.{k}": v.detach() for k, v in params.items()})
+    path = f"tests/data/{name}_reference.safetensors"
+    save_safetensors(path, out)
+    print(f"wrote {path}: loss {loss.item():.6f}, AdamW {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+
+def main():
+    torch.set_num_threads(1)
+    reference(LLAMA, "llama", torch.bfloat16, shards=2, seed=2024)
+    reference(QWEN2, "qwen2", torch.float32, shards=1, seed=7)
+
+
+if __name__ == "__main__":
+    main()
