@@ -6,6 +6,12 @@
 // and by the Megatron layout.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
@@ -13,6 +19,7 @@
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/runtime/executor.h"
+#include "test_util.h"
 
 namespace autoshard {
 namespace {
@@ -114,6 +121,95 @@ TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LlamaReference, ::testing::Values("llama", "qwen2"));
+
+}  // namespace
+}  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// The message of the Error `f` throws ("" if none).
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
+  const std::string base =
+      R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "max_position_embeddings": 16)";
+  auto parse = [&](const std::string& extra) {
+    return error_of([&] { LlamaConfig::from_json_text("{" + base + extra + "}", "c.json"); });
+  };
+  EXPECT_EQ(parse(R"(, "model_type": "llama")"), "");
+  EXPECT_NE(parse(R"(, "model_type": "falcon")").find("'falcon'"), std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "llama", "hidden_act": "gelu")").find("hidden_act"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "llama", "mlp_bias": true)").find("mlp_bias"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "llama", "rope_scaling": {"rope_type": "yarn"})").find("yarn"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "llama", "num_key_value_heads": 3)").find("multiple"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "llama", "head_dim": 5)").find("even"), std::string::npos);
+  EXPECT_NE(parse(R"(, "model_type": "mistral", "sliding_window": 0)").find("sliding_window"),
+            std::string::npos);
+  // Mistral's window: longer sequences are refused until windowed attention exists.
+  LlamaConfig mistral = LlamaConfig::from_json_text(
+      "{" + base + R"(, "model_type": "mistral", "sliding_window": 4})", "c.json");
+  EXPECT_NE(error_of([&] { Llama(mistral, 5); }).find("sliding_window"), std::string::npos);
+  EXPECT_EQ(error_of([&] { Llama(mistral, 4); }), "");
+}
+
+class LlamaCheckpoint : public testing::TempDirTest {
+ protected:
+  // A copy of the qwen2 directory to break.
+  std::string copy() {
+    std::filesystem::copy(kData + "/hf_qwen2", dir_ / "m");
+    return (dir_ / "m").string();
+  }
+};
+
+TEST_F(LlamaCheckpoint, SaveAndLoadBackGiveTheSameWeights) {
+  Fixture f("llama");
+  save_hf_llama(f.model, (dir_ / "out").string());
+  Llama again(llama_config_of((dir_ / "out").string()), f.x.dim(1), /*seed=*/5);
+  load_llama_weights(again, (dir_ / "out").string());
+  for (const std::string& path : f.model.weight_paths())
+    EXPECT_EQ(max_relative_error(again.gather_weight(path), f.model.gather_weight(path)), 0)
+        << path;
+}
+
+TEST_F(LlamaCheckpoint, MissingOrForeignTensorsAndBrokenIndexesAreErrors) {
+  Fixture f("qwen2");
+  const std::string dir = copy();
+  // A tensor of another config: the directory's config says one layer.
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  cfg["num_hidden_layers"] = 1;
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  Llama one_layer(llama_config_of(dir), f.x.dim(1));
+  EXPECT_NE(
+      error_of([&] { load_llama_weights(one_layer, dir); }).find("has tensor 'model.layers.1."),
+      std::string::npos);
+  // A missing tensor: the model asks for three layers.
+  cfg["num_hidden_layers"] = 3;
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  Llama three(llama_config_of(dir), f.x.dim(1));
+  EXPECT_NE(error_of([&] { load_llama_weights(three, dir); }).find("lacks tensor 'model.layers.2."),
+            std::string::npos);
+  // An index naming a shard that is not there.
+  std::filesystem::rename(dir + "/model.safetensors", dir + "/model-00001-of-00001.safetensors");
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << R"({"weight_map": {"model.norm.weight": "model-00009-of-00009.safetensors"}})";
+  EXPECT_NE(error_of([&] { HFCheckpoint{dir}; }).find("model-00009-of-00009"), std::string::npos);
+  std::ofstream(dir + "/model.safetensors.index.json") << R"({"weight_map": {"x": "../a"}})";
+  EXPECT_NE(error_of([&] { HFCheckpoint{dir}; }).find("file name"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace autoshard

@@ -83,11 +83,12 @@ void write_hf_llama(Llama& model, const fs::path& dir) {
                         {"tie_word_embeddings", c.tie_word_embeddings},
                         {"hidden_act", "silu"}};
   if (c.rope_factor > 0)
-    cfg["rope_scaling"] = {{"rope_type", "llama3"},
-                           {"factor", c.rope_factor},
-                           {"low_freq_factor", c.rope_low_freq_factor},
-                           {"high_freq_factor", c.rope_high_freq_factor},
-                           {"original_max_position_embeddings", c.rope_original_max_positions}};
+    cfg["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_factor},
+        {"low_freq_factor", c.rope_low_freq_factor},
+        {"high_freq_factor", c.rope_high_freq_factor},
+        {"original_max_position_embeddings", int64_t(c.rope_original_max_positions)}};
   if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
   std::ofstream config(dir / "config.json");
   config << cfg.dump(2) << "\n";
