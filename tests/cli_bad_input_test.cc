@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -60,13 +60,11 @@ class BadInput : public testing::TempDirTest {
     std::ofstream(dir_ / name, std::ios::binary) << content;
     return path(name);
   }
-  std::string config(const std::string& fields) {
-    return write("config.json", "{" + fields + "}");
-  }
+  std::string config(const std::string& fields) { return write("config.json", "{" + fields + "}"); }
   // A tiny GPT-2 config with one field replaced or added.
   std::string tiny_with(const std::string& key, const std::string& value) {
-    nlohmann::json j = {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 64}, {"vocab_size", 256},
-                        {"n_positions", 64}};
+    nlohmann::json j = {
+        {"n_layer", 2}, {"n_head", 4}, {"n_embd", 64}, {"vocab_size", 256}, {"n_positions", 64}};
     j[key] = nlohmann::json::parse(value);
     return write(key + ".json", j.dump());
   }
@@ -116,7 +114,8 @@ TEST_F(BadInput, ModelsTooBigForTheMachine) {
   expect_error("train --model " + tiny_with("vocab_size", "3000000000"),
                "\"vocab_size\" = 3000000000 is out of range");
   // In range but beyond the memory there is: the field and the sizes named.
-  expect_error("train --model " + tiny_with("n_embd", "8192"), "n_embd = 8192", "AUTOSHARD_MEMORY_LIMIT=1G");
+  expect_error("train --model " + tiny_with("n_embd", "8192"), "n_embd = 8192",
+               "AUTOSHARD_MEMORY_LIMIT=1G");
   expect_error("train --model " + tiny_with("n_embd", "8192"), "1 GiB is available",
                "AUTOSHARD_MEMORY_LIMIT=1G");
 }
@@ -134,7 +133,8 @@ TEST_F(BadInput, LlmcHeadersAreCheckedAgainstTheFile) {
   const auto start = std::chrono::steady_clock::now();
   expect_error("train --weights " + llmc("layers.bin", 2147483647, 64),
                "a truncated or corrupt llm.c file");
-  expect_error("train --weights " + llmc("wide.bin", 2, 1 << 30), "a truncated or corrupt llm.c file");
+  expect_error("train --weights " + llmc("wide.bin", 2, 1 << 30),
+               "a truncated or corrupt llm.c file");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
@@ -225,9 +225,12 @@ TEST_F(BadInput, ALossThatBecomesNanStopsTrainingNamingTheStep) {
 }
 
 TEST_F(BadInput, SilentMisreadings) {
-  expect_error("train --model " + tiny_with("n_layer", "2.7"), "\"n_layer\" must be a whole number");
-  expect_error("train --model " + tiny_with("model_type", "\"llama\""), "\"model_type\" is 'llama'");
-  expect_error("train --model " + tiny_with("n_head", "\"4\""), "\"n_head\" must be a whole number");
+  expect_error("train --model " + tiny_with("n_layer", "2.7"),
+               "\"n_layer\" must be a whole number");
+  expect_error("train --model " + tiny_with("model_type", "\"bert\""),
+               "\"model_type\" is 'bert', which this build does not know");
+  expect_error("train --model " + tiny_with("n_head", "\"4\""),
+               "\"n_head\" must be a whole number");
   // plan takes the config from --weights, as train and eval do.
   const Result r = run("plan --json --mesh model=2 --batch 2 --seq 8 --weights " + hf_dir());
   ASSERT_EQ(r.code, 0) << r.output;
@@ -336,7 +339,8 @@ TEST(ApiErrors, BadArgumentsThrowAutoshardErrors) {
   expect_autoshard_error("checkpoint dir under a file", [] {
     CheckpointManager m(CheckpointOptions{.directory = "/proc/self/status/x"});
   });
-  expect_autoshard_error("missing safetensors", [] { SafetensorsFile f("/nonexistent.safetensors"); });
+  expect_autoshard_error("missing safetensors",
+                         [] { SafetensorsFile f("/nonexistent.safetensors"); });
   expect_autoshard_error("unknown weight", [] {
     GPT2 model(GPT2Config::preset("test"), 8);
     model.gather_weight("h.9.attn.query.kernel");

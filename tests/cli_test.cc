@@ -135,6 +135,32 @@ TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
 }
 
+// A Hugging Face Llama directory (2 kv heads, sharded BF16 files): training
+// from it on model=3 under AutoShard and under Megatron's layout logs the
+// one-device losses, and eval reads the same directory.
+TEST_F(Cli, TrainsALlamaDirectoryOnAMesh) {
+  const std::string args = "train --weights " + std::string(AUTOSHARD_TEST_DATA) +
+                           "/hf_llama --batch 4 --seq 12 --steps 3 --sample 0 --log ";
+  const std::string one = (dir_ / "one.jsonl").string();
+  Result r = run(args + one);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<double> a = logged_losses(one);
+  ASSERT_EQ(a.size(), 3u);
+  for (const char* plan : {"auto", "megatron"}) {
+    const std::string mesh = (dir_ / (std::string(plan) + ".jsonl")).string();
+    r = run(args + mesh + " --mesh model=3 --strict --plan " + plan);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::vector<double> b = logged_losses(mesh);
+    ASSERT_EQ(b.size(), 3u);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << plan << ", step " << i + 1;
+  }
+  r = run("eval --weights " + std::string(AUTOSHARD_TEST_DATA) +
+          "/hf_llama --batch 2 --seq 12 --batches 1 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NEAR(nlohmann::json::parse(r.output)["loss"].get<double>(), a[0], 1.0);
+}
+
 TEST_F(Cli, PlanJson) {
   Result r =
       run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json --plan megatron");

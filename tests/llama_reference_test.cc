@@ -112,8 +112,10 @@ TEST_P(LlamaReference, AdamWStepsOnOneDevice) {
 TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
   for (const char* spec : {"model=3", "model=4", "data=2,model=2"}) {
     const DeviceMesh mesh = DeviceMesh::parse(spec);
-    check_training(GetParam(), std::make_shared<ModelParallel>(mesh, llama_megatron_layout()),
-                   std::string("megatron on ") + spec);
+    check_training(
+        GetParam(),
+        std::make_shared<ModelParallel>(mesh, llama_megatron_layout(Fixture(GetParam()).config)),
+        std::string("megatron on ") + spec);
     check_training(GetParam(),
                    std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
                    std::string("autoshard on ") + spec);

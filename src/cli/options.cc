@@ -6,13 +6,14 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/gpt2_formats.h"
 #include "cli/arguments.h"
 
 namespace autoshard::cli {
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option("--model", o.model, "preset (test, tiny, mini, gpt2, ...) or a config.json")
+  cmd->add_option("--model", o.model,
+                  "GPT-2 preset (test, tiny, mini, gpt2, ...), a config.json (gpt2, llama, "
+                  "mistral, qwen2) or a model directory")
       ->capture_default_str()
       ->each([&o](const std::string&) { o.model_given = true; });
   cmd->add_option(
@@ -51,15 +52,13 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
 
 // The model's config: --model, or the config of --weights when --model was
 // left at its default.
-GPT2Config model_config(CommonOptions& o) {
-  if (!o.weights.empty() && !o.model_given) {
-    o.model = o.weights;
-    return gpt2_config_of(o.weights);
-  }
-  return GPT2Config::from_name_or_file(o.model);
+LanguageModelConfig model_config(CommonOptions& o) {
+  if (!o.weights.empty() && !o.model_given) o.model = o.weights;
+  return LanguageModelConfig::of(o.model);
 }
 
-std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model) {
+std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model,
+                                                const LanguageModelConfig& config) {
   AS_CHECK(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
   const AutoShardOptions auto_options{.cluster = o.cluster,
                                       .bf16 = o.bf16,
@@ -93,7 +92,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
   } else if (o.plan == "megatron") {
-    d = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
+    d = std::make_shared<ModelParallel>(mesh, config.megatron_layout());
   } else {
     AS_CHECK(std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
              "' is none of auto, data, megatron, and no layout map file of that name exists");

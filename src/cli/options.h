@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/io/language_model.h"
 #include "autoshard/plan/distribution.h"
 
 namespace autoshard::cli {
@@ -40,13 +40,15 @@ struct CommonOptions {
 void add_common(CLI::App* cmd, CommonOptions& o);
 // The model's config: --model, or the config of --weights when --model was
 // left at its default (then --model names the weights).
-GPT2Config model_config(CommonOptions& o);
+LanguageModelConfig model_config(CommonOptions& o);
 // Layout map keys that match no weight of `model`: a warning on stderr, or
 // with --strict an error.
 void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model);
 // The distribution the options ask for, or null for one device. With
 // --devices and --plan auto, AutoShard chooses the mesh's shape for `model`
 // (which must be compiled).
-std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model);
+// `config` gives --plan megatron its layout.
+std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model,
+                                                const LanguageModelConfig& config);
 
 }  // namespace autoshard::cli

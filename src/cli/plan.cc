@@ -41,8 +41,9 @@ nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
 
 // Model FLOPs of a training step: 6 per parameter per token (forward and
 // backward), plus attention's scores and weighted sums: 12 L B T^2 C.
-double model_flops(const GPT2Config& c, double params, double batch, double seq) {
-  return 6 * params * batch * seq + 12 * double(c.n_layer) * batch * seq * seq * double(c.n_embd);
+double model_flops(const LanguageModelConfig& c, double params, double batch, double seq) {
+  return 6 * params * batch * seq +
+         12 * double(c.layers()) * batch * seq * seq * double(c.attention_width());
 }
 
 nlohmann::json prediction_json(const StepPrediction& p) {
@@ -77,14 +78,15 @@ void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
 }
 
 void run_plan(PlanOptions& o) {
-  GPT2Config cfg = model_config(o);
-  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
+  const LanguageModelConfig cfg = model_config(o);
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
-  GPT2 model(cfg, o.seq, o.seed);
+  std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
+  Model& model = *built;
   model.set_recompute(o.recompute);
   model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
-  std::shared_ptr<Distribution> dist = make_distribution(o, model);
+  std::shared_ptr<Distribution> dist = make_distribution(o, model, cfg);
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
   const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});

@@ -14,10 +14,8 @@
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
-#include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/runtime/memory.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -63,21 +61,22 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
-TokenData load_data(CommonOptions& o, const GPT2Config& cfg,
+TokenData load_data(CommonOptions& o, const LanguageModelConfig& cfg,
                     TokenData::Sampling sampling = TokenData::Sampling::Sequential) {
-  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.n_positions);
-  AS_CHECK(o.seq > 0 && o.seq <= cfg.n_positions, "--seq ", o.seq,
-           " must be between 1 and the model's n_positions (", cfg.n_positions, ")");
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
+  AS_CHECK(o.seq > 0 && o.seq <= cfg.max_positions(), "--seq ", o.seq,
+           " must be between 1 and the model's ", cfg.max_positions_field(), " (",
+           cfg.max_positions(), ")");
   TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
   data.set_sampling(sampling, o.seed);
-  data.validate(o.batch, o.seq, cfg.vocab_size);
+  data.validate(o.batch, o.seq, cfg.vocab_size());
   return data;
 }
 
 // Samples `count` tokens after `prompt` at `temperature` (seeded), each from
 // the last `seq` tokens: the model was trained on windows at random offsets,
 // so any position may hold any part of the text.
-std::string generate(GPT2& model, const std::string& prompt, int64_t count, int64_t seq,
+std::string generate(Model& model, const std::string& prompt, int64_t count, int64_t seq,
                      double temperature) {
   std::vector<int32_t> tokens(prompt.begin(), prompt.end());
   Tensor window({1, seq}, DType::I32);
@@ -117,9 +116,19 @@ int64_t peak_rss_bytes() {
 // anything is traced: weights, gradients and AdamW's two moments take 16
 // bytes a parameter. (In-process devices share this one machine; under mpirun
 // the model's own check, per rank, applies.)
-void check_config_fits(const GPT2Config& c) {
+void check_config_fits(const LanguageModelConfig& cfg) {
   const std::optional<int64_t> available = available_memory_bytes();
   if (!available || World::process().distributed()) return;
+  const auto* gpt2 = std::get_if<GPT2Config>(&cfg.config);
+  if (gpt2 == nullptr) {
+    const double params = cfg.parameters();
+    AS_CHECK(params * 16 <= double(*available), "model config: training the model's ", params,
+             " parameters needs ", format_bytes(params * 16),
+             " (weights, gradients, AdamW state) but ", format_bytes(double(*available)),
+             " is available");
+    return;
+  }
+  const GPT2Config& c = *gpt2;
   const double C = double(c.n_embd);
   const std::pair<double, std::string> terms[] = {
       {double(c.vocab_size) * C, cat("vocab_size = ", c.vocab_size, " x n_embd = ", c.n_embd)},
@@ -142,8 +151,8 @@ extern "C" void on_stop_signal(int sig) {
   stop_signal = sig;
 }
 
-std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const GPT2Config& cfg) {
-  const double lr = o.lr.value_or(cfg.vocab_size == 256 ? 6e-3 : 6e-4);
+std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const LanguageModelConfig& cfg) {
+  const double lr = o.lr.value_or(cfg.vocab_size() == 256 ? 6e-3 : 6e-4);
   auto optimizer = AdamW(
       {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
   if (o.schedule == "cosine") {
@@ -203,20 +212,21 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
 }
 
 void run_train(TrainOptions& o) {
-  GPT2Config cfg = model_config(o);
+  const LanguageModelConfig cfg = model_config(o);
   TokenData data = load_data(
       o, cfg,
       o.sampling == "random" ? TokenData::Sampling::Random : TokenData::Sampling::Sequential);
   AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
            "--save-every and --resume need --checkpoint-dir");
   check_config_fits(cfg);
-  GPT2 model(cfg, o.seq, o.seed);
+  std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
+  Model& model = *built;
   model.set_recompute(o.recompute);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
-  model.set_distribution(make_distribution(o, model));
+  model.set_distribution(make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
-  if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
+  if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
   const int64_t start = open_checkpoints(o, model, manager);
   // Under mpirun only rank 0 prints and writes the log.
@@ -286,8 +296,8 @@ void run_train(TrainOptions& o) {
   if (printer && o.steps > start)
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
                 static_cast<long long>(o.steps - start));
-  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size == 256 ? 300 : 0);
-  if (sample > 0 && cfg.vocab_size == 256) {
+  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size() == 256 ? 300 : 0);
+  if (sample > 0 && cfg.vocab_size() == 256) {
     // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
     const std::string text = generate(model, prompt, sample, o.seq, o.temperature);
@@ -296,13 +306,14 @@ void run_train(TrainOptions& o) {
 }
 
 void run_eval(EvalOptions& o) {
-  GPT2Config cfg = model_config(o);
+  const LanguageModelConfig cfg = model_config(o);
   TokenData data = load_data(o, cfg);
   AS_CHECK(o.batches > 0, "--batches must be positive");
-  GPT2 model(cfg, o.seq, o.seed);
+  std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
+  Model& model = *built;
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
-  model.set_distribution(make_distribution(o, model));
-  if (!o.weights.empty()) load_gpt2_weights(model, o.weights);
+  model.set_distribution(make_distribution(o, model, cfg));
+  if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;

@@ -8,15 +8,15 @@
 
 namespace autoshard {
 
-LayoutMap llama_megatron_layout(const std::string& m) {
+LayoutMap llama_megatron_layout(const LlamaConfig& c, const std::string& m) {
   LayoutMap map;
   const std::optional<std::string> model = m, none;
   map["^embed_tokens\\.embeddings$"] = {model, none};
-  map["^lm_head\\.kernel$"] = {model, none};
+  if (!c.tie_word_embeddings) map["^lm_head\\.kernel$"] = {model, none};
   map["self_attn\\.q_proj\\.kernel$"] = {model, none, none, none};
-  map["self_attn\\.q_proj\\.bias$"] = {model, none, none};
+  if (c.attention_bias) map["self_attn\\.q_proj\\.bias$"] = {model, none, none};
   map["self_attn\\.(k|v)_proj\\.kernel$"] = {model, none, none};
-  map["self_attn\\.(k|v)_proj\\.bias$"] = {model, none};
+  if (c.attention_bias) map["self_attn\\.(k|v)_proj\\.bias$"] = {model, none};
   map["self_attn\\.o_proj\\.kernel$"] = {none, model, none, none};
   map["mlp\\.(gate|up)_proj\\.kernel$"] = {model, none};
   map["mlp\\.down_proj\\.kernel$"] = {none, model};

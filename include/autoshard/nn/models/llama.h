@@ -53,8 +53,9 @@ struct LlamaConfig {
 };
 
 // Megatron-LM's layout over `model`: kv heads (and with them their queries),
-// the MLP's hidden units and the vocabulary split; norms replicated.
-LayoutMap llama_megatron_layout(const std::string& model_axis = "model");
+// the MLP's hidden units and the vocabulary split; norms replicated. Keys
+// only for the weights a model of `config` has (biases, an untied head).
+LayoutMap llama_megatron_layout(const LlamaConfig& config, const std::string& model_axis = "model");
 
 class Llama : public Model {
  public:

@@ -1,0 +1,42 @@
+// The decoder language models this build knows (GPT-2; Llama, Mistral and
+// Qwen2), behind one description: what the command line needs to build,
+// load, plan and feed any of them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
+
+namespace autoshard {
+
+struct LanguageModelConfig {
+  std::variant<GPT2Config, LlamaConfig> config;
+
+  // A GPT-2 preset name, a config.json, a Hugging Face model directory (its
+  // config.json's model_type picks the architecture) or an llm.c .bin file.
+  static LanguageModelConfig of(const std::string& name_or_path);
+
+  std::string model_type() const;
+  int64_t vocab_size() const;
+  int64_t max_positions() const;
+  // The config field that sets it (n_positions, max_position_embeddings).
+  const char* max_positions_field() const;
+  int64_t layers() const;
+  // Width of attention's scores and values (heads x head dim), for model FLOPs.
+  int64_t attention_width() const;
+  // Weights, gradients and AdamW's moments at 16 bytes a parameter; the
+  // largest term and its description, for "does not fit" errors.
+  double parameters() const;
+  std::unique_ptr<Model> build(int64_t seq_len, uint64_t seed) const;
+  // Megatron-LM's tensor-parallel layout for these weight paths.
+  LayoutMap megatron_layout(const std::string& model_axis = "model") const;
+};
+
+// Loads a model's weights from a Hugging Face directory, an autoshard
+// checkpoint, or (GPT-2) a .safetensors or llm.c file.
+void load_language_model_weights(Model& model, const std::string& path);
+
+}  // namespace autoshard
