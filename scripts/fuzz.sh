@@ -29,10 +29,12 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 
 mkdir -p build-fuzz/config-corpus
 cp tests/data/hf_gpt2/config.json build-fuzz/config-corpus/
+cp tests/data/hf_llama/config.json build-fuzz/config-corpus/llama.json
 printf '%s' '{"format": "autoshard-checkpoint-1", "step": 4, "data_position": 4, "batch": 8, "seq": 64}' \
   > build-fuzz/config-corpus/state.json
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/config_fuzz.cc src/nn/models/gpt2_config.cc src/io/checkpoint_state.cc \
+  -Iinclude -Isrc tests/fuzz/config_fuzz.cc src/nn/models/gpt2_config.cc \
+  src/nn/models/llama_config.cc src/nn/models/config_reader.cc src/io/checkpoint_state.cc \
   -o build-fuzz/config_fuzz
 ./build-fuzz/config_fuzz -max_total_time="$half" -max_len=2048 -rss_limit_mb=2048 \
   build-fuzz/config-corpus

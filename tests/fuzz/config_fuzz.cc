@@ -10,11 +10,17 @@
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     autoshard::GPT2Config c = autoshard::GPT2Config::from_json_text(text, "fuzz");
+    (void)c;
+  } catch (const autoshard::Error&) {
+  }
+  try {
+    autoshard::LlamaConfig c = autoshard::LlamaConfig::from_json_text(text, "fuzz");
     (void)c;
   } catch (const autoshard::Error&) {
   }
