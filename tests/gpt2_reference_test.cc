@@ -5,11 +5,12 @@
 
 #include <cmath>
 
-#include "autoshard/tensor/array_split.h"
+#include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
-#include "autoshard/io/safetensors.h"
+#include "autoshard/tensor/array_split.h"
+#include "test_util.h"
 
 namespace autoshard {
 namespace {
@@ -48,25 +49,8 @@ TEST(GPT2Reference, LogitsAndLoss) {
 
 TEST(GPT2Reference, EveryGradient) {
   Fixture f;
-  Graph g;
-  Value logits = f.model.trace_forward(g, f.x.dim(0), /*training=*/false);
-  Value loss =
-      losses::sparse_categorical_crossentropy(logits, g.input("y", f.y.shape(), DType::I32));
-  std::vector<Value> params;
-  for (int id : g.parameters()) params.push_back(g.value(id));
-  std::vector<Value> grads = gradients(loss, params);
-  std::vector<int> outputs;
-  for (Value v : grads) outputs.push_back(v.id);
-  Executor exec(g, outputs);
-  for (int id : g.parameters()) exec.bind(id, f.model.gather_weight(g.node(id).leaf().key()));
-  exec.bind(g.find_input("x"), f.x);
-  exec.bind(g.find_input("y"), f.y);
-  exec.run();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& path = params[i].node().leaf().key();
-    EXPECT_LT(max_relative_error(exec.value(grads[i].id), f.ref.load("grad." + path)), 1e-4)
-        << path;
-  }
+  for (const auto& [path, grad] : testing::loss_gradients(f.model, f.x, f.y))
+    EXPECT_LT(max_relative_error(grad, f.ref.load("grad." + path)), 1e-4) << path;
 }
 
 TEST(GPT2Reference, TenAdamWStepsWithClipping) {
@@ -80,7 +64,8 @@ TEST(GPT2Reference, TenAdamWStepsWithClipping) {
     EXPECT_NEAR(loss, expected[step], 1e-4 * expected[step]) << "step " << step + 1;
   }
   for (const std::string& path : f.model.weight_paths()) {
-    EXPECT_LT(max_relative_error(f.model.gather_weight(path), f.ref.load("after." + path)), 1e-4) << path;
+    EXPECT_LT(max_relative_error(f.model.gather_weight(path), f.ref.load("after." + path)), 1e-4)
+        << path;
   }
 }
 

@@ -61,27 +61,8 @@ TEST_P(LlamaReference, LogitsAndLoss) {
 
 TEST_P(LlamaReference, EveryGradient) {
   Fixture f(GetParam());
-  Graph g;
-  Value logits = f.model.trace_forward(g, f.x.dim(0), /*training=*/false);
-  Value loss =
-      losses::sparse_categorical_crossentropy(logits, g.input("y", f.y.shape(), DType::I32));
-  std::vector<Value> params;
-  for (int id : g.parameters()) params.push_back(g.value(id));
-  std::vector<Value> grads = gradients(loss, params);
-  std::vector<int> outputs;
-  for (Value v : grads) outputs.push_back(v.id);
-  Executor exec(g, outputs);
-  for (int id : g.parameters()) exec.bind(id, f.model.gather_weight(g.node(id).leaf().key()));
-  exec.bind(g.find_input("x"), f.x);
-  exec.bind(g.find_input("y"), f.y);
-  exec.run();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& path = params[i].node().leaf().key();
-    EXPECT_LT(
-        max_relative_error(exec.value(grads[i].id), f.expected("grad.", path, params[i].shape())),
-        1e-4)
-        << path;
-  }
+  for (const auto& [path, grad] : testing::loss_gradients(f.model, f.x, f.y))
+    EXPECT_LT(max_relative_error(grad, f.expected("grad.", path, grad.shape())), 1e-4) << path;
 }
 
 // AdamW with clipping on a mesh: the losses of every step and the weights
@@ -112,10 +93,10 @@ TEST_P(LlamaReference, AdamWStepsOnOneDevice) {
 TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
   for (const char* spec : {"model=3", "model=4", "data=2,model=2"}) {
     const DeviceMesh mesh = DeviceMesh::parse(spec);
-    check_training(
-        GetParam(),
-        std::make_shared<ModelParallel>(mesh, llama_megatron_layout(Fixture(GetParam()).config)),
-        std::string("megatron on ") + spec);
+    check_training(GetParam(),
+                   std::make_shared<ModelParallel>(
+                       mesh, llama_megatron_layout(llama_config_of(kData + "/hf_" + GetParam()))),
+                   std::string("megatron on ") + spec);
     check_training(GetParam(),
                    std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
                    std::string("autoshard on ") + spec);

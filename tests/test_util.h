@@ -8,8 +8,11 @@
 #include <map>
 #include <string>
 
-#include "autoshard/runtime/executor.h"
+#include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/graph.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/model.h"
+#include "autoshard/runtime/executor.h"
 #include "autoshard/tensor/tensor.h"
 #include "tensor/rng.h"
 
@@ -44,6 +47,29 @@ inline std::vector<Tensor> evaluate(const Graph& graph, const std::map<std::stri
   exec.run();
   std::vector<Tensor> out;
   for (int o : outputs) out.push_back(exec.value(o).clone());
+  return out;
+}
+
+// The gradient of the mean cross-entropy of `model`'s logits on (x, y) with
+// respect to every weight, by path, on one device.
+inline std::map<std::string, Tensor> loss_gradients(Model& model, const Tensor& x,
+                                                    const Tensor& y) {
+  Graph g;
+  Value logits = model.trace_forward(g, x.dim(0), /*training=*/false);
+  Value loss = losses::sparse_categorical_crossentropy(logits, g.input("y", y.shape(), DType::I32));
+  std::vector<Value> params;
+  for (int id : g.parameters()) params.push_back(g.value(id));
+  std::vector<Value> grads = gradients(loss, params);
+  std::vector<int> outputs;
+  for (Value v : grads) outputs.push_back(v.id);
+  Executor exec(g, outputs);
+  for (int id : g.parameters()) exec.bind(id, model.gather_weight(g.node(id).leaf().key()));
+  exec.bind(g.find_input("x"), x);
+  exec.bind(g.find_input("y"), y);
+  exec.run();
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < params.size(); ++i)
+    out[params[i].node().leaf().key()] = exec.value(grads[i].id).clone();
   return out;
 }
 

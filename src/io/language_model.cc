@@ -44,11 +44,6 @@ LanguageModelConfig LanguageModelConfig::of(const std::string& name_or_path) {
   return {GPT2Config::preset(name_or_path)};
 }
 
-std::string LanguageModelConfig::model_type() const {
-  return std::visit(Overload{[](const GPT2Config&) { return std::string("gpt2"); },
-                             [](const LlamaConfig& c) { return c.model_type; }},
-                    config);
-}
 int64_t LanguageModelConfig::vocab_size() const {
   return std::visit([](const auto& c) { return c.vocab_size; }, config);
 }

@@ -19,7 +19,6 @@ struct LanguageModelConfig {
   // config.json's model_type picks the architecture) or an llm.c .bin file.
   static LanguageModelConfig of(const std::string& name_or_path);
 
-  std::string model_type() const;
   int64_t vocab_size() const;
   int64_t max_positions() const;
   // The config field that sets it (n_positions, max_position_embeddings).
@@ -27,8 +26,7 @@ struct LanguageModelConfig {
   int64_t layers() const;
   // Width of attention's scores and values (heads x head dim), for model FLOPs.
   int64_t attention_width() const;
-  // Weights, gradients and AdamW's moments at 16 bytes a parameter; the
-  // largest term and its description, for "does not fit" errors.
+  // The parameter count, from the config alone (nothing is built).
   double parameters() const;
   std::unique_ptr<Model> build(int64_t seq_len, uint64_t seed) const;
   // Megatron-LM's tensor-parallel layout for these weight paths.

@@ -15,13 +15,13 @@ namespace {
 // inv_freq[i] = theta^(-2i/d) in f32, as PyTorch computes it, with Llama 3's
 // scaling: long wavelengths slowed by `factor`, short ones kept, the band
 // between blended smoothly.
-std::vector<float> inverse_frequencies(const RotaryAttrs& a, int64_t d) {
-  std::vector<float> inv(d / 2);
+void inverse_frequencies(const RotaryAttrs& a, int64_t d, std::vector<float>& inv) {
+  inv.resize(d / 2);
   for (int64_t i = 0; i < d / 2; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(d);
     inv[i] = 1.0f / std::pow(static_cast<float>(a.theta), exponent);
   }
-  if (a.factor <= 0) return inv;
+  if (a.factor <= 0) return;
   const double low_wavelength = a.original_max_positions / a.low_freq_factor;
   const double high_wavelength = a.original_max_positions / a.high_freq_factor;
   for (float& f : inv) {
@@ -34,7 +34,6 @@ std::vector<float> inverse_frequencies(const RotaryAttrs& a, int64_t d) {
       f = static_cast<float>((1 - smooth) * f / a.factor + smooth * f);
     }
   }
-  return inv;
 }
 
 ShapeAndType rotary_infer(const Graph& g, const Node& n) {
@@ -53,11 +52,15 @@ void rotary_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
   const Shape& s = in[0]->shape();
   const int64_t batch = s[0], time = s[1], d = s.back(), half = d / 2;
   const int64_t heads = in[0]->numel() / std::max<int64_t>(batch * time * d, 1);
-  const std::vector<float> inv = inverse_frequencies(a, d);
+  thread_local std::vector<float> scratch;  // this thread's; workers read it through `inv`
+  inverse_frequencies(a, d, scratch);
+  const std::vector<float>& inv = scratch;
   const int32_t* pos = in[1]->i32();
   const float sign = a.inverse ? -1.0f : 1.0f;
   parallel_for(batch * time, 1, [&](int64_t r0, int64_t r1) {
-    std::vector<float> cos(half), sin(half);
+    thread_local std::vector<float> cos, sin;
+    cos.resize(half);
+    sin.resize(half);
     for (int64_t r = r0; r < r1; ++r) {
       const float p = static_cast<float>(pos[r % time]);
       for (int64_t i = 0; i < half; ++i) {

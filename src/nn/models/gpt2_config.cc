@@ -38,48 +38,37 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
 
 GPT2Config GPT2Config::from_reader(const ConfigReader& r) {
   const nlohmann::json& j = r.json();
-  auto where = [&](const char* key) { return r.where(key); };
   const std::string type = r.model_type();
-  AS_CHECK(type.empty() || type == "gpt2", where("model_type"), " is '", type, "', not \"gpt2\"");
+  AS_CHECK(type.empty() || type == "gpt2", r.where("model_type"), " is '", type, "', not \"gpt2\"");
   GPT2Config c;
-  auto size = [&](const char* key, int64_t& field, bool required) { r.size(key, field, required); };
-  auto real = [&](const char* key, double& field, double lo, double hi, bool lo_open) {
-    r.real(key, field, lo, hi, lo_open);
-  };
-  size("n_layer", c.n_layer, true);
-  size("n_head", c.n_head, true);
-  size("n_embd", c.n_embd, true);
-  size("vocab_size", c.vocab_size, true);
+  r.size("n_layer", c.n_layer, true);
+  r.size("n_head", c.n_head, true);
+  r.size("n_embd", c.n_embd, true);
+  r.size("vocab_size", c.vocab_size, true);
   if (j.contains("n_positions"))
-    size("n_positions", c.n_positions, true);
+    r.size("n_positions", c.n_positions, true);
   else
-    size("n_ctx", c.n_positions, true);  // older configs name it so
-  real("resid_pdrop", c.dropout, 0, 1, false);
-  real("layer_norm_epsilon", c.layer_norm_epsilon, 0, 1, true);
+    r.size("n_ctx", c.n_positions, true);  // older configs name it so
+  r.real("resid_pdrop", c.dropout, 0, 1, false);
+  r.real("layer_norm_epsilon", c.layer_norm_epsilon, 0, 1, true);
   // Fields whose other values would make another model than this code runs.
   if (j.contains("activation_function")) {
     const auto& a = j["activation_function"];
     AS_CHECK(a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast",
-             where("activation_function"), " = ", a.dump(),
+             r.where("activation_function"), " = ", a.dump(),
              " is not supported (GPT-2's tanh GELU: gelu_new)");
   }
   if (j.contains("n_inner") && !j["n_inner"].is_null())
     AS_CHECK(j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * c.n_embd,
-             where("n_inner"), " = ", j["n_inner"].dump(), " is not supported (only 4 * n_embd)");
+             r.where("n_inner"), " = ", j["n_inner"].dump(), " is not supported (only 4 * n_embd)");
   for (const char* flag :
        {"add_cross_attention", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"})
-    if (j.contains(flag)) AS_CHECK(j[flag] == false, where(flag), " = true is not supported");
+    if (j.contains(flag)) AS_CHECK(j[flag] == false, r.where(flag), " = true is not supported");
   if (j.contains("scale_attn_weights"))
-    AS_CHECK(j["scale_attn_weights"] == true, where("scale_attn_weights"),
+    AS_CHECK(j["scale_attn_weights"] == true, r.where("scale_attn_weights"),
              " = false is not supported");
   c.validate();
   return c;
-}
-
-GPT2Config GPT2Config::from_name_or_file(const std::string& name_or_path) {
-  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json"))
-    return from_json_file(name_or_path);
-  return preset(name_or_path);
 }
 
 void GPT2Config::validate() const {

@@ -16,8 +16,8 @@
 
 #include <string>
 
-#include "autoshard/plan/distribution.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/plan/distribution.h"
 
 namespace autoshard {
 
@@ -40,8 +40,6 @@ struct GPT2Config {
   // model (model_type, activation_function, n_inner, ...) are errors.
   static GPT2Config from_json_text(const std::string& text, const std::string& source);
   static GPT2Config from_reader(const ConfigReader& reader);
-  // A preset name or a path to a config.json.
-  static GPT2Config from_name_or_file(const std::string& name_or_path);
   void validate() const;
   int64_t head_dim() const { return n_embd / n_head; }
 };
