@@ -105,7 +105,9 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
 void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model) {
   const auto* mp = dynamic_cast<const ModelParallel*>(d);
   if (mp == nullptr) return;
-  for (const std::string& key : mp->layout_map().unmatched(model.weight_paths())) {
+  std::vector<std::string> paths = model.weight_paths();
+  for (const std::string& b : model.buffer_paths()) paths.push_back(b);  // key-value caches
+  for (const std::string& key : mp->layout_map().unmatched(paths)) {
     AS_CHECK(!o.strict, "--plan '", o.plan, "': layout map key '", key,
              "' matches no weight of the model (weights look like ", model.weight_paths().front(),
              ")");

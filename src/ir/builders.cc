@@ -103,6 +103,14 @@ Value softmax(Value x, bool causal) {
 Value attention(Value q, Value k, Value v, bool causal, double scale) {
   return q.graph->add(Op::Attention, {q, k, v}, AttentionAttrs{causal, scale});
 }
+
+Value attention(Value q, Value k, Value v, Value positions, double scale) {
+  return q.graph->add(Op::Attention, {q, k, v, positions}, AttentionAttrs{true, scale});
+}
+
+Value cache_write(Value cache, Value rows, Value positions) {
+  return cache.graph->add(Op::CacheWrite, {cache, rows, positions});
+}
 Value rotary(Value x, Value positions, RotaryAttrs attrs) {
   return x.graph->add(Op::Rotary, {x, positions}, attrs);
 }

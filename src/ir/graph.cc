@@ -17,6 +17,7 @@ const std::vector<OpDef>& op_table() {
     register_nn_ops(t);
     register_attention_ops(t);
     register_rotary_op(t);
+    register_cache_ops(t);
     register_shape_ops(t);
     register_optimizer_ops(t);
     register_collective_ops(t);
@@ -90,6 +91,16 @@ Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
 Value Graph::optimizer_slot(const std::string& slot, const std::string& weight_path, Shape shape) {
   LeafAttrs a{weight_path, slot, std::move(shape), DType::F32};
   if (int id = find_parameter(a.key()); id >= 0) return Value{this, id};
+  return add(Op::Parameter, {}, std::move(a));
+}
+
+Value Graph::buffer(const std::string& path, Shape shape) {
+  LeafAttrs a{path, "", std::move(shape), DType::F32, /*buffer=*/true};
+  if (int id = find_parameter(a.key()); id >= 0) {
+    AS_CHECK(nodes_[id].shape == a.shape, "buffer ", path, " declared twice with shapes ",
+             shape_str(nodes_[id].shape), " and ", shape_str(a.shape));
+    return Value{this, id};
+  }
   return add(Op::Parameter, {}, std::move(a));
 }
 

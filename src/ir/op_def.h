@@ -73,7 +73,9 @@ struct OpDef {
   std::vector<Value> (*vjp)(Graph& g, int node, Value grad_out) = nullptr;
   // True for ops that write their inputs (optimizer updates): always run.
   bool side_effect = false;
-  // True when the output shares its input's storage (reshape).
+  // True when the output shares its input's storage: a view (reshape, no
+  // kernel run), or, when the op also writes input 0 (mutates bit 0), an
+  // update in place whose kernel runs on that storage (a cache write).
   bool aliases_input = false;
   // How the op runs on inputs of any sharding (see shard_rule.h); null:
   // replicate everything.
@@ -109,6 +111,7 @@ void register_reduce_ops(std::vector<OpDef>& table);
 void register_nn_ops(std::vector<OpDef>& table);
 void register_attention_ops(std::vector<OpDef>& table);
 void register_rotary_op(std::vector<OpDef>& table);
+void register_cache_ops(std::vector<OpDef>& table);
 void register_shape_ops(std::vector<OpDef>& table);
 void register_optimizer_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);

@@ -236,7 +236,11 @@ class MultiHeadAttentionImpl : public LayerImpl {
     // ones run faster as batched products. Dropout on the probabilities
     // needs them whole.
     const bool long_sequence = q.dim(1) * k.dim(1) >= kFusedAttentionScores;
-    if ((t.training() && o_.dropout_ > 0) || !long_sequence) {
+    if (t.cached()) {  // generation: over the key-value cache
+      AS_CHECK(o_.use_causal_mask_ && inputs.size() == 1, "MultiHeadAttention ", name(),
+               ": only causal self-attention can generate over a key-value cache");
+      context = t.causal_attention(q, k, v, scale);
+    } else if ((t.training() && o_.dropout_ > 0) || !long_sequence) {
       Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale),
                                  o_.use_causal_mask_);
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();

@@ -14,6 +14,11 @@
 
 namespace autoshard {
 
+namespace {
+// The input of a generation step that holds its tokens' positions [T].
+constexpr const char* kPositions = "positions";
+}  // namespace
+
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
     : name_(std::move(name)),
       symbolic_inputs_(std::move(inputs)),
@@ -93,6 +98,7 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
 void Model::declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits) {
   for (int id : graph.parameters()) {
     const LeafAttrs& leaf = graph.node(id).leaf();
+    if (leaf.buffer) continue;  // made by bind_state, kept apart from the weights
     std::optional<Initializer> init;
     if (auto it = inits.find(leaf.name); it != inits.end() && !leaf.is_slot()) init = it->second;
     store_.declare({leaf.name, leaf.slot}, leaf.shape, init);
@@ -145,13 +151,31 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
   PartitionRequest r;
   for (int id : g.parameters()) {
     const LeafAttrs& leaf = g.node(id).leaf();
+    if (leaf.buffer) {
+      r.leaves[id] = dist_->buffer_layout(leaf.name, leaf.shape);
+      continue;
+    }
     const Sharding weight = dist_->weight_layout(leaf.name, store_.shape({leaf.name, ""}));
     r.leaves[id] =
         leaf.is_slot() ? dist_->slot_layout(leaf.name, leaf.slot, weight, leaf.shape) : weight;
   }
-  for (int id : g.inputs()) r.leaves[id] = dist_->input_layout(g.node(id).shape);
+  for (int id : g.inputs()) {
+    const Node& n = g.node(id);
+    r.leaves[id] =
+        n.leaf().name == kPositions ? Sharding::replicated(1) : dist_->input_layout(n.shape);
+  }
   r.decisions = dist_->decisions(g);
   return r;
+}
+
+Tensor& Model::buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device) {
+  std::map<int, Tensor>& blocks = buffers_[leaf.key() + shape_str(leaf.shape)];
+  auto it = blocks.find(device);
+  if (it == blocks.end()) {
+    const DeviceMesh mesh = sharded() ? dist_->mesh() : DeviceMesh();
+    it = blocks.emplace(device, Tensor::zeros(layout.local_shape(leaf.shape, mesh, device))).first;
+  }
+  return it->second;
 }
 
 // Binds every parameter of the step to this process's blocks of it.
@@ -159,7 +183,9 @@ void Model::bind_state(CompiledStep& step) {
   for (int id : step.graph().parameters()) {
     const LeafAttrs& leaf = step.graph().node(id).leaf();
     for (int d : step.devices())
-      step.bind(d, id, store_.block({leaf.name, leaf.slot}, step.layout(id), d));
+      step.bind(d, id,
+                leaf.buffer ? buffer_block(leaf, step.layout(id), d)
+                            : store_.block({leaf.name, leaf.slot}, step.layout(id), d));
   }
   step.set_profile(profile);
 }
@@ -168,9 +194,12 @@ CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
   std::string key = std::to_string(int(mode)) + shape_str(x.shape());
   if (y) key += shape_str(y->shape()) + dtype_name(y->dtype());
   if (CompiledStep* step = cache_.find(key)) return *step;
+  return compile(key, trace_step(mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr,
+                                 y ? y->dtype() : DType::F32));
+}
+
+CompiledStep& Model::compile(const std::string& key, Traced t) {
   place_state();
-  Traced t = trace_step(mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr,
-                        y ? y->dtype() : DType::F32);
   std::unique_ptr<CompiledStep> step;
   if (sharded()) {
     const PartitionRequest request = leaf_layouts(t.graph);
@@ -189,10 +218,17 @@ CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
 void Model::check_memory(const CompiledStep& step) const {
   const std::optional<int64_t> available = available_memory_bytes();
   if (!available) return;
-  int64_t weights = 0, slots = 0, largest = 0;
+  int64_t weights = 0, slots = 0, caches = 0, largest = 0;
+  const DeviceMesh mesh = sharded() ? dist_->mesh() : DeviceMesh();
   std::string largest_name;
   for (int id : step.graph().parameters()) {
     const LeafAttrs& leaf = step.graph().node(id).leaf();
+    if (leaf.buffer) {
+      if (!buffers_.count(leaf.key() + shape_str(leaf.shape)))
+        for (int d : step.devices())
+          caches += numel(step.layout(id).local_shape(leaf.shape, mesh, d)) * 4;
+      continue;
+    }
     const int64_t bytes =
         store_.bytes_to_make({leaf.name, leaf.slot}, step.layout(id), step.devices());
     (leaf.is_slot() ? slots : weights) += bytes;
@@ -200,13 +236,74 @@ void Model::check_memory(const CompiledStep& step) const {
       largest = numel(leaf.shape) * 4, largest_name = leaf.name + " " + shape_str(leaf.shape);
   }
   const int64_t buffers = static_cast<int64_t>(step.planned_bytes());
-  const int64_t need = weights + slots + buffers;
+  const int64_t need = weights + slots + caches + buffers;
   AS_CHECK(need <= *available, "Model ", name_, " does not fit in memory: this step needs ",
            format_bytes(double(need)), " (weights ", format_bytes(double(weights)),
+           caches ? ", key-value caches " + format_bytes(double(caches)) : std::string(),
            ", optimizer state ", format_bytes(double(slots)), ", activations and gradients ",
            format_bytes(double(buffers)), "; largest weight ", largest_name, ") but ",
            format_bytes(double(*available)),
            " is available; use a smaller model or batch, or more devices (mpirun)");
+}
+
+Model::Traced Model::trace_generation(int64_t batch, int64_t T, int64_t cache_length) {
+  AS_CHECK(input_specs_.size() == 1 && input_specs_[0].shape.size() == 1 &&
+               input_specs_[0].dtype == DType::I32,
+           "Model ", name_, ": only a model of token ids [batch, time] can generate");
+  AS_CHECK(batch > 0 && T > 0 && T <= cache_length, "Model ", name_, ": cannot run ", T,
+           " tokens of ", batch, " sequences over a key-value cache of ", cache_length,
+           " positions");
+  Traced t;
+  Graph& g = t.graph;
+  Trace trace(g, /*training=*/false, seed_);
+  Value x = g.input("x", {batch, T}, DType::I32);
+  trace.use_cache(g.input(kPositions, {T}, DType::I32), cache_length);
+  Value out = call(trace, {x});
+  declare_state(g, trace.initializers());
+  bool cached = false;
+  for (int id : g.parameters()) cached |= g.node(id).is_buffer();
+  AS_CHECK(cached, "Model ", name_,
+           ": its attention keeps no key-value cache (Trace::causal_attention), so it cannot "
+           "generate");
+  t.x = x.id;
+  t.result = out.id;
+  return t;
+}
+
+Tensor Model::predict_cached(const Tensor& tokens, int64_t start, int64_t cache_length) {
+  AS_CHECK(tokens.rank() == 2 && tokens.dtype() == DType::I32,
+           "predict_cached: tokens must be i32 [batch, time], got ", dtype_name(tokens.dtype()),
+           shape_str(tokens.shape()));
+  const int64_t T = tokens.dim(1);
+  AS_CHECK(start >= 0 && start + T <= cache_length, "predict_cached: positions ", start, " to ",
+           start + T - 1, " do not fit a key-value cache of ", cache_length, " positions");
+  const std::string key = "generate" + shape_str(tokens.shape()) + std::to_string(cache_length);
+  CompiledStep* step = cache_.find(key);
+  if (!step) step = &compile(key, trace_generation(tokens.dim(0), T, cache_length));
+  Tensor positions({T}, DType::I32);
+  for (int64_t i = 0; i < T; ++i) positions.i32()[i] = static_cast<int32_t>(start + i);
+  step->bind_input(step->graph().find_input("x"), tokens);
+  step->bind_input(step->graph().find_input(kPositions), positions);
+  step->set_profile(profile);
+  step->run({iterations_ + 1, 0});
+  return step->result().clone();
+}
+
+Graph Model::generation_graph(int64_t batch, int64_t T, int64_t cache_length) {
+  return trace_generation(batch, T, cache_length).graph;
+}
+
+std::vector<std::string> Model::buffer_paths() {
+  Graph g;
+  try {
+    g = generation_graph(1, 1, 1);
+  } catch (const Error&) {
+    return {};  // a model that cannot generate keeps no buffers
+  }
+  std::vector<std::string> paths;
+  for (int id : g.parameters())
+    if (g.node(id).is_buffer()) paths.push_back(g.node(id).leaf().name);
+  return paths;
 }
 
 Graph Model::training_graph(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {

@@ -1,5 +1,8 @@
 #include "autoshard/nn/trace.h"
 
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+
 namespace autoshard {
 
 std::string Trace::path(const std::string& name) const {
@@ -12,6 +15,32 @@ Value Trace::weight(const std::string& name, Shape shape, Initializer init) {
   std::string full = path(name);
   initializers_.emplace(full, init);
   return graph_.parameter(full, std::move(shape));
+}
+
+void Trace::use_cache(Value positions, int64_t cache_length) {
+  AS_CHECK(cache_length > 0, "the key-value cache needs at least one position");
+  cache_positions_ = positions;
+  cache_length_ = cache_length;
+}
+
+Value Trace::positions(int64_t T) {
+  if (!cached()) return ops::iota(graph_, {T});
+  AS_CHECK(cache_positions_.shape() == Shape{T}, "generation: ", T, " tokens traced at ",
+           shape_str(cache_positions_.shape()), " positions");
+  return cache_positions_;
+}
+
+Value Trace::causal_attention(Value q, Value k, Value v, double scale) {
+  if (!cached()) return ops::attention(q, k, v, /*causal=*/true, scale);
+  Value positions = this->positions(q.dim(1));
+  auto cache = [&](const char* name, Value rows) {
+    Shape shape = rows.shape();
+    shape[1] = cache_length_;
+    return ops::cache_write(graph_.buffer(path(name), shape), rows, positions);
+  };
+  Value keys = cache("key_cache", k);  // in this order: buffers are listed as traced
+  Value values = cache("value_cache", v);
+  return ops::attention(q, keys, values, positions, scale);
 }
 
 }  // namespace autoshard

@@ -305,6 +305,11 @@ Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) c
   return it == plan_.end() ? Sharding::replicated(shape.size()) : it->second;
 }
 
+Sharding AutoShard::buffer_layout(const std::string& path, const Shape& shape) const {
+  auto it = plan_.find(path);
+  return it == plan_.end() ? input_layout(shape) : it->second;
+}
+
 Sharding AutoShard::slot_layout(const std::string& path, const std::string& slot,
                                 const Sharding& weight, const Shape& shape) const {
   auto it = slots_.find({path, slot});

@@ -118,6 +118,10 @@ Sharding Distribution::input_layout(const Shape& shape) const {
   return s;
 }
 
+Sharding Distribution::buffer_layout(const std::string&, const Shape& shape) const {
+  return input_layout(shape);
+}
+
 Sharding Distribution::state_layout(const Sharding& weight, const Shape& shape) const {
   const int a = mesh_.axis_index(batch_dim_name_);
   if (!zero1 || a < 0 || mesh_.axis_size(a) == 1 || weight.dim_of(a) >= 0) return weight;
@@ -158,6 +162,11 @@ ModelParallel::ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string 
 Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shape) const {
   std::optional<TensorLayout> layout = layout_map_.lookup(path);
   return layout ? layout->to_sharding(mesh(), path, shape) : Sharding::replicated(shape.size());
+}
+
+Sharding ModelParallel::buffer_layout(const std::string& path, const Shape& shape) const {
+  std::optional<TensorLayout> layout = layout_map_.lookup(path);
+  return layout ? layout->to_sharding(mesh(), path, shape) : input_layout(shape);
 }
 
 namespace {

@@ -114,7 +114,7 @@ void Executor::run(const StepContext& step) {
     const OpDef& def = op_def(node.op);
     if (def.aliases_input) {
       values_[i] = values_[node.inputs[0]].reshaped(node.shape);
-      continue;
+      if (!(def.mutates & 1)) continue;  // a view; an update in place runs below
     }
     if (!profile_) {
       def.kernel(node, in_ptrs_[i], values_[i], ctx);

@@ -68,6 +68,8 @@ enum class Op : uint8_t {
   Attention,      // AttentionAttrs: (q [b,t,h,dk], k [b,s,h,dk], v [b,s,h,dv]) -> [b,t,h,dv]
   AttentionGrad,  // AttentionAttrs: (q, k, v, out, dout) -> d(q, k or v: attrs.wrt)
   Rotary,         // RotaryAttrs: (x [b, t, ..., d], positions [t] i32) -> x's shape
+  CacheWrite,     // (cache [b, s, ...], rows [b, t, ...], positions [t] i32) writes
+                  //   rows[:, i] into cache[:, positions[i]] in place -> the cache
   AdamUpdate,     // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
   SgdUpdate,      // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):
@@ -114,7 +116,9 @@ struct Node {
   // Parameters and inputs.
   bool is_leaf() const { return op == Op::Parameter || op == Op::Input; }
   // A weight (a Parameter that is not optimizer state).
-  bool is_weight() const { return op == Op::Parameter && !leaf().is_slot(); }
+  bool is_weight() const { return op == Op::Parameter && !leaf().is_slot() && !leaf().buffer; }
+  // A generation's cache (LeafAttrs::buffer).
+  bool is_buffer() const { return op == Op::Parameter && leaf().buffer; }
   const LeafAttrs& leaf() const { return attr<LeafAttrs>(); }
 
  private:
@@ -146,6 +150,8 @@ class Graph {
   // Optimizer state `slot` ("m", "v", ...) of the weight at `weight_path`.
   Value optimizer_slot(const std::string& slot, const std::string& weight_path, Shape shape);
   Value input(const std::string& name, Shape shape, DType dtype = DType::F32);
+  // A buffer (LeafAttrs::buffer) at `path`; unique by path like parameters.
+  Value buffer(const std::string& path, Shape shape);
 
   const Node& node(int id) const { return nodes_[id]; }
   int size() const { return static_cast<int>(nodes_.size()); }

@@ -23,9 +23,15 @@ struct LeafAttrs {
   std::string slot;  // "" for a weight; "m", "v", "momentum" for optimizer state of `name`
   Shape shape;
   DType dtype = DType::F32;
+  // State a model keeps between runs but neither trains nor saves (the keys
+  // and values of a generation's cache): "buffer.<path>".
+  bool buffer = false;
   bool is_slot() const { return !slot.empty(); }
   // The key in state files: the path, or "optimizer.<slot>.<path>".
-  std::string key() const { return slot.empty() ? name : "optimizer." + slot + "." + name; }
+  std::string key() const {
+    if (buffer) return "buffer." + name;
+    return slot.empty() ? name : "optimizer." + slot + "." + name;
+  }
 };
 
 struct FillAttrs {  // Constant
@@ -60,10 +66,13 @@ struct PermAttrs {  // Transpose: output dim i is input dim perm[i]
 struct SoftmaxAttrs {
   bool causal = false;  // mask over the last two axes (query, key)
 };
-struct AttentionAttrs {  // Attention, AttentionGrad
-  bool causal = false;   // query i sees keys up to i + (keys - queries)
-  double scale = 1;      // scores = scale * q . k
-  int wrt = -1;          // AttentionGrad: the input differentiated (0 q, 1 k, 2 v)
+// Attention, AttentionGrad. With a fourth input, positions [t] (i32, a
+// generation's queries at their places in a key-value cache), query i sees
+// keys 0 .. positions[i] instead.
+struct AttentionAttrs {
+  bool causal = false;  // query i sees keys up to i + (keys - queries)
+  double scale = 1;     // scores = scale * q . k
+  int wrt = -1;         // AttentionGrad: the input differentiated (0 q, 1 k, 2 v)
 };
 // Rotary position embedding (RoFormer) in Hugging Face's rotate-half layout:
 // element i < d/2 of each head pairs with element i + d/2, and the pair turns

@@ -38,6 +38,13 @@ Value softmax(Value x, bool causal = false);
 // softmax(scale * q k^T) v per batch and head, fused: q [b,t,h,dk], k
 // [b,s,h,dk], v [b,s,h,dv] -> [b,t,h,dv], never forming the t x s scores.
 Value attention(Value q, Value k, Value v, bool causal, double scale);
+// Causal attention of queries at `positions` [t] (i32) among the keys: query
+// i sees keys 0 .. positions[i] (generation over a key-value cache; no
+// gradient).
+Value attention(Value q, Value k, Value v, Value positions, double scale);
+// Writes rows [b, t, ...] into cache [b, s, ...] at `positions` [t] (i32), in
+// place; returns the cache, to read after the write.
+Value cache_write(Value cache, Value rows, Value positions);
 // Over the last axis: (x - mean) / sqrt(var + epsilon), or with
 // center = false x / sqrt(mean(x^2) + epsilon) (RMSNorm's).
 // Rotary position embedding of x [b, t, ..., d] (heads in the middle) at

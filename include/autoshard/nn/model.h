@@ -67,6 +67,21 @@ class Model {
   double test_on_batch(const Tensor& x, const Tensor& y);
   Tensor predict_on_batch(const Tensor& x);
 
+  // One step of generation for a decoder whose attention comes from
+  // Trace::causal_attention: runs `tokens` [batch, T] (i32) at positions
+  // start .. start + T - 1 of sequences whose earlier keys and values this
+  // model kept from the previous calls, and returns the logits [batch, T,
+  // vocab]. The key-value caches hold `cache_length` positions; they are
+  // made on first use and laid out by the distribution
+  // (Distribution::buffer_layout: with Megatron's layout or AutoShard's
+  // plan, split like the attention heads). A new sequence starts at 0.
+  Tensor predict_cached(const Tensor& tokens, int64_t start, int64_t cache_length);
+  // That step as a Graph with global shapes, for planners (AutoShard's mesh
+  // choice for generation).
+  Graph generation_graph(int64_t batch, int64_t T, int64_t cache_length);
+  // Paths of the buffers a generation step keeps ("h.0.attn.key_cache", ...).
+  std::vector<std::string> buffer_paths();
+
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   // Mean loss over batches of batch_size (a last partial batch included).
   double evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
@@ -124,12 +139,15 @@ class Model {
   virtual Value call(Trace& trace, const std::vector<Value>& inputs);
 
  private:
-  enum class Mode { Train, Test, Predict };
+  enum class Mode { Train, Test, Predict, Generate };
   struct Traced {
     Graph graph;
     int x = -1, y = -1, result = -1;
   };
   CompiledStep& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  CompiledStep& compile(const std::string& key, Traced traced);
+  Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
+  Tensor& buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device);
   Traced trace_step(Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
                     DType y_dtype);
   PartitionRequest leaf_layouts(const Graph& g);
@@ -151,6 +169,9 @@ class Model {
   uint64_t seed_ = 0;
   bool recompute_ = false;
   WeightStore store_;
+  // Buffers (key-value caches) by key and shape: this process's devices'
+  // blocks, zeros when made.
+  std::map<std::string, std::map<int, Tensor>> buffers_;
   int64_t iterations_ = 0;
   StepCache cache_;
 };

@@ -1,6 +1,8 @@
 // Trace: the state of one tracing of a model into a Graph. Layers declare
 // their weights through it (so every weight gets a stable dotted path, e.g.
-// "h.3.attn.query.kernel") and read whether this is a training trace.
+// "h.3.attn.query.kernel"), read whether this is a training trace, and take
+// their token positions and causal attention from it, so that the same
+// model code also runs a generation step over a key-value cache.
 #pragma once
 
 #include <map>
@@ -27,6 +29,21 @@ class Trace {
   std::string path(const std::string& name) const;
   const std::map<std::string, Initializer>& initializers() const { return initializers_; }
 
+  // Generation: the traced tokens sit at `positions` [T] (i32) of sequences
+  // whose keys and values stay in buffers of `cache_length` positions
+  // between runs.
+  void use_cache(Value positions, int64_t cache_length);
+  bool cached() const { return cache_length_ > 0; }
+  // The positions a sequence may reach: the cache's, or the traced length T.
+  int64_t sequence_span(int64_t T) const { return cached() ? cache_length_ : T; }
+  // The positions of the traced tokens: 0 .. T-1, or the cache's.
+  Value positions(int64_t T);
+  // Causal self-attention: q [b, t, h, d] (or [b, t, kv, group, d]), k and v
+  // [b, t, kv, d]. With a cache, k and v are first written into this
+  // scope's buffers "key_cache" and "value_cache" [b, cache_length, kv, d]
+  // and the queries attend over those.
+  Value causal_attention(Value q, Value k, Value v, double scale);
+
   // RAII name scope: weights declared while it lives are prefixed by `name.`.
   class Scope {
    public:
@@ -51,6 +68,8 @@ class Trace {
   uint64_t seed_;
   std::vector<std::string> prefix_;
   std::map<std::string, Initializer> initializers_;
+  Value cache_positions_;
+  int64_t cache_length_ = 0;
 };
 
 }  // namespace autoshard

@@ -69,6 +69,10 @@ class Distribution {
   // Optimizer state: the weight's layout, or with ZeRO-1 one more split over
   // the batch axis, on the largest dimension the weight leaves whole.
   Sharding state_layout(const Sharding& weight, const Shape& shape) const;
+  // The layout of a buffer (a generation's key-value cache, Trace::
+  // causal_attention): split along the batch like the inputs, unless a
+  // layout map or a plan says otherwise.
+  virtual Sharding buffer_layout(const std::string& path, const Shape& shape) const;
   // The layout of optimizer state `slot` ("m", "v") of weight `path`;
   // state_layout unless a planner chose otherwise.
   virtual Sharding slot_layout(const std::string& path, const std::string& slot,
@@ -98,6 +102,7 @@ class ModelParallel : public Distribution {
  public:
   ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string batch_dim_name = "data");
   Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  Sharding buffer_layout(const std::string& path, const Shape& shape) const override;
   const LayoutMap& layout_map() const { return layout_map_; }
 
  private:
@@ -129,6 +134,7 @@ class AutoShard : public Distribution {
                      AutoShardOptions options = {});
   void prepare(const Graph& step) override;
   Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  Sharding buffer_layout(const std::string& path, const Shape& shape) const override;
   Sharding slot_layout(const std::string& path, const std::string& slot, const Sharding& weight,
                        const Shape& shape) const override;
   std::map<int, ShardDecision> decisions(const Graph& step) const override;

@@ -34,10 +34,19 @@ struct Head {
   int64_t t, s, dk, dv;
   bool causal;
   float scale;
+  const int32_t* positions;  // each query's place among the keys, or null
 
   // Keys query i sees: [0, visible(i)).
   int64_t visible(int64_t i) const {
+    if (positions) return std::clamp<int64_t>(int64_t{positions[i]} + 1, 0, s);
     return causal ? std::clamp<int64_t>(i + 1 + (s - t), 0, s) : s;
+  }
+  // Keys some query of [i0, i0 + ra) sees.
+  int64_t visible_to_any(int64_t i0, int64_t ra) const {
+    if (!positions) return visible(i0 + ra - 1);  // grows with i
+    int64_t end = 0;
+    for (int64_t r = 0; r < ra; ++r) end = std::max(end, visible(i0 + r));
+    return end;
   }
 };
 
@@ -87,7 +96,7 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
   std::fill_n(w.m.data(), ra, -INFINITY);
   std::fill_n(w.l.data(), ra, 0.0f);
   if (with_values) std::fill_n(w.acc.data(), ra * h.dv, 0.0f);
-  const int64_t end = h.visible(i0 + ra - 1);
+  const int64_t end = h.visible_to_any(i0, ra);
   for (int64_t j0 = 0; j0 < end; j0 += kK) {
     const int64_t cb = std::min(kK, end - j0);
     row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
@@ -168,7 +177,7 @@ void grad_q_head(const Head& h, Scratch& w, float* dq) {
   for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
     const int64_t ra = std::min(kQ, h.t - i0);
     std::fill_n(w.acc.data(), ra * h.dk, 0.0f);
-    const int64_t end = h.visible(i0 + ra - 1);
+    const int64_t end = h.visible_to_any(i0, ra);
     for (int64_t j0 = 0; j0 < end; j0 += kK) {
       const int64_t cb = std::min(kK, end - j0);
       tile_grads(h, w, i0, ra, j0, cb, false);
@@ -190,7 +199,7 @@ void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad, bool accumula
       for (int64_t c = 0; c < cb; ++c) std::fill_n(grad + (j0 + c) * ld, width, 0.0f);
     for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
       const int64_t ra = std::min(kQ, h.t - i0);
-      if (h.visible(i0 + ra - 1) <= j0) continue;  // no query of the block sees these keys
+      if (h.visible_to_any(i0, ra) <= j0) continue;  // no query of the block sees these keys
       tile_grads(h, w, i0, ra, j0, cb, wrt == 2);
       if (wrt == 1)
         gemm_acc(true, cb, width, ra, h.scale, w.dprobs.data(), kK, h.q + i0 * h.ldq, h.ldq,
@@ -235,6 +244,7 @@ Head head_of(const Node& n, std::span<Tensor* const> in, const Heads& x, int64_t
   h.t = x.t, h.s = x.s, h.dk = x.dk, h.dv = x.dv;
   h.causal = a.causal;
   h.scale = static_cast<float>(a.scale);
+  h.positions = n.op == Op::Attention && in.size() == 4 ? in[3]->i32() : nullptr;
   return h;
 }
 
@@ -286,10 +296,15 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
 
 ShapeAndType attention_infer(const Graph& g, const Node& n) {
   const bool grad = n.op == Op::AttentionGrad;
-  expect_inputs(n, grad ? 5 : 3);
+  const bool positions = !grad && n.inputs.size() == 4;
+  if (!positions) expect_inputs(n, grad ? 5 : 3);
   const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
-  for (size_t i = 0; i < n.inputs.size(); ++i)
+  for (size_t i = 0; i < (positions ? 3 : n.inputs.size()); ++i)
     AS_CHECK(input_dtype(g, n, i) == DType::F32, "attention needs f32 operands");
+  if (positions)
+    AS_CHECK(input_dtype(g, n, 3) == DType::I32 && input_shape(g, n, 3) == Shape{q[1]},
+             "attention: query positions must be i32 [", q[1], "], not ",
+             shape_str(input_shape(g, n, 3)));
   AS_CHECK((q.size() == 4 || q.size() == 5) && k.size() == 4 && v.size() == 4,
            "attention needs q [batch, time, heads, dim] (or [batch, time, kv heads, group, dim] "
            "for grouped queries), k and v [batch, keys, kv heads, dim]; got q ",
@@ -310,6 +325,8 @@ ShapeAndType attention_infer(const Graph& g, const Node& n) {
 
 std::vector<Value> attention_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
+  AS_CHECK(n.inputs.size() == 3,
+           "attention with query positions (generation over a key-value cache) has no gradient");
   std::vector<Value> grads;
   for (int wrt = 0; wrt < 3; ++wrt) {
     AttentionAttrs a = n.attr<AttentionAttrs>();
@@ -338,6 +355,7 @@ LoopNest attention_loops(const Graph& g, const Node& n) {
     return grouped ? std::vector<int>{b, t, h, grp, d} : std::vector<int>{b, t, h, d};
   };
   nest.inputs = {query_like(dk), {b, s, h, dk}, {b, s, h, dv}};
+  if (n.inputs.size() == 4) nest.inputs.push_back({t});  // query positions
   nest.output = query_like(dv);
   if (wrt >= 0) {
     nest.inputs.push_back(query_like(dv));

@@ -21,6 +21,7 @@ LayoutMap gpt2_megatron_layout(const std::string& m) {
   map["mlp\\.c_fc\\.kernel$"] = {none, model};
   map["mlp\\.c_fc\\.bias$"] = {model};
   map["mlp\\.c_proj\\.kernel$"] = {model, none};
+  map["attn\\.(key|value)_cache$"] = {none, none, model, none};  // generation
   return map;
 }
 
@@ -66,15 +67,15 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
 Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
-  AS_CHECK(T <= config_.n_positions, "sequence length ", T, " exceeds n_positions ",
-           config_.n_positions);
+  AS_CHECK(t.sequence_span(T) <= config_.n_positions, "sequence length ", t.sequence_span(T),
+           " exceeds n_positions ", config_.n_positions);
   Graph& g = t.graph();
   auto dropout = [&](Value x, const std::string& where) {
     if (!t.training() || config_.dropout == 0) return x;
     Trace::Scope s(t, where);
     return Dropout(config_.dropout, 0, "dropout")(t, x);
   };
-  Value x = wte_(t, tokens) + wpe_(t, ops::iota(g, {T}));  // [B, T, C]
+  Value x = wte_(t, tokens) + wpe_(t, t.positions(T));  // [B, T, C]
   x = dropout(x, "drop");
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Trace::Scope scope(t, "h." + std::to_string(i));

@@ -20,6 +20,7 @@ LayoutMap llama_megatron_layout(const LlamaConfig& c, const std::string& m) {
   map["self_attn\\.o_proj\\.kernel$"] = {none, model, none, none};
   map["mlp\\.(gate|up)_proj\\.kernel$"] = {model, none};
   map["mlp\\.down_proj\\.kernel$"] = {none, model};
+  map["self_attn\\.(key|value)_cache$"] = {none, none, model, none};  // generation
   return map;
 }
 
@@ -86,18 +87,22 @@ Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const
   Value q = ops::rotary(b.q_proj(t, x), positions, rope);
   Value k = ops::rotary(b.k_proj(t, x), positions, rope);
   Value v = b.v_proj(t, x);
-  Value o = ops::attention(q, k, v, /*causal=*/true, 1.0 / std::sqrt(double(c.head_dim)));
+  Value o = t.causal_attention(q, k, v, 1.0 / std::sqrt(double(c.head_dim)));
   return b.o_proj(t, o);
 }
 
 Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
-  AS_CHECK(T <= config_.max_position_embeddings, "sequence length ", T,
+  const int64_t span = t.sequence_span(T);
+  AS_CHECK(span <= config_.max_position_embeddings, "sequence length ", span,
            " exceeds max_position_embeddings ", config_.max_position_embeddings);
+  AS_CHECK(config_.sliding_window == 0 || span <= config_.sliding_window, "sequence length ", span,
+           " exceeds the model's sliding_window (", config_.sliding_window,
+           "); windowed attention is not implemented yet");
   Graph& g = t.graph();
-  Value positions = ops::iota(g, {T});  // [T]
-  Value x = embed_tokens_(t, tokens);   // [B, T, C]
+  Value positions = t.positions(T);    // [T]
+  Value x = embed_tokens_(t, tokens);  // [B, T, C]
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Trace::Scope scope(t, "layers." + std::to_string(i));
     g.open_region();  // a block: what recomputation recomputes, what the planner solves once
