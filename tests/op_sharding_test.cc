@@ -106,6 +106,12 @@ std::vector<OpCase> cases() {
          return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
                       AttentionAttrs{false, 0.5, 2});
        }},
+      {Op::Attention,  // queries at positions among the keys (generation)
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{5}, K::Ids, 7}},
+       [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], x[3], 0.5); }},
+      {Op::CacheWrite,
+       {{{4, 7, 6, 3}}, {{4, 2, 6, 3}}, {{2}, K::Ids, 7}},
+       [](Graph&, auto& x) { return ops::cache_write(x[0], x[1], x[2]); }},
       {Op::Rotary,
        {{{4, 5, 3, 6}}, {{5}, K::Ids, 40}},
        [](Graph&, auto& x) { return ops::rotary(x[0], x[1], RotaryAttrs{.theta = 50.0}); }},

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   autoshard::cli::add_train_command(app);
   autoshard::cli::add_eval_command(app);
+  autoshard::cli::add_generate_command(app);
   autoshard::cli::add_plan_command(app);
   autoshard::cli::add_convert_command(app);
   autoshard::cli::add_solve_command(app);

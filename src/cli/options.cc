@@ -58,7 +58,8 @@ LanguageModelConfig model_config(CommonOptions& o) {
 }
 
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model,
-                                                const LanguageModelConfig& config) {
+                                                const LanguageModelConfig& config,
+                                                const std::function<Graph()>& step) {
   AS_CHECK(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
   const AutoShardOptions auto_options{.cluster = o.cluster,
                                       .bf16 = o.bf16,
@@ -75,8 +76,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     mesh = DeviceMesh::parse(o.mesh);
   } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
-    chosen = AutoShard::plan_for_devices(model.training_graph(batch, batch), devices, "data",
-                                         auto_options, &why);
+    chosen = AutoShard::plan_for_devices(step ? step() : model.training_graph(batch, batch),
+                                         devices, "data", auto_options, &why);
     mesh = chosen->mesh();
   } else if (devices > 0) {
     const int data = static_cast<int>(std::gcd<int64_t>(devices, o.batch));

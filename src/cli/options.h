@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,10 +46,11 @@ LanguageModelConfig model_config(CommonOptions& o);
 // with --strict an error.
 void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model);
 // The distribution the options ask for, or null for one device. With
-// --devices and --plan auto, AutoShard chooses the mesh's shape for `model`
-// (which must be compiled).
-// `config` gives --plan megatron its layout.
+// --devices and --plan auto, AutoShard chooses the mesh's shape for `step`
+// (default: the training step of --batch x --seq, which needs `model`
+// compiled). `config` gives --plan megatron its layout.
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model,
-                                                const LanguageModelConfig& config);
+                                                const LanguageModelConfig& config,
+                                                const std::function<Graph()>& step = {});
 
 }  // namespace autoshard::cli

@@ -277,9 +277,7 @@ Tensor Model::predict_cached(const Tensor& tokens, int64_t start, int64_t cache_
   const int64_t T = tokens.dim(1);
   AS_CHECK(start >= 0 && start + T <= cache_length, "predict_cached: positions ", start, " to ",
            start + T - 1, " do not fit a key-value cache of ", cache_length, " positions");
-  const std::string key = "generate" + shape_str(tokens.shape()) + std::to_string(cache_length);
-  CompiledStep* step = cache_.find(key);
-  if (!step) step = &compile(key, trace_generation(tokens.dim(0), T, cache_length));
+  CompiledStep* step = &generation_step(tokens.dim(0), T, cache_length);
   Tensor positions({T}, DType::I32);
   for (int64_t i = 0; i < T; ++i) positions.i32()[i] = static_cast<int32_t>(start + i);
   step->bind_input(step->graph().find_input("x"), tokens);
@@ -287,6 +285,16 @@ Tensor Model::predict_cached(const Tensor& tokens, int64_t start, int64_t cache_
   step->set_profile(profile);
   step->run({iterations_ + 1, 0});
   return step->result().clone();
+}
+
+CompiledStep& Model::generation_step(int64_t batch, int64_t T, int64_t cache_length) {
+  const std::string key = "generate" + shape_str({batch, T}) + std::to_string(cache_length);
+  if (CompiledStep* step = cache_.find(key)) return *step;
+  return compile(key, trace_generation(batch, T, cache_length));
+}
+
+void Model::prepare_generation(int64_t batch, int64_t T, int64_t cache_length) {
+  generation_step(batch, T, cache_length);
 }
 
 Graph Model::generation_graph(int64_t batch, int64_t T, int64_t cache_length) {

@@ -76,6 +76,9 @@ class Model {
   // (Distribution::buffer_layout: with Megatron's layout or AutoShard's
   // plan, split like the attention heads). A new sequence starts at 0.
   Tensor predict_cached(const Tensor& tokens, int64_t start, int64_t cache_length);
+  // Traces and compiles that step for tokens [batch, T] without running it
+  // (to time generation without the compilation).
+  void prepare_generation(int64_t batch, int64_t T, int64_t cache_length);
   // That step as a Graph with global shapes, for planners (AutoShard's mesh
   // choice for generation).
   Graph generation_graph(int64_t batch, int64_t T, int64_t cache_length);
@@ -147,6 +150,7 @@ class Model {
   CompiledStep& compiled(Mode mode, const Tensor& x, const Tensor* y);
   CompiledStep& compile(const std::string& key, Traced traced);
   Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
+  CompiledStep& generation_step(int64_t batch, int64_t T, int64_t cache_length);
   Tensor& buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device);
   Traced trace_step(Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
                     DType y_dtype);

@@ -1,0 +1,139 @@
+// `autoshard generate`: continues a prompt with a decoder (GPT-2, Llama,
+// Mistral, Qwen2) on one device, a mesh of in-process devices or MPI ranks:
+// a prefill pass, then one token at a time over the sharded key-value cache.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "autoshard/comm/world.h"
+#include "autoshard/error.h"
+#include "autoshard/nn/generation.h"
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace autoshard::cli {
+namespace {
+
+struct GenerateOptions : CommonOptions {
+  std::string prompt;      // text (byte-level models)
+  std::string prompt_ids;  // "1,2,3"
+  GenerationOptions gen;
+  bool json = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    ids.push_back(static_cast<int32_t>(parse_int("--prompt-ids", item, 0, vocab - 1)));
+  AS_CHECK(!ids.empty(), "--prompt-ids needs at least one token id, e.g. --prompt-ids 1,2,3");
+  return ids;
+}
+
+// Byte-level models (a vocabulary of 256: the presets trained on text) read
+// and write text as bytes; other vocabularies need a tokenizer.
+bool byte_level(const LanguageModelConfig& cfg) {
+  return cfg.vocab_size() == 256;
+}
+
+std::vector<int32_t> prompt_tokens(const GenerateOptions& o, const LanguageModelConfig& cfg) {
+  AS_CHECK(o.prompt.empty() != o.prompt_ids.empty(),
+           "give the prompt as --prompt TEXT or as --prompt-ids 1,2,3 (one of them)");
+  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids, cfg.vocab_size());
+  AS_CHECK(byte_level(cfg), "--prompt: this model's vocabulary of ", cfg.vocab_size(),
+           " tokens needs its tokenizer, which autoshard does not read yet; give the token ids "
+           "with --prompt-ids");
+  return {o.prompt.begin(), o.prompt.end()};
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+void run_generate(GenerateOptions& o) {
+  const LanguageModelConfig cfg = model_config(o);
+  const std::vector<int32_t> prompt = prompt_tokens(o, cfg);
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  const int64_t cache = P + std::max<int64_t>(o.gen.max_new_tokens - 1, 0);
+  AS_CHECK(cache <= cfg.max_positions(), "the prompt's ", P, " tokens and ",
+           o.gen.max_new_tokens, " new ones exceed the model's ", cfg.max_positions_field(), " (",
+           cfg.max_positions(), "); ask for fewer with --max-new-tokens");
+  o.gen.seed = o.seed;
+  o.gen.cache_length = cache;
+  std::unique_ptr<Model> built = cfg.build(1, o.seed);
+  Model& model = *built;
+  o.batch = 1;
+  model.set_distribution(
+      make_distribution(o, model, cfg, [&] { return model.generation_graph(1, P, cache); }));
+  check_layout_map(o, model.distribution_strategy().get(), model);
+  if (!o.weights.empty()) load_language_model_weights(model, o.weights);
+
+  const bool printer = World::process().leader();
+  const bool text = byte_level(cfg);
+  auto stream = [&](int32_t token) {  // as each token is chosen
+    if (!printer || o.json) return;
+    if (text)
+      std::fputc(static_cast<unsigned char>(token), stdout);
+    else
+      std::printf(" %d", token);
+    std::fflush(stdout);
+  };
+  if (printer && !o.json) {
+    if (text)
+      std::fputs(o.prompt.c_str(), stdout);
+    else
+      std::fputs(join(prompt).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const Generation g = generate(model, prompt, o.gen, stream);
+  if (!printer) return;
+  if (!o.json) {
+    std::printf("\n");
+    std::fprintf(stderr, "prefill %.1f tokens/s, decode %.1f tokens/s\n",
+                 g.prefill_tokens_per_s(), g.decode_tokens_per_s());
+    return;
+  }
+  nlohmann::json out{{"prompt_ids", prompt},
+                     {"output_ids", g.output_ids},
+                     {"text", nullptr},
+                     {"prefill_tokens_per_s", g.prefill_tokens_per_s()},
+                     {"decode_tokens_per_s", g.decode_tokens_per_s()}};
+  if (text) {
+    std::string s = o.prompt;
+    for (int32_t t : g.output_ids) s += static_cast<char>(t);
+    out["text"] = s;
+  }
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "continue a prompt with a decoder, token by token over a key-value cache");
+  add_common(cmd, *o);
+  cmd->add_option("--prompt", o->prompt, "prompt text (byte-level models)");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. 1,2,3");
+  add_int(cmd, "--max-new-tokens", o->gen.max_new_tokens, 0, int64_t{1} << 30,
+          "tokens to generate")
+      ->capture_default_str();
+  add_real(cmd, "--temperature", o->gen.temperature, 0, 1e6, false,
+           "sampling temperature; 0: greedy")
+      ->capture_default_str();
+  add_int(cmd, "--top-k", o->gen.top_k, 0, int64_t{1} << 31, "sample from the k most likely (0: all)")
+      ->capture_default_str();
+  add_real(cmd, "--top-p", o->gen.top_p, 0, 1, true,
+           "sample from the most likely tokens reaching this probability mass (1: all)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json,
+                "print one JSON object: prompt_ids, output_ids, text, prefill_tokens_per_s, "
+                "decode_tokens_per_s");
+  cmd->callback([o] { run_generate(*o); });
+}
+
+}  // namespace autoshard::cli
