@@ -3,7 +3,7 @@
 // tools/make_llama_reference.py): logits, loss, every gradient, and AdamW
 // steps, on one device and on meshes that split the 2 kv heads of the llama
 // over 3 and 4 devices (and qwen2's single kv head), planned by AutoShard
-// and by the Megatron layout.
+// and by the Megatron layout; greedy generation over the key-value cache.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
@@ -100,6 +101,32 @@ TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
     check_training(GetParam(),
                    std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
                    std::string("autoshard on ") + spec);
+  }
+}
+
+// Greedy generation over the sharded key-value cache continues the prompt
+// as PyTorch's greedy loop does, token for token.
+TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
+  for (const char* spec : {"", "model=3", "model=4", "data=2,model=2"}) {
+    for (const char* plan : {"megatron", "auto"}) {
+      Fixture f(GetParam());
+      if (*spec) {
+        const DeviceMesh mesh = DeviceMesh::parse(spec);
+        if (std::string(plan) == "auto")
+          f.model.set_distribution(
+              std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}));
+        else
+          f.model.set_distribution(
+              std::make_shared<ModelParallel>(mesh, llama_megatron_layout(f.config)));
+      }
+      const Tensor prompt = f.ref.load("generate.prompt"), greedy = f.ref.load("generate.greedy");
+      const Generation g =
+          generate(f.model, {prompt.i32(), prompt.i32() + prompt.numel()},
+                   {.max_new_tokens = greedy.numel(), .temperature = 0});
+      EXPECT_EQ(g.output_ids, std::vector<int32_t>(greedy.i32(), greedy.i32() + greedy.numel()))
+          << plan << " on " << (*spec ? spec : "one device");
+      if (!*spec) break;
+    }
   }
 }
 

@@ -18,6 +18,8 @@ frequency scaling, grouped-query attention by repeating kv heads, SwiGLU).
     grad.<tensor>          the loss's gradient of every checkpoint tensor
     adamw_losses           losses of 5 AdamW steps (clip 1.0)
     after.<tensor>         the weights after them
+    generate.prompt        5 tokens, and generate.greedy: the 12 tokens a greedy
+                           loop adds to them (the full forward pass each step)
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/make_llama_reference.py
 """
@@ -32,6 +34,7 @@ from safetensors_io import save_safetensors
 
 B, T = 2, 11
 STEPS, LR, BETAS, WD, CLIP = 5, 3e-3, (0.9, 0.95), 0.1, 1.0
+GREEDY = 12
 
 LLAMA = {"model_type": "llama", "vocab_size": 131, "hidden_size": 24, "intermediate_size": 37,
          "num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 6,
@@ -99,6 +102,7 @@ def rms_norm(x, weight, eps):
 
 
 def forward(c, w, x):
+    B, T = x.shape
     H, K, D = c["num_attention_heads"], c["num_key_value_heads"], head_dim(c)
     eps = c["rms_norm_eps"]
     freqs = torch.arange(T).float()[:, None] * inverse_frequencies(c)[None, :]
@@ -182,6 +186,14 @@ def reference(c, name, dtype, shards, seed):
         losses.append(step_loss.item())
     out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
     out.update({f"after.{k}": v.detach() for k, v in params.items()})
+
+    prompt = x[0, :5].tolist()
+    tokens = list(prompt)
+    with torch.no_grad():
+        for _ in range(GREEDY):
+            tokens.append(int(forward(c, w, torch.tensor([tokens]))[0, -1].argmax()))
+    out["generate.prompt"] = torch.tensor(prompt, dtype=torch.int32)
+    out["generate.greedy"] = torch.tensor(tokens[len(prompt):], dtype=torch.int32)
     path = f"tests/data/{name}_reference.safetensors"
     save_safetensors(path, out)
     print(f"wrote {path}: loss {loss.item():.6f}, AdamW {losses[0]:.4f} -> {losses[-1]:.4f}")

@@ -55,6 +55,25 @@ else
   fail "sample under MPI"; cat "$work/out"
 fi
 
+# Generation over the sharded key-value cache: sampling from a seed gives the
+# same tokens on MPI ranks as on in-process devices (and one device).
+llama="$(dirname "$0")/../data/hf_llama"
+gen="generate --weights $llama --prompt-ids 3,17,101,64 --max-new-tokens 12 --temperature 1.2 --top-k 40 --top-p 0.9 --seed 5 --json"
+ids() { grep -o '"output_ids":\[[^]]*\]' "$1"; }
+$cli $gen >"$work/one.json" 2>&1
+for case in "3 model=3" "4 data=2,model=2"; do
+  np=${case%% *}; mesh=${case#* }
+  $cli $gen --mesh "$mesh" >"$work/threads.json" 2>&1
+  if mpirun -np "$np" "$cli" $gen --mesh "$mesh" >"$work/mpi.json" 2>&1 &&
+     [ "$(grep -c output_ids "$work/mpi.json")" = 1 ] && [ -n "$(ids "$work/one.json")" ] &&
+     [ "$(ids "$work/mpi.json")" = "$(ids "$work/threads.json")" ] &&
+     [ "$(ids "$work/mpi.json")" = "$(ids "$work/one.json")" ]; then
+    pass "generate on mpirun -np $np --mesh $mesh samples the in-process tokens"
+  else
+    fail "generate under MPI on $mesh"; cat "$work/mpi.json" "$work/threads.json" "$work/one.json"
+  fi
+done
+
 # Each rank writes its own blocks of one checkpoint; resume on another mesh.
 $cli train --model tiny --batch 6 --seq 16 --steps 8 --sample 0 --lr 3e-3 --lr-schedule constant --log "$work/full.jsonl" >/dev/null 2>&1
 mpirun -np 3 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --lr-schedule constant --mesh model=3 \
