@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "autoshard/io/safetensors.h"
 #include "autoshard/io/token_data.h"
 #include "test_util.h"
 
@@ -159,6 +160,45 @@ TEST_F(Cli, TrainsALlamaDirectoryOnAMesh) {
           "/hf_llama --batch 2 --seq 12 --batches 1 --json");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NEAR(nlohmann::json::parse(r.output)["loss"].get<double>(), a[0], 1.0);
+}
+
+// Greedy generation from a Llama directory on a mesh gives PyTorch's
+// continuation; text prompts work for byte-level models; bad requests are
+// one-line errors.
+TEST_F(Cli, GeneratesFromALlamaDirectory) {
+  const std::string data = AUTOSHARD_TEST_DATA;
+  autoshard::SafetensorsFile ref(data + "/llama_reference.safetensors");
+  const autoshard::Tensor prompt = ref.load("generate.prompt"),
+                          greedy = ref.load("generate.greedy");
+  std::string ids;
+  for (int64_t i = 0; i < prompt.numel(); ++i)
+    ids += (i ? "," : "") + std::to_string(prompt.i32()[i]);
+  const std::string args = "generate --weights " + data + "/hf_llama --prompt-ids " + ids +
+                           " --max-new-tokens " + std::to_string(greedy.numel()) +
+                           " --temperature 0 --json --strict";
+  for (const char* mesh : {"", " --mesh model=3", " --mesh model=2 --plan megatron"}) {
+    Result r = run(args + mesh);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(),
+              std::vector<int32_t>(greedy.i32(), greedy.i32() + greedy.numel()))
+        << mesh;
+    EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+  }
+  Result r = run("generate --model tiny --prompt 'The ' --max-new-tokens 5 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["output_ids"].size(), 5u);
+  EXPECT_EQ(j["text"].get<std::string>().substr(0, 4), "The ");
+  r = run("generate --weights " + data + "/hf_llama --prompt hello");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--prompt-ids"), std::string::npos) << r.output;
+  r = run("generate --weights " + data + "/hf_llama --prompt-ids 1,2 --max-new-tokens 100");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("max_position_embeddings"), std::string::npos) << r.output;
+  r = run("generate --weights " + data + "/hf_llama --prompt-ids 1,500");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("--prompt-ids"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, PlanJson) {

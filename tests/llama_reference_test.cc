@@ -120,9 +120,8 @@ TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
               std::make_shared<ModelParallel>(mesh, llama_megatron_layout(f.config)));
       }
       const Tensor prompt = f.ref.load("generate.prompt"), greedy = f.ref.load("generate.greedy");
-      const Generation g =
-          generate(f.model, {prompt.i32(), prompt.i32() + prompt.numel()},
-                   {.max_new_tokens = greedy.numel(), .temperature = 0});
+      const Generation g = generate(f.model, {prompt.i32(), prompt.i32() + prompt.numel()},
+                                    {.max_new_tokens = greedy.numel(), .temperature = 0});
       EXPECT_EQ(g.output_ids, std::vector<int32_t>(greedy.i32(), greedy.i32() + greedy.numel()))
           << plan << " on " << (*spec ? spec : "one device");
       if (!*spec) break;

@@ -59,9 +59,9 @@ void run_generate(GenerateOptions& o) {
   const std::vector<int32_t> prompt = prompt_tokens(o, cfg);
   const int64_t P = static_cast<int64_t>(prompt.size());
   const int64_t cache = P + std::max<int64_t>(o.gen.max_new_tokens - 1, 0);
-  AS_CHECK(cache <= cfg.max_positions(), "the prompt's ", P, " tokens and ",
-           o.gen.max_new_tokens, " new ones exceed the model's ", cfg.max_positions_field(), " (",
-           cfg.max_positions(), "); ask for fewer with --max-new-tokens");
+  AS_CHECK(cache <= cfg.max_positions(), "the prompt's ", P, " tokens and ", o.gen.max_new_tokens,
+           " new ones exceed the model's ", cfg.max_positions_field(), " (", cfg.max_positions(),
+           "); ask for fewer with --max-new-tokens");
   o.gen.seed = o.seed;
   o.gen.cache_length = cache;
   std::unique_ptr<Model> built = cfg.build(1, o.seed);
@@ -93,8 +93,8 @@ void run_generate(GenerateOptions& o) {
   if (!printer) return;
   if (!o.json) {
     std::printf("\n");
-    std::fprintf(stderr, "prefill %.1f tokens/s, decode %.1f tokens/s\n",
-                 g.prefill_tokens_per_s(), g.decode_tokens_per_s());
+    std::fprintf(stderr, "prefill %.1f tokens/s, decode %.1f tokens/s\n", g.prefill_tokens_per_s(),
+                 g.decode_tokens_per_s());
     return;
   }
   nlohmann::json out{{"prompt_ids", prompt},
@@ -119,13 +119,13 @@ void add_generate_command(CLI::App& app) {
   add_common(cmd, *o);
   cmd->add_option("--prompt", o->prompt, "prompt text (byte-level models)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. 1,2,3");
-  add_int(cmd, "--max-new-tokens", o->gen.max_new_tokens, 0, int64_t{1} << 30,
-          "tokens to generate")
+  add_int(cmd, "--max-new-tokens", o->gen.max_new_tokens, 0, int64_t{1} << 30, "tokens to generate")
       ->capture_default_str();
   add_real(cmd, "--temperature", o->gen.temperature, 0, 1e6, false,
            "sampling temperature; 0: greedy")
       ->capture_default_str();
-  add_int(cmd, "--top-k", o->gen.top_k, 0, int64_t{1} << 31, "sample from the k most likely (0: all)")
+  add_int(cmd, "--top-k", o->gen.top_k, 0, int64_t{1} << 31,
+          "sample from the k most likely (0: all)")
       ->capture_default_str();
   add_real(cmd, "--top-p", o->gen.top_p, 0, 1, true,
            "sample from the most likely tokens reaching this probability mass (1: all)")
