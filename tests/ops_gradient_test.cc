@@ -300,6 +300,28 @@ TEST(Einsum, MatchesNaiveLoops) {
   }
 }
 
+// One row of C runs as a matrix-vector product: it equals the plain sum, for
+// every transpose, with alpha and an accumulating beta.
+TEST(Einsum, GemmOfOneRowMatchesThePlainProduct) {
+  const int64_t N = 7, K = 9;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int64_t lda = ta ? 3 : K;  // a transposed A: the row is a strided column
+      Tensor a = random_tensor(ta ? Shape{K, 3} : Shape{1, K}, 1);
+      Tensor b = random_tensor(tb ? Shape{N, K} : Shape{K, N}, 2);
+      Tensor c = random_tensor({1, N}, 3), want = c.clone();
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += double(ta ? a.f32()[k * lda] : a.f32()[k]) *
+               (tb ? b.f32()[j * K + k] : b.f32()[k * N + j]);
+        want.f32()[j] = float(0.5 * s + 2.0 * want.f32()[j]);
+      }
+      sgemm(ta, tb, 1, N, K, a.f32(), lda, b.f32(), tb ? K : N, c.f32(), N, 0.5f, 2.0f);
+      EXPECT_LT(max_relative_error(c, want), 1e-6) << ta << tb;
+    }
+}
+
 // Sizes beyond BLAS's ints are split into blocks: the blocked product (here
 // with blocks of at most 2) equals the single call, for every transpose.
 TEST(Einsum, GemmSplitIntoBlocksMatchesOneCall) {

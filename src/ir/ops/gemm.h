@@ -2,7 +2,9 @@
 // beta C, C being M x N and the contraction K long. BLAS takes int sizes; larger ones are
 // split into blocks that fit (M and N blocks independent, K blocks summed
 // into C), so no size is ever narrowed. A leading dimension above INT_MAX
-// cannot be expressed to BLAS and is an error.
+// cannot be expressed to BLAS and is an error. A single row of C runs as
+// GEMV (OpenBLAS 0.3.21's GEMM packs B first: twice the traffic of a decode
+// step's weights).
 #pragma once
 
 #include <cblas.h>
@@ -28,10 +30,20 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
         const int64_t k = std::min(max_dim, K - k0);
         const float* a = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
         const float* b = trans_b ? B + j0 * ldb + k0 : B + k0 * ldb + j0;
+        const float c_beta = k0 == 0 ? beta : 1.0f;
+        // One row (a decode step): a matrix-vector product reads B once. (Empty
+        // blocks stay with GEMM: BLAS rejects GEMV's zero leading dimensions.)
+        if (m == 1 && n > 0 && k > 0 && ldb > 0 && lda > 0) {
+          cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans,
+                      static_cast<int>(trans_b ? n : k), static_cast<int>(trans_b ? k : n), alpha,
+                      b, static_cast<int>(ldb), a, trans_a ? static_cast<int>(lda) : 1, c_beta,
+                      C + i0 * ldc + j0, 1);
+          continue;
+        }
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                     trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
                     static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                    k0 == 0 ? beta : 1.0f, C + i0 * ldc + j0, static_cast<int>(ldc));
+                    c_beta, C + i0 * ldc + j0, static_cast<int>(ldc));
       }
 }
 

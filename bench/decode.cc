@@ -1,0 +1,110 @@
+// Decode speed of a Llama-shaped model against the machine's limit: a decode
+// step reads every weight once (the embedding row aside), so tokens per
+// second cannot exceed the copy bandwidth over the weights' bytes. Both are
+// measured in this run. Prints a readable line on stderr and one JSON
+// object on stdout.
+//
+//   bench_decode CONFIG.json [--prompt 16] [--tokens 32] [--mesh model=2] [--plan megatron|auto]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoshard/nn/generation.h"
+#include "autoshard/nn/models/llama.h"
+#include "autoshard/tensor/parallel.h"
+
+using namespace autoshard;
+
+namespace {
+
+// Bytes per second of a large copy on all cores (best of five).
+double copy_bandwidth() {
+  const int64_t n = int64_t{64} << 20;  // 256 MiB of floats each way
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    parallel_for(n, int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+      std::memcpy(b.data() + begin, a.data() + begin, sizeof(float) * (end - begin));
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * sizeof(float) * double(n) / s);  // read + write
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_decode CONFIG.json [--prompt N] [--tokens N] [--mesh M]\n");
+    return 2;
+  }
+  const std::string config_path = argv[1];
+  int64_t prompt_len = 16, tokens = 32;
+  std::string mesh_spec, plan = "megatron";
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--prompt")
+      prompt_len = std::stoll(next());
+    else if (a == "--tokens")
+      tokens = std::stoll(next());
+    else if (a == "--mesh")
+      mesh_spec = next();
+    else if (a == "--plan")
+      plan = next();
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const LlamaConfig cfg = LlamaConfig::from_json_file(config_path);
+  Llama model(cfg, 1, 0);
+  if (!mesh_spec.empty()) {
+    const DeviceMesh mesh = DeviceMesh::parse(mesh_spec);
+    if (plan == "auto")
+      model.set_distribution(std::make_shared<AutoShard>(mesh));
+    else
+      model.set_distribution(std::make_shared<ModelParallel>(mesh, llama_megatron_layout(cfg)));
+  }
+  const int64_t params = model.count_params();
+  // Read per token: every weight but the embedding table (one row), unless
+  // the head is tied to it.
+  const int64_t embedding = cfg.vocab_size * cfg.hidden_size;
+  const double bytes = 4.0 * double(params - (cfg.tie_word_embeddings ? 0 : embedding));
+  std::vector<int32_t> prompt(prompt_len);
+  for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((i * 7919) % cfg.vocab_size);
+  GenerationOptions o;
+  o.max_new_tokens = tokens + 1;
+  o.temperature = 0;
+  generate(model, prompt,
+           {.max_new_tokens = 3,
+            .temperature = 0,
+            .cache_length = prompt_len + tokens});  // weights made, caches warm
+  const Generation g = generate(model, prompt, o);
+  const double bandwidth = copy_bandwidth();
+  const double limit = bandwidth / bytes;
+  const double tps = g.decode_tokens_per_s();
+  std::fprintf(stderr,
+               "%s: %.1fM parameters, %s | decode %.2f tokens/s | copy bandwidth %.1f GB/s -> "
+               "limit %.2f tokens/s | %.0f%% of the limit | prefill %.1f tokens/s\n",
+               config_path.c_str(), double(params) / 1e6,
+               mesh_spec.empty() ? "1 device" : mesh_spec.c_str(), tps, bandwidth / 1e9, limit,
+               100 * tps / limit, g.prefill_tokens_per_s());
+  std::printf("%s\n", nlohmann::json{{"engine", "autoshard"},
+                                     {"config", config_path},
+                                     {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec},
+                                     {"parameters", params},
+                                     {"bytes_per_token", bytes},
+                                     {"copy_bytes_per_s", bandwidth},
+                                     {"limit_tokens_per_s", limit},
+                                     {"decode_tokens_per_s", tps},
+                                     {"of_limit", tps / limit},
+                                     {"prefill_tokens_per_s", g.prefill_tokens_per_s()}}
+                          .dump()
+                          .c_str());
+}
