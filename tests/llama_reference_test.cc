@@ -129,7 +129,7 @@ TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LlamaReference, ::testing::Values("llama", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Models, LlamaReference, ::testing::Values("llama", "qwen2", "gemma"));
 
 }  // namespace
 }  // namespace autoshard
@@ -157,7 +157,7 @@ TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
   };
   EXPECT_EQ(parse(R"(, "model_type": "llama")"), "");
   EXPECT_NE(parse(R"(, "model_type": "falcon")").find("'falcon'"), std::string::npos);
-  EXPECT_NE(parse(R"(, "model_type": "llama", "hidden_act": "gelu")").find("hidden_act"),
+  EXPECT_NE(parse(R"(, "model_type": "llama", "hidden_act": "relu2")").find("hidden_act"),
             std::string::npos);
   EXPECT_NE(parse(R"(, "model_type": "llama", "mlp_bias": true)").find("mlp_bias"),
             std::string::npos);
@@ -184,14 +184,20 @@ class LlamaCheckpoint : public testing::TempDirTest {
   }
 };
 
-TEST_F(LlamaCheckpoint, SaveAndLoadBackGiveTheSameWeights) {
-  Fixture f("llama");
-  save_hf_llama(f.model, (dir_ / "out").string());
-  Llama again(llama_config_of((dir_ / "out").string()), f.x.dim(1), /*seed=*/5);
-  load_llama_weights(again, (dir_ / "out").string());
-  for (const std::string& path : f.model.weight_paths())
-    EXPECT_EQ(max_relative_error(again.gather_weight(path), f.model.gather_weight(path)), 0)
-        << path;
+// The saved directory is the same model: its weights bit for bit, and its
+// config.json (gemma's activation and norm included) the same logits.
+TEST_F(LlamaCheckpoint, SaveAndLoadBackGiveTheSameModel) {
+  for (const char* name : {"llama", "gemma"}) {
+    Fixture f(name);
+    const std::string out = (dir_ / name).string();
+    save_hf_llama(f.model, out);
+    Llama again(llama_config_of(out), f.x.dim(1), /*seed=*/5);
+    load_llama_weights(again, out);
+    for (const std::string& path : f.model.weight_paths())
+      EXPECT_EQ(max_relative_error(again.gather_weight(path), f.model.gather_weight(path)), 0)
+          << name << " " << path;
+    EXPECT_LT(max_relative_error(again.predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << name;
+  }
 }
 
 TEST_F(LlamaCheckpoint, MissingOrForeignTensorsAndBrokenIndexesAreErrors) {

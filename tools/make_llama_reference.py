@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes two small Llama-family models in Hugging Face's layout, with random
+"""Writes three small Llama-family models in Hugging Face's layout, with random
 weights, and PyTorch's numbers for them, for tests/llama_reference_test.cc.
 Nothing is downloaded, and transformers is not needed: the forward pass is
 written here from the published definition (Hugging Face's modeling_llama
-and modeling_qwen2: RMSNorm, rotate-half rotary embeddings with Llama 3's
+modeling_qwen2 and modeling_gemma: RMSNorm, rotate-half rotary embeddings with Llama 3's
 frequency scaling, grouped-query attention by repeating kv heads, SwiGLU).
 
   tests/data/hf_llama/     model_type llama: 6 heads over 2 kv heads, head_dim
@@ -12,6 +12,10 @@ frequency scaling, grouped-query attention by repeating kv heads, SwiGLU).
                            in two shards with model.safetensors.index.json
   tests/data/hf_qwen2/     model_type qwen2: q/k/v biases, 4 heads over 1 kv
                            head, tied head, F32 model.safetensors
+  tests/data/hf_gemma/     model_type gemma: RMSNorm scaled by 1 + weight,
+                           embeddings times sqrt(hidden), tanh-GELU GeGLU,
+                           head_dim 10 with hidden 24 and 4 heads over 2 kv
+                           heads, tied head, F16 model.safetensors
   tests/data/<name>_reference.safetensors:
     x, y [B, T]            tokens and targets
     logits, loss           forward pass and mean cross-entropy
@@ -49,6 +53,12 @@ QWEN2 = {"model_type": "qwen2", "vocab_size": 97, "hidden_size": 24, "intermedia
          "tie_word_embeddings": True, "hidden_act": "silu", "use_sliding_window": False,
          "sliding_window": 4, "torch_dtype": "float32"}
 
+GEMMA = {"model_type": "gemma", "vocab_size": 89, "hidden_size": 24, "intermediate_size": 31,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 10, "max_position_embeddings": 48, "rms_norm_eps": 1e-6,
+         "rope_theta": 10000.0, "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh",
+         "tie_word_embeddings": True, "attention_bias": False, "torch_dtype": "float16"}
+
 
 def head_dim(c):
     return c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
@@ -58,13 +68,15 @@ def make_weights(c, gen):
     C, I, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
     Q, KV = c["num_attention_heads"] * head_dim(c), c["num_key_value_heads"] * head_dim(c)
     r = lambda *s, scale: scale * torch.randn(*s, generator=gen)
-    w = {"model.embed_tokens.weight": r(V, C, scale=0.5), "model.norm.weight": 1 + r(C, scale=0.1)}
+    # Gemma stores its RMSNorm scales as offsets from 1.
+    one = 0 if c["model_type"] == "gemma" else 1
+    w = {"model.embed_tokens.weight": r(V, C, scale=0.5), "model.norm.weight": one + r(C, scale=0.1)}
     if not c["tie_word_embeddings"]:
         w["lm_head.weight"] = r(V, C, scale=0.2)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = 1 + r(C, scale=0.1)
-        w[p + "post_attention_layernorm.weight"] = 1 + r(C, scale=0.1)
+        w[p + "input_layernorm.weight"] = one + r(C, scale=0.1)
+        w[p + "post_attention_layernorm.weight"] = one + r(C, scale=0.1)
         for n, out in (("q", Q), ("k", KV), ("v", KV)):
             w[p + f"self_attn.{n}_proj.weight"] = r(out, C, scale=0.3)
             if c["model_type"] == "qwen2":
@@ -97,8 +109,17 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rms_norm(x, weight, eps):
+def rms_norm(c, x, weight, eps):
+    if c["model_type"] == "gemma":  # GemmaRMSNorm: scaled by 1 + weight
+        weight = 1.0 + weight
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def mlp_activation(c, x):
+    act = c.get("hidden_activation") if c["model_type"] == "gemma" else c["hidden_act"]
+    if act in (None, "gelu_pytorch_tanh"):
+        return F.gelu(x, approximate="tanh")
+    return F.gelu(x) if act == "gelu" else F.silu(x)
 
 
 def forward(c, w, x):
@@ -110,9 +131,11 @@ def forward(c, w, x):
     cos, sin = emb.cos(), emb.sin()  # [T, D]
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
     h = w["model.embed_tokens.weight"][x]
+    if c["model_type"] == "gemma":  # the normalizer, in the hidden states' dtype
+        h = h * torch.tensor(c["hidden_size"] ** 0.5, dtype=h.dtype)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        a = rms_norm(h, w[p + "input_layernorm.weight"], eps)
+        a = rms_norm(c, h, w[p + "input_layernorm.weight"], eps)
 
         def proj(n, heads):
             y = a @ w[p + f"self_attn.{n}_proj.weight"].T
@@ -129,10 +152,10 @@ def forward(c, w, x):
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         o = (att @ v).transpose(1, 2).reshape(B, T, H * D)
         h = h + o @ w[p + "self_attn.o_proj.weight"].T
-        m = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)
-        g = F.silu(m @ w[p + "mlp.gate_proj.weight"].T) * (m @ w[p + "mlp.up_proj.weight"].T)
+        m = rms_norm(c, h, w[p + "post_attention_layernorm.weight"], eps)
+        g = mlp_activation(c, m @ w[p + "mlp.gate_proj.weight"].T) * (m @ w[p + "mlp.up_proj.weight"].T)
         h = h + g @ w[p + "mlp.down_proj.weight"].T
-    h = rms_norm(h, w["model.norm.weight"], eps)
+    h = rms_norm(c, h, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
     return h @ head.T
 
@@ -203,6 +226,7 @@ def main():
     torch.set_num_threads(1)
     reference(LLAMA, "llama", torch.bfloat16, shards=2, seed=2024)
     reference(QWEN2, "qwen2", torch.float32, shards=1, seed=7)
+    reference(GEMMA, "gemma", torch.float16, shards=1, seed=11)
 
 
 if __name__ == "__main__":

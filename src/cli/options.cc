@@ -13,7 +13,7 @@ namespace autoshard::cli {
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--model", o.model,
                   "GPT-2 preset (test, tiny, mini, gpt2, ...), a config.json (gpt2, llama, "
-                  "mistral, qwen2) or a model directory")
+                  "mistral, qwen2, gemma) or a model directory")
       ->capture_default_str()
       ->each([&o](const std::string&) { o.model_given = true; });
   cmd->add_option(

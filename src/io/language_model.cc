@@ -23,10 +23,10 @@ LanguageModelConfig from_config_file(const std::string& path) {
   const ConfigReader reader = ConfigReader::from_file(path);
   const std::string type = reader.model_type();
   if (type.empty() || type == "gpt2") return {GPT2Config::from_reader(reader)};
-  if (type == "llama" || type == "mistral" || type == "qwen2")
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma")
     return {LlamaConfig::from_reader(reader)};
   fail(reader.where("model_type"), " is '", type,
-       "', which this build does not know (known: gpt2, llama, mistral, qwen2)");
+       "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma)");
 }
 }  // namespace
 

@@ -80,8 +80,8 @@ void write_hf_llama(Llama& model, const fs::path& dir) {
                         {"rms_norm_eps", c.rms_norm_eps},
                         {"rope_theta", c.rope_theta},
                         {"attention_bias", c.attention_bias},
-                        {"tie_word_embeddings", c.tie_word_embeddings},
-                        {"hidden_act", "silu"}};
+                        {"tie_word_embeddings", c.tie_word_embeddings}};
+  cfg[c.model_type == "gemma" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
   if (c.rope_factor > 0)
     cfg["rope_scaling"] = {
         {"rope_type", "llama3"},

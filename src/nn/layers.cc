@@ -161,9 +161,13 @@ class LayerNormImpl : public LayerImpl {
       : LayerImpl(name_or(o.name_, "layer_normalization")), o_(std::move(o)) {}
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
-    if (o_.rms_scaling_)
-      return ops::normalize(x, o_.epsilon_, false) *
-             t.weight("gamma", {x.dim(-1)}, Initializer::ones());
+    if (o_.rms_scaling_) {
+      const bool offset = o_.gamma_offset_ != 0;
+      Value gamma =
+          t.weight("gamma", {x.dim(-1)}, offset ? Initializer::zeros() : Initializer::ones());
+      if (offset) gamma = gamma + ops::constant(t.graph(), {x.dim(-1)}, o_.gamma_offset_);
+      return ops::normalize(x, o_.epsilon_, false) * gamma;
+    }
     Value y = ops::normalize(x, o_.epsilon_);
     if (o_.scale_) y = y * t.weight("gamma", {x.dim(-1)}, Initializer::ones());
     if (o_.center_) y = y + t.weight("beta", {x.dim(-1)}, Initializer::zeros());

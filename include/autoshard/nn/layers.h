@@ -135,6 +135,9 @@ struct LayerNormalizationOptions {
   // RMSNorm (Keras's rms_scaling): x / sqrt(mean(x^2) + epsilon) * gamma;
   // center and scale are ignored.
   AUTOSHARD_OPTION(bool, rms_scaling, false)
+  // RMSNorm's scale is gamma_offset + gamma, gamma starting at 0 when the
+  // offset is not (Gemma's RMSNorm: 1 + gamma).
+  AUTOSHARD_OPTION(double, gamma_offset, 0.0)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 

@@ -27,8 +27,11 @@ LayoutMap llama_megatron_layout(const LlamaConfig& c, const std::string& m) {
 namespace {
 
 Layer rms_norm(const LlamaConfig& c, const char* name) {
-  return LayerNormalization(
-      LayerNormalizationOptions().rms_scaling(true).epsilon(c.rms_norm_eps).name(name));
+  return LayerNormalization(LayerNormalizationOptions()
+                                .rms_scaling(true)
+                                .gamma_offset(c.norm_gamma_offset)
+                                .epsilon(c.rms_norm_eps)
+                                .name(name));
 }
 
 // A projection in nn.Linear's (out, in) kernel order, no bias unless `bias_axes`.
@@ -91,6 +94,12 @@ Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const
   return b.o_proj(t, o);
 }
 
+// The MLP's gate: SwiGLU's silu or GeGLU's GELU.
+Value Llama::activation(Value gate) const {
+  if (config_.hidden_act == "silu") return ops::silu(gate);
+  return ops::gelu(gate, /*tanh_approximation=*/config_.hidden_act == "gelu_pytorch_tanh");
+}
+
 Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
   Value tokens = inputs.at(0);  // [B, T] i32
   const int64_t T = tokens.dim(1);
@@ -103,6 +112,7 @@ Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
   Graph& g = t.graph();
   Value positions = t.positions(T);    // [T]
   Value x = embed_tokens_(t, tokens);  // [B, T, C]
+  if (config_.scale_embeddings) x = ops::scale(x, std::sqrt(float(config_.hidden_size)));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Trace::Scope scope(t, "layers." + std::to_string(i));
     g.open_region();  // a block: what recomputation recomputes, what the planner solves once
@@ -111,7 +121,7 @@ Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
     Value h = b.post_attention_layernorm(t, x);
     {
       Trace::Scope mlp(t, "mlp");
-      x = x + b.down_proj(t, ops::silu(b.gate_proj(t, h)) * b.up_proj(t, h));
+      x = x + b.down_proj(t, activation(b.gate_proj(t, h)) * b.up_proj(t, h));
     }
     g.close_region();
   }

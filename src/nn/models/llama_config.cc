@@ -44,9 +44,10 @@ void read_rope_scaling(const ConfigReader& r, LlamaConfig& c) {
 LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
   LlamaConfig c;
   c.model_type = r.model_type();
-  AS_CHECK(c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2",
+  const bool gemma = c.model_type == "gemma";
+  AS_CHECK(c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" || gemma,
            r.where("model_type"), " is '", c.model_type,
-           "'; the Llama family is llama, mistral or qwen2");
+           "'; the Llama family is llama, mistral, qwen2 or gemma");
   r.size("vocab_size", c.vocab_size, true);
   r.size("hidden_size", c.hidden_size, true);
   r.size("intermediate_size", c.intermediate_size, true);
@@ -62,15 +63,26 @@ LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
   read_rope_scaling(r, c);
   c.attention_bias = c.model_type == "qwen2";
   r.flag("attention_bias", c.attention_bias);
+  c.tie_word_embeddings = gemma;
   r.flag("tie_word_embeddings", c.tie_word_embeddings);
   bool use_window = c.model_type == "mistral";
   r.flag("use_sliding_window", use_window);
   if (use_window) r.size("sliding_window", c.sliding_window, false);
   // Fields whose other values would make another model than this code runs.
-  std::string act = "silu";
-  r.text("hidden_act", act);
-  AS_CHECK(act == "silu", r.where("hidden_act"), " = '", act,
-           "' is not supported (the Llama family's SwiGLU: silu)");
+  const char* act_field = "hidden_act";
+  if (gemma) {
+    // Gemma's MLP reads hidden_activation (tanh GELU when unset; its
+    // hidden_act "gelu" is ignored, as in transformers).
+    c.norm_gamma_offset = 1;
+    c.scale_embeddings = true;
+    c.hidden_act = "gelu_pytorch_tanh";
+    act_field = "hidden_activation";
+  }
+  r.text(act_field, c.hidden_act);
+  if (c.hidden_act == "gelu_tanh") c.hidden_act = "gelu_pytorch_tanh";
+  AS_CHECK(c.hidden_act == "silu" || c.hidden_act == "gelu_pytorch_tanh" || c.hidden_act == "gelu",
+           r.where(act_field), " = '", c.hidden_act,
+           "' is not supported (silu, gelu_pytorch_tanh or gelu)");
   bool mlp_bias = false;
   r.flag("mlp_bias", mlp_bias);
   AS_CHECK(!mlp_bias, r.where("mlp_bias"), " = true is not supported");

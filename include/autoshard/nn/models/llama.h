@@ -1,5 +1,7 @@
 // The Llama family as an autoshard Model: Llama 2 and 3 (`llama`), Mistral
-// (`mistral`, the same blocks) and Qwen2 (`qwen2`, biases on q, k and v).
+// (`mistral`, the same blocks), Qwen2 (`qwen2`, biases on q, k and v) and
+// Gemma (`gemma`: RMSNorm scaled by 1 + gamma, embeddings scaled by
+// sqrt(hidden_size), a GeGLU MLP with tanh GELU, a tied head).
 // Pre-RMSNorm blocks; rotary positions in Hugging Face's rotate-half layout
 // with rope_theta and Llama 3's rope_scaling; grouped-query attention (kv
 // heads fewer than query heads: q is [b, t, kv, group, d], so a plan may
@@ -29,7 +31,7 @@ namespace autoshard {
 class ConfigReader;
 
 struct LlamaConfig {
-  std::string model_type = "llama";  // llama, mistral or qwen2
+  std::string model_type = "llama";  // llama, mistral, qwen2 or gemma
   int64_t vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008;
   int64_t num_hidden_layers = 32, num_attention_heads = 32, num_key_value_heads = 32;
   int64_t head_dim = 128;  // hidden_size / num_attention_heads unless the config says
@@ -41,6 +43,11 @@ struct LlamaConfig {
   double rope_original_max_positions = 8192;
   bool attention_bias = false;  // q, k, v biases (qwen2: always)
   bool tie_word_embeddings = false;
+  // The MLP's gate activation: silu (SwiGLU), gelu_pytorch_tanh or gelu
+  // (GeGLU; gemma's hidden_activation).
+  std::string hidden_act = "silu";
+  double norm_gamma_offset = 0;   // gemma: RMSNorm scales by 1 + gamma
+  bool scale_embeddings = false;  // gemma: embeddings times sqrt(hidden_size)
 
   // A Hugging Face config.json of model_type llama, mistral or qwen2. Values
   // this code does not run (another activation, a rope scaling other than
@@ -71,6 +78,7 @@ class Llama : public Model {
     Layer gate_proj, up_proj, down_proj;
   };
   Value attention(Trace& t, const Block& b, Value x, Value positions) const;
+  Value activation(Value gate) const;
   LlamaConfig config_;
   Layer embed_tokens_, norm_;
   std::vector<Block> blocks_;
