@@ -185,6 +185,19 @@ TEST_F(Cli, GeneratesFromALlamaDirectory) {
         << mesh;
     EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
   }
+  // The config's eos_token_id (here a list) ends the text unless --ignore-eos.
+  std::filesystem::copy(data + "/hf_llama", dir_ / "eos");
+  auto config = nlohmann::json::parse(std::ifstream(dir_ / "eos" / "config.json"));
+  config["eos_token_id"] = {greedy.i32()[3], 100000};
+  std::ofstream(dir_ / "eos" / "config.json") << config.dump();
+  const std::string eos_args = "generate --weights " + (dir_ / "eos").string() + " --prompt-ids " +
+                               ids + " --max-new-tokens 12 --temperature 0 --json";
+  for (const char* ignore : {"", " --ignore-eos"}) {
+    Result r = run(eos_args + ignore);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const size_t expected = *ignore ? 12 : 4;
+    EXPECT_EQ(nlohmann::json::parse(r.output)["output_ids"].size(), expected) << ignore;
+  }
   Result r = run("generate --model tiny --prompt 'The ' --max-new-tokens 5 --json");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);

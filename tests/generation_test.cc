@@ -138,6 +138,20 @@ TEST(Generation, GreedyFollowsTheFullForwardArgmax) {
   }
 }
 
+TEST(Generation, StopsAfterAStopToken) {
+  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  Llama model(config, 16);
+  load_llama_weights(model, kData + "/hf_llama");
+  const std::vector<int32_t> prompt = {5, 9, 2};
+  GenerationOptions o{.max_new_tokens = 6, .temperature = 0};
+  const std::vector<int32_t> all = generate(model, prompt, o).output_ids;
+  ASSERT_EQ(all.size(), 6u);
+  o.stop_token_ids = {all[2]};
+  const std::vector<int32_t> stopped = generate(model, prompt, o).output_ids;
+  const size_t first = std::find(all.begin(), all.end(), all[2]) - all.begin();
+  EXPECT_EQ(stopped, std::vector<int32_t>(all.begin(), all.begin() + first + 1));
+}
+
 TEST(Generation, ChoosingRules) {
   const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
   std::mt19937_64 rng(0);

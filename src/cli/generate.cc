@@ -2,6 +2,8 @@
 // Mistral, Qwen2) on one device, a mesh of in-process devices or MPI ranks:
 // a prefill pass, then one token at a time over the sharded key-value cache.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -20,7 +22,24 @@ struct GenerateOptions : CommonOptions {
   std::string prompt_ids;  // "1,2,3"
   GenerationOptions gen;
   bool json = false;
+  bool ignore_eos = false;
 };
+
+// The config's eos_token_id (a number or a list), when the model comes from
+// a Hugging Face directory or config.json.
+std::vector<int32_t> eos_tokens(const std::string& model) {
+  std::filesystem::path path = model;
+  if (std::filesystem::is_directory(path)) path /= "config.json";
+  if (path.extension() != ".json" || !std::filesystem::is_regular_file(path)) return {};
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::vector<int32_t> ids;
+  if (!j.is_object() || !j.contains("eos_token_id")) return ids;
+  const nlohmann::json& e = j["eos_token_id"];
+  for (const nlohmann::json& id : e.is_array() ? e : nlohmann::json::array({e}))
+    if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+  return ids;
+}
 
 std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
   std::vector<int32_t> ids;
@@ -63,6 +82,7 @@ void run_generate(GenerateOptions& o) {
            " new ones exceed the model's ", cfg.max_positions_field(), " (", cfg.max_positions(),
            "); ask for fewer with --max-new-tokens");
   o.gen.seed = o.seed;
+  if (!o.ignore_eos) o.gen.stop_token_ids = eos_tokens(o.model);
   o.gen.cache_length = cache;
   std::unique_ptr<Model> built = cfg.build(1, o.seed);
   Model& model = *built;
@@ -130,6 +150,8 @@ void add_generate_command(CLI::App& app) {
   add_real(cmd, "--top-p", o->gen.top_p, 0, 1, true,
            "sample from the most likely tokens reaching this probability mass (1: all)")
       ->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos,
+                "go on past the config's eos_token_id (default: stop after producing it)");
   cmd->add_flag("--json", o->json,
                 "print one JSON object: prompt_ids, output_ids, text, prefill_tokens_per_s, "
                 "decode_tokens_per_s");

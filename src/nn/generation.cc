@@ -99,7 +99,9 @@ Generation generate(Model& model, const std::vector<int32_t>& prompt, const Gene
   out.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   t0 = Clock::now();
   for (int64_t i = 1; i < o.max_new_tokens; ++i) {
-    if (o.eos_token_id && token == *o.eos_token_id) break;
+    if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), token) !=
+        o.stop_token_ids.end())
+      break;
     token = emit(model.predict_cached(Tensor::from({1, 1}, std::span<const int32_t>(&token, 1)),
                                       P + i - 1, cache));
   }

@@ -22,8 +22,9 @@ struct GenerationOptions {
   int64_t top_k = 0;         // keep the k most likely tokens (0: all)
   double top_p = 1.0;        // keep the most likely tokens that reach this mass (1: all)
   uint64_t seed = 0;         // of the sampling draws
-  // Stop once this token is produced (it is kept in the output).
-  std::optional<int32_t> eos_token_id = std::nullopt;
+  // Stop once one of these is produced (it is kept in the output): the
+  // config's eos_token_id.
+  std::vector<int32_t> stop_token_ids = {};
   // Positions of the key-value cache (0: the prompt plus max_new_tokens).
   int64_t cache_length = 0;
 };
