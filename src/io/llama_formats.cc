@@ -97,6 +97,12 @@ void write_hf_llama(Llama& model, const fs::path& dir) {
 
 }  // namespace
 
+std::map<std::string, Shape> llama_hf_shapes(const LlamaConfig& config) {
+  std::map<std::string, Shape> shapes;
+  for (const HfTensor& t : hf_tensors(config)) shapes[t.file.name] = t.file.shape;
+  return shapes;
+}
+
 std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config) {
   std::map<std::string, std::string> names;
   for (const HfTensor& t : hf_tensors(config)) names[t.weight] = t.file.name;

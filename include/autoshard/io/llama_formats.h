@@ -15,6 +15,8 @@ namespace autoshard {
 
 // Each weight path of a model of this config and its Hugging Face tensor name.
 std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config);
+// Each Hugging Face tensor of a model of this config and its shape there.
+std::map<std::string, Shape> llama_hf_shapes(const LlamaConfig& config);
 // The config of a Hugging Face directory (its config.json).
 LlamaConfig llama_config_of(const std::string& dir);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
