@@ -10,6 +10,7 @@
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/io/token_data.h"
+#include "autoshard/nn/generation.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/model.h"
