@@ -20,7 +20,20 @@ using testing::random_tensor;
 struct Case {
   int64_t b, t, s, h, dk, dv;
   bool causal;
+  int64_t window = 0;  // sliding window (causal): the unfused graph adds a mask
 };
+
+// 0 where query i sees key j (the last `window` keys up to i + s - t), else
+// a large negative number.
+Tensor window_mask(const Case& c) {
+  Tensor m({c.t, c.s});
+  for (int64_t i = 0; i < c.t; ++i)
+    for (int64_t j = 0; j < c.s; ++j) {
+      const int64_t last = i + (c.s - c.t);
+      m.f32()[i * c.s + j] = j <= last && j > last - c.window ? 0.0f : -1e30f;
+    }
+  return m;
+}
 
 // Loss = sum(attention * w); returns (output, dq, dk, dv).
 std::vector<Tensor> run(const Case& c, bool fused) {
@@ -31,18 +44,24 @@ std::vector<Tensor> run(const Case& c, bool fused) {
   Value w = g.parameter("w", {c.b, c.t, c.h, c.dv});
   const double scale = 1.0 / std::sqrt(double(c.dk));
   Value out;
+  std::map<std::string, Tensor> leaves;
   if (fused) {
-    out = ops::attention(q, k, v, c.causal, scale);
+    out = ops::attention(q, k, v, c.causal, scale, c.window);
+  } else if (c.window > 0) {
+    Value mask = g.parameter("mask", {c.t, c.s});
+    leaves["mask"] = window_mask(c);
+    Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale);
+    out = ops::einsum("bhqk,bkhd->bqhd", ops::softmax(scores + mask), v);
   } else {
     Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale), c.causal);
     out = ops::einsum("bhqk,bkhd->bqhd", probs, v);
   }
   Value loss = ops::reduce_sum(out * w, {0, 1, 2, 3});
   std::vector<Value> grads = gradients(loss, {q, k, v});
-  std::map<std::string, Tensor> leaves{{"q", random_tensor(q.shape(), 1, 1.5f)},
-                                       {"k", random_tensor(k.shape(), 2, 1.5f)},
-                                       {"v", random_tensor(v.shape(), 3)},
-                                       {"w", random_tensor(w.shape(), 4)}};
+  leaves["q"] = random_tensor(q.shape(), 1, 1.5f);
+  leaves["k"] = random_tensor(k.shape(), 2, 1.5f);
+  leaves["v"] = random_tensor(v.shape(), 3);
+  leaves["w"] = random_tensor(w.shape(), 4);
   return evaluate(g, leaves, {out.id, grads[0].id, grads[1].id, grads[2].id});
 }
 
@@ -53,6 +72,10 @@ TEST(Attention, FusedMatchesTheUnfusedGraph) {
       {2, 37, 37, 3, 24, 8, false},  // not causal, value width != key width
       {1, 33, 130, 2, 8, 12, true},  // more keys than queries: query i sees i + 97 keys
       {3, 64, 64, 1, 64, 64, true},  // exactly a tile
+      // Sliding windows: narrower than a tile, across tiles, with a key offset.
+      {1, 70, 70, 2, 16, 16, true, 5},
+      {2, 40, 40, 3, 8, 8, true, 33},
+      {1, 33, 130, 2, 8, 12, true, 70},
   };
   for (const Case& c : cases) {
     const std::vector<Tensor> fused = run(c, true), plain = run(c, false);

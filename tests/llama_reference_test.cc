@@ -129,7 +129,8 @@ TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LlamaReference, ::testing::Values("llama", "qwen2", "gemma"));
+INSTANTIATE_TEST_SUITE_P(Models, LlamaReference,
+                         ::testing::Values("llama", "qwen2", "gemma", "mistral"));
 
 }  // namespace
 }  // namespace autoshard
@@ -168,11 +169,11 @@ TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
   EXPECT_NE(parse(R"(, "model_type": "llama", "head_dim": 5)").find("even"), std::string::npos);
   EXPECT_NE(parse(R"(, "model_type": "mistral", "sliding_window": 0)").find("sliding_window"),
             std::string::npos);
-  // Mistral's window: longer sequences are refused until windowed attention exists.
+  // Mistral's window is read (and sequences longer than it run windowed).
   LlamaConfig mistral = LlamaConfig::from_json_text(
       "{" + base + R"(, "model_type": "mistral", "sliding_window": 4})", "c.json");
-  EXPECT_NE(error_of([&] { Llama(mistral, 5); }).find("sliding_window"), std::string::npos);
-  EXPECT_EQ(error_of([&] { Llama(mistral, 4); }), "");
+  EXPECT_EQ(mistral.sliding_window, 4);
+  EXPECT_EQ(error_of([&] { Llama(mistral, 9); }), "");
 }
 
 class LlamaCheckpoint : public testing::TempDirTest {

@@ -106,6 +106,15 @@ std::vector<OpCase> cases() {
          return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
                       AttentionAttrs{false, 0.5, 2});
        }},
+      {Op::Attention,  // a sliding window of 3 keys
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}},
+       [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], true, 0.5, 3); }},
+      {Op::AttentionGrad,
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{4, 5, 6, 2}}, {{4, 5, 6, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{true, 0.5, 1, 3});
+       }},
       {Op::Attention,  // queries at positions among the keys (generation)
        {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{5}, K::Ids, 7}},
        [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], x[3], 0.5); }},

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes three small Llama-family models in Hugging Face's layout, with random
+"""Writes four small Llama-family models in Hugging Face's layout, with random
 weights, and PyTorch's numbers for them, for tests/llama_reference_test.cc.
 Nothing is downloaded, and transformers is not needed: the forward pass is
 written here from the published definition (Hugging Face's modeling_llama
@@ -16,6 +16,8 @@ frequency scaling, grouped-query attention by repeating kv heads, SwiGLU).
                            embeddings times sqrt(hidden), tanh-GELU GeGLU,
                            head_dim 10 with hidden 24 and 4 heads over 2 kv
                            heads, tied head, F16 model.safetensors
+  tests/data/hf_mistral/   model_type mistral: a sliding window of 4 keys over
+                           sequences of 11 (and 17 when generating), F32
   tests/data/<name>_reference.safetensors:
     x, y [B, T]            tokens and targets
     logits, loss           forward pass and mean cross-entropy
@@ -58,6 +60,18 @@ GEMMA = {"model_type": "gemma", "vocab_size": 89, "hidden_size": 24, "intermedia
          "head_dim": 10, "max_position_embeddings": 48, "rms_norm_eps": 1e-6,
          "rope_theta": 10000.0, "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh",
          "tie_word_embeddings": True, "attention_bias": False, "torch_dtype": "float16"}
+
+
+MISTRAL = {"model_type": "mistral", "vocab_size": 101, "hidden_size": 24, "intermediate_size": 40,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "sliding_window": 4, "tie_word_embeddings": False, "hidden_act": "silu",
+           "torch_dtype": "float32"}
+
+
+def sliding_window(c):
+    on = c.get("use_sliding_window", c["model_type"] == "mistral")
+    return c.get("sliding_window") if on else None
 
 
 def head_dim(c):
@@ -130,6 +144,10 @@ def forward(c, w, x):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()  # [T, D]
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    window = sliding_window(c)
+    if window:  # Mistral: query i sees keys j with i - j < window
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        causal = causal & (i - j < window)
     h = w["model.embed_tokens.weight"][x]
     if c["model_type"] == "gemma":  # the normalizer, in the hidden states' dtype
         h = h * torch.tensor(c["hidden_size"] ** 0.5, dtype=h.dtype)
@@ -227,6 +245,7 @@ def main():
     reference(LLAMA, "llama", torch.bfloat16, shards=2, seed=2024)
     reference(QWEN2, "qwen2", torch.float32, shards=1, seed=7)
     reference(GEMMA, "gemma", torch.float16, shards=1, seed=11)
+    reference(MISTRAL, "mistral", torch.float32, shards=1, seed=17)
 
 
 if __name__ == "__main__":

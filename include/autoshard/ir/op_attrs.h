@@ -73,6 +73,9 @@ struct AttentionAttrs {
   bool causal = false;  // query i sees keys up to i + (keys - queries)
   double scale = 1;     // scores = scale * q . k
   int wrt = -1;         // AttentionGrad: the input differentiated (0 q, 1 k, 2 v)
+  // Sliding window (causal only): a query sees at most the last `window`
+  // keys up to its own (Mistral's sliding_window); 0: all of them.
+  int64_t window = 0;
 };
 // Rotary position embedding (RoFormer) in Hugging Face's rotate-half layout:
 // element i < d/2 of each head pairs with element i + d/2, and the pair turns

@@ -37,11 +37,13 @@ Value sum_to(Value x, Shape shape);
 Value softmax(Value x, bool causal = false);
 // softmax(scale * q k^T) v per batch and head, fused: q [b,t,h,dk], k
 // [b,s,h,dk], v [b,s,h,dv] -> [b,t,h,dv], never forming the t x s scores.
-Value attention(Value q, Value k, Value v, bool causal, double scale);
+// With `window` > 0 (causal), a query sees only the last `window` keys up
+// to its own (sliding-window attention).
+Value attention(Value q, Value k, Value v, bool causal, double scale, int64_t window = 0);
 // Causal attention of queries at `positions` [t] (i32) among the keys: query
 // i sees keys 0 .. positions[i] (generation over a key-value cache; no
 // gradient).
-Value attention(Value q, Value k, Value v, Value positions, double scale);
+Value attention(Value q, Value k, Value v, Value positions, double scale, int64_t window = 0);
 // Writes rows [b, t, ...] into cache [b, s, ...] at `positions` [t] (i32), in
 // place; returns the cache, to read after the write.
 Value cache_write(Value cache, Value rows, Value positions);

@@ -41,8 +41,9 @@ class Trace {
   // Causal self-attention: q [b, t, h, d] (or [b, t, kv, group, d]), k and v
   // [b, t, kv, d]. With a cache, k and v are first written into this
   // scope's buffers "key_cache" and "value_cache" [b, cache_length, kv, d]
-  // and the queries attend over those.
-  Value causal_attention(Value q, Value k, Value v, double scale);
+  // and the queries attend over those. `window` > 0: each query sees only
+  // the last `window` keys up to its own.
+  Value causal_attention(Value q, Value k, Value v, double scale, int64_t window = 0);
 
   // RAII name scope: weights declared while it lives are prefixed by `name.`.
   class Scope {

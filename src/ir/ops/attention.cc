@@ -35,18 +35,28 @@ struct Head {
   bool causal;
   float scale;
   const int32_t* positions;  // each query's place among the keys, or null
+  int64_t window;            // a causal query sees at most this many keys (0: all)
 
-  // Keys query i sees: [0, visible(i)).
+  // Keys query i sees: [first(i), visible(i)).
   int64_t visible(int64_t i) const {
     if (positions) return std::clamp<int64_t>(int64_t{positions[i]} + 1, 0, s);
     return causal ? std::clamp<int64_t>(i + 1 + (s - t), 0, s) : s;
   }
-  // Keys some query of [i0, i0 + ra) sees.
+  int64_t first(int64_t i) const {
+    return window > 0 ? std::max<int64_t>(visible(i) - window, 0) : 0;
+  }
+  // Keys some query of [i0, i0 + ra) sees: [from, to).
   int64_t visible_to_any(int64_t i0, int64_t ra) const {
     if (!positions) return visible(i0 + ra - 1);  // grows with i
     int64_t end = 0;
     for (int64_t r = 0; r < ra; ++r) end = std::max(end, visible(i0 + r));
     return end;
+  }
+  int64_t first_of_any(int64_t i0, int64_t ra) const {
+    if (window == 0) return 0;
+    int64_t begin = s;
+    for (int64_t r = 0; r < ra; ++r) begin = std::min(begin, first(i0 + r));
+    return begin;
   }
 };
 
@@ -85,9 +95,12 @@ void gemm_acc(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const 
   sgemm(trans_a, false, m, n, k, a, lda, b, ldb, c, ldc, alpha, 1.0f);
 }
 
-// The keys of tile [j0, j0 + cb) that query i sees.
+// The keys of tile [j0, j0 + cb) that query i sees: columns [unseen(..), seen(..)).
 inline int64_t seen(const Head& h, int64_t i, int64_t j0, int64_t cb) {
   return std::clamp<int64_t>(h.visible(i) - j0, 0, cb);
+}
+inline int64_t unseen(const Head& h, int64_t i, int64_t j0, int64_t cb) {
+  return std::clamp<int64_t>(h.first(i) - j0, 0, cb);
 }
 
 // The online softmax over queries [i0, i0 + ra): each query's running
@@ -97,21 +110,22 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
   std::fill_n(w.l.data(), ra, 0.0f);
   if (with_values) std::fill_n(w.acc.data(), ra * h.dv, 0.0f);
   const int64_t end = h.visible_to_any(i0, ra);
-  for (int64_t j0 = 0; j0 < end; j0 += kK) {
+  for (int64_t j0 = h.first_of_any(i0, ra); j0 < end; j0 += kK) {
     const int64_t cb = std::min(kK, end - j0);
     row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
     for (int64_t r = 0; r < ra; ++r) {
-      const int64_t vis = seen(h, i0 + r, j0, cb);
+      const int64_t lo = unseen(h, i0 + r, j0, cb), vis = seen(h, i0 + r, j0, cb);
       float* sr = w.scores.data() + r * kK;
-      if (vis == 0) {  // no key of this tile: probabilities 0, running values kept
+      if (vis <= lo) {  // no key of this tile: probabilities 0, running values kept
         std::fill_n(sr, kK, 0.0f);
         continue;
       }
       float mx = w.m[r];
-      for (int64_t c = 0; c < vis; ++c) mx = std::max(mx, h.scale * sr[c]);
+      for (int64_t c = lo; c < vis; ++c) mx = std::max(mx, h.scale * sr[c]);
       const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
       float sum = 0;
-      for (int64_t c = 0; c < vis; ++c) sum += (sr[c] = fast_exp(h.scale * sr[c] - mx));
+      for (int64_t c = lo; c < vis; ++c) sum += (sr[c] = fast_exp(h.scale * sr[c] - mx));
+      std::fill(sr, sr + lo, 0.0f);
       std::fill(sr + vis, sr + kK, 0.0f);
       w.l[r] = w.l[r] * corr + sum;
       w.m[r] = mx;
@@ -157,10 +171,12 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
   row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
   for (int64_t r = 0; r < ra; ++r) {
     const int64_t vis = seen(h, i0 + r, j0, cb);
+    const int64_t lo = std::min(unseen(h, i0 + r, j0, cb), vis);
     const float* sr = w.scores.data() + r * kK;
     float* pr = w.probs.data() + r * kK;
     const float lse = w.lse[i0 + r];
-    for (int64_t c = 0; c < vis; ++c) pr[c] = fast_exp(h.scale * sr[c] - lse);
+    std::fill(pr, pr + lo, 0.0f);
+    for (int64_t c = lo; c < vis; ++c) pr[c] = fast_exp(h.scale * sr[c] - lse);
     std::fill(pr + vis, pr + kK, 0.0f);
   }
   if (only_probs) return;
@@ -178,7 +194,7 @@ void grad_q_head(const Head& h, Scratch& w, float* dq) {
     const int64_t ra = std::min(kQ, h.t - i0);
     std::fill_n(w.acc.data(), ra * h.dk, 0.0f);
     const int64_t end = h.visible_to_any(i0, ra);
-    for (int64_t j0 = 0; j0 < end; j0 += kK) {
+    for (int64_t j0 = h.first_of_any(i0, ra); j0 < end; j0 += kK) {
       const int64_t cb = std::min(kK, end - j0);
       tile_grads(h, w, i0, ra, j0, cb, false);
       gemm_acc(false, ra, h.dk, cb, h.scale, w.dprobs.data(), kK, h.k + j0 * h.ldk, h.ldk,
@@ -199,7 +215,8 @@ void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad, bool accumula
       for (int64_t c = 0; c < cb; ++c) std::fill_n(grad + (j0 + c) * ld, width, 0.0f);
     for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
       const int64_t ra = std::min(kQ, h.t - i0);
-      if (h.visible_to_any(i0, ra) <= j0) continue;  // no query of the block sees these keys
+      // No query of the block sees these keys.
+      if (h.visible_to_any(i0, ra) <= j0 || h.first_of_any(i0, ra) >= j0 + cb) continue;
       tile_grads(h, w, i0, ra, j0, cb, wrt == 2);
       if (wrt == 1)
         gemm_acc(true, cb, width, ra, h.scale, w.dprobs.data(), kK, h.q + i0 * h.ldq, h.ldq,
@@ -245,6 +262,7 @@ Head head_of(const Node& n, std::span<Tensor* const> in, const Heads& x, int64_t
   h.causal = a.causal;
   h.scale = static_cast<float>(a.scale);
   h.positions = n.op == Op::Attention && in.size() == 4 ? in[3]->i32() : nullptr;
+  h.window = a.causal ? a.window : 0;
   return h;
 }
 
@@ -374,7 +392,9 @@ double pairs(const Node& n, const CostShapes& s) {
   const Shape &q = s.inputs[0], &k = s.inputs[1];
   const double query_heads = elements(q) / (double(q[0]) * q[1] * q.back());
   const double all = double(q[0]) * query_heads * q[1] * k[1];
-  return n.attr<AttentionAttrs>().causal ? all * 0.5 : all;
+  const AttentionAttrs& a = n.attr<AttentionAttrs>();
+  if (a.causal && a.window > 0 && a.window < k[1]) return all / double(k[1]) * double(a.window);
+  return a.causal ? all * 0.5 : all;
 }
 double operand_bytes(const CostShapes& s) {
   double e = elements(s.output);

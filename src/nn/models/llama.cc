@@ -58,10 +58,6 @@ Llama::Llama(LlamaConfig c, int64_t seq_len, uint64_t seed)
   AS_CHECK(seq_len > 0 && seq_len <= c.max_position_embeddings, "sequence length ", seq_len,
            " must be between 1 and the model's max_position_embeddings (",
            c.max_position_embeddings, ")");
-  AS_CHECK(c.sliding_window == 0 || seq_len <= c.sliding_window, "sequence length ", seq_len,
-           " exceeds the model's sliding_window (", c.sliding_window,
-           "); windowed attention is not implemented yet: use --seq ", c.sliding_window,
-           " or less");
   set_seed(seed);
   const int64_t K = c.num_key_value_heads, G = c.group(), D = c.head_dim;
   const int64_t C = c.hidden_size, I = c.intermediate_size;
@@ -90,7 +86,8 @@ Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const
   Value q = ops::rotary(b.q_proj(t, x), positions, rope);
   Value k = ops::rotary(b.k_proj(t, x), positions, rope);
   Value v = b.v_proj(t, x);
-  Value o = t.causal_attention(q, k, v, 1.0 / std::sqrt(double(c.head_dim)));
+  // Mistral's sliding window: each query sees its last sliding_window keys.
+  Value o = t.causal_attention(q, k, v, 1.0 / std::sqrt(double(c.head_dim)), c.sliding_window);
   return b.o_proj(t, o);
 }
 
@@ -106,9 +103,6 @@ Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
   const int64_t span = t.sequence_span(T);
   AS_CHECK(span <= config_.max_position_embeddings, "sequence length ", span,
            " exceeds max_position_embeddings ", config_.max_position_embeddings);
-  AS_CHECK(config_.sliding_window == 0 || span <= config_.sliding_window, "sequence length ", span,
-           " exceeds the model's sliding_window (", config_.sliding_window,
-           "); windowed attention is not implemented yet");
   Graph& g = t.graph();
   Value positions = t.positions(T);    // [T]
   Value x = embed_tokens_(t, tokens);  // [B, T, C]
