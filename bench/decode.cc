@@ -78,14 +78,11 @@ int main(int argc, char** argv) {
   const double bytes = 4.0 * double(params - (cfg.tie_word_embeddings ? 0 : embedding));
   std::vector<int32_t> prompt(prompt_len);
   for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((i * 7919) % cfg.vocab_size);
-  GenerationOptions o;
-  o.max_new_tokens = tokens + 1;
-  o.temperature = 0;
   generate(model, prompt,
            {.max_new_tokens = 3,
             .temperature = 0,
             .cache_length = prompt_len + tokens});  // weights made, caches warm
-  const Generation g = generate(model, prompt, o);
+  const Generation g = generate(model, prompt, {.max_new_tokens = tokens + 1, .temperature = 0});
   const double bandwidth = copy_bandwidth();
   const double limit = bandwidth / bytes;
   const double tps = g.decode_tokens_per_s();

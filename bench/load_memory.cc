@@ -46,40 +46,18 @@ std::map<std::string, Shape> weight_shapes(const GPT2Config& cfg) {
   return shapes;
 }
 
-void make(const std::string& file, const GPT2Config& cfg) {
-  const auto shapes = weight_shapes(cfg);
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [path, shape] : shapes) {
-    const uint64_t bytes = numel(shape) * 4;
-    header[path] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(file, std::ios::binary);
-  const uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << text;
-  std::vector<float> chunk(1 << 20);
-  for (size_t i = 0; i < chunk.size(); ++i)
-    chunk[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-4f;
-  for (const auto& [path, shape] : shapes)
-    for (int64_t left = numel(shape); left > 0; left -= static_cast<int64_t>(chunk.size()))
-      out.write(reinterpret_cast<const char*>(chunk.data()),
-                static_cast<std::streamsize>(std::min<int64_t>(left, chunk.size()) * 4));
-  std::printf("{\"file\":\"%s\",\"bytes\":%llu}\n", file.c_str(),
-              static_cast<unsigned long long>(8 + len + offset));
-}
-
-// One safetensors file of BF16 tensors with made-up values.
-void write_bf16_file(const std::string& file, const std::map<std::string, Shape>& tensors) {
+// One safetensors file of F32 or BF16 tensors with made-up values (small,
+// around zero); returns its size in bytes.
+uint64_t write_filler_file(const std::string& file, const std::map<std::string, Shape>& tensors,
+                           bool bf16) {
+  const uint64_t element = bf16 ? 2 : 4;
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, shape] : tensors) {
-    const uint64_t bytes = numel(shape) * 2;
-    header[name] = {
-        {"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = numel(shape) * element;
+    header[name] = {{"dtype", bf16 ? "BF16" : "F32"},
+                    {"shape", shape},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -88,18 +66,29 @@ void write_bf16_file(const std::string& file, const std::map<std::string, Shape>
   const uint64_t len = text.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out << text;
-  std::vector<uint16_t> chunk(1 << 20);
-  for (size_t i = 0; i < chunk.size(); ++i) {  // small values around zero, as bf16 bits
-    const float v = static_cast<float>(int((i * 2654435761u) % 2001) - 1000) * 2e-5f;
+  std::vector<float> values(1 << 20);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(int((i * 2654435761u) % 2001) - 1000) * 2e-5f;
+  std::vector<uint16_t> halves(values.size());  // bf16: the top 16 bits
+  for (size_t i = 0; i < values.size(); ++i) {
     uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    chunk[i] = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(&bits, &values[i], 4);
+    halves[i] = static_cast<uint16_t>(bits >> 16);
   }
+  const char* chunk = bf16 ? reinterpret_cast<const char*>(halves.data())
+                           : reinterpret_cast<const char*>(values.data());
   for (const auto& [name, shape] : tensors)
-    for (int64_t left = numel(shape); left > 0; left -= static_cast<int64_t>(chunk.size()))
-      out.write(reinterpret_cast<const char*>(chunk.data()),
-                static_cast<std::streamsize>(std::min<int64_t>(left, chunk.size()) * 2));
+    for (int64_t left = numel(shape); left > 0; left -= static_cast<int64_t>(values.size()))
+      out.write(chunk, static_cast<std::streamsize>(std::min<int64_t>(left, values.size()) *
+                                                    int64_t(element)));
   AS_CHECK(out.good(), "writing '", file, "' failed");
+  return 8 + len + offset;
+}
+
+void make(const std::string& file, const GPT2Config& cfg) {
+  const uint64_t bytes = write_filler_file(file, weight_shapes(cfg), /*bf16=*/false);
+  std::printf("{\"file\":\"%s\",\"bytes\":%llu}\n", file.c_str(),
+              static_cast<unsigned long long>(bytes));
 }
 
 // A Hugging Face Llama directory: config.json, `shards` BF16 files and the index.
@@ -108,21 +97,20 @@ void make_llama(const std::string& dir, const std::string& config_path, int shar
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(config_path, dir + "/config.json",
                              std::filesystem::copy_options::overwrite_existing);
+  auto shard_name = [&](int s) {  // Hugging Face's model-0000k-of-0000N.safetensors
+    char file[64];
+    std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, shards);
+    return std::string(file);
+  };
   std::vector<std::map<std::string, Shape>> parts(shards);
   nlohmann::json weight_map = nlohmann::json::object();
   int k = 0;
   for (const auto& [name, shape] : llama_hf_shapes(cfg)) {
     parts[k % shards][name] = shape;
-    char file[64];
-    std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", k % shards + 1, shards);
-    weight_map[name] = file;
-    ++k;
+    weight_map[name] = shard_name(k++ % shards);
   }
-  for (int s = 0; s < shards; ++s) {
-    char file[64];
-    std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, shards);
-    write_bf16_file(dir + "/" + file, parts[s]);
-  }
+  for (int s = 0; s < shards; ++s)
+    write_filler_file(dir + "/" + shard_name(s), parts[s], /*bf16=*/true);
   std::ofstream(dir + "/model.safetensors.index.json")
       << nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}}.dump(2);
   std::printf("{\"dir\":\"%s\",\"shards\":%d}\n", dir.c_str(), shards);

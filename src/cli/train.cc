@@ -9,18 +9,19 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
 #include "autoshard/io/token_data.h"
+#include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/runtime/memory.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "tensor/rng.h"
 
 namespace autoshard::cli {
 namespace {
@@ -75,30 +76,22 @@ TokenData load_data(CommonOptions& o, const LanguageModelConfig& cfg,
 
 // Samples `count` tokens after `prompt` at `temperature` (seeded), each from
 // the last `seq` tokens: the model was trained on windows at random offsets,
-// so any position may hold any part of the text.
-std::string generate(Model& model, const std::string& prompt, int64_t count, int64_t seq,
-                     double temperature) {
+// so any position may hold any part of the text. (A sliding window, not the
+// key-value cache of `autoshard generate`, so the sample may run past the
+// model's positions.)
+std::string sample_text(Model& model, const std::string& prompt, int64_t count, int64_t seq,
+                        double temperature) {
   std::vector<int32_t> tokens(prompt.begin(), prompt.end());
   Tensor window({1, seq}, DType::I32);
-  const CounterRng rng(42, 0);
+  std::mt19937_64 rng(42);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t len = std::min<int64_t>(static_cast<int64_t>(tokens.size()), seq);
     std::fill_n(window.i32(), seq, 0);
     std::copy(tokens.end() - len, tokens.end(), window.i32());
     Tensor logits = model.predict_on_batch(window);  // [1, T, V]; position len-1 sees the context
     const int64_t v = logits.dim(2);
-    const float* row = logits.f32() + (len - 1) * v;
-    std::vector<double> p(v);
-    double mx = *std::max_element(row, row + v), sum = 0;
-    for (int64_t c = 0; c < v; ++c) sum += (p[c] = std::exp((row[c] - mx) / temperature));
-    double u = rng.uniform(static_cast<uint64_t>(i)) * sum;
-    int32_t next = static_cast<int32_t>(v - 1);
-    for (int64_t c = 0; c < v; ++c)
-      if ((u -= p[c]) <= 0) {
-        next = static_cast<int32_t>(c);
-        break;
-      }
-    tokens.push_back(next);
+    tokens.push_back(choose_token({logits.f32() + (len - 1) * v, static_cast<size_t>(v)},
+                                  {.temperature = temperature}, rng));
   }
   std::string out;
   for (size_t i = prompt.size(); i < tokens.size(); ++i) out += static_cast<char>(tokens[i]);
@@ -300,7 +293,7 @@ void run_train(TrainOptions& o) {
   if (sample > 0 && cfg.vocab_size() == 256) {
     // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
-    const std::string text = generate(model, prompt, sample, o.seq, o.temperature);
+    const std::string text = sample_text(model, prompt, sample, o.seq, o.temperature);
     if (printer) std::printf("sample: %s%s\n", prompt.c_str(), text.c_str());
   }
 }

@@ -168,12 +168,17 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
   return r;
 }
 
+// Buffers are kept by key and shape: a cache of another length is another buffer.
+std::string Model::buffer_key(const LeafAttrs& leaf) {
+  return leaf.key() + shape_str(leaf.shape);
+}
+
 Tensor& Model::buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device) {
-  std::map<int, Tensor>& blocks = buffers_[leaf.key() + shape_str(leaf.shape)];
+  std::map<int, Tensor>& blocks = buffers_[buffer_key(leaf)];
   auto it = blocks.find(device);
   if (it == blocks.end()) {
-    const DeviceMesh mesh = sharded() ? dist_->mesh() : DeviceMesh();
-    it = blocks.emplace(device, Tensor::zeros(layout.local_shape(leaf.shape, mesh, device))).first;
+    const Shape local = layout.local_shape(leaf.shape, store_.mesh(), device);
+    it = blocks.emplace(device, Tensor::zeros(local)).first;
   }
   return it->second;
 }
@@ -219,14 +224,13 @@ void Model::check_memory(const CompiledStep& step) const {
   const std::optional<int64_t> available = available_memory_bytes();
   if (!available) return;
   int64_t weights = 0, slots = 0, caches = 0, largest = 0;
-  const DeviceMesh mesh = sharded() ? dist_->mesh() : DeviceMesh();
   std::string largest_name;
   for (int id : step.graph().parameters()) {
     const LeafAttrs& leaf = step.graph().node(id).leaf();
     if (leaf.buffer) {
-      if (!buffers_.count(leaf.key() + shape_str(leaf.shape)))
+      if (!buffers_.count(buffer_key(leaf)))
         for (int d : step.devices())
-          caches += numel(step.layout(id).local_shape(leaf.shape, mesh, d)) * 4;
+          caches += numel(step.layout(id).local_shape(leaf.shape, store_.mesh(), d)) * 4;
       continue;
     }
     const int64_t bytes =

@@ -306,8 +306,7 @@ Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) c
 }
 
 Sharding AutoShard::buffer_layout(const std::string& path, const Shape& shape) const {
-  auto it = plan_.find(path);
-  return it == plan_.end() ? input_layout(shape) : it->second;
+  return plan_.count(path) ? weight_layout(path, shape) : input_layout(shape);
 }
 
 Sharding AutoShard::slot_layout(const std::string& path, const std::string& slot,

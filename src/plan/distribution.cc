@@ -165,8 +165,7 @@ Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shap
 }
 
 Sharding ModelParallel::buffer_layout(const std::string& path, const Shape& shape) const {
-  std::optional<TensorLayout> layout = layout_map_.lookup(path);
-  return layout ? layout->to_sharding(mesh(), path, shape) : input_layout(shape);
+  return layout_map_.lookup(path) ? weight_layout(path, shape) : input_layout(shape);
 }
 
 namespace {

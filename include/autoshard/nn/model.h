@@ -142,7 +142,7 @@ class Model {
   virtual Value call(Trace& trace, const std::vector<Value>& inputs);
 
  private:
-  enum class Mode { Train, Test, Predict, Generate };
+  enum class Mode { Train, Test, Predict };
   struct Traced {
     Graph graph;
     int x = -1, y = -1, result = -1;
@@ -151,6 +151,7 @@ class Model {
   CompiledStep& compile(const std::string& key, Traced traced);
   Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
   CompiledStep& generation_step(int64_t batch, int64_t T, int64_t cache_length);
+  static std::string buffer_key(const LeafAttrs& leaf);
   Tensor& buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device);
   Traced trace_step(Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
                     DType y_dtype);

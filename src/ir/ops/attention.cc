@@ -45,7 +45,8 @@ struct Head {
   int64_t first(int64_t i) const {
     return window > 0 ? std::max<int64_t>(visible(i) - window, 0) : 0;
   }
-  // Keys some query of [i0, i0 + ra) sees: [from, to).
+  // The keys some query of [i0, i0 + ra) sees lie in
+  // [first_of_any(i0, ra), visible_to_any(i0, ra)).
   int64_t visible_to_any(int64_t i0, int64_t ra) const {
     if (!positions) return visible(i0 + ra - 1);  // grows with i
     int64_t end = 0;
