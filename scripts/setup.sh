@@ -12,6 +12,8 @@ packages=(
   zlib1g-dev               # gzip-compressed sharding problems
   coinor-libcbc-dev        # mixed-integer programs in the sharding solver
   libcli11-dev             # command-line parsing
+  libicu-dev               # Unicode regexes and normalisation for tokenizers
+  libsentencepiece-dev     # tokenizer.model files
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks
   openmpi-bin libopenmpi-dev  # multi-process devices
@@ -20,6 +22,7 @@ packages=(
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)
+  packages+=(python3-sentencepiece)  # tools/make_tokenizer_reference.py
   packages+=(libblis-dev)  # the second GEMM library of bench/gemm_libraries.sh
 fi
 

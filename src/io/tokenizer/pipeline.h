@@ -1,0 +1,87 @@
+// The stages of a Hugging Face tokenizer, each built from its tokenizer.json
+// object: normalize the text, split it into pieces, turn each piece into
+// subword ids, wrap the ids in the model's template; and, backwards, turn
+// token strings into text. Only what encoding and decoding need is kept (no
+// offsets, no alignments).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace autoshard {
+class Tokenizer;
+}
+
+namespace autoshard::tokenizer {
+
+using Json = nlohmann::json;
+
+/// Text to text (Unicode normalisation, lowercasing, "▁" for spaces, ...).
+using Normalizer = std::function<std::string(std::string)>;
+/// Splits one piece of text into smaller pieces; `at_start` says whether the
+/// piece begins the whole input (Metaspace's "first" prepend scheme).
+using PreTokenizer = std::function<std::vector<std::string>(const std::string&, bool at_start)>;
+/// Adds the model's special tokens around a sequence's ids.
+using PostProcessor = std::function<std::vector<int32_t>(std::vector<int32_t>)>;
+/// Token strings to (fewer) strings; the last stage's strings are joined.
+using Decoder = std::function<std::vector<std::string>(std::vector<std::string>)>;
+
+/// A vocabulary: token string <-> id.
+struct Vocabulary {
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<std::string> tokens;  // by id; "" where an id has no token
+
+  void add(const std::string& token, int32_t id);
+  std::optional<int32_t> find(std::string_view token) const;
+};
+
+/// Turns one pre-tokenized piece into ids (BPE, WordPiece, WordLevel).
+class SubwordModel {
+ public:
+  virtual ~SubwordModel() = default;
+  virtual void encode(const std::string& piece, std::vector<int32_t>& ids) const = 0;
+  virtual const Vocabulary& vocabulary() const = 0;
+};
+
+// `where` names the file for error messages. A null JSON value gives the
+// identity stage.
+Normalizer make_normalizer(const Json& j, const std::string& where);
+PreTokenizer make_pre_tokenizer(const Json& j, const std::string& where);
+PostProcessor make_post_processor(const Json& j, const std::string& where);
+Decoder make_decoder(const Json& j, const std::string& where);
+std::unique_ptr<SubwordModel> make_subword_model(const Json& j, const std::string& where);
+
+/// The BPE model from its parts (also GPT-2's vocab.json + merges.txt).
+struct BpeOptions {
+  std::optional<std::string> unk_token;
+  std::string continuing_subword_prefix;
+  std::string end_of_word_suffix;
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  bool ignore_merges = false;
+};
+std::unique_ptr<SubwordModel> make_bpe(
+    Vocabulary vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+    const BpeOptions& options, const std::string& where);
+/// The WordPiece model (also BERT's vocab.txt).
+std::unique_ptr<SubwordModel> make_wordpiece(Vocabulary vocab, const std::string& unk_token,
+                                             const std::string& prefix, int64_t max_chars,
+                                             const std::string& where);
+/// The WordLevel model: one id per piece.
+std::unique_ptr<SubwordModel> make_word_level(Vocabulary vocab, const std::string& unk_token,
+                                              const std::string& where);
+
+/// GPT-2's vocab.json + merges.txt: byte-level BPE with GPT-2's expression.
+std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
+                                          const std::string& merges_txt);
+/// BERT's vocab.txt: BERT's normalizer and splitting, WordPiece, [CLS] ... [SEP].
+std::unique_ptr<Tokenizer> bert_tokenizer(const std::string& vocab_txt, bool lowercase);
+
+}  // namespace autoshard::tokenizer

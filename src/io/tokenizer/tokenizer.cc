@@ -1,0 +1,70 @@
+// Finding a model directory's tokenizer, and streaming decoded text.
+#include "autoshard/io/tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "io/tokenizer/pipeline.h"
+#include "io/tokenizer/unicode.h"
+
+namespace autoshard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A boolean of tokenizer_config.json, if the file and the key are there.
+std::optional<bool> config_flag(const fs::path& dir, const char* key) {
+  std::ifstream in(dir / "tokenizer_config.json");
+  if (!in) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains(key) || !j[key].is_boolean()) return std::nullopt;
+  return j[key].get<bool>();
+}
+
+}  // namespace
+
+bool has_tokenizer(const std::string& dir) {
+  const fs::path d(dir);
+  return fs::exists(d / "tokenizer.json") || fs::exists(d / "tokenizer.model") ||
+         (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt")) ||
+         fs::exists(d / "vocab.txt");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+  const fs::path d(dir);
+  if (fs::exists(d / "tokenizer.json")) return load_hf_tokenizer(d / "tokenizer.json");
+  if (fs::exists(d / "tokenizer.model"))
+    return load_sentencepiece_tokenizer(d / "tokenizer.model",
+                                        config_flag(d, "add_bos_token").value_or(true));
+  if (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"))
+    return tokenizer::gpt2_tokenizer(d / "vocab.json", d / "merges.txt");
+  if (fs::exists(d / "vocab.txt"))
+    return tokenizer::bert_tokenizer(d / "vocab.txt",
+                                     config_flag(d, "do_lower_case").value_or(true));
+  fail(dir, " has no tokenizer: expected tokenizer.json, tokenizer.model, vocab.json with ",
+       "merges.txt, or vocab.txt");
+}
+
+TextStream::TextStream(const Tokenizer& tokenizer, std::span<const int32_t> context)
+    : tokenizer_(tokenizer), ids_(context.begin(), context.end()) {
+  // A few tokens of context are enough for spacing; all of them would make
+  // every push decode the whole prompt.
+  read_ = ids_.size();
+  prefix_ = read_ > 4 ? read_ - 4 : 0;
+}
+
+std::string TextStream::push(int32_t id) {
+  ids_.push_back(id);
+  const std::span<const int32_t> all(ids_);
+  const std::string printed = tokenizer_.decode(all.subspan(prefix_, read_ - prefix_));
+  const std::string text = tokenizer_.decode(all.subspan(prefix_));
+  // Wait while the last character is incomplete (decoded as U+FFFD).
+  if (text.size() <= printed.size() || text.ends_with(tokenizer::utf8(0xFFFD))) return "";
+  prefix_ = read_;
+  read_ = ids_.size();
+  return text.substr(printed.size());
+}
+
+}  // namespace autoshard
