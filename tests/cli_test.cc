@@ -214,6 +214,71 @@ TEST_F(Cli, GeneratesFromALlamaDirectory) {
   EXPECT_NE(r.output.find("--prompt-ids"), std::string::npos) << r.output;
 }
 
+// A model directory with a tokenizer (here a word-level one over "t0" ...
+// "t130", the fixture's 131 ids): --prompt TEXT gives the same tokens as
+// --prompt-ids, text streams, `tokenize` prints ids, and text data trains
+// exactly as the same ids in a .bin file.
+TEST_F(Cli, ModelDirectoryTokenizerReadsAndWritesText) {
+  const std::string data = AUTOSHARD_TEST_DATA;
+  const fs::path dir = dir_ / "with_tokenizer";
+  fs::copy(data + "/hf_llama", dir);
+  nlohmann::json vocab;
+  for (int i = 0; i < 131; ++i) vocab["t" + std::to_string(i)] = i;
+  const nlohmann::json tokenizer{
+      {"model", {{"type", "WordLevel"}, {"vocab", vocab}, {"unk_token", "t0"}}},
+      {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", false}}}};
+  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+  const auto words = [](const std::vector<int32_t>& ids) {
+    std::string s;
+    for (int32_t id : ids) s += (s.empty() ? "t" : " t") + std::to_string(id);
+    return s;
+  };
+
+  autoshard::SafetensorsFile ref(data + "/llama_reference.safetensors");
+  const autoshard::Tensor p = ref.load("generate.prompt"), g = ref.load("generate.greedy");
+  const std::vector<int32_t> prompt(p.i32(), p.i32() + p.numel()),
+      greedy(g.i32(), g.i32() + g.numel());
+  const std::string args = "generate --weights " + dir.string() + " --prompt '" + words(prompt) +
+                           "' --max-new-tokens " + std::to_string(greedy.size()) +
+                           " --temperature 0 --mesh model=2";
+  Result r = run(args + " --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), prompt);
+  EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), greedy);
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), greedy.begin(), greedy.end());
+  EXPECT_EQ(j["text"].get<std::string>(), words(all));
+  r = run(args);  // streamed: the prompt, then each token's text as it comes
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.substr(0, r.output.find('\n')), words(all)) << r.output;
+
+  r = run("tokenize --weights " + dir.string() + " --text 't5 t130 t7'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "5,130,7\n");
+  r = run("tokenize --weights " + dir.string() + " --decode 5,130,7 --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["text"], "t5 t130 t7");
+
+  std::vector<int32_t> ids;
+  std::string bin;
+  for (int i = 0; i < 300; ++i) {
+    ids.push_back((i * 37) % 131);
+    bin += static_cast<char>(ids.back()), bin += '\0';
+  }
+  const std::string train =
+      "train --weights " + dir.string() + " --batch 2 --seq 8 --steps 2 --sample 0 --log ";
+  const std::string a = (dir_ / "text.jsonl").string(), b = (dir_ / "bin.jsonl").string();
+  r = run(train + a + " --data " + write("words.txt", words(ids)));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(train + b + " --data " + write("ids.bin", bin));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<double> la = logged_losses(a), lb = logged_losses(b);
+  ASSERT_EQ(la.size(), 2u);
+  EXPECT_EQ(la, lb);
+}
+
 TEST_F(Cli, PlanJson) {
   Result r =
       run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json --plan megatron");

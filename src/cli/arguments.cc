@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "autoshard/error.h"
 
@@ -18,6 +19,15 @@ int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, 
            "an integer, got '", text, "'");
   AS_CHECK(v >= lo && v <= hi, flag, " ", v, " is out of range (", lo, " to ", hi, ")");
   return v;
+}
+
+std::vector<int32_t> parse_ids(const std::string& flag, const std::string& text, int64_t vocab) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    ids.push_back(static_cast<int32_t>(parse_int(flag, item, 0, vocab - 1)));
+  AS_CHECK(!ids.empty(), flag, " needs at least one token id, e.g. ", flag, " 1,2,3");
+  return ids;
 }
 
 uint64_t parse_uint64(const std::string& flag, const std::string& text) {

@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace autoshard::cli {
 
 // The value of `flag` as an integer in [lo, hi]; throws autoshard::Error.
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi);
 uint64_t parse_uint64(const std::string& flag, const std::string& text);
+// Token ids "1,2,3", each in [0, vocab); at least one.
+std::vector<int32_t> parse_ids(const std::string& flag, const std::string& text, int64_t vocab);
 // A finite real in [lo, hi] (lo_open: excluding lo).
 double parse_real(const std::string& flag, const std::string& text, double lo, double hi,
                   bool lo_open = false);

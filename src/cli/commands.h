@@ -21,5 +21,6 @@ void add_convert_command(CLI::App& app);
 void add_solve_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace autoshard::cli

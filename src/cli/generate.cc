@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
@@ -18,7 +18,7 @@ namespace autoshard::cli {
 namespace {
 
 struct GenerateOptions : CommonOptions {
-  std::string prompt;      // text (byte-level models)
+  std::string prompt;      // text
   std::string prompt_ids;  // "1,2,3"
   GenerationOptions gen;
   bool json = false;
@@ -41,30 +41,38 @@ std::vector<int32_t> eos_tokens(const std::string& model) {
   return ids;
 }
 
-std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab) {
-  std::vector<int32_t> ids;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ','))
-    ids.push_back(static_cast<int32_t>(parse_int("--prompt-ids", item, 0, vocab - 1)));
-  AS_CHECK(!ids.empty(), "--prompt-ids needs at least one token id, e.g. --prompt-ids 1,2,3");
-  return ids;
-}
+// How text becomes ids and back: the model directory's tokenizer, else bytes
+// for a byte-level model (a vocabulary of 256: the presets trained on text).
+struct TextCodec {
+  std::unique_ptr<Tokenizer> tokenizer;
+  bool bytes = false;
 
-// Byte-level models (a vocabulary of 256: the presets trained on text) read
-// and write text as bytes; other vocabularies need a tokenizer.
-bool byte_level(const LanguageModelConfig& cfg) {
-  return cfg.vocab_size() == 256;
-}
+  bool reads_text() const { return tokenizer || bytes; }
+  std::vector<int32_t> encode(const std::string& text) const {
+    if (tokenizer) return tokenizer->encode(text);
+    return {text.begin(), text.end()};
+  }
+  std::string decode(const std::vector<int32_t>& ids) const {
+    if (tokenizer) return tokenizer->decode(ids);
+    return {ids.begin(), ids.end()};
+  }
+};
 
-std::vector<int32_t> prompt_tokens(const GenerateOptions& o, const LanguageModelConfig& cfg) {
+std::vector<int32_t> prompt_tokens(const GenerateOptions& o, const LanguageModelConfig& cfg,
+                                   const TextCodec& codec) {
   AS_CHECK(o.prompt.empty() != o.prompt_ids.empty(),
            "give the prompt as --prompt TEXT or as --prompt-ids 1,2,3 (one of them)");
-  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids, cfg.vocab_size());
-  AS_CHECK(byte_level(cfg), "--prompt: this model's vocabulary of ", cfg.vocab_size(),
-           " tokens needs its tokenizer, which autoshard does not read yet; give the token ids "
-           "with --prompt-ids");
-  return {o.prompt.begin(), o.prompt.end()};
+  if (!o.prompt_ids.empty()) return parse_ids("--prompt-ids", o.prompt_ids, cfg.vocab_size());
+  AS_CHECK(codec.reads_text(), "--prompt: this model's vocabulary of ", cfg.vocab_size(),
+           " tokens needs a tokenizer (tokenizer.json, tokenizer.model, vocab.json + merges.txt "
+           "or vocab.txt) in its directory; add one, or give the token ids with --prompt-ids");
+  std::vector<int32_t> ids = codec.encode(o.prompt);
+  AS_CHECK(!ids.empty(), "--prompt: the text gives no tokens");
+  for (int32_t id : ids)
+    AS_CHECK(id < cfg.vocab_size(), "--prompt: the tokenizer gives id ", id,
+             ", outside the model's vocabulary of ", cfg.vocab_size(),
+             " (a tokenizer of another model?)");
+  return ids;
 }
 
 std::string join(const std::vector<int32_t>& ids) {
@@ -75,7 +83,9 @@ std::string join(const std::vector<int32_t>& ids) {
 
 void run_generate(GenerateOptions& o) {
   const LanguageModelConfig cfg = model_config(o);
-  const std::vector<int32_t> prompt = prompt_tokens(o, cfg);
+  TextCodec codec{model_tokenizer(o), false};
+  codec.bytes = !codec.tokenizer && cfg.vocab_size() == 256;
+  const std::vector<int32_t> prompt = prompt_tokens(o, cfg, codec);
   const int64_t P = static_cast<int64_t>(prompt.size());
   const int64_t cache = P + std::max<int64_t>(o.gen.max_new_tokens - 1, 0);
   AS_CHECK(cache <= cfg.max_positions(), "the prompt's ", P, " tokens and ", o.gen.max_new_tokens,
@@ -93,26 +103,28 @@ void run_generate(GenerateOptions& o) {
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
 
   const bool printer = World::process().leader();
-  const bool text = byte_level(cfg);
+  // Text streams as tokens complete characters; without a codec, ids print.
+  std::optional<TextStream> text_stream;
+  if (codec.tokenizer) text_stream.emplace(*codec.tokenizer, prompt);
   auto stream = [&](int32_t token) {  // as each token is chosen
     if (!printer || o.json) return;
-    if (text)
+    if (text_stream)
+      std::fputs(text_stream->push(token).c_str(), stdout);
+    else if (codec.bytes)
       std::fputc(static_cast<unsigned char>(token), stdout);
     else
       std::printf(" %d", token);
     std::fflush(stdout);
   };
   if (printer && !o.json) {
-    if (text)
-      std::fputs(o.prompt.c_str(), stdout);
-    else
-      std::fputs(join(prompt).c_str(), stdout);
+    std::fputs(codec.reads_text() ? codec.decode(prompt).c_str() : join(prompt).c_str(), stdout);
     std::fflush(stdout);
   }
   const Generation g = generate(model, prompt, o.gen, stream);
   if (!printer) return;
   if (!o.json) {
     std::printf("\n");
+    std::fflush(stdout);  // before the rate on stderr
     std::fprintf(stderr, "prefill %.1f tokens/s, decode %.1f tokens/s\n", g.prefill_tokens_per_s(),
                  g.decode_tokens_per_s());
     return;
@@ -122,10 +134,10 @@ void run_generate(GenerateOptions& o) {
                      {"text", nullptr},
                      {"prefill_tokens_per_s", g.prefill_tokens_per_s()},
                      {"decode_tokens_per_s", g.decode_tokens_per_s()}};
-  if (text) {
-    std::string s = o.prompt;
-    for (int32_t t : g.output_ids) s += static_cast<char>(t);
-    out["text"] = s;
+  if (codec.reads_text()) {  // the prompt and its continuation
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), g.output_ids.begin(), g.output_ids.end());
+    out["text"] = codec.decode(all);
   }
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
@@ -137,7 +149,9 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "continue a prompt with a decoder, token by token over a key-value cache");
   add_common(cmd, *o);
-  cmd->add_option("--prompt", o->prompt, "prompt text (byte-level models)");
+  cmd->add_option("--prompt", o->prompt,
+                  "prompt text (through the model directory's tokenizer; bytes for byte-level "
+                  "models)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. 1,2,3");
   add_int(cmd, "--max-new-tokens", o->gen.max_new_tokens, 0, int64_t{1} << 30, "tokens to generate")
       ->capture_default_str();

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   autoshard::cli::add_train_command(app);
   autoshard::cli::add_eval_command(app);
   autoshard::cli::add_generate_command(app);
+  autoshard::cli::add_tokenize_command(app);
   autoshard::cli::add_plan_command(app);
   autoshard::cli::add_convert_command(app);
   autoshard::cli::add_solve_command(app);

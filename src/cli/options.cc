@@ -57,6 +57,16 @@ LanguageModelConfig model_config(CommonOptions& o) {
   return LanguageModelConfig::of(o.model);
 }
 
+std::unique_ptr<Tokenizer> model_tokenizer(const CommonOptions& o) {
+  namespace fs = std::filesystem;
+  for (const std::string& given : {o.weights, o.model}) {
+    if (given.empty() || !fs::exists(given)) continue;
+    const fs::path dir = fs::is_directory(given) ? fs::path(given) : fs::path(given).parent_path();
+    if (has_tokenizer(dir.string())) return load_tokenizer(dir.string());
+  }
+  return nullptr;
+}
+
 std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& model,
                                                 const LanguageModelConfig& config,
                                                 const std::function<Graph()>& step) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "autoshard/io/language_model.h"
+#include "autoshard/io/tokenizer.h"
 #include "autoshard/plan/distribution.h"
 
 namespace autoshard::cli {
@@ -42,6 +43,9 @@ void add_common(CLI::App* cmd, CommonOptions& o);
 // The model's config: --model, or the config of --weights when --model was
 // left at its default (then --model names the weights).
 LanguageModelConfig model_config(CommonOptions& o);
+// The tokenizer of the model's directory (that of --weights, else of
+// --model), or null when it has none.
+std::unique_ptr<Tokenizer> model_tokenizer(const CommonOptions& o);
 // Layout map keys that match no weight of `model`: a warning on stderr, or
 // with --strict an error.
 void check_layout_map(const CommonOptions& o, const Distribution* d, Model& model);

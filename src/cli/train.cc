@@ -62,13 +62,36 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
+// A .bin file holds token ids. Text (a file, or the built-in corpus) is read
+// as bytes by a byte-level model and through its directory's tokenizer by any
+// other; without a tokenizer the bytes are the ids, and the source says so.
+TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
+  if (o.data.ends_with(".bin") || cfg.vocab_size() == 256)
+    return o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
+  const std::string source = o.data.empty() ? "the built-in corpus" : o.data;
+  const std::unique_ptr<Tokenizer> tokenizer = model_tokenizer(o);
+  if (!tokenizer) {  // the source, as train's first line shows it, says so
+    const std::string as_bytes = " (bytes as token ids: no tokenizer in the model's directory)";
+    TokenData d = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
+    d.set_source(d.source() + as_bytes);
+    return d;
+  }
+  std::string text = builtin_corpus();
+  if (!o.data.empty()) {
+    std::ifstream in(o.data, std::ios::binary);
+    AS_CHECK(in, "cannot open data file '", o.data, "'");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return TokenData(tokenizer->encode(text), source + " (tokenized)");
+}
+
 TokenData load_data(CommonOptions& o, const LanguageModelConfig& cfg,
                     TokenData::Sampling sampling = TokenData::Sampling::Sequential) {
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
   AS_CHECK(o.seq > 0 && o.seq <= cfg.max_positions(), "--seq ", o.seq,
            " must be between 1 and the model's ", cfg.max_positions_field(), " (",
            cfg.max_positions(), ")");
-  TokenData data = o.data.empty() ? TokenData::builtin() : TokenData::from_file(o.data);
+  TokenData data = read_data(o, cfg);
   data.set_sampling(sampling, o.seed);
   data.validate(o.batch, o.seq, cfg.vocab_size());
   return data;

@@ -33,6 +33,7 @@ class TokenData {
 
   int64_t size() const { return size_; }
   const std::string& source() const { return source_; }
+  void set_source(std::string source) { source_ = std::move(source); }
 
   // Throws a clear error unless at least one (B, T) batch fits; ids are
   // checked against vocab_size as batches are read.
