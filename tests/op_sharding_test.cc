@@ -164,6 +164,14 @@ std::vector<OpCase> cases() {
        [](Graph& g, auto& x) {
          return g.add(Op::ScatterAdd, {x[0], x[1]}, ScatterAddAttrs{{7, 2}, {}});
        }},
+      {Op::Gather,  // ids offset by 2 (OPT's learned positions): rows 2 .. 8
+       {{{9, 3}}, {rows, K::Ids, 7}},
+       [](Graph&, auto& x) { return ops::gather(x[0], x[1], 2); }},
+      {Op::ScatterAdd,
+       {{rows, K::Ids, 7}, {{5, 3, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::ScatterAdd, {x[0], x[1]}, ScatterAddAttrs{{9, 2}, {}, 2});
+       }},
       {Op::Reshape,
        {{{5, 3, 7}}},
        [](Graph&, auto& x) {

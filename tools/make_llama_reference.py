@@ -199,10 +199,14 @@ def write_checkpoint(c, w, directory, dtype, shards):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 
 
-def reference(c, name, dtype, shards, seed):
+def reference(c, name, dtype, shards, seed, make=make_weights, forward=forward,
+              zero_grad=lambda name: False):
+    """Writes tests/data/hf_<name> and tests/data/<name>_reference.safetensors
+    for the architecture of `make` (its weights) and `forward` (its logits);
+    the gradients of tensors for which `zero_grad` holds are exactly zero."""
     gen = torch.Generator().manual_seed(seed)
     # The numbers are those of the weights as stored (rounded to bf16 if so).
-    w = {k: v.to(dtype).float() for k, v in make_weights(c, gen).items()}
+    w = {k: v.to(dtype).float() for k, v in make(c, gen).items()}
     V = c["vocab_size"]
     x = torch.randint(0, V, (B, T), generator=gen)
     y = torch.randint(0, V, (B, T), generator=gen)
@@ -212,6 +216,9 @@ def reference(c, name, dtype, shards, seed):
     logits = forward(c, params, x)
     loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
     loss.backward()
+    for k, v in params.items():
+        if zero_grad(k):
+            v.grad.zero_()
     out = {"x": x.int(), "y": y.int(), "logits": logits.detach(), "loss": loss.detach().reshape(())}
     out.update({f"grad.{k}": v.grad for k, v in params.items()})
 
@@ -222,6 +229,9 @@ def reference(c, name, dtype, shards, seed):
         opt.zero_grad()
         step_loss = F.cross_entropy(forward(c, params, x).reshape(-1, V), y.reshape(-1))
         step_loss.backward()
+        for k, v in params.items():
+            if zero_grad(k):
+                v.grad.zero_()
         torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
         opt.step()
         losses.append(step_loss.item())

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "autoshard/error.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/error.h"
 #include "autoshard/io/crash_point.h"
 #include "io/files.h"
 
@@ -22,26 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 bool is_slot(const std::string& path) {
   return path.rfind("optimizer.", 0) == 0;
-}
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    AS_CHECK(out.good(), "cannot write '", path, "'");
-  }
-  fsync_path(path, false);
 }
 
 // Under mpirun every rank writes its own blocks into the same files: names of
@@ -62,8 +44,7 @@ void meet() {
 // it: a collective, called by all ranks at the same points.
 std::string shared_suffix() {
   static std::atomic<int> counter{0};
-  return World::process().broadcast(std::to_string(::getpid()) + "-" +
-                                    std::to_string(counter++));
+  return World::process().broadcast(std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
 // A suffix for a name only this process uses (the leader's ".old-" directory).
@@ -220,7 +201,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
   // Ranks save together, and MPI is called from the training thread only.
   if (distributed()) o_.background = false;
   AS_CHECK(o_.mode == "min" || o_.mode == "max", "checkpoint mode must be 'min' or 'max', got '",
-        o_.mode, "'");
+           o_.mode, "'");
   filesystem_step(cat("cannot use checkpoint directory '", o_.directory, "'"), [&] {
     fs::create_directories(o_.directory);
     // Leftovers of saves that were interrupted: never complete, safe to drop.

@@ -22,6 +22,11 @@ decltype(auto) filesystem_step(const std::string& what, F&& f) {
   }
 }
 
+// Flushes a file (or a directory's entries) to disk; errors are ignored.
+void fsync_path(const std::string& path, bool directory);
+// Writes `text` to `path` (replacing it) and flushes it to disk.
+void write_text(const std::string& path, const std::string& text);
+
 // Writes a directory through `fill` into a temporary sibling, then renames it
 // into place (replacing an existing `dir`); on any error the temporary is
 // removed and `dir` is left as it was.

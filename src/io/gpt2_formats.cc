@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "autoshard/io/checkpoint.h"
 #include "autoshard/error.h"
+#include "autoshard/io/checkpoint.h"
 #include "io/files.h"
 
 namespace autoshard {
@@ -41,8 +41,8 @@ std::map<std::string, TensorMapping> hf_layout(const GPT2Config& c, const std::s
     plain(h + "ln_2.beta", h + "ln_2.bias");
     const char* names[3] = {"query", "key", "value"};
     for (int k = 0; k < 3; ++k) {
-      m[h + "attn." + names[k] + ".kernel"] = {hf + "attn.c_attn.weight", 1, 3 * C, k * C,
-                                                {C, 3 * C}};
+      m[h + "attn." + names[k] + ".kernel"] = {
+          hf + "attn.c_attn.weight", 1, 3 * C, k * C, {C, 3 * C}};
       if (k != 1)
         m[h + "attn." + names[k] + ".bias"] = {hf + "attn.c_attn.bias", 0, 3 * C, k * C, {3 * C}};
     }
@@ -72,7 +72,7 @@ void load_hf(GPT2& model, const std::string& file) {
   auto f = std::make_shared<const SafetensorsFile>(file);
   const std::string prefix = f->contains("transformer.wte.weight") ? "transformer." : "";
   AS_CHECK(f->contains(prefix + "wte.weight"), "'", file,
-        "' is not a GPT-2 checkpoint: it has no wte.weight");
+           "' is not a GPT-2 checkpoint: it has no wte.weight");
   const std::map<std::string, TensorMapping> layout = hf_layout(model.config(), prefix);
   std::set<std::string> used;
   std::map<std::string, WeightSource> sources;
@@ -86,7 +86,7 @@ void load_hf(GPT2& model, const std::string& file) {
       continue;
     if (name == "lm_head.weight") {
       AS_CHECK(same_bytes(*f, e, f->entry(prefix + "wte.weight")), "'", file,
-            "': lm_head.weight differs from wte.weight; autoshard's GPT-2 ties them");
+               "': lm_head.weight differs from wte.weight; autoshard's GPT-2 ties them");
       continue;
     }
     fail("'", file, "' has tensor '", name,
@@ -104,8 +104,8 @@ LlmcHeader read_llmc_header(std::ifstream& in, const std::string& path) {
   int32_t h[256];
   in.read(reinterpret_cast<char*>(h), sizeof h);
   AS_CHECK(in.gcount() == sizeof h, "'", path, "' is too short for an llm.c header");
-  AS_CHECK(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0], ", expected ",
-        kLlmcMagic, ")");
+  AS_CHECK(h[0] == kLlmcMagic, "'", path, "' is not an llm.c GPT-2 file (magic ", h[0],
+           ", expected ", kLlmcMagic, ")");
   AS_CHECK(h[1] == 3, "'", path, "': llm.c version ", h[1], " is not supported (only 3, fp32)");
   LlmcHeader r{h[2], h[3], h[4], h[5], h[6], h[7]};
   AS_CHECK(r.max_t > 0 && r.vocab > 0 && r.layers > 0 && r.heads > 0 && r.channels > 0 &&
@@ -114,16 +114,19 @@ LlmcHeader read_llmc_header(std::ifstream& in, const std::string& path) {
   // The sizes the header claims must match the file before anything is read
   // or allocated (a corrupt header could ask for terabytes or hours).
   const unsigned __int128 C = r.channels, L = r.layers;
-  const unsigned __int128 floats = (unsigned __int128)r.padded_vocab * C + (unsigned __int128)r.max_t * C +
-                                   L * (12 * C * C + 13 * C) + 2 * C;
+  const unsigned __int128 floats = (unsigned __int128)r.padded_vocab * C +
+                                   (unsigned __int128)r.max_t * C + L * (12 * C * C + 13 * C) +
+                                   2 * C;
   const unsigned __int128 want = 256 * 4 + floats * 4;
   in.seekg(0, std::ios::end);
   const auto have = static_cast<unsigned __int128>(in.tellg());
   in.seekg(256 * 4);
   AS_CHECK(want == have, "'", path, "': its header describes a GPT-2 with L=", r.layers,
            " NH=", r.heads, " C=", r.channels, " V=", r.vocab, " maxT=", r.max_t, " (",
-           want > (unsigned __int128)1 << 62 ? std::string("more than 2^62") : std::to_string((uint64_t)want),
-           " bytes), but the file has ", (uint64_t)have, " bytes: a truncated or corrupt llm.c file");
+           want > (unsigned __int128)1 << 62 ? std::string("more than 2^62")
+                                             : std::to_string((uint64_t)want),
+           " bytes), but the file has ", (uint64_t)have,
+           " bytes: a truncated or corrupt llm.c file");
   return r;
 }
 
@@ -199,7 +202,8 @@ void llmc_piece(GPT2& model, const std::string& name, int64_t rows, int64_t cols
     transfer(h + "attn.value.kernel", 2 * C, C, true);
   } else if (name == "qkvb") {
     // One row of 3C: query, key (dropped; zeros on export), value.
-    Tensor q = model.gather_weight(h + "attn.query.bias"), v = model.gather_weight(h + "attn.value.bias");
+    Tensor q = model.gather_weight(h + "attn.query.bias"),
+           v = model.gather_weight(h + "attn.value.bias");
     if (to_model) {
       std::memcpy(q.f32(), piece.data(), C * 4);
       std::memcpy(v.f32(), piece.data() + 2 * C, C * 4);
@@ -237,9 +241,9 @@ void load_llmc(GPT2& model, const std::string& path) {
   const LlmcHeader h = read_llmc_header(in, path);
   const GPT2Config& c = model.config();
   AS_CHECK(h.layers == c.n_layer && h.heads == c.n_head && h.channels == c.n_embd &&
-            h.vocab == c.vocab_size && h.max_t == c.n_positions,
-        "'", path, "' holds a GPT-2 with L=", h.layers, " NH=", h.heads, " C=", h.channels,
-        " V=", h.vocab, " maxT=", h.max_t, ", not the model's configuration");
+               h.vocab == c.vocab_size && h.max_t == c.n_positions,
+           "'", path, "' holds a GPT-2 with L=", h.layers, " NH=", h.heads, " C=", h.channels,
+           " V=", h.vocab, " maxT=", h.max_t, ", not the model's configuration");
   // Read everything first (one piece at a time is checked), then apply: a
   // truncated file leaves the model untouched.
   std::vector<std::pair<std::string, std::vector<float>>> pieces;
@@ -248,8 +252,8 @@ void load_llmc(GPT2& model, const std::string& path) {
     std::vector<float> piece(rows * cols);
     in.read(reinterpret_cast<char*>(piece.data()), static_cast<std::streamsize>(piece.size() * 4));
     AS_CHECK(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path,
-          "' is truncated in tensor ", name,
-          layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
+             "' is truncated in tensor ", name,
+             layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
     pieces.emplace_back(name, std::move(piece));
     meta.emplace_back(name, rows, cols, layer);
   });
@@ -278,7 +282,7 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
       return;
     }
     AS_CHECK(fs::exists(fs::path(path) / "model.safetensors"), "'", path,
-          "' has no model.safetensors");
+             "' has no model.safetensors");
     return load_hf(model, (fs::path(path) / "model.safetensors").string());
   }
   AS_CHECK(fs::exists(path), "weights '", path, "' do not exist");
@@ -317,8 +321,7 @@ void write_hf_gpt2(GPT2& model, const fs::path& dir) {
     tensors.push_back({h + "mlp.c_fc.bias", {4 * C}});
     tensors.push_back({h + "mlp.c_proj.weight", {4 * C, C}});
   }
-  write_mapped(snap, (dir / "model.safetensors").string(), tensors, layout,
-               {{"format", "pt"}});
+  write_mapped(snap, (dir / "model.safetensors").string(), tensors, layout, {{"format", "pt"}});
   nlohmann::json cfg = {{"architectures", {"GPT2LMHeadModel"}},
                         {"model_type", "gpt2"},
                         {"n_layer", c.n_layer},
@@ -332,9 +335,7 @@ void write_hf_gpt2(GPT2& model, const fs::path& dir) {
                         {"resid_pdrop", c.dropout},
                         {"embd_pdrop", c.dropout},
                         {"attn_pdrop", c.dropout}};
-  std::ofstream config(dir / "config.json");
-  config << cfg.dump(2) << "\n";
-  AS_CHECK(config.good(), "writing '", (dir / "config.json").string(), "' failed");
+  write_text((dir / "config.json").string(), cfg.dump(2) + "\n");
 }
 }  // namespace
 

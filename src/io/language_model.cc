@@ -5,6 +5,7 @@
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/llama_formats.h"
+#include "autoshard/io/opt_formats.h"
 #include "nn/models/config_reader.h"
 
 namespace autoshard {
@@ -25,8 +26,9 @@ LanguageModelConfig from_config_file(const std::string& path) {
   if (type.empty() || type == "gpt2") return {GPT2Config::from_reader(reader)};
   if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma")
     return {LlamaConfig::from_reader(reader)};
+  if (type == "opt") return {OPTConfig::from_reader(reader)};
   fail(reader.where("model_type"), " is '", type,
-       "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma)");
+       "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma, opt)");
 }
 }  // namespace
 
@@ -49,7 +51,8 @@ int64_t LanguageModelConfig::vocab_size() const {
 }
 int64_t LanguageModelConfig::max_positions() const {
   return std::visit(Overload{[](const GPT2Config& c) { return c.n_positions; },
-                             [](const LlamaConfig& c) { return c.max_position_embeddings; }},
+                             [](const LlamaConfig& c) { return c.max_position_embeddings; },
+                             [](const OPTConfig& c) { return c.max_position_embeddings; }},
                     config);
 }
 const char* LanguageModelConfig::max_positions_field() const {
@@ -57,13 +60,15 @@ const char* LanguageModelConfig::max_positions_field() const {
 }
 int64_t LanguageModelConfig::layers() const {
   return std::visit(Overload{[](const GPT2Config& c) { return c.n_layer; },
-                             [](const LlamaConfig& c) { return c.num_hidden_layers; }},
+                             [](const LlamaConfig& c) { return c.num_hidden_layers; },
+                             [](const OPTConfig& c) { return c.num_hidden_layers; }},
                     config);
 }
 int64_t LanguageModelConfig::attention_width() const {
   return std::visit(
       Overload{[](const GPT2Config& c) { return c.n_embd; },
-               [](const LlamaConfig& c) { return c.num_attention_heads * c.head_dim; }},
+               [](const LlamaConfig& c) { return c.num_attention_heads * c.head_dim; },
+               [](const OPTConfig& c) { return c.hidden_size; }},
       config);
 }
 
@@ -80,6 +85,14 @@ double LanguageModelConfig::parameters() const {
                  const double mlp = 3 * C * double(c.intermediate_size);
                  return double(c.vocab_size) * C * (c.tie_word_embeddings ? 1 : 2) +
                         double(c.num_hidden_layers) * (attn + mlp);
+               },
+               [](const OPTConfig& c) {
+                 const double C = double(c.hidden_size), F = double(c.ffn_dim);
+                 // q, k, v, out and fc1, fc2 with biases; two LayerNorms.
+                 const double block = 4 * C * C + 2 * C * F + 9 * C + F;
+                 return double(c.vocab_size) * C * (c.tie_word_embeddings ? 1 : 2) +
+                        double(c.max_position_embeddings + OPT::kPositionOffset) * C +
+                        double(c.num_hidden_layers) * block + 2 * C;
                }},
       config);
 }
@@ -90,6 +103,9 @@ std::unique_ptr<Model> LanguageModelConfig::build(int64_t seq_len, uint64_t seed
                              },
                              [&](const LlamaConfig& c) -> std::unique_ptr<Model> {
                                return std::make_unique<Llama>(c, seq_len, seed);
+                             },
+                             [&](const OPTConfig& c) -> std::unique_ptr<Model> {
+                               return std::make_unique<OPT>(c, seq_len, seed);
                              }},
                     config);
 }
@@ -97,12 +113,15 @@ std::unique_ptr<Model> LanguageModelConfig::build(int64_t seq_len, uint64_t seed
 LayoutMap LanguageModelConfig::megatron_layout(const std::string& model_axis) const {
   if (const auto* llama = std::get_if<LlamaConfig>(&config))
     return llama_megatron_layout(*llama, model_axis);
+  if (const auto* opt = std::get_if<OPTConfig>(&config))
+    return opt_megatron_layout(*opt, model_axis);
   return gpt2_megatron_layout(model_axis);
 }
 
 void load_language_model_weights(Model& model, const std::string& path) {
   if (auto* gpt2 = dynamic_cast<GPT2*>(&model)) return load_gpt2_weights(*gpt2, path);
   if (auto* llama = dynamic_cast<Llama*>(&model)) return load_llama_weights(*llama, path);
+  if (auto* opt = dynamic_cast<OPT*>(&model)) return load_opt_weights(*opt, path);
   fail("internal: no weight loader for model '", model.name(), "'");
 }
 

@@ -5,21 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
-#include "autoshard/io/checkpoint.h"
-#include "autoshard/io/hf_checkpoint.h"
 #include "io/files.h"
+#include "io/hf_tensors.h"
 
 namespace autoshard {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Each weight: its Hugging Face tensor and that tensor's shape.
-struct HfTensor {
-  std::string weight;
-  FileTensor file;
-};
 
 std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
   const int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
@@ -51,23 +44,9 @@ std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
   return t;
 }
 
-// Our weights are the file's tensors reshaped (same element order).
-std::map<std::string, TensorMapping> hf_layout(const LlamaConfig& c) {
-  std::map<std::string, TensorMapping> m;
-  for (const HfTensor& t : hf_tensors(c)) {
-    TensorMapping map = TensorMapping::plain(t.file.name);
-    map.file_shape = t.file.shape;
-    m[t.weight] = map;
-  }
-  return m;
-}
-
 void write_hf_llama(Llama& model, const fs::path& dir) {
   const LlamaConfig& c = model.config();
-  std::vector<FileTensor> tensors;
-  for (const HfTensor& t : hf_tensors(c)) tensors.push_back(t.file);
-  write_mapped(model.snapshot(false), (dir / "model.safetensors").string(), tensors, hf_layout(c),
-               {{"format", "pt"}});
+  write_hf_reshaped(model, dir, hf_tensors(c));
   nlohmann::json cfg = {{"model_type", c.model_type},
                         {"vocab_size", c.vocab_size},
                         {"hidden_size", c.hidden_size},
@@ -90,23 +69,17 @@ void write_hf_llama(Llama& model, const fs::path& dir) {
         {"high_freq_factor", c.rope_high_freq_factor},
         {"original_max_position_embeddings", int64_t(c.rope_original_max_positions)}};
   if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
-  std::ofstream config(dir / "config.json");
-  config << cfg.dump(2) << "\n";
-  AS_CHECK(config.good(), "writing '", (dir / "config.json").string(), "' failed");
+  write_text((dir / "config.json").string(), cfg.dump(2) + "\n");
 }
 
 }  // namespace
 
 std::map<std::string, Shape> llama_hf_shapes(const LlamaConfig& config) {
-  std::map<std::string, Shape> shapes;
-  for (const HfTensor& t : hf_tensors(config)) shapes[t.file.name] = t.file.shape;
-  return shapes;
+  return hf_shapes(hf_tensors(config));
 }
 
 std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config) {
-  std::map<std::string, std::string> names;
-  for (const HfTensor& t : hf_tensors(config)) names[t.weight] = t.file.name;
-  return names;
+  return hf_names(hf_tensors(config));
 }
 
 LlamaConfig llama_config_of(const std::string& dir) {
@@ -114,17 +87,10 @@ LlamaConfig llama_config_of(const std::string& dir) {
 }
 
 void load_llama_weights(Llama& model, const std::string& path) {
-  AS_CHECK(fs::is_directory(path), "weights '", path,
-           "' must be a Hugging Face model directory or an autoshard checkpoint");
-  if (fs::exists(fs::path(path) / "state.json")) {
-    load_checkpoint(model, path, /*with_optimizer=*/false);
-    return;
-  }
   // Older checkpoints store each layer's rotary frequencies; they follow
   // from the config.
-  load_mapped_weights(
-      model, HFCheckpoint(path), hf_layout(model.config()),
-      [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); });
+  load_hf_reshaped(model, path, hf_tensors(model.config()),
+                   [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); });
 }
 
 void save_hf_llama(Llama& model, const std::string& dir) {

@@ -123,8 +123,8 @@ Value cross_entropy(Value logits, Value targets) {
   Value stats = g.add(Op::CrossEntropyStats, {logits, targets, max}, ClassShardAttrs{});
   return g.add(Op::CrossEntropyFinish, {stats, max});
 }
-Value gather(Value table, Value ids) {
-  return table.graph->add(Op::Gather, {table, ids}, GatherAttrs{});
+Value gather(Value table, Value ids, int64_t id_offset) {
+  return table.graph->add(Op::Gather, {table, ids}, GatherAttrs{.id_offset = id_offset});
 }
 
 Value reshape(Value x, Shape shape) {

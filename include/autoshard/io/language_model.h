@@ -1,5 +1,5 @@
-// The decoder language models this build knows (GPT-2; Llama, Mistral and
-// Qwen2), behind one description: what the command line needs to build,
+// The decoder language models this build knows (GPT-2; Llama, Mistral, Qwen2
+// and Gemma; OPT), behind one description: what the command line needs to build,
 // load, plan and feed any of them.
 #pragma once
 
@@ -9,11 +9,12 @@
 
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
+#include "autoshard/nn/models/opt.h"
 
 namespace autoshard {
 
 struct LanguageModelConfig {
-  std::variant<GPT2Config, LlamaConfig> config;
+  std::variant<GPT2Config, LlamaConfig, OPTConfig> config;
 
   // A GPT-2 preset name, a config.json, a Hugging Face model directory (its
   // config.json's model_type picks the architecture) or an llm.c .bin file.

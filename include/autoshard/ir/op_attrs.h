@@ -106,10 +106,12 @@ struct ClassShardAttrs {  // CrossEntropyStats, CrossEntropyStatsGrad: where the
 };
 struct GatherAttrs {
   ShardOrigin table;
+  int64_t id_offset = 0;  // id i reads row i + id_offset (OPT's positions)
 };
 struct ScatterAddAttrs {
   Shape table_shape;  // the output
   ShardOrigin table;
+  int64_t id_offset = 0;  // as the gather's
 };
 struct DropoutAttrs {
   double rate = 0;

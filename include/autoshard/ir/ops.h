@@ -57,7 +57,8 @@ Value normalize(Value x, double epsilon, bool center = true);
 // steps (row maxima, statistics, loss) so a split class axis shards cleanly.
 Value cross_entropy(Value logits, Value targets);
 
-Value gather(Value table, Value ids);
+// Rows of `table` [n, ...] at `ids` (i32) + `id_offset`: [ids..., ...].
+Value gather(Value table, Value ids, int64_t id_offset = 0);
 Value reshape(Value x, Shape shape);
 Value transpose(Value x, std::vector<int64_t> perm);
 Value dropout(Value x, double rate, uint64_t seed);

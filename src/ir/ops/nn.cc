@@ -310,12 +310,14 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
   const Tensor& table = *in[0];
   const int64_t rows = table.shape()[0];
   const int64_t width = rows ? table.numel() / rows : 0;
-  const RowShard rs = row_shard(n.attr<GatherAttrs>().table, rows);
+  const GatherAttrs& a = n.attr<GatherAttrs>();
+  const RowShard rs = row_shard(a.table, rows);
   const int32_t* ids = in[1]->i32();
   for (int64_t i = 0; i < in[1]->numel(); ++i) {
-    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i],
-             " is out of range for a table of ", rs.total, " rows");
-    const int64_t row = ids[i] - rs.offset;
+    const int64_t id = ids[i] + a.id_offset;
+    AS_CHECK(id >= 0 && id < rs.total, "token id ", id, " is out of range for a table of ",
+             rs.total, " rows");
+    const int64_t row = id - rs.offset;
     if (row >= 0 && row < rows)
       std::memcpy(out.f32() + i * width, table.f32() + row * width, width * sizeof(float));
     else
@@ -325,9 +327,9 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
 
 std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
-  return {
-      g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy}, ScatterAddAttrs{input_shape(g, n, 0), {}}),
-      Value{}};
+  return {g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy},
+                ScatterAddAttrs{input_shape(g, n, 0), {}, n.attr<GatherAttrs>().id_offset}),
+          Value{}};
 }
 
 ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
@@ -341,13 +343,15 @@ void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   std::fill_n(out.f32(), out.numel(), 0.0f);
   const int64_t rows = out.shape()[0];
   const int64_t width = rows ? out.numel() / rows : 0;
-  const RowShard rs = row_shard(n.attr<ScatterAddAttrs>().table, rows);
+  const ScatterAddAttrs& a = n.attr<ScatterAddAttrs>();
+  const RowShard rs = row_shard(a.table, rows);
   const int32_t* ids = in[0]->i32();
   const float* dy = in[1]->f32();
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
-    AS_CHECK(ids[i] >= 0 && ids[i] < rs.total, "token id ", ids[i],
-             " is out of range for a table of ", rs.total, " rows");
-    const int64_t r = ids[i] - rs.offset;
+    const int64_t id = ids[i] + a.id_offset;
+    AS_CHECK(id >= 0 && id < rs.total, "token id ", id, " is out of range for a table of ",
+             rs.total, " rows");
+    const int64_t r = id - rs.offset;
     if (r < 0 || r >= rows) continue;
     float* row = out.f32() + r * width;
     for (int64_t c = 0; c < width; ++c) row[c] += dy[i * width + c];

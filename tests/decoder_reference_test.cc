@@ -1,9 +1,11 @@
-// autoshard's Llama family against PyTorch (tests/data/{llama,qwen2}_reference
-// .safetensors and the Hugging Face directories beside them, written by
-// tools/make_llama_reference.py): logits, loss, every gradient, and AdamW
-// steps, on one device and on meshes that split the 2 kv heads of the llama
-// over 3 and 4 devices (and qwen2's single kv head), planned by AutoShard
-// and by the Megatron layout; greedy generation over the key-value cache.
+// autoshard's decoders from Hugging Face directories against PyTorch
+// (tests/data/<name>_reference.safetensors and the directories hf_<name>
+// beside them, written by tools/make_llama_reference.py for the Llama family
+// and tools/make_opt_reference.py for OPT): logits, loss, every gradient, and
+// AdamW steps, on one device and on meshes that split the 2 kv heads of the
+// llama over 3 and 4 devices (and qwen2's single kv head, OPT's 6 heads over
+// 4), planned by AutoShard and by the Megatron layout; greedy generation over
+// the key-value cache.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +14,9 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/hf_checkpoint.h"
+#include "autoshard/io/language_model.h"
 #include "autoshard/io/llama_formats.h"
+#include "autoshard/io/opt_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/nn/generation.h"
@@ -20,6 +24,7 @@
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/runtime/executor.h"
+#include "nn/models/config_reader.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -27,32 +32,38 @@ namespace {
 
 const std::string kData = AUTOSHARD_TEST_DATA;
 
+// Each weight path and its Hugging Face tensor name.
+std::map<std::string, std::string> hf_names_of(const LanguageModelConfig& c) {
+  if (const auto* opt = std::get_if<OPTConfig>(&c.config)) return opt_hf_names(*opt);
+  return llama_hf_names(std::get<LlamaConfig>(c.config));
+}
+
 struct Fixture {
   std::string name;
+  std::string dir = kData + "/hf_" + name;
   SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
   Tensor x = ref.load("x"), y = ref.load("y");
-  LlamaConfig config = llama_config_of(kData + "/hf_" + name);
-  Llama model{config, x.dim(1)};
-  std::map<std::string, std::string> hf = llama_hf_names(config);
+  LanguageModelConfig config = LanguageModelConfig::of(dir);
+  std::unique_ptr<Model> built = config.build(x.dim(1), 0);
+  Model& model = *built;
+  std::map<std::string, std::string> hf = hf_names_of(config);
 
-  explicit Fixture(std::string n) : name(std::move(n)) {
-    load_llama_weights(model, kData + "/hf_" + name);
-  }
+  explicit Fixture(std::string n) : name(std::move(n)) { load_language_model_weights(model, dir); }
   // A reference tensor of `prefix` + the weight's Hugging Face name, in the weight's shape.
   Tensor expected(const std::string& prefix, const std::string& path, const Shape& shape) {
     return ref.load(prefix + hf.at(path)).reshaped(shape);
   }
 };
 
-class LlamaReference : public ::testing::TestWithParam<std::string> {};
+class DecoderReference : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LlamaReference, EveryCheckpointTensorIsAWeight) {
+TEST_P(DecoderReference, EveryCheckpointTensorIsAWeight) {
   Fixture f(GetParam());
   EXPECT_EQ(f.model.weight_paths().size(), f.hf.size());
   for (const std::string& path : f.model.weight_paths()) EXPECT_TRUE(f.hf.count(path)) << path;
 }
 
-TEST_P(LlamaReference, LogitsAndLoss) {
+TEST_P(DecoderReference, LogitsAndLoss) {
   Fixture f(GetParam());
   EXPECT_LT(max_relative_error(f.model.predict_on_batch(f.x), f.ref.load("logits")), 1e-5);
   f.model.compile(AdamW(), losses::sparse_categorical_crossentropy);
@@ -60,7 +71,7 @@ TEST_P(LlamaReference, LogitsAndLoss) {
   EXPECT_NEAR(f.model.test_on_batch(f.x, f.y), expected, 1e-5 * expected);
 }
 
-TEST_P(LlamaReference, EveryGradient) {
+TEST_P(DecoderReference, EveryGradient) {
   Fixture f(GetParam());
   for (const auto& [path, grad] : testing::loss_gradients(f.model, f.x, f.y))
     EXPECT_LT(max_relative_error(grad, f.expected("grad.", path, grad.shape())), 1e-4) << path;
@@ -87,17 +98,18 @@ void check_training(const std::string& name, std::shared_ptr<Distribution> dist,
   }
 }
 
-TEST_P(LlamaReference, AdamWStepsOnOneDevice) {
+TEST_P(DecoderReference, AdamWStepsOnOneDevice) {
   check_training(GetParam(), nullptr, "one device");
 }
 
-TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
+TEST_P(DecoderReference, AdamWStepsOnMeshesMatchOneDevice) {
   for (const char* spec : {"model=3", "model=4", "data=2,model=2"}) {
     const DeviceMesh mesh = DeviceMesh::parse(spec);
-    check_training(GetParam(),
-                   std::make_shared<ModelParallel>(
-                       mesh, llama_megatron_layout(llama_config_of(kData + "/hf_" + GetParam()))),
-                   std::string("megatron on ") + spec);
+    check_training(
+        GetParam(),
+        std::make_shared<ModelParallel>(
+            mesh, LanguageModelConfig::of(kData + "/hf_" + GetParam()).megatron_layout()),
+        std::string("megatron on ") + spec);
     check_training(GetParam(),
                    std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
                    std::string("autoshard on ") + spec);
@@ -106,7 +118,7 @@ TEST_P(LlamaReference, AdamWStepsOnMeshesMatchOneDevice) {
 
 // Greedy generation over the sharded key-value cache continues the prompt
 // as PyTorch's greedy loop does, token for token.
-TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
+TEST_P(DecoderReference, GreedyGenerationMatchesPyTorch) {
   for (const char* spec : {"", "model=3", "model=4", "data=2,model=2"}) {
     for (const char* plan : {"megatron", "auto"}) {
       Fixture f(GetParam());
@@ -117,7 +129,7 @@ TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
               std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}));
         else
           f.model.set_distribution(
-              std::make_shared<ModelParallel>(mesh, llama_megatron_layout(f.config)));
+              std::make_shared<ModelParallel>(mesh, f.config.megatron_layout()));
       }
       const Tensor prompt = f.ref.load("generate.prompt"), greedy = f.ref.load("generate.greedy");
       const Generation g = generate(f.model, {prompt.i32(), prompt.i32() + prompt.numel()},
@@ -129,8 +141,8 @@ TEST_P(LlamaReference, GreedyGenerationMatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, LlamaReference,
-                         ::testing::Values("llama", "qwen2", "gemma", "mistral"));
+INSTANTIATE_TEST_SUITE_P(Models, DecoderReference,
+                         ::testing::Values("llama", "qwen2", "gemma", "mistral", "opt"));
 
 }  // namespace
 }  // namespace autoshard
@@ -176,7 +188,7 @@ TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
   EXPECT_EQ(error_of([&] { Llama(mistral, 9); }), "");
 }
 
-class LlamaCheckpoint : public testing::TempDirTest {
+class DecoderCheckpoint : public testing::TempDirTest {
  protected:
   // A copy of the qwen2 directory to break.
   std::string copy() {
@@ -186,22 +198,49 @@ class LlamaCheckpoint : public testing::TempDirTest {
 };
 
 // The saved directory is the same model: its weights bit for bit, and its
-// config.json (gemma's activation and norm included) the same logits.
-TEST_F(LlamaCheckpoint, SaveAndLoadBackGiveTheSameModel) {
-  for (const char* name : {"llama", "gemma"}) {
+// config.json (gemma's activation and norm, OPT's position rows included)
+// the same logits.
+TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
+  for (const char* name : {"llama", "gemma", "opt"}) {
     Fixture f(name);
     const std::string out = (dir_ / name).string();
-    save_hf_llama(f.model, out);
-    Llama again(llama_config_of(out), f.x.dim(1), /*seed=*/5);
-    load_llama_weights(again, out);
+    if (auto* opt = dynamic_cast<OPT*>(&f.model))
+      save_hf_opt(*opt, out);
+    else
+      save_hf_llama(dynamic_cast<Llama&>(f.model), out);
+    std::unique_ptr<Model> again = LanguageModelConfig::of(out).build(f.x.dim(1), /*seed=*/5);
+    load_language_model_weights(*again, out);
     for (const std::string& path : f.model.weight_paths())
-      EXPECT_EQ(max_relative_error(again.gather_weight(path), f.model.gather_weight(path)), 0)
+      EXPECT_EQ(max_relative_error(again->gather_weight(path), f.model.gather_weight(path)), 0)
           << name << " " << path;
-    EXPECT_LT(max_relative_error(again.predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << name;
+    EXPECT_LT(max_relative_error(again->predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << name;
   }
 }
 
-TEST_F(LlamaCheckpoint, MissingOrForeignTensorsAndBrokenIndexesAreErrors) {
+TEST(OPTConfig, UnsupportedValuesAreErrorsNamingTheField) {
+  const std::string base =
+      R"("model_type": "opt", "vocab_size": 10, "hidden_size": 8, "ffn_dim": 12,
+         "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 16)";
+  auto parse = [&](const std::string& extra) {
+    return error_of(
+        [&] { OPTConfig::from_reader(ConfigReader("{" + base + extra + "}", "c.json")); });
+  };
+  EXPECT_EQ(parse(""), "");
+  EXPECT_EQ(parse(R"(, "do_layer_norm_before": true, "activation_function": "relu")"), "");
+  EXPECT_NE(parse(R"(, "do_layer_norm_before": false)").find("do_layer_norm_before"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "word_embed_proj_dim": 4)").find("word_embed_proj_dim"), std::string::npos);
+  EXPECT_NE(parse(R"(, "activation_function": "gelu")").find("activation_function"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "enable_bias": false)").find("enable_bias"), std::string::npos);
+  EXPECT_NE(parse(R"(, "num_attention_heads": 3)").find("multiple"), std::string::npos);
+  // Positions past max_position_embeddings are refused, not read from the
+  // table's spare rows.
+  const OPTConfig c = OPTConfig::from_reader(ConfigReader("{" + base + "}", "c.json"));
+  EXPECT_NE(error_of([&] { OPT(c, 17); }).find("max_position_embeddings"), std::string::npos);
+}
+
+TEST_F(DecoderCheckpoint, MissingOrForeignTensorsAndBrokenIndexesAreErrors) {
   Fixture f("qwen2");
   const std::string dir = copy();
   // A tensor of another config: the directory's config says one layer.

@@ -1,0 +1,23 @@
+// OPT weights as Hugging Face ships them: a directory with config.json and
+// model.safetensors (or shards with model.safetensors.index.json); names
+// `model.decoder.layers.N.self_attn.q_proj.weight`, ...,
+// `model.decoder.embed_positions.weight` (all max_position_embeddings + 2
+// rows), `lm_head.weight` only when untied; F32, F16 or BF16. Every autoshard
+// weight is its checkpoint tensor reshaped (see opt.h).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "autoshard/nn/models/opt.h"
+
+namespace autoshard {
+
+// Each weight path of a model of this config and its Hugging Face tensor name.
+std::map<std::string, std::string> opt_hf_names(const OPTConfig& config);
+// Loads weights from a Hugging Face directory or an autoshard checkpoint.
+void load_opt_weights(OPT& model, const std::string& path);
+// Writes a Hugging Face directory (config.json + model.safetensors, F32).
+void save_hf_opt(OPT& model, const std::string& dir);
+
+}  // namespace autoshard
