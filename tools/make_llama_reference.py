@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes four small Llama-family models in Hugging Face's layout, with random
-weights, and PyTorch's numbers for them, for tests/llama_reference_test.cc.
+weights, and PyTorch's numbers for them, for tests/decoder_reference_test.cc.
 Nothing is downloaded, and transformers is not needed: the forward pass is
 written here from the published definition (Hugging Face's modeling_llama
 modeling_qwen2 and modeling_gemma: RMSNorm, rotate-half rotary embeddings with Llama 3's
