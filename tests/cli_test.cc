@@ -279,6 +279,34 @@ TEST_F(Cli, ModelDirectoryTokenizerReadsAndWritesText) {
   EXPECT_EQ(la, lb);
 }
 
+// convert writes a Llama directory as BF16 shards with an index (and OPT as
+// F16): eval reads the same loss from them; GPT-2 refuses the options.
+TEST_F(Cli, ConvertsDecoderDirectoriesToBf16Shards) {
+  const std::string data = AUTOSHARD_TEST_DATA;
+  for (const char* name : {"hf_llama", "hf_opt"}) {
+    const std::string out = (dir_ / name).string(), in = data + "/" + name;
+    Result r = run("convert " + in + " " + out + " --dtype " +
+                   (std::string(name) == "hf_opt" ? "F16" : "bf16 --max-shard-size 4KB"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::string eval = " --batch 2 --seq 12 --batches 1 --json";
+    // OPT's vocabulary (113) is below the bytes of the built-in corpus: ids.
+    std::string ids;
+    for (int i = 0; i < 200; ++i) ids += static_cast<char>(i % 100), ids += '\0';
+    const std::string data_flag = " --data " + write(std::string(name) + ".bin", ids);
+    Result a = run("eval --weights " + in + eval + data_flag);
+    Result b = run("eval --weights " + out + eval + data_flag);
+    ASSERT_EQ(a.code, 0) << a.output;
+    ASSERT_EQ(b.code, 0) << b.output;
+    EXPECT_EQ(nlohmann::json::parse(a.output)["loss"], nlohmann::json::parse(b.output)["loss"])
+        << name;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "hf_llama" / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "hf_opt" / "model.safetensors"));
+  Result r = run("convert " + data + "/hf_gpt2 " + (dir_ / "g").string() + " --dtype bf16");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("no --dtype"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, PlanJson) {
   Result r =
       run("plan --model test --mesh data=2,model=3 --batch 4 --seq 8 --json --plan megatron");

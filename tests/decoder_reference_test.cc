@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/io/hf_checkpoint.h"
@@ -214,6 +215,40 @@ TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
       EXPECT_EQ(max_relative_error(again->gather_weight(path), f.model.gather_weight(path)), 0)
           << name << " " << path;
     EXPECT_LT(max_relative_error(again->predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << name;
+  }
+}
+
+// Saving in the checkpoints' own dtypes (the llama's BF16 from a mesh of 3
+// devices, OPT's F16 from one) gives back every weight bit for bit, in shards
+// with an index when a shard size is set; the config names the dtype.
+TEST_F(DecoderCheckpoint, SavesBf16AndF16ShardsThatLoadBackExactly) {
+  for (const auto& [name, dtype, shard] :
+       {std::tuple{"llama", "BF16", 4000}, std::tuple{"opt", "F16", 0}}) {
+    Fixture f(name);
+    if (shard > 0)
+      f.model.set_distribution(std::make_shared<ModelParallel>(DeviceMesh::parse("model=3"),
+                                                               f.config.megatron_layout()));
+    const std::string out = (dir_ / name).string();
+    const HfSaveOptions options{.dtype = dtype, .max_shard_bytes = uint64_t(shard)};
+    if (auto* opt = dynamic_cast<OPT*>(&f.model))
+      save_hf_opt(*opt, out, options);
+    else
+      save_hf_llama(dynamic_cast<Llama&>(f.model), out, options);
+    const HFCheckpoint files(out);
+    size_t shards = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(out))
+      shards += entry.path().extension() == ".safetensors";
+    EXPECT_EQ(shards > 1, shard > 0) << name << ": " << shards << " files";
+    EXPECT_EQ(std::filesystem::exists(out + "/model.safetensors.index.json"), shard > 0) << name;
+    for (const std::string& tensor : files.tensors())
+      EXPECT_EQ(files.file_of(tensor)->entry(tensor).dtype, dtype) << tensor;
+    const auto config = nlohmann::json::parse(std::ifstream(out + "/config.json"));
+    EXPECT_EQ(config["torch_dtype"], options.torch_dtype());
+    std::unique_ptr<Model> again = LanguageModelConfig::of(out).build(f.x.dim(1), /*seed=*/5);
+    load_language_model_weights(*again, out);
+    for (const std::string& path : f.model.weight_paths())
+      EXPECT_EQ(max_relative_error(again->gather_weight(path), f.model.gather_weight(path)), 0)
+          << name << " " << path;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -97,17 +98,61 @@ TEST(Safetensors, MalformedFilesNameTheProblem) {
                "non-negative integers");
   // Sizes that would wrap 64-bit byte counts: 2^62 F64 elements, and a shape
   // whose element count overflows on its own.
-  expect_error(raw_file("w", R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})", f4),
-               "more than 2^60 elements");
-  expect_error(raw_file("x", R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}})", f4),
-               "more than 2^62 bytes");
-  expect_error(raw_file("y", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", f4),
-               "more than 2^60 elements");
+  expect_error(
+      raw_file("w", R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})",
+               f4),
+      "more than 2^60 elements");
+  expect_error(
+      raw_file("x", R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}})",
+               f4),
+      "more than 2^62 bytes");
+  expect_error(
+      raw_file("y",
+               R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})",
+               f4),
+      "more than 2^60 elements");
   // A header length larger than the file.
   std::string path = temp_path("h");
   std::ofstream(path, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10);
   expect_error(path, "header length");
   expect_error(temp_path("missing"), "cannot open");
+}
+
+}  // namespace
+}  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// Every 16-bit pattern survives float and back (NaNs stay NaNs), and floats
+// between two neighbours round to the nearer, ties to the even one.
+TEST(HalfPrecision, RoundTripsAndRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    const float f = half_to_float(bits);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(half_to_float(float_to_half(f)))) << h;
+    } else {
+      EXPECT_EQ(float_to_half(f), bits) << h;
+    }
+    uint32_t wide = h << 16;
+    float g;
+    std::memcpy(&g, &wide, 4);
+    if (!std::isnan(g)) EXPECT_EQ(float_to_bf16(g), bits) << h;
+  }
+  // 1 + 2^-11 lies halfway between 1 and the next half (1 + 2^-10): to 1
+  // (even); 1 + 3 * 2^-11 halfway between odd and even: up to 1 + 2^-9.
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f), 0x3c00);
+  EXPECT_EQ(float_to_half(1.0f + 3 * 0x1p-11f), 0x3c02);
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // past halfway: up
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);  // rounds past the largest half: infinity
+  EXPECT_EQ(float_to_half(65519.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000);         // half the smallest subnormal: to 0
+  EXPECT_EQ(float_to_half(0x1p-25f * 1.5f), 0x0001);  // past it: the smallest subnormal
+  EXPECT_EQ(float_to_half(-0x1p-24f * 3), 0x8003);    // a subnormal, exactly
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3f80);   // halfway: to even
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(float_to_bf16(3.4e38f), 0x7f80);  // past bf16's largest: infinity
 }
 
 }  // namespace

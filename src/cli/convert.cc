@@ -1,35 +1,68 @@
-// `autoshard convert IN OUT`: GPT-2 weights between Hugging Face directories
-// (or .safetensors files beside a config.json), llm.c .bin files and autoshard
-// checkpoints. The format of OUT follows its name: ".bin" is llm.c, anything
-// else a Hugging Face directory.
+// `autoshard convert IN OUT`: weights between Hugging Face directories (or
+// .safetensors files beside a config.json), autoshard checkpoints and (GPT-2)
+// llm.c .bin files. The format of OUT follows its name: ".bin" is llm.c,
+// anything else a Hugging Face directory, in --dtype and --max-shard-size.
+#include <cctype>
 #include <filesystem>
 
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
+#include "autoshard/io/language_model.h"
+#include "cli/arguments.h"
 #include "cli/commands.h"
 
 namespace autoshard::cli {
 
+namespace {
+
+struct ConvertOptions {
+  std::string in, out, model, dtype = "f32";
+  double max_shard_bytes = 0;
+};
+
+void run_convert(const ConvertOptions& o) {
+  // Convert makes something new: it never replaces what is there.
+  AS_CHECK(!std::filesystem::exists(o.out), "convert: '", o.out,
+           "' already exists (remove it or choose another OUT)");
+  const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
+  AS_CHECK(parent.empty() || std::filesystem::is_directory(parent), "convert: cannot create '",
+           o.out, "': '", parent.string(), "' is not a directory");
+  const LanguageModelConfig cfg = LanguageModelConfig::of(o.model.empty() ? o.in : o.model);
+  if (o.out.ends_with(".bin")) {  // llm.c: GPT-2 only
+    AS_CHECK(std::holds_alternative<GPT2Config>(cfg.config),
+             "convert: llm.c .bin files hold GPT-2 only; give OUT a directory name");
+    GPT2 model(std::get<GPT2Config>(cfg.config), std::get<GPT2Config>(cfg.config).n_positions);
+    load_gpt2_weights(model, o.in);
+    save_llmc_gpt2(model, o.out);
+    return;
+  }
+  std::unique_ptr<Model> model = cfg.build(1, 0);
+  load_language_model_weights(*model, o.in);
+  std::string dtype = o.dtype;
+  for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  save_language_model_hf(*model, o.out,
+                         {.dtype = dtype, .max_shard_bytes = uint64_t(o.max_shard_bytes)});
+}
+
+}  // namespace
+
 void add_convert_command(CLI::App& app) {
-  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("convert", "convert GPT-2 weights: Hugging Face <-> llm.c");
-  cmd->add_option("IN", *in, "Hugging Face directory or .safetensors, llm.c .bin")->required();
-  cmd->add_option("OUT", *out, "llm.c .bin, or a Hugging Face directory")->required();
-  cmd->callback([in, out] {
-    // Convert makes something new: it never replaces what is there.
-    AS_CHECK(!std::filesystem::exists(*out), "convert: '", *out,
-             "' already exists (remove it or choose another OUT)");
-    const std::filesystem::path parent = std::filesystem::path(*out).parent_path();
-    AS_CHECK(parent.empty() || std::filesystem::is_directory(parent), "convert: cannot create '",
-             *out, "': '", parent.string(), "' is not a directory");
-    GPT2Config cfg = gpt2_config_of(*in);
-    GPT2 model(cfg, cfg.n_positions);
-    load_gpt2_weights(model, *in);
-    if (out->ends_with(".bin"))
-      save_llmc_gpt2(model, *out);
-    else
-      save_hf_gpt2(model, *out);
-  });
+  auto o = std::make_shared<ConvertOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "convert weights: Hugging Face directories, autoshard checkpoints, llm.c files");
+  cmd->add_option("IN", o->in, "Hugging Face directory or .safetensors, checkpoint, llm.c .bin")
+      ->required();
+  cmd->add_option("OUT", o->out, "a Hugging Face directory, or (GPT-2) an llm.c .bin")->required();
+  cmd->add_option("--model", o->model,
+                  "the config (a config.json or model directory) when IN has none, e.g. a "
+                  "checkpoint");
+  cmd->add_option("--dtype", o->dtype, "dtype of the written tensors (Llama family, OPT)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}, CLI::ignore_case))
+      ->capture_default_str();
+  add_bytes(cmd, "--max-shard-size", o->max_shard_bytes,
+            "write shards of at most this size with model.safetensors.index.json, e.g. 5GB "
+            "(default: one file)");
+  cmd->callback([o] { run_convert(*o); });
 }
 
 }  // namespace autoshard::cli

@@ -96,12 +96,14 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::map<std::string, uint64_t> offset_of;
+  std::map<std::string, std::string> dtype_of;
   uint64_t offset = 0;
   for (const FileTensor& t : tensors) {
-    const uint64_t bytes = static_cast<uint64_t>(numel(t.shape)) * 4;
+    const uint64_t bytes = static_cast<uint64_t>(numel(t.shape)) * safetensors_dtype_size(t.dtype);
     header[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset_of[t.name] = offset;
+    dtype_of[t.name] = t.dtype;
     offset += bytes;
   }
   std::string text = header.dump();
@@ -130,7 +132,8 @@ void write_mapped(const Model::Snapshot& snap, const std::string& file,
       const uint64_t at = data_start + offset_of.at(m.tensor);
       for (int d = 0; d < static_cast<int>(e.blocks.size()); ++d)
         if (e.blocks[d].raw() != nullptr)
-          write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d]);
+          write_block(fd, at, m, e.shape, e.layout, snap.mesh, d, e.blocks[d],
+                      dtype_of.at(m.tensor));
     }
     AS_CHECK(::fsync(fd) == 0, "writing '", file, "' failed: ", std::strerror(errno));
   } catch (...) {

@@ -39,6 +39,10 @@ std::map<std::string, std::string> read_index(const fs::path& index) {
 
 }  // namespace
 
+std::string HfSaveOptions::torch_dtype() const {
+  return dtype == "BF16" ? "bfloat16" : dtype == "F16" ? "float16" : "float32";
+}
+
 HFCheckpoint::HFCheckpoint(const std::string& dir) : dir_(dir) {
   const fs::path root(dir);
   const fs::path single = root / "model.safetensors", index = root / "model.safetensors.index.json";

@@ -1,7 +1,10 @@
 #include "io/hf_tensors.h"
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include "autoshard/error.h"
-#include "autoshard/io/hf_checkpoint.h"
+#include "io/files.h"
 
 namespace autoshard {
 
@@ -40,11 +43,46 @@ void load_hf_reshaped(Model& model, const std::string& path, const std::vector<H
   load_mapped_weights(model, HFCheckpoint(path), hf_reshape_layout(tensors), ignored);
 }
 
-void write_hf_reshaped(Model& model, const fs::path& dir, const std::vector<HfTensor>& tensors) {
-  std::vector<FileTensor> files;
-  for (const HfTensor& t : tensors) files.push_back(t.file);
-  write_mapped(model.snapshot(false), (dir / "model.safetensors").string(), files,
-               hf_reshape_layout(tensors), {{"format", "pt"}});
+void write_hf_reshaped(Model& model, const fs::path& dir, const std::vector<HfTensor>& tensors,
+                       const HfSaveOptions& options) {
+  const uint64_t elem = safetensors_dtype_size(options.dtype);
+  AS_CHECK(options.dtype == "F32" || options.dtype == "F16" || options.dtype == "BF16",
+           "saving as ", options.dtype, ": the dtype must be F32, F16 or BF16");
+  // Tensors in order, a new shard whenever the next would overflow this one.
+  std::vector<std::vector<const HfTensor*>> shards(1);
+  uint64_t filled = 0, total = 0;
+  for (const HfTensor& t : tensors) {
+    const uint64_t bytes = static_cast<uint64_t>(numel(t.file.shape)) * elem;
+    if (options.max_shard_bytes > 0 && !shards.back().empty() &&
+        filled + bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      filled = 0;
+    }
+    shards.back().push_back(&t);
+    filled += bytes;
+    total += bytes;
+  }
+  const Model::Snapshot snap = model.snapshot(false);
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char name[64] = "model.safetensors";
+    if (shards.size() > 1)
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    const std::string file = name;
+    std::vector<FileTensor> files;
+    std::vector<HfTensor> mine;
+    for (const HfTensor* t : shards[k]) {
+      files.push_back({t->file.name, t->file.shape, options.dtype});
+      mine.push_back(*t);
+      weight_map[t->file.name] = file;
+    }
+    write_mapped(snap, (dir / file).string(), files, hf_reshape_layout(mine), {{"format", "pt"}});
+  }
+  if (shards.size() > 1)
+    write_text(
+        (dir / "model.safetensors.index.json").string(),
+        nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
+            "\n");
 }
 
 }  // namespace autoshard

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autoshard/io/checkpoint.h"
+#include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/io/tensor_mapping.h"
 
 namespace autoshard {
@@ -31,8 +32,9 @@ std::map<std::string, std::string> hf_names(const std::vector<HfTensor>& tensors
 // holds are skipped.
 void load_hf_reshaped(Model& model, const std::string& path, const std::vector<HfTensor>& tensors,
                       const std::function<bool(const std::string&)>& ignored = {});
-// Writes the weights into `dir`/model.safetensors (F32).
+// Writes the weights into `dir`: model.safetensors, or shards and
+// model.safetensors.index.json, in the options' dtype.
 void write_hf_reshaped(Model& model, const std::filesystem::path& dir,
-                       const std::vector<HfTensor>& tensors);
+                       const std::vector<HfTensor>& tensors, const HfSaveOptions& options);
 
 }  // namespace autoshard

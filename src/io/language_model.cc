@@ -125,4 +125,15 @@ void load_language_model_weights(Model& model, const std::string& path) {
   fail("internal: no weight loader for model '", model.name(), "'");
 }
 
+void save_language_model_hf(Model& model, const std::string& dir, const HfSaveOptions& options) {
+  if (auto* llama = dynamic_cast<Llama*>(&model)) return save_hf_llama(*llama, dir, options);
+  if (auto* opt = dynamic_cast<OPT*>(&model)) return save_hf_opt(*opt, dir, options);
+  auto* gpt2 = dynamic_cast<GPT2*>(&model);
+  AS_CHECK(gpt2, "internal: no Hugging Face writer for model '", model.name(), "'");
+  AS_CHECK(options.dtype == "F32" && options.max_shard_bytes == 0,
+           "GPT-2 directories are written as F32 in one model.safetensors (no --dtype, no "
+           "--max-shard-size)");
+  save_hf_gpt2(*gpt2, dir);
+}
+
 }  // namespace autoshard

@@ -44,9 +44,9 @@ std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
   return t;
 }
 
-void write_hf_llama(Llama& model, const fs::path& dir) {
+void write_hf_llama(Llama& model, const fs::path& dir, const HfSaveOptions& options) {
   const LlamaConfig& c = model.config();
-  write_hf_reshaped(model, dir, hf_tensors(c));
+  write_hf_reshaped(model, dir, hf_tensors(c), options);
   nlohmann::json cfg = {{"model_type", c.model_type},
                         {"vocab_size", c.vocab_size},
                         {"hidden_size", c.hidden_size},
@@ -59,7 +59,8 @@ void write_hf_llama(Llama& model, const fs::path& dir) {
                         {"rms_norm_eps", c.rms_norm_eps},
                         {"rope_theta", c.rope_theta},
                         {"attention_bias", c.attention_bias},
-                        {"tie_word_embeddings", c.tie_word_embeddings}};
+                        {"tie_word_embeddings", c.tie_word_embeddings},
+                        {"torch_dtype", options.torch_dtype()}};
   cfg[c.model_type == "gemma" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
   if (c.rope_factor > 0)
     cfg["rope_scaling"] = {
@@ -93,8 +94,9 @@ void load_llama_weights(Llama& model, const std::string& path) {
                    [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); });
 }
 
-void save_hf_llama(Llama& model, const std::string& dir) {
-  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_llama(model, out); });
+void save_hf_llama(Llama& model, const std::string& dir, const HfSaveOptions& options) {
+  write_directory_atomically(dir,
+                             [&](const fs::path& out) { write_hf_llama(model, out, options); });
 }
 
 }  // namespace autoshard

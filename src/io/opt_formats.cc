@@ -39,9 +39,9 @@ std::vector<HfTensor> hf_tensors(const OPTConfig& c) {
   return t;
 }
 
-void write_hf_opt(OPT& model, const fs::path& dir) {
+void write_hf_opt(OPT& model, const fs::path& dir, const HfSaveOptions& options) {
   const OPTConfig& c = model.config();
-  write_hf_reshaped(model, dir, hf_tensors(c));
+  write_hf_reshaped(model, dir, hf_tensors(c), options);
   const nlohmann::json cfg = {{"model_type", "opt"},
                               {"architectures", {"OPTForCausalLM"}},
                               {"vocab_size", c.vocab_size},
@@ -55,7 +55,8 @@ void write_hf_opt(OPT& model, const fs::path& dir) {
                               {"activation_function", "relu"},
                               {"enable_bias", true},
                               {"dropout", c.dropout},
-                              {"tie_word_embeddings", c.tie_word_embeddings}};
+                              {"tie_word_embeddings", c.tie_word_embeddings},
+                              {"torch_dtype", options.torch_dtype()}};
   write_text((dir / "config.json").string(), cfg.dump(2) + "\n");
 }
 
@@ -69,8 +70,8 @@ void load_opt_weights(OPT& model, const std::string& path) {
   load_hf_reshaped(model, path, hf_tensors(model.config()));
 }
 
-void save_hf_opt(OPT& model, const std::string& dir) {
-  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_opt(model, out); });
+void save_hf_opt(OPT& model, const std::string& dir, const HfSaveOptions& options) {
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_opt(model, out, options); });
 }
 
 }  // namespace autoshard

@@ -46,6 +46,33 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
+  bits += 0x7fffu + ((bits >> 16) & 1);  // round half to even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504: infinity
+  if (abs < 0x38800000u) {                        // below 2^-14: subnormal or zero
+    if (abs < 0x33000000u) return sign;           // under half the smallest subnormal
+    const uint32_t exp = abs >> 23, mant = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;  // to units of 2^-24
+    const uint32_t q = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return sign | static_cast<uint16_t>(q + (rest > half || (rest == half && (q & 1))));
+  }
+  // Normal: rebias the exponent, round the 13 dropped bits half to even.
+  const uint32_t r = abs - 0x38000000u;
+  return sign | static_cast<uint16_t>((r + 0xfffu + ((r >> 13) & 1)) >> 13);
+}
+
 namespace {
 float bf16_to_float(uint16_t h) {
   uint32_t bits = uint32_t(h) << 16;
@@ -63,16 +90,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     AS_CHECK(::fstat(fd_, &st) == 0, "cannot stat '", path, "'");
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
     AS_CHECK(file_size >= 8, "'", path,
-          "' is not a safetensors file: shorter than its 8-byte header length");
+             "' is not a safetensors file: shorter than its 8-byte header length");
     uint8_t len_bytes[8];
     AS_CHECK(::pread(fd_, len_bytes, 8, 0) == 8, "'", path, "': cannot read the header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-    AS_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path, "': header length ",
-          header_len, " is larger than the file allows (", file_size - 8, " bytes)");
+    AS_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path,
+             "': header length ", header_len, " is larger than the file allows (", file_size - 8,
+             " bytes)");
     std::string header(header_len, '\0');
-    AS_CHECK(::pread(fd_, header.data(), header_len, 8) == static_cast<ssize_t>(header_len), "'", path,
-          "': truncated header");
+    AS_CHECK(::pread(fd_, header.data(), header_len, 8) == static_cast<ssize_t>(header_len), "'",
+             path, "': truncated header");
     data_start_ = 8 + header_len;
     const uint64_t data_size = file_size - data_start_;
 
@@ -92,7 +120,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     } catch (const std::exception& e) {
       fail("'", path, "': the header is not valid JSON (", e.what(), ")");
     }
-    AS_CHECK(duplicate.empty(), "'", path, "': tensor '", duplicate, "' appears twice in the header");
+    AS_CHECK(duplicate.empty(), "'", path, "': tensor '", duplicate,
+             "' appears twice in the header");
     AS_CHECK(j.is_object(), "'", path, "': the header must be a JSON object");
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& name = it.key();
@@ -101,7 +130,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         AS_CHECK(v.is_object(), "'", path, "': __metadata__ must be an object of strings");
         for (auto m = v.begin(); m != v.end(); ++m) {
           AS_CHECK(m.value().is_string(), "'", path, "': __metadata__ value '", m.key(),
-                "' is not a string");
+                   "' is not a string");
           metadata_[m.key()] = m.value().get<std::string>();
         }
         continue;
@@ -152,9 +181,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
     for (size_t i = 1; i < sorted.size(); ++i)
       AS_CHECK(sorted[i]->begin >= sorted[i - 1]->end || sorted[i]->begin == sorted[i]->end ||
-                sorted[i - 1]->begin == sorted[i - 1]->end,
-            "'", path, "': tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name,
-            "' overlap");
+                   sorted[i - 1]->begin == sorted[i - 1]->end,
+               "'", path, "': tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name,
+               "' overlap");
   } catch (...) {
     ::close(fd_);
     throw;
@@ -215,7 +244,7 @@ Tensor SafetensorsFile::load(const std::string& name) const {
       int64_t v;
       std::memcpy(&v, raw.data() + 8 * i, 8);
       AS_CHECK(v >= INT32_MIN && v <= INT32_MAX, "'", path_, "': tensor '", name, "' value ", v,
-            " does not fit in i32");
+               " does not fit in i32");
       t.i32()[i] = static_cast<int32_t>(v);
     }
     return t;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "autoshard/error.h"
 
@@ -58,10 +59,10 @@ void for_each_run(const TensorMapping& m, const Shape& shape, const Sharding& la
 void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
                    const std::string& weight) {
   AS_CHECK(file.contains(m.tensor), "'", file.path(), "' has no tensor '", m.tensor,
-        "' (needed for weight '", weight, "')");
+           "' (needed for weight '", weight, "')");
   const SafetensorsEntry& e = file.entry(m.tensor);
-  AS_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(), "': tensor '",
-        m.tensor, "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
+  AS_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", "'", file.path(),
+           "': tensor '", m.tensor, "' has dtype ", e.dtype, "; weights must be F32, F16 or BF16");
   const Shape want = m.file_shape.empty() ? shape : m.file_shape;
   AS_CHECK(e.shape == want, "'", file.path(), "': tensor '", m.tensor, "' has shape ",
            shape_str(e.shape), " but weight '", weight, "' needs ", shape_str(want),
@@ -102,11 +103,23 @@ Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Sha
 }
 
 void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Shape& shape,
-                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block) {
+                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block,
+                 const std::string& dtype) {
+  AS_CHECK(dtype == "F32" || dtype == "F16" || dtype == "BF16", "cannot write tensor '", m.tensor,
+           "' as ", dtype, " (F32, F16 or BF16)");
+  const size_t elem = safetensors_dtype_size(dtype);
+  std::vector<uint16_t> half;
   for_each_run(m, shape, layout, mesh, device, [&](int64_t at, int64_t dst, int64_t len) {
-    const char* p = reinterpret_cast<const char*>(block.f32() + at);
-    size_t left = static_cast<size_t>(len) * 4;
-    off_t pos = static_cast<off_t>(data_offset + dst * 4);
+    const float* src = block.f32() + at;
+    const char* p = reinterpret_cast<const char*>(src);
+    if (elem == 2) {
+      half.resize(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i)
+        half[i] = dtype == "BF16" ? float_to_bf16(src[i]) : float_to_half(src[i]);
+      p = reinterpret_cast<const char*>(half.data());
+    }
+    size_t left = static_cast<size_t>(len) * elem;
+    off_t pos = static_cast<off_t>(data_offset + dst * elem);
     while (left > 0) {
       ssize_t w = ::pwrite(fd, p, left, pos);
       if (w < 0 && errno == EINTR) continue;

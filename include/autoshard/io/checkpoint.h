@@ -34,8 +34,9 @@ inline constexpr const char* kCheckpointFormat = "autoshard-checkpoint-1";
 struct FileTensor {
   std::string name;
   Shape shape;
+  std::string dtype = "F32";  // or F16, BF16 (rounded to nearest even)
 };
-// Writes F32 tensors to one safetensors file from a snapshot's blocks (each
+// Writes tensors to one safetensors file from a snapshot's blocks (each
 // device's byte runs, no whole tensor gathered), atomically (temporary file,
 // then rename). Parts of a file tensor no entry maps to are zeros.
 void write_mapped(const Model::Snapshot& snap, const std::string& file,

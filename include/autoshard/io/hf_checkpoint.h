@@ -15,6 +15,16 @@
 
 namespace autoshard {
 
+// How a model directory is written (save_hf_llama, save_hf_opt).
+struct HfSaveOptions {
+  std::string dtype = "F32";     // F32, F16 or BF16 (rounded to nearest even)
+  uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; otherwise shards
+                                 // model-0000k-of-0000N.safetensors of at most this
+                                 // size (a larger tensor alone) and the index
+  // The config's "torch_dtype" for `dtype`.
+  std::string torch_dtype() const;
+};
+
 class HFCheckpoint {
  public:
   // Opens every file of the directory (headers only); errors name the file.

@@ -7,6 +7,7 @@
 #include <string>
 #include <variant>
 
+#include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/nn/models/opt.h"
@@ -37,5 +38,9 @@ struct LanguageModelConfig {
 // Loads a model's weights from a Hugging Face directory, an autoshard
 // checkpoint, or (GPT-2) a .safetensors or llm.c file.
 void load_language_model_weights(Model& model, const std::string& path);
+// Writes a model built from a LanguageModelConfig as a Hugging Face directory
+// (GPT-2: F32 in one file, the only options it takes).
+void save_language_model_hf(Model& model, const std::string& dir,
+                            const HfSaveOptions& options = {});
 
 }  // namespace autoshard

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/nn/models/llama.h"
 
 namespace autoshard {
@@ -21,7 +22,9 @@ std::map<std::string, Shape> llama_hf_shapes(const LlamaConfig& config);
 LlamaConfig llama_config_of(const std::string& dir);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
 void load_llama_weights(Llama& model, const std::string& path);
-// Writes a Hugging Face directory (config.json + model.safetensors, F32).
-void save_hf_llama(Llama& model, const std::string& dir);
+// Writes a Hugging Face directory: config.json and model.safetensors, or
+// shards with an index (HfSaveOptions: dtype, shard size), replacing `dir`
+// only once complete.
+void save_hf_llama(Llama& model, const std::string& dir, const HfSaveOptions& options = {});
 
 }  // namespace autoshard

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/nn/models/opt.h"
 
 namespace autoshard {
@@ -17,7 +18,9 @@ namespace autoshard {
 std::map<std::string, std::string> opt_hf_names(const OPTConfig& config);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
 void load_opt_weights(OPT& model, const std::string& path);
-// Writes a Hugging Face directory (config.json + model.safetensors, F32).
-void save_hf_opt(OPT& model, const std::string& dir);
+// Writes a Hugging Face directory: config.json and model.safetensors, or
+// shards with an index (HfSaveOptions: dtype, shard size), replacing `dir`
+// only once complete.
+void save_hf_opt(OPT& model, const std::string& dir, const HfSaveOptions& options = {});
 
 }  // namespace autoshard

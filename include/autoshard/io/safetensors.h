@@ -54,6 +54,10 @@ class SafetensorsFile {
 
 // IEEE half precision to float.
 float half_to_float(uint16_t h);
+// float to IEEE half and to bfloat16, rounding to nearest even (overflow to
+// infinity; NaN stays NaN).
+uint16_t float_to_half(float f);
+uint16_t float_to_bf16(float f);
 
 // Bytes per element of a safetensors dtype name, or 0 if unknown.
 size_t safetensors_dtype_size(const std::string& dtype);

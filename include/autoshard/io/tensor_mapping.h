@@ -45,9 +45,11 @@ void check_mapping(const SafetensorsFile& file, const TensorMapping& m, const Sh
 Tensor read_block(const SafetensorsFile& file, const TensorMapping& m, const Shape& shape,
                   const Sharding& layout, const DeviceMesh& mesh, int device);
 
-// Writes a block (f32) into an F32 file tensor whose data starts at byte
-// `data_offset` of the open file `fd` (pwrite of its runs).
+// Writes a block (f32) into a file tensor of `dtype` (F32, or F16 / BF16
+// rounded to nearest even) whose data starts at byte `data_offset` of the
+// open file `fd` (pwrite of its runs).
 void write_block(int fd, uint64_t data_offset, const TensorMapping& m, const Shape& shape,
-                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block);
+                 const Sharding& layout, const DeviceMesh& mesh, int device, const Tensor& block,
+                 const std::string& dtype = "F32");
 
 }  // namespace autoshard
