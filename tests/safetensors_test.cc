@@ -138,7 +138,9 @@ TEST(HalfPrecision, RoundTripsAndRoundsToNearestEven) {
     uint32_t wide = h << 16;
     float g;
     std::memcpy(&g, &wide, 4);
-    if (!std::isnan(g)) EXPECT_EQ(float_to_bf16(g), bits) << h;
+    if (!std::isnan(g)) {
+      EXPECT_EQ(float_to_bf16(g), bits) << h;
+    }
   }
   // 1 + 2^-11 lies halfway between 1 and the next half (1 + 2^-10): to 1
   // (even); 1 + 3 * 2^-11 halfway between odd and even: up to 1 + 2^-9.
