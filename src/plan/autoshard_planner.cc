@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
@@ -219,19 +221,6 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
                                                        std::vector<std::string>* why) {
   AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
   const Cluster cluster = Cluster::named(options.cluster);
-  // data x model, and data x model x seq with all three > 1 (a third axis
-  // any op may split on, e.g. the sequence of Megatron-SP). Axis names mean
-  // nothing to the solver but the batch axis of the inputs: data=1 with two
-  // more axes is the two-axis shape of those sizes, less that split.
-  std::vector<DeviceMesh> shapes;
-  for (int d = 1; d <= devices; ++d) {
-    if (devices % d) continue;
-    const int rest = devices / d;
-    shapes.push_back(DeviceMesh({d, rest}, {batch_dim_name, "model"}));
-    for (int m = 2; m < rest && d > 1; ++m)
-      if (rest % m == 0)
-        shapes.push_back(DeviceMesh({d, m, rest / m}, {batch_dim_name, "model", "seq"}));
-  }
   // Screening: each shape's problem gets one round of the solver (its first
   // answer is usually within a percent of its last; one round does not
   // depend on the clock, so the screen is deterministic), the shapes
@@ -240,50 +229,136 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
     std::optional<__int128> cost;
     std::string line;
   };
-  std::vector<Screened> screened(shapes.size());
-  parallel_for(int64_t(shapes.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      try {
-        const AutoShard candidate(shapes[k], batch_dim_name, options);
-        const StrategyProblem sp = candidate.pose(g, cluster);
-        const SolveResult r =
-            solve(sp.problem,
-                  {.time_limit_s = 60, .seed = options.seed, .max_rounds = 1, .programs = false});
-        if (r.feasible) {
-          screened[k].cost = r.cost;
-          screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
-        } else {
-          screened[k].line = "nothing fits (" + r.why + ")";
+  std::vector<DeviceMesh> shapes;
+  std::vector<Screened> screened;
+  const auto screen = [&](const std::vector<DeviceMesh>& more) {
+    const size_t first = shapes.size();
+    shapes.insert(shapes.end(), more.begin(), more.end());
+    screened.resize(shapes.size());
+    parallel_for(int64_t(more.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = int64_t(first) + begin; k < int64_t(first) + end; ++k) {
+        try {
+          const AutoShard candidate(shapes[k], batch_dim_name, options);
+          const StrategyProblem sp = candidate.pose(g, cluster);
+          const SolveResult r =
+              solve(sp.problem,
+                    {.time_limit_s = 60, .seed = options.seed, .max_rounds = 1, .programs = false});
+          if (r.feasible) {
+            screened[k].cost = r.cost;
+            screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
+          } else {
+            screened[k].line = "nothing fits (" + r.why + ")";
+          }
+        } catch (const Error& e) {
+          screened[k].line = e.what();
         }
-      } catch (const Error& e) {
-        screened[k].line = e.what();
+      }
+    });
+  };
+  const auto best_screened = [&](size_t count) {
+    std::vector<size_t> order;
+    for (size_t k = 0; k < shapes.size(); ++k)
+      if (screened[k].cost) order.push_back(k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return *screened[a].cost < *screened[b].cost; });
+    if (order.size() > count) order.resize(count);
+    return order;
+  };
+  // First data x model, every factorisation. Then a third axis (one any op
+  // may split on, e.g. the sequence of Megatron-SP) where it pays: from the
+  // best two-axis shape, its devices are taken from the data or the model
+  // axis, 2 then more, for as long as the screened cost falls.
+  // (Three-axis problems cost five times as much to pose and solve as
+  // two-axis ones; screening them all took most of the planning time.) Axis
+  // names mean nothing to the solver but the batch axis of the inputs.
+  std::vector<DeviceMesh> pairs;
+  for (int d = 1; d <= devices; ++d)
+    if (devices % d == 0) pairs.push_back(DeviceMesh({d, devices / d}, {batch_dim_name, "model"}));
+  screen(pairs);
+  struct Chain {
+    int data, model, seq;  // the last shape screened on this chain
+    bool from_data;        // where the next seq devices come from
+    __int128 cost;
+  };
+  std::vector<Chain> chains;
+  for (size_t k : best_screened(1))
+    for (bool from_data : {true, false})
+      chains.push_back({int(shapes[k].axis_size(0)), int(shapes[k].axis_size(1)), 1, from_data,
+                        *screened[k].cost});
+  // The next shape of a chain: the smallest larger seq that divides the
+  // source axis and leaves it at least 2.
+  const auto next = [](const Chain& c) -> std::optional<Chain> {
+    const int source = (c.from_data ? c.data : c.model) * c.seq;
+    for (int s = c.seq + 1; s <= source / 2; ++s)
+      if (source % s == 0) {
+        Chain n = c;
+        (c.from_data ? n.data : n.model) = source / s;
+        n.seq = s;
+        return n;
+      }
+    return std::nullopt;
+  };
+  std::set<std::string> seen;
+  for (const DeviceMesh& m : shapes) seen.insert(m.to_string());
+  while (!chains.empty()) {
+    std::vector<DeviceMesh> round;
+    std::vector<Chain> stepped;
+    for (const Chain& c : chains) {
+      const std::optional<Chain> n = next(c);
+      if (!n || n->data < 2 || n->model < 2) continue;
+      const DeviceMesh mesh({n->data, n->model, n->seq}, {batch_dim_name, "model", "seq"});
+      if (!seen.insert(mesh.to_string()).second) continue;
+      round.push_back(mesh);
+      stepped.push_back(*n);
+    }
+    const size_t first = shapes.size();
+    screen(round);
+    chains.clear();
+    for (size_t i = 0; i < stepped.size(); ++i) {
+      const Screened& r = screened[first + i];
+      if (r.cost && *r.cost < stepped[i].cost) {
+        stepped[i].cost = *r.cost;
+        chains.push_back(stepped[i]);
       }
     }
-  });
-  std::vector<size_t> order;
-  for (size_t k = 0; k < shapes.size(); ++k)
-    if (screened[k].cost) order.push_back(k);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return *screened[a].cost < *screened[b].cost; });
+  }
   // The two best screened shapes are planned in full (the memory check
-  // included); further down the list only while none of them fits.
-  std::shared_ptr<AutoShard> best;
-  __int128 best_cost = 0;
-  int planned = 0;
+  // included), side by side when this is one process (under mpirun one after
+  // the other: each plan broadcasts the leader's answer to the ranks);
+  // further down the list only while none of them fits.
+  const std::vector<size_t> order = best_screened(shapes.size());
+  std::vector<std::shared_ptr<AutoShard>> full(order.size());
   AutoShardOptions each = options;
   if (options.time_limit_s > 0) each.time_limit_s = options.time_limit_s / 2;
-  for (size_t k : order) {
-    if (planned >= 2 && best) break;
-    ++planned;
-    auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
+  const auto plan_in_full = [&](size_t i) {
+    const size_t k = order[i];
     try {
+      auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
       candidate->prepare(g);
-      const __int128 cost = candidate->problem().cost(candidate->solution());
       screened[k].line = candidate->reasons().front();
-      if (!best || cost < best_cost) best = candidate, best_cost = cost;
-    } catch (const Error& e) {
+      full[i] = std::move(candidate);
+    } catch (const std::exception& e) {
       screened[k].line = e.what();
     }
+  };
+  size_t planned = std::min<size_t>(2, order.size());
+  if (planned == 2 && !World::process().distributed()) {
+    std::thread second([&] { plan_in_full(1); });
+    plan_in_full(0);
+    second.join();
+  } else {
+    for (size_t i = 0; i < planned; ++i) plan_in_full(i);
+  }
+  const auto fits = [&] {
+    return std::any_of(full.begin(), full.end(), [](auto& c) { return c; });
+  };
+  while (!fits() && planned < order.size()) plan_in_full(planned++);
+  std::shared_ptr<AutoShard> best;
+  __int128 best_cost = 0;
+  for (const auto& candidate : full) {
+    if (!candidate) continue;
+    const __int128 cost = candidate->problem().cost(candidate->solution());
+    if (!best || cost < best_cost) best = candidate, best_cost = cost;
   }
   if (why)
     for (size_t k = 0; k < shapes.size(); ++k)
