@@ -335,7 +335,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
     try {
       auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
       candidate->prepare(g);
-      screened[k].line = candidate->reasons().front();
+      screened[k].line += "; " + candidate->reasons().front();
       full[i] = std::move(candidate);
     } catch (const std::exception& e) {
       screened[k].line = e.what();
