@@ -61,9 +61,10 @@ Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
   return eval(symbolic_output_);
 }
 
-void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss) {
+void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss, std::vector<Metric> metrics) {
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
+  metrics_ = std::move(metrics);
   if (!dist_) set_distribution(autoshard::distribution());
   cache_.clear();
 }
@@ -125,6 +126,7 @@ Model::Traced Model::trace_step(Mode mode, const Shape& x_shape, DType x_dtype,
     t.y = y.id;
     result = loss_(out, y);
     AS_CHECK(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
+    if (!metrics_.empty()) t.predictions = out.id;
   }
   if (mode == Mode::Train) {
     std::vector<Value> params;
@@ -137,6 +139,7 @@ Model::Traced Model::trace_step(Mode mode, const Shape& x_shape, DType x_dtype,
       t.x = r.id_of[t.x];
       t.y = r.id_of[t.y];
       t.result = r.id_of[result.id];
+      if (t.predictions >= 0) t.predictions = r.id_of[t.predictions];
       return t;
     }
   }
@@ -206,11 +209,13 @@ CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
 CompiledStep& Model::compile(const std::string& key, Traced t) {
   place_state();
   std::unique_ptr<CompiledStep> step;
+  std::vector<int> outputs{t.result};
+  if (t.predictions >= 0) outputs.push_back(t.predictions);
   if (sharded()) {
     const PartitionRequest request = leaf_layouts(t.graph);
-    step = std::make_unique<CompiledStep>(std::move(t.graph), t.result, dist_->mesh(), request);
+    step = std::make_unique<CompiledStep>(std::move(t.graph), outputs, dist_->mesh(), request);
   } else {
-    step = std::make_unique<CompiledStep>(std::move(t.graph), t.result);
+    step = std::make_unique<CompiledStep>(std::move(t.graph), outputs);
   }
   check_memory(*step);
   CompiledStep& s = cache_.insert(key, std::move(step));
@@ -329,23 +334,41 @@ Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType
   return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result}, devices);
 }
 
-double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx) {
+double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx,
+                  MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
   step.bind_input(g.find_input("x"), x);
   if (y) step.bind_input(g.find_input("y"), *y);
   step.set_profile(profile);
   step.run(ctx);
+  if (totals && y && !metrics_.empty()) {
+    for (const Metric& m : metrics_) {
+      const Metric::Total batch = m.measure(step.output(1), *y);
+      (*totals)[m.name].sum += batch.sum;
+      (*totals)[m.name].count += batch.count;
+    }
+  }
   return step.result().numel() == 1 ? step.result().item() : 0.0;
 }
 
-double Model::train_on_batch(const Tensor& x, const Tensor& y) {
+double Model::train_batch(const Tensor& x, const Tensor& y, MetricTotals* totals) {
   AS_CHECK(optimizer_ && loss_, "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
-  double loss =
-      run(Mode::Train, x, &y, {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)});
+  double loss = run(Mode::Train, x, &y,
+                    {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)}, totals);
   ++iterations_;
   return loss;
+}
+
+double Model::train_on_batch(const Tensor& x, const Tensor& y) {
+  return train_batch(x, y, nullptr);
+}
+
+Logs Model::means(double loss, const MetricTotals& totals) {
+  Logs logs{{"loss", loss}};
+  for (const auto& [name, t] : totals) logs[name] = t.count ? t.sum / double(t.count) : 0.0;
+  return logs;
 }
 
 double Model::test_on_batch(const Tensor& x, const Tensor& y) {
@@ -383,27 +406,40 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     for (auto& cb : callbacks) cb->on_epoch_begin(epoch, steps);
     double total = 0;
+    MetricTotals totals;
     for (int64_t b = 0; b < steps; ++b) {
       int64_t begin = b * o.batch_size, end = std::min(n, begin + o.batch_size);
-      total += train_on_batch(rows(x, begin, end), rows(y, begin, end));
-      Logs logs{{"loss", total / double(b + 1)}};
+      total += train_batch(rows(x, begin, end), rows(y, begin, end), &totals);
+      const Logs logs = means(total / double(b + 1), totals);
       for (auto& cb : callbacks) cb->on_train_batch_end(b, logs);
     }
-    history.loss.push_back(total / double(steps));
-    for (auto& cb : callbacks) cb->on_epoch_end(epoch, {{"loss", history.loss.back()}});
+    const Logs logs = means(total / double(steps), totals);
+    history.loss.push_back(logs.at("loss"));
+    for (const auto& [name, t] : totals) history.metrics[name].push_back(logs.at(name));
+    for (auto& cb : callbacks) cb->on_epoch_end(epoch, logs);
   }
   for (auto& cb : callbacks) cb->on_train_end();
   return history;
 }
 
 double Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size) {
+  return evaluate_with_metrics(x, y, batch_size).at("loss");
+}
+
+Logs Model::evaluate_with_metrics(const Tensor& x, const Tensor& y, int64_t batch_size) {
+  AS_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0),
+           "evaluate: x and y must have the same number of examples, got ", shape_str(x.shape()),
+           " and ", shape_str(y.shape()));
   const int64_t n = x.dim(0), steps = batch_count(n, batch_size);
   double total = 0;
+  MetricTotals totals;
   for (int64_t b = 0; b < steps; ++b) {
     int64_t begin = b * batch_size, end = std::min(n, begin + batch_size);
-    total += test_on_batch(rows(x, begin, end), rows(y, begin, end)) * double(end - begin);
+    const Tensor targets = rows(y, begin, end);
+    total += run(Mode::Test, rows(x, begin, end), &targets, {iterations_ + 1, 0}, &totals) *
+             double(end - begin);
   }
-  return total / double(n);
+  return means(total / double(n), totals);
 }
 
 Tensor Model::predict(const Tensor& x, int64_t batch_size) {

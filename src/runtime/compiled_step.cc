@@ -4,14 +4,15 @@
 
 namespace autoshard {
 
-CompiledStep::CompiledStep(Graph graph, int result) : graph_(std::move(graph)), result_(result) {
-  exec_ = std::make_unique<Executor>(graph_, std::vector<int>{result_});
+CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs)
+    : graph_(std::move(graph)), outputs_(std::move(outputs)) {
+  exec_ = std::make_unique<Executor>(graph_, outputs_);
 }
 
-CompiledStep::CompiledStep(Graph graph, int result, const DeviceMesh& mesh,
+CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMesh& mesh,
                            const PartitionRequest& request)
-    : graph_(std::move(graph)), result_(result) {
-  sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, std::vector<int>{result_});
+    : graph_(std::move(graph)), outputs_(std::move(outputs)) {
+  sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, outputs_);
   devices_ = sharded_->devices();
 }
 
@@ -43,8 +44,10 @@ void CompiledStep::run(const StepContext& ctx) {
     exec_->run(ctx);
 }
 
-const Tensor& CompiledStep::result() const {
-  return sharded_ ? sharded_->output(0) : exec_->value(result_);
+const Tensor& CompiledStep::output(size_t i) const {
+  AS_CHECK(i < outputs_.size(), "internal: the step has ", outputs_.size(), " outputs, not ",
+           i + 1);
+  return sharded_ ? sharded_->output(static_cast<int>(i)) : exec_->value(outputs_[i]);
 }
 
 void CompiledStep::set_profile(OpProfile* profile) {

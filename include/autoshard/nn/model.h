@@ -16,6 +16,7 @@
 #include "autoshard/nn/callbacks.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/metrics.h"
 #include "autoshard/nn/weight_source.h"
 #include "autoshard/nn/weight_store.h"
 #include "autoshard/optim/optimizers.h"
@@ -38,6 +39,9 @@ struct FitOptions {
 
 struct History {
   std::vector<double> loss;  // mean training loss of each epoch
+  // Each metric's mean over each epoch's examples, by name (on the training
+  // batches' forward pass, before each update, as Keras reports it).
+  std::map<std::string, std::vector<double>> metrics;
 };
 
 class Model {
@@ -50,7 +54,9 @@ class Model {
 
   // Compiles for the distribution set now (set_distribution or a
   // DistributionScope), if any: then every step runs sharded over its mesh.
-  void compile(std::shared_ptr<Optimizer> optimizer, Loss loss);
+  // `metrics` are reported by fit and evaluate_with_metrics next to the loss;
+  // each step then also returns its predictions (gathered whole).
+  void compile(std::shared_ptr<Optimizer> optimizer, Loss loss, std::vector<Metric> metrics = {});
   void set_distribution(std::shared_ptr<Distribution> d);
   const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
   // The whole (unpartitioned) training step for these batch shapes, as a
@@ -88,6 +94,8 @@ class Model {
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   // Mean loss over batches of batch_size (a last partial batch included).
   double evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
+  // The mean loss ("loss") and each compiled metric, by name, over every example.
+  Logs evaluate_with_metrics(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
   Tensor predict(const Tensor& x, int64_t batch_size = 32);
 
   // Model weights by path (created on first use; optimizer slots excluded).
@@ -146,7 +154,10 @@ class Model {
   struct Traced {
     Graph graph;
     int x = -1, y = -1, result = -1;
+    int predictions = -1;  // the forward's output, read for metrics
   };
+  // Each metric's running total over the batches of an epoch or evaluation.
+  using MetricTotals = std::map<std::string, Metric::Total>;
   CompiledStep& compiled(Mode mode, const Tensor& x, const Tensor* y);
   CompiledStep& compile(const std::string& key, Traced traced);
   Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
@@ -159,7 +170,10 @@ class Model {
   void bind_state(CompiledStep& step);
   void check_memory(const CompiledStep& step) const;
   void place_state();
-  double run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx);
+  double run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx,
+             MetricTotals* totals = nullptr);
+  double train_batch(const Tensor& x, const Tensor& y, MetricTotals* totals);
+  static Logs means(double loss, const MetricTotals& totals);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
   bool sharded() const;
   void ensure_built();
@@ -170,6 +184,7 @@ class Model {
   SymbolicTensor symbolic_output_;
   std::shared_ptr<Optimizer> optimizer_;
   Loss loss_;
+  std::vector<Metric> metrics_;
   std::shared_ptr<Distribution> dist_;
   uint64_t seed_ = 0;
   bool recompute_ = false;

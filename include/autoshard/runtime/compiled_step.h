@@ -18,11 +18,13 @@ namespace autoshard {
 
 class CompiledStep {
  public:
-  // One device; `result` is the value read after each run.
-  CompiledStep(Graph graph, int result);
+  // One device; `outputs` are the values read after each run (the first is
+  // the result).
+  CompiledStep(Graph graph, std::vector<int> outputs);
   // A mesh: the graph partitioned with `request`; this process runs its
   // own devices (all of them in-process, its rank under mpirun).
-  CompiledStep(Graph graph, int result, const DeviceMesh& mesh, const PartitionRequest& request);
+  CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMesh& mesh,
+               const PartitionRequest& request);
 
   const Graph& graph() const { return graph_; }
   bool sharded() const { return sharded_ != nullptr; }
@@ -37,8 +39,10 @@ class CompiledStep {
   // Binds each of this process's devices' block of an input given whole.
   void bind_input(int leaf, const Tensor& whole);
   void run(const StepContext& ctx);
-  // The result, whole (every device holds the same).
-  const Tensor& result() const;
+  // The result (output 0), whole (every device holds the same).
+  const Tensor& result() const { return output(0); }
+  // Output `i`, whole.
+  const Tensor& output(size_t i) const;
   void set_profile(OpProfile* profile);
   // Bytes of the intermediate buffers of this process's devices (made on the
   // first run).
@@ -46,7 +50,7 @@ class CompiledStep {
 
  private:
   Graph graph_;
-  int result_;
+  std::vector<int> outputs_;
   std::vector<int> devices_{0};
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<ShardedExecutor> sharded_;
