@@ -154,8 +154,9 @@ TEST(Model, ClearErrors) {
     return std::string("no error");
   };
   const std::string kernel = model.weight_paths()[0];
-  EXPECT_NE(message([&] { model.gather_weight("optimizer.v." + kernel); })
-                .find("has no optimizer slot 'v'"),
+  EXPECT_NE(message([&] {
+              model.gather_weight("optimizer.v." + kernel);
+            }).find("has no optimizer slot 'v'"),
             std::string::npos);
   EXPECT_NE(message([&] { model.set_weight("dense_9.kernel", x); }).find("'dense_9.kernel'"),
             std::string::npos);
@@ -163,6 +164,68 @@ TEST(Model, ClearErrors) {
             std::string::npos);
   EXPECT_THROW(Dense(0), Error);
   EXPECT_THROW(Activation("swishy")(Input({2})), Error);
+}
+
+}  // namespace
+}  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// Two named inputs, as Keras's dict of inputs: fit and predict take them by
+// name, and a mesh gives the one-device losses and predictions.
+TEST(Model, SeveralNamedInputsTrainOnAnyMesh) {
+  const auto build = [] {
+    auto a = Input({5}, DType::F32, "a"), b = Input({3}, DType::F32, "b");
+    auto h = Add()(
+        {Dense(8, DenseOptions().name("from_a"))(a), Dense(8, DenseOptions().name("from_b"))(b)});
+    auto model = std::make_unique<Model>(
+        std::vector{a, b}, Dense(4, DenseOptions().name("out"))(Activation("relu")(h)));
+    model->set_seed(3);
+    return model;
+  };
+  const Tensor xa = testing::random_tensor({12, 5}, 1), xb = testing::random_tensor({12, 3}, 2);
+  Tensor y({12}, DType::I32);
+  for (int i = 0; i < 12; ++i) y.i32()[i] = i % 4;
+  const ModelInputs inputs{{"a", xa}, {"b", xb}};
+  std::vector<double> reference;
+  Tensor predicted;
+  for (const char* spec : {"", "data=2", "model=2", "data=2,model=2"}) {
+    std::unique_ptr<Model> model = build();
+    if (*spec)
+      model->set_distribution(
+          std::make_shared<AutoShard>(DeviceMesh::parse(spec), "data", AutoShardOptions{}));
+    model->compile(SGD({.learning_rate = 0.1}), losses::sparse_categorical_crossentropy);
+    const History h = model->fit(inputs, y, {.batch_size = 4, .epochs = 3, .verbose = false});
+    const Tensor p = model->predict({{"b", xb}, {"a", xa}}, 5);  // any order, uneven batches
+    if (reference.empty()) {
+      reference = h.loss;
+      predicted = p;
+      EXPECT_LT(h.loss.back(), h.loss.front());
+      continue;
+    }
+    for (size_t e = 0; e < reference.size(); ++e)
+      EXPECT_NEAR(h.loss[e], reference[e], 1e-5 * reference[e]) << spec << ", epoch " << e;
+    EXPECT_LT(max_relative_error(p, predicted), 1e-5) << spec;
+  }
+  // Which input is which matters: swapping the tensors' names is an error
+  // (their shapes differ), a missing or unknown name too.
+  std::unique_ptr<Model> model = build();
+  model->compile(SGD(), losses::sparse_categorical_crossentropy);
+  const auto error = [&](const ModelInputs& x) {
+    try {
+      model->fit(x, y, {.verbose = false});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error({{"a", xb}, {"b", xa}}).find("input 'a' of shape [12, 3]"), std::string::npos);
+  EXPECT_NE(error({{"a", xa}}).find("input 'b' is missing"), std::string::npos);
+  EXPECT_NE(error({{"a", xa}, {"b", xb}, {"c", xb}}).find("no input named 'c'"), std::string::npos);
+  EXPECT_NE(error(xa).find("give them by name"), std::string::npos);
+  EXPECT_NE(error({{"a", xa}, {"b", testing::random_tensor({10, 3}, 4)}}).find("same number"),
+            std::string::npos);
 }
 
 }  // namespace

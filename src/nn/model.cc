@@ -23,11 +23,10 @@ Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::str
     : name_(std::move(name)),
       symbolic_inputs_(std::move(inputs)),
       symbolic_output_(std::move(output)) {
-  AS_CHECK(symbolic_inputs_.size() == 1, "Model ", name_, ": exactly one input is supported, got ",
-           symbolic_inputs_.size());
+  AS_CHECK(!symbolic_inputs_.empty(), "Model ", name_, ": needs at least one input");
   for (const SymbolicTensor& s : symbolic_inputs_) {
     AS_CHECK(s.get() && !s.node().layer, "Model ", name_, ": inputs must come from Input()");
-    input_specs_.push_back({s.node().shape, s.node().dtype});
+    input_specs_.push_back({s.node().shape, s.node().dtype, s.node().name});
   }
 }
 
@@ -86,11 +85,23 @@ bool Model::sharded() const {
   return dist_ && dist_->mesh().size() > 1;
 }
 
+namespace {
+// The step graph's name of input i: "x" for the first (what planners and
+// generation look up), "x1", "x2", ... for the others.
+std::string graph_input(size_t i) {
+  return i == 0 ? std::string("x") : cat("x", i);
+}
+}  // namespace
+
 Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
   Trace trace(graph, training, seed_);
-  Shape shape = input_specs_[0].shape;
-  shape.insert(shape.begin(), batch_size);
-  Value out = call(trace, {graph.input("x", shape, input_specs_[0].dtype)});
+  std::vector<Value> inputs;
+  for (size_t i = 0; i < input_specs_.size(); ++i) {
+    Shape shape = input_specs_[i].shape;
+    shape.insert(shape.begin(), batch_size);
+    inputs.push_back(graph.input(graph_input(i), shape, input_specs_[i].dtype));
+  }
+  Value out = call(trace, inputs);
   declare_state(graph, trace.initializers());
   return out;
 }
@@ -106,19 +117,29 @@ void Model::declare_state(const Graph& graph, const std::map<std::string, Initia
   }
 }
 
-Model::Traced Model::trace_step(Mode mode, const Shape& x_shape, DType x_dtype,
-                                const Shape* y_shape, DType y_dtype) {
-  AS_CHECK(x_dtype == input_specs_[0].dtype, "Model ", name_, ": input must be ",
-           dtype_name(input_specs_[0].dtype), ", got ", dtype_name(x_dtype));
+Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
+                                const std::vector<DType>& x_dtypes, const Shape* y_shape,
+                                DType y_dtype) {
+  AS_CHECK(x_shapes.size() == input_specs_.size(), "Model ", name_, ": has ", input_specs_.size(),
+           " inputs, got ", x_shapes.size());
   AS_CHECK(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
-  AS_CHECK(x_shape.size() == input_specs_[0].shape.size() + 1 &&
-               std::equal(x_shape.begin() + 1, x_shape.end(), input_specs_[0].shape.begin()),
-           "Model ", name_, ": input of shape ", shape_str(x_shape),
-           " does not match the model's input shape [batch] + ", shape_str(input_specs_[0].shape));
+  for (size_t i = 0; i < x_shapes.size(); ++i) {
+    const InputSpec& spec = input_specs_[i];
+    const std::string which = spec.name.empty() ? "input" : "input '" + spec.name + "'";
+    AS_CHECK(x_dtypes[i] == spec.dtype, "Model ", name_, ": ", which, " must be ",
+             dtype_name(spec.dtype), ", got ", dtype_name(x_dtypes[i]));
+    const Shape& x_shape = x_shapes[i];
+    AS_CHECK(x_shape.size() == spec.shape.size() + 1 &&
+                 std::equal(x_shape.begin() + 1, x_shape.end(), spec.shape.begin()),
+             "Model ", name_, ": ", which, " of shape ", shape_str(x_shape),
+             " does not match the model's input shape [batch] + ", shape_str(spec.shape));
+    AS_CHECK(x_shape[0] == x_shapes[0][0], "Model ", name_, ": inputs of ", x_shapes[0][0], " and ",
+             x_shape[0], " examples in one batch");
+  }
   Traced t;
   Graph& g = t.graph;
-  Value out = trace_forward(g, x_shape[0], mode == Mode::Train);
+  Value out = trace_forward(g, x_shapes[0][0], mode == Mode::Train);
   t.x = g.find_input("x");
   Value result = out;
   if (mode != Mode::Predict) {
@@ -198,12 +219,56 @@ void Model::bind_state(CompiledStep& step) {
   step.set_profile(profile);
 }
 
-CompiledStep& Model::compiled(Mode mode, const Tensor& x, const Tensor* y) {
-  std::string key = std::to_string(int(mode)) + shape_str(x.shape());
-  if (y) key += shape_str(y->shape()) + dtype_name(y->dtype());
+CompiledStep& Model::compiled(Mode mode, const Batch& x, const Tensor* y) {
+  std::string key = std::to_string(int(mode));
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : x) {
+    key += shape_str(t.shape()) + dtype_name(t.dtype());
+    shapes.push_back(t.shape());
+    dtypes.push_back(t.dtype());
+  }
+  if (y) key += "y" + shape_str(y->shape()) + dtype_name(y->dtype());
   if (CompiledStep* step = cache_.find(key)) return *step;
-  return compile(key, trace_step(mode, x.shape(), x.dtype(), y ? &y->shape() : nullptr,
+  return compile(key, trace_step(mode, shapes, dtypes, y ? &y->shape() : nullptr,
                                  y ? y->dtype() : DType::F32));
+}
+
+Model::Batch Model::ordered(const ModelInputs& x) const {
+  const auto& given = x.tensors();
+  if (given.size() == 1 && given.begin()->first.empty()) {
+    AS_CHECK(input_specs_.size() == 1, "Model ", name_, " has ", input_specs_.size(),
+             " inputs: give them by name, {{\"", input_specs_[0].name, "\", tensor}, ...}");
+    return {given.begin()->second};
+  }
+  Batch out;
+  std::string names;
+  for (const InputSpec& spec : input_specs_) {
+    names += (names.empty() ? "" : ", ") + spec.name;
+    auto it = given.find(spec.name);
+    AS_CHECK(it != given.end(), "Model ", name_, ": input '", spec.name,
+             "' is missing (the model's inputs: ", names, "...)");
+    out.push_back(it->second);
+  }
+  for (const auto& [name, t] : given)
+    AS_CHECK(std::any_of(input_specs_.begin(), input_specs_.end(),
+                         [&](const InputSpec& spec) { return spec.name == name; }),
+             "Model ", name_, ": it has no input named '", name, "' (its inputs: ", names, ")");
+  return out;
+}
+
+// The examples in a batch: the first dimension, the same for every input
+// and the targets.
+int64_t Model::examples(const Batch& x, const Tensor* y, const char* what) const {
+  AS_CHECK(!x.empty() && x[0].rank() >= 1, what, ": inputs need a batch dimension");
+  for (const Tensor& t : x)
+    AS_CHECK(t.rank() >= 1 && t.dim(0) == x[0].dim(0), what,
+             ": every input needs the same number of examples, got ", shape_str(x[0].shape()),
+             " and ", shape_str(t.shape()));
+  AS_CHECK(!y || (y->rank() >= 1 && y->dim(0) == x[0].dim(0)), what,
+           ": x and y must have the same number of examples, got ", shape_str(x[0].shape()),
+           " and ", shape_str(y->shape()));
+  return x[0].dim(0);
 }
 
 CompiledStep& Model::compile(const std::string& key, Traced t) {
@@ -324,21 +389,21 @@ std::vector<std::string> Model::buffer_paths() {
 }
 
 Graph Model::training_graph(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
-  return trace_step(Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype).graph;
+  return trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, &y_shape, y_dtype).graph;
 }
 
 Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype,
                                const std::vector<int>& devices) {
   AS_CHECK(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
-  Traced t = trace_step(Mode::Train, x_shape, input_specs_[0].dtype, &y_shape, y_dtype);
+  Traced t = trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, &y_shape, y_dtype);
   return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result}, devices);
 }
 
-double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx,
+double Model::run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
                   MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
-  step.bind_input(g.find_input("x"), x);
+  for (size_t i = 0; i < x.size(); ++i) step.bind_input(g.find_input(graph_input(i)), x[i]);
   if (y) step.bind_input(g.find_input("y"), *y);
   step.set_profile(profile);
   step.run(ctx);
@@ -352,7 +417,7 @@ double Model::run(Mode mode, const Tensor& x, const Tensor* y, const StepContext
   return step.result().numel() == 1 ? step.result().item() : 0.0;
 }
 
-double Model::train_batch(const Tensor& x, const Tensor& y, MetricTotals* totals) {
+double Model::train_batch(const Batch& x, const Tensor& y, MetricTotals* totals) {
   AS_CHECK(optimizer_ && loss_, "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
   double loss = run(Mode::Train, x, &y,
@@ -361,8 +426,10 @@ double Model::train_batch(const Tensor& x, const Tensor& y, MetricTotals* totals
   return loss;
 }
 
-double Model::train_on_batch(const Tensor& x, const Tensor& y) {
-  return train_batch(x, y, nullptr);
+double Model::train_on_batch(const ModelInputs& x, const Tensor& y) {
+  const Batch batch = ordered(x);
+  examples(batch, &y, "train_on_batch");
+  return train_batch(batch, y, nullptr);
 }
 
 Logs Model::means(double loss, const MetricTotals& totals) {
@@ -371,13 +438,17 @@ Logs Model::means(double loss, const MetricTotals& totals) {
   return logs;
 }
 
-double Model::test_on_batch(const Tensor& x, const Tensor& y) {
-  return run(Mode::Test, x, &y, {iterations_ + 1, 0});
+double Model::test_on_batch(const ModelInputs& x, const Tensor& y) {
+  const Batch batch = ordered(x);
+  examples(batch, &y, "test_on_batch");
+  return run(Mode::Test, batch, &y, {iterations_ + 1, 0});
 }
 
-Tensor Model::predict_on_batch(const Tensor& x) {
-  run(Mode::Predict, x, nullptr, {iterations_ + 1, 0});
-  return compiled(Mode::Predict, x, nullptr).result().clone();
+Tensor Model::predict_on_batch(const ModelInputs& x) {
+  const Batch batch = ordered(x);
+  examples(batch, nullptr, "predict_on_batch");
+  run(Mode::Predict, batch, nullptr, {iterations_ + 1, 0});
+  return compiled(Mode::Predict, batch, nullptr).result().clone();
 }
 
 namespace {
@@ -388,13 +459,16 @@ int64_t batch_count(int64_t n, int64_t batch_size) {
 Tensor rows(const Tensor& t, int64_t begin, int64_t end) {
   return slice_axis(t, 0, begin, end - begin);
 }
+std::vector<Tensor> rows(const std::vector<Tensor>& ts, int64_t begin, int64_t end) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(rows(t, begin, end));
+  return out;
+}
 }  // namespace
 
-History Model::fit(const Tensor& x, const Tensor& y, FitOptions o) {
-  AS_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0),
-           "fit: x and y must have the same number of examples, got ", shape_str(x.shape()),
-           " and ", shape_str(y.shape()));
-  const int64_t n = x.dim(0), steps = batch_count(n, o.batch_size);
+History Model::fit(const ModelInputs& inputs, const Tensor& y, FitOptions o) {
+  const Batch x = ordered(inputs);
+  const int64_t n = examples(x, &y, "fit"), steps = batch_count(n, o.batch_size);
   std::vector<std::shared_ptr<Callback>> callbacks = o.callbacks;
   if (o.verbose) {
     auto bar = std::make_shared<ProgressBar>();
@@ -422,15 +496,13 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions o) {
   return history;
 }
 
-double Model::evaluate(const Tensor& x, const Tensor& y, int64_t batch_size) {
+double Model::evaluate(const ModelInputs& x, const Tensor& y, int64_t batch_size) {
   return evaluate_with_metrics(x, y, batch_size).at("loss");
 }
 
-Logs Model::evaluate_with_metrics(const Tensor& x, const Tensor& y, int64_t batch_size) {
-  AS_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0),
-           "evaluate: x and y must have the same number of examples, got ", shape_str(x.shape()),
-           " and ", shape_str(y.shape()));
-  const int64_t n = x.dim(0), steps = batch_count(n, batch_size);
+Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const Tensor& y, int64_t batch_size) {
+  const Batch x = ordered(inputs);
+  const int64_t n = examples(x, &y, "evaluate"), steps = batch_count(n, batch_size);
   double total = 0;
   MetricTotals totals;
   for (int64_t b = 0; b < steps; ++b) {
@@ -442,11 +514,15 @@ Logs Model::evaluate_with_metrics(const Tensor& x, const Tensor& y, int64_t batc
   return means(total / double(n), totals);
 }
 
-Tensor Model::predict(const Tensor& x, int64_t batch_size) {
-  const int64_t n = x.dim(0), steps = batch_count(n, batch_size);
+Tensor Model::predict(const ModelInputs& inputs, int64_t batch_size) {
+  const Batch x = ordered(inputs);
+  const int64_t n = examples(x, nullptr, "predict"), steps = batch_count(n, batch_size);
   std::vector<Tensor> parts;
-  for (int64_t b = 0; b < steps; ++b)
-    parts.push_back(predict_on_batch(rows(x, b * batch_size, std::min(n, (b + 1) * batch_size))));
+  for (int64_t b = 0; b < steps; ++b) {
+    const Batch part = rows(x, b * batch_size, std::min(n, (b + 1) * batch_size));
+    run(Mode::Predict, part, nullptr, {iterations_ + 1, 0});
+    parts.push_back(compiled(Mode::Predict, part, nullptr).result().clone());
+  }
   return concatenate(parts, 0);
 }
 

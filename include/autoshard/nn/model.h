@@ -28,6 +28,22 @@ namespace autoshard {
 struct InputSpec {
   Shape shape;  // per example, without the batch dimension
   DType dtype = DType::F32;
+  std::string name = "";  // how ModelInputs names it (Input()'s name, "input_N" by default)
+};
+
+// The inputs of a batch: one tensor, or, for a model of several inputs,
+// tensors by the names given to Input() (Keras's dict of inputs):
+//   model.fit({{"token_ids", ids}, {"padding_mask", mask}}, labels);
+class ModelInputs {
+ public:
+  ModelInputs(const Tensor& x) : tensors_{{"", x}} {}  // NOLINT: a tensor is one input
+  ModelInputs(std::map<std::string, Tensor> named) : tensors_(std::move(named)) {}  // NOLINT
+  ModelInputs(std::initializer_list<std::pair<const std::string, Tensor>> named)
+      : tensors_(named) {}
+  const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;  // "" for the one unnamed tensor
 };
 
 struct FitOptions {
@@ -69,9 +85,9 @@ class Model {
                           const std::vector<int>& devices = {0});
 
   // One optimizer step on one batch; returns the batch's loss (before the step).
-  double train_on_batch(const Tensor& x, const Tensor& y);
-  double test_on_batch(const Tensor& x, const Tensor& y);
-  Tensor predict_on_batch(const Tensor& x);
+  double train_on_batch(const ModelInputs& x, const Tensor& y);
+  double test_on_batch(const ModelInputs& x, const Tensor& y);
+  Tensor predict_on_batch(const ModelInputs& x);
 
   // One step of generation for a decoder whose attention comes from
   // Trace::causal_attention: runs `tokens` [batch, T] (i32) at positions
@@ -91,12 +107,12 @@ class Model {
   // Paths of the buffers a generation step keeps ("h.0.attn.key_cache", ...).
   std::vector<std::string> buffer_paths();
 
-  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  History fit(const ModelInputs& x, const Tensor& y, FitOptions options = {});
   // Mean loss over batches of batch_size (a last partial batch included).
-  double evaluate(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
+  double evaluate(const ModelInputs& x, const Tensor& y, int64_t batch_size = 32);
   // The mean loss ("loss") and each compiled metric, by name, over every example.
-  Logs evaluate_with_metrics(const Tensor& x, const Tensor& y, int64_t batch_size = 32);
-  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+  Logs evaluate_with_metrics(const ModelInputs& x, const Tensor& y, int64_t batch_size = 32);
+  Tensor predict(const ModelInputs& x, int64_t batch_size = 32);
 
   // Model weights by path (created on first use; optimizer slots excluded).
   std::vector<std::string> weight_paths();
@@ -158,21 +174,24 @@ class Model {
   };
   // Each metric's running total over the batches of an epoch or evaluation.
   using MetricTotals = std::map<std::string, Metric::Total>;
-  CompiledStep& compiled(Mode mode, const Tensor& x, const Tensor* y);
+  using Batch = std::vector<Tensor>;  // the inputs in the model's order
+  Batch ordered(const ModelInputs& x) const;
+  int64_t examples(const Batch& x, const Tensor* y, const char* what) const;
+  CompiledStep& compiled(Mode mode, const Batch& x, const Tensor* y);
   CompiledStep& compile(const std::string& key, Traced traced);
   Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
   CompiledStep& generation_step(int64_t batch, int64_t T, int64_t cache_length);
   static std::string buffer_key(const LeafAttrs& leaf);
   Tensor& buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device);
-  Traced trace_step(Mode mode, const Shape& x_shape, DType x_dtype, const Shape* y_shape,
-                    DType y_dtype);
+  Traced trace_step(Mode mode, const std::vector<Shape>& x_shapes,
+                    const std::vector<DType>& x_dtypes, const Shape* y_shape, DType y_dtype);
   PartitionRequest leaf_layouts(const Graph& g);
   void bind_state(CompiledStep& step);
   void check_memory(const CompiledStep& step) const;
   void place_state();
-  double run(Mode mode, const Tensor& x, const Tensor* y, const StepContext& ctx,
+  double run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
              MetricTotals* totals = nullptr);
-  double train_batch(const Tensor& x, const Tensor& y, MetricTotals* totals);
+  double train_batch(const Batch& x, const Tensor& y, MetricTotals* totals);
   static Logs means(double loss, const MetricTotals& totals);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
   bool sharded() const;
