@@ -220,18 +220,19 @@ void Model::bind_state(CompiledStep& step) {
 }
 
 CompiledStep& Model::compiled(Mode mode, const Batch& x, const Tensor* y) {
-  std::string key = std::to_string(int(mode));
+  std::ostringstream key;  // the mode and every shape and dtype
+  key << int(mode);
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   for (const Tensor& t : x) {
-    key += shape_str(t.shape()) + dtype_name(t.dtype());
+    key << shape_str(t.shape()) << dtype_name(t.dtype());
     shapes.push_back(t.shape());
     dtypes.push_back(t.dtype());
   }
-  if (y) key += "y" + shape_str(y->shape()) + dtype_name(y->dtype());
-  if (CompiledStep* step = cache_.find(key)) return *step;
-  return compile(key, trace_step(mode, shapes, dtypes, y ? &y->shape() : nullptr,
-                                 y ? y->dtype() : DType::F32));
+  if (y) key << "y" << shape_str(y->shape()) << dtype_name(y->dtype());
+  if (CompiledStep* step = cache_.find(key.str())) return *step;
+  return compile(key.str(), trace_step(mode, shapes, dtypes, y ? &y->shape() : nullptr,
+                                       y ? y->dtype() : DType::F32));
 }
 
 Model::Batch Model::ordered(const ModelInputs& x) const {
