@@ -8,6 +8,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "nn/models/hf_layers.h"
 
 namespace autoshard {
 
@@ -71,9 +72,7 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
            " exceeds n_positions ", config_.n_positions);
   Graph& g = t.graph();
   auto dropout = [&](Value x, const std::string& where) {
-    if (!t.training() || config_.dropout == 0) return x;
-    Trace::Scope s(t, where);
-    return Dropout(config_.dropout, 0, "dropout")(t, x);
+    return training_dropout(t, x, config_.dropout, where);
   };
   Value x = wte_(t, tokens) + wpe_(t, t.positions(T));  // [B, T, C]
   x = dropout(x, "drop");

@@ -5,6 +5,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/layers.h"
+#include "nn/models/hf_layers.h"
 
 namespace autoshard {
 
@@ -34,16 +35,6 @@ Layer rms_norm(const LlamaConfig& c, const char* name) {
                                 .name(name));
 }
 
-// A projection in nn.Linear's (out, in) kernel order, no bias unless `bias_axes`.
-Layer projection(const std::string& equation, Shape out, const char* name,
-                 const std::string& bias_axes = "") {
-  return EinsumDense(equation, std::move(out),
-                     EinsumDenseOptions()
-                         .kernel_initializer(Initializer::normal(0.0, 0.02))
-                         .bias_axes(bias_axes)
-                         .name(name));
-}
-
 }  // namespace
 
 Llama::Llama(LlamaConfig c, int64_t seq_len, uint64_t seed)
@@ -65,13 +56,13 @@ Llama::Llama(LlamaConfig c, int64_t seq_len, uint64_t seed)
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     blocks_.push_back(Block{
         rms_norm(c, "input_layernorm"),
-        projection("btc,kgdc->btkgd", {-1, K, G, D}, "q_proj", bias ? "kgd" : ""),
-        projection("btc,kdc->btkd", {-1, K, D}, "k_proj", bias ? "kd" : ""),
-        projection("btc,kdc->btkd", {-1, K, D}, "v_proj", bias ? "kd" : ""),
-        projection("btkgd,ckgd->btc", {-1, C}, "o_proj"), rms_norm(c, "post_attention_layernorm"),
-        projection("btc,ic->bti", {-1, I}, "gate_proj"),
-        projection("btc,ic->bti", {-1, I}, "up_proj"),
-        projection("bti,ci->btc", {-1, C}, "down_proj")});
+        hf_projection("btc,kgdc->btkgd", {-1, K, G, D}, "q_proj", bias ? "kgd" : ""),
+        hf_projection("btc,kdc->btkd", {-1, K, D}, "k_proj", bias ? "kd" : ""),
+        hf_projection("btc,kdc->btkd", {-1, K, D}, "v_proj", bias ? "kd" : ""),
+        hf_projection("btkgd,ckgd->btc", {-1, C}, "o_proj"),
+        rms_norm(c, "post_attention_layernorm"), hf_projection("btc,ic->bti", {-1, I}, "gate_proj"),
+        hf_projection("btc,ic->bti", {-1, I}, "up_proj"),
+        hf_projection("bti,ci->btc", {-1, C}, "down_proj")});
 }
 
 // Grouped-query self-attention: q [B, T, K, G, D], k and v [B, T, K, D].

@@ -5,6 +5,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/layers.h"
+#include "nn/models/hf_layers.h"
 
 namespace autoshard {
 
@@ -29,16 +30,6 @@ Layer layer_norm(const char* name) {
   return LayerNormalization(LayerNormalizationOptions().epsilon(1e-5).name(name));
 }
 
-// A projection with a bias, in nn.Linear's (out, in) kernel order.
-Layer projection(const std::string& equation, Shape out, const std::string& bias_axes,
-                 const char* name) {
-  return EinsumDense(equation, std::move(out),
-                     EinsumDenseOptions()
-                         .kernel_initializer(Initializer::normal(0.0, 0.02))
-                         .bias_axes(bias_axes)
-                         .name(name));
-}
-
 }  // namespace
 
 OPT::OPT(OPTConfig c, int64_t seq_len, uint64_t seed)
@@ -56,13 +47,14 @@ OPT::OPT(OPTConfig c, int64_t seq_len, uint64_t seed)
   set_seed(seed);
   const int64_t H = c.num_attention_heads, D = c.head_dim(), C = c.hidden_size, F = c.ffn_dim;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    blocks_.push_back(Block{
-        layer_norm("self_attn_layer_norm"), projection("btc,hdc->bthd", {-1, H, D}, "hd", "q_proj"),
-        projection("btc,hdc->bthd", {-1, H, D}, "", "k_proj"),
-        projection("btc,hdc->bthd", {-1, H, D}, "hd", "v_proj"),
-        projection("bthd,chd->btc", {-1, C}, "c", "out_proj"), layer_norm("final_layer_norm"),
-        projection("btc,fc->btf", {-1, F}, "f", "fc1"),
-        projection("btf,cf->btc", {-1, C}, "c", "fc2")});
+    blocks_.push_back(Block{layer_norm("self_attn_layer_norm"),
+                            hf_projection("btc,hdc->bthd", {-1, H, D}, "q_proj", "hd"),
+                            hf_projection("btc,hdc->bthd", {-1, H, D}, "k_proj", ""),
+                            hf_projection("btc,hdc->bthd", {-1, H, D}, "v_proj", "hd"),
+                            hf_projection("bthd,chd->btc", {-1, C}, "out_proj", "c"),
+                            layer_norm("final_layer_norm"),
+                            hf_projection("btc,fc->btf", {-1, F}, "fc1", "f"),
+                            hf_projection("btf,cf->btc", {-1, C}, "fc2", "c")});
 }
 
 Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
@@ -72,11 +64,6 @@ Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
   AS_CHECK(t.sequence_span(T) <= c.max_position_embeddings, "sequence length ", t.sequence_span(T),
            " exceeds max_position_embeddings ", c.max_position_embeddings);
   Graph& g = t.graph();
-  auto dropout = [&](Value x, const std::string& where) {
-    if (!t.training() || c.dropout == 0) return x;
-    Trace::Scope s(t, where);
-    return Dropout(c.dropout, 0, "dropout")(t, x);
-  };
   Value position_rows;  // [T, C]: rows p + 2 of the table
   {
     Trace::Scope s(t, "embed_positions");
@@ -106,10 +93,10 @@ Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
       }
       Value o = t.causal_attention(b.q_proj(t, h), k, b.v_proj(t, h),
                                    1.0 / std::sqrt(double(c.head_dim())));
-      x = x + dropout(b.out_proj(t, o), "attn_drop");
+      x = x + training_dropout(t, b.out_proj(t, o), c.dropout, "attn_drop");
     }
     Value h = b.fc2(t, ops::relu(b.fc1(t, b.final_layer_norm(t, x))));
-    x = x + dropout(h, "mlp_drop");
+    x = x + training_dropout(t, h, c.dropout, "mlp_drop");
     g.close_region();
   }
   x = final_layer_norm_(t, x);

@@ -1,0 +1,20 @@
+#include "nn/models/hf_layers.h"
+
+namespace autoshard {
+
+Layer hf_projection(const std::string& equation, Shape out, const char* name,
+                    const std::string& bias_axes) {
+  return EinsumDense(equation, std::move(out),
+                     EinsumDenseOptions()
+                         .kernel_initializer(Initializer::normal(0.0, 0.02))
+                         .bias_axes(bias_axes)
+                         .name(name));
+}
+
+Value training_dropout(Trace& t, Value x, double rate, const std::string& where) {
+  if (!t.training() || rate == 0) return x;
+  Trace::Scope s(t, where);
+  return Dropout(rate, 0, "dropout")(t, x);
+}
+
+}  // namespace autoshard
