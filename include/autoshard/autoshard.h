@@ -3,6 +3,7 @@
 #pragma once
 
 #include "autoshard/error.h"
+#include "autoshard/io/bert_formats.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/hf_checkpoint.h"
@@ -15,7 +16,9 @@
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/metrics.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/nn/models/bert.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/nn/models/opt.h"
