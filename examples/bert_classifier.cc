@@ -28,8 +28,9 @@ struct Data {
 };
 
 // n sequences of S tokens: [CLS] (2), then random tokens from 8 up, padded
-// with 0 after a random length; half of them get token 7 somewhere.
-Data make_data(int64_t n, int64_t S, int64_t vocab, uint64_t seed) {
+// with 0 after a random length, the second half of the tokens of segment 1
+// when the model has two token types; half of them get token 7 somewhere.
+Data make_data(int64_t n, int64_t S, int64_t vocab, int64_t token_types, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Data d{Tensor({n, S}, DType::I32), Tensor::zeros({n, S}, DType::I32), Tensor::zeros({n, S}),
          Tensor({n}, DType::I32)};
@@ -40,7 +41,7 @@ Data make_data(int64_t n, int64_t S, int64_t vocab, uint64_t seed) {
       int32_t token = s == 0 ? 2 : s < length ? int32_t(8 + rng() % uint64_t(vocab - 8)) : 0;
       d.ids.i32()[i * S + s] = token;
       d.mask.f32()[i * S + s] = s < length ? 1.0f : 0.0f;
-      d.segments.i32()[i * S + s] = s >= length / 2 && s < length;
+      d.segments.i32()[i * S + s] = token_types > 1 && s >= length / 2 && s < length;
     }
     if (positive) d.ids.i32()[i * S + 1 + int64_t(rng() % uint64_t(length - 1))] = 7;
     d.labels.i32()[i] = positive;
@@ -83,8 +84,8 @@ int main(int argc, char** argv) {
     model.compile(AdamW({.learning_rate = 2e-3, .weight_decay = 0.01}),
                   losses::sparse_categorical_crossentropy, {metrics::accuracy()});
 
-    const Data train = make_data(256, S, config.vocab_size, 1);
-    const Data held_out = make_data(64, S, config.vocab_size, 2);
+    const Data train = make_data(256, S, config.vocab_size, config.type_vocab_size, 1);
+    const Data held_out = make_data(64, S, config.vocab_size, config.type_vocab_size, 2);
     const History h = model.fit(train.inputs(), train.labels,
                                 {.batch_size = 32, .epochs = epochs, .verbose = false});
     for (int e = 0; e < epochs; ++e)
