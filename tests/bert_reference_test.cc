@@ -119,7 +119,8 @@ TEST_P(BertReference, AdamWStepsOnMeshesMatchOneDevice) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BertReference, ::testing::Values("bert", "roberta"));
+INSTANTIATE_TEST_SUITE_P(Models, BertReference,
+                         ::testing::Values("bert", "roberta", "bert_mlm", "roberta_mlm"));
 
 class BertCheckpoint : public testing::TempDirTest {};
 

@@ -12,9 +12,14 @@ pooler + classifier or RoBERTa's classification head.
                            labels, F32; sequences of 9 with 0, 2 and 4 pads
   tests/data/hf_roberta/   pad_token_id 1 (positions 2..), one token type, 2
                            labels, F16
+  tests/data/hf_bert_mlm/  BertForMaskedLM: the masked-LM head (dense, GELU,
+                           LayerNorm, tied word embeddings plus a bias), a
+                           target token at every position
+  tests/data/hf_roberta_mlm/  RobertaForMaskedLM: `lm_head` (dense, GELU,
+                           layer_norm, tied word embeddings plus a bias)
   tests/data/<name>_reference.safetensors:
-    token_ids, segment_ids [B, S] i32, padding_mask [B, S] f32, labels [B] i32
-    logits [B, labels], loss, grad.<tensor>, adamw_losses (5 AdamW steps,
+    token_ids, segment_ids [B, S] i32, padding_mask [B, S] f32, labels [B]
+    (masked LM: [B, S]) i32, logits [B, labels] (masked LM: [B, S, vocab]), loss, grad.<tensor>, adamw_losses (5 AdamW steps,
     clip 1.0) and after.<tensor>
 
 The key projection's bias adds the same q.b to every score of a query, which
@@ -42,6 +47,8 @@ BERT = {"model_type": "bert", "architectures": ["BertForSequenceClassification"]
         "layer_norm_eps": 1e-12, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0, "position_embedding_type": "absolute",
         "pad_token_id": 0, "id2label": {"0": "a", "1": "b", "2": "c"}, "torch_dtype": "float32"}
+BERT_MLM = dict(BERT, architectures=["BertForMaskedLM"], vocab_size=83, num_attention_heads=4)
+del BERT_MLM["id2label"]
 ROBERTA = {"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"],
            "vocab_size": 89, "hidden_size": 24, "intermediate_size": 31, "num_hidden_layers": 2,
            "num_attention_heads": 4, "max_position_embeddings": 16, "type_vocab_size": 1,
@@ -50,8 +57,24 @@ ROBERTA = {"model_type": "roberta", "architectures": ["RobertaForSequenceClassif
            "eos_token_id": 2, "num_labels": 2, "torch_dtype": "float16"}
 
 
+ROBERTA_MLM = dict(ROBERTA, architectures=["RobertaForMaskedLM"], vocab_size=79,
+                   torch_dtype="float32")
+del ROBERTA_MLM["num_labels"]
+
+
+def masked_lm(c):
+    return c["architectures"][0].endswith("ForMaskedLM")
+
+
+def mlm_names(c):
+    """The masked-LM head's prefix and its transform's."""
+    if c["model_type"] == "roberta":
+        return "lm_head.", "lm_head."
+    return "cls.predictions.", "cls.predictions.transform."
+
+
 def labels_of(c):
-    return len(c["id2label"]) if "id2label" in c else c["num_labels"]
+    return len(c["id2label"]) if "id2label" in c else c.get("num_labels", 2)
 
 
 def make_weights(c, gen):
@@ -76,7 +99,13 @@ def make_weights(c, gen):
         module(p + "intermediate.dense", I, C)
         module(p + "output.dense", C, I)
         module(p + "output.LayerNorm", C, None, norm=True)
-    if c["model_type"] == "roberta":
+    if masked_lm(c):
+        head, transform = mlm_names(c)
+        module(transform + "dense", C, C)
+        module(transform + ("layer_norm" if c["model_type"] == "roberta" else "LayerNorm"), C,
+               None, norm=True)
+        w[head + "bias"] = r(V, scale=0.1)
+    elif c["model_type"] == "roberta":
         module("classifier.dense", C, C)
         module("classifier.out_proj", L, C)
     else:
@@ -109,6 +138,11 @@ def forward(c, w, ids, seg, mask):
         h = norm(h + linear(ctx, p + "attention.output.dense"), p + "attention.output.LayerNorm")
         m = F.gelu(linear(h, p + "intermediate.dense"))
         h = norm(h + linear(m, p + "output.dense"), p + "output.LayerNorm")
+    if masked_lm(c):
+        head, t = mlm_names(c)
+        ln = "layer_norm" if c["model_type"] == "roberta" else "LayerNorm"
+        m = norm(F.gelu(linear(h, t + "dense")), t + ln)
+        return m @ w[e + "word_embeddings.weight"].T + w[head + "bias"]
     first = h[:, 0]
     if c["model_type"] == "roberta":
         return linear(torch.tanh(linear(first, "classifier.dense")), "classifier.out_proj")
@@ -129,7 +163,11 @@ def reference(c, name, dtype, seed):
     if c["type_vocab_size"] > 1:
         for b, n in enumerate(LENGTHS):
             seg[b, n // 2:n] = 1
-    labels = torch.randint(0, labels_of(c), (B,), generator=gen)
+    if masked_lm(c):
+        labels = torch.randint(0, c["vocab_size"], (B, S), generator=gen)
+    else:
+        labels = torch.randint(0, labels_of(c), (B,), generator=gen)
+    loss_of = lambda logits: F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     d = f"tests/data/hf_{name}"
     os.makedirs(d, exist_ok=True)
@@ -145,7 +183,7 @@ def reference(c, name, dtype, seed):
 
     params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
     logits = forward(c, params, ids, seg, mask)
-    loss = F.cross_entropy(logits, labels)
+    loss = loss_of(logits)
     loss.backward()
     zero_key_bias(params)
     out = {"token_ids": ids.int(), "segment_ids": seg.int(), "padding_mask": mask,
@@ -157,7 +195,7 @@ def reference(c, name, dtype, seed):
     losses = []
     for _ in range(STEPS):
         opt.zero_grad()
-        step_loss = F.cross_entropy(forward(c, params, ids, seg, mask), labels)
+        step_loss = loss_of(forward(c, params, ids, seg, mask))
         step_loss.backward()
         zero_key_bias(params)
         torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
@@ -174,6 +212,8 @@ def main():
     torch.set_num_threads(1)
     reference(BERT, "bert", torch.float32, seed=3)
     reference(ROBERTA, "roberta", torch.float16, seed=4)
+    reference(BERT_MLM, "bert_mlm", torch.float32, seed=5)
+    reference(ROBERTA_MLM, "roberta_mlm", torch.float32, seed=6)
 
 
 if __name__ == "__main__":

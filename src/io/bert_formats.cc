@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "autoshard/error.h"
 #include "io/files.h"
 #include "io/hf_tensors.h"
 
@@ -39,7 +40,13 @@ std::vector<HfTensor> hf_tensors(const BertConfig& c) {
     add(l + "output.dense", false, {C, I}, {C}, base);
     add(l + "output.LayerNorm", true, {C}, {C}, base);
   }
-  if (c.roberta()) {
+  if (c.masked_lm) {
+    const std::string head = c.roberta() ? "lm_head." : "cls.predictions.";
+    const std::string transform = c.roberta() ? head : head + "transform.";
+    add(transform + "dense", false, {C, C}, {C}, "");
+    add(transform + (c.roberta() ? "layer_norm" : "LayerNorm"), true, {C}, {C}, "");
+    t.push_back({head + "bias", {head + "bias", {c.vocab_size}}});
+  } else if (c.roberta()) {
     add("classifier.dense", false, {C, C}, {C}, "");
     add("classifier.out_proj", false, {L, C}, {L}, "");
   } else {
@@ -52,24 +59,24 @@ std::vector<HfTensor> hf_tensors(const BertConfig& c) {
 void write_hf_bert(Bert& model, const fs::path& dir, const HfSaveOptions& options) {
   const BertConfig& c = model.config();
   write_hf_reshaped(model, dir, hf_tensors(c), options);
-  const nlohmann::json cfg = {
-      {"model_type", c.model_type},
-      {"architectures",
-       {c.roberta() ? "RobertaForSequenceClassification" : "BertForSequenceClassification"}},
-      {"vocab_size", c.vocab_size},
-      {"hidden_size", c.hidden_size},
-      {"intermediate_size", c.intermediate_size},
-      {"num_hidden_layers", c.num_hidden_layers},
-      {"num_attention_heads", c.num_attention_heads},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"type_vocab_size", c.type_vocab_size},
-      {"layer_norm_eps", c.layer_norm_eps},
-      {"hidden_dropout_prob", c.dropout},
-      {"pad_token_id", c.pad_token_id},
-      {"num_labels", c.num_labels},
-      {"hidden_act", "gelu"},
-      {"position_embedding_type", "absolute"},
-      {"torch_dtype", options.torch_dtype()}};
+  const nlohmann::json cfg = {{"model_type", c.model_type},
+                              {"architectures",
+                               {cat(c.roberta() ? "Roberta" : "Bert",
+                                    c.masked_lm ? "ForMaskedLM" : "ForSequenceClassification")}},
+                              {"vocab_size", c.vocab_size},
+                              {"hidden_size", c.hidden_size},
+                              {"intermediate_size", c.intermediate_size},
+                              {"num_hidden_layers", c.num_hidden_layers},
+                              {"num_attention_heads", c.num_attention_heads},
+                              {"max_position_embeddings", c.max_position_embeddings},
+                              {"type_vocab_size", c.type_vocab_size},
+                              {"layer_norm_eps", c.layer_norm_eps},
+                              {"hidden_dropout_prob", c.dropout},
+                              {"pad_token_id", c.pad_token_id},
+                              {"num_labels", c.num_labels},
+                              {"hidden_act", "gelu"},
+                              {"position_embedding_type", "absolute"},
+                              {"torch_dtype", options.torch_dtype()}};
   write_text((dir / "config.json").string(), cfg.dump(2) + "\n");
 }
 
@@ -84,9 +91,14 @@ std::map<std::string, std::string> bert_hf_names(const BertConfig& config) {
 }
 
 void load_bert_weights(Bert& model, const std::string& path) {
-  // Checkpoints often keep the position ids buffer; it follows from the config.
-  load_hf_reshaped(model, path, hf_tensors(model.config()), [](const std::string& name) {
-    return name.ends_with("embeddings.position_ids");
+  // Checkpoints often keep the position ids buffer (it follows from the
+  // config), the masked-LM decoder's copy of the word embeddings and of the
+  // bias (tied), and a pooler the masked-LM head does not use.
+  const bool masked_lm = model.config().masked_lm;
+  load_hf_reshaped(model, path, hf_tensors(model.config()), [masked_lm](const std::string& name) {
+    return name.ends_with("embeddings.position_ids") ||
+           (masked_lm && (name.find(".decoder.") != std::string::npos ||
+                          name.find("pooler.") != std::string::npos));
   });
 }
 

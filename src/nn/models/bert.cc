@@ -1,6 +1,7 @@
 #include "autoshard/nn/models/bert.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -105,6 +106,15 @@ Value Bert::call(Trace& t, const std::vector<Value>& inputs) {
       Value table = t.weight("embeddings", {c.max_position_embeddings, c.hidden_size},
                              Initializer::normal(0.0, 0.02));
       positions = ops::gather(table, ops::iota(g, {S}), c.position_offset());  // [S, C]
+      if (c.roberta()) {
+        // RoBERTa numbers only the tokens (from pad + 1); padding reads the
+        // pad row. With padding at the end, that is row pad + 1 + s where
+        // the mask is 1 and row pad where it is 0.
+        Value pad_row = ops::gather(table, ops::iota(g, {1}), c.pad_token_id);  // [1, C]
+        Value keep3 = ops::reshape(keep, {B, S, 1});
+        positions =
+            keep3 * positions + (ops::constant(g, {B, S, 1}, 1.0) - keep3) * pad_row;  // [B, S, C]
+      }
     }
     x = embedding(c.vocab_size, c.hidden_size, "word_embeddings")(t, tokens) + positions +
         embedding(c.type_vocab_size, c.hidden_size, "token_type_embeddings")(t, segments);
@@ -131,8 +141,14 @@ Value Bert::call(Trace& t, const std::vector<Value>& inputs) {
     x = b.output_norm(t, x + training_dropout(t, b.output(t, h), c.dropout, "dropout"));
     g.close_region();
   }
+  return c.masked_lm ? masked_lm_head(t, x) : classification_head(t, x);
+}
+
+Value Bert::classification_head(Trace& t, Value x) const {
+  const BertConfig& c = config_;
+  const int64_t B = x.dim(0);
   // The first token of each sequence: [S, B, C] row 0.
-  Value first = ops::reshape(ops::gather(ops::transpose(x, {1, 0, 2}), ops::iota(g, {1})),
+  Value first = ops::reshape(ops::gather(ops::transpose(x, {1, 0, 2}), ops::iota(t.graph(), {1})),
                              {B, c.hidden_size});
   if (c.roberta()) {
     Trace::Scope head(t, "classifier");
@@ -146,6 +162,28 @@ Value Bert::call(Trace& t, const std::vector<Value>& inputs) {
     pooled = ops::tanh(dense(t, first, c.hidden_size, "dense"));
   }
   return dense(t, training_dropout(t, pooled, c.dropout, "dropout"), c.num_labels, "classifier");
+}
+
+// dense + GELU + LayerNorm, then the tied word embeddings and a bias:
+// logits [B, S, V].
+Value Bert::masked_lm_head(Trace& t, Value x) const {
+  const BertConfig& c = config_;
+  Value words;
+  {
+    Trace::Scope e(t, "embeddings.word_embeddings");
+    words = t.weight("embeddings", {c.vocab_size, c.hidden_size}, Initializer::normal(0.0, 0.02));
+  }
+  Trace::Scope head(t, c.roberta() ? "lm_head" : "cls.predictions");
+  Value h;
+  {
+    std::optional<Trace::Scope> transform;
+    if (!c.roberta()) transform.emplace(t, "transform");
+    h = ops::gelu(hf_projection("bsc,oc->bso", {-1, c.hidden_size}, "dense", "o")(t, x),
+                  /*tanh_approximation=*/false);
+    h = layer_norm(c, c.roberta() ? "layer_norm" : "LayerNorm")(t, h);
+  }
+  Value bias = t.weight("bias", {c.vocab_size}, Initializer::zeros());
+  return ops::einsum("bsc,vc->bsv", h, words) + bias;
 }
 
 }  // namespace autoshard

@@ -38,6 +38,9 @@ BertConfig BertConfig::from_reader(const ConfigReader& r) {
     c.num_labels = static_cast<int64_t>(r.json()["id2label"].size());
   }
   r.size("num_labels", c.num_labels, false);
+  if (r.has("architectures") && r.json()["architectures"].is_array())
+    for (const auto& a : r.json()["architectures"])
+      c.masked_lm |= a.is_string() && a.get<std::string>().ends_with("ForMaskedLM");
   // Fields whose other values would make another model than this code runs.
   std::string act = "gelu", positions = "absolute";
   r.text("hidden_act", act);

@@ -1,14 +1,16 @@
 // BERT (Devlin et al. 2019) and RoBERTa (Liu et al. 2019) encoders with a
-// sequence-classification head, as autoshard Models: post-LayerNorm blocks
+// sequence-classification or a masked-LM head, as autoshard Models: post-LayerNorm blocks
 // (x = LN(x + attn(x)), x = LN(x + mlp(x))), erf GELU, learned positions
 // (RoBERTa's read at position + pad_token_id + 1), token-type embeddings, a
-// padding mask over the keys.
+// padding mask over the keys. Padding goes at the end of a sequence (RoBERTa
+// reads the pad row's position embedding there, as Hugging Face does).
 //
 // Inputs (Keras-hub's names): "token_ids" [S] i32, "segment_ids" [S] i32,
 // "padding_mask" [S] f32 (1 for a token, 0 for padding). Output: logits
 // [batch, num_labels] from the first token ([CLS] / <s>): BERT's pooler
 // (dense + tanh) then `classifier`; RoBERTa's classifier.dense + tanh then
-// classifier.out_proj.
+// classifier.out_proj. With the masked-LM head, logits [batch, S, vocab]:
+// dense + GELU + LayerNorm, then the word embeddings (tied) plus a bias.
 //
 // Weight paths (N = layer, C = hidden_size, H = heads, D = C / H,
 // I = intermediate_size, V = vocab_size, P = max_position_embeddings,
@@ -45,7 +47,8 @@ struct BertConfig {
   int64_t num_labels = 2;
   int64_t pad_token_id = 0;  // roberta: positions start at pad_token_id + 1
   double layer_norm_eps = 1e-12;
-  double dropout = 0.0;  // hidden_dropout_prob, while training
+  double dropout = 0.0;    // hidden_dropout_prob, while training
+  bool masked_lm = false;  // the head: masked LM (architectures *ForMaskedLM), else classification
 
   // A Hugging Face config.json of model_type bert or roberta; num_labels
   // from "num_labels" or "id2label". Other activations, relative position
@@ -76,6 +79,8 @@ class Bert : public Model {
     Layer query, key, value, attention_output, attention_norm, intermediate, output, output_norm;
   };
   Value attention(Trace& t, const Block& b, Value x, Value key_bias) const;
+  Value classification_head(Trace& t, Value x) const;
+  Value masked_lm_head(Trace& t, Value x) const;
   BertConfig config_;
   std::vector<Block> blocks_;
 };
