@@ -35,11 +35,11 @@ import os
 import torch
 import torch.nn.functional as F
 
+from make_llama_reference import gradients_and_adamw, logits_and_loss
 from safetensors_io import save_safetensors
 
 B, S = 4, 9
 LENGTHS = [9, 7, 5, 9]
-STEPS, LR, BETAS, WD, CLIP = 5, 3e-3, (0.9, 0.95), 0.1, 1.0
 
 BERT = {"model_type": "bert", "architectures": ["BertForSequenceClassification"],
         "vocab_size": 97, "hidden_size": 24, "intermediate_size": 37, "num_hidden_layers": 2,
@@ -167,7 +167,6 @@ def reference(c, name, dtype, seed):
         labels = torch.randint(0, c["vocab_size"], (B, S), generator=gen)
     else:
         labels = torch.randint(0, labels_of(c), (B,), generator=gen)
-    loss_of = lambda logits: F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     d = f"tests/data/hf_{name}"
     os.makedirs(d, exist_ok=True)
@@ -176,33 +175,11 @@ def reference(c, name, dtype, seed):
     save_safetensors(os.path.join(d, "model.safetensors"), {n: w[n].to(dtype) for n in sorted(w)},
                      {"format": "pt"})
 
-    def zero_key_bias(params):
-        for k, v in params.items():
-            if k.endswith("attention.self.key.bias"):
-                v.grad.zero_()
-
-    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
-    logits = forward(c, params, ids, seg, mask)
-    loss = loss_of(logits)
-    loss.backward()
-    zero_key_bias(params)
+    numbers, loss, losses = gradients_and_adamw(
+        w, lambda p: logits_and_loss(forward(c, p, ids, seg, mask), labels),
+        lambda k: k.endswith("attention.self.key.bias"))
     out = {"token_ids": ids.int(), "segment_ids": seg.int(), "padding_mask": mask,
-           "labels": labels.int(), "logits": logits.detach(), "loss": loss.detach().reshape(())}
-    out.update({f"grad.{k}": v.grad for k, v in params.items()})
-
-    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
-    opt = torch.optim.AdamW(params.values(), lr=LR, betas=BETAS, eps=1e-8, weight_decay=WD)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = loss_of(forward(c, params, ids, seg, mask))
-        step_loss.backward()
-        zero_key_bias(params)
-        torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
-        opt.step()
-        losses.append(step_loss.item())
-    out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
-    out.update({f"after.{k}": v.detach() for k, v in params.items()})
+           "labels": labels.int(), **numbers}
     path = f"tests/data/{name}_reference.safetensors"
     save_safetensors(path, out)
     print(f"wrote {path}: loss {loss.item():.6f}, AdamW {losses[0]:.4f} -> {losses[-1]:.4f}")

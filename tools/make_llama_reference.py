@@ -199,6 +199,43 @@ def write_checkpoint(c, w, directory, dtype, shards):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 
 
+def logits_and_loss(logits, targets):
+    """The logits and their mean cross-entropy against class ids."""
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def gradients_and_adamw(w, loss_of, zero_grad):
+    """The reference numbers every test reads, for weights `w` and
+    `loss_of(params) -> (logits, loss)`: logits, loss, the gradient of every
+    tensor (exactly zero where `zero_grad(name)`), and the losses of STEPS
+    AdamW steps with clipping and the weights after them."""
+    def backward(params, loss):
+        loss.backward()
+        for k, v in params.items():
+            if zero_grad(k):
+                v.grad.zero_()
+
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
+    logits, loss = loss_of(params)
+    backward(params, loss)
+    out = {"logits": logits.detach(), "loss": loss.detach().reshape(())}
+    out.update({f"grad.{k}": v.grad for k, v in params.items()})
+
+    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
+    opt = torch.optim.AdamW(params.values(), lr=LR, betas=BETAS, eps=1e-8, weight_decay=WD)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = loss_of(params)[1]
+        backward(params, step_loss)
+        torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
+        opt.step()
+        losses.append(step_loss.item())
+    out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
+    out.update({f"after.{k}": v.detach() for k, v in params.items()})
+    return out, loss, losses
+
+
 def reference(c, name, dtype, shards, seed, make=make_weights, forward=forward,
               zero_grad=lambda name: False):
     """Writes tests/data/hf_<name> and tests/data/<name>_reference.safetensors
@@ -212,31 +249,9 @@ def reference(c, name, dtype, shards, seed, make=make_weights, forward=forward,
     y = torch.randint(0, V, (B, T), generator=gen)
     write_checkpoint(c, w, f"tests/data/hf_{name}", dtype, shards)
 
-    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
-    logits = forward(c, params, x)
-    loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
-    loss.backward()
-    for k, v in params.items():
-        if zero_grad(k):
-            v.grad.zero_()
-    out = {"x": x.int(), "y": y.int(), "logits": logits.detach(), "loss": loss.detach().reshape(())}
-    out.update({f"grad.{k}": v.grad for k, v in params.items()})
-
-    params = {k: v.clone().requires_grad_(True) for k, v in w.items()}
-    opt = torch.optim.AdamW(params.values(), lr=LR, betas=BETAS, eps=1e-8, weight_decay=WD)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = F.cross_entropy(forward(c, params, x).reshape(-1, V), y.reshape(-1))
-        step_loss.backward()
-        for k, v in params.items():
-            if zero_grad(k):
-                v.grad.zero_()
-        torch.nn.utils.clip_grad_norm_(params.values(), CLIP)
-        opt.step()
-        losses.append(step_loss.item())
-    out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
-    out.update({f"after.{k}": v.detach() for k, v in params.items()})
+    numbers, loss, losses = gradients_and_adamw(
+        w, lambda p: logits_and_loss(forward(c, p, x), y), zero_grad)
+    out = {"x": x.int(), "y": y.int(), **numbers}
 
     prompt = x[0, :5].tolist()
     tokens = list(prompt)
