@@ -140,11 +140,9 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   Traced t;
   Graph& g = t.graph;
   Value out = trace_forward(g, x_shapes[0][0], mode == Mode::Train);
-  t.x = g.find_input("x");
   Value result = out;
   if (mode != Mode::Predict) {
     Value y = g.input("y", *y_shape, y_dtype);
-    t.y = y.id;
     result = loss_(out, y);
     AS_CHECK(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
     if (!metrics_.empty()) t.predictions = out.id;
@@ -157,8 +155,6 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
     if (recompute_) {
       Recomputed r = recompute_regions(g, result.id);
       t.graph = std::move(r.graph);
-      t.x = r.id_of[t.x];
-      t.y = r.id_of[t.y];
       t.result = r.id_of[result.id];
       if (t.predictions >= 0) t.predictions = r.id_of[t.predictions];
       return t;
@@ -242,13 +238,13 @@ Model::Batch Model::ordered(const ModelInputs& x) const {
              " inputs: give them by name, {{\"", input_specs_[0].name, "\", tensor}, ...}");
     return {given.begin()->second};
   }
+  std::string names;  // for the errors
+  for (const InputSpec& spec : input_specs_) names += (names.empty() ? "" : ", ") + spec.name;
   Batch out;
-  std::string names;
   for (const InputSpec& spec : input_specs_) {
-    names += (names.empty() ? "" : ", ") + spec.name;
     auto it = given.find(spec.name);
     AS_CHECK(it != given.end(), "Model ", name_, ": input '", spec.name,
-             "' is missing (the model's inputs: ", names, "...)");
+             "' is missing (its inputs: ", names, ")");
     out.push_back(it->second);
   }
   for (const auto& [name, t] : given)
@@ -340,7 +336,6 @@ Model::Traced Model::trace_generation(int64_t batch, int64_t T, int64_t cache_le
   AS_CHECK(cached, "Model ", name_,
            ": its attention keeps no key-value cache (Trace::causal_attention), so it cannot "
            "generate");
-  t.x = x.id;
   t.result = out.id;
   return t;
 }
@@ -400,8 +395,8 @@ Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType
   return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result}, devices);
 }
 
-double Model::run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
-                  MetricTotals* totals) {
+CompiledStep& Model::run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
+                         MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
   for (size_t i = 0; i < x.size(); ++i) step.bind_input(g.find_input(graph_input(i)), x[i]);
@@ -415,14 +410,16 @@ double Model::run(Mode mode, const Batch& x, const Tensor* y, const StepContext&
       (*totals)[m.name].count += batch.count;
     }
   }
-  return step.result().numel() == 1 ? step.result().item() : 0.0;
+  return step;
 }
 
 double Model::train_batch(const Batch& x, const Tensor& y, MetricTotals* totals) {
   AS_CHECK(optimizer_ && loss_, "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
   double loss = run(Mode::Train, x, &y,
-                    {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)}, totals);
+                    {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)}, totals)
+                    .result()
+                    .item();
   ++iterations_;
   return loss;
 }
@@ -442,14 +439,17 @@ Logs Model::means(double loss, const MetricTotals& totals) {
 double Model::test_on_batch(const ModelInputs& x, const Tensor& y) {
   const Batch batch = ordered(x);
   examples(batch, &y, "test_on_batch");
-  return run(Mode::Test, batch, &y, {iterations_ + 1, 0});
+  return run(Mode::Test, batch, &y, {iterations_ + 1, 0}).result().item();
 }
 
 Tensor Model::predict_on_batch(const ModelInputs& x) {
   const Batch batch = ordered(x);
   examples(batch, nullptr, "predict_on_batch");
-  run(Mode::Predict, batch, nullptr, {iterations_ + 1, 0});
-  return compiled(Mode::Predict, batch, nullptr).result().clone();
+  return predict_batch(batch);
+}
+
+Tensor Model::predict_batch(const Batch& x) {
+  return run(Mode::Predict, x, nullptr, {iterations_ + 1, 0}).result().clone();
 }
 
 namespace {
@@ -509,7 +509,9 @@ Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const Tensor& y, in
   for (int64_t b = 0; b < steps; ++b) {
     int64_t begin = b * batch_size, end = std::min(n, begin + batch_size);
     const Tensor targets = rows(y, begin, end);
-    total += run(Mode::Test, rows(x, begin, end), &targets, {iterations_ + 1, 0}, &totals) *
+    total += run(Mode::Test, rows(x, begin, end), &targets, {iterations_ + 1, 0}, &totals)
+                 .result()
+                 .item() *
              double(end - begin);
   }
   return means(total / double(n), totals);
@@ -519,11 +521,8 @@ Tensor Model::predict(const ModelInputs& inputs, int64_t batch_size) {
   const Batch x = ordered(inputs);
   const int64_t n = examples(x, nullptr, "predict"), steps = batch_count(n, batch_size);
   std::vector<Tensor> parts;
-  for (int64_t b = 0; b < steps; ++b) {
-    const Batch part = rows(x, b * batch_size, std::min(n, (b + 1) * batch_size));
-    run(Mode::Predict, part, nullptr, {iterations_ + 1, 0});
-    parts.push_back(compiled(Mode::Predict, part, nullptr).result().clone());
-  }
+  for (int64_t b = 0; b < steps; ++b)
+    parts.push_back(predict_batch(rows(x, b * batch_size, std::min(n, (b + 1) * batch_size))));
   return concatenate(parts, 0);
 }
 

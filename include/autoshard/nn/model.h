@@ -169,7 +169,7 @@ class Model {
   enum class Mode { Train, Test, Predict };
   struct Traced {
     Graph graph;
-    int x = -1, y = -1, result = -1;
+    int result = -1;       // the loss, or the forward's output when predicting
     int predictions = -1;  // the forward's output, read for metrics
   };
   // Each metric's running total over the batches of an epoch or evaluation.
@@ -189,8 +189,11 @@ class Model {
   void bind_state(CompiledStep& step);
   void check_memory(const CompiledStep& step) const;
   void place_state();
-  double run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
-             MetricTotals* totals = nullptr);
+  // Runs the step for these inputs (and targets), adding to `totals`; the
+  // step holds its result.
+  CompiledStep& run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
+                    MetricTotals* totals = nullptr);
+  Tensor predict_batch(const Batch& x);
   double train_batch(const Batch& x, const Tensor& y, MetricTotals* totals);
   static Logs means(double loss, const MetricTotals& totals);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);

@@ -73,15 +73,7 @@ Value Bert::attention(Trace& t, const Block& b, Value x, Value key_bias) const {
   {
     Trace::Scope self(t, "self");
     q = b.query(t, x);
-    k = b.key(t, x);
-    {
-      // Softmax ignores the key bias (q.b is the same for every key): held,
-      // loaded and saved, but entering as 0 * b, so its gradient is exactly 0.
-      Trace::Scope key(t, "key");
-      k = k +
-          ops::scale(t.weight("bias", {c.num_attention_heads, c.head_dim()}, Initializer::zeros()),
-                     0.0);
-    }
+    k = with_softmax_ignored_bias(t, b.key(t, x), "key");
     v = b.value(t, x);
   }
   Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(c.head_dim()));

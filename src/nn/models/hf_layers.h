@@ -17,4 +17,11 @@ Layer hf_projection(const std::string& equation, Shape out, const char* name,
 // otherwise, or at rate 0).
 Value training_dropout(Trace& t, Value x, double rate, const std::string& where);
 
+// Keys k [..., H, D] of projection `scope` plus its bias b [H, D], which adds
+// q.b to every score of a query and so changes nothing after softmax. The
+// bias enters as 0 * b: still a weight of the step (loaded, decayed, saved),
+// with an exactly zero gradient rather than rounding noise that Adam would
+// turn into full-size steps (OPT's k_proj, BERT's key).
+Value with_softmax_ignored_bias(Trace& t, Value k, const std::string& scope);
+
 }  // namespace autoshard

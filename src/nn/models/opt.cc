@@ -80,17 +80,7 @@ Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
     {
       Value h = b.self_attn_layer_norm(t, x);
       Trace::Scope attn(t, "self_attn");
-      Value k = b.k_proj(t, h);  // [B, T, H, D]
-      {
-        // The key bias adds q.b to every score of a query, which softmax
-        // ignores. It enters as 0 * b: still a weight of the step (loaded,
-        // decayed, saved) but with an exactly zero gradient, not rounding
-        // noise that Adam would turn into full-size steps.
-        Trace::Scope s(t, "k_proj");
-        k = k +
-            ops::scale(
-                t.weight("bias", {c.num_attention_heads, c.head_dim()}, Initializer::zeros()), 0.0);
-      }
+      Value k = with_softmax_ignored_bias(t, b.k_proj(t, h), "k_proj");  // [B, T, H, D]
       Value o = t.causal_attention(b.q_proj(t, h), k, b.v_proj(t, h),
                                    1.0 / std::sqrt(double(c.head_dim())));
       x = x + training_dropout(t, b.out_proj(t, o), c.dropout, "attn_drop");
