@@ -76,12 +76,11 @@ TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
     d.set_source(d.source() + as_bytes);
     return d;
   }
-  std::string text = builtin_corpus();
-  if (!o.data.empty()) {
-    std::ifstream in(o.data, std::ios::binary);
-    AS_CHECK(in, "cannot open data file '", o.data, "'");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  if (o.data.empty())
+    return TokenData(tokenizer->encode(builtin_corpus()), source + " (tokenized)");
+  std::ifstream in(o.data, std::ios::binary);
+  AS_CHECK(in, "cannot open data file '", o.data, "'");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   return TokenData(tokenizer->encode(text), source + " (tokenized)");
 }
 

@@ -35,7 +35,12 @@ using Decoder = std::function<std::vector<std::string>(std::vector<std::string>)
 
 /// A vocabulary: token string <-> id.
 struct Vocabulary {
-  std::unordered_map<std::string, int32_t> ids;
+  // Looked up by string_view without a copy (BPE's inner loop).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids;
   std::vector<std::string> tokens;  // by id; "" where an id has no token
 
   void add(const std::string& token, int32_t id);

@@ -12,7 +12,7 @@ void Vocabulary::add(const std::string& token, int32_t id) {
 }
 
 std::optional<int32_t> Vocabulary::find(std::string_view token) const {
-  auto it = ids.find(std::string(token));
+  auto it = ids.find(token);
   return it == ids.end() ? std::nullopt : std::optional<int32_t>(it->second);
 }
 
