@@ -108,14 +108,23 @@ TEST(AutoShardPlan, TiedLayersCountTheirMemoryOverTheStep) {
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   const Graph g = model.training_graph({8, 16}, {8, 16});
   const Cluster cluster = Cluster::named("a100-80g");
-  double held_by_free_plan = 0;
   for (const DeviceMesh& mesh : {DeviceMesh({4}, {"data"}), DeviceMesh({2, 2}, {"data", "model"}),
                                  DeviceMesh({1, 3}, {"data", "model"})}) {
     StrategyOptions so;
     for (int id : g.inputs()) so.fixed[id] = DataParallel(mesh).input_layout(g.node(id).shape);
-    // Unbounded, then under a budget that forces weights or state apart.
-    for (double fraction : {0.0, 0.5}) {
-      if (fraction > 0) so.memory_per_device = fraction * held_by_free_plan;
+    // Unbounded, then under a budget that forces weights or state apart:
+    // halfway between the free plan's count and the least any plan needs.
+    double free_peak = 0;
+    for (bool bounded : {false, true}) {
+      if (bounded) {
+        const ShardingProblem& free = build_strategy_problem(g, mesh, cluster, so).problem;
+        std::vector<int> smallest;
+        for (const auto& node : free.nodes)
+          smallest.push_back(
+              int(std::min_element(node.usage.begin(), node.usage.end()) - node.usage.begin()));
+        so.memory_per_device = (free_peak + double(free.peak_usage(smallest))) / 2;
+        ASSERT_LT(so.memory_per_device, free_peak) << "no budget in between";
+      }
       const StrategyProblem sp = build_strategy_problem(g, mesh, cluster, so);
       size_t tied = 0;
       for (const auto& m : sp.members) tied += m.size() > 1;
@@ -127,8 +136,8 @@ TEST(AutoShardPlan, TiedLayersCountTheirMemoryOverTheStep) {
       const Partition p = partition(g, mesh, sp.request(r.strategy), {}, {0});
       const StepPrediction real = predict(p, cluster, {});
       const double held = real.memory.total() - real.memory.process;
-      if (fraction == 0) held_by_free_plan = held;
       const double counted = double(sp.problem.peak_usage(r.strategy));
+      if (!bounded) free_peak = counted;
       EXPECT_GT(counted, 0.8 * held) << mesh.to_string();
       EXPECT_LT(counted, 1.2 * held) << mesh.to_string();
     }

@@ -106,6 +106,12 @@ std::vector<OpCase> cases() {
          return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
                       AttentionAttrs{false, 0.5, 2});
        }},
+      {Op::AttentionGrad,  // dk of a group of 2 split 3 ways: one device has no queries
+       {{{4, 5, 2, 2, 3}}, {{4, 7, 2, 3}}, {{4, 7, 2, 2}}, {{4, 5, 2, 2, 2}}, {{4, 5, 2, 2, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{false, 0.5, 1});
+       }},
       {Op::Attention,  // a sliding window of 3 keys
        {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}},
        [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], true, 0.5, 3); }},
@@ -312,13 +318,16 @@ TEST(OpSharding, EveryStrategyOfEveryOpMatchesOneDevice) {
 }
 
 // Linear ops also run on partial sums (the planner's way of combining them
-// once, after the op): each input is made partial by a sum over a leading
-// dimension split over a mesh axis, then every partial strategy of the op
-// runs on it.
+// once, after the op): each input is made by a sum over a leading dimension,
+// split over the mesh axis where the strategy wants that input partial and
+// whole elsewhere, then every strategy of the op with partial inputs runs
+// on it (add: all inputs partial; mul: either one; div: the numerator).
 TEST(OpSharding, LinearOpsRunOnPartialSums) {
   int tested = 0;
+  std::set<std::pair<Op, int>> carriers_seen;  // (op, first input carrying partial sums)
   for (const OpCase& c : cases()) {
-    if (!op_def(c.op).linear) continue;
+    const Linearity linearity = op_def(c.op).linearity;
+    if (linearity == Linearity::None) continue;
     Built b;
     std::vector<Value> xs;
     std::vector<int> sums;
@@ -337,23 +346,44 @@ TEST(OpSharding, LinearOpsRunOnPartialSums) {
     const std::vector<Tensor> want = run_one(b);
     const Node& n = b.graph.node(b.op);
     for (const ShardDecision& d :
-         enumerate_strategies(op_def(n.op).loops(b.graph, n), kMesh, true)) {
-      if (d.inputs.empty() || d.inputs[0].partial.empty()) continue;
+         enumerate_strategies(op_def(n.op).loops(b.graph, n), kMesh, linearity)) {
+      int first = -1;
+      for (size_t k = 0; k < d.inputs.size() && first < 0; ++k)
+        if (!d.inputs[k].partial.empty()) first = int(k);
+      if (first < 0) continue;
+      ASSERT_TRUE(takes_partial(linearity, d.inputs, d.output));
+      carriers_seen.insert({c.op, first});
       PartitionRequest r;
       r.decisions[b.op] = d;
-      for (size_t k = 0; k < sums.size(); ++k) {
-        Sharding y{{d.inputs[k].partial[0]}, {}};
-        y.dims.insert(y.dims.end(), d.inputs[k].dims.begin(), d.inputs[k].dims.end());
-        r.decisions[sums[k]] = {{y}, d.inputs[k]};
-      }
       std::string what = op_name(c.op);
       what += " on partial sums, ";
-      what += d.output.to_string(kMesh);
+      for (size_t k = 0; k < sums.size(); ++k) {
+        const bool partial = !d.inputs[k].partial.empty();
+        Sharding y{{partial ? d.inputs[k].partial[0] : -1}, {}};
+        y.dims.insert(y.dims.end(), d.inputs[k].dims.begin(), d.inputs[k].dims.end());
+        r.decisions[sums[k]] = {{y}, d.inputs[k]};
+        what += d.inputs[k].to_string(kMesh) + ", ";
+      }
+      what += "to " + d.output.to_string(kMesh);
       expect_same(run_sharded(b, kMesh, r), want, what);
       ++tested;
     }
   }
   EXPECT_GT(tested, 20);
+  EXPECT_TRUE(carriers_seen.count({Op::Mul, 1})) << "mul takes partial sums in either input";
+  EXPECT_FALSE(carriers_seen.count({Op::Div, 1})) << "div only in its numerator";
+}
+
+// A decision that puts partial sums where the op is not linear in them is
+// refused by name, not run into wrong numbers.
+TEST(OpSharding, PartialSumsWhereTheOpIsNotLinearAreRefused) {
+  const Sharding whole{{-1}, {}}, partial{{-1}, {0}};
+  EXPECT_TRUE(takes_partial(Linearity::Product, {whole, partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::Product, {partial, partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::Sum, {whole, partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::Numerator, {whole, partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::None, {partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::Unary, {partial}, whole));
 }
 
 Sharding random_layout(const Shape& shape, std::mt19937& rng) {

@@ -65,20 +65,65 @@ std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& 
   return out;
 }
 
+std::vector<std::vector<int>> partial_carriers(Linearity linearity, int inputs) {
+  std::vector<int> all(inputs);
+  for (int k = 0; k < inputs; ++k) all[k] = k;
+  switch (linearity) {
+    case Linearity::None:
+      return {};
+    case Linearity::Sum:
+    case Linearity::Unary:
+      return {all};
+    case Linearity::Product: {
+      std::vector<std::vector<int>> each;
+      for (int k : all) each.push_back({k});
+      return each;
+    }
+    case Linearity::Numerator:
+      return {{0}};
+  }
+  return {};
+}
+
+bool takes_partial(Linearity linearity, const std::vector<Sharding>& inputs,
+                   const Sharding& output) {
+  std::vector<int> carriers;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Sharding& in = inputs[k];
+    if (in.partial.empty()) continue;
+    if (in.partial != inputs[carriers.empty() ? k : carriers[0]].partial ||
+        in.partial_op != ReduceOp::Sum || output.partial_op != ReduceOp::Sum ||
+        !std::includes(output.partial.begin(), output.partial.end(), in.partial.begin(),
+                       in.partial.end()))
+      return false;
+    carriers.push_back(int(k));
+  }
+  if (carriers.empty()) return true;
+  for (const std::vector<int>& allowed : partial_carriers(linearity, int(inputs.size())))
+    if (allowed == carriers) return true;
+  return false;
+}
+
 std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
-                                                bool linear) {
+                                                Linearity linearity) {
   std::vector<ShardDecision> out;
+  const auto carriers = partial_carriers(linearity, int(nest.inputs.size()));
   for (const LoopSplit& split : enumerate_splits(nest, mesh)) {
     out.push_back(decide(nest, split));
-    if (!linear || !out.back().output.partial.empty()) continue;
-    const ShardDecision whole = out.back();
+    const ShardDecision base = out.back();
+    // Sums of partial sums stay sums: a split sum loop may add its own axes.
+    if (!base.output.partial.empty() && base.output.partial_op != ReduceOp::Sum) continue;
     for (int axis = 0; axis < mesh.rank(); ++axis) {
       if (mesh.axis_size(axis) == 1 || std::find(split.begin(), split.end(), axis) != split.end())
         continue;
-      ShardDecision d = whole;
-      for (Sharding& in : d.inputs) in.partial = {axis};
-      d.output.partial = {axis};
-      out.push_back(std::move(d));
+      for (const std::vector<int>& inputs : carriers) {
+        ShardDecision d = base;
+        for (int k : inputs) d.inputs[k].partial = {axis};
+        d.output.partial.push_back(axis);
+        std::sort(d.output.partial.begin(), d.output.partial.end());
+        d.output.partial_op = ReduceOp::Sum;
+        out.push_back(std::move(d));
+      }
     }
   }
   return out;

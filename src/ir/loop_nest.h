@@ -58,11 +58,22 @@ ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& i
 // first strategy is the fully replicated one.
 std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh);
 
+// The sets of inputs that may carry partial sums together for an op of this
+// linearity (add: all of them; mul: any one; div: the numerator).
+std::vector<std::vector<int>> partial_carriers(Linearity linearity, int inputs);
+// Whether an op of this linearity may run on `inputs` (partial sums in
+// allowed carriers only, the same axes in each) and leave `output`, partial
+// over at least those axes.
+bool takes_partial(Linearity linearity, const std::vector<Sharding>& inputs,
+                   const Sharding& output);
+
 // Every strategy as the shardings it runs with: one per split, and for a
-// linear op (OpDef::linear) also, for each split that leaves its output
-// whole and each mesh axis it does not use, the same split run on values
-// partial over that axis. The first is the fully replicated one.
+// linear op (OpDef::linearity) also, for each split that leaves its output
+// whole or partial sums and each mesh axis it does not use, the same split
+// run with each allowed set of inputs partial over that axis (its output
+// then partial over that axis too, beside its own split sums). The first is
+// the fully replicated one.
 std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
-                                                bool linear);
+                                                Linearity linearity);
 
 }  // namespace autoshard

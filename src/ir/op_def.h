@@ -86,10 +86,12 @@ struct OpDef {
   // The planner's view: the op's loops (see loop_nest.h). Every op of a
   // global graph has one; null only for ops of partitioned programs.
   LoopNest (*loops)(const Graph& g, const Node& n) = nullptr;
-  // Linear in all its inputs together (add, sub, scale, sums, views): it
-  // runs on partial values as well, giving a partial output, so the planner
-  // may combine partial sums once after it rather than before it.
-  bool linear = false;
+  // How the op is linear, if at all (add and sub in all inputs together,
+  // scale, sums, dropout and views in their one input, mul in either input,
+  // div in its numerator): it runs on partial sums in those inputs as well,
+  // giving a partial output, so the planner may combine partial sums once
+  // after it rather than before it.
+  Linearity linearity = Linearity::None;
   // Its work at given shapes (see OpCost). Every op has one.
   OpCost (*cost)(const Node& n, const CostShapes& shapes) = nullptr;
   // Collectives: what they move (null for every other op).

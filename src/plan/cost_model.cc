@@ -35,6 +35,19 @@ double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bo
   return (n - 1) * (l.latency + largest_block / w);
 }
 
+namespace {
+
+// An op the partitioner inserts (a slice, an assign), priced as predict()
+// prices it in the partitioned program: dispatch overhead included.
+double inserted_op_seconds(const Cluster& c, Op op, const std::vector<Shape>& inputs,
+                           const Shape& output, int devices, bool bf16) {
+  Node n{};
+  n.op = op;
+  return op_seconds(c, n, inputs, output, devices, bf16);
+}
+
+}  // namespace
+
 double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
                           const Sharding& to, const Shape& shape, bool bf16) {
   if (from == to) return 0;
@@ -57,12 +70,23 @@ double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
       case ConversionStep::Kind::AllGather:
         total += collective_seconds(c, mesh, s.axis, false, bytes * k, bytes);
         break;
-      case ConversionStep::Kind::Slice:
-        total += bytes / k * 2 / c.device_bandwidth(mesh.size());
+      case ConversionStep::Kind::Slice: {
+        Shape block = local;
+        block[s.dim] = split_size(local[s.dim], k, 0);
+        total += inserted_op_seconds(c, Op::Slice, {local}, block, mesh.size(), bf16);
         break;
+      }
     }
   }
   return total;
+}
+
+double write_back_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
+                          const Sharding& to, const Shape& shape, bool bf16) {
+  if (from == to) return 0;
+  const Shape local = to.local_shape(shape, mesh, 0);
+  return conversion_seconds(c, mesh, from, to, shape, bf16) +
+         inserted_op_seconds(c, Op::Assign, {local, local}, local, mesh.size(), bf16);
 }
 
 StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o, int device) {

@@ -43,19 +43,24 @@ class ConversionPrices {
   ConversionPrices(const Cluster& c, const DeviceMesh& mesh, bool bf16)
       : cluster_(c), mesh_(mesh), bf16_(bf16) {}
 
-  int64_t operator()(const Sharding& from, const Sharding& to, const Shape& shape) {
+  // `write_back`: converting an updated state back into its own layout
+  // (the conversion and the assign).
+  int64_t operator()(const Sharding& from, const Sharding& to, const Shape& shape,
+                     bool write_back = false) {
     if (from == to) return 0;
     // Nothing makes a value partial: a consumer that needs partial values
     // takes them only from a producer that leaves them.
     for (int a : to.partial)
       if (!from.is_partial(a) || from.partial_op != to.partial_op) return kForbiddenCost;
-    std::string key;
+    std::string key = write_back ? "w" : "";
     for (int64_t d : shape) key += std::to_string(d) + ",";
     append(key, from);
     append(key, to);
     auto [it, inserted] = cache_.try_emplace(key, 0);
     if (inserted)
-      it->second = nanoseconds(conversion_seconds(cluster_, mesh_, from, to, shape, bf16_));
+      it->second =
+          nanoseconds(write_back ? write_back_seconds(cluster_, mesh_, from, to, shape, bf16_)
+                                 : conversion_seconds(cluster_, mesh_, from, to, shape, bf16_));
     return it->second;
   }
 
@@ -185,8 +190,8 @@ class Builder {
       if (!node.is_leaf()) {
         const OpDef& def = op_def(node.op);
         const LoopNest nest = def.loops(g_, node);
-        choices_[i] = shared(nest, def.linear ? 'l' : 'o',
-                             [&] { return enumerate_strategies(nest, mesh_, def.linear); });
+        choices_[i] = shared(nest, char('0' + int(def.linearity)),
+                             [&] { return enumerate_strategies(nest, mesh_, def.linearity); });
       } else if (auto it = o_.fixed.find(i); it != o_.fixed.end()) {
         choices_[i] = std::make_shared<const std::vector<ShardDecision>>(
             std::vector<ShardDecision>{{{}, it->second}});
@@ -319,35 +324,115 @@ class Builder {
   }
 
   // Producer -> consumer conversions, priced once per tied class of edge
-  // and counted for each; a pair of problem nodes holds one edge.
+  // and counted for each; a pair of problem nodes holds one edge. The
+  // partitioner converts a value once for all its consumers in one part of
+  // the step (Node::region and Node::block: a block's forward or backward
+  // pass), so two or more such consumers read it through a staging node:
+  // the layout it is converted into once (its own: no conversion), then on
+  // into what each consumer needs.
   void add_edges() {
-    std::map<std::tuple<int, int, int>, int64_t> times;  // (producer, consumer, input) reps
+    using Part = std::tuple<int, int, int>;                    // value, consumer's region and block
+    std::map<Part, std::vector<std::pair<int, int>>> readers;  // (consumer, input)
+    std::map<std::tuple<int, int, int>, int64_t> direct;       // (producer, consumer, input) reps
     for (int i = 0; i < n_; ++i) {
       const Node& node = g_.node(i);
-      for (size_t k = 0; k < node.inputs.size(); ++k)
-        ++times[{rep_[node.inputs[k]], rep_[i], int(k)}];
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const int in = node.inputs[k];
+        if (op_def(node.op).mutates >> k & 1)  // written back: its own edge
+          ++direct[{rep_[in], rep_[i], int(k)}];
+        else
+          readers[{in, node.region, node.block}].push_back({i, int(k)});
+      }
     }
-    for (const auto& [key, count] : times) {
+    std::map<Part, int> stage_of;                             // tied part -> staging node
+    std::map<int, int64_t> stage_times;                       // staging node -> parts
+    std::map<std::tuple<int, int, int>, int64_t> from_stage;  // (stage, consumer rep, input)
+    for (const auto& [part, list] : readers) {
+      const int value = std::get<0>(part);
+      if (list.size() < 2) {
+        for (const auto& [consumer, k] : list) ++direct[{rep_[value], rep_[consumer], k}];
+        continue;
+      }
+      const Node& first = g_.node(rep_[list[0].first]);
+      auto [it, inserted] = stage_of.try_emplace({rep_[value], first.region, first.block}, -1);
+      if (inserted) it->second = add_stage(rep_[value], list);
+      ++stage_times[it->second];
+      for (const auto& [consumer, k] : list) ++from_stage[{it->second, rep_[consumer], k}];
+      for (const auto& [consumer, k] : list) sp_.staged.push_back({consumer, k, it->second});
+    }
+    for (const auto& [key, count] : direct) {
       const auto [producer, consumer, k] = key;
       add_edge(producer, consumer, k, count);
     }
+    for (const auto& [stage, count] : stage_times) {
+      const int value = stage_value_.at(stage);
+      const Shape& shape = g_.node(value).shape;
+      const auto& from = sp_.choices[index_[value]];
+      const auto& into = sp_.choices[stage];
+      connect(index_[value], stage, [&](size_t a, size_t b) {
+        return scaled(price_(from[a].output, into[b].output, shape), count);
+      });
+    }
+    for (const auto& [key, count] : from_stage) {
+      const auto [stage, consumer, k] = key;
+      const Shape& shape = g_.node(stage_value_.at(stage)).shape;
+      const auto& from = sp_.choices[stage];
+      const auto& to = sp_.choices[index_[consumer]];
+      connect(stage, index_[consumer], [&](size_t a, size_t b) {
+        return scaled(price_(from[a].output, to[b].inputs[k], shape), count);
+      });
+    }
+  }
+
+  static int64_t scaled(int64_t t, int64_t count) {
+    return t >= kForbiddenCost ? kForbiddenCost : std::min(kForbiddenCost, t * count);
+  }
+
+  // A staging node for representative `value` read by `list` (consumer,
+  // input): its choices are the value's own layouts and those its readers
+  // need; no cost or memory of its own.
+  int add_stage(int value, const std::vector<std::pair<int, int>>& list) {
+    std::vector<ShardDecision> layouts;
+    auto add = [&](const Sharding& s) {
+      for (const ShardDecision& d : layouts)
+        if (d.output == s) return;
+      layouts.push_back({{}, s});
+    };
+    for (const ShardDecision& d : sp_.choices[index_[value]]) add(d.output);
+    for (const auto& [consumer, k] : list)
+      for (const ShardDecision& d : sp_.choices[index_[rep_[consumer]]]) add(d.inputs[k]);
+    ShardingProblem& p = sp_.problem;
+    const int node = static_cast<int>(p.nodes.size());
+    p.nodes.push_back(
+        {0, 0, std::vector<int64_t>(layouts.size(), 0), std::vector<int64_t>(layouts.size(), 0)});
+    sp_.members.push_back({});
+    sp_.leaf.push_back(false);
+    sp_.choices.push_back(std::move(layouts));
+    stage_value_[node] = value;
+    return node;
   }
 
   void add_edge(int producer, int consumer, int k, int64_t count) {
-    ShardingProblem& p = sp_.problem;
     const int u = index_[producer], v = index_[consumer];
     const auto& from = sp_.choices[u];
     const auto& to = sp_.choices[v];
     const Shape& shape = g_.node(g_.node(consumer).inputs[k]).shape;
     const bool written_back = op_def(g_.node(consumer).op).mutates >> k & 1;
-    auto cell = [&](size_t a, size_t b) {
+    connect(u, v, [&](size_t a, size_t b) {
       const Sharding& need = to[b].inputs[k];
       int64_t t = price_(from[a].output, need, shape);
-      if (written_back) t += price_(need, from[a].output, shape);
-      return t >= kForbiddenCost ? kForbiddenCost : std::min(kForbiddenCost, t * count);
-    };
+      if (written_back && t < kForbiddenCost) t += price_(need, from[a].output, shape, true);
+      return scaled(t, count);
+    });
+  }
+
+  // Adds cell(a, b) (strategy a of problem node u, b of v) to their edge.
+  template <typename Cell>
+  void connect(int u, int v, Cell cell) {
+    ShardingProblem& p = sp_.problem;
+    const size_t from_size = p.nodes[u].cost.size(), to_size = p.nodes[v].cost.size();
     if (u == v) {  // a tied node feeding its own class: one strategy on both ends
-      for (size_t a = 0; a < from.size(); ++a)
+      for (size_t a = 0; a < from_size; ++a)
         p.nodes[u].cost[a] = std::min(kForbiddenCost, p.nodes[u].cost[a] + cell(a, a));
       return;
     }
@@ -359,8 +444,8 @@ class Builder {
       p.edges.push_back(
           {first, second, std::vector<int64_t>(p.nodes[first].cost.size() * width, 0)});
     std::vector<int64_t>& cost = p.edges[it->second].cost;
-    for (size_t a = 0; a < from.size(); ++a)
-      for (size_t b = 0; b < to.size(); ++b) {
+    for (size_t a = 0; a < from_size; ++a)
+      for (size_t b = 0; b < to_size; ++b) {
         int64_t& entry = flip ? cost[b * width + a] : cost[a * width + b];
         entry = std::min(kForbiddenCost, entry + cell(a, b));
       }
@@ -390,6 +475,7 @@ class Builder {
   std::vector<int> count_, rep_, index_;     // strategies, representative, problem node
   std::vector<std::vector<int64_t>> usage_;  // per graph node, per strategy
   std::map<std::pair<int, int>, size_t> edge_of_;
+  std::map<int, int> stage_value_;  // staging node -> the representative value it converts
   std::vector<Shape> local_inputs_;
 };
 
@@ -412,6 +498,11 @@ PartitionRequest StrategyProblem::request(const std::vector<int>& strategy) cons
       else
         r.decisions[node] = d;
     }
+  }
+  for (const Staged& s : staged) {
+    ShardDecision& d = r.decisions.at(s.consumer);
+    d.via.resize(d.inputs.size());
+    d.via[s.input] = choices[s.stage].at(strategy[s.stage]).output;
   }
   return r;
 }

@@ -44,12 +44,15 @@ void check_decision(const Graph& g, const Node& n, const ShardDecision& d, const
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     d.inputs[k].validate(mesh, static_cast<int>(g.node(n.inputs[k]).shape.size()),
                          cat("plan for ", op_name(n.op), " input ", k));
-    AS_CHECK(d.inputs[k].partial.empty() ||
-                 (op_def(n.op).linear && d.inputs[k].partial == d.output.partial &&
-                  d.inputs[k].partial_op == d.output.partial_op),
-             "plan for ", op_name(n.op),
-             ": only linear ops take partial inputs, and give an output partial the same way");
+    if (k < d.via.size() && d.via[k])
+      d.via[k]->validate(mesh, static_cast<int>(g.node(n.inputs[k]).shape.size()),
+                         cat("plan for ", op_name(n.op), " input ", k, " (via)"));
   }
+  AS_CHECK(d.via.size() <= n.inputs.size(), "plan for ", op_name(n.op), " gives ", d.via.size(),
+           " staging layouts for ", n.inputs.size(), " inputs");
+  AS_CHECK(takes_partial(op_def(n.op).linearity, d.inputs, d.output), "plan for ", op_name(n.op),
+           ": partial inputs only where the op is linear in them, and the output partial over "
+           "the same axes");
   d.output.validate(mesh, static_cast<int>(n.shape.size()), cat("plan for ", op_name(n.op)));
 }
 
@@ -81,7 +84,8 @@ class Lowering {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int in = n.inputs[k];
       shapes.push_back(g_.node(in).shape);
-      ins.push_back(local_.value(reshard(in, d.inputs[k], &n)));
+      const bool staged = k < d.via.size() && d.via[k];
+      ins.push_back(local_.value(reshard(in, d.inputs[k], &n, staged ? &*d.via[k] : nullptr)));
     }
     OpAttrs a = n.attrs;
     const OpDef& def = op_def(n.op);
@@ -106,14 +110,18 @@ class Lowering {
   // block's forward pass share it, as do those in its backward pass, but
   // the backward pass converts again rather than keeping a copy (a weight
   // gathered for the forward pass, say) alive across the whole step. The
-  // planner prices conversions the same way.
-  int reshard(int id, const Sharding& to, const Node* consumer = nullptr) {
+  // planner prices conversions the same way. With `via`, the conversion
+  // passes through that layout, itself made once for the part of the step.
+  int reshard(int id, const Sharding& to, const Node* consumer = nullptr,
+              const Sharding* via = nullptr) {
     const Sharding& from = p_.sharding[id];
     const int local = p_.local_of[device_][id];
     if (from == to) return local;
     const int region = consumer ? consumer->region : -1, block = consumer ? consumer->block : -1;
     auto key = std::make_tuple(id, to.to_string(mesh_), region, block);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (via && *via != from && *via != to)
+      return cache_[key] = convert(reshard(id, *via, consumer), *via, to, id);
     return cache_[key] = convert(local, from, to, id);
   }
 

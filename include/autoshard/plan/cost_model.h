@@ -63,8 +63,14 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
 double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
                           double bytes, double largest_block);
 // The time of converting a value of global `shape` between two shardings
-// (conversion_plan's steps); slices count as local copies.
+// (conversion_plan's steps); a slice is priced as the op the partitioner
+// inserts for it (a local copy plus the op overhead).
 double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
+                          const Sharding& to, const Shape& shape, bool bf16);
+// Writing a state back into its own layout after an update in another one
+// (`from`: the update's layout, `to`: the state's): the conversion and the
+// assign the partitioner inserts.
+double write_back_seconds(const Cluster& c, const DeviceMesh& mesh, const Sharding& from,
                           const Sharding& to, const Shape& shape, bool bf16);
 
 }  // namespace autoshard

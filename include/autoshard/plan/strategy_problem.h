@@ -11,6 +11,11 @@
 //             layout the consumer needs, priced from the partitioner's own
 //             conversion plan (conversion_seconds); a state input the op
 //             updates in another layout is also converted back
+//   staging   a value read by two or more ops in one part of the step (a
+//             block's forward or backward pass) is converted once for them
+//             all, as the partitioner does: a node with no cost whose
+//             strategy is the layout it passes through (the value's own:
+//             none), each reader converting on from there
 //   usage     device 0's bytes of the value, live from its producer to its
 //             last user (weights, slots and inputs: the whole step); the
 //             limit is the memory per device left after the process itself
@@ -56,8 +61,14 @@ struct StrategyProblem {
   std::vector<std::vector<int>> members;
   std::vector<bool> leaf;  // per problem node: weights, slots or inputs
   // Per problem node, per strategy: the shardings the op runs with (for a
-  // leaf: its layout, as `output`).
+  // leaf or a staging node: its layout, as `output`).
   std::vector<std::vector<ShardDecision>> choices;
+  // Inputs read through a staging node (see build_strategy_problem): the
+  // step graph's consumer, its input, and the staging problem node.
+  struct Staged {
+    int consumer, input, stage;
+  };
+  std::vector<Staged> staged;
 
   // The partitioner's input for an answer (one strategy per problem node).
   PartitionRequest request(const std::vector<int>& strategy) const;

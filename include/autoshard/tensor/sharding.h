@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,14 @@
 namespace autoshard {
 
 struct Sharding {
-  std::vector<int> dims;     // per dimension: mesh axis index, or -1 (replicated)
-  std::vector<int> partial;  // sorted mesh axes holding partial values
+  std::vector<int> dims;                // per dimension: mesh axis index, or -1 (replicated)
+  std::vector<int> partial;             // sorted mesh axes holding partial values
   ReduceOp partial_op = ReduceOp::Sum;  // how the partial values combine
 
   static Sharding replicated(int rank) { return {std::vector<int>(rank, -1), {}}; }
   bool operator==(const Sharding& o) const {
-    return dims == o.dims && partial == o.partial && (partial.empty() || partial_op == o.partial_op);
+    return dims == o.dims && partial == o.partial &&
+           (partial.empty() || partial_op == o.partial_op);
   }
 
   int rank() const { return static_cast<int>(dims.size()); }
@@ -47,6 +49,10 @@ struct Sharding {
 struct ShardDecision {
   std::vector<Sharding> inputs;
   Sharding output;
+  // Per input, optionally: the layout its conversion passes through, shared
+  // with the other consumers of the value in the same part of the step (a
+  // planner's choice; empty: converted straight into `inputs`).
+  std::vector<std::optional<Sharding>> via = {};
 };
 
 // The block of a whole tensor that `device` holds under `sharding` (a copy),

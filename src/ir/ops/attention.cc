@@ -302,6 +302,10 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
     return;
   }
   const int64_t width = wrt == 1 ? x.dk : x.dv;
+  if (x.group == 0) {  // a device given none of a group's queries: its share is zero
+    std::fill_n(out.f32(), out.numel(), 0.0f);
+    return;
+  }
   for_each_head(x.batch, x.kv, [&](Scratch& w, int64_t b, int64_t hkv) {
     float* grad = out.f32() + (b * x.s * x.kv + hkv) * width;
     for (int64_t gi = 0; gi < x.group; ++gi) {

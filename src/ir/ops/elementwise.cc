@@ -279,7 +279,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = add_vjp,
                         .shard = sum_rule,
                         .loops = broadcast_loops,
-                        .linear = true,
+                        .linearity = Linearity::Sum,
                         .cost = one_flop};
   t[size_t(Op::Sub)] = {.name = "sub",
                         .infer = binary_infer,
@@ -287,7 +287,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = sub_vjp,
                         .shard = sum_rule,
                         .loops = broadcast_loops,
-                        .linear = true,
+                        .linearity = Linearity::Sum,
                         .cost = one_flop};
   t[size_t(Op::Mul)] = {.name = "mul",
                         .infer = binary_infer,
@@ -295,6 +295,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = mul_vjp,
                         .shard = product_rule,
                         .loops = broadcast_loops,
+                        .linearity = Linearity::Product,
                         .cost = one_flop};
   t[size_t(Op::Div)] = {.name = "div",
                         .infer = binary_infer,
@@ -302,6 +303,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .vjp = div_vjp,
                         .shard = quotient_rule,
                         .loops = broadcast_loops,
+                        .linearity = Linearity::Numerator,
                         .cost = one_flop};
   t[size_t(Op::Scale)] = {.name = "scale",
                           .infer = unary_infer,
@@ -309,7 +311,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                           .vjp = scale_vjp,
                           .shard = linear_unary_rule,
                           .loops = broadcast_loops,
-                          .linear = true,
+                          .linearity = Linearity::Unary,
                           .cost = one_flop};
   t[size_t(Op::Gelu)] = {.name = "gelu",
                          .infer = unary_infer,
@@ -370,6 +372,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                             .shard = linear_unary_rule,
                             .localize = dropout_localize,
                             .loops = broadcast_loops,
+                            .linearity = Linearity::Unary,
                             .cost = dropout_cost};
 }
 

@@ -153,7 +153,7 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                               .vjp = reduce_sum_vjp,
                               .shard = reduce_sum_rule,
                               .loops = reduce_sum_loops,
-                              .linear = true,
+                              .linearity = Linearity::Unary,
                               .cost = reduce_cost};
   t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
                                 .infer = broadcast_to_infer,
@@ -162,7 +162,7 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                                 .shard = broadcast_to_rule,
                                 .localize = broadcast_to_localize,
                                 .loops = broadcast_loops,
-                                .linear = true,
+                                .linearity = Linearity::Unary,
                                 .cost = copy_cost};
 }
 

@@ -178,7 +178,7 @@ void register_shape_ops(std::vector<OpDef>& t) {
                             .shard = reshape_rule,
                             .localize = reshape_localize,
                             .loops = reshape_loops,
-                            .linear = true,
+                            .linearity = Linearity::Unary,
                             .cost = view_cost};
   t[size_t(Op::Transpose)] = {.name = "transpose",
                               .infer = transpose_infer,
@@ -186,7 +186,7 @@ void register_shape_ops(std::vector<OpDef>& t) {
                               .vjp = transpose_vjp,
                               .shard = transpose_rule,
                               .loops = transpose_loops,
-                              .linear = true,
+                              .linearity = Linearity::Unary,
                               .cost = transpose_cost};
 }
 
