@@ -65,6 +65,12 @@ std::pair<int64_t, int64_t> change_of(const StrategyProblem& sp,
   return {cost, p.nodes[largest].usage[s] - p.nodes[largest].usage[now]};
 }
 
+// The solver's time when none is given: by the size of the problem. Its
+// first answers are usually within a percent of its last.
+double default_time_limit(const ShardingProblem& problem) {
+  return std::clamp(double(problem.nodes.size()) / 1000, 0.25, 10.0);
+}
+
 // The solver's answer, the same on every rank: under mpirun the leader
 // solves (a time-limited search may end differently elsewhere) and sends
 // its answer, or its error, to the others.
@@ -74,10 +80,7 @@ std::vector<int> agreed_answer(const ShardingProblem& problem, const AutoShardOp
   std::string answer;
   if (world.leader()) {
     SolveOptions so;
-    // The solver's first answers are usually within a percent of its last.
-    so.time_limit_s = o.time_limit_s > 0
-                          ? o.time_limit_s
-                          : std::clamp(double(problem.nodes.size()) / 1000, 0.25, 10.0);
+    so.time_limit_s = o.time_limit_s > 0 ? o.time_limit_s : default_time_limit(problem);
     so.seed = o.seed;
     const SolveResult r = solve(problem, so);
     if (r.feasible) {
@@ -153,8 +156,11 @@ StrategyProblem AutoShard::pose(const Graph& g, const Cluster& cluster) const {
 
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
+  prepare(g, pose(g, Cluster::named(options_.cluster)));
+}
+
+void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   const Cluster cluster = Cluster::named(options_.cluster);
-  StrategyProblem sp = pose(g, cluster);
   const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh());
   const __int128 cost = sp.problem.cost(strategy);
   const int64_t peak = sp.problem.peak_usage(strategy);
@@ -228,6 +234,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   struct Screened {
     std::optional<__int128> cost;
     std::string line;
+    std::optional<StrategyProblem> problem;  // kept for planning in full
   };
   std::vector<DeviceMesh> shapes;
   std::vector<Screened> screened;
@@ -239,11 +246,12 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
       for (int64_t k = int64_t(first) + begin; k < int64_t(first) + end; ++k) {
         try {
           const AutoShard candidate(shapes[k], batch_dim_name, options);
-          const StrategyProblem sp = candidate.pose(g, cluster);
+          StrategyProblem sp = candidate.pose(g, cluster);
           const SolveResult r =
               solve(sp.problem,
                     {.time_limit_s = 60, .seed = options.seed, .max_rounds = 1, .programs = false});
           if (r.feasible) {
+            screened[k].problem = std::move(sp);
             screened[k].cost = r.cost;
             screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
           } else {
@@ -328,13 +336,17 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   // further down the list only while none of them fits.
   const std::vector<size_t> order = best_screened(shapes.size());
   std::vector<std::shared_ptr<AutoShard>> full(order.size());
-  AutoShardOptions each = options;
-  if (options.time_limit_s > 0) each.time_limit_s = options.time_limit_s / 2;
   const auto plan_in_full = [&](size_t i) {
     const size_t k = order[i];
     try {
+      // The finalists share the time one plan would have.
+      AutoShardOptions each = options;
+      each.time_limit_s =
+          (options.time_limit_s > 0 ? options.time_limit_s
+                                    : default_time_limit(screened[k].problem->problem)) /
+          2;
       auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
-      candidate->prepare(g);
+      candidate->prepare(g, std::move(*screened[k].problem));  // posed by the screen
       screened[k].line += "; " + candidate->reasons().front();
       full[i] = std::move(candidate);
     } catch (const std::exception& e) {

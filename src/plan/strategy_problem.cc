@@ -52,16 +52,23 @@ class ConversionPrices {
     // takes them only from a producer that leaves them.
     for (int a : to.partial)
       if (!from.is_partial(a) || from.partial_op != to.partial_op) return kForbiddenCost;
-    std::string key = write_back ? "w" : "";
-    for (int64_t d : shape) key += std::to_string(d) + ",";
-    append(key, from);
-    append(key, to);
-    auto [it, inserted] = cache_.try_emplace(key, 0);
-    if (inserted)
-      it->second =
-          nanoseconds(write_back ? write_back_seconds(cluster_, mesh_, from, to, shape, bf16_)
-                                 : conversion_seconds(cluster_, mesh_, from, to, shape, bf16_));
-    return it->second;
+    // Looked up hundreds of thousands of times per problem: the key is
+    // built in place, the shape's part only when the shape changes.
+    if (shape != shape_) {
+      shape_ = shape;
+      shape_key_.clear();
+      for (int64_t d : shape) shape_key_ += std::to_string(d) + ",";
+    }
+    key_.assign(1, write_back ? 'w' : 'c');
+    key_ += shape_key_;
+    append(key_, from);
+    append(key_, to);
+    if (auto it = cache_.find(key_); it != cache_.end()) return it->second;
+    const int64_t price =
+        nanoseconds(write_back ? write_back_seconds(cluster_, mesh_, from, to, shape, bf16_)
+                               : conversion_seconds(cluster_, mesh_, from, to, shape, bf16_));
+    cache_.emplace(key_, price);
+    return price;
   }
 
  private:
@@ -77,6 +84,8 @@ class ConversionPrices {
   const DeviceMesh& mesh_;
   bool bf16_;
   std::unordered_map<std::string, int64_t> cache_;
+  Shape shape_;
+  std::string shape_key_ = ",", key_;  // (a shape's key is never ",")
 };
 
 // For every node, the node whose strategy it shares (itself when untied):
@@ -366,22 +375,60 @@ class Builder {
     }
     for (const auto& [stage, count] : stage_times) {
       const int value = stage_value_.at(stage);
-      const Shape& shape = g_.node(value).shape;
-      const auto& from = sp_.choices[index_[value]];
-      const auto& into = sp_.choices[stage];
-      connect(index_[value], stage, [&](size_t a, size_t b) {
-        return scaled(price_(from[a].output, into[b].output, shape), count);
-      });
+      add_conversions(index_[value], stage, outputs(index_[value]), outputs(stage),
+                      g_.node(value).shape, count, false);
     }
     for (const auto& [key, count] : from_stage) {
       const auto [stage, consumer, k] = key;
-      const Shape& shape = g_.node(stage_value_.at(stage)).shape;
-      const auto& from = sp_.choices[stage];
-      const auto& to = sp_.choices[index_[consumer]];
-      connect(stage, index_[consumer], [&](size_t a, size_t b) {
-        return scaled(price_(from[a].output, to[b].inputs[k], shape), count);
-      });
+      add_conversions(stage, index_[consumer], outputs(stage), needs(index_[consumer], k),
+                      g_.node(stage_value_.at(stage)).shape, count, false);
     }
+  }
+
+  // Per strategy of problem node q: its output layout; the layout it needs input k in.
+  std::vector<const Sharding*> outputs(int q) const {
+    std::vector<const Sharding*> out;
+    for (const ShardDecision& d : sp_.choices[q]) out.push_back(&d.output);
+    return out;
+  }
+  std::vector<const Sharding*> needs(int q, int k) const {
+    std::vector<const Sharding*> out;
+    for (const ShardDecision& d : sp_.choices[q]) out.push_back(&d.inputs[k]);
+    return out;
+  }
+
+  // The distinct layouts of a list, and which one each entry is: strategies
+  // share few layouts, so each distinct pair is priced once.
+  struct Distinct {
+    std::vector<const Sharding*> unique;
+    std::vector<size_t> id;
+    explicit Distinct(const std::vector<const Sharding*>& layouts) {
+      for (const Sharding* s : layouts) {
+        size_t i = 0;
+        while (i < unique.size() && !(*unique[i] == *s)) ++i;
+        if (i == unique.size()) unique.push_back(s);
+        id.push_back(i);
+      }
+    }
+  };
+
+  // Adds to the edge between problem nodes u and v, for each pair of their
+  // strategies, `count` conversions from `from` into `to` (written back: and
+  // back again after the update).
+  void add_conversions(int u, int v, const std::vector<const Sharding*>& from,
+                       const std::vector<const Sharding*>& to, const Shape& shape, int64_t count,
+                       bool written_back) {
+    const Distinct f(from), t(to);
+    const size_t width = t.unique.size();
+    std::vector<int64_t> table(f.unique.size() * width);
+    for (size_t x = 0; x < f.unique.size(); ++x)
+      for (size_t y = 0; y < width; ++y) {
+        int64_t price = price_(*f.unique[x], *t.unique[y], shape);
+        if (written_back && price < kForbiddenCost)
+          price += price_(*t.unique[y], *f.unique[x], shape, true);
+        table[x * width + y] = scaled(price, count);
+      }
+    connect(u, v, [&](size_t a, size_t b) { return table[f.id[a] * width + t.id[b]]; });
   }
 
   static int64_t scaled(int64_t t, int64_t count) {
@@ -414,16 +461,8 @@ class Builder {
 
   void add_edge(int producer, int consumer, int k, int64_t count) {
     const int u = index_[producer], v = index_[consumer];
-    const auto& from = sp_.choices[u];
-    const auto& to = sp_.choices[v];
-    const Shape& shape = g_.node(g_.node(consumer).inputs[k]).shape;
-    const bool written_back = op_def(g_.node(consumer).op).mutates >> k & 1;
-    connect(u, v, [&](size_t a, size_t b) {
-      const Sharding& need = to[b].inputs[k];
-      int64_t t = price_(from[a].output, need, shape);
-      if (written_back && t < kForbiddenCost) t += price_(need, from[a].output, shape, true);
-      return scaled(t, count);
-    });
+    add_conversions(u, v, outputs(u), needs(v, k), g_.node(producer).shape, count,
+                    op_def(g_.node(consumer).op).mutates >> k & 1);
   }
 
   // Adds cell(a, b) (strategy a of problem node u, b of v) to their edge.

@@ -171,6 +171,8 @@ class AutoShard : public Distribution {
  private:
   // The step as a problem on this mesh, priced on `cluster`.
   StrategyProblem pose(const Graph& step, const Cluster& cluster) const;
+  // prepare() with the step already posed.
+  void prepare(const Graph& step, StrategyProblem posed);
 
   AutoShardOptions options_;
   std::map<std::string, Sharding> plan_;
