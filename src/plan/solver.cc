@@ -146,18 +146,7 @@ class Search {
     for (int u : peel_.order) {
       const int p = peel_.parent[u];
       if (p < 0) continue;
-      const Neighbor& nb = r_.adj[u][peel_.parent_edge[u]];
-      choice_[u].resize(r_.dom(p));
-      for (int kp = 0; kp < r_.dom(p); ++kp) {
-        double best = 1e300;
-        int arg = 0;
-        for (int x = 0; x < r_.dom(u); ++x) {
-          const double c = total_[u][x] + value_of(r_.edge_cost(nb, x, kp));
-          if (c < best) best = c, arg = x;
-        }
-        total_[p][kp] += best;
-        choice_[u][kp] = arg;
-      }
+      send_up(r_.adj[u][peel_.parent_edge[u]], total_[u], total_[p], choice_[u]);
     }
     if (s.size() != size_t(r_.vars)) {
       s.assign(r_.vars, 0);
@@ -182,6 +171,39 @@ class Search {
       const int u = *it, p = peel_.parent[u];
       s[u] = p >= 0 ? choice_[u][s[p]]
                     : int(std::min_element(total_[u].begin(), total_[u].end()) - total_[u].begin());
+    }
+  }
+
+  // A tree child's message to its parent over edge `nb` (the child's side):
+  // for each parent value k, adds min over x of child[x] + cost(x, k) to
+  // parent[k] and keeps in arg[k] the first x that gives it. The matrix is
+  // walked along its rows whichever end the child is: this is the hot loop
+  // of the exact tree solves.
+  void send_up(const Neighbor& nb, const std::vector<double>& child, std::vector<double>& parent,
+               std::vector<int>& arg) {
+    const int dx = int(child.size()), dk = int(parent.size());
+    const int64_t* cost = r_.edges[nb.edge].c.data();
+    arg.assign(dk, 0);
+    if (nb.row) {  // dx x dk
+      best_.assign(dk, 1e300);
+      for (int x = 0; x < dx; ++x) {
+        const int64_t* row = cost + size_t(x) * dk;
+        for (int k = 0; k < dk; ++k) {
+          const double c = child[x] + value_of(row[k]);
+          if (c < best_[k]) best_[k] = c, arg[k] = x;
+        }
+      }
+      for (int k = 0; k < dk; ++k) parent[k] += best_[k];
+      return;
+    }
+    for (int k = 0; k < dk; ++k) {  // dk x dx
+      const int64_t* row = cost + size_t(k) * dx;
+      double best = 1e300;
+      for (int x = 0; x < dx; ++x) {
+        const double c = child[x] + value_of(row[x]);
+        if (c < best) best = c, arg[k] = x;
+      }
+      parent[k] += best;
     }
   }
 
@@ -337,19 +359,7 @@ class Search {
         }
       }
       for (size_t q = region.size(); q-- > 1;) {
-        const int x = region[q], p = parent[q], px = region[p];
-        const Neighbor& nb = r_.adj[x][parent_edge[q]];
-        arg[q].resize(r_.dom(px));
-        for (int kp = 0; kp < r_.dom(px); ++kp) {
-          double best = 1e300;
-          int a = 0;
-          for (int j = 0; j < r_.dom(x); ++j) {
-            const double c = tot[q][j] + value_of(r_.edge_cost(nb, j, kp));
-            if (c < best) best = c, a = j;
-          }
-          tot[p][kp] += best;
-          arg[q][kp] = a;
-        }
+        send_up(r_.adj[region[q]][parent_edge[q]], tot[q], tot[parent[q]], arg[q]);
       }
       const int best_root = int(std::min_element(tot[0].begin(), tot[0].end()) - tot[0].begin());
       const double after = tot[0][best_root];
@@ -673,19 +683,7 @@ class Search {
         }
       }
       for (size_t q = region.size(); q-- > 1;) {
-        const int x = region[q], p = parent[q], px = region[p];
-        const Neighbor& nb = r_.adj[x][parent_edge[q]];
-        arg[q].resize(r_.dom(px));
-        for (int kp = 0; kp < r_.dom(px); ++kp) {
-          double best = 1e300;
-          int a = 0;
-          for (int j = 0; j < r_.dom(x); ++j) {
-            const double c = tot[q][j] + value_of(r_.edge_cost(nb, j, kp));
-            if (c < best) best = c, a = j;
-          }
-          tot[p][kp] += best;
-          arg[q][kp] = a;
-        }
+        send_up(r_.adj[region[q]][parent_edge[q]], tot[q], tot[parent[q]], arg[q]);
       }
       trial.resize(region.size());
       trial[0] = int(std::min_element(tot[0].begin(), tot[0].end()) - tot[0].begin());
@@ -730,6 +728,7 @@ class Search {
   std::vector<std::vector<double>> total_;
   std::vector<std::vector<int>> choice_;
   std::map<int, std::vector<int>> live_cache_;
+  std::vector<double> best_;  // send_up's
   std::vector<std::vector<std::vector<double>>> messages_;  // belief propagation's, kept warm
   int64_t rounds_ = 0;
   bool whole_tried_ = false;
