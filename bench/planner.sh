@@ -43,6 +43,24 @@ PY
   done
 }
 
+measure_devices() {  # model batch seq devices steps: each plan on its own mesh of that many devices
+  local n=$4
+  for p in "data|--mesh data=$n --plan data" "megatron|--mesh model=$n --plan megatron" \
+           "zero1|--mesh data=$n --plan data --zero1" "auto|--devices $n"; do
+    IFS='|' read -r name args <<<"$p"
+    $cli train --model "$1" --batch "$2" --seq "$3" --steps "$5" --sample 0 \
+      --lr-schedule constant $args --log "$work/log.jsonl" > "$work/out" 2>&1
+    python3 - "$work/log.jsonl" "$1" "$n devices" "$name" "$work/out" <<'PY'
+import json, re, statistics, sys
+log = [json.loads(l) for l in open(sys.argv[1])]
+mesh = re.search(r"mesh (\S+)", open(sys.argv[5]).read())
+print(json.dumps({"model": sys.argv[2], "mesh": sys.argv[3], "cluster": "this machine",
+                  "plan": sys.argv[4] + (f" ({mesh.group(1)})" if sys.argv[4] == "auto" and mesh else ""),
+                  "measured_step_s": statistics.median(r["step_ms"] for r in log[1:]) / 1e3}))
+PY
+  done
+}
+
 {
   predict gpt2 8 1024 data=2,model=4 a100-80g bf16
   predict gpt2-medium 16 1024 data=4,model=4 a100-80g bf16
@@ -50,6 +68,10 @@ PY
   if [ "${2:-}" != --no-measure ]; then
     measure mini 16 128 data=2,model=2 8
     measure gpt2 4 64 model=2 4
+    for n in 2 3 4; do
+      measure_devices mini 16 128 $n 8
+      measure_devices gpt2 4 64 $n 4
+    done
   fi
 } > "$work/rows.jsonl"
 python3 - "$work/rows.jsonl" <<'PY'
@@ -60,7 +82,7 @@ for r in rows: groups.setdefault((r["model"], r["mesh"], r["cluster"]), []).appe
 print(f"{'model':12} {'mesh':16} {'cluster':13} {'plan':15} {'step s':>9} {'vs best hand':>12} {'GiB/device':>10}", file=sys.stderr)
 for key, rs in groups.items():
     t = lambda r: r.get("step_s", r.get("measured_step_s"))
-    hand = [t(r) for r in rs if r["plan"] != "auto" and t(r) is not None]
+    hand = [t(r) for r in rs if not r["plan"].startswith("auto") and t(r) is not None]
     best = min(hand) if hand else None
     for r in rs:
         if t(r) is None:

@@ -88,8 +88,10 @@ void run_calibrate(const CalibrateArgs& a) {
   std::printf("  memory           %.2f GB/s copy bandwidth, %.1f GiB\n", c.memory_bandwidth / 1e9,
               c.memory_bytes / (1 << 30));
   std::printf("  op overhead      %.2f us\n", c.op_overhead * 1e6);
-  std::printf("  threads          latency %.2f us, bandwidth %.2f GB/s\n", c.links[0].latency * 1e6,
-              c.links[0].bandwidth / 1e9);
+  std::printf(
+      "  threads          latency %.2f us, bandwidth %.2f GB/s; more devices than cores: "
+      "%.0f us a call\n",
+      c.links[0].latency * 1e6, c.links[0].bandwidth / 1e9, c.oversubscribed_wait * 1e6);
   if (c.mpi_link)
     std::printf("  MPI              latency %.2f us, bandwidth %.2f GB/s\n",
                 c.mpi_link->latency * 1e6, c.mpi_link->bandwidth / 1e9);

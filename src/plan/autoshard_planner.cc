@@ -339,12 +339,13 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   const auto plan_in_full = [&](size_t i) {
     const size_t k = order[i];
     try {
-      // The finalists share the time one plan would have.
+      // The finalists share the time one plan would have (by default, at
+      // least a quarter second each: enough for CBC to settle small steps).
       AutoShardOptions each = options;
       each.time_limit_s =
-          (options.time_limit_s > 0 ? options.time_limit_s
-                                    : default_time_limit(screened[k].problem->problem)) /
-          2;
+          options.time_limit_s > 0
+              ? options.time_limit_s / 2
+              : std::max(0.25, default_time_limit(screened[k].problem->problem) / 2);
       auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
       candidate->prepare(g, std::move(*screened[k].problem));  // posed by the screen
       screened[k].line += "; " + candidate->reasons().front();

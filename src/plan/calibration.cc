@@ -98,14 +98,14 @@ double op_overhead(double seconds) {
   return time_it([&] { exec.run(); }, seconds) / 1000;
 }
 
-// All-reduce seconds over two in-process devices for each size.
+// All-reduce seconds over `devices` in-process devices for each size.
 std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64_t>& sizes,
-                                                         double seconds) {
-  const DeviceMesh mesh({2}, {"x"});
+                                                         double seconds, int devices = 2) {
+  const DeviceMesh mesh({devices}, {"x"});
   ThreadWorld world(mesh);
   std::vector<std::pair<double, double>> points;
   for (int64_t count : sizes) {
-    std::vector<std::vector<float>> bufs(2, std::vector<float>(count, 1.0f));
+    std::vector<std::vector<float>> bufs(devices, std::vector<float>(count, 1.0f));
     const double t = time_it(
         [&] {
           world.run([&](int rank, Communicator& comm) {
@@ -117,6 +117,37 @@ std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64
     points.push_back({4.0 * double(count), t / 8});
   }
   return points;
+}
+
+// Seconds one small all-reduce adds between pieces of work on `devices`
+// in-process devices (more than cores: members are descheduled while they
+// compute, and the others wait for them). The wait grows with the work
+// between collectives (on 2 cores and 3 devices: 0.33 ms a call after 0.1
+// ms of work each, 0.6 ms after 1 ms, 1 ms after 2.5 ms); `passes` of 0.025
+// ms each.
+double thread_all_reduce_between_work(int devices, double seconds, int passes) {
+  const DeviceMesh mesh({devices}, {"x"});
+  ThreadWorld world(mesh);
+  std::vector<std::vector<float>> work(devices, std::vector<float>(int64_t{1} << 16, 1.0f));
+  std::vector<std::vector<float>> bufs(devices, std::vector<float>(1024, 1.0f));
+  std::vector<double> sink(devices, 0);
+  const auto steps = [&](bool reduce) {
+    return time_it(
+        [&] {
+          world.run([&](int rank, Communicator& comm) {
+            for (int k = 0; k < 16; ++k) {
+              for (int pass = 0; pass < passes; ++pass)
+                for (float& x : work[rank]) x = x * 0.999f + 0.001f;
+              sink[rank] += work[rank][k];
+              if (reduce)
+                comm.all_reduce(bufs[rank].data(), 1024, ReduceOp::Sum, mesh_groups(mesh, rank)[0]);
+            }
+          });
+        },
+        seconds);
+  };
+  const double with = steps(true), without = steps(false);
+  return std::max(0.0, (with - without) / 16);
 }
 
 std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>& sizes,
@@ -216,6 +247,13 @@ Calibration calibrate(const CalibrateOptions& o) {
   const auto [alpha, bandwidth] = fit_alpha_beta(points);
   c.links = {{"shared memory", 0, bandwidth, alpha / 2, 1.0}};
   m["thread_all_reduce"] = points;
+  // One device more than cores: what a collective adds between pieces of
+  // work of about 1 ms (the ops of the steps planned here), for waiting on
+  // descheduled members.
+  const int over = cores + 1;
+  c.oversubscribed_wait = thread_all_reduce_between_work(over, seconds, 40);
+  m["thread_all_reduce_oversubscribed"] = {{"devices", over},
+                                           {"seconds_per_call", c.oversubscribed_wait}};
   return cal;
 }
 

@@ -156,6 +156,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
       j.contains("oversubscribed_efficiency") ? number(j, "oversubscribed_efficiency", source) : 1;
   AS_CHECK(c.oversubscribed_efficiency > 0 && c.oversubscribed_efficiency <= 1, "cluster '", source,
            "': \"oversubscribed_efficiency\" must be in (0, 1]");
+  c.oversubscribed_wait =
+      j.contains("oversubscribed_wait_s") ? number(j, "oversubscribed_wait_s", source) : 0;
+  AS_CHECK(c.oversubscribed_wait >= 0, "cluster '", source,
+           "': \"oversubscribed_wait_s\" must not be negative");
   AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '", source,
            "': \"links\" must list at least one level");
   auto level_of = [&](const nlohmann::json& l) {
@@ -205,6 +209,7 @@ std::string Cluster::to_json() const {
                         {"op_overhead_s", op_overhead}}},
                       {"shared_cores", shared_cores},
                       {"oversubscribed_efficiency", oversubscribed_efficiency},
+                      {"oversubscribed_wait_s", oversubscribed_wait},
                       {"links", links_json}};
   if (mpi_link) j["mpi_link"] = level_json(*mpi_link);
   return j.dump(2);

@@ -31,6 +31,11 @@ double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bo
   if (n <= 1) return 0;
   const LinkLevel& l = c.link(mesh, axis);
   const double w = l.bandwidth * l.efficiency;
+  if (c.shared_cores > 0 && mesh.size() > c.shared_cores && c.oversubscribed_wait > 0) {
+    // Devices that outnumber the cores meet in turn: a wait per call.
+    const double move = all_reduce ? 2 * (n - 1) / n * bytes : (n - 1) * largest_block;
+    return c.oversubscribed_wait + move / w;
+  }
   if (all_reduce) return 2 * (n - 1) * l.latency + 2 * (n - 1) / n * bytes / w;
   return (n - 1) * (l.latency + largest_block / w);
 }

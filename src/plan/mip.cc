@@ -208,7 +208,7 @@ MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vecto
   for (int attempt = 0; attempt < 8; ++attempt) {
     const double left =
         seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left <= 0.5) break;
+    if (left <= 0.02) break;
     bool optimal = false;
     const std::vector<int> values = solve_program(r, free, s, segments, left, optimal);
     if (values.empty()) break;

@@ -517,22 +517,29 @@ class Search {
   // small (once), else a neighbourhood of the memory peak each round.
   void mip_step(std::vector<int>& s, const Clock::time_point deadline) {
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left < 1.0 || proven_optimal_) return;
+    if (left <= 0 || proven_optimal_) return;
     std::vector<int> free;
     double budget = 0;
-    if (whole_small_ < 0) {
+    if (whole_columns_ < 0) {
       std::vector<int> all(r_.vars);
       std::iota(all.begin(), all.end(), 0);
-      whole_small_ = mip_columns(r_, all) <= 300000;
+      whole_columns_ = int64_t(mip_columns(r_, all));
     }
-    if (whole_small_) {
-      // Small: a few rounds of heuristics for a good start, then the whole
-      // problem at once.
-      if (rounds_ < 3 || whole_tried_) return;
+    // CBC overshoots short time limits on programs of tens of thousands of
+    // columns by seconds: with under a second left, only small ones run.
+    const bool tiny = whole_columns_ <= 10000;
+    if (left < 1.0 && !tiny) return;
+    if (whole_columns_ <= 300000) {
+      // Small: a few rounds of heuristics for a good start (one when time
+      // is short: a planner's quarter second), then the whole problem at
+      // once, which CBC often proves optimal in a fraction of a second.
+      if (whole_tried_ || (rounds_ < 3 && left > 1.0)) return;
       whole_tried_ = true;
       free.resize(r_.vars);
       std::iota(free.begin(), free.end(), 0);
-      budget = left * 0.8;
+      // A tiny program gets the half second it may need even past a short
+      // limit: proven optimal, the answer no longer depends on the clock.
+      budget = tiny ? std::max(left * 0.8, 0.5) : left * 0.8;
     } else {
       free = peak_neighbourhood(s);
       budget = std::min(3.0, left * 0.2);
@@ -728,11 +735,11 @@ class Search {
   std::vector<std::vector<double>> total_;
   std::vector<std::vector<int>> choice_;
   std::map<int, std::vector<int>> live_cache_;
-  std::vector<double> best_;  // send_up's
+  std::vector<double> best_;                                // send_up's
   std::vector<std::vector<std::vector<double>>> messages_;  // belief propagation's, kept warm
   int64_t rounds_ = 0;
   bool whole_tried_ = false;
-  int whole_small_ = -1;  // the whole problem fits one program (-1: not known yet)
+  int64_t whole_columns_ = -1;  // columns of the whole problem as one program (-1: not known yet)
   bool proven_optimal_ = false;
 
  public:

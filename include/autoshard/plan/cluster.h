@@ -56,6 +56,11 @@ struct Cluster {
   // their share each still gets (time slicing, and collectives that wait
   // for a descheduled member). bench/cost_model.sh measured about 0.8.
   double oversubscribed_efficiency = 1;
+  // And the seconds each collective call then waits for descheduled
+  // members, instead of the link's latency (hundreds of times it: members
+  // that compute in turn meet in turn). Calibrated with one device more
+  // than cores and about 1 ms of work between collectives.
+  double oversubscribed_wait = 0;
   std::vector<LinkLevel> links;  // innermost first; the last spans every device
   // MPI ranks on this machine talk over this instead (CPU clusters, when
   // calibrated under mpirun too).
