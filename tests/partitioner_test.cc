@@ -1,11 +1,13 @@
 // The partitioner against one device: a GPT-2 training step (forward,
 // backward, clipped AdamW) with random layouts for every weight on random
-// meshes must give the single-device loss and updated weights.
+// meshes must give the single-device loss and updated weights; readers that
+// share a staging layout share its conversion.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/ops.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/runtime/sharded_executor.h"
@@ -40,9 +42,8 @@ TrainStep make_step(int64_t batch, int64_t seq, uint64_t seed) {
   s.loss = loss.id;
   for (int id : s.graph.parameters()) {
     const Node& n = s.graph.node(id);
-    s.state[n.leaf().key()] = n.leaf().is_slot()
-                                ? testing::random_tensor(n.shape, id, 0.0f)
-                                : model.gather_weight(n.leaf().key()).clone();
+    s.state[n.leaf().key()] = n.leaf().is_slot() ? testing::random_tensor(n.shape, id, 0.0f)
+                                                 : model.gather_weight(n.leaf().key()).clone();
   }
   s.x = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 1);
   s.y = testing::random_ids({batch, seq}, static_cast<int32_t>(cfg.vocab_size), seed + 2);
@@ -137,6 +138,43 @@ TEST(Partitioner, RandomLayoutsOnRandomMeshesMatchOneDevice) {
     std::string what = "trial " + std::to_string(trial) + " mesh " + mesh.to_string();
     expect_same(ref, s, ref_losses, run_sharded(s, mesh, layouts, 3), what);
   }
+}
+
+// Two readers of one value in one part of the step that need different
+// layouts: converted straight from the producer, each gathers it; through
+// a staging layout the planner names (ShardDecision::via), one gather
+// serves both and the second reader only slices. The numbers are the same.
+TEST(Partitioner, ReadersThroughAStagingLayoutShareOneConversion) {
+  Graph g;
+  Value x = g.parameter("x", {6, 4});
+  Value a = ops::scale(x, 2.0f), b = ops::scale(x, 3.0f);
+  Value out = ops::add(a, b);
+  const DeviceMesh mesh({2}, {"m"});
+  const Sharding rows{{0, -1}, {}}, whole{{-1, -1}, {}}, cols{{-1, 0}, {}};
+  const Tensor data = testing::random_tensor({6, 4}, 3);
+  auto run = [&](bool staged) {
+    PartitionRequest r;
+    r.leaves[x.id] = rows;
+    r.decisions[a.id] = {{whole}, whole};
+    r.decisions[b.id] = {{cols}, cols};
+    r.decisions[out.id] = {{whole, whole}, whole};  // b gathered back: one more gather either way
+    if (staged) r.decisions[b.id].via = {whole};
+    ShardedExecutor exec(g, mesh, r, {out.id});
+    for (int d = 0; d < mesh.size(); ++d) exec.bind(d, x.id, block_of(data, rows, mesh, d));
+    exec.run();
+    int gathers = 0;
+    for (const CollectiveRecord& c : exec.partition().collectives)
+      gathers += c.kind == "all_gather";
+    return std::make_pair(gathers, exec.output(0).clone());
+  };
+  const auto [direct_gathers, direct] = run(false);
+  const auto [staged_gathers, staged] = run(true);
+  EXPECT_EQ(direct_gathers, 3);
+  EXPECT_EQ(staged_gathers, 2);
+  Tensor want = data.clone();  // 2x + 3x
+  for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] *= 5;
+  EXPECT_LT(max_relative_error(direct, want), 1e-6);
+  EXPECT_LT(max_relative_error(staged, want), 1e-6);
 }
 
 }  // namespace
