@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 
 namespace autoshard::solver {
 
@@ -203,6 +204,11 @@ MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vecto
   MipResult result;
   if (free.empty() || seconds <= 0) return result;
   const auto start = std::chrono::steady_clock::now();
+  // CBC's solve goes through its command-line driver, which keeps global
+  // state (ThreadSanitizer caught two plans solving at once): one program
+  // at a time, the wait counted against `seconds`.
+  static std::mutex one_at_a_time;
+  std::lock_guard lock(one_at_a_time);
   std::vector<int> segments;
   if (r.limit < kInf) segments = tightest(r, free, profile_of(r, s), {}, 24, false);
   for (int attempt = 0; attempt < 8; ++attempt) {
