@@ -124,7 +124,8 @@ Value cross_entropy(Value logits, Value targets) {
   return g.add(Op::CrossEntropyFinish, {stats, max});
 }
 Value gather(Value table, Value ids, int64_t id_offset) {
-  return table.graph->add(Op::Gather, {table, ids}, GatherAttrs{.table = {}, .id_offset = id_offset});
+  return table.graph->add(Op::Gather, {table, ids},
+                          GatherAttrs{.table = {}, .id_offset = id_offset});
 }
 
 Value reshape(Value x, Shape shape) {

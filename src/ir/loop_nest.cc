@@ -91,8 +91,8 @@ bool takes_partial(Linearity linearity, const std::vector<Sharding>& inputs,
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Sharding& in = inputs[k];
     if (in.partial.empty()) continue;
-    if (in.partial != inputs[carriers.empty() ? k : carriers[0]].partial ||
-        in.partial_op != ReduceOp::Sum || output.partial_op != ReduceOp::Sum ||
+    const bool same_axes = carriers.empty() || in.partial == inputs[carriers[0]].partial;
+    if (!same_axes || in.partial_op != ReduceOp::Sum || output.partial_op != ReduceOp::Sum ||
         !std::includes(output.partial.begin(), output.partial.end(), in.partial.begin(),
                        in.partial.end()))
       return false;

@@ -98,14 +98,14 @@ double op_overhead(double seconds) {
   return time_it([&] { exec.run(); }, seconds) / 1000;
 }
 
-// All-reduce seconds over `devices` in-process devices for each size.
+// All-reduce seconds over two in-process devices for each size.
 std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64_t>& sizes,
-                                                         double seconds, int devices = 2) {
-  const DeviceMesh mesh({devices}, {"x"});
+                                                         double seconds) {
+  const DeviceMesh mesh({2}, {"x"});
   ThreadWorld world(mesh);
   std::vector<std::pair<double, double>> points;
   for (int64_t count : sizes) {
-    std::vector<std::vector<float>> bufs(devices, std::vector<float>(count, 1.0f));
+    std::vector<std::vector<float>> bufs(2, std::vector<float>(count, 1.0f));
     const double t = time_it(
         [&] {
           world.run([&](int rank, Communicator& comm) {

@@ -439,15 +439,13 @@ class Builder {
   // input): its choices are the value's own layouts and those its readers
   // need; no cost or memory of its own.
   int add_stage(int value, const std::vector<std::pair<int, int>>& list) {
+    std::vector<const Sharding*> candidates = outputs(index_[value]);
+    for (const auto& [consumer, k] : list) {
+      const std::vector<const Sharding*> need = needs(index_[rep_[consumer]], k);
+      candidates.insert(candidates.end(), need.begin(), need.end());
+    }
     std::vector<ShardDecision> layouts;
-    auto add = [&](const Sharding& s) {
-      for (const ShardDecision& d : layouts)
-        if (d.output == s) return;
-      layouts.push_back({{}, s});
-    };
-    for (const ShardDecision& d : sp_.choices[index_[value]]) add(d.output);
-    for (const auto& [consumer, k] : list)
-      for (const ShardDecision& d : sp_.choices[index_[rep_[consumer]]]) add(d.inputs[k]);
+    for (const Sharding* s : Distinct(candidates).unique) layouts.push_back({{}, *s});
     ShardingProblem& p = sp_.problem;
     const int node = static_cast<int>(p.nodes.size());
     p.nodes.push_back(
