@@ -23,7 +23,7 @@ packages=(
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)
   packages+=(python3-sentencepiece)  # tools/make_tokenizer_fixtures.py
-  packages+=(libblis-dev)  # the second GEMM library of bench/gemm_libraries.sh
+  packages+=(libblis-dev libdnnl-dev libxsmm-dev)  # the other GEMM libraries of bench/gemm_libraries.sh
 fi
 
 missing=()

@@ -299,7 +299,8 @@ TEST_F(BadInput, CheckpointsAreWrittenAtTheEndAndOnSignals) {
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : -1)
+                                 << " (a crash: rerun with core dumps on)";
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
   int64_t last = 0;
   for (const auto& e : fs::directory_iterator(path("sig"))) {

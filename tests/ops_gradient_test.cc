@@ -300,6 +300,32 @@ TEST(Einsum, MatchesNaiveLoops) {
   }
 }
 
+// The GEMM library behind sgemm (oneDNN or OpenBLAS) equals the plain sum for
+// every transpose, with alpha, an accumulating beta, leading dimensions wider
+// than the rows (a block of a larger matrix), and an empty contraction (a
+// device's empty shard of K: C = beta C).
+TEST(Einsum, GemmMatchesThePlainProduct) {
+  const int64_t M = 37, N = 29, pad = 3;
+  for (int64_t K : {45, 0})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        Tensor a = random_tensor({ta ? K + 1 : M, lda}, 1);
+        Tensor b = random_tensor({tb ? N : K + 1, ldb}, 2);
+        Tensor c = random_tensor({M, ldc}, 3), want = c.clone();
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s += double(ta ? a.f32()[k * lda + i] : a.f32()[i * lda + k]) *
+                   (tb ? b.f32()[j * ldb + k] : b.f32()[k * ldb + j]);
+            want.f32()[i * ldc + j] = float(0.5 * s + 2.0 * want.f32()[i * ldc + j]);
+          }
+        sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, c.f32(), ldc, 0.5f, 2.0f);
+        EXPECT_LT(max_relative_error(c, want), 1e-5) << "K=" << K << ta << tb;
+      }
+}
+
 // One row of C runs as a matrix-vector product: it equals the plain sum, for
 // every transpose, with alpha and an accumulating beta.
 TEST(Einsum, GemmOfOneRowMatchesThePlainProduct) {
