@@ -300,27 +300,33 @@ TEST(Einsum, MatchesNaiveLoops) {
   }
 }
 
-// The GEMM library behind sgemm (oneDNN or OpenBLAS) equals the plain sum for
-// every transpose, with alpha, an accumulating beta, leading dimensions wider
-// than the rows (a block of a larger matrix), and an empty contraction (a
-// device's empty shard of K: C = beta C).
+// C = alpha op(A) op(B) + beta C by the plain sum (row-major, strided), the
+// reference for the BLAS behind sgemm.
+void plain_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float* c, int64_t ldc, double alpha, double beta) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(ta ? a[k * lda + i] : a[i * lda + k]) * (tb ? b[j * ldb + k] : b[k * ldb + j]);
+      c[i * ldc + j] = float(alpha * s + beta * c[i * ldc + j]);
+    }
+}
+
+// sgemm equals the plain sum for every transpose, with alpha, an accumulating
+// beta, leading dimensions wider than the rows (a block of a larger matrix),
+// and an empty contraction (a device's empty shard of K: C = beta C).
 TEST(Einsum, GemmMatchesThePlainProduct) {
   const int64_t M = 37, N = 29, pad = 3;
   for (int64_t K : {45, 0})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+        // K + 1 rows: never an empty tensor, even for K = 0.
         Tensor a = random_tensor({ta ? K + 1 : M, lda}, 1);
         Tensor b = random_tensor({tb ? N : K + 1, ldb}, 2);
         Tensor c = random_tensor({M, ldc}, 3), want = c.clone();
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t j = 0; j < N; ++j) {
-            double s = 0;
-            for (int64_t k = 0; k < K; ++k)
-              s += double(ta ? a.f32()[k * lda + i] : a.f32()[i * lda + k]) *
-                   (tb ? b.f32()[j * ldb + k] : b.f32()[k * ldb + j]);
-            want.f32()[i * ldc + j] = float(0.5 * s + 2.0 * want.f32()[i * ldc + j]);
-          }
+        plain_gemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, want.f32(), ldc, 0.5, 2.0);
         sgemm(ta, tb, M, N, K, a.f32(), lda, b.f32(), ldb, c.f32(), ldc, 0.5f, 2.0f);
         EXPECT_LT(max_relative_error(c, want), 1e-5) << "K=" << K << ta << tb;
       }
@@ -336,13 +342,7 @@ TEST(Einsum, GemmOfOneRowMatchesThePlainProduct) {
       Tensor a = random_tensor(ta ? Shape{K, 3} : Shape{1, K}, 1);
       Tensor b = random_tensor(tb ? Shape{N, K} : Shape{K, N}, 2);
       Tensor c = random_tensor({1, N}, 3), want = c.clone();
-      for (int64_t j = 0; j < N; ++j) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k)
-          s += double(ta ? a.f32()[k * lda] : a.f32()[k]) *
-               (tb ? b.f32()[j * K + k] : b.f32()[k * N + j]);
-        want.f32()[j] = float(0.5 * s + 2.0 * want.f32()[j]);
-      }
+      plain_gemm(ta, tb, 1, N, K, a.f32(), lda, b.f32(), tb ? K : N, want.f32(), N, 0.5, 2.0);
       sgemm(ta, tb, 1, N, K, a.f32(), lda, b.f32(), tb ? K : N, c.f32(), N, 0.5f, 2.0f);
       EXPECT_LT(max_relative_error(c, want), 1e-6) << ta << tb;
     }
