@@ -64,19 +64,55 @@ const std::vector<MeshCase> kMeshes = {{{1}, {"model"}},
                                        {{2, 2}, {"data", "model"}},
                                        {{3, 2}, {"data", "model"}}};
 
+// Megatron's layout plain, with ZeRO-1, and with sequence parallelism (the
+// sequence of 6 split unevenly over 4 and 5 devices).
 TEST(ShardedTraining, MegatronLayoutOnEveryMeshMatchesOneDevice) {
   const TrainResult want = train(nullptr, 6);
   for (const MeshCase& m : kMeshes)
-    for (bool zero1 : {false, true}) {
+    for (const std::string variant : {"", "zero1", "sequence parallel"}) {
       DeviceMesh mesh(m.shape, m.names);
       std::shared_ptr<Distribution> dist;
       if (mesh.axis_index("model") >= 0)
         dist = std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout());
+      else if (variant == "sequence parallel")
+        continue;
       else
         dist = std::make_shared<DataParallel>(mesh);
-      dist->zero1 = zero1;
-      expect_equal(train(dist, 6), want, mesh.to_string() + (zero1 ? " zero1" : ""));
+      dist->zero1 = variant == "zero1";
+      if (variant == "sequence parallel") dist->sequence_parallel_axis = "model";
+      expect_equal(train(dist, 6), want, mesh.to_string() + " " + variant);
     }
+}
+
+// Sequence parallelism turns each all-reduce of a block's output into a
+// reduce-scatter (the residual stream stays split along the sequence) and an
+// all-gather before the next split block: no activation is all-reduced, and
+// the reduce-scatters move what the all-reduces did. (The blocks that
+// Megatron runs split are unchanged; `test` has 2 layers.)
+TEST(ShardedTraining, SequenceParallelSplitsTheResidualStream) {
+  auto collectives = [](bool sequence_parallel) {
+    GPT2 model(GPT2Config::preset("test"), 8, 0);
+    auto dist = std::make_shared<ModelParallel>(DeviceMesh({2}, {"model"}), gpt2_megatron_layout());
+    if (sequence_parallel) dist->sequence_parallel_axis = "model";
+    model.set_distribution(dist);
+    model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+    std::map<std::string, std::pair<int, int64_t>> by_kind;  // kind -> calls, bytes of activations
+    const int64_t activation = 4 * 8 * 24 * 4;                // [4, 8, 24] floats: the residual
+    for (const CollectiveRecord& c : model.plan_training({4, 8}, {4, 8}).collectives) {
+      if (c.bytes < activation / 2) continue;  // gradients of biases and norms, logits' statistics
+      ++by_kind[c.kind].first;
+      by_kind[c.kind].second += c.bytes;
+    }
+    return by_kind;
+  };
+  auto plain = collectives(false), split = collectives(true);
+  ASSERT_GT(plain["all_reduce"].first, 0);
+  EXPECT_EQ(split["all_reduce"].first, 0);
+  EXPECT_EQ(split["reduce_scatter"].first, plain["all_reduce"].first);
+  EXPECT_EQ(split["reduce_scatter"].second, plain["all_reduce"].second);
+  // Every block's input is gathered (again in the backward pass, for the
+  // weights' gradients), as is every gradient that enters a split block.
+  EXPECT_GE(split["all_gather"].first, plain["all_reduce"].first);
 }
 
 TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {

@@ -185,6 +185,8 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
         n.leaf().name == kPositions ? Sharding::replicated(1) : dist_->input_layout(n.shape);
   }
   r.decisions = dist_->decisions(g);
+  if (!dist_->sequence_parallel_axis.empty())
+    r.sequence_parallel_axis = dist_->mesh().axis_index(dist_->sequence_parallel_axis);
   return r;
 }
 

@@ -31,6 +31,50 @@ std::vector<std::optional<Sharding>> consumer_hints(const Graph& g, const std::v
   return hint;
 }
 
+// Per node, per dimension: whether it is a sequence dimension, tied through
+// the ops' loops to dimension 1 of an input of rank >= 2 ([batch, sequence]).
+std::vector<std::vector<bool>> sequence_dims(const Graph& g, const std::vector<bool>& live) {
+  std::vector<std::vector<bool>> seq(g.size());
+  for (int i = 0; i < g.size(); ++i) seq[i].assign(g.node(i).shape.size(), false);
+  for (int i : g.inputs())
+    if (seq[i].size() >= 2) seq[i][1] = true;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    if (n.is_leaf() || !live[i] || !op_def(n.op).loops) continue;
+    const LoopNest nest = op_def(n.op).loops(g, n);
+    std::vector<bool> seq_loop(nest.loops.size(), false);
+    for (size_t k = 0; k < n.inputs.size() && k < nest.inputs.size(); ++k)
+      for (size_t d = 0; d < nest.inputs[k].size(); ++d)
+        if (nest.inputs[k][d] >= 0 && seq[n.inputs[k]][d]) seq_loop[nest.inputs[k][d]] = true;
+    for (size_t d = 0; d < nest.output.size(); ++d)
+      seq[i][d] = nest.output[d] >= 0 && seq_loop[nest.output[d]];
+  }
+  return seq;
+}
+
+// Megatron-SP (PartitionRequest::sequence_parallel_axis): the rule's
+// decision, or when it leaves the output whole over `axis` and the output
+// has a sequence dimension, the same loops with that dimension split too.
+ShardDecision split_sequence(const Graph& g, const Node& n, ShardDecision rule, int axis,
+                             const std::vector<bool>& output_is_seq) {
+  if (axis < 0 || !op_def(n.op).loops || rule.output.dim_of(axis) >= 0 ||
+      !rule.output.partial.empty())
+    return rule;
+  const LoopNest nest = op_def(n.op).loops(g, n);
+  LoopSplit split(nest.loops.size(), -1);
+  int seq_loop = -1;
+  for (size_t d = 0; d < nest.output.size(); ++d) {
+    const int loop = nest.output[d];
+    if (loop < 0) continue;
+    if (rule.output.dims[d] >= 0) split[loop] = rule.output.dims[d];
+    if (output_is_seq[d] && seq_loop < 0 && rule.output.dims[d] < 0 && nest.splittable(loop))
+      seq_loop = loop;
+  }
+  if (seq_loop < 0) return rule;
+  split[seq_loop] = axis;
+  return decide(nest, split);
+}
+
 std::string value_name(const Graph& g, int id) {
   const Node& n = g.node(id);
   if (n.is_leaf()) return n.leaf().key();
@@ -195,23 +239,35 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
     AS_CHECK(p.sharding[i].partial.empty(), "layout of '", n.leaf().key(), "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
+  const auto seq = request.sequence_parallel_axis >= 0
+                       ? sequence_dims(g, live)
+                       : std::vector<std::vector<bool>>(g.size());
 
   // Decide every op's layout once; the decisions are the same on all devices.
+  // Rules see the layouts without sequence parallelism (`ruled`), so that
+  // Megatron-SP is Megatron's plan with its whole regions split, not a new
+  // propagation from split sequences.
+  std::vector<Sharding> ruled = p.sharding;
   for (int i = 0; i < g.size(); ++i) {
     const Node& n = g.node(i);
     if (!live[i] || n.is_leaf()) continue;
     if (auto fixed = request.decisions.find(i); fixed != request.decisions.end()) {
       check_decision(g, n, fixed->second, mesh);
       p.decision[i] = fixed->second;
+      ruled[i] = fixed->second.output;
     } else {
       std::vector<Sharding> in;
       std::vector<const Sharding*> in_hints;
       for (int x : n.inputs) {
-        in.push_back(p.sharding[x]);
+        in.push_back(ruled[x]);
         in_hints.push_back(hints[x] ? &*hints[x] : nullptr);
       }
       ShardQuery q{g, n, in, mesh, hints[i] ? &*hints[i] : nullptr, in_hints};
       p.decision[i] = op_def(n.op).shard ? op_def(n.op).shard(q) : replicate_all(q);
+      ruled[i] = p.decision[i].output;
+      if (request.sequence_parallel_axis >= 0)
+        p.decision[i] = split_sequence(g, n, std::move(p.decision[i]),
+                                       request.sequence_parallel_axis, seq[i]);
     }
     p.sharding[i] = p.decision[i].output;
   }

@@ -83,6 +83,10 @@ class Distribution {
   virtual std::map<int, ShardDecision> decisions(const Graph& step) const;
 
   bool zero1 = false;  // shard optimizer state and the update over the batch axis
+  // Megatron's sequence parallelism over this axis (empty: off): the ops the
+  // layouts leave whole over it run split along the sequence
+  // (PartitionRequest::sequence_parallel_axis).
+  std::string sequence_parallel_axis;
 
  private:
   DeviceMesh mesh_;

@@ -25,6 +25,14 @@ struct PartitionRequest {
   // Ops whose strategy a planner fixed: the shardings of their inputs and
   // output (the rest follow their sharding rule).
   std::map<int, ShardDecision> decisions;
+  // Megatron's sequence parallelism over this mesh axis (-1: off): an op
+  // that its rule leaves whole over the axis, and whose output has a
+  // sequence dimension (one tied to the sequence of a [batch, sequence, ...]
+  // input), runs split along that dimension over the axis instead. With
+  // Megatron's weight layout these are the layer norms, dropouts, residual
+  // adds and embeddings, forward and backward; the all-reduces around the
+  // split blocks become reduce-scatters and all-gathers.
+  int sequence_parallel_axis = -1;
 };
 
 // One collective of the partitioned step, as device 0 runs it.
