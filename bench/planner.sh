@@ -8,7 +8,7 @@ set -euo pipefail
 cli=${1:-build/autoshard}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-plans=("data|--plan data" "megatron|--plan megatron" "megatron+zero1|--plan megatron --zero1" "auto|--plan auto")
+plans=("data|--plan data" "megatron|--plan megatron" "megatron+zero1|--plan megatron --zero1" "megatron-sp|--plan megatron-sp" "auto|--plan auto")
 
 predict() {  # model batch seq mesh cluster dtype
   for p in "${plans[@]}"; do
@@ -46,7 +46,8 @@ PY
 measure_devices() {  # model batch seq devices steps: each plan on its own mesh of that many devices
   local n=$4
   for p in "data|--mesh data=$n --plan data" "megatron|--mesh model=$n --plan megatron" \
-           "zero1|--mesh data=$n --plan data --zero1" "auto|--devices $n"; do
+           "zero1|--mesh data=$n --plan data --zero1" \
+           "megatron-sp|--mesh model=$n --plan megatron-sp" "auto|--devices $n"; do
     IFS='|' read -r name args <<<"$p"
     $cli train --model "$1" --batch "$2" --seq "$3" --steps "$5" --sample 0 \
       --lr-schedule constant $args --log "$work/log.jsonl" > "$work/out" 2>&1

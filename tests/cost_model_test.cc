@@ -57,6 +57,23 @@ TEST(CostModel, UnevenShardsArePacedByTheLargestBlock) {
   EXPECT_NEAR(t, 3 * (1e-5 + 300 * 4 / 1e9), 1e-12);
 }
 
+// Devices beyond the cores take them in turns: 4 devices on 2 cores fill
+// both turns (no loss), 3 leave a core idle in the second turn (the
+// calibrated loss), 5 leave one of six (two thirds of that loss).
+TEST(CostModel, OversubscribedDevicesLoseTheIdleCoresOfTheirLastTurn) {
+  Cluster c = Cluster::preset("a100-80g");
+  c.shared_cores = 2;
+  c.oversubscribed_efficiency = 0.9;
+  const double whole = 600;
+  EXPECT_DOUBLE_EQ(c.share(whole, 2), 300);
+  EXPECT_DOUBLE_EQ(c.share(whole, 3), 200 * 0.9);
+  EXPECT_DOUBLE_EQ(c.share(whole, 4), 150);
+  EXPECT_NEAR(c.share(whole, 5), 120 * (1 - 0.1 * (1.0 / 6) / (1.0 / 4)), 1e-9);
+  // One core: every count is whole turns, so the calibrated figure is time slicing alone.
+  c.shared_cores = 1;
+  EXPECT_DOUBLE_EQ(c.share(whole, 3), 200 * 0.9);
+}
+
 // A GPT-2 small enough to lower quickly, with sizes no mesh divides.
 Partition gpt2_partition(std::shared_ptr<Distribution> dist, bool recompute = false) {
   GPT2Config cfg = GPT2Config::preset("test");

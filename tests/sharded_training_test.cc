@@ -97,7 +97,7 @@ TEST(ShardedTraining, SequenceParallelSplitsTheResidualStream) {
     model.set_distribution(dist);
     model.compile(AdamW(), losses::sparse_categorical_crossentropy);
     std::map<std::string, std::pair<int, int64_t>> by_kind;  // kind -> calls, bytes of activations
-    const int64_t activation = 4 * 8 * 24 * 4;                // [4, 8, 24] floats: the residual
+    const int64_t activation = 4 * 8 * 24 * 4;               // [4, 8, 24] floats: the residual
     for (const CollectiveRecord& c : model.plan_training({4, 8}, {4, 8}).collectives) {
       if (c.bytes < activation / 2) continue;  // gradients of biases and norms, logits' statistics
       ++by_kind[c.kind].first;

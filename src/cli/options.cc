@@ -31,8 +31,10 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
           "N devices, the mesh shape chosen for you: by AutoShard's prediction with --plan "
           "auto, else data=gcd(N,B), model=the rest (under mpirun: one per rank)")
       ->default_str("");
-  cmd->add_option("--plan", o.plan, "auto (AutoShard), data, megatron, megatron-sp (Megatron with sequence parallelism), or "
-                 "a layout map JSON file")
+  cmd->add_option(
+         "--plan", o.plan,
+         "auto (AutoShard), data, megatron, megatron-sp (Megatron with sequence parallelism), or "
+         "a layout map JSON file")
       ->capture_default_str();
   cmd->add_option("--cluster", o.cluster,
                   "the cluster AutoShard prices plans on (and plan --predict predicts for): cpu "
@@ -108,7 +110,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     if (o.plan == "megatron-sp") d->sequence_parallel_axis = "model";
   } else {
     AS_CHECK(std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
-             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name exists");
+             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+             "exists");
     d = std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(o.plan));
   }
   d->zero1 = o.zero1;

@@ -119,35 +119,30 @@ std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64
   return points;
 }
 
-// Seconds one small all-reduce adds between pieces of work on `devices`
-// in-process devices (more than cores: members are descheduled while they
-// compute, and the others wait for them). The wait grows with the work
-// between collectives (on 2 cores and 3 devices: 0.33 ms a call after 0.1
-// ms of work each, 0.6 ms after 1 ms, 1 ms after 2.5 ms); `passes` of 0.025
-// ms each.
-double thread_all_reduce_between_work(int devices, double seconds, int passes) {
+// Seconds of one round on `devices` in-process devices: each does `passes`
+// of about 2 us of work, then (with `reduce`) a small all-reduce; `rounds`
+// rounds between the start and the join of all devices.
+double thread_round(int devices, double seconds, int passes, int rounds, bool reduce) {
   const DeviceMesh mesh({devices}, {"x"});
   ThreadWorld world(mesh);
   std::vector<std::vector<float>> work(devices, std::vector<float>(int64_t{1} << 16, 1.0f));
   std::vector<std::vector<float>> bufs(devices, std::vector<float>(1024, 1.0f));
   std::vector<double> sink(devices, 0);
-  const auto steps = [&](bool reduce) {
-    return time_it(
-        [&] {
-          world.run([&](int rank, Communicator& comm) {
-            for (int k = 0; k < 16; ++k) {
-              for (int pass = 0; pass < passes; ++pass)
-                for (float& x : work[rank]) x = x * 0.999f + 0.001f;
-              sink[rank] += work[rank][k];
-              if (reduce)
-                comm.all_reduce(bufs[rank].data(), 1024, ReduceOp::Sum, mesh_groups(mesh, rank)[0]);
-            }
-          });
-        },
-        seconds);
-  };
-  const double with = steps(true), without = steps(false);
-  return std::max(0.0, (with - without) / 16);
+  return time_it(
+             [&] {
+               world.run([&](int rank, Communicator& comm) {
+                 for (int k = 0; k < rounds; ++k) {
+                   for (int pass = 0; pass < passes; ++pass)
+                     for (float& x : work[rank]) x = x * 0.999f + 0.001f;
+                   sink[rank] += work[rank][k % 1024];
+                   if (reduce)
+                     comm.all_reduce(bufs[rank].data(), 1024, ReduceOp::Sum,
+                                     mesh_groups(mesh, rank)[0]);
+                 }
+               });
+             },
+             seconds) /
+         rounds;
 }
 
 std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>& sizes,
@@ -192,9 +187,6 @@ Calibration calibrate(const CalibrateOptions& o) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   c.name = "cpu";
   c.shared_cores = cores;
-  // Not measured here: bench/cost_model.sh found meshes of more devices than
-  // cores ran at about 0.8 of their share.
-  c.oversubscribed_efficiency = 0.8;
   const std::vector<int64_t> collective_sizes =
       o.quick ? std::vector<int64_t>{1024, 1 << 16, 1 << 20}
               : std::vector<int64_t>{1024,    1 << 12, 1 << 14, 1 << 16,
@@ -247,13 +239,22 @@ Calibration calibrate(const CalibrateOptions& o) {
   const auto [alpha, bandwidth] = fit_alpha_beta(points);
   c.links = {{"shared memory", 0, bandwidth, alpha / 2, 1.0}};
   m["thread_all_reduce"] = points;
-  // One device more than cores: what a collective adds between pieces of
-  // work of about 1 ms (the ops of the steps planned here), for waiting on
-  // descheduled members.
-  const int over = cores + 1;
-  c.oversubscribed_wait = thread_all_reduce_between_work(over, seconds, 40);
-  m["thread_all_reduce_oversubscribed"] = {{"devices", over},
-                                           {"seconds_per_call", c.oversubscribed_wait}};
+  // One device more than cores. The share of the cores each device gets,
+  // against a core each, over a long stretch of work (time slicing; the
+  // uneven end of the stretch amortised); and what a collective adds between
+  // short pieces of work (waking members that sleep in it).
+  const int over = cores + 1, passes = 40;
+  const double own_core = thread_round(cores, seconds, passes, 256, false);
+  const double shared = thread_round(over, seconds, passes, 256, false);
+  const double short_rounds = thread_round(over, seconds, passes, 16, false);
+  const double with_collective = thread_round(over, seconds, passes, 16, true);
+  c.oversubscribed_efficiency = std::clamp(own_core * over / cores / shared, 0.1, 1.0);
+  c.oversubscribed_wait = std::max(0.0, with_collective - short_rounds);
+  m["thread_round_oversubscribed"] = {{"devices", over},
+                                      {"own_core_s", own_core},
+                                      {"shared_s", shared},
+                                      {"short_rounds_s", short_rounds},
+                                      {"with_collective_s", with_collective}};
   return cal;
 }
 

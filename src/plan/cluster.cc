@@ -216,10 +216,21 @@ std::string Cluster::to_json() const {
 }
 
 // A shared machine's figure divided among `devices`, less what
-// oversubscription costs.
+// oversubscription costs: `devices` beyond the cores take them in turns, the
+// last turn leaving cores idle; the calibrated loss at one device more than
+// cores is scaled by the idle fraction.
 double Cluster::share(double whole, int devices) const {
   const int n = std::max(1, devices);
-  return n > shared_cores ? whole / n * oversubscribed_efficiency : whole / n;
+  if (n <= shared_cores) return whole / n;
+  const auto idle = [&](int d) {
+    const int turns = (d + shared_cores - 1) / shared_cores;
+    return 1 - double(d) / double(shared_cores * turns);
+  };
+  const double calibrated = idle(shared_cores + 1);
+  const double efficiency = calibrated > 0
+                                ? 1 - (1 - oversubscribed_efficiency) * idle(n) / calibrated
+                                : oversubscribed_efficiency;
+  return whole / n * efficiency;
 }
 
 double Cluster::device_flops(bool bf16, int devices) const {

@@ -239,9 +239,8 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
     AS_CHECK(p.sharding[i].partial.empty(), "layout of '", n.leaf().key(), "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
-  const auto seq = request.sequence_parallel_axis >= 0
-                       ? sequence_dims(g, live)
-                       : std::vector<std::vector<bool>>(g.size());
+  const auto seq = request.sequence_parallel_axis >= 0 ? sequence_dims(g, live)
+                                                       : std::vector<std::vector<bool>>(g.size());
 
   // Decide every op's layout once; the decisions are the same on all devices.
   // Rules see the layouts without sequence parallelism (`ruled`), so that
@@ -266,8 +265,8 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
       p.decision[i] = op_def(n.op).shard ? op_def(n.op).shard(q) : replicate_all(q);
       ruled[i] = p.decision[i].output;
       if (request.sequence_parallel_axis >= 0)
-        p.decision[i] = split_sequence(g, n, std::move(p.decision[i]),
-                                       request.sequence_parallel_axis, seq[i]);
+        p.decision[i] =
+            split_sequence(g, n, std::move(p.decision[i]), request.sequence_parallel_axis, seq[i]);
     }
     p.sharding[i] = p.decision[i].output;
   }

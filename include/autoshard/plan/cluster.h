@@ -52,14 +52,16 @@ struct Cluster {
   // bandwidth, given here for the whole machine) are divided among the
   // devices of a mesh. 0: each device has its own.
   int shared_cores = 0;
-  // When a mesh has more in-process devices than cores, the fraction of
-  // their share each still gets (time slicing, and collectives that wait
-  // for a descheduled member). bench/cost_model.sh measured about 0.8.
+  // When a mesh has one in-process device more than cores, the fraction of
+  // its share each device still gets: devices take the cores in turns, and
+  // the last turn leaves cores idle, which time slicing recovers in part.
+  // Calibrated; share() scales the loss to other device counts by the idle
+  // cores of the last turn (none when the devices are a multiple of the
+  // cores).
   double oversubscribed_efficiency = 1;
-  // And the seconds each collective call then waits for descheduled
-  // members, instead of the link's latency (hundreds of times it: members
-  // that compute in turn meet in turn). Calibrated with one device more
-  // than cores and about 1 ms of work between collectives.
+  // And the seconds each collective call then takes to wake members that
+  // sleep in it, instead of the link's latency. Calibrated with one device
+  // more than cores and short pieces of work between collectives.
   double oversubscribed_wait = 0;
   std::vector<LinkLevel> links;  // innermost first; the last spans every device
   // MPI ranks on this machine talk over this instead (CPU clusters, when
