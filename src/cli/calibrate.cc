@@ -90,8 +90,9 @@ void run_calibrate(const CalibrateArgs& a) {
   std::printf("  op overhead      %.2f us\n", c.op_overhead * 1e6);
   std::printf(
       "  threads          latency %.2f us, bandwidth %.2f GB/s; more devices than cores: "
-      "%.0f us a call\n",
-      c.links[0].latency * 1e6, c.links[0].bandwidth / 1e9, c.oversubscribed_wait * 1e6);
+      "%.0f us a call, %.0f%% of the cores, slice %.1f ms\n",
+      c.links[0].latency * 1e6, c.links[0].bandwidth / 1e9, c.oversubscribed_wait * 1e6,
+      c.oversubscribed_efficiency * 100, c.oversubscribed_slice * 1e3);
   if (c.mpi_link)
     std::printf("  MPI              latency %.2f us, bandwidth %.2f GB/s\n",
                 c.mpi_link->latency * 1e6, c.mpi_link->bandwidth / 1e9);

@@ -100,12 +100,17 @@ std::vector<int> agreed_answer(const ShardingProblem& problem, const AutoShardOp
   return strategy;
 }
 
+// The prediction of device 0's partitioned program under a plan.
+StepPrediction predicted_program(const Graph& g, const PartitionRequest& request,
+                                 const Cluster& cluster, const DeviceMesh& mesh, bool bf16) {
+  return predict(partition(g, mesh, request, {}, {0}), cluster, {bf16});
+}
+
 // Device 0's memory under a plan as the executor will hold it (its buffer
 // plan, with the copies that conversions make), less the process itself.
 double planned_memory(const Graph& g, const PartitionRequest& request, const Cluster& cluster,
                       const DeviceMesh& mesh, bool bf16) {
-  const Partition p = partition(g, mesh, request, {}, {0});
-  const StepPrediction predicted = predict(p, cluster, {bf16});
+  const StepPrediction predicted = predicted_program(g, request, cluster, mesh, bf16);
   return predicted.memory.total() - predicted.memory.process;
 }
 
@@ -154,6 +159,37 @@ StrategyProblem AutoShard::pose(const Graph& g, const Cluster& cluster) const {
   return build_strategy_problem(g, mesh(), cluster, so);
 }
 
+// Devices that outnumber the cores take them in turns, and a collective
+// after a stretch of work waits for the last turn, idle cores and all: a
+// cost of where collectives fall in the step, which the problem's sum of
+// per-op costs cannot see, and the prediction of the whole program can (see
+// Cluster::oversubscribed_slice). It arbitrates between the solver's plan
+// and data parallelism (every weight whole, the partitioner's own rules),
+// whose collectives gather at the end of the step.
+void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp,
+                                       const Cluster& cluster) {
+  if (!cluster.oversubscribed(mesh().size()) || cluster.oversubscribed_slice <= 0) return;
+  PartitionRequest data_parallel = sp.request(solution_);
+  data_parallel.decisions.clear();
+  for (int id : g.parameters()) data_parallel.leaves.erase(id);  // missing: whole
+  const StepPrediction p = predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
+  if (p.memory.total() - p.memory.process > double(*sp.problem.usage_limit) ||
+      p.step_s >= predicted_step_s_)
+    return;
+  reasons_.insert(reasons_.begin(),
+                  "data parallelism kept: " + milliseconds(int64_t(p.step_s * 1e9)) +
+                      " per step predicted for its whole program against " +
+                      milliseconds(int64_t(predicted_step_s_ * 1e9)) + " for the solver's plan (" +
+                      std::to_string(mesh().size()) + " devices take " +
+                      std::to_string(cluster.shared_cores) +
+                      " cores in turns: a collective between stretches of work waits for the "
+                      "last turn); the solver's plan, not taken:");
+  predicted_step_s_ = p.step_s;
+  plan_.clear();
+  slots_.clear();
+  decisions_.clear();
+}
+
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
   prepare(g, pose(g, Cluster::named(options_.cluster)));
@@ -181,10 +217,11 @@ void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   int64_t compute = 0;
   for (size_t i = 0; i < sp.problem.nodes.size(); ++i)
     compute += sp.problem.nodes[i].cost[strategy[i]];
-  reasons_.push_back("predicted " + milliseconds(int64_t(cost)) + " per step on " + cluster.name +
-                     " (compute " + milliseconds(compute) + ", resharding " +
-                     milliseconds(int64_t(cost) - compute) + "), peak " + mebibytes(peak) + " of " +
-                     mebibytes(*sp.problem.usage_limit) + " per device");
+  reasons_.insert(reasons_.begin(), "predicted " + milliseconds(int64_t(cost)) + " per step on " +
+                                        cluster.name + " (compute " + milliseconds(compute) +
+                                        ", resharding " + milliseconds(int64_t(cost) - compute) +
+                                        "), peak " + mebibytes(peak) + " of " +
+                                        mebibytes(*sp.problem.usage_limit) + " per device");
   std::vector<std::vector<int>> edges_of(sp.problem.nodes.size());
   for (size_t e = 0; e < sp.problem.edges.size(); ++e) {
     edges_of[sp.problem.edges[e].u].push_back(static_cast<int>(e));
@@ -216,8 +253,10 @@ void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   }
   for (const std::string& line : lines)
     if (!line.empty()) reasons_.push_back(line);
-  problem_ = std::move(sp.problem);
   solution_ = strategy;
+  predicted_step_s_ = predicted_program(g, request, cluster, mesh(), options_.bf16).step_s;
+  consider_data_parallel(g, sp, cluster);
+  problem_ = std::move(sp.problem);
   prepared_ = true;
 }
 
@@ -367,12 +406,9 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   };
   while (!fits() && planned < order.size()) plan_in_full(planned++);
   std::shared_ptr<AutoShard> best;
-  __int128 best_cost = 0;
-  for (const auto& candidate : full) {
-    if (!candidate) continue;
-    const __int128 cost = candidate->problem().cost(candidate->solution());
-    if (!best || cost < best_cost) best = candidate, best_cost = cost;
-  }
+  for (const auto& candidate : full)
+    if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))
+      best = candidate;
   if (why)
     for (size_t k = 0; k < shapes.size(); ++k)
       why->push_back(shapes[k].to_string() + ": " + screened[k].line);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -119,30 +120,81 @@ std::vector<std::pair<double, double>> thread_all_reduce(const std::vector<int64
   return points;
 }
 
-// Seconds of one round on `devices` in-process devices: each does `passes`
-// of about 2 us of work, then (with `reduce`) a small all-reduce; `rounds`
+// Rounds of work on `devices` in-process devices: each does `passes` of
+// about 2 us of work, then (with `reduce`) a small all-reduce; `rounds`
 // rounds between the start and the join of all devices.
-double thread_round(int devices, double seconds, int passes, int rounds, bool reduce) {
-  const DeviceMesh mesh({devices}, {"x"});
-  ThreadWorld world(mesh);
-  std::vector<std::vector<float>> work(devices, std::vector<float>(int64_t{1} << 16, 1.0f));
-  std::vector<std::vector<float>> bufs(devices, std::vector<float>(1024, 1.0f));
-  std::vector<double> sink(devices, 0);
-  return time_it(
-             [&] {
-               world.run([&](int rank, Communicator& comm) {
-                 for (int k = 0; k < rounds; ++k) {
-                   for (int pass = 0; pass < passes; ++pass)
-                     for (float& x : work[rank]) x = x * 0.999f + 0.001f;
-                   sink[rank] += work[rank][k % 1024];
-                   if (reduce)
-                     comm.all_reduce(bufs[rank].data(), 1024, ReduceOp::Sum,
-                                     mesh_groups(mesh, rank)[0]);
-                 }
-               });
-             },
-             seconds) /
-         rounds;
+class Rounds {
+ public:
+  Rounds(int devices, int passes, int rounds, bool reduce)
+      : mesh_({devices}, {"x"}),
+        world_(mesh_),
+        passes_(passes),
+        rounds_(rounds),
+        reduce_(reduce),
+        work_(devices, std::vector<float>(int64_t{1} << 16, 1.0f)),
+        bufs_(devices, std::vector<float>(1024, 1.0f)),
+        sink_(devices, 0) {}
+
+  // Seconds a round takes at best over `seconds` of repeats.
+  double best(double seconds) {
+    return time_it([&] { run(); }, seconds) / rounds_;
+  }
+
+  // The median over `samples` runs (for what varies from run to run, where
+  // the best would be the luckiest).
+  double median(int samples) {
+    run();  // warm up
+    std::vector<double> t;
+    for (int k = 0; k < samples; ++k) {
+      const auto start = Clock::now();
+      run();
+      t.push_back(std::chrono::duration<double>(Clock::now() - start).count() / rounds_);
+    }
+    std::nth_element(t.begin(), t.begin() + samples / 2, t.end());
+    return t[samples / 2];
+  }
+
+ private:
+  void run() {
+    world_.run([&](int rank, Communicator& comm) {
+      for (int k = 0; k < rounds_; ++k) {
+        for (int pass = 0; pass < passes_; ++pass)
+          for (float& x : work_[rank]) x = x * 0.999f + 0.001f;
+        sink_[rank] += work_[rank][k % 1024];
+        if (reduce_)
+          comm.all_reduce(bufs_[rank].data(), 1024, ReduceOp::Sum, mesh_groups(mesh_, rank)[0]);
+      }
+    });
+  }
+
+  DeviceMesh mesh_;
+  ThreadWorld world_;
+  int passes_, rounds_;
+  bool reduce_;
+  std::vector<std::vector<float>> work_, bufs_;
+  std::vector<double> sink_;
+};
+
+// The slice of Cluster::oversubscribed_slice, from stretches of work between
+// collectives on one device more than cores against a core each: the part g
+// of the last turn a stretch of W seconds pays gives q = W g / (1 - g).
+// Time slicing varies from run to run: medians, two stretch lengths (about
+// 3 and 12 ms: a small model's layer pieces), the geometric mean.
+double oversubscribed_slice(int cores, double wait, int samples, nlohmann::json& m) {
+  const int over = cores + 1;
+  const double last_turn = 2 * (1 - double(over) / (2.0 * cores));  // 2 turns, idle cores
+  if (last_turn <= 0) return 0;                                     // one core: no idle turn
+  double log_q = 0;
+  for (auto [passes, rounds] : {std::pair{1300, 8}, std::pair{5200, 4}}) {
+    const double own = Rounds(cores, passes, rounds, true).median(samples);
+    const double shared = Rounds(over, passes, rounds, true).median(samples);
+    const double paid = (shared - wait) / own - double(over) / cores;
+    const double g = std::clamp(paid / last_turn, 0.05, 0.9);
+    log_q += std::log(own * g / (1 - g)) / 2;
+    m["stretches_oversubscribed"].push_back(
+        {{"own_core_s", own}, {"shared_s", shared}, {"last_turn_paid", g}});
+  }
+  return std::exp(log_q);
 }
 
 std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>& sizes,
@@ -244,10 +296,10 @@ Calibration calibrate(const CalibrateOptions& o) {
   // uneven end of the stretch amortised); and what a collective adds between
   // short pieces of work (waking members that sleep in it).
   const int over = cores + 1, passes = 40;
-  const double own_core = thread_round(cores, seconds, passes, 256, false);
-  const double shared = thread_round(over, seconds, passes, 256, false);
-  const double short_rounds = thread_round(over, seconds, passes, 16, false);
-  const double with_collective = thread_round(over, seconds, passes, 16, true);
+  const double own_core = Rounds(cores, passes, 256, false).best(seconds);
+  const double shared = Rounds(over, passes, 256, false).best(seconds);
+  const double short_rounds = Rounds(over, passes, 16, false).best(seconds);
+  const double with_collective = Rounds(over, passes, 16, true).best(seconds);
   c.oversubscribed_efficiency = std::clamp(own_core * over / cores / shared, 0.1, 1.0);
   c.oversubscribed_wait = std::max(0.0, with_collective - short_rounds);
   m["thread_round_oversubscribed"] = {{"devices", over},
@@ -255,6 +307,7 @@ Calibration calibrate(const CalibrateOptions& o) {
                                       {"shared_s", shared},
                                       {"short_rounds_s", short_rounds},
                                       {"with_collective_s", with_collective}};
+  c.oversubscribed_slice = oversubscribed_slice(cores, c.oversubscribed_wait, o.quick ? 3 : 5, m);
   return cal;
 }
 

@@ -160,6 +160,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
       j.contains("oversubscribed_wait_s") ? number(j, "oversubscribed_wait_s", source) : 0;
   AS_CHECK(c.oversubscribed_wait >= 0, "cluster '", source,
            "': \"oversubscribed_wait_s\" must not be negative");
+  c.oversubscribed_slice =
+      j.contains("oversubscribed_slice_s") ? number(j, "oversubscribed_slice_s", source) : 0;
+  AS_CHECK(c.oversubscribed_slice >= 0, "cluster '", source,
+           "': \"oversubscribed_slice_s\" must not be negative");
   AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '", source,
            "': \"links\" must list at least one level");
   auto level_of = [&](const nlohmann::json& l) {
@@ -210,10 +214,24 @@ std::string Cluster::to_json() const {
                       {"shared_cores", shared_cores},
                       {"oversubscribed_efficiency", oversubscribed_efficiency},
                       {"oversubscribed_wait_s", oversubscribed_wait},
+                      {"oversubscribed_slice_s", oversubscribed_slice},
                       {"links", links_json}};
   if (mpi_link) j["mpi_link"] = level_json(*mpi_link);
   return j.dump(2);
 }
+
+namespace {
+
+// `devices` beyond `cores` take the cores in turns: how many turns, and the
+// fraction of the cores' time the last turn leaves idle.
+int turns(int devices, int cores) {
+  return (devices + cores - 1) / cores;
+}
+double idle(int devices, int cores) {
+  return 1 - double(devices) / double(cores * turns(devices, cores));
+}
+
+}  // namespace
 
 // A shared machine's figure divided among `devices`, less what
 // oversubscription costs: `devices` beyond the cores take them in turns, the
@@ -222,15 +240,23 @@ std::string Cluster::to_json() const {
 double Cluster::share(double whole, int devices) const {
   const int n = std::max(1, devices);
   if (n <= shared_cores) return whole / n;
-  const auto idle = [&](int d) {
-    const int turns = (d + shared_cores - 1) / shared_cores;
-    return 1 - double(d) / double(shared_cores * turns);
-  };
+  const auto idle = [&](int d) { return autoshard::idle(d, shared_cores); };
   const double calibrated = idle(shared_cores + 1);
   const double efficiency = calibrated > 0
                                 ? 1 - (1 - oversubscribed_efficiency) * idle(n) / calibrated
                                 : oversubscribed_efficiency;
   return whole / n * efficiency;
+}
+
+bool Cluster::oversubscribed(int devices) const {
+  return shared_cores > 0 && devices > shared_cores;
+}
+
+double Cluster::stretch_seconds(double own_core_s, int devices) const {
+  if (!oversubscribed(devices) || own_core_s <= 0) return own_core_s;
+  const double w = own_core_s, q = oversubscribed_slice;
+  const double last_turn = turns(devices, shared_cores) * idle(devices, shared_cores);
+  return w * devices / shared_cores + w * last_turn * q / (q + w);
 }
 
 double Cluster::device_flops(bool bf16, int devices) const {

@@ -103,6 +103,15 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
   StepPrediction out;
   const BufferPlan plan = plan_buffers(g, p.outputs[device]);
   std::vector<Shape> inputs;
+  // Devices that outnumber the cores: each stretch of work between two
+  // collectives is timed as a whole (the cores' turns over it), from what it
+  // takes each device on a core of its own.
+  const bool stretches = c.oversubscribed(devices) && c.oversubscribed_slice > 0;
+  double stretch = 0;  // seconds of the current stretch on a core of one's own
+  const auto end_stretch = [&] {
+    out.compute_s += c.stretch_seconds(stretch, devices);
+    stretch = 0;
+  };
   for (int i : plan.schedule) {
     const Node& n = g.node(i);
     if (n.is_leaf()) {
@@ -125,10 +134,15 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
                                           cc.bytes * scale, cc.largest_block * scale);
       out.collective_s[{def.name, p.mesh.axis_names()[cc.axis]}] += t;
       out.communication_s += t;
+      if (stretches) end_stretch();
       continue;
     }
-    out.compute_s += op_seconds(c, n, inputs, n.shape, devices, o.bf16);
+    if (stretches)
+      stretch += op_seconds(c, n, inputs, n.shape, c.shared_cores, o.bf16);
+    else
+      out.compute_s += op_seconds(c, n, inputs, n.shape, devices, o.bf16);
   }
+  end_stretch();
   out.memory.activations = double(plan.total_bytes()) * (o.bf16 ? 0.5 : 1.0);
   out.memory.process = c.process_bytes;
   out.step_s = out.compute_s + out.communication_s;

@@ -63,6 +63,13 @@ struct Cluster {
   // sleep in it, instead of the link's latency. Calibrated with one device
   // more than cores and short pieces of work between collectives.
   double oversubscribed_wait = 0;
+  // How far time slicing evens out the turns between two collectives (0:
+  // not calibrated, share() applies throughout). A stretch of W seconds of
+  // each device's own work between collectives ends when the last turn
+  // does: it takes W x devices / cores, plus W x turns x idle x q / (q + W)
+  // for the cores the last turn leaves idle, q this slice. Stretches much
+  // shorter than q pay all of the last turn, much longer ones little.
+  double oversubscribed_slice = 0;
   std::vector<LinkLevel> links;  // innermost first; the last spans every device
   // MPI ranks on this machine talk over this instead (CPU clusters, when
   // calibrated under mpirun too).
@@ -94,6 +101,12 @@ struct Cluster {
   const LinkLevel& link(const DeviceMesh& mesh, int axis) const;
   // A shared machine's `whole` figure as one of `devices` in-process devices gets it.
   double share(double whole, int devices) const;
+  // Whether `devices` in-process devices outnumber this machine's cores.
+  bool oversubscribed(int devices) const;
+  // Seconds a stretch of work between two collectives takes on `devices`
+  // oversubscribed in-process devices, `own_core_s` being what it takes each
+  // device on a core of its own (see oversubscribed_slice).
+  double stretch_seconds(double own_core_s, int devices) const;
   // Cores each of `devices` in-process devices runs its kernels on (1 when
   // devices do not share a machine).
   int cores_per_device(int devices) const;

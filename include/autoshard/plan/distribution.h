@@ -150,8 +150,13 @@ class AutoShard : public Distribution {
   const std::vector<std::string>& reasons() const { return reasons_; }
   // The problem solved (after prepare): `autoshard plan --export-problem`.
   const ShardingProblem& problem() const { return problem_; }
-  // Its answer: one strategy per node of problem().
+  // Its answer: one strategy per node of problem() (the plan, unless
+  // data parallelism was kept instead: see reasons()).
   const std::vector<int>& solution() const { return solution_; }
+  // The whole program's predicted step time of the plan on its cluster
+  // (after prepare): the cost model's predict(), which also sees where the
+  // collectives fall in the step.
+  double predicted_step_s() const { return predicted_step_s_; }
   const AutoShardOptions& options() const { return options_; }
 
   // The best plan of `step` on `devices` devices, prepared, mesh included:
@@ -175,6 +180,10 @@ class AutoShard : public Distribution {
  private:
   // The step as a problem on this mesh, priced on `cluster`.
   StrategyProblem pose(const Graph& step, const Cluster& cluster) const;
+  // Devices that outnumber the cores: data parallelism instead of the
+  // solver's plan when the whole program's prediction prefers it.
+  void consider_data_parallel(const Graph& step, const StrategyProblem& posed,
+                              const Cluster& cluster);
   // prepare() with the step already posed.
   void prepare(const Graph& step, StrategyProblem posed);
 
@@ -185,6 +194,7 @@ class AutoShard : public Distribution {
   std::vector<Op> planned_ops_;  // the prepared step's ops, to recognise it
   ShardingProblem problem_;
   std::vector<int> solution_;
+  double predicted_step_s_ = 0;
   std::vector<std::string> reasons_;
   bool prepared_ = false;
 };
