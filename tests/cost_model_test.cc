@@ -74,6 +74,23 @@ TEST(CostModel, OversubscribedDevicesLoseTheIdleCoresOfTheirLastTurn) {
   EXPECT_DOUBLE_EQ(c.share(whole, 3), 200 * 0.9);
 }
 
+// Devices beyond the cores: a stretch of work between collectives much
+// shorter than the slice pays the whole last turn (3 devices on 2 cores: 2
+// turns of it), a much longer one only its share (1.5x); whole turns (4 on
+// 2) never leave a core idle.
+TEST(CostModel, StretchesBetweenCollectivesPayTheLastTurnByTheirLength) {
+  Cluster c = Cluster::preset("a100-80g");
+  c.shared_cores = 2;
+  c.oversubscribed_slice = 0.01;
+  EXPECT_DOUBLE_EQ(c.stretch_seconds(0.5, 2), 0.5);  // a core each
+  EXPECT_NEAR(c.stretch_seconds(1e-6, 3), 2e-6, 1e-9);
+  EXPECT_NEAR(c.stretch_seconds(0.01, 3), 0.015 + 0.5 * 0.01 * 0.5, 1e-12);
+  EXPECT_NEAR(c.stretch_seconds(100, 3) / 100, 1.5, 1e-4);
+  EXPECT_DOUBLE_EQ(c.stretch_seconds(0.003, 4), 0.006);
+  EXPECT_FALSE(c.oversubscribed(2));
+  EXPECT_TRUE(c.oversubscribed(3));
+}
+
 // A GPT-2 small enough to lower quickly, with sizes no mesh divides.
 Partition gpt2_partition(std::shared_ptr<Distribution> dist, bool recompute = false) {
   GPT2Config cfg = GPT2Config::preset("test");
@@ -109,6 +126,23 @@ TEST(CostModel, CommunicationIsExactlyThePartitionersCollectives) {
   // within a block's rounding.
   EXPECT_NEAR(got.communication_s, want, 0.05 * want);
   EXPECT_GT(got.collective_s.count({"all_reduce", "data"}), 0u);
+}
+
+// predict() times each stretch between collectives as a whole: with a slice
+// far shorter than any stretch, 3 devices on 2 cores take 1.5 times what
+// each takes on a core of its own; far longer, 2 times (every stretch waits
+// for the last turn). The same program, so exactly 4/3 apart.
+TEST(CostModel, OversubscribedProgramsAreTimedByStretchesBetweenCollectives) {
+  const DeviceMesh mesh({1, 3}, {"data", "model"});
+  const Partition p = gpt2_partition(std::make_shared<ModelParallel>(mesh, gpt2_megatron_layout()));
+  Cluster c = Cluster::preset("a100-80g");
+  c.shared_cores = 2;
+  c.oversubscribed_slice = 1e-15;
+  const StepPrediction sliced_finely = predict(p, c, {});
+  c.oversubscribed_slice = 1e6;
+  const StepPrediction sliced_coarsely = predict(p, c, {});
+  EXPECT_NEAR(sliced_coarsely.compute_s / sliced_finely.compute_s, 4.0 / 3.0, 1e-6);
+  EXPECT_DOUBLE_EQ(sliced_coarsely.communication_s, sliced_finely.communication_s);
 }
 
 // What the planner's problem charges for its answer is what the cost model

@@ -5,10 +5,12 @@
 // weights.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 
 #include "autoshard/error.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "autoshard/plan/cost_model.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -335,6 +337,39 @@ TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
   }
   EXPECT_GT(moments, 0);
   EXPECT_GT(split, 0) << "no optimizer state split over the data axis";
+}
+
+// Devices beyond the cores take them in turns; a collective after a stretch
+// of work waits for the last turn, which the problem's per-op sums cannot
+// see. The whole program's prediction arbitrates: the plan kept is never
+// predicted slower than data parallelism on its mesh, and where data
+// parallelism wins (its collectives gather at the end of the step) it is
+// what trains, to one device's numbers.
+TEST(AutoShardPlan, OversubscribedDevicesKeepDataParallelismWhenItIsPredictedFaster) {
+  const std::string file = ::testing::TempDir() + "/two_cores.json";
+  Cluster two_cores = Cluster::preset("cpu");
+  two_cores.shared_cores = 2;
+  two_cores.flops_f32 = two_cores.flops_bf16 = 2e8;  // slow cores: long stretches of work
+  two_cores.memory_bandwidth = 1e8;
+  const DeviceMesh mesh({3}, {"data"});
+  for (double slice : {1e-4, 1e-2}) {
+    two_cores.oversubscribed_slice = slice;
+    std::ofstream(file) << two_cores.to_json();
+    auto dist = std::make_shared<AutoShard>(mesh, "data",
+                                            AutoShardOptions{.cluster = file, .time_limit_s = 0.2});
+    const TrainResult got = train(dist, 6);
+    GPT2 model(GPT2Config::preset("test"), 6, 0);
+    model.set_distribution(std::make_shared<DataParallel>(mesh));
+    model.compile(optimizer(), losses::sparse_categorical_crossentropy);
+    const double data_parallel =
+        predict(model.plan_training({6, 6}, {6, 6}), Cluster::named(file), {}).step_s;
+    // (AutoShard's data parallelism is the step's, the same to 1e-3.)
+    EXPECT_LE(dist->predicted_step_s(), data_parallel * (1 + 1e-3)) << "slice " << slice;
+    const bool kept = dist->plan().empty();
+    // A slice longer than the stretches: each pays the whole last turn.
+    if (slice == 1e-2) EXPECT_TRUE(kept);
+    if (kept) expect_equal(got, train(nullptr, 6), "data parallelism kept");
+  }
 }
 
 TEST(AutoShardPlan, AnImpossibleBudgetIsAClearError) {
