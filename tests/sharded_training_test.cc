@@ -367,7 +367,9 @@ TEST(AutoShardPlan, OversubscribedDevicesKeepDataParallelismWhenItIsPredictedFas
     EXPECT_LE(dist->predicted_step_s(), data_parallel * (1 + 1e-3)) << "slice " << slice;
     const bool kept = dist->plan().empty();
     // A slice longer than the stretches: each pays the whole last turn.
-    if (slice == 1e-2) EXPECT_TRUE(kept);
+    if (slice == 1e-2) {
+      EXPECT_TRUE(kept);
+    }
     if (kept) expect_equal(got, train(nullptr, 6), "data parallelism kept");
   }
 }
