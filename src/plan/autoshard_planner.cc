@@ -106,11 +106,9 @@ StepPrediction predicted_program(const Graph& g, const PartitionRequest& request
   return predict(partition(g, mesh, request, {}, {0}), cluster, {bf16});
 }
 
-// Device 0's memory under a plan as the executor will hold it (its buffer
-// plan, with the copies that conversions make), less the process itself.
-double planned_memory(const Graph& g, const PartitionRequest& request, const Cluster& cluster,
-                      const DeviceMesh& mesh, bool bf16) {
-  const StepPrediction predicted = predicted_program(g, request, cluster, mesh, bf16);
+// Device 0's memory as the executor will hold it (its buffer plan, with the
+// copies that conversions make), less the process itself.
+double planned_memory(const StepPrediction& predicted) {
   return predicted.memory.total() - predicted.memory.process;
 }
 
@@ -119,9 +117,10 @@ double planned_memory(const Graph& g, const PartitionRequest& request, const Clu
 // strategy_problem.h) but conversions make copies it does not see (a
 // gathered weight kept for the backward pass, say). When the real peak is
 // over the budget, the problem's limit is lowered by the overshoot and the
-// problem solved again.
+// problem solved again. `predicted` gets the answer's whole program.
 std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Cluster& cluster,
-                                const AutoShardOptions& o, const DeviceMesh& mesh) {
+                                const AutoShardOptions& o, const DeviceMesh& mesh,
+                                StepPrediction& predicted) {
   const int64_t budget = *sp.problem.usage_limit;
   double real = 0;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -132,7 +131,8 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
       if (attempt == 0) throw;
       break;  // nothing fits the lowered limit: report the user's budget
     }
-    real = planned_memory(g, sp.request(strategy), cluster, mesh, o.bf16);
+    predicted = predicted_program(g, sp.request(strategy), cluster, mesh, o.bf16);
+    real = planned_memory(predicted);
     if (real <= double(budget)) {
       sp.problem.usage_limit = budget;
       return strategy;
@@ -173,9 +173,7 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
   data_parallel.decisions.clear();
   for (int id : g.parameters()) data_parallel.leaves.erase(id);  // missing: whole
   const StepPrediction p = predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
-  if (p.memory.total() - p.memory.process > double(*sp.problem.usage_limit) ||
-      p.step_s >= predicted_step_s_)
-    return;
+  if (planned_memory(p) > double(*sp.problem.usage_limit) || p.step_s >= predicted_step_s_) return;
   reasons_.insert(reasons_.begin(),
                   "data parallelism kept: " + milliseconds(int64_t(p.step_s * 1e9)) +
                       " per step predicted for its whole program against " +
@@ -197,7 +195,8 @@ void AutoShard::prepare(const Graph& g) {
 
 void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   const Cluster cluster = Cluster::named(options_.cluster);
-  const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh());
+  StepPrediction predicted;
+  const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh(), predicted);
   const __int128 cost = sp.problem.cost(strategy);
   const int64_t peak = sp.problem.peak_usage(strategy);
 
@@ -254,7 +253,7 @@ void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   for (const std::string& line : lines)
     if (!line.empty()) reasons_.push_back(line);
   solution_ = strategy;
-  predicted_step_s_ = predicted_program(g, request, cluster, mesh(), options_.bf16).step_s;
+  predicted_step_s_ = predicted.step_s;
   consider_data_parallel(g, sp, cluster);
   problem_ = std::move(sp.problem);
   prepared_ = true;

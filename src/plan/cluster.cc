@@ -240,11 +240,10 @@ double idle(int devices, int cores) {
 double Cluster::share(double whole, int devices) const {
   const int n = std::max(1, devices);
   if (n <= shared_cores) return whole / n;
-  const auto idle = [&](int d) { return autoshard::idle(d, shared_cores); };
-  const double calibrated = idle(shared_cores + 1);
-  const double efficiency = calibrated > 0
-                                ? 1 - (1 - oversubscribed_efficiency) * idle(n) / calibrated
-                                : oversubscribed_efficiency;
+  const double calibrated = idle(shared_cores + 1, shared_cores);
+  const double efficiency =
+      calibrated > 0 ? 1 - (1 - oversubscribed_efficiency) * idle(n, shared_cores) / calibrated
+                     : oversubscribed_efficiency;
   return whole / n * efficiency;
 }
 
