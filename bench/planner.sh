@@ -3,6 +3,11 @@
 # and memory per device on a cluster preset (the cost model), and the
 # measured median step on this machine's in-process devices.
 #
+# This VM's speed drifts by 10-30% from minute to minute, more than some
+# plans differ: every plan is measured in each of AUTOSHARD_PLANNER_PASSES
+# passes (default 2) over all plans, and its time is its fastest pass's
+# median step, so one slow minute does not decide a comparison.
+#
 #   bench/planner.sh [PATH/TO/autoshard] [--no-measure]
 set -euo pipefail
 cli=${1:-build/autoshard}
@@ -67,17 +72,28 @@ PY
   predict gpt2-medium 16 1024 data=4,model=4 a100-80g bf16
   predict gpt2-large 8 1024 data=1,model=8 h100-80g bf16
   if [ "${2:-}" != --no-measure ]; then
-    measure mini 16 128 data=2,model=2 8
-    measure gpt2 4 64 model=2 4
-    for n in 2 3 4; do
-      measure_devices mini 16 128 $n 8
-      measure_devices gpt2 4 64 $n 4
+    for pass in $(seq 1 "${AUTOSHARD_PLANNER_PASSES:-2}"); do
+      measure mini 16 128 data=2,model=2 8
+      measure gpt2 4 64 model=2 4
+      for n in 2 3 4; do
+        measure_devices mini 16 128 $n 8
+        measure_devices gpt2 4 64 $n 4
+      done
     done
   fi
 } > "$work/rows.jsonl"
 python3 - "$work/rows.jsonl" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = []  # one per plan: a measured plan's fastest pass, its passes listed
+for r in map(json.loads, open(sys.argv[1])):
+    same = [o for o in rows if (o["model"], o["mesh"], o["cluster"], o["plan"]) ==
+            (r["model"], r["mesh"], r["cluster"], r["plan"])]
+    if not same:
+        if "measured_step_s" in r: r["passes_s"] = [r["measured_step_s"]]
+        rows.append(r)
+        continue
+    same[0]["passes_s"].append(r["measured_step_s"])
+    same[0]["measured_step_s"] = min(same[0]["passes_s"])
 groups = {}
 for r in rows: groups.setdefault((r["model"], r["mesh"], r["cluster"]), []).append(r)
 print(f"{'model':12} {'mesh':16} {'cluster':13} {'plan':15} {'step s':>9} {'vs best hand':>12} {'GiB/device':>10}", file=sys.stderr)
