@@ -182,8 +182,10 @@ class Rounds {
 // 3 and 12 ms: a small model's layer pieces), the geometric mean.
 double oversubscribed_slice(int cores, double wait, int samples, nlohmann::json& m) {
   const int over = cores + 1;
-  const double last_turn = 2 * (1 - double(over) / (2.0 * cores));  // 2 turns, idle cores
-  if (last_turn <= 0) return 0;                                     // one core: no idle turn
+  Cluster shared;
+  shared.shared_cores = cores;
+  const double last_turn = shared.last_turn_idle(over);
+  if (last_turn <= 0) return 0;  // one core: no idle turn
   double log_q = 0;
   for (auto [passes, rounds] : {std::pair{1300, 8}, std::pair{5200, 4}}) {
     const double own = Rounds(cores, passes, rounds, true).median(samples);

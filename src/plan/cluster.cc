@@ -251,11 +251,15 @@ bool Cluster::oversubscribed(int devices) const {
   return shared_cores > 0 && devices > shared_cores;
 }
 
+double Cluster::last_turn_idle(int devices) const {
+  if (!oversubscribed(devices)) return 0;
+  return turns(devices, shared_cores) * idle(devices, shared_cores);
+}
+
 double Cluster::stretch_seconds(double own_core_s, int devices) const {
   if (!oversubscribed(devices) || own_core_s <= 0) return own_core_s;
   const double w = own_core_s, q = oversubscribed_slice;
-  const double last_turn = turns(devices, shared_cores) * idle(devices, shared_cores);
-  return w * devices / shared_cores + w * last_turn * q / (q + w);
+  return w * devices / shared_cores + w * last_turn_idle(devices) * q / (q + w);
 }
 
 double Cluster::device_flops(bool bf16, int devices) const {

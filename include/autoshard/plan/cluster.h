@@ -107,6 +107,11 @@ struct Cluster {
   // oversubscribed in-process devices, `own_core_s` being what it takes each
   // device on a core of its own (see oversubscribed_slice).
   double stretch_seconds(double own_core_s, int devices) const;
+  // The cores' idle time in the last turn of `devices` oversubscribed
+  // in-process devices, in stretches (turns x idle fraction of the cores):
+  // what a stretch between collectives pays on top of the cores' share
+  // when it is shorter than the slice; 0 on a core each.
+  double last_turn_idle(int devices) const;
   // Cores each of `devices` in-process devices runs its kernels on (1 when
   // devices do not share a machine).
   int cores_per_device(int devices) const;
