@@ -42,6 +42,9 @@ struct OpCost {
   double bytes = 0;
   bool gemm = false;
   bool fp32_state = false;  // works on fp32 optimizer state even in mixed precision
+  // A GEMM's operand bytes that BLAS copies into its blocked panels once per
+  // product: a product over few rows amortises that copy over few FLOPs.
+  double packed_bytes = 0;
 };
 
 // What a collective moves, for the communication model: its kind, the mesh

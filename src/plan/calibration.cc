@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -48,16 +49,19 @@ double resident_bytes() {
   return 0;
 }
 
-// One core's GEMM FLOP/s for square products of size n.
-double gemm_rate(int64_t n, double seconds) {
-  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
-  const double t = time_it(
+// Seconds of one core's product C[m,n] = A[m,k] B[k,n].
+double gemm_seconds(int64_t m, int64_t n, int64_t k, double seconds) {
+  std::vector<float> a(m * k, 1.0f), b(k * n, 0.5f), c(m * n);
+  return time_it(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.0f,
-                    a.data(), int(n), b.data(), int(n), 0.0f, c.data(), int(n));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
+                    a.data(), int(k), b.data(), int(n), 0.0f, c.data(), int(n));
       },
       seconds);
-  return 2.0 * double(n * n * n) / t;
+}
+
+GemmTiming time_gemm(int64_t m, int64_t n, int64_t k, double seconds) {
+  return {2.0 * double(m * n * k), 4.0 * double(m * k + k * n), gemm_seconds(m, n, k, seconds)};
 }
 
 // Bytes/s (or FLOP/s) of one of autoshard's own kernels on one core.
@@ -233,6 +237,26 @@ std::pair<double, double> fit_alpha_beta(const std::vector<std::pair<double, dou
   return {std::max(0.0, smallest.second - smallest.first * slope), 1.0 / slope};
 }
 
+// The squares set the peak and the curve (what they pack included); the
+// products over few rows, the packing bandwidth from what they take beyond
+// the curve against what they pack beyond a square of their FLOPs.
+GemmFit fit_gemm(const std::vector<GemmTiming>& squares, const std::vector<GemmTiming>& few_rows) {
+  GemmFit fit;
+  for (const GemmTiming& t : squares) fit.peak = std::max(fit.peak, t.flops / t.seconds);
+  Cluster curve;
+  for (const GemmTiming& t : squares)
+    curve.gemm_efficiency.push_back({t.flops, t.flops / t.seconds / fit.peak});
+  std::sort(curve.gemm_efficiency.begin(), curve.gemm_efficiency.end());
+  fit.efficiency = curve.gemm_efficiency;
+  double extra = 0, bytes = 0;
+  for (const GemmTiming& t : few_rows) {
+    extra += t.seconds - t.flops / (fit.peak * curve.gemm_fraction(t.flops));
+    bytes += std::max(0.0, t.packed_bytes - Cluster::square_packed_bytes(t.flops));
+  }
+  fit.packing_bandwidth = extra > 0 && bytes > 0 ? bytes / extra : 0;
+  return fit;
+}
+
 Calibration calibrate(const CalibrateOptions& o) {
   Calibration cal;
   Cluster& c = cal.cluster;
@@ -255,21 +279,28 @@ Calibration calibrate(const CalibrateOptions& o) {
     return cal;
   }
   openblas_set_num_threads(1);
-  (void)gemm_rate(32, 0.001);  // BLAS buffers exist before the process is measured
+  (void)gemm_seconds(32, 32, 32, 0.001);  // BLAS buffers exist before the process is measured
   c.process_bytes = resident_bytes();
-  // GEMM: one core, square sizes.
+  // GEMM: one core, square sizes for the curve, and products over few rows
+  // of a transformer layer's weight (768 x 3072, either way round) for the
+  // packing of the operands.
   const std::vector<int64_t> sizes =
       o.quick ? std::vector<int64_t>{32, 128, 512}
               : std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024, 1536};
-  std::vector<std::pair<double, double>> rates;
-  double peak = 0;
-  for (int64_t n : sizes) {
-    const double r = gemm_rate(n, seconds);
-    rates.push_back({2.0 * double(n * n * n), r});
-    peak = std::max(peak, r);
-  }
-  m["gemm_flops_per_s_one_core"] = rates;
-  for (auto [f, r] : rates) c.gemm_efficiency.push_back({f, std::min(1.0, r / peak)});
+  std::vector<GemmTiming> squares, skinny;
+  for (int64_t n : sizes) squares.push_back(time_gemm(n, n, n, seconds));
+  for (auto [m, n, k] : o.quick ? std::vector<std::array<int64_t, 3>>{{32, 1024, 256}}
+                                : std::vector<std::array<int64_t, 3>>{
+                                      {32, 3072, 768}, {64, 3072, 768}, {64, 768, 3072}})
+    skinny.push_back(time_gemm(m, n, k, seconds));
+  const GemmFit fit = fit_gemm(squares, skinny);
+  for (const auto& [name, timings] :
+       {std::pair{"gemm_squares_one_core", &squares}, std::pair{"gemm_few_rows_one_core", &skinny}})
+    for (const GemmTiming& t : *timings)
+      m[name].push_back({{"flops", t.flops}, {"packed_bytes", t.packed_bytes}, {"s", t.seconds}});
+  c.gemm_efficiency = fit.efficiency;
+  c.gemm_packing_bandwidth = fit.packing_bandwidth;
+  const double peak = fit.peak;
   c.flops_f32 = c.flops_bf16 = peak * cores;
   openblas_set_num_threads(cores);
   // Streaming kernels on one core, and the machine's bandwidth on all.

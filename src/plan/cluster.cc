@@ -147,6 +147,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.stream_efficiency =
       d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
   c.kernel_bandwidth = d.contains("kernel_bandwidth") ? number(d, "kernel_bandwidth", source) : 0;
+  c.gemm_packing_bandwidth =
+      d.contains("gemm_packing_bandwidth") ? number(d, "gemm_packing_bandwidth", source) : 0;
+  AS_CHECK(c.gemm_packing_bandwidth >= 0, "cluster '", source,
+           "': gemm_packing_bandwidth must not be negative (0: not modelled)");
   c.process_bytes = d.contains("process_bytes") ? number(d, "process_bytes", source) : 0;
   c.kernel_flops = d.contains("kernel_flops") ? number(d, "kernel_flops", source) : 0;
   c.op_overhead = d.contains("op_overhead_s") ? number(d, "op_overhead_s", source) : 0;
@@ -204,6 +208,7 @@ std::string Cluster::to_json() const {
                       {"device",
                        {{"flops", {{"f32", flops_f32}, {"bf16", flops_bf16}}},
                         {"gemm_efficiency", curve},
+                        {"gemm_packing_bandwidth", gemm_packing_bandwidth},
                         {"memory_bytes", memory_bytes},
                         {"memory_bandwidth", memory_bandwidth},
                         {"stream_efficiency", stream_efficiency},
@@ -282,6 +287,18 @@ double Cluster::device_bandwidth(int devices) const {
   const double own = kernel_bandwidth > 0 ? kernel_bandwidth * cores_per_device(devices)
                                           : memory_bandwidth * stream_efficiency;
   return shared_cores > 0 ? std::min(own, share(memory_bandwidth, devices)) : own;
+}
+
+double Cluster::square_packed_bytes(double flops) {
+  const double n = std::cbrt(flops / 2);
+  return 2 * 4 * n * n;
+}
+
+double Cluster::gemm_packing_seconds(double flops, double packed_bytes, int devices) const {
+  if (gemm_packing_bandwidth <= 0) return 0;
+  const double bandwidth = shared_cores > 0 ? share(gemm_packing_bandwidth * shared_cores, devices)
+                                            : gemm_packing_bandwidth;
+  return std::max(0.0, packed_bytes - square_packed_bytes(flops)) / bandwidth;
 }
 
 double Cluster::gemm_fraction(double flops, int devices) const {

@@ -21,6 +21,8 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
         cost.gemm
             ? cost.flops / (c.device_flops(bf16, devices) * c.gemm_fraction(cost.flops, devices))
             : cost.flops / c.device_kernel_flops(devices);
+  if (cost.gemm)
+    flops_time += c.gemm_packing_seconds(cost.flops, cost.packed_bytes, devices) / (bf16 ? 2 : 1);
   const double memory_time = bytes / c.device_bandwidth(devices);
   return std::max(flops_time, memory_time) + c.op_overhead;
 }

@@ -35,6 +35,13 @@ struct Cluster {
   // Fraction of peak a matrix product reaches, by its FLOPs: points
   // (flops, fraction) interpolated in log(flops), flat beyond the ends.
   std::vector<std::pair<double, double>> gemm_efficiency;
+  // Bytes/s at which one device (on a CPU, one core) copies a product's
+  // operands into BLAS's panels (0: not modelled, as for the accelerator
+  // presets). The curve, measured on squares, includes what a square
+  // packs; a product over few rows packs more for its FLOPs (the weight of
+  // a layer is packed whether 64 or 4096 tokens pass through it) and pays
+  // the excess at this bandwidth.
+  double gemm_packing_bandwidth = 0;
   double memory_bytes = 0;
   double memory_bandwidth = 0;   // bytes/s
   double stream_efficiency = 1;  // fraction of memory bandwidth other kernels reach
@@ -94,6 +101,13 @@ struct Cluster {
   double device_kernel_flops(int devices) const;
   // Bytes/s of one device's streaming kernels.
   double device_bandwidth(int devices) const;
+  // Seconds one device of a mesh of `devices` takes, beyond the curve, to
+  // pack the operands of a product of `flops` whose operands hold
+  // `packed_bytes` (fp32): the excess over a square product of the same
+  // FLOPs at the packing bandwidth (0 when not modelled).
+  double gemm_packing_seconds(double flops, double packed_bytes, int devices = 1) const;
+  // The fp32 operand bytes of a square product of `flops`.
+  static double square_packed_bytes(double flops);
   // The fraction of peak a product of `flops` reaches on one device of a
   // mesh of `devices` (on a shared machine, spread over its threads).
   double gemm_fraction(double flops, int devices = 1) const;

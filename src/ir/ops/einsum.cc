@@ -332,6 +332,7 @@ LoopNest einsum_loops(const Graph& g, const Node& n) {
 }
 
 // 2 flops per term of the sum: twice the product of every letter's extent.
+// Both operands are packed (the output is written in place).
 OpCost einsum_cost(const Node& n, const CostShapes& s) {
   const EinsumAttrs& e = n.attr<EinsumAttrs>();
   std::map<char, double> extent;
@@ -339,8 +340,11 @@ OpCost einsum_cost(const Node& n, const CostShapes& s) {
   for (size_t i = 0; i < e.b.size(); ++i) extent[e.b[i]] = double(s.inputs[1][i]);
   double terms = 1;
   for (const auto& [c, x] : extent) terms *= x;
-  const double bytes = 4 * (elements(s.inputs[0]) + elements(s.inputs[1]) + elements(s.output));
-  return {2 * terms, bytes, true};
+  const double operands = 4 * (elements(s.inputs[0]) + elements(s.inputs[1]));
+  return {.flops = 2 * terms,
+          .bytes = operands + 4 * elements(s.output),
+          .gemm = true,
+          .packed_bytes = operands};
 }
 
 }  // namespace
