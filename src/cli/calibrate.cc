@@ -83,6 +83,8 @@ void run_calibrate(const CalibrateArgs& a) {
   std::printf("calibrated this machine (%d cores) into %s\n", c.shared_cores, out.c_str());
   std::printf("  GEMM peak        %.1f GFLOP/s per core (%.1f all cores)\n",
               c.flops_f32 / c.shared_cores / 1e9, c.flops_f32 / 1e9);
+  std::printf("  GEMM packing     %.2f GB/s per core (operands beyond a square's)\n",
+              c.gemm_packing_bandwidth / 1e9);
   std::printf("  kernels          %.2f GB/s, %.2f GFLOP/s on one core\n", c.kernel_bandwidth / 1e9,
               c.kernel_flops / 1e9);
   std::printf("  memory           %.2f GB/s copy bandwidth, %.1f GiB\n", c.memory_bandwidth / 1e9,
