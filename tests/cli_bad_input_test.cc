@@ -118,6 +118,16 @@ TEST_F(BadInput, ModelsTooBigForTheMachine) {
                "AUTOSHARD_MEMORY_LIMIT=1G");
   expect_error("train --model " + tiny_with("n_embd", "8192"), "1 GiB is available",
                "AUTOSHARD_MEMORY_LIMIT=1G");
+  // A predicted plan beyond the cluster's memory: by how much, and the
+  // remedies not tried yet (bf16 was).
+  const std::string gpt3 =
+      "plan --model gpt3-175b --batch 1536 --seq 2048 --mesh data=128,model=8 --plan megatron "
+      "--predict --cluster a100-80g --dtype bf16";
+  expect_error(gpt3, "the plan does not fit: ");
+  expect_error(gpt3, "but cluster 'a100-80g' has 81920.00 MiB");
+  expect_error(gpt3,
+               "--plan auto (it can split weights and optimizer state over data), --recompute");
+  EXPECT_EQ(run(gpt3).output.find("--dtype bf16"), std::string::npos);
 }
 
 // llm.c headers claiming sizes their file does not hold: no allocation, no

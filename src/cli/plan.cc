@@ -77,6 +77,15 @@ void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
               mib(p.memory.optimizer_state).c_str(), mib(p.memory.activations).c_str());
 }
 
+// The remedies a plan that does not fit has not tried yet.
+std::string what_else_might_fit(const PlanOptions& o) {
+  std::string r = "use more devices, a smaller batch";
+  if (o.plan != "auto") r += ", --plan auto (it can split weights and optimizer state over data)";
+  if (!o.recompute) r += ", --recompute";
+  if (o.dtype != "bf16") r += ", --dtype bf16";
+  return r;
+}
+
 void run_plan(PlanOptions& o) {
   const LanguageModelConfig cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
@@ -115,7 +124,7 @@ void run_plan(PlanOptions& o) {
              mib(predicted->memory.weights), ", optimizer state ",
              mib(predicted->memory.optimizer_state), ", activations ",
              mib(predicted->memory.activations), ") but cluster '", cluster->name, "' has ",
-             mib(cluster->memory_bytes), "; use more devices, a smaller batch, or bf16");
+             mib(cluster->memory_bytes), "; ", what_else_might_fit(o));
   }
 
   // Per device: bytes of weights, optimizer state, and planned activation buffers.
