@@ -5,8 +5,10 @@
 #
 # This VM's speed drifts by 10-30% from minute to minute, more than some
 # plans differ: every plan is measured in each of AUTOSHARD_PLANNER_PASSES
-# passes (default 2) over all plans, and its time is its fastest pass's
-# median step, so one slow minute does not decide a comparison.
+# passes (default 2) over all plans, every other pass in reverse order (so
+# no plan always runs first or last), and its time is its fastest pass's
+# median step, so one slow minute does not decide a comparison. `mini`'s
+# steps take ~0.1 s: it runs 24 of them, so a median is not one stall.
 #
 #   bench/planner.sh [PATH/TO/autoshard] [--no-measure]
 set -euo pipefail
@@ -33,11 +35,16 @@ PY
   done
 }
 
+in_pass_order() {  # plan...: the plans, reversed on even passes
+  if ((pass % 2)); then printf '%s\n' "$@"; else printf '%s\n' "$@" | tac; fi
+}
+
 measure() {  # model batch seq mesh steps
-  for p in "${plans[@]}"; do
+  local p
+  while read -r p; do
     IFS='|' read -r name args <<<"$p"
     $cli train --model "$1" --batch "$2" --seq "$3" --mesh "$4" --steps "$5" --sample 0 \
-      --lr-schedule constant $args --log "$work/log.jsonl" > /dev/null 2>&1
+      --lr-schedule constant $args --log "$work/log.jsonl" < /dev/null > /dev/null 2>&1
     python3 - "$work/log.jsonl" "$1" "$4" "$name" <<'PY'
 import json, statistics, sys
 log = [json.loads(l) for l in open(sys.argv[1])]
@@ -45,17 +52,15 @@ print(json.dumps({"model": sys.argv[2], "mesh": sys.argv[3], "cluster": "this ma
                   "plan": sys.argv[4],
                   "measured_step_s": statistics.median(r["step_ms"] for r in log[1:]) / 1e3}))
 PY
-  done
+  done < <(in_pass_order "${plans[@]}")
 }
 
 measure_devices() {  # model batch seq devices steps: each plan on its own mesh of that many devices
-  local n=$4
-  for p in "data|--mesh data=$n --plan data" "megatron|--mesh model=$n --plan megatron" \
-           "zero1|--mesh data=$n --plan data --zero1" \
-           "megatron-sp|--mesh model=$n --plan megatron-sp" "auto|--devices $n"; do
+  local n=$4 p
+  while read -r p; do
     IFS='|' read -r name args <<<"$p"
     $cli train --model "$1" --batch "$2" --seq "$3" --steps "$5" --sample 0 \
-      --lr-schedule constant $args --log "$work/log.jsonl" > "$work/out" 2>&1
+      --lr-schedule constant $args --log "$work/log.jsonl" < /dev/null > "$work/out" 2>&1
     python3 - "$work/log.jsonl" "$1" "$n devices" "$name" "$work/out" <<'PY'
 import json, re, statistics, sys
 log = [json.loads(l) for l in open(sys.argv[1])]
@@ -64,7 +69,9 @@ print(json.dumps({"model": sys.argv[2], "mesh": sys.argv[3], "cluster": "this ma
                   "plan": sys.argv[4] + (f" ({mesh.group(1)})" if sys.argv[4] == "auto" and mesh else ""),
                   "measured_step_s": statistics.median(r["step_ms"] for r in log[1:]) / 1e3}))
 PY
-  done
+  done < <(in_pass_order "data|--mesh data=$n --plan data" "megatron|--mesh model=$n --plan megatron" \
+             "zero1|--mesh data=$n --plan data --zero1" \
+             "megatron-sp|--mesh model=$n --plan megatron-sp" "auto|--devices $n")
 }
 
 {
@@ -73,10 +80,10 @@ PY
   predict gpt2-large 8 1024 data=1,model=8 h100-80g bf16
   if [ "${2:-}" != --no-measure ]; then
     for pass in $(seq 1 "${AUTOSHARD_PLANNER_PASSES:-2}"); do
-      measure mini 16 128 data=2,model=2 8
+      measure mini 16 128 data=2,model=2 24
       measure gpt2 4 64 model=2 4
       for n in 2 3 4; do
-        measure_devices mini 16 128 $n 8
+        measure_devices mini 16 128 $n 24
         measure_devices gpt2 4 64 $n 4
       done
     done
