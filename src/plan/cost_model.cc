@@ -18,7 +18,8 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
   // A fresh output's lines are read before they are written on a
   // write-allocate cache; an output sharing its input's storage is not fresh.
   const double fresh_output = def.aliases_input ? 0 : elements(output) * (half ? 2 : 4);
-  const double bytes = (half ? cost.bytes / 2 : cost.bytes) + (c.write_allocate ? fresh_output : 0);
+  const double bytes =
+      (half ? cost.bytes / 2 : cost.bytes) + (c.write_allocate ? fresh_output : 0);
   double flops_time = 0;
   if (cost.flops > 0)
     flops_time =
