@@ -222,28 +222,6 @@ TEST(CostModel, MatrixProductsFollowTheEfficiencyCurve) {
   EXPECT_DOUBLE_EQ(c.gemm_fraction(1e9), 0.5);
 }
 
-// An add stores a fresh output, which a write-allocate cache reads first;
-// AdamW writes its weight and moments over the lines it has just read.
-TEST(CostModel, FreshOutputsPayTheWriteAllocateUpdatesInPlaceDoNot) {
-  Cluster c = Cluster::preset("a100-80g");
-  c.kernel_bandwidth = 1e9;
-  c.kernel_flops = 1e18;  // memory-bound
-  c.op_overhead = 0;
-  const int64_t n = 1 << 20;
-  Node add{}, adam{};
-  add.op = Op::Add;
-  adam.op = Op::AdamUpdate;
-  const std::vector<Shape> add_inputs = {{n}, {n}}, adam_inputs = {{n}, {n}, {n}, {n}, {}};
-  const double bytes = 1e9;  // per second
-  EXPECT_DOUBLE_EQ(op_seconds(c, add, add_inputs, {n}, 1, false), 12.0 * n / bytes);
-  EXPECT_DOUBLE_EQ(op_seconds(c, adam, adam_inputs, {}, 1, false), 28.0 * n / bytes);
-  c.write_allocate = true;
-  EXPECT_DOUBLE_EQ(op_seconds(c, add, add_inputs, {n}, 1, false), 16.0 * n / bytes);
-  // Only its scalar output (the step's flag) is fresh.
-  EXPECT_DOUBLE_EQ(op_seconds(c, adam, adam_inputs, {}, 1, false), (28.0 * n + 4) / bytes);
-  EXPECT_TRUE(Cluster::from_json(c.to_json(), "c.json").write_allocate);
-}
-
 TEST(CostModel, BadClustersAreClearErrors) {
   auto message = [](const std::function<void()>& f) {
     try {
@@ -264,10 +242,6 @@ TEST(CostModel, BadClustersAreClearErrors) {
   std::string negative = good;
   negative.replace(negative.find("\"memory_bandwidth\": "), 20, "\"memory_bandwidth\": -");
   EXPECT_NE(message([&] { Cluster::from_json(negative, "n.json"); }).find("memory_bandwidth"),
-            std::string::npos);
-  std::string flag = good;
-  flag.replace(flag.find("\"write_allocate\": false"), 23, "\"write_allocate\": 1");
-  EXPECT_NE(message([&] { Cluster::from_json(flag, "f.json"); }).find("true or false"),
             std::string::npos);
   Cluster small = Cluster::preset("a100-80g");
   small.links.back().devices_per_group = 16;

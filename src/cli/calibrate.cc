@@ -85,9 +85,9 @@ void run_calibrate(const CalibrateArgs& a) {
               c.flops_f32 / c.shared_cores / 1e9, c.flops_f32 / 1e9);
   std::printf("  GEMM packing     %.2f GB/s per core (operands beyond a square's)\n",
               c.gemm_packing_bandwidth / 1e9);
-  std::printf("  kernels          %.2f GB/s (write-allocate counted), %.2f GFLOP/s on one core\n",
-              c.kernel_bandwidth / 1e9, c.kernel_flops / 1e9);
-  std::printf("  memory           %.2f GB/s over all cores, %.1f GiB\n", c.memory_bandwidth / 1e9,
+  std::printf("  kernels          %.2f GB/s, %.2f GFLOP/s on one core\n", c.kernel_bandwidth / 1e9,
+              c.kernel_flops / 1e9);
+  std::printf("  memory           %.2f GB/s copy bandwidth, %.1f GiB\n", c.memory_bandwidth / 1e9,
               c.memory_bytes / (1 << 30));
   std::printf("  op overhead      %.2f us\n", c.op_overhead * 1e6);
   std::printf(

@@ -147,11 +147,6 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.stream_efficiency =
       d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
   c.kernel_bandwidth = d.contains("kernel_bandwidth") ? number(d, "kernel_bandwidth", source) : 0;
-  if (d.contains("write_allocate")) {
-    AS_CHECK(d["write_allocate"].is_boolean(), "cluster '", source,
-             "': device \"write_allocate\" must be true or false");
-    c.write_allocate = d["write_allocate"].get<bool>();
-  }
   c.gemm_packing_bandwidth =
       d.contains("gemm_packing_bandwidth") ? number(d, "gemm_packing_bandwidth", source) : 0;
   AS_CHECK(c.gemm_packing_bandwidth >= 0, "cluster '", source,
@@ -218,7 +213,6 @@ std::string Cluster::to_json() const {
                         {"memory_bandwidth", memory_bandwidth},
                         {"stream_efficiency", stream_efficiency},
                         {"kernel_bandwidth", kernel_bandwidth},
-                        {"write_allocate", write_allocate},
                         {"kernel_flops", kernel_flops},
                         {"process_bytes", process_bytes},
                         {"op_overhead_s", op_overhead}}},

@@ -14,12 +14,7 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
   const OpDef& def = op_def(n.op);
   const OpCost cost = def.cost(n, CostShapes{inputs, output});
   if (cost.flops == 0 && cost.bytes == 0) return 0;
-  const bool half = bf16 && !cost.fp32_state;
-  // A fresh output's lines are read before they are written on a
-  // write-allocate cache; an output sharing its input's storage is not fresh.
-  const double fresh_output = def.aliases_input ? 0 : elements(output) * (half ? 2 : 4);
-  const double bytes =
-      (half ? cost.bytes / 2 : cost.bytes) + (c.write_allocate ? fresh_output : 0);
+  const double bytes = bf16 && !cost.fp32_state ? cost.bytes / 2 : cost.bytes;
   double flops_time = 0;
   if (cost.flops > 0)
     flops_time =

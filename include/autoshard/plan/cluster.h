@@ -50,10 +50,6 @@ struct Cluster {
   // core's: a device's kernels run on its share of the cores, so it gets
   // this times its cores, up to its share of memory_bandwidth.
   double kernel_bandwidth = 0;
-  // True where a store to a line not in cache first reads it (CPU caches):
-  // an op's fresh output then moves twice, an update in place (its writes go
-  // to lines it has just read) once. The bandwidths above count that traffic.
-  bool write_allocate = false;
   double kernel_flops = 0;
   double op_overhead = 0;  // seconds each kernel costs on top (launch, dispatch)
   // Memory a process holds besides tensors (code, libraries, BLAS buffers):
