@@ -51,7 +51,118 @@ std::vector<OpCase> cases() {
                   }};
   };
   const Shape rows{5, 3};
+  // Convolutions and pooling: odd images, stride 2 with 'same' padding (one
+  // more zero after), groups, depthwise, a dilated 1-D kernel. A split of
+  // the output rows over 3 devices gives uneven bands and needs halos.
+  auto conv2d = [](int64_t stride, Shape x, Shape k, int64_t groups = 1, int64_t dilation = 1) {
+    ConvAttrs a;
+    a.groups = groups;
+    for (size_t i = 0; i + 2 < x.size(); ++i) {
+      auto [lo, hi] = ops::same_padding(x[1 + i], k[i], stride, dilation);
+      a.strides.push_back(stride);
+      a.dilations.push_back(dilation);
+      a.pad_lo.push_back(lo);
+      a.pad_hi.push_back(hi);
+    }
+    return a;
+  };
+  const ConvAttrs c2 = conv2d(2, {4, 7, 5, 3}, {3, 3});          // -> [4, 4, 3, 5]
+  const ConvAttrs grouped = conv2d(1, {2, 5, 4, 6}, {3, 2}, 2);  // -> [2, 5, 4, 4]
+  const ConvAttrs depthwise = conv2d(1, {4, 9, 3}, {3}, 3, 2);   // -> [4, 9, 6]
+  auto with_shape = [](ConvAttrs a, Shape s) {
+    a.shape = std::move(s);
+    return a;
+  };
+  auto pool2d = [](bool max, int64_t window, int64_t stride, Shape x, bool same) {
+    PoolAttrs a{max, {}, {}, {}, {}};
+    for (size_t i = 0; i + 2 < x.size(); ++i) {
+      auto [lo, hi] = same ? ops::same_padding(x[1 + i], window, stride) : std::pair{0L, 0L};
+      a.window.push_back(window);
+      a.strides.push_back(stride);
+      a.pad_lo.push_back(lo);
+      a.pad_hi.push_back(hi);
+    }
+    return a;
+  };
+  const PoolAttrs max_same = pool2d(true, 3, 2, {4, 7, 5, 3}, true);   // -> [4, 4, 3, 3]
+  const PoolAttrs avg_same = pool2d(false, 2, 2, {4, 7, 5, 3}, true);  // -> [4, 4, 3, 3]
+  const PoolAttrs avg_1d = pool2d(false, 3, 2, {4, 9, 3}, false);      // -> [4, 4, 3]
+  auto unary_fn = [](UnaryFn fn, double alpha, K kind = K::Normal) {
+    return OpCase{Op::Unary, {{{5, 7}, kind}}, [fn, alpha](Graph&, const std::vector<Value>& x) {
+                    return ops::unary(x[0], fn, alpha);
+                  }};
+  };
   return {
+      {Op::Conv,
+       {{{4, 7, 5, 3}}, {{3, 3, 3, 5}}},
+       [c2](Graph&, auto& x) { return ops::conv(x[0], x[1], c2); }},
+      {Op::Conv,
+       {{{2, 5, 4, 6}}, {{3, 2, 3, 4}}},
+       [grouped](Graph&, auto& x) { return ops::conv(x[0], x[1], grouped); }},
+      {Op::Conv,
+       {{{4, 9, 3}}, {{3, 1, 6}}},
+       [depthwise](Graph&, auto& x) { return ops::conv(x[0], x[1], depthwise); }},
+      {Op::ConvGradInput,
+       {{{4, 4, 3, 5}}, {{3, 3, 3, 5}}},
+       [=](Graph&, auto& x) {
+         return ops::conv_grad_input(x[0], x[1], with_shape(c2, {4, 7, 5, 3}));
+       }},
+      {Op::ConvGradInput,
+       {{{2, 5, 4, 4}}, {{3, 2, 3, 4}}},
+       [=](Graph&, auto& x) {
+         return ops::conv_grad_input(x[0], x[1], with_shape(grouped, {2, 5, 4, 6}));
+       }},
+      {Op::ConvGradInput,
+       {{{4, 9, 6}}, {{3, 1, 6}}},
+       [=](Graph&, auto& x) {
+         return ops::conv_grad_input(x[0], x[1], with_shape(depthwise, {4, 9, 3}));
+       }},
+      {Op::ConvGradFilter,
+       {{{4, 7, 5, 3}}, {{4, 4, 3, 5}}},
+       [=](Graph& g, auto& x) {
+         return g.add(Op::ConvGradFilter, {x[0], x[1]}, with_shape(c2, {3, 3, 3, 5}));
+       }},
+      {Op::ConvGradFilter,
+       {{{2, 5, 4, 6}}, {{2, 5, 4, 4}}},
+       [=](Graph& g, auto& x) {
+         return g.add(Op::ConvGradFilter, {x[0], x[1]}, with_shape(grouped, {3, 2, 3, 4}));
+       }},
+      {Op::ConvGradFilter,
+       {{{4, 9, 3}}, {{4, 9, 6}}},
+       [=](Graph& g, auto& x) {
+         return g.add(Op::ConvGradFilter, {x[0], x[1]}, with_shape(depthwise, {3, 1, 6}));
+       }},
+      {Op::Pool,
+       {{{4, 7, 5, 3}}},
+       [max_same](Graph&, auto& x) { return ops::pool(x[0], max_same); }},
+      {Op::Pool,
+       {{{4, 7, 5, 3}}},
+       [avg_same](Graph&, auto& x) { return ops::pool(x[0], avg_same); }},
+      {Op::Pool, {{{4, 9, 3}}}, [avg_1d](Graph&, auto& x) { return ops::pool(x[0], avg_1d); }},
+      {Op::PoolGrad,
+       {{{4, 7, 5, 3}}, {{4, 4, 3, 3}}},
+       [max_same](Graph& g, auto& x) {
+         return g.add(Op::PoolGrad, {x[0], x[1]}, max_same);
+       }},
+      {Op::PoolGrad,
+       {{{4, 7, 5, 3}}, {{4, 4, 3, 3}}},
+       [avg_same](Graph& g, auto& x) {
+         return g.add(Op::PoolGrad, {x[0], x[1]}, avg_same);
+       }},
+      unary_fn(UnaryFn::Sigmoid, 0),
+      unary_fn(UnaryFn::Elu, 1.0),
+      unary_fn(UnaryFn::Mish, 0),
+      unary_fn(UnaryFn::Log, 0, K::Positive),
+      {Op::UnaryGrad,
+       {{{5, 7}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::UnaryGrad, {x[0], x[1]}, UnaryAttrs{UnaryFn::LeakyRelu, 0.2});
+       }},
+      {Op::Pad,
+       {{{4, 5, 3}}},
+       [](Graph&, auto& x) {
+         return ops::pad(x[0], {0, 2, 0}, {0, 1, -1});
+       }},
       {Op::Constant,
        {},
        [](Graph& g, auto&) {
@@ -409,6 +520,28 @@ TEST(OpSharding, EveryRuleOnRandomInputLayoutsMatchesOneDevice) {
       }
       expect_same(run_sharded(b, kMesh, r), want, what);
     }
+  }
+}
+
+// Spatial splits beyond one neighbour: 5 output rows over 4 devices (bands
+// of 2, 1, 1, 1), a kernel of 5 rows whose halo reaches two devices away,
+// and 3 rows over 4 devices (one device holds none), each against one device.
+TEST(OpSharding, ConvolutionHalosReachPastTheNextDevice) {
+  const DeviceMesh rows({4}, {"rows"});
+  for (int64_t height : {5, 3}) {
+    Built b;
+    Value x = b.graph.parameter("x", {2, height, 4, 3});
+    Value w = b.graph.parameter("w", {5, 3, 3, 2});
+    b.leaves = {x.id, w.id};
+    b.data = {testing::random_tensor({2, height, 4, 3}, 1),
+              testing::random_tensor({5, 3, 3, 2}, 2)};
+    ConvAttrs a{{1, 1}, {1, 1}, {2, 1}, {2, 1}};
+    Value y = ops::conv(x, w, a);
+    b.op = ops::pool(y, PoolAttrs{true, {3, 2}, {1, 1}, {1, 0}, {1, 1}}).id;
+    const std::vector<Tensor> want = run_one(b);
+    PartitionRequest r;
+    r.leaves[x.id] = Sharding{{-1, 0, -1, -1}, {}};
+    expect_same(run_sharded(b, rows, r), want, "conv and pool on rows split 4 ways");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/ops/gemm.h"
+#include "ir/ops/vision_kernels.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -366,6 +367,152 @@ TEST(Einsum, GemmSplitIntoBlocksMatchesOneCall) {
     }
   float x = 0;
   EXPECT_THROW(sgemm(false, false, 1, 1, 1, &x, int64_t{1} << 32, &x, 1, &x, 1), Error);
+}
+
+ConvAttrs conv_attrs(std::vector<int64_t> strides, std::vector<int64_t> dil,
+                     std::vector<int64_t> lo, std::vector<int64_t> hi, int64_t groups = 1) {
+  ConvAttrs a;
+  a.strides = std::move(strides), a.dilations = std::move(dil);
+  a.pad_lo = std::move(lo), a.pad_hi = std::move(hi), a.groups = groups;
+  return a;
+}
+
+TEST(Gradient, Convolutions) {
+  // 2-D, stride 2 on an odd image with 'same' padding (the odd zero after).
+  check_gradient("conv2d", {{2, 5, 4, 3}, {3, 3, 3, 4}}, [](Graph&, auto& p) {
+    return ops::conv(p[0], p[1], conv_attrs({2, 2}, {1, 1}, {1, 0}, {1, 1}));
+  });
+  // Groups, and a dilated depthwise 1-D kernel.
+  check_gradient("grouped conv2d", {{2, 4, 3, 4}, {2, 2, 2, 6}}, [](Graph&, auto& p) {
+    return ops::conv(p[0], p[1], conv_attrs({1, 1}, {1, 1}, {0, 1}, {1, 0}, 2));
+  });
+  check_gradient("depthwise conv1d", {{2, 7, 3}, {3, 1, 6}}, [](Graph&, auto& p) {
+    return ops::conv(p[0], p[1], conv_attrs({2}, {2}, {2}, {2}, 3));
+  });
+  // The transposed convolution (the input gradient as an op) and the filter
+  // gradient as an op: their own gradients are convolutions again.
+  check_gradient("conv_grad_input", {{2, 3, 2, 4}, {3, 3, 3, 4}}, [](Graph&, auto& p) {
+    ConvAttrs a = conv_attrs({2, 2}, {1, 1}, {1, 0}, {1, 1});
+    a.shape = {2, 5, 4, 3};
+    return ops::conv_grad_input(p[0], p[1], a);
+  });
+  check_gradient("conv_grad_filter", {{2, 5, 4, 3}, {2, 3, 2, 4}}, [](Graph& g, auto& p) {
+    ConvAttrs a = conv_attrs({2, 2}, {1, 1}, {1, 0}, {1, 1});
+    a.shape = {3, 3, 3, 4};
+    return g.add(Op::ConvGradFilter, {p[0], p[1]}, a);
+  });
+}
+
+TEST(Gradient, PoolingPadAndUnary) {
+  check_gradient("max pool", {{2, 5, 4, 3}}, [](Graph&, auto& p) {
+    return ops::pool(p[0], PoolAttrs{true, {3, 2}, {2, 2}, {1, 0}, {1, 0}});
+  });
+  check_gradient("average pool, same", {{2, 5, 4, 3}}, [](Graph&, auto& p) {
+    return ops::pool(p[0], PoolAttrs{false, {2, 2}, {2, 2}, {0, 0}, {1, 0}});
+  });
+  check_gradient("pad and crop", {{2, 4, 3}}, [](Graph&, auto& p) {
+    return ops::pad(p[0], {1, 0, -1}, {0, 2, 0});
+  });
+  for (UnaryFn fn :
+       {UnaryFn::Sigmoid, UnaryFn::HardSigmoid, UnaryFn::HardSilu, UnaryFn::Relu6,
+        UnaryFn::LeakyRelu, UnaryFn::Elu, UnaryFn::Selu, UnaryFn::Softplus, UnaryFn::Softsign,
+        UnaryFn::Mish, UnaryFn::Exp, UnaryFn::Square, UnaryFn::Abs}) {
+    // Scaled away from the kinks of the piecewise ones (0, and +-3 for hard_sigmoid).
+    check_gradient(unary_name(fn), {{3, 5}},
+                   [fn](Graph&, auto& p) { return ops::unary(ops::scale(p[0], 3.7), fn, 0.3); });
+  }
+  for (UnaryFn fn : {UnaryFn::Log, UnaryFn::Sqrt, UnaryFn::Rsqrt})
+    check_gradient(unary_name(fn), {{3, 5}}, [fn](Graph&, auto& p) {
+      return ops::unary(ops::unary(p[0], UnaryFn::Exp), fn);
+    });
+  check_gradient("log_softmax", {{2, 3, 5}},
+                 [](Graph&, auto& p) { return ops::log_softmax(p[0]); });
+}
+
+// The fast kernels (im2col + GEMM, pointwise straight into GEMM) against the
+// plain loops, over strides, dilations, negative padding (a device's band),
+// groups and a split channel offset.
+TEST(Convolution, FastKernelsMatchThePlainLoops) {
+  struct Case {
+    ConvGeometry g;
+    int64_t offset;
+  };
+  auto geo = [](int64_t in_h, int64_t in_w, int64_t k, int64_t s, int64_t d, int64_t pad,
+                int64_t cin, int64_t cout, int64_t groups, int64_t group_out) {
+    ConvGeometry g;
+    g.batch = 3, g.in_h = in_h, g.in_w = in_w, g.k_h = in_h == 1 ? 1 : k, g.k_w = k;
+    g.stride_h = s, g.stride_w = s, g.dil_h = d, g.dil_w = d;
+    g.pad_h = in_h == 1 ? 0 : pad, g.pad_w = pad;
+    g.out_h = in_h == 1 ? 1 : (in_h + 2 * pad - d * (g.k_h - 1) - 1) / s + 1;
+    g.out_w = (in_w + 2 * pad - d * (k - 1) - 1) / s + 1;
+    g.cin = cin, g.cout = cout, g.groups = groups, g.group_in = cin / groups;
+    g.group_out = group_out;
+    return g;
+  };
+  const std::vector<Case> cases{
+      {geo(7, 5, 3, 2, 1, 1, 3, 5, 1, 5), 0},   // stride 2, same
+      {geo(6, 6, 3, 1, 2, 2, 4, 6, 1, 6), 0},   // dilated
+      {geo(5, 4, 1, 1, 1, 0, 5, 3, 1, 3), 0},   // pointwise
+      {geo(6, 5, 3, 1, 1, -1, 4, 2, 1, 2), 0},  // a band: reads from row 1
+      {geo(5, 5, 3, 1, 1, 1, 6, 4, 2, 2), 0},   // 2 groups
+      {geo(5, 5, 3, 1, 1, 1, 6, 3, 2, 3), 2},   // 2 groups of 3, channels 2..4 held
+      {geo(1, 9, 3, 2, 1, 1, 4, 8, 4, 2), 0},   // depthwise 1-D, multiplier 2
+  };
+  for (const Case& c : cases) {
+    const ConvGeometry& g = c.g;
+    const int64_t x_n = g.batch * g.in_h * g.in_w * g.cin;
+    const int64_t y_n = g.batch * g.out_h * g.out_w * g.cout;
+    const int64_t w_n = g.k_h * g.k_w * g.group_in * g.cout;
+    Tensor x = random_tensor({x_n}, 1), w = random_tensor({w_n}, 2), dy = random_tensor({y_n}, 3);
+    Tensor y1({y_n}), y2({y_n}), dx1({x_n}), dx2({x_n}), dw1({w_n}), dw2({w_n});
+    conv_forward(g, c.offset, x.f32(), w.f32(), y1.f32());
+    conv_forward_reference(g, c.offset, x.f32(), w.f32(), y2.f32());
+    EXPECT_LT(max_relative_error(y1, y2), 1e-5) << "forward, case " << &c - cases.data();
+    conv_backward_filter(g, c.offset, x.f32(), dy.f32(), dw1.f32());
+    conv_backward_filter_reference(g, c.offset, x.f32(), dy.f32(), dw2.f32());
+    EXPECT_LT(max_relative_error(dw1, dw2), 1e-5) << "filter, case " << &c - cases.data();
+    if (c.offset != 0) continue;  // the input gradient's offset counts input channels
+    conv_backward_input(g, 0, dy.f32(), w.f32(), dx1.f32());
+    conv_backward_input_reference(g, 0, dy.f32(), w.f32(), dx2.f32());
+    EXPECT_LT(max_relative_error(dx1, dx2), 1e-5) << "input, case " << &c - cases.data();
+  }
+}
+
+// A convolution's forward value against a loop written here from Keras's
+// definition (valid padding, stride 2, dilation 1, 2 groups).
+TEST(Convolution, MatchesTheDefinition) {
+  Graph g;
+  Value x = g.parameter("x", {2, 6, 5, 4}), w = g.parameter("w", {3, 2, 2, 6});
+  Value y = ops::conv(x, w, conv_attrs({2, 1}, {1, 2}, {0, 0}, {0, 0}, 2));
+  ASSERT_EQ(y.shape(), (Shape{2, 2, 3, 6}));
+  Tensor xt = random_tensor({2, 6, 5, 4}, 1), wt = random_tensor({3, 2, 2, 6}, 2);
+  Tensor got = evaluate(g, {{"x", xt}, {"w", wt}}, {y.id})[0];
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t oh = 0; oh < 2; ++oh)
+      for (int64_t ow = 0; ow < 3; ++ow)
+        for (int64_t co = 0; co < 6; ++co) {
+          double want = 0;
+          const int64_t grp = co / 3;
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 2; ++kw)
+              for (int64_t ci = 0; ci < 2; ++ci)
+                want += xt.f32()[((b * 6 + oh * 2 + kh) * 5 + ow + 2 * kw) * 4 + grp * 2 + ci] *
+                        wt.f32()[((kh * 2 + kw) * 2 + ci) * 6 + co];
+          EXPECT_NEAR(got.f32()[((b * 2 + oh) * 3 + ow) * 6 + co], want, 1e-5);
+        }
+}
+
+TEST(Convolution, BadShapesAreErrors) {
+  Graph g;
+  Value x = g.parameter("x", {2, 6, 5, 4}), w = g.parameter("w", {3, 3, 3, 6});
+  EXPECT_THROW(ops::conv(x, w, conv_attrs({1, 1}, {1, 1}, {0, 0}, {0, 0})), Error);  // 4 vs 3
+  Value w2 = g.parameter("w2", {8, 3, 4, 6});  // 6 rows give none of 8 (a band may hold none)
+  EXPECT_THROW(ops::conv(x, w2, conv_attrs({1, 1}, {1, 1}, {0, 0}, {0, 0})), Error);  // too tall
+  Value w3 = g.parameter("w3", {3, 3, 4, 6});
+  EXPECT_THROW(ops::conv(x, w3, conv_attrs({0, 1}, {1, 1}, {0, 0}, {0, 0})), Error);  // stride 0
+  EXPECT_THROW(ops::conv(x, w3, conv_attrs({1}, {1}, {0}, {0})), Error);  // one stride for 2 dims
+  EXPECT_THROW(ops::pool(x, PoolAttrs{true, {8, 1}, {1, 1}, {0, 0}, {0, 0}}), Error);
+  EXPECT_THROW(ops::pad(x, {0, -4, 0, 0}, {0, -3, 0, 0}), Error);
 }
 
 TEST(Einsum, BadEquationsAreErrors) {

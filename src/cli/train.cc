@@ -13,6 +13,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
 #include "autoshard/io/token_data.h"
@@ -64,6 +65,9 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
 
 // A .bin file holds token ids. Text (a file, or the built-in corpus) is read
 // as bytes by a byte-level model and through its directory's tokenizer by any
+// The most text --data may hold when it is tokenized in memory (1 GiB).
+constexpr uint64_t kMaxTextData = uint64_t{1} << 30;
+
 // other; without a tokenizer the bytes are the ids, and the source says so.
 TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
   if (o.data.ends_with(".bin") || cfg.vocab_size() == 256)
@@ -78,9 +82,9 @@ TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
   }
   if (o.data.empty())
     return TokenData(tokenizer->encode(builtin_corpus()), source + " (tokenized)");
-  std::ifstream in(o.data, std::ios::binary);
-  AS_CHECK(in, "cannot open data file '", o.data, "'");
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // Text to tokenize is read whole, so its size is bounded (a .bin of token
+  // ids is read in windows and may be any size).
+  const std::string text = read_input_file(o.data, "--data", kMaxTextData);
   return TokenData(tokenizer->encode(text), source + " (tokenized)");
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/checkpoint.h"
 #include "io/files.h"
 
@@ -236,6 +237,7 @@ GPT2Config config_of_llmc(const LlmcHeader& h) {
 }
 
 void load_llmc(GPT2& model, const std::string& path) {
+  require_regular_file(path, "llm.c weight file");
   std::ifstream in(path, std::ios::binary);
   AS_CHECK(in.good(), "cannot open '", path, "'");
   const LlmcHeader h = read_llmc_header(in, path);
@@ -268,6 +270,7 @@ GPT2Config gpt2_config_of(const std::string& path) {
   if (path.ends_with(".bin")) {
     std::ifstream in(path, std::ios::binary);
     AS_CHECK(in.good(), "cannot open '", path, "'");
+    require_regular_file(path, "llm.c weight file");
     return config_of_llmc(read_llmc_header(in, path));
   }
   fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();

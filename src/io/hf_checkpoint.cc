@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 
 namespace autoshard {
 
@@ -15,6 +16,7 @@ namespace {
 
 // The shard files the index names, each once, checked to lie in `dir`.
 std::map<std::string, std::string> read_index(const fs::path& index) {
+  require_regular_file(index.string(), "weight index");
   std::ifstream in(index);
   AS_CHECK(in.good(), "cannot open '", index.string(), "'");
   nlohmann::json j;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 
 namespace autoshard {
 
@@ -83,6 +84,7 @@ float bf16_to_float(uint16_t h) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  require_regular_file(path, "weight file");  // a FIFO would block the open forever
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   AS_CHECK(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
   try {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "tensor/rng.h"
 
 namespace autoshard {
@@ -20,6 +21,7 @@ TokenData::TokenData(std::vector<int32_t> tokens, std::string source)
       source_(std::move(source)) {}
 
 TokenData TokenData::from_file(const std::string& path) {
+  require_regular_file(path, "data file");  // a FIFO would block the open forever
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   AS_CHECK(fd >= 0, "cannot open data file '", path, "': ", std::strerror(errno));
   struct stat st {};

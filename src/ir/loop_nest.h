@@ -32,6 +32,16 @@ struct LoopNest {
   std::vector<std::vector<int>> inputs;  // per input, per dimension: its loop, or -1
   std::vector<int> output;               // per output dimension: its loop, or -1
 
+  // Input dims read through a window of a loop (a convolution's rows read
+  // by its output rows): `inputs` names the loop, so a split of the loop
+  // splits the dim too, and each device then needs the rows its part of the
+  // loop reads (OpDef::window): its band plus a halo from its neighbours,
+  // which the partitioner brings with a HaloExchange.
+  struct Halo {
+    int input = 0, dim = 0;
+  };
+  std::vector<Halo> halos;
+
   int add(Loop loop) {
     loops.push_back(loop);
     return static_cast<int>(loops.size()) - 1;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "autoshard/ir/graph.h"
@@ -99,6 +100,11 @@ struct OpDef {
   OpCost (*cost)(const Node& n, const CostShapes& shapes) = nullptr;
   // Collectives: what they move (null for every other op).
   CommCost (*comm)(const Node& n, const CostShapes& shapes) = nullptr;
+  // Ops with halo dims (LoopNest::halos): the rows [first, second) of input
+  // `input`'s dim `dim` that positions [begin, end) of its loop read (not
+  // clipped to the input's extent).
+  std::pair<int64_t, int64_t> (*window)(const Graph& g, const Node& n, int input, int dim,
+                                        int64_t begin, int64_t end) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
   // Ops that only partitioned programs hold (collectives, slices): they have
@@ -120,6 +126,8 @@ void register_cache_ops(std::vector<OpDef>& table);
 void register_shape_ops(std::vector<OpDef>& table);
 void register_optimizer_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);
+void register_unary_ops(std::vector<OpDef>& table);
+void register_vision_ops(std::vector<OpDef>& table);
 
 // Helpers shared by the op files.
 const Shape& input_shape(const Graph& g, const Node& n, int i);

@@ -131,8 +131,9 @@ class Lowering {
       const bool staged = k < d.via.size() && d.via[k];
       ins.push_back(local_.value(reshard(in, d.inputs[k], &n, staged ? &*d.via[k] : nullptr)));
     }
-    OpAttrs a = n.attrs;
     const OpDef& def = op_def(n.op);
+    if (def.window) exchange_halos(n, d, ins);
+    OpAttrs a = n.attrs;
     if (def.localize) def.localize(a, LocalizeInfo{n, mesh_, device_, d, shapes});
     Value out = local_.add(n.op, ins, std::move(a));
     const Shape expect = d.output.local_shape(n.shape, mesh_, device_);
@@ -147,6 +148,33 @@ class Lowering {
       local_.add(Op::Assign, {local_.value(p_.local_of[device_][in]), local_.value(back)});
     }
     return out.id;
+  }
+
+  // An op that reads a window of a split loop (a convolution's rows, see
+  // LoopNest::halos) gets, for each such input dim split over an axis, its
+  // band plus the rows of its neighbours that its part of the loop reads.
+  void exchange_halos(const Node& n, const ShardDecision& d, std::vector<Value>& ins) {
+    const OpDef& def = op_def(n.op);
+    const LoopNest nest = def.loops(g_, n);
+    for (const LoopNest::Halo& h : nest.halos) {
+      const int axis = d.inputs[h.input].dims[h.dim];
+      if (axis < 0) continue;
+      const int global_in = n.inputs[h.input];
+      const int64_t rows = g_.node(global_in).shape[h.dim];
+      const int64_t extent = nest.loops[nest.inputs[h.input][h.dim]].extent;
+      const int parts = mesh_.axis_size(axis);
+      HaloAttrs a{axis, h.dim, split_sizes(rows, parts), {}, {}, coords_[axis]};
+      for (int c = 0; c < parts; ++c) {
+        const int64_t begin = split_offset(extent, parts, c);
+        auto [lo, hi] =
+            def.window(g_, n, h.input, h.dim, begin, begin + split_size(extent, parts, c));
+        lo = std::clamp<int64_t>(lo, 0, rows);
+        a.begins.push_back(lo);
+        a.ends.push_back(std::clamp<int64_t>(hi, lo, rows));
+      }
+      ins[h.input] = local_.value(
+          collective(Op::HaloExchange, ins[h.input].id, std::move(a), axis, global_in));
+    }
   }
 
   // The local id of global value `id` in layout `to`, for `consumer`. A

@@ -70,14 +70,24 @@ enum class Op : uint8_t {
   Rotary,         // RotaryAttrs: (x [b, t, ..., d], positions [t] i32) -> x's shape
   CacheWrite,     // (cache [b, s, ...], rows [b, t, ...], positions [t] i32) writes
                   //   rows[:, i] into cache[:, positions[i]] in place -> the cache
-  AdamUpdate,     // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
-  SgdUpdate,      // SgdAttrs: (p, g, buf, scale) updates p, buf in place
+  // Vision ops, channels last (x [b, *spatial, c], 1 or 2 spatial dims):
+  Conv,            // ConvAttrs: (x [b, *s, cin], w [*k, cin/groups, cout]) -> [b, *o, cout]
+  ConvGradInput,   // ConvAttrs: (dy [b, *o, cout], w) -> dx [b, *s, cin] (attrs.shape)
+  ConvGradFilter,  // ConvAttrs: (x, dy) -> dw [*k, cin/groups, cout] (attrs.shape)
+  Pool,            // PoolAttrs: max or average over windows -> [b, *o, c]
+  PoolGrad,        // PoolAttrs: (x, dy) -> dx
+  Unary,           // UnaryAttrs: one elementwise function of x (sigmoid, elu, exp, ...)
+  UnaryGrad,       // UnaryAttrs: (x, dy) -> dy * f'(x)
+  Pad,             // PadAttrs: zeros before and after each dim (negative: cropped)
+  AdamUpdate,      // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
+  SgdUpdate,       // SgdAttrs: (p, g, buf, scale) updates p, buf in place
   // Partitioned programs only (inserted by the partitioner, never differentiated):
   AllReduce,      // AllReduceAttrs
   AllGather,      // SplitAttrs
   ReduceScatter,  // SplitAttrs
   Slice,          // SliceAttrs: along dim, [begin, begin + size)
   Assign,         // (target, value) copies value into target's storage (a side effect)
+  HaloExchange,   // HaloAttrs: a band split along dim -> this member's window of it
   kCount
 };
 

@@ -92,6 +92,70 @@ struct EpsilonAttrs {  // Normalize, NormalizeGrad
   bool center = true;  // false: RMS normalisation, x / sqrt(mean(x^2) + epsilon)
 };
 
+// Conv, ConvGradInput, ConvGradFilter: channels last, 1 or 2 spatial dims.
+// y[b, o, co] = sum over taps k and the input channels ci of co's group of
+//   x[b, o * stride - pad_lo + k * dilation, ci] * w[k, ci, co],
+// reading zeros outside x. The output's extent along a spatial dim is
+// (in + pad_lo + pad_hi - dilation * (k - 1) - 1) / stride + 1.
+struct ConvAttrs {
+  std::vector<int64_t> strides, dilations;  // per spatial dim
+  // Zeros before and after x along each spatial dim (TensorFlow's 'same'
+  // puts the odd one after). Negative in a device's copy whose band of x
+  // starts before (or ends after) what its band of y reads.
+  std::vector<int64_t> pad_lo, pad_hi;
+  int64_t groups = 1;  // cin and cout split in `groups` independent blocks
+  Shape shape;         // ConvGradInput: x's shape; ConvGradFilter: w's (the output's)
+  // A grouped convolution whose channels are split (a device's copy): the
+  // global index of its first channel (output channels; ConvGradInput's
+  // input channels) and the global count of output channels (0: whole).
+  int64_t channel_offset = 0, channels = 0;
+};
+// Pool, PoolGrad: max or average over windows of the spatial dims, channels
+// last. Positions outside x are skipped (an average divides by the count of
+// positions inside x, Keras's 'same').
+struct PoolAttrs {
+  bool max = true;
+  std::vector<int64_t> window, strides, pad_lo, pad_hi;  // per spatial dim, as ConvAttrs
+};
+// Unary, UnaryGrad: the function, Keras's definitions.
+enum class UnaryFn : uint8_t {
+  Sigmoid,
+  HardSigmoid,  // relu6(x + 3) / 6
+  HardSilu,     // x * hard_sigmoid(x)
+  Relu6,
+  LeakyRelu,  // x < 0: alpha * x
+  Elu,        // x < 0: alpha * (exp(x) - 1)
+  Selu,
+  Softplus,
+  Softsign,
+  Mish,  // x * tanh(softplus(x))
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Square,
+  Abs,
+};
+struct UnaryAttrs {
+  UnaryFn fn = UnaryFn::Sigmoid;
+  double alpha = 0;  // LeakyRelu's negative slope, Elu's alpha
+};
+const char* unary_name(UnaryFn fn);
+// Pad: `lo[d]` zeros before and `hi[d]` after dim d; negative values crop.
+struct PadAttrs {
+  std::vector<int64_t> lo, hi;
+};
+// HaloExchange (partitioned programs only): a value split along `dim` over
+// mesh `axis` (every member's block size in `sizes`) becomes, on member i,
+// the rows [begins[i], ends[i]) of the whole: its band plus the rows its
+// neighbours hold that a window reads (a convolution's halo).
+struct HaloAttrs {
+  int axis = -1;
+  int dim = 0;
+  std::vector<int64_t> sizes, begins, ends;
+  int index = 0;  // this member's position on the axis
+};
+
 // Where one device's block sits in the global value an op reads or writes,
 // for kernels that depend on global positions (dropout's mask, a row-split
 // embedding table, a class-split loss). Empty: the whole value.
@@ -150,6 +214,7 @@ using OpAttrs =
     std::variant<NoAttrs, LeafAttrs, FillAttrs, IotaAttrs, EinsumAttrs, ScaleAttrs, GeluAttrs,
                  AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, RotaryAttrs,
                  EpsilonAttrs, ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs,
-                 ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs>;
+                 ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs, ConvAttrs,
+                 PoolAttrs, UnaryAttrs, PadAttrs, HaloAttrs>;
 
 }  // namespace autoshard

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoshard/ir/graph.h"
@@ -27,6 +28,28 @@ Value relu(Value x);
 Value tanh(Value x);
 // x * sigmoid(x), Llama's MLP activation.
 Value silu(Value x);
+
+// One elementwise function of x (UnaryFn: sigmoid, elu, exp, ...); `alpha`
+// is LeakyRelu's negative slope or Elu's alpha.
+Value unary(Value x, UnaryFn fn, double alpha = 0);
+Value sigmoid(Value x);
+// x - log(sum(exp(x))) over the last axis, shifted by the row maximum.
+Value log_softmax(Value x);
+
+// Convolution, channels last, 1 or 2 spatial dims: x [b, *s, cin], w [*k,
+// cin/groups, cout] -> [b, *o, cout] (see ConvAttrs; attrs.shape unused).
+Value conv(Value x, Value w, ConvAttrs attrs);
+// Its gradient with respect to x, given dy [b, *o, cout] and w: x's shape is
+// attrs.shape. Also the transposed convolution of dy.
+Value conv_grad_input(Value dy, Value w, ConvAttrs attrs);
+// Max or average pooling over the spatial dims of x [b, *s, c].
+Value pool(Value x, PoolAttrs attrs);
+// Zeros before (`lo`) and after (`hi`) each dim; negative values crop.
+Value pad(Value x, std::vector<int64_t> lo, std::vector<int64_t> hi);
+// TensorFlow's 'same' padding of one spatial dim: the output has
+// ceil(in / stride) positions; the odd zero goes after. Returns {lo, hi}.
+std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t window, int64_t stride,
+                                         int64_t dilation = 1);
 
 Value reduce_sum(Value x, std::vector<int64_t> axes);
 Value reduce_mean(Value x, std::vector<int64_t> axes);

@@ -152,6 +152,64 @@ void slice_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const
     std::memcpy(dst + o * block, src + (o * row + begin * a.inner) * 4, block);
 }
 
+ShapeAndType halo_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  const HaloAttrs& a = n.attr<HaloAttrs>();
+  Shape s = input_shape(g, n, 0);
+  AS_CHECK(a.dim >= 0 && a.dim < static_cast<int>(s.size()) && a.index >= 0 &&
+               a.index < static_cast<int>(a.sizes.size()) && a.sizes[a.index] == s[a.dim] &&
+               a.begins.size() == a.sizes.size() && a.ends.size() == a.sizes.size(),
+           "internal: halo exchange of a block that is not its member's");
+  s[a.dim] = a.ends[a.index] - a.begins[a.index];
+  return {s, input_dtype(g, n, 0)};
+}
+
+// Each member sends every other the rows of its band that the other's
+// window holds (its neighbours', for a window a little wider than a band),
+// all at once: an all-to-all whose counts are zero beyond the neighbours.
+void halo_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                 const KernelContext& ctx) {
+  const HaloAttrs& h = n.attr<HaloAttrs>();
+  const int members = static_cast<int>(h.sizes.size()), me = h.index;
+  const Around a = around(in[0]->shape(), h.dim);
+  std::vector<int64_t> offset(members + 1, 0);
+  for (int j = 0; j < members; ++j) offset[j + 1] = offset[j] + h.sizes[j];
+  // Rows [lo, hi) of member j's band inside member i's window.
+  auto overlap = [&](int j, int i) {
+    const int64_t lo = std::max(offset[j], h.begins[i]);
+    return std::pair{lo, std::max(lo, std::min(offset[j + 1], h.ends[i]))};
+  };
+  std::vector<int64_t> send(members), recv(members);
+  int64_t send_total = 0;
+  for (int j = 0; j < members; ++j) {
+    auto [slo, shi] = overlap(me, j);
+    auto [rlo, rhi] = overlap(j, me);
+    send[j] = a.outer * (shi - slo) * a.inner;
+    recv[j] = a.outer * (rhi - rlo) * a.inner;
+    send_total += send[j];
+  }
+  const auto* src = static_cast<const float*>(in[0]->raw());
+  auto* dst = static_cast<float*>(out.raw());
+  const int64_t in_rows = h.sizes[me], out_rows = h.ends[me] - h.begins[me];
+  float* packed = scratch_of(send_total + out.numel());
+  float* received = packed + send_total;
+  float* p = packed;
+  for (int j = 0; j < members; ++j) {
+    auto [lo, hi] = overlap(me, j);
+    for (int64_t o = 0; o < a.outer && hi > lo; ++o, p += (hi - lo) * a.inner)
+      std::memcpy(p, src + (o * in_rows + lo - offset[me]) * a.inner,
+                  (hi - lo) * a.inner * sizeof(float));
+  }
+  ctx.comm->all_to_all(packed, send, received, recv, ctx.group(h.axis));
+  const float* r = received;
+  for (int j = 0; j < members; ++j) {
+    auto [lo, hi] = overlap(j, me);
+    for (int64_t o = 0; o < a.outer && hi > lo; ++o, r += (hi - lo) * a.inner)
+      std::memcpy(dst + (o * out_rows + lo - h.begins[me]) * a.inner, r,
+                  (hi - lo) * a.inner * sizeof(float));
+  }
+}
+
 ShapeAndType assign_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   AS_CHECK(input_shape(g, n, 0) == input_shape(g, n, 1), "internal: assign shapes differ");
@@ -176,6 +234,18 @@ CommCost split_comm(const Node& n, const CostShapes& s) {
   const int64_t largest = *std::max_element(a.sizes.begin(), a.sizes.end());
   return {gather ? CommCost::Kind::AllGather : CommCost::Kind::ReduceScatter, a.axis,
           elements(whole) * 4, row * double(largest) * 4};
+}
+
+// A halo exchange moves the rows of the window this member does not hold:
+// priced as an all-gather of those rows.
+CommCost halo_comm(const Node& n, const CostShapes& s) {
+  const HaloAttrs& h = n.attr<HaloAttrs>();
+  const double row = elements(s.output) / double(std::max<int64_t>(1, s.output[h.dim]));
+  int64_t largest = 0;
+  for (size_t j = 0; j < h.sizes.size(); ++j)
+    largest = std::max(largest, h.ends[j] - h.begins[j] - h.sizes[j]);
+  const double moved = row * double(std::max<int64_t>(0, largest));
+  return {CommCost::Kind::AllGather, h.axis, moved * double(h.sizes.size()) * 4, moved * 4};
 }
 
 OpCost collective_cost(const Node&, const CostShapes&) {
@@ -204,13 +274,19 @@ void register_collective_ops(std::vector<OpDef>& t) {
                                   .infer = reduce_scatter_infer,
                                   .kernel = reduce_scatter_kernel,
                                   .cost = collective_cost,
-                              .comm = split_comm,
+                                  .comm = split_comm,
                                   .local_only = true};
   t[size_t(Op::Slice)] = {.name = "slice",
                           .infer = slice_infer,
                           .kernel = slice_kernel,
                           .cost = slice_cost,
                           .local_only = true};
+  t[size_t(Op::HaloExchange)] = {.name = "halo_exchange",
+                                 .infer = halo_infer,
+                                 .kernel = halo_kernel,
+                                 .cost = collective_cost,
+                                 .comm = halo_comm,
+                                 .local_only = true};
   t[size_t(Op::Assign)] = {.name = "assign",
                            .infer = assign_infer,
                            .kernel = assign_kernel,

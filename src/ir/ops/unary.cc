@@ -1,0 +1,241 @@
+// Unary and UnaryGrad: one op family for the elementwise functions Keras's
+// activations and losses need (sigmoid, hard_sigmoid, elu, selu, softplus,
+// mish, exp, log, ...), named by an attribute instead of an op each. Each
+// function is written once with its derivative beside it.
+#include <cmath>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+const char* unary_name(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::Sigmoid:
+      return "sigmoid";
+    case UnaryFn::HardSigmoid:
+      return "hard_sigmoid";
+    case UnaryFn::HardSilu:
+      return "hard_silu";
+    case UnaryFn::Relu6:
+      return "relu6";
+    case UnaryFn::LeakyRelu:
+      return "leaky_relu";
+    case UnaryFn::Elu:
+      return "elu";
+    case UnaryFn::Selu:
+      return "selu";
+    case UnaryFn::Softplus:
+      return "softplus";
+    case UnaryFn::Softsign:
+      return "softsign";
+    case UnaryFn::Mish:
+      return "mish";
+    case UnaryFn::Exp:
+      return "exp";
+    case UnaryFn::Log:
+      return "log";
+    case UnaryFn::Sqrt:
+      return "sqrt";
+    case UnaryFn::Rsqrt:
+      return "rsqrt";
+    case UnaryFn::Square:
+      return "square";
+    case UnaryFn::Abs:
+      return "abs";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+
+double sigmoid_of(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
+double softplus_of(double x) {
+  return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+}
+double hard_sigmoid_of(double x) {
+  return std::min(std::max(x + 3, 0.0), 6.0) / 6;
+}
+
+// f(x), in double (the functions are cheap next to their exp and log, and
+// double keeps them within float rounding of TensorFlow's).
+double apply(UnaryFn fn, double a, double x) {
+  switch (fn) {
+    case UnaryFn::Sigmoid:
+      return sigmoid_of(x);
+    case UnaryFn::HardSigmoid:
+      return hard_sigmoid_of(x);
+    case UnaryFn::HardSilu:
+      return x * hard_sigmoid_of(x);
+    case UnaryFn::Relu6:
+      return std::min(std::max(x, 0.0), 6.0);
+    case UnaryFn::LeakyRelu:
+      return x >= 0 ? x : a * x;
+    case UnaryFn::Elu:
+      return x > 0 ? x : a * std::expm1(x);
+    case UnaryFn::Selu:
+      return kSeluScale * (x > 0 ? x : kSeluAlpha * std::expm1(x));
+    case UnaryFn::Softplus:
+      return softplus_of(x);
+    case UnaryFn::Softsign:
+      return x / (1 + std::fabs(x));
+    case UnaryFn::Mish:
+      return x * std::tanh(softplus_of(x));
+    case UnaryFn::Exp:
+      return std::exp(x);
+    case UnaryFn::Log:
+      return std::log(x);
+    case UnaryFn::Sqrt:
+      return std::sqrt(x);
+    case UnaryFn::Rsqrt:
+      return 1 / std::sqrt(x);
+    case UnaryFn::Square:
+      return x * x;
+    case UnaryFn::Abs:
+      return std::fabs(x);
+  }
+  return 0;
+}
+
+// f'(x).
+double derivative(UnaryFn fn, double a, double x) {
+  switch (fn) {
+    case UnaryFn::Sigmoid: {
+      const double s = sigmoid_of(x);
+      return s * (1 - s);
+    }
+    case UnaryFn::HardSigmoid:
+      return x > -3 && x < 3 ? 1.0 / 6 : 0;
+    case UnaryFn::HardSilu:
+      return hard_sigmoid_of(x) + (x > -3 && x < 3 ? x / 6 : 0);
+    case UnaryFn::Relu6:
+      return x > 0 && x < 6 ? 1 : 0;
+    case UnaryFn::LeakyRelu:
+      return x >= 0 ? 1 : a;
+    case UnaryFn::Elu:
+      return x > 0 ? 1 : a * std::exp(x);
+    case UnaryFn::Selu:
+      return kSeluScale * (x > 0 ? 1 : kSeluAlpha * std::exp(x));
+    case UnaryFn::Softplus:
+      return sigmoid_of(x);
+    case UnaryFn::Softsign: {
+      const double d = 1 + std::fabs(x);
+      return 1 / (d * d);
+    }
+    case UnaryFn::Mish: {
+      const double t = std::tanh(softplus_of(x));
+      return t + x * (1 - t * t) * sigmoid_of(x);
+    }
+    case UnaryFn::Exp:
+      return std::exp(x);
+    case UnaryFn::Log:
+      return 1 / x;
+    case UnaryFn::Sqrt:
+      return 0.5 / std::sqrt(x);
+    case UnaryFn::Rsqrt:
+      return -0.5 / (x * std::sqrt(x));
+    case UnaryFn::Square:
+      return 2 * x;
+    case UnaryFn::Abs:
+      return x > 0 ? 1 : (x < 0 ? -1 : 0);
+  }
+  return 0;
+}
+
+ShapeAndType unary_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32, unary_name(n.attr<UnaryAttrs>().fn),
+           " needs an f32 operand");
+  return {input_shape(g, n, 0), DType::F32};
+}
+ShapeAndType unary_grad_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  AS_CHECK(input_shape(g, n, 0) == input_shape(g, n, 1), unary_name(n.attr<UnaryAttrs>().fn),
+           " gradient: x ", shape_str(input_shape(g, n, 0)), " and dy ",
+           shape_str(input_shape(g, n, 1)), " differ");
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+void unary_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const UnaryAttrs& u = n.attr<UnaryAttrs>();
+  const float* x = in[0]->f32();
+  float* y = out.f32();
+  parallel_for(out.numel(), grain_for(8), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<float>(apply(u.fn, u.alpha, x[i]));
+  });
+}
+void unary_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext&) {
+  const UnaryAttrs& u = n.attr<UnaryAttrs>();
+  const float* x = in[0]->f32();
+  const float* dy = in[1]->f32();
+  float* dx = out.f32();
+  parallel_for(out.numel(), grain_for(8), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = static_cast<float>(dy[i] * derivative(u.fn, u.alpha, x[i]));
+  });
+}
+
+std::vector<Value> unary_vjp(Graph& g, int id, Value dy) {
+  const Node& n = g.node(id);
+  return {g.add(Op::UnaryGrad, {g.value(n.inputs[0]), dy}, n.attrs)};
+}
+
+// Partial sums never pass a nonlinear function: they are combined first.
+ShardDecision unary_rule(const ShardQuery& q) {
+  return elementwise_rule(q, Linearity::None);
+}
+// exp and log counted as ~12 operations, as the other kernels do.
+OpCost unary_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 14);
+}
+
+}  // namespace
+
+void register_unary_ops(std::vector<OpDef>& t) {
+  t[size_t(Op::Unary)] = {.name = "unary",
+                          .infer = unary_infer,
+                          .kernel = unary_kernel,
+                          .vjp = unary_vjp,
+                          .shard = unary_rule,
+                          .loops = broadcast_loops,
+                          .cost = unary_cost};
+  t[size_t(Op::UnaryGrad)] = {.name = "unary_grad",
+                              .infer = unary_grad_infer,
+                              .kernel = unary_grad_kernel,
+                              .shard = unary_rule,
+                              .loops = broadcast_loops,
+                              .cost = unary_cost};
+}
+
+namespace ops {
+
+Value unary(Value x, UnaryFn fn, double alpha) {
+  return x.graph->add(Op::Unary, {x}, UnaryAttrs{fn, alpha});
+}
+Value sigmoid(Value x) {
+  return unary(x, UnaryFn::Sigmoid);
+}
+
+// The row maximum only shifts the sum of exponentials (it takes no
+// gradient: the result does not depend on it).
+Value log_softmax(Value x) {
+  AS_CHECK(x.rank() >= 1, "log_softmax needs at least one axis");
+  Graph& g = *x.graph;
+  Shape keep = x.shape();
+  keep.back() = 1;
+  Value m = broadcast_to(reshape(g.add(Op::RowMax, {x}), keep), x.shape());
+  Value shifted = x - m;
+  Value sum = reduce_sum(unary(shifted, UnaryFn::Exp), {x.rank() - 1});
+  return shifted - broadcast_to(reshape(unary(sum, UnaryFn::Log), keep), x.shape());
+}
+
+}  // namespace ops
+}  // namespace autoshard
