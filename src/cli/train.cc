@@ -63,11 +63,11 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
-// A .bin file holds token ids. Text (a file, or the built-in corpus) is read
-// as bytes by a byte-level model and through its directory's tokenizer by any
 // The most text --data may hold when it is tokenized in memory (1 GiB).
 constexpr uint64_t kMaxTextData = uint64_t{1} << 30;
 
+// A .bin file holds token ids. Text (a file, or the built-in corpus) is read
+// as bytes by a byte-level model and through its directory's tokenizer by any
 // other; without a tokenizer the bytes are the ids, and the source says so.
 TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
   if (o.data.ends_with(".bin") || cfg.vocab_size() == 256)

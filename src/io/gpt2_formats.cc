@@ -268,9 +268,9 @@ void load_llmc(GPT2& model, const std::string& path) {
 
 GPT2Config gpt2_config_of(const std::string& path) {
   if (path.ends_with(".bin")) {
+    require_regular_file(path, "llm.c weight file");
     std::ifstream in(path, std::ios::binary);
     AS_CHECK(in.good(), "cannot open '", path, "'");
-    require_regular_file(path, "llm.c weight file");
     return config_of_llmc(read_llmc_header(in, path));
   }
   fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
