@@ -218,7 +218,15 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
       "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
   manager = std::make_unique<CheckpointManager>(
       CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
-  if (!o.resume) return 0;
+  // One run per directory: a new run there would mix its steps with the
+  // earlier run's (which --resume would then pick from, and --keep prune).
+  if (!o.resume) {
+    const std::optional<int64_t> earlier = manager->latest_step();
+    AS_CHECK(!earlier, "--checkpoint-dir '", o.checkpoint_dir,
+             "' already holds checkpoints of an earlier run (up to step ", earlier.value_or(0),
+             "); continue that run with --resume, or give a new or empty directory");
+    return 0;
+  }
   AS_CHECK(manager->latest_step(), "--resume: no checkpoint in '", o.checkpoint_dir,
            "' to resume from (run without --resume to start from scratch)");
   check_resumable(read_state(manager->path_of(*manager->latest_step())), o, o.checkpoint_dir);

@@ -6,13 +6,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <regex>
 #include <sstream>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/crash_point.h"
 #include "io/files.h"
 
@@ -21,6 +27,9 @@ namespace autoshard {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A state.json is a few kilobytes; anything near this is not one.
+constexpr uint64_t kMaxStateBytes = uint64_t{64} << 20;
 
 bool is_slot(const std::string& path) {
   return path.rfind("optimizer.", 0) == 0;
@@ -53,10 +62,86 @@ std::string local_suffix() {
   return std::to_string(::getpid()) + "-old-" + std::to_string(counter++);
 }
 
-// Writes a whole checkpoint directory next to `dir` and renames it into place.
-void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohmann::json state) {
+// The files a checkpoint directory holds, and the temporaries of a save in
+// progress ("model.safetensors.tmp.<pid>-<n>").
+bool is_checkpoint_file(const std::string& name) {
+  static const std::regex pattern(
+      R"((model|optimizer)\.safetensors(\.tmp\.[0-9]+-[0-9]+)?|state\.json)");
+  return std::regex_match(name, pattern);
+}
+
+// True when `dir` holds nothing but regular files a checkpoint save writes:
+// what may be removed without taking anything of the user's with it.
+bool holds_only_checkpoint_files(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!fs::is_regular_file(entry.symlink_status(ec))) return false;
+    if (!is_checkpoint_file(entry.path().filename().string())) return false;
+  }
+  return !ec;
+}
+
+// The state of `dir` when it is provably a complete checkpoint this tool
+// wrote (only its files, a state.json of this format, its weights);
+// nullopt otherwise, never an error.
+std::optional<nlohmann::json> checkpoint_state_if_ours(const fs::path& dir) {
+  if (!holds_only_checkpoint_files(dir) || !fs::exists(dir / "model.safetensors")) return {};
+  try {
+    return read_state(dir.string());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// The run id a checkpoint state records ("" when none: an older checkpoint).
+std::string run_of(const nlohmann::json& state) {
+  return state.contains("run") && state["run"].is_string() ? state["run"].get<std::string>() : "";
+}
+
+// A leftover of a save that was interrupted: a temporary or replaced step
+// directory of the names write_directory gives them, whose writer (the pid
+// in its name) is no longer running on this machine, holding only
+// checkpoint files. Anything else is the user's, or another live run's.
+bool is_stale_leftover(const fs::path& entry) {
+  static const std::regex pattern(
+      R"(\.(tmp-step-[0-9]{8,}-([0-9]+)-[0-9]+|old-step-[0-9]{8,}-([0-9]+)-old-[0-9]+))");
+  std::smatch m;
+  const std::string name = entry.filename().string();
+  if (!std::regex_match(name, m, pattern)) return false;
+  const long pid = std::stol(m[2].matched ? m[2].str() : m[3].str());
+  const bool alive =
+      pid > 0 && pid < INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+  return !alive && holds_only_checkpoint_files(entry);
+}
+
+// A run id: random, the same on every rank (the leader draws it).
+std::string fresh_run_id() {
+  std::random_device device;
+  const uint64_t bits =
+      (uint64_t{device()} << 32 | device()) ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      static_cast<uint64_t>(::getpid());
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(bits));
+  return World::process().broadcast(id);
+}
+
+// Writes a whole checkpoint directory next to `dir` and renames it into
+// place. An existing `dir` is replaced only when it is a complete checkpoint
+// of this tool and, when `run` is not empty, of that run: never a directory
+// of the user's or another run's checkpoint.
+void write_directory(const Model::Snapshot& snap, const std::string& dir, nlohmann::json state,
+                     const std::string& run = "") {
   const fs::path target(dir);
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (leader() && fs::exists(fs::symlink_status(target))) {
+    const std::optional<nlohmann::json> existing = checkpoint_state_if_ours(target);
+    AS_CHECK(existing && (run.empty() || run_of(*existing) == run), "'", dir,
+             "' already exists and is not ",
+             run.empty() ? "an autoshard checkpoint" : "a checkpoint of this run",
+             "; it was left as it is (move it away, or save to another directory)");
+  }
   fs::create_directories(parent);
   const fs::path tmp = parent / (".tmp-" + target.filename().string() + "-" + shared_suffix());
   if (leader()) fs::create_directories(tmp);
@@ -176,10 +261,8 @@ nlohmann::json read_state(const std::string& dir) {
   const fs::path root(dir);
   AS_CHECK(fs::is_directory(root), "checkpoint '", dir, "' does not exist");
   AS_CHECK(fs::exists(root / "state.json"), "checkpoint '", dir, "' is incomplete: no state.json");
-  std::ifstream in(root / "state.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_state(text.str(), (root / "state.json").string());
+  const std::string path = (root / "state.json").string();
+  return parse_state(read_input_file(path, "checkpoint state", kMaxStateBytes), path);
 }
 
 nlohmann::json load_checkpoint(Model& model, const std::string& dir, bool with_optimizer) {
@@ -209,14 +292,13 @@ CheckpointManager::CheckpointManager(CheckpointOptions o) : o_(std::move(o)) {
     fs::create_directories(o_.directory);
     // Leftovers of saves that were interrupted: never complete, safe to drop.
     if (leader())
-      for (const auto& entry : fs::directory_iterator(o_.directory)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind(".tmp-", 0) == 0 || name.rfind(".old-", 0) == 0) {
+      for (const auto& entry : fs::directory_iterator(o_.directory))
+        if (is_stale_leftover(entry.path())) {
           std::error_code ec;
           fs::remove_all(entry.path(), ec);
         }
-      }
   });
+  run_ = fresh_run_id();
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -234,11 +316,11 @@ std::vector<int64_t> CheckpointManager::steps() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(o_.directory, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !fs::exists(entry.path() / "state.json")) continue;
-    try {
-      out.push_back(std::stoll(name.substr(5)));
-    } catch (const std::exception&) {
-    }
+    // Exactly the names path_of gives ("step-00000012x" is not step 12).
+    static const std::regex pattern("step-[0-9]{8,18}");
+    if (!std::regex_match(name, pattern) || !fs::exists(entry.path() / "state.json")) continue;
+    const int64_t step = std::stoll(name.substr(5));
+    if (fs::path(path_of(step)).filename() == name) out.push_back(step);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -262,6 +344,7 @@ void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state,
   wait_until_finished();
   state["step"] = step;
   state["metrics"] = metrics;
+  state["run"] = run_;
   Model::Snapshot snap = model.snapshot(true);  // taken now: training may go on
   if (!o_.background) {
     write(std::move(snap), step, std::move(state));
@@ -275,7 +358,7 @@ void CheckpointManager::save(Model& model, int64_t step, nlohmann::json state,
 
 void CheckpointManager::write(Model::Snapshot snap, int64_t step, nlohmann::json state) {
   try {
-    write_directory(snap, path_of(step), std::move(state));
+    write_directory(snap, path_of(step), std::move(state), run_);
     if (leader()) prune();
     meet();
   } catch (const std::exception& e) {
@@ -294,27 +377,36 @@ void CheckpointManager::wait_until_finished() {
   }
 }
 
+// Retention removes only what it can prove is this run's own complete
+// checkpoint (its run id in a state.json of this format, nothing but
+// checkpoint files in the directory), and never the run's newest: another
+// run's checkpoints, older ones without a run id and the user's files stay.
 void CheckpointManager::prune() {
   if (o_.keep <= 0) return;
-  std::vector<int64_t> all = steps();
-  if (static_cast<int>(all.size()) <= o_.keep) return;
+  std::vector<int64_t> own;  // oldest first
+  std::vector<std::pair<double, int64_t>> scored;
+  for (int64_t s : steps()) {
+    const std::optional<nlohmann::json> st = checkpoint_state_if_ours(path_of(s));
+    if (!st || run_of(*st) != run_) continue;
+    own.push_back(s);
+    if (o_.monitor.empty()) continue;
+    double v = o_.mode == "min" ? INFINITY : -INFINITY;  // a missing metric is the worst
+    const nlohmann::json& metrics = st->contains("metrics") ? (*st)["metrics"] : nlohmann::json();
+    if (metrics.is_object() && metrics.contains(o_.monitor) && metrics[o_.monitor].is_number())
+      v = metrics[o_.monitor].get<double>();
+    scored.emplace_back(o_.mode == "min" ? v : -v, -s);
+  }
+  if (static_cast<int>(own.size()) <= o_.keep) return;
   std::vector<int64_t> keep;
   if (o_.monitor.empty()) {
-    keep.assign(all.end() - o_.keep, all.end());
+    keep.assign(own.end() - o_.keep, own.end());
   } else {
     // The best `keep` by the monitored metric, and always the latest (to resume from).
-    std::vector<std::pair<double, int64_t>> scored;
-    for (int64_t s : all) {
-      nlohmann::json st;
-      std::ifstream(fs::path(path_of(s)) / "state.json") >> st;
-      double v = st["metrics"].value(o_.monitor, o_.mode == "min" ? INFINITY : -INFINITY);
-      scored.emplace_back(o_.mode == "min" ? v : -v, -s);
-    }
     std::sort(scored.begin(), scored.end());
     for (int i = 0; i < o_.keep; ++i) keep.push_back(-scored[i].second);
-    keep.push_back(all.back());
+    keep.push_back(own.back());
   }
-  for (int64_t s : all)
+  for (int64_t s : own)
     if (std::find(keep.begin(), keep.end(), s) == keep.end()) fs::remove_all(path_of(s));
 }
 
@@ -322,7 +414,11 @@ nlohmann::json CheckpointManager::restore(Model& model, std::optional<int64_t> s
   wait_until_finished();
   if (!step) step = latest_step();
   AS_CHECK(step.has_value(), "no checkpoint to restore in '", o_.directory, "'");
-  return load_checkpoint(model, path_of(*step), /*with_optimizer=*/true);
+  nlohmann::json state = load_checkpoint(model, path_of(*step), /*with_optimizer=*/true);
+  // Saves from here on continue that run: its older checkpoints are this
+  // run's to prune. (One without a run id keeps this manager's fresh one.)
+  if (!run_of(state).empty()) run_ = run_of(state);
+  return state;
 }
 
 void ModelCheckpoint::on_train_batch_end(int64_t, const Logs& logs) {

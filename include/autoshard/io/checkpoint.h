@@ -7,7 +7,7 @@
 //   model.safetensors      weights, by autoshard path
 //   optimizer.safetensors  optimizer slots ("optimizer.m.<path>", ...)
 //   state.json             {"format", "step", "data_position", "mesh", "plan",
-//                           "config", "metrics", "user"}
+//                           "config", "metrics", "run", "user"}
 // Saves are atomic: everything is written to a temporary directory that is
 // renamed into place only when complete.
 #pragma once
@@ -50,8 +50,9 @@ void write_snapshot(const Model::Snapshot& snap, const std::string& file, bool s
 // Weight sources for every tensor of a safetensors file, by its own name.
 std::map<std::string, WeightSource> plain_sources(const std::string& file);
 
-// Saves synchronously into `dir` (created atomically; an existing one is
-// replaced). `state` is stored as state.json with "format" added.
+// Saves synchronously into `dir` (created atomically; an existing autoshard
+// checkpoint is replaced, anything else there is an error). `state` is stored as state.json with
+// "format" added.
 void save_checkpoint(Model& model, const std::string& dir, nlohmann::json state);
 // Loads the weights (and, with `with_optimizer`, the optimizer state, which
 // must then be there) into `model` (any mesh) and returns the state.json,
@@ -74,6 +75,15 @@ struct CheckpointOptions {
 
 // Keras ModelCheckpoint / Orbax CheckpointManager semantics: periodic saves,
 // retention of the last (or best) K, background writing with a wait.
+//
+// Each manager writes for one run, named by a random id in every state.json
+// it saves ("run"); restore() continues the run it loads. Retention removes
+// only complete checkpoints of its own run, never the run's newest, so a
+// directory holding another run's checkpoints, or files of the user's,
+// loses nothing; a step directory that is not this run's is never replaced.
+// Leftovers of interrupted saves are removed at start-up only when their
+// names are a save's temporaries, their writer is not running and they hold
+// nothing but checkpoint files.
 class CheckpointManager {
  public:
   explicit CheckpointManager(CheckpointOptions options);
@@ -91,6 +101,8 @@ class CheckpointManager {
   std::vector<int64_t> steps() const;  // complete checkpoints, oldest first
   std::optional<int64_t> latest_step() const;
   std::string path_of(int64_t step) const;
+  // The run this manager saves for (see above).
+  const std::string& run_id() const { return run_; }
   // Loads checkpoint `step` (default: the latest) and returns its state.
   nlohmann::json restore(Model& model, std::optional<int64_t> step = std::nullopt);
 
@@ -99,6 +111,7 @@ class CheckpointManager {
   void prune();
 
   CheckpointOptions o_;
+  std::string run_;
   std::thread worker_;
   std::mutex mu_;
   std::string error_;
