@@ -37,6 +37,9 @@ class Tokenizer {
   /// `skip_special_tokens`, special tokens (BOS, EOS, padding) are left out.
   virtual std::string decode(std::span<const int32_t> ids,
                              bool skip_special_tokens = true) const = 0;
+  /// `ids` of encode(text, false) in the model's template, as encode(text,
+  /// true) gives them (for text encoded in pieces).
+  virtual std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const = 0;
   /// One more than the largest id the tokenizer produces.
   virtual int64_t vocab_size() const = 0;
   /// The id of a token given by its vocabulary string ("<s>", "[CLS]"), if any.
@@ -57,6 +60,16 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json);
 /// unless `add_bos` is false (tokenizer_config.json's add_bos_token).
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& model_file,
                                                         bool add_bos = true);
+
+/// The ids of a text file (encode(its text) with the template), read and
+/// encoded in pieces of 256 KiB cut after a line end (else after a space, else
+/// between characters), so memory holds the ids and one piece, not the text
+/// and its intermediate forms. Each piece is encoded as a text of its own, so
+/// the first token of a piece may differ from the file encoded whole (one in
+/// tens of thousands). The ids' growth is checked against the memory
+/// available; only a regular file is read. `what` names it in errors ("--data").
+std::vector<int32_t> encode_text_file(const Tokenizer& tokenizer, const std::string& path,
+                                      const std::string& what);
 
 /// Text of ids that arrive one at a time: each `push` returns the text the
 /// new token completes (empty while a character's bytes are incomplete), so

@@ -72,11 +72,9 @@ Tokens byte_fallback(Tokens tokens) {
   return out;
 }
 
-Decoder metaspace(const Json& j) {
-  const std::string marker = j.value("replacement", "▁");
-  const std::string scheme = j.contains("prepend_scheme")
-                                 ? j["prepend_scheme"].get<std::string>()
-                                 : (j.value("add_prefix_space", true) ? "always" : "never");
+Decoder metaspace(const JsonField& j) {
+  const std::string marker = metaspace_replacement(j);
+  const std::string scheme = metaspace_scheme(j);
   return [=](Tokens tokens) {
     for (size_t i = 0; i < tokens.size(); ++i) {
       tokens[i] = replace_all(std::move(tokens[i]), marker, " ");
@@ -103,9 +101,9 @@ std::string clean_up(std::string s) {
   return s;
 }
 
-Decoder wordpiece(const Json& j) {
-  const std::string prefix = j.value("prefix", "##");
-  const bool cleanup = j.value("cleanup", true);
+Decoder wordpiece(const JsonField& j) {
+  const std::string prefix = j.string_or("prefix", "##");
+  const bool cleanup = j.flag_or("cleanup", true);
   return [=](Tokens tokens) {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
@@ -120,9 +118,12 @@ Decoder wordpiece(const Json& j) {
 }
 
 // Strip: up to `start` leading and `stop` trailing copies of one character.
-Decoder strip(const Json& j) {
-  const std::string content = j.at("content");
-  const size_t start = j.value("start", 0), stop = j.value("stop", 0);
+Decoder strip(const JsonField& j) {
+  const std::string content = j["content"].string();
+  AS_CHECK(!content.empty(), j["content"].where(), " is empty; give the character to strip");
+  // More copies than a token has bytes strip nothing more.
+  const auto start = static_cast<size_t>(j.integer_or("start", 0, 0, INT32_MAX));
+  const auto stop = static_cast<size_t>(j.integer_or("stop", 0, 0, INT32_MAX));
   return [=](Tokens tokens) {
     for (std::string& t : tokens) {
       for (size_t k = 0; k < start && t.starts_with(content); ++k) t.erase(0, content.size());
@@ -134,13 +135,14 @@ Decoder strip(const Json& j) {
 
 }  // namespace
 
-Decoder make_decoder(const Json& j, const std::string& where) {
+Decoder make_decoder(const JsonField& j) {
   if (j.is_null()) return [](Tokens tokens) { return tokens; };
-  const std::string type = j.value("type", "");
+  const std::string type = j.type();
   if (type == "Sequence") {
     std::vector<Decoder> parts;
-    for (const Json& d : j.at("decoders")) parts.push_back(make_decoder(d, where));
-    return [parts](Tokens tokens) {
+    for (const JsonField& d : j["decoders"].elements()) parts.push_back(make_decoder(d));
+    // Moved, not copied: a copy of nested stages would copy all of them.
+    return [parts = std::move(parts)](Tokens tokens) {
       for (const Decoder& d : parts) tokens = d(std::move(tokens));
       return tokens;
     };
@@ -158,24 +160,24 @@ Decoder make_decoder(const Json& j, const std::string& where) {
     };
   }
   if (type == "Replace") {
-    const Json& pattern = j.at("pattern");
-    AS_CHECK(pattern.contains("String"), where,
-             ": a Replace decoder's pattern must be {\"String\": ...}");
-    const std::string from = pattern["String"], to = j.at("content");
+    const JsonField pattern = j["pattern"];
+    AS_CHECK(pattern.has("String"), pattern.where(), " must be {\"String\": ...}");
+    const std::string from = pattern["String"].string(), to = j["content"].string();
+    AS_CHECK(!from.empty(), pattern.where(), ".String is empty; give the text to replace");
     return [=](Tokens tokens) {
       for (std::string& t : tokens) t = replace_all(std::move(t), from, to);
       return tokens;
     };
   }
   if (type == "BPEDecoder") {
-    const std::string suffix = j.value("suffix", "</w>");
+    const std::string suffix = j.string_or("suffix", "</w>");
     return [=](Tokens tokens) {
       for (size_t i = 0; i < tokens.size(); ++i)
         tokens[i] = replace_all(std::move(tokens[i]), suffix, i + 1 < tokens.size() ? " " : "");
       return tokens;
     };
   }
-  fail(where, ": decoder type '", type,
+  fail(j.where(), ": decoder type '", type,
        "' is not supported (supported: Sequence, ByteLevel, ByteFallback, Metaspace, WordPiece, "
        "Strip, Fuse, Replace, BPEDecoder)");
 }

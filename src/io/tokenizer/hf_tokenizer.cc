@@ -3,10 +3,10 @@
 // post-processor adds the template's special tokens. GPT-2's vocab.json +
 // merges.txt and BERT's vocab.txt are the same pipeline with fixed stages.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <array>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/tokenizer.h"
 #include "io/tokenizer/pipeline.h"
 #include "io/tokenizer/unicode.h"
@@ -25,12 +25,12 @@ struct AddedToken {
 };
 
 struct Stages {
-  Normalizer normalizer = make_normalizer(nullptr, "");
-  PreTokenizer pre_tokenizer = make_pre_tokenizer(nullptr, "");
+  Normalizer normalizer = make_normalizer(JsonField(nullptr, ""));
+  PreTokenizer pre_tokenizer = make_pre_tokenizer(JsonField(nullptr, ""));
   std::unique_ptr<SubwordModel> model;
-  PostProcessor post_processor = make_post_processor(nullptr, "");
-  Decoder decoder = make_decoder(nullptr, "");
-  std::vector<AddedToken> added;
+  PostProcessor post_processor = make_post_processor(JsonField(nullptr, ""), 0);
+  Decoder decoder = make_decoder(JsonField(nullptr, ""));
+  std::vector<AddedToken> added;  // distinct contents and ids (checked by added_tokens_of)
 };
 
 bool is_word_char(std::string_view c) {
@@ -38,21 +38,36 @@ bool is_word_char(std::string_view c) {
   return !is_whitespace(cp) && !is_punctuation(cp);
 }
 
+// The code point that ends text[0, end) and the one that starts text[begin,
+// ...), as code_points() would cut them, without cutting the whole text.
+std::string_view char_before(std::string_view text, size_t end) {
+  size_t begin = end - 1;
+  while (begin > 0 && end - begin < 4 && (static_cast<uint8_t>(text[begin]) & 0xC0) == 0x80)
+    --begin;
+  const std::string_view item = text.substr(begin, end - begin);
+  return code_points(item).size() == 1 ? item : text.substr(end - 1, 1);
+}
+
+std::string_view char_after(std::string_view text, size_t begin) {
+  return code_points(text.substr(begin, 4)).front();
+}
+
 class HfTokenizer final : public Tokenizer {
  public:
   explicit HfTokenizer(Stages stages) : s_(std::move(stages)) {
-    // Longest first, so that "<|end|>" loses to "<|endoftext|>" at one place.
-    std::stable_sort(s_.added.begin(), s_.added.end(), [](const auto& a, const auto& b) {
-      return a.content.size() > b.content.size();
-    });
     for (const AddedToken& t : s_.added) {
       AS_CHECK(!t.content.empty(), "an added token (id ", t.id, ") is empty");
       by_id_[t.id] = &t;
       by_content_[t.content] = t.id;
+      sorted_.push_back(&t);
+      starts_[static_cast<uint8_t>(t.content[0])] = true;
     }
+    std::sort(sorted_.begin(), sorted_.end(),
+              [](const AddedToken* a, const AddedToken* b) { return a->content < b->content; });
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override {
+    RegexBudget budget(text.size());
     std::vector<int32_t> ids;
     size_t last = 0;  // text[last, at) waits for the subword model
     for (size_t at = 0; at < text.size();) {
@@ -67,6 +82,10 @@ class HfTokenizer final : public Tokenizer {
     }
     encode_plain(text.substr(last), last == 0, ids);
     return add_special_tokens ? s_.post_processor(std::move(ids)) : ids;
+  }
+
+  std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const override {
+    return s_.post_processor(std::move(ids));
   }
 
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override {
@@ -110,8 +129,10 @@ class HfTokenizer final : public Tokenizer {
   // The longest added token at text[at] (none where a rule forbids it);
   // lstrip takes back whitespace after `floor`.
   Match added_at(std::string_view text, size_t at, size_t floor) const {
-    for (const AddedToken& t : s_.added) {
-      if (!text.substr(at).starts_with(t.content)) continue;
+    if (!starts_[static_cast<uint8_t>(text[at])]) return {};  // the common case
+    const std::vector<const AddedToken*> found = added_tokens_at(text, at);
+    for (auto it = found.rbegin(); it != found.rend(); ++it) {
+      const AddedToken& t = **it;
       Match m{&t, at, at + t.content.size()};
       if (t.single_word && !standalone(text, m.begin, m.end)) continue;
       while (t.lstrip && m.begin > floor && text[m.begin - 1] == ' ') --m.begin;
@@ -121,11 +142,33 @@ class HfTokenizer final : public Tokenizer {
     return {};
   }
 
+  // The added tokens that text[at, ...) begins with, shortest first: a walk
+  // down the sorted contents, where those sharing a prefix form one range
+  // (a trie without nodes), so each position costs the longest match's
+  // length, not the number of added tokens.
+  std::vector<const AddedToken*> added_tokens_at(std::string_view text, size_t at) const {
+    std::vector<const AddedToken*> found;
+    auto lo = sorted_.begin(), hi = sorted_.end();
+    for (size_t depth = 0; lo != hi; ++depth) {
+      // All of [lo, hi) begin with text[at, at + depth); one of exactly that
+      // length sorts first.
+      if ((*lo)->content.size() == depth) found.push_back(*lo++);
+      if (at + depth == text.size() || lo == hi) break;
+      const auto c = static_cast<uint8_t>(text[at + depth]);
+      const auto byte = [depth](const AddedToken* t) {
+        return static_cast<uint8_t>(t->content[depth]);
+      };
+      lo = std::partition_point(lo, hi, [&](const AddedToken* t) { return byte(t) < c; });
+      hi = std::partition_point(lo, hi, [&](const AddedToken* t) { return byte(t) == c; });
+    }
+    return found;
+  }
+
+  // Whether text[begin, end) is not inside a word; looks at one character
+  // on each side (a scan of the whole prefix would make encoding quadratic).
   static bool standalone(std::string_view text, size_t begin, size_t end) {
-    const auto before = code_points(text.substr(0, begin));
-    const auto after = code_points(text.substr(end));
-    return (before.empty() || !is_word_char(before.back())) &&
-           (after.empty() || !is_word_char(after.front()));
+    return (begin == 0 || !is_word_char(char_before(text, begin))) &&
+           (end == text.size() || !is_word_char(char_after(text, end)));
   }
 
   void encode_plain(std::string_view text, bool at_start, std::vector<int32_t>& ids) const {
@@ -138,56 +181,110 @@ class HfTokenizer final : public Tokenizer {
   Stages s_;
   std::unordered_map<int32_t, const AddedToken*> by_id_;
   std::unordered_map<std::string, int32_t> by_content_;
+  std::vector<const AddedToken*> sorted_;  // by content, for added_tokens_at
+  std::array<bool, 256> starts_{};         // the first bytes of added tokens
 };
 
-Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  AS_CHECK(in, "cannot open ", path);
+// The largest tokenizer file read: real ones are below 40 MB; the bound
+// keeps a wrong file from filling memory.
+constexpr uint64_t kMaxFileBytes = uint64_t{256} << 20;
+
+Json read_json(const std::string& path, const std::string& what) {
+  const std::string text = read_input_file(path, what, kMaxFileBytes);
   try {
-    return Json::parse(in);
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     fail(path, " is not valid JSON: ", e.what());
   }
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  AS_CHECK(in, "cannot open ", path);
+std::vector<std::string> read_lines(const std::string& path, const std::string& what) {
+  const std::string text = read_input_file(path, what, kMaxFileBytes);
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
+    lines.push_back(std::move(line));
+    at = end + 1;
   }
   return lines;
 }
 
-Stages stages_of(const Json& j, const std::string& where) {
-  AS_CHECK(j.is_object() && j.contains("model"), where,
-           ": not a Hugging Face tokenizer.json (no \"model\" object)");
+// "added_tokens": each with a content and an id the vocabulary can hold;
+// a content or an id given twice must mean one token, and an id the model's
+// vocabulary has must be the same token there, or encoding and decoding
+// would disagree.
+std::vector<AddedToken> added_tokens_of(const JsonField& j, const Vocabulary& vocab,
+                                        int64_t id_limit) {
+  std::vector<AddedToken> out;
+  if (j.is_null()) return out;
+  std::unordered_map<std::string, int32_t> by_content;
+  std::unordered_map<int32_t, std::string> by_id;
+  for (const JsonField& t : j.elements()) {
+    AddedToken a{t["content"].string(),       0,
+                 t.flag_or("special", false), t.flag_or("lstrip", false),
+                 t.flag_or("rstrip", false),  t.flag_or("single_word", false)};
+    const int64_t id = t["id"].integer(0, INT32_MAX);
+    AS_CHECK(id < id_limit, t.where(), ": added token '", a.content, "' has the id ", id,
+             ", outside 0 to ", id_limit - 1, " (ids count up from 0 over the file's tokens)");
+    a.id = static_cast<int32_t>(id);
+    AS_CHECK(!a.content.empty(), t.where(), ": the added token of id ", id,
+             " has an empty content");
+    const auto& tokens = vocab.tokens;
+    AS_CHECK(a.id >= static_cast<int64_t>(tokens.size()) || tokens[a.id].empty() ||
+                 tokens[a.id] == a.content,
+             t.where(), ": added token '", a.content, "' has the id ", id,
+             " of the model's token '", tokens[a.id], "'; give it its own id");
+    const auto [c, new_content] = by_content.emplace(a.content, a.id);
+    const auto [i, new_id] = by_id.emplace(a.id, a.content);
+    AS_CHECK(c->second == a.id && i->second == a.content, t.where(), ": added token '", a.content,
+             "' (id ", id, ") clashes with added token '", i->second, "' (id ", c->second,
+             "); give each token one id");
+    if (new_content) out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Stages stages_of(const JsonField& j) {
+  if (!j.json().is_object() || !j.has("model"))
+    fail(j.file(), ": not a Hugging Face tokenizer.json (no \"model\" object)");
+  const JsonField model = j["model"];
+  const JsonField added = j["added_tokens"];
+  // Counted before anything is allocated: ids are bounded by the entries.
+  const int64_t id_limit =
+      id_limit_for(model["vocab"].size() + (added.json().is_array() ? added.size() : 0));
   Stages s;
-  s.normalizer = make_normalizer(j.value("normalizer", Json()), where);
-  s.pre_tokenizer = make_pre_tokenizer(j.value("pre_tokenizer", Json()), where);
-  s.model = make_subword_model(j["model"], where);
-  s.post_processor = make_post_processor(j.value("post_processor", Json()), where);
-  s.decoder = make_decoder(j.value("decoder", Json()), where);
-  for (const Json& t : j.value("added_tokens", Json::array()))
-    s.added.push_back({t.at("content"), t.at("id"), t.value("special", false),
-                       t.value("lstrip", false), t.value("rstrip", false),
-                       t.value("single_word", false)});
+  s.model = make_subword_model(model, id_limit);
+  s.added = added_tokens_of(added, s.model->vocabulary(), id_limit);
+  int64_t vocab_size = static_cast<int64_t>(s.model->vocabulary().tokens.size());
+  for (const AddedToken& t : s.added) vocab_size = std::max<int64_t>(vocab_size, t.id + 1);
+  s.normalizer = make_normalizer(j["normalizer"]);
+  s.pre_tokenizer = make_pre_tokenizer(j["pre_tokenizer"]);
+  s.post_processor = make_post_processor(j["post_processor"], vocab_size);
+  s.decoder = make_decoder(j["decoder"]);
   return s;
 }
 
 }  // namespace
 
+std::unique_ptr<Tokenizer> hf_tokenizer_of(const Json& j, const std::string& file) {
+  return std::make_unique<HfTokenizer>(stages_of(JsonField(j, file)));
+}
+
 std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
                                           const std::string& merges_txt) {
   Stages s;
   Vocabulary vocab;
-  const Json entries = read_json(vocab_json);  // kept alive over the loop
-  AS_CHECK(entries.is_object(), vocab_json, ": not an object of token: id");
-  for (const auto& [token, id] : entries.items()) vocab.add(token, id.get<int32_t>());
+  const Json entries = read_json(vocab_json, "vocab.json");  // kept alive over the loop
+  const JsonField root(entries, vocab_json);
+  if (!entries.is_object()) root.fail_type("an object of token: id");
+  const int64_t id_limit = id_limit_for(entries.size());
+  for (const auto& [token, id] : root.members())
+    vocab.add(token, id.integer(0, INT32_MAX), id_limit, id.where());
   std::vector<std::pair<std::string, std::string>> merges;
-  for (const std::string& line : read_lines(merges_txt)) {
+  for (const std::string& line : read_lines(merges_txt, "merges.txt")) {
     if (line.empty() || line.starts_with("#version")) continue;
     const size_t space = line.find(' ', 1);
     AS_CHECK(space != std::string::npos, merges_txt, ": line '", line, "' is not two tokens");
@@ -195,39 +292,45 @@ std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
   }
   if (auto eot = vocab.find("<|endoftext|>")) s.added.push_back({"<|endoftext|>", *eot, true});
   s.model = make_bpe(std::move(vocab), merges, {}, merges_txt);
-  s.pre_tokenizer =
-      make_pre_tokenizer(Json::parse(R"({"type": "ByteLevel", "add_prefix_space": false})"), "");
-  s.decoder = make_decoder(Json::parse(R"({"type": "ByteLevel"})"), "");
+  s.pre_tokenizer = make_pre_tokenizer(
+      JsonField(Json::parse(R"({"type": "ByteLevel", "add_prefix_space": false})"), ""));
+  s.decoder = make_decoder(JsonField(Json::parse(R"({"type": "ByteLevel"})"), ""));
   return std::make_unique<HfTokenizer>(std::move(s));
 }
 
 std::unique_ptr<Tokenizer> bert_tokenizer(const std::string& vocab_txt, bool lowercase) {
   Stages s;
   Vocabulary vocab;
-  const std::vector<std::string> lines = read_lines(vocab_txt);
-  for (size_t i = 0; i < lines.size(); ++i) vocab.add(lines[i], static_cast<int32_t>(i));
+  const std::vector<std::string> lines = read_lines(vocab_txt, "vocab.txt");
+  const int64_t id_limit = id_limit_for(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    vocab.add(lines[i], static_cast<int64_t>(i), id_limit, cat(vocab_txt, ": line ", i + 1));
   for (const char* name : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
     if (auto id = vocab.find(name)) s.added.push_back({name, *id, true});
   const auto cls = vocab.find("[CLS]"), sep = vocab.find("[SEP]");
   AS_CHECK(cls && sep, vocab_txt, ": a BERT vocabulary needs [CLS] and [SEP]");
-  s.normalizer = make_normalizer(Json::parse(cat(R"({"type": "BertNormalizer", "lowercase": )",
-                                                 lowercase ? "true" : "false", "}")),
-                                 "");
-  s.pre_tokenizer = make_pre_tokenizer(Json::parse(R"({"type": "BertPreTokenizer"})"), "");
+  const auto vocab_size = static_cast<int64_t>(vocab.tokens.size());
+  s.normalizer =
+      make_normalizer(JsonField(Json::parse(cat(R"({"type": "BertNormalizer", "lowercase": )",
+                                                lowercase ? "true" : "false", "}")),
+                                ""));
+  s.pre_tokenizer =
+      make_pre_tokenizer(JsonField(Json::parse(R"({"type": "BertPreTokenizer"})"), ""));
   s.model = make_wordpiece(std::move(vocab), "[UNK]", "##", 100, vocab_txt);
-  s.post_processor =
-      make_post_processor(Json::parse(cat(R"({"type": "BertProcessing", "cls": ["[CLS]", )", *cls,
-                                          R"(], "sep": ["[SEP]", )", *sep, "]}")),
-                          "");
-  s.decoder = make_decoder(Json::parse(R"({"type": "WordPiece"})"), "");
+  s.post_processor = make_post_processor(
+      JsonField(Json::parse(cat(R"({"type": "BertProcessing", "cls": ["[CLS]", )", *cls,
+                                R"(], "sep": ["[SEP]", )", *sep, "]}")),
+                ""),
+      vocab_size);
+  s.decoder = make_decoder(JsonField(Json::parse(R"({"type": "WordPiece"})"), ""));
   return std::make_unique<HfTokenizer>(std::move(s));
 }
 
 }  // namespace tokenizer
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json) {
-  using namespace tokenizer;
-  return std::make_unique<HfTokenizer>(stages_of(read_json(tokenizer_json), tokenizer_json));
+  return tokenizer::hf_tokenizer_of(tokenizer::read_json(tokenizer_json, "tokenizer.json"),
+                                    tokenizer_json);
 }
 
 }  // namespace autoshard

@@ -17,14 +17,12 @@ std::string strip_accents(const std::string& text) {
 
 // BERT's normalizer: drop control characters, whitespace to spaces, spaces
 // around CJK ideographs, optional accent stripping and lowercasing.
-Normalizer bert_normalizer(const Json& j) {
-  const bool clean = j.value("clean_text", true);
-  const bool chinese = j.value("handle_chinese_chars", true);
-  const bool lowercase = j.value("lowercase", true);
+Normalizer bert_normalizer(const JsonField& j) {
+  const bool clean = j.flag_or("clean_text", true);
+  const bool chinese = j.flag_or("handle_chinese_chars", true);
+  const bool lowercase = j.flag_or("lowercase", true);
   // strip_accents null follows lowercase, as in BERT's uncased models.
-  const bool strip = j.contains("strip_accents") && !j["strip_accents"].is_null()
-                         ? j["strip_accents"].get<bool>()
-                         : lowercase;
+  const bool strip = j.flag_or("strip_accents", lowercase);
   return [=](std::string text) {
     std::string out;
     for (std::string_view item : code_points(text)) {
@@ -46,15 +44,16 @@ Normalizer bert_normalizer(const Json& j) {
 }
 
 // Replace's pattern: {"String": s} or {"Regex": r}.
-Normalizer replace_normalizer(const Json& j, const std::string& where) {
-  const std::string content = j.at("content");
-  const Json& pattern = j.at("pattern");
-  if (pattern.contains("String")) {
-    const std::string from = pattern["String"];
+Normalizer replace_normalizer(const JsonField& j) {
+  const std::string content = j["content"].string();
+  const JsonField pattern = j["pattern"];
+  if (pattern.has("String")) {
+    const std::string from = pattern["String"].string();
+    AS_CHECK(!from.empty(), pattern.where(), ".String is empty; give the text to replace");
     return [=](std::string text) { return replace_all(std::move(text), from, content); };
   }
-  AS_CHECK(pattern.contains("Regex"), where, ": a Replace pattern needs \"String\" or \"Regex\"");
-  auto regex = std::make_shared<Regex>(pattern["Regex"].get<std::string>());
+  AS_CHECK(pattern.has("Regex"), pattern.where(), " needs \"String\" or \"Regex\"");
+  auto regex = std::make_shared<Regex>(pattern["Regex"].string(), pattern["Regex"].where());
   return [=](std::string text) {
     std::string out;
     size_t last = 0;
@@ -68,8 +67,8 @@ Normalizer replace_normalizer(const Json& j, const std::string& where) {
   };
 }
 
-Normalizer strip_normalizer(const Json& j) {
-  const bool left = j.value("strip_left", true), right = j.value("strip_right", true);
+Normalizer strip_normalizer(const JsonField& j) {
+  const bool left = j.flag_or("strip_left", true), right = j.flag_or("strip_right", true);
   return [=](std::string text) {
     std::vector<std::string_view> cs = code_points(text);
     size_t b = 0, e = cs.size();
@@ -83,13 +82,14 @@ Normalizer strip_normalizer(const Json& j) {
 
 }  // namespace
 
-Normalizer make_normalizer(const Json& j, const std::string& where) {
+Normalizer make_normalizer(const JsonField& j) {
   if (j.is_null()) return [](std::string text) { return text; };
-  const std::string type = j.value("type", "");
+  const std::string type = j.type();
   if (type == "Sequence") {
     std::vector<Normalizer> parts;
-    for (const Json& n : j.at("normalizers")) parts.push_back(make_normalizer(n, where));
-    return [parts](std::string text) {
+    for (const JsonField& n : j["normalizers"].elements()) parts.push_back(make_normalizer(n));
+    // Moved, not copied: a copy of nested stages would copy all of them.
+    return [parts = std::move(parts)](std::string text) {
       for (const Normalizer& n : parts) text = n(std::move(text));
       return text;
     };
@@ -101,13 +101,13 @@ Normalizer make_normalizer(const Json& j, const std::string& where) {
   if (type == "Lowercase") return [](std::string text) { return to_lower(text); };
   if (type == "StripAccents") return [](std::string text) { return strip_accents(text); };
   if (type == "BertNormalizer") return bert_normalizer(j);
-  if (type == "Replace") return replace_normalizer(j, where);
+  if (type == "Replace") return replace_normalizer(j);
   if (type == "Strip") return strip_normalizer(j);
   if (type == "Prepend") {
-    const std::string prefix = j.at("prepend");
+    const std::string prefix = j["prepend"].string();
     return [prefix](std::string text) { return text.empty() ? text : prefix + text; };
   }
-  fail(where, ": normalizer type '", type,
+  fail(j.where(), ": normalizer type '", type,
        "' is not supported (supported: Sequence, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, "
        "BertNormalizer, Replace, Strip, Prepend)");
 }

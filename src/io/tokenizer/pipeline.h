@@ -8,20 +8,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "io/tokenizer/json_field.h"
+
 namespace autoshard {
 class Tokenizer;
 }
 
 namespace autoshard::tokenizer {
-
-using Json = nlohmann::json;
 
 /// Text to text (Unicode normalisation, lowercasing, "▁" for spaces, ...).
 using Normalizer = std::function<std::string(std::string)>;
@@ -43,7 +42,10 @@ struct Vocabulary {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> ids;
   std::vector<std::string> tokens;  // by id; "" where an id has no token
 
-  void add(const std::string& token, int32_t id);
+  /// Adds `token` as `id` (at most `id_limit` - 1, checked before any
+  /// allocation); two tokens with one id are an error, as encoding and
+  /// decoding would disagree. `where` names the entry in errors.
+  void add(const std::string& token, int64_t id, int64_t id_limit, const std::string& where);
   std::optional<int32_t> find(std::string_view token) const;
 };
 
@@ -55,13 +57,24 @@ class SubwordModel {
   virtual const Vocabulary& vocabulary() const = 0;
 };
 
-// `where` names the file for error messages. A null JSON value gives the
-// identity stage.
-Normalizer make_normalizer(const Json& j, const std::string& where);
-PreTokenizer make_pre_tokenizer(const Json& j, const std::string& where);
-PostProcessor make_post_processor(const Json& j, const std::string& where);
-Decoder make_decoder(const Json& j, const std::string& where);
-std::unique_ptr<SubwordModel> make_subword_model(const Json& j, const std::string& where);
+// Each stage from its object in tokenizer.json; a null value gives the
+// identity stage. Errors name the file and the JSON path.
+Normalizer make_normalizer(const JsonField& j);
+PreTokenizer make_pre_tokenizer(const JsonField& j);
+/// `vocab_size`: the ids the template may use are below it.
+PostProcessor make_post_processor(const JsonField& j, int64_t vocab_size);
+Decoder make_decoder(const JsonField& j);
+/// `id_limit`: ids must be below it (the vocabulary is dense-ish, so a huge
+/// id in a small file is an error, not gigabytes of empty slots).
+std::unique_ptr<SubwordModel> make_subword_model(const JsonField& j, int64_t id_limit);
+/// The largest id a file defining `entries` tokens may use, plus one: ids are
+/// dense from 0 in every real tokenizer; this leaves room for gaps.
+int64_t id_limit_for(size_t entries);
+
+/// Metaspace's options, read alike by its pre-tokenizer and its decoder: the
+/// one character standing for a space, and "always", "first" or "never".
+std::string metaspace_replacement(const JsonField& j);
+std::string metaspace_scheme(const JsonField& j);
 
 /// The BPE model from its parts (also GPT-2's vocab.json + merges.txt).
 struct BpeOptions {
@@ -83,6 +96,8 @@ std::unique_ptr<SubwordModel> make_wordpiece(Vocabulary vocab, const std::string
 std::unique_ptr<SubwordModel> make_word_level(Vocabulary vocab, const std::string& unk_token,
                                               const std::string& where);
 
+/// A tokenizer.json's parsed value; `file` names it in errors.
+std::unique_ptr<Tokenizer> hf_tokenizer_of(const Json& j, const std::string& file);
 /// GPT-2's vocab.json + merges.txt: byte-level BPE with GPT-2's expression.
 std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
                                           const std::string& merges_txt);

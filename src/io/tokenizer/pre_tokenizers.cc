@@ -20,14 +20,15 @@ constexpr const char* kGpt2Pattern =
 
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
-Behavior behavior_of(const std::string& name, const std::string& where) {
+Behavior behavior_of(const JsonField& j) {
+  const std::string name = j.string();
   if (name == "Removed") return Behavior::Removed;
   if (name == "Isolated") return Behavior::Isolated;
   if (name == "MergedWithPrevious") return Behavior::MergedWithPrevious;
   if (name == "MergedWithNext") return Behavior::MergedWithNext;
   if (name == "Contiguous") return Behavior::Contiguous;
-  fail(where, ": split behavior '", name, "' is not one of Removed, Isolated, MergedWithPrevious, ",
-       "MergedWithNext, Contiguous");
+  fail(j.where(), ": split behavior '", name,
+       "' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
 // A text cut into pieces that a pattern matched or not, in order.
@@ -94,10 +95,11 @@ std::string to_byte_alphabet(const std::string& piece) {
   return out;
 }
 
-PreTokenizer byte_level(const Json& j) {
-  const bool prefix_space = j.value("add_prefix_space", true);
+PreTokenizer byte_level(const JsonField& j) {
+  const bool prefix_space = j.flag_or("add_prefix_space", true);
   std::shared_ptr<Regex> regex;
-  if (j.value("use_regex", true)) regex = std::make_shared<Regex>(kGpt2Pattern);
+  if (j.flag_or("use_regex", true))
+    regex = std::make_shared<Regex>(kGpt2Pattern, "ByteLevel's GPT-2 expression");
   return [=](const std::string& text, bool) {
     const std::string spaced = prefix_space && !text.starts_with(' ') ? " " + text : text;
     std::vector<std::string> pieces =
@@ -108,18 +110,18 @@ PreTokenizer byte_level(const Json& j) {
   };
 }
 
-PreTokenizer split_pre_tokenizer(const Json& j, const std::string& where) {
-  const Behavior behavior = behavior_of(j.at("behavior"), where);
-  const bool invert = j.value("invert", false);
-  const Json& pattern = j.at("pattern");
+PreTokenizer split_pre_tokenizer(const JsonField& j) {
+  const Behavior behavior = behavior_of(j["behavior"]);
+  const bool invert = j.flag_or("invert", false);
+  const JsonField pattern = j["pattern"];
   std::function<Ranges(const std::string&)> find;
-  if (pattern.contains("Regex")) {
-    auto regex = std::make_shared<Regex>(pattern["Regex"].get<std::string>());
+  if (pattern.has("Regex")) {
+    auto regex = std::make_shared<Regex>(pattern["Regex"].string(), pattern["Regex"].where());
     find = [regex](const std::string& text) { return regex->find_all(text); };
   } else {
-    AS_CHECK(pattern.contains("String"), where, ": a Split pattern needs \"String\" or \"Regex\"");
-    const std::string s = pattern["String"];
-    AS_CHECK(!s.empty(), where, ": a Split pattern's string is empty");
+    AS_CHECK(pattern.has("String"), pattern.where(), " needs \"String\" or \"Regex\"");
+    const std::string s = pattern["String"].string();
+    AS_CHECK(!s.empty(), pattern.where(), ".String is empty; give the text to split at");
     find = [s](const std::string& text) {
       Ranges out;
       for (size_t at = text.find(s); at != std::string::npos; at = text.find(s, at + s.size()))
@@ -132,15 +134,33 @@ PreTokenizer split_pre_tokenizer(const Json& j, const std::string& where) {
   };
 }
 
-PreTokenizer metaspace(const Json& j, const std::string& where) {
-  const std::string marker = j.value("replacement", "▁");
+}  // namespace
+
+std::string metaspace_replacement(const JsonField& j) {
+  if (!j.has("replacement")) return "▁";
+  const JsonField r = j["replacement"];
+  const std::string marker = r.string();
+  if (code_points(marker).size() != 1 || !is_valid_utf8(marker))
+    r.fail_type("one character (\"▁\" in most files)");
+  return marker;
+}
+
+std::string metaspace_scheme(const JsonField& j) {
   // Older files say add_prefix_space: true/false instead of prepend_scheme.
-  const std::string scheme = j.contains("prepend_scheme")
-                                 ? j["prepend_scheme"].get<std::string>()
-                                 : (j.value("add_prefix_space", true) ? "always" : "never");
-  AS_CHECK(scheme == "always" || scheme == "first" || scheme == "never", where,
-           ": Metaspace prepend_scheme '", scheme, "' is not always, first or never");
-  const bool split_pieces = j.value("split", true);
+  if (!j.has("prepend_scheme")) return j.flag_or("add_prefix_space", true) ? "always" : "never";
+  const JsonField s = j["prepend_scheme"];
+  const std::string scheme = s.string();
+  if (scheme != "always" && scheme != "first" && scheme != "never")
+    s.fail_type("\"always\", \"first\" or \"never\"");
+  return scheme;
+}
+
+namespace {
+
+PreTokenizer metaspace(const JsonField& j) {
+  const std::string marker = metaspace_replacement(j);
+  const std::string scheme = metaspace_scheme(j);
+  const bool split_pieces = j.flag_or("split", true);
   return [=](const std::string& text, bool at_start) {
     std::string s;
     for (char c : text) s += c == ' ' ? marker : std::string(1, c);
@@ -161,7 +181,8 @@ PreTokenizer by_chars(std::function<bool(char32_t)> is_delimiter, Behavior behav
 }
 
 PreTokenizer sequence(std::vector<PreTokenizer> parts) {
-  return [parts](const std::string& text, bool at_start) {
+  // Moved, not copied: a copy of nested stages would copy all of them.
+  return [parts = std::move(parts)](const std::string& text, bool at_start) {
     std::vector<std::string> pieces{text};
     for (const PreTokenizer& p : parts) {
       std::vector<std::string> next;
@@ -175,36 +196,37 @@ PreTokenizer sequence(std::vector<PreTokenizer> parts) {
 
 }  // namespace
 
-PreTokenizer make_pre_tokenizer(const Json& j, const std::string& where) {
+PreTokenizer make_pre_tokenizer(const JsonField& j) {
   if (j.is_null())
     return [](const std::string& text, bool) { return std::vector<std::string>{text}; };
-  const std::string type = j.value("type", "");
+  const std::string type = j.type();
   if (type == "Sequence") {
     std::vector<PreTokenizer> parts;
-    for (const Json& p : j.at("pretokenizers")) parts.push_back(make_pre_tokenizer(p, where));
+    for (const JsonField& p : j["pretokenizers"].elements()) parts.push_back(make_pre_tokenizer(p));
     return sequence(std::move(parts));
   }
   if (type == "ByteLevel") return byte_level(j);
-  if (type == "Split") return split_pre_tokenizer(j, where);
-  if (type == "Metaspace") return metaspace(j, where);
+  if (type == "Split") return split_pre_tokenizer(j);
+  if (type == "Metaspace") return metaspace(j);
   if (type == "WhitespaceSplit") return by_chars(is_whitespace, Behavior::Removed);
   if (type == "Punctuation")
-    return by_chars(is_punctuation, behavior_of(j.value("behavior", "Isolated"), where));
+    return by_chars(is_punctuation,
+                    j.has("behavior") ? behavior_of(j["behavior"]) : Behavior::Isolated);
   if (type == "BertPreTokenizer")
     return sequence(
         {by_chars(is_whitespace, Behavior::Removed), by_chars(is_punctuation, Behavior::Isolated)});
   if (type == "Whitespace") {
-    auto regex = std::make_shared<Regex>(R"(\w+|[^\w\s]+)");
+    auto regex = std::make_shared<Regex>(R"(\w+|[^\w\s]+)", "the Whitespace pre-tokenizer");
     return [regex](const std::string& text, bool) {
       return split(text, segments_of(text, regex->find_all(text), true), Behavior::Removed);
     };
   }
   if (type == "Digits") {
-    const bool each = j.value("individual_digits", false);
+    const bool each = j.flag_or("individual_digits", false);
     return by_chars([](char32_t c) { return c >= '0' && c <= '9'; },
                     each ? Behavior::Isolated : Behavior::Contiguous);
   }
-  fail(where, ": pre_tokenizer type '", type,
+  fail(j.where(), ": pre_tokenizer type '", type,
        "' is not supported (supported: Sequence, ByteLevel, Split, Metaspace, Whitespace, "
        "WhitespaceSplit, Punctuation, BertPreTokenizer, Digits)");
 }

@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/tokenizer.h"
 
 namespace autoshard {
@@ -11,7 +12,10 @@ namespace {
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(const std::string& path, bool add_bos) : add_bos_(add_bos) {
-    const auto status = processor_.Load(path);
+    // Read here, bounded and from a regular file only (a FIFO would block
+    // the library's own read forever).
+    const std::string bytes = read_input_file(path, "tokenizer.model", uint64_t{256} << 20);
+    const auto status = processor_.LoadFromSerializedProto(bytes);
     AS_CHECK(status.ok(), path, " is not a SentencePiece model: ", status.ToString());
   }
 
@@ -19,10 +23,12 @@ class SentencePieceTokenizer final : public Tokenizer {
     std::vector<int> pieces;
     const auto status = processor_.Encode(text, &pieces);
     AS_CHECK(status.ok(), "SentencePiece could not encode the text: ", status.ToString());
-    std::vector<int32_t> ids;
-    if (add_special_tokens && add_bos_ && processor_.bos_id() >= 0)
-      ids.push_back(processor_.bos_id());
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
+    std::vector<int32_t> ids(pieces.begin(), pieces.end());
+    return add_special_tokens ? with_special_tokens(std::move(ids)) : ids;
+  }
+
+  std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const override {
+    if (add_bos_ && processor_.bos_id() >= 0) ids.insert(ids.begin(), processor_.bos_id());
     return ids;
   }
 

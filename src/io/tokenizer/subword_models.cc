@@ -4,11 +4,21 @@
 
 namespace autoshard::tokenizer {
 
-void Vocabulary::add(const std::string& token, int32_t id) {
-  AS_CHECK(id >= 0, "token '", token, "' has the negative id ", id);
-  ids[token] = id;
-  if (tokens.size() <= static_cast<size_t>(id)) tokens.resize(static_cast<size_t>(id) + 1);
-  tokens[static_cast<size_t>(id)] = token;
+int64_t id_limit_for(size_t entries) {
+  return std::min<int64_t>(2 * static_cast<int64_t>(entries) + 1024, INT32_MAX);
+}
+
+void Vocabulary::add(const std::string& token, int64_t id, int64_t id_limit,
+                     const std::string& where) {
+  AS_CHECK(id >= 0 && id < id_limit, where, ": token '", token, "' has the id ", id,
+           ", outside 0 to ", id_limit - 1,
+           " (ids count up from 0 over the file's tokens; is the id a typo?)");
+  const auto at = static_cast<size_t>(id);
+  if (tokens.size() <= at) tokens.resize(at + 1);
+  AS_CHECK(tokens[at].empty() || tokens[at] == token, where, ": tokens '", tokens[at], "' and '",
+           token, "' both have the id ", id, "; give each token its own id");
+  ids[token] = static_cast<int32_t>(id);
+  tokens[at] = token;
 }
 
 std::optional<int32_t> Vocabulary::find(std::string_view token) const {
@@ -18,60 +28,67 @@ std::optional<int32_t> Vocabulary::find(std::string_view token) const {
 
 namespace {
 
-Vocabulary vocabulary_of(const Json& j, const std::string& where) {
-  AS_CHECK(j.is_object(), where, ": the model's \"vocab\" is not an object of token: id");
+Vocabulary vocabulary_of(const JsonField& j, int64_t id_limit) {
+  if (!j.json().is_object()) j.fail_type("an object of token: id");
   Vocabulary v;
-  for (const auto& [token, id] : j.items()) v.add(token, id.get<int32_t>());
+  v.ids.reserve(j.size());
+  for (const auto& [token, id] : j.members())
+    v.add(token, id.integer(0, INT32_MAX), id_limit, id.where());
   return v;
 }
 
 // Merges are "left right" strings in older files and [left, right] pairs in
 // newer ones.
-std::vector<std::pair<std::string, std::string>> merges_of(const Json& j,
-                                                           const std::string& where) {
+std::vector<std::pair<std::string, std::string>> merges_of(const JsonField& j) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const Json& m : j) {
-    if (m.is_array() && m.size() == 2) {
-      out.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+  out.reserve(j.size());
+  for (const JsonField& m : j.elements()) {
+    if (m.json().is_array()) {
+      const std::vector<JsonField> pair = m.elements();
+      if (pair.size() != 2) m.fail_type("a pair [left, right] or a string \"left right\"");
+      out.emplace_back(pair[0].string(), pair[1].string());
       continue;
     }
-    const std::string s = m.get<std::string>();
+    if (!m.json().is_string()) m.fail_type("a pair [left, right] or a string \"left right\"");
+    const std::string s = m.string();
     const size_t space = s.find(' ', 1);
-    AS_CHECK(space != std::string::npos, where, ": merge '", s, "' is not two tokens");
+    AS_CHECK(space != std::string::npos, m.where(), ": merge '", s, "' is not two tokens");
     out.emplace_back(s.substr(0, space), s.substr(space + 1));
   }
   return out;
 }
 
-std::string string_or(const Json& j, const char* key, const std::string& otherwise) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : otherwise;
-}
+// The longest word WordPiece splits; longer ones become the unknown token.
+constexpr int64_t kMaxWordChars = INT32_MAX;
 
 }  // namespace
 
-std::unique_ptr<SubwordModel> make_subword_model(const Json& j, const std::string& where) {
-  const std::string type = j.value("type", j.contains("merges") ? "BPE" : "");
+std::unique_ptr<SubwordModel> make_subword_model(const JsonField& j, int64_t id_limit) {
+  const std::string type = j.has("type") ? j.type() : (j.has("merges") ? "BPE" : "");
   if (type == "BPE") {
-    AS_CHECK(!j.contains("dropout") || j["dropout"].is_null() || j["dropout"].get<double>() == 0,
-             where, ": BPE dropout is a training option; set \"dropout\": null");
+    if (j.has("dropout")) {
+      const JsonField dropout = j["dropout"];
+      if (!dropout.json().is_number() || dropout.json().get<double>() != 0)
+        dropout.fail_type("null (BPE dropout is a training option)");
+    }
     BpeOptions o;
-    if (j.contains("unk_token") && j["unk_token"].is_string()) o.unk_token = j["unk_token"];
-    o.continuing_subword_prefix = string_or(j, "continuing_subword_prefix", "");
-    o.end_of_word_suffix = string_or(j, "end_of_word_suffix", "");
-    o.byte_fallback = j.value("byte_fallback", false);
-    o.fuse_unk = j.value("fuse_unk", false);
-    o.ignore_merges = j.value("ignore_merges", false);
-    return make_bpe(vocabulary_of(j.at("vocab"), where), merges_of(j.at("merges"), where), o,
-                    where);
+    if (j.has("unk_token")) o.unk_token = j["unk_token"].string();
+    o.continuing_subword_prefix = j.string_or("continuing_subword_prefix", "");
+    o.end_of_word_suffix = j.string_or("end_of_word_suffix", "");
+    o.byte_fallback = j.flag_or("byte_fallback", false);
+    o.fuse_unk = j.flag_or("fuse_unk", false);
+    o.ignore_merges = j.flag_or("ignore_merges", false);
+    return make_bpe(vocabulary_of(j["vocab"], id_limit), merges_of(j["merges"]), o, j.where());
   }
   if (type == "WordPiece")
-    return make_wordpiece(vocabulary_of(j.at("vocab"), where), string_or(j, "unk_token", "[UNK]"),
-                          string_or(j, "continuing_subword_prefix", "##"),
-                          j.value("max_input_chars_per_word", 100), where);
+    return make_wordpiece(vocabulary_of(j["vocab"], id_limit), j.string_or("unk_token", "[UNK]"),
+                          j.string_or("continuing_subword_prefix", "##"),
+                          j.integer_or("max_input_chars_per_word", 100, 1, kMaxWordChars),
+                          j.where());
   if (type == "WordLevel")
-    return make_word_level(vocabulary_of(j.at("vocab"), where), string_or(j, "unk_token", ""),
-                           where);
-  fail(where, ": model type '", type,
+    return make_word_level(vocabulary_of(j["vocab"], id_limit), j.string_or("unk_token", ""),
+                           j.where());
+  fail(j.where(), ": model type '", type,
        "' is not supported (supported: BPE, WordPiece, WordLevel; for a SentencePiece Unigram "
        "model use its tokenizer.model)");
 }

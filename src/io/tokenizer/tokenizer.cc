@@ -2,10 +2,10 @@
 #include "autoshard/io/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "io/tokenizer/pipeline.h"
 #include "io/tokenizer/unicode.h"
 
@@ -14,12 +14,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A boolean of tokenizer_config.json, if the file and the key are there.
+// A boolean of tokenizer_config.json, if the file and the key are there
+// (null counts as absent).
 std::optional<bool> config_flag(const fs::path& dir, const char* key) {
-  std::ifstream in(dir / "tokenizer_config.json");
-  if (!in) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains(key) || !j[key].is_boolean()) return std::nullopt;
+  const fs::path path = dir / "tokenizer_config.json";
+  if (!fs::exists(path)) return std::nullopt;
+  const std::string text = read_input_file(path, "tokenizer_config.json", uint64_t{64} << 20);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  AS_CHECK(j.is_object(), path.string(), " is not a JSON object; fix or remove it");
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  AS_CHECK(j[key].is_boolean(), path.string(), ": \"", key, "\" must be true or false, not ",
+           j[key].dump());
   return j[key].get<bool>();
 }
 

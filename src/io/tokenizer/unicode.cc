@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <optional>
 
 #include "autoshard/error.h"
 
@@ -123,9 +124,19 @@ std::string replace_invalid_utf8(std::string_view text) {
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   if (from.empty()) return text;
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
+  size_t at = text.find(from);
+  if (at == std::string::npos) return text;
+  // Built anew: replacing in place moves the tail once per occurrence.
+  std::string out;
+  out.reserve(text.size());
+  size_t last = 0;
+  for (; at != std::string::npos; at = text.find(from, last)) {
+    out.append(text, last, at - last);
+    out += to;
+    last = at + from.size();
+  }
+  out.append(text, last);
+  return out;
 }
 
 const std::string& byte_to_char(uint8_t byte) {
@@ -137,23 +148,64 @@ std::optional<uint8_t> char_to_byte(char32_t c) {
   return static_cast<uint8_t>(byte_alphabet().bytes[c]);
 }
 
+namespace {
+
+thread_local RegexBudget* current_budget = nullptr;
+
+// Called by ICU every 10,000 backtracking states of a match.
+UBool charge_budget(const void* budget, int32_t) {
+  auto* ticks_left = static_cast<int64_t*>(const_cast<void*>(budget));
+  return --*ticks_left >= 0;
+}
+
+[[noreturn]] void fail_match(const std::string& label, const std::string& pattern,
+                             UErrorCode status, size_t text_bytes) {
+  const std::string what = cat(label, ": the regular expression '", pattern, "' needs too much ");
+  if (status == U_REGEX_STOPPED_BY_CALLER)
+    fail(what,
+         "work on this text (it backtracks exponentially, as '(a+)+$' does on 'aaaa...!'); "
+         "simplify the pattern");
+  if (status == U_REGEX_STACK_OVERFLOW)
+    fail(what, "memory for backtracking on a text of ", text_bytes,
+         " bytes; simplify the pattern or give shorter text");
+  fail(label, ": matching the regular expression '", pattern, "' failed: ", u_errorName(status));
+}
+
+}  // namespace
+
+RegexBudget::RegexBudget(size_t text_bytes)
+    : ticks_left_(2000 + static_cast<int64_t>(text_bytes / 50)), outer_(current_budget) {
+  current_budget = this;
+}
+
+RegexBudget::~RegexBudget() {
+  current_budget = outer_;
+}
+
 struct Regex::Compiled {
   std::unique_ptr<icu::RegexPattern> pattern;
+  std::string source;  // the pattern as written, for errors
+  std::string label;
 };
 
-Regex::Regex(const std::string& pattern) : compiled_(std::make_unique<Compiled>()) {
+Regex::Regex(const std::string& pattern, std::string label)
+    : compiled_(std::make_unique<Compiled>()) {
+  compiled_->source = pattern;
+  compiled_->label = std::move(label);
   UErrorCode status = U_ZERO_ERROR;
   UParseError where{};
   compiled_->pattern.reset(
       icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(pattern), 0, where, status));
-  AS_CHECK(U_SUCCESS(status), "the regular expression '", pattern, "' does not compile (",
-           u_errorName(status), " at offset ", where.offset, ")");
+  AS_CHECK(U_SUCCESS(status), compiled_->label, ": the regular expression '", pattern,
+           "' does not compile (", u_errorName(status), " at offset ", where.offset, ")");
 }
 
 Regex::~Regex() = default;
 Regex::Regex(Regex&&) noexcept = default;
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) const {
+  std::optional<RegexBudget> own;  // when no caller set one
+  if (!current_budget) own.emplace(text.size());
   // Matching over UTF-8 through a UText keeps the indices in bytes.
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<UText, decltype(&utext_close)> input(
@@ -162,6 +214,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   check(status, "opening text for a regular expression");
   std::unique_ptr<icu::RegexMatcher> matcher(compiled_->pattern->matcher(status));
   check(status, "creating a regex matcher");
+  matcher->setMatchCallback(charge_budget, &current_budget->ticks_left_, status);
+  check(status, "setting a regex matcher's budget");
   matcher->reset(input.get());
   std::vector<std::pair<size_t, size_t>> out;
   while (matcher->find(status)) {
@@ -169,7 +223,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
     const auto end = static_cast<size_t>(matcher->end64(status));
     if (end > begin) out.emplace_back(begin, end);
   }
-  check(status, "matching a regular expression");
+  if (U_FAILURE(status)) [[unlikely]]
+    fail_match(compiled_->label, compiled_->source, status, text.size());
   return out;
 }
 

@@ -35,13 +35,36 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 const std::string& byte_to_char(uint8_t byte);
 std::optional<uint8_t> char_to_byte(char32_t c);
 
+/// Bounds the work of the regular expressions run while this object lives
+/// on this thread (one text being encoded, through all its stages): a
+/// hostile pattern such as "(a+)+$" backtracks exponentially, so matches
+/// charge ICU's work to the innermost budget, and a match that overdraws it
+/// stops with an error naming the pattern. The allowance grows with the
+/// text: real pre-tokenizing expressions need about 12 backtracking states
+/// per byte; the budget allows 200 per byte and 20 million to start with
+/// (under a second on hostile patterns, plus a few seconds per 256 KiB).
+class RegexBudget {
+ public:
+  explicit RegexBudget(size_t text_bytes);
+  ~RegexBudget();
+  RegexBudget(const RegexBudget&) = delete;
+  RegexBudget& operator=(const RegexBudget&) = delete;
+
+ private:
+  friend class Regex;
+  int64_t ticks_left_;  // ICU's unit: 10,000 backtracking states
+  RegexBudget* outer_;
+};
+
 /// A compiled ICU regular expression over UTF-8 text.
 class Regex {
  public:
-  explicit Regex(const std::string& pattern);
+  /// `label` names the pattern's place in errors ("FILE: pre_tokenizer.pattern.Regex").
+  Regex(const std::string& pattern, std::string label);
   ~Regex();
   Regex(Regex&&) noexcept;
-  /// Byte ranges [begin, end) of the successive non-empty matches.
+  /// Byte ranges [begin, end) of the successive non-empty matches, within
+  /// the current RegexBudget (or one for `text` alone).
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
 
  private:

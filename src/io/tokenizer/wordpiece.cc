@@ -1,6 +1,8 @@
 // WordPiece (BERT): each word is cut greedily into the longest vocabulary
 // entries from the left, pieces after the first carrying the "##" prefix; a
 // word with any part not in the vocabulary becomes the unknown token.
+#include <algorithm>
+
 #include "autoshard/error.h"
 #include "io/tokenizer/pipeline.h"
 #include "io/tokenizer/unicode.h"
@@ -16,18 +18,25 @@ class WordPiece final : public SubwordModel {
     const auto unk = vocab_.find(unk_token);
     AS_CHECK(unk, where, ": unk_token '", unk_token, "' is not in the vocabulary");
     unk_ = *unk;
+    for (const std::string& t : vocab_.tokens) longest_ = std::max(longest_, t.size());
   }
 
   void encode(const std::string& word, std::vector<int32_t>& ids) const override {
     const std::vector<std::string_view> chars = code_points(word);
     if (static_cast<int64_t>(chars.size()) > max_chars_) return ids.push_back(unk_);
+    const auto offset = [&](size_t i) {
+      return i < chars.size() ? static_cast<size_t>(chars[i].data() - word.data()) : word.size();
+    };
     std::vector<int32_t> pieces;
     for (size_t start = 0; start < chars.size();) {
+      // Candidates longer than the longest entry cannot match, so a long
+      // word costs its length times the longest entry's, not its square.
+      size_t end = start;
+      while (end < chars.size() && offset(end + 1) - offset(start) <= longest_) ++end;
       std::optional<int32_t> found;
-      size_t end = chars.size();
       for (; end > start; --end) {
-        std::string candidate = start > 0 ? prefix_ : "";
-        for (size_t i = start; i < end; ++i) candidate += chars[i];
+        const std::string candidate =
+            (start > 0 ? prefix_ : "") + word.substr(offset(start), offset(end) - offset(start));
         if ((found = vocab_.find(candidate))) break;
       }
       if (!found) return ids.push_back(unk_);
@@ -44,6 +53,7 @@ class WordPiece final : public SubwordModel {
   std::string prefix_;
   int64_t max_chars_;
   int32_t unk_ = 0;
+  size_t longest_ = 0;  // bytes of the longest entry
 };
 
 // WordLevel: each piece is one vocabulary entry, else the unknown token.
