@@ -50,7 +50,9 @@ struct TextCodec {
   bool reads_text() const { return tokenizer || bytes; }
   std::vector<int32_t> encode(const std::string& text) const {
     if (tokenizer) return tokenizer->encode(text);
-    return {text.begin(), text.end()};
+    // Bytes as ids 0-255: a plain char is signed, and 'é' would be -61.
+    return {reinterpret_cast<const uint8_t*>(text.data()),
+            reinterpret_cast<const uint8_t*>(text.data()) + text.size()};
   }
   std::string decode(const std::vector<int32_t>& ids) const {
     if (tokenizer) return tokenizer->decode(ids);
@@ -69,7 +71,7 @@ std::vector<int32_t> prompt_tokens(const GenerateOptions& o, const LanguageModel
   std::vector<int32_t> ids = codec.encode(o.prompt);
   AS_CHECK(!ids.empty(), "--prompt: the text gives no tokens");
   for (int32_t id : ids)
-    AS_CHECK(id < cfg.vocab_size(), "--prompt: the tokenizer gives id ", id,
+    AS_CHECK(id >= 0 && id < cfg.vocab_size(), "--prompt: the tokenizer gives id ", id,
              ", outside the model's vocabulary of ", cfg.vocab_size(),
              " (a tokenizer of another model?)");
   return ids;
