@@ -1,0 +1,171 @@
+// Keras's recurrent layers: LSTM, GRU, SimpleRNN and the Bidirectional
+// wrapper, with Keras 3's names, options, defaults and weights, so that
+// Keras or TensorFlow.js weights load by path:
+//
+//   LSTM       kernel [in, 4 units], recurrent_kernel [units, 4 units],
+//              bias [4 units]; gate columns in Keras's order i, f, c, o.
+//   GRU        kernel [in, 3 units], recurrent_kernel [units, 3 units], gate
+//              columns z, r, h; bias [2, 3 units] (input bias, recurrent
+//              bias) with reset_after (the default), [3 units] without.
+//   SimpleRNN  kernel [in, units], recurrent_kernel [units, units], bias [units].
+//   Bidirectional: "<name>.forward_<layer>.*" and "<name>.backward_<layer>.*".
+//
+// Inputs are [batch, time, features]. Each layer is composed from einsum
+// and elementwise ops: the input projection of every time step is ONE
+// einsum, then the recurrence is unrolled in the graph, one einsum (all gates
+// at once) and a few elementwise ops per step. So the planner can split it
+// like any other op sequence: over the batch (no communication) or over the
+// units (each gate's columns split, the state gathered every step).
+//
+// Differences from Keras, all documented in docs/layers.md: no masking
+// (ragged sequences), no `stateful`; `recurrent_initializer` defaults to
+// glorot_uniform (orthogonal needs a whole-matrix draw, which initializers
+// here, drawn element by element for any sharding, do not have), and
+// `unit_forget_bias` cannot yet set the forget gate's initial bias to one
+// (see RecurrentLayer's note).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/nn/layers.h"
+
+namespace autoshard {
+
+struct LSTMOptions {
+  AUTOSHARD_OPTION(std::string, activation, "tanh")
+  AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
+  AUTOSHARD_OPTION(bool, use_bias, true)
+  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
+  // Keras adds 1 to the forget gate's initial bias. Initializers here are
+  // one kind per weight, so this is kept as an option and documented; a
+  // loaded or set bias is used as given either way.
+  AUTOSHARD_OPTION(bool, unit_forget_bias, true)
+  // Fraction of the inputs (one mask over features, the same at every time
+  // step, as Keras draws it) and of the state fed to the recurrent product
+  // dropped while training.
+  AUTOSHARD_OPTION(double, dropout, 0.0)
+  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
+  AUTOSHARD_OPTION(uint64_t, seed, 0)
+  // The whole output sequence [batch, time, units] instead of the last step.
+  AUTOSHARD_OPTION(bool, return_sequences, false)
+  // call_with_states also returns the final states (h, c); operator() always
+  // returns the output only.
+  AUTOSHARD_OPTION(bool, return_state, false)
+  // Process time backwards; a returned sequence stays in processed
+  // (reversed) order, as Keras returns it.
+  AUTOSHARD_OPTION(bool, go_backwards, false)
+  AUTOSHARD_OPTION(std::string, name, "")
+};
+
+struct GRUOptions {
+  AUTOSHARD_OPTION(std::string, activation, "tanh")
+  AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
+  AUTOSHARD_OPTION(bool, use_bias, true)
+  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
+  AUTOSHARD_OPTION(double, dropout, 0.0)
+  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
+  AUTOSHARD_OPTION(uint64_t, seed, 0)
+  AUTOSHARD_OPTION(bool, return_sequences, false)
+  AUTOSHARD_OPTION(bool, return_state, false)
+  AUTOSHARD_OPTION(bool, go_backwards, false)
+  // true (Keras 3's default, cuDNN's form): hh = tanh(x_h + r * (h U_h + b_rh))
+  // with separate input and recurrent biases; false: hh = tanh(x_h + (r * h) U_h).
+  AUTOSHARD_OPTION(bool, reset_after, true)
+  AUTOSHARD_OPTION(std::string, name, "")
+};
+
+struct SimpleRNNOptions {
+  AUTOSHARD_OPTION(std::string, activation, "tanh")
+  AUTOSHARD_OPTION(bool, use_bias, true)
+  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
+  AUTOSHARD_OPTION(double, dropout, 0.0)
+  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
+  AUTOSHARD_OPTION(uint64_t, seed, 0)
+  AUTOSHARD_OPTION(bool, return_sequences, false)
+  AUTOSHARD_OPTION(bool, return_state, false)
+  AUTOSHARD_OPTION(bool, go_backwards, false)
+  AUTOSHARD_OPTION(std::string, name, "")
+};
+
+// What LSTM, GRU and SimpleRNN share. As a Layer it takes [x] or, as Keras's
+// list form, [x, initial states...] and returns the output (the last step's
+// h, or the sequence with return_sequences).
+class RecurrentLayer : public Layer {
+ public:
+  struct Impl;
+  // Keras's call with return_state: the output followed by the final states
+  // (LSTM: h, c; GRU and SimpleRNN: h), starting from `initial_state` (zeros
+  // when empty). Traced under the layer's name scope, like operator().
+  std::vector<Value> call_with_states(Trace& trace, Value x,
+                                      const std::vector<Value>& initial_state = {}) const;
+  int64_t units() const;
+  // 2 for LSTM (h, c), 1 otherwise.
+  int state_count() const;
+  const Impl& impl() const { return *rnn_; }
+
+ protected:
+  explicit RecurrentLayer(std::shared_ptr<Impl> impl);
+
+ private:
+  std::shared_ptr<Impl> rnn_;
+};
+
+// Long short-term memory (Hochreiter & Schmidhuber 1997) as Keras computes it:
+// z = x W + h U + b split into i, f, c, o; c' = sig(f) c + sig(i) tanh(c_z);
+// h' = sig(o) tanh(c').
+class LSTM : public RecurrentLayer {
+ public:
+  explicit LSTM(int64_t units, LSTMOptions options = {});
+};
+
+// Gated recurrent unit (Cho et al. 2014) as Keras computes it:
+// h' = z h + (1 - z) hh.
+class GRU : public RecurrentLayer {
+ public:
+  explicit GRU(int64_t units, GRUOptions options = {});
+};
+
+// h' = activation(x W + h U + b).
+class SimpleRNN : public RecurrentLayer {
+ public:
+  explicit SimpleRNN(int64_t units, SimpleRNNOptions options = {});
+};
+
+struct BidirectionalOptions {
+  // "concat" (forward then backward along the last axis), "sum", "mul",
+  // "ave", or "none" (call_with_states only: both outputs, unmerged).
+  AUTOSHARD_OPTION(std::string, merge_mode, "concat")
+  AUTOSHARD_OPTION(std::string, name, "")
+};
+
+// Runs a copy of `layer` forwards ("forward_<name>") and one with
+// go_backwards flipped ("backward_<name>") over the same input, reverses the
+// backward sequence back into time order, and merges the two outputs. With
+// return_state, call_with_states returns the output(s), then the forward
+// layer's states, then the backward layer's; initial states are given in the
+// same order (the first half to the forward layer).
+class Bidirectional : public Layer {
+ public:
+  struct Impl;
+  explicit Bidirectional(const RecurrentLayer& layer, BidirectionalOptions options = {});
+  // A given backward layer (its own name and options; its go_backwards must
+  // differ from the forward layer's, return_sequences and return_state match).
+  Bidirectional(const RecurrentLayer& layer, const RecurrentLayer& backward_layer,
+                BidirectionalOptions options = {});
+  std::vector<Value> call_with_states(Trace& trace, Value x,
+                                      const std::vector<Value>& initial_state = {}) const;
+
+ private:
+  explicit Bidirectional(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> bi_;
+};
+
+}  // namespace autoshard
