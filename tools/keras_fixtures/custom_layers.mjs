@@ -11,6 +11,11 @@
 //   Subtract          (not in TF.js)
 //   KerasHardSigmoid  Keras 3's hard_sigmoid relu6(x + 3) / 6; TF.js's
 //                     'hardSigmoid' is Keras 2's clip(0.2 x + 0.5, 0, 1)
+//   KerasAveragePooling  AveragePooling1D/2D with padding 'same', and
+//   KerasUpSampling2D    UpSampling2D: TF.js computes their outputs right but
+//                     their input gradients wrong (avgPool's 'same' gradient
+//                     and resizeNearestNeighbor's gradient), so these are
+//                     written from ops whose gradients are right
 import * as tf from '@tensorflow/tfjs';
 
 const ACTIVATIONS = {
@@ -204,6 +209,68 @@ export class GroupNormalization extends tf.layers.Layer {
   getConfig() { return {...super.getConfig(), groups: this.groups, epsilon: this.epsilon}; }
 }
 
+// Average pooling with TensorFlow's 'same' padding (the odd zero after; each
+// window averages only its positions inside the input): pad with zeros, sum
+// each window with a 'valid' pool, divide by the window's count of real
+// positions (the same pool over padded ones).
+export class KerasAveragePooling extends tf.layers.Layer {
+  static className = 'KerasAveragePooling';
+  constructor(config) {
+    super(config);
+    this.rank = config.rank;
+    this.poolSize = config.poolSize;
+    this.strides = config.strides;
+  }
+  outputSize(n, i) { return Math.ceil(n / this.strides[i]); }
+  computeOutputShape(s) {
+    return [s[0], ...s.slice(1, 1 + this.rank).map((n, i) => this.outputSize(n, i)),
+            s[s.length - 1]];
+  }
+  call(inputs) {
+    return tf.tidy(() => {
+      let x = Array.isArray(inputs) ? inputs[0] : inputs;
+      if (this.rank === 1) x = tf.expandDims(x, 1);
+      const size = this.rank === 1 ? [1, this.poolSize[0]] : this.poolSize;
+      const strides = this.rank === 1 ? [1, this.strides[0]] : this.strides;
+      const pads = [[0, 0]];
+      for (let i = 0; i < 2; ++i) {
+        const n = x.shape[i + 1], out = Math.ceil(n / strides[i]);
+        const total = Math.max((out - 1) * strides[i] + size[i] - n, 0);
+        pads.push([Math.floor(total / 2), total - Math.floor(total / 2)]);
+      }
+      pads.push([0, 0]);
+      const sums = tf.avgPool(tf.pad(x, pads), size, strides, 'valid');
+      const counts = tf.avgPool(tf.pad(tf.onesLike(x), pads), size, strides, 'valid');
+      const y = tf.div(sums, counts);
+      return this.rank === 1 ? tf.squeeze(y, [1]) : y;
+    });
+  }
+  getConfig() {
+    return {...super.getConfig(), rank: this.rank, poolSize: this.poolSize,
+            strides: this.strides, padding: 'same'};
+  }
+}
+
+// Nearest-neighbour up-sampling by whole factors: each row repeated size[0]
+// times and each column size[1] times, by broadcasting.
+export class KerasUpSampling2D extends tf.layers.Layer {
+  static className = 'KerasUpSampling2D';
+  constructor(config) {
+    super(config);
+    this.size = config.size;
+  }
+  computeOutputShape(s) { return [s[0], s[1] * this.size[0], s[2] * this.size[1], s[3]]; }
+  call(inputs) {
+    return tf.tidy(() => {
+      const x = Array.isArray(inputs) ? inputs[0] : inputs;
+      const [b, h, w, c] = x.shape, [sh, sw] = this.size;
+      const spread = tf.mul(tf.reshape(x, [b, h, 1, w, 1, c]), tf.ones([1, 1, sh, 1, sw, 1]));
+      return tf.reshape(spread, [b, h * sh, w * sw, c]);
+    });
+  }
+  getConfig() { return {...super.getConfig(), size: this.size, interpolation: 'nearest'}; }
+}
+
 export class Subtract extends tf.layers.Layer {
   static className = 'Subtract';
   computeOutputShape(inputShape) { return inputShape[0]; }
@@ -221,6 +288,6 @@ export class KerasHardSigmoid extends tf.layers.Layer {
   }
 }
 
-for (const c of [KerasConv, GRUResetAfter, GroupNormalization, Subtract, KerasHardSigmoid]) {
+for (const c of [KerasConv, KerasAveragePooling, KerasUpSampling2D, GRUResetAfter, GroupNormalization, Subtract, KerasHardSigmoid]) {
   tf.serialization.registerClass(c);
 }

@@ -63,6 +63,10 @@ const DIFFERENCES = [
   'Losses follow Keras 3: mean over the batch (sum_over_batch_size); probabilities clipped to ' +
       '[1e-7, 1 - 1e-7]; categorical label_smoothing y (1 - s) + s / classes, binary ' +
       'y (1 - s) + s / 2; several outputs sum loss_weight * loss.',
+  "TF.js's AveragePooling with padding 'same' and UpSampling2D give the right outputs but " +
+      'wrong input gradients (tf.avgPool same, tf.image.resizeNearestNeighbor): the custom ' +
+      'layers KerasAveragePooling and KerasUpSampling2D compute them from ops whose ' +
+      'gradients are right (checked against hand-written sums).',
   'TF.js BatchNormalization fails in training with center=false or scale=false (it reads the ' +
       'missing beta or gamma), so the fixtures keep both.',
   'LSTM bias is drawn at random like every other weight (unit_forget_bias only sets the ' +
@@ -115,9 +119,13 @@ function makeLayer(spec) {
     case 'SeparableConv2D': return tf.layers.separableConv2d(args);
     case 'Conv2DTranspose': return tf.layers.conv2dTranspose(args);
     case 'MaxPooling1D': return tf.layers.maxPooling1d(args);
-    case 'AveragePooling1D': return tf.layers.averagePooling1d(args);
+    case 'AveragePooling1D':
+      if (c.padding === 'same') return new custom.KerasAveragePooling({...args, rank: 1});
+      return tf.layers.averagePooling1d(args);
     case 'MaxPooling2D': return tf.layers.maxPooling2d(args);
-    case 'AveragePooling2D': return tf.layers.averagePooling2d(args);
+    case 'AveragePooling2D':
+      if (c.padding === 'same') return new custom.KerasAveragePooling({...args, rank: 2});
+      return tf.layers.averagePooling2d(args);
     case 'GlobalAveragePooling1D': return tf.layers.globalAveragePooling1d(args);
     case 'GlobalMaxPooling1D': return tf.layers.globalMaxPooling1d(args);
     case 'GlobalAveragePooling2D': return tf.layers.globalAveragePooling2d(args);
@@ -139,7 +147,7 @@ function makeLayer(spec) {
     case 'Average': return tf.layers.average(args);
     case 'Maximum': return tf.layers.maximum(args);
     case 'ZeroPadding2D': return tf.layers.zeroPadding2d(args);
-    case 'UpSampling2D': return tf.layers.upSampling2d(args);
+    case 'UpSampling2D': return new custom.KerasUpSampling2D(args);
     case 'Cropping2D': return tf.layers.cropping2D(args);
     case 'Rescaling': return tf.layers.rescaling(args);
     case 'Activation': return tf.layers.activation(args);
