@@ -28,6 +28,7 @@
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/nn/recurrent_layers.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/executor.h"
@@ -85,6 +86,54 @@ bool known_activation(const std::string& name) {
   }
 }
 
+// LSTM, GRU and SimpleRNN, alone or inside Bidirectional. return_state's
+// several outputs reach a functional model only through nodes with ":k".
+std::optional<RecurrentLayer> make_rnn(const json& l) {
+  const std::string cls = l.at("class_name"), name = l.at("name");
+  const json& c = l.at("config");
+  if (cls == "LSTM")
+    return LSTM(c.at("units"), LSTMOptions()
+                                   .activation(c.at("activation"))
+                                   .recurrent_activation(c.at("recurrent_activation"))
+                                   .use_bias(c.at("use_bias"))
+                                   .unit_forget_bias(c.at("unit_forget_bias"))
+                                   .return_sequences(c.at("return_sequences"))
+                                   .return_state(c.at("return_state"))
+                                   .go_backwards(c.at("go_backwards"))
+                                   .name(name));
+  if (cls == "GRU")
+    return GRU(c.at("units"), GRUOptions()
+                                  .activation(c.at("activation"))
+                                  .recurrent_activation(c.at("recurrent_activation"))
+                                  .use_bias(c.at("use_bias"))
+                                  .reset_after(c.at("reset_after"))
+                                  .return_sequences(c.at("return_sequences"))
+                                  .return_state(c.at("return_state"))
+                                  .go_backwards(c.at("go_backwards"))
+                                  .name(name));
+  if (cls == "SimpleRNN")
+    return SimpleRNN(c.at("units"), SimpleRNNOptions()
+                                        .activation(c.at("activation"))
+                                        .use_bias(c.at("use_bias"))
+                                        .return_sequences(c.at("return_sequences"))
+                                        .return_state(c.at("return_state"))
+                                        .go_backwards(c.at("go_backwards"))
+                                        .name(name));
+  return std::nullopt;
+}
+
+std::optional<Layer> make_recurrent(const json& l, Missing& /*missing*/) {
+  if (l.at("class_name") == "Bidirectional") {
+    std::optional<RecurrentLayer> inner = make_rnn(l.at("config").at("layer"));
+    if (!inner) return std::nullopt;
+    return Bidirectional(
+        *inner,
+        BidirectionalOptions().merge_mode(l.at("config").at("merge_mode")).name(l.at("name")));
+  }
+  if (std::optional<RecurrentLayer> rnn = make_rnn(l)) return Layer(*rnn);
+  return std::nullopt;
+}
+
 // The C++ layer of one Keras 3 layer spec, or nullopt with `missing` set.
 std::optional<Layer> make_layer(const json& l, Missing& missing) {
   const std::string cls = l.at("class_name"), name = l.at("name");
@@ -106,6 +155,16 @@ std::optional<Layer> make_layer(const json& l, Missing& missing) {
     return Activation(*a, name);
   }
   if (cls == "Add") return Add(name);
+  if (cls == "LeakyReLU") {
+    // autoshard's leaky_relu has Keras 3's default negative slope, 0.2.
+    if (c.at("negative_slope") != 0.2 || !known_activation("leaky_relu"))
+      return missing.note("LeakyReLU(negative_slope=" + c.at("negative_slope").dump() + ")"),
+             std::nullopt;
+    return Activation("leaky_relu", name);
+  }
+  if (cls == "Embedding")
+    return Embedding(c.at("input_dim"), c.at("output_dim"), EmbeddingOptions().name(name));
+  if (std::optional<Layer> rnn = make_recurrent(l, missing)) return rnn;
   missing.note("layer " + cls);
   return std::nullopt;
 }
@@ -384,7 +443,9 @@ TEST(KerasLayersFixtures, EveryModelHasItsTensors) {
       const std::string path = w.at("path");
       ASSERT_TRUE(ref.contains(path)) << m.at("name") << ": " << path;
       EXPECT_EQ(ref.entry(path).shape, w.at("shape").get<Shape>()) << path;
-      if (w.at("trainable")) EXPECT_TRUE(ref.contains("grad/" + path)) << path;
+      if (w.at("trainable")) {
+        EXPECT_TRUE(ref.contains("grad/" + path)) << path;
+      }
     }
     for (const json& in : m.at("inputs"))
       EXPECT_TRUE(ref.contains("input/" + std::string(in.at("name")))) << m.at("name");
