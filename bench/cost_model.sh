@@ -39,7 +39,7 @@ for pass in $(seq 1 "$passes"); do
       IFS='|' read -r name args <<<"$p"
       $cli plan --model "$model" --batch "$batch" --seq "$seq" $args --predict --json > "$work/plan.json"
       $cli train --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" --sample 0 \
-        --lr-schedule constant $args --log "$work/log.jsonl" > /dev/null 2>&1
+        --lr-schedule constant $args --overwrite --log "$work/log.jsonl" > /dev/null 2>&1
       row=$(python3 - "$work/plan.json" "$work/log.jsonl" "$model" "$name" <<'PY'
 import json, statistics, sys
 plan = json.load(open(sys.argv[1]))["predicted"]

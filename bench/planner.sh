@@ -44,7 +44,7 @@ measure() {  # model batch seq mesh steps
   while read -r p; do
     IFS='|' read -r name args <<<"$p"
     $cli train --model "$1" --batch "$2" --seq "$3" --mesh "$4" --steps "$5" --sample 0 \
-      --lr-schedule constant $args --log "$work/log.jsonl" < /dev/null > /dev/null 2>&1
+      --lr-schedule constant $args --overwrite --log "$work/log.jsonl" < /dev/null > /dev/null 2>&1
     python3 - "$work/log.jsonl" "$1" "$4" "$name" <<'PY'
 import json, statistics, sys
 log = [json.loads(l) for l in open(sys.argv[1])]
@@ -60,7 +60,7 @@ measure_devices() {  # model batch seq devices steps: each plan on its own mesh 
   while read -r p; do
     IFS='|' read -r name args <<<"$p"
     $cli train --model "$1" --batch "$2" --seq "$3" --steps "$5" --sample 0 \
-      --lr-schedule constant $args --log "$work/log.jsonl" < /dev/null > "$work/out" 2>&1
+      --lr-schedule constant $args --overwrite --log "$work/log.jsonl" < /dev/null > "$work/out" 2>&1
     python3 - "$work/log.jsonl" "$1" "$n devices" "$name" "$work/out" <<'PY'
 import json, re, statistics, sys
 log = [json.loads(l) for l in open(sys.argv[1])]

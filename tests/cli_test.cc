@@ -456,7 +456,8 @@ TEST_F(Cli, BadInputGetsOneLineErrors) {
   for (int i = 0; i < 200; ++i) bin += "\x01";
   expect_error(run("train --model tiny --batch 1 --seq 8 --data " + write("ids.bin", bin)),
                "holds token id");
-  expect_error(run("train --data " + (dir_ / "nope.txt").string()), "cannot open data file");
+  expect_error(run("train --data " + (dir_ / "nope.txt").string()),
+               "data file '" + (dir_ / "nope.txt").string() + "' cannot be read");
   expect_error(run("train --model tiny --data " + write("odd.bin", "abc")), "odd number of bytes");
   expect_error(run("train --mesh data=2,model=x"), "is not an integer");
   expect_error(run("train --mesh model=1000"), "at most 256");

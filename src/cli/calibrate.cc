@@ -13,6 +13,7 @@
 #include "autoshard/error.h"
 #include "autoshard/plan/calibration.h"
 #include "cli/commands.h"
+#include "cli/output_file.h"
 
 namespace autoshard::cli {
 
@@ -22,6 +23,7 @@ struct CalibrateArgs {
   std::string out;
   bool quick = false;
   bool mpi = true;
+  bool overwrite = false;
 };
 
 std::string self_path() {
@@ -56,29 +58,28 @@ std::optional<LinkLevel> measure_mpi(bool quick) {
 
 void run_calibrate(const CalibrateArgs& a) {
   const World& world = World::process();
-  Calibration cal = calibrate({a.quick});
+  // --out is the user's file (output_file.h's rule, checked before
+  // measuring); the "cpu" preset's own file is refreshed in place.
   const std::string out = a.out.empty() ? Cluster::calibration_path() : a.out;
+  const bool overwrite = a.overwrite || a.out.empty();
+  if (world.leader()) {
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    if (a.out.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+    check_output_path(out, "--out", overwrite);
+  }
+  Calibration cal = calibrate({a.quick});
   if (world.distributed()) {
     // Rank 0 writes the MPI link into a cluster file of its own.
     if (!world.leader()) return;
     Cluster c = Cluster::preset("a100-80g");  // any complete cluster to carry the link
     c.mpi_link = cal.cluster.mpi_link;
-    std::ofstream(out) << c.to_json() << "\n";
+    write_output_file(out, "--out", c.to_json() + "\n", overwrite);
     return;
   }
   if (a.mpi) cal.cluster.mpi_link = measure_mpi(a.quick);
-  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
   nlohmann::json j = nlohmann::json::parse(cal.cluster.to_json());
   j["measurements"] = cal.measurements;
-  const std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp);
-    AS_CHECK(f.good(), "cannot write '", out, "'");
-    f << j.dump(2) << "\n";
-    AS_CHECK(f.good(), "writing '", out, "' failed");
-  }
-  std::filesystem::rename(tmp, out);
+  write_output_file(out, "--out", j.dump(2) + "\n", overwrite);
   const Cluster& c = cal.cluster;
   std::printf("calibrated this machine (%d cores) into %s\n", c.shared_cores, out.c_str());
   std::printf("  GEMM peak        %.1f GFLOP/s per core (%.1f all cores)\n",
@@ -109,6 +110,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "write to FILE instead of the 'cpu' preset's place");
   cmd->add_flag("--quick", a->quick, "fewer measurements (seconds)");
   cmd->add_flag("!--no-mpi", a->mpi, "skip measuring MPI collectives");
+  add_overwrite(cmd, a->overwrite);
   cmd->callback([a] { run_calibrate(*a); });
 }
 

@@ -5,11 +5,13 @@
 #include <cctype>
 #include <filesystem>
 
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/language_model.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/output_file.h"
 
 namespace autoshard::cli {
 
@@ -20,13 +22,7 @@ struct ConvertOptions {
   double max_shard_bytes = 0;
 };
 
-void run_convert(const ConvertOptions& o) {
-  // Convert makes something new: it never replaces what is there.
-  AS_CHECK(!std::filesystem::exists(o.out), "convert: '", o.out,
-           "' already exists (remove it or choose another OUT)");
-  const std::filesystem::path parent = std::filesystem::path(o.out).parent_path();
-  AS_CHECK(parent.empty() || std::filesystem::is_directory(parent), "convert: cannot create '",
-           o.out, "': '", parent.string(), "' is not a directory");
+void convert(const ConvertOptions& o) {
   const LanguageModelConfig cfg = LanguageModelConfig::of(o.model.empty() ? o.in : o.model);
   if (o.out.ends_with(".bin")) {  // llm.c: GPT-2 only
     AS_CHECK(std::holds_alternative<GPT2Config>(cfg.config),
@@ -42,6 +38,17 @@ void run_convert(const ConvertOptions& o) {
   for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   save_language_model_hf(*model, o.out,
                          {.dtype = dtype, .max_shard_bytes = uint64_t(o.max_shard_bytes)});
+}
+
+void run_convert(const ConvertOptions& o) {
+  // Convert makes something new: it never replaces what is there (not even
+  // with --overwrite, which it does not take: OUT may be a directory).
+  check_output_path(o.out, "convert: OUT", /*overwrite=*/false, /*offer_overwrite=*/false);
+  // Under mpirun rank 0 converts alone (every rank writing OUT would race
+  // and leave temporaries); the others wait for it, and its error stops them.
+  const World& world = World::process();
+  if (world.leader()) convert(o);
+  world.barrier();
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "autoshard/runtime/executor.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/output_file.h"
 
 namespace autoshard::cli {
 namespace {
@@ -24,6 +25,7 @@ struct PlanOptions : CommonOptions {
   bool predict = false;
   std::string export_problem;
   std::string dtype = "f32";
+  bool overwrite = false;  // --out and --export-problem may replace files
 };
 
 std::string mib(double bytes) {
@@ -87,6 +89,10 @@ std::string what_else_might_fit(const PlanOptions& o) {
 }
 
 void run_plan(PlanOptions& o) {
+  // Output paths are checked before planning (cli/output_file.h's rule).
+  if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
+  if (!o.export_problem.empty())
+    check_output_path(o.export_problem, "--export-problem", o.overwrite);
   const LanguageModelConfig cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
@@ -180,17 +186,15 @@ void run_plan(PlanOptions& o) {
                         {"total", largest(total)}}}};
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) {
     j["reasons"] = a->reasons();
-    if (!o.export_problem.empty()) a->problem().write(o.export_problem);
+    if (!o.export_problem.empty())
+      write_output_file(o.export_problem, "--export-problem", a->problem().to_json() + "\n",
+                        o.overwrite);
   } else {
     AS_CHECK(o.export_problem.empty(),
              "--export-problem needs --plan auto (only AutoShard poses a problem)");
   }
   if (predicted) j["predicted"] = prediction_json(*predicted);
-  if (!o.out.empty()) {
-    std::ofstream f(o.out);
-    AS_CHECK(f.good(), "cannot write '", o.out, "'");
-    f << j.dump(2) << "\n";
-  }
+  if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -235,6 +239,7 @@ void add_plan_command(CLI::App& app) {
   cmd->get_option("--cluster")->each([o](const std::string&) { o->predict = true; });
   cmd->add_option("--export-problem", o->export_problem,
                   "write the problem AutoShard solved (IOPDDL JSON, for autoshard solve)");
+  add_overwrite(cmd, o->overwrite);
   cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();

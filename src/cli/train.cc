@@ -23,6 +23,7 @@
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/output_file.h"
 
 namespace autoshard::cli {
 namespace {
@@ -39,6 +40,7 @@ struct TrainOptions : CommonOptions {
   double weight_decay = 0.1, clip = 1.0;
   double temperature = 0.6;
   std::string log;
+  bool overwrite = false;  // --log may replace an existing file
   std::string checkpoint_dir;
   int64_t save_every = 0;
   int keep = 0;
@@ -239,6 +241,10 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
 }
 
 void run_train(TrainOptions& o) {
+  // Under mpirun only rank 0 prints and writes the log. Its path is checked
+  // before any long work; a resumed run appends to its log.
+  const bool printer = World::process().leader();
+  if (!o.log.empty() && printer && !o.resume) check_output_path(o.log, "--log", o.overwrite);
   const LanguageModelConfig cfg = model_config(o);
   TokenData data = load_data(
       o, cfg,
@@ -256,13 +262,8 @@ void run_train(TrainOptions& o) {
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   std::unique_ptr<CheckpointManager> manager;
   const int64_t start = open_checkpoints(o, model, manager);
-  // Under mpirun only rank 0 prints and writes the log.
-  const bool printer = World::process().leader();
   std::ofstream log;
-  if (!o.log.empty() && printer) {
-    log.open(o.log, start > 0 ? std::ios::app : std::ios::trunc);
-    AS_CHECK(log.good(), "cannot write log file '", o.log, "'");
-  }
+  if (!o.log.empty() && printer) log = open_output_stream(o.log, "--log", o.overwrite, o.resume);
   const auto& dist = model.distribution_strategy();
   if (printer)
     std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
@@ -381,7 +382,9 @@ void add_train_command(CLI::App& app) {
       ->default_str("");
   add_real(cmd, "--weight-decay", o->weight_decay, 0, 1e3, false, "AdamW decoupled weight decay");
   add_real(cmd, "--clip", o->clip, 0, 1e30, false, "clip the global gradient norm (0: off)");
-  cmd->add_option("--log", o->log, "write one JSON object per step to FILE");
+  cmd->add_option("--log", o->log,
+                  "write one JSON object per step to FILE (a new file; --resume appends)");
+  add_overwrite(cmd, o->overwrite);
   add_int(cmd, "--sample", o->sample, 0, int64_t{1} << 20,
           "bytes to generate after training (byte vocabularies)")
       ->default_str("300");
@@ -391,7 +394,7 @@ void add_train_command(CLI::App& app) {
                   "save checkpoints under DIR (step-NNNNNNNN/)");
   add_int(cmd, "--save-every", o->save_every, 0, kMax,
           "save every N steps, in the background (0: only at the end)");
-  add_int(cmd, "--keep", o->keep, 0, 1 << 30, "keep the last K checkpoints (0: all)");
+  add_int(cmd, "--keep", o->keep, 0, 1 << 30, "keep this run's last K checkpoints (0: all)");
   cmd->add_flag("--resume", o->resume, "continue from the latest checkpoint in --checkpoint-dir");
   cmd->add_option("--sampling", o->sampling,
                   "how batches are cut from the data: random windows (seeded by --seed) or "

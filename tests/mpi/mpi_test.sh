@@ -21,7 +21,8 @@ same_losses() {
          END { exit (bad || n == 0) }'
 }
 
-args="train --model tiny --batch 6 --seq 16 --steps 5 --sample 0 --lr 3e-3"
+# (--overwrite: each case writes its logs again.)
+args="train --model tiny --batch 6 --seq 16 --steps 5 --sample 0 --lr 3e-3 --overwrite"
 for case in "2 model=2" "2 data=2" "3 model=3" "3 data=3" "4 data=2,model=2" "4 model=4"; do
   np=${case%% *}; mesh=${case#* }
   $cli $args --mesh "$mesh" --log "$work/threads.jsonl" >/dev/null 2>&1
@@ -86,17 +87,27 @@ else
   fail "MPI checkpoint resume"
 fi
 
-# Saving again into the same checkpoint directory (the step directories are
-# replaced) keeps the ranks agreeing on every temporary name.
+# Resuming twice in one checkpoint directory keeps the ranks agreeing on
+# every temporary name, and --keep prunes the run's own older checkpoints.
 ok_all=1
 for run in 1 2 3; do
-  mpirun -np 2 "$cli" train --model tiny --batch 6 --seq 16 --steps 4 --sample 0 --mesh model=2 \
-    --checkpoint-dir "$work/again" --save-every 2 >"$work/out" 2>&1 || { ok_all=0; cat "$work/out"; }
+  mpirun -np 2 "$cli" train --model tiny --batch 6 --seq 16 --steps $((run * 4)) --sample 0 --mesh model=2 \
+    --checkpoint-dir "$work/again" --save-every 2 --keep 2 $([ $run = 1 ] || echo --resume) \
+    >"$work/out" 2>&1 || { ok_all=0; cat "$work/out"; }
 done
-if [ "$ok_all" = 1 ] && [ -f "$work/again/step-00000004/model.safetensors" ]; then
-  pass "three runs saving over the same step directories on 2 ranks"
+if [ "$ok_all" = 1 ] && [ "$(ls -A "$work/again" | tr '\n' ' ')" = "step-00000010 step-00000012 " ]; then
+  pass "three runs resuming in one checkpoint directory on 2 ranks keep the last 2 steps"
 else
-  fail "saving over existing step directories under MPI"
+  fail "resuming and pruning under MPI: $(ls -A "$work/again" | tr '\n' ' ')"
+fi
+
+# convert under mpirun: rank 0 converts alone, nothing else is left behind.
+mkdir -p "$work/conv"
+if mpirun -np 2 "$cli" convert "$(dirname "$0")/../data/hf_llama" "$work/conv/out" >"$work/out" 2>&1 &&
+   [ "$(ls -A "$work/conv" | tr '\n' ' ')" = "out " ] && [ -f "$work/conv/out/config.json" ]; then
+  pass "convert on 2 ranks writes OUT once and leaves no temporary"
+else
+  fail "convert under MPI: $(ls -A "$work/conv" | tr '\n' ' ')"; cat "$work/out"
 fi
 
 # A rank that fails with an error stops every rank, naming itself.
