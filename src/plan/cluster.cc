@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 #include <thread>
 
+#include "autoshard/environment.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/runtime/memory.h"
 
 namespace autoshard {
@@ -71,19 +73,83 @@ Cluster cpu_default() {
   return c;
 }
 
-double number(const nlohmann::json& j, const char* key, const std::string& where) {
-  AS_CHECK(j.contains(key) && j[key].is_number(), "cluster '", where, "': \"", key,
-           "\" must be a number");
-  const double v = j[key].get<double>();
-  AS_CHECK(std::isfinite(v) && v >= 0, "cluster '", where, "': \"", key,
-           "\" must be a finite number >= 0");
-  return v;
-}
+// A cluster file's fields, range-checked against physical bounds (see
+// docs/cost-model.md): a figure outside them is a typo or a unit mistake,
+// and would drive the cost model's times to 0, infinity or below zero.
+class ClusterFields {
+ public:
+  explicit ClusterFields(std::string source) : source_(std::move(source)) {}
+
+  // An object whose keys must all be known (a misspelt field would silently
+  // fall back to its default).
+  const nlohmann::json& object(const nlohmann::json& parent, const char* key,
+                               std::initializer_list<const char*> known) const {
+    AS_CHECK(parent.contains(key), in(), "needs \"", key, "\"");
+    const nlohmann::json& j = parent[key];
+    check_keys(j, key, known);
+    return j;
+  }
+  void check_keys(const nlohmann::json& j, const std::string& what,
+                  std::initializer_list<const char*> known) const {
+    AS_CHECK(j.is_object(), in(), "\"", what, "\" must be an object");
+    for (const auto& [k, v] : j.items()) {
+      bool ok = false;
+      for (const char* name : known) ok = ok || k == name;
+      if (ok) continue;
+      std::string list;
+      for (const char* name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+      fail(in(), "\"", what, "\" has an unknown field \"", k, "\" (known: ", list, ")");
+    }
+  }
+  // A number in [lo, hi], or `fallback` when absent; `zero_ok`: 0 also
+  // (meaning "not modelled").
+  double number(const nlohmann::json& j, const char* key, double lo, double hi,
+                std::optional<double> fallback = std::nullopt, bool zero_ok = false) const {
+    if (!j.contains(key)) {
+      AS_CHECK(fallback.has_value(), in(), "needs \"", key, "\" (a number from ", lo, " to ", hi,
+               ")");
+      return *fallback;
+    }
+    AS_CHECK(j[key].is_number(), in(), "\"", key, "\" must be a number, not ", j[key].type_name());
+    const double v = j[key].get<double>();
+    AS_CHECK(std::isfinite(v) && ((v >= lo && v <= hi) || (zero_ok && v == 0)), in(), "\"", key,
+             "\" is ", v, "; it must be ", zero_ok ? "0 or " : "", "from ", lo, " to ", hi,
+             " (see docs/cost-model.md)");
+    return v;
+  }
+  int whole(const nlohmann::json& j, const char* key, int lo, int hi,
+            std::optional<double> fallback = std::nullopt) const {
+    const double v = number(j, key, lo, hi, fallback);
+    AS_CHECK(v == std::floor(v), in(), "\"", key, "\" is ", v, "; it must be a whole number");
+    return static_cast<int>(v);
+  }
+  std::string text(const nlohmann::json& j, const char* key, const std::string& fallback) const {
+    if (!j.contains(key)) return fallback;
+    AS_CHECK(j[key].is_string(), in(), "\"", key, "\" must be a string, not ", j[key].type_name());
+    return j[key].get<std::string>();
+  }
+  std::string in() const { return "cluster '" + source_ + "': "; }
+
+ private:
+  std::string source_;
+};
+
+// Physical bounds of a cluster's figures (docs/cost-model.md lists them).
+constexpr double kMinRate = 1e6;    // FLOP/s and bytes/s: a megaflop, a megabyte per second
+constexpr double kMaxFlops = 1e18;  // an exaflop per device
+constexpr double kMaxBandwidth = 1e15;
+constexpr double kMaxBytes = 1e15;  // a petabyte per device
+constexpr double kMinFraction = 1e-3;
+constexpr int kMaxCores = 1 << 16;
+constexpr int kMaxGroup = 1 << 24;  // the largest mesh
+
+// A cluster file is a few kilobytes; a megabyte is surely something else.
+constexpr uint64_t kMaxClusterFileBytes = 1 << 20;
 
 }  // namespace
 
 std::string Cluster::calibration_path() {
-  if (const char* home = std::getenv("AUTOSHARD_HOME")) return std::string(home) + "/cpu.json";
+  if (const std::optional<std::string> home = env::home()) return *home + "/cpu.json";
   const char* user = std::getenv("HOME");
   return std::string(user ? user : ".") + "/.cache/autoshard/cpu.json";
 }
@@ -93,12 +159,8 @@ Cluster Cluster::preset(const std::string& name) {
   if (name == "h100-80g") return h100();
   if (name == "cpu") {
     const std::string path = calibration_path();
-    if (std::filesystem::exists(path)) {
-      std::ifstream in(path);
-      std::stringstream text;
-      text << in.rdbuf();
-      return from_json(text.str(), path);
-    }
+    if (std::filesystem::exists(path))
+      return from_json(read_input_file(path, "calibration", kMaxClusterFileBytes), path);
     return cpu_default();
   }
   fail("unknown cluster '", name, "' (known: cpu, a100-80g, h100-80g; or a cluster JSON file)");
@@ -107,11 +169,8 @@ Cluster Cluster::preset(const std::string& name) {
 Cluster Cluster::named(const std::string& name_or_file) {
   if (name_or_file.find('/') == std::string::npos && !name_or_file.ends_with(".json"))
     return preset(name_or_file);
-  std::ifstream in(name_or_file);
-  AS_CHECK(in.good(), "cannot open cluster file '", name_or_file, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), name_or_file);
+  return from_json(read_input_file(name_or_file, "cluster file", kMaxClusterFileBytes),
+                   name_or_file);
 }
 
 Cluster Cluster::from_json(const std::string& text, const std::string& source) {
@@ -121,74 +180,70 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   } catch (const std::exception& e) {
     fail("cluster '", source, "' is not valid JSON: ", e.what());
   }
-  AS_CHECK(j.is_object() && j.contains("device") && j["device"].is_object(), "cluster '", source,
-           "' must be an object with \"device\" and \"links\"");
+  const ClusterFields f(source);
+  AS_CHECK(j.is_object(), f.in(), "must be an object with \"device\" and \"links\"");
+  f.check_keys(j, "cluster",
+               {"name", "device", "shared_cores", "oversubscribed_efficiency",
+                "oversubscribed_wait_s", "oversubscribed_slice_s", "links", "mpi_link"});
   Cluster c;
-  c.name = j.value("name", source);
-  const auto& d = j["device"];
-  AS_CHECK(d.contains("flops") && d["flops"].is_object(), "cluster '", source,
-           "': device \"flops\" must be an object {\"f32\": ..., \"bf16\": ...}");
-  c.flops_f32 = number(d["flops"], "f32", source);
-  c.flops_bf16 = d["flops"].contains("bf16") ? number(d["flops"], "bf16", source) : c.flops_f32;
-  AS_CHECK(c.flops_f32 > 0, "cluster '", source, "': device flops must be positive");
+  c.name = f.text(j, "name", source);
+  const auto& d = f.object(
+      j, "device",
+      {"flops", "gemm_efficiency", "gemm_packing_bandwidth", "memory_bytes", "memory_bandwidth",
+       "stream_efficiency", "kernel_bandwidth", "kernel_flops", "process_bytes", "op_overhead_s"});
+  const auto& flops = f.object(d, "flops", {"f32", "bf16"});
+  c.flops_f32 = f.number(flops, "f32", kMinRate, kMaxFlops);
+  c.flops_bf16 = f.number(flops, "bf16", kMinRate, kMaxFlops, c.flops_f32);
   AS_CHECK(d.contains("gemm_efficiency") && d["gemm_efficiency"].is_array() &&
-               !d["gemm_efficiency"].empty(),
-           "cluster '", source, "': \"gemm_efficiency\" must be a list of [flops, fraction]");
+               !d["gemm_efficiency"].empty() && d["gemm_efficiency"].size() <= 1000,
+           f.in(), "\"gemm_efficiency\" must be a list of 1 to 1000 [flops, fraction] points");
   for (const auto& p : d["gemm_efficiency"]) {
-    AS_CHECK(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number() &&
-                 p[0].get<double>() > 0 && p[1].get<double>() > 0 && p[1].get<double>() <= 1,
-             "cluster '", source, "': gemm_efficiency entries are [flops > 0, fraction in (0, 1]]");
-    c.gemm_efficiency.push_back({p[0].get<double>(), p[1].get<double>()});
+    AS_CHECK(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number(), f.in(),
+             "gemm_efficiency entries are [flops, fraction]");
+    const double at = p[0].get<double>(), fraction = p[1].get<double>();
+    AS_CHECK(std::isfinite(at) && at >= 1 && at <= 1e30 && std::isfinite(fraction) &&
+                 fraction >= kMinFraction && fraction <= 1,
+             f.in(), "gemm_efficiency entry [", at, ", ", fraction,
+             "]: flops must be from 1 to 1e30 and the fraction from ", kMinFraction, " to 1");
+    c.gemm_efficiency.push_back({at, fraction});
   }
   std::sort(c.gemm_efficiency.begin(), c.gemm_efficiency.end());
-  c.memory_bytes = number(d, "memory_bytes", source);
-  c.memory_bandwidth = number(d, "memory_bandwidth", source);
-  AS_CHECK(c.memory_bandwidth > 0, "cluster '", source, "': memory_bandwidth must be positive");
-  c.stream_efficiency =
-      d.contains("stream_efficiency") ? number(d, "stream_efficiency", source) : 1;
-  c.kernel_bandwidth = d.contains("kernel_bandwidth") ? number(d, "kernel_bandwidth", source) : 0;
+  for (size_t i = 1; i < c.gemm_efficiency.size(); ++i)
+    AS_CHECK(c.gemm_efficiency[i].first > c.gemm_efficiency[i - 1].first, f.in(),
+             "gemm_efficiency has two points at ", c.gemm_efficiency[i].first, " flops");
+  c.memory_bytes = f.number(d, "memory_bytes", 1 << 20, kMaxBytes);
+  c.memory_bandwidth = f.number(d, "memory_bandwidth", kMinRate, kMaxBandwidth);
+  c.stream_efficiency = f.number(d, "stream_efficiency", kMinFraction, 1, 1.0);
+  c.kernel_bandwidth = f.number(d, "kernel_bandwidth", kMinRate, kMaxBandwidth, 0.0, true);
   c.gemm_packing_bandwidth =
-      d.contains("gemm_packing_bandwidth") ? number(d, "gemm_packing_bandwidth", source) : 0;
-  AS_CHECK(c.gemm_packing_bandwidth >= 0, "cluster '", source,
-           "': gemm_packing_bandwidth must not be negative (0: not modelled)");
-  c.process_bytes = d.contains("process_bytes") ? number(d, "process_bytes", source) : 0;
-  c.kernel_flops = d.contains("kernel_flops") ? number(d, "kernel_flops", source) : 0;
-  c.op_overhead = d.contains("op_overhead_s") ? number(d, "op_overhead_s", source) : 0;
-  c.shared_cores =
-      j.contains("shared_cores") ? static_cast<int>(number(j, "shared_cores", source)) : 0;
-  c.oversubscribed_efficiency =
-      j.contains("oversubscribed_efficiency") ? number(j, "oversubscribed_efficiency", source) : 1;
-  AS_CHECK(c.oversubscribed_efficiency > 0 && c.oversubscribed_efficiency <= 1, "cluster '", source,
-           "': \"oversubscribed_efficiency\" must be in (0, 1]");
-  c.oversubscribed_wait =
-      j.contains("oversubscribed_wait_s") ? number(j, "oversubscribed_wait_s", source) : 0;
-  AS_CHECK(c.oversubscribed_wait >= 0, "cluster '", source,
-           "': \"oversubscribed_wait_s\" must not be negative");
-  c.oversubscribed_slice =
-      j.contains("oversubscribed_slice_s") ? number(j, "oversubscribed_slice_s", source) : 0;
-  AS_CHECK(c.oversubscribed_slice >= 0, "cluster '", source,
-           "': \"oversubscribed_slice_s\" must not be negative");
-  AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty(), "cluster '", source,
-           "': \"links\" must list at least one level");
-  auto level_of = [&](const nlohmann::json& l) {
-    AS_CHECK(l.is_object(), "cluster '", source, "': each link level is an object");
+      f.number(d, "gemm_packing_bandwidth", kMinRate, kMaxBandwidth, 0.0, true);
+  c.process_bytes = f.number(d, "process_bytes", 0, kMaxBytes, 0.0);
+  c.kernel_flops = f.number(d, "kernel_flops", kMinRate, kMaxFlops, 0.0, true);
+  c.op_overhead = f.number(d, "op_overhead_s", 0, 1, 0.0);
+  c.shared_cores = f.whole(j, "shared_cores", 0, kMaxCores, 0);
+  c.oversubscribed_efficiency = f.number(j, "oversubscribed_efficiency", kMinFraction, 1, 1.0);
+  c.oversubscribed_wait = f.number(j, "oversubscribed_wait_s", 0, 1, 0.0);
+  c.oversubscribed_slice = f.number(j, "oversubscribed_slice_s", 0, 10, 0.0);
+  AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty() &&
+               j["links"].size() <= 16,
+           f.in(), "\"links\" must list 1 to 16 levels");
+  auto level_of = [&](const nlohmann::json& l, const std::string& what) {
+    f.check_keys(l, what, {"name", "devices_per_group", "bandwidth", "latency_s", "efficiency"});
     LinkLevel level;
-    level.name = l.value("name", "link");
-    level.devices_per_group = static_cast<int>(number(l, "devices_per_group", source));
-    level.bandwidth = number(l, "bandwidth", source);
-    level.latency = number(l, "latency_s", source);
-    level.efficiency = l.contains("efficiency") ? number(l, "efficiency", source) : 1;
-    AS_CHECK(level.bandwidth > 0 && level.efficiency > 0, "cluster '", source, "': link '",
-             level.name, "' needs a positive bandwidth and efficiency");
+    level.name = f.text(l, "name", "link");
+    level.devices_per_group = f.whole(l, "devices_per_group", 0, kMaxGroup);
+    level.bandwidth = f.number(l, "bandwidth", 1e3, kMaxBandwidth);
+    level.latency = f.number(l, "latency_s", 0, 10);
+    level.efficiency = f.number(l, "efficiency", kMinFraction, 1, 1.0);
     return level;
   };
-  for (const auto& l : j["links"]) c.links.push_back(level_of(l));
-  if (j.contains("mpi_link")) c.mpi_link = level_of(j["mpi_link"]);
+  for (const auto& l : j["links"]) c.links.push_back(level_of(l, "links"));
+  if (j.contains("mpi_link")) c.mpi_link = level_of(j["mpi_link"], "mpi_link");
   for (size_t i = 1; i < c.links.size(); ++i)
     AS_CHECK(c.links[i - 1].devices_per_group > 0 &&
                  (c.links[i].devices_per_group == 0 ||
                   c.links[i].devices_per_group % c.links[i - 1].devices_per_group == 0),
-             "cluster '", source, "': each link level must hold whole groups of the level inside");
+             f.in(), "each link level must hold whole groups of the level inside");
   return c;
 }
 

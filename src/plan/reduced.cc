@@ -1,6 +1,7 @@
 #include "plan/reduced.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -34,6 +35,27 @@ struct PairEdge {
   int a, b;  // a < b
   Matrix m;  // K_a x K_b, kInf forbidden
 };
+
+// Chooses the unit of memory (Reduced::usage_shift) and the limit in it,
+// and returns the conversion of a usage to that unit. The usages of all
+// live nodes together bound every sum the solver makes (a profile, a
+// move's change); in 128 bits they cannot overflow.
+std::function<int64_t(int64_t)> memory_units(const ShardingProblem& p, Reduced& r) {
+  unsigned __int128 most = 0;
+  for (const auto& node : p.nodes)
+    if (node.lo < node.hi) most += *std::max_element(node.usage.begin(), node.usage.end());
+  int shift = 0;
+  const unsigned __int128 room = uint64_t{1} << 60;
+  while ((most >> shift) + p.nodes.size() > room) ++shift;
+  r.usage_shift = shift;
+  // A limit at or above every node's largest usage at once never binds.
+  if (p.usage_limit && static_cast<unsigned __int128>(*p.usage_limit) < most)
+    r.limit = *p.usage_limit >> shift;
+  const int64_t round_up = (int64_t{1} << shift) - 1;
+  return [shift, round_up](int64_t u) {
+    return static_cast<int64_t>((static_cast<unsigned __int128>(u) + round_up) >> shift);
+  };
+}
 
 }  // namespace
 
@@ -213,7 +235,7 @@ Reduced reduce(const ShardingProblem& p) {
   auto seg = [&](int64_t t) {
     return int(std::lower_bound(points.begin(), points.end(), t) - points.begin());
   };
-  if (p.usage_limit) r.limit = *p.usage_limit;
+  const auto usage = memory_units(p, r);
   r.base.assign(r.segments + 1, 0);
 
   r.cost.resize(r.vars);
@@ -227,7 +249,7 @@ Reduced reduce(const ShardingProblem& p) {
       const int j = r.strategy_of[i][0];
       r.constant = sat_add(r.constant, cost[i][j]);
       if (node.lo < node.hi)
-        r.base[seg(node.lo)] += node.usage[j], r.base[seg(node.hi)] -= node.usage[j];
+        r.base[seg(node.lo)] += usage(node.usage[j]), r.base[seg(node.hi)] -= usage(node.usage[j]);
       continue;
     }
     for (size_t x = 0; x < r.cost[v].size(); ++x)
@@ -238,7 +260,7 @@ Reduced reduce(const ShardingProblem& p) {
     if (fresh)
       r.mem[v].push_back({key.first, key.second, std::vector<int64_t>(r.cost[v].size(), 0)});
     for (size_t x = 0; x < r.cost[v].size(); ++x)
-      r.mem[v][it->second].usage[x] += node.usage[r.strategy_of[i][x]];
+      r.mem[v][it->second].usage[x] += usage(node.usage[r.strategy_of[i][x]]);
   }
   for (int t = 1; t <= r.segments; ++t) r.base[t] += r.base[t - 1];
 

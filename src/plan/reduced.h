@@ -46,6 +46,12 @@ struct Reduced {
   std::vector<Matrix> edges;
   std::vector<std::vector<Neighbor>> adj;
   int segments = 1;
+  // Memory is counted in units of 2^usage_shift bytes (usages rounded up,
+  // the limit down), so that no sum of usages overflows 64 bits: an
+  // assignment that fits in these units fits exactly. 0 unless the usages
+  // of all nodes together pass 2^60. kInf: no limit, or one no assignment
+  // can reach.
+  int usage_shift = 0;
   int64_t limit = kInf;
   std::vector<int64_t> base;  // usage of fixed nodes per segment
   int64_t constant = 0;       // cost of fixed nodes and edges

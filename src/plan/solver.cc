@@ -409,15 +409,18 @@ class Search {
     return total;
   }
 
+  // The change in true cost when v takes x (kInf: forbidden), summed in
+  // 128 bits (a variable of many neighbours with large costs passes 2^63)
+  // and clamped to +-kInf.
   int64_t delta_cost(int v, int x, const std::vector<int>& s) const {
     if (r_.cost[v][x] >= kInf) return kInf;
-    int64_t d = r_.cost[v][x] - std::min(r_.cost[v][s[v]], kInf / 4);
+    __int128 d = r_.cost[v][x] - std::min(r_.cost[v][s[v]], kInf / 4);
     for (const Neighbor& nb : r_.adj[v]) {
       const int64_t then = r_.edge_cost(nb, x, s[nb.var]);
       if (then >= kInf) return kInf;
       d += then - std::min(r_.edge_cost(nb, s[v], s[nb.var]), kInf / 4);
     }
-    return d;
+    return static_cast<int64_t>(std::clamp<__int128>(d, -kInf, kInf));
   }
 
   void apply_memory(int v, int from, int to) {
@@ -696,7 +699,7 @@ class Search {
       trial[0] = int(std::min_element(tot[0].begin(), tot[0].end()) - tot[0].begin());
       for (size_t q = 1; q < region.size(); ++q) trial[q] = arg[q][trial[parent[q]]];
       // True change: move the region one variable at a time.
-      int64_t delta = 0;
+      __int128 delta = 0;
       bool changed = false;
       std::vector<int> old(region.size());
       for (size_t q = 0; q < region.size(); ++q) old[q] = s[region[q]];
@@ -772,13 +775,14 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
     smallest[i] =
         int(std::min_element(problem.nodes[i].usage.begin(), problem.nodes[i].usage.end()) -
             problem.nodes[i].usage.begin());
-  if (problem.usage_limit && n > 0 && problem.peak_usage(smallest) > *problem.usage_limit) {
+  if (problem.usage_limit && n > 0 && problem.exact_peak_usage(smallest) > *problem.usage_limit) {
     result.strategy = smallest;
     result.cost = problem.cost(smallest);
     result.peak_usage = problem.peak_usage(smallest);
     result.proven_infeasible = true;
-    result.why = cat("no assignment fits: the smallest usages alone peak at ", result.peak_usage,
-                     ", above the limit of ", *problem.usage_limit);
+    result.why = cat("no assignment fits: the smallest usages alone peak at ",
+                     to_string(problem.exact_peak_usage(smallest)), ", above the limit of ",
+                     *problem.usage_limit);
     return result;
   }
   const Reduced reduced = reduce(problem);
@@ -819,6 +823,8 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
         shared.cost = cost;
         shared.peak = peak;
         shared.thread = thread;
+        // The search counts memory in the reduced problem's units.
+        if (reduced.usage_shift > 0) peak = problem.peak_usage(expand(reduced, s));
         if (options.on_improvement) options.on_improvement({elapsed(), cost, peak, round});
       }
     }
@@ -831,9 +837,15 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   result.seconds = elapsed();
   result.rounds = rounds;
   if (!shared.have) {
+    // No round finished (a huge problem, a short limit): the smallest
+    // usages are still an answer when they are allowed.
     result.strategy = smallest;
     result.cost = problem.cost(smallest);
-    result.why = "no feasible assignment found in the time given";
+    result.peak_usage = problem.peak_usage(smallest);
+    result.feasible = problem.feasible(smallest);
+    if (!result.feasible)
+      result.why = cat("no feasible assignment found in ", result.seconds,
+                       " s; give it more time (--time-limit)");
     return result;
   }
   result.strategy = expand(reduced, shared.best);

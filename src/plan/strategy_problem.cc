@@ -15,8 +15,12 @@ namespace autoshard {
 
 namespace {
 
+// A time in whole nanoseconds, saturated far below kForbiddenCost: an op
+// priced at days is slow, not forbidden, and the problem's sums stay exact.
 int64_t nanoseconds(double seconds) {
-  return static_cast<int64_t>(std::llround(seconds * 1e9));
+  AS_CHECK(!std::isnan(seconds), "internal: the cost model priced an op at NaN seconds");
+  constexpr double kMost = double(kForbiddenCost / 1024);
+  return static_cast<int64_t>(std::llround(std::clamp(seconds * 1e9, 0.0, kMost)));
 }
 
 // A leaf's candidate layouts: each mesh axis on at most one dimension of

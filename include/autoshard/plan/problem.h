@@ -36,8 +36,12 @@ struct ShardingProblem {
   std::vector<Edge> edges;
   std::optional<int64_t> usage_limit;  // none: memory unconstrained
 
-  // The contest's JSON (plain or gzip-compressed, by content). Throws
-  // autoshard::Error naming the file and what is malformed.
+  // The contest's JSON (plain or gzip-compressed, by content), a regular
+  // file streamed with bounds on its text and on the memory its numbers
+  // take (see problem_reader.cc). Throws autoshard::Error naming the file
+  // and what is malformed: a document that is not {"problem": {...}}, a
+  // list that is missing or holds what is not an integer, a usage limit
+  // that is not an integer, no nodes.
   static ShardingProblem read(const std::string& path);
   static ShardingProblem parse(const std::string& json, const std::string& source);
   std::string to_json() const;
@@ -49,7 +53,9 @@ struct ShardingProblem {
   // The total cost of an assignment (one strategy index per node), exact in
   // 128 bits; forbidden choices count at their (huge) cost.
   __int128 cost(const std::vector<int>& strategy) const;
-  // The largest total usage over time.
+  // The largest total usage over time, exact in 128 bits (usages of many
+  // nodes can sum past 2^63), and the same saturated at INT64_MAX.
+  __int128 exact_peak_usage(const std::vector<int>& strategy) const;
   int64_t peak_usage(const std::vector<int>& strategy) const;
   bool feasible(const std::vector<int>& strategy) const;
 };

@@ -1,0 +1,282 @@
+// Hostile input to the planner's readers, table-driven like
+// cli_bad_input_test.cc: IOPDDL problems for `autoshard solve` (wrong
+// shapes and types, sums past 2^63, files that are not files, bombs) and
+// cluster files for `autoshard plan` (figures outside physical bounds, wrong
+// JSON types), and meshes too large to plan. Each ends with exit code 1 and
+// exactly one line "autoshard: error: ..." naming the input and the fix;
+// never a hang, an "internal error", or exit 0 on nonsense.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+  double seconds = 0;
+};
+
+// Runs the CLI with a time limit; a hang or a signal shows as code 124 / -1.
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " timeout 60 " + std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+int count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+// The contest's example problem (tests/data/iopddl_example.json) with edits.
+nlohmann::json example() {
+  std::ifstream in(std::string(AUTOSHARD_TEST_DATA) + "/iopddl_example.json");
+  return nlohmann::json::parse(in);
+}
+
+// A valid cluster file (an A100 node's figures), to break one field at a time.
+nlohmann::json cluster() {
+  return nlohmann::json::parse(R"({
+    "name": "test-cluster",
+    "device": {"flops": {"f32": 19.5e12, "bf16": 312e12},
+               "gemm_efficiency": [[1e9, 0.45], [1e11, 0.8]],
+               "memory_bytes": 85899345920, "memory_bandwidth": 2.0e12,
+               "stream_efficiency": 0.8, "op_overhead_s": 5e-6},
+    "links": [{"name": "nvlink", "devices_per_group": 8, "bandwidth": 300e9,
+               "latency_s": 2e-6, "efficiency": 0.8},
+              {"name": "ib", "devices_per_group": 0, "bandwidth": 25e9,
+               "latency_s": 5e-6, "efficiency": 0.8}]})");
+}
+
+class BadPlannerInput : public testing::TempDirTest {
+ protected:
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& content) {
+    std::ofstream(dir_ / name, std::ios::binary) << content;
+    return path(name);
+  }
+  std::string gzip(const std::string& name, const std::string& head, size_t repeat,
+                   const std::string& unit, const std::string& tail) {
+    gzFile f = gzopen(path(name).c_str(), "wb1");
+    gzwrite(f, head.data(), static_cast<unsigned>(head.size()));
+    std::string block;
+    for (int i = 0; i < 4096; ++i) block += unit;
+    for (size_t i = 0; i < repeat / 4096; ++i)
+      gzwrite(f, block.data(), static_cast<unsigned>(block.size()));
+    gzwrite(f, tail.data(), static_cast<unsigned>(tail.size()));
+    gzclose(f);
+    return path(name);
+  }
+  // The contract: exit 1, one error line naming `needle`, within seconds.
+  void expect_error(const std::string& args, const std::string& needle,
+                    const std::string& env = "") {
+    SCOPED_TRACE(args);
+    const Result r = run(args, env);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(count(r.output, "autoshard: error: "), 1) << r.output;
+    EXPECT_EQ(count(r.output, "internal"), 0) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "wanted '" << needle << "' in\n"
+                                                        << r.output;
+    EXPECT_LT(r.seconds, 20) << r.output;
+  }
+  void expect_problem_error(const nlohmann::json& problem, const std::string& needle) {
+    expect_error("solve " + write("p.json", problem.dump()) + " --time-limit 1", needle);
+  }
+  void expect_cluster_error(const nlohmann::json& c, const std::string& needle) {
+    expect_error("plan --model test --mesh data=2,model=2 --cluster " + write("c.json", c.dump()),
+                 needle);
+  }
+};
+
+TEST_F(BadPlannerInput, MemorySumsPast2To63AreExact) {
+  // Three nodes live at once whose smallest usages sum to 2^63 + 2^61:
+  // provably infeasible, not "peak usage -9223372036854775808".
+  nlohmann::json p = {
+      {"problem",
+       {{"name", "big"},
+        {"nodes",
+         {{"intervals", {{0, 5}, {1, 5}, {2, 5}}},
+          {"costs", {{3}, {4}, {5}}},
+          {"usages", {{int64_t{1} << 62}, {int64_t{1} << 62}, {int64_t{1} << 61}}}}},
+        {"edges", {{"nodes", nlohmann::json::array()}, {"costs", nlohmann::json::array()}}},
+        {"usage_limit", INT64_MAX}}}};
+  expect_problem_error(p, "the smallest usages alone peak at 11529215046068469760");
+  // Feasible only with the small usages: the cheap choice overflows 2^63.
+  p["problem"]["nodes"] = {{"intervals", {{0, 5}, {0, 5}}},
+                           {"costs", {{1, 100}, {1, 100}}},
+                           {"usages", {{int64_t{1} << 62, 10}, {int64_t{1} << 62, 10}}}};
+  p["problem"]["usage_limit"] = int64_t{1} << 62;
+  const Result r = run("solve " + write("q.json", p.dump()) + " --time-limit 5 --rounds 3");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("\n[1,1]\n"), std::string::npos) << r.output;
+}
+
+TEST_F(BadPlannerInput, ProblemsOfTheWrongShape) {
+  expect_error("solve " + write("a.json", "[1]"), "must be an object {\"problem\": {...}}");
+  expect_error("solve " + write("b.json", "{\"nodes\": 1}"), "has no \"problem\" object");
+  expect_error("solve " + write("c.json", "\"problem\""), "not a string");
+  expect_error("solve " + write("d.json", "{\"problem\": [3]}"), "\"problem\" must be an object");
+  nlohmann::json p = example();
+  p["problem"]["usage_limit"] = "75";
+  expect_problem_error(p, "\"usage_limit\" must be an integer, not a string");
+  p = example();
+  p["problem"]["nodes"]["costs"][3] = {85, "75"};
+  expect_problem_error(p, "\"nodes.costs\"[3] must be an integer, not a string");
+  p = example();
+  p["problem"]["nodes"]["usages"][1] = 25;
+  expect_problem_error(p, "\"nodes.usages\"[1] must be a list of integers");
+  p = example();
+  p["problem"]["edges"].erase("costs");
+  expect_problem_error(p, "has no \"edges.costs\" list");
+  p = example();
+  p["problem"]["name"] = 17;
+  expect_problem_error(p, "\"name\" must be a string");
+  p = example();
+  p["problem"]["nodes"] = {{"intervals", nlohmann::json::array()},
+                           {"costs", nlohmann::json::array()},
+                           {"usages", nlohmann::json::array()}};
+  p["problem"]["edges"] = {{"nodes", nlohmann::json::array()}, {"costs", nlohmann::json::array()}};
+  expect_problem_error(p, "has no nodes");
+  p = example();
+  p["problem"]["edges"]["costs"][1] = {50, -10, 40};
+  expect_problem_error(p, "edge 1 has a negative cost (-10)");
+}
+
+TEST_F(BadPlannerInput, NoAnswerIsAnErrorWithNothingOnStdout) {
+  // The small usage is forbidden by its cost, the allowed one overflows:
+  // infeasible, though not by the smallest usages; no placeholder answer.
+  nlohmann::json p = example();
+  p["problem"]["nodes"] = {{"intervals", {{0, 9}}},
+                           {"costs", {{int64_t{1000000000000000000}, 15}}},
+                           {"usages", {{1, 90}}}};
+  p["problem"]["edges"] = {{"nodes", nlohmann::json::array()}, {"costs", nlohmann::json::array()}};
+  const std::string file = write("p.json", p.dump());
+  expect_error("solve " + file + " --time-limit 0.3", "no feasible assignment found");
+  const Result r = run("solve " + file + " --time-limit 0.3 2>/dev/null");
+  EXPECT_EQ(r.output.find('['), std::string::npos) << r.output;
+}
+
+TEST_F(BadPlannerInput, ReadingCountsAgainstTheTimeLimit) {
+  // 60000 nodes in a chain: with no time left after reading, the smallest
+  // usages (which fit) are the answer, promptly.
+  std::string text = "{\"problem\":{\"nodes\":{\"intervals\":[";
+  const int n = 60000;
+  for (int i = 0; i < n; ++i)
+    text += (i ? ",[" : "[") + std::to_string(i) + "," + std::to_string(i + 2) + "]";
+  text += "],\"costs\":[";
+  for (int i = 0; i < n; ++i) text += i ? ",[5,3]" : "[5,3]";
+  text += "],\"usages\":[";
+  for (int i = 0; i < n; ++i) text += i ? ",[1,2]" : "[1,2]";
+  text += "]},\"edges\":{\"nodes\":[],\"costs\":[]},\"usage_limit\":3}}";
+  const Result r = run("solve " + write("chain.json", text) + " --time-limit 0.001");
+  EXPECT_EQ(r.code, 0) << r.output.substr(0, 2000);
+  EXPECT_LT(r.seconds, 20);
+  const size_t at = r.output.rfind("\n[");
+  ASSERT_NE(at, std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_EQ(nlohmann::json::parse(r.output.substr(at + 1)).size(), size_t{n});
+}
+
+TEST_F(BadPlannerInput, ProblemFilesThatAreNotFiles) {
+  expect_error("solve /dev/zero", "is not a regular file");
+  expect_error("solve " + dir_.string(), "is a directory");
+  ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
+  expect_error("solve " + path("fifo"), "is not a regular file");
+  expect_error("plan --model test --mesh data=2 --cluster " + path("fifo"),
+               "is not a regular file");
+  expect_error("plan --model test --mesh data=2 --cluster /dev/zero", "is not a regular file");
+}
+
+TEST_F(BadPlannerInput, CompressedBombsAreBounded) {
+  // 8 MB of zeros in one cost list (40 KB gzipped) against 64 MiB of memory.
+  const std::string bomb =
+      gzip("bomb.json.gz", "{\"problem\":{\"nodes\":{\"costs\":[[0", 4u << 20, ",0", "]]}}}");
+  expect_error("solve " + bomb, "too large for this machine's memory",
+               "AUTOSHARD_MEMORY_LIMIT=64M");
+  // A damaged gzip stream.
+  std::ifstream in(bomb, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  expect_error("solve " + write("cut.json.gz", bytes.substr(0, bytes.size() / 2)), "cut.json.gz");
+}
+
+TEST_F(BadPlannerInput, ClusterFiguresOutsidePhysicalBounds) {
+  nlohmann::json c = cluster();
+  c["device"]["stream_efficiency"] = 0.0;
+  expect_cluster_error(c, "\"stream_efficiency\" is 0; it must be from 0.001 to 1");
+  c = cluster();
+  c["device"]["op_overhead_s"] = 1e200;
+  expect_cluster_error(c, "\"op_overhead_s\" is 1e+200");
+  c = cluster();
+  c["device"]["flops"]["bf16"] = 1e-200;
+  expect_cluster_error(c, "\"bf16\" is 1e-200");
+  c = cluster();
+  c["links"][1]["efficiency"] = 1.5;
+  expect_cluster_error(c, "\"efficiency\" is 1.5");
+  c = cluster();
+  c["shared_cores"] = 1e12;
+  expect_cluster_error(c, "\"shared_cores\" is 1e+12");
+  c = cluster();
+  c["shared_cores"] = 2.5;
+  expect_cluster_error(c, "\"shared_cores\" is 2.5; it must be a whole number");
+  c = cluster();
+  c["device"]["memory_bandwidth"] = -2e12;
+  expect_cluster_error(c, "\"memory_bandwidth\" is -2e+12");
+  c = cluster();
+  c["device"]["gemm_efficiency"] = {{1e9, 0.45}, {1e9, 0.5}};
+  expect_cluster_error(c, "two points at 1e+09 flops");
+  c = cluster();
+  c["device"]["stream_eficiency"] = 0.8;
+  expect_cluster_error(c, "unknown field \"stream_eficiency\"");
+}
+
+TEST_F(BadPlannerInput, ClusterFieldsOfTheWrongType) {
+  nlohmann::json c = cluster();
+  c["name"] = 12;
+  expect_cluster_error(c, "\"name\" must be a string, not number");
+  c = cluster();
+  c["links"][1]["name"] = {"ib"};
+  expect_cluster_error(c, "\"name\" must be a string, not array");
+  c = cluster();
+  c["device"]["memory_bytes"] = "80GB";
+  expect_cluster_error(c, "\"memory_bytes\" must be a number, not string");
+  c = cluster();
+  c["links"] = {{"name", "nvlink"}};
+  expect_cluster_error(c, "\"links\" must list 1 to 16 levels");
+  c = cluster();
+  c["links"][0] = 8;
+  expect_cluster_error(c, "\"links\" must be an object");
+  c = cluster();
+  c["device"]["flops"] = 19.5e12;
+  expect_cluster_error(c, "\"flops\" must be an object");
+}
+
+TEST_F(BadPlannerInput, MeshesTooLargeToPlanAreRefusedBeforeAllocating) {
+  expect_error("plan --model test --mesh data=2048,model=2048 --cluster a100-80g --predict",
+               "plan at most", "AUTOSHARD_MEMORY_LIMIT=1G");
+}
+
+}  // namespace
+}  // namespace autoshard
