@@ -45,20 +45,56 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
   return SymbolicTensor(std::move(node));
 }
 
+namespace {
+// Keras 3's activation functions (keras.activations), by name, with their
+// default arguments (leaky_relu's negative_slope 0.2, elu's alpha 1).
+struct NamedActivation {
+  const char* name;
+  Value (*apply)(Value x);
+};
+const NamedActivation kActivations[] = {
+    {"linear", [](Value x) { return x; }},
+    {"relu", [](Value x) { return ops::relu(x); }},
+    {"relu6", [](Value x) { return ops::unary(x, UnaryFn::Relu6); }},
+    {"leaky_relu", [](Value x) { return ops::unary(x, UnaryFn::LeakyRelu, 0.2); }},
+    {"elu", [](Value x) { return ops::unary(x, UnaryFn::Elu, 1.0); }},
+    {"selu", [](Value x) { return ops::unary(x, UnaryFn::Selu); }},
+    {"gelu", [](Value x) { return ops::gelu(x, false); }},
+    {"gelu_tanh", [](Value x) { return ops::gelu(x, true); }},
+    {"gelu_new", [](Value x) { return ops::gelu(x, true); }},
+    {"sigmoid", [](Value x) { return ops::sigmoid(x); }},
+    {"hard_sigmoid", [](Value x) { return ops::unary(x, UnaryFn::HardSigmoid); }},
+    {"hard_silu", [](Value x) { return ops::unary(x, UnaryFn::HardSilu); }},
+    {"hard_swish", [](Value x) { return ops::unary(x, UnaryFn::HardSilu); }},
+    {"tanh", [](Value x) { return ops::tanh(x); }},
+    {"softmax", [](Value x) { return ops::softmax(x); }},
+    {"log_softmax", [](Value x) { return ops::log_softmax(x); }},
+    {"silu", [](Value x) { return ops::silu(x); }},
+    {"swish", [](Value x) { return ops::silu(x); }},
+    {"softplus", [](Value x) { return ops::unary(x, UnaryFn::Softplus); }},
+    {"softsign", [](Value x) { return ops::unary(x, UnaryFn::Softsign); }},
+    {"mish", [](Value x) { return ops::unary(x, UnaryFn::Mish); }},
+    {"exponential", [](Value x) { return ops::unary(x, UnaryFn::Exp); }},
+};
+const NamedActivation* find_activation(const std::string& name) {
+  for (const NamedActivation& a : kActivations)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+}  // namespace
+
 void check_activation(const std::string& a) {
-  AS_CHECK(a.empty() || a == "linear" || a == "relu" || a == "gelu" || a == "gelu_tanh" ||
-               a == "gelu_new" || a == "tanh" || a == "silu",
-           "unknown activation '", a, "' (known: linear, relu, gelu, gelu_tanh, tanh, silu)");
+  if (a.empty() || find_activation(a)) return;
+  std::string known;
+  for (const NamedActivation& n : kActivations)
+    known += std::string(known.empty() ? "" : ", ") + n.name;
+  fail("unknown activation '", a, "' (known: ", known, ")");
 }
 
 Value apply_activation(Value x, const std::string& activation) {
   check_activation(activation);
-  if (activation == "relu") return ops::relu(x);
-  if (activation == "gelu") return ops::gelu(x, false);
-  if (activation == "gelu_tanh" || activation == "gelu_new") return ops::gelu(x, true);
-  if (activation == "tanh") return ops::tanh(x);
-  if (activation == "silu") return ops::silu(x);
-  return x;
+  if (activation.empty()) return x;
+  return find_activation(activation)->apply(x);
 }
 
 namespace {

@@ -74,8 +74,12 @@ struct SymbolicTensor::Node {
 // A unique default layer name of the Keras form "dense", "dense_1", ...
 std::string default_layer_name(const std::string& base);
 
-// Applies a Keras activation by name: "linear" (or ""), "relu", "gelu"
-// (exact), "gelu_tanh", "tanh", "silu".
+// Applies a Keras 3 activation by name, with Keras's defaults: "linear" (or
+// ""), "relu", "relu6", "leaky_relu" (negative slope 0.2), "elu" (alpha 1),
+// "selu", "gelu" (exact), "gelu_tanh" (and "gelu_new"), "sigmoid",
+// "hard_sigmoid" (relu6(x + 3) / 6), "hard_silu" ("hard_swish"), "tanh",
+// "softmax" and "log_softmax" (last axis), "silu" ("swish"), "softplus",
+// "softsign", "mish", "exponential".
 Value apply_activation(Value x, const std::string& activation);
 // Throws a clear error for an activation name apply_activation does not know.
 void check_activation(const std::string& activation);
@@ -176,7 +180,7 @@ class Dropout : public Layer {
   explicit Dropout(double rate, uint64_t seed = 0, std::string name = "");
 };
 
-// An activation function as a layer ("relu", "gelu", "gelu_tanh", "tanh", "silu").
+// An activation function as a layer (any name apply_activation knows).
 class Activation : public Layer {
  public:
   explicit Activation(std::string activation, std::string name = "");

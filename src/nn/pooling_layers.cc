@@ -1,0 +1,120 @@
+#include "autoshard/nn/pooling_layers.h"
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+
+namespace autoshard {
+namespace {
+
+std::vector<int64_t> per_dim(std::vector<int64_t> v, int rank, int64_t fallback,
+                             const std::string& layer, const char* what) {
+  if (v.empty()) v = {fallback};
+  if (v.size() == 1) v.assign(rank, v[0]);
+  AS_CHECK(static_cast<int>(v.size()) == rank, layer, ": ", what, " needs 1 or ", rank,
+           " values, got ", v.size());
+  for (int64_t x : v) AS_CHECK(x >= 1, layer, ": ", what, " must be at least 1, got ", x);
+  return v;
+}
+
+std::string layer_name(const std::string& given, const std::string& base) {
+  return given.empty() ? default_layer_name(base) : given;
+}
+
+Value one_input(const std::vector<Value>& inputs, int rank, const std::string& who) {
+  AS_CHECK(inputs.size() == 1, who, " takes one input, got ", inputs.size());
+  AS_CHECK(inputs[0].rank() == rank + 2, who, " needs [batch, ", rank == 1 ? "steps" : "rows, cols",
+           ", channels], got ", shape_str(inputs[0].shape()));
+  return inputs[0];
+}
+
+class PoolImpl : public LayerImpl {
+ public:
+  PoolImpl(bool max, int rank, PoolingOptions o)
+      : LayerImpl(layer_name(o.name_, std::string(max ? "max" : "average") + "_pooling" +
+                                          std::to_string(rank) + "d")),
+        max_(max),
+        rank_(rank),
+        padding_(o.padding_) {
+    who_ =
+        std::string(max ? "MaxPooling" : "AveragePooling") + std::to_string(rank) + "D " + name();
+    window_ = per_dim(o.pool_size_, rank, 2, who_, "pool_size");
+    strides_ = o.strides_.empty() ? window_ : per_dim(o.strides_, rank, 1, who_, "strides");
+    AS_CHECK(padding_ == "valid" || padding_ == "same", who_,
+             ": padding must be 'valid' or 'same', got '", padding_, "'");
+  }
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    Value x = one_input(inputs, rank_, who_);
+    PoolAttrs a{max_, window_, strides_, {}, {}};
+    for (int i = 0; i < rank_; ++i) {
+      auto [lo, hi] = padding_ == "same" ? ops::same_padding(x.dim(1 + i), window_[i], strides_[i])
+                                         : std::pair<int64_t, int64_t>{0, 0};
+      AS_CHECK(padding_ == "same" || x.dim(1 + i) >= window_[i], who_, ": a window of ", window_[i],
+               " does not fit an input of ", x.dim(1 + i), " with padding 'valid'");
+      a.pad_lo.push_back(lo);
+      a.pad_hi.push_back(hi);
+    }
+    return ops::pool(x, a);
+  }
+
+ private:
+  bool max_;
+  int rank_;
+  std::string padding_, who_;
+  std::vector<int64_t> window_, strides_;
+};
+
+// Global average: a mean over the spatial dims. Global max: one window
+// covering them (the Pool op, so its gradient goes to the maximum).
+class GlobalPoolImpl : public LayerImpl {
+ public:
+  GlobalPoolImpl(bool max, int rank, GlobalPoolingOptions o)
+      : LayerImpl(layer_name(o.name_, std::string("global_") + (max ? "max" : "average") +
+                                          "_pooling" + std::to_string(rank) + "d")),
+        max_(max),
+        rank_(rank),
+        keepdims_(o.keepdims_) {}
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    Value x = one_input(inputs, rank_,
+                        std::string("Global") + (max_ ? "Max" : "Average") + "Pooling" +
+                            std::to_string(rank_) + "D " + name());
+    Shape kept{x.dim(0)};
+    std::vector<int64_t> axes;
+    for (int i = 0; i < rank_; ++i) kept.push_back(1), axes.push_back(1 + i);
+    kept.push_back(x.dim(-1));
+    Value y;
+    if (max_) {
+      PoolAttrs a{true, {}, {}, std::vector<int64_t>(rank_, 0), std::vector<int64_t>(rank_, 0)};
+      for (int i = 0; i < rank_; ++i) a.window.push_back(x.dim(1 + i)), a.strides.push_back(1);
+      y = ops::pool(x, a);
+    } else {
+      y = ops::reshape(ops::reduce_mean(x, axes), kept);
+    }
+    return keepdims_ ? y : ops::reshape(y, {x.dim(0), x.dim(-1)});
+  }
+
+ private:
+  bool max_;
+  int rank_;
+  bool keepdims_;
+};
+
+}  // namespace
+
+MaxPooling1D::MaxPooling1D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(true, 1, std::move(o))) {}
+MaxPooling2D::MaxPooling2D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(true, 2, std::move(o))) {}
+AveragePooling1D::AveragePooling1D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(false, 1, std::move(o))) {}
+AveragePooling2D::AveragePooling2D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(false, 2, std::move(o))) {}
+GlobalAveragePooling1D::GlobalAveragePooling1D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(false, 1, std::move(o))) {}
+GlobalAveragePooling2D::GlobalAveragePooling2D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(false, 2, std::move(o))) {}
+GlobalMaxPooling1D::GlobalMaxPooling1D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(true, 1, std::move(o))) {}
+GlobalMaxPooling2D::GlobalMaxPooling2D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(true, 2, std::move(o))) {}
+
+}  // namespace autoshard
