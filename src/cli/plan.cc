@@ -12,6 +12,7 @@
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/executor.h"
+#include "autoshard/runtime/memory.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
@@ -88,6 +89,25 @@ std::string what_else_might_fit(const PlanOptions& o) {
   return r;
 }
 
+// Planning keeps a (possibly empty) program and its bookkeeping for every
+// device of the mesh (the partitioner's Partition::local), about this much
+// each: a mesh of millions of devices is refused before allocating.
+constexpr double kPlanBytesPerDevice = 1024;
+
+void check_mesh_fits_memory(const PlanOptions& o) {
+  const int64_t devices = o.mesh.empty() ? o.devices : DeviceMesh::parse(o.mesh).size();
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (!available) return;
+  const double needed = double(devices) * kPlanBytesPerDevice, budget = double(*available) / 2;
+  AS_CHECK(needed <= budget, o.mesh.empty() ? "--devices " : "--mesh ",
+           o.mesh.empty() ? std::to_string(o.devices) : o.mesh, ": planning ", devices,
+           " devices keeps about ", format_bytes(needed),
+           " of per-device bookkeeping, more than half the memory available (",
+           format_bytes(double(*available)), "); plan at most ",
+           static_cast<int64_t>(budget / kPlanBytesPerDevice),
+           " devices on this machine, or on one with more memory");
+}
+
 void run_plan(PlanOptions& o) {
   // Output paths are checked before planning (cli/output_file.h's rule).
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
@@ -96,6 +116,7 @@ void run_plan(PlanOptions& o) {
   const LanguageModelConfig cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
+  check_mesh_fits_memory(o);
   o.bf16 = o.dtype == "bf16";
   std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
   Model& model = *built;
@@ -136,20 +157,25 @@ void run_plan(PlanOptions& o) {
   // Per device: bytes of weights, optimizer state, and planned activation buffers.
   // Device 0 holds the largest block of every split (array_split gives the
   // first blocks the extra elements): it is the one planned and reported.
+  // Figures are kept per lowered device (not per device of the mesh,
+  // which can have millions): position k is device lowered[k].
   const std::vector<int>& lowered = p.devices;
-  std::vector<int64_t> weights(mesh.size(), 0), state(mesh.size(), 0), activations(mesh.size(), 0);
+  std::vector<int64_t> weights(lowered.size(), 0), state(lowered.size(), 0),
+      activations(lowered.size(), 0);
   nlohmann::json params = nlohmann::json::object();
   std::vector<std::string> rows;
-  for (int d : lowered)
-    activations[d] = static_cast<int64_t>(plan_buffers(p.local[d], p.outputs[d]).total_bytes());
+  for (size_t k = 0; k < lowered.size(); ++k)
+    activations[k] = static_cast<int64_t>(
+        plan_buffers(p.local[lowered[k]], p.outputs[lowered[k]]).total_bytes());
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const std::string& path = p.leaf_name[id];
     if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
     const bool slot = path.rfind("optimizer.", 0) == 0;
     int64_t most = 0;
-    for (int d : lowered) {
+    for (size_t k = 0; k < lowered.size(); ++k) {
+      const int d = lowered[k];
       const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
-      (slot ? state : weights)[d] += bytes;
+      (slot ? state : weights)[k] += bytes;
       most = std::max(most, bytes);
     }
     if (slot) continue;
@@ -172,8 +198,8 @@ void run_plan(PlanOptions& o) {
   auto largest = [&](const std::vector<int64_t>& v) {
     return *std::max_element(v.begin(), v.end());
   };
-  std::vector<int64_t> total(mesh.size());
-  for (int d : lowered) total[d] = weights[d] + state[d] + activations[d];
+  std::vector<int64_t> total(lowered.size());
+  for (size_t k = 0; k < lowered.size(); ++k) total[k] = weights[k] + state[k] + activations[k];
   nlohmann::json mesh_json = nlohmann::json::object();
   for (int a = 0; a < mesh.rank(); ++a) mesh_json[mesh.axis_names()[a]] = mesh.axis_size(a);
   nlohmann::json j = {{"mesh", mesh_json},
