@@ -65,9 +65,6 @@ std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t 
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
 }
 
-// The most text --data may hold when it is tokenized in memory (1 GiB).
-constexpr uint64_t kMaxTextData = uint64_t{1} << 30;
-
 // A .bin file holds token ids. Text (a file, or the built-in corpus) is read
 // as bytes by a byte-level model and through its directory's tokenizer by any
 // other; without a tokenizer the bytes are the ids, and the source says so.
@@ -84,10 +81,8 @@ TokenData read_data(const CommonOptions& o, const LanguageModelConfig& cfg) {
   }
   if (o.data.empty())
     return TokenData(tokenizer->encode(builtin_corpus()), source + " (tokenized)");
-  // Text to tokenize is read whole, so its size is bounded (a .bin of token
-  // ids is read in windows and may be any size).
-  const std::string text = read_input_file(o.data, "--data", kMaxTextData);
-  return TokenData(tokenizer->encode(text), source + " (tokenized)");
+  // Tokenized a piece at a time, the ids' growth checked against memory.
+  return TokenData(encode_text_file(*tokenizer, o.data, "--data"), source + " (tokenized)");
 }
 
 TokenData load_data(CommonOptions& o, const LanguageModelConfig& cfg,
