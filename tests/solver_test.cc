@@ -102,6 +102,27 @@ TEST(Solver, ProvesInfeasibilityWhenTheSmallestUsagesOverflow) {
   EXPECT_NE(r.why.find("smallest usages"), std::string::npos) << r.why;
 }
 
+TEST(Solver, UsagesWhoseSumsPass2To63MatchBruteForce) {
+  // The same small problems with every usage and limit times 2^58: sums of
+  // a few nodes pass 2^63, where 64-bit profiles wrapped negative.
+  std::mt19937 rng(21);
+  int feasible = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    ShardingProblem p = random_problem(rng);
+    for (auto& node : p.nodes)
+      for (int64_t& u : node.usage) u <<= 58;
+    if (p.usage_limit) *p.usage_limit <<= 58;
+    const __int128 want = brute_force(p);
+    const SolveResult r = solve(p, {.time_limit_s = 30, .max_rounds = 20});
+    ASSERT_EQ(r.feasible, want >= 0) << "trial " << trial << " (" << r.why << ")";
+    if (want < 0) continue;
+    ++feasible;
+    EXPECT_EQ(to_string(r.cost), to_string(want)) << "trial " << trial;
+    EXPECT_TRUE(p.feasible(r.strategy));
+  }
+  EXPECT_GT(feasible, 30);
+}
+
 TEST(Solver, DeterministicForASeedAndRounds) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 20; ++trial) {

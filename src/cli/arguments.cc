@@ -1,33 +1,31 @@
 #include "cli/arguments.h"
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <sstream>
 
 #include "autoshard/error.h"
+#include "autoshard/parse.h"
 
 namespace autoshard::cli {
 
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  AS_CHECK(ec != std::errc::result_out_of_range, flag, " ", text, " is out of range (", lo, " to ",
-           hi, ")");
-  AS_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), flag, " needs ",
-           "an integer, got '", text, "'");
-  AS_CHECK(v >= lo && v <= hi, flag, " ", v, " is out of range (", lo, " to ", hi, ")");
-  return v;
+  return parse_integer(flag, text, lo, hi);
 }
 
 std::vector<int32_t> parse_ids(const std::string& flag, const std::string& text, int64_t vocab) {
+  AS_CHECK(!text.empty(), flag, " needs at least one token id, e.g. ", flag, " 1,2,3");
+  // Every comma separates two ids: "1,2," and "1,,2" are errors, not "1,2".
   std::vector<int32_t> ids;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
+  for (size_t begin = 0;;) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, comma - begin);
+    AS_CHECK(!item.empty(), flag, " '", text, "' has an empty id at character ", begin + 1,
+             " (ids are separated by single commas, e.g. ", flag, " 1,2,3)");
     ids.push_back(static_cast<int32_t>(parse_int(flag, item, 0, vocab - 1)));
-  AS_CHECK(!ids.empty(), flag, " needs at least one token id, e.g. ", flag, " 1,2,3");
-  return ids;
+    if (comma == text.size()) return ids;
+    begin = comma + 1;
+  }
 }
 
 uint64_t parse_uint64(const std::string& flag, const std::string& text) {
@@ -42,15 +40,7 @@ uint64_t parse_uint64(const std::string& flag, const std::string& text) {
 
 double parse_real(const std::string& flag, const std::string& text, double lo, double hi,
                   bool lo_open) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  AS_CHECK(!text.empty() && end == text.c_str() + text.size(), flag, " needs a number, got '", text,
-           "'");
-  AS_CHECK(std::isfinite(v) && errno != ERANGE, flag, " must be a finite number, got '", text, "'");
-  AS_CHECK((lo_open ? v > lo : v >= lo) && v <= hi, flag, " ", text, " is out of range (",
-           lo_open ? "above " : "", lo, " to ", hi, ")");
-  return v;
+  return parse_number(flag, text, lo, hi, lo_open);
 }
 
 CLI::Option* add_int(CLI::App* cmd, const std::string& flag, int64_t& target, int64_t lo,
@@ -84,16 +74,7 @@ CLI::Option* add_seed(CLI::App* cmd, const std::string& flag, uint64_t& target,
 }
 
 double parse_bytes(const std::string& flag, const std::string& text) {
-  static const std::pair<const char*, double> units[] = {
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
-      {"B", 1}};
-  for (const auto& [unit, scale] : units) {
-    const std::string u = unit;
-    if (text.size() > u.size() && text.compare(text.size() - u.size(), u.size(), u) == 0)
-      return scale * parse_real(flag, text.substr(0, text.size() - u.size()), 0, 1e18, true);
-  }
-  return parse_real(flag, text, 0, 1e21, true);
+  return static_cast<double>(parse_byte_size(flag, text));
 }
 
 CLI::Option* add_bytes(CLI::App* cmd, const std::string& flag, double& target,

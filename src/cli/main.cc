@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autoshard/comm/world.h"
+#include "autoshard/environment.h"
 #include "autoshard/error.h"
 #include "cli/commands.h"
 
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
+    // A bad AUTOSHARD_* variable stops every command before it starts.
+    autoshard::env::check_all();
       std::fputs(app.help().c_str(), stdout);
       return 0;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autoshard/comm/thread_communicator.h"
+#include "autoshard/environment.h"
 #include "autoshard/error.h"
 
 namespace autoshard {
@@ -40,13 +41,7 @@ void ok(int code, const char* call) {
 // AUTOSHARD_MPI_MAX_COUNT lowers it (the tests use it to exercise the rounds
 // on small tensors).
 int64_t max_count() {
-  static const int64_t limit = [] {
-    const char* v = std::getenv("AUTOSHARD_MPI_MAX_COUNT");
-    const int64_t fallback = INT_MAX / 2;
-    if (!v) return fallback;
-    const long long n = std::atoll(v);
-    return n >= 1 && n <= fallback ? static_cast<int64_t>(n) : fallback;
-  }();
+  static const int64_t limit = [] { return env::mpi_max_count().value_or(env::kMpiMaxCount); }();
   return limit;
 }
 

@@ -4,28 +4,27 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include "autoshard/environment.h"
 
 namespace autoshard {
 
 namespace {
 struct Target {
   std::string name;
-  long at = 1;  // which arrival kills
-  long seen = 0;
+  int64_t at = 1;  // which arrival kills
+  int64_t seen = 0;
   std::mutex mu;
 };
 Target* target() {
   static Target* t = [] {
-    const char* spec = std::getenv("AUTOSHARD_CRASH_AT");
-    if (spec == nullptr || *spec == '\0') return static_cast<Target*>(nullptr);
+    const std::optional<env::CrashAt> spec = env::crash_at();
+    if (!spec) return static_cast<Target*>(nullptr);
     auto* t = new Target;
-    std::string s = spec;
-    if (size_t colon = s.find(':'); colon != std::string::npos) {
-      t->at = std::atol(s.c_str() + colon + 1);
-      s.resize(colon);
-    }
-    t->name = s;
+    t->name = spec->name;
+    t->at = spec->at;
     return t;
   }();
   return t;

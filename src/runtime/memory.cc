@@ -1,21 +1,15 @@
 #include "autoshard/runtime/memory.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "autoshard/environment.h"
 
 namespace autoshard {
 
 std::optional<int64_t> available_memory_bytes() {
-  if (const char* limit = std::getenv("AUTOSHARD_MEMORY_LIMIT")) {
-    char* end = nullptr;
-    double v = std::strtod(limit, &end);
-    if (end && (*end == 'K' || *end == 'k')) v *= 1024.0;
-    if (end && (*end == 'M' || *end == 'm')) v *= 1024.0 * 1024;
-    if (end && (*end == 'G' || *end == 'g')) v *= 1024.0 * 1024 * 1024;
-    if (v > 0) return static_cast<int64_t>(v);
-  }
+  if (const std::optional<int64_t> limit = env::memory_limit()) return limit;
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line))

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include "autoshard/environment.h"
 
 namespace autoshard {
 namespace {
@@ -99,8 +101,7 @@ class Pool {
 
 int machine_cores() {
   static const int cores = [] {
-    const char* env = std::getenv("AUTOSHARD_THREADS");
-    if (env && std::atoi(env) > 0) return std::atoi(env);
+    if (const std::optional<int> n = env::threads()) return *n;
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }();
   return cores;

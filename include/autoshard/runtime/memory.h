@@ -8,8 +8,9 @@
 namespace autoshard {
 
 // Bytes the kernel reports as available now (MemAvailable in /proc/meminfo),
-// or nullopt where that cannot be read. AUTOSHARD_MEMORY_LIMIT (bytes, or
-// with a K/M/G suffix) overrides it, for tests and for sharing a machine.
+// or nullopt where that cannot be read. AUTOSHARD_MEMORY_LIMIT (a size, as
+// --memory-per-device takes it: "8GiB", "512MB", "1G") overrides it, for
+// tests and for sharing a machine; a bad value throws naming it.
 std::optional<int64_t> available_memory_bytes();
 
 // "1.23 GiB", "512 MiB", ...
