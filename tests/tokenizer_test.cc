@@ -194,6 +194,52 @@ TEST(Tokenizer, StreamHoldsBackIncompleteCharactersAndKeepsSpaces) {
   EXPECT_EQ(continuation, "  world");  // the encoder's dummy prefix plus the space
 }
 
+// Added tokens: the longest one at a place wins; single_word ones only
+// where no word character touches them; lstrip/rstrip swallow spaces.
+TEST(Tokenizer, AddedTokensLongestFirstAndStandingAlone) {
+  std::ifstream in(kData + "byte_bpe/tokenizer.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  const auto add = [&](const std::string& content, int id, bool single_word = false,
+                       bool lstrip = false) {
+    j["added_tokens"].push_back(
+        {{"content", content}, {"id", id}, {"single_word", single_word}, {"lstrip", lstrip}});
+  };
+  add("<a>", 300);
+  add("<a>b", 301);
+  add("<", 302);
+  add("ab", 303, /*single_word=*/true);
+  add("é!", 304, /*single_word=*/true, /*lstrip=*/true);
+  const std::string dir = testing::TempDir() + "autoshard_tokenizer_added/";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "tokenizer.json") << j.dump();
+  const auto t = load_tokenizer(dir);
+  EXPECT_EQ(ids_of(*t, "<a>b<a><"), (Ids{301, 300, 302}));
+  EXPECT_EQ(ids_of(*t, "<a>c"), (Ids{300, 'c' - 33}));
+  // "ab" alone is the token; inside "xab" or "abc" it is not ("é" is a word
+  // character, "," is not).
+  EXPECT_EQ(ids_of(*t, "ab,xab"), (Ids{303, ',' - 33, 'x' - 33, 'a' - 33, 'b' - 33}));
+  EXPECT_EQ(ids_of(*t, "éab"), (Ids{127, 102, 'a' - 33, 'b' - 33}));
+  // A two-byte character before a standalone token; lstrip takes the spaces.
+  EXPECT_EQ(ids_of(*t, ",  é!"), (Ids{',' - 33, 304}));
+  EXPECT_EQ(ids_of(*t, "xé!"), (Ids{'x' - 33, 127, 102, '!' - 33}));
+}
+
+// Text files are tokenized a piece at a time; pieces end at line ends, so a
+// byte-level tokenizer gives the same ids as for the whole text at once.
+TEST(Tokenizer, TextFilesInPiecesGiveTheWholeTextsIds) {
+  std::string text;
+  for (int i = 0; text.size() < (size_t{700} << 10); ++i)
+    text += "Hello world's end, " + std::to_string(i * 7919) + "  café 日本\n" +
+            (i % 5 == 0 ? "\n" : "");
+  const std::string file = testing::TempDir() + "autoshard_tokenizer_text.txt";
+  std::ofstream(file) << text;
+  for (const char* kind : {"byte_bpe", "llama3_bpe"}) {
+    SCOPED_TRACE(kind);
+    const auto t = load_tokenizer(kData + kind);
+    EXPECT_EQ(encode_text_file(*t, file, "--data"), t->encode(text));
+  }
+}
+
 TEST(Tokenizer, BadInputGetsClearErrors) {
   const auto message = [](const std::function<void()>& f) {
     try {

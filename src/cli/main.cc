@@ -5,6 +5,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/environment.h"
+#include "autoshard/environment.h"
 #include "autoshard/error.h"
 #include "cli/commands.h"
 
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   autoshard::cli::add_solve_command(app);
   autoshard::cli::add_calibrate_command(app);
   try {
+    // A bad AUTOSHARD_* variable stops every command before it starts.
+    autoshard::env::check_all();
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
     // A bad AUTOSHARD_* variable stops every command before it starts.
