@@ -5,7 +5,6 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/environment.h"
-#include "autoshard/environment.h"
 #include "autoshard/error.h"
 #include "cli/commands.h"
 
@@ -35,8 +34,6 @@ int main(int argc, char** argv) {
     autoshard::env::check_all();
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {
-    // A bad AUTOSHARD_* variable stops every command before it starts.
-    autoshard::env::check_all();
       std::fputs(app.help().c_str(), stdout);
       return 0;
     }
