@@ -1,23 +1,16 @@
-// LSTM, GRU, SimpleRNN and Bidirectional, composed from einsum, gather and
-// elementwise ops (see recurrent_layers.h).
+// LSTM, GRU, SimpleRNN and Bidirectional, composed from einsum, pad (which
+// crops with negative counts) and elementwise ops (see recurrent_layers.h).
 //
-// The graph has no slice or concatenation primitive, so the time steps are
-// taken apart and put together with what it has:
-// - a step (or gate) is a run of rows of a time-major (gate-major) value:
-//   gather with ids 0..n-1 offset by the first row. A gather's gradient is a
-//   scatter-add as large as its table, so the T steps are split off by a
-//   binary tree of such slices: every level of the tree moves the sequence
-//   once, T log T in all instead of T^2 for T slices of the whole sequence;
-// - the output sequence is stacked by the same tree the other way: two runs
-//   of rows are placed into one by an einsum with a 0/1 placement matrix.
-// Sigmoid gates are tanh's: sigmoid(x) = 0.5 + 0.5 tanh(x / 2), exactly; the
-// halving is folded into the kernels once per step of training, so the
-// default LSTM applies one tanh to all four gates at once.
+// A time step is a crop of the time-major input projection [T, B, G U], a
+// gate a crop of its step's columns. A crop's gradient is a pad to the
+// whole, so the T steps are split off by a binary tree of crops: every level
+// of the tree moves the sequence once (T log T in all, where T crops of the
+// whole sequence would move it T times over). The output sequence is
+// stacked by the same tree the other way: two runs of steps concatenated by
+// two pads and an add.
 #include "autoshard/nn/recurrent_layers.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -55,7 +48,6 @@ std::string name_or(const std::string& given, const std::string& base) {
 }
 
 void check_rnn_activation(const std::string& a, const char* layer, const char* option) {
-  if (a == "sigmoid") return;  // composed here when the op set has none
   try {
     check_activation(a);
   } catch (const Error& e) {
@@ -76,58 +68,38 @@ void check_config(const RnnConfig& c) {
 
 // ---- taking sequences apart and putting them together ----
 
-// Rows [begin, begin + n) of x along its first axis.
-Value rows(Value x, int64_t begin, int64_t n) {
-  return ops::gather(x, ops::iota(*x.graph, {n}), begin);
+// [begin, begin + n) of x along `axis`: a crop.
+Value slice(Value x, int axis, int64_t begin, int64_t n) {
+  std::vector<int64_t> lo(x.rank(), 0), hi(x.rank(), 0);
+  lo[axis] = -begin;
+  hi[axis] = -(x.dim(axis) - begin - n);
+  return ops::pad(x, lo, hi);
 }
 
-// Row i of x without its first axis.
+// Row i of x [n, ...] without its first axis.
 Value row(Value x, int64_t i) {
   Shape rest(x.shape().begin() + 1, x.shape().end());
-  return ops::reshape(rows(x, i, 1), rest);
+  return ops::reshape(slice(x, 0, i, 1), rest);
 }
 
 // Every row of x [n, ...] as its own value [...], by halving (see the top).
 void split_rows(Value x, std::vector<Value>& out) {
   const int64_t n = x.dim(0);
   if (n == 1) {
-    Shape rest(x.shape().begin() + 1, x.shape().end());
-    out.push_back(ops::reshape(x, rest));
+    out.push_back(row(x, 0));
     return;
   }
   const int64_t half = (n + 1) / 2;
-  split_rows(rows(x, 0, half), out);
-  split_rows(rows(x, half, n - half), out);
+  split_rows(slice(x, 0, 0, half), out);
+  split_rows(slice(x, 0, half, n - half), out);
 }
 
-// [n] with 1 at k, 0 elsewhere: a scatter-add of a one into zeros (a
-// constant, so never differentiated).
-Value one_hot(Graph& g, int64_t n, int64_t k) {
-  return g.add(Op::ScatterAdd, {ops::iota(g, {1}), ops::constant(g, {1}, 1.0)},
-               ScatterAddAttrs{{n}, {}, k});
-}
-
-// The 0/1 matrix [m, n] with ones at (j, j + k): multiplied in, it places m
-// rows at rows k .. k + m - 1 of n. Built from a matrix [m, n + 1] whose
-// column k is ones: its first m * n elements, read as [m, n], put element
-// (j, k) at j (n + 1) + k = j n + (j + k).
-Value placement(Graph& g, int64_t m, int64_t n, int64_t k) {
-  Value row_k = g.add(Op::ScatterAdd, {ops::iota(g, {1}), ops::constant(g, {1, m}, 1.0)},
-                      ScatterAddAttrs{{n + 1, m}, {}, k});
-  Value flat = ops::reshape(ops::transpose(row_k, {1, 0}), {m * (n + 1), 1});
-  return ops::reshape(rows(flat, 0, m * n), {m, n});
-}
-
-const std::string kLetters = "bcdefghjklmnopqrstuvwxyz";  // never 'i' (placement) or 'a' (rows)
-
-// a [n1, ...] then b [n2, ...] along the first axis.
-Value concat_rows(Value a, Value b) {
-  Graph& g = *a.graph;
-  const int64_t n = a.dim(0) + b.dim(0);
-  const std::string rest = kLetters.substr(0, a.rank() - 1);
-  const std::string eq = "ai,a" + rest + "->i" + rest;
-  return ops::einsum(eq, placement(g, a.dim(0), n, 0), a) +
-         ops::einsum(eq, placement(g, b.dim(0), n, a.dim(0)), b);
+// a then b along `axis`: each padded to the whole, then added.
+Value concat(Value a, Value b, int axis) {
+  std::vector<int64_t> zero(a.rank(), 0), after = zero, before = zero;
+  after[axis] = b.dim(axis);
+  before[axis] = a.dim(axis);
+  return ops::pad(a, zero, after) + ops::pad(b, before, zero);
 }
 
 // The values [...] stacked along a new first axis, by halving.
@@ -138,68 +110,7 @@ Value stack_rows(const std::vector<Value>& v, size_t lo, size_t hi) {
     return ops::reshape(v[lo], s);
   }
   const size_t mid = lo + (hi - lo + 1) / 2;
-  return concat_rows(stack_rows(v, lo, mid), stack_rows(v, mid, hi));
-}
-
-// a [..., n1] then b [..., n2] along the last axis. Equal widths interleave
-// through a gate axis of two (a broadcast multiply each, no contraction).
-Value concat_last(Value a, Value b) {
-  Graph& g = *a.graph;
-  const int64_t n1 = a.dim(-1), n2 = b.dim(-1);
-  Shape lead(a.shape().begin(), a.shape().end() - 1);
-  Shape out = lead;
-  out.push_back(n1 + n2);
-  if (n1 == n2) {
-    Shape pair = lead;
-    pair.insert(pair.end(), {1, n1});
-    Value first = ops::reshape(one_hot(g, 2, 0), {2, 1});
-    Value second = ops::reshape(one_hot(g, 2, 1), {2, 1});
-    return ops::reshape(ops::reshape(a, pair) * first + ops::reshape(b, pair) * second, out);
-  }
-  const std::string lead_letters = kLetters.substr(0, a.rank() - 1);
-  const std::string eq_a = lead_letters + "a,ai->" + lead_letters + "i";
-  return ops::einsum(eq_a, a, placement(g, n1, n1 + n2, 0)) +
-         ops::einsum(eq_a, b, placement(g, n2, n1 + n2, n1));
-}
-
-// ---- activations ----
-
-Value affine(Value x, double a, double b) {
-  return ops::scale(x, a) + ops::constant(*x.graph, {}, b);
-}
-
-// Keras's activations by name; sigmoid as 0.5 + 0.5 tanh(x / 2).
-Value activate(Value x, const std::string& name) {
-  if (name == "sigmoid") return affine(ops::tanh(ops::scale(x, 0.5)), 0.5, 0.5);
-  return apply_activation(x, name);
-}
-
-// Gate g's factor folded into the kernels: 1/2 for a sigmoid gate when the
-// recurrent activation is sigmoid, so that tanh of the folded
-// pre-activation gives the gate as 0.5 + 0.5 tanh.
-bool folds_sigmoid(const RnnConfig& c) {
-  return c.kind != CellKind::SimpleRNN && c.recurrent_activation == "sigmoid";
-}
-// Which gates take the recurrent activation: LSTM i, f, o; GRU z, r.
-bool recurrent_gate(const RnnConfig& c, int gate) {
-  if (c.kind == CellKind::LSTM) return gate != 2;
-  if (c.kind == CellKind::GRU) return gate != 2;
-  return false;
-}
-// The per-gate factors [G] (1 where nothing is folded).
-Value gate_factors(Graph& g, const RnnConfig& c) {
-  Value f = ops::constant(g, {c.gates()}, 1.0);
-  if (!folds_sigmoid(c)) return f;
-  for (int k = 0; k < c.gates(); ++k)
-    if (recurrent_gate(c, k)) f = f - ops::scale(one_hot(g, c.gates(), k), 0.5);
-  return f;
-}
-// The gate's activation from its folded pre-activation.
-Value gate_activation(const RnnConfig& c, int gate, Value folded) {
-  if (recurrent_gate(c, gate))
-    return folds_sigmoid(c) ? affine(ops::tanh(folded), 0.5, 0.5)
-                            : activate(folded, c.recurrent_activation);
-  return activate(folded, c.activation);
+  return concat(stack_rows(v, lo, mid), stack_rows(v, mid, hi), 0);
 }
 
 }  // namespace
@@ -226,54 +137,46 @@ struct RecurrentLayer::Impl : LayerImpl {
 
  private:
   struct Weights {
-    Value kernel;          // [in, G, U], gate factors folded in
-    Value recurrent;       // [U, G, U], likewise
-    Value bias;            // [G, 1, U] added to the input projection (or invalid)
-    Value recurrent_bias;  // GRU reset_after: [G, 1, U] (or invalid)
-    // GRU without reset_after: the z and r gates' [2, U, U] and the h gate's
+    Value kernel;          // [in, G U]
+    Value recurrent;       // [U, G U]
+    Value bias;            // [G U] added to the input projection (or invalid)
+    Value recurrent_bias;  // GRU reset_after: [G U] (or invalid)
+    // GRU without reset_after: the z and r gates' [U, 2 U] and the h gate's
     // [U, U] (its product comes after the reset gate).
     Value recurrent_zr, recurrent_h;
   };
   Weights weights(Trace& t, int64_t in) const;
   std::vector<Value> initial(Trace& t, const std::vector<Value>& given, int64_t batch) const;
-  // One step: from the input projection [G, B, U] and the states, the new states.
-  std::vector<Value> step(const Weights& w, Value xp, const std::vector<Value>& states,
-                          Value recurrent_mask) const;
+  // One step: from the step's input projection [B, G U] and the states, the
+  // new states. `h_in` is h as the recurrent product sees it (after
+  // recurrent dropout).
   std::vector<Value> lstm_step(const Weights& w, Value xp, Value c, Value h_in) const;
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
+  // Gate k's columns [k U, (k + 1) U) of z [B, G U].
+  Value gate(Value z, int k, int n = 1) const { return slice(z, 1, k * c.units, n * c.units); }
+  Value act(Value x) const { return apply_activation(x, c.activation); }
+  Value recurrent_act(Value x) const { return apply_activation(x, c.recurrent_activation); }
   uint64_t mask_key(Trace& t, const char* what) const {
     return stable_hash(t.path(what).c_str()) ^ (c.seed + t.seed() * 0x9E3779B97F4A7C15ull);
   }
 };
 
 RecurrentLayer::Impl::Weights RecurrentLayer::Impl::weights(Trace& t, int64_t in) const {
-  Graph& g = t.graph();
   const int64_t G = c.gates(), U = c.units;
-  Value factors = gate_factors(g, c);
-  const bool fold = folds_sigmoid(c);
-  // Reshaped to `shape` (gates on axis `gate_axis`), the factors folded in.
-  auto folded = [&](Value v, Shape shape, size_t gate_axis) {
-    Value r = ops::reshape(v, shape);
-    if (!fold) return r;
-    Shape f(shape.size(), 1);
-    f[gate_axis] = G;
-    return r * ops::reshape(factors, f);
-  };
   Weights w;
-  w.kernel = folded(t.weight("kernel", {in, G * U}, c.kernel_init), {in, G, U}, 1);
-  w.recurrent = folded(t.weight("recurrent_kernel", {U, G * U}, c.recurrent_init), {U, G, U}, 1);
+  w.kernel = t.weight("kernel", {in, G * U}, c.kernel_init);
+  w.recurrent = t.weight("recurrent_kernel", {U, G * U}, c.recurrent_init);
   if (c.kind == CellKind::GRU && !c.reset_after) {
-    Value gate_major = ops::transpose(w.recurrent, {1, 0, 2});  // [G, U, U]
-    w.recurrent_zr = rows(gate_major, 0, 2);
-    w.recurrent_h = row(gate_major, 2);
+    w.recurrent_zr = slice(w.recurrent, 1, 0, 2 * U);
+    w.recurrent_h = slice(w.recurrent, 1, 2 * U, U);
   }
   if (!c.use_bias) return w;
   if (c.kind == CellKind::GRU && c.reset_after) {
     Value both = t.weight("bias", {2, G * U}, c.bias_init);
-    w.bias = folded(row(both, 0), {G, 1, U}, 0);
-    w.recurrent_bias = folded(row(both, 1), {G, 1, U}, 0);
+    w.bias = row(both, 0);
+    w.recurrent_bias = row(both, 1);
   } else {
-    w.bias = folded(t.weight("bias", {G * U}, c.bias_init), {G, 1, U}, 0);
+    w.bias = t.weight("bias", {G * U}, c.bias_init);
   }
   return w;
 }
@@ -309,17 +212,29 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
                                   mask_key(t, "recurrent_dropout"));
 
   const Weights w = weights(t, in);
-  // Every step's input projection in one einsum, time- and gate-major so
-  // that steps and gates are runs of rows.
-  Value xp = ops::einsum("btk,kgu->tgbu", x, w.kernel);
+  // Every step's input projection in one einsum, time-major so that a step
+  // is a run of rows.
+  Value xp = ops::einsum("btk,kv->tbv", x, w.kernel);
   if (w.bias.valid()) xp = xp + w.bias;
   std::vector<Value> steps;
   split_rows(xp, steps);
 
   std::vector<Value> outputs;
   for (int64_t s = 0; s < T; ++s) {
-    const int64_t time = c.go_backwards ? T - 1 - s : s;
-    states = step(w, steps[time], states, recurrent_mask);
+    const Value xs = steps[c.go_backwards ? T - 1 - s : s];
+    const Value h = states[0];
+    const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
+    switch (c.kind) {
+      case CellKind::LSTM:
+        states = lstm_step(w, xs, states[1], h_in);
+        break;
+      case CellKind::GRU:
+        states = {gru_step(w, xs, h, h_in)};
+        break;
+      case CellKind::SimpleRNN:
+        states = {act(xs + ops::einsum("bu,uv->bv", h_in, w.recurrent))};
+        break;
+    }
     outputs.push_back(states[0]);
   }
 
@@ -334,63 +249,27 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   return result;
 }
 
-std::vector<Value> RecurrentLayer::Impl::step(const Weights& w, Value xp,
-                                              const std::vector<Value>& states,
-                                              Value recurrent_mask) const {
-  Value h = states[0];
-  Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
-  switch (c.kind) {
-    case CellKind::LSTM:
-      return lstm_step(w, xp, states[1], h_in);
-    case CellKind::GRU:
-      return {gru_step(w, xp, h, h_in)};
-    case CellKind::SimpleRNN: {
-      Value z =
-          ops::reshape(xp, {xp.dim(1), xp.dim(2)}) + ops::einsum("bu,ugv->bv", h_in, w.recurrent);
-      return {activate(z, c.activation)};
-    }
-  }
-  return {};
-}
-
 std::vector<Value> RecurrentLayer::Impl::lstm_step(const Weights& w, Value xp, Value cs,
                                                    Value h_in) const {
-  Value z = xp + ops::einsum("bu,ugv->gbv", h_in, w.recurrent);  // [4, B, U], folded
-  Value i, f, g, o;
-  if (folds_sigmoid(c) && c.activation == "tanh") {
-    // One tanh for all four gates: sigmoid gates are 0.5 + 0.5 tanh of their
-    // halved pre-activations, the cell gate tanh itself.
-    Graph& gr = *z.graph;
-    Value scale = ops::reshape(gate_factors(gr, c), {4, 1, 1});  // 1/2, 1/2, 1, 1/2
-    Value shift = ops::reshape(ops::constant(gr, {4}, 0.5) - ops::scale(one_hot(gr, 4, 2), 0.5),
-                               {4, 1, 1});  // 1/2, 1/2, 0, 1/2
-    Value act = ops::tanh(z) * scale + shift;
-    i = row(act, 0), f = row(act, 1), g = row(act, 2), o = row(act, 3);
-  } else {
-    i = gate_activation(c, 0, row(z, 0));
-    f = gate_activation(c, 1, row(z, 1));
-    g = gate_activation(c, 2, row(z, 2));
-    o = gate_activation(c, 3, row(z, 3));
-  }
-  Value c_new = f * cs + i * g;
-  return {o * activate(c_new, c.activation), c_new};
+  // All four gates' recurrent product in one einsum, then each gate's columns.
+  Value z = xp + ops::einsum("bu,uv->bv", h_in, w.recurrent);  // [B, 4 U]: i, f, c, o
+  Value i = recurrent_act(gate(z, 0)), f = recurrent_act(gate(z, 1));
+  Value c_new = f * cs + i * act(gate(z, 2));
+  return {recurrent_act(gate(z, 3)) * act(c_new), c_new};
 }
 
 Value RecurrentLayer::Impl::gru_step(const Weights& w, Value xp, Value h, Value h_in) const {
-  Value zr, h_x = row(xp, 2), hh;
-  if (c.reset_after) {  // hh = tanh(x_h + r * (h U_h + b_rh))
-    Value rec = ops::einsum("bu,ugv->gbv", h_in, w.recurrent);  // [3, B, U]
+  Value zr, hh;
+  if (c.reset_after) {                                        // hh = tanh(x_h + r * (h U_h + b_rh))
+    Value rec = ops::einsum("bu,uv->bv", h_in, w.recurrent);  // [B, 3 U]: z, r, h
     if (w.recurrent_bias.valid()) rec = rec + w.recurrent_bias;
-    zr = rows(xp, 0, 2) + rows(rec, 0, 2);
-    Value r = gate_activation(c, 1, row(zr, 1));
-    hh = gate_activation(c, 2, h_x + r * row(rec, 2));
+    zr = recurrent_act(gate(xp, 0, 2) + gate(rec, 0, 2));
+    hh = act(gate(xp, 2) + gate(zr, 1) * gate(rec, 2));
   } else {  // hh = tanh(x_h + (r * h) U_h)
-    zr = rows(xp, 0, 2) + ops::einsum("bu,guv->gbv", h_in, w.recurrent_zr);
-    Value r = gate_activation(c, 1, row(zr, 1));
-    hh = gate_activation(c, 2, h_x + ops::einsum("bu,uv->bv", r * h_in, w.recurrent_h));
+    zr = recurrent_act(gate(xp, 0, 2) + ops::einsum("bu,uv->bv", h_in, w.recurrent_zr));
+    hh = act(gate(xp, 2) + ops::einsum("bu,uv->bv", gate(zr, 1) * h_in, w.recurrent_h));
   }
-  Value z = gate_activation(c, 0, row(zr, 0));
-  return hh + z * (h - hh);  // z h + (1 - z) hh
+  return hh + gate(zr, 0) * (h - hh);  // z h + (1 - z) hh
 }
 
 RecurrentLayer::RecurrentLayer(std::shared_ptr<Impl> impl) : Layer(impl), rnn_(std::move(impl)) {}
@@ -549,7 +428,7 @@ struct Bidirectional::Impl : LayerImpl {
     if (merge == "none") {
       out = {a, b};
     } else if (merge == "concat") {
-      out = {concat_last(a, b)};
+      out = {concat(a, b, a.rank() - 1)};
     } else {
       AS_CHECK(a.shape() == b.shape(), "Bidirectional ", name(), ": merge_mode ", merge,
                " needs outputs of one shape, got ", shape_str(a.shape()), " and ",

@@ -10,12 +10,12 @@
 //   SimpleRNN  kernel [in, units], recurrent_kernel [units, units], bias [units].
 //   Bidirectional: "<name>.forward_<layer>.*" and "<name>.backward_<layer>.*".
 //
-// Inputs are [batch, time, features]. Each layer is composed from einsum
-// and elementwise ops: the input projection of every time step is ONE
-// einsum, then the recurrence is unrolled in the graph, one einsum (all gates
-// at once) and a few elementwise ops per step. So the planner can split it
-// like any other op sequence: over the batch (no communication) or over the
-// units (each gate's columns split, the state gathered every step).
+// Inputs are [batch, time, features]. Each layer is composed from einsum,
+// pad (crops) and elementwise ops: the input projection of every time step
+// is ONE einsum, then the recurrence is unrolled in the graph, one einsum
+// (all gates at once) and a few elementwise ops per step. So the planner can
+// split it like any other op sequence: over the batch (no communication) or
+// over the units (the gate columns split, the state gathered every step).
 //
 // Differences from Keras, all documented in docs/layers.md: no masking
 // (ragged sequences), no `stateful`; `recurrent_initializer` defaults to
