@@ -3,14 +3,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/runtime/memory.h"
 #include "cli/arguments.h"
 
 namespace autoshard::cli {
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
+  o.command = cmd->get_name();
   cmd->add_option("--model", o.model,
                   "GPT-2 preset (test, tiny, mini, gpt2, ...), a config.json (gpt2, llama, "
                   "mistral, qwen2, gemma) or a model directory")
@@ -53,11 +56,48 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
                 "(less activation memory, the same numbers)");
 }
 
+namespace {
+
+// --seq (its default: min(128, the model's positions)) against the model, and
+// the batch's token ids, targets and logits against the memory there is
+// (plan allocates none of them; under mpirun each rank holds its rows).
+void check_batch(CommonOptions& o, const LanguageModelConfig& cfg) {
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
+  AS_CHECK(o.seq <= cfg.max_positions(), "--seq ", o.seq, " must be between 1 and the model's ",
+           cfg.max_positions_field(), " (", cfg.max_positions(), ")");
+  const std::optional<int64_t> available = available_memory_bytes();
+  if (o.command == "plan" || !available || World::process().distributed()) return;
+  const double tokens = double(o.batch) * double(o.seq);
+  const double bytes = tokens * (8 + 4 * double(cfg.vocab_size()));
+  AS_CHECK(bytes <= double(*available), "--batch ", o.batch, " x --seq ", o.seq,
+           ": holding the step's token ids and logits alone (", tokens,
+           " tokens x a vocabulary of ", cfg.vocab_size(), ") needs ", format_bytes(bytes), " but ",
+           format_bytes(double(*available)),
+           " is available (AUTOSHARD_MEMORY_LIMIT caps it); use a smaller --batch or --seq");
+}
+
+// --zero1 splits optimizer state over the data axis: a mesh without one
+// (of more than one device) would ignore it.
+void check_zero1(const CommonOptions& o, const DeviceMesh* mesh) {
+  if (!o.zero1) return;
+  const int a = mesh ? mesh->axis_index("data") : -1;
+  AS_CHECK(a >= 0 && mesh->axis_size(a) > 1, "--zero1 splits optimizer state over the data axis, ",
+           "but ",
+           mesh ? "the mesh " + mesh->to_string() + " has none of more than one device"
+                : std::string("this run has one device"),
+           "; give a mesh with one (e.g. --mesh data=2) or drop --zero1");
+}
+
+}  // namespace
+
 // The model's config: --model, or the config of --weights when --model was
 // left at its default.
 LanguageModelConfig model_config(CommonOptions& o) {
   if (!o.weights.empty() && !o.model_given) o.model = o.weights;
-  return LanguageModelConfig::of(o.model);
+  LanguageModelConfig cfg = LanguageModelConfig::of(o.model);
+  cfg.bytes_per_parameter = o.command == "train" ? 16 : o.command == "plan" ? 0 : 4;
+  if (o.command != "generate") check_batch(o, cfg);
+  return cfg;
 }
 
 std::unique_ptr<Tokenizer> model_tokenizer(const CommonOptions& o) {
@@ -96,8 +136,10 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     const int data = static_cast<int>(std::gcd<int64_t>(devices, o.batch));
     mesh = DeviceMesh({data, devices / data}, {"data", "model"});
   } else {
+    check_zero1(o, nullptr);
     return nullptr;
   }
+  if (!chosen) check_zero1(o, &mesh);  // AutoShard's own meshes may shard state without it
   std::shared_ptr<Distribution> d;
   if (o.plan == "auto") {
     auto a = chosen ? chosen : std::make_shared<AutoShard>(mesh, "data", auto_options);

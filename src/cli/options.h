@@ -19,6 +19,7 @@ namespace autoshard::cli {
 constexpr int64_t kMaxBatch = (int64_t{1} << 31) - 1;
 
 struct CommonOptions {
+  std::string command;  // the subcommand: train, eval, generate, plan
   std::string model = "mini";
   std::string data;            // empty: the built-in corpus
   int64_t batch = 8, seq = 0;  // seq 0: min(128, n_positions)
@@ -41,7 +42,11 @@ struct CommonOptions {
 
 void add_common(CLI::App* cmd, CommonOptions& o);
 // The model's config: --model, or the config of --weights when --model was
-// left at its default (then --model names the weights).
+// left at its default (then --model names the weights). Its memory check
+// (LanguageModelConfig::check_fits, when built) counts what the command
+// holds of each parameter; --seq (given or its default) must fit the model,
+// and for train and eval the batch's token ids and logits the memory there
+// is, before anything is allocated.
 LanguageModelConfig model_config(CommonOptions& o);
 // The tokenizer of the model's directory (that of --weights, else of
 // --model), or null when it has none.

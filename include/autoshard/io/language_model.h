@@ -16,6 +16,12 @@ namespace autoshard {
 
 struct LanguageModelConfig {
   std::variant<GPT2Config, LlamaConfig, OPTConfig> config;
+  // What it was read from (a preset name, a config.json), for errors.
+  std::string source;
+  // Bytes a run holds for each parameter, for the memory check of build():
+  // 4, the weights (eval, generate, convert); 16 to train (gradients and
+  // AdamW's two moments too); 0 to plan (nothing is allocated).
+  double bytes_per_parameter = 4;
 
   // A GPT-2 preset name, a config.json, a Hugging Face model directory (its
   // config.json's model_type picks the architecture) or an llm.c .bin file.
@@ -30,6 +36,15 @@ struct LanguageModelConfig {
   int64_t attention_width() const;
   // The parameter count, from the config alone (nothing is built).
   double parameters() const;
+  // The field that sets the number of layers (n_layer, num_hidden_layers).
+  const char* layers_field() const;
+  // Throws an error naming the config's largest term unless the model fits
+  // the memory available (AUTOSHARD_MEMORY_LIMIT caps it): its parameters at
+  // bytes_per_parameter (not counted under mpirun, where each rank holds a
+  // share) and the bookkeeping of building and tracing each layer.
+  void check_fits() const;
+  // Builds the model, after check_fits(): no command builds the layers of a
+  // model too large for the machine.
   std::unique_ptr<Model> build(int64_t seq_len, uint64_t seed) const;
   // Megatron-LM's tensor-parallel layout for these weight paths.
   LayoutMap megatron_layout(const std::string& model_axis = "model") const;
