@@ -2,10 +2,10 @@
 
 #include <climits>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 
 namespace autoshard {
 
@@ -20,15 +20,19 @@ ConfigReader::ConfigReader(const std::string& text, std::string source)
 }
 
 ConfigReader ConfigReader::from_file(const std::string& path) {
-  std::ifstream in(path);
-  AS_CHECK(in.good(), "cannot open model config '", path, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ConfigReader(text.str(), path);
+  AS_CHECK(std::filesystem::exists(path), "cannot open model config '", path, "': no such file");
+  // A config.json is a few kilobytes; a larger file is not one.
+  return ConfigReader(read_input_file(path, "model config", 16 << 20), path);
+}
+
+ConfigReader ConfigReader::nested(const char* key) const {
+  if (!has(key)) return ConfigReader(nlohmann::json::object(), source_, prefix_ + key + ".");
+  AS_CHECK(j_[key].is_object(), where(key), " must be an object or null, got ", j_[key].dump());
+  return ConfigReader(j_[key], source_, prefix_ + key + ".");
 }
 
 std::string ConfigReader::where(const char* key) const {
-  return cat("model config '", source_, "': \"", key, "\"");
+  return cat("model config '", source_, "': \"", prefix_, key, "\"");
 }
 
 bool ConfigReader::has(const char* key) const {
@@ -43,7 +47,7 @@ std::string ConfigReader::model_type() const {
 
 void ConfigReader::size(const char* key, int64_t& field, bool required) const {
   if (!has(key)) {
-    AS_CHECK(!required, "model config '", source_, "' lacks \"", key, "\"");
+    AS_CHECK(!required, "model config '", source_, "' lacks \"", prefix_, key, "\"");
     return;
   }
   const auto& v = j_[key];

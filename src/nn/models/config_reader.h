@@ -13,6 +13,9 @@ class ConfigReader {
   // Parses `text`; `source` names it in errors.
   ConfigReader(const std::string& text, std::string source);
   static ConfigReader from_file(const std::string& path);
+  // The object under `key` (absent or null: an empty one), read with the same
+  // checks; its errors name the field as "key.field".
+  ConfigReader nested(const char* key) const;
 
   const nlohmann::json& json() const { return j_; }
   const std::string& source() const { return source_; }
@@ -30,8 +33,12 @@ class ConfigReader {
   void text(const char* key, std::string& field) const;
 
  private:
+  ConfigReader(nlohmann::json j, std::string source, std::string prefix)
+      : j_(std::move(j)), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
   nlohmann::json j_;
   std::string source_;
+  std::string prefix_;  // "rope_scaling." for a nested object
 };
 
 }  // namespace autoshard

@@ -22,21 +22,32 @@ namespace {
 // low_freq_factor, high_freq_factor, original_max_position_embeddings}.
 void read_rope_scaling(const ConfigReader& r, LlamaConfig& c) {
   if (!r.has("rope_scaling")) return;
-  const nlohmann::json& s = r.json()["rope_scaling"];
-  AS_CHECK(s.is_object(), r.where("rope_scaling"), " must be an object or null");
-  const std::string type = s.value("rope_type", s.value("type", std::string()));
+  const ConfigReader s = r.nested("rope_scaling");
+  std::string type;
+  s.text("type", type);  // older configs name it so
+  s.text("rope_type", type);
   AS_CHECK(type == "llama3", r.where("rope_scaling"), " of type '", type,
            "' is not supported (only \"llama3\")");
-  const ConfigReader inner(s.dump(), r.source() + "\" rope_scaling \"");
   c.rope_factor = 1;
-  inner.real("factor", c.rope_factor, 0, 1e6, true);
-  inner.real("low_freq_factor", c.rope_low_freq_factor, 0, 1e6, true);
-  inner.real("high_freq_factor", c.rope_high_freq_factor, 0, 1e6, true);
+  s.real("factor", c.rope_factor, 0, 1e6, true);
+  s.real("low_freq_factor", c.rope_low_freq_factor, 0, 1e6, true);
+  s.real("high_freq_factor", c.rope_high_freq_factor, 0, 1e6, true);
   int64_t original = 8192;
-  inner.size("original_max_position_embeddings", original, false);
+  s.size("original_max_position_embeddings", original, false);
   c.rope_original_max_positions = double(original);
   AS_CHECK(c.rope_high_freq_factor > c.rope_low_freq_factor, r.where("rope_scaling"),
            ": high_freq_factor must exceed low_freq_factor");
+}
+
+// head_dim: the config's, else hidden_size / num_attention_heads rounded
+// down (as transformers computes it), which must leave a head some width.
+void read_head_dim(const ConfigReader& r, LlamaConfig& c) {
+  if (r.has("head_dim")) return r.size("head_dim", c.head_dim, false);
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  AS_CHECK(c.head_dim >= 1, r.where("hidden_size"), " = ", c.hidden_size,
+           " is less than \"num_attention_heads\" = ", c.num_attention_heads,
+           ": without \"head_dim\" each head is hidden_size / num_attention_heads = 0 wide; give "
+           "\"head_dim\" or a hidden_size of at least num_attention_heads");
 }
 
 }  // namespace
@@ -55,14 +66,24 @@ LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
   r.size("num_attention_heads", c.num_attention_heads, true);
   c.num_key_value_heads = c.num_attention_heads;
   r.size("num_key_value_heads", c.num_key_value_heads, false);
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  r.size("head_dim", c.head_dim, false);
+  read_head_dim(r, c);
+  AS_CHECK(c.num_attention_heads % c.num_key_value_heads == 0, r.where("num_attention_heads"),
+           " = ", c.num_attention_heads,
+           " must be a multiple of \"num_key_value_heads\" = ", c.num_key_value_heads,
+           " (each kv head serves a group of query heads)");
+  AS_CHECK(c.head_dim % 2 == 0, r.where("head_dim"), " = ", c.head_dim,
+           " must be even (rotary embeddings turn pairs)",
+           r.has("head_dim") ? "" : "; it is hidden_size / num_attention_heads when not given");
   r.size("max_position_embeddings", c.max_position_embeddings, true);
   r.real("rms_norm_eps", c.rms_norm_eps, 0, 1, true);
   r.real("rope_theta", c.rope_theta, 1, 1e12, false);
   read_rope_scaling(r, c);
+  // Qwen2's attention always has q, k and v biases: transformers' Qwen2
+  // ignores attention_bias, which its configs may carry with any value.
   c.attention_bias = c.model_type == "qwen2";
-  r.flag("attention_bias", c.attention_bias);
+  bool attention_bias = c.attention_bias;
+  r.flag("attention_bias", attention_bias);
+  if (c.model_type != "qwen2") c.attention_bias = attention_bias;
   c.tie_word_embeddings = gemma;
   r.flag("tie_word_embeddings", c.tie_word_embeddings);
   bool use_window = c.model_type == "mistral";
@@ -91,9 +112,18 @@ LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
 }
 
 void LlamaConfig::validate() const {
-  for (int64_t v : {vocab_size, hidden_size, intermediate_size, num_hidden_layers,
-                    num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings})
-    AS_CHECK(v > 0 && v <= INT32_MAX, "Llama config: sizes must be from 1 to 2147483647");
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"intermediate_size", intermediate_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"num_attention_heads", num_attention_heads},
+      {"num_key_value_heads", num_key_value_heads},
+      {"head_dim", head_dim},
+      {"max_position_embeddings", max_position_embeddings}};
+  for (const auto& [name, v] : sizes)
+    AS_CHECK(v > 0 && v <= INT32_MAX, "Llama config: ", name, " = ", v,
+             " must be from 1 to 2147483647");
   AS_CHECK(num_attention_heads % num_key_value_heads == 0, "Llama config: num_attention_heads (",
            num_attention_heads, ") must be a multiple of num_key_value_heads (",
            num_key_value_heads, ")");
