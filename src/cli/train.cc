@@ -346,6 +346,9 @@ void run_eval(EvalOptions& o) {
     total += model.test_on_batch(x, y);
   }
   const double mean = total / double(n);
+  AS_CHECK(std::isfinite(mean), "eval: the loss is ", std::isnan(mean) ? "nan" : "infinite",
+           " (check the weights of '", o.weights.empty() ? o.model : o.weights,
+           "' and the data: a NaN or infinite logit)");
   if (!World::process().leader()) return;
   if (o.json)
     std::printf("%s\n",

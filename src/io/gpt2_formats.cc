@@ -256,6 +256,8 @@ void load_llmc(GPT2& model, const std::string& path) {
     AS_CHECK(in.gcount() == static_cast<std::streamsize>(piece.size() * 4), "'", path,
              "' is truncated in tensor ", name,
              layer >= 0 ? " of layer " + std::to_string(layer) : std::string());
+    check_finite(piece.data(), static_cast<int64_t>(piece.size()),
+                 layer >= 0 ? cat(name, " of layer ", layer) : std::string(name), path);
     pieces.emplace_back(name, std::move(piece));
     meta.emplace_back(name, rows, cols, layer);
   });

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -135,8 +136,21 @@ WeightSource mapped_source(std::shared_ptr<const SafetensorsFile> file, TensorMa
     check_mapping(*file, map, shape, weight);
   };
   s.read = [file, map](const Shape& shape, const Sharding& layout, const DeviceMesh& mesh,
-                       int device) { return read_block(*file, map, shape, layout, mesh, device); };
+                       int device) {
+    Tensor block = read_block(*file, map, shape, layout, mesh, device);
+    check_finite(block.f32(), block.numel(), map.tensor, file->path());
+    return block;
+  };
   return s;
+}
+
+void check_finite(const float* values, int64_t n, const std::string& tensor,
+                  const std::string& file) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i])) [[unlikely]]
+      fail("weights: tensor '", tensor, "' in '", file, "' holds ",
+           std::isnan(values[i]) ? "NaN" : "an infinite value",
+           ": the file is damaged or was saved from a run that diverged; use other weights");
 }
 
 }  // namespace autoshard

@@ -30,8 +30,15 @@ struct TensorMapping {
   static TensorMapping plain(std::string name) { return {std::move(name), 0, -1, 0, {}}; }
 };
 
-// A model weight's values read from an open safetensors file through a mapping.
+// A model weight's values read from an open safetensors file through a
+// mapping; a block holding NaN or infinity is an error (check_finite).
 WeightSource mapped_source(std::shared_ptr<const SafetensorsFile> file, TensorMapping map);
+
+// Throws naming `tensor` and `file` when one of the n values is NaN or
+// infinite: such a weight makes every output NaN (a token 0 generated, a loss
+// of nan), so a file holding one is refused when it is read.
+void check_finite(const float* values, int64_t n, const std::string& tensor,
+                  const std::string& file);
 
 // Checks that the file tensor has the shape the mapping expects (the weight's
 // own for a plain mapping: a tensor with the right element count but another
