@@ -1,14 +1,15 @@
 // `autoshard generate`: continues a prompt with a decoder (GPT-2, Llama,
 // Mistral, Qwen2) on one device, a mesh of in-process devices or MPI ranks:
 // a prefill pass, then one token at a time over the sharded key-value cache.
+#include <climits>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/nn/generation.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -25,19 +26,25 @@ struct GenerateOptions : CommonOptions {
   bool ignore_eos = false;
 };
 
-// The config's eos_token_id (a number or a list), when the model comes from
-// a Hugging Face directory or config.json.
+// The config's eos_token_id (a token id, a list of them, or null), when the
+// model comes from a Hugging Face directory or config.json. Each must be a
+// whole number that is a token id (2^32 + 59 is not 59); one outside the
+// vocabulary is never produced, so it stops nothing.
 std::vector<int32_t> eos_tokens(const std::string& model) {
   std::filesystem::path path = model;
   if (std::filesystem::is_directory(path)) path /= "config.json";
   if (path.extension() != ".json" || !std::filesystem::is_regular_file(path)) return {};
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // LanguageModelConfig::of has read this file already: it is a JSON object.
+  const nlohmann::json j = nlohmann::json::parse(read_input_file(path, "model config", 16 << 20));
   std::vector<int32_t> ids;
-  if (!j.is_object() || !j.contains("eos_token_id")) return ids;
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
   const nlohmann::json& e = j["eos_token_id"];
-  for (const nlohmann::json& id : e.is_array() ? e : nlohmann::json::array({e}))
-    if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+  for (const nlohmann::json& id : e.is_array() ? e : nlohmann::json::array({e})) {
+    AS_CHECK(id.is_number_unsigned() && id.get<uint64_t>() <= INT32_MAX, "model config '",
+             path.string(), "': \"eos_token_id\" ", e.dump(),
+             " must be a token id (a whole number from 0 to 2147483647) or a list of them");
+    ids.push_back(static_cast<int32_t>(id.get<uint64_t>()));
+  }
   return ids;
 }
 

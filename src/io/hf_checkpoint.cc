@@ -32,8 +32,11 @@ std::map<std::string, std::string> read_index(const fs::path& index) {
     AS_CHECK(file.is_string(), "'", index.string(), "': the file of '", tensor,
              "' must be a string");
     const std::string name = file.get<std::string>();
-    AS_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "..", "'",
-             index.string(), "': shard file '", name, "' must be a file name in the directory");
+    // A NUL would cut the name short where the file system reads it.
+    AS_CHECK(!name.empty() && name.find_first_of(std::string("/\0", 2)) == std::string::npos &&
+                 name != "." && name != "..",
+             "'", index.string(), "': shard file ", file.dump(),
+             " must be a file name in the directory (no '/', no NUL byte)");
     map[tensor] = name;
   }
   return map;
