@@ -9,6 +9,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/plan/cost_model.h"
+#include "autoshard/tensor/array_split.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -248,9 +249,37 @@ class Builder {
         local_inputs_.push_back(d.inputs[k].local_shape(g_.node(node.inputs[k]).shape, mesh_, 0));
       const Shape local = d.output.local_shape(node.shape, mesh_, 0);
       costs.push_back(
-          nanoseconds(op_seconds(c_, node, local_inputs_, local, mesh_.size(), o_.bf16)));
+          nanoseconds(op_seconds(c_, node, local_inputs_, local, mesh_.size(), o_.bf16) +
+                      halo_seconds(node, d)));
     }
     return costs;
+  }
+
+  // An op that reads a window of a split loop (a convolution's rows split
+  // over an axis, LoopNest::halos) first receives the rows its window reads
+  // beyond its band (the partitioner's HaloExchange): priced as an
+  // all-gather of every member's halo over that axis.
+  double halo_seconds(const Node& node, const ShardDecision& d) {
+    const OpDef& def = op_def(node.op);
+    if (!def.window) return 0;
+    double seconds = 0;
+    const LoopNest nest = def.loops(g_, node);
+    for (const LoopNest::Halo& h : nest.halos) {
+      const int axis = d.inputs[h.input].dims[h.dim];
+      if (axis < 0) continue;
+      const Shape& in = g_.node(node.inputs[h.input]).shape;
+      const int parts = mesh_.axis_size(axis);
+      const int64_t band = split_size(nest.loops[nest.inputs[h.input][h.dim]].extent, parts, 0);
+      auto [lo, hi] = def.window(g_, node, h.input, h.dim, 0, band);
+      const int64_t halo = std::max<int64_t>(0, hi - lo - split_size(in[h.dim], parts, 0));
+      if (halo == 0) continue;
+      Shape rows = in;
+      rows[h.dim] = halo * parts;
+      Sharding gathered = d.inputs[h.input];
+      gathered.dims[h.dim] = -1;
+      seconds += conversion_seconds(c_, mesh_, d.inputs[h.input], gathered, rows, o_.bf16);
+    }
+    return seconds;
   }
 
   // One problem node per representative: its members' costs added up, its
