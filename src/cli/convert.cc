@@ -43,12 +43,10 @@ void convert(const ConvertOptions& o) {
 void run_convert(const ConvertOptions& o) {
   // Convert makes something new: it never replaces what is there (not even
   // with --overwrite, which it does not take: OUT may be a directory).
+  // Under mpirun the ranks convert together into one OUT (io/files.h).
   check_output_path(o.out, "convert: OUT", /*overwrite=*/false, /*offer_overwrite=*/false);
-  // Under mpirun rank 0 converts alone (every rank writing OUT would race
-  // and leave temporaries); the others wait for it, and its error stops them.
-  const World& world = World::process();
-  if (world.leader()) convert(o);
-  world.barrier();
+  World::process().barrier();  // every rank has seen OUT absent
+  convert(o);
 }
 
 }  // namespace

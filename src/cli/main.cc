@@ -6,6 +6,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
+#include "cli/agreement.h"
 #include "cli/commands.h"
 
 namespace {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   autoshard::cli::add_convert_command(app);
   autoshard::cli::add_solve_command(app);
   autoshard::cli::add_calibrate_command(app);
+  autoshard::cli::require_agreement_across_ranks(app);  // under mpirun: same options on every rank
   try {
     // A bad AUTOSHARD_* variable stops every command before it starts.
     autoshard::env::check_all();

@@ -24,12 +24,14 @@ decltype(auto) filesystem_step(const std::string& what, F&& f) {
 
 // Flushes a file (or a directory's entries) to disk; errors are ignored.
 void fsync_path(const std::string& path, bool directory);
-// Writes `text` to `path` (replacing it) and flushes it to disk.
+// Writes `text` to `path` (replacing it) and flushes it to disk; under
+// mpirun the leader alone writes (the ranks share the directory).
 void write_text(const std::string& path, const std::string& text);
 
 // Writes a directory through `fill` into a temporary sibling, then renames it
 // into place (replacing an existing `dir`); on any error the temporary is
-// removed and `dir` is left as it was.
+// removed and `dir` is left as it was. Under mpirun a collective: every rank
+// calls `fill` on the same temporary, the leader creates and renames it.
 void write_directory_atomically(const std::string& dir,
                                 const std::function<void(const std::filesystem::path&)>& fill);
 

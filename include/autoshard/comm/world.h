@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autoshard/tensor/mesh.h"
@@ -38,6 +39,16 @@ class World {
   int64_t max(int64_t value) const;
   // The leader's `value` on every rank.
   std::string broadcast(const std::string& value) const;
+
+  // A run's settings as named values, e.g. {"--steps", "50"}.
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  // Checks that every rank was given the same `settings` (a collective: all
+  // ranks call it at the same point). A fixed-size comparison of their hash
+  // first; on a difference, the first rank that differs from the leader
+  // throws an error naming the setting and both values (the others wait
+  // for that error to stop the job), so ranks that disagree stop at start
+  // instead of hanging in a collective or training different replicas.
+  void require_same_settings(const Settings& settings) const;
 
   // Stops every rank with a message naming this one (distributed), or
   // returns (in-process: the caller reports and exits).
