@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan) for what users hand
 # autoshard: the safetensors reader (seeded with the test checkpoints), and
-# model configs and checkpoint states (seeded with valid ones). Runs each for
-# half of SECONDS (default 60).
+# model configs and checkpoint states (seeded with valid ones), and
+# tokenizer.json. Runs each for half of SECONDS (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -38,3 +38,19 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -o build-fuzz/config_fuzz
 ./build-fuzz/config_fuzz -max_total_time="$half" -max_len=2048 -rss_limit_mb=2048 \
   build-fuzz/config-corpus
+
+# tokenizer.json (seeded with the tokenizer fixtures): a per-input timeout
+# and memory limit, so a hang or a blow-up is a finding too.
+mkdir -p build-fuzz/tokenizer-corpus
+for f in tests/data/tokenizers/*/tokenizer.json tests/data/tokenizers/sentencepiece/{legacy,metaspace}.json; do
+  cp "$f" "build-fuzz/tokenizer-corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc tests/fuzz/tokenizer_fuzz.cc src/io/tokenizer/hf_tokenizer.cc \
+  src/io/tokenizer/json_field.cc src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc \
+  src/io/tokenizer/subword_models.cc src/io/tokenizer/normalizers.cc \
+  src/io/tokenizer/pre_tokenizers.cc src/io/tokenizer/post_processors.cc \
+  src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc -licui18n -licuuc \
+  -o build-fuzz/tokenizer_fuzz
+./build-fuzz/tokenizer_fuzz -max_total_time="$half" -max_len=20000 -timeout=10 \
+  -rss_limit_mb=2048 -dict=tests/fuzz/tokenizer.dict build-fuzz/tokenizer-corpus

@@ -94,10 +94,12 @@ Normalizer make_normalizer(const JsonField& j) {
       return text;
     };
   }
-  for (auto [name, form] :
+  // A pair, not a structured binding: clang 14 (the fuzzer's) cannot capture one.
+  for (const auto& named :
        {std::pair{"NFC", NormalForm::NFC}, std::pair{"NFD", NormalForm::NFD},
         std::pair{"NFKC", NormalForm::NFKC}, std::pair{"NFKD", NormalForm::NFKD}})
-    if (type == name) return [form](std::string text) { return normalize(text, form); };
+    if (type == named.first)
+      return [form = named.second](std::string text) { return normalize(text, form); };
   if (type == "Lowercase") return [](std::string text) { return to_lower(text); };
   if (type == "StripAccents") return [](std::string text) { return strip_accents(text); };
   if (type == "BertNormalizer") return bert_normalizer(j);
