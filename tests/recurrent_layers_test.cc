@@ -500,9 +500,31 @@ TEST(RecurrentLayers, HandLayoutsMatchOneDevice) {
   map["kernel$"] = {std::nullopt, "model"};  // kernels and recurrent kernels: columns
   map["(lstm|rnn|out)\\.bias$"] = {"model"};
   map["gru\\.bias$"] = {std::nullopt, "model"};
-  expect_same(
-      train_stack(std::make_shared<ModelParallel>(DeviceMesh({2, 3}, {"data", "model"}), map)),
-      want);
+  for (auto [shape, names] : std::vector<std::pair<std::vector<int>, std::vector<std::string>>>{
+           {{3}, {"model"}}, {{2, 2}, {"data", "model"}}, {{2, 3}, {"data", "model"}}}) {
+    DeviceMesh mesh(shape, names);
+    SCOPED_TRACE(mesh.to_string());
+    expect_same(train_stack(std::make_shared<ModelParallel>(mesh, map)), want);
+  }
+}
+
+// Split units exchange the state every step; a split batch never does.
+TEST(RecurrentLayers, SplitUnitsGatherTheStateEveryStep) {
+  const int64_t T = 10;
+  auto collectives = [&](std::shared_ptr<Distribution> dist) {
+    auto in = Input({T, 3});
+    Sequential model(in,
+                     {LSTM(7, LSTMOptions().name("lstm")), Dense(2, DenseOptions().name("out"))});
+    model.set_distribution(dist);
+    model.compile(SGD(), losses::mean_squared_error);
+    return model.plan_training({6, T, 3}, {6, 2}, DType::F32).collectives.size();
+  };
+  LayoutMap map;
+  map["lstm\\..*kernel$"] = {std::nullopt, "model"};
+  EXPECT_GE(collectives(std::make_shared<ModelParallel>(DeviceMesh({3}, {"model"}), map)),
+            static_cast<size_t>(2 * T));  // forward and backward
+  EXPECT_LT(collectives(std::make_shared<DataParallel>(DeviceMesh({3}, {"data"}))),
+            static_cast<size_t>(8));  // five gradients' all-reduces and the loss's
 }
 
 // ---- learning ----
