@@ -1,0 +1,120 @@
+// Saved Keras models as autoshard Models: Keras 3's `.keras` zip
+// (config.json + model.weights.h5), Keras 2's legacy `.h5` (model_config
+// and model_weights) and TensorFlow.js's `model.json` (modelTopology,
+// trainingConfig, weightsManifest and its `.bin` shards).
+//
+//   KerasModel k = load_keras_model("model.keras");
+//   k.model->set_distribution(dist);          // any time before the first step
+//   k.model->compile(k.compile.make_optimizer(), k.compile.make_losses(),
+//                    k.compile.loss_weights, k.compile.make_metrics());
+//
+// The architecture is read from Keras's own JSON and each Keras class and
+// config field is mapped onto the C++ layers; a field whose value the C++
+// layer does not support is an error naming layer, field and value. Code is
+// never run: a Lambda layer or a custom (registered) class is refused.
+// Weights are read lazily through WeightSources, so each device (MPI rank)
+// reads only its own block (HDF5 hyperslabs, byte ranges of a `.bin`).
+// See docs/keras-files.md for the layouts, layers and fields supported.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/metrics.h"
+#include "autoshard/nn/model.h"
+#include "autoshard/optim/optimizers.h"
+
+namespace autoshard {
+
+// One input or output of a Keras model.
+struct KerasTensorSpec {
+  // Inputs: the InputLayer's name (the key of an .npz of inputs, and of
+  // ModelInputs). Outputs: the name of the layer that makes it (the key of
+  // ModelTargets for several outputs).
+  std::string name;
+  // Per example, without the batch dimension; -1 where Keras has None (a
+  // sequence of any length).
+  Shape shape;
+  DType dtype = DType::F32;  // F32, or I32 for integer inputs
+  std::string keras_dtype;   // as the file says: "float32", "int32", ...
+};
+
+// The compile config (Keras 3's compile_config, Keras 2's training_config,
+// TF.js's trainingConfig) with Keras 3's names: optimizer classes "Adam",
+// "AdamW", "SGD", "RMSprop", "Adagrad"; snake_case keys and losses.
+struct KerasCompileConfig {
+  bool present = false;   // the file holds one (a model saved uncompiled has none)
+  std::string optimizer;  // Keras 3 class name
+  nlohmann::json optimizer_config = nlohmann::json::object();  // learning_rate, beta_1, ...
+  // One per output, or one for every output: {"name": "sparse_categorical_crossentropy",
+  // "from_logits": false, "label_smoothing": 0, "delta": 1} (the keys a loss takes).
+  std::vector<nlohmann::json> losses;
+  std::vector<double> loss_weights;  // empty: 1 for every output
+  std::vector<std::string> metrics;  // Keras names: "accuracy", "mae", ...
+  // Where Adam-like optimizers add epsilon: after the bias-corrected root
+  // ("after": TF.js's definition) or before the correction ("before":
+  // Keras 2 and 3). From the file's format.
+  std::string epsilon = "before";
+
+  // The optimizer, losses and metrics as autoshard objects; errors name the
+  // unsupported class or field. Without a config: an error naming it.
+  std::shared_ptr<Optimizer> make_optimizer() const;
+  std::vector<Loss> make_losses() const;
+  std::vector<Metric> make_metrics() const;
+};
+
+struct KerasModel {
+  std::unique_ptr<Model> model;
+  std::vector<KerasTensorSpec> inputs;
+  std::vector<KerasTensorSpec> outputs;
+  KerasCompileConfig compile;
+  std::string format;         // "keras" (Keras 3 zip), "h5" (legacy HDF5) or "tfjs"
+  std::string path;           // the file read
+  std::string keras_version;  // of the writer, when the file says
+  // The model's architecture in Keras 3's config form (what save writes back).
+  nlohmann::json architecture;
+  // Every model weight: (C++ weight path, the file's name of it:
+  // "layers/dense/vars/0", "dense_1/kernel:0", "dense/kernel").
+  std::vector<std::pair<std::string, std::string>> weights;
+  // The file holds optimizer state matching the compile config (to resume).
+  bool has_optimizer_state = false;
+  int64_t iterations = 0;  // the optimizer's step count in the file, 0 when none
+};
+
+struct KerasLoadOptions {
+  // Read the weights (false: the initializers' draws; enough to plan).
+  bool weights = true;
+  // Also the optimizer's moments, when the file has them and they match the
+  // compile config's optimizer (resume); otherwise they start at zero.
+  bool optimizer_state = false;
+  uint64_t seed = 0;  // of initial draws and dropout
+};
+
+// Reads a `.keras` file, a `.h5`/`.hdf5` file, a TensorFlow.js `model.json`
+// (its weight shards found through weightsManifest, relative to it) or a
+// directory holding one of them. Errors are one line naming the file, the
+// layer and the field or weight.
+KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options = {});
+
+// True when `path` names something load_keras_model reads (by extension, or
+// a directory with a model.json).
+bool is_keras_model_path(const std::string& path);
+
+// The format a path names by its extension: "keras", "h5", "tfjs" (model.json
+// or a directory), or "" when it names none.
+std::string keras_format_of(const std::string& path);
+
+// Writes `model` (its current weights, and the optimizer state when
+// `with_optimizer`) to `out` in `format` ("": the one out's extension names,
+// else the model's own): a `.keras` zip, a `.h5`, or a TensorFlow.js
+// directory (model.json + group1-shard1of1.bin). Atomic: written aside and
+// renamed into place; an existing `out` is never replaced (an error).
+void save_keras_model(KerasModel& model, const std::string& out, const std::string& format = "",
+                      bool with_optimizer = true);
+
+}  // namespace autoshard
