@@ -181,6 +181,15 @@ TEST(Generation, ChoosingRules) {
               choose_token(logits, {.temperature = 0.7}, b));
 }
 
+TEST(Generation, NonFiniteLogitsAreErrorsNotTokenZero) {
+  std::mt19937_64 rng(0);
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    const std::vector<float> logits = {1.0f, 2.0f, bad, 0.5f};
+    for (double temperature : {0.0, 1.0})
+      EXPECT_THROW(choose_token(logits, {.temperature = temperature}, rng), Error);
+  }
+}
+
 TEST(Generation, BadRequestsAreErrors) {
   const LlamaConfig config = llama_config_of(kData + "/hf_llama");
   Llama model(config, 8);

@@ -39,6 +39,10 @@ double Generation::decode_tokens_per_s() const {
 int32_t choose_token(std::span<const float> logits, const GenerationOptions& o,
                      std::mt19937_64& rng) {
   AS_CHECK(!logits.empty(), "generate: no logits to choose from");
+  // A NaN or infinite logit would silently pick token 0 (every comparison false).
+  for (size_t v = 0; v < logits.size(); ++v)
+    AS_CHECK(std::isfinite(logits[v]), "generate: the logit of token ", v, " is ", logits[v],
+             "; the weights overflow in f32 or are damaged (check them, or run `autoshard eval`)");
   if (o.temperature == 0)  // the first of the largest, as torch.argmax
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   // Candidates by probability, most likely first (ties: lower id first).
