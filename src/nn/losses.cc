@@ -1,16 +1,58 @@
 #include "autoshard/nn/losses.h"
 
+#include <cmath>
+
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/optim/composed_ops.h"
 
 namespace autoshard::losses {
 
 namespace {
+
+// Keras's backend epsilon: probabilities are clipped to [kEpsilon, 1 - kEpsilon].
+constexpr double kEpsilon = 1e-7;
+
 std::vector<int64_t> all_axes(Value x) {
   std::vector<int64_t> axes;
   for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
   return axes;
 }
+
+Value mean_all(Value x) {
+  return x.rank() == 0 ? x : ops::reduce_mean(x, all_axes(x));
+}
+
+Value scalar(Graph& g, double v) {
+  return ops::constant(g, {}, v);
+}
+
+void check_same_shape(const char* loss, Value predictions, Value targets) {
+  AS_CHECK(targets.dtype() == DType::F32, loss, ": targets must be f32, got ",
+           dtype_name(targets.dtype()));
+  AS_CHECK(predictions.shape() == targets.shape(), loss, ": targets ", shape_str(targets.shape()),
+           " do not match predictions ", shape_str(predictions.shape()));
+}
+
+void check_options(const char* loss, const CrossentropyOptions& o) {
+  AS_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, loss,
+           ": label_smoothing must be in [0, 1], got ", o.label_smoothing);
+}
+
+// Probabilities over the last axis as Keras takes them: divided by their sum,
+// then clipped away from 0 and 1.
+Value normalized_probabilities(Value p) {
+  const int64_t last = p.rank() - 1;
+  Shape keep = p.shape();
+  keep.back() = 1;
+  Value sum = ops::reshape(ops::reduce_sum(p, {last}), keep);
+  return composed::clip(p / sum, kEpsilon, 1 - kEpsilon);
+}
+
+Value log(Value x) {
+  return ops::unary(x, UnaryFn::Log);
+}
+
 }  // namespace
 
 Value sparse_categorical_crossentropy(Value logits, Value targets) {
@@ -23,10 +65,84 @@ Value mean_squared_error(Value predictions, Value targets) {
   return ops::reduce_mean(d * d, all_axes(d));
 }
 
+Loss CategoricalCrossentropy(CrossentropyOptions o) {
+  check_options("CategoricalCrossentropy", o);
+  return [o](Value p, Value t) {
+    check_same_shape("CategoricalCrossentropy", p, t);
+    AS_CHECK(p.rank() >= 1, "CategoricalCrossentropy: predictions need a class axis");
+    Graph& g = *p.graph;
+    const int64_t classes = p.dim(-1), last = p.rank() - 1;
+    if (o.label_smoothing > 0)
+      t = ops::scale(t, 1 - o.label_smoothing) +
+          scalar(g, o.label_smoothing / static_cast<double>(classes));
+    Value log_p = o.from_logits ? ops::log_softmax(p) : log(normalized_probabilities(p));
+    return ops::scale(mean_all(ops::reduce_sum(t * log_p, {last})), -1.0);
+  };
+}
+
+Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
+  return [o](Value p, Value t) {
+    AS_CHECK(t.dtype() == DType::I32, "SparseCategoricalCrossentropy: targets must be i32 ",
+             "class ids, got ", dtype_name(t.dtype()));
+    if (o.from_logits) return sparse_categorical_crossentropy(p, t);
+    // -log(q_t) of the normalised, clipped probabilities q: the softmax
+    // cross-entropy of log q, whose log-sum-exp is log(sum q) = 0 (up to the
+    // clipping) and takes no gradient from the normalisation.
+    return sparse_categorical_crossentropy(log(normalized_probabilities(p)), t);
+  };
+}
+
+Loss BinaryCrossentropy(CrossentropyOptions o) {
+  check_options("BinaryCrossentropy", o);
+  return [o](Value p, Value t) {
+    check_same_shape("BinaryCrossentropy", p, t);
+    Graph& g = *p.graph;
+    if (o.label_smoothing > 0)
+      t = ops::scale(t, 1 - o.label_smoothing) + scalar(g, 0.5 * o.label_smoothing);
+    if (o.from_logits)  // softplus(x) - t x = -(t log s(x) + (1 - t) log(1 - s(x)))
+      return mean_all(ops::unary(p, UnaryFn::Softplus) - t * p);
+    Value q = composed::clip(p, kEpsilon, 1 - kEpsilon);
+    Value one = scalar(g, 1.0);
+    Value ll = t * log(q) + (one - t) * log(one - q);
+    return ops::scale(mean_all(ll), -1.0);
+  };
+}
+
+Loss MeanSquaredError() {
+  return [](Value p, Value t) {
+    check_same_shape("MeanSquaredError", p, t);
+    return mean_squared_error(p, t);
+  };
+}
+
+Loss MeanAbsoluteError() {
+  return [](Value p, Value t) {
+    check_same_shape("MeanAbsoluteError", p, t);
+    return mean_all(ops::unary(p - t, UnaryFn::Abs));
+  };
+}
+
+Loss Huber(double delta) {
+  AS_CHECK(std::isfinite(delta) && delta > 0, "Huber: delta must be positive, got ", delta);
+  return [delta](Value p, Value t) {
+    check_same_shape("Huber", p, t);
+    Value a = ops::unary(p - t, UnaryFn::Abs);
+    // q = min(|e|, delta): 0.5 q^2 + delta (|e| - q) is both branches at once.
+    Value q = a - ops::relu(a - scalar(*p.graph, delta));
+    return mean_all(ops::scale(q * q, 0.5) + ops::scale(a - q, delta));
+  };
+}
+
 Loss by_name(const std::string& name) {
-  if (name == "sparse_categorical_crossentropy") return sparse_categorical_crossentropy;
-  if (name == "mse" || name == "mean_squared_error") return mean_squared_error;
-  fail("unknown loss '", name, "' (known: sparse_categorical_crossentropy, mse)");
+  if (name == "categorical_crossentropy") return CategoricalCrossentropy();
+  if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy();
+  if (name == "binary_crossentropy") return BinaryCrossentropy();
+  if (name == "mse" || name == "mean_squared_error") return MeanSquaredError();
+  if (name == "mae" || name == "mean_absolute_error") return MeanAbsoluteError();
+  if (name == "huber") return Huber();
+  fail("unknown loss '", name,
+       "' (known: categorical_crossentropy, sparse_categorical_crossentropy, "
+       "binary_crossentropy, mse, mae, huber)");
 }
 
 }  // namespace autoshard::losses

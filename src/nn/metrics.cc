@@ -1,6 +1,7 @@
 #include "autoshard/nn/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autoshard/error.h"
 
@@ -90,8 +91,69 @@ Metric accuracy() {
           }};
 }
 
+namespace {
+
+// f32 predictions and targets of one shape, as rows of the last axis.
+struct Pairs {
+  const float *p, *t;
+  int64_t rows, width;
+};
+
+Pairs pairs_of(const Tensor& predictions, const Tensor& targets, const std::string& metric) {
+  AS_CHECK(predictions.dtype() == DType::F32 && targets.dtype() == DType::F32, metric,
+           ": predictions and targets must be f32");
+  AS_CHECK(predictions.shape() == targets.shape(), metric, ": targets ", shape_str(targets.shape()),
+           " do not match predictions ", shape_str(predictions.shape()));
+  const int64_t width = predictions.rank() >= 2 ? predictions.shape().back() : 1;
+  const int64_t rows = width ? predictions.numel() / width : 0;
+  return {predictions.f32(), targets.f32(), rows, width};
+}
+
+// Sums each example's mean of f(prediction, target) over its last axis.
+template <typename F>
+Metric::Total per_example_mean(const Pairs& x, F f) {
+  Metric::Total total{0, x.rows};
+  for (int64_t r = 0; r < x.rows; ++r) {
+    double row = 0;
+    for (int64_t c = 0; c < x.width; ++c) row += f(x.p[r * x.width + c], x.t[r * x.width + c]);
+    total.sum += row / double(x.width);
+  }
+  return total;
+}
+
+}  // namespace
+
+Metric binary_accuracy(double threshold) {
+  return {"binary_accuracy", [threshold](const Tensor& predictions, const Tensor& targets) {
+            const Pairs x = pairs_of(predictions, targets, "binary_accuracy");
+            return per_example_mean(x, [threshold](float p, float t) {
+              return double((p > threshold) == (t > threshold));
+            });
+          }};
+}
+
+Metric mean_absolute_error() {
+  return {"mean_absolute_error", [](const Tensor& predictions, const Tensor& targets) {
+            return per_example_mean(pairs_of(predictions, targets, "mean_absolute_error"),
+                                    [](float p, float t) { return std::abs(double(p) - t); });
+          }};
+}
+
+Metric mean_squared_error() {
+  return {"mean_squared_error", [](const Tensor& predictions, const Tensor& targets) {
+            return per_example_mean(pairs_of(predictions, targets, "mean_squared_error"),
+                                    [](float p, float t) {
+                                      const double d = double(p) - t;
+                                      return d * d;
+                                    });
+          }};
+}
+
 Metric by_name(const std::string& name) {
   if (name == "accuracy" || name == "acc") return accuracy();
+  if (name == "binary_accuracy") return binary_accuracy();
+  if (name == "mae" || name == "mean_absolute_error") return mean_absolute_error();
+  if (name == "mse" || name == "mean_squared_error") return mean_squared_error();
   if (name == "sparse_categorical_accuracy") return sparse_categorical_accuracy();
   if (name == "sparse_top_k_categorical_accuracy") return sparse_top_k_categorical_accuracy(5);
   if (name.starts_with("top_")) {
@@ -102,7 +164,7 @@ Metric by_name(const std::string& name) {
   }
   fail("unknown metric '", name,
        "' (known: accuracy, sparse_categorical_accuracy, sparse_top_k_categorical_accuracy, "
-       "top_K)");
+       "top_K, binary_accuracy, mae, mse)");
 }
 
 }  // namespace autoshard::metrics

@@ -8,7 +8,9 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/ops.h"
 #include "autoshard/ir/recompute.h"
+#include "autoshard/optim/composed_ops.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/tensor/array_split.h"
 
@@ -20,14 +22,34 @@ constexpr const char* kPositions = "positions";
 }  // namespace
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
+    : Model(std::move(inputs), std::vector<SymbolicTensor>{std::move(output)}, std::move(name)) {}
+
+Model::Model(std::vector<SymbolicTensor> inputs, std::vector<SymbolicTensor> outputs,
+             std::string name)
     : name_(std::move(name)),
       symbolic_inputs_(std::move(inputs)),
-      symbolic_output_(std::move(output)) {
+      symbolic_outputs_(std::move(outputs)) {
   AS_CHECK(!symbolic_inputs_.empty(), "Model ", name_, ": needs at least one input");
+  AS_CHECK(!symbolic_outputs_.empty(), "Model ", name_, ": needs at least one output");
   for (const SymbolicTensor& s : symbolic_inputs_) {
     AS_CHECK(s.get() && !s.node().layer, "Model ", name_, ": inputs must come from Input()");
     input_specs_.push_back({s.node().shape, s.node().dtype, s.node().name});
   }
+  for (const SymbolicTensor& s : symbolic_outputs_)
+    AS_CHECK(s.get() != nullptr, "Model ", name_, ": an output is empty");
+  const std::vector<std::string> names = output_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      AS_CHECK(names[i] != names[j], "Model ", name_, ": two outputs are named '", names[i],
+               "'; give the layers that make them distinct names");
+}
+
+std::vector<std::string> Model::output_names() const {
+  if (symbolic_outputs_.empty()) return {"output"};
+  std::vector<std::string> names;
+  for (const SymbolicTensor& s : symbolic_outputs_)
+    names.push_back(s.node().layer ? s.node().layer->name() : s.node().name);
+  return names;
 }
 
 Model::Model(std::vector<InputSpec> inputs, std::string name)
@@ -46,7 +68,14 @@ void Model::set_seed(uint64_t seed) {
 }
 
 Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
-  // Replay the recorded functional graph on traced values.
+  return replay(trace, inputs).at(0);
+}
+
+// Replays the recorded functional graph on traced values: every layer call
+// once, however many outputs read it.
+std::vector<Value> Model::replay(Trace& trace, const std::vector<Value>& inputs) {
+  AS_CHECK(!symbolic_outputs_.empty(), "Model ", name_,
+           ": a model built without Input() must override call()");
   std::map<const SymbolicTensor::Node*, Value> done;
   for (size_t i = 0; i < symbolic_inputs_.size(); ++i) done[symbolic_inputs_[i].get()] = inputs[i];
   std::function<Value(const SymbolicTensor&)> eval = [&](const SymbolicTensor& s) -> Value {
@@ -57,12 +86,29 @@ Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
     for (const SymbolicTensor& in : s.node().inputs) args.push_back(eval(in));
     return done[s.get()] = (*s.node().layer)(trace, args);
   };
-  return eval(symbolic_output_);
+  std::vector<Value> outs;
+  for (const SymbolicTensor& s : symbolic_outputs_) outs.push_back(eval(s));
+  return outs;
 }
 
 void Model::compile(std::shared_ptr<Optimizer> optimizer, Loss loss, std::vector<Metric> metrics) {
+  compile(std::move(optimizer), std::vector<Loss>{std::move(loss)}, {}, std::move(metrics));
+}
+
+void Model::compile(std::shared_ptr<Optimizer> optimizer, std::vector<Loss> losses,
+                    std::vector<double> loss_weights, std::vector<Metric> metrics) {
+  const size_t outputs = output_names().size();
+  AS_CHECK(losses.size() == 1 || losses.size() == outputs, "Model ", name_, ": ", losses.size(),
+           " losses for ", outputs, " outputs (give one loss, or one per output)");
+  for (const Loss& l : losses) AS_CHECK(bool(l), "Model ", name_, ": a loss is empty");
+  AS_CHECK(loss_weights.empty() || loss_weights.size() == outputs, "Model ", name_, ": ",
+           loss_weights.size(), " loss_weights for ", outputs, " outputs");
+  for (double w : loss_weights)
+    AS_CHECK(std::isfinite(w) && w >= 0, "Model ", name_,
+             ": loss_weights must be finite and at least 0, got ", w);
   optimizer_ = std::move(optimizer);
-  loss_ = std::move(loss);
+  losses_ = std::move(losses);
+  loss_weights_ = std::move(loss_weights);
   metrics_ = std::move(metrics);
   if (!dist_) set_distribution(autoshard::distribution());
   cache_.clear();
@@ -91,9 +137,17 @@ namespace {
 std::string graph_input(size_t i) {
   return i == 0 ? std::string("x") : cat("x", i);
 }
+// Likewise for targets: "y", "y1", ...
+std::string target_input(size_t i) {
+  return i == 0 ? std::string("y") : cat("y", i);
+}
 }  // namespace
 
 Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
+  return trace_outputs(graph, batch_size, training).at(0);
+}
+
+std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training) {
   Trace trace(graph, training, seed_);
   std::vector<Value> inputs;
   for (size_t i = 0; i < input_specs_.size(); ++i) {
@@ -101,9 +155,24 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
     shape.insert(shape.begin(), batch_size);
     inputs.push_back(graph.input(graph_input(i), shape, input_specs_[i].dtype));
   }
-  Value out = call(trace, inputs);
+  std::vector<Value> outs =
+      symbolic_outputs_.empty() ? std::vector<Value>{call(trace, inputs)} : replay(trace, inputs);
+  non_trainable_.insert(trace.non_trainable().begin(), trace.non_trainable().end());
   declare_state(graph, trace.initializers());
-  return out;
+  return outs;
+}
+
+// sum_k weight_k * loss_k(output_k, target_k).
+Value Model::total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets) {
+  Value total;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Loss& loss = losses_.size() == 1 ? losses_[0] : losses_[k];
+    Value l = loss(outputs[k], targets[k]);
+    AS_CHECK(l.shape().empty(), "Model ", name_, ": the loss must be a scalar");
+    if (!loss_weights_.empty() && loss_weights_[k] != 1.0) l = ops::scale(l, loss_weights_[k]);
+    total = total.valid() ? total + l : l;
+  }
+  return total;
 }
 
 // Declares the weights a trace met (with their initializers) and the slots.
@@ -113,16 +182,20 @@ void Model::declare_state(const Graph& graph, const std::map<std::string, Initia
     if (leaf.buffer) continue;  // made by bind_state, kept apart from the weights
     std::optional<Initializer> init;
     if (auto it = inits.find(leaf.name); it != inits.end() && !leaf.is_slot()) init = it->second;
+    if (leaf.is_slot() && optimizer_)
+      if (const double v = optimizer_->slot_initial_value(leaf.slot); v != 0)
+        init = Initializer::constant(v);
     store_.declare({leaf.name, leaf.slot}, leaf.shape, init);
   }
 }
 
 Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
-                                const std::vector<DType>& x_dtypes, const Shape* y_shape,
-                                DType y_dtype) {
+                                const std::vector<DType>& x_dtypes,
+                                const std::vector<Shape>& y_shapes,
+                                const std::vector<DType>& y_dtypes) {
   AS_CHECK(x_shapes.size() == input_specs_.size(), "Model ", name_, ": has ", input_specs_.size(),
            " inputs, got ", x_shapes.size());
-  AS_CHECK(mode == Mode::Predict || (optimizer_ && loss_), "Model ", name_,
+  AS_CHECK(mode == Mode::Predict || (optimizer_ && !losses_.empty()), "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
   for (size_t i = 0; i < x_shapes.size(); ++i) {
     const InputSpec& spec = input_specs_[i];
@@ -139,24 +212,33 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   }
   Traced t;
   Graph& g = t.graph;
-  Value out = trace_forward(g, x_shapes[0][0], mode == Mode::Train);
-  Value result = out;
+  const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train);
+  Value result = outs[0];
   if (mode != Mode::Predict) {
-    Value y = g.input("y", *y_shape, y_dtype);
-    result = loss_(out, y);
-    AS_CHECK(result.shape().empty(), "Model ", name_, ": the loss must be a scalar");
-    if (!metrics_.empty()) t.predictions = out.id;
+    AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),
+             " targets for ", outs.size(), " outputs");
+    std::vector<Value> ys;
+    for (size_t k = 0; k < y_shapes.size(); ++k)
+      ys.push_back(g.input(target_input(k), y_shapes[k], y_dtypes[k]));
+    result = total_loss(outs, ys);
   }
+  // Read after the step: every output for metrics; when predicting, the
+  // outputs after the first (the result).
+  if (mode != Mode::Predict && !metrics_.empty())
+    for (const Value& o : outs) t.predictions.push_back(o.id);
+  if (mode == Mode::Predict)
+    for (size_t k = 1; k < outs.size(); ++k) t.predictions.push_back(outs[k].id);
   if (mode == Mode::Train) {
     std::vector<Value> params;
-    for (int id : g.parameters()) params.push_back(g.value(id));
+    for (int id : g.parameters())
+      if (!non_trainable_.count(g.node(id).leaf().name)) params.push_back(g.value(id));
     optimizer_->append_update(g, params, gradients(result, params));
     declare_state(g, {});  // the optimizer's slots
     if (recompute_) {
       Recomputed r = recompute_regions(g, result.id);
       t.graph = std::move(r.graph);
       t.result = r.id_of[result.id];
-      if (t.predictions >= 0) t.predictions = r.id_of[t.predictions];
+      for (int& p : t.predictions) p = r.id_of[p];
       return t;
     }
   }
@@ -185,6 +267,9 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
         n.leaf().name == kPositions ? Sharding::replicated(1) : dist_->input_layout(n.shape);
   }
   r.decisions = dist_->decisions(g);
+  // An in-place write of non-trained state goes through a view that must
+  // stay the parameter's own storage: it follows the parameter's layout.
+  for (int view : composed::assign_views(g)) r.decisions.erase(view);
   if (!dist_->sequence_parallel_axis.empty())
     r.sequence_parallel_axis = dist_->mesh().axis_index(dist_->sequence_parallel_axis);
   return r;
@@ -217,7 +302,7 @@ void Model::bind_state(CompiledStep& step) {
   step.set_profile(profile);
 }
 
-CompiledStep& Model::compiled(Mode mode, const Batch& x, const Tensor* y) {
+CompiledStep& Model::compiled(Mode mode, const Batch& x, const Batch* y) {
   std::ostringstream key;  // the mode and every shape and dtype
   key << int(mode);
   std::vector<Shape> shapes;
@@ -227,10 +312,16 @@ CompiledStep& Model::compiled(Mode mode, const Batch& x, const Tensor* y) {
     shapes.push_back(t.shape());
     dtypes.push_back(t.dtype());
   }
-  if (y) key << "y" << shape_str(y->shape()) << dtype_name(y->dtype());
+  std::vector<Shape> y_shapes;
+  std::vector<DType> y_dtypes;
+  if (y)
+    for (const Tensor& t : *y) {
+      key << "y" << shape_str(t.shape()) << dtype_name(t.dtype());
+      y_shapes.push_back(t.shape());
+      y_dtypes.push_back(t.dtype());
+    }
   if (CompiledStep* step = cache_.find(key.str())) return *step;
-  return compile(key.str(), trace_step(mode, shapes, dtypes, y ? &y->shape() : nullptr,
-                                       y ? y->dtype() : DType::F32));
+  return compile(key.str(), trace_step(mode, shapes, dtypes, y_shapes, y_dtypes));
 }
 
 Model::Batch Model::ordered(const ModelInputs& x) const {
@@ -256,17 +347,42 @@ Model::Batch Model::ordered(const ModelInputs& x) const {
   return out;
 }
 
+Model::Batch Model::ordered_targets(const ModelTargets& y) const {
+  const auto& given = y.tensors();
+  const std::vector<std::string> names = output_names();
+  if (given.size() == 1 && given.begin()->first.empty()) {
+    AS_CHECK(names.size() == 1, "Model ", name_, " has ", names.size(),
+             " outputs: give their targets by name, {{\"", names[0], "\", tensor}, ...}");
+    return {given.begin()->second};
+  }
+  std::string list;  // for the errors
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  Batch out;
+  for (const std::string& n : names) {
+    auto it = given.find(n);
+    AS_CHECK(it != given.end(), "Model ", name_, ": the target of output '", n,
+             "' is missing (its outputs: ", list, ")");
+    out.push_back(it->second);
+  }
+  for (const auto& [n, t] : given)
+    AS_CHECK(std::find(names.begin(), names.end(), n) != names.end(), "Model ", name_,
+             ": it has no output named '", n, "' (its outputs: ", list, ")");
+  return out;
+}
+
 // The examples in a batch: the first dimension, the same for every input
 // and the targets.
-int64_t Model::examples(const Batch& x, const Tensor* y, const char* what) const {
+int64_t Model::examples(const Batch& x, const Batch* y, const char* what) const {
   AS_CHECK(!x.empty() && x[0].rank() >= 1, what, ": inputs need a batch dimension");
   for (const Tensor& t : x)
     AS_CHECK(t.rank() >= 1 && t.dim(0) == x[0].dim(0), what,
              ": every input needs the same number of examples, got ", shape_str(x[0].shape()),
              " and ", shape_str(t.shape()));
-  AS_CHECK(!y || (y->rank() >= 1 && y->dim(0) == x[0].dim(0)), what,
-           ": x and y must have the same number of examples, got ", shape_str(x[0].shape()),
-           " and ", shape_str(y->shape()));
+  if (y)
+    for (const Tensor& t : *y)
+      AS_CHECK(t.rank() >= 1 && t.dim(0) == x[0].dim(0), what,
+               ": x and y must have the same number of examples, got ", shape_str(x[0].shape()),
+               " and ", shape_str(t.shape()));
   return x[0].dim(0);
 }
 
@@ -274,7 +390,7 @@ CompiledStep& Model::compile(const std::string& key, Traced t) {
   place_state();
   std::unique_ptr<CompiledStep> step;
   std::vector<int> outputs{t.result};
-  if (t.predictions >= 0) outputs.push_back(t.predictions);
+  outputs.insert(outputs.end(), t.predictions.begin(), t.predictions.end());
   if (sharded()) {
     const PartitionRequest request = leaf_layouts(t.graph);
     step = std::make_unique<CompiledStep>(std::move(t.graph), outputs, dist_->mesh(), request);
@@ -387,36 +503,40 @@ std::vector<std::string> Model::buffer_paths() {
 }
 
 Graph Model::training_graph(const Shape& x_shape, const Shape& y_shape, DType y_dtype) {
-  return trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, &y_shape, y_dtype).graph;
+  return trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, {y_shape}, {y_dtype}).graph;
 }
 
 Partition Model::plan_training(const Shape& x_shape, const Shape& y_shape, DType y_dtype,
                                const std::vector<int>& devices) {
   AS_CHECK(dist_ != nullptr, "Model ", name_, ": plan_training needs a distribution");
-  Traced t = trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, &y_shape, y_dtype);
+  Traced t = trace_step(Mode::Train, {x_shape}, {input_specs_[0].dtype}, {y_shape}, {y_dtype});
   return partition(t.graph, dist_->mesh(), leaf_layouts(t.graph), {t.result}, devices);
 }
 
-CompiledStep& Model::run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
+CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepContext& ctx,
                          MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
   for (size_t i = 0; i < x.size(); ++i) step.bind_input(g.find_input(graph_input(i)), x[i]);
-  if (y) step.bind_input(g.find_input("y"), *y);
+  if (y)
+    for (size_t k = 0; k < y->size(); ++k) step.bind_input(g.find_input(target_input(k)), (*y)[k]);
   step.set_profile(profile);
   step.run(ctx);
   if (totals && y && !metrics_.empty()) {
-    for (const Metric& m : metrics_) {
-      const Metric::Total batch = m.measure(step.output(1), *y);
-      (*totals)[m.name].sum += batch.sum;
-      (*totals)[m.name].count += batch.count;
-    }
+    const std::vector<std::string> names = output_names();
+    for (size_t k = 0; k < y->size(); ++k)
+      for (const Metric& m : metrics_) {
+        const Metric::Total batch = m.measure(step.output(1 + k), (*y)[k]);
+        const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
+        (*totals)[name].sum += batch.sum;
+        (*totals)[name].count += batch.count;
+      }
   }
   return step;
 }
 
-double Model::train_batch(const Batch& x, const Tensor& y, MetricTotals* totals) {
-  AS_CHECK(optimizer_ && loss_, "Model ", name_,
+double Model::train_batch(const Batch& x, const Batch& y, MetricTotals* totals) {
+  AS_CHECK(optimizer_ && !losses_.empty(), "Model ", name_,
            ": call compile(optimizer, loss) before training or evaluating");
   double loss = run(Mode::Train, x, &y,
                     {iterations_ + 1, optimizer_->learning_rate_at(iterations_ + 1)}, totals)
@@ -426,10 +546,10 @@ double Model::train_batch(const Batch& x, const Tensor& y, MetricTotals* totals)
   return loss;
 }
 
-double Model::train_on_batch(const ModelInputs& x, const Tensor& y) {
-  const Batch batch = ordered(x);
-  examples(batch, &y, "train_on_batch");
-  return train_batch(batch, y, nullptr);
+double Model::train_on_batch(const ModelInputs& x, const ModelTargets& y) {
+  const Batch batch = ordered(x), targets = ordered_targets(y);
+  examples(batch, &targets, "train_on_batch");
+  return train_batch(batch, targets, nullptr);
 }
 
 Logs Model::means(double loss, const MetricTotals& totals) {
@@ -438,20 +558,26 @@ Logs Model::means(double loss, const MetricTotals& totals) {
   return logs;
 }
 
-double Model::test_on_batch(const ModelInputs& x, const Tensor& y) {
-  const Batch batch = ordered(x);
-  examples(batch, &y, "test_on_batch");
-  return run(Mode::Test, batch, &y, {iterations_ + 1, 0}).result().item();
+double Model::test_on_batch(const ModelInputs& x, const ModelTargets& y) {
+  const Batch batch = ordered(x), targets = ordered_targets(y);
+  examples(batch, &targets, "test_on_batch");
+  return run(Mode::Test, batch, &targets, {iterations_ + 1, 0}).result().item();
 }
 
 Tensor Model::predict_on_batch(const ModelInputs& x) {
   const Batch batch = ordered(x);
   examples(batch, nullptr, "predict_on_batch");
-  return predict_batch(batch);
+  return predict_batch(batch).at(0);
 }
 
-Tensor Model::predict_batch(const Batch& x) {
-  return run(Mode::Predict, x, nullptr, {iterations_ + 1, 0}).result().clone();
+// Every output of the forward pass on one batch (copies).
+std::vector<Tensor> Model::predict_batch(const Batch& x) {
+  CompiledStep& step = run(Mode::Predict, x, nullptr, {iterations_ + 1, 0});
+  const size_t outputs = output_names().size();
+  if (outputs == 1) return {step.result().clone()};
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < outputs; ++k) out.push_back(step.output(k).clone());
+  return out;
 }
 
 namespace {
@@ -469,8 +595,8 @@ std::vector<Tensor> rows(const std::vector<Tensor>& ts, int64_t begin, int64_t e
 }
 }  // namespace
 
-History Model::fit(const ModelInputs& inputs, const Tensor& y, FitOptions o) {
-  const Batch x = ordered(inputs);
+History Model::fit(const ModelInputs& inputs, const ModelTargets& targets, FitOptions o) {
+  const Batch x = ordered(inputs), y = ordered_targets(targets);
   const int64_t n = examples(x, &y, "fit"), steps = batch_count(n, o.batch_size);
   std::vector<std::shared_ptr<Callback>> callbacks = o.callbacks;
   if (o.verbose) {
@@ -499,19 +625,20 @@ History Model::fit(const ModelInputs& inputs, const Tensor& y, FitOptions o) {
   return history;
 }
 
-double Model::evaluate(const ModelInputs& x, const Tensor& y, int64_t batch_size) {
+double Model::evaluate(const ModelInputs& x, const ModelTargets& y, int64_t batch_size) {
   return evaluate_with_metrics(x, y, batch_size).at("loss");
 }
 
-Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const Tensor& y, int64_t batch_size) {
-  const Batch x = ordered(inputs);
+Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const ModelTargets& targets,
+                                  int64_t batch_size) {
+  const Batch x = ordered(inputs), y = ordered_targets(targets);
   const int64_t n = examples(x, &y, "evaluate"), steps = batch_count(n, batch_size);
   double total = 0;
   MetricTotals totals;
   for (int64_t b = 0; b < steps; ++b) {
     int64_t begin = b * batch_size, end = std::min(n, begin + batch_size);
-    const Tensor targets = rows(y, begin, end);
-    total += run(Mode::Test, rows(x, begin, end), &targets, {iterations_ + 1, 0}, &totals)
+    const Batch batch_targets = rows(y, begin, end);
+    total += run(Mode::Test, rows(x, begin, end), &batch_targets, {iterations_ + 1, 0}, &totals)
                  .result()
                  .item() *
              double(end - begin);
@@ -520,12 +647,21 @@ Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const Tensor& y, in
 }
 
 Tensor Model::predict(const ModelInputs& inputs, int64_t batch_size) {
+  return predict_outputs(inputs, batch_size).at(0);
+}
+
+std::vector<Tensor> Model::predict_outputs(const ModelInputs& inputs, int64_t batch_size) {
   const Batch x = ordered(inputs);
   const int64_t n = examples(x, nullptr, "predict"), steps = batch_count(n, batch_size);
-  std::vector<Tensor> parts;
-  for (int64_t b = 0; b < steps; ++b)
-    parts.push_back(predict_batch(rows(x, b * batch_size, std::min(n, (b + 1) * batch_size))));
-  return concatenate(parts, 0);
+  std::vector<std::vector<Tensor>> parts(output_names().size());
+  for (int64_t b = 0; b < steps; ++b) {
+    std::vector<Tensor> outs =
+        predict_batch(rows(x, b * batch_size, std::min(n, (b + 1) * batch_size)));
+    for (size_t k = 0; k < outs.size(); ++k) parts[k].push_back(std::move(outs[k]));
+  }
+  std::vector<Tensor> out;
+  for (const std::vector<Tensor>& p : parts) out.push_back(concatenate(p, 0));
+  return out;
 }
 
 void Model::ensure_built() {
@@ -537,6 +673,13 @@ void Model::ensure_built() {
 std::vector<std::string> Model::weight_paths() {
   ensure_built();
   return store_.weight_paths();
+}
+
+std::vector<std::string> Model::non_trainable_weight_paths() {
+  std::vector<std::string> out;
+  for (const std::string& p : weight_paths())
+    if (non_trainable_.count(p)) out.push_back(p);
+  return out;
 }
 
 std::vector<std::string> Model::slot_paths() {

@@ -11,9 +11,10 @@ std::string Trace::path(const std::string& name) const {
   return p + name;
 }
 
-Value Trace::weight(const std::string& name, Shape shape, Initializer init) {
+Value Trace::weight(const std::string& name, Shape shape, Initializer init, bool trainable) {
   std::string full = path(name);
   initializers_.emplace(full, init);
+  if (!trainable) non_trainable_.insert(full);
   return graph_.parameter(full, std::move(shape));
 }
 

@@ -15,6 +15,10 @@ Value Optimizer::slot(Graph& g, const std::string& slot_name, Value param,
   return v;
 }
 
+double Optimizer::slot_initial_value(const std::string&) const {
+  return 0.0;
+}
+
 std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
                                                const std::vector<Value>& grads) const {
   AS_CHECK(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");

@@ -43,8 +43,17 @@ Metric sparse_top_k_categorical_accuracy(int k);
 // (one-hot targets), or with one output per example, the prediction and the
 // target on the same side of 0.5 (binary).
 Metric accuracy();
+// The share of elements whose prediction is on the target's side of
+// `threshold` (prediction > threshold against target > threshold); f32
+// targets of the predictions' shape (Keras's BinaryAccuracy).
+Metric binary_accuracy(double threshold = 0.5);
+// Each example's mean of |prediction - target| (or its square) over its
+// last axis, averaged over examples; f32 targets of the predictions' shape.
+Metric mean_absolute_error();
+Metric mean_squared_error();
 // By Keras name: "accuracy" ("acc"), "sparse_categorical_accuracy",
-// "sparse_top_k_categorical_accuracy" (k = 5), "top_K" (e.g. "top_3").
+// "sparse_top_k_categorical_accuracy" (k = 5), "top_K" (e.g. "top_3"),
+// "binary_accuracy", "mae" ("mean_absolute_error"), "mse" ("mean_squared_error").
 Metric by_name(const std::string& name);
 }  // namespace metrics
 

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct InputSpec {
 // The inputs of a batch: one tensor, or, for a model of several inputs,
 // tensors by the names given to Input() (Keras's dict of inputs):
 //   model.fit({{"token_ids", ids}, {"padding_mask", mask}}, labels);
+// The targets of a model of several outputs are named likewise, by the name
+// of the layer that makes each output (Keras's dict of targets):
+//   model.fit(x, {{"class_head", labels}, {"box_head", boxes}});
 class ModelInputs {
  public:
   ModelInputs(const Tensor& x) : tensors_{{"", x}} {}  // NOLINT: a tensor is one input
@@ -45,6 +49,8 @@ class ModelInputs {
  private:
   std::map<std::string, Tensor> tensors_;  // "" for the one unnamed tensor
 };
+
+using ModelTargets = ModelInputs;
 
 struct FitOptions {
   int64_t batch_size = 32;
@@ -62,8 +68,12 @@ struct History {
 
 class Model {
  public:
-  // Functional model from symbolic inputs to one symbolic output.
+  // Functional model from symbolic inputs to one symbolic output, or to
+  // several (Keras's list of outputs; a layer called twice shares its
+  // weights, as in Keras).
   Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name = "model");
+  Model(std::vector<SymbolicTensor> inputs, std::vector<SymbolicTensor> outputs,
+        std::string name = "model");
   virtual ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -73,6 +83,14 @@ class Model {
   // `metrics` are reported by fit and evaluate_with_metrics next to the loss;
   // each step then also returns its predictions (gathered whole).
   void compile(std::shared_ptr<Optimizer> optimizer, Loss loss, std::vector<Metric> metrics = {});
+  // A model of several outputs: one loss per output (or one for all), the
+  // total loss sum_k loss_weights[k] * loss_k (weights default to 1).
+  // Metrics are measured on every output, named "<output>_<metric>" when
+  // there are several.
+  void compile(std::shared_ptr<Optimizer> optimizer, std::vector<Loss> losses,
+               std::vector<double> loss_weights, std::vector<Metric> metrics = {});
+  // The names of the outputs (the layers that make them), in order.
+  std::vector<std::string> output_names() const;
   void set_distribution(std::shared_ptr<Distribution> d);
   const std::shared_ptr<Distribution>& distribution_strategy() const { return dist_; }
   // The whole (unpartitioned) training step for these batch shapes, as a
@@ -85,8 +103,8 @@ class Model {
                           const std::vector<int>& devices = {0});
 
   // One optimizer step on one batch; returns the batch's loss (before the step).
-  double train_on_batch(const ModelInputs& x, const Tensor& y);
-  double test_on_batch(const ModelInputs& x, const Tensor& y);
+  double train_on_batch(const ModelInputs& x, const ModelTargets& y);
+  double test_on_batch(const ModelInputs& x, const ModelTargets& y);
   Tensor predict_on_batch(const ModelInputs& x);
 
   // One step of generation for a decoder whose attention comes from
@@ -107,15 +125,23 @@ class Model {
   // Paths of the buffers a generation step keeps ("h.0.attn.key_cache", ...).
   std::vector<std::string> buffer_paths();
 
-  History fit(const ModelInputs& x, const Tensor& y, FitOptions options = {});
+  History fit(const ModelInputs& x, const ModelTargets& y, FitOptions options = {});
   // Mean loss over batches of batch_size (a last partial batch included).
-  double evaluate(const ModelInputs& x, const Tensor& y, int64_t batch_size = 32);
+  double evaluate(const ModelInputs& x, const ModelTargets& y, int64_t batch_size = 32);
   // The mean loss ("loss") and each compiled metric, by name, over every example.
-  Logs evaluate_with_metrics(const ModelInputs& x, const Tensor& y, int64_t batch_size = 32);
+  Logs evaluate_with_metrics(const ModelInputs& x, const ModelTargets& y, int64_t batch_size = 32);
+  // The (first) output's predictions.
   Tensor predict(const ModelInputs& x, int64_t batch_size = 32);
+  // Every output's predictions, in the order of output_names().
+  std::vector<Tensor> predict_outputs(const ModelInputs& x, int64_t batch_size = 32);
 
-  // Model weights by path (created on first use; optimizer slots excluded).
+  // Model weights by path (created on first use; optimizer slots excluded),
+  // the non-trainable ones (moving statistics) included.
   std::vector<std::string> weight_paths();
+  // The weights that take no gradient (BatchNormalization's moving_mean and
+  // moving_variance): updated by the training step itself, saved and loaded
+  // with the others.
+  std::vector<std::string> non_trainable_weight_paths();
   // The whole value of a weight ("h.0.mlp.c_fc.kernel") or optimizer slot
   // ("optimizer.m.h.0.mlp.c_fc.kernel"). On one device it shares the live
   // storage; on a mesh it is assembled from the devices' blocks (a copy).
@@ -169,32 +195,39 @@ class Model {
   enum class Mode { Train, Test, Predict };
   struct Traced {
     Graph graph;
-    int result = -1;       // the loss, or the forward's output when predicting
-    int predictions = -1;  // the forward's output, read for metrics
+    int result = -1;  // the loss, or the forward's (first) output when predicting
+    // Every output of the forward pass, read for metrics (or for
+    // predict_outputs); empty when nothing reads them.
+    std::vector<int> predictions;
   };
   // Each metric's running total over the batches of an epoch or evaluation.
   using MetricTotals = std::map<std::string, Metric::Total>;
-  using Batch = std::vector<Tensor>;  // the inputs in the model's order
+  using Batch = std::vector<Tensor>;  // the inputs (or targets) in the model's order
   Batch ordered(const ModelInputs& x) const;
-  int64_t examples(const Batch& x, const Tensor* y, const char* what) const;
-  CompiledStep& compiled(Mode mode, const Batch& x, const Tensor* y);
+  Batch ordered_targets(const ModelTargets& y) const;
+  int64_t examples(const Batch& x, const Batch* y, const char* what) const;
+  CompiledStep& compiled(Mode mode, const Batch& x, const Batch* y);
   CompiledStep& compile(const std::string& key, Traced traced);
   Traced trace_generation(int64_t batch, int64_t T, int64_t cache_length);
   CompiledStep& generation_step(int64_t batch, int64_t T, int64_t cache_length);
   static std::string buffer_key(const LeafAttrs& leaf);
   Tensor& buffer_block(const LeafAttrs& leaf, const Sharding& layout, int device);
   Traced trace_step(Mode mode, const std::vector<Shape>& x_shapes,
-                    const std::vector<DType>& x_dtypes, const Shape* y_shape, DType y_dtype);
+                    const std::vector<DType>& x_dtypes, const std::vector<Shape>& y_shapes,
+                    const std::vector<DType>& y_dtypes);
+  std::vector<Value> trace_outputs(Graph& graph, int64_t batch_size, bool training);
+  std::vector<Value> replay(Trace& trace, const std::vector<Value>& inputs);
+  Value total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets);
   PartitionRequest leaf_layouts(const Graph& g);
   void bind_state(CompiledStep& step);
   void check_memory(const CompiledStep& step) const;
   void place_state();
   // Runs the step for these inputs (and targets), adding to `totals`; the
   // step holds its result.
-  CompiledStep& run(Mode mode, const Batch& x, const Tensor* y, const StepContext& ctx,
+  CompiledStep& run(Mode mode, const Batch& x, const Batch* y, const StepContext& ctx,
                     MetricTotals* totals = nullptr);
-  Tensor predict_batch(const Batch& x);
-  double train_batch(const Batch& x, const Tensor& y, MetricTotals* totals);
+  std::vector<Tensor> predict_batch(const Batch& x);
+  double train_batch(const Batch& x, const Batch& y, MetricTotals* totals);
   static Logs means(double loss, const MetricTotals& totals);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
   bool sharded() const;
@@ -203,9 +236,12 @@ class Model {
   std::string name_;
   std::vector<InputSpec> input_specs_;
   std::vector<SymbolicTensor> symbolic_inputs_;
-  SymbolicTensor symbolic_output_;
+  std::vector<SymbolicTensor> symbolic_outputs_;  // empty: call() defines the model
   std::shared_ptr<Optimizer> optimizer_;
-  Loss loss_;
+  std::vector<Loss> losses_;  // one per output, or one for every output
+  std::vector<double> loss_weights_;
+  // Weights traced as non-trainable (Trace::weight's trainable = false).
+  std::set<std::string> non_trainable_;
   std::vector<Metric> metrics_;
   std::shared_ptr<Distribution> dist_;
   uint64_t seed_ = 0;

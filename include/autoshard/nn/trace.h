@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,15 @@ class Trace {
   bool training() const { return training_; }
   uint64_t seed() const { return seed_; }
 
-  // Declares (or finds) the weight `name` under the current scope.
-  Value weight(const std::string& name, Shape shape, Initializer init);
+  // Declares (or finds) the weight `name` under the current scope. A
+  // non-trainable weight (BatchNormalization's moving statistics) is saved
+  // and loaded like any weight but takes no gradient and no optimizer step.
+  Value weight(const std::string& name, Shape shape, Initializer init, bool trainable = true);
   // The full dotted path of `name` under the current scope.
   std::string path(const std::string& name) const;
   const std::map<std::string, Initializer>& initializers() const { return initializers_; }
+  // Paths of the non-trainable weights declared so far.
+  const std::set<std::string>& non_trainable() const { return non_trainable_; }
 
   // Generation: the traced tokens sit at `positions` [T] (i32) of sequences
   // whose keys and values stay in buffers of `cache_length` positions
@@ -69,6 +74,7 @@ class Trace {
   uint64_t seed_;
   std::vector<std::string> prefix_;
   std::map<std::string, Initializer> initializers_;
+  std::set<std::string> non_trainable_;
   Value cache_positions_;
   int64_t cache_length_ = 0;
 };

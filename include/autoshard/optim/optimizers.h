@@ -31,6 +31,9 @@ class Optimizer {
   // LearningRateSchedule); learning_rate is then unused.
   std::function<double(int64_t step)> schedule;
   double learning_rate_at(int64_t step) const { return schedule ? schedule(step) : learning_rate; }
+  // The value every element of a slot starts at (Adagrad's accumulator: its
+  // initial_accumulator_value); 0 for most.
+  virtual double slot_initial_value(const std::string& slot) const;
 
  protected:
   virtual void update_one(Graph& g, Value param, Value grad, Value clip_scale,

@@ -1,0 +1,105 @@
+#include "autoshard/nn/merge_layers.h"
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/optim/composed_ops.h"
+
+namespace autoshard {
+
+namespace {
+
+std::string named(const std::string& given, const char* base) {
+  return given.empty() ? default_layer_name(base) : given;
+}
+
+// A merge layer folding its inputs left to right with `combine`.
+class MergeImpl : public LayerImpl {
+ public:
+  using Combine = Value (*)(Value, Value);
+  MergeImpl(std::string name, const char* kind, Combine combine, size_t exact_inputs = 0)
+      : LayerImpl(std::move(name)), kind_(kind), combine_(combine), exact_(exact_inputs) {}
+
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    AS_CHECK(inputs.size() >= 2 && (exact_ == 0 || inputs.size() == exact_), kind_, " ", name(),
+             " needs ", exact_ ? "exactly " : "at least ", exact_ ? exact_ : 2, " inputs, got ",
+             inputs.size());
+    Value y = inputs[0];
+    for (size_t i = 1; i < inputs.size(); ++i) y = combine_(y, inputs[i]);
+    return finish(y, inputs.size());
+  }
+
+ protected:
+  virtual Value finish(Value y, size_t) { return y; }
+
+ private:
+  const char* kind_;
+  Combine combine_;
+  size_t exact_;
+};
+
+class AverageImpl : public MergeImpl {
+ public:
+  explicit AverageImpl(std::string name)
+      : MergeImpl(std::move(name), "Average", [](Value a, Value b) { return a + b; }) {}
+
+ protected:
+  Value finish(Value y, size_t n) override { return ops::scale(y, 1.0 / double(n)); }
+};
+
+class ConcatenateImpl : public LayerImpl {
+ public:
+  ConcatenateImpl(int64_t axis, std::string name) : LayerImpl(std::move(name)), axis_(axis) {}
+
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    AS_CHECK(!inputs.empty(), "Concatenate ", name(), " needs at least one input");
+    const int rank = inputs[0].rank();
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    AS_CHECK(axis >= 1 && axis < rank, "Concatenate ", name(), ": axis ", axis_,
+             " is not an axis after the batch of ", shape_str(inputs[0].shape()));
+    int64_t total = 0;
+    for (const Value& v : inputs) {
+      Shape a = v.shape(), b = inputs[0].shape();
+      AS_CHECK(v.rank() == rank, "Concatenate ", name(), ": inputs of ranks ", rank, " and ",
+               v.rank());
+      a[axis] = b[axis] = 0;
+      AS_CHECK(a == b, "Concatenate ", name(), ": inputs ", shape_str(inputs[0].shape()), " and ",
+               shape_str(v.shape()), " differ off the axis ", axis);
+      total += v.dim(static_cast<int>(axis));
+    }
+    if (inputs.size() == 1) return inputs[0];
+    // Each input padded with zeros to its place along the axis; their sum.
+    Value y;
+    int64_t offset = 0;
+    for (const Value& v : inputs) {
+      std::vector<int64_t> lo(rank, 0), hi(rank, 0);
+      const int64_t size = v.dim(static_cast<int>(axis));
+      lo[axis] = offset;
+      hi[axis] = total - offset - size;
+      Value placed = ops::pad(v, lo, hi);
+      y = y.valid() ? y + placed : placed;
+      offset += size;
+    }
+    return y;
+  }
+
+ private:
+  int64_t axis_;
+};
+
+}  // namespace
+
+Subtract::Subtract(std::string name)
+    : Layer(std::make_shared<MergeImpl>(
+          named(name, "subtract"), "Subtract", [](Value a, Value b) { return a - b; }, 2)) {}
+Multiply::Multiply(std::string name)
+    : Layer(std::make_shared<MergeImpl>(named(name, "multiply"), "Multiply",
+                                        [](Value a, Value b) { return a * b; })) {}
+Average::Average(std::string name) : Layer(std::make_shared<AverageImpl>(named(name, "average"))) {}
+Maximum::Maximum(std::string name)
+    : Layer(std::make_shared<MergeImpl>(named(name, "maximum"), "Maximum", &composed::maximum)) {}
+Minimum::Minimum(std::string name)
+    : Layer(std::make_shared<MergeImpl>(named(name, "minimum"), "Minimum", &composed::minimum)) {}
+Concatenate::Concatenate(int64_t axis, std::string name)
+    : Layer(std::make_shared<ConcatenateImpl>(axis, named(name, "concatenate"))) {}
+
+}  // namespace autoshard
