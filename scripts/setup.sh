@@ -14,6 +14,7 @@ packages=(
   libcli11-dev             # command-line parsing
   libicu-dev               # Unicode regexes and normalisation for tokenizers
   libsentencepiece-dev     # tokenizer.model files
+  libzip-dev               # .npz arrays and .keras files (zip archives)
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks
   openmpi-bin libopenmpi-dev  # multi-process devices
