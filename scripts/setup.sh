@@ -15,6 +15,7 @@ packages=(
   libicu-dev               # Unicode regexes and normalisation for tokenizers
   libsentencepiece-dev     # tokenizer.model files
   libzip-dev               # .npz arrays and .keras files (zip archives)
+  libhdf5-dev              # Keras .h5 files and model.weights.h5 (HDF5)
   libgtest-dev googletest  # tests
   libbenchmark-dev         # micro-benchmarks
   openmpi-bin libopenmpi-dev  # multi-process devices

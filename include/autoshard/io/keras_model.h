@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -93,6 +94,12 @@ struct KerasLoadOptions {
   // compile config's optimizer (resume); otherwise they start at zero.
   bool optimizer_state = false;
   uint64_t seed = 0;  // of initial draws and dropout
+  // Only run forward (predict, evaluate): fields that change training alone
+  // (regularizers, constraints, frozen layers) are accepted, not refused.
+  bool inference = false;
+  // Per input name, the per-example shape for dimensions the file leaves
+  // open (None: a sequence of any length); the known ones must agree.
+  std::map<std::string, Shape> input_shapes = {};
 };
 
 // Reads a `.keras` file, a `.h5`/`.hdf5` file, a TensorFlow.js `model.json`

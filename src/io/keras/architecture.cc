@@ -1,0 +1,313 @@
+#include "io/keras/architecture.h"
+
+#include <cctype>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "autoshard/error.h"
+
+namespace autoshard::keras {
+
+using nlohmann::json;
+
+std::string snake_case(const std::string& class_name) {
+  std::string name;
+  for (char c : class_name)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') name += c;
+  name = std::regex_replace(name, std::regex("(.)([A-Z][a-z]+)"), "$1_$2");
+  name = std::regex_replace(name, std::regex("([a-z])([A-Z])"), "$1_$2");
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+namespace {
+
+const std::set<std::string> kModelClasses = {"Sequential", "Functional", "Model"};
+
+std::string str_field(const json& j, const char* key, const std::string& where) {
+  AS_CHECK(j.is_object() && j.contains(key) && j.at(key).is_string(), where, ": '", key,
+           "' must be a string");
+  return j.at(key).get<std::string>();
+}
+
+// Refuses layers whose behaviour is code: Lambda (Python bytecode) and
+// custom classes (a registered_name, or a module outside Keras).
+void refuse_code(const json& layer, const std::string& cls, const std::string& name,
+                 const std::string& where) {
+  if (cls == "Lambda" || cls == "TFOpLambda" || cls == "SlicingOpLambda")
+    fail(where, ": layer '", name, "' of class '", cls,
+         "' holds Python code; autoshard never runs code from a model file (rewrite it with "
+         "built-in layers)");
+  if (layer.contains("registered_name") && layer.at("registered_name").is_string()) {
+    const std::string reg = layer.at("registered_name").get<std::string>();
+    if (reg != cls && reg.find('>') != std::string::npos)
+      fail(where, ": layer '", name, "' of class '", cls, "' is a custom class (registered_name '",
+           reg, "'); autoshard never runs code from a model file");
+  }
+  if (layer.contains("module") && layer.at("module").is_string()) {
+    const std::string module = layer.at("module").get<std::string>();
+    if (module != "keras" && module.rfind("keras.", 0) != 0)
+      fail(where, ": layer '", name, "' of class '", cls, "' comes from module '", module,
+           "' (a custom class); autoshard never runs code from a model file");
+  }
+}
+
+Shape batchless_shape(const json& batch_shape, const std::string& where) {
+  AS_CHECK(batch_shape.is_array() && !batch_shape.empty(), where,
+           ": the input shape must be a list starting with the batch dimension");
+  Shape shape;
+  for (size_t i = 1; i < batch_shape.size(); ++i) {
+    const json& d = batch_shape[i];
+    if (d.is_null()) {
+      shape.push_back(-1);
+      continue;
+    }
+    AS_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0 && d.get<int64_t>() < (1LL << 40),
+             where, ": input dimension ", d.dump(), " is not a size");
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
+std::string dtype_name(const json& dtype, const std::string& where) {
+  if (dtype.is_null()) return "float32";
+  if (dtype.is_string()) return dtype.get<std::string>();
+  if (dtype.is_object() && dtype.contains("config") && dtype.at("config").is_object())
+    return str_field(dtype.at("config"), "name", where);
+  fail(where, ": dtype ", dtype.dump(), " is not understood");
+}
+
+InputLayerSpec input_layer(const json& config, const std::string& name, const std::string& where) {
+  InputLayerSpec in;
+  in.name = name;
+  const char* key = config.contains("batch_shape")         ? "batch_shape"
+                    : config.contains("batch_input_shape") ? "batch_input_shape"
+                                                           : nullptr;
+  AS_CHECK(key, where, ": input layer '", name, "' has no batch_shape");
+  in.shape = batchless_shape(config.at(key), where + ": input layer '" + name + "'");
+  in.dtype = dtype_name(config.value("dtype", json()), where + ": input layer '" + name + "'");
+  AS_CHECK(!config.value("sparse", false) && !config.value("ragged", false), where,
+           ": input layer '", name, "' is sparse or ragged; only dense inputs are supported");
+  return in;
+}
+
+TensorRef ref_of(const json& history, const std::string& where) {
+  AS_CHECK(history.is_array() && history.size() >= 3 && history[0].is_string() &&
+               history[1].is_number_integer() && history[2].is_number_integer(),
+           where, ": a tensor reference must be [layer, node, index], got ", history.dump());
+  TensorRef r{history[0].get<std::string>(), history[1].get<int>(), history[2].get<int>()};
+  AS_CHECK(r.node >= 0 && r.node < 100000 && r.tensor >= 0 && r.tensor < 1000, where,
+           ": tensor reference ", history.dump(), " is out of range");
+  return r;
+}
+
+bool is_keras_tensor(const json& j) {
+  return j.is_object() && j.value("class_name", "") == "__keras_tensor__";
+}
+
+// Keras 3 node arguments: tensors in args (flattened lists); kwargs may only
+// be empty values.
+void collect_tensors(const json& arg, std::vector<TensorRef>& out, const std::string& where) {
+  if (is_keras_tensor(arg)) {
+    AS_CHECK(arg.contains("config") && arg.at("config").contains("keras_history"), where,
+             ": a __keras_tensor__ without keras_history");
+    out.push_back(ref_of(arg.at("config").at("keras_history"), where));
+  } else if (arg.is_array()) {
+    for (const json& a : arg) collect_tensors(a, out, where);
+  } else if (arg.is_object() && arg.value("class_name", "") == "__tuple__" &&
+             arg.contains("config")) {
+    collect_tensors(arg.at("config").value("value", json::array()), out, where);
+  } else {
+    fail(where, ": a call argument ", arg.dump().substr(0, 200), " is not a tensor");
+  }
+}
+
+std::vector<TensorRef> parse_call(const json& node, const std::string& where) {
+  std::vector<TensorRef> call;
+  if (node.is_object()) {  // Keras 3
+    collect_tensors(node.value("args", json::array()), call, where);
+    if (node.contains("kwargs") && node.at("kwargs").is_object())
+      for (const auto& [k, v] : node.at("kwargs").items()) {
+        if (v.is_null() || (k == "training" && v.is_boolean() && !v.get<bool>())) continue;
+        if (k == "mask" && v.is_array() &&
+            std::all_of(v.begin(), v.end(), [](const json& m) { return m.is_null(); }))
+          continue;
+        fail(where, ": call argument '", k, "' = ", v.dump().substr(0, 200), " is not supported");
+      }
+    return call;
+  }
+  AS_CHECK(node.is_array(), where, ": an inbound node must be a list or an object");
+  for (const json& t : node) {
+    call.push_back(ref_of(t, where));
+    if (t.size() >= 4 && t[3].is_object())
+      for (const auto& [k, v] : t[3].items())
+        AS_CHECK(v.is_null() || (k == "training" && v.is_boolean() && !v.get<bool>()), where,
+                 ": call argument '", k, "' = ", v.dump().substr(0, 200), " is not supported");
+  }
+  return call;
+}
+
+std::vector<TensorRef> parse_endpoints(const json& list, const std::string& where) {
+  std::vector<TensorRef> out;
+  AS_CHECK(list.is_array(), where, " must be a list");
+  if (!list.empty() && list[0].is_string()) return {ref_of(list, where)};
+  for (const json& e : list) out.push_back(ref_of(e, where));
+  return out;
+}
+
+void assign_saved_groups(ModelSpec& spec, const std::vector<std::string>& container_classes) {
+  // container_classes: the class of each saved container entry in order;
+  // InputLayers of a functional model take a name but hold nothing.
+  std::map<std::string, int> used;
+  size_t layer = 0;
+  for (const std::string& cls : container_classes) {
+    std::string name = snake_case(cls);
+    if (used.count(name))
+      name += "_" + std::to_string(++used[name]);
+    else
+      used[name] = 0;
+    if (cls == "InputLayer") continue;
+    spec.layers.at(layer++).saved_group = "layers/" + name;
+  }
+}
+
+LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where);
+
+ModelSpec parse_sequential(const json& config, Dialect dialect, const std::string& where) {
+  ModelSpec spec;
+  spec.sequential = true;
+  const json* layers = &config;
+  if (config.is_object()) {
+    spec.name = config.value("name", "sequential");
+    AS_CHECK(config.contains("layers"), where, ": Sequential config has no 'layers'");
+    layers = &config.at("layers");
+  }
+  AS_CHECK(layers->is_array(), where, ": Sequential 'layers' must be a list");
+  std::vector<std::string> classes;
+  std::string previous;
+  for (const json& l : *layers) {
+    const std::string cls = str_field(l, "class_name", where);
+    const json& c = l.contains("config") ? l.at("config") : json::object();
+    if (cls == "InputLayer") {
+      AS_CHECK(spec.inputs.empty() && spec.layers.empty(), where,
+               ": an InputLayer in the middle of a Sequential model");
+      const std::string name = c.value("name", "input_layer");
+      spec.inputs.push_back(input_layer(c, name, where));
+      previous = name;
+      continue;
+    }
+    LayerSpec layer = parse_layer(l, dialect, where);
+    if (spec.inputs.empty()) {
+      // Keras 2 / TF.js: the first layer carries the input's shape.
+      json shape_holder = c;
+      if (!c.contains("batch_input_shape") && !c.contains("batch_shape") && layer.nested &&
+          !layer.nested->inputs.empty()) {
+        spec.inputs.push_back(layer.nested->inputs[0]);
+        spec.inputs.back().name = "input_layer";
+      } else {
+        AS_CHECK(c.contains("batch_input_shape") || c.contains("batch_shape"), where,
+                 ": the Sequential model does not say its input shape (no InputLayer, no "
+                 "batch_input_shape on its first layer); save it after building it");
+        spec.inputs.push_back(input_layer(c, "input_layer", where));
+      }
+      previous = spec.inputs.back().name;
+    }
+    layer.calls.push_back({TensorRef{previous, 0, 0}});
+    previous = layer.name;
+    classes.push_back(cls);
+    spec.layers.push_back(std::move(layer));
+  }
+  AS_CHECK(!spec.layers.empty() || !spec.inputs.empty(), where, ": an empty Sequential model");
+  AS_CHECK(!spec.inputs.empty(), where, ": the Sequential model has no input");
+  spec.outputs.push_back({previous, 0, 0});
+  assign_saved_groups(spec, classes);
+  return spec;
+}
+
+ModelSpec parse_functional(const json& config, Dialect dialect, const std::string& where) {
+  ModelSpec spec;
+  AS_CHECK(config.is_object() && config.contains("layers") && config.at("layers").is_array(), where,
+           ": a functional model's config needs a 'layers' list");
+  spec.name = config.value("name", "model");
+  std::vector<std::string> classes;
+  std::set<std::string> names;
+  std::map<std::string, InputLayerSpec> inputs_by_name;
+  for (const json& l : config.at("layers")) {
+    const std::string cls = str_field(l, "class_name", where);
+    classes.push_back(cls);
+    if (cls == "InputLayer") {
+      const json& c = l.contains("config") ? l.at("config") : json::object();
+      const std::string name = l.contains("name") && l.at("name").is_string()
+                                   ? l.at("name").get<std::string>()
+                                   : c.value("name", "input_layer");
+      AS_CHECK(names.insert(name).second, where, ": two layers are named '", name, "'");
+      inputs_by_name[name] = input_layer(c, name, where);
+      continue;
+    }
+    LayerSpec layer = parse_layer(l, dialect, where);
+    AS_CHECK(names.insert(layer.name).second, where, ": two layers are named '", layer.name, "'");
+    const json nodes = l.value("inbound_nodes", json::array());
+    AS_CHECK(nodes.is_array(), where, ": layer '", layer.name, "': inbound_nodes must be a list");
+    for (const json& n : nodes)
+      layer.calls.push_back(parse_call(n, where + ": layer '" + layer.name + "'"));
+    spec.layers.push_back(std::move(layer));
+  }
+  AS_CHECK(config.contains("input_layers"), where, ": the model has no 'input_layers'");
+  for (const TensorRef& r : parse_endpoints(config.at("input_layers"), where + ": input_layers")) {
+    AS_CHECK(inputs_by_name.count(r.layer), where, ": input_layers names '", r.layer,
+             "', which is not an InputLayer");
+    spec.inputs.push_back(inputs_by_name.at(r.layer));
+  }
+  AS_CHECK(config.contains("output_layers"), where, ": the model has no 'output_layers'");
+  spec.outputs = parse_endpoints(config.at("output_layers"), where + ": output_layers");
+  for (const TensorRef& r : spec.outputs)
+    AS_CHECK(names.count(r.layer), where, ": output_layers names an unknown layer '", r.layer, "'");
+  assign_saved_groups(spec, classes);
+  return spec;
+}
+
+LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where) {
+  LayerSpec layer;
+  layer.cls = str_field(l, "class_name", where);
+  AS_CHECK(l.contains("config") && (l.at("config").is_object() || l.at("config").is_array()), where,
+           ": layer of class '", layer.cls, "' has no config object");
+  layer.config = l.at("config");
+  if (layer.config.is_object() && layer.config.contains("name") &&
+      layer.config.at("name").is_string())
+    layer.name = layer.config.at("name").get<std::string>();
+  else if (l.contains("name") && l.at("name").is_string())
+    layer.name = l.at("name").get<std::string>();
+  AS_CHECK(!layer.name.empty(), where, ": a layer of class '", layer.cls, "' has no name");
+  AS_CHECK(layer.name.find('.') == std::string::npos && layer.name.find('/') == std::string::npos,
+           where, ": layer name '", layer.name, "' contains '.' or '/'");
+  refuse_code(l, layer.cls, layer.name, where);
+  if (kModelClasses.count(layer.cls))
+    layer.nested = std::make_shared<ModelSpec>(parse_model(l, dialect, where));
+  if (layer.cls == "Bidirectional") {
+    const json& inner = layer.config.value("layer", json());
+    AS_CHECK(inner.is_object(), where, ": Bidirectional '", layer.name, "' has no inner 'layer'");
+    refuse_code(inner, inner.value("class_name", ""), layer.name, where);
+  }
+  return layer;
+}
+
+}  // namespace
+
+ModelSpec parse_model(const json& model, Dialect dialect, const std::string& where) {
+  AS_CHECK(model.is_object(), where, ": the model config must be a JSON object");
+  const std::string cls = str_field(model, "class_name", where);
+  refuse_code(model, cls,
+              model.contains("config") && model.at("config").is_object()
+                  ? model.at("config").value("name", cls)
+                  : cls,
+              where);
+  AS_CHECK(model.contains("config"), where, ": the model has no 'config'");
+  if (cls == "Sequential") return parse_sequential(model.at("config"), dialect, where);
+  if (cls == "Functional" || cls == "Model")
+    return parse_functional(model.at("config"), dialect, where);
+  fail(where, ": the model's class '", cls,
+       "' is not Sequential or Functional (a subclassed model holds code and cannot be read)");
+}
+
+}  // namespace autoshard::keras

@@ -1,0 +1,67 @@
+// A Keras model's architecture as the three formats write it, read into one
+// form: layers with their class, config and the calls made on them
+// (inbound nodes), the model's inputs and outputs, and nested models.
+//
+//   Keras 3 (config.json of a .keras): {"module", "class_name", "config",
+//     "registered_name", "build_config", "compile_config"}; functional
+//     inbound_nodes are [{"args": [__keras_tensor__ ...], "kwargs": {}}]
+//     whose tensors name their source by "keras_history": [layer, node, i].
+//   Keras 2 (.h5 model_config) and TensorFlow.js (modelTopology):
+//     inbound_nodes are [[[layer, node, i, kwargs], ...], ...].
+// Sequential models become chains. Code-bearing layers (Lambda, custom
+// registered classes) are refused here, naming the layer and the class.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoshard/tensor/tensor.h"
+
+namespace autoshard::keras {
+
+enum class Dialect { Keras3, Keras2, TFJS };
+
+struct TensorRef {
+  std::string layer;
+  int node = 0;    // which call of the layer
+  int tensor = 0;  // which output of that call
+};
+
+struct ModelSpec;
+
+struct LayerSpec {
+  std::string cls, name;
+  nlohmann::json config;
+  // One entry per call of the layer (shared layers have several): the
+  // tensors it was called on.
+  std::vector<std::vector<TensorRef>> calls;
+  std::shared_ptr<ModelSpec> nested;  // a Sequential or Functional model used as a layer
+  // Keras 3's group of this layer in model.weights.h5, relative to its
+  // container ("layers/conv2d_1"): by class name and count, not layer name.
+  std::string saved_group;
+};
+
+struct InputLayerSpec {
+  std::string name;
+  Shape shape;  // without the batch; -1 for None
+  std::string dtype = "float32";
+};
+
+struct ModelSpec {
+  std::string name;
+  bool sequential = false;
+  std::vector<InputLayerSpec> inputs;
+  std::vector<LayerSpec> layers;  // InputLayers excluded
+  std::vector<TensorRef> outputs;
+};
+
+// Parses a model config ({"class_name": "Sequential"|"Functional"|"Model", "config": ...}).
+// `where` names the file for errors.
+ModelSpec parse_model(const nlohmann::json& model, Dialect dialect, const std::string& where);
+
+// Keras's naming.to_snake_case of a class name ("Conv2DTranspose" -> "conv2d_transpose").
+std::string snake_case(const std::string& class_name);
+
+}  // namespace autoshard::keras

@@ -1,0 +1,325 @@
+// load_keras_model: the three formats' architecture, compile config and
+// weights, read into one KerasModel (see autoshard/io/keras_model.h).
+#include "autoshard/io/keras_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "autoshard/error.h"
+#include "autoshard/input_file.h"
+#include "io/keras/architecture.h"
+#include "io/keras/compile_config.h"
+#include "io/keras/hdf5_file.h"
+#include "io/keras/layer_factory.h"
+#include "io/keras/weight_table.h"
+#include "io/keras/zip_archive.h"
+
+namespace autoshard {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace keras;
+
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+
+json parse_json(const std::string& text, const std::string& where) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    fail(where, " is not valid JSON: ", e.what());
+  }
+}
+
+// Where each weight of a layer is in the file, for the three formats.
+struct FileWeights {
+  Dialect dialect;
+  std::shared_ptr<H5File> h5;  // Keras 3's model.weights.h5 or the legacy .h5
+  WeightTable tfjs;
+};
+
+DType dtype_of(const std::string& keras, const std::string& input, const std::string& where) {
+  if (keras.rfind("float", 0) == 0 || keras == "bfloat16") return DType::F32;
+  if (keras.rfind("int", 0) == 0 || keras.rfind("uint", 0) == 0 || keras == "bool")
+    return DType::I32;
+  fail(where, ": input '", input, "' has dtype '", keras, "', which is not supported");
+}
+
+struct Built {
+  std::unique_ptr<Model> model;
+  std::vector<KerasTensorSpec> inputs, outputs;
+  // Per layer: its built roles.
+  std::vector<std::pair<const LayerSpec*, std::vector<WeightRole>>> roles;
+};
+
+Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoadOptions& options) {
+  Built b;
+  // Inputs feeding an Embedding take token ids (TF.js says float32 for them).
+  std::set<std::string> token_inputs;
+  for (const LayerSpec& l : spec.layers)
+    if (l.cls == "Embedding")
+      for (const auto& call : l.calls)
+        for (const TensorRef& r : call) token_inputs.insert(r.layer);
+  std::map<std::string, SymbolicTensor> tensors;  // "layer:node"
+  std::vector<SymbolicTensor> inputs;
+  for (const InputLayerSpec& in : spec.inputs) {
+    KerasTensorSpec s{in.name, in.shape, dtype_of(in.dtype, in.name, ctx.where), in.dtype};
+    if (token_inputs.count(in.name)) s.dtype = DType::I32;
+    Shape shape = in.shape;
+    auto given = options.input_shapes.find(in.name);
+    if (given == options.input_shapes.end() && spec.inputs.size() == 1)
+      given = options.input_shapes.find("");
+    if (given != options.input_shapes.end()) {
+      AS_CHECK(given->second.size() == shape.size(), ctx.where, ": input '", in.name, "' is ",
+               shape_str(shape), " per example, the data gives ", shape_str(given->second));
+      for (size_t d = 0; d < shape.size(); ++d) {
+        AS_CHECK(shape[d] < 0 || shape[d] == given->second[d], ctx.where, ": input '", in.name,
+                 "' is ", shape_str(shape), " per example (-1: any), the data gives ",
+                 shape_str(given->second));
+        shape[d] = given->second[d];
+      }
+    }
+    for (int64_t d : shape)
+      AS_CHECK(d >= 0, ctx.where, ": input '", in.name, "' has a dimension of any size (None) in ",
+               shape_str(in.shape), "; give the data so that its size is known");
+    tensors[in.name + ":0"] = Input(shape, s.dtype, in.name);
+    inputs.push_back(tensors[in.name + ":0"]);
+    b.inputs.push_back(s);
+  }
+  std::map<std::string, Layer> layers;
+  for (const LayerSpec& l : spec.layers) {
+    BuiltLayer built = build_layer(l, ctx);
+    layers.emplace(l.name, built.layer);
+    b.roles.emplace_back(&l, built.weights);
+  }
+  // Calls in an order where every input exists (Keras 2 configs need not be
+  // topologically sorted).
+  std::vector<size_t> done(spec.layers.size(), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+      const LayerSpec& l = spec.layers[i];
+      while (done[i] < l.calls.size()) {
+        std::vector<SymbolicTensor> args;
+        bool ready = true;
+        for (const TensorRef& r : l.calls[done[i]]) {
+          AS_CHECK(r.tensor == 0, ctx.where, ": layer '", l.name, "' reads output ", r.tensor,
+                   " of layer '", r.layer, "'; layers of several outputs are not supported yet");
+          auto it = tensors.find(r.layer + ":" + std::to_string(r.node));
+          if (it == tensors.end()) {
+            ready = false;
+            break;
+          }
+          args.push_back(it->second);
+        }
+        if (!ready) break;
+        AS_CHECK(!args.empty(), ctx.where, ": layer '", l.name, "' is called on nothing");
+        tensors[l.name + ":" + std::to_string(done[i])] = layers.at(l.name)(args);
+        ++done[i];
+        progress = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < spec.layers.size(); ++i)
+    AS_CHECK(done[i] == spec.layers[i].calls.size(), ctx.where, ": layer '", spec.layers[i].name,
+             "' is called on tensors no layer makes (a cycle or an unknown layer)");
+  std::vector<SymbolicTensor> outputs;
+  for (const TensorRef& r : spec.outputs) {
+    AS_CHECK(r.tensor == 0, ctx.where, ": output ", r.tensor, " of layer '", r.layer,
+             "': layers of several outputs are not supported yet");
+    auto it = tensors.find(r.layer + ":" + std::to_string(r.node));
+    AS_CHECK(it != tensors.end(), ctx.where, ": output layer '", r.layer, "' is never called");
+    outputs.push_back(it->second);
+    b.outputs.push_back({r.layer, {}, DType::F32, "float32"});
+  }
+  AS_CHECK(!outputs.empty(), ctx.where, ": the model has no outputs");
+  b.model = std::make_unique<Model>(inputs, outputs, spec.name.empty() ? "model" : spec.name);
+  b.model->set_seed(options.seed);
+  return b;
+}
+
+// Keras 2's weights of a layer: model_weights/<layer>/ with its weight_names
+// attribute, in the layer's weights order.
+std::vector<std::string> keras2_names(const H5File& h5, const std::string& root,
+                                      const std::string& layer) {
+  const std::string group = root + "/" + layer;
+  std::vector<std::string> names;
+  for (const std::string& n : h5.strings_attribute(group, "weight_names"))
+    names.push_back(group + "/" + n);
+  return names;
+}
+
+std::string last_component(std::string name) {
+  const size_t colon = name.rfind(':');
+  if (colon != std::string::npos) name = name.substr(0, colon);
+  const size_t slash = name.rfind('/');
+  return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+// The WeightSources of every model weight, checked against the C++ model.
+std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b,
+                                                   const FileWeights& files,
+                                                   const std::string& where) {
+  std::map<std::string, WeightSource> sources;
+  const std::string root = files.h5 && files.h5->is_group("model_weights") ? "model_weights" : "";
+  for (const auto& [layer, roles] : b.roles) {
+    std::vector<std::string> legacy;
+    if (files.dialect == Dialect::Keras2) {
+      legacy = keras2_names(*files.h5, root, layer->name);
+      AS_CHECK(legacy.size() == roles.size(), where, ": layer '", layer->name, "' (", layer->cls,
+               ") has ", legacy.size(), " weights in the file, the architecture needs ",
+               roles.size(), " (a missing weight, or weights of another model)");
+    }
+    for (size_t i = 0; i < roles.size(); ++i) {
+      const WeightRole& r = roles[i];
+      const std::string cpp = layer->name + "." + r.cpp;
+      std::string name;
+      StoredWeight stored;
+      if (files.dialect == Dialect::Keras3) {
+        name = layer->saved_group + "/" + r.k3;
+        AS_CHECK(files.h5->is_dataset(name), where, ": layer '", layer->name, "' (", layer->cls,
+                 "): weight '", r.cpp, "' is missing (no '", name, "' in model.weights.h5)");
+        stored = h5_weight(files.h5, name);
+      } else if (files.dialect == Dialect::Keras2) {
+        name = legacy[i];
+        const std::string want = last_component(r.cpp), got = last_component(name);
+        AS_CHECK(got == want || (want == "kernel" && got == "depthwise_kernel"), where, ": layer '",
+                 layer->name, "' (", layer->cls, "): weight ", i, " is '", name,
+                 "' but the architecture expects its ", want);
+        AS_CHECK(files.h5->is_dataset(name), where, ": layer '", layer->name, "': weight '", name,
+                 "' is listed but missing");
+        stored = h5_weight(files.h5, name);
+      } else {
+        name = layer->name + "/" + r.tfjs;
+        auto it = files.tfjs.find(name);
+        AS_CHECK(it != files.tfjs.end(), where, ": layer '", layer->name, "' (", layer->cls,
+                 "): weight '", name, "' is missing from weightsManifest");
+        stored = it->second;
+      }
+      sources[cpp] = stored_source(stored, name);
+      k.weights.emplace_back(cpp, name);
+    }
+  }
+  // Every C++ weight has its source, and no more.
+  const std::vector<std::string> paths = b.model->weight_paths();
+  for (const std::string& p : paths)
+    AS_CHECK(sources.count(p), where, ": internal: weight '", p, "' has no place in the file");
+  for (const auto& [p, src] : sources)
+    AS_CHECK(std::find(paths.begin(), paths.end(), p) != paths.end(), where,
+             ": internal: the file's weight for '", p, "' has no weight in the model");
+  return sources;
+}
+
+}  // namespace
+
+std::string keras_format_of(const std::string& path) {
+  const fs::path p(path);
+  const std::string ext = p.extension().string();
+  if (ext == ".keras") return "keras";
+  if (ext == ".h5" || ext == ".hdf5") return "h5";
+  if (p.filename() == "model.json" || ext == ".json") return "tfjs";
+  std::error_code ec;
+  if (fs::is_directory(p, ec) || (!fs::exists(p, ec) && ext.empty())) return "tfjs";
+  return "";
+}
+
+bool is_keras_model_path(const std::string& path) {
+  const std::string f = keras_format_of(path);
+  if (f.empty()) return false;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / "model.json", ec);
+  return true;
+}
+
+KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options) {
+  KerasModel k;
+  k.path = path;
+  k.format = keras_format_of(path);
+  AS_CHECK(!k.format.empty(), "--model '", path,
+           "' is not a Keras file (.keras, .h5 or a TensorFlow.js model.json)");
+  BuildContext ctx;
+  ctx.inference = options.inference;
+  ctx.seed = options.seed;
+  FileWeights files;
+  json model_config, compile_config;
+  std::unique_ptr<ZipArchive> zip;
+  std::string where;
+  if (k.format == "keras") {
+    where = "Keras file '" + path + "'";
+    zip = std::make_unique<ZipArchive>(path);
+    AS_CHECK(zip->contains("config.json"), where, " has no config.json (is it a .keras file?)");
+    model_config =
+        parse_json(zip->read_text("config.json", kMaxJsonBytes), where + ": config.json");
+    if (zip->contains("metadata.json")) {
+      const json meta =
+          parse_json(zip->read_text("metadata.json", 1 << 20), where + ": metadata.json");
+      if (meta.is_object()) k.keras_version = meta.value("keras_version", "");
+    }
+    compile_config =
+        model_config.is_object() ? model_config.value("compile_config", json()) : json();
+    files.dialect = ctx.dialect = Dialect::Keras3;
+    if (options.weights || options.optimizer_state) {
+      AS_CHECK(zip->contains("model.weights.h5"), where,
+               " has no model.weights.h5 (weights saved in another store are not supported)");
+      files.h5 = H5File::open(zip->open_member("model.weights.h5"), where + ": model.weights.h5");
+    }
+  } else if (k.format == "h5") {
+    where = "Keras file '" + path + "'";
+    files.h5 = H5File::open(path, "Keras file");
+    const std::optional<std::string> mc = files.h5->string_attribute("", "model_config");
+    AS_CHECK(mc.has_value(), where,
+             " has no model_config attribute (a weights-only .h5? give the whole model's file)");
+    AS_CHECK(mc->size() <= kMaxJsonBytes, where, ": model_config is too large");
+    model_config = parse_json(*mc, where + ": model_config");
+    if (const auto tc = files.h5->string_attribute("", "training_config"))
+      compile_config = parse_json(*tc, where + ": training_config");
+    k.keras_version = files.h5->string_attribute("", "keras_version").value_or("");
+    files.dialect = ctx.dialect = Dialect::Keras2;
+  } else {
+    std::string json_path = path;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) json_path = (fs::path(path) / "model.json").string();
+    where = "TensorFlow.js model '" + json_path + "'";
+    const json doc =
+        parse_json(read_input_file(json_path, "TensorFlow.js model.json", kMaxJsonBytes), where);
+    AS_CHECK(doc.is_object() && doc.contains("modelTopology"), where,
+             " has no modelTopology (a graph model? only layers models are read)");
+    model_config = doc.at("modelTopology");
+    if (model_config.is_object() && model_config.contains("model_config")) {
+      compile_config = model_config.value("training_config", json());
+      model_config = model_config.at("model_config");
+    }
+    if (model_config.is_object() && model_config.contains("keras_version"))
+      k.keras_version = model_config.value("keras_version", "");
+    if (doc.contains("trainingConfig")) compile_config = doc.at("trainingConfig");
+    files.dialect = ctx.dialect = Dialect::TFJS;
+    if (options.weights || options.optimizer_state) {
+      AS_CHECK(doc.contains("weightsManifest"), where, " has no weightsManifest");
+      files.tfjs = tfjs_weights(doc.at("weightsManifest"),
+                                fs::path(json_path).parent_path().string(), json_path);
+    }
+  }
+  ctx.where = where;
+  const ModelSpec spec = parse_model(model_config, ctx.dialect, where);
+  k.architecture = model_config;
+  k.compile = read_compile_config(compile_config, ctx.dialect, where);
+  Built b = build_model(spec, ctx, options);
+  k.inputs = b.inputs;
+  k.outputs = b.outputs;
+  if (options.weights) {
+    std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where);
+    b.model->load_weights(sources);
+  }
+  k.model = std::move(b.model);
+  // The sources keep the HDF5 file, its zip member and the archive open.
+  return k;
+}
+
+void save_keras_model(KerasModel&, const std::string& out, const std::string&, bool) {
+  fail("saving Keras files ('", out, "') is not implemented yet");
+}
+
+}  // namespace autoshard

@@ -1,0 +1,182 @@
+// Keras files read by load_keras_model: the TensorFlow.js fixtures of
+// tests/data/keras_layers (model.json + weight shards) against their
+// recorded predictions, on one device and on meshes; the real Keras 3
+// `.keras` and legacy `.h5` files of ../shared/keras-files (skipped when
+// absent); and the safety checks (code refused, unsafe archives refused).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoshard/error.h"
+#include "autoshard/io/keras_model.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/plan/distribution.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kFixtures = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
+const std::string kShared = std::string(AUTOSHARD_TEST_DATA) + "/../../../shared/keras-files";
+
+const json& index_json() {
+  static const json index = [] {
+    std::ifstream in(kFixtures + "/index.json");
+    return json::parse(in);
+  }();
+  return index;
+}
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const json& m : index_json().at("models")) names.push_back(m.at("name"));
+  return names;
+}
+
+const json& spec_of(const std::string& name) {
+  for (const json& m : index_json().at("models"))
+    if (m.at("name") == name) return m;
+  fail("no fixture ", name);
+}
+
+// The fixture's inputs as the loaded model names them.
+ModelInputs inputs_of(const json& spec, const SafetensorsFile& ref) {
+  std::map<std::string, Tensor> named;
+  for (const json& in : spec.at("inputs"))
+    named[in.at("name")] = ref.load("input/" + std::string(in.at("name")));
+  if (named.size() == 1) return named.begin()->second;
+  return named;
+}
+
+// A fixture made with a custom TF.js layer (the fixtures' stand-ins for
+// Keras 3 behaviour TF.js lacks) is refused with the class named.
+bool uses_custom_layer(const std::string& name) {
+  std::ifstream in(kFixtures + "/tfjs/" + name + ".json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* c : {"KerasConv", "GRUResetAfter", "KerasAveragePooling", "KerasUpSampling2D",
+                        "KerasHardSigmoid"})
+    if (text.find(std::string("\"") + c + "\"") != std::string::npos) return true;
+  return false;
+}
+
+class TfjsFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TfjsFixture, PredictionsMatchTensorFlowJs) {
+  const std::string name = GetParam();
+  const std::string path = kFixtures + "/tfjs/" + name + ".json";
+  if (uses_custom_layer(name)) {
+    try {
+      load_keras_model(path);
+      ADD_FAILURE() << name << " loaded although it uses a custom TF.js layer";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not supported"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  const json& spec = spec_of(name);
+  SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+  KerasModel k = load_keras_model(path);
+  EXPECT_EQ(k.format, "tfjs");
+  ASSERT_EQ(k.inputs.size(), spec.at("inputs").size());
+  const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+  ASSERT_EQ(got.size(), spec.at("outputs").size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
+    EXPECT_LT(max_relative_error(got[i], want.reshaped(got[i].shape())), 1e-5) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Keras, TfjsFixture, ::testing::ValuesIn(fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// On meshes each device reads its own block of each weight from the shards.
+TEST(KerasFiles, TfjsOnMeshes) {
+  for (const std::string name : {"resnet_cnn", "siamese", "lstm_language_model", "two_outputs"}) {
+    if (uses_custom_layer(name)) continue;
+    const json& spec = spec_of(name);
+    SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+    for (const char* mesh : {"model=3", "data=2,model=2"}) {
+      KerasModel k = load_keras_model(kFixtures + "/tfjs/" + name + ".json");
+      k.model->set_distribution(std::make_shared<AutoShard>(DeviceMesh::parse(mesh), "data",
+                                                            AutoShardOptions{.time_limit_s = 0.1}));
+      const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
+        EXPECT_LT(max_relative_error(got[i], want.reshaped(got[i].shape())), 1e-5)
+            << name << " on " << mesh;
+      }
+    }
+  }
+}
+
+// The real files other people's Keras wrote: they load, run forward on a
+// mesh as on one device, and their compile configs read.
+TEST(KerasFiles, RealKerasFiles) {
+  if (!fs::exists(kShared)) GTEST_SKIP() << "no " << kShared;
+  for (const std::string file : {"fashion_cnn.keras", "gru_forecast.keras", "bi_lstm.keras",
+                                 "cnn_lstm_forecast.keras", "next_word_lstm.h5", "lenet5.h5"}) {
+    SCOPED_TRACE(file);
+    KerasLoadOptions o;
+    o.inference = true;
+    KerasModel k = load_keras_model(kShared + "/" + file, o);
+    ASSERT_EQ(k.inputs.size(), 1u);
+    EXPECT_TRUE(k.compile.present);
+    EXPECT_NO_THROW(k.compile.make_optimizer());
+    EXPECT_NO_THROW(k.compile.make_losses());
+    Shape shape = k.inputs[0].shape;
+    shape.insert(shape.begin(), 3);
+    Tensor x(shape, k.inputs[0].dtype);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (x.dtype() == DType::I32)
+        x.i32()[i] = static_cast<int32_t>(i % 7);
+      else
+        x.f32()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+    }
+    const Tensor one = k.model->predict(x);
+    for (int64_t i = 0; i < one.numel(); ++i) ASSERT_TRUE(std::isfinite(one.f32()[i]));
+    KerasModel sharded = load_keras_model(kShared + "/" + file, o);
+    sharded.model->set_distribution(std::make_shared<AutoShard>(
+        DeviceMesh::parse("model=3"), "data", AutoShardOptions{.time_limit_s = 0.1}));
+    EXPECT_LT(max_relative_error(sharded.model->predict(x), one), 1e-5);
+  }
+}
+
+// A file naming code is refused with the layer and class, never run.
+TEST(KerasFiles, CodeIsRefused) {
+  const fs::path dir = fs::temp_directory_path() / ("keras_code_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const json lambda = {{"format", "layers-model"},
+                       {"modelTopology",
+                        {{"class_name", "Sequential"},
+                         {"config",
+                          {{"name", "s"},
+                           {"layers",
+                            {{{"class_name", "Lambda"},
+                              {"config",
+                               {{"name", "evil"},
+                                {"function", "4wEAAAA="},
+                                {"batch_input_shape", {nullptr, 3}}}}}}}}}}},
+                       {"weightsManifest", json::array()}};
+  std::ofstream(dir / "model.json") << lambda.dump();
+  try {
+    load_keras_model((dir / "model.json").string());
+    ADD_FAILURE() << "a Lambda layer loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'evil' of class 'Lambda'"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace autoshard
