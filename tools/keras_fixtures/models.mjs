@@ -129,8 +129,11 @@ function poolingModels() {
 function normalizationModels() {
   return [
     {...chain('batch_normalization', [5, 5, 3], [layer('BatchNormalization', 'bn')]), batch: 6},
+    // No bias before BatchNormalization (as Keras users write it): the
+    // normalisation cancels it, so its gradient is exactly zero and both
+    // sides' rounding noise, which Adam's steps would amplify.
     chain('batch_normalization_dense', [7], [
-      layer('Dense', 'dense', {units: 5}), layer('BatchNormalization', 'bn', {
+      layer('Dense', 'dense', {units: 5, use_bias: false}), layer('BatchNormalization', 'bn', {
         momentum: 0.9, epsilon: 1e-2}),
       layer('Dense', 'head', {units: 3})]),
     chain('group_normalization', [4, 3, 6], [layer('GroupNormalization', 'gn', {groups: 3})]),
