@@ -106,32 +106,41 @@ class ClusterFields {
   double number(const nlohmann::json& j, const char* key, double lo, double hi,
                 std::optional<double> fallback = std::nullopt, bool zero_ok = false) const {
     if (!j.contains(key)) {
-      AS_CHECK(fallback.has_value(), in(), "needs \"", key, "\" (a number from ", lo, " to ", hi,
-               ")");
+      AS_CHECK(fallback.has_value(), in(), "needs ", field(key), " (a number from ", figure(lo),
+               " to ", figure(hi), ")");
       return *fallback;
     }
-    AS_CHECK(j[key].is_number(), in(), "\"", key, "\" must be a number, not ", j[key].type_name());
+    AS_CHECK(j[key].is_number(), in(), field(key), " must be a number, not ", j[key].type_name());
     const double v = j[key].get<double>();
-    AS_CHECK(std::isfinite(v) && ((v >= lo && v <= hi) || (zero_ok && v == 0)), in(), "\"", key,
-             "\" is ", v, "; it must be ", zero_ok ? "0 or " : "", "from ", lo, " to ", hi,
-             " (see docs/cost-model.md)");
+    AS_CHECK(std::isfinite(v) && ((v >= lo && v <= hi) || (zero_ok && v == 0)), in(), field(key),
+             " is ", figure(v), "; it must be ", zero_ok ? "0 or " : "", "from ", figure(lo),
+             " to ", figure(hi), " (see docs/cost-model.md)");
     return v;
   }
   int whole(const nlohmann::json& j, const char* key, int lo, int hi,
             std::optional<double> fallback = std::nullopt) const {
     const double v = number(j, key, lo, hi, fallback);
-    AS_CHECK(v == std::floor(v), in(), "\"", key, "\" is ", v, "; it must be a whole number");
+    AS_CHECK(v == std::floor(v), in(), field(key), " is ", v, "; it must be a whole number");
     return static_cast<int>(v);
   }
   std::string text(const nlohmann::json& j, const char* key, const std::string& fallback) const {
     if (!j.contains(key)) return fallback;
-    AS_CHECK(j[key].is_string(), in(), "\"", key, "\" must be a string, not ", j[key].type_name());
+    AS_CHECK(j[key].is_string(), in(), field(key), " must be a string, not ", j[key].type_name());
     return j[key].get<std::string>();
   }
   std::string in() const { return "cluster '" + source_ + "': "; }
+  // Where the next fields are, for messages: "device.", "links[1].", ...
+  void at(std::string prefix) { prefix_ = std::move(prefix); }
 
  private:
-  std::string source_;
+  // A bound or value as people write it: 1048576, not 1.04858e+06.
+  static std::string figure(double v) {
+    if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));
+    return cat(v);
+  }
+  std::string field(const char* key) const { return "\"" + prefix_ + key + "\""; }
+
+  std::string source_, prefix_;
 };
 
 // Physical bounds of a cluster's figures (docs/cost-model.md lists them).
@@ -180,7 +189,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   } catch (const std::exception& e) {
     fail("cluster '", source, "' is not valid JSON: ", e.what());
   }
-  const ClusterFields f(source);
+  ClusterFields f(source);
   AS_CHECK(j.is_object(), f.in(), "must be an object with \"device\" and \"links\"");
   f.check_keys(j, "cluster",
                {"name", "device", "shared_cores", "oversubscribed_efficiency",
@@ -192,6 +201,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
       {"flops", "gemm_efficiency", "gemm_packing_bandwidth", "memory_bytes", "memory_bandwidth",
        "stream_efficiency", "kernel_bandwidth", "kernel_flops", "process_bytes", "op_overhead_s"});
   const auto& flops = f.object(d, "flops", {"f32", "bf16"});
+  f.at("device.flops.");
   c.flops_f32 = f.number(flops, "f32", kMinRate, kMaxFlops);
   c.flops_bf16 = f.number(flops, "bf16", kMinRate, kMaxFlops, c.flops_f32);
   AS_CHECK(d.contains("gemm_efficiency") && d["gemm_efficiency"].is_array() &&
@@ -211,6 +221,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   for (size_t i = 1; i < c.gemm_efficiency.size(); ++i)
     AS_CHECK(c.gemm_efficiency[i].first > c.gemm_efficiency[i - 1].first, f.in(),
              "gemm_efficiency has two points at ", c.gemm_efficiency[i].first, " flops");
+  f.at("device.");
   c.memory_bytes = f.number(d, "memory_bytes", 1 << 20, kMaxBytes);
   c.memory_bandwidth = f.number(d, "memory_bandwidth", kMinRate, kMaxBandwidth);
   c.stream_efficiency = f.number(d, "stream_efficiency", kMinFraction, 1, 1.0);
@@ -220,6 +231,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.process_bytes = f.number(d, "process_bytes", 0, kMaxBytes, 0.0);
   c.kernel_flops = f.number(d, "kernel_flops", kMinRate, kMaxFlops, 0.0, true);
   c.op_overhead = f.number(d, "op_overhead_s", 0, 1, 0.0);
+  f.at("");
   c.shared_cores = f.whole(j, "shared_cores", 0, kMaxCores, 0);
   c.oversubscribed_efficiency = f.number(j, "oversubscribed_efficiency", kMinFraction, 1, 1.0);
   c.oversubscribed_wait = f.number(j, "oversubscribed_wait_s", 0, 1, 0.0);
@@ -228,7 +240,9 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
                j["links"].size() <= 16,
            f.in(), "\"links\" must list 1 to 16 levels");
   auto level_of = [&](const nlohmann::json& l, const std::string& what) {
+    f.at("");
     f.check_keys(l, what, {"name", "devices_per_group", "bandwidth", "latency_s", "efficiency"});
+    f.at(what + ".");
     LinkLevel level;
     level.name = f.text(l, "name", "link");
     level.devices_per_group = f.whole(l, "devices_per_group", 0, kMaxGroup);
@@ -237,7 +251,8 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
     level.efficiency = f.number(l, "efficiency", kMinFraction, 1, 1.0);
     return level;
   };
-  for (const auto& l : j["links"]) c.links.push_back(level_of(l, "links"));
+  for (const auto& l : j["links"])
+    c.links.push_back(level_of(l, cat("links[", c.links.size(), "]")));
   if (j.contains("mpi_link")) c.mpi_link = level_of(j["mpi_link"], "mpi_link");
   for (size_t i = 1; i < c.links.size(); ++i)
     AS_CHECK(c.links[i - 1].devices_per_group > 0 &&

@@ -176,14 +176,15 @@ class ProblemReader : public nlohmann::json_sax<nlohmann::json> {
   bool number_integer(number_integer_t v) override { return number(static_cast<int64_t>(v)); }
   bool number_unsigned(number_unsigned_t v) override {
     if (want() == Want::Anything) return true;
-    if (v > static_cast<uint64_t>(INT64_MAX)) return bad(cat("holds ", v, ", above 2^63 - 1"));
+    if (v > static_cast<uint64_t>(INT64_MAX))
+      return bad(cat(where(), " holds ", v, ", above 2^63 - 1"));
     return number(static_cast<int64_t>(v));
   }
   bool number_float(number_float_t v, const string_t& text) override {
     if (want() == Want::Anything) return true;
     // Some writers print integral values as floats (1e18).
     if (!(v >= -9.2e18 && v <= 9.2e18) || v != static_cast<double>(static_cast<int64_t>(v)))
-      return bad(cat("holds ", text, ", not an integer"));
+      return bad(cat(where(), " holds ", text, ", not an integer"));
     return number(static_cast<int64_t>(v));
   }
   bool string(string_t& s) override {
