@@ -553,31 +553,12 @@ ShapeAndType pad_infer(const Graph& g, const Node& n) {
   return {out, input_dtype(g, n, 0)};
 }
 
-// Copies the rows of x that land in y, recursing over the dims; y is zero
-// elsewhere.
-void pad_copy(const PadAttrs& a, const Shape& xs, const Shape& ys, size_t d, const float* x,
-              float* y) {
-  int64_t xstride = 1, ystride = 1;
-  for (size_t e = d + 1; e < xs.size(); ++e) xstride *= xs[e], ystride *= ys[e];
-  const int64_t begin = std::max<int64_t>(0, -a.lo[d]);
-  const int64_t end = std::min<int64_t>(xs[d], ys[d] - a.lo[d]);
-  for (int64_t i = begin; i < end; ++i) {
-    const float* src = x + i * xstride;
-    float* dst = y + (i + a.lo[d]) * ystride;
-    if (d + 1 == xs.size())
-      *dst = *src;
-    else
-      pad_copy(a, xs, ys, d + 1, src, dst);
-  }
-}
-
 void pad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  std::fill_n(out.f32(), out.numel(), 0.0f);
   if (out.shape().empty()) {
     out.f32()[0] = in[0]->f32()[0];
     return;
   }
-  pad_copy(n.attr<PadAttrs>(), in[0]->shape(), out.shape(), 0, in[0]->f32(), out.f32());
+  pad_forward(in[0]->shape(), out.shape(), n.attr<PadAttrs>().lo, in[0]->f32(), out.f32());
 }
 
 std::vector<Value> pad_vjp(Graph& g, int id, Value dy) {

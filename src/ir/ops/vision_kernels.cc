@@ -316,4 +316,73 @@ void pool_backward(const ConvGeometry& g, bool max, const float* x, const float*
   });
 }
 
+namespace {
+
+void pad_rows_reference(std::span<const int64_t> xs, std::span<const int64_t> ys,
+                        std::span<const int64_t> lo, size_t d, const float* x, float* y) {
+  int64_t xstride = 1, ystride = 1;
+  for (size_t e = d + 1; e < xs.size(); ++e) xstride *= xs[e], ystride *= ys[e];
+  const int64_t begin = std::max<int64_t>(0, -lo[d]);
+  const int64_t end = std::min<int64_t>(xs[d], ys[d] - lo[d]);
+  for (int64_t i = begin; i < end; ++i) {
+    const float* src = x + i * xstride;
+    float* dst = y + (i + lo[d]) * ystride;
+    if (d + 1 == xs.size())
+      *dst = *src;
+    else
+      pad_rows_reference(xs, ys, lo, d + 1, src, dst);
+  }
+}
+
+}  // namespace
+
+void pad_forward_reference(std::span<const int64_t> xs, std::span<const int64_t> ys,
+                           std::span<const int64_t> lo, const float* x, float* y) {
+  int64_t n = 1;
+  for (int64_t v : ys) n *= v;
+  std::fill_n(y, n, 0.0f);
+  pad_rows_reference(xs, ys, lo, 0, x, y);
+}
+
+// The dims after the last moved one are copied whole, so y is a set of rows
+// (one per index of the dims up to and including the last moved one, k)
+// each a run of `inner` floats; the rows of one index of the dims before k
+// are contiguous in x and y, so each such index is one memcpy and two fills.
+void pad_forward(std::span<const int64_t> xs, std::span<const int64_t> ys,
+                 std::span<const int64_t> lo, const float* x, float* y) {
+  const size_t rank = xs.size();
+  size_t k = 0;  // the last moved dim (0 if none: then all of x is one run)
+  for (size_t d = 0; d < rank; ++d)
+    if (xs[d] != ys[d] || lo[d] != 0) k = d;
+  int64_t inner = 1, outer = 1;
+  for (size_t d = k + 1; d < rank; ++d) inner *= ys[d];
+  for (size_t d = 0; d < k; ++d) outer *= ys[d];
+  const int64_t y_run = ys[k] * inner;  // one index of dims < k, in y
+  const int64_t begin = std::max<int64_t>(0, -lo[k]), end = std::min<int64_t>(xs[k], ys[k] - lo[k]);
+  const int64_t copy = std::max<int64_t>(0, end - begin) * inner;
+  const int64_t head = copy > 0 ? (begin + lo[k]) * inner : y_run;
+  parallel_for(outer, grain_for(y_run), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      float* dst = y + o * y_run;
+      // Where row o of y sits in x: its index along each dim < k, moved back.
+      int64_t src = 0, rest = o, stride = xs[k] * inner;
+      bool inside = copy > 0;
+      for (size_t d = k; d-- > 0;) {
+        const int64_t i = rest % ys[d] - lo[d];
+        rest /= ys[d];
+        inside = inside && i >= 0 && i < xs[d];
+        src += i * stride;
+        stride *= xs[d];
+      }
+      if (!inside) {
+        std::fill_n(dst, y_run, 0.0f);
+        continue;
+      }
+      std::fill_n(dst, head, 0.0f);
+      std::memcpy(dst + head, x + src + begin * inner, copy * sizeof(float));
+      std::fill_n(dst + head + copy, y_run - head - copy, 0.0f);
+    }
+  });
+}
+
 }  // namespace autoshard

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace autoshard {
 
@@ -48,5 +49,13 @@ void conv_backward_filter_reference(const ConvGeometry& g, int64_t offset, const
 void pool_forward(const ConvGeometry& g, bool max, const float* x, float* y);
 // dx from x and dy (max: dy goes to the first maximum of each window).
 void pool_backward(const ConvGeometry& g, bool max, const float* x, const float* dy, float* dx);
+
+// Pad: y [ys] is x [xs] moved by lo[d] along each dim d (negative: cropped),
+// zero where no element of x lands. Any rank >= 1.
+void pad_forward(std::span<const int64_t> xs, std::span<const int64_t> ys,
+                 std::span<const int64_t> lo, const float* x, float* y);
+// The plain loop: one element at a time, recursing over the dims.
+void pad_forward_reference(std::span<const int64_t> xs, std::span<const int64_t> ys,
+                           std::span<const int64_t> lo, const float* x, float* y);
 
 }  // namespace autoshard
