@@ -22,5 +22,7 @@ void add_solve_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_predict_command(CLI::App& app);   // a Keras model's predictions (predict.cc)
+void add_evaluate_command(CLI::App& app);  // a Keras model's loss and metrics (evaluate.cc)
 
 }  // namespace autoshard::cli

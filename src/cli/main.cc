@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   autoshard::cli::add_train_command(app);
   autoshard::cli::add_eval_command(app);
+  autoshard::cli::add_evaluate_command(app);
+  autoshard::cli::add_predict_command(app);
   autoshard::cli::add_generate_command(app);
   autoshard::cli::add_tokenize_command(app);
   autoshard::cli::add_plan_command(app);

@@ -24,30 +24,10 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
+#include "cli/train_options.h"
 
 namespace autoshard::cli {
 namespace {
-
-struct TrainOptions : CommonOptions {
-  TrainOptions() {
-    model = "tiny";
-    batch = 16;
-  }
-  int64_t steps = 800;
-  std::optional<double> lr;  // default: 6e-3 for the byte-level presets, 6e-4 (GPT-2's) otherwise
-  std::string schedule = "cosine";
-  int64_t warmup = -1;  // -1: 5% of the steps, at most 100
-  double weight_decay = 0.1, clip = 1.0;
-  double temperature = 0.6;
-  std::string log;
-  bool overwrite = false;  // --log may replace an existing file
-  std::string checkpoint_dir;
-  int64_t save_every = 0;
-  int keep = 0;
-  bool resume = false;
-  int64_t sample = -1;  // bytes to generate at the end; -1: 300 for byte data
-  std::string sampling = "random";
-};
 
 struct EvalOptions : CommonOptions {
   int64_t batches = 10;
@@ -365,7 +345,9 @@ void run_eval(EvalOptions& o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* cmd =
-      app.add_subcommand("train", "train a GPT model (default: a small one on a built-in text)");
+      app.add_subcommand("train",
+                         "train a GPT model (default: a small one on a built-in text), or a saved "
+                         "Keras model (--model model.keras --x X.npy --y Y.npy)");
   add_common(cmd, *o);
   constexpr int64_t kMax = int64_t{1} << 62;
   add_int(cmd, "--steps", o->steps, 0, kMax, "optimizer steps");
@@ -399,7 +381,13 @@ void add_train_command(CLI::App& app) {
                   "sequential (llm.c's order)")
       ->check(CLI::IsMember({"random", "sequential"}))
       ->capture_default_str();
-  cmd->callback([o] { run_train(*o); });
+  add_keras_train_options(cmd, *o);
+  cmd->callback([o, cmd] {
+    if (is_keras_training(*o))
+      run_keras_train(*o, *cmd);  // a saved Keras model on NumPy arrays
+    else
+      run_train(*o);
+  });
 }
 
 void add_eval_command(CLI::App& app) {

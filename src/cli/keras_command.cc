@@ -1,0 +1,114 @@
+#include "cli/keras_command.h"
+
+#include <cctype>
+
+#include "autoshard/error.h"
+#include "autoshard/tensor/mesh.h"
+#include "cli/arguments.h"
+
+namespace autoshard::cli {
+
+void add_keras_common(CLI::App* cmd, CommonOptions& o, int64_t default_batch) {
+  o.command = cmd->get_name();
+  o.model.clear();
+  o.batch = default_batch;
+  cmd->add_option("--model", o.model,
+                  "a saved Keras model: model.keras, model.h5, or a TensorFlow.js model.json "
+                  "(or its directory)")
+      ->required();
+  add_int(cmd, "--batch", o.batch, 1, kMaxBatch, "examples per batch")->capture_default_str();
+  add_seed(cmd, "--seed", o.seed, "seed of dropout and of weights the file does not hold");
+  cmd->add_option("--mesh", o.mesh, "device mesh, e.g. data=2,model=3 (in-process devices)");
+  add_int(cmd, "--devices", o.devices, 1, kMaxMeshDevices,
+          "N devices, the mesh shape chosen for you: by AutoShard's prediction with --plan "
+          "auto, else data=gcd(N,B), model=the rest (under mpirun: one per rank)")
+      ->default_str("");
+  cmd->add_option("--plan", o.plan, "auto (AutoShard), data, or a layout map JSON file")
+      ->capture_default_str();
+  cmd->add_option("--cluster", o.cluster,
+                  "the cluster AutoShard prices plans on: cpu (this machine), a100-80g, "
+                  "h100-80g, or a cluster JSON file")
+      ->capture_default_str();
+  add_bytes(cmd, "--memory-per-device", o.memory_per_device,
+            "memory AutoShard may use on each device, e.g. 16GiB (default: the cluster's)");
+  add_real(cmd, "--plan-time", o.plan_time, 0, 3600, true,
+           "seconds AutoShard's solver may take at most")
+      ->default_str("");
+  cmd->add_flag("--strict", o.strict,
+                "treat warnings (a layout map key matching no weight) as errors");
+}
+
+void add_keras_overrides(CLI::App* cmd, KerasOverrides& o, bool with_optimizer) {
+  cmd->add_option("--loss", o.loss,
+                  "the loss of every output instead of the file's (Keras names: "
+                  "sparse_categorical_crossentropy, categorical_crossentropy, "
+                  "binary_crossentropy, mse, mae, huber)");
+  if (with_optimizer)
+    cmd->add_option("--optimizer", o.optimizer,
+                    "the optimizer instead of the file's, with Keras's defaults: adam, adamw, "
+                    "sgd, rmsprop, adagrad");
+}
+
+KerasModel load_keras_for(const CommonOptions& o, const KerasLoadOptions& load) {
+  AS_CHECK(is_keras_model_path(o.model), "--model '", o.model,
+           "' is not a saved Keras model; give a .keras or .h5 file, a TensorFlow.js model.json, "
+           "or a directory holding model.json");
+  return load_keras_model(o.model, load);
+}
+
+namespace {
+
+// Keras's optimizer class for a name given on the command line.
+std::string optimizer_class(const std::string& name) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::pair<const char*, const char*> known[] = {{"adam", "Adam"},
+                                                       {"adamw", "AdamW"},
+                                                       {"sgd", "SGD"},
+                                                       {"rmsprop", "RMSprop"},
+                                                       {"adagrad", "Adagrad"}};
+  for (const auto& [flag, cls] : known)
+    if (lower == flag) return cls;
+  fail("--optimizer '", name, "' is not one of adam, adamw, sgd, rmsprop, adagrad");
+}
+
+}  // namespace
+
+KerasCompiled compile_keras(KerasModel& k, const KerasOverrides& over, bool training) {
+  KerasCompileConfig c = k.compile;
+  if (!over.loss.empty()) {
+    c.losses = {nlohmann::json{{"name", over.loss}}};
+    c.loss_weights.clear();
+  }
+  if (!over.optimizer.empty()) {
+    c.optimizer = optimizer_class(over.optimizer);
+    c.optimizer_config = nlohmann::json::object();
+  }
+  AS_CHECK(!c.losses.empty(), "--model '", k.path,
+           "' holds no compile config (it was saved before model.compile): give --loss NAME",
+           training && c.optimizer.empty() ? " and --optimizer NAME" : "");
+  AS_CHECK(!training || !c.optimizer.empty(), "--model '", k.path,
+           "' names no optimizer: give --optimizer NAME");
+  std::shared_ptr<Optimizer> optimizer = c.optimizer.empty() ? SGD() : c.make_optimizer();
+  if (over.lr) {
+    optimizer->learning_rate = *over.lr;
+    optimizer->schedule = nullptr;  // --lr replaces the file's schedule too
+  }
+  k.model->compile(optimizer, c.make_losses(), c.loss_weights, c.make_metrics());
+  KerasCompiled out{{}, optimizer};
+  for (const nlohmann::json& loss : c.losses)
+    out.losses.push_back(loss.is_object()   ? loss.value("name", "")
+                         : loss.is_string() ? loss.get<std::string>()
+                                            : "");
+  return out;
+}
+
+std::shared_ptr<Distribution> keras_distribution(const CommonOptions& o, Model& model,
+                                                 const std::function<Graph()>& step) {
+  AS_CHECK(o.plan != "megatron" && o.plan != "megatron-sp", "--plan ", o.plan,
+           " is Megatron-LM's layout of GPT weights; for a Keras model give auto, data, or a "
+           "layout map file");
+  return make_distribution(o, model, LanguageModelConfig{}, step);
+}
+
+}  // namespace autoshard::cli
