@@ -158,6 +158,7 @@ std::vector<std::string> read_strings(hid_t attr) {
   const size_t size = H5Tget_size(type);
   Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem, size);
+  H5Tset_strpad(mem, H5T_STR_NULLPAD);  // keep every character of a full-width string
   std::vector<char> buffer(size * static_cast<size_t>(n));
   if (H5Aread(attr, mem, buffer.data()) < 0) return out;
   for (hssize_t i = 0; i < n; ++i) {
