@@ -124,13 +124,12 @@ TEST_F(BadTokenizerInput, RegexesThatBacktrackExponentiallyStopWithinSeconds) {
   const std::string xs(36, 'x');
   const std::string pattern = "normalizer.pattern.Regex: the regular expression '(x+x+)+y'";
   expect_error("tokenize --weights " + replace + " --text " + xs, pattern);
-  expect_error("generate --model " + replace + "/config.json --max-new-tokens 1 --prompt " + xs,
-               pattern);
+  expect_error("generate --model " + replace + " --max-new-tokens 1 --prompt " + xs, pattern);
   std::string data;
   for (int i = 0; i < 2000; ++i) data += xs + "\n";
-  expect_error("train --model " + replace + "/config.json --steps 1 --batch 1 --seq 8 --data " +
-                   write("xs.txt", data),
-               pattern);
+  expect_error(
+      "train --model " + replace + " --steps 1 --batch 1 --seq 8 --data " + write("xs.txt", data),
+      pattern);
   // A thousand pieces, each of them cheap alone.
   j = fixture();
   j["pre_tokenizer"] = {
@@ -310,7 +309,7 @@ TEST_F(BadTokenizerInput, FifosAreRefused) {
 // F09: text data is tokenized a piece at a time, and ids that would outgrow
 // the memory available stop with the file named.
 TEST_F(BadTokenizerInput, TextDataBeyondMemoryIsNamed) {
-  const std::string model = model_dir("m", fixture()) + "/config.json";
+  const std::string model = model_dir("m", fixture());
   std::string line = "the quick brown fox jumps over the lazy dog, café!\n";
   std::string data;
   while (data.size() < (size_t{3} << 20)) data += line;

@@ -62,12 +62,13 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& model
                                                         bool add_bos = true);
 
 /// The ids of a text file (encode(its text) with the template), read and
-/// encoded in pieces of 256 KiB cut after a line end (else after a space, else
-/// between characters), so memory holds the ids and one piece, not the text
-/// and its intermediate forms. Each piece is encoded as a text of its own, so
-/// the first token of a piece may differ from the file encoded whole (one in
-/// tens of thousands). The ids' growth is checked against the memory
-/// available; only a regular file is read. `what` names it in errors ("--data").
+/// encoded in pieces of about 256 KiB cut at a line end, so memory holds the
+/// ids and one piece, not the text and its intermediate forms. Each piece is
+/// encoded as a text of its own: a tokenizer that marks a text's start
+/// (Metaspace's "▁", add_prefix_space) gives one different token per piece;
+/// the byte-level kinds of GPT-2 and Llama 3 give the whole file's ids. The
+/// ids' growth is checked against the memory available; only a regular file
+/// is read. `what` names it in errors ("--data").
 std::vector<int32_t> encode_text_file(const Tokenizer& tokenizer, const std::string& path,
                                       const std::string& what);
 

@@ -47,7 +47,8 @@ class JsonField {
   JsonField operator[](std::string_view key) const;
   /// The elements of this array; an error for anything else.
   std::vector<JsonField> elements() const;
-  /// The members of this object, in the file's order; an error otherwise.
+  /// The members of this object, by key (the JSON library keeps them
+  /// sorted); an error for anything else.
   std::vector<std::pair<std::string, JsonField>> members() const;
   /// The number of elements or members (0 for null).
   size_t size() const { return value_->is_structured() ? value_->size() : 0; }

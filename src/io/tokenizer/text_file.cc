@@ -18,9 +18,18 @@ namespace {
 // expressions stay within seconds even on a hostile pattern.
 constexpr size_t kPieceBytes = size_t{256} << 10;
 
-// Where `buffer` (not the file's end) is cut: after its last line end, else
-// after its last space, else before its last incomplete UTF-8 character.
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// Where `buffer` (not the file's end) is cut: after a line end between two
+// characters that are not blank, where the splitting expressions of GPT-2's
+// and Llama 3's kinds cut anyway (a run of blanks cut in two would change
+// their pieces); else after the last line end or space; else before the last
+// character, whole or not.
 size_t cut_point(const std::string& buffer) {
+  for (size_t i = buffer.size() - 1; i-- > 1;)
+    if (buffer[i] == '\n' && !is_blank(buffer[i - 1]) && !is_blank(buffer[i + 1])) return i + 1;
   if (const size_t nl = buffer.rfind('\n'); nl != std::string::npos) return nl + 1;
   if (const size_t sp = buffer.rfind(' '); sp != std::string::npos) return sp + 1;
   size_t at = buffer.size();
