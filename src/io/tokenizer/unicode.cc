@@ -163,7 +163,7 @@ UBool charge_budget(const void* budget, int32_t) {
   const std::string what = cat(label, ": the regular expression '", pattern, "' needs too much ");
   if (status == U_REGEX_STOPPED_BY_CALLER)
     fail(what,
-         "work on this text (it backtracks exponentially, as '(a+)+$' does on 'aaaa...!'); "
+         "work on this text (catastrophic backtracking, as of '(a+)+$' on 'aaaa...!'); "
          "simplify the pattern");
   if (status == U_REGEX_STACK_OVERFLOW)
     fail(what, "memory for backtracking on a text of ", text_bytes,
