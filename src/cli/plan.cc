@@ -89,25 +89,6 @@ std::string what_else_might_fit(const PlanOptions& o) {
   return r;
 }
 
-// Planning keeps a (possibly empty) program and its bookkeeping for every
-// device of the mesh (the partitioner's Partition::local), about this much
-// each: a mesh of millions of devices is refused before allocating.
-constexpr double kPlanBytesPerDevice = 1024;
-
-void check_mesh_fits_memory(const PlanOptions& o) {
-  const int64_t devices = o.mesh.empty() ? o.devices : DeviceMesh::parse(o.mesh).size();
-  const std::optional<int64_t> available = available_memory_bytes();
-  if (!available) return;
-  const double needed = double(devices) * kPlanBytesPerDevice, budget = double(*available) / 2;
-  AS_CHECK(needed <= budget, o.mesh.empty() ? "--devices " : "--mesh ",
-           o.mesh.empty() ? std::to_string(o.devices) : o.mesh, ": planning ", devices,
-           " devices keeps about ", format_bytes(needed),
-           " of per-device bookkeeping, more than half the memory available (",
-           format_bytes(double(*available)), "); plan at most ",
-           static_cast<int64_t>(budget / kPlanBytesPerDevice),
-           " devices on this machine, or on one with more memory");
-}
-
 void run_plan(PlanOptions& o) {
   // Output paths are checked before planning (cli/output_file.h's rule).
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
@@ -116,7 +97,6 @@ void run_plan(PlanOptions& o) {
   const LanguageModelConfig cfg = model_config(o);
   if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
-  check_mesh_fits_memory(o);
   o.bf16 = o.dtype == "bf16";
   std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
   Model& model = *built;

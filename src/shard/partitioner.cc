@@ -302,9 +302,12 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
   p.devices = devices;
   if (p.devices.empty())
     for (int d = 0; d < mesh.size(); ++d) p.devices.push_back(d);
-  p.local.resize(mesh.size());
-  p.local_of.resize(mesh.size());
-  p.outputs.resize(mesh.size());
+  // Indexed by device, but only as far as the highest device lowered: a
+  // prediction on a mesh of millions lowers device 0 alone.
+  const size_t slots = *std::max_element(p.devices.begin(), p.devices.end()) + 1;
+  p.local.resize(slots);
+  p.local_of.resize(slots);
+  p.outputs.resize(slots);
   for (int dev : p.devices) {
     p.local_of[dev].assign(g.size(), -1);
     Lowering lower(g, p, dev, dev == p.devices.front());
