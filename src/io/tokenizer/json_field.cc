@@ -84,7 +84,7 @@ std::vector<JsonField> JsonField::elements() const {
   std::vector<JsonField> out;
   out.reserve(value_->size());
   for (size_t i = 0; i < value_->size(); ++i)
-    out.push_back(child((*value_)[i], cat(path_, "[", i, "]")));
+    out.push_back(child((*value_)[i], path_ + "[" + std::to_string(i) + "]"));
   return out;
 }
 
@@ -108,15 +108,15 @@ bool JsonField::flag() const {
 }
 
 int64_t JsonField::integer(int64_t lo, int64_t hi) const {
-  const std::string range = cat("a whole number from ", lo, " to ", hi);
+  const auto out_of_range = [&] { fail_type(cat("a whole number from ", lo, " to ", hi)); };
   if (value_->is_number_unsigned()) {
     const uint64_t v = value_->get<uint64_t>();
-    if (v > static_cast<uint64_t>(hi) || static_cast<int64_t>(v) < lo) fail_type(range);
+    if (v > static_cast<uint64_t>(hi) || static_cast<int64_t>(v) < lo) out_of_range();
     return static_cast<int64_t>(v);
   }
-  if (!value_->is_number_integer()) fail_type(range);
+  if (!value_->is_number_integer()) out_of_range();
   const int64_t v = value_->get<int64_t>();
-  if (v < lo || v > hi) fail_type(range);
+  if (v < lo || v > hi) out_of_range();
   return v;
 }
 
