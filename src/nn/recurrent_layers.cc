@@ -176,7 +176,9 @@ RecurrentLayer::Impl::Weights RecurrentLayer::Impl::weights(Trace& t, int64_t in
     w.bias = row(both, 0);
     w.recurrent_bias = row(both, 1);
   } else {
-    w.bias = t.weight("bias", {G * U}, c.bias_init);
+    const bool forget_one = c.kind == CellKind::LSTM && c.unit_forget_bias;
+    w.bias = t.weight("bias", {G * U},
+                      forget_one ? Initializer::unit_forget_bias(U, c.bias_init) : c.bias_init);
   }
   return w;
 }

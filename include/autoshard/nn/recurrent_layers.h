@@ -18,11 +18,9 @@
 // over the units (the gate columns split, the state gathered every step).
 //
 // Differences from Keras, all documented in docs/layers.md: no masking
-// (ragged sequences), no `stateful`; `recurrent_initializer` defaults to
-// glorot_uniform (orthogonal needs a whole-matrix draw, which initializers
-// here, drawn element by element for any sharding, do not have), and
-// `unit_forget_bias` cannot yet set the forget gate's initial bias to one
-// (see RecurrentLayer's note).
+// (ragged sequences), no `stateful`. As in Keras, `recurrent_initializer`
+// defaults to orthogonal and LSTM's `unit_forget_bias` starts the forget
+// gate's bias at one.
 #pragma once
 
 #include <memory>
@@ -38,11 +36,11 @@ struct LSTMOptions {
   AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
   AUTOSHARD_OPTION(bool, use_bias, true)
   AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
   AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
-  // Keras adds 1 to the forget gate's initial bias. Initializers here are
-  // one kind per weight, so this is kept as an option and documented; a
-  // loaded or set bias is used as given either way.
+  // Keras's: the forget gate's initial bias is one, the other gates' come
+  // from bias_initializer (Initializer::unit_forget_bias); a loaded or set
+  // bias is used as given either way.
   AUTOSHARD_OPTION(bool, unit_forget_bias, true)
   // Fraction of the inputs (one mask over features, the same at every time
   // step, as Keras draws it) and of the state fed to the recurrent product
@@ -66,7 +64,7 @@ struct GRUOptions {
   AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
   AUTOSHARD_OPTION(bool, use_bias, true)
   AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
   AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
   AUTOSHARD_OPTION(double, dropout, 0.0)
   AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
@@ -84,7 +82,7 @@ struct SimpleRNNOptions {
   AUTOSHARD_OPTION(std::string, activation, "tanh")
   AUTOSHARD_OPTION(bool, use_bias, true)
   AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
   AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
   AUTOSHARD_OPTION(double, dropout, 0.0)
   AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)

@@ -1,0 +1,125 @@
+// Keras's initializers: glorot's fans for kernels of rank > 2, orthogonal
+// (Keras's recurrent default) and LSTM's unit_forget_bias.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "autoshard/autoshard.h"
+#include "autoshard/nn/recurrent_layers.h"
+#include "tensor/rng.h"
+
+namespace autoshard {
+namespace {
+
+// max |(M M^T)[i][j] - scale * delta_ij| over the r x c matrix M (rows
+// orthonormal: r <= c), or of M^T M when `columns`.
+double orthonormality_error(const float* m, int64_t r, int64_t c, bool columns, double scale) {
+  const int64_t n = columns ? c : r, len = columns ? r : c;
+  auto at = [&](int64_t vec, int64_t k) { return columns ? m[k * c + vec] : m[vec * c + k]; };
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t k = 0; k < len; ++k) dot += double(at(i, k)) * at(j, k);
+      worst = std::max(worst, std::fabs(dot - (i == j ? scale : 0.0)));
+    }
+  return worst;
+}
+
+TEST(KerasInitializers, GlorotCountsTheReceptiveFieldInBothFans) {
+  // Conv2D kernel [3, 3, 4, 5]: fan_in 36, fan_out 45 (Keras), limit
+  // sqrt(6 / 81); counting fan_out as 5 would allow up to sqrt(6 / 41).
+  const Tensor k = Initializer::glorot_uniform().make("conv.kernel", {3, 3, 4, 5}, 1);
+  const double limit = std::sqrt(6.0 / 81.0);
+  float top = 0;
+  for (float v : k.to_vector()) top = std::max(top, std::fabs(v));
+  EXPECT_LE(top, limit);
+  EXPECT_GT(top, 0.95 * limit);
+  // Rank 2 and 1 as before: [in, out], and fan_in = fan_out = size.
+  const Tensor d = Initializer::glorot_uniform().make("dense.kernel", {30, 10}, 1);
+  top = 0;
+  for (float v : d.to_vector()) top = std::max(top, std::fabs(v));
+  EXPECT_LE(top, std::sqrt(6.0 / 40.0));
+  EXPECT_GT(top, 0.9 * std::sqrt(6.0 / 40.0));
+}
+
+TEST(KerasInitializers, OrthogonalHasOrthonormalRowsOrColumns) {
+  // Wide [8, 32] (an LSTM's recurrent kernel of 8 units): rows; tall: columns;
+  // rank 3 flattened to [12, 6]: columns; square; gain scales.
+  const Tensor wide = Initializer::orthogonal().make("a", {8, 32}, 3);
+  EXPECT_LT(orthonormality_error(wide.f32(), 8, 32, false, 1.0), 1e-5);
+  const Tensor tall = Initializer::orthogonal().make("b", {32, 8}, 3);
+  EXPECT_LT(orthonormality_error(tall.f32(), 32, 8, true, 1.0), 1e-5);
+  const Tensor cube = Initializer::orthogonal().make("c", {3, 4, 6}, 3);
+  EXPECT_LT(orthonormality_error(cube.f32(), 12, 6, true, 1.0), 1e-5);
+  const Tensor square = Initializer::orthogonal(2.0).make("d", {16, 16}, 3);
+  EXPECT_LT(orthonormality_error(square.f32(), 16, 16, false, 4.0), 1e-5);
+  EXPECT_LT(orthonormality_error(square.f32(), 16, 16, true, 4.0), 1e-5);
+  // Another seed or path, another matrix; element by element as whole.
+  const Tensor other = Initializer::orthogonal().make("a", {8, 32}, 4);
+  EXPECT_NE(wide.f32()[0], other.f32()[0]);
+  for (int64_t i : {0, 37, 255})
+    EXPECT_EQ(Initializer::orthogonal().value("a", {8, 32}, 3, i), wide.f32()[i]);
+  EXPECT_EQ(Initializer::from_name("orthogonal").kind, Initializer::Kind::Orthogonal);
+}
+
+// Keras's Q: that of the QR factorisation of the normal draw (the flat
+// [max, min] matrix, row-major) whose R has a positive diagonal. So Q^T A
+// is upper triangular with a positive diagonal.
+TEST(KerasInitializers, OrthogonalIsTheQOfThePositiveDiagonalQR) {
+  const int64_t m = 20, n = 6;
+  const Tensor q = Initializer::orthogonal().make("w", {m, n}, 9);
+  const CounterRng rng(stable_hash("w") ^ (9 * 0x9E3779B97F4A7C15ull), 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double r = 0;  // (Q^T A)[i][j]
+      for (int64_t k = 0; k < m; ++k) r += double(q.f32()[k * n + i]) * rng.normal(k * n + j);
+      if (i > j) EXPECT_NEAR(r, 0.0, 1e-5) << i << "," << j;
+      if (i == j) EXPECT_GT(r, 0.0) << i;
+    }
+}
+
+TEST(KerasInitializers, LstmStartsWithForgetBiasOneAndOrthogonalRecurrentKernel) {
+  auto bias_of = [](LSTMOptions o) {
+    auto in = Input({4, 3});
+    Sequential model(in, {LSTM(5, o.name("lstm"))});
+    model.compile(SGD(), losses::mean_squared_error);
+    return std::pair{model.gather_weight("lstm.bias"),
+                     model.gather_weight("lstm.recurrent_kernel")};
+  };
+  const auto [bias, recurrent] = bias_of(LSTMOptions());
+  for (int64_t e = 0; e < 20; ++e) EXPECT_EQ(bias.f32()[e], e / 5 == 1 ? 1.0f : 0.0f) << e;
+  EXPECT_LT(orthonormality_error(recurrent.f32(), 5, 20, false, 1.0), 1e-5);
+  const auto [plain, unused] = bias_of(LSTMOptions().unit_forget_bias(false));
+  for (float v : plain.to_vector()) EXPECT_EQ(v, 0.0f);
+  const auto [ones, unused2] = bias_of(LSTMOptions().bias_initializer(Initializer::constant(0.5)));
+  for (int64_t e = 0; e < 20; ++e) EXPECT_EQ(ones.f32()[e], e / 5 == 1 ? 1.0f : 0.5f) << e;
+}
+
+LayoutMap split_columns() {
+  LayoutMap map;
+  map["gru\\.recurrent_kernel$"] = {std::nullopt, "model"};
+  return map;
+}
+
+// A sharded recurrent kernel starts from the same orthogonal matrix as one
+// device's (each device reads its block of the one factorisation).
+TEST(KerasInitializers, OrthogonalBlocksOnAMeshEqualOneDevice) {
+  auto weight = [](std::shared_ptr<Distribution> dist) {
+    auto in = Input({4, 3});
+    Sequential model(in, {GRU(6, GRUOptions().name("gru")), Dense(2, DenseOptions().name("d"))});
+    if (dist) model.set_distribution(dist);
+    model.compile(SGD({.learning_rate = 0.0}), losses::mean_squared_error);
+    model.train_on_batch(Tensor::zeros({6, 4, 3}), Tensor::zeros({6, 2}));  // places the blocks
+    return model.gather_weight("gru.recurrent_kernel");
+  };
+  const Tensor one = weight(nullptr);
+  const Tensor mesh =
+      weight(std::make_shared<ModelParallel>(DeviceMesh({3}, {"model"}), split_columns()));
+  ASSERT_EQ(one.shape(), mesh.shape());
+  for (int64_t e = 0; e < one.numel(); ++e) EXPECT_EQ(one.f32()[e], mesh.f32()[e]);
+}
+
+}  // namespace
+}  // namespace autoshard
