@@ -1,6 +1,8 @@
 #include "cli/keras_command.h"
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 
 #include "autoshard/error.h"
 #include "autoshard/tensor/mesh.h"
@@ -47,6 +49,21 @@ void add_keras_overrides(CLI::App* cmd, KerasOverrides& o, bool with_optimizer) 
     cmd->add_option("--optimizer", o.optimizer,
                     "the optimizer instead of the file's, with Keras's defaults: adam, adamw, "
                     "sgd, rmsprop, adagrad");
+}
+
+bool names_keras_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const std::string ext = p.extension().string();
+  if (ext == ".keras" || ext == ".h5" || ext == ".hdf5") return true;
+  if (fs::is_directory(p, ec)) return fs::is_regular_file(p / "model.json", ec);
+  if (ext != ".json" || !fs::is_regular_file(p, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 << 10, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head.find("\"modelTopology\"") != std::string::npos;
 }
 
 KerasModel load_keras_for(const CommonOptions& o, const KerasLoadOptions& load) {
@@ -96,10 +113,18 @@ KerasCompiled compile_keras(KerasModel& k, const KerasOverrides& over, bool trai
   }
   k.model->compile(optimizer, c.make_losses(), c.loss_weights, c.make_metrics());
   KerasCompiled out{{}, optimizer};
-  for (const nlohmann::json& loss : c.losses)
-    out.losses.push_back(loss.is_object()   ? loss.value("name", "")
-                         : loss.is_string() ? loss.get<std::string>()
-                                            : "");
+  auto name_of = [](const nlohmann::json& loss) {
+    return loss.is_object()   ? loss.value("name", "")
+           : loss.is_string() ? loss.get<std::string>()
+                              : std::string();
+  };
+  for (const nlohmann::json& loss : c.losses) out.losses.push_back(name_of(loss));
+  // Losses keyed by output name ({"classes": ..., "value": ...}) in the outputs' order.
+  if (c.losses.size() == k.outputs.size() && c.losses.size() > 1)
+    for (size_t i = 0; i < k.outputs.size(); ++i)
+      for (const nlohmann::json& loss : c.losses)
+        if (loss.is_object() && loss.value("output", "") == k.outputs[i].name)
+          out.losses[i] = name_of(loss);
   return out;
 }
 

@@ -28,6 +28,11 @@ void add_keras_common(CLI::App* cmd, CommonOptions& o, int64_t default_batch);
 // --loss and --optimizer.
 void add_keras_overrides(CLI::App* cmd, KerasOverrides& o, bool with_optimizer);
 
+// True when `path` names a saved Keras model: a .keras, .h5 or .hdf5 file, a
+// TensorFlow.js .json holding "modelTopology", or a directory with a
+// model.json. (A Hugging Face config.json or a GPT preset name is not.)
+bool names_keras_model(const std::string& path);
+
 // Reads --model, which must name a Keras file (.keras, .h5, model.json or a
 // directory holding one).
 KerasModel load_keras_for(const CommonOptions& o, const KerasLoadOptions& load);

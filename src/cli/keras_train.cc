@@ -170,7 +170,7 @@ struct EpochMeans {
 }  // namespace
 
 bool is_keras_training(const TrainOptions& o) {
-  return !o.keras.x.empty() || is_keras_model_path(o.model);
+  return !o.keras.x.empty() || names_keras_model(o.model);
 }
 
 void add_keras_train_options(CLI::App* cmd, TrainOptions& o) {

@@ -19,6 +19,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/io/safetensors.h"  // half_to_float
 
 namespace autoshard {
 namespace {
@@ -170,24 +171,6 @@ Descr parse_descr(const std::string& d, const std::string& where) {
 }
 
 // ---- elements ----
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h >> 15) << 31;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exp = 113;
-    while ((mant & 0x400) == 0) mant <<= 1, --exp;
-    bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
 
 template <typename T>
 T load(const char* p, bool swap) {
