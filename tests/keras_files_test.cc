@@ -139,7 +139,9 @@ TEST(KerasFiles, RealKerasFiles) {
     KerasModel k = load_keras_model(kShared + "/" + file, o);
     ASSERT_EQ(k.inputs.size(), 1u);
     EXPECT_TRUE(k.compile.present);
-    if (!k.compile.optimizer.empty()) EXPECT_NO_THROW(k.compile.make_optimizer());
+    if (!k.compile.optimizer.empty()) {
+      EXPECT_NO_THROW(k.compile.make_optimizer());
+    }
     EXPECT_NO_THROW(k.compile.make_losses());
     Shape shape = k.inputs[0].shape;
     shape.insert(shape.begin(), 3);
@@ -182,6 +184,44 @@ TEST(KerasFiles, CodeIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'evil' of class 'Lambda'"), std::string::npos)
         << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A TensorFlow.js model.json is recognised by its content, not by ".json":
+// a Hugging Face config.json (train --model dir/config.json) is no Keras
+// model, nor is a directory holding only one, nor a preset name.
+TEST(KerasFiles, FormatByContent) {
+  const fs::path dir = fs::temp_directory_path() / ("keras_format_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "hf");
+  fs::create_directories(dir / "tfjs");
+  std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "gpt2", "n_layer": 2})";
+  std::ofstream(dir / "list.json") << "[1, 2]";
+  std::ofstream(dir / "broken.json") << "{\"modelTop";
+  std::ofstream(dir / "tfjs" / "model.json")
+      << R"({"format": "layers-model", "modelTopology": {"class_name": "Sequential"}})";
+  std::ofstream(dir / "manifest_first.json") << R"({"weightsManifest": [], "x": 1})";
+  const std::string hf = (dir / "hf" / "config.json").string();
+  EXPECT_EQ(keras_format_of(hf), "");
+  EXPECT_FALSE(is_keras_model_path(hf));
+  EXPECT_FALSE(is_keras_model_path((dir / "hf").string()));
+  EXPECT_FALSE(is_keras_model_path((dir / "list.json").string()));
+  EXPECT_FALSE(is_keras_model_path((dir / "broken.json").string()));
+  EXPECT_FALSE(is_keras_model_path("tiny"));
+  EXPECT_EQ(keras_format_of((dir / "tfjs" / "model.json").string()), "tfjs");
+  EXPECT_TRUE(is_keras_model_path((dir / "tfjs" / "model.json").string()));
+  EXPECT_TRUE(is_keras_model_path((dir / "tfjs").string()));
+  EXPECT_TRUE(is_keras_model_path((dir / "manifest_first.json").string()));
+  EXPECT_TRUE(is_keras_model_path(kFixtures + "/tfjs/batch_normalization_dense.json"));
+  // Output paths of save: a directory or model.json not yet there.
+  EXPECT_EQ(keras_format_of((dir / "out").string()), "tfjs");
+  EXPECT_EQ(keras_format_of((dir / "out.keras").string()), "keras");
+  EXPECT_EQ(keras_format_of((dir / "out.h5").string()), "h5");
+  try {
+    load_keras_model(hf);
+    ADD_FAILURE() << "a Hugging Face config.json loaded as a Keras model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a Keras file"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }

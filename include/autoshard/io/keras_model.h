@@ -108,12 +108,16 @@ struct KerasLoadOptions {
 // layer and the field or weight.
 KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options = {});
 
-// True when `path` names something load_keras_model reads (by extension, or
-// a directory with a model.json).
+// True when `path` is an existing file or directory load_keras_model reads:
+// a .keras or .h5 file, a TensorFlow.js model.json (recognised by its
+// content: a JSON object with "modelTopology" or "weightsManifest"), or a
+// directory holding one. A Hugging Face config.json or a preset name is not.
 bool is_keras_model_path(const std::string& path);
 
-// The format a path names by its extension: "keras", "h5", "tfjs" (model.json
-// or a directory), or "" when it names none.
+// The format a path names: "keras" (.keras), "h5" (.h5, .hdf5), "tfjs" (a
+// TensorFlow.js model.json by content, a directory holding one, or, for
+// save's output, a model.json or extensionless path not yet there), or ""
+// when it names none (any other .json included).
 std::string keras_format_of(const std::string& path);
 
 // Writes `model` (its current weights, and the optimizer state when

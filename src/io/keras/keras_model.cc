@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -215,23 +216,87 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
 
 }  // namespace
 
+namespace {
+
+// Stops at the first top-level key of a JSON document: a TensorFlow.js
+// layers model is an object whose keys include "modelTopology" (or
+// "weightsManifest"); any other JSON (a Hugging Face config.json) is not.
+class TfjsKeySniffer : public json::json_sax_t {
+ public:
+  bool found = false;
+  bool start_object(std::size_t) override { return ++depth_ == 1; }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && (k == "modelTopology" || k == "weightsManifest")) {
+      found = true;
+      return false;
+    }
+    return true;
+  }
+  bool end_object() override { return --depth_ > 0; }
+  // Anything but an object at the top ends the scan; nested values go on.
+  bool null() override { return depth_ > 0; }
+  bool boolean(bool) override { return depth_ > 0; }
+  bool number_integer(number_integer_t) override { return depth_ > 0; }
+  bool number_unsigned(number_unsigned_t) override { return depth_ > 0; }
+  bool number_float(number_float_t, const string_t&) override { return depth_ > 0; }
+  bool string(string_t&) override { return depth_ > 0; }
+  bool binary(binary_t&) override { return depth_ > 0; }
+  bool start_array(std::size_t) override {
+    if (depth_ == 0) return false;
+    ++depth_;
+    return true;
+  }
+  bool end_array() override { return --depth_ > 0; }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+    return false;
+  }
+
+ private:
+  int depth_ = 0;
+};
+
+// A regular .json file holding a TensorFlow.js layers model (read up to its
+// first top-level "modelTopology" or "weightsManifest" key).
+bool is_tfjs_json(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return false;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  TfjsKeySniffer sniffer;
+  json::sax_parse(in, &sniffer, json::input_format_t::json, /*strict=*/false);
+  return sniffer.found;
+}
+
+}  // namespace
+
 std::string keras_format_of(const std::string& path) {
   const fs::path p(path);
   const std::string ext = p.extension().string();
   if (ext == ".keras") return "keras";
   if (ext == ".h5" || ext == ".hdf5") return "h5";
-  if (p.filename() == "model.json" || ext == ".json") return "tfjs";
   std::error_code ec;
-  if (fs::is_directory(p, ec) || (!fs::exists(p, ec) && ext.empty())) return "tfjs";
+  if (fs::is_directory(p, ec)) {
+    // A TF.js directory; or, not yet written, the output directory of save.
+    const fs::path json_path = p / "model.json";
+    return is_tfjs_json(json_path) || !fs::exists(json_path, ec) ? "tfjs" : "";
+  }
+  if (ext == ".json") {
+    // By content: a Hugging Face config.json is a .json too. A model.json
+    // not yet written names save's output.
+    if (!fs::exists(p, ec)) return p.filename() == "model.json" ? "tfjs" : "";
+    return is_tfjs_json(p) ? "tfjs" : "";
+  }
+  if (!fs::exists(p, ec) && ext.empty()) return "tfjs";  // save's output directory
   return "";
 }
 
 bool is_keras_model_path(const std::string& path) {
   const std::string f = keras_format_of(path);
   if (f.empty()) return false;
+  // Something that exists: a preset name such as "tiny" is not a Keras model.
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return fs::exists(fs::path(path) / "model.json", ec);
-  return true;
+  if (fs::is_directory(path, ec)) return is_tfjs_json(fs::path(path) / "model.json");
+  return fs::is_regular_file(path, ec);
 }
 
 KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options) {
