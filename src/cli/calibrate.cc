@@ -11,6 +11,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/ir/blas_core.h"
 #include "autoshard/plan/calibration.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
@@ -79,9 +80,13 @@ void run_calibrate(const CalibrateArgs& a) {
   if (a.mpi) cal.cluster.mpi_link = measure_mpi(a.quick);
   nlohmann::json j = nlohmann::json::parse(cal.cluster.to_json());
   j["measurements"] = cal.measurements;
+  // Which kernels the GEMM figures were measured with.
+  const std::string blas = blas::describe(blas::blas_info());
+  j["measurements"]["blas"] = blas;
   write_output_file(out, "--out", j.dump(2) + "\n", overwrite);
   const Cluster& c = cal.cluster;
   std::printf("calibrated this machine (%d cores) into %s\n", c.shared_cores, out.c_str());
+  std::printf("  BLAS             %s\n", blas.c_str());
   std::printf("  GEMM peak        %.1f GFLOP/s per core (%.1f all cores)\n",
               c.flops_f32 / c.shared_cores / 1e9, c.flops_f32 / 1e9);
   std::printf("  GEMM packing     %.2f GB/s per core (operands beyond a square's)\n",

@@ -6,6 +6,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
+#include "autoshard/ir/blas_core.h"
 #include "cli/agreement.h"
 #include "cli/commands.h"
 
@@ -17,11 +18,30 @@ int report(const char* kind, const char* what) {
   std::fprintf(stderr, "autoshard: %s%s\n", kind, what);
   return kind[0] == 'e' ? 1 : 2;
 }
+
+// `autoshard --version`: the program, the BLAS it runs (which kernels, and
+// who chose them) and the sgemm peak they reach here (a tenth of a second).
+std::string version_text() {
+  const autoshard::blas::BlasInfo blas = autoshard::blas::blas_info();
+  const double peak = autoshard::blas::sgemm_peak_gflops();
+  char line[128];
+  std::snprintf(line, sizeof line, "sgemm peak: %.1f GFLOP/s (n = 1024, %d threads)", peak,
+                blas.threads);
+  return "autoshard 0.1.0\nBLAS: " + autoshard::blas::describe(blas) + "\n" + line;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before any thread or MPI_Init: restart with OPENBLAS_CORETYPE set
+  // when OpenBLAS chose kernels below this CPU's (ir/blas_core.h).
+  try {
+    autoshard::blas::use_best_blas_kernels(argv);
+  } catch (const autoshard::Error& e) {
+    return report("error: ", e.what());
+  }
   CLI::App app{"autoshard: automatic tensor parallelism for training and running neural networks"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", version_text, "print the version, the BLAS and its kernels");
   autoshard::cli::add_train_command(app);
   autoshard::cli::add_eval_command(app);
   autoshard::cli::add_evaluate_command(app);
@@ -44,6 +64,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One format for every usage error: a line naming the problem, exit 1.
