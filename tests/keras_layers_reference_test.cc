@@ -14,12 +14,14 @@
 //     model with BatchNormalization also on data=4 (its batch statistics are
 //     the whole batch's), and a model of 2-D convolutions also with its
 //     images' rows split over rows=3 (a band per device, halos exchanged).
-// Time: the meshes cost ~0.3 s per model and plan, too much for every model
-// on every mesh under the sanitizers on 2 cores. So the models of
-// kEveryMesh (one or more of each family, the whole models included) run
-// every mesh and both plans; each other model runs one mesh with one plan,
-// rotating by its index in index.json, so every mesh and plan still meets
-// every family over the set (and the extra data=4 and rows=3 runs always).
+// Time: a mesh run costs up to ~0.1 s per model and plan (AutoShard's time
+// limit, plus compiling the step), too much for every model on every mesh
+// under the sanitizers on 2 cores. So the models of kEveryMesh (one or more
+// of each family, the whole models included) run every mesh with both
+// plans; each other model runs one mesh with one plan, rotating by its index
+// in index.json, so that a family's consecutive models get different meshes
+// and plans (the data=4 and rows=3 runs are always made). About 4 s in
+// Release.
 //
 // A model needing a layer, an option, a loss or an optimizer that autoshard
 // does not have is skipped with GTEST_SKIP naming what is missing (none is,
