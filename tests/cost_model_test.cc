@@ -36,6 +36,52 @@ TEST(CostModel, AxesTalkOverTheLinkTheirGroupsFitIn) {
   EXPECT_EQ(c.link(DeviceMesh({8, 16}, {"data", "model"}), 1).name, "infiniband");
 }
 
+// The link an axis should talk over, by listing its groups: every device's
+// group is the devices that differ from it only along `axis`; a group
+// crosses a node when its devices are not all in the same node.
+std::string link_by_enumeration(const Cluster& c, const DeviceMesh& mesh, int axis) {
+  for (const LinkLevel& l : c.links) {
+    if (l.devices_per_group == 0) return l.name;
+    bool all_inside = true;
+    for (int d = 0; d < mesh.size() && all_inside; ++d)
+      for (int member : mesh.group(d, axis))
+        if (member / l.devices_per_group != d / l.devices_per_group) all_inside = false;
+    if (all_inside) return l.name;
+  }
+  return c.links.back().name;
+}
+
+// Meshes of 3, 5, 6 and 12 devices (and a few larger) over nodes of 4 and
+// 8: every axis against the enumeration of its groups. model = 3 on a node
+// of 8 is NVLink (it was priced over InfiniBand: 8 is not a multiple of 3).
+TEST(CostModel, EveryAxisTalksOverTheLinkItsGroupsCross) {
+  const std::vector<std::vector<int>> shapes = {
+      {3},       {5},       {6},    {12},   {1, 3}, {2, 3},    {3, 2},  {3, 3},
+      {2, 5},    {5, 2},    {3, 4}, {4, 3}, {2, 6}, {6, 2},    {12, 1}, {2, 2, 3},
+      {3, 2, 2}, {2, 3, 2}, {3, 5}, {4, 6}, {6, 4}, {2, 3, 4}, {5, 3},  {16, 3}};
+  for (int node : {4, 8}) {
+    Cluster c = Cluster::preset("a100-80g");
+    c.links = {{"node", node, 300e9, 1e-6, 1.0}, {"network", 0, 25e9, 5e-6, 1.0}};
+    for (const auto& shape : shapes) {
+      std::vector<std::string> names;
+      for (size_t a = 0; a < shape.size(); ++a) names.push_back("a" + std::to_string(a));
+      const DeviceMesh mesh(shape, names);
+      for (int axis = 0; axis < mesh.rank(); ++axis)
+        EXPECT_EQ(c.link(mesh, axis).name, link_by_enumeration(c, mesh, axis))
+            << mesh.to_string() << " axis " << axis << " on nodes of " << node;
+    }
+  }
+  const Cluster a100 = Cluster::preset("a100-80g");
+  EXPECT_EQ(a100.link(DeviceMesh({3}, {"model"}), 0).name, "nvlink");
+  EXPECT_EQ(a100.link(DeviceMesh({2, 3}, {"data", "model"}), 1).name, "nvlink");
+  EXPECT_EQ(a100.link(DeviceMesh({2, 3}, {"data", "model"}), 0).name, "nvlink");
+  EXPECT_EQ(a100.link(DeviceMesh({3, 3}, {"data", "model"}), 1).name, "infiniband");
+  // A 64 MiB all-reduce over model = 3 on one node: NVLink's time, not the network's.
+  const double nvlink =
+      collective_seconds(a100, DeviceMesh({3}, {"model"}), 0, true, 64 << 20, 64 << 20);
+  EXPECT_LT(nvlink, 1e-3);
+}
+
 TEST(CostModel, CollectivesFollowTheRingClosedForms) {
   const Cluster c = two_level_cluster();
   const DeviceMesh mesh({2, 4}, {"data", "model"});

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -388,14 +389,43 @@ double Cluster::gemm_fraction(double flops, int devices) const {
   return gemm_efficiency.back().second;
 }
 
+namespace {
+
+// Whether every group of `axis` lies inside one group of `per` consecutive
+// devices. A group is {f + k * stride : k < size}, f = o * span + i for
+// o < outer (the groups along the axes outside) and i < stride; it fits
+// when f mod per + (size - 1) * stride < per. f mod per repeats with o
+// every per / gcd(span, per) values, so at most that many o are checked.
+bool groups_fit(int64_t stride, int64_t size, int64_t outer, int64_t per) {
+  const int64_t span = stride * size, reach = (size - 1) * stride;
+  if (reach >= per) return false;
+  const int64_t period = std::min(outer, per / std::gcd(span, per));
+  for (int64_t o = 0; o < period; ++o) {
+    // i = 0's group starts at `first`; the last i's at first + stride - 1
+    // (past per - 1 it wraps, and the group ending there crosses).
+    const int64_t first = o * span % per;
+    if (first + stride - 1 + reach >= per) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// An axis talks over the innermost level one of whose groups holds each of
+// its groups whole; a group that straddles two groups of a level (three
+// devices 3, 4, 5 on nodes of four) is priced on the level above: the
+// axis's collectives run in all its groups at once, so the slowest sets the
+// pace. Any mesh shape and node size: data = 2, model = 3 on nodes of 8
+// ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
+// does not ({6, 7, 8} straddles two nodes).
 const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
-  // The devices of one group of `axis` span stride * size consecutive ids.
   int64_t stride = 1;
   for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);
-  const int64_t span = stride * mesh.axis_size(axis);
+  const int64_t size = mesh.axis_size(axis);
+  const int64_t outer = mesh.size() / (stride * size);
   for (const LinkLevel& l : links)
-    if (l.devices_per_group == 0 ||
-        (span <= l.devices_per_group && l.devices_per_group % span == 0))
+    if (l.devices_per_group == 0 || size <= 1 ||
+        groups_fit(stride, size, outer, l.devices_per_group))
       return l;
   return links.back();
 }

@@ -6,9 +6,11 @@
 // bandwidth per device and a latency.
 //
 // A mesh's devices are numbered row-major (see DeviceMesh), so its last axis
-// is innermost: an axis whose groups fit inside one group of a link level
-// (8 devices per node, say) talks over that level; an axis that crosses it,
-// over the next.
+// is innermost: an axis each of whose groups lies whole inside one group of
+// a link level (8 devices per node, say) talks over that level; an axis one
+// of whose groups straddles two, over the next (model = 3 on nodes of 8:
+// NVLink; data = 3, model = 3 on nodes of 4: {3, 4, 5} straddles, the
+// network).
 #pragma once
 
 #include <optional>
