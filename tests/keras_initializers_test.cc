@@ -75,8 +75,11 @@ TEST(KerasInitializers, OrthogonalIsTheQOfThePositiveDiagonalQR) {
     for (int64_t j = 0; j < n; ++j) {
       double r = 0;  // (Q^T A)[i][j]
       for (int64_t k = 0; k < m; ++k) r += double(q.f32()[k * n + i]) * rng.normal(k * n + j);
-      if (i > j) EXPECT_NEAR(r, 0.0, 1e-5) << i << "," << j;
-      if (i == j) EXPECT_GT(r, 0.0) << i;
+      if (i > j) {
+        EXPECT_NEAR(r, 0.0, 1e-5) << i << "," << j;
+      } else if (i == j) {
+        EXPECT_GT(r, 0.0) << i;
+      }
     }
 }
 
