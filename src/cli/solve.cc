@@ -2,10 +2,12 @@
 // IOPDDL contest's format (plain or .gz). Progress on stderr; the chosen
 // strategy list as a JSON array on the last line of stdout (the contest's
 // convention), the best found when time runs out (reading the problem
-// counts against --time-limit). No answer that fits is an error, with
-// nothing on stdout.
+// counts against --time-limit; SIGTERM or SIGINT end the search early with
+// the same). No answer that fits is an error, with nothing on stdout.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,14 @@ struct SolveArgs {
   int64_t rounds = 0;
 };
 
+// Set by SIGTERM / SIGINT: the solver stops and its best answer is printed.
+std::atomic<bool> terminate_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void request_stop(int) {
+  terminate_requested = true;
+}
+
 void run_solve(const SolveArgs& a) {
   // --time-limit counts from here: reading a huge problem is part of it.
   const auto start = std::chrono::steady_clock::now();
@@ -40,11 +50,16 @@ void run_solve(const SolveArgs& a) {
   o.threads = a.threads;
   o.seed = a.seed;
   o.max_rounds = a.rounds;
+  o.cancel = &terminate_requested;
+  std::signal(SIGTERM, request_stop);
+  std::signal(SIGINT, request_stop);
   o.on_improvement = [](const SolveProgress& g) {
     std::fprintf(stderr, "%9.3f s  cost %s  peak usage %lld\n", g.seconds,
                  to_string(g.cost).c_str(), static_cast<long long>(g.peak_usage));
   };
   const SolveResult r = solve(p, o);
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
   // Without an answer that fits, nothing goes to stdout: a placeholder
   // would read as a solution.
   AS_CHECK(!r.proven_infeasible, "problem '", a.problem, "' is infeasible: ", r.why);

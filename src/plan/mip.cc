@@ -1,12 +1,19 @@
 #include "plan/mip.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
 
 namespace autoshard::solver {
 
@@ -59,11 +66,146 @@ size_t mip_columns(const Reduced& r, const std::vector<int>& free) {
 
 namespace {
 
+// What CBC reports back from its process.
+struct CbcOutcome {
+  bool finished = false;       // it answered before the deadline
+  bool proven = false;         // its answer is proven optimal
+  bool have_solution = false;  // it has an integer solution
+  double objective = 0;
+};
+
+// Writes all of `bytes` to `fd` (a pipe), retrying on interruption.
+bool write_all(int fd, const void* bytes, size_t n) {
+  const char* b = static_cast<const char*>(bytes);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w, n -= size_t(w);
+  }
+  return true;
+}
+
+// CBC in the child: solve, send the outcome and each free variable's value.
+[[noreturn]] void cbc_child(int fd, const Program& p, const std::vector<int>& start,
+                            const std::vector<int>& index, const std::vector<double>& value,
+                            const std::vector<int>& s, const std::vector<int>& free,
+                            const std::vector<std::vector<int>>& x, const Reduced& r,
+                            double seconds) {
+  // CBC's prints (and a flush of stdio buffers copied from the parent)
+  // must not reach the parent's output.
+  const int null = ::open("/dev/null", O_WRONLY);
+  if (null >= 0) ::dup2(null, 1), ::dup2(null, 2);
+  Cbc_Model* m = Cbc_newModel();
+  Cbc_setLogLevel(m, 0);
+  Cbc_loadProblem(m, static_cast<int>(p.obj.size()), static_cast<int>(p.row_lb.size()),
+                  start.data(), index.data(), value.data(), p.lb.data(), p.ub.data(), p.obj.data(),
+                  p.row_lb.data(), p.row_ub.data());
+  for (size_t c = 0; c < p.integer.size(); ++c)
+    if (p.integer[c]) Cbc_setInteger(m, static_cast<int>(c));
+  Cbc_setParameter(m, "timeMode", "elapsed");
+  // CBC 2.10 crashes when its time limit lands in preprocessing; the
+  // programs here are small, so go without it.
+  Cbc_setParameter(m, "preprocess", "off");
+  // Costs are integers: a gap under 1 is a proof (no relative gap).
+  Cbc_setAllowableGap(m, 0.5);
+  Cbc_setAllowableFractionGap(m, 0);
+  Cbc_setMaximumSeconds(m, seconds);
+  std::vector<int> idx;
+  std::vector<double> val;
+  for (size_t f = 0; f < free.size(); ++f)
+    for (int j = 0; j < r.dom(free[f]); ++j)
+      if (x[f][j] >= 0) idx.push_back(x[f][j]), val.push_back(j == s[free[f]] ? 1.0 : 0.0);
+  Cbc_setMIPStartI(m, static_cast<int>(idx.size()), idx.data(), val.data());
+  Cbc_solve(m);
+  const double* sol = Cbc_getColSolution(m);
+  const int32_t head[2] = {Cbc_isProvenOptimal(m) != 0,
+                           sol != nullptr && Cbc_numberSavedSolutions(m) > 0};
+  const double objective = Cbc_getObjValue(m);
+  std::vector<int32_t> values(free.size(), 0);
+  for (size_t f = 0; head[1] && f < free.size(); ++f) {
+    double best = -1;
+    for (int j = 0; j < r.dom(free[f]); ++j)
+      if (x[f][j] >= 0 && sol[x[f][j]] > best) best = sol[x[f][j]], values[f] = j;
+  }
+  const bool ok = write_all(fd, head, sizeof head) && write_all(fd, &objective, sizeof objective) &&
+                  write_all(fd, values.data(), values.size() * sizeof(int32_t));
+  ::_exit(ok ? 0 : 1);
+}
+
+// Runs CBC in a child process and kills it at `seconds`: CBC's own limit
+// overshoots (by seconds on programs of tens of thousands of columns), and
+// a process is the one thing that stops it at once. CBC is asked to stop a
+// little earlier, so it usually answers by itself. The child also keeps
+// CBC's global state (its command-line driver's) out of this process, so
+// threads may solve programs at once. No process (fork refused): no answer.
+CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::vector<int>& index,
+                   const std::vector<double>& value, const std::vector<int>& s,
+                   const std::vector<int>& free, const std::vector<std::vector<int>>& x,
+                   const Reduced& r, double seconds, const std::function<bool()>& stopped,
+                   std::vector<int>& values) {
+  CbcOutcome out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return out;
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]), ::close(fds[1]);
+    return out;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    cbc_child(fds[1], p, start, index, value, s, free, x, r, 0.85 * seconds);
+  }
+  ::close(fds[1]);
+  std::vector<char> bytes;
+  const size_t expected = 2 * sizeof(int32_t) + sizeof(double) + free.size() * sizeof(int32_t);
+  char buffer[65536];
+  bool eof = false;
+  while (!eof && bytes.size() < expected) {
+    const double left =
+        std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0 || (stopped && stopped())) break;
+    pollfd pfd{fds[0], POLLIN, 0};
+    // In slices of 50 ms, to see `stopped` (a signal, another thread's proof).
+    const int ready = ::poll(&pfd, 1, static_cast<int>(std::ceil(std::min(left, 0.05) * 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;
+    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      eof = true;
+    else
+      bytes.insert(bytes.end(), buffer, buffer + n);
+  }
+  ::close(fds[0]);
+  ::kill(child, SIGKILL);  // done already, or past the deadline
+  while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (bytes.size() != expected) return out;
+  int32_t head[2];
+  std::memcpy(head, bytes.data(), sizeof head);
+  std::memcpy(&out.objective, bytes.data() + sizeof head, sizeof(double));
+  const char* rest = bytes.data() + sizeof head + sizeof(double);
+  values.resize(free.size());
+  for (size_t f = 0; f < free.size(); ++f) {
+    int32_t v;
+    std::memcpy(&v, rest + f * sizeof v, sizeof v);
+    values[f] = v;
+  }
+  out.finished = true;
+  out.proven = head[0] != 0;
+  out.have_solution = head[1] != 0;
+  return out;
+}
+
 // Builds and solves the program over `free` with memory rows at `segments`;
 // returns the free variables' values (empty when nothing better was found).
 std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
                                const std::vector<int>& s, const std::vector<int>& segments,
-                               double seconds, bool& optimal) {
+                               double seconds, const std::function<bool()>& stopped, bool& optimal,
+                               bool& proved_current) {
   std::vector<char> is_free(r.vars, 0);
   for (int v : free) is_free[v] = 1;
   Program p;
@@ -132,36 +274,15 @@ std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
     for (auto [row, a] : col) index.push_back(row), value.push_back(a);
     start.push_back(static_cast<int>(index.size()));
   }
-  std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> model(Cbc_newModel(), Cbc_deleteModel);
-  Cbc_Model* m = model.get();
-  Cbc_setLogLevel(m, 0);
-  Cbc_loadProblem(m, static_cast<int>(p.obj.size()), static_cast<int>(p.row_lb.size()),
-                  start.data(), index.data(), value.data(), p.lb.data(), p.ub.data(), p.obj.data(),
-                  p.row_lb.data(), p.row_ub.data());
-  for (size_t c = 0; c < p.integer.size(); ++c)
-    if (p.integer[c]) Cbc_setInteger(m, static_cast<int>(c));
-  Cbc_setParameter(m, "timeMode", "elapsed");
-  // CBC 2.10 crashes when its time limit lands in preprocessing; the
-  // programs here are small, so go without it.
-  Cbc_setParameter(m, "preprocess", "off");
-  Cbc_setMaximumSeconds(m, seconds);
-  std::vector<int> idx;
-  std::vector<double> val;
-  for (size_t f = 0; f < free.size(); ++f)
-    for (int j = 0; j < r.dom(free[f]); ++j)
-      if (x[f][j] >= 0) idx.push_back(x[f][j]), val.push_back(j == s[free[f]] ? 1.0 : 0.0);
-  Cbc_setMIPStartI(m, static_cast<int>(idx.size()), idx.data(), val.data());
-  Cbc_solve(m);
-  const double* sol = Cbc_getColSolution(m);
-  if (sol == nullptr || Cbc_numberSavedSolutions(m) == 0 || Cbc_getObjValue(m) >= current - 0.5)
-    return {};
-  optimal = Cbc_isProvenOptimal(m) != 0;
-  std::vector<int> values(free.size());
-  for (size_t f = 0; f < free.size(); ++f) {
-    double best = -1;
-    for (int j = 0; j < r.dom(free[f]); ++j)
-      if (x[f][j] >= 0 && sol[x[f][j]] > best) best = sol[x[f][j]], values[f] = j;
-  }
+  std::vector<int> values;
+  const CbcOutcome out = run_cbc(p, start, index, value, s, free, x, r, seconds, stopped, values);
+  if (!out.finished) return {};
+  // Proven optimal at or above the current cost: this program (whose memory
+  // rows are a subset of the true ones) cannot do better, so neither can
+  // the true problem over these variables; the current values are optimal.
+  if (out.proven && out.objective >= current - 0.5) proved_current = true;
+  if (!out.have_solution || out.objective >= current - 0.5) return {};
+  optimal = out.proven;
   return values;
 }
 
@@ -200,23 +321,20 @@ std::vector<int> tightest(const Reduced& r, const std::vector<int>& free,
 // current assignment, then wherever the program's answer overflows, until
 // it fits (a handful of rounds: few segments ever bind).
 MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vector<int>& s,
-                      double seconds) {
+                      double seconds, const std::function<bool()>& stopped) {
   MipResult result;
   if (free.empty() || seconds <= 0) return result;
   const auto start = std::chrono::steady_clock::now();
-  // CBC's solve goes through its command-line driver, which keeps global
-  // state (ThreadSanitizer caught two plans solving at once): one program
-  // at a time, the wait counted against `seconds`.
-  static std::mutex one_at_a_time;
-  std::lock_guard lock(one_at_a_time);
   std::vector<int> segments;
   if (r.limit < kInf) segments = tightest(r, free, profile_of(r, s), {}, 24, false);
   for (int attempt = 0; attempt < 8; ++attempt) {
     const double left =
         seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left <= 0.02) break;
-    bool optimal = false;
-    const std::vector<int> values = solve_program(r, free, s, segments, left, optimal);
+    if (left <= 0.02 || (stopped && stopped())) break;
+    bool optimal = false, proved_current = false;
+    const std::vector<int> values =
+        solve_program(r, free, s, segments, left, stopped, optimal, proved_current);
+    if (proved_current) result.optimal = true;  // nothing better exists: `s` stays
     if (values.empty()) break;
     std::vector<int> trial = s;
     for (size_t f = 0; f < free.size(); ++f) trial[free[f]] = values[f];

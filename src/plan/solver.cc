@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -77,8 +78,11 @@ double value_of(int64_t c) {
 
 class Search {
  public:
-  Search(const Reduced& r, const Peeling& peel, uint64_t seed, int thread)
+  Search(const Reduced& r, const Peeling& peel, uint64_t seed, int thread,
+         const std::atomic<bool>* stop, const std::atomic<bool>* cancel)
       : r_(r),
+        stop_(stop),
+        cancel_(cancel),
         peel_(peel),
         rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (thread + 1)),
         prices_(r.segments, 0.0),
@@ -89,8 +93,14 @@ class Search {
   // One round: solve with the current memory prices, update the prices from
   // the memory that solution uses, then make it fit and improve it.
   bool round(std::vector<int>& s, __int128& cost, int64_t& peak, const Clock::time_point deadline) {
+    deadline_ = deadline;
     const auto t0 = Clock::now();
     priced_solve(s);
+    // Without a core and without prices, the priced solve is the exact
+    // optimum without the memory limit: a lower bound on every answer.
+    if (peel_.core_vars.empty() && !lower_bound_ &&
+        std::all_of(prices_.begin(), prices_.end(), [](double p) { return p == 0; }))
+      lower_bound_ = true_cost(s);
     const auto t1 = Clock::now();
     update_prices(usage_profile(s));
     if (!repair(s, deadline)) return false;
@@ -107,10 +117,17 @@ class Search {
               std::chrono::duration<double>(t3 - t2).count());
     cost = true_cost(s);
     peak = tree_.max();
+    if (lower_bound_ && cost <= *lower_bound_) proven_optimal_ = true;
     return true;
   }
 
  private:
+  // Time is up, or another thread proved its answer optimal, or the caller
+  // asked to stop: every loop of a round checks this, so a round ends soon
+  // after the deadline however large the problem.
+  bool stopped() const { return (stop_ && *stop_) || (cancel_ && *cancel_); }
+  bool late() const { return stopped() || Clock::now() > deadline_; }
+
   double typical_price() {
     std::vector<double> ratios;
     for (int v = 0; v < r_.vars && ratios.size() < 100000; ++v)
@@ -234,7 +251,7 @@ class Search {
     }
     std::vector<int> order = core;
     std::vector<double> belief, out;
-    for (int sweep = 0; sweep < sweeps; ++sweep) {
+    for (int sweep = 0; sweep < sweeps && !late(); ++sweep) {
       std::shuffle(order.begin(), order.end(), rng_);
       for (int u : order) {
         belief.assign(total_[u].begin(), total_[u].end());
@@ -285,7 +302,7 @@ class Search {
 
   void core_descent(std::vector<int>& s) {
     std::vector<int> order = peel_.core_vars;
-    for (int pass = 0; pass < 100; ++pass) {
+    for (int pass = 0; pass < 100 && !late(); ++pass) {
       std::shuffle(order.begin(), order.end(), rng_);
       bool changed = false;
       for (int v : order) {
@@ -313,7 +330,7 @@ class Search {
     std::vector<int> region, parent, parent_edge;
     std::vector<std::vector<double>> tot;
     std::vector<std::vector<int>> arg;
-    while (stale < patience) {
+    while (stale < patience && !late()) {
       ++stamp;
       const int root = core[rng_() % core.size()];
       const int limit = 4 << (rng_() % 9);  // 4 .. 1024 variables
@@ -462,7 +479,7 @@ class Search {
     if (r_.limit == kInf) return true;
     int guard = 0;
     while (tree_.max() > r_.limit) {
-      if ((++guard & 63) == 0 && Clock::now() > deadline) return false;
+      if ((++guard & 63) == 0 && (late() || Clock::now() > deadline)) return false;
       const int t = tree_.argmax();
       double best = 1e300;
       int bv = -1, bx = -1;
@@ -498,7 +515,9 @@ class Search {
     for (int pass = 0; pass < 50; ++pass) {
       std::shuffle(order.begin(), order.end(), rng_);
       bool changed = false;
+      int checked = 0;
       for (int v : order) {
+        if ((++checked & 1023) == 0 && late()) return;
         int64_t best = 0;
         int arg = -1;
         for (int x = 0; x < r_.dom(v); ++x) {
@@ -512,7 +531,7 @@ class Search {
           changed = true;
         }
       }
-      if (!changed || Clock::now() > deadline) break;
+      if (!changed || late() || Clock::now() > deadline) break;
     }
   }
 
@@ -540,23 +559,28 @@ class Search {
       whole_tried_ = true;
       free.resize(r_.vars);
       std::iota(free.begin(), free.end(), 0);
-      // A tiny program gets the half second it may need even past a short
-      // limit: proven optimal, the answer no longer depends on the clock.
-      budget = tiny ? std::max(left * 0.8, 0.5) : left * 0.8;
+      // A tiny program gets all the time left (CBC is cut off at the
+      // deadline either way); a larger one leaves some to the search.
+      budget = tiny ? left : left * 0.8;
     } else {
       free = peak_neighbourhood(s);
       budget = std::min(3.0, left * 0.2);
     }
     std::vector<int> trial = s;
-    const MipResult m = mip_improve(r_, free, trial, budget);
-    if (!m.improved) return;
+    const bool whole = int(free.size()) == r_.vars;
+    const MipResult m = mip_improve(r_, free, trial, budget, [this] { return stopped(); });
+    if (!m.improved) {
+      // CBC proved the current answer optimal without bettering it.
+      if (m.optimal && whole) proven_optimal_ = true;
+      return;
+    }
     // Keep it only if it is, exactly, cheaper and fits.
     const __int128 before = true_cost(s), after = true_cost(trial);
     std::vector<int> old = s;
     load_tree(trial);
     if (after < before && (r_.limit == kInf || tree_.max() <= r_.limit)) {
       s = trial;
-      proven_optimal_ = m.optimal && int(free.size()) == r_.vars;
+      proven_optimal_ = m.optimal && whole;
     } else {
       load_tree(old);
     }
@@ -599,7 +623,7 @@ class Search {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng_);
     for (int b : order) {
-      if (Clock::now() > deadline) break;
+      if (late() || Clock::now() > deadline) break;
       for (int y = 0; y < r_.dom(b); ++y) {
         if (y == s[b]) continue;
         const int64_t gain = delta_cost(b, y, s);
@@ -649,7 +673,7 @@ class Search {
     std::vector<std::vector<double>> tot;
     std::vector<std::vector<int>> arg;
     int stamp = 0, stale = 0;
-    while (stale < 60 && Clock::now() < deadline) {
+    while (stale < 60 && Clock::now() < deadline && !late()) {
       ++stamp;
       // Memory priced at a random scale of the current prices (0: ignored).
       const double scale = std::ldexp(1.0, static_cast<int>(rng_() % 7) - 3) * (rng_() % 4 != 0);
@@ -730,6 +754,10 @@ class Search {
   }
 
   const Reduced& r_;
+  const std::atomic<bool>* stop_;    // set when another thread proved its answer
+  const std::atomic<bool>* cancel_;  // the caller's (SolveOptions::cancel)
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::optional<__int128> lower_bound_;
   const Peeling& peel_;
   std::mt19937_64 rng_;
   std::vector<double> prices_;
@@ -804,12 +832,13 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   Shared shared;
   std::atomic<int64_t> rounds{0};
   std::atomic<bool> stop{false};  // the answer is proven optimal
+  auto cancelled = [&] { return options.cancel && *options.cancel; };
   auto worker = [&](int thread) {
-    Search search(reduced, peeling, options.seed, thread);
+    Search search(reduced, peeling, options.seed, thread, &stop, options.cancel);
     search.use_mip_ = thread == 0 && options.programs;
     std::vector<int> s;
     for (int64_t round = 0; options.max_rounds == 0 || round < options.max_rounds; ++round) {
-      if ((Clock::now() > deadline && round > 0) || stop) break;
+      if ((Clock::now() > deadline && round > 0) || stop || cancelled()) break;
       __int128 cost = 0;
       int64_t peak = 0;
       const bool ok = search.round(s, cost, peak, deadline);

@@ -10,11 +10,15 @@
 // local search under the true limit, and by mixed-integer programs (CBC):
 // over the whole problem when it is small (which can prove optimality),
 // else over neighbourhoods of the memory peak. Anytime (the best feasible
-// answer so far is kept); deterministic for a given seed and round limit
-// with one thread; several threads run independent searches from different
+// answer so far is kept). Time limits are limits: every loop of a round
+// checks the deadline and CBC runs in a child process killed at it, so
+// solve() returns within the limit plus reducing the problem (linear).
+// Deterministic for a given seed and round limit with one thread when CBC
+// finishes in its time; several threads run independent searches from different
 // seeds, one of them with the programs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +42,9 @@ struct SolveOptions {
   int64_t max_rounds = 0;  // rounds of pricing per thread; 0: until the time limit
   bool programs = true;    // mixed-integer programs (CBC) on thread 0; off for quick screens
   std::function<void(const SolveProgress&)> on_improvement = nullptr;
+  // When set (a signal handler's flag, say), the search stops within
+  // moments and the best answer so far is returned.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SolveResult {
@@ -47,7 +54,9 @@ struct SolveResult {
   bool feasible = false;
   // No assignment fits (a proof, e.g. the smallest usages already overflow).
   bool proven_infeasible = false;
-  // The answer is optimal (the whole problem solved exactly).
+  // The answer is optimal (the whole problem solved exactly: CBC's proof,
+  // or a tree-shaped problem whose unconstrained optimum fits); the search
+  // stops as soon as it is known.
   bool proven_optimal = false;
   std::string why;  // when not feasible
   double seconds = 0;
