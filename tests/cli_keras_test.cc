@@ -273,7 +273,8 @@ TEST(CliKeras, BadInputIsOneErrorLine) {
       "train --model " + one.model() + " --x " + one.x() + " --y " + one.y() + " --verbose 0";
   const std::string sparse_eval = "evaluate --model " + sparse.model() + " --x " + sparse.x();
   const std::pair<std::string, std::string> cases[] = {
-      {base1 + " --x " + wrong_shape, "input 'a' takes batches of shape (None, 3, 4)"},
+      {base1 + " --x " + wrong_shape,
+       "input 'a' is [3, 4] per example (-1: any), the data gives [3, 5]"},
       {base1 + " --x " + missing, "has no array 'b'"},
       {base1 + " --x " + extra, "holds array 'c', which is no input"},
       {base1 + " --x " + one.x(), "is one array (.npy) but the model has 2 inputs (a, b)"},

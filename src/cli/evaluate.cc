@@ -23,10 +23,16 @@ struct EvaluateOptions : CommonOptions {
 };
 
 void run_evaluate(EvaluateOptions& o) {
-  KerasModel k = load_keras_for(o, {.weights = true, .optimizer_state = false, .seed = o.seed});
+  // The data first: its shapes fill the dimensions the file leaves open.
+  std::map<std::string, NpyArray> raw_x = read_arrays(o.x, "--x");
+  KerasModel k = load_keras_for(o, {.weights = true,
+                                    .optimizer_state = false,
+                                    .seed = o.seed,
+                                    .inference = true,
+                                    .input_shapes = example_shapes(raw_x)});
   const std::vector<std::string> losses = compile_keras(k, o.overrides, false).losses;
   infer_output_shapes(k);
-  const NamedArrays x = read_keras_inputs(k, o.x, "--x");
+  const NamedArrays x = keras_inputs_of(k, std::move(raw_x), o.x, "--x");
   const NamedArrays y = read_keras_targets(k, losses, o.y, "--y");
   const int64_t n = example_count(x, "--x");
   AS_CHECK(example_count(y, "--y") == n, "--x and --y hold different numbers of examples (", n,

@@ -26,9 +26,8 @@ std::string names_of(const std::vector<KerasTensorSpec>& specs) {
 // The arrays of `path` matched to `specs` by name: an .npy only for one
 // spec, an .npz keyed by the specs' names (or holding one array for one).
 std::vector<std::pair<const KerasTensorSpec*, NpyArray>> match(
-    const std::vector<KerasTensorSpec>& specs, const std::string& path, const std::string& flag,
-    const char* kind) {
-  std::map<std::string, NpyArray> arrays = read_arrays(path, flag);
+    const std::vector<KerasTensorSpec>& specs, std::map<std::string, NpyArray> arrays,
+    const std::string& path, const std::string& flag, const char* kind) {
   const std::string where = cat(flag, " '", path, "'");
   std::vector<std::pair<const KerasTensorSpec*, NpyArray>> out;
   if (specs.size() == 1 && arrays.size() == 1) {  // np.save, or np.savez's "arr_0"
@@ -73,8 +72,22 @@ bool is_sparse_loss(const std::string& loss) {
 
 NamedArrays read_keras_inputs(const KerasModel& model, const std::string& path,
                               const std::string& flag) {
+  return keras_inputs_of(model, read_arrays(path, flag), path, flag);
+}
+
+std::map<std::string, Shape> example_shapes(const std::map<std::string, NpyArray>& arrays) {
+  std::map<std::string, Shape> out;
+  for (const auto& [name, array] : arrays)
+    if (array.tensor.rank() >= 1)
+      out[arrays.size() == 1 ? "" : name] =
+          Shape(array.tensor.shape().begin() + 1, array.tensor.shape().end());
+  return out;
+}
+
+NamedArrays keras_inputs_of(const KerasModel& model, std::map<std::string, NpyArray> arrays,
+                            const std::string& path, const std::string& flag) {
   NamedArrays out;
-  for (auto& [spec, array] : match(model.inputs, path, flag, "input")) {
+  for (auto& [spec, array] : match(model.inputs, std::move(arrays), path, flag, "input")) {
     const std::string where = member_where(flag, path, spec->name, model.inputs.size());
     check_shape(array.tensor, spec->shape, where, cat("input '", spec->name, "'"));
     out[model.inputs.size() == 1 ? "" : spec->name] = npy_as(array, spec->dtype, where);
@@ -85,7 +98,7 @@ NamedArrays read_keras_inputs(const KerasModel& model, const std::string& path,
 NamedArrays read_keras_targets(const KerasModel& model, const std::vector<std::string>& losses,
                                const std::string& path, const std::string& flag) {
   NamedArrays out;
-  for (auto& [spec, array] : match(model.outputs, path, flag, "output")) {
+  for (auto& [spec, array] : match(model.outputs, read_arrays(path, flag), path, flag, "output")) {
     const size_t k = static_cast<size_t>(spec - model.outputs.data());
     const std::string loss = losses.empty() ? "" : losses.size() == 1 ? losses[0] : losses.at(k);
     const std::string where = member_where(flag, path, spec->name, model.outputs.size());

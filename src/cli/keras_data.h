@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autoshard/io/keras_model.h"
+#include "autoshard/io/npy.h"
 
 namespace autoshard::cli {
 
@@ -21,6 +22,13 @@ using NamedArrays = std::map<std::string, Tensor>;
 // (float token ids become int32 when whole numbers).
 NamedArrays read_keras_inputs(const KerasModel& model, const std::string& path,
                               const std::string& flag);
+// The same for arrays already read from `path` (read_arrays).
+NamedArrays keras_inputs_of(const KerasModel& model, std::map<std::string, NpyArray> arrays,
+                            const std::string& path, const std::string& flag);
+// The per-example shapes of arrays read for a model's inputs, as
+// KerasLoadOptions::input_shapes takes them (the sizes of the dimensions a
+// file leaves open): by name, or "" for a file of one array.
+std::map<std::string, Shape> example_shapes(const std::map<std::string, NpyArray>& arrays);
 
 // The targets of the model's outputs from `path`, shaped as the loss of
 // each output takes them: class ids (N,) or (N, 1) as int32 for sparse

@@ -54,12 +54,9 @@ struct Data {
 };
 
 Data read_data(const KerasModel& k, const KerasTrainOptions& o,
-               const std::vector<std::string>& losses) {
-  AS_CHECK(!o.x.empty() && !o.y.empty(), "training a Keras model needs --x and --y (NumPy files)");
-  AS_CHECK(o.validation_x.empty() == o.validation_y.empty(),
-           "give --validation-x and --validation-y together");
+               const std::vector<std::string>& losses, std::map<std::string, NpyArray> raw_x) {
   Data d;
-  d.x = read_keras_inputs(k, o.x, "--x");
+  d.x = keras_inputs_of(k, std::move(raw_x), o.x, "--x");
   d.y = read_keras_targets(k, losses, o.y, "--y");
   d.n = example_count(d.x, "--x");
   const int64_t ny = example_count(d.y, "--y");
@@ -204,14 +201,22 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
   KerasOverrides overrides = o.keras.overrides;
   overrides.lr = o.lr;
   const bool file_optimizer = overrides.optimizer.empty();
-  KerasModel k =
-      load_keras_for(o, {.weights = true, .optimizer_state = file_optimizer, .seed = o.seed});
+  AS_CHECK(!o.keras.x.empty() && !o.keras.y.empty(),
+           "training a Keras model needs --x and --y (NumPy files)");
+  AS_CHECK(o.keras.validation_x.empty() == o.keras.validation_y.empty(),
+           "give --validation-x and --validation-y together");
+  // The data first: its shapes fill the dimensions the file leaves open.
+  std::map<std::string, NpyArray> raw_x = read_arrays(o.keras.x, "--x");
+  KerasModel k = load_keras_for(o, {.weights = true,
+                                    .optimizer_state = file_optimizer,
+                                    .seed = o.seed,
+                                    .input_shapes = example_shapes(raw_x)});
   Model& model = *k.model;
   const KerasCompiled compiled = compile_keras(k, overrides, /*training=*/true);
   Optimizer& optimizer = *compiled.optimizer;
   if (file_optimizer && k.has_optimizer_state) model.set_iterations(k.iterations);
   infer_output_shapes(k);
-  const Data data = read_data(k, o.keras, compiled.losses);
+  const Data data = read_data(k, o.keras, compiled.losses, std::move(raw_x));
   const int64_t batch = std::min(o.batch, data.n);
   const int64_t per_epoch = (data.n + batch - 1) / batch;
   const int64_t total =

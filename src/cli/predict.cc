@@ -25,10 +25,16 @@ void run_predict(PredictOptions& o) {
   AS_CHECK(npz || o.out.ends_with(".npy"), "--out '", o.out,
            "' must end in .npy (one output) or .npz (one array per output)");
   if (leader) check_output_path(o.out, "--out", o.overwrite);
-  KerasModel k = load_keras_for(o, {.weights = true, .optimizer_state = false, .seed = o.seed});
+  // The data first: its shapes fill the dimensions the file leaves open.
+  std::map<std::string, NpyArray> raw_x = read_arrays(o.x, "--x");
+  KerasModel k = load_keras_for(o, {.weights = true,
+                                    .optimizer_state = false,
+                                    .seed = o.seed,
+                                    .inference = true,
+                                    .input_shapes = example_shapes(raw_x)});
   AS_CHECK(npz || k.outputs.size() == 1, "--out '", o.out, "': the model has ", k.outputs.size(),
            " outputs; write them to an .npz (one array per output, keyed by name)");
-  const NamedArrays x = read_keras_inputs(k, o.x, "--x");
+  const NamedArrays x = keras_inputs_of(k, std::move(raw_x), o.x, "--x");
   const int64_t n = example_count(x, "--x");
   Model& model = *k.model;
   model.set_distribution(keras_distribution(o, model, [&] {
