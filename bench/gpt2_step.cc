@@ -13,12 +13,14 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/io/token_data.h"
+#include "autoshard/ir/blas_core.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/gpt2.h"
 
 using namespace autoshard;
 
 int main(int argc, char** argv) {
+  blas::use_best_blas_kernels(argv);  // as the CLI: the best kernels for the CPU
   std::string model_name = "gpt2";
   int64_t batch = 4, seq = 64, steps = 5, warmup = 2;
   bool profile = false;

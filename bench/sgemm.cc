@@ -3,8 +3,10 @@
 // figures as fractions of this peak, measured in the same run.
 //
 //   bench_sgemm [--threads N] [--repeats 5]
-// Prints a table on stderr and {"engine":"sgemm","threads":N,"peak_gflops":...}
-// on stdout, one line per thread count.
+// Prints a table on stderr and {"engine":"sgemm","threads":N,"peak_gflops":...,
+// "core":...} on stdout, one line per thread count. Like the CLI it restarts
+// with the best kernels for the CPU (ir/blas_core.h);
+// AUTOSHARD_KEEP_BLAS_CORE=1 measures the kernels OpenBLAS chooses itself.
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "autoshard/ir/blas_core.h"
 
 namespace {
 
@@ -34,6 +38,9 @@ double sgemm_gflops(int n, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  autoshard::blas::use_best_blas_kernels(argv);
+  const autoshard::blas::BlasInfo blas = autoshard::blas::blas_info();
+  std::fprintf(stderr, "%s\n", autoshard::blas::describe(blas).c_str());
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -57,11 +64,13 @@ int main(int argc, char** argv) {
       peak = std::max(peak, g);
       std::fprintf(stderr, "sgemm n=%d, %d thread(s): %.1f GFLOP/s\n", n, t, g);
     }
-    std::printf(
-        "%s\n",
-        nlohmann::json{
-            {"engine", "sgemm"}, {"threads", t}, {"peak_gflops", peak}, {"gflops_by_n", sizes}}
-            .dump()
-            .c_str());
+    std::printf("%s\n", nlohmann::json{{"engine", "sgemm"},
+                                       {"threads", t},
+                                       {"peak_gflops", peak},
+                                       {"gflops_by_n", sizes},
+                                       {"core", blas.core},
+                                       {"core_chosen_by", blas.chosen_by}}
+                            .dump()
+                            .c_str());
   }
 }

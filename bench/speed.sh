@@ -13,7 +13,8 @@ threads=$(nproc)
 have_torch=0
 /usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
 
-peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)
+peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)  # the best kernels for the CPU (ir/blas_core.h)
+shipped=$(AUTOSHARD_KEEP_BLAS_CORE=1 "$build/bench/bench_sgemm" 2>/dev/null | head -1)  # OpenBLAS's own choice
 rows=()
 declare -A torch_runs  # one PyTorch run per (model, batch, seq)
 run() {  # name model batch seq [mesh]
@@ -38,7 +39,7 @@ if [ "${AUTOSHARD_SPEED_QUICK:-0}" != 1 ]; then
   run "gpt2-medium B=4 T=64, model=2" gpt2-medium 4 64 model=2
 fi
 
-printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$here/speed_report.py" "$peak"
+printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$here/speed_report.py" "$peak" "$shipped"
 
 echo >&2
 "$here/collectives_vs_mpi.sh" "$build" 2 | sed -n '/^op /,$p' >&2

@@ -8,7 +8,14 @@ import sys
 peak = json.loads(sys.argv[1])
 out = lambda s="": print(s, file=sys.stderr)
 print(json.dumps({"sgemm_peak_gflops": peak["peak_gflops"], "threads": peak["threads"]}))
-out(f"sgemm peak on {peak['threads']} threads: {peak['peak_gflops']:.1f} GFLOP/s (n = 768..2048)\n")
+core = f", core {peak['core']} chosen by {peak['core_chosen_by']}" if "core" in peak else ""
+out(f"sgemm peak on {peak['threads']} threads: {peak['peak_gflops']:.1f} GFLOP/s (n = 768..2048{core})")
+if len(sys.argv) > 2:  # the kernels OpenBLAS chooses by itself, for the record
+    shipped = json.loads(sys.argv[2])
+    print(json.dumps({"sgemm_peak_as_shipped_gflops": shipped["peak_gflops"],
+                      "core_as_shipped": shipped.get("core")}))
+    out(f"as shipped (OpenBLAS's own core {shipped.get('core')}): {shipped['peak_gflops']:.1f} GFLOP/s")
+out()
 out(f"{'step':<34}{'autoshard s':>12}{'GFLOP/s':>9}{'of peak':>9}{'PyTorch s':>11}{'speed-up':>10}")
 for line in sys.stdin:
     r = json.loads(line)
