@@ -69,6 +69,14 @@ struct KerasCompileConfig {
   std::vector<Metric> make_metrics() const;
 };
 
+// Where one model weight lives in each format (what save writes).
+struct KerasWeightName {
+  std::string cpp;     // the C++ weight path ("dense.kernel")
+  std::string layer;   // the model's (top-level) Keras layer holding it
+  std::string keras3;  // Keras 3's dataset in model.weights.h5 ("layers/dense/vars/0")
+  std::string tfjs;    // TF.js's name ("dense/kernel"); Keras 2's is it + ":0"
+};
+
 struct KerasModel {
   std::unique_ptr<Model> model;
   std::vector<KerasTensorSpec> inputs;
@@ -85,6 +93,13 @@ struct KerasModel {
   // The file holds optimizer state matching the compile config (to resume).
   bool has_optimizer_state = false;
   int64_t iterations = 0;  // the optimizer's step count in the file, 0 when none
+  // Every model weight's names in the three formats, in the layers' order.
+  std::vector<KerasWeightName> weight_names;
+  // The compile config as the file held it (null: none), and `compile` as
+  // it was read: save writes the file's own back while `compile` is
+  // unchanged, and `compile` in the output format's form once it changed.
+  nlohmann::json compile_json;
+  KerasCompileConfig compile_as_read;
 };
 
 struct KerasLoadOptions {
@@ -125,6 +140,10 @@ std::string keras_format_of(const std::string& path);
 // else the model's own): a `.keras` zip, a `.h5`, or a TensorFlow.js
 // directory (model.json + group1-shard1of1.bin). Atomic: written aside and
 // renamed into place; an existing `out` is never replaced (an error).
+// A model read from a `.keras` is written as `.keras`; one read from a
+// `.h5` or TF.js model as either of those two (their architectures share
+// Keras 2's form). Under mpirun every rank calls it (weights are gathered);
+// the leader writes.
 void save_keras_model(KerasModel& model, const std::string& out, const std::string& format = "",
                       bool with_optimizer = true);
 

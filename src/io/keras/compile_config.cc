@@ -211,6 +211,132 @@ KerasCompileConfig read_compile_config(const json& config, Dialect dialect,
   return out;
 }
 
+namespace {
+
+// "sparse_categorical_crossentropy" -> "SparseCategoricalCrossentropy".
+std::string snake_to_camel(const std::string& s) {
+  std::string out;
+  bool up = true;
+  for (char c : s) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return out;
+}
+
+json write_loss(const json& loss, Dialect dialect, const std::string& where) {
+  const std::string name = loss.at("name");
+  json params = json::object();
+  for (const auto& [k, v] : loss.items())
+    if (k != "name" && k != "output") params[k] = v;
+  if (params.empty()) return name;
+  AS_CHECK(dialect != Dialect::TFJS, where, ": loss '", name, "' with ", params.dump(),
+           " has no TensorFlow.js form (TF.js losses take no options)");
+  json config = params;
+  config["name"] = name;
+  config["reduction"] = "sum_over_batch_size";
+  json out = {{"class_name", snake_to_camel(name)}, {"config", config}};
+  if (dialect == Dialect::Keras3) {
+    out["module"] = "keras.losses";
+    out["registered_name"] = nullptr;
+  }
+  return out;
+}
+
+json write_optimizer(const KerasCompileConfig& c, Dialect dialect, const std::string& where) {
+  if (dialect != Dialect::TFJS) {
+    json config = c.optimizer_config;
+    std::string lower = c.optimizer;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    config["name"] = lower;
+    json out = {{"class_name", c.optimizer}, {"config", config}};
+    if (dialect == Dialect::Keras3) {
+      out["module"] = "keras.optimizers";
+      out["registered_name"] = nullptr;
+    }
+    return out;
+  }
+  // TF.js's classes and camelCase keys.
+  static const std::map<std::string, std::string> keys = {
+      {"learning_rate", "learningRate"},
+      {"beta_1", "beta1"},
+      {"beta_2", "beta2"},
+      {"epsilon", "epsilon"},
+      {"momentum", "momentum"},
+      {"nesterov", "useNesterov"},
+      {"rho", "decay"},
+      {"centered", "centered"},
+      {"initial_accumulator_value", "initialAccumulatorValue"}};
+  std::string cls = c.optimizer;
+  if (cls == "RMSprop") cls = "RMSProp";
+  const json& oc = c.optimizer_config;
+  if (cls == "SGD" && oc.contains("momentum") && oc.at("momentum").is_number() &&
+      oc.at("momentum").get<double>() != 0)
+    cls = "Momentum";
+  AS_CHECK(
+      cls == "Adam" || cls == "SGD" || cls == "Momentum" || cls == "RMSProp" || cls == "Adagrad",
+      where, ": optimizer '", c.optimizer,
+      "' has no TensorFlow.js class (Adam, SGD, Momentum, RMSProp, Adagrad)");
+  json config = json::object();
+  for (const auto& [k, v] : oc.items()) {
+    if (k == "global_clipnorm" && v.is_number() && v.get<double>() == 0) continue;
+    if (k == "weight_decay" && v.is_number() && v.get<double>() == 0) continue;
+    if ((k == "amsgrad" || k == "use_ema") && v == json(false)) continue;
+    if (cls == "SGD" && k == "momentum") continue;
+    if (cls == "SGD" && k == "nesterov" && v == json(false)) continue;
+    AS_CHECK(keys.count(k), where, ": optimizer '", c.optimizer, "' field '", k, "' = ", v.dump(),
+             " has no TensorFlow.js form");
+    config[keys.at(k)] = v;
+  }
+  return {{"class_name", cls}, {"config", config}};
+}
+
+}  // namespace
+
+json write_compile_config(const KerasCompileConfig& c, Dialect dialect, const std::string& where) {
+  if (!c.present) return nullptr;
+  json out = json::object();
+  if (!c.optimizer.empty()) {
+    const json opt = write_optimizer(c, dialect, where);
+    out[dialect == Dialect::Keras3 ? "optimizer" : "optimizer_config"] = opt;
+  }
+  json loss;
+  const bool by_output = !c.losses.empty() && c.losses.front().contains("output");
+  if (c.losses.size() == 1 && !by_output) {
+    loss = write_loss(c.losses.front(), dialect, where);
+  } else if (by_output) {
+    loss = json::object();
+    for (const json& l : c.losses)
+      loss[l.at("output").get<std::string>()] = write_loss(l, dialect, where);
+  } else if (!c.losses.empty()) {
+    loss = json::array();
+    for (const json& l : c.losses) loss.push_back(write_loss(l, dialect, where));
+  }
+  out["loss"] = loss;
+  out[dialect == Dialect::TFJS ? "lossWeights" : "loss_weights"] =
+      c.loss_weights.empty() ? json() : json(c.loss_weights);
+  out["metrics"] = c.metrics;
+  if (dialect == Dialect::Keras3) {
+    out["weighted_metrics"] = nullptr;
+    out["run_eagerly"] = false;
+    out["steps_per_execution"] = 1;
+    out["jit_compile"] = false;
+  } else if (dialect == Dialect::Keras2) {
+    out["weighted_metrics"] = nullptr;
+  }
+  return out;
+}
+
+bool same_compile_config(const KerasCompileConfig& a, const KerasCompileConfig& b) {
+  return a.present == b.present && a.optimizer == b.optimizer &&
+         a.optimizer_config == b.optimizer_config && a.losses == b.losses &&
+         a.loss_weights == b.loss_weights && a.metrics == b.metrics;
+}
+
 }  // namespace keras
 
 namespace {

@@ -374,6 +374,12 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
   Built b = build_model(spec, ctx, options);
   k.inputs = b.inputs;
   k.outputs = b.outputs;
+  k.compile_json = compile_config;
+  k.compile_as_read = k.compile;
+  for (const auto& [layer, roles] : b.roles)
+    for (const WeightRole& r : roles)
+      k.weight_names.push_back({layer->name + "." + r.cpp, layer->name,
+                                layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs});
   if (options.weights) {
     std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where);
     b.model->load_weights(sources);
@@ -381,10 +387,6 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
   k.model = std::move(b.model);
   // The sources keep the HDF5 file, its zip member and the archive open.
   return k;
-}
-
-void save_keras_model(KerasModel&, const std::string& out, const std::string&, bool) {
-  fail("saving Keras files ('", out, "') is not implemented yet");
 }
 
 }  // namespace autoshard

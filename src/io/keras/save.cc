@@ -1,0 +1,274 @@
+// save_keras_model: a KerasModel's architecture, compile config and current
+// weights written back as a Keras 3 `.keras` zip, a Keras 2 `.h5` or a
+// TensorFlow.js directory (see autoshard/io/keras_model.h and
+// docs/keras-files.md for the layouts).
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "autoshard/comm/world.h"
+#include "autoshard/error.h"
+#include "autoshard/io/keras_model.h"
+#include "io/keras/architecture.h"
+#include "io/keras/compile_config.h"
+#include "io/keras/hdf5_file.h"
+#include "io/keras/zip_archive.h"
+
+namespace autoshard {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace keras;
+
+namespace {
+
+// TF.js writes this as modelTopology's keras_version; Keras 3 as
+// metadata.json's when the file came from elsewhere.
+constexpr const char* kTfjsVersion = "tfjs-layers 4.22.0";
+constexpr const char* kKeras3Version = "3.6.0";
+constexpr const char* kKeras2Version = "2.15.0";
+constexpr const char* kTfjsShard = "group1-shard1of1.bin";
+
+Dialect dialect_of(const std::string& format) {
+  if (format == "keras") return Dialect::Keras3;
+  if (format == "h5") return Dialect::Keras2;
+  return Dialect::TFJS;
+}
+
+// A path beside `out` for writing it aside (removed unless renamed).
+class Aside {
+ public:
+  explicit Aside(const fs::path& out) {
+    const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    path_ = dir / ("." + out.filename().string() + ".autoshard-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ~Aside() {
+    std::error_code ec;
+    if (!kept_) fs::remove_all(path_, ec);
+  }
+  Aside(const Aside&) = delete;
+  Aside& operator=(const Aside&) = delete;
+  const fs::path& path() const { return path_; }
+  // Renames into `out`, never replacing something there (renameat2's
+  // RENAME_NOREPLACE: a file or directory that appeared meanwhile stays).
+  void publish(const fs::path& out) {
+    if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, out.c_str(), RENAME_NOREPLACE) != 0) {
+      const int err = errno;
+      AS_CHECK(err != EEXIST, "'", out.string(), "' appeared while it was written; it is kept",
+               " and the model is not saved: choose another path");
+      fail("cannot rename the finished model into '", out.string(), "': ", std::strerror(err));
+    }
+    kept_ = true;
+  }
+
+ private:
+  fs::path path_;
+  bool kept_ = false;
+};
+
+std::string today() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d@%H:%M:%S", &tm);
+  return buffer;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  AS_CHECK(out.good(), "cannot write '", path.string(), "'");
+}
+
+// The compile config as the output format writes it: the file's own while
+// unchanged and in the same form, else `compile` converted.
+json compile_for(const KerasModel& k, Dialect to, const std::string& where) {
+  if (dialect_of(k.format) == to && same_compile_config(k.compile, k.compile_as_read))
+    return k.compile_json;
+  return write_compile_config(k.compile, to, where);
+}
+
+// The architecture in Keras 2's form (h5 model_config, TF.js modelTopology
+// less its version keys).
+json keras2_architecture(const KerasModel& k) {
+  json a = json::object();
+  a["class_name"] = k.architecture.at("class_name");
+  a["config"] = k.architecture.at("config");
+  return a;
+}
+
+// Every model weight's current value, gathered whole (a collective).
+std::vector<Tensor> gather_all(KerasModel& k) {
+  std::vector<Tensor> values;
+  for (const KerasWeightName& w : k.weight_names) {
+    Tensor t = k.model->gather_weight(w.cpp);
+    AS_CHECK(t.dtype() == DType::F32, "weight '", w.cpp, "' is not float32");
+    values.push_back(t);
+  }
+  return values;
+}
+
+// Keras 3: config.json (architecture + compile_config), metadata.json and
+// model.weights.h5 (layers/<name>/vars/<i>, as the file was read) stored
+// in a zip.
+void write_keras3(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& dir,
+                  const fs::path& zip_path, const std::string& where) {
+  json config = k.architecture;
+  const json compile = compile_for(k, Dialect::Keras3, where);
+  if (compile.is_null())
+    config.erase("compile_config");
+  else
+    config["compile_config"] = compile;
+  const json meta = {{"keras_version", k.keras_version.empty() ? kKeras3Version : k.keras_version},
+                     {"date_saved", today()}};
+  write_text(dir / "config.json", config.dump());
+  write_text(dir / "metadata.json", meta.dump());
+  {
+    H5Writer h5((dir / "model.weights.h5").string());
+    h5.group("vars");  // the model's own (none), as Keras writes it
+    for (size_t i = 0; i < values.size(); ++i) h5.dataset(k.weight_names[i].keras3, values[i]);
+    h5.close();
+  }
+  write_stored_zip(zip_path.string(), {{"metadata.json", (dir / "metadata.json").string()},
+                                       {"config.json", (dir / "config.json").string()},
+                                       {"model.weights.h5", (dir / "model.weights.h5").string()}});
+}
+
+// The model's layer names in the config's order (Keras 2's layer_names),
+// those holding weights included even when the config lists them oddly.
+std::vector<std::string> layer_names(const KerasModel& k) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  const json& config = k.architecture.at("config");
+  const json layers = config.is_array() ? config : config.value("layers", json::array());
+  for (const json& l : layers) {
+    std::string name;
+    if (l.contains("name") && l.at("name").is_string())
+      name = l.at("name");
+    else if (l.contains("config") && l.at("config").is_object())
+      name = l.at("config").value("name", "");
+    if (!name.empty() && seen.insert(name).second) names.push_back(name);
+  }
+  for (const KerasWeightName& w : k.weight_names)
+    if (seen.insert(w.layer).second) names.push_back(w.layer);
+  return names;
+}
+
+// Keras 2: root attributes model_config, training_config, keras_version,
+// backend; model_weights/<layer>/ with weight_names and the datasets.
+void write_keras2(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& path,
+                  const std::string& where) {
+  H5Writer h5(path.string());
+  const std::string version =
+      k.format == "h5" && !k.keras_version.empty() ? k.keras_version : kKeras2Version;
+  h5.string_attribute("", "model_config", keras2_architecture(k).dump());
+  const json compile = compile_for(k, Dialect::Keras2, where);
+  if (!compile.is_null()) h5.string_attribute("", "training_config", compile.dump());
+  h5.string_attribute("", "keras_version", version);
+  h5.string_attribute("", "backend", "tensorflow");
+  h5.group("model_weights");
+  const std::vector<std::string> layers = layer_names(k);
+  h5.strings_attribute("model_weights", "layer_names", layers);
+  h5.string_attribute("model_weights", "keras_version", version);
+  h5.string_attribute("model_weights", "backend", "tensorflow");
+  for (const std::string& layer : layers) {
+    const std::string group = "model_weights/" + layer;
+    h5.group(group);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const KerasWeightName& w = k.weight_names[i];
+      if (w.layer != layer) continue;
+      names.push_back(w.tfjs + ":0");
+      h5.dataset(group + "/" + names.back(), values[i]);
+    }
+    h5.strings_attribute(group, "weight_names", names);
+  }
+  h5.close();
+}
+
+// TensorFlow.js: model.json (modelTopology, trainingConfig, weightsManifest)
+// and one float32 shard.
+void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& dir,
+                const std::string& where) {
+  json topology = keras2_architecture(k);
+  topology["keras_version"] =
+      k.format == "tfjs" && !k.keras_version.empty() ? k.keras_version : kTfjsVersion;
+  topology["backend"] = "tensor_flow.js";
+  json manifest_weights = json::array();
+  {
+    std::ofstream bin(dir / kTfjsShard, std::ios::binary);
+    for (size_t i = 0; i < values.size(); ++i) {
+      bin.write(reinterpret_cast<const char*>(values[i].f32()),
+                static_cast<std::streamsize>(values[i].numel() * sizeof(float)));
+      manifest_weights.push_back(
+          {{"name", k.weight_names[i].tfjs}, {"shape", values[i].shape()}, {"dtype", "float32"}});
+    }
+    bin.close();
+    AS_CHECK(bin.good(), "cannot write '", (dir / kTfjsShard).string(), "'");
+  }
+  json doc = {{"format", "layers-model"},
+              {"generatedBy", "autoshard"},
+              {"convertedBy", nullptr},
+              {"modelTopology", topology},
+              {"weightsManifest", {{{"paths", {kTfjsShard}}, {"weights", manifest_weights}}}}};
+  const json compile = compile_for(k, Dialect::TFJS, where);
+  if (!compile.is_null()) doc["trainingConfig"] = compile;
+  write_text(dir / "model.json", doc.dump());
+}
+
+}  // namespace
+
+void save_keras_model(KerasModel& k, const std::string& out, const std::string& format_in,
+                      bool /*with_optimizer*/) {
+  AS_CHECK(k.model, "save: the Keras model holds no model");
+  std::string format = format_in.empty() ? keras_format_of(out) : format_in;
+  if (format.empty()) format = k.format;
+  AS_CHECK(format == "keras" || format == "h5" || format == "tfjs", "save: format '", format,
+           "' is not one of keras, h5, tfjs");
+  const std::string where = "saving '" + out + "'";
+  AS_CHECK(format == k.format || (format != "keras" && k.format != "keras"), where,
+           ": a model read", " from a ",
+           k.format == "keras" ? "Keras 3 .keras file" : "Keras 2 or TF.js file",
+           " is written back as ", k.format == "keras" ? ".keras" : ".h5 or a TF.js directory",
+           "; converting it to ", format, " is not supported yet");
+  AS_CHECK(k.architecture.is_object() && k.architecture.contains("class_name") &&
+               k.architecture.contains("config"),
+           where, ": the model has no architecture to write");
+  const fs::path path(out);
+  std::error_code ec;
+  AS_CHECK(!fs::exists(fs::symlink_status(path, ec)), "'", out,
+           "' exists; autoshard never replaces it: remove it or choose another path");
+  AS_CHECK(!path.has_parent_path() || fs::is_directory(path.parent_path(), ec), where, ": '",
+           path.parent_path().string(), "' is not a directory");
+  // Every rank gathers (a collective); the leader writes.
+  const std::vector<Tensor> values = gather_all(k);
+  if (!World::process().leader()) return;
+  Aside aside(path);
+  if (format == "h5") {
+    write_keras2(k, values, aside.path(), where);
+  } else {
+    fs::create_directory(aside.path());
+    if (format == "tfjs") {
+      write_tfjs(k, values, aside.path(), where);
+    } else {
+      Aside parts(path.string() + ".parts");
+      fs::create_directory(parts.path());
+      fs::remove(aside.path());
+      write_keras3(k, values, parts.path(), aside.path(), where);
+    }
+  }
+  aside.publish(path);
+}
+
+}  // namespace autoshard
