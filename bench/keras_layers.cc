@@ -22,6 +22,7 @@
 #include <string>
 
 #include "autoshard/autoshard.h"
+#include "autoshard/ir/blas_core.h"
 #include "autoshard/nn/conv_layers.h"
 #include "autoshard/nn/pooling_layers.h"
 #include "autoshard/nn/recurrent_layers.h"
@@ -132,6 +133,7 @@ double lstm_forward_flops(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  blas::use_best_blas_kernels(argv);  // as the CLI: OpenBLAS's best kernels for this CPU
   try {
     const Args a = parse(argc, argv);
     std::unique_ptr<Model> model = a.model == "resnet" ? resnet18() : lstm_lm(a);
@@ -182,7 +184,8 @@ int main(int argc, char** argv) {
                      {"steps", a.steps},
                      {"step_flops", flops},
                      {"median_step_s", median},
-                     {"min_step_s", times.front()}};
+                     {"min_step_s", times.front()},
+                     {"blas_core", blas::blas_info().core}};
     if (a.model == "lstm") j["seq"] = a.seq, j["vocab"] = a.vocab, j["units"] = a.units;
     std::printf("%s\n", j.dump().c_str());
   } catch (const Error& e) {

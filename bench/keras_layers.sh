@@ -4,10 +4,11 @@
 # language-model step (512 units, batch 32, 64 steps, vocabulary 1000), each
 # as a ratio to PyTorch 1.13 (Debian's python3-torch) and as a fraction of
 # the sgemm peak measured in the same run (model FLOPs: 3 x the forward
-# pass's multiply-adds x 2). Both engines get the machine's OpenBLAS (PyTorch
-# through libblas.so.3; its convolutions through its own oneDNN); set
-# OPENBLAS_CORETYPE for both if OpenBLAS picks slow kernels on a CPU it does
-# not know (build/bench/bench_keras_kernels and openblas_get_corename tell).
+# pass's multiply-adds x 2). Both engines run the machine's OpenBLAS (PyTorch
+# through libblas.so.3; its convolutions through its own oneDNN) with the
+# same kernels: bench_sgemm and bench_keras_layers restart with the best
+# OPENBLAS_CORETYPE for the CPU where OpenBLAS chose slower ones
+# (ir/blas_core.h), and PyTorch gets that core type in OPENBLAS_CORETYPE.
 # Prints one JSON line per engine and model, then a table.
 # Usage: bench/keras_layers.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
@@ -19,13 +20,14 @@ have_torch=0
 
 peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)
 echo "$peak"
+core=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("core", ""))' "$peak")
 rows=()
 for model in resnet lstm; do
   ours=$("$build/bench/bench_keras_layers" --model "$model" --steps "$steps" 2>/dev/null | tail -1)
   echo "$ours"
   theirs="{}"
   if [ "$have_torch" = 1 ]; then
-    theirs=$(/usr/bin/python3 "$here/pytorch_keras_layers.py" --model "$model" --steps "$steps" \
+    theirs=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} /usr/bin/python3 "$here/pytorch_keras_layers.py" --model "$model" --steps "$steps" \
              --threads "$threads" | tail -1)
     echo "$theirs"
   fi
