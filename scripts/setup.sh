@@ -21,6 +21,8 @@ packages=(
   openmpi-bin libopenmpi-dev  # multi-process devices
   iproute2                    # network namespaces for the two-host MPI test
   clang libclang-rt-14-dev    # libFuzzer for the safetensors reader (scripts/fuzz.sh)
+  python3-dev python3-numpy pybind11-dev python3-pybind11  # the Python package (python/)
+  python3-pytest              # its tests (python/tests, run by ctest)
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# AUTOSHARD_PYTHON=ON: a missing pybind11 or NumPy fails here instead of
+# silently skipping the Python tests (ctest runs them as PythonTests).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DAUTOSHARD_PYTHON=ON >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest -j"$jobs" --output-on-failure)
 

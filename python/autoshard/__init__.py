@@ -1,0 +1,32 @@
+"""autoshard: automatic tensor parallelism, from Python.
+
+The C++ engine (the extension ``autoshard._native``) under Keras 3's names::
+
+    import autoshard.keras as keras
+
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(10)])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(x, y, epochs=2)
+
+Set a distribution (``keras.distribution.set_distribution``) before building
+a model to train it sharded over in-process devices. See docs/python.md.
+"""
+
+from . import _native  # noqa: F401  (the engine; fails early when not built)
+
+__version__ = "0.1.0"
+__all__ = ["keras", "list_devices"]
+
+
+def list_devices(count=0):
+    """The in-process CPU devices, ``["cpu:0", ...]`` (``count`` 0: one per core)."""
+    return _native.list_devices(count)
+
+
+def __getattr__(name):
+    # `autoshard.keras` imports NumPy; load it when first used.
+    if name == "keras":
+        import importlib
+
+        return importlib.import_module(".keras", __name__)
+    raise AttributeError(f"module 'autoshard' has no attribute '{name}'")

@@ -1,0 +1,185 @@
+"""keras.distribution: DeviceMesh, TensorLayout, LayoutMap, DataParallel,
+ModelParallel, set_distribution (and autoshard's AutoShard), on in-process
+devices. A distribution set when a model is compiled (or, for a Sequential
+without an Input, first run) applies to it."""
+
+import contextlib
+import math
+import re
+
+import numpy as np
+
+from .. import _native
+
+__all__ = ["DeviceMesh", "TensorLayout", "LayoutMap", "DataParallel", "ModelParallel",
+           "AutoShard", "set_distribution", "distribution", "list_devices"]
+
+
+def list_devices(device_type=None):
+    """The in-process devices, ``["cpu:0", ..., "cpu:N-1"]`` (N: the cores)."""
+    if device_type not in (None, "cpu", "CPU"):
+        raise ValueError(f"list_devices: only 'cpu' devices exist here, not {device_type!r}")
+    return _native.list_devices(0)
+
+
+class DeviceMesh:
+    """Devices in a grid with named axes: DeviceMesh(shape=(2, 2), axis_names=("data", "model"))."""
+
+    def __init__(self, shape, axis_names, devices=None):
+        shape = tuple(int(s) for s in shape)
+        axis_names = tuple(str(a) for a in axis_names)
+        if len(shape) != len(axis_names):
+            raise ValueError(f"DeviceMesh: shape {shape} and axis_names {axis_names} differ in "
+                             "length")
+        size = math.prod(shape)
+        if devices is None:
+            devices = _native.list_devices(size)
+        devices = [str(d) for d in np.asarray(devices).reshape(-1)]
+        if len(devices) != size:
+            raise ValueError(f"DeviceMesh: shape {shape} holds {size} devices, {len(devices)} "
+                             "given")
+        expected = [f"cpu:{i}" for i in range(size)]
+        if devices != expected:
+            raise ValueError(f"DeviceMesh: devices must be the in-process devices "
+                             f"{expected[0]}..{expected[-1]} in order, got {devices}")
+        self._native = _native.DeviceMesh(list(shape), list(axis_names))
+        self.shape = shape
+        self.axis_names = axis_names
+        self.devices = np.array(devices).reshape(shape)
+
+    def __repr__(self):
+        return f"<DeviceMesh {self._native!r}>"
+
+
+class TensorLayout:
+    """One mesh axis name (or None: whole) per dimension of a tensor."""
+
+    def __init__(self, axes, device_mesh=None):
+        self.axes = tuple(axes)
+        self.device_mesh = device_mesh
+
+
+def _axes(value):
+    if isinstance(value, TensorLayout):
+        return value.axes
+    if value is None or isinstance(value, str):
+        raise ValueError(f"LayoutMap values are tuples of axis names or None, got {value!r}")
+    return tuple(value)
+
+
+class LayoutMap:
+    """Regular expressions over weight paths to layouts, looked up as Keras does:
+    an exact key wins, else the one key that ``re.search`` finds in the path
+    (two such keys is an error), else None (replicated)."""
+
+    def __init__(self, device_mesh):
+        self.device_mesh = device_mesh
+        self._entries = {}
+
+    def __setitem__(self, key, layout):
+        if key in self._entries:
+            raise ValueError(f"LayoutMap: key {key!r} is already set")
+        self._entries[key] = TensorLayout(_axes(layout), self.device_mesh)
+
+    def __getitem__(self, path):
+        if path in self._entries:
+            return self._entries[path]
+        matches = [k for k in self._entries if re.search(k, path)]
+        if len(matches) > 1:
+            raise ValueError(f"LayoutMap: path {path!r} matches several keys {matches}; make "
+                             "them exclusive")
+        return self._entries[matches[0]] if matches else None
+
+    def __delitem__(self, key):
+        del self._entries[key]
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def keys(self):
+        return self._entries.keys()
+
+    def _to_native(self):
+        return _native.LayoutMap([(k, list(v.axes)) for k, v in self._entries.items()])
+
+
+class Distribution:
+    """A distribution; ``with d.scope():`` sets it for the block."""
+
+    def __init__(self, native, device_mesh):
+        self._native = native
+        self.device_mesh = device_mesh
+
+    @property
+    def batch_dim_name(self):
+        return self._native.batch_dim_name
+
+    @contextlib.contextmanager
+    def scope(self):
+        previous = distribution()
+        set_distribution(self)
+        try:
+            yield self
+        finally:
+            set_distribution(previous)
+
+
+class DataParallel(Distribution):
+    """Replicates the weights and splits each batch over the mesh's first axis."""
+
+    def __init__(self, device_mesh=None, devices=None, **kwargs):
+        if kwargs:
+            raise ValueError(f"DataParallel: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        if device_mesh is None:
+            devices = devices if devices is not None else list_devices()
+            device_mesh = DeviceMesh((len(devices),), ("batch",), devices)
+        super().__init__(_native.DataParallel(device_mesh._native, device_mesh.axis_names[0]),
+                         device_mesh)
+
+
+class ModelParallel(Distribution):
+    """Weights laid out by a LayoutMap; batches split over ``batch_dim_name``."""
+
+    def __init__(self, *, layout_map=None, batch_dim_name=None, device_mesh=None, **kwargs):
+        if kwargs:
+            raise ValueError(f"ModelParallel: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        if layout_map is None:
+            raise ValueError("ModelParallel needs a layout_map")
+        device_mesh = device_mesh or layout_map.device_mesh
+        batch_dim_name = batch_dim_name or device_mesh.axis_names[0]
+        super().__init__(_native.ModelParallel(device_mesh._native, layout_map._to_native(),
+                                               batch_dim_name), device_mesh)
+        self.layout_map = layout_map
+
+
+class AutoShard(Distribution):
+    """autoshard's planner chooses every layout by predicted cost (docs/planner.md)."""
+
+    def __init__(self, mesh=None, memory_per_device=None, cluster="cpu", batch_dim_name=None,
+                 device_mesh=None):
+        mesh = mesh or device_mesh
+        if mesh is None:
+            raise ValueError("AutoShard needs a mesh (a keras.distribution.DeviceMesh)")
+        super().__init__(_native.AutoShard(mesh._native, batch_dim_name or mesh.axis_names[0],
+                                           str(cluster), float(memory_per_device or 0)), mesh)
+
+
+_current = None
+
+
+def set_distribution(value):
+    """Sets the distribution models compile under (None: one device)."""
+    global _current
+    if value is not None and not isinstance(value, Distribution):
+        raise ValueError(f"set_distribution takes a keras.distribution distribution or None, "
+                         f"not {type(value).__name__}")
+    _native.set_distribution(None if value is None else value._native)
+    _current = value
+
+
+def distribution():
+    """The distribution set now, or None."""
+    return _current

@@ -1,0 +1,70 @@
+"""keras.losses: Keras 3's loss classes (and names), the engine's losses."""
+
+from .. import _native
+
+
+class Loss:
+    def __init__(self, kind, from_logits=False, label_smoothing=0.0, delta=1.0, name=None):
+        self.name = name or kind
+        self._native = _native.loss(kind, bool(from_logits), float(label_smoothing), float(delta))
+
+
+class SparseCategoricalCrossentropy(Loss):
+    def __init__(self, from_logits=False, name="sparse_categorical_crossentropy", **kwargs):
+        _reduction(kwargs)
+        super().__init__("sparse_categorical_crossentropy", from_logits=from_logits, name=name)
+
+
+class CategoricalCrossentropy(Loss):
+    def __init__(self, from_logits=False, label_smoothing=0.0, name="categorical_crossentropy",
+                 **kwargs):
+        _reduction(kwargs)
+        super().__init__("categorical_crossentropy", from_logits, label_smoothing, name=name)
+
+
+class BinaryCrossentropy(Loss):
+    def __init__(self, from_logits=False, label_smoothing=0.0, name="binary_crossentropy",
+                 **kwargs):
+        _reduction(kwargs)
+        super().__init__("binary_crossentropy", from_logits, label_smoothing, name=name)
+
+
+class MeanSquaredError(Loss):
+    def __init__(self, name="mean_squared_error", **kwargs):
+        _reduction(kwargs)
+        super().__init__("mean_squared_error", name=name)
+
+
+class MeanAbsoluteError(Loss):
+    def __init__(self, name="mean_absolute_error", **kwargs):
+        _reduction(kwargs)
+        super().__init__("mean_absolute_error", name=name)
+
+
+class Huber(Loss):
+    def __init__(self, delta=1.0, name="huber_loss", **kwargs):
+        _reduction(kwargs)
+        super().__init__("huber", delta=delta, name=name)
+
+
+def _reduction(kwargs):
+    if kwargs.pop("reduction", "sum_over_batch_size") != "sum_over_batch_size":
+        raise ValueError("losses: only reduction='sum_over_batch_size' is supported")
+    if kwargs:
+        raise ValueError(f"losses: unsupported argument(s) {', '.join(sorted(kwargs))}")
+
+
+_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error", "huber_loss": "huber"}
+
+
+def get(identifier):
+    """A Loss from a Loss object or a Keras name ("sparse_categorical_crossentropy", "mse", ...)."""
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str):
+        loss = Loss.__new__(Loss)
+        loss.name = identifier
+        loss._native = _native.loss_by_name(_ALIASES.get(identifier, identifier))
+        return loss
+    raise ValueError(f"loss must be a Keras loss name or a keras.losses object, "
+                     f"not {identifier!r}")

@@ -1,0 +1,83 @@
+"""keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules."""
+
+from .. import _native
+
+
+class Optimizer:
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def learning_rate(self):
+        return self._native.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._native.learning_rate = float(value)
+
+
+def _check(kwargs, name):
+    clipnorm = kwargs.pop("global_clipnorm", None) or kwargs.pop("clipnorm", None) or 0.0
+    kwargs.pop("name", None)
+    if kwargs:
+        raise ValueError(f"{name}: unsupported argument(s) {', '.join(sorted(kwargs))}")
+    return float(clipnorm)
+
+
+def _lr(value, name):
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: learning_rate must be a number (schedules are not supported "
+                         "from Python yet)")
+    return float(value)
+
+
+class SGD(Optimizer):
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, **kwargs):
+        clip = _check(kwargs, "SGD")
+        super().__init__(_native.SGD(_lr(learning_rate, "SGD"), float(momentum), bool(nesterov),
+                                     clip))
+
+
+class Adam(Optimizer):
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=None, **kwargs):
+        clip = _check(kwargs, "Adam")
+        super().__init__(_native.Adam(_lr(learning_rate, "Adam"), float(beta_1), float(beta_2),
+                                      float(epsilon), float(weight_decay or 0.0), clip))
+
+
+class AdamW(Optimizer):
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-7, **kwargs):
+        clip = _check(kwargs, "AdamW")
+        super().__init__(_native.AdamW(_lr(learning_rate, "AdamW"), float(beta_1), float(beta_2),
+                                       float(epsilon), float(weight_decay), clip))
+
+
+class RMSprop(Optimizer):
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+                 **kwargs):
+        clip = _check(kwargs, "RMSprop")
+        super().__init__(_native.RMSprop(_lr(learning_rate, "RMSprop"), float(rho),
+                                         float(momentum), float(epsilon), bool(centered), clip))
+
+
+class Adagrad(Optimizer):
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
+                 **kwargs):
+        clip = _check(kwargs, "Adagrad")
+        super().__init__(_native.Adagrad(_lr(learning_rate, "Adagrad"),
+                                         float(initial_accumulator_value), float(epsilon), clip))
+
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad}
+
+
+def get(identifier):
+    """An Optimizer from an object or a Keras name ("adam", "sgd", "rmsprop", ...)."""
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()
+    raise ValueError(f"optimizer must be one of {', '.join(_BY_NAME)} or a keras.optimizers "
+                     f"object, not {identifier!r}")

@@ -1,0 +1,66 @@
+#include "convert.h"
+
+#include <cstring>
+
+#include "autoshard/error.h"
+
+namespace py = pybind11;
+
+namespace autoshard::python {
+
+DType target_dtype(const py::handle& array) {
+  py::array a = py::array::ensure(array);
+  AS_CHECK(a, "targets must be array-like (a NumPy array, a list of numbers)");
+  const char kind = a.dtype().kind();
+  return (kind == 'i' || kind == 'u' || kind == 'b') ? DType::I32 : DType::F32;
+}
+
+Tensor to_tensor(const py::handle& array, DType dtype, const std::string& what) {
+  py::array a = py::array::ensure(array);
+  AS_CHECK(a, what, " must be array-like (a NumPy array, a list of numbers)");
+  const char kind = a.dtype().kind();
+  AS_CHECK(kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b', what,
+           " must hold numbers, not NumPy dtype ", std::string(py::str(a.dtype())));
+  Shape shape(a.shape(), a.shape() + a.ndim());
+  // One copy into the Tensor's own storage (Tensors own their memory); the
+  // cast happens in NumPy only when the dtype differs.
+  if (dtype == DType::F32) {
+    auto c = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+    AS_CHECK(c, what, " could not be converted to float32");
+    Tensor t(shape, DType::F32);
+    std::memcpy(t.raw(), c.data(), t.nbytes());
+    return t;
+  }
+  if (kind == 'f') {
+    // Class ids given as floats must be whole numbers.
+    auto f = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+    const double* p = f.data();
+    for (py::ssize_t i = 0; i < f.size(); ++i)
+      AS_CHECK(p[i] == static_cast<double>(static_cast<int32_t>(p[i])), what,
+               " must hold whole class ids; element ", i, " is ", p[i]);
+  } else if (kind == 'i' || kind == 'u') {
+    auto l = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    const int64_t* p = l.data();
+    for (py::ssize_t i = 0; i < l.size(); ++i)
+      AS_CHECK(p[i] >= INT32_MIN && p[i] <= INT32_MAX, what, " element ", i, " (", p[i],
+               ") does not fit in int32");
+  }
+  auto c = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  Tensor t(shape, DType::I32);
+  std::memcpy(t.raw(), c.data(), t.nbytes());
+  return t;
+}
+
+py::array to_numpy(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  if (t.dtype() == DType::I32) {
+    py::array_t<int32_t> out(shape);
+    std::memcpy(out.mutable_data(), t.raw(), t.nbytes());
+    return out;
+  }
+  py::array_t<float> out(shape);
+  std::memcpy(out.mutable_data(), t.raw(), t.nbytes());
+  return out;
+}
+
+}  // namespace autoshard::python

@@ -1,0 +1,621 @@
+// autoshard._native: the C++ API as a Python extension (pybind11). Thin on
+// purpose: python/autoshard/keras maps Keras 3's names and arguments onto
+// these functions, which only convert values and call the C++ API. The GIL
+// is released while the engine runs; autoshard::Error becomes ValueError.
+#define PYBIND11_DETAILED_ERROR_MESSAGES  // name the argument a conversion fails on
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "autoshard/error.h"
+#include "autoshard/nn/callbacks.h"
+#include "autoshard/nn/conv_layers.h"
+#include "autoshard/nn/layers.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/merge_layers.h"
+#include "autoshard/nn/metrics.h"
+#include "autoshard/nn/model.h"
+#include "autoshard/nn/normalization_layers.h"
+#include "autoshard/nn/pooling_layers.h"
+#include "autoshard/nn/recurrent_layers.h"
+#include "autoshard/nn/reshaping_layers.h"
+#include "autoshard/optim/keras_optimizers.h"
+#include "autoshard/plan/distribution.h"
+#include "convert.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace autoshard::python {
+namespace {
+
+DType dtype_from(const std::string& name) {
+  if (name == "float32") return DType::F32;
+  if (name == "int32" || name == "int64") return DType::I32;
+  fail("dtype must be 'float32' or 'int32' (int64 ids are read as int32), not '", name, "'");
+}
+
+// A model with what the bindings need to convert its inputs and targets.
+struct PyModel {
+  std::unique_ptr<Model> model;
+  std::vector<std::string> input_names;
+  std::vector<DType> input_dtypes;
+};
+
+PyModel make_model(std::unique_ptr<Model> model, const std::vector<SymbolicTensor>& inputs) {
+  PyModel m{std::move(model), {}, {}};
+  for (const SymbolicTensor& s : inputs) {
+    m.input_names.push_back(s.node().name);
+    m.input_dtypes.push_back(s.node().dtype);
+  }
+  return m;
+}
+
+// {name: array} -> ModelInputs; one input goes under "" (the unnamed tensor).
+ModelInputs inputs_of(const PyModel& m, const py::dict& x) {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < m.input_names.size(); ++i) {
+    const std::string& name = m.input_names[i];
+    AS_CHECK(x.contains(name), "missing input '", name, "'");
+    out[m.input_names.size() == 1 ? "" : name] =
+        to_tensor(x[py::str(name)], m.input_dtypes[i], "input '" + name + "'");
+  }
+  AS_CHECK(x.size() == m.input_names.size(), "the model takes ", m.input_names.size(),
+           " inputs, got ", x.size());
+  return ModelInputs(std::move(out));
+}
+
+ModelTargets targets_of(const PyModel& m, const py::dict& y) {
+  const std::vector<std::string> names = m.model->output_names();
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : names) {
+    AS_CHECK(y.contains(name), "missing targets for output '", name, "'");
+    py::handle a = y[py::str(name)];
+    out[names.size() == 1 ? "" : name] = to_tensor(a, target_dtype(a), "targets of '" + name + "'");
+  }
+  AS_CHECK(y.size() == names.size(), "the model has ", names.size(), " outputs, got targets for ",
+           y.size());
+  return ModelTargets(std::move(out));
+}
+
+py::dict logs_dict(const Logs& logs) {
+  py::dict d;
+  for (const auto& [k, v] : logs) d[py::str(k)] = v;
+  return d;
+}
+
+// Forwards fit()'s hooks to a Python object (autoshard.keras's callback
+// list), with the GIL held; a Python exception stops fit and propagates.
+class PyCallback : public Callback {
+ public:
+  PyCallback(py::object target, int epoch_offset)
+      : target_(std::move(target)), offset_(epoch_offset) {}
+  ~PyCallback() override {
+    py::gil_scoped_acquire gil;
+    target_ = py::object();
+  }
+  void on_train_begin() override { call("on_train_begin"); }
+  void on_epoch_begin(int epoch, int64_t steps) override {
+    call("on_epoch_begin", epoch + offset_, steps);
+  }
+  void on_train_batch_end(int64_t batch, const Logs& logs) override {
+    py::gil_scoped_acquire gil;
+    target_.attr("on_train_batch_end")(batch, logs_dict(logs));
+  }
+  void on_epoch_end(int epoch, const Logs& logs) override {
+    py::gil_scoped_acquire gil;
+    target_.attr("on_epoch_end")(epoch + offset_, logs_dict(logs));
+  }
+  void on_train_end() override { call("on_train_end"); }
+
+ private:
+  template <typename... Args>
+  void call(const char* name, Args... args) {
+    py::gil_scoped_acquire gil;
+    target_.attr(name)(args...);
+  }
+  py::object target_;
+  int offset_;
+};
+
+// Keras's progress bar for one epoch of several fit() calls (shuffled fits
+// run one epoch per call): the epoch shown is offset.
+class OffsetBar : public Callback {
+ public:
+  OffsetBar(int offset, int total) : offset_(offset) { bar_.epochs = total; }
+  void on_epoch_begin(int epoch, int64_t steps) override {
+    bar_.on_epoch_begin(epoch + offset_, steps);
+  }
+  void on_train_batch_end(int64_t batch, const Logs& logs) override {
+    bar_.on_train_batch_end(batch, logs);
+  }
+  void on_epoch_end(int epoch, const Logs& logs) override {
+    bar_.on_epoch_end(epoch + offset_, logs);
+  }
+
+ private:
+  ProgressBar bar_;
+  int offset_;
+};
+
+Initializer init(const std::string& name) {
+  return Initializer::from_name(name);
+}
+
+void bind_layers(py::module_& m) {
+  py::class_<SymbolicTensor>(m, "SymbolicTensor")
+      .def_property_readonly("shape", [](const SymbolicTensor& s) { return s.node().shape; })
+      .def_property_readonly("name", [](const SymbolicTensor& s) { return s.node().name; })
+      .def_property_readonly("is_input", [](const SymbolicTensor& s) { return !s.node().layer; })
+      .def_property_readonly(
+          "dtype", [](const SymbolicTensor& s) { return std::string(dtype_name(s.node().dtype)); });
+  m.def(
+      "Input",
+      [](const Shape& shape, const std::string& dtype, const std::string& name) {
+        return Input(shape, dtype_from(dtype), name);
+      },
+      "shape"_a, "dtype"_a = "float32", "name"_a = "");
+
+  py::class_<Layer>(m, "Layer")
+      .def_property_readonly("name", &Layer::name)
+      .def("__call__", [](const Layer& l, const SymbolicTensor& x) { return l(x); })
+      .def("__call__", [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l(xs); });
+
+  m.def(
+      "Dense",
+      [](int64_t units, const std::string& activation, bool use_bias, const std::string& ki,
+         const std::string& bi, const std::string& name) -> Layer {
+        return Dense(units, DenseOptions()
+                                .activation(activation)
+                                .use_bias(use_bias)
+                                .kernel_initializer(init(ki))
+                                .bias_initializer(init(bi))
+                                .name(name));
+      },
+      "units"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a, "bias_initializer"_a,
+      "name"_a);
+  m.def(
+      "Embedding",
+      [](int64_t input_dim, int64_t output_dim, const std::string& ei,
+         const std::string& name) -> Layer {
+        return Embedding(input_dim, output_dim,
+                         EmbeddingOptions().embeddings_initializer(init(ei)).name(name));
+      },
+      "input_dim"_a, "output_dim"_a, "embeddings_initializer"_a, "name"_a);
+  auto conv_options = [](std::vector<int64_t> strides, const std::string& padding,
+                         std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
+                         const std::string& activation, bool use_bias, const std::string& ki,
+                         const std::string& bi, const std::string& name) {
+    return ConvOptions()
+        .strides(std::move(strides))
+        .padding(padding)
+        .dilation_rate(std::move(dilation))
+        .groups(groups)
+        .depth_multiplier(depth_multiplier)
+        .activation(activation)
+        .use_bias(use_bias)
+        .kernel_initializer(init(ki))
+        .bias_initializer(init(bi))
+        .name(name);
+  };
+  m.def(
+      "Conv",
+      [conv_options](const std::string& kind, int64_t filters, std::vector<int64_t> kernel_size,
+                     std::vector<int64_t> strides, const std::string& padding,
+                     std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
+                     const std::string& activation, bool use_bias, const std::string& ki,
+                     const std::string& bi, const std::string& name) -> Layer {
+        ConvOptions o = conv_options(std::move(strides), padding, std::move(dilation), groups,
+                                     depth_multiplier, activation, use_bias, ki, bi, name);
+        if (kind == "Conv1D") {
+          AS_CHECK(kernel_size.size() == 1, "Conv1D's kernel_size must be one integer");
+          return Conv1D(filters, kernel_size[0], o);
+        }
+        if (kind == "Conv2D") return Conv2D(filters, kernel_size, o);
+        if (kind == "DepthwiseConv2D") return DepthwiseConv2D(kernel_size, o);
+        if (kind == "SeparableConv2D") return SeparableConv2D(filters, kernel_size, o);
+        if (kind == "Conv2DTranspose") return Conv2DTranspose(filters, kernel_size, o);
+        fail("unknown convolution layer '", kind, "'");
+      },
+      "kind"_a, "filters"_a, "kernel_size"_a, "strides"_a, "padding"_a, "dilation_rate"_a,
+      "groups"_a, "depth_multiplier"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a,
+      "bias_initializer"_a, "name"_a);
+  m.def(
+      "Pooling",
+      [](const std::string& kind, std::vector<int64_t> pool_size, std::vector<int64_t> strides,
+         const std::string& padding, const std::string& name) -> Layer {
+        PoolingOptions o =
+            PoolingOptions().pool_size(pool_size).strides(strides).padding(padding).name(name);
+        if (kind == "MaxPooling1D") return MaxPooling1D(o);
+        if (kind == "MaxPooling2D") return MaxPooling2D(o);
+        if (kind == "AveragePooling1D") return AveragePooling1D(o);
+        if (kind == "AveragePooling2D") return AveragePooling2D(o);
+        fail("unknown pooling layer '", kind, "'");
+      },
+      "kind"_a, "pool_size"_a, "strides"_a, "padding"_a, "name"_a);
+  m.def(
+      "GlobalPooling",
+      [](const std::string& kind, bool keepdims, const std::string& name) -> Layer {
+        GlobalPoolingOptions o = GlobalPoolingOptions().keepdims(keepdims).name(name);
+        if (kind == "GlobalAveragePooling1D") return GlobalAveragePooling1D(o);
+        if (kind == "GlobalAveragePooling2D") return GlobalAveragePooling2D(o);
+        if (kind == "GlobalMaxPooling1D") return GlobalMaxPooling1D(o);
+        if (kind == "GlobalMaxPooling2D") return GlobalMaxPooling2D(o);
+        fail("unknown global pooling layer '", kind, "'");
+      },
+      "kind"_a, "keepdims"_a, "name"_a);
+  m.def(
+      "Merge",
+      [](const std::string& kind, int64_t axis, const std::string& name) -> Layer {
+        if (kind == "Add") return Add(name);
+        if (kind == "Subtract") return Subtract(name);
+        if (kind == "Multiply") return Multiply(name);
+        if (kind == "Average") return Average(name);
+        if (kind == "Maximum") return Maximum(name);
+        if (kind == "Minimum") return Minimum(name);
+        if (kind == "Concatenate") return Concatenate(axis, name);
+        fail("unknown merge layer '", kind, "'");
+      },
+      "kind"_a, "axis"_a, "name"_a);
+  m.def("Flatten", [](const std::string& name) -> Layer { return Flatten(name); });
+  m.def("Reshape",
+        [](const Shape& s, const std::string& name) -> Layer { return Reshape(s, name); });
+  m.def("Permute",
+        [](const std::vector<int64_t>& d, const std::string& n) -> Layer { return Permute(d, n); });
+  m.def("RepeatVector",
+        [](int64_t n, const std::string& name) -> Layer { return RepeatVector(n, name); });
+  m.def("Rescaling", [](double scale, double offset, const std::string& name) -> Layer {
+    return Rescaling(scale, offset, name);
+  });
+  m.def("Dropout", [](double rate, uint64_t seed, const std::string& name) -> Layer {
+    return Dropout(rate, seed, name);
+  });
+  m.def("Activation", [](const std::string& activation, const std::string& name) -> Layer {
+    check_activation(activation);
+    return Activation(activation, name);
+  });
+  m.def("check_activation", &check_activation);
+  m.def(
+      "LayerNormalization",
+      [](double epsilon, bool center, bool scale, bool rms, const std::string& name) -> Layer {
+        return LayerNormalization(LayerNormalizationOptions()
+                                      .epsilon(epsilon)
+                                      .center(center)
+                                      .scale(scale)
+                                      .rms_scaling(rms)
+                                      .name(name));
+      },
+      "epsilon"_a, "center"_a, "scale"_a, "rms_scaling"_a, "name"_a);
+  m.def(
+      "BatchNormalization",
+      [](int64_t axis, double momentum, double epsilon, bool center, bool scale,
+         const std::string& name) -> Layer {
+        return BatchNormalization(BatchNormalizationOptions()
+                                      .axis(axis)
+                                      .momentum(momentum)
+                                      .epsilon(epsilon)
+                                      .center(center)
+                                      .scale(scale)
+                                      .name(name));
+      },
+      "axis"_a, "momentum"_a, "epsilon"_a, "center"_a, "scale"_a, "name"_a);
+  m.def(
+      "GroupNormalization",
+      [](int64_t groups, double epsilon, bool center, bool scale,
+         const std::string& name) -> Layer {
+        return GroupNormalization(GroupNormalizationOptions()
+                                      .groups(groups)
+                                      .epsilon(epsilon)
+                                      .center(center)
+                                      .scale(scale)
+                                      .name(name));
+      },
+      "groups"_a, "epsilon"_a, "center"_a, "scale"_a, "name"_a);
+  m.def(
+      "MultiHeadAttention",
+      [](int64_t heads, int64_t key_dim, int64_t value_dim, double dropout, bool use_bias,
+         const std::string& name) -> Layer {
+        return MultiHeadAttention(heads, key_dim,
+                                  MultiHeadAttentionOptions()
+                                      .value_dim(value_dim)
+                                      .dropout(dropout)
+                                      .use_bias(use_bias)
+                                      .name(name));
+      },
+      "num_heads"_a, "key_dim"_a, "value_dim"_a, "dropout"_a, "use_bias"_a, "name"_a);
+  m.def(
+      "Recurrent",
+      [](const std::string& kind, int64_t units, const std::string& activation,
+         const std::string& recurrent_activation, bool use_bias, bool return_sequences,
+         bool go_backwards, double dropout, double recurrent_dropout, uint64_t seed,
+         const std::string& name) -> Layer {
+        if (kind == "LSTM")
+          return LSTM(units, LSTMOptions()
+                                 .activation(activation)
+                                 .recurrent_activation(recurrent_activation)
+                                 .use_bias(use_bias)
+                                 .return_sequences(return_sequences)
+                                 .go_backwards(go_backwards)
+                                 .dropout(dropout)
+                                 .recurrent_dropout(recurrent_dropout)
+                                 .seed(seed)
+                                 .name(name));
+        if (kind == "GRU")
+          return GRU(units, GRUOptions()
+                                .activation(activation)
+                                .recurrent_activation(recurrent_activation)
+                                .use_bias(use_bias)
+                                .return_sequences(return_sequences)
+                                .go_backwards(go_backwards)
+                                .dropout(dropout)
+                                .recurrent_dropout(recurrent_dropout)
+                                .seed(seed)
+                                .name(name));
+        if (kind == "SimpleRNN")
+          return SimpleRNN(units, SimpleRNNOptions()
+                                      .activation(activation)
+                                      .use_bias(use_bias)
+                                      .return_sequences(return_sequences)
+                                      .go_backwards(go_backwards)
+                                      .dropout(dropout)
+                                      .recurrent_dropout(recurrent_dropout)
+                                      .seed(seed)
+                                      .name(name));
+        fail("unknown recurrent layer '", kind, "'");
+      },
+      "kind"_a, "units"_a, "activation"_a, "recurrent_activation"_a, "use_bias"_a,
+      "return_sequences"_a, "go_backwards"_a, "dropout"_a, "recurrent_dropout"_a, "seed"_a,
+      "name"_a);
+}
+
+void bind_training(py::module_& m) {
+  py::class_<Loss>(m, "Loss");
+  m.def("loss_by_name", &losses::by_name);
+  m.def(
+      "loss",
+      [](const std::string& kind, bool from_logits, double label_smoothing, double delta) -> Loss {
+        if (kind == "sparse_categorical_crossentropy")
+          return losses::SparseCategoricalCrossentropy({.from_logits = from_logits});
+        if (kind == "categorical_crossentropy")
+          return losses::CategoricalCrossentropy(
+              {.from_logits = from_logits, .label_smoothing = label_smoothing});
+        if (kind == "binary_crossentropy")
+          return losses::BinaryCrossentropy(
+              {.from_logits = from_logits, .label_smoothing = label_smoothing});
+        if (kind == "huber") return losses::Huber(delta);
+        return losses::by_name(kind);
+      });
+  py::class_<Metric>(m, "Metric").def_readonly("name", &Metric::name);
+  m.def("metric_by_name", &metrics::by_name);
+  m.def("binary_accuracy", &metrics::binary_accuracy);
+  m.def("sparse_top_k_categorical_accuracy", &metrics::sparse_top_k_categorical_accuracy);
+
+  py::class_<Optimizer, std::shared_ptr<Optimizer>>(m, "Optimizer")
+      .def_readwrite("learning_rate", &Optimizer::learning_rate)
+      .def_readwrite("clipnorm", &Optimizer::clipnorm);
+  // Keras 3's optimizers (autoshard::optimizers), with Keras's defaults.
+  m.def("optimizer_by_name", &optimizers::get);
+  m.def("SGD", [](double lr, double momentum, bool nesterov, double clipnorm) {
+    return optimizers::SGD({.learning_rate = lr,
+                            .momentum = momentum,
+                            .nesterov = nesterov,
+                            .global_clipnorm = clipnorm});
+  });
+  m.def("Adam", [](double lr, double b1, double b2, double eps, double wd, double clipnorm) {
+    return optimizers::Adam({.learning_rate = lr,
+                             .beta_1 = b1,
+                             .beta_2 = b2,
+                             .epsilon = eps,
+                             .weight_decay = wd,
+                             .global_clipnorm = clipnorm});
+  });
+  m.def("AdamW", [](double lr, double b1, double b2, double eps, double wd, double clipnorm) {
+    return optimizers::AdamW({.learning_rate = lr,
+                              .beta_1 = b1,
+                              .beta_2 = b2,
+                              .epsilon = eps,
+                              .weight_decay = wd,
+                              .global_clipnorm = clipnorm});
+  });
+  m.def("RMSprop",
+        [](double lr, double rho, double momentum, double eps, bool centered, double clipnorm) {
+          return optimizers::RMSprop({.learning_rate = lr,
+                                      .rho = rho,
+                                      .momentum = momentum,
+                                      .epsilon = eps,
+                                      .centered = centered,
+                                      .global_clipnorm = clipnorm});
+        });
+  m.def("Adagrad", [](double lr, double initial, double eps, double clipnorm) {
+    return optimizers::Adagrad({.learning_rate = lr,
+                                .initial_accumulator_value = initial,
+                                .epsilon = eps,
+                                .global_clipnorm = clipnorm});
+  });
+}
+
+void bind_distribution(py::module_& m) {
+  py::class_<DeviceMesh>(m, "DeviceMesh")
+      .def(py::init<std::vector<int>, std::vector<std::string>>(), "shape"_a, "axis_names"_a)
+      .def_property_readonly("shape", &DeviceMesh::shape)
+      .def_property_readonly("axis_names", &DeviceMesh::axis_names)
+      .def_property_readonly("size", &DeviceMesh::size)
+      .def("__repr__", &DeviceMesh::to_string);
+  m.def("list_devices", &list_devices, "count"_a = 0);
+
+  using Axes = std::vector<std::optional<std::string>>;
+  py::class_<LayoutMap>(m, "LayoutMap")
+      .def(py::init([](const std::vector<std::pair<std::string, Axes>>& entries) {
+        LayoutMap map;
+        for (const auto& [key, axes] : entries) map[key] = TensorLayout(axes);
+        return map;
+      }))
+      .def("lookup", [](const LayoutMap& map, const std::string& path) -> std::optional<Axes> {
+        std::optional<TensorLayout> l = map.lookup(path);
+        if (!l) return std::nullopt;
+        return l->axes;
+      });
+
+  py::class_<Distribution, std::shared_ptr<Distribution>>(m, "Distribution")
+      .def_property_readonly("mesh", &Distribution::mesh)
+      .def_property_readonly("batch_dim_name", &Distribution::batch_dim_name);
+  m.def("DataParallel", [](const DeviceMesh& mesh, const std::string& batch_dim_name) {
+    return std::shared_ptr<Distribution>(std::make_shared<DataParallel>(mesh, batch_dim_name));
+  });
+  m.def("ModelParallel",
+        [](const DeviceMesh& mesh, const LayoutMap& map, const std::string& batch_dim_name) {
+          return std::shared_ptr<Distribution>(
+              std::make_shared<ModelParallel>(mesh, map, batch_dim_name));
+        });
+  m.def("AutoShard", [](const DeviceMesh& mesh, const std::string& batch_dim_name,
+                        const std::string& cluster, double memory_per_device) {
+    AutoShardOptions o;
+    o.cluster = cluster;
+    o.memory_per_device = memory_per_device;
+    return std::shared_ptr<Distribution>(std::make_shared<AutoShard>(mesh, batch_dim_name, o));
+  });
+  m.def("set_distribution", &set_distribution);
+  m.def("distribution", &distribution);
+}
+
+void bind_model(py::module_& m) {
+  using Release = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyModel>(m, "Model")
+      .def_static("functional",
+                  [](const std::vector<SymbolicTensor>& inputs,
+                     const std::vector<SymbolicTensor>& outputs, const std::string& name) {
+                    return make_model(std::make_unique<Model>(inputs, outputs, name), inputs);
+                  })
+      .def_static("sequential",
+                  [](const SymbolicTensor& input, const std::vector<Layer>& layers,
+                     const std::string& name) {
+                    return make_model(std::make_unique<Sequential>(input, layers, name), {input});
+                  })
+      .def_readonly("input_names", &PyModel::input_names)
+      .def_property_readonly("name", [](const PyModel& p) { return p.model->name(); })
+      .def_property_readonly("output_names",
+                             [](const PyModel& p) { return p.model->output_names(); })
+      .def("compile",
+           [](PyModel& p, std::shared_ptr<Optimizer> opt, std::vector<Loss> losses,
+              std::vector<double> loss_weights, std::vector<Metric> metrics) {
+             p.model->compile(std::move(opt), std::move(losses), std::move(loss_weights),
+                              std::move(metrics));
+           })
+      .def("set_seed", [](PyModel& p, uint64_t seed) { p.model->set_seed(seed); })
+      .def(
+          "fit",
+          [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
+             bool verbose, const py::object& hooks, int epoch_offset, int total_epochs) {
+            ModelInputs in = inputs_of(p, x);
+            ModelTargets tg = targets_of(p, y);
+            FitOptions o{.batch_size = batch_size, .epochs = epochs, .verbose = false};
+            if (verbose)
+              o.callbacks.push_back(std::make_shared<OffsetBar>(epoch_offset, total_epochs));
+            if (!hooks.is_none())
+              o.callbacks.push_back(std::make_shared<PyCallback>(hooks, epoch_offset));
+            History h;
+            {
+              py::gil_scoped_release release;
+              h = p.model->fit(in, tg, std::move(o));
+            }
+            py::dict out;
+            out["loss"] = h.loss;
+            for (const auto& [k, v] : h.metrics) out[py::str(k)] = v;
+            return out;
+          },
+          "x"_a, "y"_a, "batch_size"_a, "epochs"_a, "verbose"_a, "hooks"_a, "epoch_offset"_a,
+          "total_epochs"_a)
+      .def("evaluate",
+           [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size) {
+             ModelInputs in = inputs_of(p, x);
+             ModelTargets tg = targets_of(p, y);
+             Logs logs;
+             {
+               py::gil_scoped_release release;
+               logs = p.model->evaluate_with_metrics(in, tg, batch_size);
+             }
+             return logs_dict(logs);
+           })
+      .def("predict",
+           [](PyModel& p, const py::dict& x, int64_t batch_size) {
+             ModelInputs in = inputs_of(p, x);
+             std::vector<Tensor> outs;
+             {
+               py::gil_scoped_release release;
+               outs = p.model->predict_outputs(in, batch_size);
+             }
+             py::list l;
+             for (const Tensor& t : outs) l.append(to_numpy(t));
+             return l;
+           })
+      .def("train_on_batch",
+           [](PyModel& p, const py::dict& x, const py::dict& y) {
+             ModelInputs in = inputs_of(p, x);
+             ModelTargets tg = targets_of(p, y);
+             py::gil_scoped_release release;
+             return p.model->train_on_batch(in, tg);
+           })
+      .def("test_on_batch",
+           [](PyModel& p, const py::dict& x, const py::dict& y) {
+             ModelInputs in = inputs_of(p, x);
+             ModelTargets tg = targets_of(p, y);
+             py::gil_scoped_release release;
+             return p.model->test_on_batch(in, tg);
+           })
+      .def(
+          "weight_paths", [](PyModel& p) { return p.model->weight_paths(); }, Release())
+      .def(
+          "non_trainable_weight_paths",
+          [](PyModel& p) { return p.model->non_trainable_weight_paths(); }, Release())
+      .def("get_weight",
+           [](PyModel& p, const std::string& path) {
+             Tensor t;
+             {
+               py::gil_scoped_release release;
+               t = p.model->gather_weight(path);
+             }
+             return to_numpy(t);
+           })
+      .def("weight_shape",
+           [](PyModel& p, const std::string& path) {
+             py::gil_scoped_release release;
+             return p.model->gather_weight(path).shape();
+           })
+      .def("set_weight",
+           [](PyModel& p, const std::string& path, const py::handle& value) {
+             Tensor t = to_tensor(value, DType::F32, "weight '" + path + "'");
+             py::gil_scoped_release release;
+             p.model->set_weight(path, t);
+           })
+      .def(
+          "count_params", [](PyModel& p) { return p.model->count_params(); }, Release())
+      .def(
+          "summary", [](PyModel& p) { return p.model->summary(); }, Release());
+}
+
+}  // namespace
+}  // namespace autoshard::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace autoshard::python;
+  m.doc() = "autoshard's C++ engine (use autoshard and autoshard.keras instead)";
+  // The C++ API's one error type carries one-line messages naming the
+  // argument and the fix: bad arguments and shapes are ValueErrors.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const std::filesystem::filesystem_error& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (const autoshard::Error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  bind_layers(m);
+  bind_training(m);
+  bind_distribution(m);
+  bind_model(m);
+}
