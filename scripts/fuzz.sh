@@ -3,11 +3,12 @@
 # autoshard: the safetensors reader (seeded with the test checkpoints), and
 # model configs and checkpoint states (seeded with valid ones),
 # tokenizer.json, IOPDDL problems (reader, evaluator and a round of the
-# solver) and cluster files. Runs each for a fifth of SECONDS (default 60).
+# solver), cluster files and NumPy .npy/.npz files. Runs each for a sixth
+# of SECONDS (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-share=$(( (seconds + 4) / 5 ))
+share=$(( (seconds + 5) / 6 ))
 mkdir -p build-fuzz/corpus
 cp tests/data/*.safetensors tests/data/hf_gpt2/model.safetensors build-fuzz/corpus/ 2>/dev/null || true
 # Seeds near the size limits, so the fuzzer starts where byte counts could wrap.
@@ -76,3 +77,14 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   src/tensor/mesh.cc -o build-fuzz/cluster_fuzz
 ./build-fuzz/cluster_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   build-fuzz/cluster-corpus
+
+# NumPy .npy and .npz files (seeded with the arrays NumPy wrote): what is
+# read must write back and read back the same.
+mkdir -p build-fuzz/npy-corpus
+cp tests/data/npy/* build-fuzz/npy-corpus/
+clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -Iinclude -Isrc tests/fuzz/npy_fuzz.cc src/io/npy.cc src/io/safetensors.cc src/tensor/tensor.cc \
+  src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc -lzip \
+  -o build-fuzz/npy_fuzz
+./build-fuzz/npy_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  build-fuzz/npy-corpus
