@@ -105,6 +105,9 @@ class PyCallback : public Callback {
   void on_train_batch_end(int64_t batch, const Logs& logs) override {
     py::gil_scoped_acquire gil;
     target_.attr("on_train_batch_end")(batch, logs_dict(logs));
+    // Ctrl-C stops at this step boundary: Python's handler raises
+    // KeyboardInterrupt, which leaves fit() like any callback's exception.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
   void on_epoch_end(int epoch, const Logs& logs) override {
     py::gil_scoped_acquire gil;

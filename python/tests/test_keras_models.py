@@ -2,6 +2,7 @@
 compile/fit/evaluate/predict, weights, callbacks and errors."""
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -212,7 +213,7 @@ def test_the_gil_is_released_while_the_engine_runs():
     t = threading.Thread(target=tick)
     t.start()
     try:
-        model.fit(x, y, batch_size=256, epochs=1, verbose=0, shuffle=False)
+        model.fit(x, y, batch_size=256, epochs=3, verbose=0, shuffle=False)
     finally:
         done.set()
         t.join()
@@ -235,3 +236,25 @@ def test_layers_of_the_first_slice_build_and_train():
     h = model.fit(x, x[:, 0] % 2, epochs=2, batch_size=8, verbose=0)
     assert "sparse_categorical_accuracy" in h.history
     model.summary(print_fn=lambda s: None)
+
+
+def test_ctrl_c_stops_fit_at_a_step_boundary_with_keyboard_interrupt():
+    x, y = digits_like(256)
+    model = mlp()
+    model.compile("adam", "sparse_categorical_crossentropy")
+    steps = []
+
+    class Count(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            steps.append(batch)
+
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(x, y, batch_size=8, epochs=100000, callbacks=[Count()], verbose=0,
+                      shuffle=False)
+    finally:
+        timer.cancel()
+    assert steps  # it had started; the model is still usable
+    assert model.predict(x[:2], verbose=0).shape == (2, 10)
