@@ -258,3 +258,43 @@ def test_ctrl_c_stops_fit_at_a_step_boundary_with_keyboard_interrupt():
         timer.cancel()
     assert steps  # it had started; the model is still usable
     assert model.predict(x[:2], verbose=0).shape == (2, 10)
+
+
+def bert_classifier():
+    # The Keras work's second quick start, small: a BERT-style encoder block
+    # over token ids and a classifier head.
+    ids = keras.Input(shape=(8,), dtype="int32", name="token_ids")
+    h = layers.Embedding(16, 32)(ids)
+    a = layers.MultiHeadAttention(num_heads=4, key_dim=8)(h)
+    h = layers.LayerNormalization()(layers.Add()([h, a]))
+    f = layers.Dense(32)(layers.Dense(64, activation="gelu")(h))
+    h = layers.LayerNormalization()(layers.Add()([h, f]))
+    out = layers.Dense(2, activation="softmax")(layers.GlobalAveragePooling1D()(h))
+    model = keras.Model(ids, out)
+    model.compile(keras.optimizers.Adam(learning_rate=3e-3), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model
+
+
+def token_task(n=256):
+    # Label 1 when token 1 occurs in the sequence.
+    rng = np.random.default_rng(0)
+    x = rng.integers(2, 16, size=(n, 8))
+    y = rng.integers(0, 2, size=n)
+    x[y == 1, rng.integers(0, 8, size=(y == 1).sum())] = 1
+    return x, y
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_bert_classifier_quick_start_learns(sharded):
+    if sharded:
+        mesh = keras.distribution.DeviceMesh((2, 2), ("data", "model"))
+        layout_map = keras.distribution.LayoutMap(mesh)
+        layout_map[r"(query|key|value)\.kernel"] = (None, "model", None)
+        layout_map[r"attention_output\.kernel"] = ("model", None, None)
+        keras.distribution.set_distribution(
+            keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+    x, y = token_task()
+    history = bert_classifier().fit(x, y, batch_size=32, epochs=6, verbose=0)
+    assert list(history.history) == ["loss", "accuracy"]
+    assert history.history["accuracy"][-1] > 0.95

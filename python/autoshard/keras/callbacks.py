@@ -84,11 +84,12 @@ class CallbackList:
             c.on_epoch_begin(epoch, {})
 
     def on_train_batch_end(self, batch, logs):
+        logs = _loss_first(logs)
         for c in self.callbacks:
             c.on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch, logs):
-        logs = dict(logs)
+        logs = _loss_first(logs)
         if self.validation is not None:
             vx, vy, batch_size, freq = self.validation
             if (epoch + 1) % freq == 0:
@@ -98,6 +99,13 @@ class CallbackList:
             c.on_epoch_end(epoch, logs)
         if self.model.stop_training:
             raise StopTraining()
+
+
+def _loss_first(logs):
+    # Keras's order: the loss, then the metrics.
+    out = {"loss": logs["loss"]} if "loss" in logs else {}
+    out.update((k, v) for k, v in logs.items() if k != "loss")
+    return out
 
 
 class LambdaCallback(Callback):
