@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace autoshard::blas {
@@ -88,6 +89,26 @@ TEST(BlasCore, FeaturesAreDescribed) {
   EXPECT_EQ(avx2_fma().describe(), "AVX2, FMA");
   EXPECT_EQ(skylakex().describe(), "AVX-512, AVX2, FMA");
   EXPECT_EQ(cooperlake().describe(), "AVX-512 (BF16), AVX2, FMA");
+}
+
+// The in-process question a Python parent asks a child: set and restored
+// here around the simulated core name.
+TEST(BlasCore, WantedCoreTypeHonoursTheVariables) {
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  if (user != nullptr) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for this test run";
+  const std::string best = best_openblas_coretype(CpuFeatures::of_this_cpu());
+  ::setenv("AUTOSHARD_SIMULATE_BLAS_CORE", "Prescott", 1);
+  const auto wanted = wanted_openblas_coretype();
+  if (blas_info().config.find("DYNAMIC_ARCH") != std::string::npos && !best.empty()) {
+    EXPECT_EQ(wanted, best);
+  }
+  ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  EXPECT_EQ(wanted_openblas_coretype(), std::nullopt);
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::setenv("AUTOSHARD_KEEP_BLAS_CORE", "1", 1);
+  EXPECT_EQ(wanted_openblas_coretype(), std::nullopt);
+  ::unsetenv("AUTOSHARD_KEEP_BLAS_CORE");
+  ::unsetenv("AUTOSHARD_SIMULATE_BLAS_CORE");
 }
 
 struct Result {

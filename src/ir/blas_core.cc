@@ -167,15 +167,19 @@ std::string describe(const BlasInfo& info) {
          info.features.describe() + ")";
 }
 
-void use_best_blas_kernels(char** argv) {
+std::optional<std::string> wanted_openblas_coretype() {
   if (const auto keep = variable(kKeep))
     AS_CHECK(*keep == "1", kKeep, " is '", *keep,
              "': set it to 1 to keep the kernels OpenBLAS chooses, or unset it");
-  if (variable(kKeep) || variable("OPENBLAS_CORETYPE") || !dynamic_arch()) return;
+  if (variable(kKeep) || variable("OPENBLAS_CORETYPE") || !dynamic_arch()) return std::nullopt;
+  return better_openblas_coretype(library_core(), CpuFeatures::of_this_cpu());
+}
+
+void use_best_blas_kernels(char** argv) {
+  const std::optional<std::string> better = wanted_openblas_coretype();
+  if (!better) return;
   const std::string chosen = library_core();
   const CpuFeatures features = CpuFeatures::of_this_cpu();
-  const std::optional<std::string> better = better_openblas_coretype(chosen, features);
-  if (!better) return;
   // OpenBLAS reads the variable when it loads, before main: only a new
   // program image sees it. Same pid, so mpirun still knows the rank.
   ::setenv("OPENBLAS_CORETYPE", better->c_str(), 1);

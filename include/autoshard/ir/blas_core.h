@@ -63,6 +63,14 @@ BlasInfo blas_info();
 // Prescott; CPU: AVX-512, AVX2, FMA)".
 std::string describe(const BlasInfo& info);
 
+// The core type this process should have been started with: what
+// use_best_blas_kernels would set OPENBLAS_CORETYPE to, or nothing (already
+// the best, OPENBLAS_CORETYPE or AUTOSHARD_KEEP_BLAS_CORE set, an OpenBLAS
+// built for one core). For a process that cannot restart itself (Python):
+// ask it in a child (fork, load the library, answer), then set the variable
+// before the library loads in the parent.
+std::optional<std::string> wanted_openblas_coretype();
+
 // Restarts this program (execv of /proc/self/exe with the same argv) with
 // OPENBLAS_CORETYPE set to the best core type for the CPU when OpenBLAS runs
 // kernels below it; returns when nothing needs doing or the restart failed
