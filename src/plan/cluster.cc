@@ -194,7 +194,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   AS_CHECK(j.is_object(), f.in(), "must be an object with \"device\" and \"links\"");
   f.check_keys(j, "cluster",
                {"name", "device", "shared_cores", "oversubscribed_efficiency",
-                "oversubscribed_wait_s", "oversubscribed_slice_s", "links", "mpi_link"});
+                "oversubscribed_wait_s", "oversubscribed_slice_s", "links", "mpi_link",
+                // What `autoshard calibrate` measured, kept beside the figures
+                // fitted from it for people to read; not used for pricing.
+                "measurements"});
   Cluster c;
   c.name = f.text(j, "name", source);
   const auto& d = f.object(
