@@ -250,6 +250,29 @@ TEST(CliKeras, TrainShowsKerasProgressAndValidation) {
   EXPECT_NE(r.output.find("val_loss: "), std::string::npos) << r.output;
 }
 
+// Checkpoints: 2 steps, then --resume to 5 (past an epoch of 2 shuffled
+// batches, on another mesh) gives the losses of 5 steps at once.
+TEST(CliKeras, ResumedTrainingContinuesTheSameRun) {
+  Fixture f("batch_normalization_dense");
+  const std::string base = "train --model " + f.model() + " --x " + f.x() + " --y " + f.y() +
+                           " --batch 2 --verbose 0 --sampling random ";
+  const Result whole = run(base + "--seed 7 --steps 5 --log " + f.path("whole.jsonl"));
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const std::string ckpt = "--checkpoint-dir " + f.path("ckpt") + " --log " + f.path("part.jsonl");
+  const Result first = run(base + "--seed 7 --steps 2 " + ckpt);
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result rest = run(base + "--seed 7 --steps 5 --resume --mesh model=2 " + ckpt);
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  const std::vector<double> a = logged_losses(f.path("whole.jsonl"));
+  const std::vector<double> b = logged_losses(f.path("part.jsonl"));
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t s = 0; s < 5; ++s) EXPECT_NEAR(a[s], b[s], 1e-5 * std::max(1.0, a[s])) << s;
+  const Result again = run(base + "--steps 6 --seed 8 --resume " + ckpt);
+  EXPECT_EQ(again.code, 1);
+  EXPECT_NE(again.output.find("was trained with seed 7"), std::string::npos) << again.output;
+}
+
 // Bad data and flags: exit 1 and one line naming what is wrong.
 TEST(CliKeras, BadInputIsOneErrorLine) {
   Fixture f("concatenate");
