@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 // Paths the command writes: compared by name only (rank 0 alone writes
 // them, and they need not exist on other hosts).
-const std::set<std::string> kOutputs = {"--log", "--out", "--export-problem", "--checkpoint-dir",
-                                        "OUT"};
+const std::set<std::string> kOutputs = {"--log",  "--out", "--export-problem", "--checkpoint-dir",
+                                        "--save", "OUT"};
 constexpr size_t kHeadBytes = 64 << 10;  // a weight file's header lies within
 constexpr int kMaxDirectoryFiles = 4096;
 
