@@ -3,6 +3,7 @@
 #include <coin/Cbc_C_Interface.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,12 +149,16 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return out;
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) {
     ::close(fds[0]), ::close(fds[1]);
     return out;
   }
   if (child == 0) {
+    // Killed with this process too (a SIGKILL gives no chance to kill it).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::close(fds[0]);
     cbc_child(fds[1], p, start, index, value, s, free, x, r, 0.85 * seconds);
   }
