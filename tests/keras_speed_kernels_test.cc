@@ -5,12 +5,15 @@
 #include <cmath>
 #include <vector>
 
+#include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/ops.h"
 #include "ir/ops/unary_kernels.h"
 #include "ir/ops/vision_kernels.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
+using testing::evaluate;
 using testing::random_tensor;
 
 struct PadCase {
@@ -69,6 +72,38 @@ TEST(KerasSpeedKernels, UnaryEqualsThePlainLoop) {
           << unary_name(fn) << "' at x = " << x.f32()[i];
     }
   }
+}
+
+// A weight used by T einsums of one equation (a recurrent kernel at every
+// step) gets its gradient as ONE einsum over the stacked operands, equal to
+// the sum of the steps' products h_t^T c_t.
+TEST(KerasSpeedKernels, StepGradientsOfAWeightAreOneStackedEinsum) {
+  const int64_t T = 6, B = 2, U = 3, V = 5;
+  Graph g;
+  Value w = g.parameter("w", {U, V});
+  std::map<std::string, Tensor> leaves{{"w", random_tensor({U, V}, 1)}};
+  Value loss;
+  for (int64_t t = 0; t < T; ++t) {
+    const std::string h = "h" + std::to_string(t), c = "c" + std::to_string(t);
+    leaves[h] = random_tensor({B, U}, 10 + t);
+    leaves[c] = random_tensor({B, V}, 20 + t);
+    Value term = ops::reduce_sum(
+        ops::einsum("bu,uv->bv", g.input(h, {B, U}), w) * g.input(c, {B, V}), {0, 1});
+    loss = t == 0 ? term : loss + term;
+  }
+  const Value dw = gradients(loss, {w})[0];
+  ASSERT_EQ(g.node(dw.id).op, Op::Einsum);
+  EXPECT_EQ(g.node(dw.id).attr<EinsumAttrs>().a.size(), 3u);  // a stacked operand
+  const Tensor got = evaluate(g, leaves, {dw.id})[0];
+  for (int64_t u = 0; u < U; ++u)
+    for (int64_t v = 0; v < V; ++v) {
+      double want = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t b = 0; b < B; ++b)
+          want += double(leaves["h" + std::to_string(t)].f32()[b * U + u]) *
+                  leaves["c" + std::to_string(t)].f32()[b * V + v];
+      EXPECT_NEAR(got.f32()[u * V + v], want, 1e-5) << u << "," << v;
+    }
 }
 
 }  // namespace

@@ -1,10 +1,79 @@
 #include "autoshard/ir/autodiff.h"
 
+#include <map>
+#include <string>
+
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
+
+namespace {
+
+// Contributions stacked into one einsum only from this many on: a weight
+// used at every step of a recurrence, not a layer shared twice.
+constexpr size_t kMinStacked = 4;
+
+// v[lo, hi) (one shape) stacked along a new first axis by halving: each half
+// padded to the whole and the two added, so the tree moves the values
+// log2(n) times (n crops of the whole would move them n times).
+Value stack(const std::vector<Value>& v, size_t lo, size_t hi) {
+  if (hi - lo == 1) {
+    Shape s = v[lo].shape();
+    s.insert(s.begin(), 1);
+    return ops::reshape(v[lo], s);
+  }
+  const size_t mid = lo + (hi - lo + 1) / 2;
+  Value a = stack(v, lo, mid), b = stack(v, mid, hi);
+  std::vector<int64_t> zero(a.rank(), 0), after = zero, before = zero;
+  after[0] = b.dim(0);
+  before[0] = a.dim(0);
+  return ops::pad(a, zero, after) + ops::pad(b, before, zero);
+}
+
+// The sum of one value's gradient contributions. Einsums made by this
+// differentiation (id >= first_new) with one equation over operands of the
+// same shapes -- a recurrent kernel's gradient at each time step, h_t^T dz_t
+// -- are summed as ONE einsum over their operands stacked along a new
+// contracted letter: one large product instead of T thin ones (a reduction
+// of the batch only) and T adds of the whole weight.
+Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Node& n = g.node(parts[k].id);
+    if (parts[k].id < first_new || n.op != Op::Einsum) continue;
+    const Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
+    groups[n.attr<EinsumAttrs>().equation() + shape_str(a.shape()) + shape_str(b.shape())]
+        .push_back(k);
+  }
+  std::vector<bool> stacked(parts.size(), false);
+  std::vector<Value> terms;
+  for (const auto& [key, members] : groups) {
+    if (members.size() < kMinStacked) continue;
+    const Node& first = g.node(parts[members[0]].id);
+    const EinsumAttrs e = first.attr<EinsumAttrs>();
+    char t = 'a';  // a letter the equation does not use
+    while (e.equation().find(t) != std::string::npos) t = t == 'z' ? 'A' : char(t + 1);
+    std::vector<Value> as, bs;
+    for (size_t k : members) {
+      const Node& n = g.node(parts[k].id);
+      as.push_back(g.value(n.inputs[0]));
+      bs.push_back(g.value(n.inputs[1]));
+      stacked[k] = true;
+    }
+    terms.push_back(
+        ops::einsum(std::string(1, t) + e.a + "," + std::string(1, t) + e.b + "->" + e.out,
+                    stack(as, 0, as.size()), stack(bs, 0, bs.size())));
+  }
+  for (size_t k = 0; k < parts.size(); ++k)
+    if (!stacked[k]) terms.push_back(parts[k]);
+  Value sum = terms[0];
+  for (size_t k = 1; k < terms.size(); ++k) sum = ops::add(sum, terms[k]);
+  return sum;
+}
+
+}  // namespace
 
 std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
   Graph& g = *loss.graph;
@@ -20,10 +89,25 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
     for (int in : g.node(i).inputs)
       if (needs[in]) needs[i] = true;
 
+  // Each node's contributions are kept until its own turn (its consumers,
+  // all later nodes, have given theirs), then summed. The sum joins the
+  // block of the last consumer to contribute (as the pairwise adds did), so
+  // repeated blocks stay alike for the planner.
+  const int first_new = g.size();
+  std::vector<std::vector<Value>> parts(end);
+  std::vector<int> sum_block(end, -1);
   std::vector<Value> grad(end);
+  auto total = [&](int id) {
+    if (!grad[id].valid() && !parts[id].empty()) {
+      g.set_block(sum_block[id]);
+      grad[id] = parts[id].size() == 1 ? parts[id][0] : sum_parts(g, parts[id], first_new);
+      parts[id].clear();
+    }
+    return grad[id];
+  };
   grad[loss.id] = ops::constant(g, {}, 1.0);
   for (int i = loss.id; i >= 0; --i) {
-    if (!grad[i].valid() || !needs[i]) continue;
+    if (!needs[i] || !total(i).valid()) continue;
     const Node node = g.node(i);
     if (node.inputs.empty()) continue;
     bool any = false;
@@ -36,13 +120,16 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       int in = node.inputs[k];
       if (!needs[in] || !in_grads[k].valid()) continue;
-      grad[in] = grad[in].valid() ? ops::add(grad[in], in_grads[k]) : in_grads[k];
+      parts[in].push_back(in_grads[k]);
+      sum_block[in] = node.block;
     }
   }
   g.set_block(-1);
   std::vector<Value> out;
-  for (const Value& v : wrt)
-    out.push_back(v.id < end && grad[v.id].valid() ? grad[v.id] : ops::constant(g, v.shape(), 0.0));
+  for (const Value& v : wrt) {
+    const Value d = v.id < end ? total(v.id) : Value();
+    out.push_back(d.valid() ? d : ops::constant(g, v.shape(), 0.0));
+  }
   return out;
 }
 
