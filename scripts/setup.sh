@@ -27,6 +27,7 @@ packages=(
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)
   packages+=(python3-sentencepiece)  # tools/make_tokenizer_fixtures.py
+  packages+=(python3-h5py)           # tools/keras_files/make_fixtures.py (.keras and .h5 fixtures)
   packages+=(libblis-dev libdnnl-dev libxsmm-dev)  # the other GEMM libraries of bench/gemm_libraries.sh
 fi
 

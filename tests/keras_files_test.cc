@@ -267,6 +267,39 @@ void expect_round_trips(const std::string& path, const ModelInputs& x, const Ker
   }
 }
 
+// The .keras and .h5 fixtures of tools/keras_files/make_fixtures.py hold
+// the same models and weights as TF.js fixtures: their predictions are the
+// TF.js ones, on one device and on meshes.
+TEST(KerasFiles, KerasAndH5FixturesMatchTensorFlowJs) {
+  const std::string dir = std::string(AUTOSHARD_TEST_DATA) + "/keras_files";
+  for (const std::string name :
+       {"batch_normalization_dense", "two_outputs", "lstm_language_model", "resnet_cnn"}) {
+    const json& spec = spec_of(name);
+    SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+    for (const std::string ext : {".keras", ".h5"}) {
+      for (const char* mesh : {"", "model=3", "data=2,model=2"}) {
+        SCOPED_TRACE(name + ext + " on '" + mesh + "'");
+        KerasModel k = load_keras_model(dir + "/" + name + ext);
+        EXPECT_EQ(k.format, ext == ".keras" ? "keras" : "h5");
+        EXPECT_EQ(k.compile.optimizer, "Adam");
+        EXPECT_EQ(k.compile.metrics, std::vector<std::string>{"mae"});
+        if (*mesh)
+          k.model->set_distribution(std::make_shared<AutoShard>(
+              DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
+        const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+        ASSERT_EQ(got.size(), spec.at("outputs").size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
+          EXPECT_LT(max_relative_error(got[i], want.reshaped(got[i].shape())), 1e-5);
+        }
+      }
+    }
+    // And they round trip through every format they can be written as.
+    expect_round_trips(dir + "/" + name + ".keras", inputs_of(spec, ref), {});
+    expect_round_trips(dir + "/" + name + ".h5", inputs_of(spec, ref), {});
+  }
+}
+
 TEST(KerasFiles, TfjsRoundTrips) {
   for (const std::string name : {"resnet_cnn", "siamese", "lstm_language_model", "two_outputs",
                                  "batch_normalization_dense"}) {
