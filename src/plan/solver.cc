@@ -559,9 +559,10 @@ class Search {
       whole_tried_ = true;
       free.resize(r_.vars);
       std::iota(free.begin(), free.end(), 0);
-      // A tiny program gets all the time left (CBC is cut off at the
-      // deadline either way); a larger one leaves some to the search.
-      budget = tiny ? left : left * 0.8;
+      // All the time left: CBC's process is cut off at the deadline, and
+      // asked to stop well before it, so its best solution comes back
+      // (killed, it would bring none).
+      budget = left;
     } else {
       free = peak_neighbourhood(s);
       budget = std::min(3.0, left * 0.2);
