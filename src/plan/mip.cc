@@ -134,10 +134,10 @@ bool write_all(int fd, const void* bytes, size_t n) {
   ::_exit(ok ? 0 : 1);
 }
 
-// Runs CBC in a child process and kills it at `seconds`: CBC's own limit
+// Runs CBC in a child process and kills it at `deadline`: CBC's own limit
 // overshoots (by seconds on programs of tens of thousands of columns), and
 // a process is the one thing that stops it at once. CBC is asked to stop at
-// half of `seconds`, so it usually answers by itself with its best solution
+// half of the time left, so it usually answers by itself with its best solution
 // (its overshoot on the IOPDDL problems: G 1.8 s past its limit of 3.9 s, A
 // 3.3 s past 4.8 s). The child also keeps
 // CBC's global state (its command-line driver's) out of this process, so
@@ -145,10 +145,13 @@ bool write_all(int fd, const void* bytes, size_t n) {
 CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::vector<int>& index,
                    const std::vector<double>& value, const std::vector<int>& s,
                    const std::vector<int>& free, const std::vector<std::vector<int>>& x,
-                   const Reduced& r, double seconds, const std::function<bool()>& stopped,
-                   std::vector<int>& values) {
+                   const Reduced& r, std::chrono::steady_clock::time_point deadline,
+                   const std::function<bool()>& stopped, std::vector<int>& values) {
   CbcOutcome out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  // Building the program took some of the time: CBC gets what is left.
+  const double seconds =
+      std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+  if (seconds <= 0.01) return out;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return out;
   const pid_t parent = ::getpid();
@@ -211,7 +214,8 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
 // returns the free variables' values (empty when nothing better was found).
 std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
                                const std::vector<int>& s, const std::vector<int>& segments,
-                               double seconds, const std::function<bool()>& stopped, bool& optimal,
+                               std::chrono::steady_clock::time_point deadline,
+                               const std::function<bool()>& stopped, bool& optimal,
                                bool& proved_current) {
   std::vector<char> is_free(r.vars, 0);
   for (int v : free) is_free[v] = 1;
@@ -282,7 +286,7 @@ std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
     start.push_back(static_cast<int>(index.size()));
   }
   std::vector<int> values;
-  const CbcOutcome out = run_cbc(p, start, index, value, s, free, x, r, seconds, stopped, values);
+  const CbcOutcome out = run_cbc(p, start, index, value, s, free, x, r, deadline, stopped, values);
   if (!out.finished) return {};
   // Proven optimal at or above the current cost: this program (whose memory
   // rows are a subset of the true ones) cannot do better, so neither can
@@ -340,7 +344,10 @@ MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vecto
     if (left <= 0.02 || (stopped && stopped())) break;
     bool optimal = false, proved_current = false;
     const std::vector<int> values =
-        solve_program(r, free, s, segments, left, stopped, optimal, proved_current);
+        solve_program(r, free, s, segments,
+                      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(seconds)),
+                      stopped, optimal, proved_current);
     if (proved_current) result.optimal = true;  // nothing better exists: `s` stays
     if (values.empty()) break;
     std::vector<int> trial = s;
