@@ -3,7 +3,10 @@
 // LSTM(512) step at batch 32:
 //   pad: a gate's crop [32, 2048] -> [32, 512] and a time step's crop
 //        [64, 32, 2048] -> [1, 32, 2048], and ZeroPadding2D on [64, 32, 32, 64];
-//   unary: sigmoid and its gradient on [32, 512], next to the Tanh op's loop.
+//   unary: sigmoid and its gradient on [32, 512], next to the Tanh op's loop;
+//   conv: the ResNet benchmark's 3x3 convolutions (batch 64, 'same') in
+//        GFLOP/s, forward and both gradients, next to one sgemm of the
+//        forward's shape (im2col's column matrix already made).
 //
 //   bench_keras_kernels [--repeats 200]
 // Prints microseconds per call on stderr and a JSON object on stdout.
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/ops/gemm.h"
 #include "ir/ops/unary_kernels.h"
 #include "ir/ops/vision_kernels.h"
 #include "tensor/fast_math.h"
@@ -83,5 +87,34 @@ int main(int argc, char** argv) {
   });
   std::fprintf(stderr, "%-34s      %9.1f us (one thread)\n", "tanh op's loop [32,512]", tanh_us);
   out["tanh_loop_us"] = tanh_us;
+  for (int64_t hw : {32, 16, 8, 4}) {
+    const int64_t c = 64 * 32 / hw;
+    ConvGeometry g;
+    g.batch = 64, g.in_h = g.in_w = g.out_h = g.out_w = hw, g.k_h = g.k_w = 3;
+    g.pad_h = g.pad_w = 1, g.cin = g.cout = g.group_in = g.group_out = c;
+    std::vector<float> xs(size_t(64 * hw * hw * c), 0.5f), w(size_t(9 * c * c), 0.25f),
+        ys(xs.size()), col(size_t(64 * hw * hw * 9 * c), 0.5f);
+    const double flops = 2.0 * 64 * hw * hw * 9 * c * c;
+    const int reps = 3;
+    const double fwd = best_us(reps, [&] { conv_forward(g, 0, xs.data(), w.data(), ys.data()); });
+    const double din =
+        best_us(reps, [&] { conv_backward_input(g, 0, ys.data(), w.data(), xs.data()); });
+    const double dw =
+        best_us(reps, [&] { conv_backward_filter(g, 0, xs.data(), ys.data(), w.data()); });
+    const double gemm = best_us(reps, [&] {
+      sgemm(false, false, 64 * hw * hw, c, 9 * c, col.data(), 9 * c, w.data(), c, ys.data(), c);
+    });
+    const std::string name =
+        "conv 3x3 " + std::to_string(hw) + "x" + std::to_string(hw) + "x" + std::to_string(c);
+    std::fprintf(stderr,
+                 "%-34s GFLOP/s: forward %5.1f  input grad %5.1f  filter grad %5.1f  its sgemm "
+                 "alone %5.1f\n",
+                 name.c_str(), flops / fwd * 1e-3, flops / din * 1e-3, flops / dw * 1e-3,
+                 flops / gemm * 1e-3);
+    out[name] = {{"forward_gflops", flops / fwd * 1e-3},
+                 {"input_grad_gflops", flops / din * 1e-3},
+                 {"filter_grad_gflops", flops / dw * 1e-3},
+                 {"sgemm_gflops", flops / gemm * 1e-3}};
+  }
   std::printf("%s\n", out.dump().c_str());
 }
