@@ -21,40 +21,17 @@
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using cli_runner::count;
+using cli_runner::Result;
+using cli_runner::run;
+
 namespace fs = std::filesystem;
-
-struct Result {
-  int code = -1;
-  std::string output;
-  double seconds = 0;
-};
-
-// Runs the CLI with a time limit; a hang shows as code 124, a signal as -1.
-Result run(const std::string& args) {
-  const std::string cmd = "timeout 30 " + std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1))
-    ++n;
-  return n;
-}
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -19,41 +19,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using cli_runner::count;
+using cli_runner::Result;
+using cli_runner::run;
+
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-  double seconds = 0;
-};
-
-// Runs the CLI with a time limit; a hang or a signal shows as code 124 / -1.
-Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " timeout 60 " + std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
-
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1))
-    ++n;
-  return n;
-}
 
 // A tokenizer fixture of tests/data/tokenizers ("byte_bpe": 271 ids, GPT-2's
 // byte-level kind; "wordpiece": BERT's kind).

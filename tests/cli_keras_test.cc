@@ -22,29 +22,18 @@
 
 #include "autoshard/io/npy.h"
 #include "autoshard/io/safetensors.h"
+#include "cli_runner.h"
 
 namespace autoshard {
 namespace {
+
+using cli_runner::Result;
+using cli_runner::run;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::string kFixtures = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
-
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -18,26 +18,15 @@
 
 #include "autoshard/io/safetensors.h"
 #include "autoshard/io/token_data.h"
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace {
 
+using autoshard::cli_runner::Result;
+using autoshard::cli_runner::run;
+
 namespace fs = std::filesystem;
-
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(AUTOSHARD_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 class Cli : public autoshard::testing::TempDirTest {
  protected:
