@@ -3,12 +3,13 @@
 # autoshard: the safetensors reader (seeded with the test checkpoints), and
 # model configs and checkpoint states (seeded with valid ones),
 # tokenizer.json, IOPDDL problems (reader, evaluator and a round of the
-# solver), cluster files and NumPy .npy/.npz files. Runs each for a sixth
-# of SECONDS (default 60).
+# solver), cluster files, NumPy .npy/.npz files and Keras files (.keras
+# zips, HDF5, TF.js model.json + shard). Runs each for a ninth of SECONDS
+# (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-share=$(( (seconds + 5) / 6 ))
+share=$(( (seconds + 8) / 9 ))
 mkdir -p build-fuzz/corpus
 cp tests/data/*.safetensors tests/data/hf_gpt2/model.safetensors build-fuzz/corpus/ 2>/dev/null || true
 # Seeds near the size limits, so the fuzzer starts where byte counts could wrap.
@@ -88,3 +89,42 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -o build-fuzz/npy_fuzz
 ./build-fuzz/npy_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   build-fuzz/npy-corpus
+
+# Keras files (seeded with the .keras/.h5 fixtures and TF.js fixtures): the
+# .keras zip and its config.json, HDF5 files (legacy .h5, model.weights.h5)
+# and TF.js model.json + shard; each input within 10 s and 2 GiB.
+mkdir -p build-fuzz/keras-zip-corpus build-fuzz/keras-h5-corpus build-fuzz/keras-tfjs-corpus
+cp tests/data/keras_files/*.keras build-fuzz/keras-zip-corpus/
+cp tests/data/keras_files/*.h5 build-fuzz/keras-h5-corpus/
+for f in tests/data/keras_files/*.keras; do
+  python3 -c "import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read('model.weights.h5'))" "$f" > \
+    "build-fuzz/keras-h5-corpus/$(basename "$f" .keras).weights.h5"
+done
+for m in batch_normalization_dense two_outputs lstm_language_model; do
+  { cat "tests/data/keras_layers/tfjs/$m.json"; printf '\n--shard--\n'
+    cat "tests/data/keras_layers/tfjs/$m.weights.bin"; } > "build-fuzz/keras-tfjs-corpus/$m"
+done
+keras_sources="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
+  src/tensor/tensor.cc"
+for t in zip h5 tfjs; do
+  extra=""
+  [ "$t" = tfjs ] && extra="src/io/keras/weight_table.cc src/io/safetensors.cc
+    src/io/tensor_mapping.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
+  # shellcheck disable=SC2086
+  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Iinclude -Isrc $(pkg-config --cflags hdf5 libzip) "tests/fuzz/keras_${t}_fuzz.cc" \
+    $keras_sources $extra $(pkg-config --libs hdf5 libzip) -o "build-fuzz/keras_${t}_fuzz"
+  # libhdf5 1.10 (Debian) itself overreads in strdup and loops forever on some
+  # malformed files (docs/keras-files.md, "Fuzzing"): its interceptor reports
+  # (and its library-wide allocations at exit) are suppressed, a size it reads
+  # from a damaged header fails as malloc does outside ASan (NULL: libhdf5's
+  # error), and its hangs are recorded (timeout-* files) without ending the
+  # run; any other report still stops it.
+  ASAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.supp:allocator_may_return_null=1 \
+    LSAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.lsan.supp "./build-fuzz/keras_${t}_fuzz" \
+    -max_total_time="$share" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -fork=1 \
+    -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=0 -artifact_prefix="build-fuzz/keras-${t}-" \
+    "build-fuzz/keras-${t}-corpus" || status=$?
+  [ "${status:-0}" = 0 ] || [ "$status" = 70 ]  # 70: only libhdf5's hangs were found
+  unset status
+done
