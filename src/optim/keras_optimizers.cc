@@ -3,6 +3,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/optim/composed_ops.h"
+#include "autoshard/optim/optimizers.h"
 
 namespace autoshard::optimizers {
 
@@ -29,31 +30,6 @@ void apply_step(Graph& g, Value p, Value step, Value buf, Value scale, double mo
 Value no_state(Graph& g, Value p) {
   return ops::constant(g, p.shape(), 0.0);
 }
-
-class KerasAdam : public Optimizer {
- public:
-  explicit KerasAdam(AdamOptions o) : o_(o) {
-    check_common("Adam", o.learning_rate, o.global_clipnorm);
-    check_unit("Adam", "beta_1", o.beta_1);
-    check_unit("Adam", "beta_2", o.beta_2);
-    AS_CHECK(o.epsilon > 0 && o.weight_decay >= 0,
-             "Adam: epsilon must be positive and weight_decay at least 0");
-    learning_rate = o.learning_rate;
-    clipnorm = o.global_clipnorm;
-  }
-
- protected:
-  void update_one(Graph& g, Value p, Value grad, Value scale,
-                  std::vector<SlotSpec>& slots) const override {
-    Value m = slot(g, "m", p, slots);
-    Value v = slot(g, "v", p, slots);
-    g.add(Op::AdamUpdate, {p, grad, m, v, scale},
-          AdamAttrs{o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay, true});
-  }
-
- private:
-  AdamOptions o_;
-};
 
 class KerasSgd : public Optimizer {
  public:
@@ -139,12 +115,19 @@ class KerasAdagrad : public Optimizer {
 
 }  // namespace
 
+// Keras's Adam decays weights decoupled, as torch's AdamW: the same fused
+// update, with Keras's defaults and checks.
 std::shared_ptr<Optimizer> Adam(AdamOptions o) {
-  return std::make_shared<KerasAdam>(o);
+  check_common("Adam", o.learning_rate, o.global_clipnorm);
+  check_unit("Adam", "beta_1", o.beta_1);
+  check_unit("Adam", "beta_2", o.beta_2);
+  AS_CHECK(o.epsilon > 0 && o.weight_decay >= 0,
+           "Adam: epsilon must be positive and weight_decay at least 0");
+  return autoshard::AdamW(
+      {o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.global_clipnorm});
 }
 std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
-  return std::make_shared<KerasAdam>(AdamOptions{o.learning_rate, o.beta_1, o.beta_2, o.epsilon,
-                                                 o.weight_decay, o.global_clipnorm});
+  return Adam({o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.global_clipnorm});
 }
 std::shared_ptr<Optimizer> SGD(SGDOptions o) {
   return std::make_shared<KerasSgd>(o);
