@@ -121,17 +121,24 @@ ShapeAndType conv_infer(const Graph& g, const Node& n) {
   return {out, DType::F32};
 }
 
+// Both gradients take the convolution's output gradient: it must have the
+// shape the forward convolution of x by w gives.
+void check_conv_output(const char* op, const ConvAttrs& a, const Shape& dy, const Shape& x,
+                       const Shape& w) {
+  const Shape sp = conv_out_spatial(op, a, x, w);
+  AS_CHECK(dy.size() == x.size() && dy[0] == x[0] && dy.back() == w.back() &&
+               std::equal(sp.begin(), sp.end(), dy.begin() + 1),
+           op, ": dy ", shape_str(dy), " is not the output of x ", shape_str(x), " and kernel ",
+           shape_str(w));
+}
+
 ShapeAndType conv_grad_input_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   const ConvAttrs& a = n.attr<ConvAttrs>();
   const Shape& dy = input_shape(g, n, 0);
   const Shape& w = input_shape(g, n, 1);
   const Shape& x = a.shape;
-  const Shape sp = conv_out_spatial("conv_grad_input", a, x, w);
-  AS_CHECK(dy.size() == x.size() && dy[0] == x[0] && dy.back() == w.back() &&
-               std::equal(sp.begin(), sp.end(), dy.begin() + 1),
-           "conv_grad_input: dy ", shape_str(dy), " is not the output of x ", shape_str(x),
-           " and kernel ", shape_str(w));
+  check_conv_output("conv_grad_input", a, dy, x, w);
   if (a.channel_offset == 0 && a.channels == 0) check_channels("conv_grad_input", a, x.back(), w);
   return {x, DType::F32};
 }
@@ -142,11 +149,7 @@ ShapeAndType conv_grad_filter_infer(const Graph& g, const Node& n) {
   const Shape& x = input_shape(g, n, 0);
   const Shape& dy = input_shape(g, n, 1);
   const Shape& w = a.shape;
-  const Shape sp = conv_out_spatial("conv_grad_filter", a, x, w);
-  AS_CHECK(dy.size() == x.size() && dy[0] == x[0] && dy.back() == w.back() &&
-               std::equal(sp.begin(), sp.end(), dy.begin() + 1),
-           "conv_grad_filter: dy ", shape_str(dy), " is not the output of x ", shape_str(x),
-           " and kernel ", shape_str(w));
+  check_conv_output("conv_grad_filter", a, dy, x, w);
   check_channels("conv_grad_filter", a, x.back(), w);
   return {w, DType::F32};
 }
