@@ -26,6 +26,7 @@
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "convert.h"
+#include "py_model.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -38,13 +39,6 @@ DType dtype_from(const std::string& name) {
   if (name == "int32" || name == "int64") return DType::I32;
   fail("dtype must be 'float32' or 'int32' (int64 ids are read as int32), not '", name, "'");
 }
-
-// A model with what the bindings need to convert its inputs and targets.
-struct PyModel {
-  std::unique_ptr<Model> model;
-  std::vector<std::string> input_names;
-  std::vector<DType> input_dtypes;
-};
 
 PyModel make_model(std::unique_ptr<Model> model, const std::vector<SymbolicTensor>& inputs) {
   PyModel m{std::move(model), {}, {}};
