@@ -1,0 +1,86 @@
+// KerasHub presets' variables: for each backbone autoshard has an
+// architecture for (GPT2Backbone, BertBackbone, RobertaBackbone, OPTBackbone,
+// LlamaBackbone, MistralBackbone, QwenBackbone, GemmaBackbone, with the
+// TextClassifier heads of BERT and RoBERTa), every Keras variable and the
+// autoshard weight it holds.
+//
+// Each variable has two names. `path` is Keras 3's `variable.path`, the name
+// scopes of the layers that built it ("transformer_layer_0/self_attention/
+// query/kernel"), which a `keras.distribution.LayoutMap` key matches.
+// `h5_path` is where saving_lib stores it in model.weights.h5 (task heads:
+// task.weights.h5): the functional model's `layers` list names each layer's
+// group after its class in snake case, numbered by repetition
+// ("layers/llama_transformer_decoder_1"), nested layers go by the attribute
+// that holds them ("_self_attention_layer/_query_dense"), and a layer's own
+// variables are "vars/0", "vars/1", ... in its variables' order.
+//
+// Keras stores kernels (in, out) and EinsumDense kernels with heads as their
+// own dims (Llama's query (hidden, heads, head_dim), Gemma's
+// (heads, hidden, head_dim)); autoshard keeps nn.Linear's (out, in) order
+// with kv heads and their query group as separate dims. The weight is the
+// Keras variable viewed as `split` (its dims factored, same element order)
+// and transposed by `perm`. Followed: keras-hub's models/<family>/*.py and
+// utils/transformers/convert_<family>.py (see docs/keras-hub.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autoshard/nn/models/bert.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
+#include "autoshard/nn/models/opt.h"
+#include "autoshard/tensor/tensor.h"
+
+namespace autoshard::keras_hub {
+
+struct Variable {
+  std::string weight;   // autoshard weight path; empty: none (GPT-2's key bias,
+                        // which softmax ignores: skipped on read, zeros on write)
+  std::string path;     // Keras variable.path
+  std::string h5_path;  // dataset in the weights file
+  bool task = false;    // in task.weights.h5 (a TextClassifier head)
+  Shape keras_shape;
+  // The weight's dim i is dim perm[i] of the variable viewed as `split`.
+  Shape split;
+  std::vector<int> perm;
+  // Keras rows [0, R) are the weight's rows [row_offset, row_offset + R);
+  // the weight's other rows are not stored (they are zeros): OPT's and
+  // RoBERTa's positions, which Hugging Face offsets by 2.
+  int64_t row_offset = 0;
+
+  // The weight's shape (split permuted, rows plus row_offset).
+  Shape weight_shape() const;
+  // For each weight dim, the Keras dim it lies in (a LayoutMap's tuple names
+  // Keras dims: a weight dim split over an axis splits that Keras dim).
+  std::vector<int> keras_dims() const;
+  // Whether the weight's dim `i` is the outer (major) part of its Keras dim,
+  // so that splitting it splits the Keras dim into contiguous blocks.
+  bool major_in_keras_dim(int i) const;
+};
+
+// A backbone's (and head's) variables, in saving order.
+struct Variables {
+  std::string class_name;       // "LlamaBackbone"
+  std::string task_class_name;  // "LlamaCausalLM", "BertTextClassifier"
+  std::vector<Variable> variables;
+  // autoshard weights no Keras variable holds; zeros when read from a
+  // preset (RoBERTa's one token-type row; written into the positions).
+  std::vector<std::string> zero_weights;
+};
+
+// GPT2Backbone: token_embedding, position_embedding, transformer_layer_N
+// (TransformerDecoder), layer_norm.
+Variables gpt2_variables(const GPT2Config& config);
+// OPTBackbone: embeddings/{token,position}_embedding, transformer_layer_N,
+// layer_norm; the head is tied (KerasHub has no untied OPT).
+Variables opt_variables(const OPTConfig& config);
+// BertBackbone / RobertaBackbone with the TextClassifier head (BERT: the
+// backbone's pooled_dense then logits; RoBERTa: pooled_dense and logits, both
+// in the task). Masked-LM heads are not mapped.
+Variables bert_variables(const BertConfig& config);
+// LlamaBackbone (llama), MistralBackbone (mistral), QwenBackbone (qwen2) and
+// GemmaBackbone (gemma, gemma2), by config.model_type.
+Variables llama_variables(const LlamaConfig& config);
+
+}  // namespace autoshard::keras_hub
