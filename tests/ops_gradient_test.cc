@@ -124,6 +124,15 @@ TEST(Gradient, GroupedQueryAttention) {
   check_gradient("grouped attention", {{2, 4, 2, 3, 3}, {2, 5, 2, 3}, {2, 5, 2, 2}},
                  [](Graph&, auto& p) { return ops::attention(p[0], p[1], p[2], true, 0.6); });
 }
+// Gemma 2's attention: scores soft-capped (at a cap they reach), a window of
+// 3 keys over 7 queries.
+TEST(Gradient, SoftCappedSlidingWindowAttention) {
+  check_gradient("soft-capped windowed attention", {{2, 7, 2, 2, 3}, {2, 7, 2, 3}, {2, 7, 2, 2}},
+                 [](Graph&, auto& p) {
+                   return ops::attention(p[0], p[1], p[2], true, 1.5, /*window=*/3,
+                                         /*softcap=*/0.8);
+                 });
+}
 TEST(Gradient, Normalize) {
   check_gradient("normalize", {{3, 6}}, [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5); });
   check_gradient("rms normalize", {{3, 6}},
@@ -421,6 +430,8 @@ TEST(Gradient, PoolingPadAndUnary) {
     check_gradient(unary_name(fn), {{3, 5}},
                    [fn](Graph&, auto& p) { return ops::unary(ops::scale(p[0], 3.7), fn, 0.3); });
   }
+  check_gradient("soft_cap", {{3, 5}},
+                 [](Graph&, auto& p) { return ops::soft_cap(ops::scale(p[0], 3.7), 2.0); });
   for (UnaryFn fn : {UnaryFn::Log, UnaryFn::Sqrt, UnaryFn::Rsqrt})
     check_gradient(unary_name(fn), {{3, 5}}, [fn](Graph&, auto& p) {
       return ops::unary(ops::unary(p[0], UnaryFn::Exp), fn);

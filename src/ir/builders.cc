@@ -100,12 +100,15 @@ Value sum_to(Value x, Shape shape) {
 Value softmax(Value x, bool causal) {
   return x.graph->add(Op::Softmax, {x}, SoftmaxAttrs{causal});
 }
-Value attention(Value q, Value k, Value v, bool causal, double scale, int64_t window) {
-  return q.graph->add(Op::Attention, {q, k, v}, AttentionAttrs{causal, scale, -1, window});
+Value attention(Value q, Value k, Value v, bool causal, double scale, int64_t window,
+                double softcap) {
+  return q.graph->add(Op::Attention, {q, k, v}, AttentionAttrs{causal, scale, -1, window, softcap});
 }
 
-Value attention(Value q, Value k, Value v, Value positions, double scale, int64_t window) {
-  return q.graph->add(Op::Attention, {q, k, v, positions}, AttentionAttrs{true, scale, -1, window});
+Value attention(Value q, Value k, Value v, Value positions, double scale, int64_t window,
+                double softcap) {
+  return q.graph->add(Op::Attention, {q, k, v, positions},
+                      AttentionAttrs{true, scale, -1, window, softcap});
 }
 
 Value cache_write(Value cache, Value rows, Value positions) {

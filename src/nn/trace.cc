@@ -31,8 +31,9 @@ Value Trace::positions(int64_t T) {
   return cache_positions_;
 }
 
-Value Trace::causal_attention(Value q, Value k, Value v, double scale, int64_t window) {
-  if (!cached()) return ops::attention(q, k, v, /*causal=*/true, scale, window);
+Value Trace::causal_attention(Value q, Value k, Value v, double scale, int64_t window,
+                              double softcap) {
+  if (!cached()) return ops::attention(q, k, v, /*causal=*/true, scale, window, softcap);
   Value positions = this->positions(q.dim(1));
   auto cache = [&](const char* name, Value rows) {
     Shape shape = rows.shape();
@@ -41,7 +42,7 @@ Value Trace::causal_attention(Value q, Value k, Value v, double scale, int64_t w
   };
   Value keys = cache("key_cache", k);  // in this order: buffers are listed as traced
   Value values = cache("value_cache", v);
-  return ops::attention(q, keys, values, positions, scale, window);
+  return ops::attention(q, keys, values, positions, scale, window, softcap);
 }
 
 }  // namespace autoshard

@@ -76,6 +76,9 @@ struct AttentionAttrs {
   // Sliding window (causal only): a query sees at most the last `window`
   // keys up to its own (Mistral's sliding_window); 0: all of them.
   int64_t window = 0;
+  // Soft-capping (Gemma 2's attn_logit_softcapping): each score becomes
+  // softcap * tanh(score / softcap) before the mask and softmax; 0: none.
+  double softcap = 0;
 };
 // Rotary position embedding (RoFormer) in Hugging Face's rotate-half layout:
 // element i < d/2 of each head pairs with element i + d/2, and the pair turns
@@ -135,10 +138,11 @@ enum class UnaryFn : uint8_t {
   Rsqrt,
   Square,
   Abs,
+  SoftCap,  // alpha * tanh(x / alpha) (Gemma 2's final logits)
 };
 struct UnaryAttrs {
   UnaryFn fn = UnaryFn::Sigmoid;
-  double alpha = 0;  // LeakyRelu's negative slope, Elu's alpha
+  double alpha = 0;  // LeakyRelu's negative slope, Elu's alpha, SoftCap's cap
 };
 const char* unary_name(UnaryFn fn);
 // Pad: `lo[d]` zeros before and `hi[d]` after dim d; negative values crop.

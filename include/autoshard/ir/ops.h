@@ -33,6 +33,9 @@ Value silu(Value x);
 // is LeakyRelu's negative slope or Elu's alpha.
 Value unary(Value x, UnaryFn fn, double alpha = 0);
 Value sigmoid(Value x);
+// cap * tanh(x / cap): x squashed smoothly into (-cap, cap) (Gemma 2's
+// final_logit_softcapping); cap > 0.
+Value soft_cap(Value x, double cap);
 // x - log(sum(exp(x))) over the last axis, shifted by the row maximum.
 Value log_softmax(Value x);
 
@@ -61,12 +64,15 @@ Value softmax(Value x, bool causal = false);
 // softmax(scale * q k^T) v per batch and head, fused: q [b,t,h,dk], k
 // [b,s,h,dk], v [b,s,h,dv] -> [b,t,h,dv], never forming the t x s scores.
 // With `window` > 0 (causal), a query sees only the last `window` keys up
-// to its own (sliding-window attention).
-Value attention(Value q, Value k, Value v, bool causal, double scale, int64_t window = 0);
+// to its own (sliding-window attention). With `softcap` > 0 each score
+// becomes softcap * tanh(score / softcap) before the softmax (Gemma 2).
+Value attention(Value q, Value k, Value v, bool causal, double scale, int64_t window = 0,
+                double softcap = 0);
 // Causal attention of queries at `positions` [t] (i32) among the keys: query
 // i sees keys 0 .. positions[i] (generation over a key-value cache; no
 // gradient).
-Value attention(Value q, Value k, Value v, Value positions, double scale, int64_t window = 0);
+Value attention(Value q, Value k, Value v, Value positions, double scale, int64_t window = 0,
+                double softcap = 0);
 // Writes rows [b, t, ...] into cache [b, s, ...] at `positions` [t] (i32), in
 // place; returns the cache, to read after the write.
 Value cache_write(Value cache, Value rows, Value positions);

@@ -47,8 +47,10 @@ class Trace {
   // [b, t, kv, d]. With a cache, k and v are first written into this
   // scope's buffers "key_cache" and "value_cache" [b, cache_length, kv, d]
   // and the queries attend over those. `window` > 0: each query sees only
-  // the last `window` keys up to its own.
-  Value causal_attention(Value q, Value k, Value v, double scale, int64_t window = 0);
+  // the last `window` keys up to its own; `softcap` > 0: scores are
+  // soft-capped (ops::attention).
+  Value causal_attention(Value q, Value k, Value v, double scale, int64_t window = 0,
+                         double softcap = 0);
 
   // RAII name scope: weights declared while it lives are prefixed by `name.`.
   class Scope {

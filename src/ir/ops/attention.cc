@@ -36,6 +36,13 @@ struct Head {
   float scale;
   const int32_t* positions;  // each query's place among the keys, or null
   int64_t window;            // a causal query sees at most this many keys (0: all)
+  float softcap;             // scores become softcap * tanh(score / softcap) (0: left as they are)
+
+  // The score of a raw product q . k: scaled, then soft-capped.
+  float score(float raw) const {
+    const float z = scale * raw;
+    return softcap > 0 ? softcap * std::tanh(z / softcap) : z;
+  }
 
   // Keys query i sees: [first(i), visible(i)).
   int64_t visible(int64_t i) const {
@@ -122,10 +129,10 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
         continue;
       }
       float mx = w.m[r];
-      for (int64_t c = lo; c < vis; ++c) mx = std::max(mx, h.scale * sr[c]);
+      for (int64_t c = lo; c < vis; ++c) mx = std::max(mx, sr[c] = h.score(sr[c]));
       const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
       float sum = 0;
-      for (int64_t c = lo; c < vis; ++c) sum += (sr[c] = fast_exp(h.scale * sr[c] - mx));
+      for (int64_t c = lo; c < vis; ++c) sum += (sr[c] = fast_exp(sr[c] - mx));
       std::fill(sr, sr + lo, 0.0f);
       std::fill(sr + vis, sr + kK, 0.0f);
       w.l[r] = w.l[r] * corr + sum;
@@ -166,18 +173,24 @@ void statistics(const Head& h, Scratch& w) {
 }
 
 // One tile's probabilities P (from the scores and each query's log-sum-exp)
-// and, unless only P is wanted, dS = P (dP - D) with dP = dout v^T.
+// and, unless only P is wanted, dS = P (dP - D) with dP = dout v^T, times
+// the soft cap's derivative 1 - tanh^2 where the scores are capped (kept in
+// `scores` once P is known).
 void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, int64_t cb,
                 bool only_probs) {
   row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
   for (int64_t r = 0; r < ra; ++r) {
     const int64_t vis = seen(h, i0 + r, j0, cb);
     const int64_t lo = std::min(unseen(h, i0 + r, j0, cb), vis);
-    const float* sr = w.scores.data() + r * kK;
+    float* sr = w.scores.data() + r * kK;
     float* pr = w.probs.data() + r * kK;
     const float lse = w.lse[i0 + r];
     std::fill(pr, pr + lo, 0.0f);
-    for (int64_t c = lo; c < vis; ++c) pr[c] = fast_exp(h.scale * sr[c] - lse);
+    for (int64_t c = lo; c < vis; ++c) {
+      const float s = h.score(sr[c]);
+      pr[c] = fast_exp(s - lse);
+      if (h.softcap > 0) sr[c] = 1 - (s / h.softcap) * (s / h.softcap);
+    }
     std::fill(pr + vis, pr + kK, 0.0f);
   }
   if (only_probs) return;
@@ -186,6 +199,12 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
     const float* pr = w.probs.data() + r * kK;
     float* dr = w.dprobs.data() + r * kK;
     for (int64_t c = 0; c < kK; ++c) dr[c] = pr[c] * (dr[c] - w.d[i0 + r]);
+    if (h.softcap <= 0) continue;
+    // Only the columns a query sees carry P > 0 (the rest stay 0 whatever they hold).
+    const int64_t vis = seen(h, i0 + r, j0, cb);
+    const int64_t lo = std::min(unseen(h, i0 + r, j0, cb), vis);
+    const float* sr = w.scores.data() + r * kK;
+    for (int64_t c = lo; c < vis; ++c) dr[c] *= sr[c];
   }
 }
 
@@ -264,6 +283,7 @@ Head head_of(const Node& n, std::span<Tensor* const> in, const Heads& x, int64_t
   h.scale = static_cast<float>(a.scale);
   h.positions = n.op == Op::Attention && in.size() == 4 ? in[3]->i32() : nullptr;
   h.window = a.causal ? a.window : 0;
+  h.softcap = static_cast<float>(a.softcap);
   return h;
 }
 
@@ -336,6 +356,9 @@ ShapeAndType attention_infer(const Graph& g, const Node& n) {
                v[1] == k[1],
            "attention: q ", shape_str(q), ", k ", shape_str(k), " and v ", shape_str(v),
            " do not agree (q [b,t,h,d] or [b,t,h,g,d], k [b,s,h,d], v [b,s,h,dv])");
+  const AttentionAttrs& a = n.attr<AttentionAttrs>();
+  AS_CHECK(std::isfinite(a.softcap) && a.softcap >= 0, "attention: softcap must be 0 (none) or ",
+           "positive, not ", a.softcap);
   Shape out = q;
   out.back() = v[3];
   if (!grad) return {out, DType::F32};
@@ -406,14 +429,19 @@ double operand_bytes(const CostShapes& s) {
   for (const Shape& in : s.inputs) e += elements(in);
   return 4 * e;
 }
+// A soft cap's tanh per score (~12 operations, as exp is counted), once per
+// pass over the scores.
+double cap_flops(const Node& n) {
+  return n.attr<AttentionAttrs>().softcap > 0 ? 14 : 0;
+}
 OpCost attention_cost(const Node& n, const CostShapes& s) {
   const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
-  return {pairs(n, s) * (2 * dk + 2 * dv + 15), operand_bytes(s), true};
+  return {pairs(n, s) * (2 * dk + 2 * dv + 15 + cap_flops(n)), operand_bytes(s), true};
 }
 // Statistics (a pass of scores) and one tile pass of scores, dP and the product.
 OpCost attention_grad_cost(const Node& n, const CostShapes& s) {
   const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
-  return {pairs(n, s) * (6 * dk + 4 * dv + 30), operand_bytes(s), true};
+  return {pairs(n, s) * (6 * dk + 4 * dv + 30 + 2 * cap_flops(n)), operand_bytes(s), true};
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ const char* unary_name(UnaryFn fn) {
       return "square";
     case UnaryFn::Abs:
       return "abs";
+    case UnaryFn::SoftCap:
+      return "soft_cap";
   }
   return "?";
 }
@@ -102,6 +104,8 @@ double apply(UnaryFn fn, double a, double x) {
       return x * x;
     case UnaryFn::Abs:
       return std::fabs(x);
+    case UnaryFn::SoftCap:
+      return a * std::tanh(x / a);
   }
   return 0;
 }
@@ -147,14 +151,20 @@ double derivative(UnaryFn fn, double a, double x) {
       return 2 * x;
     case UnaryFn::Abs:
       return x > 0 ? 1 : (x < 0 ? -1 : 0);
+    case UnaryFn::SoftCap: {
+      const double t = std::tanh(x / a);
+      return 1 - t * t;
+    }
   }
   return 0;
 }
 
 ShapeAndType unary_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
-  AS_CHECK(input_dtype(g, n, 0) == DType::F32, unary_name(n.attr<UnaryAttrs>().fn),
-           " needs an f32 operand");
+  const UnaryAttrs& u = n.attr<UnaryAttrs>();
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32, unary_name(u.fn), " needs an f32 operand");
+  AS_CHECK(u.fn != UnaryFn::SoftCap || (std::isfinite(u.alpha) && u.alpha > 0),
+           "soft_cap needs a positive cap, not ", u.alpha);
   return {input_shape(g, n, 0), DType::F32};
 }
 ShapeAndType unary_grad_infer(const Graph& g, const Node& n) {
@@ -207,6 +217,10 @@ void unary_forward(UnaryFn fn, double alpha, const float* x, float* y, int64_t n
       return map_elements(x, y, n, [](float v) { return v * v; });
     case UnaryFn::Abs:
       return map_elements(x, y, n, [](float v) { return std::fabs(v); });
+    case UnaryFn::SoftCap: {  // over a whole vocabulary of logits: kept in float
+      const float cap = static_cast<float>(alpha), inv = static_cast<float>(1 / alpha);
+      return map_elements(x, y, n, [=](float v) { return cap * std::tanh(v * inv); });
+    }
     default:  // libm's double functions: dispatched once, computed per element
       return map_elements(x, y, n,
                           [&](float v) { return static_cast<float>(apply(fn, alpha, v)); });
@@ -282,6 +296,9 @@ Value unary(Value x, UnaryFn fn, double alpha) {
 }
 Value sigmoid(Value x) {
   return unary(x, UnaryFn::Sigmoid);
+}
+Value soft_cap(Value x, double cap) {
+  return unary(x, UnaryFn::SoftCap, cap);
 }
 
 // The row maximum only shifts the sum of exponentials (it takes no
