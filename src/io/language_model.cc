@@ -36,11 +36,13 @@ LanguageModelConfig from_config_file(const std::string& path) {
   const ConfigReader reader = ConfigReader::from_file(path);
   const std::string type = reader.model_type();
   if (type.empty() || type == "gpt2") return with(GPT2Config::from_reader(reader));
-  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma")
+  if (type == "llama" || type == "mistral" || type == "qwen2" || type == "gemma" ||
+      type == "gemma2")
     return with(LlamaConfig::from_reader(reader));
   if (type == "opt") return with(OPTConfig::from_reader(reader));
-  fail(reader.where("model_type"), " is '", type,
-       "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma, opt)");
+  fail(
+      reader.where("model_type"), " is '", type,
+      "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma, gemma2, opt)");
 }
 
 LanguageModelConfig of_name_or_path(const std::string& name_or_path) {

@@ -28,6 +28,10 @@ std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
     };
     add("input_layernorm", "gamma", {C});
     add("post_attention_layernorm", "gamma", {C});
+    if (c.post_norms) {  // gemma2
+      add("pre_feedforward_layernorm", "gamma", {C});
+      add("post_feedforward_layernorm", "gamma", {C});
+    }
     add("self_attn.q_proj", "kernel", {Q, C});
     add("self_attn.k_proj", "kernel", {KV, C});
     add("self_attn.v_proj", "kernel", {KV, C});
@@ -61,7 +65,16 @@ void write_hf_llama(Llama& model, const fs::path& dir, const HfSaveOptions& opti
                         {"attention_bias", c.attention_bias},
                         {"tie_word_embeddings", c.tie_word_embeddings},
                         {"torch_dtype", options.torch_dtype()}};
-  cfg[c.model_type == "gemma" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
+  const bool gemma = c.model_type == "gemma" || c.model_type == "gemma2";
+  cfg[gemma ? "hidden_activation" : "hidden_act"] = c.hidden_act;
+  if (c.model_type == "gemma2") {  // null: none, as transformers writes it
+    auto or_null = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
+    cfg["query_pre_attn_scalar"] = or_null(c.query_pre_attn_scalar);
+    cfg["attn_logit_softcapping"] = or_null(c.attn_logit_softcapping);
+    cfg["final_logit_softcapping"] = or_null(c.final_logit_softcapping);
+    cfg["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nullptr;
+    cfg["layer_types"] = c.layer_types;
+  }
   if (c.rope_factor > 0)
     cfg["rope_scaling"] = {
         {"rope_type", "llama3"},
@@ -69,7 +82,8 @@ void write_hf_llama(Llama& model, const fs::path& dir, const HfSaveOptions& opti
         {"low_freq_factor", c.rope_low_freq_factor},
         {"high_freq_factor", c.rope_high_freq_factor},
         {"original_max_position_embeddings", int64_t(c.rope_original_max_positions)}};
-  if (c.sliding_window > 0) cfg["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0 && !cfg.contains("sliding_window"))
+    cfg["sliding_window"] = c.sliding_window;
   write_text((dir / "config.json").string(), cfg.dump(2) + "\n");
 }
 

@@ -1,5 +1,5 @@
 // The decoder language models this build knows (GPT-2; Llama, Mistral, Qwen2
-// and Gemma; OPT), behind one description: what the command line needs to build,
+// and Gemma 1 and 2; OPT), behind one description: what the command line needs to build,
 // load, plan and feed any of them.
 #pragma once
 

@@ -62,11 +62,12 @@ Llama::Llama(LlamaConfig c, int64_t seq_len, uint64_t seed)
         hf_projection("btkgd,ckgd->btc", {-1, C}, "o_proj"),
         rms_norm(c, "post_attention_layernorm"), hf_projection("btc,ic->bti", {-1, I}, "gate_proj"),
         hf_projection("btc,ic->bti", {-1, I}, "up_proj"),
-        hf_projection("bti,ci->btc", {-1, C}, "down_proj")});
+        hf_projection("bti,ci->btc", {-1, C}, "down_proj"),
+        rms_norm(c, "pre_feedforward_layernorm"), rms_norm(c, "post_feedforward_layernorm")});
 }
 
 // Grouped-query self-attention: q [B, T, K, G, D], k and v [B, T, K, D].
-Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const {
+Value Llama::attention(Trace& t, const Block& b, Value x, Value positions, int64_t window) const {
   Trace::Scope scope(t, "self_attn");
   const LlamaConfig& c = config_;
   const RotaryAttrs rope{.theta = c.rope_theta,
@@ -77,9 +78,25 @@ Value Llama::attention(Trace& t, const Block& b, Value x, Value positions) const
   Value q = ops::rotary(b.q_proj(t, x), positions, rope);
   Value k = ops::rotary(b.k_proj(t, x), positions, rope);
   Value v = b.v_proj(t, x);
-  // Mistral's sliding window: each query sees its last sliding_window keys.
-  Value o = t.causal_attention(q, k, v, 1.0 / std::sqrt(double(c.head_dim)), c.sliding_window);
+  // Mistral's and Gemma 2's sliding window: each query sees its last
+  // `window` keys; Gemma 2's scores soft-capped.
+  Value o = t.causal_attention(q, k, v, c.attention_scale(), window, c.attn_logit_softcapping);
   return b.o_proj(t, o);
+}
+
+// One decoder layer: pre-norm attention and MLP, each added to the residual;
+// with post_norms (Gemma 2) their outputs are normalized before the add.
+Value Llama::block(Trace& t, const Block& b, Value x, Value positions, int64_t layer) const {
+  const bool post = config_.post_norms;
+  Value a = attention(t, b, b.input_layernorm(t, x), positions, config_.window_of(layer));
+  x = x + (post ? b.post_attention_layernorm(t, a) : a);
+  Value h = (post ? b.pre_feedforward_layernorm : b.post_attention_layernorm)(t, x);
+  Value m;
+  {
+    Trace::Scope mlp(t, "mlp");
+    m = b.down_proj(t, activation(b.gate_proj(t, h)) * b.up_proj(t, h));
+  }
+  return x + (post ? b.post_feedforward_layernorm(t, m) : m);
 }
 
 // The MLP's gate: SwiGLU's silu or GeGLU's GELU.
@@ -101,13 +118,7 @@ Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Trace::Scope scope(t, "layers." + std::to_string(i));
     g.open_region();  // a block: what recomputation recomputes, what the planner solves once
-    const Block& b = blocks_[i];
-    x = x + attention(t, b, b.input_layernorm(t, x), positions);
-    Value h = b.post_attention_layernorm(t, x);
-    {
-      Trace::Scope mlp(t, "mlp");
-      x = x + b.down_proj(t, activation(b.gate_proj(t, h)) * b.up_proj(t, h));
-    }
+    x = block(t, blocks_[i], x, positions, int64_t(i));
     g.close_region();
   }
   x = norm_(t, x);
@@ -118,7 +129,9 @@ Value Llama::call(Trace& t, const std::vector<Value>& inputs) {
     head = t.weight(tied ? "embeddings" : "kernel", {config_.vocab_size, config_.hidden_size},
                     Initializer::normal(0.0, 0.02));
   }
-  return ops::einsum("btc,vc->btv", x, head);  // logits [B, T, V]
+  Value logits = ops::einsum("btc,vc->btv", x, head);  // [B, T, V]
+  const double cap = config_.final_logit_softcapping;
+  return cap > 0 ? ops::soft_cap(logits, cap) : logits;
 }
 
 }  // namespace autoshard

@@ -50,15 +50,61 @@ void read_head_dim(const ConfigReader& r, LlamaConfig& c) {
            "\"head_dim\" or a hidden_size of at least num_attention_heads");
 }
 
+// A Gemma 2 number that its config may give as null (none: 0) or leave out
+// (transformers' default `absent`).
+void read_optional(const ConfigReader& r, const char* key, double& field, double absent) {
+  if (!r.json().contains(key)) {
+    field = absent;
+    return;
+  }
+  field = 0;
+  r.real(key, field, 0, 1e9, true);
+}
+
+// layer_types: one "sliding_attention" or "full_attention" per layer;
+// absent, Gemma 2's alternation (the even layers slide).
+void read_layer_types(const ConfigReader& r, LlamaConfig& c) {
+  if (!r.has("layer_types")) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    return;
+  }
+  const nlohmann::json& types = r.json().at("layer_types");
+  AS_CHECK(types.is_array() && int64_t(types.size()) == c.num_hidden_layers, r.where("layer_types"),
+           " must list num_hidden_layers = ", c.num_hidden_layers, " strings");
+  for (const nlohmann::json& type : types) {
+    AS_CHECK(type == "sliding_attention" || type == "full_attention", r.where("layer_types"),
+             " holds ", type.dump(), "; each layer is \"sliding_attention\" or \"full_attention\"");
+    c.layer_types.push_back(type.get<std::string>());
+  }
+}
+
+// Gemma 2's fields beyond Gemma's, with transformers' defaults where absent.
+void read_gemma2(const ConfigReader& r, LlamaConfig& c) {
+  c.post_norms = true;
+  read_optional(r, "query_pre_attn_scalar", c.query_pre_attn_scalar, 256);
+  read_optional(r, "attn_logit_softcapping", c.attn_logit_softcapping, 50);
+  read_optional(r, "final_logit_softcapping", c.final_logit_softcapping, 30);
+  double window = 0;
+  read_optional(r, "sliding_window", window, 4096);
+  AS_CHECK(window == std::floor(window) && window <= INT32_MAX, r.where("sliding_window"),
+           " must be a whole number of keys");
+  c.sliding_window = int64_t(window);
+  read_layer_types(r, c);
+  AS_CHECK(!c.attention_bias, r.where("attention_bias"),
+           " = true is not supported for gemma2 (its q, k, v and o projections have no biases)");
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
   LlamaConfig c;
   c.model_type = r.model_type();
-  const bool gemma = c.model_type == "gemma";
+  const bool gemma2 = c.model_type == "gemma2";
+  const bool gemma = c.model_type == "gemma" || gemma2;
   AS_CHECK(c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" || gemma,
            r.where("model_type"), " is '", c.model_type,
-           "'; the Llama family is llama, mistral, qwen2 or gemma");
+           "'; the Llama family is llama, mistral, qwen2, gemma or gemma2");
   r.size("vocab_size", c.vocab_size, true);
   r.size("hidden_size", c.hidden_size, true);
   r.size("intermediate_size", c.intermediate_size, true);
@@ -87,8 +133,9 @@ LlamaConfig LlamaConfig::from_reader(const ConfigReader& r) {
   c.tie_word_embeddings = gemma;
   r.flag("tie_word_embeddings", c.tie_word_embeddings);
   bool use_window = c.model_type == "mistral";
-  r.flag("use_sliding_window", use_window);
+  if (!gemma2) r.flag("use_sliding_window", use_window);
   if (use_window) r.size("sliding_window", c.sliding_window, false);
+  if (gemma2) read_gemma2(r, c);
   // Fields whose other values would make another model than this code runs.
   const char* act_field = "hidden_act";
   if (gemma) {
@@ -132,6 +179,24 @@ void LlamaConfig::validate() const {
   AS_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps > 0,
            "Llama config: rms_norm_eps must be positive");
   AS_CHECK(sliding_window >= 0, "Llama config: sliding_window must be positive");
+  AS_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
+           "Llama config: layer_types must name each of the ", num_hidden_layers, " layers");
+  const std::pair<const char*, double> reals[] = {
+      {"query_pre_attn_scalar", query_pre_attn_scalar},
+      {"attn_logit_softcapping", attn_logit_softcapping},
+      {"final_logit_softcapping", final_logit_softcapping}};
+  for (const auto& [name, v] : reals)
+    AS_CHECK(std::isfinite(v) && v >= 0, "Llama config: ", name, " = ", v,
+             " must be positive (0: unset)");
+}
+
+int64_t LlamaConfig::window_of(int64_t layer) const {
+  if (layer_types.empty()) return sliding_window;
+  return layer_types.at(size_t(layer)) == "sliding_attention" ? sliding_window : 0;
+}
+
+double LlamaConfig::attention_scale() const {
+  return 1.0 / std::sqrt(query_pre_attn_scalar > 0 ? query_pre_attn_scalar : double(head_dim));
 }
 
 }  // namespace autoshard

@@ -1,7 +1,11 @@
 // The Llama family as an autoshard Model: Llama 2 and 3 (`llama`), Mistral
-// (`mistral`, the same blocks), Qwen2 (`qwen2`, biases on q, k and v) and
+// (`mistral`, the same blocks), Qwen2 (`qwen2`, biases on q, k and v),
 // Gemma (`gemma`: RMSNorm scaled by 1 + gamma, embeddings scaled by
-// sqrt(hidden_size), a GeGLU MLP with tanh GELU, a tied head).
+// sqrt(hidden_size), a GeGLU MLP with tanh GELU, a tied head) and Gemma 2
+// (`gemma2`: Gemma's blocks with the attention's output and the MLP's each
+// normalized before the residual adds them (four norms a layer), scores
+// scaled by query_pre_attn_scalar^-1/2 and soft-capped, a sliding window on
+// the even layers, soft-capped logits).
 // Pre-RMSNorm blocks; rotary positions in Hugging Face's rotate-half layout
 // with rope_theta and Llama 3's rope_scaling; grouped-query attention (kv
 // heads fewer than query heads: q is [b, t, kv, group, d], so a plan may
@@ -14,6 +18,8 @@
 // every weight is its checkpoint tensor, reshaped:
 //   embed_tokens.embeddings [V, C]
 //   layers.N.input_layernorm.gamma [C]      layers.N.post_attention_layernorm.gamma [C]
+//   layers.N.pre_feedforward_layernorm.gamma [C]  layers.N.post_feedforward_layernorm.gamma
+//   [C] (gemma2 only; its post_attention_layernorm normalizes the attention's output)
 //   layers.N.self_attn.q_proj.kernel [K, G, D, C]  (.bias [K, G, D]: qwen2)
 //   layers.N.self_attn.k_proj.kernel [K, D, C]     (.bias [K, D]: qwen2); v_proj alike
 //   layers.N.self_attn.o_proj.kernel [C, K, G, D]
@@ -22,6 +28,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "autoshard/nn/model.h"
 #include "autoshard/plan/distribution.h"
@@ -31,7 +38,7 @@ namespace autoshard {
 class ConfigReader;
 
 struct LlamaConfig {
-  std::string model_type = "llama";  // llama, mistral, qwen2 or gemma
+  std::string model_type = "llama";  // llama, mistral, qwen2, gemma or gemma2
   int64_t vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008;
   int64_t num_hidden_layers = 32, num_attention_heads = 32, num_key_value_heads = 32;
   int64_t head_dim = 128;  // hidden_size / num_attention_heads unless the config says
@@ -48,6 +55,20 @@ struct LlamaConfig {
   std::string hidden_act = "silu";
   double norm_gamma_offset = 0;   // gemma: RMSNorm scales by 1 + gamma
   bool scale_embeddings = false;  // gemma: embeddings times sqrt(hidden_size)
+  // Gemma 2 (Hugging Face's field names; 0 where its config says null):
+  // scores are q . k / sqrt(query_pre_attn_scalar) (0: head_dim), then
+  // attn_logit_softcapping * tanh(score / attn_logit_softcapping); the
+  // logits alike with final_logit_softcapping (0: no cap).
+  double query_pre_attn_scalar = 0;
+  double attn_logit_softcapping = 0, final_logit_softcapping = 0;
+  // Per layer "sliding_attention" (sliding_window applies) or
+  // "full_attention"; empty: sliding_window applies to every layer.
+  // Gemma 2: sliding on the even layers (0, 2, ...).
+  std::vector<std::string> layer_types;
+  // gemma2: post_attention_layernorm normalizes the attention's output and
+  // pre_/post_feedforward_layernorm the MLP's input and output, each before
+  // the residual add.
+  bool post_norms = false;
 
   // A Hugging Face config.json of model_type llama, mistral or qwen2. Values
   // this code does not run (another activation, a rope scaling other than
@@ -57,6 +78,10 @@ struct LlamaConfig {
   static LlamaConfig from_reader(const ConfigReader& reader);
   void validate() const;
   int64_t group() const { return num_attention_heads / num_key_value_heads; }
+  // The sliding window of layer `layer` (0: it sees every earlier key).
+  int64_t window_of(int64_t layer) const;
+  // The attention scores' scale: 1 / sqrt(query_pre_attn_scalar or head_dim).
+  double attention_scale() const;
 };
 
 // Megatron-LM's layout over `model`: kv heads (and with them their queries),
@@ -76,8 +101,10 @@ class Llama : public Model {
   struct Block {
     Layer input_layernorm, q_proj, k_proj, v_proj, o_proj, post_attention_layernorm;
     Layer gate_proj, up_proj, down_proj;
+    Layer pre_feedforward_layernorm, post_feedforward_layernorm;  // called with post_norms only
   };
-  Value attention(Trace& t, const Block& b, Value x, Value positions) const;
+  Value attention(Trace& t, const Block& b, Value x, Value positions, int64_t window) const;
+  Value block(Trace& t, const Block& b, Value x, Value positions, int64_t layer) const;
   Value activation(Value gate) const;
   LlamaConfig config_;
   Layer embed_tokens_, norm_;
