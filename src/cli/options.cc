@@ -117,7 +117,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   const AutoShardOptions auto_options{.cluster = o.cluster,
                                       .bf16 = o.bf16,
                                       .memory_per_device = o.memory_per_device,
-                                      .time_limit_s = o.plan_time};
+                                      .time_limit_s = o.plan_time,
+                                      .divisible = o.divisible};
   DeviceMesh mesh;
   std::vector<std::string> why;
   std::shared_ptr<AutoShard> chosen;  // planned already, with its mesh

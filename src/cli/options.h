@@ -38,6 +38,7 @@ struct CommonOptions {
   double memory_per_device = 0;
   double plan_time = 0;  // 0: by the size of the step
   bool bf16 = false;
+  bool divisible = false;  // AutoShard: only splits that divide (plan --divisible)
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o);

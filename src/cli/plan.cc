@@ -2,20 +2,27 @@
 // every weight's layout and bytes per device, the collectives of one training
 // step, and the memory per device. Nothing is allocated for the weights.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_variables.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
+#include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
 #include "cli/commands.h"
+#include "cli/keras_command.h"
+#include "cli/keras_data.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
+#include "plan/layout_map_export.h"
 
 namespace autoshard::cli {
 namespace {
@@ -26,8 +33,73 @@ struct PlanOptions : CommonOptions {
   bool predict = false;
   std::string export_problem;
   std::string dtype = "f32";
-  bool overwrite = false;  // --out and --export-problem may replace files
+  bool overwrite = false;         // --out and --export-problem may replace files
+  std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
 };
+
+// What is planned: a language model (a preset, config or model directory)
+// or a saved Keras model, and the batch its training step takes.
+struct Subject {
+  std::unique_ptr<Model> owned;
+  std::optional<KerasModel> keras;
+  std::optional<LanguageModelConfig> config;  // language models only
+  Model* model = nullptr;
+  Shape x, y;  // the batch's inputs and targets
+  DType y_dtype = DType::I32;
+};
+
+// A saved Keras model of one input and one output, without its weights
+// (planning reads none), compiled with its file's loss (mean squared error
+// when it has none).
+Subject keras_subject(PlanOptions& o) {
+  Subject s;
+  KerasLoadOptions load{.weights = false, .seed = o.seed};
+  try {
+    s.keras = load_keras_for(o, load);
+  } catch (const Error& e) {
+    // A sequence of any length (None): --seq gives it a size.
+    if (std::string(e.what()).find("of any size") == std::string::npos) throw;
+    AS_CHECK(o.seq > 0, e.what(), "; for plan, --seq N gives a None dimension the size N");
+    load.input_shapes[""] = {o.seq};
+    s.keras = load_keras_for(o, load);
+  }
+  KerasModel& k = *s.keras;
+  AS_CHECK(k.inputs.size() == 1 && k.outputs.size() == 1, "plan: --model '", o.model, "' has ",
+           k.inputs.size(), " inputs and ", k.outputs.size(),
+           " outputs; plan takes Keras models of one input and one output");
+  KerasOverrides over;
+  if (!k.compile.present || k.compile.losses.empty()) over.loss = "mean_squared_error";
+  const std::string loss = compile_keras(k, over, false).losses.at(0);
+  infer_output_shapes(k);
+  s.model = k.model.get();
+  s.x = k.inputs[0].shape;
+  s.x.insert(s.x.begin(), o.batch);
+  const bool sparse = loss.find("sparse") != std::string::npos;
+  s.y = k.outputs[0].shape;
+  if (sparse && !s.y.empty()) s.y.pop_back();  // class ids: the output without its classes
+  s.y.insert(s.y.begin(), o.batch);
+  s.y_dtype = sparse ? DType::I32 : DType::F32;
+  return s;
+}
+
+Subject language_subject(PlanOptions& o) {
+  Subject s;
+  s.config = model_config(o);
+  if (o.seq == 0) o.seq = std::min<int64_t>(128, s.config->max_positions());
+  s.owned = s.config->build(o.seq, o.seed);
+  s.model = s.owned.get();
+  s.model->set_recompute(o.recompute);
+  s.model->compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
+  s.x = s.y = {o.batch, o.seq};
+  return s;
+}
+
+std::shared_ptr<Distribution> distribution_of(const PlanOptions& o, Subject& s) {
+  if (s.keras)
+    return keras_distribution(o, *s.model,
+                              [&s] { return s.model->training_graph(s.x, s.y, s.y_dtype); });
+  return make_distribution(o, *s.model, *s.config);
+}
 
 std::string mib(double bytes) {
   char buf[32];
@@ -89,37 +161,164 @@ std::string what_else_might_fit(const PlanOptions& o) {
   return r;
 }
 
+// "json" or "py": the form --export-layout-map's file takes; "" for neither.
+std::string layout_map_format(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".json" ? "json" : ext == ".py" ? "py" : "";
+}
+
+// Device 0's bytes: its blocks of weights and optimizer state, and the
+// planned buffers of its step (what `plan` reports as the total).
+int64_t device_bytes(const Partition& p) {
+  const int d = p.devices.at(0);
+  int64_t bytes = static_cast<int64_t>(plan_buffers(p.local[d], p.outputs[d]).total_bytes());
+  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
+    const int local = p.local_of[d][id];
+    if (local >= 0 && p.local[d].node(local).op == Op::Parameter)
+      bytes += numel(p.local[d].node(local).shape) * 4;
+  }
+  return bytes;
+}
+
+// The weights' (not the optimizer slots') layouts and shapes, by path.
+void weight_layouts(const Partition& p, std::map<std::string, Sharding>& layouts,
+                    std::map<std::string, Shape>& shapes) {
+  const int d = p.devices.at(0);
+  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
+    const std::string& path = p.leaf_name[id];
+    const int local = p.local_of[d][id];
+    if (local < 0 || p.local[d].node(local).op != Op::Parameter) continue;
+    if (path.rfind("optimizer.", 0) == 0) continue;
+    layouts[path] = p.sharding[id];
+    shapes[path] = p.global_shape[id];
+  }
+}
+
+// What --divisible cost: AutoShard's plan without it, on the same mesh,
+// against `kept`: each dimension that lost its split, then the predicted
+// step time and the bytes per device of both.
+std::vector<std::string> lost_splits(Subject& s, const Partition& kept, const AutoShard& planned) {
+  AutoShardOptions options = planned.options();
+  options.divisible = false;
+  auto free = std::make_shared<AutoShard>(kept.mesh, planned.batch_dim_name(), options);
+  free->zero1 = planned.zero1;
+  std::shared_ptr<Distribution> restore = s.model->distribution_strategy();
+  s.model->set_distribution(free);
+  const Partition p = s.model->plan_training(s.x, s.y, s.y_dtype);
+  s.model->set_distribution(restore);
+  std::map<std::string, Sharding> was, now;
+  std::map<std::string, Shape> shapes;
+  weight_layouts(p, was, shapes);
+  weight_layouts(kept, now, shapes);
+  const DeviceMesh& mesh = kept.mesh;
+  std::vector<std::string> out;
+  for (const auto& [path, layout] : was)
+    for (int d : uneven_dims(layout, shapes[path], mesh))
+      out.push_back(path + " " + shape_str(shapes[path]) + ": dimension " + std::to_string(d) +
+                    " (" + std::to_string(shapes[path][d]) + ") lost its split over " +
+                    mesh.axis_names()[layout.dims[d]] + " (" +
+                    std::to_string(mesh.axis_size(layout.dims[d])) +
+                    "): " + layout.to_string(mesh) + " -> " + now[path].to_string(mesh));
+  char cost[256];
+  const double before = free->predicted_step_s(), after = planned.predicted_step_s();
+  const double bytes_before = double(device_bytes(p)), bytes_after = double(device_bytes(kept));
+  std::snprintf(cost, sizeof cost,
+                "cost of --divisible: %+.4g ms per step (%.4g -> %.4g ms predicted), %+.2f MiB "
+                "per device (%.2f -> %.2f MiB)",
+                (after - before) * 1e3, before * 1e3, after * 1e3,
+                (bytes_after - bytes_before) / 1048576.0, bytes_before / 1048576.0,
+                bytes_after / 1048576.0);
+  out.push_back(out.empty() ? "no split lost: every split of the plan without --divisible divides"
+                            : cost);
+  if (out.size() > 1) out.back() = cost;
+  return out;
+}
+
+// --export-layout-map: the plan's weights as Keras variables, written as a
+// LayoutMap (plan/layout_map_export.h).
+void export_layout_map(const PlanOptions& o, const Subject& s, const Partition& p,
+                       const Distribution& dist, double step_s, double bytes,
+                       const std::vector<std::string>& lost) {
+  std::map<std::string, Sharding> layouts;
+  std::map<std::string, Shape> shapes;
+  weight_layouts(p, layouts, shapes);
+  AS_CHECK(s.keras.has_value(), "--export-layout-map: --model '", o.model,
+           "' is not a saved Keras model (.keras, .h5, TF.js model.json); Hugging Face "
+           "directories and KerasHub presets are not exported yet");
+  std::vector<KerasVariable> variables = keras_file_variables(*s.keras, shapes);
+  std::set<std::string> covered;
+  for (const KerasVariable& v : variables) covered.insert(v.weight);
+  for (const auto& [path, layout] : layouts)
+    AS_CHECK(covered.count(path), "--export-layout-map: autoshard's weight '", path,
+             "' is no Keras variable of --model '", o.model, "'");
+  LayoutMapExport e = make_layout_map_export(std::move(variables), p.mesh,
+                                             [&](const std::string& w) { return layouts.at(w); });
+  // Keras splits the inputs over batch_dim_name, which must be a mesh axis.
+  if (p.mesh.axis_index(dist.batch_dim_name()) < 0) {
+    std::vector<int> shape = p.mesh.shape();
+    std::vector<std::string> names = p.mesh.axis_names();
+    shape.insert(shape.begin(), 1);
+    names.insert(names.begin(), dist.batch_dim_name());
+    e.mesh = DeviceMesh(shape, names);
+  }
+  e.batch_dim_name = dist.batch_dim_name();
+  e.model = o.model;
+  e.step_s = step_s;
+  e.bytes_per_device = bytes;
+  e.cluster = o.cluster;
+  e.divisible = o.divisible;
+  e.lost_splits = lost;
+  const std::vector<std::string> uneven = uneven_splits(e);
+  if (!uneven.empty() && World::process().leader()) {
+    std::string list;
+    for (const std::string& u : uneven) list += (list.empty() ? "" : "; ") + u;
+    std::fprintf(stderr,
+                 "autoshard: warning: --export-layout-map: %zu split(s) do not divide their "
+                 "dimension (%s); Keras on JAX refuses them: plan with --divisible\n",
+                 uneven.size(), list.c_str());
+  }
+  const std::string text =
+      layout_map_format(o.export_layout_map) == "py" ? layout_map_python(e) : layout_map_json(e);
+  write_output_file(o.export_layout_map, "--export-layout-map", text, o.overwrite);
+}
+
 void run_plan(PlanOptions& o) {
   // Output paths are checked before planning (cli/output_file.h's rule).
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
   if (!o.export_problem.empty())
     check_output_path(o.export_problem, "--export-problem", o.overwrite);
-  const LanguageModelConfig cfg = model_config(o);
-  if (o.seq == 0) o.seq = std::min<int64_t>(128, cfg.max_positions());
+  if (!o.export_layout_map.empty()) {
+    check_output_path(o.export_layout_map, "--export-layout-map", o.overwrite);
+    AS_CHECK(layout_map_format(o.export_layout_map) != "", "--export-layout-map '",
+             o.export_layout_map, "' must end in .json or .py (the form to write)");
+  }
+  AS_CHECK(!o.divisible || o.plan == "auto",
+           "--divisible restricts AutoShard's choices; it needs "
+           "--plan auto, not --plan ",
+           o.plan);
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
-  std::unique_ptr<Model> built = cfg.build(o.seq, o.seed);
-  Model& model = *built;
-  model.set_recompute(o.recompute);
-  model.compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
-  std::shared_ptr<Distribution> dist = make_distribution(o, model, cfg);
+  Subject subject = names_keras_model(o.model) ? keras_subject(o) : language_subject(o);
+  Model& model = *subject.model;
+  std::shared_ptr<Distribution> dist = distribution_of(o, subject);
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
-  const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq});
+  const Partition p = model.plan_training(subject.x, subject.y, subject.y_dtype);
   const DeviceMesh& mesh = p.mesh;
   const bool bf16 = o.dtype == "bf16";
   std::optional<StepPrediction> predicted;
   std::optional<Cluster> cluster;
   if (o.predict) {
     cluster = Cluster::named(o.cluster);
-    const double tokens = double(o.batch) * double(o.seq);
-    predicted =
-        predict(p, *cluster,
-                {bf16, tokens,
-                 model_flops(cfg, double(model.count_params()), double(o.batch), double(o.seq))});
+    // Tokens and model FLOPs: a Keras model's example counts as one token.
+    const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
+    const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),
+                                                      double(o.batch), double(o.seq))
+                                        : 6 * double(model.count_params()) * double(o.batch);
+    predicted = predict(p, *cluster, {bf16, tokens, flops});
     // In-process devices share one process: its memory is every device's.
     if (mesh.size() <= 64) {
-      const Partition all = model.plan_training({o.batch, o.seq}, {o.batch, o.seq}, DType::I32,
+      const Partition all = model.plan_training(subject.x, subject.y, subject.y_dtype,
                                                 World::process().local_devices(mesh));
       predicted->process_bytes = cluster->process_bytes;
       for (int d : all.devices)
@@ -200,15 +399,29 @@ void run_plan(PlanOptions& o) {
              "--export-problem needs --plan auto (only AutoShard poses a problem)");
   }
   if (predicted) j["predicted"] = prediction_json(*predicted);
+  std::vector<std::string> lost;
+  if (auto* a = dynamic_cast<AutoShard*>(dist.get()); a && o.divisible) {
+    lost = lost_splits(subject, p, *a);
+    j["lost_splits"] = lost;
+  }
+  if (!o.export_layout_map.empty()) {
+    const auto* a = dynamic_cast<const AutoShard*>(dist.get());
+    export_layout_map(o, subject, p, *dist,
+                      predicted ? predicted->step_s
+                      : a       ? a->predicted_step_s()
+                                : 0,
+                      predicted ? predicted->memory.total() : double(largest(total)), lost);
+  }
   if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("plan %s for %s on mesh %s (%d devices), B=%lld T=%lld%s\n\n", o.plan.c_str(),
-              o.model.c_str(), mesh.to_string().c_str(), mesh.size(),
-              static_cast<long long>(o.batch), static_cast<long long>(o.seq),
-              o.zero1 ? ", ZeRO-1" : "");
+  const std::string batch = subject.config
+                                ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
+                                : "x " + shape_str(subject.x);
+  std::printf("plan %s for %s on mesh %s (%d devices), %s%s\n\n", o.plan.c_str(), o.model.c_str(),
+              mesh.to_string().c_str(), mesh.size(), batch.c_str(), o.zero1 ? ", ZeRO-1" : "");
   std::printf("%-40s %-16s %-20s %s\n", "parameter", "shape", "layout", "bytes/device");
   for (const std::string& r : rows) {
     size_t a = r.find('|'), b = r.find('|', a + 1), c = r.find('|', b + 1);
@@ -219,6 +432,10 @@ void run_plan(PlanOptions& o) {
   if (j.contains("reasons")) {
     std::printf("\nwhy (AutoShard):\n");
     for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
+  }
+  if (!lost.empty()) {
+    std::printf("\n--divisible (splits that divide only):\n");
+    for (const std::string& line : lost) std::printf("  %s\n", line.c_str());
   }
   std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind",
               "axis", "count", "bytes");
@@ -245,6 +462,12 @@ void add_plan_command(CLI::App& app) {
   cmd->get_option("--cluster")->each([o](const std::string&) { o->predict = true; });
   cmd->add_option("--export-problem", o->export_problem,
                   "write the problem AutoShard solved (IOPDDL JSON, for autoshard solve)");
+  cmd->add_option("--export-layout-map", o->export_layout_map,
+                  "write the plan as a Keras LayoutMap: FILE.json, or FILE.py defining "
+                  "get_layout_map(device_mesh)");
+  cmd->add_flag("--divisible", o->divisible,
+                "only splits that divide their dimension (JAX's NamedSharding needs them); "
+                "reports each split lost and its cost");
   add_overwrite(cmd, o->overwrite);
   cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
       ->check(CLI::IsMember({"f32", "bf16"}))

@@ -162,7 +162,14 @@ StrategyProblem AutoShard::pose(const Graph& g, const Cluster& cluster) const {
   StrategyOptions so;
   so.bf16 = options_.bf16;
   so.memory_per_device = options_.memory_per_device;
-  for (int id : g.inputs()) so.fixed[id] = input_layout(g.node(id).shape);
+  so.divisible = options_.divisible;
+  for (int id : g.inputs()) {
+    so.fixed[id] = input_layout(g.node(id).shape);
+    AS_CHECK(!so.divisible || uneven_dims(so.fixed[id], g.node(id).shape, mesh()).empty(),
+             "--divisible: the batch of ", g.node(id).shape.at(0),
+             " does not divide over mesh axis '", batch_dim_name(), "' (", mesh().to_string(),
+             "); give a batch that the axis divides, or another mesh");
+  }
   return build_strategy_problem(g, mesh(), cluster, so);
 }
 

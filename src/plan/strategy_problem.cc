@@ -25,10 +25,17 @@ int64_t nanoseconds(double seconds) {
 }
 
 // A leaf's candidate layouts: each mesh axis on at most one dimension of
-// `nest`, the loops of a value that only exists.
-std::vector<ShardDecision> leaf_choices(const LoopNest& nest, const DeviceMesh& mesh) {
+// `nest`, the loops of a value that only exists; with `divisible`, only
+// those whose every split divides (the first, replicated, always does).
+std::vector<ShardDecision> leaf_choices(const LoopNest& nest, const DeviceMesh& mesh,
+                                        bool divisible) {
+  Shape shape;
+  for (const Loop& l : nest.loops) shape.push_back(l.extent);
   std::vector<ShardDecision> out;
-  for (const LoopSplit& s : enumerate_splits(nest, mesh)) out.push_back(decide(nest, s));
+  for (const LoopSplit& s : enumerate_splits(nest, mesh)) {
+    ShardDecision d = decide(nest, s);
+    if (!divisible || uneven_dims(d.output, shape, mesh).empty()) out.push_back(std::move(d));
+  }
   return out;
 }
 
@@ -212,7 +219,7 @@ class Builder {
       } else {
         LoopNest nest;  // a value that only exists: each axis on at most one dimension
         for (int64_t d : node.shape) nest.output.push_back(nest.add({d}));
-        choices_[i] = shared(nest, 'v', [&] { return leaf_choices(nest, mesh_); });
+        choices_[i] = shared(nest, 'v', [&] { return leaf_choices(nest, mesh_, o_.divisible); });
       }
       count_[i] = int(choices_[i]->size());
     }
@@ -550,6 +557,13 @@ class Builder {
 };
 
 }  // namespace
+
+std::vector<int> uneven_dims(const Sharding& layout, const Shape& shape, const DeviceMesh& mesh) {
+  std::vector<int> out;
+  for (int d = 0; d < layout.rank() && d < int(shape.size()); ++d)
+    if (layout.dims[d] >= 0 && shape[d] % mesh.axis_size(layout.dims[d]) != 0) out.push_back(d);
+  return out;
+}
 
 StrategyProblem build_strategy_problem(const Graph& g, const DeviceMesh& mesh, const Cluster& c,
                                        const StrategyOptions& o) {

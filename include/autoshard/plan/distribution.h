@@ -124,6 +124,10 @@ struct AutoShardOptions {
   // optimal); 0: by the size of the step, from 0.25 s to 10 s.
   double time_limit_s = 0;
   uint64_t seed = 0;
+  // Only layouts whose every split divides its dimension, for weights,
+  // optimizer state and inputs (JAX's NamedSharding requires it; what a
+  // Keras LayoutMap can hold): StrategyOptions::divisible.
+  bool divisible = false;
 };
 
 // Chooses every layout itself by predicted cost (docs/planner.md): each

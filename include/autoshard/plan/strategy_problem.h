@@ -51,7 +51,17 @@ struct StrategyOptions {
   double memory_per_device = 0;
   // Leaves whose layout is given (the batch split of inputs); the rest are chosen.
   std::map<int, Sharding> fixed = {};
+  // Weights, optimizer state and inputs only split where the axis divides the
+  // dimension (JAX's NamedSharding, hence Keras's LayoutMap, requires it):
+  // layouts with an uneven_dims are no candidates. Ops inside the step may
+  // still split unevenly (XLA pads them).
+  bool divisible = false;
 };
+
+// The dimensions of `shape` that `layout` splits over an axis whose size does
+// not divide them (array_split's uneven blocks); empty when every split
+// divides. The one rule behind StrategyOptions::divisible.
+std::vector<int> uneven_dims(const Sharding& layout, const Shape& shape, const DeviceMesh& mesh);
 
 struct StrategyProblem {
   ShardingProblem problem;

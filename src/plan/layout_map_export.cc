@@ -1,0 +1,284 @@
+#include "plan/layout_map_export.h"
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+namespace {
+
+// The Keras dimensions autoshard's dimension `d` of `v` flattens.
+std::vector<int> group_of(const KerasVariable& v, int d) {
+  if (v.dims_of.empty()) return {d};
+  AS_CHECK(d < int(v.dims_of.size()), "internal: Keras variable '", v.path, "' maps ",
+           v.dims_of.size(), " of autoshard's dimensions, not ", d + 1);
+  return v.dims_of[d];
+}
+
+// The Keras dimension of `group` a split over `k` devices goes on (see
+// keras_layout).
+int split_dimension(const KerasVariable& v, const std::vector<int>& group, int k) {
+  bool outer_ones = true;
+  for (int g : group) {
+    if (v.shape.at(g) % k == 0 && outer_ones) return g;
+    outer_ones = outer_ones && v.shape.at(g) == 1;
+  }
+  for (int g : group)
+    if (v.shape.at(g) % k == 0) return g;
+  for (int g : group)
+    if (v.shape.at(g) > 1) return g;
+  return group.front();
+}
+
+std::string mib(double bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+std::string layout_string(const TensorLayout& l) {
+  std::string s = "(";
+  for (size_t d = 0; d < l.axes.size(); ++d) {
+    if (d) s += ", ";
+    s += l.axes[d] ? nlohmann::json(*l.axes[d]).dump() : "None";
+  }
+  if (l.axes.size() == 1) s += ",";
+  return s + ")";
+}
+
+nlohmann::json layout_json(const TensorLayout& l) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& axis : l.axes) a.push_back(axis ? nlohmann::json(*axis) : nlohmann::json());
+  return a;
+}
+
+std::string python_string(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
+
+// Text for a Python comment: one line, whatever a layer's name holds.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::string regex_escape(const std::string& text) {
+  static const std::string special = R"(\^$.|?*+()[]{}-)";
+  std::string out;
+  for (char c : text) {
+    if (special.find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+TensorLayout keras_layout(const KerasVariable& v, const Sharding& s, const DeviceMesh& mesh) {
+  std::vector<std::optional<std::string>> axes(v.shape.size());
+  for (int d = 0; d < s.rank(); ++d) {
+    if (s.dims[d] < 0) continue;
+    const int g = split_dimension(v, group_of(v, d), mesh.axis_size(s.dims[d]));
+    axes.at(g) = mesh.axis_names()[s.dims[d]];
+  }
+  return TensorLayout(std::move(axes));
+}
+
+Sharding autoshard_sharding(const KerasVariable& v, const TensorLayout& layout,
+                            const DeviceMesh& mesh) {
+  AS_CHECK(layout.axes.size() == v.shape.size(), "layout of Keras variable '", v.path, "' has ",
+           layout.axes.size(), " axes but the variable ", shape_str(v.shape), " has ",
+           v.shape.size(), " dimensions");
+  Sharding s = Sharding::replicated(int(v.weight_shape.size()));
+  for (int d = 0; d < s.rank(); ++d)
+    for (int g : group_of(v, d)) {
+      if (!layout.axes.at(g)) continue;
+      const int a = mesh.axis_index(*layout.axes[g]);
+      AS_CHECK(a >= 0, "layout of Keras variable '", v.path, "' names mesh axis '", *layout.axes[g],
+               "', which mesh ", mesh.to_string(), " does not have");
+      s.dims[d] = a;
+    }
+  return s;
+}
+
+LayoutMapExport make_layout_map_export(
+    std::vector<KerasVariable> variables, const DeviceMesh& mesh,
+    const std::function<Sharding(const std::string& weight)>& plan) {
+  LayoutMapExport e;
+  e.mesh = mesh;
+  for (KerasVariable& v : variables) {
+    if (v.key.empty()) v.key = "^" + regex_escape(v.path) + "$";
+    LayoutMapExport::Entry entry;
+    entry.layout = keras_layout(v, plan(v.weight), mesh);
+    for (size_t d = 0; d < entry.layout.axes.size(); ++d)
+      if (entry.layout.axes[d] &&
+          v.shape[d] % mesh.axis_size(mesh.axis_index(*entry.layout.axes[d])) != 0)
+        entry.uneven.push_back(int(d));
+    entry.variable = std::move(v);
+    e.entries.push_back(std::move(entry));
+  }
+  check_layout_map_export(e);
+  return e;
+}
+
+void check_layout_map_export(const LayoutMapExport& e) {
+  std::map<std::string, size_t> by_key;
+  std::vector<std::regex> keys;
+  for (size_t i = 0; i < e.entries.size(); ++i) {
+    const KerasVariable& v = e.entries[i].variable;
+    auto [it, fresh] = by_key.emplace(v.key, i);
+    AS_CHECK(fresh, "--export-layout-map: Keras variables '", e.entries[it->second].variable.path,
+             "' and '", v.path, "' got the same key '", v.key,
+             "' (Keras refuses a key set twice); the model names two variables alike");
+    try {
+      keys.emplace_back(v.key);
+    } catch (const std::regex_error& err) {
+      fail("--export-layout-map: the key '", v.key, "' of Keras variable '", v.path,
+           "' is not a valid regular expression: ", err.what());
+    }
+  }
+  for (size_t i = 0; i < e.entries.size(); ++i) {
+    const KerasVariable& v = e.entries[i].variable;
+    std::vector<std::string> paths = {v.path};
+    paths.insert(paths.end(), v.other_paths.begin(), v.other_paths.end());
+    for (const std::string& p : paths) {
+      if (auto exact = by_key.find(p); exact != by_key.end()) {
+        AS_CHECK(exact->second == i, "--export-layout-map: Keras variable '", v.path,
+                 "' (autoshard's '", v.weight, "') would take the layout of '",
+                 e.entries[exact->second].variable.path, "', whose key is its path '", p, "'");
+        continue;
+      }
+      std::vector<size_t> matched;
+      for (size_t k = 0; k < keys.size(); ++k)
+        if (std::regex_search(p, keys[k])) matched.push_back(k);
+      AS_CHECK(!matched.empty(), "--export-layout-map: no key matches Keras variable '", p,
+               "' (autoshard's '", v.weight, "'): the map would leave it replicated");
+      AS_CHECK(matched.size() == 1, "--export-layout-map: Keras variable '", p, "' (autoshard's '",
+               v.weight, "') matches two keys, '", e.entries[matched[0]].variable.key, "' and '",
+               e.entries[matched[1]].variable.key, "' (Keras refuses that)");
+      AS_CHECK(matched[0] == i, "--export-layout-map: Keras variable '", p, "' (autoshard's '",
+               v.weight, "') matches the key '", e.entries[matched[0]].variable.key, "' of '",
+               e.entries[matched[0]].variable.path, "', not its own '", v.key, "'");
+    }
+  }
+}
+
+LayoutMap to_layout_map(const LayoutMapExport& e) {
+  LayoutMap m;
+  for (const auto& entry : e.entries) m[entry.variable.key] = entry.layout;
+  return m;
+}
+
+std::vector<std::string> uneven_splits(const LayoutMapExport& e) {
+  std::vector<std::string> out;
+  for (const auto& entry : e.entries)
+    for (int d : entry.uneven) {
+      const std::string& axis = *entry.layout.axes[d];
+      out.push_back(entry.variable.path + ": dimension " + std::to_string(d) + " (" +
+                    std::to_string(entry.variable.shape[d]) + ") over " + axis + " (" +
+                    std::to_string(e.mesh.axis_size(e.mesh.axis_index(axis))) + ")");
+    }
+  return out;
+}
+
+std::string layout_map_json(const LayoutMapExport& e) {
+  using ojson = nlohmann::ordered_json;
+  ojson map = ojson::object(), variables = ojson::object();
+  for (const auto& entry : e.entries) {
+    const KerasVariable& v = entry.variable;
+    map[v.key] = layout_json(entry.layout);
+    variables[v.path] = {{"key", v.key},
+                         {"shape", v.shape},
+                         {"layout", layout_json(entry.layout)},
+                         {"autoshard_weight", v.weight},
+                         {"uneven_dimensions", entry.uneven}};
+  }
+  ojson mesh = {{"shape", e.mesh.shape()}, {"axis_names", e.mesh.axis_names()}};
+  ojson predicted = ojson::object();
+  if (e.step_s > 0) predicted["step_s"] = e.step_s;
+  if (e.bytes_per_device > 0) predicted["bytes_per_device"] = e.bytes_per_device;
+  if (!e.cluster.empty()) predicted["cluster"] = e.cluster;
+  ojson j = {{"format", "keras.distribution.LayoutMap"},
+             {"model", e.model},
+             {"mesh", mesh},
+             {"batch_dim_name", e.batch_dim_name},
+             {"layout_map", map},
+             {"predicted", predicted},
+             {"divisible", e.divisible},
+             {"uneven_splits", uneven_splits(e)},
+             {"lost_splits", e.lost_splits},
+             {"variables", variables}};
+  return j.dump(2) + "\n";
+}
+
+std::string layout_map_python(const LayoutMapExport& e) {
+  std::string shape = "(", names = "(";
+  for (int a = 0; a < e.mesh.rank(); ++a) {
+    shape += std::to_string(e.mesh.axis_size(a)) + (e.mesh.rank() == 1 ? ",)" : "");
+    names += python_string(e.mesh.axis_names()[a]) + (e.mesh.rank() == 1 ? ",)" : "");
+    if (e.mesh.rank() > 1) {
+      shape += a + 1 < e.mesh.rank() ? ", " : ")";
+      names += a + 1 < e.mesh.rank() ? ", " : ")";
+    }
+  }
+  std::string predicted = "a plan not priced";
+  if (e.step_s > 0)
+    predicted = "predicted on cluster " + python_string(e.cluster) + ": " +
+                std::to_string(e.step_s * 1e3) + " ms per training step, " +
+                mib(e.bytes_per_device) + " per device at the peak";
+  auto list = [](const std::vector<std::string>& lines) {
+    if (lines.empty()) return std::string("[]");
+    std::string s = "[\n";
+    for (const std::string& l : lines) s += "    " + python_string(l) + ",\n";
+    return s + "]";
+  };
+  std::string py;
+  py += "\"\"\"AutoShard's plan as a Keras LayoutMap (autoshard plan --export-layout-map).\n\n";
+  py += "Model " + nlohmann::json(e.model).dump() + " on mesh " + e.mesh.to_string() +
+        ", batch_dim_name " + python_string(e.batch_dim_name) + "; " + predicted + ".\n\n";
+  py +=
+      "    import keras\n"
+      "    mesh = keras.distribution.DeviceMesh(MESH_SHAPE, MESH_AXIS_NAMES)\n"
+      "    keras.distribution.set_distribution(keras.distribution.ModelParallel(\n"
+      "        layout_map=get_layout_map(mesh), batch_dim_name=BATCH_DIM_NAME))\n"
+      "\"\"\"\n\n"
+      "import keras\n\n";
+  py += "MESH_SHAPE = " + shape + "\n";
+  py += "MESH_AXIS_NAMES = " + names + "\n";
+  py += "BATCH_DIM_NAME = " + python_string(e.batch_dim_name) + "\n";
+  py += "PREDICTED_STEP_SECONDS = " + (e.step_s > 0 ? nlohmann::json(e.step_s).dump() : "None") +
+        "\n";
+  py += "PREDICTED_BYTES_PER_DEVICE = " +
+        (e.bytes_per_device > 0 ? nlohmann::json(e.bytes_per_device).dump() : "None") + "\n";
+  py +=
+      "# Splits that do not divide their dimension (JAX's NamedSharding refuses them;\n"
+      "# autoshard plan --divisible plans without them).\n";
+  py += "UNEVEN_SPLITS = " + list(uneven_splits(e)) + "\n";
+  py += "# With --divisible: the dimensions that lost their split, and what it costs.\n";
+  py += "LOST_SPLITS = " + list(e.lost_splits) + "\n\n\n";
+  py +=
+      "def get_layout_map(device_mesh):\n"
+      "    \"\"\"The plan's layout of every variable, keyed by anchored regular expressions\n"
+      "    over variable.path; device_mesh needs the axes of MESH_AXIS_NAMES.\"\"\"\n"
+      "    missing = [a for a in MESH_AXIS_NAMES if a not in device_mesh.axis_names]\n"
+      "    if missing:\n"
+      "        raise ValueError(f\"the device mesh has no axis {missing}; the plan was made for "
+      "\"\n"
+      "                         f\"{dict(zip(MESH_AXIS_NAMES, MESH_SHAPE))}\")\n"
+      "    layout_map = keras.distribution.LayoutMap(device_mesh)\n";
+  for (const auto& entry : e.entries) {
+    const KerasVariable& v = entry.variable;
+    py += "    # " +
+          one_line(v.path + " " + shape_str(v.shape) + " (autoshard: " + v.weight + ")") + "\n";
+    py += "    layout_map[" + python_string(v.key) + "] = " + layout_string(entry.layout) + "\n";
+  }
+  py += "    return layout_map\n";
+  return py;
+}
+
+}  // namespace autoshard
