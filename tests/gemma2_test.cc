@@ -17,6 +17,7 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -174,6 +175,32 @@ TEST(Gemma2, GreedyGenerationMatchesPyTorch) {
       if (!*mesh) break;
     }
   }
+}
+
+// The ids joined with `sep`.
+std::string joined(const Tensor& ids, const char* sep) {
+  std::string s;
+  for (int64_t i = 0; i < ids.numel(); ++i) s += (i ? sep : "") + std::to_string(ids.i32()[i]);
+  return s;
+}
+
+// The command line: greedy ids on model=3 as PyTorch's, and a predicted plan
+// (soft caps and windows priced) for the same directory.
+TEST(Gemma2, CommandLineGeneratesAndPredicts) {
+  SafetensorsFile ref(kData + "/gemma2_reference.safetensors");
+  const Tensor prompt = ref.load("generate.prompt"), greedy = ref.load("generate.greedy");
+  const auto gen = cli_runner::run(
+      "generate --model " + kDir + " --weights " + kDir + " --mesh model=3 --prompt-ids " +
+      joined(prompt, ",") + " --temperature 0 --max-new-tokens " + std::to_string(greedy.numel()));
+  ASSERT_EQ(gen.code, 0) << gen.output;
+  EXPECT_NE(gen.output.find(joined(prompt, " ") + " " + joined(greedy, " ")), std::string::npos)
+      << gen.output;
+  const auto plan = cli_runner::run("plan --model " + kDir +
+                                    " --mesh data=2,model=2 --batch 4 --seq 11 --predict "
+                                    "--cluster a100-80g");
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("layers.2.post_feedforward_layernorm.gamma"), std::string::npos);
+  EXPECT_NE(plan.output.find("predicted on cluster"), std::string::npos) << plan.output;
 }
 
 class Gemma2Checkpoint : public testing::TempDirTest {};

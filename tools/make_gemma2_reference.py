@@ -21,7 +21,10 @@ computes):
                            sliding), 4 heads over 2 kv heads, head_dim 8,
                            query_pre_attn_scalar 12 (not head_dim), a window
                            of 4 keys over sequences of 11 (17 when
-                           generating), caps small enough to bite; F32
+                           generating), caps small enough to bite; F32.
+                           With seed 44 the greedy ids change when the window
+                           or the attention cap is left out, and no step's
+                           top two logits lie closer than 0.02.
   tests/data/gemma2_reference.safetensors: as make_llama_reference.py's
                            (x, y, logits, loss, grad.*, adamw_losses,
                            after.*, generate.prompt, generate.greedy)
@@ -53,7 +56,9 @@ def make_weights(c, gen):
     Q, KV = c["num_attention_heads"] * D, c["num_key_value_heads"] * D
     r = lambda *s, scale: scale * torch.randn(*s, generator=gen)
     # RMSNorm scales are stored as offsets from 1.
-    w = {"model.embed_tokens.weight": r(V, C, scale=0.5), "model.norm.weight": r(C, scale=0.1)}
+    # Embeddings small enough that the blocks, not the token itself, decide
+    # the next token (greedy generation then varies).
+    w = {"model.embed_tokens.weight": r(V, C, scale=0.2), "model.norm.weight": r(C, scale=0.1)}
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         for norm in NORMS:
@@ -116,7 +121,7 @@ def forward(c, w, x):
 
 def main():
     torch.set_num_threads(1)
-    reference(GEMMA2, "gemma2", torch.float32, shards=1, seed=23, make=make_weights,
+    reference(GEMMA2, "gemma2", torch.float32, shards=1, seed=44, make=make_weights,
               forward=forward)
 
 
