@@ -14,8 +14,11 @@ a model to train it sharded over in-process devices. See docs/python.md.
 
 from . import _native  # noqa: F401  (the engine; fails early when not built)
 
+from .plan import Plan, plan  # noqa: E402  (binds autoshard.plan to the function)
+
 __version__ = "0.1.0"
 __all__ = ["keras", "list_devices"]
+__all__ += ["plan", "Plan"]
 
 
 def list_devices(count=0):

@@ -595,6 +595,8 @@ void bind_model(py::module_& m) {
 }
 
 }  // namespace
+
+void bind_plan(py::module_& m);  // bind_plan.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -615,4 +617,5 @@ PYBIND11_MODULE(_native, m) {
   bind_training(m);
   bind_distribution(m);
   bind_model(m);
+  bind_plan(m);
 }

@@ -1,0 +1,287 @@
+// autoshard.plan's native part: how a model would be laid out over a mesh by
+// AutoShard, its predicted step time and memory per device, and why. The
+// report has the keys and figures of `autoshard plan --json --predict`
+// (src/cli/plan.cc builds the same from the same Partition; the Python tests
+// compare the two on the same model). Nothing is allocated for the weights.
+#define PYBIND11_DETAILED_ERROR_MESSAGES
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+
+#include "autoshard/comm/world.h"
+#include "autoshard/error.h"
+#include "autoshard/io/language_model.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/cost_model.h"
+#include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/executor.h"
+#include "py_model.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace autoshard::python {
+namespace {
+
+// What to plan for: a mesh, or a device count whose mesh AutoShard chooses
+// (as `autoshard plan --devices N`), and how to price it.
+struct PlanRequest {
+  std::optional<DeviceMesh> mesh;
+  int devices = 0;
+  std::string batch_dim_name;  // empty: "data" (or the mesh's first axis)
+  AutoShardOptions options;
+  PredictOptions predict;  // tokens and model FLOPs per step, for the rates
+};
+
+// The training step of one batch, as the planner sees it.
+struct Step {
+  Shape x, y;
+  DType y_dtype = DType::I32;
+};
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+// Plans on `model` and puts back the distribution it had, also on errors.
+class DistributionRestorer {
+ public:
+  explicit DistributionRestorer(Model& m) : model_(m), previous_(m.distribution_strategy()) {}
+  ~DistributionRestorer() { model_.set_distribution(previous_); }
+  DistributionRestorer(const DistributionRestorer&) = delete;
+  DistributionRestorer& operator=(const DistributionRestorer&) = delete;
+
+ private:
+  Model& model_;
+  std::shared_ptr<Distribution> previous_;
+};
+
+std::shared_ptr<AutoShard> make_autoshard(Model& model, const PlanRequest& r, const Step& s) {
+  AS_CHECK(r.mesh || r.devices > 0, "plan: give a DeviceMesh or a number of devices");
+  if (r.mesh) {
+    const std::string batch =
+        r.batch_dim_name.empty() ? r.mesh->axis_names().at(0) : r.batch_dim_name;
+    AS_CHECK(r.mesh->axis_index(batch) >= 0, "plan: the mesh ", r.mesh->to_string(),
+             " has no axis '", batch, "' to split batches over; name one of its axes");
+    return std::make_shared<AutoShard>(*r.mesh, batch, r.options);
+  }
+  if (r.devices > 1) {
+    std::vector<std::string> why;
+    auto chosen = AutoShard::plan_for_devices(model.training_graph(s.x, s.y, s.y_dtype), r.devices,
+                                              "data", r.options, &why);
+    chosen->explain_mesh(why);
+    return chosen;
+  }
+  return std::make_shared<AutoShard>(DeviceMesh({1, 1}, {"data", "model"}), "data", r.options);
+}
+
+nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int d : s.dims)
+    a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
+  return a;
+}
+
+// Per weight: its layout and the bytes of its largest block; per device:
+// weights, optimizer state and planned activation buffers (the largest
+// device reported), as `autoshard plan` counts them.
+void add_layouts_and_memory(const Partition& p, nlohmann::json& j) {
+  const std::vector<int>& lowered = p.devices;
+  std::vector<int64_t> weights(lowered.size(), 0), state(lowered.size(), 0),
+      activations(lowered.size(), 0), total(lowered.size(), 0);
+  for (size_t k = 0; k < lowered.size(); ++k)
+    activations[k] = static_cast<int64_t>(
+        plan_buffers(p.local[lowered[k]], p.outputs[lowered[k]]).total_bytes());
+  nlohmann::json params = nlohmann::json::object();
+  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
+    const std::string& path = p.leaf_name[id];
+    if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
+    const bool slot = path.rfind("optimizer.", 0) == 0;
+    int64_t most = 0;
+    for (size_t k = 0; k < lowered.size(); ++k) {
+      const int d = lowered[k];
+      const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
+      (slot ? state : weights)[k] += bytes;
+      most = std::max(most, bytes);
+    }
+    if (slot) continue;
+    params[path] = {{"shape", p.global_shape[id]},
+                    {"layout", layout_json(p.sharding[id], p.mesh)},
+                    {"bytes_per_device", most}};
+  }
+  for (size_t k = 0; k < lowered.size(); ++k) total[k] = weights[k] + state[k] + activations[k];
+  auto largest = [](const std::vector<int64_t>& v) {
+    return *std::max_element(v.begin(), v.end());
+  };
+  j["parameters"] = params;
+  j["bytes_per_device"] = {{"weights", largest(weights)},
+                           {"optimizer_state", largest(state)},
+                           {"activations", largest(activations)},
+                           {"total", largest(total)}};
+}
+
+nlohmann::json collectives_json(const Partition& p) {
+  nlohmann::json c = nlohmann::json::array();
+  for (const CollectiveRecord& r : p.collectives)
+    c.push_back({{"kind", r.kind}, {"axis", r.axis}, {"value", r.value}, {"bytes", r.bytes}});
+  return c;
+}
+
+// The cost model's prediction on the cluster; the plan must fit its memory.
+nlohmann::json prediction_json(Model& model, const Partition& p, const PlanRequest& r,
+                               const Step& s) {
+  const Cluster cluster = Cluster::named(r.options.cluster);
+  PredictOptions o = r.predict;
+  o.bf16 = r.options.bf16;
+  StepPrediction pr = predict(p, cluster, o);
+  // In-process devices share one process: its memory is every device's.
+  if (p.mesh.size() <= 64) {
+    const Partition all =
+        model.plan_training(s.x, s.y, s.y_dtype, World::process().local_devices(p.mesh));
+    pr.process_bytes = cluster.process_bytes;
+    for (int d : all.devices)
+      pr.process_bytes += predict(all, cluster, {o.bf16}, d).memory.total() - cluster.process_bytes;
+  }
+  const double limit =
+      r.options.memory_per_device > 0 ? r.options.memory_per_device : cluster.memory_bytes;
+  AS_CHECK(pr.memory.total() <= limit, "plan: the plan does not fit: ", mib(pr.memory.total()),
+           " per device (weights ", mib(pr.memory.weights), ", optimizer state ",
+           mib(pr.memory.optimizer_state), ", activations ", mib(pr.memory.activations), ") but ",
+           r.options.memory_per_device > 0 ? std::string("memory_per_device is ")
+                                           : "cluster '" + cluster.name + "' has ",
+           mib(limit), "; use more devices or a smaller batch");
+  nlohmann::json collectives = nlohmann::json::object();
+  for (const auto& [key, t] : pr.collective_s) collectives[key.first + " over " + key.second] = t;
+  return {{"step_s", pr.step_s},
+          {"compute_s", pr.compute_s},
+          {"communication_s", pr.communication_s},
+          {"collectives_s", collectives},
+          {"peak_bytes_per_device", pr.memory.total()},
+          {"memory_bytes",
+           {{"weights", pr.memory.weights},
+            {"optimizer_state", pr.memory.optimizer_state},
+            {"inputs", pr.memory.inputs},
+            {"activations", pr.memory.activations}}},
+          {"tokens_per_s", pr.tokens_per_s},
+          {"process_bytes", pr.process_bytes},
+          {"model_flops_per_device_per_s", pr.model_flops_per_device_per_s}};
+}
+
+// Plans `model` (compiled) and reports as `autoshard plan --json --predict`
+// does; the model keeps the distribution it had. Also returns AutoShard,
+// planned, for models that are to train under it (autoshard.TensorParallel).
+std::pair<std::string, std::shared_ptr<Distribution>> plan_model(Model& model, const PlanRequest& r,
+                                                                 const Step& s) {
+  DistributionRestorer restore(model);
+  std::shared_ptr<AutoShard> dist = make_autoshard(model, r, s);
+  model.set_distribution(dist);
+  const Partition p = model.plan_training(s.x, s.y, s.y_dtype);
+  nlohmann::json mesh = nlohmann::json::object();
+  for (int a = 0; a < p.mesh.rank(); ++a) mesh[p.mesh.axis_names()[a]] = p.mesh.axis_size(a);
+  nlohmann::json j = {{"mesh", mesh}};
+  add_layouts_and_memory(p, j);
+  j["collectives"] = collectives_json(p);
+  j["reasons"] = dist->reasons();
+  j["predicted"] = prediction_json(model, p, r, s);
+  return {j.dump(), dist};
+}
+
+PlanRequest request(const std::optional<DeviceMesh>& mesh, int devices,
+                    const std::string& batch_dim_name, const std::string& cluster, bool bf16,
+                    double memory_per_device, double plan_time) {
+  AS_CHECK(mesh || (devices >= 1 && devices <= kMaxMeshDevices),
+           "plan: devices must be between 1 and ", kMaxMeshDevices, ", not ", devices);
+  AS_CHECK(memory_per_device >= 0, "plan: memory_per_device must be positive (bytes)");
+  AS_CHECK(plan_time >= 0, "plan: plan_time must be >= 0 seconds");
+  PlanRequest r;
+  r.mesh = mesh;
+  r.devices = devices;
+  r.batch_dim_name = batch_dim_name;
+  r.options = {.cluster = cluster,
+               .bf16 = bf16,
+               .memory_per_device = memory_per_device,
+               .time_limit_s = plan_time};
+  return r;
+}
+
+// A Keras model's step: x [batch, ...input], y the output's shape, or
+// without its class axis for sparse targets (class ids, i32).
+Step keras_step(Model& model, int64_t batch, bool sparse_targets) {
+  AS_CHECK(batch >= 1, "plan: batch must be >= 1, not ", batch);
+  Graph g;
+  const Value out = model.trace_forward(g, batch, false);
+  Step s;
+  s.x = g.node(g.find_input("x")).shape;
+  s.y = out.shape();
+  s.y_dtype = DType::F32;
+  if (sparse_targets) {
+    AS_CHECK(!s.y.empty(), "plan: sparse targets need an output with a class axis");
+    s.y.pop_back();
+    s.y_dtype = DType::I32;
+  }
+  return s;
+}
+
+// Model FLOPs of a language model's training step: 6 per parameter per
+// token, plus attention's scores and weighted sums (as `autoshard plan`).
+double lm_flops(const LanguageModelConfig& c, double params, double batch, double seq) {
+  return 6 * params * batch * seq +
+         12 * double(c.layers()) * batch * seq * seq * double(c.attention_width());
+}
+
+}  // namespace
+
+void bind_plan(py::module_& m) {
+  m.def(
+      "plan_keras",
+      [](PyModel& p, const std::optional<DeviceMesh>& mesh, int devices,
+         const std::string& batch_dim_name, int64_t batch, bool sparse_targets,
+         const std::string& cluster, bool bf16, double memory_per_device, double plan_time) {
+        AS_CHECK(p.input_names.size() == 1 && p.model->output_names().size() == 1,
+                 "plan: models of one input and one output only (this one has ",
+                 p.input_names.size(), " and ", p.model->output_names().size(), ")");
+        PlanRequest r =
+            request(mesh, devices, batch_dim_name, cluster, bf16, memory_per_device, plan_time);
+        py::gil_scoped_release release;
+        const Step s = keras_step(*p.model, batch, sparse_targets);
+        r.predict.tokens = double(batch);
+        return plan_model(*p.model, r, s);
+      },
+      "model"_a, "mesh"_a, "devices"_a, "batch_dim_name"_a, "batch"_a, "sparse_targets"_a,
+      "cluster"_a, "bf16"_a, "memory_per_device"_a, "plan_time"_a);
+  m.def(
+      "plan_language_model",
+      [](const std::string& name, const std::optional<DeviceMesh>& mesh, int devices, int64_t batch,
+         int64_t seq, uint64_t seed, const std::string& cluster, bool bf16,
+         double memory_per_device, double plan_time) {
+        PlanRequest r = request(mesh, devices, "data", cluster, bf16, memory_per_device, plan_time);
+        py::gil_scoped_release release;
+        LanguageModelConfig cfg = LanguageModelConfig::of(name);
+        cfg.bytes_per_parameter = 0;  // nothing is allocated
+        if (seq == 0) seq = std::min<int64_t>(128, cfg.max_positions());
+        AS_CHECK(batch >= 1, "plan: batch must be >= 1, not ", batch);
+        AS_CHECK(seq >= 1 && seq <= cfg.max_positions(), "plan: seq ", seq,
+                 " must be between 1 and the model's ", cfg.max_positions_field(), " (",
+                 cfg.max_positions(), ")");
+        std::unique_ptr<Model> model = cfg.build(seq, seed);
+        model->compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
+        const Step s{{batch, seq}, {batch, seq}, DType::I32};
+        r.predict.tokens = double(batch) * double(seq);
+        r.predict.model_flops =
+            lm_flops(cfg, double(model->count_params()), double(batch), double(seq));
+        return plan_model(*model, r, s).first;
+      },
+      "model"_a, "mesh"_a, "devices"_a, "batch"_a, "seq"_a, "seed"_a, "cluster"_a, "bf16"_a,
+      "memory_per_device"_a, "plan_time"_a);
+}
+
+}  // namespace autoshard::python
