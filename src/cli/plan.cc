@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "autoshard/comm/world.h"
@@ -211,14 +212,29 @@ std::vector<std::string> lost_splits(Subject& s, const Partition& kept, const Au
   weight_layouts(p, was, shapes);
   weight_layouts(kept, now, shapes);
   const DeviceMesh& mesh = kept.mesh;
+  // One line per weight of the repeated layers ("layers.*.mlp.up_proj.kernel").
   std::vector<std::string> out;
+  std::map<std::string, int> counts;
+  std::vector<std::string> order;
+  std::map<std::string, std::string> first;  // a pattern's first weight
   for (const auto& [path, layout] : was)
-    for (int d : uneven_dims(layout, shapes[path], mesh))
-      out.push_back(path + " " + shape_str(shapes[path]) + ": dimension " + std::to_string(d) +
-                    " (" + std::to_string(shapes[path][d]) + ") lost its split over " +
-                    mesh.axis_names()[layout.dims[d]] + " (" +
-                    std::to_string(mesh.axis_size(layout.dims[d])) +
-                    "): " + layout.to_string(mesh) + " -> " + now[path].to_string(mesh));
+    for (int d : uneven_dims(layout, shapes[path], mesh)) {
+      const std::string line = " " + shape_str(shapes[path]) + ": dimension " + std::to_string(d) +
+                               " (" + std::to_string(shapes[path][d]) + ") lost its split over " +
+                               mesh.axis_names()[layout.dims[d]] + " (" +
+                               std::to_string(mesh.axis_size(layout.dims[d])) +
+                               "): " + layout.to_string(mesh) + " -> " + now[path].to_string(mesh);
+      const std::string key =
+          std::regex_replace(path, std::regex(R"(\.\d+\.)"), ".*.") + '\x1f' + line;
+      if (counts[key]++ == 0) order.push_back(key), first[key] = path;
+    }
+  for (const std::string& key : order) {
+    const size_t cut = key.find('\x1f');
+    const std::string times =
+        counts[key] == 1 ? "" : " (" + std::to_string(counts[key]) + " weights)";
+    out.push_back((counts[key] == 1 ? first[key] : key.substr(0, cut)) + times +
+                  key.substr(cut + 1));
+  }
   char cost[256];
   const double before = free->predicted_step_s(), after = planned.predicted_step_s();
   const double bytes_before = double(device_bytes(p)), bytes_after = double(device_bytes(kept));
