@@ -596,6 +596,7 @@ void bind_model(py::module_& m) {
 
 }  // namespace
 
+void bind_hf(py::module_& m);    // bind_hf.cc
 void bind_plan(py::module_& m);  // bind_plan.cc
 }  // namespace autoshard::python
 
@@ -617,5 +618,6 @@ PYBIND11_MODULE(_native, m) {
   bind_training(m);
   bind_distribution(m);
   bind_model(m);
+  bind_hf(m);
   bind_plan(m);
 }

@@ -1,0 +1,297 @@
+"""Hugging Face language models: ``autoshard.from_pretrained(path, mesh=...)``.
+
+What ``autoshard generate`` and ``autoshard train`` do, from Python::
+
+    model = autoshard.from_pretrained("path/to/llama", mesh="model=2")
+    print(model.generate("Once upon a time", max_new_tokens=20, temperature=0))
+    losses = model.fit(tokens, batch_size=8, seq_len=64, steps=100)
+
+Every decoder the command line knows: GPT-2, Llama, Mistral, Qwen2, Gemma
+and OPT (the directory's config.json names it). The same directory, options
+and seed give the same ids and losses as the commands (bit for bit on one
+device). Under ``mpirun -np N python3 script.py`` each process is one rank:
+a mesh of N devices runs one device per process (docs/mpi.md).
+"""
+
+import json
+import os
+
+from . import _native
+from .tokenizer import Tokenizer
+
+__all__ = ["LanguageModel", "from_pretrained"]
+
+
+def _mesh_spec(mesh):
+    """None, "data=2,model=2", or a DeviceMesh (autoshard.keras's or the engine's)."""
+    if mesh is None:
+        return ""
+    if isinstance(mesh, str):
+        return mesh
+    shape = getattr(mesh, "shape", None)
+    names = getattr(mesh, "axis_names", None)
+    if shape is None or names is None:
+        raise ValueError(f"mesh must be None, a string like 'model=2' or a DeviceMesh, not "
+                         f"{type(mesh).__name__}")
+    return ",".join(f"{n}={int(s)}" for n, s in zip(names, shape))
+
+
+def _check_dtype(dtype):
+    name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype)
+    if name not in ("float32", "F32", "f32"):
+        raise ValueError(f"dtype {name!r}: the engine computes in float32 (F16 and BF16 weights "
+                         "are converted when loaded); pass dtype='float32' or leave it out")
+
+
+def _eos_tokens(path):
+    """The config's eos_token_id (an id, a list, or null), as generate stops at it."""
+    config = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if not config.endswith(".json") or not os.path.isfile(config):
+        return []
+    with open(config, encoding="utf-8") as f:
+        eos = json.load(f).get("eos_token_id")
+    if eos is None:
+        return []
+    ids = eos if isinstance(eos, list) else [eos]
+    for i in ids:
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= 2**31 - 1:
+            raise ValueError(f"model config '{config}': \"eos_token_id\" {json.dumps(eos)} must "
+                             "be a token id (a whole number from 0 to 2147483647) or a list of "
+                             "them")
+    return ids
+
+
+def _directory_tokenizer(path):
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if directory and _native.has_tokenizer(directory):
+        return Tokenizer(_native.load_tokenizer(directory))
+    return None
+
+
+def _token_list(ids, what):
+    """A list of ints from a list, tuple or 1-D integer array."""
+    try:
+        import numpy as np
+
+        a = np.asarray(ids)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError(f"{what} must be text or a 1-D sequence of token ids, not an array "
+                             f"of shape {a.shape} and dtype {a.dtype}")
+        return [int(i) for i in a]
+    except ImportError:  # pragma: no cover (NumPy comes with the package)
+        return [int(i) for i in ids]
+
+
+class LanguageModel:
+    """A decoder language model on the engine (made by :func:`from_pretrained`).
+
+    ``tokenizer`` is the directory's tokenizer (None when it has none; a
+    vocabulary of 256 then reads text as bytes, as the command line does).
+    """
+
+    def __init__(self, native, path, tokenizer, seed):
+        self._native = native
+        self._path = path
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self._eos = _eos_tokens(path) if path else []
+
+    @classmethod
+    def from_config(cls, config, mesh=None, devices=0, plan="auto", seed=0, cluster="cpu",
+                    memory_per_device=0):
+        """A model of initial (seeded) weights: a GPT-2 preset name ("tiny",
+        "mini", ...), a config.json or a directory holding one (``autoshard
+        train --model``)."""
+        native = _native.LanguageModel(str(config), False, int(seed), _mesh_spec(mesh),
+                                       int(devices), str(plan), str(cluster),
+                                       float(memory_per_device))
+        path = str(config) if os.path.exists(str(config)) else ""
+        return cls(native, path, _directory_tokenizer(path) if path else None, int(seed))
+
+    @property
+    def vocab_size(self):
+        return self._native.vocab_size
+
+    @property
+    def max_positions(self):
+        """The most tokens a sequence may hold (n_positions, max_position_embeddings)."""
+        return self._native.max_positions
+
+    @property
+    def model_type(self):
+        return self._native.model_type
+
+    @property
+    def mesh(self):
+        """The mesh it runs on ("data=1,model=2"), or "" for one device (once built)."""
+        return self._native.mesh
+
+    def count_params(self):
+        return self._native.count_params()
+
+    def __repr__(self):
+        return (f"<autoshard.LanguageModel {self.model_type} from {self._path or 'a preset'!r}, "
+                f"vocabulary {self.vocab_size}>")
+
+    def _encode(self, text):
+        if self.tokenizer is not None:
+            return self.tokenizer.encode(text)
+        if self.vocab_size == 256:
+            return list(text.encode("utf-8"))
+        raise ValueError(f"prompt: this model's vocabulary of {self.vocab_size} tokens needs a "
+                         "tokenizer (tokenizer.json, tokenizer.model, vocab.json + merges.txt or "
+                         "vocab.txt) in its directory; add one, or give the token ids")
+
+    def _decode(self, ids):
+        if self.tokenizer is not None:
+            return self.tokenizer.decode(ids)
+        return bytes(ids).decode("utf-8", errors="replace")
+
+    def generate(self, prompt, max_new_tokens=32, temperature=1.0, top_k=0, top_p=1.0, seed=None,
+                 ignore_eos=False, on_token=None):
+        """Continues ``prompt`` (``autoshard generate``).
+
+        ``prompt`` is text (through the directory's tokenizer) or token ids.
+        Text gives text: the prompt and its continuation (as the command's
+        ``--json`` "text"); ids give the new ids only ("output_ids").
+        ``temperature`` 0 is greedy; ``top_k`` 0 and ``top_p`` 1 keep every
+        token. Generation stops after the config's ``eos_token_id`` unless
+        ``ignore_eos``. ``seed`` (default: the model's) seeds the sampling.
+        ``on_token(id)`` sees each new id as it is chosen. Ctrl-C stops at
+        the next token and raises KeyboardInterrupt.
+        """
+        as_text = isinstance(prompt, str)
+        ids = self._encode(prompt) if as_text else _token_list(prompt, "prompt")
+        if as_text and not ids:
+            raise ValueError("prompt: the text gives no tokens")
+        out = self._native.generate(ids, int(max_new_tokens), float(temperature), int(top_k),
+                                    float(top_p), self.seed if seed is None else int(seed),
+                                    [] if ignore_eos else self._eos, on_token)
+        return self._decode(ids + out) if as_text else out
+
+    def logits(self, ids):
+        """The logits, a float32 array [batch, tokens, vocab], of token ids
+        [batch, tokens] (or [tokens]: then [tokens, vocab])."""
+        import numpy as np
+
+        a = np.asarray(ids)
+        if a.ndim == 1:
+            return self._native.logits(a.reshape(1, -1))[0]
+        return self._native.logits(a)
+
+    __call__ = logits
+
+    def fit(self, tokens, batch_size=8, seq_len=None, steps=None, epochs=None, learning_rate=None,
+            lr_schedule="cosine", warmup=None, weight_decay=0.1, clipnorm=1.0, sampling="random",
+            seed=None, on_step=None):
+        """Trains on a stream of token ids (``autoshard train``); returns each
+        step's loss (a list of floats).
+
+        ``tokens``: a 1-D integer array or list (a text file's ids, say);
+        batches of ``batch_size`` rows of ``seq_len`` tokens (default
+        min(128, positions)), the targets shifted by one. ``steps`` steps,
+        or ``epochs`` passes over the tokens' whole batches. AdamW (beta_2
+        0.95) at ``learning_rate`` (default 6e-3 for byte vocabularies, 6e-4
+        otherwise), a cosine schedule with ``warmup`` steps (default 5%, at
+        most 100) unless ``lr_schedule="constant"``, ``weight_decay`` and
+        ``clipnorm`` as the command's --weight-decay and --clip; windows at
+        random offsets drawn from ``seed`` (default: the model's) or
+        ``sampling="sequential"``. Each call starts a new optimizer from the
+        current weights. ``on_step(step, loss)`` runs after each step;
+        Ctrl-C stops after the current step and raises KeyboardInterrupt
+        (the steps taken are kept).
+        """
+        import numpy as np
+
+        ids = np.asarray(tokens)
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise ValueError(f"fit: tokens must be a 1-D array of token ids, not shape "
+                             f"{ids.shape} and dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ValueError(f"fit: tokens hold ids from {ids.min()} to {ids.max()}, outside "
+                             f"the model's vocabulary of {self.vocab_size}")
+        seq = 0 if seq_len is None else int(seq_len)
+        if (steps is None) == (epochs is None):
+            raise ValueError("fit: give steps or epochs (one of them)")
+        if epochs is not None:
+            window = int(batch_size) * (seq or min(128, self.max_positions))
+            if int(batch_size) <= 0 or window <= 0:
+                raise ValueError("fit: batch_size and seq_len must be positive")
+            steps = int(epochs) * max(ids.size - 1, 0) // window
+        return self._native.fit(
+            np.ascontiguousarray(ids, dtype=np.int32), int(batch_size), seq, int(steps),
+            None if learning_rate is None else float(learning_rate), str(lr_schedule),
+            -1 if warmup is None else int(warmup), float(weight_decay), float(clipnorm),
+            str(sampling), self.seed if seed is None else int(seed), on_step)
+
+    def save(self, directory, dtype="F32", max_shard_bytes=0):
+        """Writes a Hugging Face directory (``autoshard convert``): config.json
+        and model.safetensors (F32, F16 or BF16; shards above
+        ``max_shard_bytes``). GPT-2 is written as F32 in one file. Under
+        mpirun every rank calls it."""
+        dtype = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}.get(str(dtype),
+                                                                             str(dtype).upper())
+        self._native.save(os.fspath(directory), dtype, int(max_shard_bytes))
+        if self.tokenizer is not None and self._path and _native.world_rank() == 0:
+            _copy_tokenizer_files(self._path, os.fspath(directory))
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json",
+                    "merges.txt", "vocab.txt", "special_tokens_map.json")
+
+
+def _copy_tokenizer_files(source, directory):
+    import shutil
+
+    source = source if os.path.isdir(source) else os.path.dirname(source)
+    for name in _TOKENIZER_FILES:
+        path = os.path.join(source, name)
+        if os.path.isfile(path) and not os.path.exists(os.path.join(directory, name)):
+            shutil.copyfile(path, os.path.join(directory, name))
+
+
+def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", seed=0,
+                    cluster="cpu", memory_per_device=0):
+    """A decoder from a Hugging Face directory (config.json, model.safetensors
+    or its shards, and a tokenizer if any), as ``autoshard generate
+    --weights path`` loads it.
+
+    ``mesh``: None (one device; under mpirun one device per rank), a string
+    like ``"model=2"`` or ``"data=2,model=2"``, or a DeviceMesh
+    (``autoshard.keras.distribution.DeviceMesh``); ``devices=N`` lets
+    AutoShard pick the mesh's shape. ``plan``: ``"auto"`` (AutoShard),
+    ``"data"``, ``"megatron"``, ``"megatron-sp"`` or a layout map JSON file,
+    as the command's --plan. ``dtype`` must be float32 (what the engine
+    computes in). ``seed`` seeds sampling and fit's windows.
+    """
+    _check_dtype(dtype)
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"from_pretrained: '{path}' does not exist (give a Hugging Face "
+                                "model directory)")
+    native = _native.LanguageModel(path, True, int(seed), _mesh_spec(mesh), int(devices),
+                                   str(plan), str(cluster), float(memory_per_device))
+    return LanguageModel(native, path, _directory_tokenizer(path), int(seed))
+
+
+def _install_mpi_hooks():
+    """Under mpirun: MPI ends with the interpreter (MPI_Finalize, as the
+    command line does before exiting), and an exception no one catches on
+    one rank stops every rank (MPI_Abort) instead of leaving the others
+    waiting in a collective."""
+    import atexit
+    import sys
+
+    atexit.register(_native.world_finalize)
+    previous = sys.excepthook
+
+    def excepthook(kind, value, traceback):
+        previous(kind, value, traceback)
+        if _native.world_size() > 1:
+            sys.stderr.flush()
+            _native.world_abort(f"{kind.__name__}: {value}")
+
+    sys.excepthook = excepthook
+
+
+_install_mpi_hooks()

@@ -1,0 +1,414 @@
+// autoshard._native's language models and tokenizers: what `autoshard
+// generate`, `autoshard train` and `autoshard tokenize` do, as objects
+// (python/autoshard/hf.py and tokenizer.py give them their Python names).
+// Each method does what the command does, step for step, so that the same
+// fixture gives the same ids and losses bit for bit: the model is built, laid
+// out and loaded as the command builds it (src/cli/generate.cc, train.cc).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "autoshard/comm/world.h"
+#include "autoshard/error.h"
+#include "autoshard/io/language_model.h"
+#include "autoshard/io/token_data.h"
+#include "autoshard/io/tokenizer.h"
+#include "autoshard/nn/generation.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/plan/distribution.h"
+#include "convert.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace autoshard::tokenizer {
+// GPT-2's vocab.json + merges.txt and BERT's vocab.txt, read as files of
+// their own (src/io/tokenizer/pipeline.h, which load_tokenizer calls on a
+// directory).
+std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
+                                          const std::string& merges_txt);
+std::unique_ptr<Tokenizer> bert_tokenizer(const std::string& vocab_txt, bool lowercase);
+}  // namespace autoshard::tokenizer
+
+namespace autoshard::python {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Ctrl-C between two steps: Python's handler has run (it raises
+// KeyboardInterrupt), and the exception leaves the engine's loop from here.
+// Needs the GIL.
+void stop_if_interrupted() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// How a model is laid out over devices: the CLI's --mesh, --devices and --plan.
+struct Placement {
+  std::string mesh;  // "data=2,model=2"; empty: one device (or one per MPI rank)
+  int devices = 0;   // > 0: AutoShard picks the mesh's shape for this many
+  std::string plan = "auto";
+  std::string cluster = "cpu";
+  double memory_per_device = 0;
+};
+
+// The distribution `p` asks for (src/cli/options.cc's make_distribution):
+// null for one device. `step` is the step AutoShard plans when it picks the
+// mesh itself.
+std::shared_ptr<Distribution> distribution_of(const Placement& p, const LanguageModelConfig& cfg,
+                                              const std::function<Graph()>& step) {
+  AS_CHECK(p.mesh.empty() || p.devices == 0, "give either mesh or devices, not both");
+  const AutoShardOptions options{.cluster = p.cluster, .memory_per_device = p.memory_per_device};
+  // Under mpirun with neither: one device per rank, as the CLI does.
+  const int devices = p.mesh.empty() && p.devices == 0 && World::process().distributed()
+                          ? World::process().size()
+                          : p.devices;
+  if (p.mesh.empty() && devices > 1 && p.plan == "auto") {
+    std::vector<std::string> why;
+    auto chosen = AutoShard::plan_for_devices(step(), devices, "data", options, &why);
+    chosen->explain_mesh(why);
+    return chosen;
+  }
+  DeviceMesh mesh;
+  if (!p.mesh.empty())
+    mesh = DeviceMesh::parse(p.mesh);
+  else if (devices > 1)
+    mesh = DeviceMesh({1, devices}, {"data", "model"});
+  else
+    return nullptr;
+  if (p.plan == "auto") return std::make_shared<AutoShard>(mesh, "data", options);
+  if (p.plan == "data") return std::make_shared<DataParallel>(mesh);
+  if (p.plan == "megatron" || p.plan == "megatron-sp") {
+    auto d = std::make_shared<ModelParallel>(mesh, cfg.megatron_layout());
+    if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
+    return d;
+  }
+  AS_CHECK(fs::is_regular_file(p.plan), "plan '", p.plan,
+           "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+           "exists");
+  return std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(p.plan));
+}
+
+// What fit() takes: `autoshard train`'s options.
+struct FitSettings {
+  int64_t batch = 8, seq = 0, steps = 0;
+  std::optional<double> lr;
+  std::string schedule = "cosine";
+  int64_t warmup = -1;
+  double weight_decay = 0.1, clip = 1.0;
+  std::string sampling = "random";
+  uint64_t seed = 0;
+};
+
+// A decoder (GPT-2, Llama, Mistral, Qwen2, Gemma, OPT) from a Hugging Face
+// directory, a config or a preset. The engine's model is built when first
+// needed, for the sequence length a call needs; a call with another length
+// builds it again and carries the weights over (the optimizer's state goes).
+class LanguageModel {
+ public:
+  LanguageModel(const std::string& path, bool load_weights, uint64_t seed, Placement placement)
+      : cfg_(LanguageModelConfig::of(path)),
+        weights_(load_weights ? path : ""),
+        seed_(seed),
+        placement_(std::move(placement)) {
+    if (!weights_.empty()) {
+      const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+      AS_CHECK(fs::is_regular_file(path) || fs::exists(dir / "model.safetensors") ||
+                   fs::exists(dir / "model.safetensors.index.json"),
+               "'", path,
+               "' has no weights (model.safetensors or model.safetensors.index.json); use "
+               "autoshard.LanguageModel.from_config for a model with initial weights");
+    }
+    // The distribution is made per build; a bad mesh or plan fails here already.
+    if (!placement_.mesh.empty()) DeviceMesh::parse(placement_.mesh);
+    AS_CHECK(placement_.plan == "auto" || placement_.plan == "data" ||
+                 placement_.plan == "megatron" || placement_.plan == "megatron-sp" ||
+                 fs::is_regular_file(placement_.plan),
+             "plan '", placement_.plan,
+             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+             "exists");
+  }
+
+  const LanguageModelConfig& config() const { return cfg_; }
+
+  // `autoshard generate --prompt-ids ...`: the new tokens. `on_token` (with
+  // the GIL) sees each as it is chosen.
+  std::vector<int32_t> generate(const std::vector<int32_t>& prompt, GenerationOptions o,
+                                const py::object& on_token) {
+    AS_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
+    for (int32_t id : prompt)
+      AS_CHECK(id >= 0 && id < cfg_.vocab_size(), "generate: prompt id ", id,
+               " is outside the model's vocabulary of ", cfg_.vocab_size());
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const int64_t cache = P + std::max<int64_t>(o.max_new_tokens - 1, 0);
+    AS_CHECK(cache <= cfg_.max_positions(), "generate: the prompt's ", P, " tokens and ",
+             o.max_new_tokens, " new ones exceed the model's ", cfg_.max_positions_field(), " (",
+             cfg_.max_positions(), "); ask for fewer with max_new_tokens");
+    o.cache_length = cache;
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, P, cache); });
+    return autoshard::generate(*model_, prompt, o,
+                               [&](int32_t token) {
+                                 py::gil_scoped_acquire gil;
+                                 if (!on_token.is_none()) on_token(token);
+                                 stop_if_interrupted();
+                               })
+        .output_ids;
+  }
+
+  // The logits [B, T, vocab] of ids [B, T] (a forward pass, no cache).
+  py::array logits(const py::handle& ids) {
+    Tensor x = to_tensor(ids, DType::I32, "ids");
+    AS_CHECK(x.rank() == 2, "logits: ids must be [batch, tokens], not of rank ", x.rank());
+    check_ids(x, "logits: ids");
+    Tensor out;
+    {
+      py::gil_scoped_release release;
+      if (!model_ || built_seq_ != x.dim(1)) build(x.dim(1), nullptr, {});
+      out = model_->predict_on_batch(x);
+    }
+    return to_numpy(out);
+  }
+
+  // `autoshard train --data tokens.bin`: one loss per step. Each call is a
+  // new run from the current weights (a new optimizer and schedule), so the
+  // model is built again for it.
+  std::vector<double> fit(std::vector<int32_t> tokens, FitSettings s, const py::object& on_step) {
+    if (s.seq == 0) s.seq = std::min<int64_t>(128, cfg_.max_positions());
+    AS_CHECK(s.seq > 0 && s.seq <= cfg_.max_positions(), "fit: seq_len ", s.seq,
+             " must be between 1 and the model's ", cfg_.max_positions_field(), " (",
+             cfg_.max_positions(), ")");
+    // TokenData::validate's checks, in fit's own words.
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    AS_CHECK(s.seq < n, "fit: ", n, " tokens; a sequence of seq_len ", s.seq, " needs ", s.seq + 1,
+             " (give more tokens or a smaller seq_len)");
+    AS_CHECK(s.sampling == "random" || s.batch <= (n - 1) / s.seq, "fit: ", n,
+             " tokens; one sequential batch of batch_size ", s.batch, " x seq_len ", s.seq,
+             " needs more (give more tokens, or a smaller batch_size or seq_len)");
+    TokenData data(std::move(tokens), "tokens");
+    data.set_sampling(
+        s.sampling == "random" ? TokenData::Sampling::Random : TokenData::Sampling::Sequential,
+        s.seed);
+    data.validate(s.batch, s.seq, cfg_.vocab_size());
+    std::vector<double> losses;
+    py::gil_scoped_release release;
+    build(s.seq, optimizer(s), {}, s.batch);
+    Tensor x, y;
+    for (int64_t step = 0; step < s.steps; ++step) {
+      data.batch(step, s.batch, s.seq, x, y);
+      const double loss = model_->train_on_batch(x, y);
+      AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+               std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
+               " (lower learning_rate, clip harder with clipnorm, or check the tokens)");
+      losses.push_back(loss);
+      py::gil_scoped_acquire gil;
+      if (!on_step.is_none()) on_step(step, loss);
+      // Every rank stops at the same step when any rank was interrupted.
+      const int interrupted = PyErr_CheckSignals() != 0;
+      if (World::process().max(interrupted) != 0) {
+        if (!interrupted) PyErr_SetNone(PyExc_KeyboardInterrupt);
+        throw py::error_already_set();
+      }
+    }
+    return losses;
+  }
+
+  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes) {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    save_language_model_hf(*model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes});
+  }
+
+  int64_t count_params() {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    return model_->count_params();
+  }
+
+  std::string mesh() const {
+    if (!model_ || !model_->distribution_strategy()) return "";
+    return model_->distribution_strategy()->mesh().to_string();
+  }
+
+ private:
+  void check_ids(const Tensor& x, const std::string& what) const {
+    for (int64_t i = 0; i < x.numel(); ++i)
+      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size(), what, " holds ", x.i32()[i],
+               ", outside the model's vocabulary of ", cfg_.vocab_size());
+  }
+
+  // The optimizer of `autoshard train` (AdamW, beta_2 0.95, cosine decay).
+  std::shared_ptr<Optimizer> optimizer(const FitSettings& s) const {
+    const double lr = s.lr.value_or(cfg_.vocab_size() == 256 ? 6e-3 : 6e-4);
+    auto o = AdamW(
+        {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = s.weight_decay, .clipnorm = s.clip});
+    if (s.schedule == "cosine") {
+      const int64_t warmup = s.warmup >= 0 ? s.warmup : std::min<int64_t>(100, s.steps / 20);
+      o->schedule = cosine_decay(lr, std::max<int64_t>(1, s.steps - warmup), 0.1, warmup);
+    }
+    return o;
+  }
+
+  // Builds the model for sequences of `seq`, compiled with `optimizer` to
+  // train (null: to run), laid out as placed, with the weights of the model
+  // it replaces (else those of the directory, else its initial ones), in the
+  // order `autoshard train` and `generate` do it. `step` is the step
+  // AutoShard plans when it picks the mesh (default: training).
+  void build(int64_t seq, std::shared_ptr<Optimizer> optimizer, std::function<Graph()> step,
+             int64_t batch = 1) {
+    cfg_.bytes_per_parameter = optimizer ? 16 : 4;
+    std::unique_ptr<Model> next = cfg_.build(seq, seed_);
+    Model& m = *next;
+    if (optimizer) m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    if (!step) step = [&] { return m.training_graph({batch, seq}, {batch, seq}); };
+    std::swap(model_, next);  // `step` may read model_
+    try {
+      model_->set_distribution(distribution_of(placement_, cfg_, step));
+    } catch (...) {
+      std::swap(model_, next);
+      throw;
+    }
+    if (next) {
+      for (const std::string& path : next->weight_paths())
+        model_->set_weight(path, next->gather_weight(path));
+    } else if (!weights_.empty()) {
+      load_language_model_weights(*model_, weights_);
+    }
+    built_seq_ = seq;
+  }
+
+  LanguageModelConfig cfg_;
+  std::string weights_;
+  uint64_t seed_;
+  Placement placement_;
+  std::unique_ptr<Model> model_;
+  int64_t built_seq_ = 0;
+};
+
+void bind_tokenizer(py::module_& m) {
+  py::class_<Tokenizer>(m, "Tokenizer")
+      .def("encode", &Tokenizer::encode, "text"_a, "add_special_tokens"_a = true)
+      .def(
+          "decode",
+          [](const Tokenizer& t, const std::vector<int32_t>& ids, bool skip) {
+            for (int32_t id : ids)
+              AS_CHECK(id >= 0 && id < t.vocab_size(), "decode: id ", id,
+                       " is outside the tokenizer's vocabulary of ", t.vocab_size());
+            return t.decode(ids, skip);
+          },
+          "ids"_a, "skip_special_tokens"_a = true)
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def("token_to_id", &Tokenizer::token_to_id, "token"_a)
+      .def(
+          "id_to_token",
+          [](const Tokenizer& t, int32_t id) {
+            AS_CHECK(id >= 0 && id < t.vocab_size(), "id_to_token: id ", id,
+                     " is outside the tokenizer's vocabulary of ", t.vocab_size());
+            return t.id_to_token(id);
+          },
+          "id"_a);
+  m.def("load_tokenizer", &load_tokenizer, "directory"_a);
+  m.def("has_tokenizer", &has_tokenizer, "directory"_a);
+  m.def("load_hf_tokenizer", &load_hf_tokenizer, "tokenizer_json"_a);
+  m.def("load_gpt2_tokenizer", &tokenizer::gpt2_tokenizer, "vocab_json"_a, "merges_txt"_a);
+  m.def("load_bert_tokenizer", &tokenizer::bert_tokenizer, "vocab_txt"_a, "lowercase"_a);
+  m.def("load_sentencepiece_tokenizer", &load_sentencepiece_tokenizer, "model_file"_a,
+        "add_bos"_a = true);
+}
+
+void bind_language_model(py::module_& m) {
+  py::class_<LanguageModel>(m, "LanguageModel")
+      .def(py::init([](const std::string& path, bool load_weights, uint64_t seed,
+                       const std::string& mesh, int devices, const std::string& plan,
+                       const std::string& cluster, double memory_per_device) {
+             return std::make_unique<LanguageModel>(
+                 path, load_weights, seed,
+                 Placement{mesh, devices, plan, cluster, memory_per_device});
+           }),
+           "path"_a, "load_weights"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
+           "memory_per_device"_a)
+      .def(
+          "generate",
+          [](LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_new_tokens,
+             double temperature, int64_t top_k, double top_p, uint64_t seed,
+             std::vector<int32_t> stop_token_ids, const py::object& on_token) {
+            AS_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be 0 or more, not ",
+                     max_new_tokens);
+            AS_CHECK(temperature >= 0 && std::isfinite(temperature),
+                     "generate: temperature must be 0 (greedy) or more, not ", temperature);
+            AS_CHECK(top_k >= 0, "generate: top_k must be 0 (all) or more, not ", top_k);
+            AS_CHECK(top_p > 0 && top_p <= 1, "generate: top_p must be in (0, 1], not ", top_p);
+            GenerationOptions o{.max_new_tokens = max_new_tokens,
+                                .temperature = temperature,
+                                .top_k = top_k,
+                                .top_p = top_p,
+                                .seed = seed,
+                                .stop_token_ids = std::move(stop_token_ids)};
+            return lm.generate(prompt, o, on_token);
+          },
+          "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a,
+          "stop_token_ids"_a, "on_token"_a)
+      .def("logits", &LanguageModel::logits, "ids"_a)
+      .def(
+          "fit",
+          [](LanguageModel& lm, const py::array_t<int32_t, py::array::c_style>& ids, int64_t batch,
+             int64_t seq, int64_t steps, std::optional<double> lr, const std::string& schedule,
+             int64_t warmup, double weight_decay, double clip, const std::string& sampling,
+             uint64_t seed, const py::object& on_step) {
+            AS_CHECK(batch > 0, "fit: batch_size must be positive, not ", batch);
+            AS_CHECK(steps >= 0, "fit: steps must be 0 or more, not ", steps);
+            AS_CHECK(!lr || (*lr > 0 && std::isfinite(*lr)),
+                     "fit: learning_rate must be positive, not ", lr.value_or(0));
+            AS_CHECK(schedule == "cosine" || schedule == "constant", "fit: lr_schedule '", schedule,
+                     "' must be 'cosine' or 'constant'");
+            AS_CHECK(sampling == "random" || sampling == "sequential", "fit: sampling '", sampling,
+                     "' must be 'random' or 'sequential'");
+            AS_CHECK(weight_decay >= 0 && clip >= 0,
+                     "fit: weight_decay and clipnorm must be 0 or more");
+            AS_CHECK(ids.ndim() == 1, "fit: tokens must be a 1-D array of token ids");
+            std::vector<int32_t> tokens(ids.data(), ids.data() + ids.size());
+            return lm.fit(
+                std::move(tokens),
+                {batch, seq, steps, lr, schedule, warmup, weight_decay, clip, sampling, seed},
+                on_step);
+          },
+          "tokens"_a, "batch_size"_a, "seq_len"_a, "steps"_a, "learning_rate"_a, "lr_schedule"_a,
+          "warmup"_a, "weight_decay"_a, "clipnorm"_a, "sampling"_a, "seed"_a, "on_step"_a)
+      .def("save", &LanguageModel::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a)
+      .def("count_params", &LanguageModel::count_params)
+      .def_property_readonly("mesh", &LanguageModel::mesh)
+      .def_property_readonly("vocab_size",
+                             [](const LanguageModel& lm) { return lm.config().vocab_size(); })
+      .def_property_readonly("max_positions",
+                             [](const LanguageModel& lm) { return lm.config().max_positions(); })
+      .def_property_readonly("model_type", [](const LanguageModel& lm) {
+        return std::visit(
+            [](const auto& c) -> std::string {
+              using C = std::decay_t<decltype(c)>;
+              if constexpr (std::is_same_v<C, GPT2Config>) return "gpt2";
+              if constexpr (std::is_same_v<C, OPTConfig>) return "opt";
+              if constexpr (std::is_same_v<C, LlamaConfig>) return c.model_type;
+            },
+            lm.config().config);
+      });
+
+  // The process's MPI world (mpirun starts one process per rank).
+  m.def("world_rank", [] { return World::process().rank(); });
+  m.def("world_size", [] { return World::process().size(); });
+  m.def("world_finalize", [] { World::process().finalize(); });
+  m.def("world_abort", [](const std::string& message) { World::process().abort_all(message); });
+}
+
+}  // namespace
+
+void bind_hf(py::module_& m) {
+  bind_tokenizer(m);
+  bind_language_model(m);
+}
+
+}  // namespace autoshard::python
