@@ -13,11 +13,13 @@
 #include "autoshard/io/language_model.h"
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/safetensors.h"
+#include "autoshard/ir/ops.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "cli_runner.h"
+#include "ir/op_def.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -201,6 +203,25 @@ TEST(Gemma2, CommandLineGeneratesAndPredicts) {
   ASSERT_EQ(plan.code, 0) << plan.output;
   EXPECT_NE(plan.output.find("layers.2.post_feedforward_layernorm.gamma"), std::string::npos);
   EXPECT_NE(plan.output.find("predicted on cluster"), std::string::npos) << plan.output;
+}
+
+// The planner prices what the caps add: a tanh a score in attention (both
+// passes), a streaming op for the logits.
+TEST(Gemma2, SoftCapsArePriced) {
+  Graph g;
+  Value q = g.parameter("q", {2, 16, 2, 2, 8}), k = g.parameter("k", {2, 16, 2, 8});
+  Value v = g.parameter("v", {2, 16, 2, 8}), logits = g.parameter("logits", {2, 16, 83});
+  auto flops = [&](Value x) {
+    const Node& n = g.node(x.id);
+    std::vector<Shape> in;
+    for (int i : n.inputs) in.push_back(g.node(i).shape);
+    return op_def(n.op).cost(n, CostShapes{in, n.shape}).flops;
+  };
+  const Value plain = ops::attention(q, k, v, true, 0.3, 4);
+  const Value capped = ops::attention(q, k, v, true, 0.3, 4, 50);
+  EXPECT_GT(flops(capped), flops(plain));
+  EXPECT_GT(flops(ops::soft_cap(logits, 30)), 0);
+  EXPECT_THROW(ops::soft_cap(logits, 0), Error);
 }
 
 class Gemma2Checkpoint : public testing::TempDirTest {};
