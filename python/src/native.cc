@@ -596,8 +596,9 @@ void bind_model(py::module_& m) {
 
 }  // namespace
 
-void bind_hf(py::module_& m);    // bind_hf.cc
-void bind_plan(py::module_& m);  // bind_plan.cc
+void bind_saving(py::module_& m);  // bind_saving.cc
+void bind_hf(py::module_& m);      // bind_hf.cc
+void bind_plan(py::module_& m);    // bind_plan.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -618,6 +619,7 @@ PYBIND11_MODULE(_native, m) {
   bind_training(m);
   bind_distribution(m);
   bind_model(m);
+  bind_saving(m);
   bind_hf(m);
   bind_plan(m);
 }

@@ -6,6 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
+from . import saving
 from .models import Input, Model, Sequential
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "metrics",
     "models",
     "optimizers",
+    "saving",
     "utils",
 ]

@@ -7,6 +7,7 @@ to build functional models, or listed in a Sequential.
 
 from .. import _native
 from . import activations as _activations
+from . import utils as _utils
 from .models import Input, InputLayer, KerasTensor
 
 __all__ = [
@@ -43,6 +44,10 @@ def _ints(value, rank, what):
 class Layer:
     """A layer of the engine. Calling it on KerasTensors records a functional call."""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _utils.record_init_args(cls)  # model.save writes them as the layer's Keras config
+
     def __init__(self, native, input_shape=None):
         self._native = native
         # Keras 2's input_shape on a Sequential's first layer still works.
@@ -55,9 +60,11 @@ class Layer:
     def __call__(self, inputs, *args, **kwargs):
         if args or kwargs:
             raise ValueError(f"layer '{self.name}' takes its inputs only (got more arguments)")
+        # The call is recorded on its result (keras_history, for model.save).
         if isinstance(inputs, (list, tuple)):
-            return KerasTensor(self._native([_symbolic(t, self.name) for t in inputs]))
-        return KerasTensor(self._native(_symbolic(inputs, self.name)))
+            return KerasTensor(self._native([_symbolic(t, self.name) for t in inputs]),
+                               history=(self, list(inputs)))
+        return KerasTensor(self._native(_symbolic(inputs, self.name)), history=(self, inputs))
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}>"

@@ -1,9 +1,14 @@
 """keras.losses: Keras 3's loss classes (and names), the engine's losses."""
 
 from .. import _native
+from . import utils as _utils
 
 
 class Loss:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _utils.record_init_args(cls)  # model.save writes them as the compile config
+
     def __init__(self, kind, from_logits=False, label_smoothing=0.0, delta=1.0, name=None):
         self.name = name or kind
         self._native = _native.loss(kind, bool(from_logits), float(label_smoothing), float(delta))

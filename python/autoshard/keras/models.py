@@ -5,6 +5,8 @@ and call the engine; fit's epoch loop, metrics and progress bar are the
 engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
+import itertools
+
 import numpy as np
 
 from .. import _native
@@ -15,11 +17,18 @@ from . import optimizers as _optimizers
 from . import utils as _utils
 
 
+_tensor_count = itertools.count()
+
+
 class KerasTensor:
     """A symbolic tensor of a functional model (keras.Input's result, a layer's output)."""
 
-    def __init__(self, native):
+    def __init__(self, native, history=None):
         self._native = native
+        # (layer, its input KerasTensor or list of them) for a layer's
+        # output, None for an input; the count orders calls (model.save).
+        self._history = history
+        self._order = next(_tensor_count)
 
     @property
     def shape(self):
@@ -51,6 +60,14 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
         raise ValueError(f"Input: every dimension of shape must be known, got {shape}")
     dtype = np.dtype(dtype or "float32").name
     return KerasTensor(_native.Input([int(d) for d in shape], dtype, name or ""))
+
+
+def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
+    """keras.models.load_model: see keras.saving.load_model."""
+    from . import saving
+
+    return saving.load_model(filepath, custom_objects=custom_objects, compile=compile,
+                             safe_mode=safe_mode)
 
 
 class InputLayer:
@@ -86,6 +103,7 @@ class Model:
         self._compiled = None
         self.stop_training = False
         self.history = None
+        self._keras_file = None  # what a Keras file said of a model loaded from it
         if inputs is None and outputs is None and type(self) is not Model:
             self._native = None  # a Sequential builds itself
             return
@@ -94,6 +112,7 @@ class Model:
         if isinstance(inputs, dict):
             inputs = list(inputs.values())
         self._outputs_are_list = isinstance(outputs, (list, tuple))
+        self._input_tensors, self._output_tensors = _as_list(inputs), _as_list(outputs)
         self._native = _native.Model.functional([t._native for t in _as_list(inputs)],
                                                 [t._native for t in _as_list(outputs)],
                                                 name or "functional")
@@ -314,6 +333,27 @@ class Model:
                                  f"given {w.shape}")
         for path, w in zip(paths, weights):
             native.set_weight(path, w)
+
+    # --- files ---------------------------------------------------------------
+
+    def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+        """Keras's save: a ``.keras`` zip (or a legacy ``.h5``) of the
+        architecture, the compile config and the current weights."""
+        from . import saving
+
+        saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
+    def save_weights(self, filepath, overwrite=True):
+        """Keras 3's save_weights: the weights alone, as a ``.weights.h5`` file."""
+        from . import saving
+
+        saving.save_weights(self, filepath, overwrite=overwrite)
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """Keras 3's load_weights from a ``.weights.h5`` (or a whole ``.keras``) file."""
+        from . import saving
+
+        saving.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
 
     def count_params(self):
         return self._built().count_params()

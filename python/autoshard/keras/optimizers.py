@@ -1,9 +1,14 @@
 """keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules."""
 
 from .. import _native
+from . import utils as _utils
 
 
 class Optimizer:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _utils.record_init_args(cls)  # model.save writes them as the compile config
+
     def __init__(self, native):
         self._native = native
 

@@ -1,0 +1,400 @@
+"""keras.saving: ``model.save``, ``load_model``, ``save_weights`` and ``load_weights``.
+
+Files are read and written by the C++ readers and writers of Keras files
+(autoshard/io/keras_model.h; docs/keras-files.md): a Keras 3 ``.keras`` zip,
+a Keras 2 ``.h5`` and, for loading (or ``save_format="tfjs"``), a
+TensorFlow.js ``model.json`` or its directory. A model built in Python is
+described to them by the Keras 3 ``config.json`` this module writes from
+its layers' constructor arguments and calls; a model loaded from a file
+keeps that file's description. Missing or unreadable files raise OSError,
+files whose content autoshard cannot use raise ValueError.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+
+from .. import _native
+from . import activations as _activations
+from . import losses as _losses
+from . import metrics as _metrics
+from . import optimizers as _optimizers
+
+__all__ = ["load_model", "save_model", "save_weights", "load_weights"]
+
+_KERAS_EXTENSIONS = {".keras": "keras", ".h5": "h5", ".hdf5": "h5"}
+
+
+# --- loading ----------------------------------------------------------------
+
+
+def _check_readable(filepath):
+    path = os.fspath(filepath)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory (a Keras model file was expected)",
+                                path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.json")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(2, "a TensorFlow.js model directory holds a model.json; "
+                                    "this one has none", path)
+    elif not os.path.isfile(path):
+        raise OSError(f"'{path}' is not a regular file (a Keras model file was expected)")
+    with open(path, "rb"):  # PermissionError and the like, as an OSError
+        pass
+
+
+def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
+    """Keras's load_model: a Model from a ``.keras`` file, a legacy ``.h5``
+    or a TensorFlow.js ``model.json`` (or its directory), compiled with the
+    file's compile config when it has one and ``compile`` is true."""
+    from .models import Model
+
+    if custom_objects:
+        raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
+                         "code from a model file)")
+    path = os.fspath(filepath)
+    _check_readable(path)
+    if not _native.KerasFile.format_of(path):
+        raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
+                         "TensorFlow.js model.json or its directory)")
+    kf = _native.KerasFile.read(path, True)
+    model = Model.__new__(Model)
+    model._compiled = None
+    model.stop_training = False
+    model.history = None
+    model._native = kf.take_model()
+    model._keras_file = kf
+    model._outputs_are_list = len(kf.outputs) > 1
+    model._after_build()
+    if compile and kf.has_compile:
+        _compile_from_file(model, kf)
+    return model
+
+
+def _compile_from_file(model, kf):
+    optimizer, losses, loss_weights, metrics = kf.compile_objects()
+    opt = _optimizers.Optimizer(optimizer)
+    wrapped = []
+    for native in losses:
+        loss = _losses.Loss.__new__(_losses.Loss)
+        loss.name, loss._native = "loss", native
+        wrapped.append(loss)
+    model.optimizer = opt
+    model._compiled = (opt, wrapped, list(loss_weights) or None,
+                       [_metrics.Metric(m) for m in metrics])
+    model._compile_native()
+    model._compiled_from_file = model._compiled
+
+
+# --- saving -----------------------------------------------------------------
+
+
+def _format_of(path, save_format):
+    if save_format is not None:
+        fmt = {"keras": "keras", "h5": "h5", "tf": None, "tfjs": "tfjs"}.get(save_format)
+        if fmt is None:
+            raise ValueError(f"save: save_format must be 'keras', 'h5' or 'tfjs', not "
+                             f"{save_format!r}")
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _KERAS_EXTENSIONS:
+        raise ValueError(f"Invalid filepath extension for saving: '{path}'. Add a `.keras` "
+                         "extension for the native Keras format (recommended) or a `.h5` "
+                         "extension (or pass save_format='tfjs' for a TensorFlow.js directory)")
+    return _KERAS_EXTENSIONS[ext]
+
+
+def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, **kwargs):
+    """Writes ``model`` to ``filepath`` (see Model.save)."""
+    if kwargs.pop("include_optimizer", True) is not True or kwargs:
+        raise ValueError(f"save: unsupported argument(s) {', '.join(sorted(kwargs)) or 'include_optimizer=False'}")
+    if zipped is False:
+        raise ValueError("save: zipped=False (an unzipped .keras directory) is not supported")
+    path = os.fspath(filepath)
+    fmt = _format_of(path, save_format)
+    native = model._built()
+    kf = _keras_file_of(model)
+    _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
+
+
+def _write_replacing(path, overwrite, write):
+    # The C++ writer never replaces a file (it writes aside and renames into
+    # place); Keras's overwrite=True does, after the new file is complete.
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "No such directory to save into", folder)
+    if not os.path.lexists(path):
+        write(path)
+        return
+    if not overwrite:
+        raise FileExistsError(17, "exists; pass overwrite=True to replace it", path)
+    head, tail = os.path.split(path)
+    root, ext = os.path.splitext(tail)
+    aside = os.path.join(head, f".{root}.autoshard-{os.getpid()}{ext}")
+    if os.path.lexists(aside):
+        _remove(aside)
+    write(aside)
+    if os.path.isdir(path) and not os.path.islink(path):
+        _remove(path)
+    os.replace(aside, path)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
+
+
+def _keras_file_of(model):
+    """The KerasFile describing ``model`` with its current compile config."""
+    kf = model._keras_file
+    if kf is None:
+        config = model_config(model)
+        with tempfile.TemporaryDirectory(prefix="autoshard-save-") as tmp:
+            described = os.path.join(tmp, "model.keras")
+            with zipfile.ZipFile(described, "w") as z:
+                z.writestr("config.json", json.dumps(config))
+            kf = _native.KerasFile.read(described, False)
+    if model._compiled is not None and model._compiled is not getattr(
+            model, "_compiled_from_file", None):
+        kf.set_compile(json.dumps(compile_config(model)))
+    return kf
+
+
+# --- Keras 3 config of a model built in Python --------------------------------
+
+
+# Constructor arguments of our classes that Keras's class of that name does
+# not have (our convolutions share one constructor).
+_NOT_KERAS = {
+    "Conv1D": {"depth_multiplier"},
+    "Conv2D": {"depth_multiplier"},
+    "Conv2DTranspose": {"depth_multiplier", "groups"},
+    "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
+    "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
+}
+
+
+def _layer_config(layer):
+    """A layer's Keras 3 config from its constructor's arguments."""
+    args = getattr(layer, "_init_args", None)
+    if args is None:
+        raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
+                         "keras.layers; it cannot be written")
+    from . import layers as _layers
+
+    config = {"name": layer.name, "trainable": True, "dtype": "float32"}
+    for key, value in args.items():
+        if (key in ("name", "input_shape", "trainable", "dtype") or value is None
+                or key in _NOT_KERAS.get(type(layer).__name__, ())):
+            continue
+        if key.endswith("activation"):
+            value = _activations.name_of(value) or "linear"
+        elif key.endswith("initializer"):
+            value = _layers._initializer(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        config[key] = value
+    return {"module": "keras.layers", "class_name": type(layer).__name__, "config": config,
+            "registered_name": None}
+
+
+def _input_entry(tensor):
+    name = tensor.name
+    dtype = "int32" if tensor.dtype in ("i32", "int32") else "float32"
+    config = {"batch_shape": [None] + list(tensor._native.shape), "dtype": dtype,
+              "sparse": False, "name": name}
+    return {"module": "keras.layers", "class_name": "InputLayer", "config": config,
+            "registered_name": None, "name": name, "inbound_nodes": []}
+
+
+def _sequential_config(model):
+    entries = [_input_entry(model._input)]
+    entries += [_layer_config(layer) for layer in model.layers]
+    shape = entries[0]["config"]["batch_shape"]
+    return {"module": "keras", "class_name": "Sequential",
+            "config": {"name": model.name, "trainable": True, "layers": entries},
+            "registered_name": None, "build_config": {"input_shape": shape}}
+
+
+def _functional_config(model):
+    # Every call reachable from the outputs, in the order they were made.
+    calls, seen, stack = [], set(), list(model._output_tensors)
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t._history is not None:
+            calls.append(t)
+            layer_inputs = t._history[1]
+            stack.extend(layer_inputs if isinstance(layer_inputs, list) else [layer_inputs])
+    calls.sort(key=lambda t: t._order)
+    node_of, layers = {}, {}
+    for t in calls:
+        layer = t._history[0]
+        node_of[id(t)] = len(layers.setdefault(id(layer), (layer, []))[1])
+        layers[id(layer)][1].append(t)
+
+    def ref(t):
+        source = t._history[0].name if t._history is not None else t.name
+        history = [source, node_of.get(id(t), 0), 0]
+        return {"class_name": "__keras_tensor__",
+                "config": {"shape": None, "dtype": "float32", "keras_history": history}}
+
+    entries = [_input_entry(t) for t in model._input_tensors]
+    for layer, outs in layers.values():
+        entry = _layer_config(layer)
+        entry["name"] = layer.name
+        nodes = []
+        for t in outs:
+            args = t._history[1]
+            arg = [ref(a) for a in args] if isinstance(args, list) else ref(args)
+            nodes.append({"args": [arg], "kwargs": {}})
+        entry["inbound_nodes"] = nodes
+        entries.append(entry)
+    endpoint = lambda t: [t._history[0].name, node_of[id(t)], 0] if t._history else [t.name, 0, 0]
+    return {"module": "keras", "class_name": "Functional",
+            "config": {"name": model.name, "trainable": True, "layers": entries,
+                       "input_layers": [endpoint(t) for t in model._input_tensors],
+                       "output_layers": [endpoint(t) for t in model._output_tensors]},
+            "registered_name": "Functional"}
+
+
+def model_config(model):
+    """The Keras 3 architecture (config.json less compile_config) of a model
+    built in Python."""
+    from .models import Sequential
+
+    model._built()
+    if isinstance(model, Sequential):
+        return _sequential_config(model)
+    if not hasattr(model, "_output_tensors"):
+        raise ValueError(f"save: model '{model.name}' has no Keras architecture to write")
+    return _functional_config(model)
+
+
+_LOSS_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error",
+                 "huber_loss": "huber"}
+_LOSS_CLASSES = {"SparseCategoricalCrossentropy": "sparse_categorical_crossentropy",
+                 "CategoricalCrossentropy": "categorical_crossentropy",
+                 "BinaryCrossentropy": "binary_crossentropy",
+                 "MeanSquaredError": "mean_squared_error",
+                 "MeanAbsoluteError": "mean_absolute_error", "Huber": "huber"}
+
+
+def _loss_config(loss):
+    if isinstance(loss, str):
+        return {"name": _LOSS_ALIASES.get(loss, loss)}
+    kind = _LOSS_CLASSES.get(type(loss).__name__)
+    args = getattr(loss, "_init_args", None)
+    if kind is None or args is None:
+        raise ValueError(f"save: loss {loss!r} cannot be written in a compile config")
+    out = {"name": kind}
+    for key in ("from_logits", "label_smoothing", "delta"):
+        if key in args:
+            out[key] = args[key]
+    return out
+
+
+def _optimizer_config(optimizer):
+    args = getattr(optimizer, "_init_args", None)
+    if args is None:
+        raise ValueError(f"save: optimizer {optimizer!r} cannot be written in a compile config")
+    config = {k: v for k, v in args.items() if v is not None and k != "name"}
+    clip = config.pop("clipnorm", None) or config.pop("global_clipnorm", None)
+    if clip:
+        config["global_clipnorm"] = clip
+    config["learning_rate"] = optimizer.learning_rate  # as now (schedulers change it)
+    return type(optimizer).__name__, config
+
+
+def compile_config(model):
+    """The compile config in the form KerasFile.set_compile takes."""
+    optimizer, loss, loss_weights, metrics = model._compiled
+    outputs = model.output_names
+    if isinstance(loss, dict):
+        loss = [loss[n] for n in outputs]
+    losses = [_loss_config(l) for l in (loss if isinstance(loss, (list, tuple)) else [loss])]
+    if isinstance(loss_weights, dict):
+        loss_weights = [loss_weights.get(n, 1.0) for n in outputs]
+    if isinstance(metrics, dict):
+        metrics = [m for n in outputs for m in (metrics.get(n) or [])]
+    names = [m if isinstance(m, str) else m.name for m in (metrics or [])]
+    cls, config = _optimizer_config(optimizer)
+    return {"optimizer": cls, "optimizer_config": config, "losses": losses,
+            "loss_weights": [float(w) for w in (loss_weights or [])], "metrics": names}
+
+
+# --- weights alone ------------------------------------------------------------
+
+
+def _check_weights_path(path, what):
+    if not path.endswith(".weights.h5"):
+        raise ValueError(f"{what}: the filename must end in `.weights.h5`, got '{path}'")
+
+
+def save_weights(model, filepath, overwrite=True):
+    """Keras 3's save_weights: the ``model.weights.h5`` of the ``.keras`` file
+    ``model.save`` would write, alone."""
+    path = os.fspath(filepath)
+    _check_weights_path(path, "save_weights")
+    native = model._built()
+    kf = _keras_file_of(model)
+    if kf.format != "keras":
+        raise ValueError("save_weights: a model loaded from a .h5 or TensorFlow.js file has no "
+                         "Keras 3 weights layout; save it whole with model.save('....h5')")
+
+    def write(out):
+        with tempfile.TemporaryDirectory(prefix="autoshard-weights-",
+                                         dir=os.path.dirname(os.path.abspath(out))) as tmp:
+            whole = os.path.join(tmp, "model.keras")
+            kf.save(native, whole, "keras")
+            with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
+                    open(out, "xb") as dst:
+                shutil.copyfileobj(src, dst)
+
+    _write_replacing(path, overwrite, write)
+
+
+def load_weights(model, filepath, skip_mismatch=False, **kwargs):
+    """Keras 3's load_weights: a ``.weights.h5`` written by save_weights (or
+    Keras) for this architecture, or a whole ``.keras`` file's weights."""
+    if skip_mismatch or kwargs:
+        raise ValueError("load_weights: skip_mismatch and other arguments are not supported")
+    path = os.fspath(filepath)
+    _check_readable(path)
+    native = model._built()
+    if path.endswith(".keras"):
+        source = _native.KerasFile.read(path, True).take_model()
+    else:
+        _check_weights_path(path, "load_weights")
+        kf = _keras_file_of(model)
+        if kf.format != "keras":
+            raise ValueError("load_weights: a .weights.h5 file follows the Keras 3 layout; "
+                             "this model was loaded from a .h5 or TensorFlow.js file")
+        with tempfile.TemporaryDirectory(prefix="autoshard-weights-") as tmp:
+            whole = os.path.join(tmp, "model.keras")
+            with zipfile.ZipFile(whole, "w") as z:
+                z.writestr("config.json", kf.architecture)
+                z.write(path, "model.weights.h5")
+            source = _native.KerasFile.read(whole, True).take_model()
+    mine = list(dict.fromkeys(list(native.weight_paths()) +
+                              list(native.non_trainable_weight_paths())))
+    theirs = set(source.weight_paths()) | set(source.non_trainable_weight_paths())
+    missing = [p for p in mine if p not in theirs]
+    if missing or len(theirs) != len(mine):
+        raise ValueError(f"load_weights: '{path}' holds the weights of another architecture "
+                         f"(missing: {', '.join(missing[:5]) or 'none'}; it has {len(theirs)} "
+                         f"weights, the model {len(mine)})")
+    values = [source.get_weight(p) for p in mine]
+    for p, v in zip(mine, values):
+        if tuple(v.shape) != tuple(native.weight_shape(p)):
+            raise ValueError(f"load_weights: weight '{p}' is {tuple(v.shape)} in '{path}', "
+                             f"{tuple(native.weight_shape(p))} in the model")
+    for p, v in zip(mine, values):
+        native.set_weight(p, v)

@@ -1,0 +1,200 @@
+"""model.save / keras.models.load_model / save_weights over the C++ Keras files."""
+
+import os
+import subprocess
+import zipfile
+
+import numpy as np
+import pytest
+
+import autoshard.keras as keras
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "keras_files")
+
+
+def _cli():
+    ref = os.environ.get("AUTOSHARD_PY_REFERENCE", "")
+    cli = os.path.join(os.path.dirname(os.path.dirname(ref)), "autoshard") if ref else ""
+    return cli if cli and os.access(cli, os.X_OK) else None
+
+
+def _classifier():
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([
+        keras.Input((6,)),
+        keras.layers.Dense(8, activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.Dropout(0.1),
+        keras.layers.Dense(3),
+    ])
+    model.compile(keras.optimizers.Adam(0.02),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def _data(n=48, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6)).astype("float32")
+    return x, (x[:, 0] > 0).astype("int32") + (x[:, 1] > 1).astype("int32")
+
+
+def _same_weights(a, b):
+    wa, wb = a.get_weights(), b.get_weights()
+    return len(wa) == len(wb) and all(np.array_equal(u, v) for u, v in zip(wa, wb))
+
+
+def test_sequential_round_trip(tmp_path):
+    x, y = _data()
+    model = _classifier()
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    assert zipfile.is_zipfile(path)
+    loaded = keras.models.load_model(path)
+    assert np.array_equal(loaded.predict(x), model.predict(x))
+    assert _same_weights(loaded, model)
+    # The compile config came with it: the same loss and accuracy.
+    assert loaded.evaluate(x, y, return_dict=True) == model.evaluate(x, y, return_dict=True)
+    assert loaded.optimizer.learning_rate == pytest.approx(0.02)
+    # keras.saving.load_model is the same function.
+    again = keras.saving.load_model(str(path))
+    assert np.array_equal(again.predict(x), model.predict(x))
+
+
+def test_functional_round_trip(tmp_path):
+    keras.utils.set_random_seed(5)
+    image = keras.Input((6, 6, 2), name="image")
+    h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(image)
+    h = keras.layers.MaxPooling2D()(h)
+    flat = keras.layers.Flatten()(h)
+    shared = keras.layers.Dense(5, activation="tanh", name="trunk")
+    t = shared(flat)
+    classes = keras.layers.Dense(3, name="classes")(t)
+    value = keras.layers.Dense(1, name="value")(keras.layers.Concatenate()([t, classes]))
+    model = keras.Model(image, [classes, value])
+    model.compile("sgd", ["mse", "mae"], loss_weights=[1.0, 0.5])
+    x = np.random.default_rng(1).normal(size=(8, 6, 6, 2)).astype("float32")
+    model.save(tmp_path / "f.keras")
+    loaded = keras.models.load_model(tmp_path / "f.keras")
+    for a, b in zip(loaded.predict(x), model.predict(x)):
+        assert np.array_equal(a, b)
+    assert _same_weights(loaded, model)
+    assert loaded.output_names == model.output_names
+
+
+def test_sequence_model_round_trip(tmp_path):
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([keras.Input((5,), dtype="int32"), keras.layers.Embedding(9, 4),
+                              keras.layers.LSTM(6, return_sequences=True),
+                              keras.layers.GRU(3), keras.layers.Dense(2)])
+    ids = np.random.default_rng(0).integers(0, 9, size=(4, 5)).astype("int32")
+    model.save(tmp_path / "s.keras")  # uncompiled: no compile config
+    loaded = keras.models.load_model(tmp_path / "s.keras")
+    assert np.array_equal(loaded.predict(ids), model.predict(ids))
+    with pytest.raises(ValueError):
+        loaded.fit(ids, np.zeros((4, 2), "float32"), verbose=0)  # not compiled
+
+
+def test_overwrite(tmp_path):
+    model = _classifier()
+    path = tmp_path / "m.keras"
+    model.save(path)
+    x, y = _data()
+    model.fit(x, y, epochs=1, verbose=0)
+    model.save(path)  # overwrite=True, Keras's default, replaces it
+    assert np.array_equal(keras.models.load_model(path).predict(x), model.predict(x))
+    with pytest.raises(FileExistsError):
+        model.save(path, overwrite=False)
+    assert sorted(os.listdir(tmp_path)) == ["m.keras"]  # nothing left aside
+
+
+def test_weights_only(tmp_path):
+    x, _ = _data()
+    model = _classifier()
+    path = tmp_path / "w.weights.h5"
+    model.save_weights(path)
+    other = _classifier()  # another seed's draws would differ; make them differ anyway
+    other.set_weights([w + 1 for w in other.get_weights()])
+    other.load_weights(path)
+    assert _same_weights(other, model)
+    assert np.array_equal(other.predict(x), model.predict(x))
+    with pytest.raises(ValueError, match="weights.h5"):
+        model.save_weights(tmp_path / "w.h5")
+    small = keras.Sequential([keras.Input((6,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError):
+        small.load_weights(path)
+
+
+@pytest.mark.parametrize("name", ["batch_normalization_dense", "two_outputs", "resnet_cnn",
+                                  "lstm_language_model"])
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_fixture_predicts_as_the_cli(tmp_path, name, ext):
+    path = os.path.join(DATA, name + ext)
+    model = keras.models.load_model(path)
+    rng = np.random.default_rng(7)
+    shape = {"batch_normalization_dense": (7,), "two_outputs": (5,), "resnet_cnn": (11, 11, 3),
+             "lstm_language_model": (6,)}[name]
+    if name == "lstm_language_model":
+        x = rng.integers(0, 11, size=(5,) + shape).astype("int32")
+    else:
+        x = rng.normal(size=(5,) + shape).astype("float32")
+    ours = model.predict(x)
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the CLI (build/autoshard) is not built")
+    np.save(tmp_path / "x.npy", x)
+    multi = isinstance(ours, list)
+    out = tmp_path / ("p.npz" if multi else "p.npy")
+    subprocess.run([cli, "predict", "--model", path, "--x", str(tmp_path / "x.npy"), "--out",
+                    str(out)], check=True, capture_output=True, timeout=60)
+    if multi:
+        theirs = np.load(out)
+        for got, key in zip(ours, model.output_names):
+            assert np.array_equal(got, theirs[key])
+    else:
+        assert np.array_equal(ours, np.load(out))
+
+
+def test_fixture_trains_with_its_compile_config():
+    model = keras.models.load_model(os.path.join(DATA, "batch_normalization_dense.keras"))
+    assert model.optimizer is not None
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 7)).astype("float32")
+    y = np.stack([x[:, 0], x[:, 1] - x[:, 2], 0.5 * x[:, 3]], axis=1)  # mse, as compiled
+    history = model.fit(x, y, epochs=6, batch_size=16, shuffle=False, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    assert {"mae", "mean_absolute_error"} & set(history.history)  # the file's metrics
+
+
+def test_h5_and_tfjs_written_back(tmp_path):
+    path = os.path.join(DATA, "two_outputs.h5")
+    model = keras.models.load_model(path)
+    x = np.random.default_rng(3).normal(size=(4, 5)).astype("float32")
+    want = model.predict(x)
+    model.save(tmp_path / "again.h5")
+    model.save(tmp_path / "web", save_format="tfjs")
+    assert os.path.isfile(tmp_path / "web" / "model.json")
+    for saved in (tmp_path / "again.h5", tmp_path / "web", tmp_path / "web" / "model.json"):
+        got = keras.models.load_model(saved).predict(x)
+        for a, b in zip(got, want):
+            assert np.array_equal(a, b)
+
+
+def test_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        keras.models.load_model(tmp_path / "missing.keras")
+    with pytest.raises(OSError):
+        keras.models.load_model(tmp_path)  # a directory without model.json
+    (tmp_path / "text.keras").write_text("not a zip")
+    with pytest.raises(ValueError):
+        keras.models.load_model(tmp_path / "text.keras")
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match="not a Keras model file"):
+        keras.models.load_model(tmp_path / "notes.txt")
+    model = _classifier()
+    with pytest.raises(ValueError, match="extension"):
+        model.save(tmp_path / "model.pkl")
+    with pytest.raises(OSError):
+        model.save(tmp_path / "no" / "such" / "dir" / "m.keras")
