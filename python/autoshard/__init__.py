@@ -17,10 +17,11 @@ from . import _native  # noqa: F401  (the engine; fails early when not built)
 from .hf import LanguageModel, from_pretrained  # noqa: E402  (Hugging Face models)
 from .tokenizer import Tokenizer  # noqa: E402
 from .plan import Plan, plan  # noqa: E402  (binds autoshard.plan to the function)
+from .tensor_parallel import TensorParallel  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["keras", "list_devices", "from_pretrained", "LanguageModel", "Tokenizer"]
-__all__ += ["plan", "Plan"]
+__all__ += ["plan", "Plan", "TensorParallel"]
 
 
 def list_devices(count=0):
