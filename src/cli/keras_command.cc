@@ -112,6 +112,13 @@ KerasCompiled compile_keras(KerasModel& k, const KerasOverrides& over, bool trai
     optimizer->schedule = nullptr;  // --lr replaces the file's schedule too
   }
   k.model->compile(optimizer, c.make_losses(), c.loss_weights, c.make_metrics());
+  if (training) {
+    // What is trained is what --save writes: its compile config names the
+    // optimizer whose state the file holds.
+    if (over.lr) c.optimizer_config["learning_rate"] = *over.lr;
+    c.present = true;
+    k.compile = c;
+  }
   KerasCompiled out{{}, optimizer};
   auto name_of = [](const nlohmann::json& loss) {
     return loss.is_object()   ? loss.value("name", "")

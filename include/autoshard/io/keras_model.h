@@ -93,6 +93,9 @@ struct KerasModel {
   // The file holds optimizer state matching the compile config (to resume).
   bool has_optimizer_state = false;
   int64_t iterations = 0;  // the optimizer's step count in the file, 0 when none
+  // Why the file's optimizer state was not used ("" when it was, or when
+  // not asked for): the optimizer then starts from zero.
+  std::string optimizer_state_note;
   // Every model weight's names in the three formats, in the layers' order.
   std::vector<KerasWeightName> weight_names;
   // The compile config as the file held it (null: none), and `compile` as

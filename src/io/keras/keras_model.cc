@@ -14,6 +14,7 @@
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
 #include "io/keras/layer_factory.h"
+#include "io/keras/optimizer_state.h"
 #include "io/keras/weight_table.h"
 #include "io/keras/zip_archive.h"
 
@@ -40,6 +41,7 @@ struct FileWeights {
   Dialect dialect;
   std::shared_ptr<H5File> h5;  // Keras 3's model.weights.h5 or the legacy .h5
   WeightTable tfjs;
+  std::vector<std::string> tfjs_optimizer;  // TF.js's optimizer weights, in order
 };
 
 DType dtype_of(const std::string& keras, const std::string& input, const std::string& where) {
@@ -161,9 +163,11 @@ std::string last_component(std::string name) {
 }
 
 // The WeightSources of every model weight, checked against the C++ model.
+// `shapes` receives each weight's shape.
 std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b,
                                                    const FileWeights& files,
-                                                   const std::string& where) {
+                                                   const std::string& where,
+                                                   std::map<std::string, Shape>& shapes) {
   std::map<std::string, WeightSource> sources;
   const std::string root = files.h5 && files.h5->is_group("model_weights") ? "model_weights" : "";
   for (const auto& [layer, roles] : b.roles) {
@@ -201,6 +205,7 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
         stored = it->second;
       }
       sources[cpp] = stored_source(stored, name);
+      shapes[cpp] = stored.shape;
       k.weights.emplace_back(cpp, name);
     }
   }
@@ -212,6 +217,56 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
     AS_CHECK(std::find(paths.begin(), paths.end(), p) != paths.end(), where,
              ": internal: the file's weight for '", p, "' has no weight in the model");
   return sources;
+}
+
+// The optimizer's variables as the file lists them (none: empty).
+FileOptimizerState file_optimizer_state(const FileWeights& files, const std::string& where) {
+  FileOptimizerState out;
+  auto iterations_of = [&](double v, const std::string& name) {
+    AS_CHECK(v >= 0 && v < 9.0e15 && v == static_cast<double>(static_cast<int64_t>(v)), where,
+             ": optimizer variable '", name, "' (the iteration count) is ", v,
+             ", not a whole number >= 0");
+    return static_cast<int64_t>(v);
+  };
+  if (files.dialect == Dialect::TFJS) {
+    for (const std::string& key : files.tfjs_optimizer) {
+      out.names.push_back(key);
+      out.values.push_back(files.tfjs.at(key));
+    }
+    if (out.values.empty()) return out;
+    const StoredWeight& iter = out.values.front();
+    AS_CHECK(iter.shape.empty(), where, ": optimizer weight '", out.names.front(),
+             "' (TF.js's iteration count) must be a scalar");
+    float v = 0;
+    iter.read({}, {}, &v);
+    out.iterations = iterations_of(v, out.names.front());
+    out.layout = {1, false};
+    return out;
+  }
+  const H5File& h5 = *files.h5;
+  if (files.dialect == Dialect::Keras3) {
+    for (int i = 0; h5.is_dataset("optimizer/vars/" + std::to_string(i)); ++i)
+      out.names.push_back("optimizer/vars/" + std::to_string(i));
+    out.layout = {2, true};
+  } else if (h5.is_group("optimizer_weights")) {
+    for (const std::string& n : h5.strings_attribute("optimizer_weights", "weight_names"))
+      out.names.push_back("optimizer_weights/" + n);
+    // Keras 3's legacy .h5 lists its own variables (iteration, learning_rate, ...).
+    const bool keras3 = out.names.size() >= 2 && out.names[1].size() >= 13 &&
+                        out.names[1].compare(out.names[1].size() - 13, 13, "learning_rate") == 0;
+    out.layout = {keras3 ? 2 : 1, keras3};
+  }
+  for (const std::string& n : out.names) {
+    AS_CHECK(h5.is_dataset(n), where, ": optimizer variable '", n, "' is listed but missing");
+    out.values.push_back(h5_weight(files.h5, n));
+  }
+  if (!out.values.empty()) {
+    AS_CHECK(out.values.front().shape.empty(), where, ": optimizer variable '", out.names.front(),
+             "' (the iteration count) must be a scalar");
+    out.iterations =
+        iterations_of(static_cast<double>(h5.read_int(out.names.front())), out.names.front());
+  }
+  return out;
 }
 
 }  // namespace
@@ -363,8 +418,9 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
     files.dialect = ctx.dialect = Dialect::TFJS;
     if (options.weights || options.optimizer_state) {
       AS_CHECK(doc.contains("weightsManifest"), where, " has no weightsManifest");
-      files.tfjs = tfjs_weights(doc.at("weightsManifest"),
-                                fs::path(json_path).parent_path().string(), json_path);
+      files.tfjs =
+          tfjs_weights(doc.at("weightsManifest"), fs::path(json_path).parent_path().string(),
+                       json_path, &files.tfjs_optimizer);
     }
   }
   ctx.where = where;
@@ -381,7 +437,23 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
       k.weight_names.push_back({layer->name + "." + r.cpp, layer->name,
                                 layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs});
   if (options.weights) {
-    std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where);
+    std::map<std::string, Shape> shapes;
+    std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where, shapes);
+    if (options.optimizer_state) {
+      const std::vector<std::string> frozen = b.model->non_trainable_weight_paths();
+      std::vector<std::string> trainable;
+      for (const KerasWeightName& w : k.weight_names)
+        if (std::find(frozen.begin(), frozen.end(), w.cpp) == frozen.end())
+          trainable.push_back(w.cpp);
+      const FileOptimizerState state = file_optimizer_state(files, where);
+      k.optimizer_state_note =
+          add_optimizer_sources(k.compile, files.dialect, state, trainable, shapes, sources);
+      k.has_optimizer_state = k.optimizer_state_note.empty();
+      if (k.has_optimizer_state) {
+        k.iterations = state.iterations;
+        b.model->set_iterations(state.iterations);
+      }
+    }
     b.model->load_weights(sources);
   }
   k.model = std::move(b.model);

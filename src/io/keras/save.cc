@@ -19,6 +19,7 @@
 #include "io/keras/architecture.h"
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
+#include "io/keras/optimizer_state.h"
 #include "io/keras/zip_archive.h"
 
 namespace autoshard {
@@ -47,7 +48,13 @@ class Aside {
  public:
   explicit Aside(const fs::path& out) {
     const fs::path dir = out.has_parent_path() ? out.parent_path() : fs::path(".");
-    path_ = dir / ("." + out.filename().string() + ".autoshard-" + std::to_string(::getpid()));
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on the
+    // inlined chain of operator+.
+    std::string name = ".";
+    name += out.filename().string();
+    name += ".autoshard-";
+    name += std::to_string(::getpid());
+    path_ = dir / name;
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -122,7 +129,8 @@ std::vector<Tensor> gather_all(KerasModel& k) {
 // Keras 3: config.json (architecture + compile_config), metadata.json and
 // model.weights.h5 (layers/<name>/vars/<i>, as the file was read) stored
 // in a zip.
-void write_keras3(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& dir,
+void write_keras3(const KerasModel& k, const std::vector<Tensor>& values,
+                  const std::optional<OptimizerVars>& optimizer, const fs::path& dir,
                   const fs::path& zip_path, const std::string& where) {
   json config = k.architecture;
   const json compile = compile_for(k, Dialect::Keras3, where);
@@ -138,6 +146,14 @@ void write_keras3(const KerasModel& k, const std::vector<Tensor>& values, const 
     H5Writer h5((dir / "model.weights.h5").string());
     h5.group("vars");  // the model's own (none), as Keras writes it
     for (size_t i = 0; i < values.size(); ++i) h5.dataset(k.weight_names[i].keras3, values[i]);
+    if (optimizer) {
+      // Keras 3's optimizer.variables: iteration, learning_rate, the slots.
+      h5.group("optimizer/vars");
+      h5.int64_scalar("optimizer/vars/0", optimizer->iterations);
+      h5.dataset("optimizer/vars/1", Tensor::scalar(static_cast<float>(optimizer->learning_rate)));
+      for (size_t i = 0; i < optimizer->slots.size(); ++i)
+        h5.dataset("optimizer/vars/" + std::to_string(i + 2), optimizer->slots[i].second);
+    }
     h5.close();
   }
   write_stored_zip(zip_path.string(), {{"metadata.json", (dir / "metadata.json").string()},
@@ -167,7 +183,8 @@ std::vector<std::string> layer_names(const KerasModel& k) {
 
 // Keras 2: root attributes model_config, training_config, keras_version,
 // backend; model_weights/<layer>/ with weight_names and the datasets.
-void write_keras2(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& path,
+void write_keras2(const KerasModel& k, const std::vector<Tensor>& values,
+                  const std::optional<OptimizerVars>& optimizer, const fs::path& path,
                   const std::string& where) {
   H5Writer h5(path.string());
   const std::string version =
@@ -194,12 +211,23 @@ void write_keras2(const KerasModel& k, const std::vector<Tensor>& values, const 
     }
     h5.strings_attribute(group, "weight_names", names);
   }
+  if (optimizer) {
+    // Keras 2's optimizer.weights: iter, then each slot of every variable.
+    std::vector<std::string> names = {k.compile.optimizer + "/iter:0"};
+    h5.int64_scalar("optimizer_weights/" + names.front(), optimizer->iterations);
+    for (const auto& [name, value] : optimizer->slots) {
+      names.push_back(name);
+      h5.dataset("optimizer_weights/" + name, value);
+    }
+    h5.strings_attribute("optimizer_weights", "weight_names", names);
+  }
   h5.close();
 }
 
 // TensorFlow.js: model.json (modelTopology, trainingConfig, weightsManifest)
 // and one float32 shard.
-void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values, const fs::path& dir,
+void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values,
+                const std::optional<OptimizerVars>& optimizer, const fs::path& dir,
                 const std::string& where) {
   json topology = keras2_architecture(k);
   topology["keras_version"] =
@@ -213,6 +241,24 @@ void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values, const fs
                 static_cast<std::streamsize>(values[i].numel() * sizeof(float)));
       manifest_weights.push_back(
           {{"name", k.weight_names[i].tfjs}, {"shape", values[i].shape()}, {"dtype", "float32"}});
+    }
+    if (optimizer) {
+      // TF.js's optimizer.getWeights(): iter (int32), then each slot of
+      // every variable, marked "group": "optimizer" as model.save does.
+      AS_CHECK(optimizer->iterations < (int64_t{1} << 31), where, ": the iteration count ",
+               optimizer->iterations, " exceeds TF.js's int32");
+      const int32_t iter = static_cast<int32_t>(optimizer->iterations);
+      bin.write(reinterpret_cast<const char*>(&iter), sizeof iter);
+      manifest_weights.push_back(
+          {{"name", "iter"}, {"shape", json::array()}, {"dtype", "int32"}, {"group", "optimizer"}});
+      for (const auto& [name, value] : optimizer->slots) {
+        bin.write(reinterpret_cast<const char*>(value.f32()),
+                  static_cast<std::streamsize>(value.numel() * sizeof(float)));
+        manifest_weights.push_back({{"name", name},
+                                    {"shape", value.shape()},
+                                    {"dtype", "float32"},
+                                    {"group", "optimizer"}});
+      }
     }
     bin.close();
     AS_CHECK(bin.good(), "cannot write '", (dir / kTfjsShard).string(), "'");
@@ -230,7 +276,7 @@ void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values, const fs
 }  // namespace
 
 void save_keras_model(KerasModel& k, const std::string& out, const std::string& format_in,
-                      bool /*with_optimizer*/) {
+                      bool with_optimizer) {
   AS_CHECK(k.model, "save: the Keras model holds no model");
   std::string format = format_in.empty() ? keras_format_of(out) : format_in;
   if (format.empty()) format = k.format;
@@ -253,19 +299,21 @@ void save_keras_model(KerasModel& k, const std::string& out, const std::string& 
            path.parent_path().string(), "' is not a directory");
   // Every rank gathers (a collective); the leader writes.
   const std::vector<Tensor> values = gather_all(k);
+  const std::optional<OptimizerVars> optimizer =
+      with_optimizer ? optimizer_vars(k, dialect_of(format)) : std::nullopt;
   if (!World::process().leader()) return;
   Aside aside(path);
   if (format == "h5") {
-    write_keras2(k, values, aside.path(), where);
+    write_keras2(k, values, optimizer, aside.path(), where);
   } else {
     fs::create_directory(aside.path());
     if (format == "tfjs") {
-      write_tfjs(k, values, aside.path(), where);
+      write_tfjs(k, values, optimizer, aside.path(), where);
     } else {
       Aside parts(path.string() + ".parts");
       fs::create_directory(parts.path());
       fs::remove(aside.path());
-      write_keras3(k, values, parts.path(), aside.path(), where);
+      write_keras3(k, values, optimizer, parts.path(), aside.path(), where);
     }
   }
   aside.publish(path);

@@ -98,7 +98,7 @@ double number(const json& j, const char* key, const std::string& where) {
 }  // namespace
 
 WeightTable tfjs_weights(const json& manifest, const std::string& dir,
-                         const std::string& model_json) {
+                         const std::string& model_json, std::vector<std::string>* optimizer) {
   const std::string what = "TensorFlow.js model '" + model_json + "'";
   AS_CHECK(manifest.is_array(), what, ": 'weightsManifest' must be a list of groups");
   WeightTable table;
@@ -124,7 +124,9 @@ WeightTable tfjs_weights(const json& manifest, const std::string& dir,
       shards->shards.push_back({fd, shards->size, size, path});
       shards->size += size;
     }
-    const bool optimizer = group.value("group", json()) == json("optimizer");
+    // TF.js marks each optimizer weight ("group": "optimizer"); a whole
+    // manifest group so marked is read the same way.
+    const bool optimizer_group = group.value("group", json()) == json("optimizer");
     uint64_t offset = 0;
     for (const json& w : group.at("weights")) {
       AS_CHECK(w.is_object() && w.contains("name") && w.at("name").is_string(), where,
@@ -197,8 +199,10 @@ WeightTable tfjs_weights(const json& manifest, const std::string& dir,
           }
         });
       };
-      const std::string key = optimizer ? "optimizer/" + name : name;
+      const bool of_optimizer = optimizer_group || w.value("group", json()) == json("optimizer");
+      const std::string key = of_optimizer ? "optimizer/" + name : name;
       AS_CHECK(!table.count(key), at, " appears twice in the manifest");
+      if (of_optimizer && optimizer) optimizer->push_back(key);
       table.emplace(key, std::move(sw));
     }
     AS_CHECK(offset == shards->size, where, ": the shards hold ", shards->size,

@@ -31,12 +31,14 @@ using WeightTable = std::map<std::string, StoredWeight>;
 StoredWeight h5_weight(std::shared_ptr<H5File> file, const std::string& path);
 
 // The weights of a TensorFlow.js weightsManifest, their shard files found
-// relative to `dir`; a group named "optimizer" (TF.js's optimizer state)
-// is listed under "optimizer/<name>". Shard sizes are checked against the
-// manifest; float32, int32 and the quantized uint8, uint16 and float16
-// encodings are read.
+// relative to `dir`; the optimizer's ("group": "optimizer", TF.js's
+// optimizer state) are listed under "optimizer/<name>", and their keys in
+// the manifest's order (TF.js's) appended to `optimizer` when given. Shard
+// sizes are checked against the manifest; float32, int32 and the quantized
+// uint8, uint16 and float16 encodings are read.
 WeightTable tfjs_weights(const nlohmann::json& manifest, const std::string& dir,
-                         const std::string& model_json);
+                         const std::string& model_json,
+                         std::vector<std::string>* optimizer = nullptr);
 
 // A WeightSource over a stored weight: the shape must be the weight's own;
 // a block holding NaN or infinity is an error naming `keras_name`.
