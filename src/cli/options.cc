@@ -16,7 +16,7 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   o.command = cmd->get_name();
   cmd->add_option("--model", o.model,
                   "GPT-2 preset (test, tiny, mini, gpt2, ...), a config.json (gpt2, llama, "
-                  "mistral, qwen2, gemma) or a model directory")
+                  "mistral, qwen2, gemma, gemma2) or a model directory")
       ->capture_default_str()
       ->each([&o](const std::string&) { o.model_given = true; });
   cmd->add_option(
