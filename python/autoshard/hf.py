@@ -7,7 +7,8 @@ What ``autoshard generate`` and ``autoshard train`` do, from Python::
     losses = model.fit(tokens, batch_size=8, seq_len=64, steps=100)
 
 Every decoder the command line knows: GPT-2, Llama, Mistral, Qwen2, Gemma
-and OPT (the directory's config.json names it). The same directory, options
+and OPT (the directory's config.json names it); BERT and RoBERTa directories
+give an EncoderModel (logits of its classification or masked-LM head). The same directory, options
 and seed give the same ids and losses as the commands (bit for bit on one
 device). Under ``mpirun -np N python3 script.py`` each process is one rank:
 a mesh of N devices runs one device per process (docs/mpi.md).
@@ -19,7 +20,7 @@ import os
 from . import _native
 from .tokenizer import Tokenizer
 
-__all__ = ["LanguageModel", "from_pretrained"]
+__all__ = ["EncoderModel", "LanguageModel", "from_pretrained"]
 
 
 def _mesh_spec(mesh):
@@ -250,9 +251,80 @@ def _copy_tokenizer_files(source, directory):
             shutil.copyfile(path, os.path.join(directory, name))
 
 
+class EncoderModel:
+    """A BERT or RoBERTa encoder with its Hugging Face head (made by
+    :func:`from_pretrained`): ``*ForSequenceClassification`` gives logits
+    [batch, num_labels], ``*ForMaskedLM`` logits [batch, tokens, vocab].
+    Encoders do not generate; ``logits`` (or calling the model) runs them.
+    """
+
+    def __init__(self, native, path, tokenizer):
+        self._native = native
+        self._path = path
+        self.tokenizer = tokenizer
+
+    model_type = property(lambda self: self._native.model_type)
+    vocab_size = property(lambda self: self._native.vocab_size)
+    num_labels = property(lambda self: self._native.num_labels)
+    masked_lm = property(lambda self: self._native.masked_lm)
+    max_positions = property(lambda self: self._native.max_positions)
+
+    def __repr__(self):
+        head = "masked LM" if self.masked_lm else f"{self.num_labels} labels"
+        return f"<autoshard.EncoderModel {self.model_type} ({head}) from {self._path!r}>"
+
+    def logits(self, token_ids, segment_ids=None, padding_mask=None):
+        """Logits of token ids [batch, tokens] (or [tokens]); ``segment_ids``
+        (default 0) and ``padding_mask`` (1 for a token, 0 for padding at the
+        end; default all 1) of the same shape, as Keras-hub names them.
+        Text goes through the directory's tokenizer first (one sequence)."""
+        import numpy as np
+
+        if isinstance(token_ids, str):
+            if self.tokenizer is None:
+                raise ValueError("logits: this directory has no tokenizer; give token ids")
+            token_ids = self.tokenizer.encode(token_ids)
+        ids = np.asarray(token_ids)
+        one = ids.ndim == 1
+        extra = [None if a is None else np.asarray(a) for a in (segment_ids, padding_mask)]
+        if one:
+            ids = ids.reshape(1, -1)
+            extra = [None if a is None else a.reshape(1, -1) for a in extra]
+        out = self._native.logits(ids, *extra)
+        return out[0] if one else out
+
+    __call__ = logits
+
+    def generate(self, *args, **kwargs):
+        raise ValueError(f"{self.model_type} is an encoder: it does not generate text (call "
+                         "logits(); generate is for the decoders GPT-2, Llama, Mistral, Qwen2, "
+                         "Gemma and OPT)")
+
+    def save(self, directory, dtype="F32", max_shard_bytes=0):
+        """Writes a Hugging Face directory (config.json and the weights)."""
+        dtype = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}.get(str(dtype),
+                                                                             str(dtype).upper())
+        self._native.save(os.fspath(directory), dtype, int(max_shard_bytes))
+        if self.tokenizer is not None and _native.world_rank() == 0:
+            _copy_tokenizer_files(self._path, os.fspath(directory))
+
+
+def _model_type(path):
+    config = os.path.join(path, "config.json") if os.path.isdir(path) else None
+    if config is None or not os.path.isfile(config):
+        return None
+    try:
+        with open(config, encoding="utf-8") as f:
+            j = json.load(f)
+    except ValueError:
+        return None  # the engine's reader names the problem
+    return j.get("model_type") if isinstance(j, dict) else None
+
+
 def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", seed=0,
                     cluster="cpu", memory_per_device=0):
-    """A decoder from a Hugging Face directory (config.json, model.safetensors
+    """A decoder (LanguageModel), or for BERT and RoBERTa an EncoderModel,
+    from a Hugging Face directory (config.json, model.safetensors
     or its shards, and a tokenizer if any), as ``autoshard generate
     --weights path`` loads it.
 
@@ -269,6 +341,10 @@ def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", se
     if not os.path.exists(path):
         raise FileNotFoundError(f"from_pretrained: '{path}' does not exist (give a Hugging Face "
                                 "model directory)")
+    if _model_type(path) in ("bert", "roberta"):
+        native = _native.Encoder(path, int(seed), _mesh_spec(mesh), int(devices), str(plan),
+                                 str(cluster), float(memory_per_device))
+        return EncoderModel(native, path, _directory_tokenizer(path))
     native = _native.LanguageModel(path, True, int(seed), _mesh_spec(mesh), int(devices),
                                    str(plan), str(cluster), float(memory_per_device))
     return LanguageModel(native, path, _directory_tokenizer(path), int(seed))

@@ -15,6 +15,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/bert_formats.h"
 #include "autoshard/io/language_model.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
@@ -55,12 +56,22 @@ struct Placement {
   std::string plan = "auto";
   std::string cluster = "cpu";
   double memory_per_device = 0;
+
+  // The distribution is made per build: a bad mesh or plan fails at once.
+  void check() const {
+    if (!mesh.empty()) DeviceMesh::parse(mesh);
+    AS_CHECK(plan == "auto" || plan == "data" || plan == "megatron" || plan == "megatron-sp" ||
+                 fs::is_regular_file(plan),
+             "plan '", plan,
+             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+             "exists");
+  }
 };
 
 // The distribution `p` asks for (src/cli/options.cc's make_distribution):
 // null for one device. `step` is the step AutoShard plans when it picks the
 // mesh itself.
-std::shared_ptr<Distribution> distribution_of(const Placement& p, const LanguageModelConfig& cfg,
+std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMap& megatron,
                                               const std::function<Graph()>& step) {
   AS_CHECK(p.mesh.empty() || p.devices == 0, "give either mesh or devices, not both");
   const AutoShardOptions options{.cluster = p.cluster, .memory_per_device = p.memory_per_device};
@@ -84,7 +95,7 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const Language
   if (p.plan == "auto") return std::make_shared<AutoShard>(mesh, "data", options);
   if (p.plan == "data") return std::make_shared<DataParallel>(mesh);
   if (p.plan == "megatron" || p.plan == "megatron-sp") {
-    auto d = std::make_shared<ModelParallel>(mesh, cfg.megatron_layout());
+    auto d = std::make_shared<ModelParallel>(mesh, megatron);
     if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
     return d;
   }
@@ -124,14 +135,7 @@ class LanguageModel {
                "' has no weights (model.safetensors or model.safetensors.index.json); use "
                "autoshard.LanguageModel.from_config for a model with initial weights");
     }
-    // The distribution is made per build; a bad mesh or plan fails here already.
-    if (!placement_.mesh.empty()) DeviceMesh::parse(placement_.mesh);
-    AS_CHECK(placement_.plan == "auto" || placement_.plan == "data" ||
-                 placement_.plan == "megatron" || placement_.plan == "megatron-sp" ||
-                 fs::is_regular_file(placement_.plan),
-             "plan '", placement_.plan,
-             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
-             "exists");
+    placement_.check();
   }
 
   const LanguageModelConfig& config() const { return cfg_; }
@@ -268,7 +272,7 @@ class LanguageModel {
     if (!step) step = [&] { return m.training_graph({batch, seq}, {batch, seq}); };
     std::swap(model_, next);  // `step` may read model_
     try {
-      model_->set_distribution(distribution_of(placement_, cfg_, step));
+      model_->set_distribution(distribution_of(placement_, cfg_.megatron_layout(), step));
     } catch (...) {
       std::swap(model_, next);
       throw;
@@ -289,6 +293,98 @@ class LanguageModel {
   std::unique_ptr<Model> model_;
   int64_t built_seq_ = 0;
 };
+
+// A BERT or RoBERTa encoder with its head (sequence classification or masked
+// LM) from a Hugging Face directory: logits, built for each sequence length
+// asked (the weights carried over).
+class Encoder {
+ public:
+  Encoder(const std::string& dir, uint64_t seed, Placement placement)
+      : cfg_(bert_config_of(dir)), dir_(dir), seed_(seed), placement_(std::move(placement)) {
+    placement_.check();
+  }
+  const BertConfig& config() const { return cfg_; }
+
+  py::array logits(const py::handle& ids, const py::handle& segments, const py::handle& mask) {
+    Tensor x = to_tensor(ids, DType::I32, "token_ids");
+    AS_CHECK(x.rank() == 2, "logits: token_ids must be [batch, tokens], not of rank ", x.rank());
+    for (int64_t i = 0; i < x.numel(); ++i)
+      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, "logits: token_ids hold ",
+               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
+    Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
+                                  : to_tensor(segments, DType::I32, "segment_ids");
+    Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
+                              : to_tensor(mask, DType::F32, "padding_mask");
+    AS_CHECK(s.shape() == x.shape() && m.shape() == x.shape(),
+             "logits: segment_ids and padding_mask must have token_ids' shape ",
+             shape_str(x.shape()));
+    Tensor out;
+    {
+      py::gil_scoped_release release;
+      if (!model_ || seq_ != x.dim(1)) build(x.dim(1));
+      out = model_->predict_on_batch(
+          ModelInputs{{"token_ids", x}, {"segment_ids", s}, {"padding_mask", m}});
+    }
+    return to_numpy(out);
+  }
+
+  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes) {
+    py::gil_scoped_release release;
+    if (!model_) build(std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset()));
+    save_hf_bert(*model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes});
+  }
+
+ private:
+  void build(int64_t seq) {
+    auto next = std::make_unique<Bert>(cfg_, seq, seed_);
+    std::swap(model_, next);
+    try {
+      model_->set_distribution(distribution_of(placement_, bert_megatron_layout(), [&] {
+        Graph g;
+        model_->trace_forward(g, 1, false);
+        return g;
+      }));
+    } catch (...) {
+      std::swap(model_, next);
+      throw;
+    }
+    if (next) {
+      for (const std::string& path : next->weight_paths())
+        model_->set_weight(path, next->gather_weight(path));
+    } else {
+      load_bert_weights(*model_, dir_);
+    }
+    seq_ = seq;
+  }
+
+  BertConfig cfg_;
+  std::string dir_;
+  uint64_t seed_;
+  Placement placement_;
+  std::unique_ptr<Bert> model_;
+  int64_t seq_ = 0;
+};
+
+void bind_encoder(py::module_& m) {
+  py::class_<Encoder>(m, "Encoder")
+      .def(py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
+                       const std::string& plan, const std::string& cluster,
+                       double memory_per_device) {
+             return std::make_unique<Encoder>(
+                 dir, seed, Placement{mesh, devices, plan, cluster, memory_per_device});
+           }),
+           "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
+           "memory_per_device"_a)
+      .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
+      .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a)
+      .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
+      .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
+      .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })
+      .def_property_readonly("num_labels", [](const Encoder& e) { return e.config().num_labels; })
+      .def_property_readonly("max_positions", [](const Encoder& e) {
+        return e.config().max_position_embeddings - e.config().position_offset();
+      });
+}
 
 void bind_tokenizer(py::module_& m) {
   py::class_<Tokenizer>(m, "Tokenizer")
@@ -409,6 +505,7 @@ void bind_language_model(py::module_& m) {
 void bind_hf(py::module_& m) {
   bind_tokenizer(m);
   bind_language_model(m);
+  bind_encoder(m);
 }
 
 }  // namespace autoshard::python

@@ -273,3 +273,27 @@ def test_sigint_from_outside_stops_fit():
             p.kill()
     assert p.returncode == 0, err
     assert out.strip() == "KeyboardInterrupt"
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta", "bert_mlm", "roberta_mlm"])
+@pytest.mark.parametrize("mesh", [None, "model=2"])
+def test_bert_and_roberta_logits_are_pytorchs(name, mesh):
+    ref = read_safetensors(os.path.join(DATA, f"{name}_reference.safetensors"))
+    model = autoshard.from_pretrained(fixture(f"hf_{name}"), mesh=mesh)
+    assert isinstance(model, autoshard.EncoderModel)
+    got = model(ref["token_ids"], ref["segment_ids"], ref["padding_mask"])
+    np.testing.assert_allclose(got, ref["logits"], rtol=1e-4, atol=1e-5)
+    # One sequence in, one out; a second length builds again with the same weights.
+    one = model.logits(ref["token_ids"][0], ref["segment_ids"][0], ref["padding_mask"][0])
+    np.testing.assert_allclose(one, ref["logits"][0], rtol=1e-4, atol=1e-5)
+    assert model.logits(ref["token_ids"][:, :3]).shape[0] == ref["token_ids"].shape[0]
+    with pytest.raises(ValueError, match="encoder"):
+        model.generate([1, 2])
+
+
+def test_an_encoder_saves_and_loads_back(tmp_path):
+    ref = read_safetensors(os.path.join(DATA, "bert_reference.safetensors"))
+    model = autoshard.from_pretrained(fixture("hf_bert"))
+    model.save(tmp_path / "out")
+    again = autoshard.from_pretrained(tmp_path / "out")
+    np.testing.assert_array_equal(again(ref["token_ids"]), model(ref["token_ids"]))
