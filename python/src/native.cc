@@ -596,7 +596,8 @@ void bind_model(py::module_& m) {
 
 }  // namespace
 
-void bind_saving(py::module_& m);  // bind_saving.cc
+void bind_saving(py::module_& m);    // bind_saving.cc
+void bind_progress(py::module_& m);  // bind_progress.cc
 void bind_hf(py::module_& m);      // bind_hf.cc
 void bind_plan(py::module_& m);    // bind_plan.cc
 }  // namespace autoshard::python
@@ -620,6 +621,7 @@ PYBIND11_MODULE(_native, m) {
   bind_distribution(m);
   bind_model(m);
   bind_saving(m);
+  bind_progress(m);
   bind_hf(m);
   bind_plan(m);
 }

@@ -239,35 +239,86 @@ class Model:
             validation = (self._inputs(vx, "fit"), self._targets(vy, "fit"),
                           int(validation_batch_size or batch_size), int(validation_freq))
         verbose = 1 if verbose == "auto" else int(verbose)
-        history = _callbacks.History()
-        hooks = _callbacks.CallbackList(_as_list(callbacks or []) + [history], model=self,
-                                        validation=validation)
-        self.stop_training = False
         n = _examples(xs, ys)
+        epochs = int(epochs)
+        hooks, history = self._fit_hooks(callbacks, verbose, epochs, -(-n // batch_size),
+                                         validation)
+        self.stop_training = False
         rng = np.random.default_rng(_utils.seed())
         hooks.train_begin()
         try:
             if not shuffle:
-                self._native.fit(xs, ys, batch_size, int(epochs) - int(initial_epoch),
-                                 verbose == 1, hooks, int(initial_epoch), int(epochs))
+                self._native.fit(xs, ys, batch_size, epochs - int(initial_epoch), False, hooks,
+                                 int(initial_epoch), epochs)
             else:
-                for epoch in range(int(initial_epoch), int(epochs)):
+                for epoch in range(int(initial_epoch), epochs):
                     order = rng.permutation(n)
                     self._native.fit({k: v[order] for k, v in xs.items()},
                                      {k: v[order] for k, v in ys.items()}, batch_size, 1,
-                                     verbose == 1, hooks, epoch, int(epochs))
+                                     False, hooks, epoch, epochs)
         except _callbacks.StopTraining:
-            pass
+            hooks.stopped()  # a batch's hook stopped it: that epoch still ends
         hooks.train_end()
         self.history = history
         return history
+
+    def _fit_hooks(self, callbacks, verbose, epochs, steps, validation):
+        # Keras's CallbackList: the user's callbacks, then History, then the
+        # progress bar (so that it shows the val_* logs).
+        given = _as_list(callbacks or [])
+        history = next((c for c in given if isinstance(c, _callbacks.History)), None)
+        if history is None:
+            history = _callbacks.History()
+            given.append(history)
+        if verbose and not any(isinstance(c, _callbacks.ProgbarLogger) for c in given):
+            given.append(_callbacks.ProgbarLogger(verbose, epochs))
+        params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+        return _callbacks.CallbackList(given, model=self, validation=validation,
+                                       params=params), history
+
+    def _evaluate_with_hooks(self, xs, ys, batch_size, hooks):
+        """The test pass with its hooks: batch by batch only when a callback
+        has test-batch hooks (the engine's single call otherwise)."""
+        hooks.call("on_test_begin", {})
+        if not hooks.wants_batches("test"):
+            logs = _callbacks._loss_first(self._native.evaluate(xs, ys, batch_size))
+        else:
+            xs = {k: np.asarray(v) for k, v in xs.items()}
+            ys = {k: np.asarray(v) for k, v in ys.items()}
+            n = _examples(xs, ys)
+            sums, seen = {}, 0
+            for b, start in enumerate(range(0, n, batch_size)):
+                hooks.call("on_test_batch_begin", b, {})
+                part = slice(start, min(n, start + batch_size))
+                got = self._native.evaluate({k: v[part] for k, v in xs.items()},
+                                            {k: v[part] for k, v in ys.items()}, batch_size)
+                rows = part.stop - part.start
+                seen += rows
+                for k, v in got.items():
+                    sums[k] = sums.get(k, 0.0) + v * rows
+                logs = _callbacks._loss_first({k: v / seen for k, v in sums.items()})
+                hooks.call("on_test_batch_end", b, dict(logs))
+        hooks.call("on_test_end", dict(logs))
+        return logs
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         """Keras's evaluate: the loss, or [loss, *metrics] (a dict with return_dict)."""
         self._check_compiled("evaluate")
+        if sample_weight is not None or steps is not None:
+            raise ValueError("evaluate: sample_weight and steps are not supported")
+        verbose = 1 if verbose == "auto" else int(verbose)
+        batch_size = int(batch_size or 32)
         xs = self._inputs(x, "evaluate")
-        logs = self._native.evaluate(xs, self._targets(y, "evaluate"), int(batch_size or 32))
+        ys = self._targets(y, "evaluate")
+        n = _examples({k: np.asarray(v) for k, v in xs.items()},
+                      {k: np.asarray(v) for k, v in ys.items()})
+        steps = -(-n // batch_size)
+        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self,
+                                        params={"verbose": verbose, "epochs": 1, "steps": steps})
+        logs = self._evaluate_with_hooks(xs, ys, batch_size, hooks)
+        if verbose:
+            _callbacks.ProgbarLogger(verbose).show(steps, logs)
         return self._results(logs, return_dict)
 
     def _results(self, logs, return_dict):
@@ -281,7 +332,25 @@ class Model:
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's predict: an (N, ...) array, or a list of them for several outputs."""
         xs = self._inputs(x, "predict")
-        outs = self._native.predict(xs, int(batch_size or 32))
+        batch_size = int(batch_size or 32)
+        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self,
+                                        params={"verbose": 0, "epochs": 1})
+        hooks.call("on_predict_begin", {})
+        if not hooks.wants_batches("predict"):
+            outs = self._native.predict(xs, batch_size)
+        else:
+            xs = {k: np.asarray(v) for k, v in xs.items()}
+            n = len(next(iter(xs.values())))
+            parts = []
+            for b, start in enumerate(range(0, n, batch_size)):
+                hooks.call("on_predict_batch_begin", b, {})
+                part = slice(start, min(n, start + batch_size))
+                got = self._native.predict({k: v[part] for k, v in xs.items()}, batch_size)
+                parts.append(got)
+                out = got if self._several_outputs() else got[0]
+                hooks.call("on_predict_batch_end", b, {"outputs": out})
+            outs = [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+        hooks.call("on_predict_end", {})
         return outs if self._several_outputs() else outs[0]
 
     def _several_outputs(self):
@@ -297,14 +366,27 @@ class Model:
         if sample_weight is not None or class_weight is not None:
             raise ValueError("train_on_batch: sample_weight and class_weight are not supported")
         xs = self._inputs(x, "train_on_batch")
-        loss = self._native.train_on_batch(xs, self._targets(y, "train_on_batch"))
-        return {"loss": loss} if return_dict else loss
+        ys = self._targets(y, "train_on_batch")
+        if not self._metric_names:
+            loss = self._native.train_on_batch(xs, ys)
+            return {"loss": loss} if return_dict else loss
+        # With metrics: one epoch of one batch, one optimizer step (the
+        # engine's fit gives the batch's loss and metrics together).
+        n = len(np.asarray(next(iter(xs.values()))))
+        got = self._native.fit(xs, ys, max(n, 1), 1, False, None, 0, 1)
+        logs = _callbacks._loss_first({k: v[0] for k, v in got.items()})
+        return logs if return_dict else list(logs.values())
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._check_compiled("test_on_batch")
         xs = self._inputs(x, "test_on_batch")
-        loss = self._native.test_on_batch(xs, self._targets(y, "test_on_batch"))
-        return {"loss": loss} if return_dict else loss
+        ys = self._targets(y, "test_on_batch")
+        if not self._metric_names:
+            loss = self._native.test_on_batch(xs, ys)
+            return {"loss": loss} if return_dict else loss
+        n = len(np.asarray(next(iter(xs.values()))))
+        logs = _callbacks._loss_first(self._native.evaluate(xs, ys, max(n, 1)))
+        return logs if return_dict else list(logs.values())
 
     # --- weights ---------------------------------------------------------------
 
