@@ -15,13 +15,14 @@ a model to train it sharded over in-process devices. See docs/python.md.
 from . import _native  # noqa: F401  (the engine; fails early when not built)
 
 from .hf import EncoderModel, LanguageModel, from_pretrained  # noqa: E402  (Hugging Face)
+from .hf import world_rank, world_size  # noqa: E402  (MPI ranks)
 from .tokenizer import Tokenizer  # noqa: E402
 from .plan import Plan, plan  # noqa: E402  (binds autoshard.plan to the function)
 from .tensor_parallel import TensorParallel  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["keras", "list_devices", "from_pretrained", "LanguageModel", "EncoderModel",
-           "Tokenizer"]
+           "Tokenizer", "world_rank", "world_size"]
 __all__ += ["plan", "Plan", "TensorParallel"]
 
 

@@ -20,7 +20,7 @@ import os
 from . import _native
 from .tokenizer import Tokenizer
 
-__all__ = ["EncoderModel", "LanguageModel", "from_pretrained"]
+__all__ = ["EncoderModel", "LanguageModel", "from_pretrained", "world_rank", "world_size"]
 
 
 def _mesh_spec(mesh):
@@ -348,6 +348,16 @@ def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", se
     native = _native.LanguageModel(path, True, int(seed), _mesh_spec(mesh), int(devices),
                                    str(plan), str(cluster), float(memory_per_device))
     return LanguageModel(native, path, _directory_tokenizer(path), int(seed))
+
+
+def world_rank():
+    """This process's MPI rank (0 when not started by mpirun or srun)."""
+    return _native.world_rank()
+
+
+def world_size():
+    """The number of MPI ranks (1 when not started by mpirun or srun)."""
+    return _native.world_size()
 
 
 def _install_mpi_hooks():

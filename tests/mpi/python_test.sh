@@ -26,14 +26,14 @@ cat >"$work/hf.py" <<'PY'
 import sys
 import numpy as np
 import autoshard
-from autoshard import _native
+from autoshard import world_rank
 path, mesh, plan = sys.argv[1], sys.argv[2] or None, sys.argv[3]
 model = autoshard.from_pretrained(path, mesh=mesh, plan=plan, seed=2)
 losses = model.fit(np.arange(600) % model.vocab_size, batch_size=4, seq_len=8, steps=4,
                    learning_rate=3e-3)
 ids = model.generate([5, 9, 3], max_new_tokens=6, temperature=0)
-if _native.world_rank() == 0:
-    print("ranks", _native.world_size())
+if world_rank() == 0:
+    print("ranks", autoshard.world_size())
     print("losses", " ".join(repr(x) for x in losses))
     print("ids", ids)
 PY
@@ -41,7 +41,7 @@ cat >"$work/keras.py" <<'PY'
 import sys
 import numpy as np
 import autoshard.keras as keras
-from autoshard import _native
+from autoshard import world_rank
 if sys.argv[1]:
     mesh = keras.distribution.DeviceMesh((2,), ("data",))
     keras.distribution.set_distribution(keras.distribution.DataParallel(device_mesh=mesh))
@@ -51,16 +51,16 @@ model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 x = np.random.default_rng(0).normal(size=(32, 8)).astype("float32")
 history = model.fit(x, np.arange(32) % 3, batch_size=8, epochs=3, shuffle=False, verbose=0)
-if _native.world_rank() == 0:
+if world_rank() == 0:
     print("losses", " ".join(repr(x) for x in history.history["loss"]))
 PY
 cat >"$work/fails.py" <<'PY'
 import sys
 import numpy as np
 import autoshard
-from autoshard import _native
+from autoshard import world_rank
 model = autoshard.from_pretrained(sys.argv[1], mesh="data=2")
-if _native.world_rank() == 1:
+if world_rank() == 1:
     raise RuntimeError("rank 1 fails on purpose")
 model.fit(np.arange(600) % model.vocab_size, batch_size=4, seq_len=8, steps=10**6)
 PY
