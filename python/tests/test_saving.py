@@ -96,6 +96,36 @@ def test_sequence_model_round_trip(tmp_path):
         loaded.fit(ids, np.zeros((4, 2), "float32"), verbose=0)  # not compiled
 
 
+def test_sharded_model_round_trip(tmp_path):
+    x, y = _data()
+    mesh = keras.distribution.DeviceMesh((2, 2), ("data", "model"))
+    layout_map = keras.distribution.LayoutMap(mesh)
+    layout_map[r"dense.*kernel"] = (None, "model")
+    with keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
+        model = _classifier()
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    model.save(tmp_path / "sharded.keras")  # the weights gathered from the mesh
+    single = keras.models.load_model(tmp_path / "sharded.keras")
+    assert _same_weights(single, model)
+    assert np.allclose(single.predict(x), model.predict(x), rtol=1e-5, atol=1e-6)
+    with keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="data").scope():
+        again = keras.models.load_model(tmp_path / "sharded.keras")
+    assert np.array_equal(again.predict(x), model.predict(x))
+
+
+def test_load_without_compile(tmp_path):
+    model = _classifier()
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras", compile=False)
+    with pytest.raises(ValueError, match="compile"):
+        loaded.evaluate(*_data())
+    loaded.compile("sgd", "sparse_categorical_crossentropy")
+    loaded.save(tmp_path / "recompiled.keras")  # the new compile config is written
+    again = keras.models.load_model(tmp_path / "recompiled.keras")
+    assert type(again.optimizer).__name__ == "Optimizer"
+    assert again.optimizer.learning_rate == pytest.approx(0.01)  # SGD's default
+
+
 def test_overwrite(tmp_path):
     model = _classifier()
     path = tmp_path / "m.keras"

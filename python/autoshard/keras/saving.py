@@ -213,7 +213,9 @@ def _input_entry(tensor):
 
 
 def _sequential_config(model):
-    entries = [_input_entry(model._input)]
+    first = _input_entry(model._input)
+    del first["name"], first["inbound_nodes"]  # a Sequential's entries are bare layers
+    entries = [first]
     entries += [_layer_config(layer) for layer in model.layers]
     shape = entries[0]["config"]["batch_shape"]
     return {"module": "keras", "class_name": "Sequential",
