@@ -646,29 +646,36 @@ class ReduceLROnPlateau(Callback):
 
 class ProgbarLogger(Callback):
     """Keras 3's progress display (``verbose=1``: a bar redrawn each step;
-    2: one line an epoch), written by the CLI's own code on stderr."""
+    2: one line an epoch), written by the CLI's own code on stderr. fit adds
+    one when ``verbose`` is not 0; its ``params`` give verbose and epochs."""
 
-    def __init__(self, verbose=1, epochs=1):
+    def __init__(self):
         super().__init__()
-        from .. import _native
+        self._progress = None
 
-        self._progress = _native.KerasProgress(int(verbose), True, int(epochs))
-        self._done = 0
+    def _display(self):
+        if self._progress is None:
+            from .. import _native
+
+            self._progress = _native.KerasProgress(int(self.params.get("verbose", 1)), True,
+                                                   int(self.params.get("epochs") or 1))
+        return self._progress
+
+    def on_train_begin(self, logs=None):
+        self._progress = None  # params may have changed since the last fit
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._done = 0
-        self._progress.epoch_begin(int(epoch), int(self.params.get("steps") or 0))
+        self._display().epoch_begin(int(epoch), int(self.params.get("steps") or 0))
 
     def on_train_batch_end(self, batch, logs=None):
-        self._done = batch + 1
-        self._progress.step_end(self._done, _numbers(logs))
+        self._display().step_end(batch + 1, _numbers(logs))
 
     def on_epoch_end(self, epoch, logs=None):
-        self._progress.epoch_end(_numbers(logs))
+        self._display().epoch_end(_numbers(logs))
 
     def show(self, steps, logs):
         """evaluate's one line."""
-        self._progress.show_only(int(steps), _numbers(logs))
+        self._display().show_only(int(steps), _numbers(logs))
 
 
 def _numbers(logs):

@@ -271,7 +271,7 @@ class Model:
             history = _callbacks.History()
             given.append(history)
         if verbose and not any(isinstance(c, _callbacks.ProgbarLogger) for c in given):
-            given.append(_callbacks.ProgbarLogger(verbose, epochs))
+            given.append(_callbacks.ProgbarLogger())
         params = {"verbose": verbose, "epochs": epochs, "steps": steps}
         return _callbacks.CallbackList(given, model=self, validation=validation,
                                        params=params), history
@@ -318,7 +318,9 @@ class Model:
                                         params={"verbose": verbose, "epochs": 1, "steps": steps})
         logs = self._evaluate_with_hooks(xs, ys, batch_size, hooks)
         if verbose:
-            _callbacks.ProgbarLogger(verbose).show(steps, logs)
+            bar = _callbacks.ProgbarLogger()
+            bar.set_params({"verbose": verbose, "epochs": 1, "steps": steps})
+            bar.show(steps, logs)
         return self._results(logs, return_dict)
 
     def _results(self, logs, return_dict):
