@@ -148,6 +148,26 @@ def test_a_callback_raising_in_any_hook_stops_fit_with_it():
                          callbacks=[Boom()], verbose=0)
 
 
+def test_stop_training_ends_fit_after_the_batch():
+    x, y = _data(32)
+    ends = []
+
+    class StopAtBegin(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 1:
+                self.model.stop_training = True  # Keras: this batch still runs
+
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(batch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            ends.append(f"epoch_end{epoch}")
+
+    h = _model().fit(x, y, epochs=3, batch_size=8, verbose=0, shuffle=False,
+                     callbacks=[StopAtBegin()])
+    assert ends == [0, 1, "epoch_end0"] and len(h.history["loss"]) == 1
+
+
 def test_model_checkpoint(tmp_path):
     x, y = _data(32)
     model = _model(0.5)

@@ -168,9 +168,10 @@ class CallbackList:
         self._batch_begin(0)
 
     def _batch_begin(self, batch):
+        # Keras looks at stop_training after each batch only: a batch begun
+        # runs (and ends) even when a hook stopped training before it.
         for c in self.callbacks:
             c.on_train_batch_begin(batch, {})
-        self._check_stop()
 
     def on_train_batch_end(self, batch, logs):
         logs = _loss_first(logs)
@@ -183,8 +184,7 @@ class CallbackList:
 
     def on_epoch_end(self, epoch, logs):
         self._end_epoch(epoch, _loss_first(logs))
-        if self.model.stop_training:
-            raise StopTraining()
+        self._check_stop()
 
     def _check_stop(self):
         if self.model.stop_training:

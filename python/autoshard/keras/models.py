@@ -70,6 +70,11 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
                              safe_mode=safe_mode)
 
 
+def save_model(model, filepath, overwrite=True, **kwargs):
+    """keras.models.save_model: model.save(filepath, overwrite)."""
+    model.save(filepath, overwrite=overwrite, **kwargs)
+
+
 class InputLayer:
     """keras.layers.InputLayer, for a Sequential's first entry."""
 
