@@ -126,6 +126,21 @@ def test_load_without_compile(tmp_path):
     assert again.optimizer.learning_rate == pytest.approx(0.01)  # SGD's default
 
 
+def test_unwritable_layer_and_lazy_sequential(tmp_path):
+    tokens = keras.Input((4, 8))
+    attention = keras.Model(tokens, keras.layers.MultiHeadAttention(2, 4)(tokens))
+    with pytest.raises(ValueError, match="save: model .* cannot be written.*MultiHeadAttention"):
+        attention.save(tmp_path / "mha.keras")
+    assert not os.listdir(tmp_path)
+    lazy = keras.Sequential([keras.layers.Dense(3)])  # built by its first batch
+    lazy.compile("sgd", "mse")
+    lazy.fit(np.zeros((4, 5), "float32"), np.zeros((4, 3), "float32"), verbose=0)
+    lazy.save(tmp_path / "lazy.keras")
+    x = np.ones((2, 5), "float32")
+    assert np.array_equal(keras.models.load_model(tmp_path / "lazy.keras").predict(x),
+                          lazy.predict(x))
+
+
 def test_overwrite(tmp_path):
     model = _classifier()
     path = tmp_path / "m.keras"

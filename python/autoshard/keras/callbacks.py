@@ -673,6 +673,10 @@ class ProgbarLogger(Callback):
     def on_epoch_end(self, epoch, logs=None):
         self._display().epoch_end(_numbers(logs))
 
+    def start(self):
+        """Starts evaluate's clock."""
+        self._display()
+
     def show(self, steps, logs):
         """evaluate's one line."""
         self._display().show_only(int(steps), _numbers(logs))

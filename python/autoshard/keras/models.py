@@ -319,12 +319,14 @@ class Model:
         n = _examples({k: np.asarray(v) for k, v in xs.items()},
                       {k: np.asarray(v) for k, v in ys.items()})
         steps = -(-n // batch_size)
-        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self,
-                                        params={"verbose": verbose, "epochs": 1, "steps": steps})
+        params = {"verbose": verbose, "epochs": 1, "steps": steps}
+        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self, params=params)
+        bar = _callbacks.ProgbarLogger()
+        bar.set_params(params)
+        if verbose:
+            bar.start()  # the line shows the pass's time
         logs = self._evaluate_with_hooks(xs, ys, batch_size, hooks)
         if verbose:
-            bar = _callbacks.ProgbarLogger()
-            bar.set_params({"verbose": verbose, "epochs": 1, "steps": steps})
             bar.show(steps, logs)
         return self._results(logs, return_dict)
 

@@ -158,7 +158,13 @@ def _keras_file_of(model):
             described = os.path.join(tmp, "model.keras")
             with zipfile.ZipFile(described, "w") as z:
                 z.writestr("config.json", json.dumps(config))
-            kf = _native.KerasFile.read(described, False)
+            try:
+                kf = _native.KerasFile.read(described, False)
+            except ValueError as e:
+                # The reader names the config file written here; name the model.
+                message = str(e).replace(f"Keras file '{described}': ", "")
+                raise ValueError(f"save: model '{model.name}' cannot be written as a Keras "
+                                 f"file: {message}") from None
     if model._compiled is not None and model._compiled is not getattr(
             model, "_compiled_from_file", None):
         kf.set_compile(json.dumps(compile_config(model)))
