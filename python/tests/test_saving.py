@@ -141,6 +141,65 @@ def test_unwritable_layer_and_lazy_sequential(tmp_path):
                           lazy.predict(x))
 
 
+L = keras.layers
+EVERY_LAYER = {  # per-example input shape (None: int32 ids) and the layers after it
+    "Dense": ((6,), lambda: [L.Dense(4, activation="tanh", use_bias=False)]),
+    "Conv1D": ((8, 3), lambda: [L.Conv1D(4, 3, strides=2, padding="same", activation="relu")]),
+    "Conv2D": ((6, 6, 2), lambda: [L.Conv2D(4, (3, 2), padding="valid")]),
+    "Conv2D groups": ((6, 6, 4), lambda: [L.Conv2D(4, 3, groups=2)]),
+    "DepthwiseConv2D": ((6, 6, 2), lambda: [L.DepthwiseConv2D(3, depth_multiplier=2)]),
+    "SeparableConv2D": ((6, 6, 2), lambda: [L.SeparableConv2D(4, 3, padding="same")]),
+    "Conv2DTranspose": ((4, 4, 2), lambda: [L.Conv2DTranspose(3, 3, strides=2, padding="same")]),
+    "pooling": ((6, 6, 2), lambda: [L.MaxPooling2D((2, 2), strides=1),
+                                    L.AveragePooling2D(padding="same"),
+                                    L.GlobalMaxPooling2D(keepdims=True)]),
+    "pooling 1D": ((8, 3), lambda: [L.MaxPooling1D(2), L.AveragePooling1D(2),
+                                    L.GlobalAveragePooling1D()]),
+    "reshaping": ((12,), lambda: [L.Reshape((3, 4)), L.Permute((2, 1)), L.Flatten(),
+                                  L.RepeatVector(2), L.Flatten()]),
+    "elementwise": ((4,), lambda: [L.Rescaling(0.5, offset=1.0), L.Dropout(0.3),
+                                   L.Activation("gelu"), L.ReLU(), L.Softmax()]),
+    "normalization": ((4, 4), lambda: [L.LayerNormalization(epsilon=1e-5),
+                                       L.LayerNormalization(rms_scaling=True),
+                                       L.BatchNormalization(momentum=0.9),
+                                       L.GroupNormalization(groups=2)]),
+    "recurrent": ((5, 3), lambda: [L.LSTM(4, return_sequences=True),
+                                   L.SimpleRNN(4, go_backwards=True, return_sequences=True),
+                                   L.GRU(4)]),
+    "Embedding": (None, lambda: [L.Embedding(10, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_LAYER))
+def test_every_writable_layer_round_trips(tmp_path, name):
+    shape, make = EVERY_LAYER[name]
+    rng = np.random.default_rng(0)
+    if shape is None:
+        first, x = keras.Input((5,), dtype="int32"), rng.integers(0, 10, (3, 5)).astype("int32")
+    else:
+        first, x = keras.Input(shape), rng.normal(size=(3,) + shape).astype("float32")
+    model = keras.Sequential([first] + make())
+    # Not the initial values (zeros, ones): every weight must land in its place.
+    model.set_weights([w + rng.normal(scale=0.1, size=w.shape).astype("float32")
+                       for w in model.get_weights()])
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert _same_weights(loaded, model)
+    assert np.array_equal(loaded.predict(x), model.predict(x))
+
+
+def test_merge_layers_round_trip(tmp_path):
+    a, b = keras.Input((4,)), keras.Input((4,))
+    outs = [getattr(L, k)()([a, b]) for k in ("Add", "Subtract", "Multiply", "Average",
+                                               "Maximum", "Minimum")]
+    model = keras.Model([a, b], outs + [L.Concatenate(axis=-1)([a, b])])
+    model.save(tmp_path / "merge.keras")
+    loaded = keras.models.load_model(tmp_path / "merge.keras")
+    xa = np.random.default_rng(0).normal(size=(2, 4)).astype("float32")
+    for got, want in zip(loaded.predict([xa, xa[::-1].copy()]), model.predict([xa, xa[::-1].copy()])):
+        assert np.array_equal(got, want)
+
+
 def test_overwrite(tmp_path):
     model = _classifier()
     path = tmp_path / "m.keras"

@@ -182,6 +182,7 @@ _NOT_KERAS = {
     "Conv2DTranspose": {"depth_multiplier", "groups"},
     "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
     "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
+    "SimpleRNN": {"recurrent_activation"},
 }
 
 
