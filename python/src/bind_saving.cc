@@ -92,17 +92,18 @@ void bind_saving(py::module_& m) {
   py::class_<KerasFile, std::shared_ptr<KerasFile>>(m, "KerasFile")
       .def_static(
           "read",
-          [](const std::string& path, bool weights) {
+          [](const std::string& path, bool weights, bool optimizer_state) {
             auto f = std::make_shared<KerasFile>();
             KerasLoadOptions o;
             o.weights = weights;
+            o.optimizer_state = optimizer_state;
             {
               py::gil_scoped_release release;
               f->k = load_keras_model(path, o);
             }
             return f;
           },
-          "path"_a, "weights"_a = true)
+          "path"_a, "weights"_a = true, "optimizer_state"_a = false)
       .def_static("format_of", &keras_format_of)
       // The model read, as a Python model (once: the file keeps its names).
       .def("take_model",
@@ -120,6 +121,18 @@ void bind_saving(py::module_& m) {
       .def_property_readonly("inputs", [](const KerasFile& f) { return specs(f.k.inputs); })
       .def_property_readonly("outputs", [](const KerasFile& f) { return specs(f.k.outputs); })
       .def_property_readonly("has_compile", [](const KerasFile& f) { return f.k.compile.present; })
+      // The optimizer's state read with the weights (optimizer_state=True):
+      // its moments are in the model; restore_iterations sets its step count
+      // once the model is compiled.
+      .def_property_readonly("has_optimizer_state",
+                             [](const KerasFile& f) { return f.k.has_optimizer_state; })
+      .def_property_readonly("optimizer_state_note",
+                             [](const KerasFile& f) { return f.k.optimizer_state_note; })
+      .def("restore_iterations",
+           [](const KerasFile& f, PyModel& p) {
+             AS_CHECK(p.model, "the model is not built");
+             if (f.k.has_optimizer_state) p.model->set_iterations(f.k.iterations);
+           })
       .def_property_readonly("architecture",
                              [](const KerasFile& f) { return f.k.architecture.dump(); })
       // The file's compile config as engine objects: (optimizer, losses,

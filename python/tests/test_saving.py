@@ -200,6 +200,33 @@ def test_merge_layers_round_trip(tmp_path):
         assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_training_resumes_from_the_saved_optimizer_state(tmp_path, optimizer):
+    x, y = _data(32)
+    make = {"adam": lambda: keras.optimizers.Adam(0.01),
+            "sgd": lambda: keras.optimizers.SGD(0.1, momentum=0.9)}[optimizer]
+    def model():  # no Dropout: its masks are drawn per model
+        return keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"),
+                                 keras.layers.BatchNormalization(), keras.layers.Dense(3)])
+
+    first = model()
+    first.compile(make(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    start = first.get_weights()
+    first.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    first.save(tmp_path / "half.keras")  # with the moments and the step count
+    resumed = keras.models.load_model(tmp_path / "half.keras")
+    resumed.fit(x, y, epochs=1, batch_size=8, shuffle=False, verbose=0)
+    straight = model()
+    straight.compile(make(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    straight.set_weights(start)
+    straight.fit(x, y, epochs=3, batch_size=8, shuffle=False, verbose=0)
+    for a, b in zip(resumed.get_weights(), straight.get_weights()):
+        if optimizer == "adam":
+            assert np.array_equal(a, b)
+        else:  # Keras's SGD keeps its momentum scaled by -lr: a rounding apart
+            assert np.allclose(a, b, rtol=0, atol=1e-6)
+
+
 def test_overwrite(tmp_path):
     model = _classifier()
     path = tmp_path / "m.keras"

@@ -60,7 +60,9 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     if not _native.KerasFile.format_of(path):
         raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
                          "TensorFlow.js model.json or its directory)")
-    kf = _native.KerasFile.read(path, True)
+    # With compile, the optimizer's state too (its moments and step count,
+    # when the file holds them for its compile config): training resumes.
+    kf = _native.KerasFile.read(path, True, bool(compile))
     model = Model.__new__(Model)
     model._compiled = None
     model.stop_training = False
@@ -86,6 +88,7 @@ def _compile_from_file(model, kf):
     model._compiled = (opt, wrapped, list(loss_weights) or None,
                        [_metrics.Metric(m) for m in metrics])
     model._compile_native()
+    kf.restore_iterations(model._native)
     model._compiled_from_file = model._compiled
 
 
