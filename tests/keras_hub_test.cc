@@ -1,16 +1,27 @@
 // KerasHub presets: the variable table of every backbone against the models
-// built from the Hugging Face fixtures (tests/data/hf_*).
+// built from the Hugging Face fixtures (tests/data/hf_*), and the presets of
+// tests/data/keras_hub (tools/make_keras_hub_presets.py) against them.
 #include "autoshard/io/keras_hub.h"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "autoshard/error.h"
 #include "autoshard/io/bert_formats.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/language_model.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/nn/losses.h"
 #include "autoshard/nn/models/bert.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/plan/distribution.h"
+#include "test_util.h"
 
 namespace autoshard {
 namespace {
@@ -81,6 +92,151 @@ TEST(KerasHubVariables, NamesFollowKerasHub) {
     EXPECT_TRUE(var.major_in_keras_dim(0));
     EXPECT_FALSE(var.major_in_keras_dim(1));
   }
+}
+
+// A decoder preset (tests/data/keras_hub/<name>) and the Hugging Face
+// directory holding the same weights.
+struct DecoderPair {
+  std::string name;
+  std::string preset = kData + "/keras_hub/" + name;
+  std::string hf = kData + (name == "llama" ? "/keras_hub/hf_llama" : "/hf_" + name);
+  SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
+  Tensor x = ref.load("x"), y = ref.load("y");
+
+  std::unique_ptr<Model> load(const std::string& dir, std::shared_ptr<Distribution> dist = {}) {
+    std::unique_ptr<Model> m = LanguageModelConfig::of(dir).build(x.dim(1), 0);
+    if (dist) m->set_distribution(dist);
+    load_language_model_weights(*m, dir);
+    return m;
+  }
+};
+
+std::vector<double> adamw_losses(Model& m, const Tensor& x, const Tensor& y) {
+  m.compile(AdamW({.learning_rate = 3e-3, .clipnorm = 1.0}),
+            losses::sparse_categorical_crossentropy);
+  std::vector<double> out;
+  for (int step = 0; step < 3; ++step) out.push_back(m.train_on_batch(x, y));
+  return out;
+}
+
+class KerasHubPreset : public ::testing::TestWithParam<std::string> {};
+
+// Same weights, same logits, same training losses: on one device, and from
+// the preset on meshes (each device reading its own hyperslabs).
+TEST_P(KerasHubPreset, MatchesTheHuggingFaceDirectory) {
+  DecoderPair p{GetParam()};
+  std::unique_ptr<Model> hf = p.load(p.hf), preset = p.load(p.preset);
+  for (const std::string& w : hf->weight_paths()) {
+    Tensor a = preset->gather_weight(w), b = hf->gather_weight(w);
+    if (w == "embed_positions.embeddings") {  // OPT never reads rows 0 and 1
+      EXPECT_EQ(a.f32()[0], 0.0f);
+      std::fill(b.f32(), b.f32() + 2 * b.dim(1), 0.0f);
+    }
+    EXPECT_EQ(max_relative_error(a, b), 0) << w;
+  }
+  const Tensor logits = hf->predict_on_batch(p.x);
+  EXPECT_EQ(max_relative_error(preset->predict_on_batch(p.x), logits), 0);
+  const std::vector<double> expected = adamw_losses(*hf, p.x, p.y);
+  EXPECT_EQ(adamw_losses(*preset, p.x, p.y), expected);
+  const LanguageModelConfig config = LanguageModelConfig::of(p.preset);
+  for (const char* spec : {"model=3", "data=2,model=2"}) {
+    auto dist = std::make_shared<ModelParallel>(DeviceMesh::parse(spec), config.megatron_layout());
+    std::unique_ptr<Model> sharded = p.load(p.preset, dist);
+    EXPECT_LT(max_relative_error(sharded->predict_on_batch(p.x), logits), 1e-5) << spec;
+    const std::vector<double> losses = adamw_losses(*sharded, p.x, p.y);
+    for (size_t i = 0; i < losses.size(); ++i)
+      EXPECT_NEAR(losses[i], expected[i], 1e-5 * expected[i]) << spec << ", step " << i + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Decoders, KerasHubPreset,
+                         ::testing::Values("gpt2", "opt", "llama", "mistral", "qwen2", "gemma"));
+
+// BERT and RoBERTa presets with their TextClassifier heads give PyTorch's
+// logits (tests/data/<name>_reference.safetensors) on one device and model=3.
+TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
+  for (const char* name : {"bert", "roberta"}) {
+    SafetensorsFile ref(kData + "/" + std::string(name) + "_reference.safetensors");
+    const ModelInputs in = {{"token_ids", ref.load("token_ids")},
+                            {"segment_ids", ref.load("segment_ids")},
+                            {"padding_mask", ref.load("padding_mask")}};
+    const std::string dir = kData + "/keras_hub/" + name;
+    const auto config = std::get<BertConfig>(keras_hub::preset_config(dir));
+    for (const char* spec : {"", "model=3"}) {
+      Bert model(config, ref.load("token_ids").dim(1));
+      if (*spec)
+        model.set_distribution(
+            std::make_shared<ModelParallel>(DeviceMesh::parse(spec), bert_megatron_layout()));
+      keras_hub::load_preset_weights(model, dir);
+      EXPECT_LT(max_relative_error(model.predict_on_batch(in), ref.load("logits")), 1e-5)
+          << name << " " << spec;
+    }
+  }
+}
+
+// The message of the Error `f` throws ("" if none).
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class KerasHubPresetErrors : public testing::TempDirTest {
+ protected:
+  // A copy of a preset whose config.json "config" is edited by `edit`.
+  std::string edited(const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                     const char* file = "config.json") {
+    const std::filesystem::path d = dir_ / name;
+    std::filesystem::copy(kData + "/keras_hub/" + name, d);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(d / file));
+    edit(j["config"]);
+    std::ofstream(d / file) << j.dump();
+    return d.string();
+  }
+  // The error of loading the preset in `dir` (config and weights).
+  static std::string load_error(const std::string& dir) {
+    return error_of([&] {
+      std::unique_ptr<Model> m = LanguageModelConfig::of(dir).build(8, 0);
+      load_language_model_weights(*m, dir);
+      m->gather_weight(m->weight_paths().front());
+    });
+  }
+};
+
+TEST_F(KerasHubPresetErrors, AnUnsupportedFieldIsNamed) {
+  const std::string e = load_error(edited("gemma", [](auto& c) { c["use_bidirectional"] = true; }));
+  EXPECT_NE(e.find("\"use_bidirectional\" is not supported"), std::string::npos) << e;
+  const std::string drop = load_error(edited("llama", [](auto& c) { c["dropout"] = 0.1; }));
+  EXPECT_NE(drop.find("\"dropout\""), std::string::npos) << drop;
+  const std::string win =
+      load_error(edited("qwen2", [](auto& c) { c["rope_scaling_factor"] = 2; }));
+  EXPECT_NE(win.find("rope_scaling_factor"), std::string::npos) << win;
+}
+
+TEST_F(KerasHubPresetErrors, AShapeMismatchNamesTheDataset) {
+  const std::string e = load_error(edited("mistral", [](auto& c) { c["vocabulary_size"] = 100; }));
+  EXPECT_NE(e.find("layers/reversible_embedding/vars/0"), std::string::npos) << e;
+  EXPECT_NE(e.find("token_embedding/embeddings"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+TEST_F(KerasHubPresetErrors, AnotherBackboneOrTaskIsNamed) {
+  const std::string e = load_error(edited("gpt2", [](auto& c) { (void)c; }));
+  EXPECT_EQ(e, "");
+  std::filesystem::path d = dir_ / "other";
+  std::filesystem::copy(kData + "/keras_hub/gpt2", d);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "task.json"));
+  j["class_name"] = "GPT2Seq2SeqLM";
+  std::ofstream(d / "task.json") << j.dump();
+  EXPECT_NE(load_error(d.string()).find("GPT2Seq2SeqLM"), std::string::npos);
+  j = nlohmann::json::parse(std::ifstream(d / "config.json"));
+  j["class_name"] = "FalconBackbone";
+  std::ofstream(d / "config.json") << j.dump();
+  EXPECT_NE(load_error(d.string()).find("FalconBackbone"), std::string::npos);
 }
 
 }  // namespace

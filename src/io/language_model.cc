@@ -8,6 +8,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/opt_formats.h"
 #include "autoshard/runtime/memory.h"
@@ -45,8 +46,21 @@ LanguageModelConfig from_config_file(const std::string& path) {
       "', which this build does not know (known: gpt2, llama, mistral, qwen2, gemma, gemma2, opt)");
 }
 
+// A KerasHub preset directory's backbone; the command line runs decoders.
+LanguageModelConfig from_keras_hub_preset(const std::string& dir) {
+  return std::visit(
+      Overload{[](const BertConfig& c) -> LanguageModelConfig {
+                 fail("KerasHub preset: a ", c.roberta() ? "RobertaBackbone" : "BertBackbone",
+                      " is an encoder; the command line runs decoders (load it from C++: "
+                      "autoshard/io/keras_hub_preset.h)");
+               },
+               [](const auto& c) -> LanguageModelConfig { return with(c); }},
+      keras_hub::preset_config(dir));
+}
+
 LanguageModelConfig of_name_or_path(const std::string& name_or_path) {
   if (name_or_path.ends_with(".bin")) return with(gpt2_config_of(name_or_path));
+  if (keras_hub::is_preset(name_or_path)) return from_keras_hub_preset(name_or_path);
   if (fs::is_directory(name_or_path)) {
     const fs::path config = fs::path(name_or_path) / "config.json";
     AS_CHECK(fs::exists(config), "'", name_or_path, "' has no config.json");
@@ -220,6 +234,7 @@ LayoutMap LanguageModelConfig::megatron_layout(const std::string& model_axis) co
 }
 
 void load_language_model_weights(Model& model, const std::string& path) {
+  if (keras_hub::is_preset(path)) return keras_hub::load_preset_weights(model, path);
   if (auto* gpt2 = dynamic_cast<GPT2*>(&model)) return load_gpt2_weights(*gpt2, path);
   if (auto* llama = dynamic_cast<Llama*>(&model)) return load_llama_weights(*llama, path);
   if (auto* opt = dynamic_cast<OPT*>(&model)) return load_opt_weights(*opt, path);

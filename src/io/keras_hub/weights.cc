@@ -1,0 +1,178 @@
+// A preset's weight files, opened once, and a WeightSource per autoshard
+// weight that reads the device's block of its Keras variable.
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "autoshard/error.h"
+#include "autoshard/input_file.h"
+#include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/nn/models/bert.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
+#include "autoshard/nn/models/opt.h"
+#include "io/keras/hdf5_file.h"
+#include "io/keras_hub/blocks.h"
+
+namespace autoshard::keras_hub {
+
+namespace fs = std::filesystem;
+using keras::H5File;
+
+namespace {
+
+// The backbone's weight files (model.weights.h5, or the shards a
+// model.weights.json index lists) and the task's.
+class PresetFiles {
+ public:
+  PresetFiles(const std::string& dir, bool task) : dir_(dir) {
+    const fs::path index = fs::path(dir) / "model.weights.json";
+    if (fs::exists(index)) {
+      for (const std::string& name : shard_names(index)) open(name, files_);
+    } else {
+      open("model.weights.h5", files_);
+    }
+    if (task) open("task.weights.h5", task_files_);
+  }
+
+  // The open file holding `dataset`, or an error naming it and the variable.
+  std::shared_ptr<H5File> holding(const Variable& v) const {
+    for (const auto& f : v.task ? task_files_ : files_)
+      if (f->is_dataset(v.h5_path)) return f;
+    fail("KerasHub preset '", dir_, "': ", v.task ? "task.weights.h5" : "the model weights",
+         " have no dataset '", v.h5_path, "' (Keras variable '", v.path, "'",
+         v.weight.empty() ? "" : cat(", autoshard weight '", v.weight, "'"),
+         "); the preset was saved by another KerasHub layout or is incomplete");
+  }
+
+ private:
+  // The shard files of a model.weights.json index: its weight_map's values
+  // (a file name, or a list of them for a variable spread over shards).
+  std::vector<std::string> shard_names(const fs::path& index) const {
+    const std::string text =
+        read_input_file(index.string(), "KerasHub model.weights.json", 64 << 20);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail("KerasHub model.weights.json '", index.string(), "' is not valid JSON: ", e.what());
+    }
+    AS_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
+             "KerasHub model.weights.json '", index.string(), "' has no \"weight_map\" object");
+    std::set<std::string> names;
+    for (const auto& [key, value] : j["weight_map"].items()) {
+      const nlohmann::json list = value.is_array() ? value : nlohmann::json::array({value});
+      for (const auto& name : list) {
+        AS_CHECK(name.is_string(), "KerasHub model.weights.json '", index.string(),
+                 "': \"weight_map\" entry '", key, "' must name a file");
+        const std::string n = name.get<std::string>();
+        AS_CHECK(!n.empty() && n.find('/') == std::string::npos && n != "." && n != "..",
+                 "KerasHub model.weights.json '", index.string(), "': shard '", n,
+                 "' must be a file name in the preset directory");
+        names.insert(n);
+      }
+    }
+    AS_CHECK(!names.empty(), "KerasHub model.weights.json '", index.string(),
+             "' lists no shard files");
+    return {names.begin(), names.end()};
+  }
+
+  void open(const std::string& name, std::vector<std::shared_ptr<H5File>>& into) const {
+    const std::string path = (fs::path(dir_) / name).string();
+    require_regular_file(path, "KerasHub weights file");
+    into.push_back(H5File::open(path, "KerasHub weights file '" + path + "'"));
+  }
+
+  std::string dir_;
+  std::vector<std::shared_ptr<H5File>> files_, task_files_;
+};
+
+WeightSource variable_source(std::shared_ptr<H5File> file, const Variable& v) {
+  WeightSource s;
+  s.check = [file, v](const std::string& weight, const Shape& shape) {
+    const keras::H5Dataset d = file->dataset(v.h5_path);
+    const std::string where =
+        cat(file->what(), ": dataset '", v.h5_path, "' (Keras variable '", v.path, "')");
+    AS_CHECK(d.floating, where, " is not a float dataset");
+    AS_CHECK(d.shape == v.keras_shape, where, " has shape ", shape_str(d.shape), " but weight '",
+             weight, "' needs ", shape_str(v.keras_shape),
+             " (the preset's config.json disagrees with its weights)");
+    AS_CHECK(shape == v.weight_shape(), "internal: weight '", weight, "' has shape ",
+             shape_str(shape), ", its KerasHub variable maps ", shape_str(v.weight_shape()));
+  };
+  s.read = [file, v](const Shape& shape, const Sharding& layout, const DeviceMesh& mesh,
+                     int device) {
+    const HyperslabRead read = [&](const std::vector<int64_t>& offset, const Shape& count,
+                                   float* dst) { file->read_block(v.h5_path, offset, count, dst); };
+    Tensor block = read_weight_block(v, layout.offsets(shape, mesh, device),
+                                     layout.local_shape(shape, mesh, device), read);
+    for (int64_t i = 0; i < block.numel(); ++i)
+      if (!std::isfinite(block.f32()[i])) [[unlikely]]
+        fail(file->what(), ": dataset '", v.h5_path, "' (Keras variable '", v.path, "') holds ",
+             std::isnan(block.f32()[i]) ? "NaN" : "an infinite value",
+             ": the file is damaged or was saved from a run that diverged; use other weights");
+    return block;
+  };
+  return s;
+}
+
+WeightSource zero_source() {
+  WeightSource s;
+  s.check = [](const std::string&, const Shape&) {};
+  s.read = [](const Shape& shape, const Sharding& layout, const DeviceMesh& mesh, int device) {
+    return Tensor::zeros(layout.local_shape(shape, mesh, device));
+  };
+  return s;
+}
+
+}  // namespace
+
+Variables variables_of(const PresetConfig& config) {
+  return std::visit(
+      [](const auto& c) -> Variables {
+        using C = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<C, GPT2Config>)
+          return gpt2_variables(c);
+        else if constexpr (std::is_same_v<C, OPTConfig>)
+          return opt_variables(c);
+        else if constexpr (std::is_same_v<C, BertConfig>)
+          return bert_variables(c);
+        else
+          return llama_variables(c);
+      },
+      config);
+}
+
+void load_preset_weights(Model& model, const std::string& dir) {
+  PresetConfig config;
+  if (auto* g = dynamic_cast<GPT2*>(&model))
+    config = g->config();
+  else if (auto* l = dynamic_cast<Llama*>(&model))
+    config = l->config();
+  else if (auto* o = dynamic_cast<OPT*>(&model))
+    config = o->config();
+  else if (auto* b = dynamic_cast<Bert*>(&model))
+    config = b->config();
+  else
+    fail("internal: model '", model.name(), "' has no KerasHub backbone");
+  load_preset_weights(model, dir, variables_of(config));
+}
+
+void load_preset_weights(Model& model, const std::string& dir, const Variables& variables) {
+  bool task = false;
+  for (const Variable& v : variables.variables) task = task || v.task;
+  const PresetFiles files(dir, task);
+  std::map<std::string, WeightSource> sources;
+  for (const Variable& v : variables.variables) {
+    const std::shared_ptr<H5File> file = files.holding(v);  // Keras-only ones must exist too
+    if (!v.weight.empty()) sources[v.weight] = variable_source(file, v);
+  }
+  for (const std::string& w : variables.zero_weights) sources[w] = zero_source();
+  for (const std::string& w : model.weight_paths())
+    AS_CHECK(sources.count(w), "internal: weight '", w, "' has no KerasHub variable");
+  model.load_weights(sources);
+}
+
+}  // namespace autoshard::keras_hub
