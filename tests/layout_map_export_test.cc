@@ -19,6 +19,9 @@
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/keras_variables.h"
+#include "autoshard/io/language_model.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
 #include "test_util.h"
@@ -201,6 +204,65 @@ TEST(LayoutMapExport, FlattenedSplitsLandOnTheHeadsDimension) {
   out.dims_of = {{0, 1}, {2}};
   EXPECT_EQ(keras_layout(out, Sharding{{1, 0}, {}}, mesh).axes,
             (std::vector<std::optional<std::string>>{"model", std::nullopt, "data"}));
+}
+
+// Every KerasHub backbone of a Hugging Face fixture: AutoShard's plan on
+// data=2,model=2 exported, every variable matched by exactly its key, every
+// planned weight a variable, and the map read back trains equal to one
+// device.
+TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
+  const DeviceMesh mesh = DeviceMesh::parse("data=2,model=2");
+  for (const std::string name :
+       {"hf_gpt2", "hf_opt", "hf_llama", "hf_mistral", "hf_qwen2", "hf_gemma"}) {
+    SCOPED_TRACE(name);
+    const LanguageModelConfig config =
+        LanguageModelConfig::of(std::string(AUTOSHARD_TEST_DATA) + "/" + name);
+    const Shape batch{4, 8};
+    std::vector<double> losses[2];
+    LayoutMap by_weight;
+    for (const bool sharded : {true, false}) {
+      std::unique_ptr<Model> model = config.build(8, 5);
+      model->compile(AdamW(), losses::sparse_categorical_crossentropy);
+      if (sharded) {  // plan, export, and read back
+        auto plan =
+            std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2});
+        model->set_distribution(plan);
+        model->plan_training(batch, batch);
+        const std::map<std::string, Shape> shapes = weight_shapes(*model);
+        std::string backbone;
+        const LayoutMapExport e =
+            make_layout_map_export(keras_hub_variables(config, shapes, &backbone), mesh,
+                                   [&](const std::string& w) { return plan->plan().at(w); });
+        EXPECT_FALSE(backbone.empty());
+        const LayoutMap back = LayoutMap::from_json_text(
+            json::parse(layout_map_json(e)).at("layout_map").dump(), "export");
+        std::set<std::string> covered;
+        for (const auto& entry : e.entries) {
+          const KerasVariable& v = entry.variable;
+          const std::optional<TensorLayout> got = back.lookup(v.path);
+          ASSERT_TRUE(got.has_value()) << v.path;
+          EXPECT_EQ(got->axes, entry.layout.axes) << v.path;
+          if (v.weight.empty()) continue;
+          covered.insert(v.weight);
+          const Sharding s = autoshard_sharding(v, *got, mesh);
+          std::vector<std::optional<std::string>> axes;
+          for (int a : s.dims)
+            axes.push_back(a < 0 ? std::nullopt : std::optional<std::string>(mesh.axis_names()[a]));
+          by_weight["^" + regex_escape(v.weight) + "$"] = TensorLayout(axes);
+        }
+        for (const auto& [weight, shape] : shapes) EXPECT_TRUE(covered.count(weight)) << weight;
+        model = config.build(8, 5);
+        model->compile(AdamW(), losses::sparse_categorical_crossentropy);
+        model->set_distribution(std::make_shared<ModelParallel>(mesh, by_weight));
+      }
+      const Tensor x = testing::random_ids(batch, int32_t(config.vocab_size()), 7);
+      const Tensor y = testing::random_ids(batch, int32_t(config.vocab_size()), 8);
+      for (int step = 0; step < 2; ++step)
+        losses[sharded].push_back(model->train_on_batch(ModelInputs(x), ModelTargets(y)));
+    }
+    for (int step = 0; step < 2; ++step)
+      EXPECT_NEAR(losses[1][step], losses[0][step], 1e-4 * std::abs(losses[0][step])) << step;
+  }
 }
 
 class LayoutMapCli : public TempDirTest {};

@@ -258,17 +258,27 @@ void export_layout_map(const PlanOptions& o, const Subject& s, const Partition& 
   std::map<std::string, Sharding> layouts;
   std::map<std::string, Shape> shapes;
   weight_layouts(p, layouts, shapes);
-  AS_CHECK(s.keras.has_value(), "--export-layout-map: --model '", o.model,
-           "' is not a saved Keras model (.keras, .h5, TF.js model.json); Hugging Face "
-           "directories and KerasHub presets are not exported yet");
-  std::vector<KerasVariable> variables = keras_file_variables(*s.keras, shapes);
+  // A saved Keras model's own variables, or the KerasHub backbone's of a
+  // language model (a Hugging Face directory or a KerasHub preset).
+  std::string backbone;
+  std::vector<KerasVariable> variables = s.keras
+                                             ? keras_file_variables(*s.keras, shapes)
+                                             : keras_hub_variables(*s.config, shapes, &backbone);
   std::set<std::string> covered;
   for (const KerasVariable& v : variables) covered.insert(v.weight);
   for (const auto& [path, layout] : layouts)
     AS_CHECK(covered.count(path), "--export-layout-map: autoshard's weight '", path,
-             "' is no Keras variable of --model '", o.model, "'");
-  LayoutMapExport e = make_layout_map_export(std::move(variables), p.mesh,
-                                             [&](const std::string& w) { return layouts.at(w); });
+             "' is no Keras variable of --model '", o.model, "'",
+             backbone.empty() ? "" : " (KerasHub " + backbone + ")");
+  LayoutMapExport e =
+      make_layout_map_export(std::move(variables), p.mesh, [&](const std::string& w) {
+        auto it = layouts.find(w);
+        AS_CHECK(it != layouts.end(),
+                 "--export-layout-map: the plan has no "
+                 "weight '",
+                 w, "'");
+        return it->second;
+      });
   // Keras splits the inputs over batch_dim_name, which must be a mesh axis.
   if (p.mesh.axis_index(dist.batch_dim_name()) < 0) {
     std::vector<int> shape = p.mesh.shape();
@@ -278,7 +288,7 @@ void export_layout_map(const PlanOptions& o, const Subject& s, const Partition& 
     e.mesh = DeviceMesh(shape, names);
   }
   e.batch_dim_name = dist.batch_dim_name();
-  e.model = o.model;
+  e.model = backbone.empty() ? o.model : o.model + " (KerasHub " + backbone + ")";
   e.step_s = step_s;
   e.bytes_per_device = bytes;
   e.cluster = o.cluster;

@@ -1,5 +1,6 @@
 #include "plan/layout_map_export.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -84,7 +85,11 @@ TensorLayout keras_layout(const KerasVariable& v, const Sharding& s, const Devic
   for (int d = 0; d < s.rank(); ++d) {
     if (s.dims[d] < 0) continue;
     const int g = split_dimension(v, group_of(v, d), mesh.axis_size(s.dims[d]));
-    axes.at(g) = mesh.axis_names()[s.dims[d]];
+    AS_CHECK(!axes.at(g), "--export-layout-map: the plan splits Keras variable '", v.path,
+             "' dimension ", g, " over two mesh axes, '", *axes[g], "' and '",
+             mesh.axis_names()[s.dims[d]], "' (autoshard's '", v.weight, "' ", s.to_string(mesh),
+             "), which a Keras layout cannot say; plan with another mesh");
+    axes[g] = mesh.axis_names()[s.dims[d]];
   }
   return TensorLayout(std::move(axes));
 }
@@ -95,14 +100,28 @@ Sharding autoshard_sharding(const KerasVariable& v, const TensorLayout& layout,
            layout.axes.size(), " axes but the variable ", shape_str(v.shape), " has ",
            v.shape.size(), " dimensions");
   Sharding s = Sharding::replicated(int(v.weight_shape.size()));
-  for (int d = 0; d < s.rank(); ++d)
-    for (int g : group_of(v, d)) {
-      if (!layout.axes.at(g)) continue;
-      const int a = mesh.axis_index(*layout.axes[g]);
-      AS_CHECK(a >= 0, "layout of Keras variable '", v.path, "' names mesh axis '", *layout.axes[g],
-               "', which mesh ", mesh.to_string(), " does not have");
-      s.dims[d] = a;
+  for (int g = 0; g < int(v.shape.size()); ++g) {
+    if (!layout.axes[g]) continue;
+    const int a = mesh.axis_index(*layout.axes[g]);
+    AS_CHECK(a >= 0, "layout of Keras variable '", v.path, "' names mesh axis '", *layout.axes[g],
+             "', which mesh ", mesh.to_string(), " does not have");
+    // The autoshard dimensions in Keras dimension g, outermost first.
+    std::vector<int> holders;
+    for (int d = 0; d < s.rank(); ++d) {
+      const std::vector<int> group = group_of(v, d);
+      if (std::find(group.begin(), group.end(), g) != group.end()) holders.push_back(d);
     }
+    if (holders.empty()) continue;
+    const auto rank = [&](int d) { return v.factor_order.empty() ? d : v.factor_order.at(d); };
+    std::sort(holders.begin(), holders.end(), [&](int x, int y) { return rank(x) < rank(y); });
+    int chosen = holders.front();
+    for (int d : holders)
+      if (v.weight_shape.at(d) > 1) {
+        chosen = d;
+        break;
+      }
+    s.dims[chosen] = a;
+  }
   return s;
 }
 
@@ -114,7 +133,10 @@ LayoutMapExport make_layout_map_export(
   for (KerasVariable& v : variables) {
     if (v.key.empty()) v.key = "^" + regex_escape(v.path) + "$";
     LayoutMapExport::Entry entry;
-    entry.layout = keras_layout(v, plan(v.weight), mesh);
+    // A variable autoshard has no weight for (GPT-2's key bias) stays whole.
+    entry.layout = v.weight.empty()
+                       ? TensorLayout(std::vector<std::optional<std::string>>(v.shape.size()))
+                       : keras_layout(v, plan(v.weight), mesh);
     for (size_t d = 0; d < entry.layout.axes.size(); ++d)
       if (entry.layout.axes[d] &&
           v.shape[d] % mesh.axis_size(mesh.axis_index(*entry.layout.axes[d])) != 0)

@@ -49,6 +49,10 @@ struct KerasVariable {
   // first (a query kernel's (hidden, heads * head_dim) is Keras's (hidden,
   // heads, head_dim): {{0}, {1, 2}}). Empty: the same dimensions in order.
   std::vector<std::vector<int>> dims_of;
+  // Per autoshard dimension, its rank among the autoshard dimensions that
+  // lie in the same Keras dimension (smaller: outer; a query's kv heads
+  // before their group). Empty: dimension order.
+  std::vector<int> factor_order;
 };
 
 // `s` (over autoshard's dimensions of `v`) as Keras's layout: a split of a
@@ -57,8 +61,10 @@ struct KerasVariable {
 // elements), else onto the outermost one it divides, else the outermost
 // of more than one element (an uneven split).
 TensorLayout keras_layout(const KerasVariable& v, const Sharding& s, const DeviceMesh& mesh);
-// A Keras layout of `v` back as autoshard's Sharding (the axis of a
-// flattened dimension's split Keras dimension).
+// A Keras layout of `v` back as autoshard's Sharding: a split Keras
+// dimension splits the autoshard dimension that holds it (the outermost of
+// more than one element, when several lie in it). A variable without an
+// autoshard weight (`weight` empty) has none: replicated of rank 0.
 Sharding autoshard_sharding(const KerasVariable& v, const TensorLayout& layout,
                             const DeviceMesh& mesh);
 

@@ -2,8 +2,11 @@
 
 #include <functional>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_hub.h"
 
 namespace autoshard {
 
@@ -126,6 +129,43 @@ std::vector<KerasVariable> keras_file_variables(const KerasModel& model,
         v.path = path;
       else
         v.other_paths.push_back(path);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<KerasVariable> keras_hub_variables(const LanguageModelConfig& config,
+                                               const std::map<std::string, Shape>& weight_shapes,
+                                               std::string* class_name) {
+  const keras_hub::Variables table = std::visit(
+      [](const auto& c) {
+        using C = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<C, GPT2Config>)
+          return keras_hub::gpt2_variables(c);
+        else if constexpr (std::is_same_v<C, OPTConfig>)
+          return keras_hub::opt_variables(c);
+        else
+          return keras_hub::llama_variables(c);
+      },
+      config.config);
+  if (class_name) *class_name = table.class_name;
+  std::vector<KerasVariable> out;
+  for (const keras_hub::Variable& kv : table.variables) {
+    KerasVariable v;
+    v.path = kv.path;
+    v.shape = kv.keras_shape;
+    v.weight = kv.weight;
+    if (!kv.weight.empty()) {
+      v.weight_shape = kv.weight_shape();
+      auto shape = weight_shapes.find(kv.weight);
+      AS_CHECK(shape != weight_shapes.end(), "--export-layout-map: the plan has no weight '",
+               kv.weight, "' (KerasHub's '", kv.path, "' of ", table.class_name, ")");
+      AS_CHECK(shape->second == v.weight_shape, "--export-layout-map: the plan's '", kv.weight,
+               "' is ", shape_str(shape->second), ", KerasHub's '", kv.path, "' ",
+               shape_str(kv.keras_shape), " holds ", shape_str(v.weight_shape));
+      for (int d : kv.keras_dims()) v.dims_of.push_back({d});
+      v.factor_order = kv.perm;
     }
     out.push_back(std::move(v));
   }
