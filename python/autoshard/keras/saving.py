@@ -123,6 +123,12 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
     _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
 
 
+def _leader():
+    # Under mpirun every rank calls save (the weights are gathered, a
+    # collective) and rank 0 alone writes.
+    return _native.world_rank() == 0
+
+
 def _write_replacing(path, overwrite, write):
     # The C++ writer never replaces a file (it writes aside and renames into
     # place); Keras's overwrite=True does, after the new file is complete.
@@ -140,6 +146,8 @@ def _write_replacing(path, overwrite, write):
     if os.path.lexists(aside):
         _remove(aside)
     write(aside)
+    if not _leader():
+        return
     if os.path.isdir(path) and not os.path.islink(path):
         _remove(path)
     os.replace(aside, path)
@@ -366,6 +374,8 @@ def save_weights(model, filepath, overwrite=True):
                                          dir=os.path.dirname(os.path.abspath(out))) as tmp:
             whole = os.path.join(tmp, "model.keras")
             kf.save(native, whole, "keras")
+            if not _leader():
+                return
             with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
                     open(out, "xb") as dst:
                 shutil.copyfileobj(src, dst)
