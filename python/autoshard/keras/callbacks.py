@@ -657,7 +657,9 @@ class ProgbarLogger(Callback):
         if self._progress is None:
             from .. import _native
 
-            self._progress = _native.KerasProgress(int(self.params.get("verbose", 1)), True,
+            # Under mpirun rank 0 alone prints, as the CLI does.
+            self._progress = _native.KerasProgress(int(self.params.get("verbose", 1)),
+                                                   _native.world_rank() == 0,
                                                    int(self.params.get("epochs") or 1))
         return self._progress
 
