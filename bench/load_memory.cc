@@ -9,9 +9,18 @@
 //   bench_load_memory llama DIR [--devices 4]  loads it as the CLI does (load_llama_weights)
 //                                         onto every device, then compiles a step (which
 //                                         reads every device's blocks)
+//   bench_load_memory make-keras FILE [--mib 384] [--deflate]
+//                                         a Keras 3 .keras of Dense layers (4096x4096 f32
+//                                         kernels), model.weights.h5 stored or deflated
+//   mpirun -np 4 bench_load_memory keras FILE   loads it as the CLI does (load_keras_model)
+//                                         with kernels split on model=4 and predicts one row;
+//                                         each rank reads its share (also without mpirun:
+//                                         every device in one process)
 //
 // Blocks follow the Megatron layout over `model`. Peak RSS is VmHWM from
 // /proc/self/status; printed as JSON and as a line of text.
+#include <zip.h>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,10 +28,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_model.h"
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/tensor_mapping.h"
 #include "autoshard/nn/models/gpt2.h"
+#include "autoshard/plan/distribution.h"
+#include "io/keras/hdf5_file.h"
+#include "io/keras/zip_archive.h"
 
 using namespace autoshard;
 
@@ -143,6 +157,131 @@ void load_llama(const std::string& dir, int devices) {
                           .c_str());
 }
 
+// ---- Keras 3 .keras files ----
+
+constexpr int64_t kKerasWidth = 4096;  // each Dense layer: 4096 x 4096 f32 (64 MiB) + bias
+
+// One Keras 3 layer entry of a Functional config.json, called on `from`.
+nlohmann::json keras3_layer(const std::string& cls, const std::string& name, nlohmann::json config,
+                            const std::string& from) {
+  config["name"] = name;
+  nlohmann::json layer = {{"module", "keras.layers"},
+                          {"class_name", cls},
+                          {"config", config},
+                          {"registered_name", nullptr},
+                          {"name", name},
+                          {"inbound_nodes", nlohmann::json::array()}};
+  if (!from.empty())
+    layer["inbound_nodes"].push_back(
+        {{"args",
+          {{{"class_name", "__keras_tensor__"},
+            {"config",
+             {{"shape", nullptr}, {"dtype", "float32"}, {"keras_history", {from, 0, 0}}}}}}},
+         {"kwargs", nlohmann::json::object()}});
+  return layer;
+}
+
+// A Functional model of `layers` Dense layers, laid out as Keras 3's
+// saving_lib writes it: config.json, metadata.json and model.weights.h5
+// (layers/<name>/vars/0 kernel, vars/1 bias); the weights stored (read in
+// place) or deflated (inflated to a temporary file when read).
+void make_keras(const std::string& file, int64_t mib, bool deflate) {
+  const int layers = static_cast<int>(std::max<int64_t>(1, mib / 64));
+  const std::filesystem::path parts = file + ".parts";
+  std::filesystem::create_directories(parts);
+  nlohmann::json list = nlohmann::json::array();
+  list.push_back(keras3_layer("InputLayer", "x",
+                              {{"batch_shape", {nullptr, kKerasWidth}}, {"dtype", "float32"}}, ""));
+  keras::H5Writer h5((parts / "model.weights.h5").string());
+  h5.group("vars");
+  Tensor kernel({kKerasWidth, kKerasWidth}), bias({kKerasWidth});
+  for (int64_t i = 0; i < kernel.numel(); ++i)
+    kernel.f32()[i] = static_cast<float>(int((i * 2654435761u) % 2001) - 1000) * 2e-6f;
+  std::string from = "x";
+  for (int l = 0; l < layers; ++l) {
+    const std::string name = l == 0 ? "dense" : "dense_" + std::to_string(l);
+    list.push_back(keras3_layer(
+        "Dense", name, {{"units", kKerasWidth}, {"activation", "relu"}, {"use_bias", true}}, from));
+    h5.dataset("layers/" + name + "/vars/0", kernel);
+    h5.dataset("layers/" + name + "/vars/1", bias);
+    from = name;
+  }
+  h5.close();
+  const nlohmann::json config = {{"module", "keras"},
+                                 {"class_name", "Functional"},
+                                 {"config",
+                                  {{"name", "dense_stack"},
+                                   {"layers", list},
+                                   {"input_layers", {{"x", 0, 0}}},
+                                   {"output_layers", {{from, 0, 0}}}}},
+                                 {"registered_name", "Functional"}};
+  std::ofstream(parts / "config.json") << config.dump();
+  std::ofstream(parts / "metadata.json") << R"({"keras_version": "3.6.0"})";
+  int code = 0;
+  zip_t* z = zip_open(file.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  AS_CHECK(z != nullptr, "cannot create '", file, "'");
+  for (const char* member : {"metadata.json", "config.json", "model.weights.h5"}) {
+    zip_source_t* src = zip_source_file(z, (parts / member).c_str(), 0, -1);
+    const zip_int64_t at = zip_file_add(z, member, src, ZIP_FL_ENC_UTF_8);
+    AS_CHECK(at >= 0, "cannot add '", member, "' to '", file, "'");
+    zip_set_file_compression(z, static_cast<zip_uint64_t>(at),
+                             deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 1);
+  }
+  AS_CHECK(zip_close(z) == 0, "writing '", file, "' failed");
+  std::filesystem::remove_all(parts);
+  std::printf("{\"file\":\"%s\",\"dense_layers\":%d,\"bytes\":%llu,\"deflated\":%s}\n",
+              file.c_str(), layers,
+              static_cast<unsigned long long>(std::filesystem::file_size(file)),
+              deflate ? "true" : "false");
+}
+
+// Loads the .keras as `autoshard predict --model` does, every kernel and
+// bias split on model=N (Megatron's column split), and predicts one row:
+// compiling the step reads this process's blocks straight from the file.
+// Under mpirun each rank is one device and reads only its share.
+void load_keras(const std::string& file, int devices) {
+  const World& world = World::process();
+  if (world.distributed()) devices = world.size();
+  const int64_t before = peak_rss_bytes();
+  KerasLoadOptions options;
+  options.inference = true;
+  KerasModel k = load_keras_model(file, options);
+  // Megatron's pairs: a column-split layer, then a row-split one (its
+  // input already split the same way; one all-reduce per pair).
+  LayoutMap layout;
+  for (size_t l = 0; l < k.weight_names.size(); l += 2) {
+    const bool column = (l / 2) % 2 == 0;
+    const std::string layer = k.weight_names[l].layer;
+    layout[layer + ".kernel"] =
+        column ? TensorLayout({std::nullopt, "model"}) : TensorLayout({"model", std::nullopt});
+    if (column) layout[layer + ".bias"] = TensorLayout({"model"});
+  }
+  k.model->set_distribution(
+      std::make_shared<ModelParallel>(DeviceMesh({devices}, {"model"}), layout));
+  Tensor x({1, kKerasWidth});
+  k.model->predict(x, 1);
+  const int64_t peak = peak_rss_bytes();
+  const int64_t worst = world.max(peak);
+  const double model_bytes = 4.0 * double(k.model->count_params()), mib = 1048576.0;
+  const double limit = model_bytes / (world.distributed() ? devices : 1) + 100 * mib;
+  if (!world.leader()) return;
+  std::fprintf(stderr,
+               "keras %s onto %d devices (%s): model %.0f MiB, peak RSS %.0f MiB (largest rank "
+               "%.0f MiB; %.0f MiB before), limit %.0f MiB\n",
+               file.c_str(), devices, world.distributed() ? "one rank each" : "in one process",
+               model_bytes / mib, peak / mib, worst / mib, before / mib, limit / mib);
+  std::printf("%s\n", nlohmann::json{{"mode", "keras"},
+                                     {"devices", devices},
+                                     {"ranks", world.size()},
+                                     {"model_f32_bytes", model_bytes},
+                                     {"peak_rss_bytes", peak},
+                                     {"largest_rank_peak_rss_bytes", worst},
+                                     {"rss_before_bytes", before},
+                                     {"within_limit", double(worst) <= limit}}
+                          .dump()
+                          .c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,13 +289,23 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: bench_load_memory make|all|one FILE [--model NAME] [--devices N]\n"
-        "       bench_load_memory make-llama|llama DIR [--config C] [--shards S] [--devices N]\n");
+        "       bench_load_memory make-llama|llama DIR [--config C] [--shards S] [--devices N]\n"
+        "       bench_load_memory make-keras|keras FILE [--mib M] [--deflate] [--devices N]\n");
     return 2;
   }
   const std::string mode = argv[1], file = argv[2];
   std::string model_name = "gpt2-medium", config = "bench/configs/llama-1b.json";
   int devices = 4, shards = 4;
-  for (int i = 3; i + 1 < argc; i += 2) {
+  int64_t size_mib = 384;
+  bool deflate = false;
+  for (int i = 3; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--deflate") == 0) {  // the one flag without a value
+      deflate = true;
+      --i;
+      continue;
+    }
+    if (i + 1 == argc) break;
+    if (std::strcmp(argv[i], "--mib") == 0) size_mib = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--model") == 0) model_name = argv[i + 1];
     if (std::strcmp(argv[i], "--devices") == 0) devices = std::stoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--config") == 0) config = argv[i + 1];
@@ -168,6 +317,15 @@ int main(int argc, char** argv) {
   }
   if (mode == "llama") {
     load_llama(file, devices);
+    return 0;
+  }
+  if (mode == "make-keras") {
+    make_keras(file, size_mib, deflate);
+    return 0;
+  }
+  if (mode == "keras") {
+    load_keras(file, devices);
+    World::process().finalize();
     return 0;
   }
   const GPT2Config cfg = GPT2Config::preset(model_name);

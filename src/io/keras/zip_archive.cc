@@ -44,7 +44,7 @@ std::string zip_error_text(int code) {
 ZipArchive::ZipArchive(const std::string& path) : path_(path) {
   file_size_ = input_file_size(path, "Keras file");
   int code = 0;
-  mutex_ = std::make_shared<std::mutex>();
+  mutex_ = std::make_shared<std::recursive_mutex>();
   zip_t* opened = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   AS_CHECK(opened != nullptr, "Keras file '", path, "' is not a readable zip archive (",
            zip_error_text(code), "); a .keras file is the zip that Keras 3's model.save writes");
@@ -104,7 +104,7 @@ std::string ZipArchive::read_text(const std::string& name, uint64_t max_bytes) c
 ZipMember ZipArchive::open_member(const std::string& name) const {
   const int64_t index = index_of(name);
   AS_CHECK(index >= 0, "Keras file '", path_, "' has no '", name, "'");
-  std::lock_guard<std::mutex> lock(*mutex_);
+  std::lock_guard<std::recursive_mutex> lock(*mutex_);
   zip_stat_t st;
   zip_stat_init(&st);
   zip_stat_index(zip_.get(), static_cast<zip_uint64_t>(index), 0, &st);
@@ -113,7 +113,7 @@ ZipMember ZipArchive::open_member(const std::string& name) const {
            "' cannot be opened: ", zip_strerror(zip_.get()));
   // The member keeps the archive open (and is closed under its lock).
   std::shared_ptr<zip_file_t> file(raw, [archive = zip_, mu = mutex_](zip_file_t* f) {
-    std::lock_guard<std::mutex> g(*mu);
+    std::lock_guard<std::recursive_mutex> g(*mu);
     zip_fclose(f);
   });
   const std::string where = "Keras file '" + path_ + "': '" + name + "'";
@@ -124,7 +124,7 @@ ZipMember ZipArchive::open_member(const std::string& name) const {
     m.read = [file, where, mu = mutex_, size = st.size](uint64_t offset, uint64_t n, void* dst) {
       AS_CHECK(offset <= size && n <= size - offset, where, ": a read of ", n, " bytes at ", offset,
                " passes its end (", size, " bytes); the file is damaged");
-      std::lock_guard<std::mutex> lock(*mu);
+      std::lock_guard<std::recursive_mutex> lock(*mu);
       AS_CHECK(zip_fseek(file.get(), static_cast<zip_int64_t>(offset), SEEK_SET) == 0, where,
                ": cannot seek: ", zip_file_strerror(file.get()));
       char* out = static_cast<char*>(dst);

@@ -56,7 +56,9 @@ class ZipArchive {
   // Shared with the members opened, which keep the archive open.
   std::shared_ptr<zip> zip_;
   std::vector<std::string> names_;
-  std::shared_ptr<std::mutex> mutex_;  // libzip's archive is not thread-safe
+  // libzip's archive is not thread-safe. Recursive: a member opened under the
+  // lock may be closed (its deleter locks too) before the lock is let go.
+  std::shared_ptr<std::recursive_mutex> mutex_;
 };
 
 // Writes a zip of stored (uncompressed) members: each (name, file on disk).
