@@ -6,7 +6,7 @@ What ``autoshard generate`` and ``autoshard train`` do, from Python::
     print(model.generate("Once upon a time", max_new_tokens=20, temperature=0))
     losses = model.fit(tokens, batch_size=8, seq_len=64, steps=100)
 
-Every decoder the command line knows: GPT-2, Llama, Mistral, Qwen2, Gemma
+Every decoder the command line knows: GPT-2, Llama, Mistral, Qwen2, Gemma (1, 2)
 and OPT (the directory's config.json names it); BERT and RoBERTa directories
 give an EncoderModel (logits of its classification or masked-LM head). The same directory, options
 and seed give the same ids and losses as the commands (bit for bit on one

@@ -129,8 +129,10 @@ class LanguageModel {
         placement_(std::move(placement)) {
     if (!weights_.empty()) {
       const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+      // (A KerasHub preset keeps them in model.weights.h5.)
       AS_CHECK(fs::is_regular_file(path) || fs::exists(dir / "model.safetensors") ||
-                   fs::exists(dir / "model.safetensors.index.json"),
+                   fs::exists(dir / "model.safetensors.index.json") ||
+                   fs::exists(dir / "model.weights.h5"),
                "'", path,
                "' has no weights (model.safetensors or model.safetensors.index.json); use "
                "autoshard.LanguageModel.from_config for a model with initial weights");
