@@ -119,8 +119,18 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
     path = os.fspath(filepath)
     fmt = _format_of(path, save_format)
     native = model._built()
+    built_here = model._keras_file is None
     kf = _keras_file_of(model)
-    _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
+    try:
+        _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
+    except ValueError as e:
+        if built_here and fmt != "keras" and "not supported yet" in str(e):
+            # The C++ writer's words are about files read; say it of this model.
+            raise ValueError(f"save: a model built in Python is written as a Keras 3 `.keras` "
+                             f"file; writing it as {fmt} (Keras 2's architecture form) is not "
+                             f"supported yet: save it as '{os.path.splitext(path)[0]}.keras'"
+                             ) from None
+        raise
 
 
 def _leader():
