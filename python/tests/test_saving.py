@@ -96,6 +96,34 @@ def test_sequence_model_round_trip(tmp_path):
         loaded.fit(ids, np.zeros((4, 2), "float32"), verbose=0)  # not compiled
 
 
+@pytest.mark.parametrize("where", ["m.h5", "web"])
+def test_python_model_as_h5_and_tfjs(tmp_path, where):
+    x, y = _data()
+    model = _classifier()
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    if where == "web":
+        with pytest.raises(ValueError, match="no TensorFlow.js form"):
+            model.save(tmp_path / where, save_format="tfjs")  # from_logits: TF.js has none
+        assert not (tmp_path / where).exists()
+        model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.save(tmp_path / where, **({"save_format": "tfjs"} if where == "web" else {}))
+    loaded = keras.models.load_model(tmp_path / where)
+    assert _same_weights(loaded, model)
+    assert np.array_equal(loaded.predict(x), model.predict(x))
+    assert loaded.evaluate(x, y, verbose=0, return_dict=True) == pytest.approx(
+        model.evaluate(x, y, verbose=0, return_dict=True), rel=1e-6)
+    keras.utils.set_random_seed(4)
+    a, b = keras.Input((4,), name="a"), keras.Input((4,), name="b")
+    t = keras.layers.Dense(3, name="t")(keras.layers.Concatenate()([a, b]))
+    functional = keras.Model([a, b], [t, keras.layers.Add()([t, keras.layers.Dense(3)(a)])])
+    functional.save(tmp_path / ("f.h5" if where == "m.h5" else "fweb"),
+                    **({"save_format": "tfjs"} if where == "web" else {}))
+    again = keras.models.load_model(tmp_path / ("f.h5" if where == "m.h5" else "fweb"))
+    xs = [x[:, :4], x[:, 2:]]
+    for got, want in zip(again.predict(xs), functional.predict(xs)):
+        assert np.array_equal(got, want)
+
+
 def test_sharded_model_round_trip(tmp_path):
     x, y = _data()
     mesh = keras.distribution.DeviceMesh((2, 2), ("data", "model"))
@@ -170,8 +198,9 @@ EVERY_LAYER = {  # per-example input shape (None: int32 ids) and the layers afte
 }
 
 
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
 @pytest.mark.parametrize("name", sorted(EVERY_LAYER))
-def test_every_writable_layer_round_trips(tmp_path, name):
+def test_every_writable_layer_round_trips(tmp_path, name, ext):
     shape, make = EVERY_LAYER[name]
     rng = np.random.default_rng(0)
     if shape is None:
@@ -182,8 +211,8 @@ def test_every_writable_layer_round_trips(tmp_path, name):
     # Not the initial values (zeros, ones): every weight must land in its place.
     model.set_weights([w + rng.normal(scale=0.1, size=w.shape).astype("float32")
                        for w in model.get_weights()])
-    model.save(tmp_path / "m.keras")
-    loaded = keras.models.load_model(tmp_path / "m.keras")
+    model.save(tmp_path / ("m" + ext))
+    loaded = keras.models.load_model(tmp_path / ("m" + ext))
     assert _same_weights(loaded, model)
     assert np.array_equal(loaded.predict(x), model.predict(x))
 
@@ -329,14 +358,4 @@ def test_errors(tmp_path):
         model.save(tmp_path / "model.pkl")
     with pytest.raises(OSError):
         model.save(tmp_path / "no" / "such" / "dir" / "m.keras")
-    # .h5 of a model built in Python: refused plainly until the C++ writer
-    # converts Keras 3's architecture form to Keras 2's; then it round-trips.
-    try:
-        model.save(tmp_path / "legacy.h5")
-    except ValueError as e:
-        assert "built in Python is written as a Keras 3" in str(e)
-        assert not (tmp_path / "legacy.h5").exists()
-    else:
-        x, _ = _data()
-        assert np.array_equal(keras.models.load_model(tmp_path / "legacy.h5").predict(x),
-                              model.predict(x))
+

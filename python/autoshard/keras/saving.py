@@ -119,18 +119,8 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
     path = os.fspath(filepath)
     fmt = _format_of(path, save_format)
     native = model._built()
-    built_here = model._keras_file is None
-    kf = _keras_file_of(model)
-    try:
-        _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
-    except ValueError as e:
-        if built_here and fmt != "keras" and "not supported yet" in str(e):
-            # The C++ writer's words are about files read; say it of this model.
-            raise ValueError(f"save: a model built in Python is written as a Keras 3 `.keras` "
-                             f"file; writing it as {fmt} (Keras 2's architecture form) is not "
-                             f"supported yet: save it as '{os.path.splitext(path)[0]}.keras'"
-                             ) from None
-        raise
+    kf = _keras_file_of(model, fmt)
+    _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
 
 
 def _leader():
@@ -170,20 +160,29 @@ def _remove(path):
         os.remove(path)
 
 
-def _keras_file_of(model):
-    """The KerasFile describing ``model`` with its current compile config."""
+def _keras_file_of(model, fmt="keras"):
+    """The KerasFile describing ``model`` with its current compile config: a
+    model built in Python is described by its Keras 3 config (for .keras)
+    or Keras 2's form of it (.h5, TensorFlow.js), read without weights."""
     kf = model._keras_file
     if kf is None:
         config = model_config(model)
         with tempfile.TemporaryDirectory(prefix="autoshard-save-") as tmp:
-            described = os.path.join(tmp, "model.keras")
-            with zipfile.ZipFile(described, "w") as z:
-                z.writestr("config.json", json.dumps(config))
+            if fmt == "keras":
+                described = os.path.join(tmp, "model.keras")
+                with zipfile.ZipFile(described, "w") as z:
+                    z.writestr("config.json", json.dumps(config))
+                where = f"Keras file '{described}': "
+            else:  # a TensorFlow.js model.json without weights holds Keras 2's form
+                described = os.path.join(tmp, "model.json")
+                with open(described, "w") as f:
+                    json.dump({"format": "layers-model", "modelTopology": _keras2(config)}, f)
+                where = f"TensorFlow.js model '{described}': "
             try:
                 kf = _native.KerasFile.read(described, False)
             except ValueError as e:
                 # The reader names the config file written here; name the model.
-                message = str(e).replace(f"Keras file '{described}': ", "")
+                message = str(e).replace(where, "")
                 raise ValueError(f"save: model '{model.name}' cannot be written as a Keras "
                                  f"file: {message}") from None
     if model._compiled is not None and model._compiled is not getattr(
@@ -193,6 +192,31 @@ def _keras_file_of(model):
 
 
 # --- Keras 3 config of a model built in Python --------------------------------
+
+
+def _keras2(config):
+    """Keras 2's form of a Keras 3 model config (what .h5 files and
+    TensorFlow.js hold): inputs' batch_input_shape, inbound nodes as
+    [[layer, node, tensor, {}], ...] lists."""
+    def ref(t):
+        return list(t["config"]["keras_history"]) + [{}]
+
+    def node(call):
+        arg = call["args"][0]
+        return [ref(t) for t in arg] if isinstance(arg, list) else [ref(arg)]
+
+    layers = []
+    for entry in config["config"]["layers"]:
+        entry = {k: v for k, v in entry.items() if k not in ("module", "registered_name")}
+        layer_config = dict(entry["config"])
+        if entry["class_name"] == "InputLayer":
+            layer_config["batch_input_shape"] = layer_config.pop("batch_shape")
+        entry["config"] = layer_config
+        if "inbound_nodes" in entry:
+            entry["inbound_nodes"] = [node(c) for c in entry["inbound_nodes"]]
+        layers.append(entry)
+    out = {"class_name": config["class_name"], "config": dict(config["config"], layers=layers)}
+    return out
 
 
 # Constructor arguments of our classes that Keras's class of that name does
