@@ -352,6 +352,21 @@ print("python agrees on", len(variables), "variables")
   EXPECT_NE(out.find("python agrees on 9 variables"), std::string::npos) << out;
 }
 
+TEST_F(LayoutMapCli, KerasHubPresetExportsItsBackbone) {
+  const fs::path js = dir_ / "gemma.json";
+  const auto r = cli_runner::run("plan --model " + std::string(AUTOSHARD_TEST_DATA) +
+                                 "/keras_hub/gemma --mesh model=2 --batch 4 --seq 8 --plan-time "
+                                 "0.2 --divisible --export-layout-map " +
+                                 js.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const json j = json::parse(read_text(js));
+  EXPECT_NE(j.at("model").get<std::string>().find("(KerasHub GemmaBackbone)"), std::string::npos);
+  EXPECT_TRUE(j.at("layout_map").contains("^decoder_block_0/attention/query/kernel$"));
+  EXPECT_TRUE(j.at("uneven_splits").empty());  // --divisible
+  EXPECT_TRUE(j.at("divisible").get<bool>());
+  EXPECT_FALSE(j.at("lost_splits").empty());
+}
+
 TEST_F(LayoutMapCli, BadExportsAreOneLineErrors) {
   const std::string model = kKerasFiles + "/lstm_language_model.keras";
   const auto run = [&](const std::string& args) { return cli_runner::run("plan " + args); };
