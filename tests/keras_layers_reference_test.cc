@@ -414,7 +414,8 @@ std::shared_ptr<Optimizer> make_optimizer(const std::string& name, Missing& miss
     return optimizers::Adam({.learning_rate = o.at("learning_rate"),
                              .beta_1 = o.at("beta_1"),
                              .beta_2 = o.at("beta_2"),
-                             .epsilon = o.at("epsilon")});
+                             .epsilon = o.at("epsilon"),
+                             .epsilon_hat = false});  // TF.js adds epsilon after the correction
   if (name == "sgd_momentum")
     return optimizers::SGD({.learning_rate = o.at("learning_rate"),
                             .momentum = o.at("momentum"),

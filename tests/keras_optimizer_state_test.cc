@@ -1,17 +1,20 @@
 // Optimizer state in Keras files (src/io/keras/optimizer_state.h): N steps,
 // save, load and M more steps equal N + M steps in one run, for `.keras`,
 // `.h5` and TensorFlow.js files, Adam and SGD with momentum; the real Keras
-// 3 and Keras 2 files' optimizer variables are read in Keras's order.
+// 3 and Keras 2 files' optimizer variables are read in Keras's order. And
+// Adam's epsilon where each format puts it, against NumPy's steps.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/safetensors.h"
+#include "autoshard/nn/layers.h"
 
 namespace autoshard {
 namespace {
@@ -160,6 +163,62 @@ TEST(KerasOptimizerState, RealFiles) {
                                   {.optimizer_state = true, .inference = true});
   EXPECT_FALSE(k.has_optimizer_state);
   EXPECT_EQ(k.optimizer_state_note, "the compile config names no optimizer");
+}
+
+Tensor tensor_of(const json& rows) {
+  std::vector<float> values;
+  Shape shape = {static_cast<int64_t>(rows.size())};
+  for (const json& r : rows) {
+    if (r.is_array()) {
+      if (shape.size() == 1) shape.push_back(static_cast<int64_t>(r.size()));
+      for (const json& v : r) values.push_back(v.get<float>());
+    } else {
+      values.push_back(r.get<float>());
+    }
+  }
+  return Tensor::from(shape, values);
+}
+
+// Keras 3 adds Adam's epsilon before the bias correction, TF.js after it:
+// each format's compile config says which, and the update follows it.
+// tools/keras_files/adam_epsilon_reference.py steps both in NumPy from
+// Keras's and TF.js's sources (epsilon 0.1, where the two differ by 20%).
+TEST(KerasAdamEpsilon, EachFormatsPlacementMatchesNumPy) {
+  std::ifstream in(kData + "/keras_files/adam_epsilon.json");
+  const json ref = json::parse(in);
+  const json& o = ref.at("optimizer");
+  EXPECT_EQ(load_keras_model(kData + "/keras_files/two_outputs.keras").compile.epsilon, "before");
+  EXPECT_EQ(load_keras_model(kData + "/keras_files/two_outputs.h5").compile.epsilon, "before");
+  EXPECT_EQ(load_keras_model(kData + "/keras_layers/tfjs/two_outputs.json").compile.epsilon,
+            "after");
+  const Tensor x = tensor_of(ref.at("x")), y = tensor_of(ref.at("y"));
+  for (const std::string placement : {"before", "after"}) {
+    SCOPED_TRACE(placement);
+    KerasCompileConfig c;
+    c.present = true;
+    c.optimizer = "Adam";
+    c.optimizer_config = {{"learning_rate", o.at("learning_rate")},
+                          {"beta_1", o.at("beta_1")},
+                          {"beta_2", o.at("beta_2")},
+                          {"epsilon", o.at("epsilon")}};
+    c.losses = {{{"name", "mean_squared_error"}}};
+    c.epsilon = placement;
+    auto input = Input({3});
+    Model model({input}, Dense(2, DenseOptions().name("d"))(input));
+    model.set_weight("d.kernel", tensor_of(ref.at("kernel")));
+    model.set_weight("d.bias", tensor_of(ref.at("bias")));
+    model.compile(c.make_optimizer(), c.make_losses(), {}, {});
+    const json& want = ref.at(placement);
+    for (int step = 0; step < o.at("steps").get<int>(); ++step)
+      EXPECT_NEAR(model.train_on_batch(x, y), want.at("losses").at(step).get<double>(), 1e-6);
+    EXPECT_LT(max_relative_error(model.gather_weight("d.kernel"), tensor_of(want.at("kernel"))),
+              1e-5);
+    EXPECT_LT(max_relative_error(model.gather_weight("d.bias"), tensor_of(want.at("bias"))), 1e-5);
+  }
+  KerasCompileConfig bad;
+  bad.optimizer = "Adam";
+  bad.epsilon = "inside";
+  EXPECT_THROW(bad.make_optimizer(), Error);
 }
 
 }  // namespace

@@ -308,7 +308,7 @@ std::vector<OpCase> cases() {
        {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{5, 7}, K::Positive}, {{}, K::Positive}},
        [](Graph& g, auto& x) {
          return g.add(Op::AdamUpdate, {x[0], x[1], x[2], x[3], x[4]},
-                      AdamAttrs{0.9, 0.95, 1e-3, 0.1, true});
+                      AdamAttrs{0.9, 0.95, 1e-3, 0.1, true, false});
        }},
       {Op::SgdUpdate,
        {{{5, 7}}, {{5, 7}}, {{5, 7}}, {{}, K::Positive}},

@@ -123,11 +123,12 @@ std::shared_ptr<Optimizer> Adam(AdamOptions o) {
   check_unit("Adam", "beta_2", o.beta_2);
   AS_CHECK(o.epsilon > 0 && o.weight_decay >= 0,
            "Adam: epsilon must be positive and weight_decay at least 0");
-  return autoshard::AdamW(
-      {o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.global_clipnorm});
+  return autoshard::AdamW({o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay,
+                           o.global_clipnorm, o.epsilon_hat});
 }
 std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
-  return Adam({o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.global_clipnorm});
+  return Adam({o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.weight_decay, o.global_clipnorm,
+               o.epsilon_hat});
 }
 std::shared_ptr<Optimizer> SGD(SGDOptions o) {
   return std::make_shared<KerasSgd>(o);

@@ -76,7 +76,7 @@ class AdamOptimizer : public Optimizer {
     Value m = slot(g, "m", p, slots);
     Value v = slot(g, "v", p, slots);
     g.add(Op::AdamUpdate, {p, grad, m, v, scale},
-          AdamAttrs{o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay, decoupled_});
+          AdamAttrs{o_.beta_1, o_.beta_2, o_.epsilon, o_.weight_decay, decoupled_, o_.epsilon_hat});
   }
 
  private:
@@ -93,8 +93,8 @@ std::shared_ptr<Optimizer> Adam(AdamOptions o) {
   return std::make_shared<AdamOptimizer>(o, false);
 }
 std::shared_ptr<Optimizer> AdamW(AdamWOptions o) {
-  const AdamOptions same{o.learning_rate, o.beta_1,       o.beta_2,
-                         o.epsilon,       o.weight_decay, o.clipnorm};
+  const AdamOptions same{o.learning_rate, o.beta_1,   o.beta_2,     o.epsilon,
+                         o.weight_decay,  o.clipnorm, o.epsilon_hat};
   return std::make_shared<AdamOptimizer>(same, true);
 }
 

@@ -192,6 +192,9 @@ struct ClipAttrs {  // ClipScale
 struct AdamAttrs {
   double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8, weight_decay = 0;
   bool decoupled = false;  // AdamW
+  // Keras 2 and 3: epsilon is added to sqrt(v) before the bias correction
+  // (Kingma and Ba's "epsilon hat"); else after it (PyTorch, TensorFlow.js).
+  bool epsilon_hat = false;
 };
 struct SgdAttrs {
   double momentum = 0, weight_decay = 0;

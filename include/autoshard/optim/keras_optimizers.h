@@ -10,10 +10,11 @@
 // The rules, with g the gradient (clipped by global_clipnorm first) and lr
 // the learning rate of the step:
 //   Adam     m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
-//            p -= lr * m_hat / (sqrt(v_hat) + epsilon) with the bias-corrected
-//            moments (epsilon after the bias-corrected root, as TensorFlow.js
-//            and PyTorch place it; Keras 3 adds it before the correction,
-//            which differs by less than epsilon / sqrt(v)). A weight_decay
+//            p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon):
+//            epsilon before the bias correction, as Keras 2 and 3 define it
+//            (epsilon_hat); with epsilon_hat false, after it, as TensorFlow.js
+//            and PyTorch do: p -= lr * m_hat / (sqrt(v_hat) + epsilon) with
+//            the bias-corrected moments. A weight_decay
 //            decays p by lr * weight_decay first (decoupled, as Keras does
 //            for every optimizer); AdamW is Adam with weight_decay 0.004.
 //   SGD      v = momentum * v - lr * g; p += v, or with nesterov
@@ -36,10 +37,12 @@ namespace autoshard::optimizers {
 struct AdamOptions {
   double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;
   double weight_decay = 0, global_clipnorm = 0;
+  bool epsilon_hat = true;  // false: TensorFlow.js's placement (after the correction)
 };
 struct AdamWOptions {
   double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;
   double weight_decay = 0.004, global_clipnorm = 0;
+  bool epsilon_hat = true;
 };
 struct SGDOptions {
   double learning_rate = 0.01, momentum = 0;

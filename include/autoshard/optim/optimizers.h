@@ -47,15 +47,19 @@ struct SGDOptions {
   bool nesterov = false;
 };
 // torch.optim.Adam's defaults: no weight decay (an L2 term when set).
+// epsilon_hat: epsilon added before the bias correction, as Keras does
+// (AdamAttrs::epsilon_hat); PyTorch adds it after.
 struct AdamOptions {
   double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
   double weight_decay = 0, clipnorm = 0;
+  bool epsilon_hat = false;
 };
 // torch.optim.AdamW's defaults: decoupled weight decay 0.01. A separate type
 // so that `AdamW({.learning_rate = 3e-4})` keeps that decay.
 struct AdamWOptions {
   double learning_rate = 1e-3, beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-8;
   double weight_decay = 0.01, clipnorm = 0;
+  bool epsilon_hat = false;
 };
 
 std::shared_ptr<Optimizer> SGD(SGDOptions options = {});

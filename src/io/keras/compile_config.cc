@@ -357,6 +357,9 @@ std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const double lr = num(c, "learning_rate", name == "sgd" ? 0.01 : 1e-3);
   const double clip = num(c, "global_clipnorm", 0);
+  AS_CHECK(epsilon == "before" || epsilon == "after", "compile config: epsilon placement '",
+           epsilon,
+           "' is neither 'before' (Keras) nor 'after' (TensorFlow.js) the bias correction");
   if (name == "adam" || name == "adamw") {
     if (name == "adamw")
       return optimizers::AdamW({.learning_rate = lr,
@@ -364,13 +367,15 @@ std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
                                 .beta_2 = num(c, "beta_2", 0.999),
                                 .epsilon = num(c, "epsilon", 1e-7),
                                 .weight_decay = num(c, "weight_decay", 0.004),
-                                .global_clipnorm = clip});
+                                .global_clipnorm = clip,
+                                .epsilon_hat = epsilon != "after"});
     return optimizers::Adam({.learning_rate = lr,
                              .beta_1 = num(c, "beta_1", 0.9),
                              .beta_2 = num(c, "beta_2", 0.999),
                              .epsilon = num(c, "epsilon", 1e-7),
                              .weight_decay = num(c, "weight_decay", 0),
-                             .global_clipnorm = clip});
+                             .global_clipnorm = clip,
+                             .epsilon_hat = epsilon != "after"});
   }
   AS_CHECK(num(c, "weight_decay", 0) == 0, "compile config: optimizer '", optimizer,
            "': weight_decay is not supported");

@@ -68,17 +68,20 @@ void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kern
   const float clip = in[4]->f32()[0];
   const AdamAttrs& a = n.attr<AdamAttrs>();
   const double b1 = a.beta_1, b2 = a.beta_2, eps = a.epsilon, wd = a.weight_decay;
-  const bool decoupled = a.decoupled;
+  const bool decoupled = a.decoupled, epsilon_hat = a.epsilon_hat;
   const double t = static_cast<double>(ctx.step);
   const float step_size = static_cast<float>(ctx.lr / (1.0 - std::pow(b1, t)));
   const float sqrt_bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+  // Keras's step: lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon).
+  const float hat_step_size =
+      static_cast<float>(ctx.lr * std::sqrt(1.0 - std::pow(b2, t)) / (1.0 - std::pow(b1, t)));
   const float decay = static_cast<float>(1.0 - ctx.lr * wd);
   const float fb1 = static_cast<float>(b1), fb2 = static_cast<float>(b2);
   const float feps = static_cast<float>(eps), fwd = static_cast<float>(wd);
   // One pass over weight, gradient and both moments, split over the cores;
-  // `decoupled` is a template flag so that the loop has no branch and
-  // vectorises.
-  auto update = [=]<bool kDecoupled>(int64_t b, int64_t e) {
+  // `decoupled` and `epsilon_hat` are template flags so that the loop has
+  // no branch and vectorises.
+  auto update = [=]<bool kDecoupled, bool kHat>(int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float grad = g[i] * clip;
       if constexpr (kDecoupled)
@@ -87,14 +90,21 @@ void adam_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kern
         grad += fwd * p[i];
       m[i] = fb1 * m[i] + (1.0f - fb1) * grad;
       v[i] = fb2 * v[i] + (1.0f - fb2) * grad * grad;
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + feps);
+      if constexpr (kHat)
+        p[i] -= hat_step_size * m[i] / (std::sqrt(v[i]) + feps);
+      else
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bc2 + feps);
     }
   };
   parallel_for(in[0]->numel(), kUpdateGrain, [&](int64_t b, int64_t e) {
-    if (decoupled)
-      update.operator()<true>(b, e);
+    if (decoupled && epsilon_hat)
+      update.operator()<true, true>(b, e);
+    else if (decoupled)
+      update.operator()<true, false>(b, e);
+    else if (epsilon_hat)
+      update.operator()<false, true>(b, e);
     else
-      update.operator()<false>(b, e);
+      update.operator()<false, false>(b, e);
   });
 }
 
