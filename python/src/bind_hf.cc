@@ -59,6 +59,8 @@ struct Placement {
 
   // The distribution is made per build: a bad mesh or plan fails at once.
   void check() const {
+    AS_CHECK(mesh.empty() || devices == 0, "give either mesh or devices, not both");
+    AS_CHECK(devices >= 0, "devices must be 0 (one, or one per MPI rank) or more, not ", devices);
     if (!mesh.empty()) DeviceMesh::parse(mesh);
     AS_CHECK(plan == "auto" || plan == "data" || plan == "megatron" || plan == "megatron-sp" ||
                  fs::is_regular_file(plan),

@@ -80,6 +80,16 @@ def test_a_devicemesh_object_is_a_mesh():
         [1, 2, 3], max_new_tokens=4, temperature=0)
 
 
+def test_devices_lets_autoshard_pick_the_mesh_as_the_cli_does():
+    model = autoshard.from_pretrained(fixture("hf_llama"), devices=2)
+    got = model.generate([5, 9, 3], max_new_tokens=6, temperature=0)
+    want = cli_generate("--weights", fixture("hf_llama"), "--devices", "2", "--prompt-ids",
+                        "5,9,3", "--max-new-tokens", "6", "--temperature", "0")["output_ids"]
+    assert got == want and model.mesh != ""
+    with pytest.raises(ValueError, match="either mesh or devices"):
+        autoshard.from_pretrained(fixture("hf_llama"), devices=2, mesh="model=2")
+
+
 def tokens_file(tmp_path, tokens):
     path = tmp_path / "tokens.bin"
     np.asarray(tokens, dtype="<u2").tofile(path)
