@@ -1,6 +1,7 @@
 #include "convert.h"
 
 #include <cstring>
+#include <optional>
 
 #include "autoshard/error.h"
 
@@ -15,13 +16,33 @@ DType target_dtype(const py::handle& array) {
   return (kind == 'i' || kind == 'u' || kind == 'b') ? DType::I32 : DType::F32;
 }
 
-Tensor to_tensor(const py::handle& array, DType dtype, const std::string& what) {
+namespace {
+
+// The array itself as the Tensor's storage, when it is C-ordered and of the
+// tensor's dtype; the Tensor holds a reference to it (released under the GIL).
+std::optional<Tensor> lend(const py::array& a, DType dtype, const Shape& shape) {
+  const bool same = dtype == DType::F32 ? a.dtype().is(py::dtype::of<float>())
+                                        : a.dtype().is(py::dtype::of<int32_t>());
+  if (!same || !(a.flags() & py::array::c_style) || a.size() == 0) return std::nullopt;
+  auto* held = new py::object(a);
+  std::shared_ptr<void> owner(held, [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return Tensor::borrowed(shape, dtype, const_cast<void*>(a.data()), std::move(owner));
+}
+
+}  // namespace
+
+Tensor to_tensor(const py::handle& array, DType dtype, const std::string& what, bool borrow) {
   py::array a = py::array::ensure(array);
   AS_CHECK(a, what, " must be array-like (a NumPy array, a list of numbers)");
   const char kind = a.dtype().kind();
   AS_CHECK(kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b', what,
            " must hold numbers, not NumPy dtype ", std::string(py::str(a.dtype())));
   Shape shape(a.shape(), a.shape() + a.ndim());
+  if (borrow)
+    if (std::optional<Tensor> t = lend(a, dtype, shape)) return *t;
   // One copy into the Tensor's own storage (Tensors own their memory); the
   // cast happens in NumPy only when the dtype differs.
   if (dtype == DType::F32) {

@@ -50,26 +50,29 @@ PyModel make_model(std::unique_ptr<Model> model, const std::vector<SymbolicTenso
 }
 
 // {name: array} -> ModelInputs; one input goes under "" (the unnamed tensor).
-ModelInputs inputs_of(const PyModel& m, const py::dict& x) {
+// `borrow`: arrays are lent, not copied, where they can be (to_tensor): for
+// fit, evaluate and predict, which copy their batches out of them.
+ModelInputs inputs_of(const PyModel& m, const py::dict& x, bool borrow = false) {
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < m.input_names.size(); ++i) {
     const std::string& name = m.input_names[i];
     AS_CHECK(x.contains(name), "missing input '", name, "'");
     out[m.input_names.size() == 1 ? "" : name] =
-        to_tensor(x[py::str(name)], m.input_dtypes[i], "input '" + name + "'");
+        to_tensor(x[py::str(name)], m.input_dtypes[i], "input '" + name + "'", borrow);
   }
   AS_CHECK(x.size() == m.input_names.size(), "the model takes ", m.input_names.size(),
            " inputs, got ", x.size());
   return ModelInputs(std::move(out));
 }
 
-ModelTargets targets_of(const PyModel& m, const py::dict& y) {
+ModelTargets targets_of(const PyModel& m, const py::dict& y, bool borrow = false) {
   const std::vector<std::string> names = m.model->output_names();
   std::map<std::string, Tensor> out;
   for (const std::string& name : names) {
     AS_CHECK(y.contains(name), "missing targets for output '", name, "'");
     py::handle a = y[py::str(name)];
-    out[names.size() == 1 ? "" : name] = to_tensor(a, target_dtype(a), "targets of '" + name + "'");
+    out[names.size() == 1 ? "" : name] =
+        to_tensor(a, target_dtype(a), "targets of '" + name + "'", borrow);
   }
   AS_CHECK(y.size() == names.size(), "the model has ", names.size(), " outputs, got targets for ",
            y.size());
@@ -507,8 +510,8 @@ void bind_model(py::module_& m) {
           "fit",
           [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
              bool verbose, const py::object& hooks, int epoch_offset, int total_epochs) {
-            ModelInputs in = inputs_of(p, x);
-            ModelTargets tg = targets_of(p, y);
+            ModelInputs in = inputs_of(p, x, true);
+            ModelTargets tg = targets_of(p, y, true);
             FitOptions o{.batch_size = batch_size, .epochs = epochs, .verbose = false};
             if (verbose)
               o.callbacks.push_back(std::make_shared<OffsetBar>(epoch_offset, total_epochs));
@@ -528,8 +531,8 @@ void bind_model(py::module_& m) {
           "total_epochs"_a)
       .def("evaluate",
            [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size) {
-             ModelInputs in = inputs_of(p, x);
-             ModelTargets tg = targets_of(p, y);
+             ModelInputs in = inputs_of(p, x, true);
+             ModelTargets tg = targets_of(p, y, true);
              Logs logs;
              {
                py::gil_scoped_release release;
@@ -539,7 +542,7 @@ void bind_model(py::module_& m) {
            })
       .def("predict",
            [](PyModel& p, const py::dict& x, int64_t batch_size) {
-             ModelInputs in = inputs_of(p, x);
+             ModelInputs in = inputs_of(p, x, true);
              std::vector<Tensor> outs;
              {
                py::gil_scoped_release release;

@@ -103,6 +103,16 @@ int64_t Tensor::dim(int axis) const {
   return shape_[axis];
 }
 
+Tensor Tensor::borrowed(Shape shape, DType dtype, void* data, std::shared_ptr<void> owner) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.numel_ = autoshard::numel(t.shape_);
+  // The aliasing constructor: owner's count, data's address.
+  t.storage_ = std::shared_ptr<std::byte>(std::move(owner), static_cast<std::byte*>(data));
+  return t;
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   AS_CHECK(autoshard::numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " to ",
         shape_str(shape));

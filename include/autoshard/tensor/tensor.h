@@ -60,6 +60,14 @@ class Tensor {
   static Tensor from(Shape shape, std::initializer_list<float> values);
   static Tensor from_ints(Shape shape, std::initializer_list<int32_t> values);
   static Tensor scalar(float value) { return from({}, {value}); }
+  // A tensor over `data`, memory it does not own, kept alive by `owner`:
+  // the Python bindings hand fit() a NumPy array's rows without a copy.
+  // That memory has neither the 64-byte alignment nor the padding of a
+  // tensor's own storage, so it is for reading by memcpy only (fit,
+  // evaluate and predict slice their batches out of it), never for binding
+  // to a step whose kernels make vector loads; and it must not change while
+  // the engine reads it.
+  static Tensor borrowed(Shape shape, DType dtype, void* data, std::shared_ptr<void> owner);
 
   const Shape& shape() const { return shape_; }
   int64_t dim(int axis) const;  // negative axes count from the end
