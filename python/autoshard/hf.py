@@ -188,7 +188,8 @@ class LanguageModel:
         """Trains on a stream of token ids (``autoshard train``); returns each
         step's loss (a list of floats).
 
-        ``tokens``: a 1-D integer array or list (a text file's ids, say);
+        ``tokens``: a 1-D integer array or list, or text (through the
+        directory's tokenizer, or bytes for a vocabulary of 256);
         batches of ``batch_size`` rows of ``seq_len`` tokens (default
         min(128, positions)), the targets shifted by one. ``steps`` steps,
         or ``epochs`` passes over the tokens' whole batches. AdamW (beta_2
@@ -204,6 +205,8 @@ class LanguageModel:
         """
         import numpy as np
 
+        if isinstance(tokens, str):  # as train --data reads a text file
+            tokens = self._encode(tokens)
         ids = np.asarray(tokens)
         if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
             raise ValueError(f"fit: tokens must be a 1-D array of token ids, not shape "

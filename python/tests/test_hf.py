@@ -178,6 +178,13 @@ def test_text_in_text_out_through_the_directorys_tokenizer(tmp_path):
                         "--max-new-tokens", "5", "--temperature", "0")
     assert text == want["text"] and text.startswith("Hello world")
     assert model.generate([267, 263], max_new_tokens=5, temperature=0) == want["output_ids"]
+    # Text to train on goes through the tokenizer, as train --data FILE.txt reads it.
+    text = "Hello world, the world's end.\n" * 20
+    (tmp_path / "text.txt").write_text(text)
+    losses = model.fit(text, batch_size=2, seq_len=8, steps=3)
+    assert losses == cli_losses(tmp_path, "--weights", str(tmp_path / "m"), "--data",
+                                str(tmp_path / "text.txt"), "--batch", "2", "--seq", "8",
+                                "--steps", "3")
 
 
 def test_eos_stops_unless_ignored():
@@ -307,3 +314,14 @@ def test_an_encoder_saves_and_loads_back(tmp_path):
     model.save(tmp_path / "out")
     again = autoshard.from_pretrained(tmp_path / "out")
     np.testing.assert_array_equal(again(ref["token_ids"]), model(ref["token_ids"]))
+
+
+def test_a_byte_level_preset_trains_on_text_as_the_cli_does(tmp_path):
+    text = "The quick brown fox jumps over the lazy dog. " * 20
+    (tmp_path / "t.txt").write_text(text)
+    model = autoshard.LanguageModel.from_config("tiny", seed=4)
+    assert model.vocab_size == 256
+    losses = model.fit(text, batch_size=2, seq_len=16, steps=3)
+    assert losses == cli_losses(tmp_path, "--model", "tiny", "--data", str(tmp_path / "t.txt"),
+                                "--batch", "2", "--seq", "16", "--steps", "3", "--seed", "4")
+    assert model.generate("The ", max_new_tokens=4, temperature=0).startswith("The ")
