@@ -251,10 +251,10 @@ std::vector<std::string> lost_splits(Subject& s, const Partition& kept, const Au
 }
 
 // --export-layout-map: the plan's weights as Keras variables, written as a
-// LayoutMap (plan/layout_map_export.h).
-void export_layout_map(const PlanOptions& o, const Subject& s, const Partition& p,
-                       const Distribution& dist, double step_s, double bytes,
-                       const std::vector<std::string>& lost) {
+// LayoutMap (plan/layout_map_export.h). Returns the number of variables.
+size_t export_layout_map(const PlanOptions& o, const Subject& s, const Partition& p,
+                         const Distribution& dist, double step_s, double bytes,
+                         const std::vector<std::string>& lost) {
   std::map<std::string, Sharding> layouts;
   std::map<std::string, Shape> shapes;
   weight_layouts(p, layouts, shapes);
@@ -306,6 +306,7 @@ void export_layout_map(const PlanOptions& o, const Subject& s, const Partition& 
   const std::string text =
       layout_map_format(o.export_layout_map) == "py" ? layout_map_python(e) : layout_map_json(e);
   write_output_file(o.export_layout_map, "--export-layout-map", text, o.overwrite);
+  return e.entries.size();
 }
 
 void run_plan(PlanOptions& o) {
@@ -430,13 +431,15 @@ void run_plan(PlanOptions& o) {
     lost = lost_splits(subject, p, *a);
     j["lost_splits"] = lost;
   }
+  size_t exported = 0;
   if (!o.export_layout_map.empty()) {
     const auto* a = dynamic_cast<const AutoShard*>(dist.get());
-    export_layout_map(o, subject, p, *dist,
-                      predicted ? predicted->step_s
-                      : a       ? a->predicted_step_s()
-                                : 0,
-                      predicted ? predicted->memory.total() : double(largest(total)), lost);
+    exported =
+        export_layout_map(o, subject, p, *dist,
+                          predicted ? predicted->step_s
+                          : a       ? a->predicted_step_s()
+                                    : 0,
+                          predicted ? predicted->memory.total() : double(largest(total)), lost);
   }
   if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
   if (o.json) {
@@ -474,6 +477,9 @@ void run_plan(PlanOptions& o) {
       mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
       mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
   if (predicted) print_prediction(*predicted, *cluster, bf16);
+  if (exported > 0)
+    std::printf("\nKeras LayoutMap of %zu variables written to %s\n", exported,
+                o.export_layout_map.c_str());
 }
 
 }  // namespace
