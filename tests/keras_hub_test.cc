@@ -174,6 +174,36 @@ TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
   }
 }
 
+// Tokenizers from a preset's assets give the Hugging Face files' ids, with
+// KerasHub's start token (preprocessor.json's add_start_token).
+TEST(KerasHubTokenizer, IdsEqualTheHuggingFaceTokenizers) {
+  const std::string kh = kData + "/keras_hub/tokenizers/", hf = kData + "/tokenizers/";
+  // SentencePiece: the library's ids with BOS (tests/data/tokenizers'
+  // expected.json).
+  const auto spm = keras_hub::load_preset_tokenizer(kh + "sentencepiece");
+  std::ifstream in(hf + "sentencepiece/expected.json");
+  for (const auto& e : nlohmann::json::parse(in))
+    EXPECT_EQ(spm->encode(e.at("text").get<std::string>()), e.at("ids").get<std::vector<int32_t>>())
+        << e.at("text");
+  const std::vector<std::string> texts = {
+      "Hello world", "the world's end",   "a  b\n",
+      "é",           "Unaffable Worlds!", "Héllo, CAFÉ don't 中文的"};
+  // GPT-2's byte-level BPE; KerasHub's GPT2CausalLMPreprocessor starts with
+  // <|endoftext|>.
+  const auto bpe = keras_hub::load_preset_tokenizer(kh + "gpt2");
+  const auto bpe_hf = load_tokenizer(hf + "gpt2_files");
+  for (const std::string& t : texts) {
+    EXPECT_EQ(bpe->encode(t, false), bpe_hf->encode(t, false)) << t;
+    std::vector<int32_t> with_start = bpe_hf->encode(t, false);
+    with_start.insert(with_start.begin(), *bpe_hf->token_to_id("<|endoftext|>"));
+    EXPECT_EQ(bpe->encode(t), with_start) << t;
+  }
+  // WordPiece with BERT's [CLS] ... [SEP].
+  const auto wp = keras_hub::load_preset_tokenizer(kh + "wordpiece");
+  const auto wp_hf = load_tokenizer(hf + "wordpiece_files");
+  for (const std::string& t : texts) EXPECT_EQ(wp->encode(t), wp_hf->encode(t)) << t;
+}
+
 // The message of the Error `f` throws ("" if none).
 template <typename F>
 std::string error_of(F f) {
@@ -206,6 +236,37 @@ class KerasHubPresetErrors : public testing::TempDirTest {
     });
   }
 };
+
+// A preset written by save_preset reads back to the same weights, from a
+// preset (its tokenizer copied) and from a Hugging Face directory; RoBERTa's
+// token-type row goes into the positions (KerasHub has no token types).
+TEST_F(KerasHubPresetErrors, SavedPresetsReadBack) {
+  for (const char* name : {"gemma", "llama", "opt", "gpt2"}) {
+    DecoderPair p{name};
+    std::unique_ptr<Model> hf = p.load(p.hf);
+    const LanguageModelConfig cfg = LanguageModelConfig::of(p.hf);
+    const std::string out = (dir_ / name).string();
+    keras_hub::save_preset(
+        *hf, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config), out,
+        kData + "/keras_hub/tokenizers/sentencepiece");
+    EXPECT_TRUE(std::filesystem::exists(dir_ / name / "assets" / "tokenizer" / "vocabulary.spm"));
+    std::unique_ptr<Model> back = p.load(out);
+    EXPECT_EQ(max_relative_error(back->predict_on_batch(p.x), hf->predict_on_batch(p.x)), 0)
+        << name;
+  }
+  SafetensorsFile ref(kData + "/roberta_reference.safetensors");
+  const ModelInputs in = {{"token_ids", ref.load("token_ids")},
+                          {"segment_ids", ref.load("segment_ids")},
+                          {"padding_mask", ref.load("padding_mask")}};
+  const BertConfig c = bert_config_of(kData + "/hf_roberta");
+  Bert hf(c, ref.load("token_ids").dim(1));
+  load_bert_weights(hf, kData + "/hf_roberta");
+  keras_hub::save_preset(hf, c, (dir_ / "roberta").string());
+  Bert back(std::get<BertConfig>(keras_hub::preset_config((dir_ / "roberta").string())),
+            ref.load("token_ids").dim(1));
+  keras_hub::load_preset_weights(back, (dir_ / "roberta").string());
+  EXPECT_LT(max_relative_error(back.predict_on_batch(in), ref.load("logits")), 1e-5);
+}
 
 TEST_F(KerasHubPresetErrors, AnUnsupportedFieldIsNamed) {
   const std::string e = load_error(edited("gemma", [](auto& c) { c["use_bidirectional"] = true; }));

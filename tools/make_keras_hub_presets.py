@@ -368,8 +368,40 @@ def llama_hf():
     return d
 
 
+def tokenizers():
+    """Tokenizer-only presets over the vocabularies of tests/data/tokenizers:
+    tokenizer.json (KerasHub's layer config) and assets/tokenizer/."""
+    src = os.path.join(ROOT, "tokenizers")
+    for name, family, cls, files, config in [
+        ("sentencepiece", "llama", "LlamaTokenizer",
+         {"vocabulary.spm": "sentencepiece/tokenizer.model"}, {}),
+        ("gpt2", "gpt2", "GPT2Tokenizer",
+         {"vocabulary.json": "gpt2_files/vocab.json", "merges.txt": "gpt2_files/merges.txt"},
+         {"add_prefix_space": False}),
+        ("wordpiece", "bert", "BertTokenizer", {"vocabulary.txt": "wordpiece_files/vocab.txt"},
+         {"lowercase": True}),
+    ]:
+        d = os.path.join(OUT, "tokenizers", name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(os.path.join(d, "assets", "tokenizer"))
+        for dst, s in files.items():
+            shutil.copy(os.path.join(src, s), os.path.join(d, "assets", "tokenizer", dst))
+        t = layer_config(f"keras_hub.src.models.{family}.{snake(cls)}", cls,
+                         dict(config_file="tokenizer.json", sequence_length=None, **config), snake(cls))
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump(t, f, indent=2)
+        if family != "bert":
+            p = layer_config(f"keras_hub.src.models.{family}.{family}_causal_lm_preprocessor",
+                             family.capitalize() + "CausalLMPreprocessor",
+                             dict(sequence_length=1024, add_start_token=True, add_end_token=True),
+                             "preprocessor")
+            with open(os.path.join(d, "preprocessor.json"), "w") as f:
+                json.dump(p, f, indent=2)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    tokenizers()
     gpt2()
     opt()
     encoder("bert")

@@ -1,6 +1,7 @@
 // `autoshard convert IN OUT`: weights between Hugging Face directories (or
 // .safetensors files beside a config.json), autoshard checkpoints and (GPT-2)
-// llm.c .bin files. The format of OUT follows its name: ".bin" is llm.c,
+// llm.c .bin files, and KerasHub presets (IN: a preset directory; OUT: with
+// --keras-hub). The format of OUT follows its name: ".bin" is llm.c,
 // anything else a Hugging Face directory, in --dtype and --max-shard-size.
 #include <cctype>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/language_model.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -20,6 +22,7 @@ namespace {
 struct ConvertOptions {
   std::string in, out, model, dtype = "f32";
   double max_shard_bytes = 0;
+  bool keras_hub = false;  // OUT is a KerasHub preset
 };
 
 void convert(const ConvertOptions& o) {
@@ -34,6 +37,12 @@ void convert(const ConvertOptions& o) {
   }
   std::unique_ptr<Model> model = cfg.build(1, 0);
   load_language_model_weights(*model, o.in);
+  if (o.keras_hub) {  // the tokenizer comes along when IN is a preset too
+    keras_hub::save_preset(
+        *model, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config),
+        o.out, keras_hub::is_preset(o.in) ? o.in : "");
+    return;
+  }
   std::string dtype = o.dtype;
   for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   save_language_model_hf(*model, o.out,
@@ -64,6 +73,9 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "dtype of the written tensors (Llama family, OPT)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}, CLI::ignore_case))
       ->capture_default_str();
+  cmd->add_flag("--keras-hub", o->keras_hub,
+                "write OUT as a KerasHub preset (config.json, model.weights.h5; IN's tokenizer "
+                "when IN is a preset)");
   add_bytes(cmd, "--max-shard-size", o->max_shard_bytes,
             "write shards of at most this size with model.safetensors.index.json, e.g. 5GB "
             "(default: one file)");

@@ -7,6 +7,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/runtime/memory.h"
 #include "cli/arguments.h"
 
@@ -105,6 +106,10 @@ std::unique_ptr<Tokenizer> model_tokenizer(const CommonOptions& o) {
   for (const std::string& given : {o.weights, o.model}) {
     if (given.empty() || !fs::exists(given)) continue;
     const fs::path dir = fs::is_directory(given) ? fs::path(given) : fs::path(given).parent_path();
+    if (keras_hub::is_preset(dir.string()))  // its tokenizer.json is KerasHub's
+      return keras_hub::has_preset_tokenizer(dir.string())
+                 ? keras_hub::load_preset_tokenizer(dir.string())
+                 : nullptr;
     if (has_tokenizer(dir.string())) return load_tokenizer(dir.string());
   }
   return nullptr;

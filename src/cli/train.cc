@@ -16,6 +16,7 @@
 #include "autoshard/input_file.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
@@ -215,11 +216,26 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
   return start;
 }
 
+// --save: the trained weights as a KerasHub preset when they came from one
+// (its tokenizer copied), else as a Hugging Face directory.
+void save_trained(const TrainOptions& o, const LanguageModelConfig& cfg, Model& model) {
+  const std::string from = o.weights.empty() ? o.model : o.weights;
+  if (keras_hub::is_preset(from))
+    keras_hub::save_preset(
+        model, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config),
+        o.keras.save, from);
+  else
+    save_language_model_hf(model, o.keras.save);
+  if (World::process().leader())
+    std::fprintf(stderr, "saved the trained model to %s\n", o.keras.save.c_str());
+}
+
 void run_train(TrainOptions& o) {
   // Under mpirun only rank 0 prints and writes the log. Its path is checked
   // before any long work; a resumed run appends to its log.
   const bool printer = World::process().leader();
   if (!o.log.empty() && printer && !o.resume) check_output_path(o.log, "--log", o.overwrite);
+  if (!o.keras.save.empty() && printer) check_output_path(o.keras.save, "--save", false, false);
   const LanguageModelConfig cfg = model_config(o);
   TokenData data = load_data(
       o, cfg,
@@ -295,6 +311,7 @@ void run_train(TrainOptions& o) {
   // The last step is always saved (--save-every or not).
   if (manager && saved != step && step > 0) manager->save(model, step, run_state(o, model, step));
   if (manager) manager->wait_until_finished();
+  if (!o.keras.save.empty()) save_trained(o, cfg, model);
   if (printer && tty) std::fprintf(stderr, "\n");
   if (printer && o.steps > start)
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "autoshard/io/keras_hub.h"
+#include "autoshard/io/tokenizer.h"
 #include "autoshard/nn/model.h"
 
 namespace autoshard::keras_hub {
@@ -30,5 +31,23 @@ Variables variables_of(const PresetConfig& config);
 void load_preset_weights(Model& model, const std::string& dir, const Variables& variables);
 // The same, the table chosen by the model's class (GPT2, Llama, OPT, Bert).
 void load_preset_weights(Model& model, const std::string& dir);
+
+// Writes `model` (built from `config`) as a KerasHub preset in `dir`, which
+// appears whole or not at all: config.json, metadata.json, task.json,
+// model.weights.h5 (and a TextClassifier's task.weights.h5) at the datasets
+// KerasHub's loader reads; the tokenizer files of the preset
+// `tokenizer_from`, if given. A model KerasHub cannot express (an untied
+// OPT, a Llama whose head_dim is not hidden / heads) is an error.
+void save_preset(Model& model, const PresetConfig& config, const std::string& dir,
+                 const std::string& tokenizer_from = "");
+
+// Whether the preset has a tokenizer (tokenizer.json and assets/tokenizer/).
+bool has_preset_tokenizer(const std::string& dir);
+// Its tokenizer: SentencePiece (Gemma, Llama, Mistral: vocabulary.spm),
+// byte-level BPE (GPT-2, OPT, RoBERTa: vocabulary.json + merges.txt) or
+// WordPiece (BERT: vocabulary.txt, the config's lowercase); encode(text) adds
+// the start token KerasHub's preprocessor adds (preprocessor.json's
+// add_start_token, true by default); BERT's [CLS] ... [SEP] template.
+std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir);
 
 }  // namespace autoshard::keras_hub
