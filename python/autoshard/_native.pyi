@@ -150,4 +150,14 @@ class KerasProgress:
     def epoch_end(self, logs: dict[str, float]) -> None: ...
     def show_only(self, steps: int, logs: dict[str, float]) -> None: ...
 
+# bind_plan.cc: AutoShard's plan of a model (autoshard.plan), as the JSON
+# text of `autoshard plan --json --predict`; plan_keras also returns the
+# planned AutoShard distribution (autoshard.TensorParallel trains under it).
+def plan_keras(model: Model, mesh: Optional[DeviceMesh], devices: int, batch_dim_name: str,
+               batch: int, sparse_targets: bool, cluster: str, bf16: bool,
+               memory_per_device: float, plan_time: float) -> tuple[str, Distribution]: ...
+def plan_language_model(model: str, mesh: Optional[DeviceMesh], devices: int, batch: int,
+                        seq: int, seed: int, cluster: str, bf16: bool, memory_per_device: float,
+                        plan_time: float) -> str: ...
+
 def __getattr__(name: str) -> Any: ...  # layer and optimizer factories

@@ -26,8 +26,9 @@ def cli_plan(*args):
 
 
 def mlp():
-    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(10)])
+    model = keras.Sequential([keras.Input((16,)),
+                              keras.layers.Dense(64, activation="relu", name="dense"),
+                              keras.layers.Dense(10, name="dense_1")])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -132,3 +133,46 @@ def test_bad_arguments_raise_value_error():
     uncompiled = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="compile"):
         autoshard.plan(uncompiled, 2, batch=8)
+
+
+def stub_names(path):
+    """Top-level names of a .pyi, and each class's members: {name: set or None}."""
+    import ast
+
+    tree = ast.parse(open(path).read())
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = {n.name if not isinstance(n, ast.AnnAssign) else n.target.id
+                                for n in node.body
+                                if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
+        elif isinstance(node, ast.FunctionDef) and node.name != "__getattr__":
+            names[node.name] = None
+    return names
+
+
+def test_stubs_name_what_exists():
+    import inspect
+
+    import sys
+
+    from autoshard import _native, tensor_parallel
+
+    plan_module = sys.modules["autoshard.plan"]
+
+    package = os.path.dirname(autoshard.__file__)
+    for stub, module in (("_native.pyi", _native), ("plan.pyi", plan_module),
+                         ("tensor_parallel.pyi", tensor_parallel)):
+        for name, members in stub_names(os.path.join(package, stub)).items():
+            assert hasattr(module, name), f"{stub}: {name} is not in {module.__name__}"
+            for m in members or ():
+                if m.startswith("__") or m in ("_repr_html_",):
+                    continue
+                owner = getattr(module, name)
+                if not hasattr(owner, m):  # instance attributes set in __init__
+                    assert m in inspect.getsource(owner), f"{stub}: {name}.{m} does not exist"
+    # The functions' parameters as the stubs give them.
+    assert list(inspect.signature(autoshard.plan).parameters) == [
+        "model", "mesh_or_devices", "batch", "cluster", "dtype", "memory_per_device", "seq",
+        "plan_time", "batch_dim_name", "seed"]
+    assert "plan_keras" in _native.plan_keras.__doc__ and "plan_language_model" in dir(_native)
