@@ -13,8 +13,11 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
+#include "autoshard/io/npy.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/nn/layers.h"
+#include "cli_runner.h"
+#include "test_util.h"
 
 namespace autoshard {
 namespace {
@@ -163,6 +166,53 @@ TEST(KerasOptimizerState, RealFiles) {
                                   {.optimizer_state = true, .inference = true});
   EXPECT_FALSE(k.has_optimizer_state);
   EXPECT_EQ(k.optimizer_state_note, "the compile config names no optimizer");
+}
+
+// The command line: `train --model F --save OUT` for one epoch, then
+// `train --model OUT` for two more steps, equals three + two steps in one
+// run (the same weights, bitwise on one device; 1e-5 when the second part
+// runs on data=2,model=2). The TF.js fixture names no optimizer: the first
+// run's --optimizer is what its save records and the resume takes.
+TEST(KerasOptimizerState, CommandLineResumesFromSave) {
+  ScratchDir dir("keras_optimizer_cli");
+  const auto path = [&](const std::string& f) { return (dir.path / f).string(); };
+  {
+    std::ofstream(path("x.npy")) << npy_bytes(testing::random_tensor({12, 7}, 1));
+    std::ofstream(path("y.npy")) << npy_bytes(testing::random_tensor({12, 3}, 2));
+  }
+  const std::string data = " --x " + path("x.npy") + " --y " + path("y.npy") +
+                           " --batch 4 --sampling sequential --verbose 0 ";
+  const std::string stem = kData + "/keras_files/batch_normalization_dense";
+  const std::string tfjs = kData + "/keras_layers/tfjs/batch_normalization_dense.json";
+  for (const auto& [file, out, flags] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {stem + ".keras", "a.keras", ""},
+           {stem + ".h5", "a.h5", ""},
+           {tfjs, "a_tfjs", "--optimizer adam --loss mean_squared_error "}}) {
+    SCOPED_TRACE(file);
+    const std::string whole = path("whole_" + out), first = path("first_" + out);
+    cli_runner::Result r =
+        cli_runner::run("train --model " + file + data + flags + "--steps 5 --save " + whole);
+    ASSERT_EQ(r.code, 0) << r.output;
+    r = cli_runner::run("train --model " + file + data + flags + "--steps 3 --save " + first);
+    ASSERT_EQ(r.code, 0) << r.output;
+    for (const std::string mesh : {"", "--mesh data=2,model=2 "}) {
+      SCOPED_TRACE(mesh);
+      const std::string rest = path("rest_" + std::to_string(mesh.size()) + "_" + out);
+      r = cli_runner::run("train --model " + first + data + mesh + "--steps 2 --save " + rest);
+      ASSERT_EQ(r.code, 0) << r.output;
+      EXPECT_NE(r.output.find("resumed from the file's state after 3 steps"), std::string::npos)
+          << r.output;
+      KerasModel a = load_keras_model(whole), b = load_keras_model(rest);
+      for (const KerasWeightName& w : a.weight_names) {
+        const Tensor want = a.model->gather_weight(w.cpp), got = b.model->gather_weight(w.cpp);
+        if (mesh.empty())
+          EXPECT_EQ(max_abs_diff(got, want), 0.0) << w.cpp;
+        else
+          EXPECT_LT(max_relative_error(got, want), 1e-5) << w.cpp;
+      }
+    }
+  }
 }
 
 Tensor tensor_of(const json& rows) {
