@@ -601,8 +601,8 @@ void bind_model(py::module_& m) {
 
 void bind_saving(py::module_& m);    // bind_saving.cc
 void bind_progress(py::module_& m);  // bind_progress.cc
-void bind_hf(py::module_& m);      // bind_hf.cc
-void bind_plan(py::module_& m);    // bind_plan.cc
+void bind_hf(py::module_& m);        // bind_hf.cc
+void bind_plan(py::module_& m);      // bind_plan.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
