@@ -99,7 +99,7 @@ TEST(KerasHubVariables, NamesFollowKerasHub) {
 struct DecoderPair {
   std::string name;
   std::string preset = kData + "/keras_hub/" + name;
-  std::string hf = kData + (name == "llama" ? "/keras_hub/hf_llama" : "/hf_" + name);
+  std::string hf = kData + (name == "llama" || name == "gemma2" ? "/keras_hub/hf_" : "/hf_") + name;
   SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
   Tensor x = ref.load("x"), y = ref.load("y");
 
@@ -150,7 +150,8 @@ TEST_P(KerasHubPreset, MatchesTheHuggingFaceDirectory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Decoders, KerasHubPreset,
-                         ::testing::Values("gpt2", "opt", "llama", "mistral", "qwen2", "gemma"));
+                         ::testing::Values("gpt2", "opt", "llama", "mistral", "qwen2", "gemma",
+                                           "gemma2"));
 
 // BERT and RoBERTa presets with their TextClassifier heads give PyTorch's
 // logits (tests/data/<name>_reference.safetensors) on one device and model=3.
@@ -241,7 +242,7 @@ class KerasHubPresetErrors : public testing::TempDirTest {
 // preset (its tokenizer copied) and from a Hugging Face directory; RoBERTa's
 // token-type row goes into the positions (KerasHub has no token types).
 TEST_F(KerasHubPresetErrors, SavedPresetsReadBack) {
-  for (const char* name : {"gemma", "llama", "opt", "gpt2"}) {
+  for (const char* name : {"gemma", "gemma2", "llama", "opt", "gpt2"}) {
     DecoderPair p{name};
     std::unique_ptr<Model> hf = p.load(p.hf);
     const LanguageModelConfig cfg = LanguageModelConfig::of(p.hf);

@@ -15,6 +15,10 @@ variables as vars/0, vars/1, ...). See docs/keras-hub.md.
                                  model_0000k.weights.h5 shards); bert and
                                  roberta also task.json + task.weights.h5
                                  (TextClassifier); gpt2 a GPT2CausalLM task.json
+  tests/data/keras_hub/hf_gemma2/ likewise a Gemma 2 with the sizes of
+                                 tests/data/hf_gemma2 but queries scaled by
+                                 head_dim (KerasHub's query_head_dim_normalize
+                                 allows head_dim or hidden / heads, not 12)
   tests/data/keras_hub/hf_llama/ KerasHub's Llama has head_dim = hidden /
                                  heads, which tests/data/hf_llama (head_dim 6
                                  with hidden 24 and 6 heads) is not: a Llama
@@ -277,8 +281,9 @@ def decoder(name, hf_dir, shards=1):
     w = {k.removeprefix("model."): v for k, v in load_hf(hf_dir).items()}
     C, H, K = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim", C // H)
-    tied = c.get("tie_word_embeddings", name == "gemma")
-    gemma = name == "gemma"
+    gemma2 = name == "gemma2"
+    gemma = name in ("gemma", "gemma2")
+    tied = c.get("tie_word_embeddings", gemma)
     L = Layers()
     embed = [w["embed_tokens.weight"]] + ([] if tied else [w["lm_head.weight"].T])
     L.put(L.layer("ReversibleEmbedding"), *embed)
@@ -290,7 +295,12 @@ def decoder(name, hf_dir, shards=1):
         if gemma:
             g = L.layer("GemmaDecoderBlock")
             L.put(g + "/pre_attention_norm", w[p + "input_layernorm.weight"])
-            L.put(g + "/pre_ffw_norm", w[p + "post_attention_layernorm.weight"])
+            if gemma2:  # convert_gemma.py's gemma2 branch
+                L.put(g + "/post_attention_norm", w[p + "post_attention_layernorm.weight"])
+                L.put(g + "/pre_ffw_norm", w[p + "pre_feedforward_layernorm.weight"])
+                L.put(g + "/post_ffw_norm", w[p + "post_feedforward_layernorm.weight"])
+            else:
+                L.put(g + "/pre_ffw_norm", w[p + "post_attention_layernorm.weight"])
             L.put(g + "/attention/query_dense", q.reshape(H, D, C).transpose(0, 2, 1))
             L.put(g + "/attention/key_dense", k.reshape(K, D, C).transpose(0, 2, 1))
             L.put(g + "/attention/value_dense", v.reshape(K, D, C).transpose(0, 2, 1))
@@ -318,10 +328,12 @@ def decoder(name, hf_dir, shards=1):
                   layer_norm_epsilon=c["rms_norm_eps"], dropout=0.0)
     if gemma:
         config.update(intermediate_dim=2 * c["intermediate_size"], head_dim=D,
-                      query_head_dim_normalize=True, use_post_ffw_norm=False,
-                      use_post_attention_norm=False, final_logit_soft_cap=None,
-                      attention_logit_soft_cap=None, sliding_window_size=4096,
-                      use_sliding_window_attention=False)
+                      query_head_dim_normalize=True, use_post_ffw_norm=gemma2,
+                      use_post_attention_norm=gemma2,
+                      final_logit_soft_cap=c.get("final_logit_softcapping") if gemma2 else None,
+                      attention_logit_soft_cap=c.get("attn_logit_softcapping") if gemma2 else None,
+                      sliding_window_size=c.get("sliding_window", 4096) if gemma2 else 4096,
+                      use_sliding_window_attention=gemma2)
         cls = "GemmaBackbone"
     else:
         config.update(intermediate_dim=c["intermediate_size"], rope_max_wavelength=c["rope_theta"])
@@ -339,7 +351,7 @@ def decoder(name, hf_dir, shards=1):
         config.update(rope_scaling_factor=1.0, tie_word_embeddings=tied,
                       use_sliding_window_attention=c["use_sliding_window"],
                       sliding_window_size=c["sliding_window"])
-    family = {"qwen2": "qwen"}.get(name, name)
+    family = {"qwen2": "qwen", "gemma2": "gemma"}.get(name, name)
     write_preset(name, family, cls, config, L, shards=shards)
 
 
@@ -399,6 +411,35 @@ def tokenizers():
                 json.dump(p, f, indent=2)
 
 
+def gemma2_hf():
+    """Gemma 2 as KerasHub has it (queries scaled by head_dim, the window on
+    the even layers) with the sizes of tests/data/hf_gemma2, random weights,
+    as a Hugging Face directory."""
+    src = json.load(open(os.path.join(ROOT, "hf_gemma2", "config.json")))
+    c = dict(src, query_pre_attn_scalar=src["head_dim"])
+    C, H, K, D, I, V = (c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"],
+                        c["head_dim"], c["intermediate_size"], c["vocab_size"])
+    g = torch.Generator().manual_seed(41)
+    r = lambda *s: torch.randn(*s, generator=g) * 0.3  # noqa: E731
+    t = {"model.embed_tokens.weight": r(V, C), "model.norm.weight": r(C)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                  "post_feedforward_layernorm"):
+            t[p + n + ".weight"] = r(C)
+        t.update({p + "self_attn.q_proj.weight": r(H * D, C), p + "self_attn.k_proj.weight": r(K * D, C),
+                  p + "self_attn.v_proj.weight": r(K * D, C), p + "self_attn.o_proj.weight": r(C, H * D),
+                  p + "mlp.gate_proj.weight": r(I, C), p + "mlp.up_proj.weight": r(I, C),
+                  p + "mlp.down_proj.weight": r(C, I)})
+    d = os.path.join(OUT, "hf_gemma2")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    save_safetensors(os.path.join(d, "model.safetensors"), t, {"format": "pt"})
+    return d
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     tokenizers()
@@ -409,6 +450,7 @@ def main():
     decoder("llama", llama_hf(), shards=2)
     for name in ("mistral", "qwen2", "gemma"):
         decoder(name, os.path.join(ROOT, "hf_" + name))
+    decoder("gemma2", gemma2_hf())
 
 
 if __name__ == "__main__":

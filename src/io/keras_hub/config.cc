@@ -303,14 +303,15 @@ bool is_preset(const std::string& dir) {
   const fs::path config = fs::path(dir) / "config.json";
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || !fs::is_regular_file(config, ec)) return false;
-  if (fs::exists(fs::path(dir) / "model.weights.h5", ec) ||
-      fs::exists(fs::path(dir) / "model.weights.json", ec))
-    return true;
-  // A preset without weights still says so in its config.
+  // A KerasHub config.json names its class and module; a Hugging Face one
+  // has model_type, an unzipped .keras file a model's class.
   try {
     const json j = read_json(config, "config.json");
-    return j.is_object() && j.contains("class_name") && j.contains("config") &&
-           j.value("module", std::string()).starts_with("keras_hub");
+    if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string() ||
+        !j.contains("config"))
+      return false;
+    return j.value("module", std::string()).starts_with("keras_hub") ||
+           j["class_name"].get<std::string>().ends_with("Backbone");
   } catch (const Error&) {
     return false;
   }

@@ -41,6 +41,38 @@ json layer(const std::string& module, const std::string& cls, json config) {
           {"registered_name", "keras_hub>" + cls}};
 }
 
+// GemmaBackbone's Gemma 2 fields: both post norms, the soft caps, the query
+// scale (head_dim, or hidden / heads) and the sliding window on the even
+// layers (KerasHub's alternation) or on none.
+void gemma2_fields(const LlamaConfig& c, json& j) {
+  AS_CHECK(c.post_norms, "KerasHub preset: a gemma2 model without its post norms");
+  const double scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim;
+  AS_CHECK(scalar == double(c.head_dim) || scalar == double(c.hidden_size / c.num_attention_heads),
+           "KerasHub preset: GemmaBackbone scales queries by head_dim or hidden / heads "
+           "(query_head_dim_normalize); query_pre_attn_scalar is ",
+           scalar);
+  // Which layers slide: none, or exactly the even ones.
+  std::vector<bool> slides(size_t(c.num_hidden_layers));
+  bool sliding = false, alternating = true;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    slides[size_t(i)] = c.sliding_window > 0 &&
+                        (c.layer_types.empty() || c.layer_types[size_t(i)] == "sliding_attention");
+    sliding = sliding || slides[size_t(i)];
+    alternating = alternating && slides[size_t(i)] == (i % 2 == 0);
+  }
+  AS_CHECK(!sliding || alternating,
+           "KerasHub preset: GemmaBackbone slides its window on the even layers (or none)");
+  j.update({{"query_head_dim_normalize", scalar == double(c.head_dim)},
+            {"use_post_ffw_norm", true},
+            {"use_post_attention_norm", true},
+            {"final_logit_soft_cap",
+             c.final_logit_softcapping > 0 ? json(c.final_logit_softcapping) : json(nullptr)},
+            {"attention_logit_soft_cap",
+             c.attn_logit_softcapping > 0 ? json(c.attn_logit_softcapping) : json(nullptr)},
+            {"use_sliding_window_attention", sliding},
+            {"sliding_window_size", c.sliding_window > 0 ? c.sliding_window : 4096}});
+}
+
 // The backbone's KerasHub config; what KerasHub cannot express is an error.
 json backbone_config(const PresetConfig& config) {
   return std::visit(
@@ -90,7 +122,8 @@ json backbone_config(const PresetConfig& config) {
                     {"dropout", 0.0}};
           if (gemma) {
             j.update({{"intermediate_dim", 2 * c.intermediate_size}, {"head_dim", c.head_dim}});
-            return j;  // Gemma 2's fields: not written yet (see docs/keras-hub.md)
+            if (c.model_type == "gemma2") gemma2_fields(c, j);
+            return j;
           }
           AS_CHECK(c.head_dim * c.num_attention_heads == c.hidden_size,
                    "KerasHub preset: KerasHub's ", c.model_type,
