@@ -148,8 +148,9 @@ LayoutMapExport three_variables(const std::string& second_key) {
   }
   vars[1].key = second_key;
   const DeviceMesh mesh = DeviceMesh::parse("model=2");
-  return make_layout_map_export(vars, mesh, [](const std::string&) {
-    return Sharding{{-1, 0}, {}};
+  // w1 is laid out unlike the others.
+  return make_layout_map_export(vars, mesh, [](const std::string& w) {
+    return w == "w1" ? Sharding{{0, -1}, {}} : Sharding{{-1, 0}, {}};
   });
 }
 
@@ -169,7 +170,7 @@ TEST(LayoutMapExport, EveryVariableIsMatchedByExactlyItsOwnKey) {
   // Matches nothing: the variable would be left out.
   EXPECT_NE(error_of("^block_9/").find("no key matches Keras variable 'block_1/dense/kernel'"),
             std::string::npos);
-  // The same key twice (Keras refuses to set one twice).
+  // One key for two variables of different layouts.
   EXPECT_NE(error_of("^block_0/dense/kernel$").find("got the same key"), std::string::npos);
   // Not a regular expression.
   EXPECT_NE(error_of("(").find("not a valid regular expression"), std::string::npos);
@@ -234,6 +235,9 @@ TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
             make_layout_map_export(keras_hub_variables(config, shapes, &backbone), mesh,
                                    [&](const std::string& w) { return plan->plan().at(w); });
         EXPECT_FALSE(backbone.empty());
+        // The layers' variables share keys (transformer_layer_\d+/...).
+        const json j = json::parse(layout_map_json(e));
+        EXPECT_LT(j.at("layout_map").size(), e.entries.size());
         const LayoutMap back = LayoutMap::from_json_text(
             json::parse(layout_map_json(e)).at("layout_map").dump(), "export");
         std::set<std::string> covered;
@@ -361,7 +365,9 @@ TEST_F(LayoutMapCli, KerasHubPresetExportsItsBackbone) {
   ASSERT_EQ(r.code, 0) << r.output;
   const json j = json::parse(read_text(js));
   EXPECT_NE(j.at("model").get<std::string>().find("(KerasHub GemmaBackbone)"), std::string::npos);
-  EXPECT_TRUE(j.at("layout_map").contains("^decoder_block_0/attention/query/kernel$"));
+  // One key for the query kernels of every decoder block.
+  EXPECT_EQ(j.at("variables").at("decoder_block_0/attention/query/kernel").at("key"),
+            "^decoder_block_\\d+/attention/query/kernel$");
   EXPECT_TRUE(j.at("uneven_splits").empty());  // --divisible
   EXPECT_TRUE(j.at("divisible").get<bool>());
   EXPECT_FALSE(j.at("lost_splits").empty());

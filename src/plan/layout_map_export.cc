@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "autoshard/error.h"
 
@@ -70,6 +71,38 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+namespace {
+
+// Repeated blocks (transformer_layer_0 ... transformer_layer_N) whose
+// variables at one position all share a layout get one key for them all,
+// `^transformer_layer_\d+/...$`, as KerasHub's own layout maps are written
+// (a plan decides a repeated layer once). Only keys that were the exact
+// path (`defaults`); a position whose layouts differ keeps its exact keys.
+void share_block_keys(LayoutMapExport& e, const std::vector<bool>& defaults) {
+  static const std::regex numbered(R"(_(\d+)/)");
+  std::map<std::string, std::vector<size_t>> positions;  // path with its first number as #
+  for (size_t i = 0; i < e.entries.size(); ++i) {
+    std::smatch m;
+    const std::string& path = e.entries[i].variable.path;
+    if (defaults[i] && std::regex_search(path, m, numbered))
+      positions[m.prefix().str() + "_#/" + m.suffix().str()].push_back(i);
+  }
+  for (const auto& [position, ids] : positions) {
+    if (ids.size() < 2) continue;
+    bool same = true;
+    for (size_t id : ids) same = same && e.entries[id].layout.axes == e.entries[ids[0]].layout.axes;
+    if (!same) continue;
+    std::smatch m;
+    const std::string path = e.entries[ids[0]].variable.path;
+    std::regex_search(path, m, numbered);
+    const std::string key =
+        "^" + regex_escape(m.prefix().str()) + "_\\d+/" + regex_escape(m.suffix().str()) + "$";
+    for (size_t id : ids) e.entries[id].variable.key = key;
+  }
+}
+
+}  // namespace
+
 std::string regex_escape(const std::string& text) {
   static const std::string special = R"(\^$.|?*+()[]{}-)";
   std::string out;
@@ -130,7 +163,9 @@ LayoutMapExport make_layout_map_export(
     const std::function<Sharding(const std::string& weight)>& plan) {
   LayoutMapExport e;
   e.mesh = mesh;
+  std::vector<bool> defaults;  // the key is the variable's own path
   for (KerasVariable& v : variables) {
+    defaults.push_back(v.key.empty());
     if (v.key.empty()) v.key = "^" + regex_escape(v.path) + "$";
     LayoutMapExport::Entry entry;
     // A variable autoshard has no weight for (GPT-2's key bias) stays whole.
@@ -144,25 +179,34 @@ LayoutMapExport make_layout_map_export(
     entry.variable = std::move(v);
     e.entries.push_back(std::move(entry));
   }
+  share_block_keys(e, defaults);
   check_layout_map_export(e);
   return e;
 }
 
 void check_layout_map_export(const LayoutMapExport& e) {
+  // Each distinct key once (variables of repeated blocks share one), with
+  // the entry that first has it.
   std::map<std::string, size_t> by_key;
+  std::vector<size_t> first;  // per distinct key
   std::vector<std::regex> keys;
   for (size_t i = 0; i < e.entries.size(); ++i) {
     const KerasVariable& v = e.entries[i].variable;
     auto [it, fresh] = by_key.emplace(v.key, i);
-    AS_CHECK(fresh, "--export-layout-map: Keras variables '", e.entries[it->second].variable.path,
-             "' and '", v.path, "' got the same key '", v.key,
-             "' (Keras refuses a key set twice); the model names two variables alike");
+    if (!fresh) {
+      AS_CHECK(e.entries[it->second].layout.axes == e.entries[i].layout.axes,
+               "--export-layout-map: Keras variables '", e.entries[it->second].variable.path,
+               "' and '", v.path, "' got the same key '", v.key,
+               "' but different layouts; the model names two variables alike");
+      continue;
+    }
     try {
       keys.emplace_back(v.key);
     } catch (const std::regex_error& err) {
       fail("--export-layout-map: the key '", v.key, "' of Keras variable '", v.path,
            "' is not a valid regular expression: ", err.what());
     }
+    first.push_back(i);
   }
   for (size_t i = 0; i < e.entries.size(); ++i) {
     const KerasVariable& v = e.entries[i].variable;
@@ -170,22 +214,23 @@ void check_layout_map_export(const LayoutMapExport& e) {
     paths.insert(paths.end(), v.other_paths.begin(), v.other_paths.end());
     for (const std::string& p : paths) {
       if (auto exact = by_key.find(p); exact != by_key.end()) {
-        AS_CHECK(exact->second == i, "--export-layout-map: Keras variable '", v.path,
+        AS_CHECK(exact->first == v.key, "--export-layout-map: Keras variable '", v.path,
                  "' (autoshard's '", v.weight, "') would take the layout of '",
                  e.entries[exact->second].variable.path, "', whose key is its path '", p, "'");
         continue;
       }
       std::vector<size_t> matched;
       for (size_t k = 0; k < keys.size(); ++k)
-        if (std::regex_search(p, keys[k])) matched.push_back(k);
+        if (std::regex_search(p, keys[k])) matched.push_back(first[k]);
       AS_CHECK(!matched.empty(), "--export-layout-map: no key matches Keras variable '", p,
                "' (autoshard's '", v.weight, "'): the map would leave it replicated");
       AS_CHECK(matched.size() == 1, "--export-layout-map: Keras variable '", p, "' (autoshard's '",
                v.weight, "') matches two keys, '", e.entries[matched[0]].variable.key, "' and '",
                e.entries[matched[1]].variable.key, "' (Keras refuses that)");
-      AS_CHECK(matched[0] == i, "--export-layout-map: Keras variable '", p, "' (autoshard's '",
-               v.weight, "') matches the key '", e.entries[matched[0]].variable.key, "' of '",
-               e.entries[matched[0]].variable.path, "', not its own '", v.key, "'");
+      AS_CHECK(e.entries[matched[0]].variable.key == v.key, "--export-layout-map: Keras variable '",
+               p, "' (autoshard's '", v.weight, "') matches the key '",
+               e.entries[matched[0]].variable.key, "' of '", e.entries[matched[0]].variable.path,
+               "', not its own '", v.key, "'");
     }
   }
 }
@@ -293,8 +338,14 @@ std::string layout_map_python(const LayoutMapExport& e) {
       "\"\n"
       "                         f\"{dict(zip(MESH_AXIS_NAMES, MESH_SHAPE))}\")\n"
       "    layout_map = keras.distribution.LayoutMap(device_mesh)\n";
+  std::map<std::string, int> sharing;  // variables per key
+  for (const auto& entry : e.entries) ++sharing[entry.variable.key];
+  std::set<std::string> written;
   for (const auto& entry : e.entries) {
     const KerasVariable& v = entry.variable;
+    if (!written.insert(v.key).second) continue;
+    const int n = sharing[v.key];
+    if (n > 1) py += "    # " + std::to_string(n) + " variables, the first:\n";
     py += "    # " +
           one_line(v.path + " " + shape_str(v.shape) + " (autoshard: " + v.weight + ")") + "\n";
     py += "    layout_map[" + python_string(v.key) + "] = " + layout_string(entry.layout) + "\n";
