@@ -42,11 +42,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Ctrl-C between two steps: Python's handler has run (it raises
-// KeyboardInterrupt), and the exception leaves the engine's loop from here.
-// Needs the GIL.
-void stop_if_interrupted() {
-  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+// A step boundary of generate or fit: runs `hook` (a Python callback, with
+// the GIL), then stops if Ctrl-C came (Python's handler raises
+// KeyboardInterrupt, which leaves the engine's loop from here) or the hook
+// raised. Under mpirun every rank stops at the same step when any rank
+// stops, so none is left waiting in a collective: the others raise
+// KeyboardInterrupt too, or a RuntimeError when that rank's hook raised.
+template <typename Hook>
+void step_boundary(Hook&& hook) {
+  std::optional<py::error_already_set> error;
+  try {
+    hook();
+  } catch (py::error_already_set& e) {
+    error.emplace(std::move(e));
+  }
+  if (!error && PyErr_CheckSignals() != 0) error.emplace();  // takes the raised exception
+  const int mine = !error ? 0 : error->matches(PyExc_KeyboardInterrupt) ? 1 : 2;
+  const int64_t any = World::process().max(mine);
+  if (error) throw std::move(*error);
+  if (any == 0) return;
+  if (any == 1)
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+  else
+    PyErr_SetString(PyExc_RuntimeError, "stopped: another MPI rank raised an exception here");
+  throw py::error_already_set();
 }
 
 // How a model is laid out over devices: the CLI's --mesh, --devices and --plan.
@@ -163,8 +182,9 @@ class LanguageModel {
     return autoshard::generate(*model_, prompt, o,
                                [&](int32_t token) {
                                  py::gil_scoped_acquire gil;
-                                 if (!on_token.is_none()) on_token(token);
-                                 stop_if_interrupted();
+                                 step_boundary([&] {
+                                   if (!on_token.is_none()) on_token(token);
+                                 });
                                })
         .output_ids;
   }
@@ -215,13 +235,9 @@ class LanguageModel {
                " (lower learning_rate, clip harder with clipnorm, or check the tokens)");
       losses.push_back(loss);
       py::gil_scoped_acquire gil;
-      if (!on_step.is_none()) on_step(step, loss);
-      // Every rank stops at the same step when any rank was interrupted.
-      const int interrupted = PyErr_CheckSignals() != 0;
-      if (World::process().max(interrupted) != 0) {
-        if (!interrupted) PyErr_SetNone(PyExc_KeyboardInterrupt);
-        throw py::error_already_set();
-      }
+      step_boundary([&] {
+        if (!on_step.is_none()) on_step(step, loss);
+      });
     }
     return losses;
   }

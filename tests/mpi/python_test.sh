@@ -4,7 +4,7 @@
 # a Hugging Face model's fit losses and greedy ids, and a Keras model's fit
 # losses, equal those of one process running the mesh's devices in-process
 # (and of one device, to float rounding); an exception on one rank stops both
-# within a time limit.
+# within a time limit; Ctrl-C on one rank stops both ranks' fit at one step.
 #
 #   tests/mpi/python_test.sh PATH/TO/python3 PATH/TO/python PATH/TO/tests/data
 set -euo pipefail
@@ -64,6 +64,23 @@ if world_rank() == 1:
     raise RuntimeError("rank 1 fails on purpose")
 model.fit(np.arange(600) % model.vocab_size, batch_size=4, seq_len=8, steps=10**6)
 PY
+cat >"$work/interrupted.py" <<'PY'
+import os, signal, sys
+import numpy as np
+import autoshard
+from autoshard import world_rank
+model = autoshard.from_pretrained(sys.argv[1], mesh="data=2")
+steps = []
+def on_step(step, loss):
+    steps.append(step)
+    if step == 2 and world_rank() == 1:  # Ctrl-C on one rank only
+        os.kill(os.getpid(), signal.SIGINT)
+try:
+    model.fit(np.arange(600) % model.vocab_size, batch_size=4, seq_len=8, steps=10**6,
+              on_step=on_step)
+except KeyboardInterrupt:
+    print(f"rank {world_rank()} interrupted after {len(steps)} steps", flush=True)
+PY
 
 # The losses line of two outputs: equal (tolerance 0), or within a relative one.
 close() {
@@ -106,6 +123,15 @@ if ! ranks 2 "$work/fails.py" "$llama" >"$work/mpi" 2>&1 && [ $((SECONDS - start
   pass "an exception on one rank stops every rank ($((SECONDS - start)) s)"
 else
   fail "an exception on one rank"; cat "$work/mpi"
+fi
+
+# Ctrl-C on one rank: every rank raises KeyboardInterrupt after the same step.
+if ranks 2 "$work/interrupted.py" "$llama" >"$work/mpi" 2>&1 &&
+   grep -q '^rank 0 interrupted after 3 steps$' "$work/mpi" &&
+   grep -q '^rank 1 interrupted after 3 steps$' "$work/mpi"; then
+  pass "KeyboardInterrupt on one rank stops every rank's fit after the same step"
+else
+  fail "KeyboardInterrupt under mpirun"; cat "$work/mpi"
 fi
 
 echo "$passed passed, $failures failed"
