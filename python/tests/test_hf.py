@@ -269,8 +269,8 @@ def test_sigint_from_outside_stops_fit():
     script = textwrap.dedent("""
         import sys, numpy as np, autoshard
         model = autoshard.from_pretrained(sys.argv[1])
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)
             model.fit(np.arange(2000) % 67, batch_size=2, seq_len=8, steps=10**7)
         except KeyboardInterrupt:
             print("KeyboardInterrupt", flush=True)
