@@ -19,11 +19,13 @@ from .hf import world_rank, world_size  # noqa: E402  (MPI ranks)
 from .tokenizer import Tokenizer  # noqa: E402
 from .plan import Plan, plan  # noqa: E402  (binds autoshard.plan to the function)
 from .tensor_parallel import TensorParallel  # noqa: E402
+from .layout_map import keras_layout_map  # noqa: E402  (a plan as a Keras LayoutMap)
 
 __version__ = "0.1.0"
 __all__ = ["keras", "list_devices", "from_pretrained", "LanguageModel", "EncoderModel",
            "Tokenizer", "world_rank", "world_size"]
 __all__ += ["plan", "Plan", "TensorParallel"]
+__all__ += ["keras_layout_map"]
 
 
 def list_devices(count=0):

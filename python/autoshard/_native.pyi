@@ -160,4 +160,8 @@ def plan_language_model(model: str, mesh: Optional[DeviceMesh], devices: int, ba
                         seq: int, seed: int, cluster: str, bf16: bool, memory_per_device: float,
                         plan_time: float) -> str: ...
 
+def keras_layout_map(path: str, axis_names: list[str], axis_sizes: list[int],
+                     layouts: dict[str, list[Optional[str]]], shapes: dict[str, list[int]],
+                     step_s: float, bytes: float, cluster: str, form: str) -> str: ...
+
 def __getattr__(name: str) -> Any: ...  # layer and optimizer factories

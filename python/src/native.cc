@@ -603,6 +603,7 @@ void bind_saving(py::module_& m);    // bind_saving.cc
 void bind_progress(py::module_& m);  // bind_progress.cc
 void bind_hf(py::module_& m);        // bind_hf.cc
 void bind_plan(py::module_& m);      // bind_plan.cc
+void bind_layout_map(py::module_& m);  // bind_layout_map.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -627,4 +628,5 @@ PYBIND11_MODULE(_native, m) {
   bind_progress(m);
   bind_hf(m);
   bind_plan(m);
+  bind_layout_map(m);
 }
