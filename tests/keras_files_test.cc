@@ -355,7 +355,7 @@ TEST(KerasFiles, SaveWritesCurrentWeightsAndCompileConfig) {
   k.compile.loss_weights = {1.0, 0.5};
   k.compile.metrics = {"mae"};
   ScratchDir dir("keras_save_current");
-  for (const std::string name : {"m.h5", "tfjs"}) {
+  for (const std::string name : {"m.h5", "tfjs", "m.keras"}) {  // .keras: converted
     SCOPED_TRACE(name);
     save_keras_model(k, (dir.path / name).string());
     KerasModel back = load_keras_model((dir.path / name).string());
@@ -366,13 +366,10 @@ TEST(KerasFiles, SaveWritesCurrentWeightsAndCompileConfig) {
     EXPECT_EQ(back.compile.loss_weights, k.compile.loss_weights);
     EXPECT_EQ(back.compile.metrics, k.compile.metrics);
   }
-  // A .keras of a TF.js model is not written (yet): an error, nothing left.
-  EXPECT_THROW(save_keras_model(k, (dir.path / "m.keras").string()), Error);
-  EXPECT_FALSE(fs::exists(dir.path / "m.keras"));
   // An existing directory is never replaced, and nothing is left beside it.
   fs::create_directories(dir.path / "taken");
   EXPECT_THROW(save_keras_model(k, (dir.path / "taken").string()), Error);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 3);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 4);
 }
 
 }  // namespace

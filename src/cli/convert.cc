@@ -3,6 +3,9 @@
 // llm.c .bin files, and KerasHub presets (IN: a preset directory; OUT: with
 // --keras-hub). The format of OUT follows its name: ".bin" is llm.c,
 // anything else a Hugging Face directory, in --dtype and --max-shard-size.
+// A saved Keras model as IN (.keras, .h5, a TF.js model.json or directory)
+// is written whole as the Keras format OUT names: .keras, .h5, or a TF.js
+// directory (docs/keras-files.md, "Converting").
 #include <cctype>
 #include <filesystem>
 
@@ -10,6 +13,7 @@
 #include "autoshard/error.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/io/keras_model.h"
 #include "autoshard/io/language_model.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -25,7 +29,23 @@ struct ConvertOptions {
   bool keras_hub = false;  // OUT is a KerasHub preset
 };
 
+// A Keras model file to another Keras format: architecture, weights and
+// compile config (each in the output's own form).
+void convert_keras(const ConvertOptions& o) {
+  AS_CHECK(o.model.empty() && !o.keras_hub && o.max_shard_bytes == 0 && o.dtype == "f32",
+           "convert: IN '", o.in,
+           "' is a Keras model, written whole as OUT's format: --model, --keras-hub, --dtype "
+           "and --max-shard-size do not apply");
+  const std::string format = keras_format_of(o.out);
+  AS_CHECK(!format.empty(), "convert: OUT '", o.out,
+           "' names no Keras format for the Keras model '", o.in,
+           "': give a .keras or .h5 file, or a directory (TensorFlow.js)");
+  KerasModel k = load_keras_model(o.in);
+  save_keras_model(k, o.out, format);
+}
+
 void convert(const ConvertOptions& o) {
+  if (is_keras_model_path(o.in)) return convert_keras(o);
   const LanguageModelConfig cfg = LanguageModelConfig::of(o.model.empty() ? o.in : o.model);
   if (o.out.ends_with(".bin")) {  // llm.c: GPT-2 only
     AS_CHECK(std::holds_alternative<GPT2Config>(cfg.config),
@@ -63,10 +83,17 @@ void run_convert(const ConvertOptions& o) {
 void add_convert_command(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "convert", "convert weights: Hugging Face directories, autoshard checkpoints, llm.c files");
-  cmd->add_option("IN", o->in, "Hugging Face directory or .safetensors, checkpoint, llm.c .bin")
+      "convert",
+      "convert weights: Hugging Face directories, autoshard checkpoints, llm.c files; Keras "
+      "models between .keras, .h5 and TensorFlow.js");
+  cmd->add_option("IN", o->in,
+                  "Hugging Face directory or .safetensors, checkpoint, llm.c .bin, or a Keras "
+                  "model (.keras, .h5, TF.js model.json)")
       ->required();
-  cmd->add_option("OUT", o->out, "a Hugging Face directory, or (GPT-2) an llm.c .bin")->required();
+  cmd->add_option("OUT", o->out,
+                  "a Hugging Face directory, (GPT-2) an llm.c .bin, or for a Keras IN a .keras, "
+                  ".h5 or TF.js directory")
+      ->required();
   cmd->add_option("--model", o->model,
                   "the config (a config.json or model directory) when IN has none, e.g. a "
                   "checkpoint");

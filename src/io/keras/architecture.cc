@@ -311,3 +311,255 @@ ModelSpec parse_model(const json& model, Dialect dialect, const std::string& whe
 }
 
 }  // namespace autoshard::keras
+
+// ---- Converting between Keras 3's and Keras 2's forms ----
+
+namespace autoshard::keras {
+
+namespace {
+
+const std::set<std::string> kWrapperKeys = {"module", "registered_name", "build_config",
+                                            "compile_config", "shared_object_id"};
+
+bool is_serialized_object(const json& j) {
+  return j.is_object() && j.contains("class_name") && j.contains("config") &&
+         j.at("class_name").is_string();
+}
+
+// ---- to Keras 2 ----
+
+json value_to2(const json& v);
+
+// A layer's config in Keras 2's form: DTypePolicy -> its name, nested
+// serialized objects (initializers, an inner layer) without Keras 3's keys.
+json config_to2(const json& config) {
+  if (!config.is_object()) return value_to2(config);
+  json out = json::object();
+  for (const auto& [k, v] : config.items()) {
+    if (k == "dtype" && is_serialized_object(v)) {
+      out[k] = v.at("config").value("name", "float32");
+    } else if (k == "batch_shape") {
+      out["batch_input_shape"] = v;
+    } else {
+      out[k] = value_to2(v);
+    }
+  }
+  return out;
+}
+
+json model_to2(const json& model);
+
+json value_to2(const json& v) {
+  if (is_serialized_object(v)) {
+    const std::string cls = v.at("class_name");
+    if (kModelClasses.count(cls)) return model_to2(v);
+    json out = json::object();
+    for (const auto& [k, x] : v.items())
+      if (!kWrapperKeys.count(k)) out[k] = k == "config" ? config_to2(x) : value_to2(x);
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (const json& x : v) out.push_back(value_to2(x));
+    return out;
+  }
+  return v;
+}
+
+// [{"args": [...], "kwargs": {}}] -> [[[layer, node, index, {}], ...]]
+json nodes_to2(const json& nodes, const std::string& layer) {
+  json out = json::array();
+  for (const json& node : nodes) {
+    if (!node.is_object()) {
+      out.push_back(node);
+      continue;
+    }
+    std::vector<TensorRef> refs;
+    collect_tensors(node.value("args", json::array()), refs, "layer '" + layer + "'");
+    json call = json::array();
+    for (const TensorRef& r : refs) call.push_back({r.layer, r.node, r.tensor, json::object()});
+    out.push_back(call);
+  }
+  return out;
+}
+
+json model_to2(const json& model) {
+  const std::string cls = model.at("class_name");
+  json config = model.at("config");
+  json layers = config.is_array() ? config : config.value("layers", json::array());
+  json out_layers = json::array();
+  for (const json& l : layers) {
+    json e = json::object();
+    e["class_name"] = l.at("class_name");
+    if (kModelClasses.count(l.at("class_name").get<std::string>())) {
+      e = model_to2(l);
+    } else {
+      e["config"] = config_to2(l.value("config", json::object()));
+    }
+    if (l.contains("name")) e["name"] = l.at("name");
+    if (l.contains("inbound_nodes") && cls != "Sequential")
+      e["inbound_nodes"] =
+          nodes_to2(l.at("inbound_nodes"), l.value("name", e["config"].value("name", "")));
+    out_layers.push_back(e);
+  }
+  json out_config = json::object();
+  if (config.is_object())
+    for (const auto& [k, v] : config.items())
+      if (k != "layers" && !kWrapperKeys.count(k))
+        out_config[k] = k == "dtype" ? config_to2({{k, v}})[k] : v;
+  out_config["layers"] = out_layers;
+  json out = {{"class_name", cls == "Model" ? "Functional" : cls}, {"config", out_config}};
+  if (model.contains("name")) out["name"] = model.at("name");
+  if (model.contains("inbound_nodes"))
+    out["inbound_nodes"] = nodes_to2(model.at("inbound_nodes"), out_config.value("name", ""));
+  return out;
+}
+
+// ---- to Keras 3 ----
+
+json dtype_policy(const json& name) {
+  return {{"module", "keras"},
+          {"class_name", "DTypePolicy"},
+          {"config", {{"name", name.is_string() ? name : json("float32")}}},
+          {"registered_name", nullptr}};
+}
+
+std::string module_of(const std::string& key) {
+  auto ends = [&](const char* s) {
+    const std::string e(s);
+    return key.size() >= e.size() && key.compare(key.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends("_initializer")) return "keras.initializers";
+  if (ends("_regularizer")) return "keras.regularizers";
+  if (ends("_constraint")) return "keras.constraints";
+  if (key == "layer" || key == "backward_layer") return "keras.layers";
+  return "keras";
+}
+
+json model_to3(const json& model, Dialect from, const std::string& where);
+
+json config_to3(const json& config, bool input_layer, Dialect from, const std::string& where);
+
+json object_to3(const json& v, const std::string& key, Dialect from, const std::string& where) {
+  const std::string cls = v.at("class_name");
+  if (kModelClasses.count(cls)) return model_to3(v, from, where);
+  const bool layer = key == "layer" || key == "backward_layer";
+  return {{"module", module_of(key)},
+          {"class_name", cls},
+          {"config", layer ? config_to3(v.at("config"), false, from, where) : v.at("config")},
+          {"registered_name", nullptr}};
+}
+
+json config_to3(const json& config, bool input_layer, Dialect from, const std::string& where) {
+  if (!config.is_object()) return config;
+  json out = json::object();
+  for (const auto& [k, v] : config.items()) {
+    if (k == "batch_input_shape") {
+      if (input_layer) out["batch_shape"] = v;  // other layers: the InputLayer says it
+    } else if (k == "dtype") {
+      out[k] = input_layer ? (v.is_string() ? v : json("float32")) : dtype_policy(v);
+    } else if (is_serialized_object(v)) {
+      out[k] = object_to3(v, k, from, where);
+    } else {
+      out[k] = v;
+    }
+  }
+  if (!input_layer && !out.contains("dtype")) out["dtype"] = dtype_policy("float32");
+  return out;
+}
+
+json keras_tensor(const TensorRef& r) {
+  return {{"class_name", "__keras_tensor__"},
+          {"config",
+           {{"shape", json::array({nullptr})},
+            {"dtype", "float32"},
+            {"keras_history", {r.layer, r.node, r.tensor}}}}};
+}
+
+// [[[layer, node, index, kwargs], ...], ...] -> [{"args": [...], "kwargs": {}}]
+json nodes_to3(const json& nodes, const std::string& where) {
+  json out = json::array();
+  for (const json& node : nodes) {
+    if (node.is_object()) {
+      out.push_back(node);
+      continue;
+    }
+    const std::vector<TensorRef> refs = parse_call(node, where);
+    json args = json::array();
+    if (refs.size() == 1) {
+      args.push_back(keras_tensor(refs[0]));
+    } else {
+      json list = json::array();
+      for (const TensorRef& r : refs) list.push_back(keras_tensor(r));
+      args.push_back(list);
+    }
+    out.push_back({{"args", args}, {"kwargs", json::object()}});
+  }
+  return out;
+}
+
+json layer_entry3(const std::string& cls, const std::string& name, json config) {
+  return {{"module", "keras.layers"},
+          {"class_name", cls},
+          {"config", std::move(config)},
+          {"registered_name", nullptr},
+          {"name", name}};
+}
+
+json model_to3(const json& model, Dialect from, const std::string& where) {
+  std::string cls = model.at("class_name");
+  if (cls == "Model") cls = "Functional";
+  const json& config = model.at("config");
+  const json layers = config.is_array() ? config : config.value("layers", json::array());
+  json out_layers = json::array();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const json& l = layers[i];
+    const std::string lcls = l.at("class_name");
+    if (kModelClasses.count(lcls)) {
+      json nested = model_to3(l, from, where);
+      if (l.contains("inbound_nodes"))
+        nested["inbound_nodes"] = nodes_to3(l.at("inbound_nodes"), where);
+      out_layers.push_back(nested);
+      continue;
+    }
+    const json& c = l.value("config", json::object());
+    const std::string name =
+        c.is_object() && c.contains("name") ? c.value("name", "") : l.value("name", "");
+    // A Sequential model without an InputLayer: its first layer's
+    // batch_input_shape becomes one (Keras 3 layers take no batch shape).
+    if (cls == "Sequential" && i == 0 && lcls != "InputLayer" && c.contains("batch_input_shape")) {
+      json in = {{"batch_shape", c.at("batch_input_shape")},
+                 {"dtype", c.value("dtype", json("float32")).is_string()
+                               ? c.value("dtype", json("float32"))
+                               : json("float32")},
+                 {"sparse", false},
+                 {"name", "input_layer"}};
+      out_layers.push_back(layer_entry3("InputLayer", "input_layer", in));
+    }
+    json e = layer_entry3(lcls, name, config_to3(c, lcls == "InputLayer", from, where));
+    if (cls != "Sequential")
+      e["inbound_nodes"] = nodes_to3(l.value("inbound_nodes", json::array()), where);
+    out_layers.push_back(e);
+  }
+  json out_config = json::object();
+  if (config.is_object())
+    for (const auto& [k, v] : config.items())
+      if (k != "layers") out_config[k] = v;
+  if (!out_config.contains("name"))
+    out_config["name"] = cls == "Sequential" ? "sequential" : "functional";
+  out_config["trainable"] = out_config.value("trainable", true);
+  out_config["layers"] = out_layers;
+  return {
+      {"module", "keras"}, {"class_name", cls}, {"config", out_config}, {"registered_name", cls}};
+}
+
+}  // namespace
+
+json convert_architecture(const json& model, Dialect from, Dialect to) {
+  const bool from3 = from == Dialect::Keras3, to3 = to == Dialect::Keras3;
+  if (from3 == to3) return model;
+  if (to3) return model_to3(model, from, "converting the architecture");
+  return model_to2(model);
+}
+
+}  // namespace autoshard::keras

@@ -61,6 +61,16 @@ struct ModelSpec {
 // `where` names the file for errors.
 ModelSpec parse_model(const nlohmann::json& model, Dialect dialect, const std::string& where);
 
+// The architecture `model` ({"class_name", "config", ...}) of a file in
+// dialect `from` rewritten in dialect `to`'s form (docs/keras-files.md,
+// "Converting"): Keras 3's config objects ({module, class_name, config,
+// registered_name}), DTypePolicy dtypes, InputLayer batch_shape and
+// {"args": [__keras_tensor__ ...], "kwargs"} inbound nodes, against Keras 2's
+// and TF.js's plain {class_name, config}, dtype strings, batch_input_shape
+// and [[layer, node, index, kwargs], ...] inbound nodes. The same dialect:
+// returned unchanged. `model` must have been read by parse_model.
+nlohmann::json convert_architecture(const nlohmann::json& model, Dialect from, Dialect to);
+
 // Keras's naming.to_snake_case of a class name ("Conv2DTranspose" -> "conv2d_transpose").
 std::string snake_case(const std::string& class_name);
 

@@ -190,7 +190,9 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
         stored = h5_weight(files.h5, name);
       } else if (files.dialect == Dialect::Keras2) {
         name = legacy[i];
-        const std::string want = last_component(r.cpp), got = last_component(name);
+        // A nested weight ("forward_lstm.kernel") by its last name ("kernel").
+        const std::string cpp_last = r.cpp.substr(r.cpp.rfind('.') + 1);
+        const std::string want = last_component(cpp_last), got = last_component(name);
         AS_CHECK(got == want || (want == "kernel" && got == "depthwise_kernel"), where, ": layer '",
                  layer->name, "' (", layer->cls, "): weight ", i, " is '", name,
                  "' but the architecture expects its ", want);

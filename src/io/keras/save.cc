@@ -109,9 +109,10 @@ json compile_for(const KerasModel& k, Dialect to, const std::string& where) {
 // The architecture in Keras 2's form (h5 model_config, TF.js modelTopology
 // less its version keys).
 json keras2_architecture(const KerasModel& k) {
+  const json from = convert_architecture(k.architecture, dialect_of(k.format), Dialect::Keras2);
   json a = json::object();
-  a["class_name"] = k.architecture.at("class_name");
-  a["config"] = k.architecture.at("config");
+  a["class_name"] = from.at("class_name");
+  a["config"] = from.at("config");
   return a;
 }
 
@@ -132,7 +133,7 @@ std::vector<Tensor> gather_all(KerasModel& k) {
 void write_keras3(const KerasModel& k, const std::vector<Tensor>& values,
                   const std::optional<OptimizerVars>& optimizer, const fs::path& dir,
                   const fs::path& zip_path, const std::string& where) {
-  json config = k.architecture;
+  json config = convert_architecture(k.architecture, dialect_of(k.format), Dialect::Keras3);
   const json compile = compile_for(k, Dialect::Keras3, where);
   if (compile.is_null())
     config.erase("compile_config");
@@ -283,11 +284,6 @@ void save_keras_model(KerasModel& k, const std::string& out, const std::string& 
   AS_CHECK(format == "keras" || format == "h5" || format == "tfjs", "save: format '", format,
            "' is not one of keras, h5, tfjs");
   const std::string where = "saving '" + out + "'";
-  AS_CHECK(format == k.format || (format != "keras" && k.format != "keras"), where,
-           ": a model read", " from a ",
-           k.format == "keras" ? "Keras 3 .keras file" : "Keras 2 or TF.js file",
-           " is written back as ", k.format == "keras" ? ".keras" : ".h5 or a TF.js directory",
-           "; converting it to ", format, " is not supported yet");
   AS_CHECK(k.architecture.is_object() && k.architecture.contains("class_name") &&
                k.architecture.contains("config"),
            where, ": the model has no architecture to write");
