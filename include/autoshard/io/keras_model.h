@@ -143,9 +143,9 @@ std::string keras_format_of(const std::string& path);
 // else the model's own): a `.keras` zip, a `.h5`, or a TensorFlow.js
 // directory (model.json + group1-shard1of1.bin). Atomic: written aside and
 // renamed into place; an existing `out` is never replaced (an error).
-// A model read from a `.keras` is written as `.keras`; one read from a
-// `.h5` or TF.js model as either of those two (their architectures share
-// Keras 2's form). Under mpirun every rank calls it (weights are gathered);
+// Any model is written in any of the three formats: the architecture is
+// converted between Keras 3's and Keras 2's forms where they differ
+// (docs/keras-files.md, "Converting"). Under mpirun every rank calls it (weights are gathered);
 // the leader writes.
 void save_keras_model(KerasModel& model, const std::string& out, const std::string& format = "",
                       bool with_optimizer = true);
