@@ -21,6 +21,8 @@
 #include "autoshard/nn/models/bert.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
+#include "cli_runner.h"
+#include "io/keras_hub/blocks.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -175,6 +177,66 @@ TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
   }
 }
 
+// A device's block, read as hyperslabs, is the block of the whole weight,
+// for boxes that cut kv heads, the query group, both, or rows past a
+// variable's row offset.
+TEST(KerasHubBlocks, HyperslabReadsGiveTheWeightsBlock) {
+  const LlamaConfig l = std::get<LlamaConfig>(LanguageModelConfig::of(kData + "/hf_gemma").config);
+  std::vector<keras_hub::Variable> vars = keras_hub::llama_variables(l).variables;
+  for (const auto& v : keras_hub::opt_variables(
+                           std::get<OPTConfig>(LanguageModelConfig::of(kData + "/hf_opt").config))
+                           .variables)
+    vars.push_back(v);
+  uint64_t seed = 1;
+  for (const keras_hub::Variable& v : vars) {
+    if (v.weight.empty()) continue;
+    Tensor keras(v.keras_shape);
+    for (int64_t i = 0; i < keras.numel(); ++i) keras.f32()[i] = float(i % 1009) + 0.5f;
+    const Tensor whole = keras_hub::weight_value(v, keras);
+    const Shape shape = whole.shape();
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<int64_t> lo(shape.size());
+      Shape n(shape.size());
+      for (size_t d = 0; d < shape.size(); ++d) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        lo[d] = int64_t((seed >> 33) % uint64_t(shape[d]));
+        n[d] = 1 + int64_t((seed >> 13) % uint64_t(shape[d] - lo[d]));
+      }
+      int64_t reads = 0;
+      const Tensor block = keras_hub::read_weight_block(
+          v, lo, n, [&](const std::vector<int64_t>& off, const Shape& count, float* dst) {
+            ++reads;
+            std::vector<int64_t> idx(count.size(), 0);
+            for (int64_t k = 0; k < numel(count); ++k) {
+              int64_t src = 0;
+              for (size_t d = 0; d < count.size(); ++d)
+                src = src * v.keras_shape[d] + off[d] + idx[d];
+              dst[k] = keras.f32()[src];
+              for (size_t d = count.size(); d-- > 0;)
+                if (++idx[d] < count[d])
+                  break;
+                else
+                  idx[d] = 0;
+            }
+          });
+      ASSERT_EQ(block.shape(), n) << v.path;
+      std::vector<int64_t> idx(n.size(), 0);
+      for (int64_t k = 0; k < block.numel(); ++k) {
+        int64_t src = 0;
+        for (size_t d = 0; d < n.size(); ++d) src = src * shape[d] + lo[d] + idx[d];
+        ASSERT_EQ(block.f32()[k], whole.f32()[src]) << v.path << " element " << k;
+        for (size_t d = n.size(); d-- > 0;)
+          if (++idx[d] < n[d])
+            break;
+          else
+            idx[d] = 0;
+      }
+      EXPECT_LE(reads, numel(n)) << v.path;
+    }
+    EXPECT_EQ(max_relative_error(keras_hub::keras_value(v, whole), keras), 0) << v.path;
+  }
+}
+
 // Tokenizers from a preset's assets give the Hugging Face files' ids, with
 // KerasHub's start token (preprocessor.json's add_start_token).
 TEST(KerasHubTokenizer, IdsEqualTheHuggingFaceTokenizers) {
@@ -299,6 +361,41 @@ TEST_F(KerasHubPresetErrors, AnotherBackboneOrTaskIsNamed) {
   j["class_name"] = "FalconBackbone";
   std::ofstream(d / "config.json") << j.dump();
   EXPECT_NE(load_error(d.string()).find("FalconBackbone"), std::string::npos);
+}
+
+// The command line takes a preset wherever it takes a Hugging Face
+// directory: generate on model=3 gives the directory's ids, convert goes to
+// Hugging Face and back, train --save writes a preset.
+TEST_F(KerasHubPresetErrors, CommandLineTakesPresets) {
+  const std::string preset = kData + "/keras_hub/llama", hf = kData + "/keras_hub/hf_llama";
+  const std::string gen = " --prompt-ids 3,17,101,64 --max-new-tokens 6 --temperature 0";
+  const auto a = cli_runner::run("generate --model " + preset + gen + " --mesh model=3");
+  const auto b = cli_runner::run("generate --model " + hf + gen);
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(a.output.substr(0, a.output.find('\n')), b.output.substr(0, b.output.find('\n')));
+  const std::string to_hf = (dir_ / "hf").string(), back = (dir_ / "back").string();
+  EXPECT_EQ(cli_runner::run("convert " + preset + " " + to_hf).code, 0);
+  EXPECT_EQ(cli_runner::run("convert " + to_hf + " " + back + " --keras-hub").code, 0);
+  const auto c = cli_runner::run("generate --model " + back + gen + " --mesh data=2,model=2");
+  EXPECT_EQ(c.output.substr(0, c.output.find('\n')), b.output.substr(0, b.output.find('\n')));
+  std::ofstream((dir_ / "tokens.bin").string(), std::ios::binary)
+      << std::string(400, char(7));  // uint16 id 1799 would be out of range: bytes 7,7 = 1799
+  const auto bad = cli_runner::run("train --weights " + preset + " --data " +
+                                   (dir_ / "tokens.bin").string() + " --steps 1 --batch 2 --seq 8");
+  EXPECT_EQ(cli_runner::count(bad.output, "autoshard: error:"), 1) << bad.output;
+  std::ofstream((dir_ / "ok.bin").string(), std::ios::binary) << std::string(400, char(0));
+  const std::string saved = (dir_ / "trained").string();
+  const auto t =
+      cli_runner::run("train --weights " + preset + " --data " + (dir_ / "ok.bin").string() +
+                      " --steps 2 --batch 2 --seq 8 --mesh model=3 --save " + saved);
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_TRUE(keras_hub::is_preset(saved));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "trained" / "model.weights.h5"));
+  const auto again =
+      cli_runner::run("train --weights " + preset + " --data " + (dir_ / "ok.bin").string() +
+                      " --steps 1 --batch 2 --seq 8 --save " + saved);
+  EXPECT_NE(again.output.find("--save"), std::string::npos) << again.output;
+  EXPECT_EQ(cli_runner::count(again.output, "autoshard: error:"), 1) << again.output;
 }
 
 }  // namespace
