@@ -144,6 +144,21 @@ TEST(KerasOptimizerState, OnlyTheConfiguredOptimizersStateIsWritten) {
   EXPECT_EQ(back.optimizer_state_note, "the file holds no optimizer state");
 }
 
+// TF.js's optimizers take every key from the config (the learning rate and
+// Adam's betas have no default there): a config given only by name, as
+// --optimizer adam makes it, is written with Keras's defaults, which
+// TensorFlow.js then loads (tools/keras_fixtures/reload_saved.mjs).
+TEST(KerasOptimizerState, TfjsTrainingConfigSpellsOutDefaults) {
+  ScratchDir scratch("keras_optimizer_tfjs_defaults");
+  KerasModel k = load_keras_model(kData + "/keras_layers/tfjs/batch_normalization_dense.json");
+  compile_with(k, "Adam");
+  k.compile.optimizer_config = json::object();
+  save_keras_model(k, (scratch.path / "out").string());
+  std::ifstream in(scratch.path / "out" / "model.json");
+  const json config = json::parse(in).at("trainingConfig").at("optimizer_config").at("config");
+  EXPECT_EQ(config, json({{"learningRate", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}}));
+}
+
 // Real files: Keras 3 (.keras, 3.4 to 3.15) lists iteration, learning_rate
 // and each variable's momentum and velocity; Keras 2.3 iterations, all m,
 // all v and placeholders; Keras 3's legacy .h5 its own variables.

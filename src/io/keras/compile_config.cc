@@ -273,7 +273,18 @@ json write_optimizer(const KerasCompileConfig& c, Dialect dialect, const std::st
       {"initial_accumulator_value", "initialAccumulatorValue"}};
   std::string cls = c.optimizer;
   if (cls == "RMSprop") cls = "RMSProp";
-  const json& oc = c.optimizer_config;
+  // TF.js's fromConfig hands its keys to the constructor: the learning rate
+  // (every class) and Adam's betas have no default there, so Keras's
+  // defaults are written where the config leaves them out.
+  static const std::map<std::string, json> defaults = {
+      {"Adam", {{"learning_rate", 1e-3}, {"beta_1", 0.9}, {"beta_2", 0.999}}},
+      {"SGD", {{"learning_rate", 0.01}}},
+      {"RMSProp", {{"learning_rate", 1e-3}}},
+      {"Adagrad", {{"learning_rate", 1e-3}}}};
+  json oc = c.optimizer_config;
+  if (defaults.count(cls))
+    for (const auto& [k, v] : defaults.at(cls).items())
+      if (!oc.contains(k) || oc.at(k).is_null()) oc[k] = v;
   if (cls == "SGD" && oc.contains("momentum") && oc.at("momentum").is_number() &&
       oc.at("momentum").get<double>() != 0)
     cls = "Momentum";
