@@ -235,6 +235,38 @@ class NestedModel : public LayerImpl {
   std::vector<TensorRef> outputs_;
 };
 
+// Keras 3 always writes Bidirectional's backward_layer: the forward layer's
+// copy with go_backwards flipped (and its own name). That one is what the
+// C++ Bidirectional builds; a backward layer configured otherwise is not.
+void check_backward_layer(Fields& f, const json& forward, const json& backward) {
+  auto core = [](const json& layer) {
+    json c = layer.is_object() ? layer.value("config", json::object()) : json();
+    if (c.is_object())
+      for (const char* k : {"name", "go_backwards"}) c.erase(k);
+    return c;
+  };
+  const json fc = forward.value("config", json::object());
+  const json bc = backward.is_object() ? backward.value("config", json::object()) : json();
+  const bool same_class =
+      backward.is_object() && backward.value("class_name", "") == forward.value("class_name", "");
+  const bool flipped =
+      bc.is_object() && bc.value("go_backwards", false) != fc.value("go_backwards", false);
+  if (!same_class || !flipped || core(forward) != core(backward)) {
+    std::string field = !same_class ? "class_name" : !flipped ? "go_backwards" : "";
+    const json fcore = core(forward), bcore = core(backward);
+    if (field.empty() && bcore.is_object())
+      for (const auto& [k, v] : bcore.items())
+        if (fcore.value(k, json()) != v) {
+          field = k;
+          break;
+        }
+    if (field.empty()) field = "a field the forward layer has";
+    f.bad("backward_layer", backward.is_object() ? backward.value("class_name", json()) : backward,
+          "differs from the forward layer in '" + field +
+              "'; only the forward layer's mirror (go_backwards flipped) is supported");
+  }
+}
+
 RecurrentLayer build_rnn(const LayerSpec& spec, const BuildContext& ctx, std::string name,
                          std::vector<WeightRole>& roles, const std::string& k3_prefix,
                          const std::string& tfjs_prefix) {
@@ -625,8 +657,7 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
     inner.name = inner.config.value("name", inner.cls);
     if (inner.cls != "LSTM" && inner.cls != "GRU" && inner.cls != "SimpleRNN")
       f.bad("layer", inner.cls, "is not supported (LSTM, GRU or SimpleRNN)");
-    if (f.has("backward_layer"))
-      f.bad("backward_layer", f.raw("backward_layer"), "is not supported yet");
+    if (f.has("backward_layer")) check_backward_layer(f, inner_json, f.raw("backward_layer"));
     const std::string merge = f.string("merge_mode", "concat");
     if (merge != "concat" && merge != "sum" && merge != "mul" && merge != "ave")
       f.bad("merge_mode", merge, "is not supported (concat, sum, mul or ave)");
