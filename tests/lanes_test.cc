@@ -25,11 +25,15 @@ TEST(Lanes, SumsAndMaximaMatchSerialLoops) {
   }
 }
 
-TEST(Lanes, MaxSkipsNaNsLikeStdMax) {
-  std::vector<float> x(40, 1.0f);
-  x[3] = NAN;
-  x[20] = 5.0f;
-  EXPECT_EQ(lane_max(x.data(), 40), 5.0f);
+// A NaN anywhere makes the maximum NaN, as PyTorch's amax: a row max that
+// skipped it would hide a diverged value (see tests/nan_propagation_test.cc).
+TEST(Lanes, MaxPropagatesNaN) {
+  for (int at : {0, 3, 20, 39}) {
+    std::vector<float> x(40, 1.0f);
+    x[at] = NAN;
+    x[at == 20 ? 21 : 20] = 5.0f;
+    EXPECT_TRUE(std::isnan(lane_max(x.data(), 40))) << at;
+  }
 }
 
 // A range of runs of a broadcast walk visits exactly the runs the whole walk

@@ -22,6 +22,9 @@ Shape assign_view_shape(const Shape& s) {
 
 }  // namespace
 
+// NaN in: NaN out, as PyTorch's maximum, minimum and clamp (relu keeps NaN).
+// Two infinities of one sign meet in inf - inf, so those give NaN where
+// PyTorch gives the infinity: non-finite either way, never a finite value.
 Value maximum(Value a, Value b) {
   return a + ops::relu(b - a);
 }

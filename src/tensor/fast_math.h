@@ -1,16 +1,23 @@
 // Branch-free exp and tanh that the compiler vectorises (libm's are scalar
 // calls and dominated the GELU and softmax kernels). Accuracy: exp within 2
 // ulp over its range (Cody-Waite reduction and a degree-6 polynomial); tanh
-// within about 1e-7 absolute.
+// within about 1e-7 absolute. Both keep NaN and infinities as std::exp and
+// std::tanh do (exp(NaN) = NaN, exp(+inf) = +inf), so a diverged value is
+// never turned into a finite one.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace autoshard {
 
 inline float fast_exp(float x) {
-  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+  const float in = x;
+  // The clamp keeps the exponent bits below in range (NaN goes to the low
+  // end, so the integer conversion stays defined); the select at the end
+  // gives NaN and overflow their own results.
+  x = x >= -87.3f ? (x > 88.3f ? 88.3f : x) : -87.3f;
   // Round x / ln2 to nearest by adding and subtracting 1.5 * 2^23 (floorf
   // would not vectorise without -fno-trapping-math).
   constexpr float kRound = 12582912.0f;
@@ -28,7 +35,9 @@ inline float fast_exp(float x) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  const float y = p * scale;
+  // Above log(FLT_MAX) the float result overflows: +inf, not exp(88.3).
+  return in != in ? in : (in > 88.72283935546875f ? INFINITY : y);
 }
 
 inline float fast_tanh(float x) {

@@ -41,15 +41,24 @@ Acc lane_sum(int64_t n, F f) {
   }
 }
 
-// Maximum of x[0..n); -inf for n == 0. Like std::max, a NaN is skipped.
+// max(a, b) that keeps a NaN from either side, as PyTorch's max, amax and
+// max pooling do (std::max(a, b) drops a NaN in b, so a row maximum would
+// hide one). Two compares and a select: loops over it still vectorise.
+inline float nan_max(float a, float b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// Maximum of x[0..n); -inf for n == 0; NaN if any element is NaN.
 inline float lane_max(const float* x, int64_t n) {
   float lane[kLanes];
   std::fill_n(lane, kLanes, -INFINITY);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
-  for (int j = 0; i < n; ++i, ++j) lane[j] = std::max(lane[j], x[i]);
-  return *std::max_element(lane, lane + kLanes);
+    for (int j = 0; j < kLanes; ++j) lane[j] = nan_max(lane[j], x[i + j]);
+  for (int j = 0; i < n; ++i, ++j) lane[j] = nan_max(lane[j], x[i]);
+  float m = lane[0];
+  for (int j = 1; j < kLanes; ++j) m = nan_max(m, lane[j]);
+  return m;
 }
 
 }  // namespace autoshard

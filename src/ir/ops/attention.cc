@@ -17,6 +17,7 @@
 #include "ir/op_def.h"
 #include "ir/ops/gemm.h"
 #include "tensor/fast_math.h"
+#include "tensor/lanes.h"
 
 namespace autoshard {
 namespace {
@@ -129,7 +130,8 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
         continue;
       }
       float mx = w.m[r];
-      for (int64_t c = lo; c < vis; ++c) mx = std::max(mx, sr[c] = h.score(sr[c]));
+      // nan_max: a NaN score makes the row's maximum, and so its output, NaN.
+      for (int64_t c = lo; c < vis; ++c) mx = nan_max(mx, sr[c] = h.score(sr[c]));
       const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
       float sum = 0;
       for (int64_t c = lo; c < vis; ++c) sum += (sr[c] = fast_exp(sr[c] - mx));
@@ -151,7 +153,8 @@ void forward_head(const Head& h, Scratch& w, float* out) {
     const int64_t ra = std::min(kQ, h.t - i0);
     online_softmax(h, w, i0, ra, true);
     for (int64_t r = 0; r < ra; ++r) {
-      const float inv = w.l[r] > 0 ? 1.0f / w.l[r] : 0.0f;  // a query that sees no key: zeros
+      // A query that sees no key: zeros (l is 0); a NaN l stays NaN.
+      const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r];
       for (int64_t e = 0; e < h.dv; ++e) out[(i0 + r) * h.ldo + e] = w.acc[r * h.dv + e] * inv;
     }
   }
@@ -163,7 +166,7 @@ void statistics(const Head& h, Scratch& w) {
     const int64_t ra = std::min(kQ, h.t - i0);
     online_softmax(h, w, i0, ra, false);
     for (int64_t r = 0; r < ra; ++r)
-      w.lse[i0 + r] = w.l[r] > 0 ? w.m[r] + std::log(w.l[r]) : INFINITY;
+      w.lse[i0 + r] = w.l[r] == 0.0f ? INFINITY : w.m[r] + std::log(w.l[r]);  // NaN kept
   }
   for (int64_t i = 0; i < h.t; ++i) {
     float dot = 0;

@@ -156,11 +156,14 @@ std::vector<Value> gelu_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::GeluGrad, {g.value(n.inputs[0]), dy}, n.attrs)};
 }
 
+// relu keeps NaN (PyTorch's and TensorFlow's do): `x > 0 ? x : 0` would map
+// it to 0 and hide a diverged input from every loss after it. Its gradient
+// follows PyTorch's threshold_backward: zero where x <= 0, dy elsewhere.
 void relu_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  unary_apply(*in[0], out, [](float x) { return x > 0 ? x : 0.0f; });
+  unary_apply(*in[0], out, [](float x) { return x < 0.0f ? 0.0f : x; });
 }
 void relu_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  binary_apply(in, out, [](float x, float dy) { return x > 0 ? dy : 0.0f; });
+  binary_apply(in, out, [](float x, float dy) { return x <= 0.0f ? 0.0f : dy; });
 }
 std::vector<Value> relu_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::ReluGrad, {g.value(g.node(id).inputs[0]), dy})};
@@ -195,7 +198,8 @@ std::vector<Value> silu_vjp(Graph& g, int id, Value dy) {
 
 // Dropout keeps element e with probability 1 - rate, keyed by (seed, step, e)
 // where e is the element's index in the global value: the mask depends on
-// neither the schedule nor the sharding.
+// neither the schedule nor the sharding. A dropped element is x * 0, as in
+// PyTorch: a NaN or infinite x stays NaN instead of becoming 0.
 void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                     const KernelContext& ctx) {
   const DropoutAttrs& a = n.attr<DropoutAttrs>();
@@ -206,7 +210,7 @@ void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   float* y = out.f32();
   if (a.origin.whole()) {
     for (int64_t e = 0; e < out.numel(); ++e)
-      y[e] = rng.uniform(static_cast<uint64_t>(e)) >= rate ? x[e] * keep_scale : 0.0f;
+      y[e] = x[e] * (rng.uniform(static_cast<uint64_t>(e)) >= rate ? keep_scale : 0.0f);
     return;
   }
   // A shard: walk local elements and compute each one's global index.
@@ -217,7 +221,7 @@ void dropout_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   int64_t global = 0;
   for (size_t d = 0; d < r; ++d) global += a.origin.offsets[d] * gstride[d];
   for (int64_t e = 0; e < out.numel(); ++e) {
-    y[e] = rng.uniform(static_cast<uint64_t>(global)) >= rate ? x[e] * keep_scale : 0.0f;
+    y[e] = x[e] * (rng.uniform(static_cast<uint64_t>(global)) >= rate ? keep_scale : 0.0f);
     for (size_t d = r; d-- > 0;) {
       global += gstride[d];
       if (++idx[d] < local[d]) break;

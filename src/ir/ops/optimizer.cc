@@ -44,7 +44,9 @@ void clip_scale_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                        const KernelContext&) {
   const double norm = std::sqrt(static_cast<double>(in[0]->f32()[0]));
   const double coef = n.attr<ClipAttrs>().max_norm / (norm + 1e-6);
-  out.f32()[0] = static_cast<float>(coef < 1.0 ? coef : 1.0);
+  // min(coef, 1) that keeps a NaN norm (torch's clamp does): every gradient
+  // then turns NaN, where `coef < 1 ? coef : 1` would leave them unscaled.
+  out.f32()[0] = static_cast<float>(coef > 1.0 ? 1.0 : coef);
 }
 
 ShapeAndType update_infer(const Graph& g, const Node& n) {

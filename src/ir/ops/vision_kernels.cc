@@ -7,6 +7,7 @@
 
 #include "autoshard/tensor/parallel.h"
 #include "ir/ops/gemm.h"
+#include "tensor/lanes.h"
 
 namespace autoshard {
 namespace {
@@ -270,7 +271,7 @@ void pool_forward(const ConvGeometry& g, bool max, const float* x, float* y) {
         const float* xi = x + ((b * g.in_h + ih) * g.in_w + iw) * C;
         ++count;
         if (max)
-          for (int64_t c = 0; c < C; ++c) out[c] = std::max(out[c], xi[c]);
+          for (int64_t c = 0; c < C; ++c) out[c] = nan_max(out[c], xi[c]);  // NaN wins
         else
           for (int64_t c = 0; c < C; ++c) out[c] += xi[c];
       });
@@ -298,7 +299,8 @@ void pool_backward(const ConvGeometry& g, bool max, const float* x, const float*
           ++count;
           if (max) {
             for (int64_t c = 0; c < C; ++c)
-              if (where[c] < 0 || x[at + c] > best[c]) best[c] = x[at + c], where[c] = at + c;
+              if (where[c] < 0 || x[at + c] > best[c] || x[at + c] != x[at + c])
+                best[c] = x[at + c], where[c] = at + c;  // as PyTorch: the last NaN takes dy
           }
         });
         if (max) {
