@@ -369,14 +369,14 @@ TEST_F(KerasHubPresetErrors, AnotherBackboneOrTaskIsNamed) {
 TEST_F(KerasHubPresetErrors, CommandLineTakesPresets) {
   const std::string preset = kData + "/keras_hub/llama", hf = kData + "/keras_hub/hf_llama";
   const std::string gen = " --prompt-ids 3,17,101,64 --max-new-tokens 6 --temperature 0";
-  const auto a = cli_runner::run("generate --model " + preset + gen + " --mesh model=3");
-  const auto b = cli_runner::run("generate --model " + hf + gen);
+  const auto a = cli_runner::run("generate --weights " + preset + gen + " --mesh model=3");
+  const auto b = cli_runner::run("generate --weights " + hf + gen);
   ASSERT_EQ(a.code, 0) << a.output;
   EXPECT_EQ(a.output.substr(0, a.output.find('\n')), b.output.substr(0, b.output.find('\n')));
   const std::string to_hf = (dir_ / "hf").string(), back = (dir_ / "back").string();
   EXPECT_EQ(cli_runner::run("convert " + preset + " " + to_hf).code, 0);
   EXPECT_EQ(cli_runner::run("convert " + to_hf + " " + back + " --keras-hub").code, 0);
-  const auto c = cli_runner::run("generate --model " + back + gen + " --mesh data=2,model=2");
+  const auto c = cli_runner::run("generate --weights " + back + gen + " --mesh data=2,model=2");
   EXPECT_EQ(c.output.substr(0, c.output.find('\n')), b.output.substr(0, b.output.find('\n')));
   std::ofstream((dir_ / "tokens.bin").string(), std::ios::binary)
       << std::string(400, char(7));  // uint16 id 1799 would be out of range: bytes 7,7 = 1799

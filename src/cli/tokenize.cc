@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/tokenizer.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
@@ -28,7 +29,9 @@ std::string joined(const std::vector<int32_t>& ids) {
 void run_tokenize(const TokenizeOptions& o) {
   AS_CHECK(o.text.empty() != o.decode.empty(),
            "give --text TEXT to encode or --decode 1,2,3 to decode (one of them)");
-  const std::unique_ptr<Tokenizer> t = load_tokenizer(o.weights);
+  const std::unique_ptr<Tokenizer> t = keras_hub::is_preset(o.weights)
+                                           ? keras_hub::load_preset_tokenizer(o.weights)
+                                           : load_tokenizer(o.weights);
   const auto dump = [](const nlohmann::json& j) {
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   };
