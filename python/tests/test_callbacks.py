@@ -326,3 +326,29 @@ def test_progress_bar(capfd):
     assert capfd.readouterr().err == ""
     model.evaluate(x, y, batch_size=8, verbose=1)
     assert "2/2 \u2501" in capfd.readouterr().err
+
+
+def test_batch_hooks_run_only_where_defined_in_list_order():
+    """CallbackList calls the batch hooks of the callbacks that define them
+    (a method, Keras's on_batch_* names, or LambdaCallback's functions), in
+    the list's order, and skips those that only inherit them."""
+    x, y = _data(16)
+    calls = []
+
+    class Legacy(keras.callbacks.Callback):
+        def on_batch_begin(self, batch, logs=None):
+            calls.append(f"legacy_begin{batch}")
+
+        def on_batch_end(self, batch, logs=None):
+            calls.append(f"legacy_end{batch}")
+
+    plain = keras.callbacks.Callback()  # the base class's hooks only
+    lam = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: calls.append(f"lambda_end{batch}:" + ",".join(logs)))
+    hooks = keras.callbacks.CallbackList([Legacy(), plain, lam], model=_model())
+    assert hooks._batch_begin_hooks == hooks.callbacks[:1]
+    assert hooks._batch_end_hooks == [hooks.callbacks[0], lam]
+    _model().fit(x, y, batch_size=8, epochs=1, callbacks=[Legacy(), plain, lam], verbose=0,
+                 shuffle=False)
+    assert calls == ["legacy_begin0", "legacy_end0", "lambda_end0:loss,accuracy",
+                     "legacy_begin1", "legacy_end1", "lambda_end1:loss,accuracy"]
