@@ -49,6 +49,8 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   add_real(cmd, "--plan-time", o.plan_time, 0, 3600, true,
            "seconds AutoShard's solver may take at most (default: 0.25 to 10 by the model's size)")
       ->default_str("");
+  cmd->add_flag("--deterministic", o.deterministic_plan,
+                "count --plan-time in work, not seconds: the same plan on every run and machine");
   cmd->add_flag("--zero1", o.zero1, "shard optimizer state and update over the data axis (ZeRO-1)");
   cmd->add_flag("--strict", o.strict,
                 "treat warnings (a layout map key matching no weight) as errors");
@@ -123,6 +125,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                                       .bf16 = o.bf16,
                                       .memory_per_device = o.memory_per_device,
                                       .time_limit_s = o.plan_time,
+                                      .deterministic = o.deterministic_plan,
                                       .divisible = o.divisible};
   DeviceMesh mesh;
   std::vector<std::string> why;
@@ -133,6 +136,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                           : o.devices;
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);
+    AS_CHECK(mesh.axis_index("pipe") < 0, "--mesh ", o.mesh,
+             ": pipeline execution is not implemented yet; plan --predict prices it");
   } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
     chosen = AutoShard::plan_for_devices(step ? step() : model.training_graph(batch, batch),

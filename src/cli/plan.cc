@@ -15,6 +15,7 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
+#include "autoshard/plan/plan_report.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
@@ -23,6 +24,7 @@
 #include "cli/keras_data.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
+#include "cli/plan_pipeline.h"
 #include "plan/layout_map_export.h"
 
 namespace autoshard::cli {
@@ -36,6 +38,7 @@ struct PlanOptions : CommonOptions {
   std::string dtype = "f32";
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
+  PipelineFlags pipeline;         // a mesh with a pipe axis (cli/plan_pipeline.h)
 };
 
 // What is planned: a language model (a preset, config or model directory)
@@ -108,36 +111,11 @@ std::string mib(double bytes) {
   return buf;
 }
 
-nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
-  nlohmann::json a = nlohmann::json::array();
-  for (int d : s.dims)
-    a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
-  return a;
-}
-
 // Model FLOPs of a training step: 6 per parameter per token (forward and
 // backward), plus attention's scores and weighted sums: 12 L B T^2 C.
 double model_flops(const LanguageModelConfig& c, double params, double batch, double seq) {
   return 6 * params * batch * seq +
          12 * double(c.layers()) * batch * seq * seq * double(c.attention_width());
-}
-
-nlohmann::json prediction_json(const StepPrediction& p) {
-  nlohmann::json collectives = nlohmann::json::object();
-  for (const auto& [key, t] : p.collective_s) collectives[key.first + " over " + key.second] = t;
-  return {{"step_s", p.step_s},
-          {"compute_s", p.compute_s},
-          {"communication_s", p.communication_s},
-          {"collectives_s", collectives},
-          {"peak_bytes_per_device", p.memory.total()},
-          {"memory_bytes",
-           {{"weights", p.memory.weights},
-            {"optimizer_state", p.memory.optimizer_state},
-            {"inputs", p.memory.inputs},
-            {"activations", p.memory.activations}}},
-          {"tokens_per_s", p.tokens_per_s},
-          {"process_bytes", p.process_bytes},
-          {"model_flops_per_device_per_s", p.model_flops_per_device_per_s}};
 }
 
 void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
@@ -319,6 +297,8 @@ void run_plan(PlanOptions& o) {
     AS_CHECK(layout_map_format(o.export_layout_map) != "", "--export-layout-map '",
              o.export_layout_map, "' must end in .json or .py (the form to write)");
   }
+  if (pipeline_requested(o, o.pipeline))
+    return run_pipeline_plan(o, o.pipeline, {o.json, o.predict, o.overwrite, o.out, o.dtype});
   AS_CHECK(!o.divisible || o.plan == "auto",
            "--divisible restricts AutoShard's choices; it needs "
            "--plan auto, not --plan ",
@@ -344,14 +324,11 @@ void run_plan(PlanOptions& o) {
                                         : 6 * double(model.count_params()) * double(o.batch);
     predicted = predict(p, *cluster, {bf16, tokens, flops});
     // In-process devices share one process: its memory is every device's.
-    if (mesh.size() <= 64) {
-      const Partition all = model.plan_training(subject.x, subject.y, subject.y_dtype,
-                                                World::process().local_devices(mesh));
-      predicted->process_bytes = cluster->process_bytes;
-      for (int d : all.devices)
-        predicted->process_bytes +=
-            predict(all, *cluster, {bf16}, d).memory.total() - cluster->process_bytes;
-    }
+    if (mesh.size() <= 64)
+      predicted->process_bytes =
+          in_process_bytes(model.plan_training(subject.x, subject.y, subject.y_dtype,
+                                               World::process().local_devices(mesh)),
+                           *cluster, bf16);
     AS_CHECK(predicted->memory.total() <= cluster->memory_bytes,
              "the plan does not fit: ", mib(predicted->memory.total()), " per device (weights ",
              mib(predicted->memory.weights), ", optimizer state ",
@@ -360,62 +337,25 @@ void run_plan(PlanOptions& o) {
              mib(cluster->memory_bytes), "; ", what_else_might_fit(o));
   }
 
-  // Per device: bytes of weights, optimizer state, and planned activation buffers.
-  // Device 0 holds the largest block of every split (array_split gives the
-  // first blocks the extra elements): it is the one planned and reported.
-  // Figures are kept per lowered device (not per device of the mesh,
-  // which can have millions): position k is device lowered[k].
-  const std::vector<int>& lowered = p.devices;
-  std::vector<int64_t> weights(lowered.size(), 0), state(lowered.size(), 0),
-      activations(lowered.size(), 0);
-  nlohmann::json params = nlohmann::json::object();
+  // The report (plan/plan_report.h), and its table's rows in the leaves' order.
+  nlohmann::json j = plan_report(p);
+  const nlohmann::json& params = j["parameters"];
   std::vector<std::string> rows;
-  for (size_t k = 0; k < lowered.size(); ++k)
-    activations[k] = static_cast<int64_t>(
-        plan_buffers(p.local[lowered[k]], p.outputs[lowered[k]]).total_bytes());
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const std::string& path = p.leaf_name[id];
-    if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
-    const bool slot = path.rfind("optimizer.", 0) == 0;
-    int64_t most = 0;
-    for (size_t k = 0; k < lowered.size(); ++k) {
-      const int d = lowered[k];
-      const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
-      (slot ? state : weights)[k] += bytes;
-      most = std::max(most, bytes);
-    }
-    if (slot) continue;
-    const Sharding& s = p.sharding[id];
-    params[path] = {{"shape", p.global_shape[id]},
-                    {"layout", layout_json(s, mesh)},
-                    {"bytes_per_device", most}};
-    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" + s.to_string(mesh) + "|" +
-                   mib(double(most)));
+    if (!params.contains(path)) continue;
+    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" +
+                   p.sharding[id].to_string(mesh) + "|" +
+                   mib(params[path]["bytes_per_device"].get<double>()));
   }
-  nlohmann::json collectives = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
   for (const CollectiveRecord& c : p.collectives) {
-    collectives.push_back(
-        {{"kind", c.kind}, {"axis", c.axis}, {"value", c.value}, {"bytes", c.bytes}});
     auto& t = totals[{c.kind, c.axis}];
     t.first += 1;
     t.second += c.bytes;
   }
-  auto largest = [&](const std::vector<int64_t>& v) {
-    return *std::max_element(v.begin(), v.end());
-  };
-  std::vector<int64_t> total(lowered.size());
-  for (size_t k = 0; k < lowered.size(); ++k) total[k] = weights[k] + state[k] + activations[k];
-  nlohmann::json mesh_json = nlohmann::json::object();
-  for (int a = 0; a < mesh.rank(); ++a) mesh_json[mesh.axis_names()[a]] = mesh.axis_size(a);
-  nlohmann::json j = {{"mesh", mesh_json},
-                      {"parameters", params},
-                      {"collectives", collectives},
-                      {"bytes_per_device",
-                       {{"weights", largest(weights)},
-                        {"optimizer_state", largest(state)},
-                        {"activations", largest(activations)},
-                        {"total", largest(total)}}}};
+  // The largest device's bytes (plan_report's "bytes_per_device").
+  auto largest = [&j](const char* what) { return j["bytes_per_device"][what].get<double>(); };
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) {
     j["reasons"] = a->reasons();
     if (!o.export_problem.empty())
@@ -425,7 +365,7 @@ void run_plan(PlanOptions& o) {
     AS_CHECK(o.export_problem.empty(),
              "--export-problem needs --plan auto (only AutoShard poses a problem)");
   }
-  if (predicted) j["predicted"] = prediction_json(*predicted);
+  if (predicted) j["predicted"] = prediction_report(*predicted);
   std::vector<std::string> lost;
   if (auto* a = dynamic_cast<AutoShard*>(dist.get()); a && o.divisible) {
     lost = lost_splits(subject, p, *a);
@@ -434,12 +374,11 @@ void run_plan(PlanOptions& o) {
   size_t exported = 0;
   if (!o.export_layout_map.empty()) {
     const auto* a = dynamic_cast<const AutoShard*>(dist.get());
-    exported =
-        export_layout_map(o, subject, p, *dist,
-                          predicted ? predicted->step_s
-                          : a       ? a->predicted_step_s()
-                                    : 0,
-                          predicted ? predicted->memory.total() : double(largest(total)), lost);
+    exported = export_layout_map(o, subject, p, *dist,
+                                 predicted ? predicted->step_s
+                                 : a       ? a->predicted_step_s()
+                                           : 0,
+                                 predicted ? predicted->memory.total() : largest("total"), lost);
   }
   if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
   if (o.json) {
@@ -474,8 +413,8 @@ void run_plan(PlanOptions& o) {
   std::printf(
       "\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
       "  activations      %s (planned buffers of the step)\n  total            %s\n",
-      mib(double(largest(weights))).c_str(), mib(double(largest(state))).c_str(),
-      mib(double(largest(activations))).c_str(), mib(double(largest(total))).c_str());
+      mib(largest("weights")).c_str(), mib(largest("optimizer_state")).c_str(),
+      mib(largest("activations")).c_str(), mib(largest("total")).c_str());
   if (predicted) print_prediction(*predicted, *cluster, bf16);
   if (exported > 0)
     std::printf("\nKeras LayoutMap of %zu variables written to %s\n", exported,
@@ -501,6 +440,7 @@ void add_plan_command(CLI::App& app) {
                 "only splits that divide their dimension (JAX's NamedSharding needs them); "
                 "reports each split lost and its cost");
   add_overwrite(cmd, o->overwrite);
+  add_pipeline_flags(cmd, o->pipeline);
   cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
