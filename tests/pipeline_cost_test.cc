@@ -1,0 +1,176 @@
+// The pipeline's cost model (plan/pipeline.h): the bubble, stage balance,
+// activations in flight per schedule, point-to-point bytes, and the plan
+// command's pipe axis (pipe=1 is the plan without it; bad input is one line).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "autoshard/error.h"
+#include "autoshard/plan/pipeline.h"
+#include "cli_runner.h"
+
+namespace autoshard {
+namespace {
+
+PartCost part(double microbatch_s, double stash_bytes) {
+  PartCost p;
+  p.microbatch_s = microbatch_s;
+  p.memory.activations = stash_bytes;
+  return p;
+}
+
+PipelineShape shape(int stages, int64_t microbatches, PipelineSchedule s, int v = 1) {
+  PipelineShape out;
+  out.stages = stages;
+  out.microbatches = microbatches;
+  out.schedule = s;
+  out.virtual_stages = v;
+  return out;
+}
+
+TEST(PipelineCost, BubbleAgainstAHandComputedCase) {
+  // 8 blocks of 1 s over 4 stages: 2 s a stage per micro-batch. 8
+  // micro-batches: 1F1B takes (8 + 4 - 1) x 2 = 22 s, bubble 3/8;
+  // interleaved with v = 2: (8 + 3/2) x 2 = 19 s, bubble 3/16.
+  const PartCost block = part(1, 0), base = part(0, 0);
+  const PipelinePrediction f =
+      predict_pipeline(block, base, 8, shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+  EXPECT_DOUBLE_EQ(f.bubble_fraction, 3.0 / 8);
+  EXPECT_DOUBLE_EQ(f.pipeline_s, 22);
+  EXPECT_DOUBLE_EQ(f.step_s, 22);
+  const PipelinePrediction g =
+      predict_pipeline(block, base, 8, shape(4, 8, PipelineSchedule::GPipe), 0, 0, 0, 0, 4);
+  EXPECT_DOUBLE_EQ(g.pipeline_s, 22);
+  const PipelinePrediction i = predict_pipeline(
+      block, base, 8, shape(4, 8, PipelineSchedule::Interleaved, 2), 0, 0, 0, 0, 4);
+  EXPECT_DOUBLE_EQ(i.bubble_fraction, 3.0 / 16);
+  EXPECT_DOUBLE_EQ(i.pipeline_s, 19);
+  // The optimizer and the gradient sync come once, after every micro-batch.
+  PartCost with_update = block;
+  with_update.optimizer_s = 0.5;
+  with_update.sync_s = 0.25;
+  const PipelinePrediction u = predict_pipeline(
+      with_update, base, 8, shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+  EXPECT_DOUBLE_EQ(u.step_s, 22 + 2 * 0.5 + 2 * 0.25);
+}
+
+TEST(PipelineCost, UnevenStagesAreBalancedByTime) {
+  EXPECT_EQ(balance_stages(12, 5, 1, 0, 0), (std::vector<int>{3, 3, 2, 2, 2}));
+  EXPECT_EQ(balance_stages(8, 4, 1, 0, 0), (std::vector<int>{2, 2, 2, 2}));
+  // A head worth 1.5 blocks on the last stage: it takes fewer blocks, and no
+  // stage exceeds 3 blocks' time (an even split would give the last 3.5).
+  const std::vector<int> n = balance_stages(12, 5, 1, 0, 1.5);
+  EXPECT_EQ(std::accumulate(n.begin(), n.end(), 0), 12);
+  EXPECT_EQ(n, (std::vector<int>{3, 3, 3, 2, 1}));
+  const PipelinePrediction p = predict_pipeline(
+      part(1, 0), part(1.5, 0), 12, shape(5, 10, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 5);
+  ASSERT_EQ(p.stages.size(), 5u);
+  EXPECT_EQ(p.stages[4].first_layer, 11);
+  EXPECT_DOUBLE_EQ(p.stages[4].microbatch_s, 2.5);
+  EXPECT_DOUBLE_EQ(p.pipeline_s, 3 * (10 + 5 - 1));
+}
+
+TEST(PipelineCost, OneFOneBHoldsFewerMicroBatchesThanGPipe) {
+  const PipelineShape g = shape(4, 8, PipelineSchedule::GPipe);
+  const PipelineShape f = shape(4, 8, PipelineSchedule::OneFOneB);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(in_flight(g, k), 8);
+    EXPECT_EQ(in_flight(f, k), 4 - k);
+  }
+  EXPECT_EQ(in_flight(shape(4, 2, PipelineSchedule::OneFOneB), 0), 2);  // fewer than stages
+  // Interleaved, v = 2: Megatron-LM's warm-up 2 (P-1) + (v-1) P chunks plus
+  // one, in stage-loads: P + (P-1)/v on the first stage.
+  EXPECT_DOUBLE_EQ(in_flight(shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 5.5);
+  // Stage memory: 2 blocks of 10 bytes stashed per micro-batch.
+  PartCost block = part(1, 10);
+  block.held_bytes = 3;  // weight gradients: once
+  const PipelinePrediction pg = predict_pipeline(block, part(0, 0), 8, g, 0, 0, 0, 0, 4);
+  const PipelinePrediction pf = predict_pipeline(block, part(0, 0), 8, f, 0, 0, 0, 0, 4);
+  EXPECT_DOUBLE_EQ(pg.stages[0].memory.activations, 8 * 2 * 10 + 2 * 3);
+  EXPECT_DOUBLE_EQ(pf.stages[0].memory.activations, 4 * 2 * 10 + 2 * 3);
+  EXPECT_DOUBLE_EQ(pf.stages[3].memory.activations, 1 * 2 * 10 + 2 * 3);
+}
+
+TEST(PipelineCost, SendsPerMicroBatch) {
+  const PipelineShape f = shape(4, 8, PipelineSchedule::OneFOneB);
+  EXPECT_EQ(sends_per_microbatch(f, 0), 1);  // activations forward only
+  EXPECT_EQ(sends_per_microbatch(f, 1), 2);
+  EXPECT_EQ(sends_per_microbatch(f, 3), 1);  // gradients backward only
+  EXPECT_EQ(sends_per_microbatch(shape(1, 8, PipelineSchedule::OneFOneB), 0), 0);
+  EXPECT_EQ(sends_per_microbatch(shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 3);
+}
+
+TEST(PipelineCost, ShapesThatCannotBeScheduledAreErrors) {
+  EXPECT_THROW(check_pipeline_shape(shape(13, 16, PipelineSchedule::OneFOneB), 12), Error);
+  EXPECT_THROW(check_pipeline_shape(shape(4, 6, PipelineSchedule::Interleaved, 2), 12), Error);
+  EXPECT_THROW(check_pipeline_shape(shape(4, 8, PipelineSchedule::OneFOneB, 2), 12), Error);
+  EXPECT_THROW(parse_pipeline_schedule("zigzag"), Error);
+  EXPECT_NO_THROW(check_pipeline_shape(shape(5, 7, PipelineSchedule::OneFOneB), 12));
+}
+
+// A 12-block GPT-2 small enough to trace in milliseconds.
+std::string tiny_config() {
+  const auto dir = std::filesystem::temp_directory_path() / "autoshard_pipeline_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "gpt2-12.json").string();
+  std::ofstream(path) << R"({"model_type": "gpt2", "n_layer": 12, "n_head": 4, "n_embd": 64,)"
+                      << R"( "vocab_size": 256, "n_positions": 64})";
+  return path;
+}
+
+nlohmann::json plan_json(const std::string& args) {
+  const cli_runner::Result r = cli_runner::run("plan --json --cluster a100-80g --model " +
+                                               tiny_config() + " --seq 32 " + args);
+  EXPECT_EQ(r.code, 0) << r.output;
+  return r.code == 0 ? nlohmann::json::parse(r.output) : nlohmann::json{};
+}
+
+TEST(PipelineCost, PlanPricesAPipeAxis) {
+  const nlohmann::json j =
+      plan_json("--mesh data=2,pipe=5,model=2 --batch 16 --microbatches 4 --plan megatron");
+  const nlohmann::json& p = j["predicted"];
+  EXPECT_EQ(p["microbatches"], 4);
+  EXPECT_EQ(p["microbatch_size"], 2);  // 16 / 4 micro-batches / 2 replicas
+  ASSERT_EQ(p["per_stage"].size(), 5u);
+  int blocks = 0;
+  for (const auto& s : p["per_stage"]) blocks += s["layer_count"].get<int>();
+  EXPECT_EQ(blocks, 12);
+  // A send is one micro-batch's activation on a replica: b x seq x hidden, f32.
+  EXPECT_DOUBLE_EQ(p["p2p_bytes"].get<double>(), 2.0 * 32 * 64 * 4);
+  EXPECT_GT(p["step_s"].get<double>(), 0);
+  EXPECT_EQ(p["per_stage"][0]["in_flight"], 4);  // 1F1B: min(M, P)
+}
+
+TEST(PipelineCost, PipeOfOneIsThePlanWithoutIt) {
+  const nlohmann::json a = plan_json("--mesh data=2,model=2 --batch 8 --plan megatron");
+  const nlohmann::json b = plan_json("--mesh data=2,pipe=1,model=2 --batch 8 --plan megatron");
+  EXPECT_GT(a["predicted"]["step_s"].get<double>(), 0);
+  EXPECT_EQ(a.dump(), b.dump());
+}
+
+TEST(PipelineCost, BadInputIsOneLine) {
+  const std::string model = " --cluster a100-80g --model " + tiny_config() + " --seq 32 ";
+  const auto one_line = [](const cli_runner::Result& r, const std::string& says) {
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(cli_runner::count(r.output, "\n"), 1) << r.output;
+    EXPECT_NE(r.output.find("autoshard: error: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
+  };
+  one_line(cli_runner::run("plan --predict --mesh pipe=13 --batch 13" + model),
+           "needs at least 13 blocks");
+  one_line(
+      cli_runner::run("plan --predict --mesh data=2,pipe=2 --batch 8 --microbatches 3" + model),
+      "--microbatches 3 must divide --batch 8");
+  one_line(cli_runner::run("plan --predict --mesh pipe=2 --batch 8 --schedule zigzag" + model),
+           "--schedule 'zigzag'");
+  one_line(cli_runner::run("plan --mesh pipe=2 --batch 8 --model " + tiny_config()),
+           "add --predict");
+  one_line(cli_runner::run("train --steps 1 --mesh data=2,pipe=2 --batch 8 --seq 32"),
+           "pipeline execution is not implemented yet; plan --predict prices it");
+}
+
+}  // namespace
+}  // namespace autoshard
