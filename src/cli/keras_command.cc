@@ -36,6 +36,8 @@ void add_keras_common(CLI::App* cmd, CommonOptions& o, int64_t default_batch) {
   add_real(cmd, "--plan-time", o.plan_time, 0, 3600, true,
            "seconds AutoShard's solver may take at most")
       ->default_str("");
+  cmd->add_flag("--deterministic", o.deterministic_plan,
+                "count --plan-time in work, not seconds: the same plan on every run and machine");
   cmd->add_flag("--strict", o.strict,
                 "treat warnings (a layout map key matching no weight) as errors");
 }

@@ -37,6 +37,7 @@ struct CommonOptions {
   std::string cluster = "cpu";
   double memory_per_device = 0;
   double plan_time = 0;  // 0: by the size of the step
+  bool deterministic_plan = false;  // --deterministic: --plan-time counted in work
   bool bf16 = false;
   bool divisible = false;  // AutoShard: only splits that divide (plan --divisible)
 };

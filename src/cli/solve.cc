@@ -26,6 +26,7 @@ struct SolveArgs {
   int threads = 1;
   uint64_t seed = 0;
   int64_t rounds = 0;
+  bool deterministic = false;
 };
 
 // Set by SIGTERM / SIGINT: the solver stops and its best answer is printed.
@@ -50,6 +51,10 @@ void run_solve(const SolveArgs& a) {
   o.threads = a.threads;
   o.seed = a.seed;
   o.max_rounds = a.rounds;
+  // Deterministic: the whole --time-limit in work (reading a file takes
+  // different times on different machines).
+  o.deterministic = a.deterministic;
+  if (a.deterministic) o.time_limit_s = a.time_limit;
   o.cancel = &terminate_requested;
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
@@ -64,9 +69,14 @@ void run_solve(const SolveArgs& a) {
   // would read as a solution.
   AS_CHECK(!r.proven_infeasible, "problem '", a.problem, "' is infeasible: ", r.why);
   AS_CHECK(r.feasible, "problem '", a.problem, "': ", r.why, " (reading took ", reading_s, " s)");
-  std::fprintf(stderr, "best: cost %s, peak usage %lld, %.2f s, %lld rounds%s\n",
+  std::fprintf(stderr, "best: cost %s, peak usage %lld, %.2f s, %lld rounds, %.3g work%s\n",
                to_string(r.cost).c_str(), static_cast<long long>(r.peak_usage), r.seconds,
-               static_cast<long long>(r.rounds), r.proven_optimal ? " (proven optimal)" : "");
+               static_cast<long long>(r.rounds), double(r.work),
+               r.proven_optimal ? " (proven optimal)" : "");
+  if (r.work_guard_hit)
+    std::fprintf(stderr,
+                 "warning: CBC ran past its guard (ten times its share) and was stopped; this "
+                 "answer may differ on another run\n");
   std::printf("%s\n", nlohmann::json(r.strategy).dump().c_str());
 }
 
@@ -82,6 +92,9 @@ void add_solve_command(CLI::App& app) {
   add_seed(cmd, "--seed", a->seed, "seed of the search (with --rounds: a deterministic answer)");
   add_int(cmd, "--rounds", a->rounds, 0, int64_t{1} << 40,
           "rounds of pricing per thread (0: until the time limit)");
+  cmd->add_flag("--deterministic", a->deterministic,
+                "count --time-limit in work, not seconds: the same answer on every run and "
+                "machine for a seed (about the same time on a 2-core machine; docs/planner.md)");
   cmd->callback([a] { run_solve(*a); });
 }
 

@@ -82,6 +82,7 @@ std::vector<int> agreed_answer(const ShardingProblem& problem, const AutoShardOp
   if (world.leader()) {
     SolveOptions so;
     so.time_limit_s = seconds;
+    so.deterministic = o.deterministic;
     so.seed = o.seed;
     const SolveResult r = solve(problem, so);
     if (r.feasible) {
@@ -130,10 +131,15 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
   double real = 0;
   for (int attempt = 0; attempt < 8; ++attempt) {
     std::vector<int> strategy;
+    // Deterministic: each re-solve gets a quarter of the limit (the clock
+    // must not decide).
     const double used =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        o.deterministic
+            ? 0.75 * limit
+            : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     try {
-      strategy = agreed_answer(sp.problem, o, mesh, std::max(limit - used, limit / 100));
+      strategy = agreed_answer(sp.problem, o, mesh,
+                               attempt == 0 ? limit : std::max(limit - used, limit / 100));
     } catch (const Error&) {
       if (attempt == 0) throw;
       break;  // nothing fits the lowered limit: report the user's budget

@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <string>
 
 namespace autoshard::solver {
 
@@ -73,6 +75,8 @@ struct CbcOutcome {
   bool proven = false;         // its answer is proven optimal
   bool have_solution = false;  // it has an integer solution
   double objective = 0;
+  int64_t iterations = 0;  // LP iterations it made
+  bool killed = false;     // the deadline (or `stopped`) ended it
 };
 
 // Writes all of `bytes` to `fd` (a pipe), retrying on interruption.
@@ -92,7 +96,7 @@ bool write_all(int fd, const void* bytes, size_t n) {
                             const std::vector<int>& index, const std::vector<double>& value,
                             const std::vector<int>& s, const std::vector<int>& free,
                             const std::vector<std::vector<int>>& x, const Reduced& r,
-                            double seconds) {
+                            double seconds, int64_t max_iterations) {
   // CBC's prints (and a flush of stdio buffers copied from the parent)
   // must not reach the parent's output.
   const int null = ::open("/dev/null", O_WRONLY);
@@ -111,7 +115,17 @@ bool write_all(int fd, const void* bytes, size_t n) {
   // Costs are integers: a gap under 1 is a proof (no relative gap).
   Cbc_setAllowableGap(m, 0.5);
   Cbc_setAllowableFractionGap(m, 0);
-  Cbc_setMaximumSeconds(m, seconds);
+  // Deterministic mode: an iteration limit and no clock (CBC runs one thread, so
+  // its search is the same on every run).
+  if (max_iterations > 0) {
+    // LP iterations bound the root's work too (its cuts are not nodes);
+    // every node takes at least one.
+    const int64_t limit = std::min<int64_t>(max_iterations, 1 << 30);
+    Cbc_setMaximumNodes(m, static_cast<int>(limit));
+    Cbc_setParameter(m, "maxIterations", std::to_string(limit).c_str());
+  } else {
+    Cbc_setMaximumSeconds(m, seconds);
+  }
   std::vector<int> idx;
   std::vector<double> val;
   for (size_t f = 0; f < free.size(); ++f)
@@ -120,8 +134,9 @@ bool write_all(int fd, const void* bytes, size_t n) {
   Cbc_setMIPStartI(m, static_cast<int>(idx.size()), idx.data(), val.data());
   Cbc_solve(m);
   const double* sol = Cbc_getColSolution(m);
-  const int32_t head[2] = {Cbc_isProvenOptimal(m) != 0,
-                           sol != nullptr && Cbc_numberSavedSolutions(m) > 0};
+  const int32_t head[3] = {Cbc_isProvenOptimal(m) != 0,
+                           sol != nullptr && Cbc_numberSavedSolutions(m) > 0,
+                           Cbc_getIterationCount(m)};
   const double objective = Cbc_getObjValue(m);
   std::vector<int32_t> values(free.size(), 0);
   for (size_t f = 0; head[1] && f < free.size(); ++f) {
@@ -146,7 +161,8 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
                    const std::vector<double>& value, const std::vector<int>& s,
                    const std::vector<int>& free, const std::vector<std::vector<int>>& x,
                    const Reduced& r, std::chrono::steady_clock::time_point deadline,
-                   const std::function<bool()>& stopped, std::vector<int>& values) {
+                   const std::function<bool()>& stopped, int64_t max_iterations,
+                   std::vector<int>& values) {
   CbcOutcome out;
   // Building the program took some of the time: CBC gets what is left.
   const double seconds =
@@ -165,11 +181,11 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
     ::close(fds[0]);
-    cbc_child(fds[1], p, start, index, value, s, free, x, r, 0.5 * seconds);
+    cbc_child(fds[1], p, start, index, value, s, free, x, r, 0.5 * seconds, max_iterations);
   }
   ::close(fds[1]);
   std::vector<char> bytes;
-  const size_t expected = 2 * sizeof(int32_t) + sizeof(double) + free.size() * sizeof(int32_t);
+  const size_t expected = 3 * sizeof(int32_t) + sizeof(double) + free.size() * sizeof(int32_t);
   char buffer[65536];
   bool eof = false;
   while (!eof && bytes.size() < expected) {
@@ -193,8 +209,11 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
   ::kill(child, SIGKILL);  // done already, or past the deadline
   while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
   }
-  if (bytes.size() != expected) return out;
-  int32_t head[2];
+  if (bytes.size() != expected) {
+    out.killed = !eof;
+    return out;
+  }
+  int32_t head[3];
   std::memcpy(head, bytes.data(), sizeof head);
   std::memcpy(&out.objective, bytes.data() + sizeof head, sizeof(double));
   const char* rest = bytes.data() + sizeof head + sizeof(double);
@@ -207,6 +226,7 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
   out.finished = true;
   out.proven = head[0] != 0;
   out.have_solution = head[1] != 0;
+  out.iterations = head[2];
   return out;
 }
 
@@ -215,8 +235,8 @@ CbcOutcome run_cbc(const Program& p, const std::vector<int>& start, const std::v
 std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
                                const std::vector<int>& s, const std::vector<int>& segments,
                                std::chrono::steady_clock::time_point deadline,
-                               const std::function<bool()>& stopped, bool& optimal,
-                               bool& proved_current) {
+                               const std::function<bool()>& stopped, int64_t max_iterations,
+                               bool& optimal, bool& proved_current, MipResult& account) {
   std::vector<char> is_free(r.vars, 0);
   for (int v : free) is_free[v] = 1;
   Program p;
@@ -286,7 +306,10 @@ std::vector<int> solve_program(const Reduced& r, const std::vector<int>& free,
     start.push_back(static_cast<int>(index.size()));
   }
   std::vector<int> values;
-  const CbcOutcome out = run_cbc(p, start, index, value, s, free, x, r, deadline, stopped, values);
+  const CbcOutcome out =
+      run_cbc(p, start, index, value, s, free, x, r, deadline, stopped, max_iterations, values);
+  account.work += kCbcWorkPerColumn * int64_t(p.obj.size()) * (1 + out.iterations);
+  if (out.killed && max_iterations > 0 && !(stopped && stopped())) account.guard_hit = true;
   if (!out.finished) return {};
   // Proven optimal at or above the current cost: this program (whose memory
   // rows are a subset of the true ones) cannot do better, so neither can
@@ -332,22 +355,25 @@ std::vector<int> tightest(const Reduced& r, const std::vector<int>& free,
 // current assignment, then wherever the program's answer overflows, until
 // it fits (a handful of rounds: few segments ever bind).
 MipResult mip_improve(const Reduced& r, const std::vector<int>& free, std::vector<int>& s,
-                      double seconds, const std::function<bool()>& stopped) {
+                      double seconds, const std::function<bool()>& stopped,
+                      int64_t max_iterations) {
   MipResult result;
   if (free.empty() || seconds <= 0) return result;
   const auto start = std::chrono::steady_clock::now();
+  // Deterministic mode reads the clock only for the guard against a hang.
+  const double guard = max_iterations > 0 ? std::max(10.0, 10 * seconds) : seconds;
   std::vector<int> segments;
   if (r.limit < kInf) segments = tightest(r, free, profile_of(r, s), {}, 24, false);
   for (int attempt = 0; attempt < 8; ++attempt) {
     const double left =
-        seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left <= 0.02 || (stopped && stopped())) break;
+        guard - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if ((max_iterations == 0 && left <= 0.02) || (stopped && stopped()) || result.guard_hit) break;
     bool optimal = false, proved_current = false;
     const std::vector<int> values =
         solve_program(r, free, s, segments,
                       start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                  std::chrono::duration<double>(seconds)),
-                      stopped, optimal, proved_current);
+                                  std::chrono::duration<double>(guard)),
+                      stopped, max_iterations, optimal, proved_current, result);
     if (proved_current) result.optimal = true;  // nothing better exists: `s` stays
     if (values.empty()) break;
     std::vector<int> trial = s;

@@ -79,8 +79,9 @@ double value_of(int64_t c) {
 class Search {
  public:
   Search(const Reduced& r, const Peeling& peel, uint64_t seed, int thread,
-         const std::atomic<bool>* stop, const std::atomic<bool>* cancel)
+         const std::atomic<bool>* stop, const std::atomic<bool>* cancel, int64_t work_limit)
       : r_(r),
+        work_limit_(work_limit),
         stop_(stop),
         cancel_(cancel),
         peel_(peel),
@@ -126,8 +127,23 @@ class Search {
   // asked to stop: every loop of a round checks this, so a round ends soon
   // after the deadline however large the problem.
   bool stopped() const { return (stop_ && *stop_) || (cancel_ && *cancel_); }
-  bool late() const { return stopped() || Clock::now() > deadline_; }
+  bool late() const {
+    return stopped() || (deterministic() ? work_ > work_limit_ : Clock::now() > deadline_);
+  }
+  bool deterministic() const { return work_limit_ > 0; }
+  // Seconds left of the limit: on the clock, or the work left at
+  // kSolverWorkPerSecond (deterministic mode).
+  double seconds_left() const {
+    if (deterministic()) return double(work_limit_ - work_) / kSolverWorkPerSecond;
+    return std::chrono::duration<double>(deadline_ - Clock::now()).count();
+  }
 
+ public:
+  bool out_of_work() const { return work_ > work_limit_; }
+  int64_t work() const { return work_; }
+  bool guard_hit() const { return guard_hit_; }
+
+ private:
   double typical_price() {
     std::vector<double> ratios;
     for (int v = 0; v < r_.vars && ratios.size() < 100000; ++v)
@@ -150,6 +166,7 @@ class Search {
     for (int t = 0; t < r_.segments; ++t) prefix[t + 1] = prefix[t] + prices_[t];
     total_.assign(r_.vars, {});
     for (int v = 0; v < r_.vars; ++v) {
+      work_ += r_.dom(v) * int64_t(1 + r_.mem[v].size());
       total_[v].resize(r_.dom(v));
       for (int x = 0; x < r_.dom(v); ++x) total_[v][x] = value_of(r_.cost[v][x]);
       for (const MemTerm& m : r_.mem[v]) {
@@ -199,6 +216,7 @@ class Search {
   void send_up(const Neighbor& nb, const std::vector<double>& child, std::vector<double>& parent,
                std::vector<int>& arg) {
     const int dx = int(child.size()), dk = int(parent.size());
+    work_ += int64_t(dx) * dk;
     const int64_t* cost = r_.edges[nb.edge].c.data();
     arg.assign(dk, 0);
     if (nb.row) {  // dx x dk
@@ -265,6 +283,7 @@ class Search {
           for (int f : peel_.core_adj[v])
             if (r_.adj[v][f].var == u) back = f;
           out.assign(r_.dom(v), 1e300);
+          work_ += int64_t(r_.dom(u)) * r_.dom(v);
           for (int x = 0; x < r_.dom(u); ++x) {
             const double base = belief[x] - msg[u][e][x];
             for (int y = 0; y < r_.dom(v); ++y)
@@ -292,6 +311,7 @@ class Search {
   }
 
   double core_value(int v, int x, const std::vector<int>& s) const {
+    work_ += 1 + int64_t(peel_.core_adj[v].size());
     double c = total_[v][x];
     for (int e : peel_.core_adj[v]) {
       const Neighbor& nb = r_.adj[v][e];
@@ -363,6 +383,7 @@ class Search {
       for (size_t q = 0; q < region.size(); ++q) {
         const int x = region[q];
         tot[q].assign(r_.dom(x), 0);
+        work_ += r_.dom(x) * int64_t(1 + peel_.core_adj[x].size());
         for (int j = 0; j < r_.dom(x); ++j) tot[q][j] = total_[x][j];
         before += total_[x][s[x]];
         for (int e : peel_.core_adj[x]) {
@@ -417,6 +438,7 @@ class Search {
   // ---- the true problem ----
 
   __int128 true_cost(const std::vector<int>& s) const {
+    work_ += r_.vars + int64_t(r_.edges.size());
     __int128 total = r_.constant;
     for (int v = 0; v < r_.vars; ++v) {
       total += r_.cost[v][s[v]];
@@ -430,6 +452,7 @@ class Search {
   // 128 bits (a variable of many neighbours with large costs passes 2^63)
   // and clamped to +-kInf.
   int64_t delta_cost(int v, int x, const std::vector<int>& s) const {
+    work_ += 1 + int64_t(r_.adj[v].size());
     if (r_.cost[v][x] >= kInf) return kInf;
     __int128 d = r_.cost[v][x] - std::min(r_.cost[v][s[v]], kInf / 4);
     for (const Neighbor& nb : r_.adj[v]) {
@@ -441,10 +464,12 @@ class Search {
   }
 
   void apply_memory(int v, int from, int to) {
+    work_ += int64_t(r_.mem[v].size());
     for (const MemTerm& m : r_.mem[v]) tree_.add(m.lo, m.hi, m.usage[to] - m.usage[from]);
   }
 
   void load_tree(const std::vector<int>& s) {
+    work_ += r_.vars + r_.segments;
     tree_ = MaxTree(r_.segments);
     for (int t = 0; t < r_.segments; ++t) tree_.add(t, t + 1, r_.base[t]);
     for (int v = 0; v < r_.vars; ++v)
@@ -456,6 +481,7 @@ class Search {
     auto it = live_cache_.find(t);
     if (it != live_cache_.end()) return it->second;
     std::vector<int> live;
+    work_ += r_.vars;
     for (int v = 0; v < r_.vars; ++v)
       for (const MemTerm& m : r_.mem[v])
         if (m.lo <= t && t < m.hi) {
@@ -466,6 +492,7 @@ class Search {
   }
 
   int64_t usage_at(int v, int x, int t) const {
+    ++work_;
     int64_t u = 0;
     for (const MemTerm& m : r_.mem[v])
       if (m.lo <= t && t < m.hi) u += m.usage[x];
@@ -479,7 +506,7 @@ class Search {
     if (r_.limit == kInf) return true;
     int guard = 0;
     while (tree_.max() > r_.limit) {
-      if ((++guard & 63) == 0 && (late() || Clock::now() > deadline)) return false;
+      if ((++guard & 63) == 0 && late()) return false;
       const int t = tree_.argmax();
       double best = 1e300;
       int bv = -1, bx = -1;
@@ -531,14 +558,14 @@ class Search {
           changed = true;
         }
       }
-      if (!changed || late() || Clock::now() > deadline) break;
+      if (!changed || late()) break;
     }
   }
 
   // Exact steps by mixed-integer programming: the whole problem when it is
   // small (once), else a neighbourhood of the memory peak each round.
   void mip_step(std::vector<int>& s, const Clock::time_point deadline) {
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    const double left = seconds_left();
     if (left <= 0 || proven_optimal_) return;
     std::vector<int> free;
     double budget = 0;
@@ -569,7 +596,21 @@ class Search {
     }
     std::vector<int> trial = s;
     const bool whole = int(free.size()) == r_.vars;
-    const MipResult m = mip_improve(r_, free, trial, budget, [this] { return stopped(); });
+    // Deterministic mode: CBC's budget in LP iterations, each costing
+    // kCbcWorkPerColumn per column of the program.
+    const int64_t nodes =
+        deterministic()
+            ? std::max<int64_t>(1, int64_t(budget * kSolverWorkPerSecond /
+                                           double(kCbcWorkPerColumn *
+                                                  std::max<size_t>(1, mip_columns(r_, free)))))
+            : 0;
+    const MipResult m = mip_improve(
+        r_, free, trial, budget, [this] { return stopped(); }, nodes);
+    work_ += m.work;
+    if (std::getenv("SOLVER_DEBUG"))
+      fprintf(stderr, "program: %zu variables, %zu columns, %lld iterations allowed, %lld work\n",
+              free.size(), mip_columns(r_, free), (long long)nodes, (long long)m.work);
+    guard_hit_ = guard_hit_ || m.guard_hit;
     if (!m.improved) {
       // CBC proved the current answer optimal without bettering it.
       if (m.optimal && whole) proven_optimal_ = true;
@@ -624,7 +665,7 @@ class Search {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng_);
     for (int b : order) {
-      if (late() || Clock::now() > deadline) break;
+      if (late()) break;
       for (int y = 0; y < r_.dom(b); ++y) {
         if (y == s[b]) continue;
         const int64_t gain = delta_cost(b, y, s);
@@ -674,7 +715,7 @@ class Search {
     std::vector<std::vector<double>> tot;
     std::vector<std::vector<int>> arg;
     int stamp = 0, stale = 0;
-    while (stale < 60 && Clock::now() < deadline && !late()) {
+    while (stale < 60 && !late()) {
       ++stamp;
       // Memory priced at a random scale of the current prices (0: ignored).
       const double scale = std::ldexp(1.0, static_cast<int>(rng_() % 7) - 3) * (rng_() % 4 != 0);
@@ -706,6 +747,7 @@ class Search {
       for (size_t q = 0; q < region.size(); ++q) {
         const int x = region[q];
         tot[q].resize(r_.dom(x));
+        work_ += r_.dom(x) * int64_t(1 + r_.adj[x].size() + r_.mem[x].size());
         for (int j = 0; j < r_.dom(x); ++j) {
           double c = value_of(r_.cost[x][j]);
           for (const MemTerm& m : r_.mem[x])
@@ -758,6 +800,9 @@ class Search {
   const std::atomic<bool>* stop_;    // set when another thread proved its answer
   const std::atomic<bool>* cancel_;  // the caller's (SolveOptions::cancel)
   Clock::time_point deadline_ = Clock::time_point::max();
+  int64_t work_limit_ = 0;  // > 0: deterministic mode, the limit in work units
+  mutable int64_t work_ = 0;
+  bool guard_hit_ = false;
   std::optional<__int128> lower_bound_;
   const Peeling& peel_;
   std::mt19937_64 rng_;
@@ -831,19 +876,29 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
             n, reduced.vars, edges, peeling.core_vars.size(), maxdom, reduced.segments);
   }
   Shared shared;
-  std::atomic<int64_t> rounds{0};
+  std::atomic<int64_t> rounds{0}, work{0};
+  std::atomic<bool> guard_hit{false};
+  // Deterministic mode: the limit in work units per thread (at least 1).
+  const int64_t work_limit =
+      options.deterministic
+          ? std::max<int64_t>(1,
+                              int64_t(std::min(options.time_limit_s * kSolverWorkPerSecond, 9e18)))
+          : 0;
   std::atomic<bool> stop{false};  // the answer is proven optimal
   auto cancelled = [&] { return options.cancel && *options.cancel; };
   auto worker = [&](int thread) {
-    Search search(reduced, peeling, options.seed, thread, &stop, options.cancel);
+    Search search(reduced, peeling, options.seed, thread, &stop, options.cancel, work_limit);
     search.use_mip_ = thread == 0 && options.programs;
     std::vector<int> s;
     for (int64_t round = 0; options.max_rounds == 0 || round < options.max_rounds; ++round) {
-      if ((Clock::now() > deadline && round > 0) || stop || cancelled()) break;
+      const bool over = work_limit > 0 ? search.out_of_work() : Clock::now() > deadline;
+      if ((over && round > 0) || stop || cancelled()) break;
       __int128 cost = 0;
       int64_t peak = 0;
-      const bool ok = search.round(s, cost, peak, deadline);
+      const bool ok =
+          search.round(s, cost, peak, work_limit > 0 ? Clock::time_point::max() : deadline);
       ++rounds;
+      if (work_limit > 0 && search.guard_hit()) guard_hit = true;
       if (search.proven_optimal()) stop = true;
       if (!ok) continue;
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -858,6 +913,7 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
         if (options.on_improvement) options.on_improvement({elapsed(), cost, peak, round});
       }
     }
+    work += search.work();
   };
   const int threads = std::max(1, options.threads);
   std::vector<std::thread> pool;
@@ -866,6 +922,8 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   for (auto& t : pool) t.join();
   result.seconds = elapsed();
   result.rounds = rounds;
+  result.work = work;
+  result.work_guard_hit = guard_hit;
   if (!shared.have) {
     // No round finished (a huge problem, a short limit): the smallest
     // usages are still an answer when they are allowed.

@@ -123,6 +123,9 @@ struct AutoShardOptions {
   // Seconds the solver may take (it stops sooner when it proves its plan
   // optimal); 0: by the size of the step, from 0.25 s to 10 s.
   double time_limit_s = 0;
+  // Limits counted in work, not seconds (SolveOptions::deterministic): the
+  // same plan on every run and machine, a resumed run's included.
+  bool deterministic = false;
   uint64_t seed = 0;
   // Only layouts whose every split divides its dimension, for weights,
   // optimizer state and inputs (JAX's NamedSharding requires it; what a

@@ -14,8 +14,9 @@
 // checks the deadline and CBC runs in a child process killed at it, so
 // solve() returns within the limit plus reducing the problem (linear).
 // Deterministic for a given seed and round limit with one thread when CBC
-// finishes in its time; several threads run independent searches from different
-// seeds, one of them with the programs.
+// finishes in its time, and always with SolveOptions::deterministic (limits
+// counted in work, not seconds); several threads run independent searches
+// from different seeds, one of them with the programs.
 #pragma once
 
 #include <atomic>
@@ -35,8 +36,23 @@ struct SolveProgress {
   int64_t round = 0;
 };
 
+// Work units per second of the time limit in deterministic mode: one unit
+// is one cost-table entry read (a strategy pair priced, a message entry
+// sent), CBC's LP iterations counted as ten per program column. Measured on the
+// development machine's cores (docs/planner.md, "Deterministic limits"), so
+// a deterministic limit of S takes about S seconds there.
+inline constexpr double kSolverWorkPerSecond = 150e6;
+
 struct SolveOptions {
   double time_limit_s = 60;
+  // Limits counted in work instead of the clock: time_limit_s becomes
+  // time_limit_s * kSolverWorkPerSecond units per thread, CBC gets an LP
+  // iteration limit instead of seconds, and no decision reads the clock, so the answer
+  // is bit-identical across runs and machines for a seed (with any number of
+  // threads). CBC's process is still killed if it runs past ten times its
+  // share (at least 10 s): a guard against a hang, which would break the
+  // determinism and is reported in SolveResult::work_guard_hit.
+  bool deterministic = false;
   int threads = 1;
   uint64_t seed = 0;
   int64_t max_rounds = 0;  // rounds of pricing per thread; 0: until the time limit
@@ -61,6 +77,10 @@ struct SolveResult {
   std::string why;  // when not feasible
   double seconds = 0;
   int64_t rounds = 0;
+  int64_t work = 0;  // units (kSolverWorkPerSecond) spent, all threads together
+  // Deterministic mode only: CBC hit its safety kill, so this answer may
+  // differ on another run.
+  bool work_guard_hit = false;
 };
 
 SolveResult solve(const ShardingProblem& problem, const SolveOptions& options = {});
