@@ -15,14 +15,14 @@
 namespace autoshard {
 namespace {
 
-PartCost part(double microbatch_s, double stash_bytes) {
+PartCost cost_of(double microbatch_s, double stash_bytes) {
   PartCost p;
   p.microbatch_s = microbatch_s;
   p.memory.activations = stash_bytes;
   return p;
 }
 
-PipelineShape shape(int stages, int64_t microbatches, PipelineSchedule s, int v = 1) {
+PipelineShape pipe_shape(int stages, int64_t microbatches, PipelineSchedule s, int v = 1) {
   PipelineShape out;
   out.stages = stages;
   out.microbatches = microbatches;
@@ -35,17 +35,17 @@ TEST(PipelineCost, BubbleAgainstAHandComputedCase) {
   // 8 blocks of 1 s over 4 stages: 2 s a stage per micro-batch. 8
   // micro-batches: 1F1B takes (8 + 4 - 1) x 2 = 22 s, bubble 3/8;
   // interleaved with v = 2: (8 + 3/2) x 2 = 19 s, bubble 3/16.
-  const PartCost block = part(1, 0), base = part(0, 0);
+  const PartCost block = cost_of(1, 0), base = cost_of(0, 0);
   const PipelinePrediction f =
-      predict_pipeline(block, base, 8, shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+      predict_pipeline(block, base, 8, pipe_shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(f.bubble_fraction, 3.0 / 8);
   EXPECT_DOUBLE_EQ(f.pipeline_s, 22);
   EXPECT_DOUBLE_EQ(f.step_s, 22);
   const PipelinePrediction g =
-      predict_pipeline(block, base, 8, shape(4, 8, PipelineSchedule::GPipe), 0, 0, 0, 0, 4);
+      predict_pipeline(block, base, 8, pipe_shape(4, 8, PipelineSchedule::GPipe), 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(g.pipeline_s, 22);
   const PipelinePrediction i = predict_pipeline(
-      block, base, 8, shape(4, 8, PipelineSchedule::Interleaved, 2), 0, 0, 0, 0, 4);
+      block, base, 8, pipe_shape(4, 8, PipelineSchedule::Interleaved, 2), 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(i.bubble_fraction, 3.0 / 16);
   EXPECT_DOUBLE_EQ(i.pipeline_s, 19);
   // The optimizer and the gradient sync come once, after every micro-batch.
@@ -53,7 +53,7 @@ TEST(PipelineCost, BubbleAgainstAHandComputedCase) {
   with_update.optimizer_s = 0.5;
   with_update.sync_s = 0.25;
   const PipelinePrediction u = predict_pipeline(
-      with_update, base, 8, shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+      with_update, base, 8, pipe_shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(u.step_s, 22 + 2 * 0.5 + 2 * 0.25);
 }
 
@@ -65,8 +65,9 @@ TEST(PipelineCost, UnevenStagesAreBalancedByTime) {
   const std::vector<int> n = balance_stages(12, 5, 1, 0, 1.5);
   EXPECT_EQ(std::accumulate(n.begin(), n.end(), 0), 12);
   EXPECT_EQ(n, (std::vector<int>{3, 3, 3, 2, 1}));
-  const PipelinePrediction p = predict_pipeline(
-      part(1, 0), part(1.5, 0), 12, shape(5, 10, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 5);
+  const PipelinePrediction p =
+      predict_pipeline(cost_of(1, 0), cost_of(1.5, 0), 12,
+                       pipe_shape(5, 10, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 5);
   ASSERT_EQ(p.stages.size(), 5u);
   EXPECT_EQ(p.stages[4].first_layer, 11);
   EXPECT_DOUBLE_EQ(p.stages[4].microbatch_s, 2.5);
@@ -74,41 +75,41 @@ TEST(PipelineCost, UnevenStagesAreBalancedByTime) {
 }
 
 TEST(PipelineCost, OneFOneBHoldsFewerMicroBatchesThanGPipe) {
-  const PipelineShape g = shape(4, 8, PipelineSchedule::GPipe);
-  const PipelineShape f = shape(4, 8, PipelineSchedule::OneFOneB);
+  const PipelineShape g = pipe_shape(4, 8, PipelineSchedule::GPipe);
+  const PipelineShape f = pipe_shape(4, 8, PipelineSchedule::OneFOneB);
   for (int k = 0; k < 4; ++k) {
     EXPECT_EQ(in_flight(g, k), 8);
     EXPECT_EQ(in_flight(f, k), 4 - k);
   }
-  EXPECT_EQ(in_flight(shape(4, 2, PipelineSchedule::OneFOneB), 0), 2);  // fewer than stages
+  EXPECT_EQ(in_flight(pipe_shape(4, 2, PipelineSchedule::OneFOneB), 0), 2);  // fewer than stages
   // Interleaved, v = 2: Megatron-LM's warm-up 2 (P-1) + (v-1) P chunks plus
   // one, in stage-loads: P + (P-1)/v on the first stage.
-  EXPECT_DOUBLE_EQ(in_flight(shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 5.5);
+  EXPECT_DOUBLE_EQ(in_flight(pipe_shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 5.5);
   // Stage memory: 2 blocks of 10 bytes stashed per micro-batch.
-  PartCost block = part(1, 10);
+  PartCost block = cost_of(1, 10);
   block.held_bytes = 3;  // weight gradients: once
-  const PipelinePrediction pg = predict_pipeline(block, part(0, 0), 8, g, 0, 0, 0, 0, 4);
-  const PipelinePrediction pf = predict_pipeline(block, part(0, 0), 8, f, 0, 0, 0, 0, 4);
+  const PipelinePrediction pg = predict_pipeline(block, cost_of(0, 0), 8, g, 0, 0, 0, 0, 4);
+  const PipelinePrediction pf = predict_pipeline(block, cost_of(0, 0), 8, f, 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(pg.stages[0].memory.activations, 8 * 2 * 10 + 2 * 3);
   EXPECT_DOUBLE_EQ(pf.stages[0].memory.activations, 4 * 2 * 10 + 2 * 3);
   EXPECT_DOUBLE_EQ(pf.stages[3].memory.activations, 1 * 2 * 10 + 2 * 3);
 }
 
 TEST(PipelineCost, SendsPerMicroBatch) {
-  const PipelineShape f = shape(4, 8, PipelineSchedule::OneFOneB);
+  const PipelineShape f = pipe_shape(4, 8, PipelineSchedule::OneFOneB);
   EXPECT_EQ(sends_per_microbatch(f, 0), 1);  // activations forward only
   EXPECT_EQ(sends_per_microbatch(f, 1), 2);
   EXPECT_EQ(sends_per_microbatch(f, 3), 1);  // gradients backward only
-  EXPECT_EQ(sends_per_microbatch(shape(1, 8, PipelineSchedule::OneFOneB), 0), 0);
-  EXPECT_EQ(sends_per_microbatch(shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 3);
+  EXPECT_EQ(sends_per_microbatch(pipe_shape(1, 8, PipelineSchedule::OneFOneB), 0), 0);
+  EXPECT_EQ(sends_per_microbatch(pipe_shape(4, 8, PipelineSchedule::Interleaved, 2), 0), 3);
 }
 
 TEST(PipelineCost, ShapesThatCannotBeScheduledAreErrors) {
-  EXPECT_THROW(check_pipeline_shape(shape(13, 16, PipelineSchedule::OneFOneB), 12), Error);
-  EXPECT_THROW(check_pipeline_shape(shape(4, 6, PipelineSchedule::Interleaved, 2), 12), Error);
-  EXPECT_THROW(check_pipeline_shape(shape(4, 8, PipelineSchedule::OneFOneB, 2), 12), Error);
+  EXPECT_THROW(check_pipeline_shape(pipe_shape(13, 16, PipelineSchedule::OneFOneB), 12), Error);
+  EXPECT_THROW(check_pipeline_shape(pipe_shape(4, 6, PipelineSchedule::Interleaved, 2), 12), Error);
+  EXPECT_THROW(check_pipeline_shape(pipe_shape(4, 8, PipelineSchedule::OneFOneB, 2), 12), Error);
   EXPECT_THROW(parse_pipeline_schedule("zigzag"), Error);
-  EXPECT_NO_THROW(check_pipeline_shape(shape(5, 7, PipelineSchedule::OneFOneB), 12));
+  EXPECT_NO_THROW(check_pipeline_shape(pipe_shape(5, 7, PipelineSchedule::OneFOneB), 12));
 }
 
 // A 12-block GPT-2 small enough to trace in milliseconds.

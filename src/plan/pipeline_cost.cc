@@ -155,21 +155,22 @@ std::vector<int> balance_stages(int layers, int stages, double block_s, double f
       total += cap;
     }
     if (!each || total < layers) continue;
-    // Fill from the first stage, leaving one block for each later stage.
-    std::vector<int> n(size_t(stages), 1);
-    int left = layers - stages;
-    for (int k = 0; k < stages && left > 0; ++k) {
-      const int more = std::min(left, capacity(k, limit) - 1);
-      n[size_t(k)] += more;
-      left -= more;
+    // As even as the limit allows: the even split (the earlier stages take
+    // the remainder), cut to each stage's capacity, the blocks cut given to
+    // the stages with room that hold fewest (the earliest first).
+    std::vector<int> n(size_t(stages));
+    int left = layers;
+    for (int k = 0; k < stages; ++k) {
+      n[size_t(k)] = std::min(layers / stages + (k < layers % stages), capacity(k, limit));
+      left -= n[size_t(k)];
     }
-    // Equal limits: even out the filled prefix (3 3 2 2 2, not 4 2 2 2 2)
-    // by moving blocks back while the limit still holds.
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (int k = 0; k + 1 < stages; ++k)
-        if (n[size_t(k)] > n[size_t(k + 1)] + 1 && n[size_t(k + 1)] + 1 <= capacity(k + 1, limit))
-          --n[size_t(k)], ++n[size_t(k + 1)], moved = true;
+    while (left > 0) {
+      int pick = -1;
+      for (int k = 0; k < stages; ++k)
+        if (n[size_t(k)] < capacity(k, limit) && (pick < 0 || n[size_t(k)] < n[size_t(pick)]))
+          pick = k;
+      ++n[size_t(pick)];
+      --left;
     }
     return n;
   }
