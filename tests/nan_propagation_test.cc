@@ -22,6 +22,7 @@
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
+#include "tensor/lanes.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -178,6 +179,28 @@ TEST(NanPropagation, RowReductions) {
       EXPECT_EQ(kinds(testing::evaluate(g, {{"x", x}, {"t", t}}, {ce.id})[0]), "fnf") << at;
     }
   }
+}
+
+// lane_max (the row maxima of softmax and cross-entropy): NaN anywhere is
+// NaN, infinities are the maxima they are (its exact second pass).
+TEST(NanPropagation, LaneMaxOfNanAndInfinities) {
+  for (int64_t n : {1, 16, 37, 1000}) {
+    for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<float> x(static_cast<size_t>(n), -kInf);
+      x[at] = kNan;
+      EXPECT_TRUE(std::isnan(lane_max(x.data(), n))) << n << " " << at;
+      x[at] = 2.0f;
+      EXPECT_EQ(lane_max(x.data(), n), 2.0f) << n << " " << at;
+      x[at] = kInf;
+      EXPECT_EQ(lane_max(x.data(), n), kInf) << n << " " << at;
+      x.assign(static_cast<size_t>(n), 3e38f);  // the lanes' sums overflow
+      x[at] = 3.1e38f;
+      EXPECT_EQ(lane_max(x.data(), n), 3.1e38f) << n << " " << at;
+    }
+  }
+  EXPECT_TRUE(std::isnan(nan_max(1.0f, kNan)));
+  EXPECT_TRUE(std::isnan(nan_max(kNan, 1.0f)));
+  EXPECT_EQ(nan_max(-kInf, 1.0f), 1.0f);
 }
 
 // Max pooling (and global max pooling: one window over everything): a

@@ -42,22 +42,33 @@ Acc lane_sum(int64_t n, F f) {
 }
 
 // max(a, b) that keeps a NaN from either side, as PyTorch's max, amax and
-// max pooling do (std::max(a, b) drops a NaN in b, so a row maximum would
-// hide one). Two compares and a select: loops over it still vectorise.
+// max pooling do (std::max(a, b) drops a NaN in b, so a maximum would hide
+// one). Two compares and a select, without a branch: loops over elements
+// (max pooling's channels) still vectorise.
 inline float nan_max(float a, float b) {
-  return (b > a || b != b) ? b : a;
+  return (b > a) | (b != b) ? b : a;
 }
 
-// Maximum of x[0..n); -inf for n == 0; NaN if any element is NaN.
+// Maximum of x[0..n); -inf for n == 0; NaN if any element is NaN. The lanes
+// take plain maxima (one instruction each) and, beside them, sums: a sum is
+// finite unless some element is NaN or infinite (or the sum overflows), and
+// only then does a second, exact pass run (nan_max in a serial chain costs
+// several times the plain one).
 inline float lane_max(const float* x, int64_t n) {
-  float lane[kLanes];
+  float lane[kLanes], sum[kLanes] = {};
   std::fill_n(lane, kLanes, -INFINITY);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = nan_max(lane[j], x[i + j]);
-  for (int j = 0; i < n; ++i, ++j) lane[j] = nan_max(lane[j], x[i]);
-  float m = lane[0];
-  for (int j = 1; j < kLanes; ++j) m = nan_max(m, lane[j]);
+    for (int j = 0; j < kLanes; ++j) {
+      lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
+      sum[j] += x[i + j];
+    }
+  for (int j = 0; i < n; ++i, ++j) lane[j] = std::max(lane[j], x[i]), sum[j] += x[i];
+  float s = 0;
+  for (int j = 0; j < kLanes; ++j) s += sum[j];
+  if (s - s == 0.0f) return *std::max_element(lane, lane + kLanes);
+  float m = -INFINITY;
+  for (int64_t k = 0; k < n; ++k) m = nan_max(m, x[k]);
   return m;
 }
 

@@ -233,9 +233,7 @@ void unary_backward(UnaryFn fn, double alpha, const float* x, const float* dy, f
     case UnaryFn::Sigmoid:
       return map_pairs(x, dy, dx, n, [](float v, float d) {
         // s (1 - s) with 1 - s = e s, e = exp(-x): no cancellation near s = 1.
-        // -x is capped where exp stays finite (inf * 0 would be NaN for a
-        // gradient that is 0 to float precision); a NaN x passes the cap.
-        const float e = fast_exp(-v > 88.0f ? 88.0f : -v), s = 1.0f / (1.0f + e);
+        const float e = fast_exp(-v), s = 1.0f / (1.0f + e);
         return d * ((e * s) * s);
       });
     case UnaryFn::Square:
