@@ -158,7 +158,7 @@ std::vector<int> balance_stages(int layers, int stages, double block_s, double f
     // As even as the limit allows: the even split (the earlier stages take
     // the remainder), cut to each stage's capacity, the blocks cut given to
     // the stages with room that hold fewest (the earliest first).
-    std::vector<int> n(size_t(stages));
+    std::vector<int> n(static_cast<size_t>(stages));
     int left = layers;
     for (int k = 0; k < stages; ++k) {
       n[size_t(k)] = std::min(layers / stages + (k < layers % stages), capacity(k, limit));
