@@ -1,8 +1,8 @@
 // autoshard.plan's native part: how a model would be laid out over a mesh by
 // AutoShard, its predicted step time and memory per device, and why. The
-// report has the keys and figures of `autoshard plan --json --predict`
-// (src/cli/plan.cc builds the same from the same Partition; the Python tests
-// compare the two on the same model). Nothing is allocated for the weights.
+// report is `autoshard plan --json --predict`'s (autoshard/plan/plan_report.h
+// builds both from the same Partition; the Python tests compare the two on
+// the same model). Nothing is allocated for the weights.
 #define PYBIND11_DETAILED_ERROR_MESSAGES
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,6 +21,7 @@
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/plan/plan_report.h"
 #include "autoshard/runtime/executor.h"
 #include "py_model.h"
 
@@ -84,58 +85,6 @@ std::shared_ptr<AutoShard> make_autoshard(Model& model, const PlanRequest& r, co
   return std::make_shared<AutoShard>(DeviceMesh({1, 1}, {"data", "model"}), "data", r.options);
 }
 
-nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
-  nlohmann::json a = nlohmann::json::array();
-  for (int d : s.dims)
-    a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
-  return a;
-}
-
-// Per weight: its layout and the bytes of its largest block; per device:
-// weights, optimizer state and planned activation buffers (the largest
-// device reported), as `autoshard plan` counts them.
-void add_layouts_and_memory(const Partition& p, nlohmann::json& j) {
-  const std::vector<int>& lowered = p.devices;
-  std::vector<int64_t> weights(lowered.size(), 0), state(lowered.size(), 0),
-      activations(lowered.size(), 0), total(lowered.size(), 0);
-  for (size_t k = 0; k < lowered.size(); ++k)
-    activations[k] = static_cast<int64_t>(
-        plan_buffers(p.local[lowered[k]], p.outputs[lowered[k]]).total_bytes());
-  nlohmann::json params = nlohmann::json::object();
-  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
-    const std::string& path = p.leaf_name[id];
-    if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
-    const bool slot = path.rfind("optimizer.", 0) == 0;
-    int64_t most = 0;
-    for (size_t k = 0; k < lowered.size(); ++k) {
-      const int d = lowered[k];
-      const int64_t bytes = numel(p.local[d].node(p.local_of[d][id]).shape) * 4;
-      (slot ? state : weights)[k] += bytes;
-      most = std::max(most, bytes);
-    }
-    if (slot) continue;
-    params[path] = {{"shape", p.global_shape[id]},
-                    {"layout", layout_json(p.sharding[id], p.mesh)},
-                    {"bytes_per_device", most}};
-  }
-  for (size_t k = 0; k < lowered.size(); ++k) total[k] = weights[k] + state[k] + activations[k];
-  auto largest = [](const std::vector<int64_t>& v) {
-    return *std::max_element(v.begin(), v.end());
-  };
-  j["parameters"] = params;
-  j["bytes_per_device"] = {{"weights", largest(weights)},
-                           {"optimizer_state", largest(state)},
-                           {"activations", largest(activations)},
-                           {"total", largest(total)}};
-}
-
-nlohmann::json collectives_json(const Partition& p) {
-  nlohmann::json c = nlohmann::json::array();
-  for (const CollectiveRecord& r : p.collectives)
-    c.push_back({{"kind", r.kind}, {"axis", r.axis}, {"value", r.value}, {"bytes", r.bytes}});
-  return c;
-}
-
 // The cost model's prediction on the cluster; the plan must fit its memory.
 nlohmann::json prediction_json(Model& model, const Partition& p, const PlanRequest& r,
                                const Step& s) {
@@ -144,13 +93,10 @@ nlohmann::json prediction_json(Model& model, const Partition& p, const PlanReque
   o.bf16 = r.options.bf16;
   StepPrediction pr = predict(p, cluster, o);
   // In-process devices share one process: its memory is every device's.
-  if (p.mesh.size() <= 64) {
-    const Partition all =
-        model.plan_training(s.x, s.y, s.y_dtype, World::process().local_devices(p.mesh));
-    pr.process_bytes = cluster.process_bytes;
-    for (int d : all.devices)
-      pr.process_bytes += predict(all, cluster, {o.bf16}, d).memory.total() - cluster.process_bytes;
-  }
+  if (p.mesh.size() <= 64)
+    pr.process_bytes = in_process_bytes(
+        model.plan_training(s.x, s.y, s.y_dtype, World::process().local_devices(p.mesh)), cluster,
+        o.bf16);
   const double limit =
       r.options.memory_per_device > 0 ? r.options.memory_per_device : cluster.memory_bytes;
   AS_CHECK(pr.memory.total() <= limit, "plan: the plan does not fit: ", mib(pr.memory.total()),
@@ -159,21 +105,7 @@ nlohmann::json prediction_json(Model& model, const Partition& p, const PlanReque
            r.options.memory_per_device > 0 ? std::string("memory_per_device is ")
                                            : "cluster '" + cluster.name + "' has ",
            mib(limit), "; use more devices or a smaller batch");
-  nlohmann::json collectives = nlohmann::json::object();
-  for (const auto& [key, t] : pr.collective_s) collectives[key.first + " over " + key.second] = t;
-  return {{"step_s", pr.step_s},
-          {"compute_s", pr.compute_s},
-          {"communication_s", pr.communication_s},
-          {"collectives_s", collectives},
-          {"peak_bytes_per_device", pr.memory.total()},
-          {"memory_bytes",
-           {{"weights", pr.memory.weights},
-            {"optimizer_state", pr.memory.optimizer_state},
-            {"inputs", pr.memory.inputs},
-            {"activations", pr.memory.activations}}},
-          {"tokens_per_s", pr.tokens_per_s},
-          {"process_bytes", pr.process_bytes},
-          {"model_flops_per_device_per_s", pr.model_flops_per_device_per_s}};
+  return prediction_report(pr);
 }
 
 // Plans `model` (compiled) and reports as `autoshard plan --json --predict`
@@ -185,11 +117,7 @@ std::pair<std::string, std::shared_ptr<Distribution>> plan_model(Model& model, c
   std::shared_ptr<AutoShard> dist = make_autoshard(model, r, s);
   model.set_distribution(dist);
   const Partition p = model.plan_training(s.x, s.y, s.y_dtype);
-  nlohmann::json mesh = nlohmann::json::object();
-  for (int a = 0; a < p.mesh.rank(); ++a) mesh[p.mesh.axis_names()[a]] = p.mesh.axis_size(a);
-  nlohmann::json j = {{"mesh", mesh}};
-  add_layouts_and_memory(p, j);
-  j["collectives"] = collectives_json(p);
+  nlohmann::json j = plan_report(p);
   j["reasons"] = dist->reasons();
   j["predicted"] = prediction_json(model, p, r, s);
   return {j.dump(), dist};
