@@ -3,6 +3,7 @@
 // correspondence with Hugging Face's tensors (and so with autoshard's
 // weights) follows its utils/transformers/convert_<family>.py.
 #include <numeric>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_hub.h"
@@ -123,6 +124,24 @@ void multi_head_attention(Table& t, const std::string& path, const std::string& 
   t.same(n.o + ".bias", p + "/bias", g + "1", {C});
 }
 
+// TransformerEncoder/Decoder's feed-forward: the intermediate (C -> F) and
+// output (F -> C) Dense layers, under autoshard's prefixes `up` and `down`;
+// autoshard's kernels are Keras's transposed, but GPT-2's (Conv1D's layout).
+void feedforward(Table& t, const std::string& path, const std::string& h5, int64_t C, int64_t F,
+                 const std::string& up, const std::string& down, bool transposed) {
+  const std::tuple<const char*, const std::string*, int64_t, int64_t> dense[] = {
+      {"intermediate", &up, C, F}, {"output", &down, F, C}};
+  for (auto [name, ours, in, out] : dense) {
+    const std::string p = cat(path, "feedforward_", name, "_dense/"),
+                      g = cat(h5, "_feedforward_", name, "_dense/vars/");
+    if (transposed)
+      t.transposed(*ours + ".kernel", p + "kernel", g + "0", in, out);
+    else
+      t.same(*ours + ".kernel", p + "kernel", g + "0", {in, out});
+    t.same(*ours + ".bias", p + "bias", g + "1", {out});
+  }
+}
+
 }  // namespace
 
 Variables gpt2_variables(const GPT2Config& c) {
@@ -144,14 +163,7 @@ Variables gpt2_variables(const GPT2Config& c) {
                          {a + "query", a + "key", a + "value", a + "attention_output",
                           /*heads_first=*/false, /*key_bias=*/false});
     t.layer_norm(ours + "ln_2", path + "feedforward_layer_norm", g + "_feedforward_layer_norm", C);
-    t.same(ours + "mlp.c_fc.kernel", path + "feedforward_intermediate_dense/kernel",
-           g + "_feedforward_intermediate_dense/vars/0", {C, I});
-    t.same(ours + "mlp.c_fc.bias", path + "feedforward_intermediate_dense/bias",
-           g + "_feedforward_intermediate_dense/vars/1", {I});
-    t.same(ours + "mlp.c_proj.kernel", path + "feedforward_output_dense/kernel",
-           g + "_feedforward_output_dense/vars/0", {I, C});
-    t.same(ours + "mlp.c_proj.bias", path + "feedforward_output_dense/bias",
-           g + "_feedforward_output_dense/vars/1", {C});
+    feedforward(t, path, g, C, I, ours + "mlp.c_fc", ours + "mlp.c_proj", false);
   }
   t.layer_norm("ln_f", "layer_norm", "layers/layer_normalization", C);
   return t.out;
@@ -179,14 +191,7 @@ Variables opt_variables(const OPTConfig& c) {
                           /*heads_first=*/true, /*key_bias=*/true});
     t.layer_norm(ours + "final_layer_norm", path + "feedforward_layer_norm",
                  g + "_feedforward_layer_norm", C);
-    t.transposed(ours + "fc1.kernel", path + "feedforward_intermediate_dense/kernel",
-                 g + "_feedforward_intermediate_dense/vars/0", C, F);
-    t.same(ours + "fc1.bias", path + "feedforward_intermediate_dense/bias",
-           g + "_feedforward_intermediate_dense/vars/1", {F});
-    t.transposed(ours + "fc2.kernel", path + "feedforward_output_dense/kernel",
-                 g + "_feedforward_output_dense/vars/0", F, C);
-    t.same(ours + "fc2.bias", path + "feedforward_output_dense/bias",
-           g + "_feedforward_output_dense/vars/1", {C});
+    feedforward(t, path, g, C, F, ours + "fc1", ours + "fc2", true);
   }
   t.layer_norm("final_layer_norm", "layer_norm", "layers/layer_normalization", C);
   return t.out;
@@ -230,14 +235,7 @@ Variables bert_variables(const BertConfig& c) {
                           /*heads_first=*/true, /*key_bias=*/true});
     t.layer_norm(ours + "attention.output.LayerNorm", path + "self_attention_layer_norm",
                  g + "_self_attention_layer_norm", C);
-    t.transposed(ours + "intermediate.dense.kernel", path + "feedforward_intermediate_dense/kernel",
-                 g + "_feedforward_intermediate_dense/vars/0", C, I);
-    t.same(ours + "intermediate.dense.bias", path + "feedforward_intermediate_dense/bias",
-           g + "_feedforward_intermediate_dense/vars/1", {I});
-    t.transposed(ours + "output.dense.kernel", path + "feedforward_output_dense/kernel",
-                 g + "_feedforward_output_dense/vars/0", I, C);
-    t.same(ours + "output.dense.bias", path + "feedforward_output_dense/bias",
-           g + "_feedforward_output_dense/vars/1", {C});
+    feedforward(t, path, g, C, I, ours + "intermediate.dense", ours + "output.dense", true);
     t.layer_norm(ours + "output.LayerNorm", path + "feedforward_layer_norm",
                  g + "_feedforward_layer_norm", C);
   }
