@@ -162,18 +162,20 @@ TEST_F(Cli, GeneratesFromALlamaDirectory) {
   std::string ids;
   for (int64_t i = 0; i < prompt.numel(); ++i)
     ids += (i ? "," : "") + std::to_string(prompt.i32()[i]);
-  const std::string args = "generate --weights " + data + "/hf_llama --prompt-ids " + ids +
-                           " --max-new-tokens " + std::to_string(greedy.numel()) +
-                           " --temperature 0 --json --strict";
-  for (const char* mesh : {"", " --mesh model=3", " --mesh model=2 --plan megatron"}) {
-    Result r = run(args + mesh);
-    ASSERT_EQ(r.code, 0) << r.output;
-    const auto j = nlohmann::json::parse(r.output);
-    EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(),
-              std::vector<int32_t>(greedy.i32(), greedy.i32() + greedy.numel()))
-        << mesh;
-    EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
-  }
+  const std::string args = " " + data + "/hf_llama --prompt-ids " + ids + " --max-new-tokens " +
+                           std::to_string(greedy.numel()) + " --temperature 0 --json --strict";
+  // --model DIR reads the directory's weights as --weights DIR does (random
+  // weights would give other ids).
+  for (const char* mesh : {"", " --mesh model=3", " --mesh model=2 --plan megatron"})
+    for (const char* flag : {"generate --weights", "generate --model"}) {
+      Result r = run(flag + args + mesh);
+      ASSERT_EQ(r.code, 0) << r.output;
+      const auto j = nlohmann::json::parse(r.output);
+      EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(),
+                std::vector<int32_t>(greedy.i32(), greedy.i32() + greedy.numel()))
+          << flag << mesh;
+      EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+    }
   // The config's eos_token_id (here a list) ends the text unless --ignore-eos.
   std::filesystem::copy(data + "/hf_llama", dir_ / "eos");
   auto config = nlohmann::json::parse(std::ifstream(dir_ / "eos" / "config.json"));

@@ -109,6 +109,9 @@ void run_generate(GenerateOptions& o) {
   model.set_distribution(
       make_distribution(o, model, cfg, [&] { return model.generation_graph(1, P, cache); }));
   check_layout_map(o, model.distribution_strategy().get(), model);
+  // A directory given to --model is read with its weights when it holds
+  // some: tokens drawn from random weights are never what generate asks for.
+  if (o.weights.empty() && holds_language_model_weights(o.model)) o.weights = o.model;
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
 
   const bool printer = World::process().leader();

@@ -251,6 +251,13 @@ void run_train(TrainOptions& o) {
   model.set_distribution(make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
+  // Training from scratch on a directory's architecture is what --model
+  // means; say so when the directory also holds weights, which --weights reads.
+  if (o.weights.empty() && printer && holds_language_model_weights(o.model))
+    std::fprintf(stderr,
+                 "note: --model %s gives the architecture only: training starts from random "
+                 "weights (--weights %s starts from the directory's)\n",
+                 o.model.c_str(), o.model.c_str());
   std::unique_ptr<CheckpointManager> manager;
   const int64_t start = open_checkpoints(o, model, manager);
   std::ofstream log;
@@ -333,6 +340,8 @@ void run_eval(EvalOptions& o) {
   Model& model = *built;
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   model.set_distribution(make_distribution(o, model, cfg));
+  // As generate: a --model directory holding weights is evaluated with them.
+  if (o.weights.empty() && holds_language_model_weights(o.model)) o.weights = o.model;
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;

@@ -241,6 +241,19 @@ void load_language_model_weights(Model& model, const std::string& path) {
   fail("internal: no weight loader for model '", model.name(), "'");
 }
 
+bool holds_language_model_weights(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir(path);
+  if (!fs::is_directory(dir, ec)) return false;
+  const bool preset = keras_hub::is_preset(path);
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json"})
+    if (!preset && fs::is_regular_file(dir / name, ec)) return true;
+  for (const char* name : {"model.weights.h5", "model.weights.json"})
+    if (preset && fs::is_regular_file(dir / name, ec)) return true;
+  return false;
+}
+
 void save_language_model_hf(Model& model, const std::string& dir, const HfSaveOptions& options) {
   if (auto* llama = dynamic_cast<Llama*>(&model)) return save_hf_llama(*llama, dir, options);
   if (auto* opt = dynamic_cast<OPT*>(&model)) return save_hf_opt(*opt, dir, options);

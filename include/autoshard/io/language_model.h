@@ -53,6 +53,10 @@ struct LanguageModelConfig {
 // Loads a model's weights from a Hugging Face directory, an autoshard
 // checkpoint, or (GPT-2) a .safetensors or llm.c file.
 void load_language_model_weights(Model& model, const std::string& path);
+// True when `path` is a directory holding weights load_language_model_weights
+// reads (model.safetensors or its index: Hugging Face and checkpoints; a
+// KerasHub preset's model.weights.h5 or model.weights.json).
+bool holds_language_model_weights(const std::string& path);
 // Writes a model built from a LanguageModelConfig as a Hugging Face directory
 // (GPT-2: F32 in one file, the only options it takes).
 void save_language_model_hf(Model& model, const std::string& dir,
