@@ -24,6 +24,7 @@
 #include "cli/keras_data.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
+#include "cli/plan_pipeline.h"
 #include "plan/layout_map_export.h"
 
 namespace autoshard::cli {
@@ -37,6 +38,7 @@ struct PlanOptions : CommonOptions {
   std::string dtype = "f32";
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
+  PipelineFlags pipeline;         // a mesh with a pipe axis (cli/plan_pipeline.h)
 };
 
 // What is planned: a language model (a preset, config or model directory)
@@ -295,6 +297,13 @@ void run_plan(PlanOptions& o) {
     AS_CHECK(layout_map_format(o.export_layout_map) != "", "--export-layout-map '",
              o.export_layout_map, "' must end in .json or .py (the form to write)");
   }
+  if (pipeline_requested(o, o.pipeline)) {
+    AS_CHECK(o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible,
+             "--export-layout-map, --export-problem and --divisible are not available with a "
+             "pipe axis yet (each stage's plan is priced, not exported); drop them or the pipe "
+             "axis");
+    return run_pipeline_plan(o, o.pipeline, {o.json, o.predict, o.overwrite, o.out, o.dtype});
+  }
   AS_CHECK(!o.divisible || o.plan == "auto",
            "--divisible restricts AutoShard's choices; it needs "
            "--plan auto, not --plan ",
@@ -436,6 +445,7 @@ void add_plan_command(CLI::App& app) {
                 "only splits that divide their dimension (JAX's NamedSharding needs them); "
                 "reports each split lost and its cost");
   add_overwrite(cmd, o->overwrite);
+  add_pipeline_flags(cmd, o->pipeline);
   cmd->add_option("--dtype", o->dtype, "f32, or bf16 mixed precision (prediction)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
