@@ -160,8 +160,9 @@ TEST(KerasConvert, ArchitectureInEachFormsOwnTerms) {
       node_seen = true;
       EXPECT_TRUE(node.contains("kwargs"));
     }
-    if (c.contains("kernel_initializer"))
+    if (c.contains("kernel_initializer")) {
       EXPECT_EQ(c.at("kernel_initializer").at("module"), "keras.initializers");
+    }
   }
   EXPECT_TRUE(input_seen);
   EXPECT_TRUE(node_seen);

@@ -535,7 +535,8 @@ TEST(OpSharding, ConvolutionHalosReachPastTheNextDevice) {
     b.leaves = {x.id, w.id};
     b.data = {testing::random_tensor({2, height, 4, 3}, 1),
               testing::random_tensor({5, 3, 3, 2}, 2)};
-    ConvAttrs a{{1, 1}, {1, 1}, {2, 1}, {2, 1}};
+    ConvAttrs a{
+        .strides = {1, 1}, .dilations = {1, 1}, .pad_lo = {2, 1}, .pad_hi = {2, 1}, .shape = {}};
     Value y = ops::conv(x, w, a);
     b.op = ops::pool(y, PoolAttrs{true, {3, 2}, {1, 1}, {1, 0}, {1, 1}}).id;
     const std::vector<Tensor> want = run_one(b);

@@ -166,7 +166,11 @@ LayoutMapExport make_layout_map_export(
   std::vector<bool> defaults;  // the key is the variable's own path
   for (KerasVariable& v : variables) {
     defaults.push_back(v.key.empty());
-    if (v.key.empty()) v.key = "^" + regex_escape(v.path) + "$";
+    if (v.key.empty()) {  // appended in pieces: GCC 12 warns falsely on "^" + s + "$"
+      v.key = "^";
+      v.key += regex_escape(v.path);
+      v.key += "$";
+    }
     LayoutMapExport::Entry entry;
     // A variable autoshard has no weight for (GPT-2's key bias) stays whole.
     entry.layout = v.weight.empty()

@@ -81,9 +81,9 @@ class Search {
   Search(const Reduced& r, const Peeling& peel, uint64_t seed, int thread,
          const std::atomic<bool>* stop, const std::atomic<bool>* cancel, int64_t work_limit)
       : r_(r),
-        work_limit_(work_limit),
         stop_(stop),
         cancel_(cancel),
+        work_limit_(work_limit),
         peel_(peel),
         rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (thread + 1)),
         prices_(r.segments, 0.0),
@@ -104,12 +104,12 @@ class Search {
       lower_bound_ = true_cost(s);
     const auto t1 = Clock::now();
     update_prices(usage_profile(s));
-    if (!repair(s, deadline)) return false;
+    if (!repair(s)) return false;
     const auto t2 = Clock::now();
-    improve(s, deadline);
-    polish(s, deadline);
-    if (pair_moves(s, deadline)) improve(s, deadline);
-    if (use_mip_) mip_step(s, deadline);
+    improve(s);
+    polish(s);
+    if (pair_moves(s)) improve(s);
+    if (use_mip_) mip_step(s);
     const auto t3 = Clock::now();
     if (std::getenv("SOLVER_DEBUG"))
       fprintf(stderr, "round: priced %.2f s, repair %.2f s, improve %.2f s\n",
@@ -501,7 +501,7 @@ class Search {
 
   // Moves that free memory at the peak, cheapest per byte freed first,
   // until the limit holds (a move may not raise the peak elsewhere above it).
-  bool repair(std::vector<int>& s, const Clock::time_point deadline) {
+  bool repair(std::vector<int>& s) {
     load_tree(s);
     if (r_.limit == kInf) return true;
     int guard = 0;
@@ -536,7 +536,7 @@ class Search {
   }
 
   // Moves of one variable that lower the true cost and keep the limit.
-  void improve(std::vector<int>& s, const Clock::time_point deadline) {
+  void improve(std::vector<int>& s) {
     std::vector<int> order(r_.vars);
     std::iota(order.begin(), order.end(), 0);
     for (int pass = 0; pass < 50; ++pass) {
@@ -564,7 +564,7 @@ class Search {
 
   // Exact steps by mixed-integer programming: the whole problem when it is
   // small (once), else a neighbourhood of the memory peak each round.
-  void mip_step(std::vector<int>& s, const Clock::time_point deadline) {
+  void mip_step(std::vector<int>& s) {
     const double left = seconds_left();
     if (left <= 0 || proven_optimal_) return;
     std::vector<int> free;
@@ -658,7 +658,7 @@ class Search {
 
   // Moves that pay but overflow somewhere, made to fit by a second move that
   // frees memory there for less than the first one gains.
-  bool pair_moves(std::vector<int>& s, const Clock::time_point deadline) {
+  bool pair_moves(std::vector<int>& s) {
     if (r_.limit == kInf) return false;
     bool any = false;
     std::vector<int> order(r_.vars);
@@ -707,7 +707,7 @@ class Search {
   // variable graph is set to its optimum under true costs plus the current
   // memory prices (which steer it away from the peak), given everything
   // outside; the move is kept when it lowers the true cost and fits.
-  void polish(std::vector<int>& s, const Clock::time_point deadline) {
+  void polish(std::vector<int>& s) {
     if (r_.vars == 0) return;
     std::vector<double> prefix(r_.segments + 1, 0.0);
     std::vector<int> stamp_of(r_.vars, 0);

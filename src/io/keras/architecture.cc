@@ -163,10 +163,13 @@ void assign_saved_groups(ModelSpec& spec, const std::vector<std::string>& contai
   size_t layer = 0;
   for (const std::string& cls : container_classes) {
     std::string name = snake_case(cls);
-    if (used.count(name))
-      name += "_" + std::to_string(++used[name]);
-    else
+    if (used.count(name)) {
+      const int repeat = ++used[name];
+      name += '_';  // in pieces: GCC 12 warns falsely on "_" + std::to_string(...)
+      name += std::to_string(repeat);
+    } else {
       used[name] = 0;
+    }
     if (cls == "InputLayer") continue;
     spec.layers.at(layer++).saved_group = "layers/" + name;
   }
