@@ -155,6 +155,27 @@ INSTANTIATE_TEST_SUITE_P(Decoders, KerasHubPreset,
                          ::testing::Values("gpt2", "opt", "llama", "mistral", "qwen2", "gemma",
                                            "gemma2"));
 
+// A preset saved in bfloat16 (Keras's opaque 2-byte datasets) reads as the
+// f32 preset's weights rounded to bfloat16: same weights, same logits, on one
+// device and on model=3 (each device widening only its own hyperslabs).
+TEST(KerasHubPreset, Bfloat16PresetIsTheRoundedFloat32One) {
+  DecoderPair p{"gemma"};
+  const std::string bf16 = kData + "/keras_hub/gemma_bf16";
+  std::unique_ptr<Model> rounded = p.load(p.preset), preset = p.load(bf16);
+  for (const std::string& w : rounded->weight_paths()) {
+    Tensor t = rounded->gather_weight(w);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = bf16_to_float(float_to_bf16(t.f32()[i]));
+    rounded->set_weight(w, t);
+    EXPECT_EQ(max_relative_error(preset->gather_weight(w), t), 0) << w;
+  }
+  const Tensor logits = rounded->predict_on_batch(p.x);
+  EXPECT_EQ(max_relative_error(preset->predict_on_batch(p.x), logits), 0);
+  const LanguageModelConfig config = LanguageModelConfig::of(bf16);
+  auto dist =
+      std::make_shared<ModelParallel>(DeviceMesh::parse("model=3"), config.megatron_layout());
+  EXPECT_LT(max_relative_error(p.load(bf16, dist)->predict_on_batch(p.x), logits), 1e-5);
+}
+
 // BERT and RoBERTa presets with their TextClassifier heads give PyTorch's
 // logits (tests/data/<name>_reference.safetensors) on one device and model=3.
 TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {

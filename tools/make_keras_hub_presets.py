@@ -15,6 +15,9 @@ variables as vars/0, vars/1, ...). See docs/keras-hub.md.
                                  model_0000k.weights.h5 shards); bert and
                                  roberta also task.json + task.weights.h5
                                  (TextClassifier); gpt2 a GPT2CausalLM task.json
+  tests/data/keras_hub/gemma_bf16/ the gemma preset saved in bfloat16, as
+                                 Keras saves a bfloat16 model (opaque 2-byte
+                                 datasets tagged dtype="bfloat16")
   tests/data/keras_hub/hf_gemma2/ likewise a Gemma 2 with the sizes of
                                  tests/data/hf_gemma2 but queries scaled by
                                  head_dim (KerasHub's query_head_dim_normalize
@@ -99,13 +102,26 @@ class Layers:
         self.groups[group] = [np.ascontiguousarray(a, np.float32) for a in arrays]
 
 
-def write_h5(path, groups):
+def to_bfloat16(a):
+    """float32 to bfloat16 bits, rounding to nearest even (as ml_dtypes does)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+
+
+def write_h5(path, groups, bf16=False):
     with h5py.File(path, "w") as f:
         f.create_group("vars")  # the model's own (none)
         for group, arrays in groups.items():
             vars_ = f.require_group(group + "/vars")
             for i, a in enumerate(arrays):
-                vars_.create_dataset(str(i), data=a)
+                if bf16:
+                    # Keras's H5IOStore: h5py stores ml_dtypes' bfloat16 (a
+                    # 2-byte NumPy void type) as HDF5 opaque data, and Keras
+                    # tags the dataset with attrs["dtype"] = "bfloat16".
+                    ds = vars_.create_dataset(str(i), data=to_bfloat16(a).view("V2"))
+                    ds.attrs["dtype"] = "bfloat16"
+                else:
+                    vars_.create_dataset(str(i), data=a)
 
 
 def layer_config(module, cls, config, name):
@@ -114,12 +130,15 @@ def layer_config(module, cls, config, name):
             "registered_name": f"keras_hub>{cls}"}
 
 
-def write_preset(name, family, cls, config, layers, task=None, task_layers=None, shards=1):
+def write_preset(name, family, cls, config, layers, task=None, task_layers=None, shards=1,
+                 bf16=False):
     d = os.path.join(OUT, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     module = f"keras_hub.src.models.{family}.{family}_backbone"
     backbone = layer_config(module, cls, config, snake(cls))
+    if bf16:
+        backbone["config"]["dtype"] = "bfloat16"
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(backbone, f, indent=2)
     count = sum(a.size for arrays in layers.groups.values() for a in arrays)
@@ -127,7 +146,7 @@ def write_preset(name, family, cls, config, layers, task=None, task_layers=None,
         json.dump({"keras_version": "3.8.0", "keras_hub_version": "0.19.0",
                    "parameter_count": int(count), "date_saved": "2026-11-25@00:00:00"}, f, indent=2)
     if shards == 1:
-        write_h5(os.path.join(d, "model.weights.h5"), layers.groups)
+        write_h5(os.path.join(d, "model.weights.h5"), layers.groups, bf16)
     else:
         # Keras's sharded store: groups spread over files, and an index.
         items = list(layers.groups.items())
@@ -276,7 +295,7 @@ LLAMA_STYLE = {  # family: backbone, decoder class, final norm class
 }
 
 
-def decoder(name, hf_dir, shards=1):
+def decoder(name, hf_dir, shards=1, bf16=False):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     w = {k.removeprefix("model."): v for k, v in load_hf(hf_dir).items()}
     C, H, K = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
@@ -352,7 +371,8 @@ def decoder(name, hf_dir, shards=1):
                       use_sliding_window_attention=c["use_sliding_window"],
                       sliding_window_size=c["sliding_window"])
     family = {"qwen2": "qwen", "gemma2": "gemma"}.get(name, name)
-    write_preset(name, family, cls, config, L, shards=shards)
+    write_preset(name + ("_bf16" if bf16 else ""), family, cls, config, L, shards=shards,
+                 bf16=bf16)
 
 
 def llama_hf():
@@ -451,6 +471,7 @@ def main():
     for name in ("mistral", "qwen2", "gemma"):
         decoder(name, os.path.join(ROOT, "hf_" + name))
     decoder("gemma2", gemma2_hf())
+    decoder("gemma", os.path.join(ROOT, "hf_gemma"), bf16=True)
 
 
 if __name__ == "__main__":

@@ -74,14 +74,12 @@ uint16_t float_to_half(float f) {
   return sign | static_cast<uint16_t>((r + 0xfffu + ((r >> 13) & 1)) >> 13);
 }
 
-namespace {
 float bf16_to_float(uint16_t h) {
   uint32_t bits = uint32_t(h) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
-}  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   require_regular_file(path, "weight file");  // a FIFO would block the open forever

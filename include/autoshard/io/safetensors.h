@@ -54,6 +54,8 @@ class SafetensorsFile {
 
 // IEEE half precision to float.
 float half_to_float(uint16_t h);
+// bfloat16 to float: its bits are the float's top half.
+float bf16_to_float(uint16_t h);
 // float to IEEE half and to bfloat16, rounding to nearest even (overflow to
 // infinity; NaN stays NaN).
 uint16_t float_to_half(float f);

@@ -10,6 +10,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/io/safetensors.h"
 
 namespace autoshard::keras {
 
@@ -224,6 +225,17 @@ int object_type(hid_t file, const std::string& path) {
   if (H5Oget_info_by_name(file, path.c_str(), &info, H5P_DEFAULT) < 0) return -1;
   return info.type;
 }
+
+// Widens n bfloat16 values (little-endian, as NumPy on x86 and ARM writes
+// them) at `raw` to f32 at `dst`. `raw` may be the upper half of `dst`:
+// value i is read before float i is written, and float i ends before value
+// i + 1 begins.
+void widen_bfloat16(const char* raw, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* b = reinterpret_cast<const unsigned char*>(raw + 2 * i);
+    dst[i] = bf16_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+  }
+}
 }  // namespace
 
 bool H5File::is_group(const std::string& path) const {
@@ -309,10 +321,18 @@ H5Dataset H5File::dataset(const std::string& path) const {
     d.shape.push_back(static_cast<int64_t>(v));
   }
   const H5T_class_t cls = H5Tget_class(type);
-  d.floating = cls == H5T_FLOAT;
-  d.integer = cls == H5T_INTEGER;
   d.element_bytes = H5Tget_size(type);
+  d.bfloat16 = is_bfloat16(path, cls, d.element_bytes);
+  d.floating = cls == H5T_FLOAT || d.bfloat16;
+  d.integer = cls == H5T_INTEGER;
   return d;
+}
+
+bool H5File::is_bfloat16(const std::string& path, int cls, size_t element_bytes) const {
+  // Keras's H5IOStore stores a bfloat16 array as h5py writes NumPy's 2-byte
+  // void type (opaque) and tags the dataset with attribute dtype="bfloat16".
+  return cls == H5T_OPAQUE && element_bytes == 2 &&
+         string_attribute(path, "dtype").value_or("") == "bfloat16";
 }
 
 void H5File::read_block(const std::string& path, const std::vector<int64_t>& offset,
@@ -322,12 +342,18 @@ void H5File::read_block(const std::string& path, const std::vector<int64_t>& off
   AS_CHECK(ds >= 0, what_, ": dataset '", path, "' cannot be opened");
   Id type(H5Dget_type(ds), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type);
-  AS_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER, what_, ": dataset '", path,
+  const bool bf16 = is_bfloat16(path, cls, H5Tget_size(type));
+  AS_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER || bf16, what_, ": dataset '", path,
            "' holds neither floats nor integers");
-  if (numel(count) == 0) return;
+  const int64_t elements = numel(count);
+  if (elements == 0) return;
+  // HDF5 converts floats and integers to f32 itself; bfloat16 (opaque) is read
+  // as raw 2-byte values into the block's upper half and widened in place.
+  void* raw = bf16 ? static_cast<void*>(reinterpret_cast<char*>(dst) + 2 * elements) : dst;
+  const hid_t mem_type = bf16 ? static_cast<hid_t>(type) : H5T_NATIVE_FLOAT;
   herr_t status;
   if (count.empty()) {
-    status = H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst);
+    status = H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw);
   } else {
     Id file_space(H5Dget_space(ds), H5Sclose);
     std::vector<hsize_t> start(offset.begin(), offset.end()), n(count.begin(), count.end());
@@ -335,9 +361,10 @@ void H5File::read_block(const std::string& path, const std::vector<int64_t>& off
                                  nullptr) >= 0,
              what_, ": dataset '", path, "': a block outside it");
     Id mem_space(H5Screate_simple(static_cast<int>(n.size()), n.data(), nullptr), H5Sclose);
-    status = H5Dread(ds, H5T_NATIVE_FLOAT, mem_space, file_space, H5P_DEFAULT, dst);
+    status = H5Dread(ds, mem_type, mem_space, file_space, H5P_DEFAULT, raw);
   }
   AS_CHECK(status >= 0, what_, ": dataset '", path, "' cannot be read (truncated or damaged file)");
+  if (bf16) widen_bfloat16(static_cast<const char*>(raw), dst, elements);
 }
 
 int64_t H5File::read_int(const std::string& path) const {

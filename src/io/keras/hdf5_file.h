@@ -18,7 +18,10 @@ namespace autoshard::keras {
 
 struct H5Dataset {
   Shape shape;
-  bool floating = false;  // a float type (f16, f32, f64)
+  bool floating = false;  // a float type (f16, f32, f64, or bfloat16 below)
+  // Keras's bfloat16: 2-byte opaque values with a "dtype" attribute "bfloat16",
+  // each the top half of a float32 (read_block converts them).
+  bool bfloat16 = false;
   bool integer = false;
   size_t element_bytes = 0;
 };
@@ -55,6 +58,8 @@ class H5File {
 
  private:
   H5File(int64_t id, std::string what);
+  // Whether a dataset of type class `cls` holds Keras's bfloat16 values.
+  bool is_bfloat16(const std::string& path, int cls, size_t element_bytes) const;
   int64_t id_;
   std::string what_;
   std::shared_ptr<void> keep_;  // the driver's registration of a ZipMember

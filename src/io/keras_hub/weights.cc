@@ -95,11 +95,6 @@ WeightSource variable_source(std::shared_ptr<H5File> file, const Variable& v) {
     const keras::H5Dataset d = file->dataset(v.h5_path);
     const std::string where =
         cat(file->what(), ": dataset '", v.h5_path, "' (Keras variable '", v.path, "')");
-    // Keras writes bfloat16 variables as 2-byte opaque data tagged dtype
-    // "bfloat16", which the HDF5 reader does not convert yet.
-    AS_CHECK(file->string_attribute(v.h5_path, "dtype").value_or("") != "bfloat16", where,
-             " holds bfloat16 (Keras's opaque 2-byte values), which autoshard does not read yet; "
-             "save the preset in float32 or float16 (or convert it to a Hugging Face directory)");
     AS_CHECK(d.floating, where, " is not a float dataset");
     AS_CHECK(d.shape == v.keras_shape, where, " has shape ", shape_str(d.shape), " but weight '",
              weight, "' needs ", shape_str(v.keras_shape),
