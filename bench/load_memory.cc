@@ -16,6 +16,12 @@
 //                                         with kernels split on model=4 and predicts one row;
 //                                         each rank reads its share (also without mpirun:
 //                                         every device in one process)
+//   bench_load_memory make-preset DIR [--config C.json] [--shards 4]
+//                                         a KerasHub Llama preset of random f32 weights:
+//                                         model.weights.json over `shards` *.weights.h5
+//   mpirun -np 4 bench_load_memory preset DIR  loads it as the CLI does
+//                                         (load_language_model_weights) on model=4 and
+//                                         predicts one row (also without mpirun)
 //
 // Blocks follow the Megatron layout over `model`. Peak RSS is VmHWM from
 // /proc/self/status; printed as JSON and as a line of text.
@@ -30,7 +36,9 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/keras_model.h"
+#include "autoshard/io/language_model.h"
 #include "autoshard/io/llama_formats.h"
 #include "autoshard/io/tensor_mapping.h"
 #include "autoshard/nn/models/gpt2.h"
@@ -282,6 +290,82 @@ void load_keras(const std::string& file, int devices) {
                           .c_str());
 }
 
+// ---- KerasHub presets ----
+
+// A Llama preset of `config`'s sizes and random weights, sharded as Keras's
+// ShardedH5IOStore does: save_preset's model.weights.h5 split by variable
+// into `shards` model_0000k.weights.h5 and a model.weights.json index.
+void make_preset(const std::string& dir, const std::string& config_path, int shards) {
+  const LlamaConfig cfg = LlamaConfig::from_json_file(config_path);
+  {
+    Llama model(cfg, 1);
+    keras_hub::save_preset(model, cfg, dir);
+  }
+  const std::string single = dir + "/model.weights.h5";
+  auto file = keras::H5File::open(single, single);
+  std::vector<std::unique_ptr<keras::H5Writer>> out;
+  for (int k = 0; k < shards; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/model_%05d.weights.h5", k);
+    out.push_back(std::make_unique<keras::H5Writer>(dir + name));
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  int k = 0;
+  for (const keras_hub::Variable& v : keras_hub::variables_of(cfg).variables) {
+    Tensor t(v.keras_shape);
+    file->read_block(v.h5_path, std::vector<int64_t>(v.keras_shape.size(), 0), v.keras_shape,
+                     t.f32());
+    const std::string group = v.h5_path.substr(0, v.h5_path.rfind('/'));
+    out[k % shards]->group(group);
+    out[k % shards]->dataset(v.h5_path, t);
+    char name[64];
+    std::snprintf(name, sizeof name, "model_%05d.weights.h5", k++ % shards);
+    weight_map["/" + group] = name;
+  }
+  for (auto& w : out) w->close();
+  file.reset();
+  std::filesystem::remove(single);
+  std::ofstream(dir + "/model.weights.json")
+      << nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", weight_map}}.dump(2);
+  std::printf("{\"dir\":\"%s\",\"shards\":%d}\n", dir.c_str(), shards);
+}
+
+// Loads the preset as `autoshard generate --model DIR --mesh model=N` does
+// (Megatron's layout) and predicts one row: compiling the step reads this
+// process's hyperslabs. Under mpirun each rank is one device.
+void load_preset(const std::string& dir, int devices) {
+  const World& world = World::process();
+  if (world.distributed()) devices = world.size();
+  const int64_t before = peak_rss_bytes();
+  const LanguageModelConfig config = LanguageModelConfig::of(dir);
+  std::unique_ptr<Model> model = config.build(8, 0);
+  model->set_distribution(
+      std::make_shared<ModelParallel>(DeviceMesh({devices}, {"model"}), config.megatron_layout()));
+  load_language_model_weights(*model, dir);
+  Tensor x({1, 8}, DType::I32);
+  model->predict_on_batch(x);
+  const int64_t peak = peak_rss_bytes();
+  const int64_t worst = world.max(peak);
+  const double model_bytes = 4.0 * double(model->count_params()), mib = 1048576.0;
+  const double limit = model_bytes / (world.distributed() ? devices : 1) + 100 * mib;
+  if (!world.leader()) return;
+  std::fprintf(stderr,
+               "preset %s onto %d devices (%s): model %.0f MiB, peak RSS %.0f MiB (largest rank "
+               "%.0f MiB; %.0f MiB before), limit %.0f MiB\n",
+               dir.c_str(), devices, world.distributed() ? "one rank each" : "in one process",
+               model_bytes / mib, peak / mib, worst / mib, before / mib, limit / mib);
+  std::printf("%s\n", nlohmann::json{{"mode", "preset"},
+                                     {"devices", devices},
+                                     {"ranks", world.size()},
+                                     {"model_f32_bytes", model_bytes},
+                                     {"peak_rss_bytes", peak},
+                                     {"largest_rank_peak_rss_bytes", worst},
+                                     {"rss_before_bytes", before},
+                                     {"within_limit", double(worst) <= limit}}
+                          .dump()
+                          .c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,7 +374,9 @@ int main(int argc, char** argv) {
         stderr,
         "usage: bench_load_memory make|all|one FILE [--model NAME] [--devices N]\n"
         "       bench_load_memory make-llama|llama DIR [--config C] [--shards S] [--devices N]\n"
-        "       bench_load_memory make-keras|keras FILE [--mib M] [--deflate] [--devices N]\n");
+        "       bench_load_memory make-keras|keras FILE [--mib M] [--deflate] [--devices N]\n"
+        "       bench_load_memory make-preset|preset DIR [--config C] [--shards S] [--devices "
+        "N]\n");
     return 2;
   }
   const std::string mode = argv[1], file = argv[2];
@@ -321,6 +407,15 @@ int main(int argc, char** argv) {
   }
   if (mode == "make-keras") {
     make_keras(file, size_mib, deflate);
+    return 0;
+  }
+  if (mode == "make-preset") {
+    make_preset(file, config, shards);
+    return 0;
+  }
+  if (mode == "preset") {
+    load_preset(file, devices);
+    World::process().finalize();
     return 0;
   }
   if (mode == "keras") {
