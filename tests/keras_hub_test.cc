@@ -4,6 +4,7 @@
 #include "autoshard/io/keras_hub.h"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <filesystem>
 #include <fstream>
@@ -366,6 +367,21 @@ TEST_F(KerasHubPresetErrors, AShapeMismatchNamesTheDataset) {
   const std::string e = load_error(edited("mistral", [](auto& c) { c["vocabulary_size"] = 100; }));
   EXPECT_NE(e.find("layers/reversible_embedding/vars/0"), std::string::npos) << e;
   EXPECT_NE(e.find("token_embedding/embeddings"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// An opaque 2-byte dataset without Keras's dtype="bfloat16" tag is not
+// guessed at: a one-line error naming the dataset.
+TEST_F(KerasHubPresetErrors, AnUntaggedOpaqueDatasetIsNamed) {
+  const std::string d = edited("gemma_bf16", [](auto& c) { (void)c; });
+  const std::string h5 = d + "/model.weights.h5";
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_GE(H5Adelete_by_name(f, "layers/reversible_embedding/vars/0", "dtype", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  const std::string e = load_error(d);
+  EXPECT_NE(e.find("layers/reversible_embedding/vars/0"), std::string::npos) << e;
+  EXPECT_NE(e.find("not a float dataset"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
 }
 
