@@ -95,7 +95,9 @@ WeightSource variable_source(std::shared_ptr<H5File> file, const Variable& v) {
     const keras::H5Dataset d = file->dataset(v.h5_path);
     const std::string where =
         cat(file->what(), ": dataset '", v.h5_path, "' (Keras variable '", v.path, "')");
-    AS_CHECK(d.floating, where, " is not a float dataset");
+    AS_CHECK(d.floating, where,
+             " is not a float dataset (f16, f32, f64, or 2-byte opaque bfloat16 with attribute "
+             "dtype=\"bfloat16\" as Keras writes it); save the preset with float weights");
     AS_CHECK(d.shape == v.keras_shape, where, " has shape ", shape_str(d.shape), " but weight '",
              weight, "' needs ", shape_str(v.keras_shape),
              " (the preset's config.json disagrees with its weights)");
