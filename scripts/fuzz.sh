@@ -104,12 +104,14 @@ for m in batch_normalization_dense two_outputs lstm_language_model; do
   { cat "tests/data/keras_layers/tfjs/$m.json"; printf '\n--shard--\n'
     cat "tests/data/keras_layers/tfjs/$m.weights.bin"; } > "build-fuzz/keras-tfjs-corpus/$m"
 done
+# hdf5_file.cc widens bfloat16 with safetensors.cc's bf16_to_float, which
+# brings the tensor helpers along; TF.js also needs the weight table.
 keras_sources="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
-  src/tensor/tensor.cc"
+  src/tensor/tensor.cc src/io/safetensors.cc src/io/tensor_mapping.cc src/tensor/sharding.cc
+  src/tensor/mesh.cc src/tensor/array_split.cc"
 for t in zip h5 tfjs; do
   extra=""
-  [ "$t" = tfjs ] && extra="src/io/keras/weight_table.cc src/io/safetensors.cc
-    src/io/tensor_mapping.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
+  [ "$t" = tfjs ] && extra="src/io/keras/weight_table.cc"
   # shellcheck disable=SC2086
   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Iinclude -Isrc $(pkg-config --cflags hdf5 libzip) "tests/fuzz/keras_${t}_fuzz.cc" \
@@ -120,11 +122,29 @@ for t in zip h5 tfjs; do
   # from a damaged header fails as malloc does outside ASan (NULL: libhdf5's
   # error), and its hangs are recorded (timeout-* files) without ending the
   # run; any other report still stops it.
-  ASAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.supp:allocator_may_return_null=1 \
-    LSAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.lsan.supp "./build-fuzz/keras_${t}_fuzz" \
+  # It also crashes (SEGV reading a damaged global heap under H5Aread): crashes
+  # are collected, and each one is replayed: a crash whose first frame is in
+  # libhdf5 is recorded, any other fails the run.
+  rm -f build-fuzz/keras-"${t}"-crash-*
+  export ASAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.supp:allocator_may_return_null=1
+  export LSAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.lsan.supp
+  "./build-fuzz/keras_${t}_fuzz" \
     -max_total_time="$share" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -fork=1 \
-    -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=0 -artifact_prefix="build-fuzz/keras-${t}-" \
+    -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=1 -artifact_prefix="build-fuzz/keras-${t}-" \
     "build-fuzz/keras-${t}-corpus" || status=$?
-  [ "${status:-0}" = 0 ] || [ "$status" = 70 ]  # 70: only libhdf5's hangs were found
+  crashes=0
+  for crash in build-fuzz/keras-"${t}"-crash-*; do
+    [ -e "$crash" ] || continue
+    crashes=1
+    if "./build-fuzz/keras_${t}_fuzz" "$crash" 2>&1 | grep -m1 -E '^ +#0 ' | grep -q libhdf5; then
+      echo "keras_${t}_fuzz: a crash inside libhdf5 itself, recorded as $crash"
+    else
+      echo "keras_${t}_fuzz: a crash outside libhdf5: $crash" >&2
+      exit 1
+    fi
+  done
+  unset ASAN_OPTIONS LSAN_OPTIONS
+  # 70: only libhdf5's hangs were found; any other failure needs a crash above.
+  [ "${status:-0}" = 0 ] || [ "$status" = 70 ] || [ "$crashes" = 1 ]
   unset status
 done
