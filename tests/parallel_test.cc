@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -100,4 +103,50 @@ TEST(ParallelFor, TinyJobsRaceForTheirLastChunk) {
   stop = true;
   busy.join();
   EXPECT_EQ(total, 3 * 20000);
+}
+
+// A chunk that throws on a worker thread: the exception reaches the caller
+// (no std::terminate) and the pool serves the next loop in full. Retried until a worker has thrown
+// (the caller could take every chunk itself on a busy machine).
+TEST(ParallelFor, AWorkersExceptionReachesTheCaller) {
+  if (machine_cores() < 2) GTEST_SKIP() << "no worker thread on one core";
+  IntraOpThreadsScope scope(4);
+  const auto me = std::this_thread::get_id();
+  bool worker_threw = false;
+  for (int attempt = 0; attempt < 50 && !worker_threw; ++attempt) {
+    std::atomic<bool> thrown{false};
+    try {
+      parallel_for(200, 1, [&](int64_t, int64_t) {
+        if (std::this_thread::get_id() != me) {
+          thrown = true;
+          throw std::runtime_error("chunk failed on a worker");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "chunk failed on a worker");
+      worker_threw = true;
+    }
+    if (worker_threw) {
+      EXPECT_TRUE(thrown.load());
+    }
+  }
+  EXPECT_TRUE(worker_threw) << "no worker ever ran a chunk";
+  std::atomic<int64_t> total{0};
+  parallel_for(10000, 100, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+  EXPECT_EQ(total.load(), 10000);
+}
+
+// The caller's own chunk throwing: the same, and only the first of several
+// exceptions comes back.
+TEST(ParallelFor, TheFirstExceptionComesBackOnce) {
+  IntraOpThreadsScope scope(4);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(parallel_for(1000, 1,
+                            [&](int64_t b, int64_t) {
+                              ++ran;
+                              throw std::invalid_argument("chunk " + std::to_string(b));
+                            }),
+               std::invalid_argument);
+  EXPECT_LT(ran.load(), 1000) << "the loop went on after the first exception";
 }

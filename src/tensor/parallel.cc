@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,12 +25,23 @@ struct Job {
   int helpers_wanted;            // workers that may still join
   std::atomic<int64_t> next{0};  // next chunk to claim
   std::atomic<int> users{0};     // workers inside run()
+  // The first exception a chunk threw, rethrown on the caller's thread.
+  std::mutex error_mu{};
+  std::exception_ptr error{};
 
-  // Claims and runs chunks until none is left.
+  // Claims and runs chunks until none is left. A chunk that throws closes
+  // the job (no further chunk is claimed; those already running finish) and
+  // the first exception is kept: a worker thread must never let one out.
   void run() {
     for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
       const int64_t b = k * grain;
-      fn(body, b, std::min(count, b + grain));
+      try {
+        fn(body, b, std::min(count, b + grain));
+      } catch (...) {
+        next.store(chunks, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
     }
   }
 };
@@ -129,6 +141,7 @@ void run_chunks(int64_t count, int64_t grain, ChunkFn fn, const void* body) {
   Job job{fn, body, count, grain, chunk_count(count, grain), 0};
   job.helpers_wanted = static_cast<int>(std::min<int64_t>(intra_op_threads() - 1, job.chunks - 1));
   Pool::get().run(job);
+  if (job.error) std::rethrow_exception(job.error);  // no worker holds the job now
 }
 
 }  // namespace detail

@@ -41,8 +41,12 @@ void run_chunks(int64_t count, int64_t grain, ChunkFn fn, const void* body);
 // [0, count), spread over up to intra_op_threads() threads, and returns when
 // all are done. The chunks depend on count and grain only, never on the
 // number of threads, so a kernel that reduces each chunk and then combines
-// the chunks in order gives the same bits on any number of cores. The body
-// must not throw (check inputs before the loop).
+// the chunks in order gives the same bits on any number of cores. A body
+// that throws stops the loop: no further chunk starts, the chunks already
+// running on other threads finish, and the first exception is rethrown on
+// the calling thread once no worker holds the loop (never std::terminate on a
+// worker). Which chunks ran by then is unspecified, so a kernel should still
+// check its inputs before the loop.
 template <typename Body>
 void parallel_for(int64_t count, int64_t grain, const Body& body) {
   if (count <= 0) return;
