@@ -15,6 +15,11 @@ variables as vars/0, vars/1, ...). See docs/keras-hub.md.
                                  model_0000k.weights.h5 shards); bert and
                                  roberta also task.json + task.weights.h5
                                  (TextClassifier); gpt2 a GPT2CausalLM task.json
+  tests/data/keras_hub/tokenizers/ tokenizer-only presets: sentencepiece,
+                                 gpt2, wordpiece over tests/data/tokenizers'
+                                 files; llama3 (Llama3Tokenizer) and qwen2
+                                 (QwenTokenizer) converted from
+                                 tests/data/tokenizers/{llama3,qwen2}_hub
   tests/data/keras_hub/gemma_bf16/ the gemma preset saved in bfloat16, as
                                  Keras saves a bfloat16 model (opaque 2-byte
                                  datasets tagged dtype="bfloat16")
@@ -422,13 +427,47 @@ def tokenizers():
                          dict(config_file="tokenizer.json", sequence_length=None, **config), snake(cls))
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
             json.dump(t, f, indent=2)
-        if family != "bert":
-            p = layer_config(f"keras_hub.src.models.{family}.{family}_causal_lm_preprocessor",
-                             family.capitalize() + "CausalLMPreprocessor",
-                             dict(sequence_length=1024, add_start_token=True, add_end_token=True),
-                             "preprocessor")
-            with open(os.path.join(d, "preprocessor.json"), "w") as f:
-                json.dump(p, f, indent=2)
+        write_preprocessor(d, family)
+    # Llama 3 and Qwen2 from their Hugging Face tokenizer.json, as KerasHub's
+    # converters (utils/transformers/convert_llama3.py, convert_qwen.py) take
+    # them: the model's vocabulary with the added tokens in it, the merges as
+    # "left right" lines. The qwen2 config lists its unsplittable_tokens (as
+    # BytePairTokenizer.get_config saves them; the converter passes every
+    # added token); the llama3 one leaves them to Llama3Tokenizer's defaults.
+    for name, family, cls, unsplittable in [("llama3", "llama3", "Llama3Tokenizer", False),
+                                            ("qwen2", "qwen", "QwenTokenizer", True)]:
+        hf = json.load(open(os.path.join(src, name + "_hub", "tokenizer.json"), encoding="utf-8"))
+        vocab = dict(hf["model"]["vocab"])
+        for t in hf["added_tokens"]:
+            vocab[t["content"]] = t["id"]
+        d = os.path.join(OUT, "tokenizers", name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(os.path.join(d, "assets", "tokenizer"))
+        with open(os.path.join(d, "assets", "tokenizer", "vocabulary.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+        with open(os.path.join(d, "assets", "tokenizer", "merges.txt"), "w", encoding="utf-8") as f:
+            for m in hf["model"]["merges"]:
+                f.write((m if isinstance(m, str) else " ".join(m)) + "\n")
+        config = dict(config_file="tokenizer.json", sequence_length=None, add_prefix_space=False)
+        if unsplittable:
+            config["unsplittable_tokens"] = [t["content"] for t in hf["added_tokens"]]
+        t = layer_config(f"keras_hub.src.models.{family}.{snake(cls)}", cls, config, snake(cls))
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump(t, f, indent=2)
+        write_preprocessor(d, family)
+
+
+def write_preprocessor(d, family):
+    """A CausalLM preprocessor.json (none for BERT's classifier)."""
+    if family == "bert":
+        return
+    p = layer_config(f"keras_hub.src.models.{family}.{family}_causal_lm_preprocessor",
+                     family.capitalize() + "CausalLMPreprocessor",
+                     dict(sequence_length=1024, add_start_token=True, add_end_token=True),
+                     "preprocessor")
+    with open(os.path.join(d, "preprocessor.json"), "w") as f:
+        json.dump(p, f, indent=2)
 
 
 def gemma2_hf():

@@ -7,6 +7,15 @@
   llama3_bpe/     tokenizer.json of Llama 3's kind: its splitting expression,
                   byte-level without GPT-2's expression, ignore_merges, a BOS
                   template and special tokens
+  llama3_hub/     tokenizer.json of Llama 3's kind (as llama3_bpe, with all five
+                  of Llama 3's special tokens) over a vocabulary every token of
+                  which its merges build, so that byte-pair merging without
+                  ignore_merges (KerasHub's) gives the same ids: the source of
+                  the Llama3Tokenizer preset tests/data/keras_hub/tokenizers/llama3
+  qwen2_hub/      the same vocabulary as Qwen2's tokenizer.json has it (NFC,
+                  Qwen2's expression: digits one by one, no BOS template,
+                  <|endoftext|>, <|im_start|>, <|im_end|>): the source of the
+                  QwenTokenizer preset tests/data/keras_hub/tokenizers/qwen2
   wordpiece/      BERT's tokenizer.json with a small hand-written vocabulary,
                   and the same vocabulary as vocab.txt
   sentencepiece/  a byte-fallback BPE model trained by SentencePiece
@@ -43,6 +52,12 @@ def byte_alphabet():
             extra += 1
             order.append(b)
     return [chars[b] for b in order]  # id -> character
+
+
+# The bytes in GPT-2's id order (byte_alphabet()'s keys).
+BYTE_ORDER = [b for b in list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) +
+              list(range(0xAE, 0xFF + 1))] + [b for b in range(256) if not (
+                  ord("!") <= b <= ord("~") or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF)]
 
 
 def write(path, obj):
@@ -138,6 +153,73 @@ def write_llama3_bpe():
                   "vocab": vocab, "merges": [[l, r] for l, r in merges]},
     }
     write(f"{OUT}/llama3_bpe/tokenizer.json", tok)
+
+
+QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+
+# Pieces that Llama 3's and Qwen2's expressions cut from the hub fixtures'
+# text (tests/keras_hub_test.cc), each built by a chain of merges from its
+# first byte on, so merging reaches every token of the vocabulary.
+HUB_TOKENS = ["Hello", " world", "'s", " end", "123", "45", " apples", "'M", " HERE", " DON",
+              "'T", " stop", "!!", "\n\n\n", " spaces", "  ", " and", "tabs", "\r\n", " café",
+              " 中文", "的", "202", " ..."]
+
+
+def hub_merges():
+    to_char = dict(zip(BYTE_ORDER, byte_alphabet()))
+    merges = []
+    for token in HUB_TOKENS:
+        chars = [to_char[b] for b in token.encode("utf-8")]
+        for i in range(1, len(chars)):
+            m = ("".join(chars[:i]), chars[i])
+            if m not in merges:
+                merges.append(m)
+    return merges
+
+
+def write_hub_bpe(name, pattern, special, template, normalizer, ignore_merges):
+    merges = hub_merges()
+    vocab = vocab_with_merges(merges)
+    ids = {t: len(vocab) + i for i, t in enumerate(special)}
+    post = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+            "use_regex": True}
+    if template:
+        bos = special[0]
+        post = {"type": "Sequence", "processors": [post, {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [ids[bos]], "tokens": [bos]}}}]}
+    tok = {
+        "version": "1.0",
+        "added_tokens": [added(ids[t], t) for t in special],
+        "normalizer": normalizer,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+             "use_regex": False}]},
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": ignore_merges,
+                  "vocab": vocab, "merges": [f"{l} {r}" for l, r in merges]},
+    }
+    write(f"{OUT}/{name}/tokenizer.json", tok)
+
+
+def write_hub_fixtures():
+    write_hub_bpe("llama3_hub", LLAMA3_PATTERN,
+                  ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                   "<|end_header_id|>", "<|eot_id|>"], True, None, True)
+    write_hub_bpe("qwen2_hub", QWEN2_PATTERN, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                  False, {"type": "NFC"}, False)
 
 
 WORDPIECE_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello",
@@ -272,5 +354,6 @@ def write_sentencepiece():
 if __name__ == "__main__":
     write_byte_bpe()
     write_llama3_bpe()
+    write_hub_fixtures()
     write_wordpiece()
     write_sentencepiece()

@@ -150,12 +150,14 @@ class LanguageModel {
         placement_(std::move(placement)) {
     if (!weights_.empty()) {
       const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-      // (A KerasHub preset keeps them in model.weights.h5.)
+      // (A KerasHub preset keeps them in model.weights.h5, or in the shards
+      // its model.weights.json index lists.)
       AS_CHECK(fs::is_regular_file(path) || fs::exists(dir / "model.safetensors") ||
                    fs::exists(dir / "model.safetensors.index.json") ||
-                   fs::exists(dir / "model.weights.h5"),
+                   fs::exists(dir / "model.weights.h5") || fs::exists(dir / "model.weights.json"),
                "'", path,
-               "' has no weights (model.safetensors or model.safetensors.index.json); use "
+               "' has no weights (model.safetensors or model.safetensors.index.json; a KerasHub "
+               "preset's model.weights.h5 or model.weights.json); use "
                "autoshard.LanguageModel.from_config for a model with initial weights");
     }
     placement_.check();

@@ -40,6 +40,13 @@ class Tokenizer {
   /// `ids` of encode(text, false) in the model's template, as encode(text,
   /// true) gives them (for text encoded in pieces).
   virtual std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const = 0;
+  /// `ids` of a training text (encode(text, false)) as the model's training
+  /// data packs them: with_special_tokens, and after the text the end token
+  /// where the model's preprocessor adds one (a KerasHub preset's
+  /// add_end_token: [start] text [end]).
+  virtual std::vector<int32_t> with_training_tokens(std::vector<int32_t> ids) const {
+    return with_special_tokens(std::move(ids));
+  }
   /// One more than the largest id the tokenizer produces.
   virtual int64_t vocab_size() const = 0;
   /// The id of a token given by its vocabulary string ("<s>", "[CLS]"), if any.
@@ -49,7 +56,9 @@ class Tokenizer {
 };
 
 /// The tokenizer of a model directory: tokenizer.json, else tokenizer.model,
-/// else vocab.json + merges.txt, else vocab.txt. Throws when none is there.
+/// else vocab.json + merges.txt, else vocab.txt; a KerasHub preset's from its
+/// tokenizer.json and assets/ (keras_hub::load_preset_tokenizer). Throws when
+/// none is there.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 /// Whether `dir` holds any of the files load_tokenizer reads.
 bool has_tokenizer(const std::string& dir);
@@ -61,7 +70,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json);
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& model_file,
                                                         bool add_bos = true);
 
-/// The ids of a text file (encode(its text) with the template), read and
+/// The ids of a text file (its text's ids with_training_tokens), read and
 /// encoded in pieces of about 256 KiB cut at a line end, so memory holds the
 /// ids and one piece, not the text and its intermediate forms. Each piece is
 /// encoded as a text of its own: a tokenizer that marks a text's start

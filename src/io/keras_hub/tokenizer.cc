@@ -2,10 +2,12 @@
 // config, assets/tokenizer/ holds the vocabulary (SentencePiece
 // vocabulary.spm; byte-level BPE vocabulary.json + merges.txt; WordPiece
 // vocabulary.txt), read by the same code as the Hugging Face files. The start
-// token KerasHub's preprocessors add (preprocessor.json's add_start_token,
-// true by default) is added by encode(text) here.
+// token KerasHub's CausalLM preprocessors put first (preprocessor.json's
+// add_start_token, true by default) is added by encode(text); the end token
+// they pack after a training text (add_end_token) by with_training_tokens.
 #include "autoshard/io/tokenizer.h"
 
+#include <array>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -28,26 +30,63 @@ json read_json(const fs::path& path, const std::string& what) {
   return j;
 }
 
-// KerasHub's tokenizer classes: the vocabulary's kind and the start token.
+// The pre-tokenizing expressions of Llama 3's and Qwen2's tokenizer.json
+// (their Split pre-tokenizer): case-blind contractions, a letter run with one
+// leading non-letter, digits in runs of at most three (Llama 3) or one by one
+// (Qwen2), punctuation with its line ends, and whitespace runs.
+constexpr const char* kLlama3Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+enum class Kind { SentencePiece, BytePair, WordPiece };
+
+// KerasHub's tokenizer classes (keras_hub/src/models/<family>/*_tokenizer.py):
+// the vocabulary's kind, the start and end tokens its CausalLM preprocessor
+// packs ("" for none; BERT's template is its own), and for byte-level BPE the
+// pre-tokenizing expression (nullptr: GPT-2's) and the special tokens the
+// tokenizer keeps whole in the text (its unsplittable_tokens by default).
 struct TokenizerClass {
   const char* name;
-  const char* kind;   // "spm", "bpe" or "wordpiece"
-  const char* start;  // the start token its CausalLM preprocessor adds ("" for BERT's template)
+  Kind kind;
+  const char* start;
+  const char* end;
+  const char* split = nullptr;
+  std::array<const char*, 5> special{};
 };
 
-constexpr TokenizerClass kClasses[] = {
-    {"GemmaTokenizer", "spm", "<bos>"}, {"LlamaTokenizer", "spm", "<s>"},
-    {"MistralTokenizer", "spm", "<s>"}, {"GPT2Tokenizer", "bpe", "<|endoftext|>"},
-    {"OPTTokenizer", "bpe", "</s>"},    {"RobertaTokenizer", "bpe", "<s>"},
-    {"BertTokenizer", "wordpiece", ""},
+const TokenizerClass kClasses[] = {
+    {"GemmaTokenizer", Kind::SentencePiece, "<bos>", "<eos>"},
+    {"LlamaTokenizer", Kind::SentencePiece, "<s>", "</s>"},
+    {"MistralTokenizer", Kind::SentencePiece, "<s>", "</s>"},
+    {"GPT2Tokenizer", Kind::BytePair, "<|endoftext|>", "<|endoftext|>", nullptr, {"<|endoftext|>"}},
+    {"OPTTokenizer", Kind::BytePair, "</s>", "</s>", nullptr, {"</s>", "<pad>"}},
+    {"RobertaTokenizer",
+     Kind::BytePair,
+     "<s>",
+     "</s>",
+     nullptr,
+     {"<s>", "</s>", "<pad>", "<mask>"}},
+    // <|eot_id|> is Llama3Tokenizer's second end token when eos is <|end_of_text|>.
+    {"Llama3Tokenizer",
+     Kind::BytePair,
+     "<|begin_of_text|>",
+     "<|end_of_text|>",
+     kLlama3Split,
+     {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+      "<|eot_id|>"}},
+    // QwenTokenizer has no start token: its packer adds none.
+    {"QwenTokenizer", Kind::BytePair, "", "<|endoftext|>", kQwen2Split, {"<|endoftext|>"}},
+    {"BertTokenizer", Kind::WordPiece, "", ""},
 };
 
-// The inner tokenizer without its own start token, and KerasHub's added in
-// front when special tokens are asked for.
+// The inner tokenizer without its own start token, and KerasHub's start
+// (and, for training text, end) tokens around the text.
 class PresetTokenizer : public Tokenizer {
  public:
-  PresetTokenizer(std::unique_ptr<Tokenizer> inner, std::optional<int32_t> start)
-      : inner_(std::move(inner)), start_(start) {}
+  PresetTokenizer(std::unique_ptr<Tokenizer> inner, std::optional<int32_t> start,
+                  std::optional<int32_t> end)
+      : inner_(std::move(inner)), start_(start), end_(end) {}
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override {
     std::vector<int32_t> ids = inner_->encode(text, false);
     return add_special_tokens ? with_special_tokens(std::move(ids)) : ids;
@@ -56,8 +95,12 @@ class PresetTokenizer : public Tokenizer {
     return inner_->decode(ids, skip_special_tokens);
   }
   std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const override {
-    if (!start_) return inner_->with_special_tokens(std::move(ids));
-    ids.insert(ids.begin(), *start_);
+    if (start_) ids.insert(ids.begin(), *start_);
+    return ids;
+  }
+  std::vector<int32_t> with_training_tokens(std::vector<int32_t> ids) const override {
+    ids = with_special_tokens(std::move(ids));
+    if (end_) ids.push_back(*end_);
     return ids;
   }
   int64_t vocab_size() const override { return inner_->vocab_size(); }
@@ -68,7 +111,7 @@ class PresetTokenizer : public Tokenizer {
 
  private:
   std::unique_ptr<Tokenizer> inner_;
-  std::optional<int32_t> start_;
+  std::optional<int32_t> start_, end_;
 };
 
 // preprocessor.json's config flag `key` (KerasHub's default: true).
@@ -87,6 +130,71 @@ fs::path asset(const fs::path& dir, const char* name) {
   const fs::path p = dir / "assets" / "tokenizer" / name;
   AS_CHECK(fs::exists(p), "KerasHub preset '", dir.string(), "': its tokenizer needs ", p.string());
   return p;
+}
+
+// The config's string `key`, or `fallback` when it is absent or null
+// (Llama3Tokenizer's bos_token and eos_token).
+std::string string_or(const json& config, const char* key, const std::string& fallback,
+                      const std::string& where) {
+  if (!config.contains(key) || config[key].is_null()) return fallback;
+  AS_CHECK(config[key].is_string(), where, ": \"", key, "\" must be a string");
+  return config[key].get<std::string>();
+}
+
+// The config's list of strings `key`, if it is there and not null.
+std::optional<std::vector<std::string>> strings_of(const json& config, const char* key,
+                                                   const std::string& where) {
+  if (!config.contains(key) || config[key].is_null()) return std::nullopt;
+  const json& list = config[key];
+  AS_CHECK(list.is_array(), where, ": \"", key, "\" must be a list of strings");
+  std::vector<std::string> out;
+  for (const json& t : list) {
+    AS_CHECK(t.is_string(), where, ": \"", key, "\" must be a list of strings, not ", t.dump());
+    out.push_back(t.get<std::string>());
+  }
+  return out;
+}
+
+// The byte-level BPE of GPT-2's, OPT's, RoBERTa's, Llama 3's and Qwen's
+// classes; `start` and `end` may be renamed by the config (Llama 3's
+// bos_token, eos_token). The special tokens kept whole are the config's
+// unsplittable_tokens, else the class's (with misc_special_tokens).
+std::unique_ptr<Tokenizer> byte_pair(const fs::path& dir, const TokenizerClass& c,
+                                     const json& config, const std::string& where,
+                                     std::string& start, std::string& end) {
+  AS_CHECK(!config.value("add_prefix_space", false), where,
+           ": \"add_prefix_space\" true is not supported (byte-level BPE without it)");
+  const std::string default_end = end;
+  start = string_or(config, "bos_token", start, where);
+  end = string_or(config, "eos_token", end, where);
+  std::vector<std::string> special;
+  if (auto listed = strings_of(config, "unsplittable_tokens", where)) {
+    special = *listed;
+  } else {
+    for (const char* t : c.special)
+      if (t)
+        special.push_back(t == std::string_view(c.start) ? start
+                          : t == std::string_view(c.end) ? end
+                                                         : t);
+    // Llama3Tokenizer keeps <|eot_id|> only beside its default end token.
+    if (end != default_end) std::erase(special, std::string("<|eot_id|>"));
+    for (const std::string& t :
+         strings_of(config, "misc_special_tokens", where).value_or(std::vector<std::string>{}))
+      special.push_back(t);
+  }
+  std::erase(special, std::string());
+  return tokenizer::byte_level_bpe_tokenizer(asset(dir, "vocabulary.json").string(),
+                                             asset(dir, "merges.txt").string(),
+                                             c.split ? c.split : "", special);
+}
+
+// The id of `token`, which the class needs (KerasHub refuses a vocabulary
+// without its special tokens).
+int32_t needed_id(const Tokenizer& t, const std::string& token, const std::string& role,
+                  const std::string& where, const std::string& cls) {
+  const auto id = t.token_to_id(token);
+  AS_CHECK(id, where, ": the vocabulary has no ", role, " token '", token, "' (", cls, ")");
+  return *id;
 }
 
 }  // namespace
@@ -109,28 +217,31 @@ std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
     if (cls == k.name) c = &k;
   AS_CHECK(c, where, ": \"class_name\" '", cls,
            "' is not read here (GemmaTokenizer, LlamaTokenizer, MistralTokenizer, GPT2Tokenizer, "
-           "OPTTokenizer, RobertaTokenizer, BertTokenizer); use a Hugging Face tokenizer.json");
+           "OPTTokenizer, RobertaTokenizer, Llama3Tokenizer, QwenTokenizer, BertTokenizer); use a "
+           "Hugging Face tokenizer.json");
   const json config = j.value("config", json::object());
+  AS_CHECK(config.is_object(), where, ": \"config\" must be an object");
+  std::string start = c->start, end = c->end;
   std::unique_ptr<Tokenizer> inner;
-  const std::string kind = c->kind;
-  if (kind == "spm") {
-    inner = load_sentencepiece_tokenizer(asset(d, "vocabulary.spm").string(), /*add_bos=*/false);
-  } else if (kind == "bpe") {
-    AS_CHECK(!config.value("add_prefix_space", false), where,
-             ": \"add_prefix_space\" true is not supported (GPT-2's byte-level BPE without it)");
-    inner = tokenizer::gpt2_tokenizer(asset(d, "vocabulary.json").string(),
-                                      asset(d, "merges.txt").string());
-  } else {
-    const json lower = config.value("lowercase", json(false));
-    AS_CHECK(lower.is_boolean(), where, ": \"lowercase\" must be true or false");
-    return tokenizer::bert_tokenizer(asset(d, "vocabulary.txt").string(), lower.get<bool>());
+  switch (c->kind) {
+    case Kind::SentencePiece:
+      inner = load_sentencepiece_tokenizer(asset(d, "vocabulary.spm").string(), /*add_bos=*/false);
+      break;
+    case Kind::BytePair:
+      inner = byte_pair(d, *c, config, where, start, end);
+      break;
+    case Kind::WordPiece: {
+      const json lower = config.value("lowercase", json(false));
+      AS_CHECK(lower.is_boolean(), where, ": \"lowercase\" must be true or false");
+      return tokenizer::bert_tokenizer(asset(d, "vocabulary.txt").string(), lower.get<bool>());
+    }
   }
-  std::optional<int32_t> start;
-  if (preprocessor_flag(d, "add_start_token")) {
-    start = inner->token_to_id(c->start);
-    AS_CHECK(start, where, ": the vocabulary has no start token '", c->start, "' (", cls, ")");
-  }
-  return std::make_unique<PresetTokenizer>(std::move(inner), start);
+  std::optional<int32_t> start_id, end_id;
+  if (!start.empty() && preprocessor_flag(d, "add_start_token"))
+    start_id = needed_id(*inner, start, "start", where, cls);
+  if (!end.empty() && preprocessor_flag(d, "add_end_token"))
+    end_id = needed_id(*inner, end, "end", where, cls);
+  return std::make_unique<PresetTokenizer>(std::move(inner), start_id, end_id);
 }
 
 }  // namespace autoshard::keras_hub

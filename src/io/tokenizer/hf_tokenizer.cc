@@ -273,8 +273,13 @@ std::unique_ptr<Tokenizer> hf_tokenizer_of(const Json& j, const std::string& fil
   return std::make_unique<HfTokenizer>(stages_of(JsonField(j, file)));
 }
 
-std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
-                                          const std::string& merges_txt) {
+namespace {
+
+// The stages of a vocab.json + merges.txt pair: byte-level BPE, its pieces
+// cut by `split_pattern` (a Split pre-tokenizer before ByteLevel without its
+// own expression) or, when it is empty, by GPT-2's expression.
+Stages byte_level_stages(const std::string& vocab_json, const std::string& merges_txt,
+                         const std::string& split_pattern) {
   Stages s;
   Vocabulary vocab;
   const Json entries = read_json(vocab_json, "vocab.json");  // kept alive over the loop
@@ -290,11 +295,44 @@ std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
     AS_CHECK(space != std::string::npos, merges_txt, ": line '", line, "' is not two tokens");
     merges.emplace_back(line.substr(0, space), line.substr(space + 1));
   }
-  if (auto eot = vocab.find("<|endoftext|>")) s.added.push_back({"<|endoftext|>", *eot, true});
   s.model = make_bpe(std::move(vocab), merges, {}, merges_txt);
-  s.pre_tokenizer = make_pre_tokenizer(
-      JsonField(Json::parse(R"({"type": "ByteLevel", "add_prefix_space": false})"), ""));
+  // The stages a tokenizer.json of that kind builds, from the same JSON.
+  Json pre = Json::parse(R"({"type": "ByteLevel", "add_prefix_space": false})");
+  if (!split_pattern.empty()) {
+    pre["use_regex"] = false;
+    Json split = {{"type", "Split"}, {"behavior", "Isolated"}, {"invert", false}};
+    split["pattern"]["Regex"] = split_pattern;
+    pre = Json{{"type", "Sequence"}, {"pretokenizers", Json::array({split, pre})}};
+  }
+  s.pre_tokenizer = make_pre_tokenizer(JsonField(pre, vocab_json));
   s.decoder = make_decoder(JsonField(Json::parse(R"({"type": "ByteLevel"})"), ""));
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> byte_level_bpe_tokenizer(const std::string& vocab_json,
+                                                    const std::string& merges_txt,
+                                                    const std::string& split_pattern,
+                                                    const std::vector<std::string>& special) {
+  Stages s = byte_level_stages(vocab_json, merges_txt, split_pattern);
+  for (const std::string& token : special) {
+    const auto id = s.model->vocabulary().find(token);
+    AS_CHECK(id, vocab_json, ": the special token '", token,
+             "' is not in the vocabulary; add it with its id");
+    if (std::none_of(s.added.begin(), s.added.end(),
+                     [&](const AddedToken& t) { return t.content == token; }))
+      s.added.push_back({token, *id, true});
+  }
+  return std::make_unique<HfTokenizer>(std::move(s));
+}
+
+std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
+                                          const std::string& merges_txt) {
+  Stages s = byte_level_stages(vocab_json, merges_txt, "");
+  // <|endoftext|> is matched whole where the vocabulary has it.
+  if (auto eot = s.model->vocabulary().find("<|endoftext|>"))
+    s.added.push_back({"<|endoftext|>", *eot, true});
   return std::make_unique<HfTokenizer>(std::move(s));
 }
 

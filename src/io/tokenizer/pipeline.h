@@ -101,6 +101,15 @@ std::unique_ptr<Tokenizer> hf_tokenizer_of(const Json& j, const std::string& fil
 /// GPT-2's vocab.json + merges.txt: byte-level BPE with GPT-2's expression.
 std::unique_ptr<Tokenizer> gpt2_tokenizer(const std::string& vocab_json,
                                           const std::string& merges_txt);
+/// Byte-level BPE from a vocab.json + merges.txt pair whose pieces are cut by
+/// `split_pattern` first, as a tokenizer.json's Split pre-tokenizer before
+/// ByteLevel without its own expression (Llama 3's and Qwen2's files), and by
+/// GPT-2's expression when it is empty. `special`: vocabulary tokens cut out
+/// of the text whole before splitting (each must be in the vocabulary).
+std::unique_ptr<Tokenizer> byte_level_bpe_tokenizer(const std::string& vocab_json,
+                                                    const std::string& merges_txt,
+                                                    const std::string& split_pattern,
+                                                    const std::vector<std::string>& special);
 /// BERT's vocab.txt: BERT's normalizer and splitting, WordPiece, [CLS] ... [SEP].
 std::unique_ptr<Tokenizer> bert_tokenizer(const std::string& vocab_txt, bool lowercase);
 

@@ -81,7 +81,7 @@ std::vector<int32_t> encode_text_file(const Tokenizer& tokenizer, const std::str
     ids.insert(ids.end(), piece.begin(), piece.end());
     buffer.erase(0, cut);
   }
-  return tokenizer.with_special_tokens(std::move(ids));
+  return tokenizer.with_training_tokens(std::move(ids));
 }
 
 }  // namespace autoshard

@@ -6,6 +6,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/io/keras_hub_preset.h"
 #include "io/tokenizer/pipeline.h"
 #include "io/tokenizer/unicode.h"
 
@@ -32,6 +33,8 @@ std::optional<bool> config_flag(const fs::path& dir, const char* key) {
 
 bool has_tokenizer(const std::string& dir) {
   const fs::path d(dir);
+  // A preset's tokenizer.json is KerasHub's layer config, not Hugging Face's.
+  if (keras_hub::is_preset(dir)) return keras_hub::has_preset_tokenizer(dir);
   return fs::exists(d / "tokenizer.json") || fs::exists(d / "tokenizer.model") ||
          (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt")) ||
          fs::exists(d / "vocab.txt");
@@ -39,6 +42,8 @@ bool has_tokenizer(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const fs::path d(dir);
+  if (keras_hub::is_preset(dir) || keras_hub::has_preset_tokenizer(dir))
+    return keras_hub::load_preset_tokenizer(dir);
   if (fs::exists(d / "tokenizer.json")) return load_hf_tokenizer(d / "tokenizer.json");
   if (fs::exists(d / "tokenizer.model"))
     return load_sentencepiece_tokenizer(d / "tokenizer.model",
