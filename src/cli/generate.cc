@@ -24,6 +24,7 @@ struct GenerateOptions : CommonOptions {
   GenerationOptions gen;
   bool json = false;
   bool ignore_eos = false;
+  std::string weights_dtype = "f32";  // f32, bf16, int8
 };
 
 // The config's eos_token_id (a token id, a list of them, or null), when the
@@ -91,6 +92,7 @@ std::string join(const std::vector<int32_t>& ids) {
 }
 
 void run_generate(GenerateOptions& o) {
+  const WeightsDType weights_dtype = parse_weights_dtype(o.weights_dtype, "--weights-dtype");
   const LanguageModelConfig cfg = model_config(o);
   TextCodec codec{model_tokenizer(o), false};
   codec.bytes = !codec.tokenizer && cfg.vocab_size() == 256;
@@ -113,6 +115,8 @@ void run_generate(GenerateOptions& o) {
   // some: tokens drawn from random weights are never what generate asks for.
   if (o.weights.empty() && holds_language_model_weights(o.model)) o.weights = o.model;
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
+  // Held while generating: decode's products read the bf16/int8 copies.
+  const QuantizedWeights quantized = quantize_weights(model, weights_dtype);
 
   const bool printer = World::process().leader();
   // Text streams as tokens complete characters; without a codec, ids print.
@@ -175,6 +179,10 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   add_real(cmd, "--top-p", o->gen.top_p, 0, 1, true,
            "sample from the most likely tokens reaching this probability mass (1: all)")
+      ->capture_default_str();
+  cmd->add_option("--weights-dtype", o->weights_dtype,
+                  "hold the weights for decoding in f32 (as trained), bf16 or int8 (per-channel "
+                  "scales, dequantized inside the matrix-vector kernels)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos,
                 "go on past the config's eos_token_id (default: stop after producing it)");

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "autoshard/error.h"
+#include "autoshard/ir/graph.h"
+#include "autoshard/plan/distribution.h"
+#include "ir/ops/quantized_gemv.h"
+#include "tensor/quantize.h"
 
 namespace autoshard {
 
@@ -111,6 +116,236 @@ Generation generate(Model& model, const std::vector<int32_t>& prompt, const Gene
   }
   out.decode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
+}
+
+// ---- Quantized weights ----
+
+struct QuantizedWeights::State {
+  WeightsDType dtype = WeightsDType::F32;
+  std::map<std::string, Weight> weights;
+  std::mutex mutex;  // guards `blocks` (devices may make their blocks at once)
+  std::vector<const float*> blocks;
+  ~State() {
+    for (const float* b : blocks) unregister_quantized(b);
+  }
+};
+
+QuantizedWeights::QuantizedWeights() : state_(std::make_shared<State>()) {}
+QuantizedWeights::~QuantizedWeights() = default;
+QuantizedWeights::QuantizedWeights(QuantizedWeights&&) noexcept = default;
+QuantizedWeights& QuantizedWeights::operator=(QuantizedWeights&&) noexcept = default;
+WeightsDType QuantizedWeights::dtype() const {
+  return state_->dtype;
+}
+const std::map<std::string, QuantizedWeights::Weight>& QuantizedWeights::weights() const {
+  return state_->weights;
+}
+int64_t QuantizedWeights::registered_blocks() const {
+  std::lock_guard lock(state_->mutex);
+  return static_cast<int64_t>(state_->blocks.size());
+}
+
+namespace {
+
+// Which axes of each weight are its outputs in the products that read it:
+// the letters an einsum keeps. A weight no einsum reads (a gathered table)
+// has one channel per row.
+std::map<std::string, std::vector<bool>> output_axes(const Graph& g) {
+  std::map<std::string, std::vector<bool>> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != Op::Einsum) continue;
+    const EinsumAttrs& e = n.attr<EinsumAttrs>();
+    for (int i = 0; i < 2; ++i) {
+      const Node& w = g.node(n.inputs[i]);
+      if (!w.is_weight() || out.count(w.leaf().name)) continue;
+      const std::string& letters = i == 0 ? e.a : e.b;
+      std::vector<bool> axes;
+      for (char c : letters) axes.push_back(e.out.find(c) != std::string::npos);
+      out[w.leaf().name] = axes;
+    }
+  }
+  return out;
+}
+
+// A weight rounded whole: its elements in the format and, for int8, one
+// scale per output channel (channels numbered row-major over the output
+// axes).
+struct Rounded {
+  Shape shape;
+  std::vector<bool> outputs;  // per axis
+  std::vector<uint16_t> bf16;
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+};
+
+// Row-major strides over the output axes only (0 on the others): element
+// index -> channel.
+std::vector<int64_t> channel_strides(const Shape& shape, const std::vector<bool>& outputs) {
+  std::vector<int64_t> s(shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;)
+    if (outputs[d]) s[d] = stride, stride *= shape[d];
+  return s;
+}
+
+// Calls f(flat, channel) for every element of `shape` in row-major order.
+template <typename F>
+void for_each_channel(const Shape& shape, const std::vector<int64_t>& cs, F f) {
+  const int64_t total = numel(shape);
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t channel = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    f(i, channel);
+    for (size_t d = shape.size(); d-- > 0;) {
+      channel += cs[d];
+      if (++idx[d] < shape[d]) break;
+      channel -= cs[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+Rounded round_whole(const std::string& path, const Tensor& w, std::vector<bool> outputs,
+                    WeightsDType dtype) {
+  Rounded r{w.shape(), std::move(outputs), {}, {}, {}};
+  const float* x = w.f32();
+  const int64_t n = w.numel();
+  if (dtype == WeightsDType::BF16) {
+    r.bf16.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) r.bf16[i] = bf16_round(x[i]);
+    return r;
+  }
+  const std::vector<int64_t> cs = channel_strides(r.shape, r.outputs);
+  int64_t channels = 1;
+  for (size_t d = 0; d < r.shape.size(); ++d)
+    if (r.outputs[d]) channels *= r.shape[d];
+  std::vector<float> max_abs(size_t(channels), 0.0f);
+  for_each_channel(r.shape, cs, [&](int64_t i, int64_t c) {
+    AS_CHECK(std::isfinite(x[i]), "weight '", path, "' holds ", x[i], " at element ", i,
+             "; int8 needs finite weights (use f32 or bf16)");
+    max_abs[c] = std::max(max_abs[c], std::fabs(x[i]));
+  });
+  r.scales.resize(size_t(channels));
+  for (int64_t c = 0; c < channels; ++c) r.scales[c] = int8_scale(max_abs[c]);
+  r.codes.resize(size_t(n));
+  for_each_channel(r.shape, cs,
+                   [&](int64_t i, int64_t c) { r.codes[i] = int8_code(x[i], r.scales[c]); });
+  return r;
+}
+
+// The output axes lead ([outputs, inner]), trail ([inner, outputs]), or
+// interleave (no matrix view: the kernels never see this weight).
+enum class Orientation { OutputsFirst, InnerFirst, Neither };
+Orientation orientation(const std::vector<bool>& outputs) {
+  size_t lead = 0;
+  while (lead < outputs.size() && outputs[lead]) ++lead;
+  size_t trail = 0;
+  while (trail < outputs.size() && outputs[outputs.size() - 1 - trail]) ++trail;
+  const size_t count = size_t(std::count(outputs.begin(), outputs.end(), true));
+  if (count == 0 || count == outputs.size()) return Orientation::Neither;
+  if (lead == count) return Orientation::OutputsFirst;
+  if (trail == count) return Orientation::InnerFirst;
+  return Orientation::Neither;
+}
+
+// Device `device`'s block of a rounded weight: its dequantized f32 values
+// and the compact copy in the block's own element order.
+Tensor block_of_rounded(const Rounded& r, const Sharding& layout, const DeviceMesh& mesh,
+                        int device, WeightsDType dtype, QuantizedMatrix* q) {
+  const Shape local = layout.local_shape(r.shape, mesh, device);
+  const std::vector<int64_t> off = layout.offsets(r.shape, mesh, device);
+  const std::vector<int64_t> gs = strides_of(r.shape);
+  const std::vector<int64_t> cs = channel_strides(r.shape, r.outputs);
+  Tensor block(local);
+  float* out = block.f32();
+  const int64_t n = block.numel();
+  if (q) {
+    (dtype == WeightsDType::BF16 ? q->bf16.resize(size_t(n)) : q->codes.resize(size_t(n)));
+    q->outputs = 1;
+    for (size_t d = 0; d < local.size(); ++d)
+      if (r.outputs[d]) q->outputs *= local[d];
+    q->inner = q->outputs ? n / q->outputs : 0;
+    if (dtype == WeightsDType::Int8) q->scales.assign(size_t(q->outputs), 0.0f);
+  }
+  const std::vector<int64_t> lcs = channel_strides(local, r.outputs);
+  std::vector<int64_t> idx(local.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t g = 0, c = 0, lc = 0;
+    for (size_t d = 0; d < local.size(); ++d)
+      g += (idx[d] + off[d]) * gs[d], c += (idx[d] + off[d]) * cs[d], lc += idx[d] * lcs[d];
+    if (dtype == WeightsDType::BF16) {
+      out[i] = bf16_widen(r.bf16[g]);
+      if (q) q->bf16[i] = r.bf16[g];
+    } else {
+      out[i] = int8_value(r.codes[g], r.scales[c]);
+      if (q) q->codes[i] = r.codes[g], q->scales[lc] = r.scales[c];
+    }
+    for (size_t d = local.size(); d-- > 0;) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return block;
+}
+
+}  // namespace
+
+QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
+  QuantizedWeights result;
+  std::shared_ptr<QuantizedWeights::State> state = result.state_;
+  state->dtype = dtype;
+  if (dtype == WeightsDType::F32) return result;
+  const std::map<std::string, std::vector<bool>> used =
+      output_axes(model.generation_graph(1, 1, 1));
+  // On one device gather_weight returns the live storage (made now if it
+  // was not); on a mesh a copy, and the blocks are made from a source.
+  const std::shared_ptr<Distribution>& dist = model.distribution_strategy();
+  const bool one_device = !dist || dist->mesh().size() <= 1;
+  std::map<std::string, WeightSource> sources;
+  for (const std::string& path : model.weight_paths()) {
+    const Tensor whole = model.gather_weight(path);
+    if (whole.rank() < 2) continue;  // norms and biases stay f32
+    std::vector<bool> outputs(size_t(whole.rank()), false);
+    outputs[0] = true;  // a gathered table: one channel per row
+    if (auto it = used.find(path); it != used.end()) outputs = it->second;
+    auto rounded = std::make_shared<const Rounded>(round_whole(path, whole, outputs, dtype));
+    state->weights[path] = {whole.numel(), int64_t(rounded->bf16.size()) * 2 +
+                                               int64_t(rounded->codes.size()) +
+                                               int64_t(rounded->scales.size()) * 4};
+    const Orientation o = orientation(outputs);
+    if (one_device) {  // `whole` is the live block: round it in place
+      auto q = std::make_shared<QuantizedMatrix>();
+      q->dtype = dtype;
+      q->outputs_first = o == Orientation::OutputsFirst;
+      const Tensor block = block_of_rounded(*rounded, Sharding::replicated(whole.rank()),
+                                            DeviceMesh(), 0, dtype, q.get());
+      model.set_weight(path, block);
+      if (o != Orientation::Neither) {
+        register_quantized(whole, std::move(q));
+        state->blocks.push_back(whole.f32());
+      }
+      continue;
+    }
+    WeightSource source;
+    source.check = [](const std::string&, const Shape&) {};
+    source.read = [rounded, state, dtype, o](const Shape&, const Sharding& layout,
+                                             const DeviceMesh& mesh, int device) {
+      if (o == Orientation::Neither)
+        return block_of_rounded(*rounded, layout, mesh, device, dtype, nullptr);
+      auto q = std::make_shared<QuantizedMatrix>();
+      q->dtype = dtype;
+      q->outputs_first = o == Orientation::OutputsFirst;
+      Tensor block = block_of_rounded(*rounded, layout, mesh, device, dtype, q.get());
+      register_quantized(block, std::move(q));
+      std::lock_guard lock(state->mutex);
+      state->blocks.push_back(block.f32());
+      return block;
+    };
+    sources[path] = std::move(source);
+  }
+  model.load_weights(sources);
+  return result;
 }
 
 }  // namespace autoshard

@@ -7,12 +7,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "autoshard/nn/model.h"
+#include "autoshard/tensor/weights_dtype.h"
 
 namespace autoshard {
 
@@ -50,5 +54,51 @@ Generation generate(Model& model, const std::vector<int32_t>& prompt,
 // drawing from `rng` unless greedy (temperature 0).
 int32_t choose_token(std::span<const float> logits, const GenerationOptions& options,
                      std::mt19937_64& rng);
+
+// Weights held in bf16 or int8 for decoding (weight-only quantization:
+// activations, norms and biases stay f32), made by quantize_weights and
+// active while this object lives.
+//
+// Every weight of rank 2 or more is rounded to the format, whole (each
+// channel's int8 scale is the largest magnitude over its whole contraction,
+// so a block split over any mesh keeps its channels' scales and every mesh
+// computes with the same weights). Each device's f32 block then holds the
+// dequantized values (read by prefill's GEMM, the embedding gather and
+// evaluation: the same numbers as the decode kernels'), and, beside it, its
+// compact copy, which one-row products (a decode step's) read instead,
+// dequantizing in the kernel (ir/ops/quantized_gemv.h). Destroying this
+// object stops the compact reads; the f32 blocks keep the rounded values.
+class QuantizedWeights {
+ public:
+  struct Weight {
+    int64_t elements = 0;
+    int64_t bytes = 0;  // stored in the format, int8's scales included
+  };
+  QuantizedWeights();
+  ~QuantizedWeights();
+  QuantizedWeights(QuantizedWeights&&) noexcept;
+  QuantizedWeights& operator=(QuantizedWeights&&) noexcept;
+
+  WeightsDType dtype() const;
+  // The weights rounded, by path (for bandwidth figures).
+  const std::map<std::string, Weight>& weights() const;
+  // Device blocks whose compact copy products read (made on the model's
+  // first step after quantize_weights).
+  int64_t registered_blocks() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+  friend QuantizedWeights quantize_weights(Model& model, WeightsDType dtype);
+};
+
+// Rounds `model`'s weights to `dtype` as described above (f32: nothing).
+// Call it after set_distribution and loading, before the first step: the
+// compact copies are made with the devices' blocks, so a model that has
+// run already computes with the rounded weights at f32 speed. Under mpirun
+// every rank calls it alike (each weight is gathered whole once). int8
+// needs finite weights.
+QuantizedWeights quantize_weights(Model& model, WeightsDType dtype);
 
 }  // namespace autoshard

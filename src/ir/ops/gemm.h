@@ -4,7 +4,8 @@
 // into C), so no size is ever narrowed. A leading dimension above INT_MAX
 // cannot be expressed to BLAS and is an error. A single row of C runs as
 // GEMV (OpenBLAS 0.3.21's GEMM packs B first: twice the traffic of a decode
-// step's weights).
+// step's weights). A one-row (or one-column) product over a weight registered
+// in bf16 or int8 (ir/ops/quantized_gemv.h) reads that compact copy instead.
 #pragma once
 
 #include <cblas.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "autoshard/error.h"
+#include "ir/ops/quantized_gemv.h"
 
 namespace autoshard {
 
@@ -34,12 +36,22 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
         // One row (a decode step): a matrix-vector product reads B once. (Empty
         // blocks stay with GEMM: BLAS rejects GEMV's zero leading dimensions.)
         if (m == 1 && n > 0 && k > 0 && ldb > 0 && lda > 0) {
+          // C[1, n] = a op(B): B is [n, k] when transposed, else [k, n].
+          if (try_quantized_gemv(trans_b, n, k, b, ldb, a, trans_a ? lda : 1, alpha, c_beta,
+                                 C + i0 * ldc + j0, 1))
+            continue;
           cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans,
                       static_cast<int>(trans_b ? n : k), static_cast<int>(trans_b ? k : n), alpha,
                       b, static_cast<int>(ldb), a, trans_a ? static_cast<int>(lda) : 1, c_beta,
                       C + i0 * ldc + j0, 1);
           continue;
         }
+        // C[m, 1] = op(A) b over a registered weight A (the einsum kernel
+        // computing C^T): A is [k, m] when transposed, else [m, k].
+        if (n == 1 && m > 1 && k > 0 &&
+            try_quantized_gemv(!trans_a, m, k, a, lda, b, trans_b ? 1 : ldb, alpha, c_beta,
+                               C + i0 * ldc + j0, ldc))
+          continue;
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                     trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
                     static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),

@@ -1,0 +1,230 @@
+// Decoding over bf16 and int8 weights: the vectorised matrix-vector kernels
+// against their plain loops on odd sizes, the formats' rounding bounds, the
+// sgemm hook that routes one-row products to them, greedy tokens equal on
+// every mesh (the Llama fixture and GPT-2's test preset), and the CLI flag.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "autoshard/error.h"
+#include "autoshard/io/llama_formats.h"
+#include "autoshard/nn/generation.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
+#include "autoshard/plan/distribution.h"
+#include "cli_runner.h"
+#include "ir/ops/gemm.h"
+#include "ir/ops/quantized_gemv.h"
+#include "tensor/quantize.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+const std::string kData = AUTOSHARD_TEST_DATA;
+
+// A random matrix of `outputs` x `inner` in `dtype` (int8 codes with
+// per-output scales), laid out either way.
+QuantizedMatrix random_matrix(WeightsDType dtype, int64_t outputs, int64_t inner,
+                              bool outputs_first, uint64_t seed) {
+  const Tensor w = testing::random_tensor({outputs * inner}, seed);
+  QuantizedMatrix m;
+  m.dtype = dtype;
+  m.outputs = outputs;
+  m.inner = inner;
+  m.outputs_first = outputs_first;
+  if (dtype == WeightsDType::BF16) {
+    for (int64_t i = 0; i < w.numel(); ++i) m.bf16.push_back(bf16_round(w.f32()[i]));
+    return m;
+  }
+  for (int64_t i = 0; i < w.numel(); ++i)
+    m.codes.push_back(static_cast<int8_t>(std::lround(w.f32()[i] * 127)));
+  for (int64_t o = 0; o < outputs; ++o) m.scales.push_back(0.01f + 0.001f * float(o % 7));
+  return m;
+}
+
+// sum_i |W[o, i] x[i]|: the scale a float sum's rounding error is relative to.
+std::vector<double> magnitudes(const QuantizedMatrix& m, const float* x) {
+  std::vector<double> s(size_t(m.outputs), 0);
+  for (int64_t o = 0; o < m.outputs; ++o)
+    for (int64_t i = 0; i < m.inner; ++i) {
+      const int64_t at = m.outputs_first ? o * m.inner + i : i * m.outputs + o;
+      const double w = m.dtype == WeightsDType::BF16 ? bf16_widen(m.bf16[at])
+                                                     : double(m.codes[at]) * double(m.scales[o]);
+      s[o] += std::fabs(w * double(x[i]));
+    }
+  return s;
+}
+
+// The fast kernels agree with the plain loops to 1e-6 of each output's sum
+// of magnitudes (not bit-exact: the kernels sum in 64 lanes or four rows at
+// a time, the loops in one double), on sizes that fill no vector evenly.
+TEST(QuantizedGemv, FastKernelsMatchThePlainLoops) {
+  for (WeightsDType dtype : {WeightsDType::BF16, WeightsDType::Int8})
+    for (bool outputs_first : {true, false})
+      for (int64_t outputs : {1, 2, 3, 37, 131, 517, 1100})
+        for (int64_t inner : {1, 2, 3, 31, 67, 200}) {
+          SCOPED_TRACE(std::string(weights_dtype_name(dtype)) +
+                       (outputs_first ? " [o,i] " : " [i,o] ") + std::to_string(outputs) + "x" +
+                       std::to_string(inner));
+          const QuantizedMatrix m = random_matrix(dtype, outputs, inner, outputs_first, 7);
+          const Tensor x = testing::random_tensor({inner}, 9);
+          std::vector<float> fast(static_cast<size_t>(outputs)), plain(fast.size());
+          quantized_gemv(m, x.f32(), fast.data());
+          quantized_gemv_reference(m, x.f32(), plain.data());
+          const std::vector<double> mag = magnitudes(m, x.f32());
+          for (int64_t o = 0; o < outputs; ++o)
+            ASSERT_LE(std::fabs(double(fast[o]) - double(plain[o])), 1e-6 * mag[o] + 1e-30)
+                << "output " << o;
+        }
+}
+
+// bf16 keeps 8 significant bits (relative error at most 2^-8); int8 codes
+// are within half a step of the value; -127..127 only, zeros stay zero.
+TEST(QuantizedGemv, RoundTripErrorBounds) {
+  const Tensor w = testing::random_tensor({4096}, 3, 5.0f);
+  float max_abs = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::fabs(w.f32()[i]));
+  const float scale = int8_scale(max_abs);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const float v = w.f32()[i];
+    EXPECT_LE(std::fabs(bf16_widen(bf16_round(v)) - v), std::ldexp(std::fabs(v), -8));
+    const int8_t c = int8_code(v, scale);
+    EXPECT_GE(c, -127);
+    EXPECT_LE(std::fabs(int8_value(c, scale) - v), 0.5f * scale * (1 + 1e-6f));
+  }
+  EXPECT_EQ(int8_code(max_abs, scale), 127);
+  EXPECT_EQ(int8_code(-max_abs, scale), -127);
+  EXPECT_EQ(int8_code(3.0f, 0.0f), 0);  // an all-zero channel
+  EXPECT_EQ(bf16_round(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_round(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // a tie goes to even
+  EXPECT_EQ(bf16_round(std::bit_cast<float>(0x3f818000u)), 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16_widen(bf16_round(NAN))));
+  EXPECT_EQ(bf16_widen(bf16_round(INFINITY)), INFINITY);
+}
+
+// sgemm's one-row and one-column products over a registered block read the
+// compact copy (alpha, beta and strides included); an unregistered matrix,
+// or one seen with another shape, stays on BLAS.
+TEST(QuantizedGemv, SgemmRoutesRegisteredBlocks) {
+  const int64_t K = 45, N = 29;
+  for (bool outputs_first : {true, false}) {
+    auto m = std::make_shared<QuantizedMatrix>(
+        random_matrix(WeightsDType::Int8, N, K, outputs_first, 11));
+    Tensor block({outputs_first ? N : K, outputs_first ? K : N});
+    for (int64_t o = 0; o < N; ++o)
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t at = outputs_first ? o * K + i : i * N + o;
+        block.f32()[at] = int8_value(m->codes[at], m->scales[o]);
+      }
+    const Tensor x = testing::random_tensor({K}, 13);
+    std::vector<float> blas(N, 1.0f), ours(N, 1.0f), col(2 * N, 1.0f);
+    const int64_t ld = outputs_first ? K : N;
+    // C[1, N] = 2 x op(W) + 0.5 C on f32, then on the registered copy.
+    sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, blas.data(), N, 2.0f, 0.5f);
+    const int64_t calls = quantized_gemv_calls();
+    register_quantized(block, m);
+    sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, ours.data(), N, 2.0f, 0.5f);
+    EXPECT_EQ(quantized_gemv_calls(), calls + 1);
+    EXPECT_LT(max_relative_error(Tensor::from({N}, ours), Tensor::from({N}, blas)), 1e-5);
+    // C[N, 1] (stride 2) = op(W) x: the weight as the first operand.
+    sgemm(!outputs_first, false, N, 1, K, block.f32(), ld, x.f32(), 1, col.data(), 2);
+    EXPECT_EQ(quantized_gemv_calls(), calls + 2);
+    for (int64_t o = 0; o < N; ++o) EXPECT_NEAR(col[2 * o], (blas[o] - 0.5f) / 2, 1e-4);
+    // Another shape over the same address is not this block.
+    sgemm(false, outputs_first, 1, N - 1, K, x.f32(), K, block.f32(), ld, ours.data(), N);
+    EXPECT_EQ(quantized_gemv_calls(), calls + 2);
+    unregister_quantized(block.f32());
+  }
+}
+
+std::shared_ptr<Distribution> distribution_for(const char* mesh, const LayoutMap& megatron) {
+  if (std::string(mesh).empty()) return nullptr;
+  return std::make_shared<ModelParallel>(DeviceMesh::parse(mesh), megatron);
+}
+
+const std::vector<const char*> kMeshes = {"", "model=2", "model=3", "data=2,model=2"};
+
+// Greedy tokens of `make()`'s model under `dtype` on every mesh: the same
+// ids, each run through the compact kernels.
+template <typename Make>
+void expect_same_tokens_on_every_mesh(Make make, WeightsDType dtype,
+                                      const std::vector<int32_t>& prompt) {
+  std::vector<int32_t> first;
+  for (const char* mesh : kMeshes) {
+    SCOPED_TRACE(std::string(weights_dtype_name(dtype)) + " on '" + mesh + "'");
+    std::unique_ptr<Model> model = make(mesh);
+    const QuantizedWeights q = quantize_weights(*model, dtype);
+    const int64_t calls = quantized_gemv_calls();
+    const Generation g = generate(*model, prompt, {.max_new_tokens = 8, .temperature = 0});
+    EXPECT_GT(q.registered_blocks(), 0);
+    EXPECT_GT(quantized_gemv_calls(), calls);  // decode read the compact copies
+    if (first.empty())
+      first = g.output_ids;
+    else
+      EXPECT_EQ(g.output_ids, first);
+  }
+}
+
+TEST(QuantizedDecode, LlamaGreedyTokensAreTheSameOnEveryMesh) {
+  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  auto make = [&](const char* mesh) {
+    auto model = std::make_unique<Llama>(config, 16);
+    load_llama_weights(*model, kData + "/hf_llama");
+    if (auto d = distribution_for(mesh, llama_megatron_layout(config))) model->set_distribution(d);
+    return model;
+  };
+  for (WeightsDType dtype : {WeightsDType::BF16, WeightsDType::Int8})
+    expect_same_tokens_on_every_mesh(make, dtype, {3, 17, 29, 5});
+}
+
+TEST(QuantizedDecode, Gpt2GreedyTokensAreTheSameOnEveryMesh) {
+  const GPT2Config config = GPT2Config::preset("test");
+  auto make = [&](const char* mesh) {
+    auto model = std::make_unique<GPT2>(config, 16, 11);
+    if (auto d = distribution_for(mesh, gpt2_megatron_layout())) model->set_distribution(d);
+    return model;
+  };
+  for (WeightsDType dtype : {WeightsDType::BF16, WeightsDType::Int8})
+    expect_same_tokens_on_every_mesh(make, dtype, {1, 2, 3});
+}
+
+// The rounded weights are what every path computes with: the cached
+// steps' logits equal a full forward pass over the same rounded weights,
+// and they differ from f32's by about the format's rounding.
+TEST(QuantizedDecode, RoundedWeightsAreTheModelsWeights) {
+  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  Llama f32(config, 16);
+  load_llama_weights(f32, kData + "/hf_llama");
+  Llama model(config, 16);
+  load_llama_weights(model, kData + "/hf_llama");
+  const QuantizedWeights q = quantize_weights(model, WeightsDType::Int8);
+  std::string path;  // the first block's down projection
+  for (const auto& [name, w] : q.weights())
+    if (path.empty() && name.ends_with("0.mlp.down_proj.kernel")) path = name;
+  ASSERT_FALSE(path.empty()) << "weights: " << q.weights().size();
+  const Tensor a = f32.gather_weight(path), b = model.gather_weight(path);
+  const double err = max_relative_error(b, a);
+  EXPECT_GT(err, 0);
+  EXPECT_LT(err, 0.5 / 127 + 1e-6);
+  EXPECT_EQ(q.weights().at(path).bytes, a.numel() + a.dim(0) * 4);  // codes + a scale per output
+}
+
+TEST(QuantizedDecode, BadWeightsDTypeIsOneErrorLine) {
+  EXPECT_THROW(parse_weights_dtype("fp8", "--weights-dtype"), Error);
+  const cli_runner::Result r = cli_runner::run("generate --model " + kData +
+                                               "/hf_llama --prompt-ids 1,2 --max-new-tokens 2 "
+                                               "--weights-dtype fp8");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(cli_runner::count(r.output, "autoshard: error: "), 1) << r.output;
+  EXPECT_NE(r.output.find("--weights-dtype: 'fp8'"), std::string::npos) << r.output;
+  const cli_runner::Result ok = cli_runner::run("generate --model " + kData +
+                                                "/hf_llama --prompt-ids 1,2 --max-new-tokens 3 "
+                                                "--weights-dtype int8 --mesh model=3 --json");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("\"output_ids\""), std::string::npos) << ok.output;
+}
+
+}  // namespace
+}  // namespace autoshard
