@@ -17,9 +17,11 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/plan/alternative.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/plan/screen.h"
 #include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/tensor/parallel.h"
@@ -38,32 +40,6 @@ std::string mebibytes(int64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof s, "%.1f MiB", double(bytes) / 1048576.0);
   return s;
-}
-
-// What node `i` alone switching to strategy `s` would change: cost (its own
-// and its edges', the rest held) and bytes at its largest piece of memory
-// (a tied node's other pieces are the nodes without members tied to it).
-std::pair<int64_t, int64_t> change_of(const StrategyProblem& sp,
-                                      const std::vector<std::vector<int>>& edges_of,
-                                      const std::vector<int>& chosen, int i, int s) {
-  const ShardingProblem& p = sp.problem;
-  const int now = chosen[i];
-  int64_t cost = p.nodes[i].cost[s] - p.nodes[i].cost[now];
-  int largest = i;
-  for (int e : edges_of[i]) {
-    const ShardingProblem::Edge& edge = p.edges[e];
-    const int other = edge.u == i ? edge.v : edge.u;
-    if (sp.members[other].empty()) {  // a piece of i's memory, moving with it
-      if (p.nodes[other].usage[now] > p.nodes[largest].usage[now]) largest = other;
-      continue;
-    }
-    const size_t width = p.nodes[edge.v].cost.size();
-    if (edge.u == i)
-      cost += edge.cost[s * width + chosen[edge.v]] - edge.cost[now * width + chosen[edge.v]];
-    else
-      cost += edge.cost[chosen[edge.u] * width + s] - edge.cost[chosen[edge.u] * width + now];
-  }
-  return {cost, p.nodes[largest].usage[s] - p.nodes[largest].usage[now]};
 }
 
 // The solver's time when none is given: by the size of the problem. Its
@@ -241,28 +217,25 @@ void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
                                         ", resharding " + milliseconds(int64_t(cost) - compute) +
                                         "), peak " + mebibytes(peak) + " of " +
                                         mebibytes(*sp.problem.usage_limit) + " per device");
-  std::vector<std::vector<int>> edges_of(sp.problem.nodes.size());
-  for (size_t e = 0; e < sp.problem.edges.size(); ++e) {
-    edges_of[sp.problem.edges[e].u].push_back(static_cast<int>(e));
-    edges_of[sp.problem.edges[e].v].push_back(static_cast<int>(e));
-  }
+  const PlanAlternatives alternatives(sp, strategy);
   std::vector<std::string> lines(g.size());  // by weight node, in the model's order
   for (size_t i = 0; i < sp.problem.nodes.size(); ++i) {
     if (sp.members[i].empty() || !g.node(sp.members[i].front()).is_weight()) continue;
     // The best rejected layout: the cheapest other choice, the rest held
     // (for every layer that shares this decision together).
     int rejected = -1;
-    std::pair<int64_t, int64_t> delta;
+    Alternative delta;
     for (int s = 0; s < int(sp.choices[i].size()); ++s) {
       if (s == strategy[i]) continue;
-      const auto d = change_of(sp, edges_of, strategy, int(i), s);
-      if (rejected < 0 || d.first < delta.first) rejected = s, delta = d;
+      Alternative a = alternatives.of(int(i), s);
+      if (a.cost_change < kForbiddenCost && (rejected < 0 || a.cost_change < delta.cost_change))
+        rejected = s, delta = std::move(a);
     }
     std::string why;
     if (rejected >= 0)
-      why = "; next best " + sp.choices[i][rejected].output.to_string(mesh()) + ": +" +
-            milliseconds(delta.first) + ", " + (delta.second >= 0 ? "+" : "") +
-            mebibytes(delta.second) + " per device";
+      why = "; next best " + sp.choices[i][rejected].output.to_string(mesh()) + ": " +
+            (delta.cost_change >= 0 ? "+" : "") + milliseconds(delta.cost_change) + ", " +
+            (delta.memory_change >= 0 ? "+" : "") + mebibytes(delta.memory_change) + " per device";
     if (sp.members[i].size() > 1)
       why += " (decided once for " + std::to_string(sp.members[i].size()) + " layers)";
     for (int m : sp.members[i]) {
@@ -287,12 +260,16 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   const Cluster cluster = Cluster::named(options.cluster);
   // Screening: each shape's problem gets one round of the solver (its first
   // answer is usually within a percent of its last; one round does not
-  // depend on the clock, so the screen is deterministic), the shapes
-  // spread over the cores.
+  // depend on the clock, so the screen is deterministic), and a longer
+  // search limited in work when that finds nothing (screen.h), the shapes
+  // spread over the cores. A shape is dropped only on a proof that nothing
+  // fits; one whose search found nothing is still planned in full when no
+  // screened shape fits.
   struct Screened {
     std::optional<__int128> cost;
     std::string line;
     std::optional<StrategyProblem> problem;  // kept for planning in full
+    bool proven_none = false;                // nothing fits: proven
   };
   std::vector<DeviceMesh> shapes;
   std::vector<Screened> screened;
@@ -305,18 +282,21 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
         try {
           const AutoShard candidate(shapes[k], batch_dim_name, options);
           StrategyProblem sp = candidate.pose(g, cluster);
-          const SolveResult r =
-              solve(sp.problem,
-                    {.time_limit_s = 60, .seed = options.seed, .max_rounds = 1, .programs = false});
-          if (r.feasible) {
+          const Screening r = screen_problem(sp.problem, options.seed);
+          if (r.verdict == Screening::Verdict::kFits) {
             screened[k].problem = std::move(sp);
             screened[k].cost = r.cost;
             screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
+          } else if (r.verdict == Screening::Verdict::kNoneFits) {
+            screened[k].proven_none = true;
+            screened[k].line = "nothing fits (proven: " + r.why + ")";
           } else {
-            screened[k].line = "nothing fits (" + r.why + ")";
+            screened[k].problem = std::move(sp);  // a candidate still
+            screened[k].line = "not screened: " + r.why;
           }
         } catch (const Error& e) {
           screened[k].line = e.what();
+          screened[k].proven_none = true;  // the shape itself is refused
         }
       }
     });
@@ -392,7 +372,9 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   // included), side by side when this is one process (under mpirun one after
   // the other: each plan broadcasts the leader's answer to the ranks);
   // further down the list only while none of them fits.
-  const std::vector<size_t> order = best_screened(shapes.size());
+  std::vector<size_t> order = best_screened(shapes.size());
+  for (size_t k = 0; k < shapes.size(); ++k)  // found nothing, proved nothing: last
+    if (!screened[k].cost && screened[k].problem) order.push_back(k);
   std::vector<std::shared_ptr<AutoShard>> full(order.size());
   const auto plan_in_full = [&](size_t i) {
     const size_t k = order[i];
@@ -431,9 +413,18 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   if (why)
     for (size_t k = 0; k < shapes.size(); ++k)
       why->push_back(shapes[k].to_string() + ": " + screened[k].line);
-  AS_CHECK(best != nullptr, "AutoShard: no mesh of ", devices,
-           " devices fits this step; give more memory per device, more devices, a smaller batch, "
-           "or --recompute");
+  if (!best) {
+    const auto proven = std::count_if(screened.begin(), screened.end(),
+                                      [](const Screened& s) { return s.proven_none; });
+    if (size_t(proven) == shapes.size())
+      fail("AutoShard: no mesh of ", devices,
+           " devices fits this step (proven for every shape); give more memory per device, more "
+           "devices, a smaller batch, or --recompute");
+    fail("AutoShard: no plan found that fits on a mesh of ", devices, " devices (proven for ",
+         proven, " of ", shapes.size(),
+         " shapes; for the others none was found in the time given: more --plan-time may find "
+         "one); or give more memory per device, more devices, a smaller batch, or --recompute");
+  }
   best->options_ = options;
   return best;
 }
