@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -147,7 +148,61 @@ struct MpiCommunicator::Groups {
   std::map<int, MPI_Comm> comm;
 };
 
-MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh) : groups_(std::make_unique<Groups>()) {
+// Buffered sends: each keeps its copy of the data and its requests (one per
+// round of at most max_count() floats) until MPI says they completed.
+struct MpiCommunicator::Pending {
+  struct Send {
+    std::vector<float> data;
+    std::vector<MPI_Request> requests;
+  };
+  std::deque<Send> sends;
+
+  // Frees the sends that completed (all of them when `wait`).
+  void reap(bool wait) {
+    for (auto it = sends.begin(); it != sends.end();) {
+      int done = 1;
+      const int n = static_cast<int>(it->requests.size());
+      if (wait)
+        ok(MPI_Waitall(n, it->requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      else
+        ok(MPI_Testall(n, it->requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      it = done ? sends.erase(it) : std::next(it);
+    }
+  }
+};
+
+// Started all-reduces in start order: each ticket's requests (one per round
+// of at most max_count() floats).
+struct MpiCommunicator::Reductions {
+  struct Started {
+    int64_t ticket;
+    std::vector<MPI_Request> requests;
+  };
+  std::deque<Started> started;
+  int64_t next_ticket = 0;
+
+  // Completes every reduction up to `ticket`, in order.
+  void wait(int64_t ticket) {
+    while (!started.empty() && started.front().ticket <= ticket) {
+      std::vector<MPI_Request>& r = started.front().requests;
+      ok(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      started.pop_front();
+    }
+  }
+  // Tests the oldest reductions (each test also advances the later ones).
+  void progress() {
+    int done = 1;
+    while (!started.empty() && done) {
+      std::vector<MPI_Request>& r = started.front().requests;
+      ok(MPI_Testall(static_cast<int>(r.size()), r.data(), &done, MPI_STATUSES_IGNORE),
+         "MPI_Testall");
+      if (done) started.pop_front();
+    }
+  }
+};
+
+MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh)
+    : groups_(std::make_unique<Groups>()), pending_(std::make_unique<Pending>()) {
   ensure_init();
   rank_ = mpi_rank();
   size_ = mpi_size();
@@ -164,12 +219,24 @@ MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh) : groups_(std::make_uni
     ok(MPI_Comm_split(world, id, mesh.coordinates(rank_)[a], &c), "MPI_Comm_split");
     groups_->comm[id] = c;
   }
+  // The async lane of each group (start_all_reduce) is a duplicate of its
+  // communicator, kept under key -1 - id: its non-blocking reductions then
+  // never interleave with the group's blocking collectives.
+  std::vector<int> ids;
+  for (const auto& [id, c] : groups_->comm) ids.push_back(id);
+  for (int id : ids) ok(MPI_Comm_dup(groups_->comm[id], &groups_->comm[-1 - id]), "MPI_Comm_dup");
+  reductions_ = std::make_unique<Reductions>();
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  try {
+    pending_->reap(/*wait=*/true);  // a send's copy lives until MPI is done with it
+    if (reductions_) reductions_->wait(INT64_MAX);
+  } catch (const Error&) {
+  }
   for (auto& [id, c] : groups_->comm) MPI_Comm_free(&c);
 }
 
@@ -278,8 +345,91 @@ void MpiCommunicator::all_to_all(const float* in, const std::vector<int64_t>& se
   }
 }
 
+// Two members sum each element as a + b on one and b + a on the other: the
+// same bits as MPI_Allreduce of any length. (With more members MPI may pick
+// another summation order for another length; the in-process lane keeps
+// member order always.)
+int64_t MpiCommunicator::start_all_reduce(float* data, int64_t count, ReduceOp op,
+                                          const CommGroup& g) {
+  if (g.size() == 1) return 0;
+  CommGroup lane = g;
+  lane.id = -1 - g.id;
+  MPI_Comm c = lookup(groups_->comm, lane);
+  Reductions::Started& s = reductions_->started.emplace_back();
+  s.ticket = ++reductions_->next_ticket;
+  for (int64_t at = 0; at < count; at += max_count()) {
+    const int n = static_cast<int>(std::min(max_count(), count - at));
+    s.requests.emplace_back();
+    ok(MPI_Iallreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT,
+                      op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, c, &s.requests.back()),
+       "MPI_Iallreduce");
+  }
+  return s.ticket;
+}
+
+void MpiCommunicator::wait_all_reduce(int64_t ticket) {
+  reductions_->wait(ticket);
+}
+
+void MpiCommunicator::progress_all_reduces() {
+  reductions_->progress();
+}
+
 void MpiCommunicator::barrier(const CommGroup& g) {
   ok(MPI_Barrier(lookup(groups_->comm, g)), "MPI_Barrier");
+}
+
+namespace {
+void check_peer(int peer, int size, int tag, const char* what) {
+  AS_CHECK(peer >= 0 && peer < size, what, ": rank ", peer, " is not a rank of this world (", size,
+           " ranks)");
+  AS_CHECK(tag >= 0 && tag <= Communicator::kMaxTag, what, ": tag ", tag, " is outside 0..",
+           Communicator::kMaxTag);
+}
+}  // namespace
+
+// A message is sent as its length, then its rounds of at most max_count()
+// floats, all with the same tag (MPI keeps their order between two ranks).
+void MpiCommunicator::send(const float* data, int64_t count, int dst, int tag) {
+  check_peer(dst, size_, tag, "send");
+  AS_CHECK(count >= 0, "send: negative count ", count);
+  MPI_Comm c = groups_->comm.at(0);
+  pending_->reap(/*wait=*/false);
+  Pending::Send& s = pending_->sends.emplace_back();
+  s.data.resize(static_cast<size_t>(count) + 2);
+  std::memcpy(s.data.data(), &count, sizeof count);  // the length rides in the first two floats
+  if (count > 0) std::memcpy(s.data.data() + 2, data, count * sizeof(float));
+  s.requests.emplace_back();
+  ok(MPI_Isend(s.data.data(), 2, MPI_FLOAT, dst, tag, c, &s.requests.back()), "MPI_Isend");
+  for (int64_t at = 0; at < count; at += max_count()) {
+    s.requests.emplace_back();
+    ok(MPI_Isend(s.data.data() + 2 + at, static_cast<int>(std::min(max_count(), count - at)),
+                 MPI_FLOAT, dst, tag, c, &s.requests.back()),
+       "MPI_Isend");
+  }
+}
+
+void MpiCommunicator::recv(float* data, int64_t count, int src, int tag) {
+  check_peer(src, size_, tag, "recv");
+  MPI_Comm c = groups_->comm.at(0);
+  float header[2];
+  ok(MPI_Recv(header, 2, MPI_FLOAT, src, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+  int64_t sent = 0;
+  std::memcpy(&sent, header, sizeof sent);
+  // The rounds of a message of another length are still received (into a
+  // scratch copy), so the next message with this tag starts in step.
+  std::vector<float> scratch;
+  float* into = data;
+  if (sent != count) {
+    scratch.resize(static_cast<size_t>(std::max<int64_t>(sent, 0)));
+    into = scratch.data();
+  }
+  for (int64_t at = 0; at < sent; at += max_count())
+    ok(MPI_Recv(into + at, static_cast<int>(std::min(max_count(), sent - at)), MPI_FLOAT, src, tag,
+                c, MPI_STATUS_IGNORE),
+       "MPI_Recv");
+  AS_CHECK(sent == count, "recv: rank ", src, " sent ", sent, " floats with tag ", tag, " where ",
+           count, " are expected");
 }
 
 }  // namespace autoshard

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/tensor/array_split.h"
+#include "comm/ordered_worker.h"
 
 namespace autoshard {
 
@@ -112,6 +116,46 @@ struct ThreadWorld::GroupState {
   }
 };
 
+// Messages are copied into the mailbox of their (source, destination, tag)
+// by the sender and out of it by the receiver: a send never waits, and a
+// sender's buffer is never read by another thread (nothing to wait for when
+// a run is aborted). One lock for every mailbox: pipeline messages are few
+// and large, the copies happen outside it.
+struct ThreadWorld::Mailboxes {
+  using Key = std::tuple<int, int, int>;  // source, destination, tag
+  std::mutex mu;
+  std::condition_variable arrived;
+  std::map<Key, std::deque<std::vector<float>>> queues;
+
+  void put(const Key& key, std::vector<float> message) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queues[key].push_back(std::move(message));
+    }
+    arrived.notify_all();
+  }
+  // The next message of `key`, or throws once `world` is aborted.
+  std::vector<float> take(const Key& key, const ThreadWorld& world) {
+    std::unique_lock<std::mutex> lock(mu);
+    std::deque<std::vector<float>>& q = queues[key];
+    arrived.wait(lock, [&] { return !q.empty() || world.aborted(); });
+    if (q.empty()) throw Error(kStopped);
+    std::vector<float> message = std::move(q.front());
+    q.pop_front();
+    return message;
+  }
+  // Wakes every receiver (after an abort); the lock orders this after a
+  // receiver's check of the abort flag.
+  void wake() {
+    { std::lock_guard<std::mutex> lock(mu); }
+    arrived.notify_all();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    queues.clear();
+  }
+};
+
 int mesh_group_id(const DeviceMesh& mesh, int axis, int rank) {
   return 1 + axis * mesh.size() + mesh.group(rank, axis).front();
 }
@@ -127,20 +171,26 @@ std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
   return groups;
 }
 
-ThreadWorld::ThreadWorld(const DeviceMesh& mesh) : mesh_(mesh) {
+ThreadWorld::ThreadWorld(const DeviceMesh& mesh)
+    : mesh_(mesh), mailboxes_(std::make_unique<Mailboxes>()) {
   AS_CHECK(mesh.size() <= kMaxInProcessDevices, "mesh ", mesh.to_string(), " has ", mesh.size(),
            " devices; one process runs at most ", kMaxInProcessDevices,
            " in-process devices (use mpirun for more, or 'autoshard plan' to predict)");
   AS_CHECK(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
   const int spins = mesh.size() <= static_cast<int>(std::thread::hardware_concurrency()) ? 4000 : 0;
   // Every group state exists before any thread runs, so lookups need no lock.
-  groups_.resize(1 + kMaxAxes * mesh.size());
+  async_offset_ = 1 + kMaxAxes * mesh.size();
+  groups_.resize(2 * async_offset_);
   groups_[0] = std::make_unique<GroupState>(mesh.size(), spins);
   for (int r = 0; r < mesh.size(); ++r)
     for (int a = 0; a < mesh.rank(); ++a) {
       int id = mesh_group_id(mesh, a, r);
       if (!groups_[id]) groups_[id] = std::make_unique<GroupState>(mesh.axis_size(a), spins);
     }
+  // Each group again for its async lane (start_all_reduce).
+  for (int id = 0; id < async_offset_; ++id)
+    if (groups_[id])
+      groups_[id + async_offset_] = std::make_unique<GroupState>(groups_[id]->n, spins);
   for (int r = 0; r < mesh.size(); ++r)
     comms_.push_back(std::make_unique<ThreadCommunicator>(*this, r));
 }
@@ -158,6 +208,7 @@ void ThreadWorld::abort() {
   aborted_.store(true, std::memory_order_release);
   for (auto& gs : groups_)
     if (gs) gs->abort();
+  mailboxes_->wake();
 }
 
 // The threads of ranks 1..size-1: each waits for the next generation of
@@ -237,10 +288,15 @@ void ThreadWorld::run(const std::function<void(int, Communicator&)>& body) {
     aborted_.store(false);
     for (auto& gs : groups_)
       if (gs) gs->reset();
+    mailboxes_->clear();  // messages of the failed run are never received
     if (failed_rank_ < 0) fail("a device stopped without an error message");
     fail(size() > 1 ? cat("device ", failed_rank_, ": ") : std::string(), first_error_);
   }
 }
+
+ThreadCommunicator::ThreadCommunicator(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
+
+ThreadCommunicator::~ThreadCommunicator() = default;
 
 int ThreadCommunicator::size() const {
   return world_.size();
@@ -361,6 +417,50 @@ void ThreadCommunicator::all_to_all(const float* in, const std::vector<int64_t>&
 
 void ThreadCommunicator::barrier(const CommGroup& g) {
   world_.group(g).wait(g.index, true);
+}
+
+// The reduction itself is all_reduce() on the group's async copy: the same
+// member-order sum per element, so the same bits as a blocking call.
+int64_t ThreadCommunicator::start_all_reduce(float* data, int64_t count, ReduceOp op,
+                                             const CommGroup& g) {
+  if (g.size() == 1) return 0;
+  if (!lane_) lane_ = std::make_unique<OrderedWorker>();
+  CommGroup lane = g;
+  lane.id = world_.async_group_id(g.id);
+  return lane_->submit([this, data, count, op, lane] { all_reduce(data, count, op, lane); });
+}
+
+void ThreadCommunicator::wait_all_reduce(int64_t ticket) {
+  if (lane_ && ticket > 0) lane_->wait(ticket);
+}
+
+void ThreadCommunicator::abandon_all_reduces() noexcept {
+  if (!lane_) return;
+  world_.abort();
+  lane_->drain();
+}
+
+namespace {
+void check_peer(int peer, int size, int tag, const char* what) {
+  AS_CHECK(peer >= 0 && peer < size, what, ": rank ", peer, " is not a device of this world (",
+           size, " devices)");
+  AS_CHECK(tag >= 0 && tag <= Communicator::kMaxTag, what, ": tag ", tag, " is outside 0..",
+           Communicator::kMaxTag);
+}
+}  // namespace
+
+void ThreadCommunicator::send(const float* data, int64_t count, int dst, int tag) {
+  check_peer(dst, size(), tag, "send");
+  AS_CHECK(count >= 0, "send: negative count ", count);
+  world_.mailboxes().put({rank_, dst, tag}, std::vector<float>(data, data + count));
+}
+
+void ThreadCommunicator::recv(float* data, int64_t count, int src, int tag) {
+  check_peer(src, size(), tag, "recv");
+  std::vector<float> message = world_.mailboxes().take({src, rank_, tag}, world_);
+  AS_CHECK(static_cast<int64_t>(message.size()) == count, "recv: rank ", src, " sent ",
+           message.size(), " floats with tag ", tag, " where ", count, " are expected");
+  if (count > 0) std::memcpy(data, message.data(), count * sizeof(float));
 }
 
 }  // namespace autoshard

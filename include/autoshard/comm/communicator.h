@@ -21,7 +21,6 @@ struct CommGroup {
   int size() const { return static_cast<int>(ranks.size()); }
 };
 
-
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -46,6 +45,40 @@ class Communicator {
   virtual void all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
                           const std::vector<int64_t>& recv_counts, const CommGroup& g) = 0;
   virtual void barrier(const CommGroup& g) = 0;
+
+  // Point to point between two world ranks (pipeline stages pass a
+  // micro-batch's activations forward and their gradients back). Messages
+  // from one rank to another with one tag arrive in the order sent. send()
+  // is buffered: it returns once `data` may be reused, never waiting for the
+  // receiver, so any order of sends and receives that does not wait on a
+  // message never sent completes. recv() waits for the next message from
+  // `src` with `tag`; its length must be `count` (else an error naming both).
+  // Tags are 0 .. kMaxTag.
+  static constexpr int kMaxTag = 32767;
+  virtual void send(const float* data, int64_t count, int dst, int tag) = 0;
+  virtual void recv(float* data, int64_t count, int src, int tag) = 0;
+
+  // Non-blocking all-reduce (gradient buckets, runtime/overlap.h): starts
+  // reducing `data` in place and returns a ticket; `data` must stay
+  // untouched until wait_all_reduce(ticket) returns. Started reductions run
+  // in start order on a lane of their own, apart from the blocking
+  // collectives above, so members must start the same reductions in the
+  // same order (and may call blocking collectives in between). The result is
+  // bitwise that of all_reduce(). This default runs all_reduce() at once.
+  virtual int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) {
+    all_reduce(data, count, op, g);
+    return 0;
+  }
+  // Waits for the reduction of `ticket` and every one started before it;
+  // rethrows its error.
+  virtual void wait_all_reduce(int64_t ticket) { (void)ticket; }
+  // Lets started reductions advance (MPI moves a non-blocking collective
+  // only inside MPI calls); the executor calls it between ops while any is
+  // pending. Cheap: it never waits.
+  virtual void progress_all_reduces() {}
+  // After an error mid-step: stops or finishes every started reduction, so
+  // that their buffers may be reused. Never throws.
+  virtual void abandon_all_reduces() noexcept {}
 };
 
 }  // namespace autoshard

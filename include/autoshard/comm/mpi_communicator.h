@@ -41,10 +41,23 @@ class MpiCommunicator : public Communicator {
   void all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
                   const std::vector<int64_t>& recv_counts, const CommGroup& g) override;
   void barrier(const CommGroup& g) override;
+  // MPI_Isend from a copy kept until the send completes (checked on every
+  // later send and at the end), so a send never waits for its receiver.
+  void send(const float* data, int64_t count, int dst, int tag) override;
+  void recv(float* data, int64_t count, int src, int tag) override;
+  // MPI_Iallreduce on a duplicate of the group's communicator (the async
+  // lane), advanced by MPI_Testall between ops and waited with MPI_Waitall.
+  int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
+  void wait_all_reduce(int64_t ticket) override;
+  void progress_all_reduces() override;
 
  private:
-  struct Groups;  // the MPI_Comm of each group id
-  std::unique_ptr<Groups> groups_;
+  struct Groups;
+  struct Pending;     // sends not yet completed
+  struct Reductions;  // started all-reduces and the async lane's communicators
+  std::unique_ptr<Reductions> reductions_;
+  std::unique_ptr<Groups> groups_;  // the MPI_Comm of each group id
+  std::unique_ptr<Pending> pending_;
   int rank_ = 0, size_ = 1;
 };
 

@@ -19,10 +19,12 @@
 namespace autoshard {
 
 class ThreadWorld;
+class OrderedWorker;
 
 class ThreadCommunicator : public Communicator {
  public:
-  ThreadCommunicator(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
+  ThreadCommunicator(ThreadWorld& world, int rank);
+  ~ThreadCommunicator() override;
   int rank() const override { return rank_; }
   int size() const override;
   void all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
@@ -34,11 +36,21 @@ class ThreadCommunicator : public Communicator {
   void all_to_all(const float* in, const std::vector<int64_t>& send_counts, float* out,
                   const std::vector<int64_t>& recv_counts, const CommGroup& g) override;
   void barrier(const CommGroup& g) override;
+  void send(const float* data, int64_t count, int dst, int tag) override;
+  void recv(float* data, int64_t count, int src, int tag) override;
+  // Reduced on this device's communication thread, on a copy of each group's
+  // barrier state (the async lane), so blocking collectives of the device's
+  // own thread may run meanwhile.
+  int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
+  void wait_all_reduce(int64_t ticket) override;
+  // Aborts the world (wakes the thread's collectives) and drains the thread.
+  void abandon_all_reduces() noexcept override;
 
  private:
   ThreadWorld& world_;
   int rank_;
-  std::vector<float> scratch_;  // reused accumulation buffer
+  std::unique_ptr<OrderedWorker> lane_;  // started on the first reduction
+  std::vector<float> scratch_;           // reused accumulation buffer
 };
 
 // The shared state of the in-process devices of one mesh.
@@ -56,8 +68,14 @@ class ThreadWorld {
 
   struct GroupState;
   GroupState& group(const CommGroup& g);
+  // The id of group `id`'s copy for reductions started on the async lane.
+  int async_group_id(int id) const { return id + async_offset_; }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   void abort();
+
+  // Point-to-point messages in flight, per (source, destination, tag).
+  struct Mailboxes;
+  Mailboxes& mailboxes() { return *mailboxes_; }
 
  private:
   struct Crew;
@@ -70,7 +88,9 @@ class ThreadWorld {
   int failed_rank_ = -1;
   std::string first_error_;
   std::vector<std::unique_ptr<GroupState>> groups_;  // indexed by group id
+  int async_offset_ = 0;  // groups_[id + async_offset_]: group id's async lane
   std::atomic<bool> aborted_{false};
+  std::unique_ptr<Mailboxes> mailboxes_;
 };
 
 // Groups for every axis of `mesh` as seen from `rank` (index = axis), plus

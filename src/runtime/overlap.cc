@@ -1,0 +1,196 @@
+#include "autoshard/runtime/overlap.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "autoshard/comm/communicator.h"
+#include "autoshard/error.h"
+#include "ir/op_def.h"
+
+namespace autoshard {
+
+namespace {
+OverlapOptions& process_options() {
+  static OverlapOptions options;
+  return options;
+}
+}  // namespace
+
+const OverlapOptions& overlap_options() {
+  return process_options();
+}
+
+void set_overlap_options(const OverlapOptions& options) {
+  process_options() = options;
+}
+
+int64_t bucket_bytes_from_mb(double mb) {
+  constexpr double kMaxMb = 1 << 20;  // a tebibyte: larger than any step's gradients
+  AS_CHECK(std::isfinite(mb) && mb > 0 && mb <= kMaxMb, "--bucket-mb ", mb,
+           " must be a positive number of megabytes up to ", kMaxMb,
+           " (25 is DDP's default; --no-overlap reduces gradients unbucketed)");
+  return std::max<int64_t>(4, std::llround(mb * (1 << 20)));
+}
+
+namespace {
+
+// Members start on 64-byte boundaries and fill whole 64 bytes, as a tensor's
+// own storage does: kernels read a member's result with aligned vector
+// loads. (The gaps stay zero and are summed as zeros.)
+constexpr int64_t kAlign = 16;
+
+struct Candidate {
+  int node, produced, read;  // the all-reduce, its input's position, its own position
+};
+
+// The all-reduces worth starting early, in the order their inputs are made.
+std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedule) {
+  std::vector<int> pos(g.size(), -1), root(g.size());
+  for (int k = 0; k < static_cast<int>(schedule.size()); ++k) pos[schedule[k]] = k;
+  for (int i : schedule) {
+    const Node& n = g.node(i);
+    root[i] = !n.is_leaf() && op_def(n.op).aliases_input ? root[n.inputs[0]] : i;
+  }
+  // Per storage: the positions of the ops that write it in place.
+  std::map<int, std::vector<int>> written;
+  for (int k = 0; k < static_cast<int>(schedule.size()); ++k) {
+    const Node& n = g.node(schedule[k]);
+    if (n.is_leaf()) continue;
+    for (size_t j = 0; j < n.inputs.size(); ++j)
+      if (op_def(n.op).mutates >> j & 1) written[root[n.inputs[j]]].push_back(k);
+  }
+  std::vector<Candidate> out;
+  for (int k = 0; k < static_cast<int>(schedule.size()); ++k) {
+    const Node& n = g.node(schedule[k]);
+    if (n.op != Op::AllReduce) continue;
+    const int x = n.inputs[0];
+    const Node& in = g.node(x);
+    if (in.is_leaf() || in.dtype != DType::F32 || g.node(root[x]).is_leaf()) continue;
+    const int p = pos[x];
+    bool between = false;  // an op with work to hide the reduction behind
+    for (int q = p + 1; q < k && !between; ++q) {
+      const Node& m = g.node(schedule[q]);
+      between = !m.is_leaf() && !(op_def(m.op).aliases_input && !(op_def(m.op).mutates & 1));
+    }
+    bool rewritten = false;
+    if (auto it = written.find(root[x]); it != written.end())
+      for (int q : it->second) rewritten |= q > pos[root[x]] && q < k;
+    if (between && !rewritten) out.push_back({schedule[k], p, k});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.produced < b.produced; });
+  return out;
+}
+
+}  // namespace
+
+std::vector<GradientBucket> plan_gradient_buckets(const Graph& g, const std::vector<int>& schedule,
+                                                  int64_t bucket_bytes) {
+  AS_CHECK(bucket_bytes > 0, "gradient buckets must hold at least one byte, not ", bucket_bytes);
+  std::vector<GradientBucket> done;
+  std::map<std::pair<int, int>, GradientBucket> open;  // per (axis, op)
+  for (const Candidate& c : candidates(g, schedule)) {
+    const Node& n = g.node(c.node);
+    const AllReduceAttrs& a = n.attr<AllReduceAttrs>();
+    const auto key = std::make_pair(a.axis, static_cast<int>(a.op));
+    const int64_t count = numel(n.shape);
+    auto it = open.find(key);
+    if (it != open.end() &&
+        ((it->second.count + count) * 4 > bucket_bytes || c.produced >= it->second.wait_before)) {
+      done.push_back(std::move(it->second));
+      open.erase(it);
+      it = open.end();
+    }
+    if (it == open.end()) {
+      GradientBucket b;
+      b.axis = a.axis;
+      b.op = a.op;
+      b.wait_before = c.read;
+      it = open.emplace(key, std::move(b)).first;
+    }
+    GradientBucket& b = it->second;
+    b.members.push_back(c.node);
+    b.offsets.push_back(b.count);
+    b.count += (count + kAlign - 1) / kAlign * kAlign;
+    b.start_after = std::max(b.start_after, c.produced);
+    b.wait_before = std::min(b.wait_before, c.read);
+  }
+  for (auto& [key, b] : open) done.push_back(std::move(b));
+  // Start order: by the position after which each starts (every device
+  // computes the same order).
+  std::stable_sort(done.begin(), done.end(), [](const GradientBucket& x, const GradientBucket& y) {
+    return x.start_after < y.start_after;
+  });
+  return done;
+}
+
+BucketRunner::BucketRunner(const Graph& g, const std::vector<int>& schedule, int64_t bucket_bytes)
+    : buckets_(plan_gradient_buckets(g, schedule, bucket_bytes)), hooks_(g.size()) {
+  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+    const GradientBucket& bucket = buckets_[b];
+    // Started before the node after its last gradient's (never the end:
+    // its first reader comes later).
+    hooks_[schedule[bucket.start_after + 1]].start.push_back(b);
+    hooks_[schedule[bucket.wait_before]].wait.push_back(b);
+    inputs_.emplace_back();
+    shapes_.emplace_back();
+    for (int m : bucket.members) {
+      hooks_[m].member = true;
+      inputs_.back().push_back(g.node(m).inputs[0]);
+      shapes_.back().push_back(g.node(m).shape);
+    }
+  }
+  tickets_.assign(buckets_.size(), 0);
+}
+
+size_t BucketRunner::bytes() const {
+  size_t total = 0;
+  for (const GradientBucket& b : buckets_) total += static_cast<size_t>(b.count) * 4;
+  return total;
+}
+
+bool BucketRunner::before(int node, std::vector<Tensor>& values, Communicator& comm,
+                          const std::vector<CommGroup>& groups) {
+  const Hook& h = hooks_[node];
+  if (h.start.empty() && h.wait.empty()) {
+    if (pending_ > 0) comm.progress_all_reduces();
+    return h.member;
+  }
+  if (buffers_.empty())
+    for (const GradientBucket& b : buckets_) buffers_.emplace_back(Shape{b.count});
+  for (int b : h.start) {
+    const GradientBucket& bucket = buckets_[b];
+    float* buffer = buffers_[b].f32();
+    for (size_t m = 0; m < bucket.members.size(); ++m) {
+      const Tensor& grad = values[static_cast<size_t>(inputs_[b][m])];
+      std::memcpy(buffer + bucket.offsets[m], grad.raw(), grad.nbytes());
+    }
+    tickets_[b] = comm.start_all_reduce(buffer, bucket.count, bucket.op, groups.at(bucket.axis));
+    ++pending_;
+  }
+  for (int b : h.wait) {
+    comm.wait_all_reduce(tickets_[b]);
+    tickets_[b] = 0;
+    --pending_;
+    // The members' results are views of the reduced buffer.
+    const GradientBucket& bucket = buckets_[b];
+    const auto owner = std::make_shared<Tensor>(buffers_[b]);
+    for (size_t m = 0; m < bucket.members.size(); ++m)
+      values[static_cast<size_t>(bucket.members[m])] =
+          Tensor::borrowed(shapes_[b][m], DType::F32, buffers_[b].f32() + bucket.offsets[m], owner);
+  }
+  return h.member;
+}
+
+void BucketRunner::finish(Communicator& comm, bool failed) noexcept {
+  if (pending_ == 0) return;
+  if (failed) comm.abandon_all_reduces();
+  pending_ = 0;
+  std::fill(tickets_.begin(), tickets_.end(), 0);
+}
+
+}  // namespace autoshard
