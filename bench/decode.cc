@@ -5,6 +5,11 @@
 // object on stdout.
 //
 //   bench_decode CONFIG.json [--prompt 16] [--tokens 32] [--mesh model=2] [--plan megatron|auto]
+//                [--weights-dtype f32|bf16|int8]
+//
+// With bf16 or int8 weights (nn/generation.h's quantize_weights) the bytes
+// read per token are the weights' bytes in that format (int8's scales
+// included; norms and biases stay f32), so the limit rises with them.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
   }
   const std::string config_path = argv[1];
   int64_t prompt_len = 16, tokens = 32;
-  std::string mesh_spec, plan = "megatron";
+  std::string mesh_spec, plan = "megatron", weights_dtype = "f32";
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -57,6 +62,8 @@ int main(int argc, char** argv) {
       mesh_spec = next();
     else if (a == "--plan")
       plan = next();
+    else if (a == "--weights-dtype")
+      weights_dtype = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -72,10 +79,20 @@ int main(int argc, char** argv) {
       model.set_distribution(std::make_shared<ModelParallel>(mesh, llama_megatron_layout(cfg)));
   }
   const int64_t params = model.count_params();
+  const QuantizedWeights quantized =
+      quantize_weights(model, parse_weights_dtype(weights_dtype, "--weights-dtype"));
   // Read per token: every weight but the embedding table (one row), unless
-  // the head is tied to it.
+  // the head is tied to it; each in the format it is held in.
   const int64_t embedding = cfg.vocab_size * cfg.hidden_size;
-  const double bytes = 4.0 * double(params - (cfg.tie_word_embeddings ? 0 : embedding));
+  double bytes = 0, embedding_bytes = 4.0 * double(embedding);
+  int64_t rounded = 0;
+  for (const auto& [path, w] : quantized.weights()) {
+    bytes += double(w.bytes);
+    rounded += w.elements;
+    if (w.elements == embedding && path.find("embed") != std::string::npos)
+      embedding_bytes = double(w.bytes);
+  }
+  bytes += 4.0 * double(params - rounded) - (cfg.tie_word_embeddings ? 0 : embedding_bytes);
   std::vector<int32_t> prompt(prompt_len);
   for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((i * 7919) % cfg.vocab_size);
   generate(model, prompt,
@@ -87,13 +104,14 @@ int main(int argc, char** argv) {
   const double limit = bandwidth / bytes;
   const double tps = g.decode_tokens_per_s();
   std::fprintf(stderr,
-               "%s: %.1fM parameters, %s | decode %.2f tokens/s | copy bandwidth %.1f GB/s -> "
+               "%s: %.1fM parameters, %s, %s weights | decode %.2f tokens/s | copy bandwidth %.1f GB/s -> "
                "limit %.2f tokens/s | %.0f%% of the limit | prefill %.1f tokens/s\n",
                config_path.c_str(), double(params) / 1e6,
-               mesh_spec.empty() ? "1 device" : mesh_spec.c_str(), tps, bandwidth / 1e9, limit,
+               mesh_spec.empty() ? "1 device" : mesh_spec.c_str(), weights_dtype.c_str(), tps, bandwidth / 1e9, limit,
                100 * tps / limit, g.prefill_tokens_per_s());
   std::printf("%s\n", nlohmann::json{{"engine", "autoshard"},
                                      {"config", config_path},
+                                     {"weights_dtype", weights_dtype},
                                      {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec},
                                      {"parameters", params},
                                      {"bytes_per_token", bytes},

@@ -2,7 +2,8 @@
 # Installs every build and test dependency of autoshard from Debian's packages.
 # Idempotent: packages already present are skipped. Set AUTOSHARD_WITH_TORCH=1
 # to also install PyTorch and BLIS (only needed to regenerate reference data
-# and for the side-by-side benchmarks; the tests never need them).
+# and for the side-by-side benchmarks; the tests never need them), and
+# AUTOSHARD_WITH_CHROMIUM=1 for Chromium (autoshard report --png).
 set -euo pipefail
 
 packages=(
@@ -29,6 +30,11 @@ if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-sentencepiece)  # tools/make_tokenizer_fixtures.py
   packages+=(python3-h5py)           # tools/keras_files/make_fixtures.py (.keras and .h5 fixtures)
   packages+=(libblis-dev libdnnl-dev libxsmm-dev)  # the other GEMM libraries of bench/gemm_libraries.sh
+fi
+if [ "${AUTOSHARD_WITH_CHROMIUM:-0}" = 1 ]; then
+  # Headless rendering of the HTML pages to PNG (autoshard report --png,
+  # tools/render_pages.sh); big, so not installed by default.
+  packages+=(chromium fonts-dejavu-core)
 fi
 
 missing=()

@@ -85,7 +85,9 @@ TEST(SolverHeuristics, ExactOnChainsAndTreesWithoutALimit) {
       const __int128 want = brute_force(p);
       const SolveResult r = heuristics(p, 1);
       ASSERT_EQ(r.feasible, want >= 0) << "trial " << trial;
-      if (want >= 0) EXPECT_EQ(to_string(r.cost), to_string(want)) << "trial " << trial;
+      if (want >= 0) {
+        EXPECT_EQ(to_string(r.cost), to_string(want)) << "trial " << trial;
+      }
     }
 }
 

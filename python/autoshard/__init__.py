@@ -20,12 +20,14 @@ from .tokenizer import Tokenizer  # noqa: E402
 from .plan import Plan, plan  # noqa: E402  (binds autoshard.plan to the function)
 from .tensor_parallel import TensorParallel  # noqa: E402
 from .layout_map import keras_layout_map  # noqa: E402  (a plan as a Keras LayoutMap)
+# with autoshard.trace("steps.json", steps="2:3"): model.fit(...)  (docs/observability.md)
+trace = _native.Trace
 
 __version__ = "0.1.0"
 __all__ = ["keras", "list_devices", "from_pretrained", "LanguageModel", "EncoderModel",
            "Tokenizer", "world_rank", "world_size"]
 __all__ += ["plan", "Plan", "TensorParallel"]
-__all__ += ["keras_layout_map"]
+__all__ += ["keras_layout_map", "trace"]
 
 
 def list_devices(count=0):

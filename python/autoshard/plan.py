@@ -9,10 +9,9 @@ the weights and the model keeps its own distribution::
     p = autoshard.plan(model, 4, batch=32)        # AutoShard chooses the mesh
     p.layouts        # {"dense.kernel": (None, "model"), ...}
     p.step_time      # predicted seconds per training step
-    p                # a table (an HTML one in a notebook)
+    p                # a table (in a notebook: the picture of `autoshard plan --html`)
 """
 
-import html
 import json
 import re
 
@@ -153,6 +152,9 @@ class Plan:
     """
 
     def __init__(self, report, distribution=None):
+        # The picture's figures (op kinds, memory over the step) are not
+        # part of the report ``autoshard plan --json`` prints.
+        self._figures = report.pop("figures", None)
         self._report = report
         self._distribution = distribution  # AutoShard, planned (for TensorParallel)
         self.mesh = dict(report["mesh"])
@@ -203,22 +205,12 @@ class Plan:
         return "\n".join(lines)
 
     def _repr_html_(self):
-        e = html.escape
-        out = [f"<div><p>Plan on mesh <code>{e(self._mesh_str())}</code>: predicted step "
-               f"{e(_seconds(self.step_time))}, {e(_mib(self.memory_per_device['total']))} "
-               "per device</p>",
-               "<table><thead><tr><th>weight</th><th>shape</th><th>layout</th>"
-               "<th>bytes/device</th></tr></thead><tbody>"]
-        for row in self._rows():
-            out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-        out.append("</tbody></table>")
-        out.append("<table><thead><tr><th>memory per device</th><th></th></tr></thead><tbody>")
-        for name, v in self._memory_rows():
-            out.append(f"<tr><td>{e(name)}</td><td>{e(_mib(v))}</td></tr>")
-        out.append("</tbody></table>")
-        if self.explanation:
-            out.append("<details><summary>why (AutoShard)</summary><ul>")
-            out += [f"<li>{e(r)}</li>" for r in self.explanation]
-            out.append("</ul></details>")
-        out.append("</div>")
-        return "\n".join(out)
+        """The plan as a picture (``autoshard plan --html``'s page): the mesh, each
+        weight's blocks coloured by device, the predicted step by op kind and
+        mesh axis, memory over the step and the alternatives rejected."""
+        report = dict(self._report)
+        if self._figures is not None:
+            report["figures"] = self._figures
+        title = (f"Plan on mesh {self._mesh_str()}: predicted step {_seconds(self.step_time)}, "
+                 f"{_mib(self.memory_per_device['total'])} per device")
+        return _native.plan_html(json.dumps(report), title)

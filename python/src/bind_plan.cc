@@ -23,6 +23,8 @@
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/plan_report.h"
 #include "autoshard/runtime/executor.h"
+#include "plan/plan_figures.h"
+#include "plan/plan_html.h"
 #include "py_model.h"
 
 namespace py = pybind11;
@@ -120,6 +122,9 @@ std::pair<std::string, std::shared_ptr<Distribution>> plan_model(Model& model, c
   nlohmann::json j = plan_report(p);
   j["reasons"] = dist->reasons();
   j["predicted"] = prediction_json(model, p, r, s);
+  // The picture's figures (plan/plan_figures.h): Plan keeps them apart from
+  // the report, which stays `autoshard plan --json`'s.
+  j["figures"] = plan_figures(p, Cluster::named(r.options.cluster), r.options.bf16);
   return {j.dump(), dist};
 }
 
@@ -169,6 +174,12 @@ double lm_flops(const LanguageModelConfig& c, double params, double batch, doubl
 }  // namespace
 
 void bind_plan(py::module_& m) {
+  m.def(
+      "plan_html",
+      [](const std::string& report, const std::string& title) {
+        return plan_html_fragment(nlohmann::json::parse(report), title);
+      },
+      "report"_a, "title"_a, "The picture of a plan (plan/plan_html.h) as an HTML fragment");
   m.def(
       "plan_keras",
       [](PyModel& p, const std::optional<DeviceMesh>& mesh, int devices,

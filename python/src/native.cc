@@ -604,6 +604,7 @@ void bind_progress(py::module_& m);  // bind_progress.cc
 void bind_hf(py::module_& m);        // bind_hf.cc
 void bind_plan(py::module_& m);      // bind_plan.cc
 void bind_layout_map(py::module_& m);  // bind_layout_map.cc
+void bind_trace(py::module_& m);       // bind_trace.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -629,4 +630,5 @@ PYBIND11_MODULE(_native, m) {
   bind_hf(m);
   bind_plan(m);
   bind_layout_map(m);
+  bind_trace(m);
 }

@@ -24,5 +24,6 @@ void add_generate_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_predict_command(CLI::App& app);   // a Keras model's predictions (predict.cc)
 void add_evaluate_command(CLI::App& app);  // a Keras model's loss and metrics (evaluate.cc)
+void add_report_command(CLI::App& app);    // training curves of train --log files (report.cc)
 
 }  // namespace autoshard::cli

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   autoshard::cli::add_convert_command(app);
   autoshard::cli::add_solve_command(app);
   autoshard::cli::add_calibrate_command(app);
+  autoshard::cli::add_report_command(app);
   autoshard::cli::require_agreement_across_ranks(app);  // under mpirun: same options on every rank
   try {
     // A bad AUTOSHARD_* variable stops every command before it starts.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <set>
@@ -16,6 +17,7 @@
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/plan_report.h"
+#include "autoshard/plan/predicted_trace.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
@@ -26,6 +28,8 @@
 #include "cli/output_file.h"
 #include "cli/plan_pipeline.h"
 #include "plan/layout_map_export.h"
+#include "plan/plan_figures.h"
+#include "plan/plan_html.h"
 
 namespace autoshard::cli {
 namespace {
@@ -38,7 +42,9 @@ struct PlanOptions : CommonOptions {
   std::string dtype = "f32";
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
-  PipelineFlags pipeline;         // a mesh with a pipe axis (cli/plan_pipeline.h)
+  std::string html;               // FILE.html: the plan as a picture (plan/plan_html.h)
+  std::string trace;       // FILE.json: the predicted step as a timeline (plan/predicted_trace.h)
+  PipelineFlags pipeline;  // a mesh with a pipe axis (cli/plan_pipeline.h)
 };
 
 // What is planned: a language model (a preset, config or model directory)
@@ -287,19 +293,42 @@ size_t export_layout_map(const PlanOptions& o, const Subject& s, const Partition
   return e.entries.size();
 }
 
+// --html: the report as a picture, with the step priced on --cluster
+// (predicted or not) for its charts.
+void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
+                     const nlohmann::json& report) {
+  nlohmann::json page = report;
+  page["figures"] = plan_figures(p, Cluster::named(o.cluster), o.dtype == "bf16");
+  const std::string batch = s.config
+                                ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
+                                : "x " + shape_str(s.x);
+  const std::string title = "plan " + o.plan + " for " + o.model + " on mesh " +
+                            p.mesh.to_string() + ", " + batch + (o.zero1 ? ", ZeRO-1" : "");
+  write_output_file(o.html, "--html", plan_html(page, title), o.overwrite);
+}
+
 void run_plan(PlanOptions& o) {
   // Output paths are checked before planning (cli/output_file.h's rule).
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
   if (!o.export_problem.empty())
     check_output_path(o.export_problem, "--export-problem", o.overwrite);
+  if (!o.html.empty()) check_output_path(o.html, "--html", o.overwrite);
+  if (!o.trace.empty()) {
+    check_output_path(o.trace, "--trace", o.overwrite);
+    AS_CHECK(o.predict, "--trace draws the predicted step: it needs --predict");
+    AS_CHECK(o.trace.ends_with(".json"), "--trace '", o.trace,
+             "' must end in .json (a Chrome Trace Event Format file for Perfetto)");
+  }
   if (!o.export_layout_map.empty()) {
     check_output_path(o.export_layout_map, "--export-layout-map", o.overwrite);
     AS_CHECK(layout_map_format(o.export_layout_map) != "", "--export-layout-map '",
              o.export_layout_map, "' must end in .json or .py (the form to write)");
   }
   if (pipeline_requested(o, o.pipeline)) {
-    AS_CHECK(o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible,
-             "--export-layout-map, --export-problem and --divisible are not available with a "
+    AS_CHECK(o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible &&
+                 o.html.empty() && o.trace.empty(),
+             "--export-layout-map, --export-problem, --divisible, --html and --trace are not "
+             "available with a "
              "pipe axis yet (each stage's plan is priced, not exported); drop them or the pipe "
              "axis");
     return run_pipeline_plan(o, o.pipeline, {o.json, o.predict, o.overwrite, o.out, o.dtype});
@@ -315,7 +344,13 @@ void run_plan(PlanOptions& o) {
   std::shared_ptr<Distribution> dist = distribution_of(o, subject);
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
-  const Partition p = model.plan_training(subject.x, subject.y, subject.y_dtype);
+  // --trace draws every device (up to 64): lower them all, not device 0 alone.
+  std::vector<int> lowered{0};
+  if (!o.trace.empty()) {
+    lowered.resize(size_t(std::min(dist->mesh().size(), 64)));
+    std::iota(lowered.begin(), lowered.end(), 0);
+  }
+  const Partition p = model.plan_training(subject.x, subject.y, subject.y_dtype, lowered);
   const DeviceMesh& mesh = p.mesh;
   const bool bf16 = o.dtype == "bf16";
   std::optional<StepPrediction> predicted;
@@ -328,6 +363,12 @@ void run_plan(PlanOptions& o) {
                                                       double(o.batch), double(o.seq))
                                         : 6 * double(model.count_params()) * double(o.batch);
     predicted = predict(p, *cluster, {bf16, tokens, flops});
+    if (!o.trace.empty())
+      write_output_file(o.trace, "--trace",
+                        predicted_trace(p, *cluster, {bf16, tokens, flops}, 64, 0,
+                                        "autoshard prediction on " + cluster->name)
+                            .dump(),
+                        o.overwrite);
     // In-process devices share one process: its memory is every device's.
     if (mesh.size() <= 64)
       predicted->process_bytes =
@@ -386,6 +427,7 @@ void run_plan(PlanOptions& o) {
                                  predicted ? predicted->memory.total() : largest("total"), lost);
   }
   if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
+  if (!o.html.empty()) write_plan_html(o, subject, p, j);
   if (o.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -441,6 +483,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--export-layout-map", o->export_layout_map,
                   "write the plan as a Keras LayoutMap: FILE.json, or FILE.py defining "
                   "get_layout_map(device_mesh)");
+  cmd->add_option("--html", o->html,
+                  "also write the plan as a picture: one self-contained HTML page (mesh, weights' "
+                  "blocks, the predicted step, memory over the step, rejected alternatives)");
+  cmd->add_option("--trace", o->trace,
+                  "with --predict: also write the predicted step as a timeline (FILE.json, "
+                  "Chrome Trace Event Format: open it in Perfetto beside train --trace's)");
   cmd->add_flag("--divisible", o->divisible,
                 "only splits that divide their dimension (JAX's NamedSharding needs them); "
                 "reports each split lost and its cost");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -21,6 +22,8 @@
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/runtime/memory.h"
+#include "autoshard/runtime/overlap.h"
+#include "autoshard/runtime/trace.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -366,6 +369,40 @@ void run_eval(EvalOptions& o) {
                 static_cast<long long>(n * o.batch * o.seq));
 }
 
+// --trace: checked before anything is trained (the steps, the path), then
+// the run recorded and written, an interrupted run's steps included. Under
+// mpirun every rank writes its own device's timeline (FILE.rankN.json).
+void traced(const TrainOptions& o, const std::function<void()>& train) {
+  if (o.trace.empty()) {
+    AS_CHECK(o.trace_steps.empty(), "--trace-steps needs --trace FILE.json (where to write them)");
+    return train();
+  }
+  const TraceSteps steps = parse_trace_steps(o.trace_steps.empty() ? "1:" : o.trace_steps);
+  const World& world = World::process();
+  const std::string path = trace_file_of_rank(o.trace, world.rank(), world.distributed());
+  AS_CHECK(o.trace.ends_with(".json"), "--trace '", o.trace,
+           "' must end in .json (a Chrome Trace Event Format file for Perfetto)");
+  check_output_path(path, "--trace", o.overwrite);
+  Tracer tracer(steps);
+  auto write = [&] {
+    const std::string process =
+        world.distributed() ? cat("autoshard rank ", world.rank()) : std::string("autoshard");
+    write_output_file(path, "--trace", tracer.document(world.rank(), process).dump(), o.overwrite);
+    if (world.leader())
+      std::fprintf(stderr, "trace of %lld runs written to %s%s\n",
+                   static_cast<long long>(tracer.runs()), path.c_str(),
+                   world.distributed() ? " (one file per rank)" : "");
+  };
+  try {
+    TraceScope scope(tracer);
+    train();
+  } catch (const Interrupted&) {
+    write();
+    throw;
+  }
+  write();
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -408,11 +445,29 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"random", "sequential"}))
       ->capture_default_str();
   add_keras_train_options(cmd, *o);
-  cmd->callback([o, cmd] {
-    if (is_keras_training(*o))
-      run_keras_train(*o, *cmd);  // a saved Keras model on NumPy arrays
-    else
-      run_train(*o);
+  // Gradient buckets (runtime/overlap.h): process-wide, set before the step is built.
+  auto bucket_mb = std::make_shared<double>(25);
+  auto no_overlap = std::make_shared<bool>(false);
+  add_real(cmd, "--bucket-mb", *bucket_mb, 0, 1 << 20, /*lo_open=*/true,
+           "all-reduce data-parallel gradients in buckets of this many MiB, each as soon as the "
+           "backward pass has made it, behind the rest of the pass")
+      ->capture_default_str();
+  cmd->add_flag("--no-overlap", *no_overlap,
+                "all-reduce each gradient where the optimizer reads it (no buckets)");
+  cmd->add_option("--trace", o->trace,
+                  "write a timeline of the steps to FILE.json (Chrome Trace Event Format, for "
+                  "Perfetto): every op of every device, collectives, steps, memory in use; "
+                  "under mpirun one FILE.rankN.json per rank");
+  cmd->add_option("--trace-steps", o->trace_steps,
+                  "the steps --trace records: A:B, A:, :B or A (1-based; default: all)");
+  cmd->callback([o, cmd, bucket_mb, no_overlap] {
+    set_overlap_options({!*no_overlap, bucket_bytes_from_mb(*bucket_mb)});
+    traced(*o, [&] {
+      if (is_keras_training(*o))
+        run_keras_train(*o, *cmd);  // a saved Keras model on NumPy arrays
+      else
+        run_train(*o);
+    });
   });
 }
 

@@ -40,6 +40,8 @@ struct TrainOptions : CommonOptions {
   bool resume = false;
   int64_t sample = -1;  // bytes to generate at the end; -1: 300 for byte data
   std::string sampling = "random";
+  std::string trace;        // --trace FILE.json: a timeline of the steps (runtime/trace.h)
+  std::string trace_steps;  // --trace-steps a:b (default: every step)
   KerasTrainOptions keras;
 };
 

@@ -4,6 +4,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/runtime/executor.h"
+#include "autoshard/runtime/overlap.h"
 #include "autoshard/tensor/array_split.h"
 #include "ir/op_def.h"
 
@@ -96,7 +97,8 @@ double write_back_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
          inserted_op_seconds(c, Op::Assign, {local, local}, local, mesh.size(), bf16);
 }
 
-StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o, int device) {
+StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o, int device,
+                       std::vector<PredictedSpan>* timeline) {
   AS_CHECK(device >= 0 && device < int(p.local.size()) && !p.local_of[device].empty(),
            "predict: device ", device, " has no local program");
   c.check_mesh(p.mesh);
@@ -110,12 +112,50 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
   // takes each device on a core of its own.
   const bool stretches = c.oversubscribed(devices) && c.oversubscribed_slice > 0;
   double stretch = 0;  // seconds of the current stretch on a core of one's own
+  double clock = 0, lane = 0;
+  size_t stretch_first = timeline ? timeline->size() : 0;  // the stretch's first span
   const auto end_stretch = [&] {
-    out.compute_s += c.stretch_seconds(stretch, devices);
+    const double t = c.stretch_seconds(stretch, devices);
+    if (timeline && stretch > 0)  // the stretch's ops share its time in proportion
+      for (size_t k = stretch_first; k < timeline->size(); ++k) {
+        PredictedSpan& s = (*timeline)[k];
+        s.begin_s = clock + (s.begin_s - clock) * t / stretch;
+        s.seconds *= t / stretch;
+      }
+    out.compute_s += t;
+    clock += t;
     stretch = 0;
+    stretch_first = timeline ? timeline->size() : 0;
   };
+  // Gradient buckets reduce on their own lane behind the ops after them
+  // (runtime/overlap.h): `clock` runs through the device's ops and blocking
+  // collectives, `lane` through its buckets; a bucket starts at
+  // max(clock, lane) and the first read of its results waits for it.
+  // (Not where devices outnumber the cores: there the lane has no core.)
+  const OverlapOptions& overlap = overlap_options();
+  const std::vector<GradientBucket> buckets =
+      overlap.enabled && !stretches ? plan_gradient_buckets(g, plan.schedule, overlap.bucket_bytes)
+                                    : std::vector<GradientBucket>{};
+  std::vector<std::vector<int>> starts(g.size()), waits(g.size());
+  std::vector<bool> member(g.size(), false);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    starts[plan.schedule[buckets[b].start_after + 1]].push_back(int(b));
+    waits[plan.schedule[buckets[b].wait_before]].push_back(int(b));
+    for (int m : buckets[b].members) member[m] = true;
+  }
+  std::vector<double> done(buckets.size(), 0);
   for (int i : plan.schedule) {
     const Node& n = g.node(i);
+    for (int b : starts[i]) {
+      const double t = collective_seconds(c, p.mesh, buckets[b].axis, true,
+                                          double(buckets[b].count) * 4 * (o.bf16 ? 0.5 : 1.0), 0);
+      out.collective_s[{"all_reduce", p.mesh.axis_names()[buckets[b].axis]}] += t;
+      out.communication_s += t;
+      if (timeline) timeline->push_back({buckets[b].members.front(), std::max(clock, lane), t, 1});
+      lane = done[b] = std::max(clock, lane) + t;
+    }
+    for (int b : waits[i]) clock = std::max(clock, done[b]);
+    if (member[i]) continue;
     if (n.is_leaf()) {
       const double bytes = double(numel(n.shape)) * 4;
       if (n.op == Op::Input)
@@ -137,17 +177,27 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
       out.collective_s[{def.name, p.mesh.axis_names()[cc.axis]}] += t;
       out.communication_s += t;
       if (stretches) end_stretch();
+      if (timeline) timeline->push_back({i, clock, t});
+      clock += t;
+      stretch_first = timeline ? timeline->size() : 0;
       continue;
     }
-    if (stretches)
-      stretch += op_seconds(c, n, inputs, n.shape, c.shared_cores, o.bf16);
-    else
-      out.compute_s += op_seconds(c, n, inputs, n.shape, devices, o.bf16);
+    if (stretches) {
+      const double t = op_seconds(c, n, inputs, n.shape, c.shared_cores, o.bf16);
+      if (timeline) timeline->push_back({i, clock + stretch, t});
+      stretch += t;
+    } else {
+      const double t = op_seconds(c, n, inputs, n.shape, devices, o.bf16);
+      if (timeline) timeline->push_back({i, clock, t});
+      out.compute_s += t;
+      clock += t;
+    }
   }
   end_stretch();
   out.memory.activations = double(plan.total_bytes()) * (o.bf16 ? 0.5 : 1.0);
   out.memory.process = c.process_bytes;
-  out.step_s = out.compute_s + out.communication_s;
+  out.step_s = std::max(clock, lane);
+  out.hidden_communication_s = out.compute_s + out.communication_s - out.step_s;
   if (out.step_s > 0) {
     out.tokens_per_s = o.tokens / out.step_s;
     out.model_flops_per_device_per_s = o.model_flops / out.step_s / devices;

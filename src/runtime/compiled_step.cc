@@ -1,12 +1,22 @@
 #include "autoshard/runtime/compiled_step.h"
 
 #include "autoshard/error.h"
+#include "autoshard/runtime/trace.h"
 
 namespace autoshard {
+namespace {
+bool updates_weights(const Graph& g) {
+  for (int i = 0; i < g.size(); ++i)
+    if (const Op op = g.node(i).op; op == Op::AdamUpdate || op == Op::SgdUpdate || op == Op::Assign)
+      return true;
+  return false;
+}
+}  // namespace
 
 CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs)
     : graph_(std::move(graph)), outputs_(std::move(outputs)) {
   exec_ = std::make_unique<Executor>(graph_, outputs_);
+  updates_ = updates_weights(graph_);
 }
 
 CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMesh& mesh,
@@ -14,6 +24,7 @@ CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMe
     : graph_(std::move(graph)), outputs_(std::move(outputs)) {
   sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, outputs_);
   devices_ = sharded_->devices();
+  updates_ = updates_weights(graph_);
 }
 
 Sharding CompiledStep::layout(int leaf) const {
@@ -38,10 +49,18 @@ void CompiledStep::bind_input(int leaf, const Tensor& whole) {
 }
 
 void CompiledStep::run(const StepContext& ctx) {
+  Tracer* tracer = tracer_ ? tracer_ : active_tracer();
+  if (tracer && !tracer->traces(ctx.step)) tracer = nullptr;
+  if (sharded_)
+    sharded_->set_tracer(tracer);
+  else
+    exec_->set_tracer(tracer);
+  const int64_t begin = tracer ? Tracer::now_ns() : 0;
   if (sharded_)
     sharded_->run(ctx);
   else
     exec_->run(ctx);
+  if (tracer) tracer->add_run(ctx.step, updates_, begin, Tracer::now_ns());
 }
 
 const Tensor& CompiledStep::output(size_t i) const {

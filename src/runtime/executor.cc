@@ -4,9 +4,12 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <exception>
 #include <map>
 
 #include "autoshard/error.h"
+#include "autoshard/runtime/overlap.h"
+#include "autoshard/runtime/trace.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -71,8 +74,9 @@ size_t BufferPlan::total_bytes() const {
   return total;
 }
 
-Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph) {
-  plan_ = plan_buffers(graph, outputs);
+Executor::Executor(const Graph& graph, std::vector<int> outputs)
+    : graph_(graph), outputs_(std::move(outputs)) {
+  plan_ = plan_buffers(graph, outputs_);
   schedule_ = plan_.schedule;
   planned_bytes_ = plan_.total_bytes();
   values_.resize(graph.size());
@@ -80,6 +84,31 @@ Executor::Executor(const Graph& graph, std::vector<int> outputs) : graph_(graph)
   for (int i : schedule_)
     for (int in : graph.node(i).inputs) in_ptrs_[i].push_back(&values_[in]);
 }
+
+Executor::~Executor() = default;
+
+void Executor::set_overlap(int64_t bucket_bytes) {
+  AS_CHECK(!allocated_, "internal: set_overlap after the first run");
+  if (buckets_) planned_bytes_ -= buckets_->bytes();
+  buckets_.reset();
+  if (bucket_bytes <= 0) return;
+  buckets_ = std::make_unique<BucketRunner>(graph_, schedule_, bucket_bytes);
+  if (buckets_->empty()) buckets_.reset();
+  if (buckets_) planned_bytes_ += buckets_->bytes();
+}
+
+namespace {
+// Ends a run's gradient buckets: after an error, stops the reductions still
+// running before their buffers can be reused.
+struct FinishBuckets {
+  BucketRunner* runner;
+  Communicator* comm;
+  int uncaught = std::uncaught_exceptions();
+  ~FinishBuckets() {
+    if (runner) runner->finish(*comm, std::uncaught_exceptions() > uncaught);
+  }
+};
+}  // namespace
 
 // Buffers are made on the first run, so that a caller can first check that
 // planned_bytes() fits.
@@ -101,11 +130,27 @@ void Executor::bind(int node, const Tensor& value) {
   values_[node] = value;
 }
 
+void Executor::set_tracer(Tracer* tracer, int device, const std::vector<std::string>* axis_names) {
+  tracer_ = tracer;
+  trace_device_ = device;
+  axis_names_ = axis_names;
+}
+
 void Executor::run(const StepContext& step) {
   if (!allocated_) allocate();
   KernelContext ctx{step.step, step.lr, comm_, groups_};
+  std::vector<OpSpan> spans;
+  if (tracer_) {
+    if (!described_)
+      described_ = std::make_shared<const ProgramDescription>(describe_program(
+          graph_, outputs_, axis_names_ ? *axis_names_ : std::vector<std::string>{}));
+    spans.reserve(schedule_.size());
+  }
+  AS_CHECK(!buckets_ || comm_, "internal: gradient buckets without a communicator");
+  FinishBuckets finish_buckets{buckets_.get(), comm_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
+    if (buckets_ && buckets_->before(i, values_, *comm_, *groups_)) continue;
     if (node.is_leaf()) {
       AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
                "run: ", op_name(node.op), " '", node.leaf().key(), "' has no value bound");
@@ -116,16 +161,20 @@ void Executor::run(const StepContext& step) {
       values_[i] = values_[node.inputs[0]].reshaped(node.shape);
       if (!(def.mutates & 1)) continue;  // a view; an update in place runs below
     }
-    if (!profile_) {
+    if (!profile_ && !tracer_) {
       def.kernel(node, in_ptrs_[i], values_[i], ctx);
       continue;
     }
-    auto t0 = std::chrono::steady_clock::now();
+    const int64_t t0 = Tracer::now_ns();
     def.kernel(node, in_ptrs_[i], values_[i], ctx);
-    profile_->seconds[size_t(node.op)] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    profile_->calls[size_t(node.op)] += 1;
+    const int64_t t1 = Tracer::now_ns();
+    if (tracer_) spans.push_back({i, t0, t1});
+    if (profile_) {
+      profile_->seconds[size_t(node.op)] += double(t1 - t0) / 1e9;
+      profile_->calls[size_t(node.op)] += 1;
+    }
   }
+  if (tracer_) tracer_->add_ops(trace_device_, described_, std::move(spans));
 }
 
 std::string OpProfile::table() const {

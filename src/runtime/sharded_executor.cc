@@ -7,6 +7,7 @@
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/runtime/overlap.h"
 #include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
@@ -21,8 +22,11 @@ ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
     world_ = std::make_unique<ThreadWorld>(mesh);
   executors_.resize(mesh.size());
   for (int d = 0; d < mesh.size(); ++d) groups_.push_back(mesh_groups(mesh, d));
-  for (int d : devices_)
+  const OverlapOptions& overlap = overlap_options();
+  for (int d : devices_) {
     executors_[d] = std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]);
+    executors_[d]->set_overlap(overlap.enabled ? overlap.bucket_bytes : 0);
+  }
 }
 
 void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
@@ -43,6 +47,7 @@ void ShardedExecutor::run(const StepContext& ctx) {
     Executor& e = *executors_[devices_[0]];
     e.set_communicator(mpi_.get(), &groups_[devices_[0]]);
     e.set_profile(profile_);
+    e.set_tracer(tracer_, devices_[0], &mesh().axis_names());
     e.run(ctx);
     return;
   }
@@ -54,6 +59,7 @@ void ShardedExecutor::run(const StepContext& ctx) {
     Executor& e = *executors_[device];
     e.set_communicator(&comm, &groups_[device]);
     e.set_profile(device == 0 ? profile_ : nullptr);
+    e.set_tracer(tracer_, device, &mesh().axis_names());
     e.run(ctx);
   });
 }

@@ -56,6 +56,26 @@ else
   fail "sample under MPI"; cat "$work/out"
 fi
 
+# --trace under mpirun: each rank writes its own device's timeline
+# (FILE.rankN.json) with its steps and collectives.
+if timeout 120 mpirun -np 2 "$cli" train --model tiny --steps 3 --seq 16 --sample 0 --mesh data=2 \
+     --trace "$work/trace.json" --trace-steps 2:3 >"$work/out" 2>&1 &&
+   python3 - "$work/trace.rank0.json" "$work/trace.rank1.json" <<'PY'
+import json, sys
+for rank, path in enumerate(sys.argv[1:]):
+    events = json.load(open(path))["traceEvents"]
+    tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert f"device {rank}" in tracks and len(tracks) == 2, tracks  # steps + its own device
+    steps = [e["name"] for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    assert steps == ["step 2", "step 3"], steps
+    assert any(e["ph"] == "X" and e["cat"] == "collective" for e in events)
+PY
+then
+  pass "--trace on 2 ranks writes one timeline per rank"
+else
+  fail "--trace under mpirun"; cat "$work/out"; ls "$work"
+fi
+
 # Generation over the sharded key-value cache: sampling from a seed gives the
 # same tokens on MPI ranks as on in-process devices (and one device).
 llama="$(dirname "$0")/../data/hf_llama"

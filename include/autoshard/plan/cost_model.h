@@ -14,7 +14,12 @@
 //     reduce-scatter  (n - 1) (a + b / w)
 //   memory   = weights + optimizer state + inputs + the executor's planned
 //              buffers (activations and gradients, with their reuse)
-// Communication is not overlapped with compute (a conservative bound).
+// Gradient buckets (runtime/overlap.h, on unless set_overlap_options turns
+// them off) overlap compute: each bucket's all-reduce starts when the
+// backward pass has made its last gradient, after the buckets before it,
+// and the first op that reads it waits for it, so the step is
+//   max over that timeline of (ops and blocking collectives, bucket lane)
+// rather than their sum; every other collective blocks its device.
 // Mixed precision (bf16) halves activations and gradients, keeps bf16
 // weights beside fp32 master weights, and times products at the bf16 peak.
 #pragma once
@@ -47,15 +52,30 @@ struct StepPrediction {
   std::map<std::pair<std::string, std::string>, double> collective_s;
   double communication_s = 0;
   double step_s = 0;
+  // Communication the step hides behind compute (gradient buckets):
+  // compute_s + communication_s - step_s.
+  double hidden_communication_s = 0;
   MemoryPrediction memory;  // of the device priced (device 0: the largest blocks)
   double tokens_per_s = 0;
   double model_flops_per_device_per_s = 0;
   double process_bytes = 0;  // in-process devices together (set by callers that price them all)
 };
 
-// Prices device `device`'s program of a partition (it must have been lowered).
+// Where predict() places one op of the step, in seconds from its start:
+// the device's own ops and blocking collectives on lane 0, gradient buckets
+// (runtime/overlap.h) on lane 1. A bucket is placed as its first member.
+// The latest end over the spans is the prediction's step_s.
+struct PredictedSpan {
+  int node;  // in the device's local program
+  double begin_s, seconds;
+  int lane = 0;
+};
+
+// Prices device `device`'s program of a partition (it must have been
+// lowered); with `timeline`, also says where each op falls
+// (plan/predicted_trace.h draws it).
 StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
-                       int device = 0);
+                       int device = 0, std::vector<PredictedSpan>* timeline = nullptr);
 
 // The building blocks, shared with the planner.
 double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inputs,

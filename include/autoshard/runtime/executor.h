@@ -5,6 +5,7 @@
 // kernels in order.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace autoshard {
 
 class Communicator;
 struct CommGroup;
+class Tracer;
+class BucketRunner;
+struct OpSpan;
+struct ProgramDescription;
 
 // Seconds spent in each primitive, summed over runs (for benchmarks).
 struct OpProfile {
@@ -44,6 +49,7 @@ class Executor {
   // `outputs` are the values the caller reads after run(); ops with side
   // effects (optimizer updates) always run.
   Executor(const Graph& graph, std::vector<int> outputs);
+  ~Executor();
 
   // Binds a Parameter or Input node to caller-owned storage (shared, not
   // copied). Parameters are updated in place by optimizer ops.
@@ -54,8 +60,17 @@ class Executor {
     comm_ = comm;
     groups_ = groups;
   }
+  // Reduces the gradients of a partitioned program in buckets of at most
+  // `bucket_bytes`, behind the backward pass (runtime/overlap.h; 0: each
+  // all-reduce where it stands). Call before the first run: the buckets'
+  // buffers count in planned_bytes().
+  void set_overlap(int64_t bucket_bytes);
   // Times every kernel into `profile` on subsequent runs (null: stop).
   void set_profile(OpProfile* profile) { profile_ = profile; }
+  // Records the next runs' ops into `tracer` as device `device`'s, with the
+  // mesh's axis names (null: stop; runtime/trace.h).
+  void set_tracer(Tracer* tracer, int device = 0,
+                  const std::vector<std::string>* axis_names = nullptr);
   const Tensor& value(int node) const { return values_[node]; }
 
   // Bytes of intermediate buffers after reuse (allocated on the first run).
@@ -72,8 +87,14 @@ class Executor {
   std::vector<std::vector<Tensor*>> in_ptrs_;
   size_t planned_bytes_ = 0;
   OpProfile* profile_ = nullptr;
+  Tracer* tracer_ = nullptr;
+  int trace_device_ = 0;
+  const std::vector<std::string>* axis_names_ = nullptr;
+  std::shared_ptr<const ProgramDescription> described_;  // made on the first traced run
+  std::vector<int> outputs_;
   Communicator* comm_ = nullptr;
   const std::vector<CommGroup>* groups_ = nullptr;
+  std::unique_ptr<BucketRunner> buckets_;  // null: no gradient buckets
 };
 
 }  // namespace autoshard

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "autoshard/comm/thread_communicator.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/shard/partitioner.h"
-#include "autoshard/comm/thread_communicator.h"
 
 namespace autoshard {
 
@@ -30,6 +30,8 @@ class ShardedExecutor {
   // The k-th requested output, whole (every device holds the same).
   const Tensor& output(int k) const;
   void set_profile(OpProfile* profile) { profile_ = profile; }
+  // Records every device's ops of the next runs (null: stop).
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   // Intermediate buffer bytes of this process's devices together.
   size_t planned_bytes() const;
 
@@ -41,6 +43,7 @@ class ShardedExecutor {
   std::vector<std::vector<CommGroup>> groups_;
   std::vector<std::unique_ptr<Executor>> executors_;
   OpProfile* profile_ = nullptr;
+  Tracer* tracer_ = nullptr;
 };
 
 }  // namespace autoshard

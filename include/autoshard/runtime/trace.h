@@ -1,0 +1,113 @@
+// Tracer: records timelines of real steps (Chrome Trace Event Format, see
+// runtime/trace_events.h) for Perfetto: one track per device with every op
+// as a slice (named and annotated as runtime/trace_ops.h says), a "steps"
+// track with each run of a compiled step, and each device's memory in use
+// as a counter.
+//
+//   Tracer tracer({.first_step = 3, .last_step = 5});
+//   { TraceScope scope(tracer); model.fit(x, y); }   // or step.set_tracer(&tracer)
+//   tracer.write("steps.json");
+//
+// Tracing off costs one null check per op; on, two clock reads and a
+// record per op, named when the step ends (bench/README.md has the cost).
+// Under mpirun each process traces its own device: write() puts rank N's
+// timeline in FILE.rankN.json (trace_file_of_rank).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "autoshard/ir/graph.h"
+#include "autoshard/runtime/trace_events.h"
+#include "autoshard/runtime/trace_ops.h"
+
+namespace autoshard {
+
+// The steps a Tracer records: first..last, 1-based optimizer steps, inclusive.
+struct TraceSteps {
+  int64_t first = 1;
+  int64_t last = INT64_MAX;
+  bool contains(int64_t step) const { return step >= first && step <= last; }
+};
+// Parses "a:b" (steps a to b), "a:" (a on), ":b" or "a" (step a only); bad
+// text or a > b throws naming `flag`.
+TraceSteps parse_trace_steps(const std::string& text, const std::string& flag = "--trace-steps");
+
+// Under mpirun: "run.json" -> "run.rank1.json" for rank 1; else `path`.
+std::string trace_file_of_rank(const std::string& path, int rank, bool distributed);
+
+// One op's run, as the executor timed it.
+struct OpSpan {
+  int node;
+  int64_t begin_ns, end_ns;  // steady_clock
+};
+
+class Tracer {
+ public:
+  explicit Tracer(TraceSteps steps = {});
+  bool traces(int64_t step) const { return steps_.contains(step); }
+
+  // The executor's hook: device `device` ran `spans` of the program
+  // `program` describes (thread-safe; one call per device and run). Slices
+  // are named when the document is made, not during the step.
+  void add_ops(int device, std::shared_ptr<const ProgramDescription> program,
+               std::vector<OpSpan> spans);
+  // A run of a compiled step for optimizer step `step` (1-based); `updates`:
+  // a training step (else an evaluation or a forward pass).
+  void add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns);
+  // Runs of compiled steps recorded so far.
+  int64_t runs() const;
+
+  // The timeline so far (process `pid`, named `process`).
+  TraceDocument document(int pid = 0, const std::string& process = "autoshard") const;
+  // Writes it to `path` (a plain write; the CLI writes atomically); an
+  // unwritable path throws naming it.
+  void write(const std::string& path) const;
+
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+ private:
+  struct DeviceRun {
+    int device;
+    std::shared_ptr<const ProgramDescription> program;
+    std::vector<OpSpan> spans;
+  };
+  struct Run {
+    int64_t step;
+    bool updates;
+    int64_t begin_ns, end_ns;
+  };
+  double us(int64_t ns) const { return double(ns - origin_ns_) / 1e3; }
+
+  TraceSteps steps_;
+  int64_t origin_ns_;
+  mutable std::mutex mutex_;
+  std::vector<DeviceRun> device_runs_;
+  std::vector<Run> runs_;
+};
+
+// While a TraceScope lives, every compiled step that has no tracer of its
+// own records into `tracer` (Model::fit, train_on_batch, ... need no
+// change). Scopes nest; the innermost wins.
+class TraceScope {
+ public:
+  explicit TraceScope(Tracer& tracer);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  Tracer* previous_;
+};
+// The innermost scope's tracer, or null.
+Tracer* active_tracer();
+
+}  // namespace autoshard

@@ -1,0 +1,113 @@
+#include "autoshard/runtime/trace.h"
+
+#include <fstream>
+#include <set>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+TraceSteps parse_trace_steps(const std::string& text, const std::string& flag) {
+  const std::string usage = cat(flag, " '", text,
+                                "' must be STEP, FIRST:LAST, FIRST: or :LAST with 1 <= FIRST <= "
+                                "LAST (1-based optimizer steps, inclusive)");
+  auto number = [&](const std::string& part) -> int64_t {
+    AS_CHECK(!part.empty() && part.size() <= 18 &&
+                 part.find_first_not_of("0123456789") == std::string::npos,
+             usage);
+    return std::stoll(part);
+  };
+  TraceSteps s;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    s.first = s.last = number(text);
+  } else {
+    const std::string a = text.substr(0, colon), b = text.substr(colon + 1);
+    AS_CHECK(!(a.empty() && b.empty()), usage);
+    if (!a.empty()) s.first = number(a);
+    if (!b.empty()) s.last = number(b);
+  }
+  AS_CHECK(s.first >= 1 && s.first <= s.last, usage);
+  return s;
+}
+
+std::string trace_file_of_rank(const std::string& path, int rank, bool distributed) {
+  if (!distributed) return path;
+  const std::string suffix = ".json";
+  const std::string stem =
+      path.ends_with(suffix) ? path.substr(0, path.size() - suffix.size()) : path;
+  return cat(stem, ".rank", rank, suffix);
+}
+
+Tracer::Tracer(TraceSteps steps) : steps_(steps), origin_ns_(now_ns()) {}
+
+void Tracer::add_ops(int device, std::shared_ptr<const ProgramDescription> program,
+                     std::vector<OpSpan> spans) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_runs_.push_back({device, std::move(program), std::move(spans)});
+}
+
+void Tracer::add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  runs_.push_back({step, updates, begin_ns, end_ns});
+}
+
+int64_t Tracer::runs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(runs_.size());
+}
+
+TraceDocument Tracer::document(int pid, const std::string& process) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TraceDocument doc;
+  doc.name_process(pid, process);
+  doc.name_track(pid, kStepsTrack, "steps");
+  std::set<int> devices;
+  for (const DeviceRun& r : device_runs_) devices.insert(r.device);
+  for (int d : devices) doc.name_track(pid, device_track(d), cat("device ", d));
+  for (const Run& r : runs_)
+    doc.slice(pid, kStepsTrack,
+              r.updates ? cat("step ", r.step) : cat("forward (step ", r.step, ")"), "step",
+              us(r.begin_ns), double(r.end_ns - r.begin_ns) / 1e3,
+              {{"step", r.step}, {"training", r.updates}});
+  for (const DeviceRun& r : device_runs_) {
+    const std::string memory = cat("memory in use (device ", r.device, ")");
+    for (const OpSpan& s : r.spans) {
+      const TracedOp& op = r.program->ops[s.node];
+      doc.slice(pid, device_track(r.device), op.name, op.category, us(s.begin_ns),
+                double(s.end_ns - s.begin_ns) / 1e3, op.args);
+      doc.counter(pid, memory, us(s.end_ns), "bytes", r.program->live_bytes[s.node]);
+    }
+  }
+  return doc;
+}
+
+void Tracer::write(const std::string& path) const {
+  const std::string text = document().dump();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  AS_CHECK(out.good(), "trace '", path, "' cannot be written (is its directory there?)");
+  out << text;
+  out.close();
+  AS_CHECK(out.good(), "trace '", path, "': writing failed");
+}
+
+namespace {
+Tracer*& innermost() {
+  static Tracer* tracer = nullptr;
+  return tracer;
+}
+}  // namespace
+
+TraceScope::TraceScope(Tracer& tracer) : previous_(innermost()) {
+  innermost() = &tracer;
+}
+
+TraceScope::~TraceScope() {
+  innermost() = previous_;
+}
+
+Tracer* active_tracer() {
+  return innermost();
+}
+
+}  // namespace autoshard
