@@ -10,6 +10,12 @@
 # AUTOSHARD_COST_PASSES passes (default 2) over all plans, and its time is
 # the fastest pass's median, so one slow minute does not reorder the plans.
 #
+# With AUTOSHARD_COST_TRACES=DIR, the last pass also writes each pair it
+# compares as two timelines for Perfetto (docs/observability.md):
+# DIR/MODEL-PLAN.predicted.json (plan --predict --trace) beside
+# DIR/MODEL-PLAN.measured.json (train --trace of the second step), and the
+# table names them.
+#
 #   bench/cost_model.sh [PATH/TO/autoshard] [--no-calibrate]
 set -euo pipefail
 cli=${1:-build/autoshard}
@@ -37,9 +43,18 @@ for pass in $(seq 1 "$passes"); do
     IFS='|' read -r model batch seq steps <<<"$m"
     for p in "${plans[@]}"; do
       IFS='|' read -r name args <<<"$p"
-      $cli plan --model "$model" --batch "$batch" --seq "$seq" $args --predict --json > "$work/plan.json"
+      traces=(); plan_trace=()
+      if [ -n "${AUTOSHARD_COST_TRACES:-}" ] && [ "$pass" = "$passes" ]; then
+        mkdir -p "$AUTOSHARD_COST_TRACES"
+        pair="$AUTOSHARD_COST_TRACES/$model-$name"
+        plan_trace=(--trace "$pair.predicted.json" --overwrite)
+        traces=(--trace "$pair.measured.json" --trace-steps 2:2)
+        echo "timelines of $model $name: $pair.predicted.json $pair.measured.json" >&2
+      fi
+      $cli plan --model "$model" --batch "$batch" --seq "$seq" $args --predict --json \
+        "${plan_trace[@]}" > "$work/plan.json"
       $cli train --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" --sample 0 \
-        --lr-schedule constant $args --overwrite --log "$work/log.jsonl" > /dev/null 2>&1
+        --lr-schedule constant $args --overwrite --log "$work/log.jsonl" "${traces[@]}" > /dev/null 2>&1
       row=$(python3 - "$work/plan.json" "$work/log.jsonl" "$model" "$name" <<'PY'
 import json, statistics, sys
 plan = json.load(open(sys.argv[1]))["predicted"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Renders autoshard's HTML pages to the PNGs the README and
-# docs/observability.md show (docs/img/plan.png, docs/img/report.png), with
+# docs/observability.md show (docs/img/plan.png, report.png, timeline.png), with
 # Debian's headless Chromium, so a person can look at what the pages draw.
 # A development script, not run by CI (Chromium is big: it is installed
 # here when missing, or by scripts/setup.sh with AUTOSHARD_WITH_CHROMIUM=1).
@@ -45,4 +45,15 @@ done
 "$cli" report "$work/lr=3e-3.jsonl" "$work/lr=1e-2.jsonl" --html "$work/report.html"
 shoot "$work/report.html" "$root/docs/img/report.png" 1330,820
 
-ls -l "$root/docs/img/plan.png" "$root/docs/img/report.png"
+# Timelines: one step of GPT-2 "mini" on model=2 as it ran and as the
+# cost model predicts it (this machine's calibration, when there is one),
+# drawn by tools/trace_picture.py (Perfetto itself is a web app).
+args=(--model mini --mesh model=2 --batch 8 --seq 64)
+"$cli" train "${args[@]}" --steps 3 --sample 0 --trace "$work/measured.json" --trace-steps 3 \
+  >/dev/null 2>&1
+"$cli" plan "${args[@]}" --predict --trace "$work/predicted.json" >/dev/null
+python3 "$root/tools/trace_picture.py" "$work/measured.json" "$work/predicted.json" \
+  "$work/timeline.html"
+shoot "$work/timeline.html" "$root/docs/img/timeline.png" 1380,250
+
+ls -l "$root/docs/img/plan.png" "$root/docs/img/report.png" "$root/docs/img/timeline.png"
