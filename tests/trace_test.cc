@@ -22,6 +22,7 @@
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/predicted_trace.h"
+#include "autoshard/runtime/overlap.h"
 #include "cli_runner.h"
 #include "test_util.h"
 
@@ -134,6 +135,36 @@ TEST(Trace, EveryDeviceOfAMeshHasItsTrack) {
   EXPECT_TRUE(collective) << "a data=2,model=2 step has collectives";
 }
 
+// Gradient buckets reduced on the communication lane get a track of their
+// own per device, their slices in order and inside the step.
+TEST(Trace, TheCommunicationLaneHasItsTrack) {
+  const OverlapOptions saved = overlap_options();
+  set_overlap_options({true, int64_t{16} << 10});  // several buckets
+  auto model = mlp();
+  model->set_distribution(std::make_shared<DataParallel>(DeviceMesh::parse("data=2")));
+  Tracer tracer;
+  {
+    TraceScope scope(tracer);
+    model->train_on_batch(testing::random_tensor({256, 512}, 1), testing::random_ids({256}, 10, 2));
+  }
+  set_overlap_options(saved);
+  const json doc = tracer.document().to_json();
+  auto tracks = slices_by_track(doc);
+  const json& step = tracks[kStepsTrack].at(0);
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_TRUE(track_names(doc).count(lane_track_name(d))) << d;
+    const std::vector<json>& lane = tracks[lane_track(d)];
+    ASSERT_GE(lane.size(), 2u) << "device " << d;
+    for (const json& s : lane) {
+      EXPECT_EQ(s["name"], kBucketSliceName);
+      EXPECT_GE(s["ts"].get<double>(), step["ts"].get<double>() - 1e-3);
+      EXPECT_LE(s["ts"].get<double>() + s["dur"].get<double>(),
+                step["ts"].get<double>() + step["dur"].get<double>() + 1e-3);
+      EXPECT_GT(s["args"]["bytes"].get<double>(), 0);
+    }
+  }
+}
+
 TEST(Trace, NothingIsRecordedWithoutATracer) {
   auto model = mlp();
   Tracer tracer;
@@ -175,7 +206,7 @@ TEST(Trace, PredictedTimelineSpansThePrediction) {
         const StepPrediction pred = predict(p, c, {}, d);
         slowest = std::max(slowest, pred.step_s);
         double last = 0;
-        for (int tid : {device_track(d), bucket_track(d)})
+        for (int tid : {device_track(d), lane_track(d)})
           for (const json& s : tracks[tid])
             last = std::max(last, s["ts"].get<double>() + s["dur"].get<double>());
         EXPECT_NEAR(last, pred.step_s * 1e6, 1e-6 * pred.step_s * 1e6 + 1e-6)

@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "autoshard/comm/lane_spans.h"
 #include "autoshard/comm/thread_communicator.h"
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
@@ -177,15 +178,20 @@ struct MpiCommunicator::Reductions {
   struct Started {
     int64_t ticket;
     std::vector<MPI_Request> requests;
+    int64_t begin_ns = 0;
   };
   std::deque<Started> started;
   int64_t next_ticket = 0;
+  LaneSpans spans;
+
+  void completed(const Started& s) { spans.record(s.ticket, s.begin_ns, LaneSpans::now_ns()); }
 
   // Completes every reduction up to `ticket`, in order.
   void wait(int64_t ticket) {
     while (!started.empty() && started.front().ticket <= ticket) {
       std::vector<MPI_Request>& r = started.front().requests;
       ok(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+      completed(started.front());
       started.pop_front();
     }
   }
@@ -196,7 +202,10 @@ struct MpiCommunicator::Reductions {
       std::vector<MPI_Request>& r = started.front().requests;
       ok(MPI_Testall(static_cast<int>(r.size()), r.data(), &done, MPI_STATUSES_IGNORE),
          "MPI_Testall");
-      if (done) started.pop_front();
+      if (done) {
+        completed(started.front());
+        started.pop_front();
+      }
     }
   }
 };
@@ -357,6 +366,7 @@ int64_t MpiCommunicator::start_all_reduce(float* data, int64_t count, ReduceOp o
   MPI_Comm c = lookup(groups_->comm, lane);
   Reductions::Started& s = reductions_->started.emplace_back();
   s.ticket = ++reductions_->next_ticket;
+  s.begin_ns = LaneSpans::now_ns();
   for (int64_t at = 0; at < count; at += max_count()) {
     const int n = static_cast<int>(std::min(max_count(), count - at));
     s.requests.emplace_back();
@@ -373,6 +383,10 @@ void MpiCommunicator::wait_all_reduce(int64_t ticket) {
 
 void MpiCommunicator::progress_all_reduces() {
   reductions_->progress();
+}
+
+std::pair<int64_t, int64_t> MpiCommunicator::all_reduce_span(int64_t ticket) const {
+  return reductions_->spans.of(ticket);
 }
 
 void MpiCommunicator::barrier(const CommGroup& g) {

@@ -427,7 +427,14 @@ int64_t ThreadCommunicator::start_all_reduce(float* data, int64_t count, ReduceO
   if (!lane_) lane_ = std::make_unique<OrderedWorker>();
   CommGroup lane = g;
   lane.id = world_.async_group_id(g.id);
-  return lane_->submit([this, data, count, op, lane] { all_reduce(data, count, op, lane); });
+  const int64_t ticket = ++lane_jobs_;
+  const int64_t submitted = lane_->submit([this, data, count, op, lane, ticket] {
+    const int64_t begin = LaneSpans::now_ns();
+    all_reduce(data, count, op, lane);
+    lane_spans_.record(ticket, begin, LaneSpans::now_ns());
+  });
+  AS_CHECK(submitted == ticket, "internal: lane tickets out of step");
+  return ticket;
 }
 
 void ThreadCommunicator::wait_all_reduce(int64_t ticket) {

@@ -49,13 +49,12 @@ TraceDocument predicted_trace(const Partition& p, const Cluster& c, const Predic
     for (const PredictedSpan& s : spans) {
       const double ts = s.begin_s * 1e6, dur = s.seconds * 1e6;
       if (s.lane == 1) {
-        if (bucket == 0)
-          doc.name_track(pid, bucket_track(d), cat("device ", d, " gradient buckets"));
+        if (bucket == 0) doc.name_track(pid, lane_track(d), lane_track_name(d));
         nlohmann::json args = bucket < buckets.size()
                                   ? bucket_args(g, buckets[bucket], axes, o.bf16)
                                   : nlohmann::json::object();
         args["predicted_us"] = dur;
-        doc.slice(pid, bucket_track(d), "AllReduce gradient bucket", "collective", ts, dur, args);
+        doc.slice(pid, lane_track(d), kBucketSliceName, "collective", ts, dur, args);
         ++bucket;
         continue;
       }

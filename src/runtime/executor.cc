@@ -140,6 +140,7 @@ void Executor::run(const StepContext& step) {
   if (!allocated_) allocate();
   KernelContext ctx{step.step, step.lr, comm_, groups_};
   std::vector<OpSpan> spans;
+  std::vector<LaneSpan> lane;  // the buckets' reductions, when tracing
   if (tracer_) {
     if (!described_)
       described_ = std::make_shared<const ProgramDescription>(describe_program(
@@ -150,7 +151,8 @@ void Executor::run(const StepContext& step) {
   FinishBuckets finish_buckets{buckets_.get(), comm_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
-    if (buckets_ && buckets_->before(i, values_, *comm_, *groups_)) continue;
+    if (buckets_ && buckets_->before(i, values_, *comm_, *groups_, tracer_ ? &lane : nullptr))
+      continue;
     if (node.is_leaf()) {
       AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
                "run: ", op_name(node.op), " '", node.leaf().key(), "' has no value bound");
@@ -174,7 +176,10 @@ void Executor::run(const StepContext& step) {
       profile_->calls[size_t(node.op)] += 1;
     }
   }
-  if (tracer_) tracer_->add_ops(trace_device_, described_, std::move(spans));
+  if (tracer_) {
+    tracer_->add_ops(trace_device_, described_, std::move(spans));
+    tracer_->add_lane(trace_device_, std::move(lane));
+  }
 }
 
 std::string OpProfile::table() const {

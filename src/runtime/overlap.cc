@@ -154,7 +154,7 @@ size_t BucketRunner::bytes() const {
 }
 
 bool BucketRunner::before(int node, std::vector<Tensor>& values, Communicator& comm,
-                          const std::vector<CommGroup>& groups) {
+                          const std::vector<CommGroup>& groups, std::vector<LaneSpan>* lane) {
   const Hook& h = hooks_[node];
   if (h.start.empty() && h.wait.empty()) {
     if (pending_ > 0) comm.progress_all_reduces();
@@ -174,6 +174,7 @@ bool BucketRunner::before(int node, std::vector<Tensor>& values, Communicator& c
   }
   for (int b : h.wait) {
     comm.wait_all_reduce(tickets_[b]);
+    if (lane) record_lane(b, comm.all_reduce_span(tickets_[b]), *lane);
     tickets_[b] = 0;
     --pending_;
     // The members' results are views of the reduced buffer.
@@ -184,6 +185,18 @@ bool BucketRunner::before(int node, std::vector<Tensor>& values, Communicator& c
           Tensor::borrowed(shapes_[b][m], DType::F32, buffers_[b].f32() + bucket.offsets[m], owner);
   }
   return h.member;
+}
+
+// The lane runs its reductions in order: a span is drawn from the end of the
+// one before it at the earliest (MPI's are seen complete only when tested).
+void BucketRunner::record_lane(int b, std::pair<int64_t, int64_t> span,
+                               std::vector<LaneSpan>& lane) const {
+  if (span.second <= 0) return;  // not timed by this communicator
+  const GradientBucket& bucket = buckets_[b];
+  int64_t begin = span.first;
+  if (!lane.empty()) begin = std::max(begin, lane.back().end_ns);
+  lane.push_back({bucket.members.front(), static_cast<int>(bucket.members.size()),
+                  bucket.count * int64_t{4}, begin, std::max(begin, span.second)});
 }
 
 void BucketRunner::finish(Communicator& comm, bool failed) noexcept {

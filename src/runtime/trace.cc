@@ -47,6 +47,12 @@ void Tracer::add_ops(int device, std::shared_ptr<const ProgramDescription> progr
   device_runs_.push_back({device, std::move(program), std::move(spans)});
 }
 
+void Tracer::add_lane(int device, std::vector<LaneSpan> spans) {
+  if (spans.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  lane_runs_.emplace_back(device, std::move(spans));
+}
+
 void Tracer::add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   runs_.push_back({step, updates, begin_ns, end_ns});
@@ -65,6 +71,13 @@ TraceDocument Tracer::document(int pid, const std::string& process) const {
   std::set<int> devices;
   for (const DeviceRun& r : device_runs_) devices.insert(r.device);
   for (int d : devices) doc.name_track(pid, device_track(d), cat("device ", d));
+  std::set<int> lanes;
+  for (const auto& [d, spans] : lane_runs_) lanes.insert(d);
+  for (int d : lanes) doc.name_track(pid, lane_track(d), lane_track_name(d));
+  for (const auto& [d, spans] : lane_runs_)
+    for (const LaneSpan& s : spans)
+      doc.slice(pid, lane_track(d), kBucketSliceName, "collective", us(s.begin_ns),
+                double(s.end_ns - s.begin_ns) / 1e3, {{"members", s.members}, {"bytes", s.bytes}});
   for (const Run& r : runs_)
     doc.slice(pid, kStepsTrack,
               r.updates ? cat("step ", r.step) : cat("forward (step ", r.step, ")"), "step",

@@ -2,6 +2,10 @@
 
 namespace autoshard {
 
+std::string lane_track_name(int device) {
+  return "device " + std::to_string(device) + " gradient buckets";
+}
+
 void TraceDocument::name_process(int pid, const std::string& name) {
   events_.push_back({{"ph", "M"},
                      {"name", "process_name"},

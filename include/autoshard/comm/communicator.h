@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "autoshard/tensor/reduce_op.h"
@@ -79,6 +80,13 @@ class Communicator {
   // After an error mid-step: stops or finishes every started reduction, so
   // that their buffers may be reused. Never throws.
   virtual void abandon_all_reduces() noexcept {}
+  // When reduction `ticket` ran (steady_clock nanoseconds), once
+  // wait_all_reduce(ticket) has returned: for timelines (runtime/trace.h).
+  // {0, 0} where it is not known (this default: nothing runs apart).
+  virtual std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const {
+    (void)ticket;
+    return {0, 0};
+  }
 };
 
 }  // namespace autoshard

@@ -50,6 +50,8 @@ class MpiCommunicator : public Communicator {
   int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
   void wait_all_reduce(int64_t ticket) override;
   void progress_all_reduces() override;
+  // From the start call to the test or wait that saw it complete.
+  std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const override;
 
  private:
   struct Groups;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autoshard/comm/communicator.h"
+#include "autoshard/comm/lane_spans.h"
 #include "autoshard/tensor/mesh.h"
 
 namespace autoshard {
@@ -45,12 +46,17 @@ class ThreadCommunicator : public Communicator {
   void wait_all_reduce(int64_t ticket) override;
   // Aborts the world (wakes the thread's collectives) and drains the thread.
   void abandon_all_reduces() noexcept override;
+  std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const override {
+    return lane_spans_.of(ticket);
+  }
 
  private:
   ThreadWorld& world_;
   int rank_;
   std::unique_ptr<OrderedWorker> lane_;  // started on the first reduction
-  std::vector<float> scratch_;           // reused accumulation buffer
+  int64_t lane_jobs_ = 0;                // jobs submitted to lane_ (its tickets count them)
+  LaneSpans lane_spans_;
+  std::vector<float> scratch_;  // reused accumulation buffer
 };
 
 // The shared state of the in-process devices of one mesh.

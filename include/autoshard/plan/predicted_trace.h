@@ -17,11 +17,6 @@
 
 namespace autoshard {
 
-// The track of device `device`'s gradient buckets (its communication lane).
-inline int bucket_track(int device) {
-  return 100000 + device;
-}
-
 // The predicted step of `p` on cluster `c` for its first `max_devices`
 // lowered devices (a mesh of thousands draws a readable few), as process
 // `pid` named `process`. The "steps" slice is as long as the slowest

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "autoshard/ir/graph.h"
@@ -61,6 +62,15 @@ std::vector<GradientBucket> plan_gradient_buckets(const Graph& local,
 class Communicator;
 struct CommGroup;
 
+// One bucket's reduction as the communication lane ran it (steady_clock
+// nanoseconds), for timelines.
+struct LaneSpan {
+  int first_member;  // the bucket's first all-reduce node
+  int members;
+  int64_t bytes;
+  int64_t begin_ns, end_ns;
+};
+
 // The executor's side of the buckets: their buffers, and what to do before
 // each node of a run.
 class BucketRunner {
@@ -76,8 +86,10 @@ class BucketRunner {
   // waits for those whose results `node` is the first to read. True when
   // `node` is a member all-reduce: its result is already in place (the
   // executor's value of it is a view of the bucket's buffer), skip it.
+  // With `lane`, each bucket waited for is recorded there as the
+  // communication lane ran it (for timelines, runtime/trace.h).
   bool before(int node, std::vector<Tensor>& values, Communicator& comm,
-              const std::vector<CommGroup>& groups);
+              const std::vector<CommGroup>& groups, std::vector<LaneSpan>* lane = nullptr);
   // At the end of a run: on an error, stops what is still running before
   // the buffers can be reused; otherwise there is nothing left to wait for.
   void finish(Communicator& comm, bool failed) noexcept;
@@ -87,6 +99,7 @@ class BucketRunner {
     std::vector<int> start, wait;  // buckets
     bool member = false;
   };
+  void record_lane(int b, std::pair<int64_t, int64_t> span, std::vector<LaneSpan>& lane) const;
   std::vector<GradientBucket> buckets_;
   std::vector<Hook> hooks_;                 // per node
   std::vector<std::vector<int>> inputs_;    // per bucket, per member: the gradient it reads

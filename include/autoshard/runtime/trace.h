@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autoshard/ir/graph.h"
+#include "autoshard/runtime/overlap.h"
 #include "autoshard/runtime/trace_events.h"
 #include "autoshard/runtime/trace_ops.h"
 
@@ -56,6 +57,9 @@ class Tracer {
   // are named when the document is made, not during the step.
   void add_ops(int device, std::shared_ptr<const ProgramDescription> program,
                std::vector<OpSpan> spans);
+  // The device's communication lane in the same run: its gradient buckets
+  // (runtime/overlap.h) as the lane reduced them.
+  void add_lane(int device, std::vector<LaneSpan> spans);
   // A run of a compiled step for optimizer step `step` (1-based); `updates`:
   // a training step (else an evaluation or a forward pass).
   void add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns);
@@ -91,6 +95,7 @@ class Tracer {
   int64_t origin_ns_;
   mutable std::mutex mutex_;
   std::vector<DeviceRun> device_runs_;
+  std::vector<std::pair<int, std::vector<LaneSpan>>> lane_runs_;  // (device, spans)
   std::vector<Run> runs_;
 };
 

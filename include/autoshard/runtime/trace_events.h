@@ -20,6 +20,14 @@ constexpr int kStepsTrack = 0;
 inline int device_track(int device) {
   return device + 1;
 }
+// A device's communication lane (its gradient buckets, runtime/overlap.h),
+// drawn after every device's own track.
+inline int lane_track(int device) {
+  return 100000 + device;
+}
+std::string lane_track_name(int device);  // "device 3 gradient buckets"
+// The slice of one bucket's reduction, measured or predicted.
+inline constexpr const char* kBucketSliceName = "all_reduce gradient bucket";
 
 class TraceDocument {
  public:
