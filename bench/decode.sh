@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
 # Decode tokens per second of Llama-shaped models: autoshard (1 device and
-# model=2) against the copy-bandwidth limit and PyTorch's own loop with a
-# key-value cache on the same threads.
+# model=2; weights held in f32, bf16 and int8) against the copy-bandwidth
+# limit of the bytes each format reads, and PyTorch's own loop with a
+# key-value cache on the same threads (f32).
 # Usage: bench/decode.sh [BUILD_DIR] [TOKENS]
 set -euo pipefail
 build=${1:-build}; tokens=${2:-32}
 here=$(dirname "$0")
 threads=$(nproc)
+echo "| config | mesh | weights | autoshard tokens/s | limit tokens/s | of the limit | x f32 | PyTorch f32 tokens/s | speed-up |" >&2
+echo "|---|---|---|---|---|---|---|---|---|" >&2
 for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
-  for mesh in "" "model=2"; do
-    "$build/bench/bench_decode" "$cfg" --tokens "$tokens" ${mesh:+--mesh "$mesh"} >"/tmp/decode_ours.json"
-    ours=$(cat /tmp/decode_ours.json); echo "$ours"
+  f32_tps=""
+  for run in "|f32" "|bf16" "|int8" "model=2|f32" "model=2|int8"; do
+    mesh=${run%%|*}; dtype=${run#*|}
+    ours=$("$build/bench/bench_decode" "$cfg" --tokens "$tokens" --weights-dtype "$dtype" \
+           ${mesh:+--mesh "$mesh"} 2>/dev/null)
+    echo "$ours"
     theirs='{}'
-    if [ -z "$mesh" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    if [ -z "$mesh" ] && [ "$dtype" = f32 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
       theirs=$(/usr/bin/python3 "$here/pytorch_decode.py" "$cfg" --tokens "$tokens" --threads "$threads")
       echo "$theirs"
     fi
-    /usr/bin/python3 - "$ours" "$theirs" <<'PY'
+    [ -z "$mesh" ] && [ "$dtype" = f32 ] && f32_tps=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['decode_tokens_per_s'])" "$ours")
+    /usr/bin/python3 - "$ours" "$theirs" "${f32_tps:-0}" <<'PY'
 import json, sys
-a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-line = (f"| {a['config'].split('/')[-1]} | {a['mesh']} | {a['decode_tokens_per_s']:.2f} | "
-        f"{a['limit_tokens_per_s']:.2f} | {100 * a['of_limit']:.0f}% |")
+a, b, f32 = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
+tps = a["decode_tokens_per_s"]
+ratio = f"{tps / f32:.2f}x" if f32 > 0 else ""
+line = (f"| {a['config'].split('/')[-1]} | {a['mesh']} | {a['weights_dtype']} | {tps:.2f} | "
+        f"{a['limit_tokens_per_s']:.2f} | {100 * a['of_limit']:.0f}% | {ratio} |")
 if b:
-    line += f" {b['decode_tokens_per_s']:.2f} | {a['decode_tokens_per_s'] / b['decode_tokens_per_s']:.2f}x |"
+    line += f" {b['decode_tokens_per_s']:.2f} | {tps / b['decode_tokens_per_s']:.2f}x |"
 else:
     line += " | |"
 print(line, file=sys.stderr)

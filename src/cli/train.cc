@@ -36,6 +36,7 @@ namespace {
 struct EvalOptions : CommonOptions {
   int64_t batches = 10;
   bool json = false;
+  std::string weights_dtype = "f32";  // f32, bf16, int8: the loss of the rounded weights
 };
 
 // The rows of each batch this process reads: all of them, or under mpirun
@@ -336,6 +337,7 @@ void run_train(TrainOptions& o) {
 }
 
 void run_eval(EvalOptions& o) {
+  const WeightsDType weights_dtype = parse_weights_dtype(o.weights_dtype, "--weights-dtype");
   const LanguageModelConfig cfg = model_config(o);
   TokenData data = load_data(o, cfg);
   AS_CHECK(o.batches > 0, "--batches must be positive");
@@ -346,6 +348,8 @@ void run_eval(EvalOptions& o) {
   // As generate: a --model directory holding weights is evaluated with them.
   if (o.weights.empty() && holds_language_model_weights(o.model)) o.weights = o.model;
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
+  // The weights generate --weights-dtype decodes with (their quality cost).
+  const QuantizedWeights quantized = quantize_weights(model, weights_dtype);
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;
@@ -360,10 +364,12 @@ void run_eval(EvalOptions& o) {
            "' and the data: a NaN or infinite logit)");
   if (!World::process().leader()) return;
   if (o.json)
-    std::printf("%s\n",
-                nlohmann::json{{"loss", mean}, {"batches", n}, {"tokens", n * o.batch * o.seq}}
-                    .dump()
-                    .c_str());
+    std::printf("%s\n", nlohmann::json{{"loss", mean},
+                                       {"batches", n},
+                                       {"tokens", n * o.batch * o.seq},
+                                       {"weights_dtype", o.weights_dtype}}
+                           .dump()
+                           .c_str());
   else
     std::printf("eval loss %.6f over %lld batches (%lld tokens)\n", mean, static_cast<long long>(n),
                 static_cast<long long>(n * o.batch * o.seq));
@@ -477,6 +483,10 @@ void add_eval_command(CLI::App& app) {
   add_common(cmd, *o);
   add_int(cmd, "--batches", o->batches, 1, int64_t{1} << 40, "number of batches (N)");
   cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->add_option("--weights-dtype", o->weights_dtype,
+                  "evaluate the weights rounded as generate --weights-dtype holds them: f32, "
+                  "bf16, or int8 with per-channel scales")
+      ->capture_default_str();
   cmd->callback([o] { run_eval(*o); });
 }
 
