@@ -125,11 +125,14 @@ double model_flops(const LanguageModelConfig& c, double params, double batch, do
 }
 
 void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
-  std::printf("\npredicted on cluster '%s' (%s; communication not overlapped):\n", c.name.c_str(),
+  std::printf("\npredicted on cluster '%s' (%s):\n", c.name.c_str(),
               bf16 ? "bf16 mixed precision" : "f32");
   std::printf("  step             %.4g s\n  compute          %.4g s\n", p.step_s, p.compute_s);
   for (const auto& [key, t] : p.collective_s)
     std::printf("  %-16s %.4g s over %s\n", key.first.c_str(), t, key.second.c_str());
+  if (p.hidden_communication_s > 0)
+    std::printf("  hidden           %.4g s of communication behind compute (gradient buckets)\n",
+                p.hidden_communication_s);
   std::printf("  tokens/s         %.4g\n  model FLOP/s     %.4g per device\n", p.tokens_per_s,
               p.model_flops_per_device_per_s);
   std::printf("  peak memory      %s per device (weights %s, optimizer state %s, activations %s)\n",

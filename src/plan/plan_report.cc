@@ -75,6 +75,7 @@ nlohmann::json prediction_report(const StepPrediction& p) {
   return {{"step_s", p.step_s},
           {"compute_s", p.compute_s},
           {"communication_s", p.communication_s},
+          {"hidden_communication_s", p.hidden_communication_s},
           {"collectives_s", collectives},
           {"peak_bytes_per_device", p.memory.total()},
           {"memory_bytes",
