@@ -30,9 +30,10 @@ ip link set "o1_$$" netns "$ns1"; ip link set "o2_$$" netns "$ns2"
 ip -n "$ns1" addr add "$ip1/24" dev "o1_$$"; ip -n "$ns2" addr add "$ip2/24" dev "o2_$$"
 ip -n "$ns1" link set "o1_$$" up; ip -n "$ns1" link set lo up
 ip -n "$ns2" link set "o2_$$" up; ip -n "$ns2" link set lo up
-# RATE each way (each end shapes what it sends).
-tc -n "$ns1" qdisc add dev "o1_$$" root tbf rate "$rate" burst 1mbit latency 100ms
-tc -n "$ns2" qdisc add dev "o2_$$" root tbf rate "$rate" burst 1mbit latency 100ms
+# RATE each way (each end shapes what it sends). The bucket holds 2 MB: a
+# smaller one (under rate / HZ) caps the rate below RATE between timer ticks.
+tc -n "$ns1" qdisc add dev "o1_$$" root tbf rate "$rate" burst 2mb latency 100ms
+tc -n "$ns2" qdisc add dev "o2_$$" root tbf rate "$rate" burst 2mb latency 100ms
 
 cat >"$work/agent.sh" <<AGENT
 #!/bin/sh

@@ -14,6 +14,7 @@
 
 #include "autoshard/plan/screen.h"
 #include "autoshard/plan/solver.h"
+#include "busy_problem.h"
 
 namespace autoshard {
 namespace {
@@ -167,27 +168,7 @@ TEST(SolverHeuristics, TheScreenSaysNothingFitsOnlyOnAProof) {
 // strategies, 200 edges, a memory limit): two runs in deterministic mode give
 // the same answer, bit for bit.
 TEST(SolverHeuristics, DeterministicWhereTheSearchDoesNotFinish) {
-  std::mt19937 rng(1);
-  ShardingProblem p;
-  for (int i = 0; i < 40; ++i) {
-    ShardingProblem::Node node;
-    node.lo = rng() % 20;
-    node.hi = node.lo + 1 + rng() % 10;
-    for (int j = 0; j < 6; ++j)
-      node.cost.push_back(rng() % 1000), node.usage.push_back(rng() % 100);
-    p.nodes.push_back(node);
-  }
-  std::set<std::pair<int, int>> pairs;
-  while (pairs.size() < 200) {
-    const int u = rng() % 40, v = rng() % 40;
-    if (u < v) pairs.insert({u, v});
-  }
-  for (auto [u, v] : pairs) {
-    ShardingProblem::Edge edge{u, v, {}};
-    for (int a = 0; a < 36; ++a) edge.cost.push_back(rng() % 1000);
-    p.edges.push_back(edge);
-  }
-  p.usage_limit = 1000;
+  const ShardingProblem p = testing::busy_problem();
   const SolveOptions o{.time_limit_s = 0.05, .deterministic = true, .seed = 3, .programs = false};
   const SolveResult a = solve(p, o), b = solve(p, o);
   ASSERT_TRUE(a.feasible) << a.why;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
+#include "busy_problem.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -137,39 +138,11 @@ TEST(Solver, DeterministicForASeedAndRounds) {
   }
 }
 
-// A problem whose whole program keeps CBC busy for many seconds: 40 nodes
-// of 6 strategies, 200 random edges (7,200 columns: "tiny", so CBC runs
-// even with under a second left) and a memory limit.
-ShardingProblem busy_problem() {
-  std::mt19937 rng(1);
-  ShardingProblem p;
-  for (int i = 0; i < 40; ++i) {
-    ShardingProblem::Node node;
-    node.lo = rng() % 20;
-    node.hi = node.lo + 1 + rng() % 10;
-    for (int j = 0; j < 6; ++j)
-      node.cost.push_back(rng() % 1000), node.usage.push_back(rng() % 100);
-    p.nodes.push_back(node);
-  }
-  std::set<std::pair<int, int>> pairs;
-  while (pairs.size() < 200) {
-    const int u = rng() % 40, v = rng() % 40;
-    if (u < v) pairs.insert({u, v});
-  }
-  for (auto [u, v] : pairs) {
-    ShardingProblem::Edge edge{u, v, {}};
-    for (int a = 0; a < 36; ++a) edge.cost.push_back(rng() % 1000);
-    p.edges.push_back(edge);
-  }
-  p.usage_limit = 1000;
-  return p;
-}
-
 // --deterministic: limits counted in work. On the busy problem a 0.3 s
 // clock limit ends wherever the clock says (CBC unfinished); counted in work
 // two runs give the same plan and cost, bit for bit, under any load.
 TEST(Solver, DeterministicModeGivesTheSameAnswerWhereTheClockDoesNotFinish) {
-  const ShardingProblem p = busy_problem();
+  const ShardingProblem p = testing::busy_problem();
   const SolveOptions o{.time_limit_s = 0.3, .deterministic = true, .seed = 4};
   const SolveResult a = solve(p, o), b = solve(p, o);
   ASSERT_TRUE(a.feasible) << a.why;
@@ -195,7 +168,7 @@ TEST(Solver, DeterministicModeGivesTheSameAnswerWhereTheClockDoesNotFinish) {
 // runs in a process killed at the deadline. A 1 s limit answers within
 // 1.1 s here; the bound asserted is 1.5 s, for CI's two loaded cores.
 TEST(Solver, TimeLimitHoldsWhileCbcIsBusy) {
-  const ShardingProblem p = busy_problem();
+  const ShardingProblem p = testing::busy_problem();
   const auto start = std::chrono::steady_clock::now();
   const SolveResult r = solve(p, {.time_limit_s = 1});
   const double wall =
@@ -208,7 +181,7 @@ TEST(Solver, TimeLimitHoldsWhileCbcIsBusy) {
 // The caller's cancel flag (the CLI's SIGTERM) ends the search at once,
 // CBC included, with the best answer so far.
 TEST(Solver, CancelStopsTheSearchWithItsBestAnswer) {
-  const ShardingProblem p = busy_problem();
+  const ShardingProblem p = testing::busy_problem();
   std::atomic<bool> cancel{false};
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

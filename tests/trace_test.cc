@@ -173,6 +173,19 @@ TEST(Trace, NothingIsRecordedWithoutATracer) {
   EXPECT_EQ(active_tracer(), nullptr);
 }
 
+// Scopes that end out of order (two Python context managers, say) remove
+// only themselves: a destroyed tracer is never left active.
+TEST(Trace, ScopesThatEndOutOfOrderRemoveOnlyThemselves) {
+  Tracer a, b;
+  auto outer = std::make_unique<TraceScope>(a);
+  auto inner = std::make_unique<TraceScope>(b);
+  EXPECT_EQ(active_tracer(), &b);
+  outer.reset();
+  EXPECT_EQ(active_tracer(), &b);
+  inner.reset();
+  EXPECT_EQ(active_tracer(), nullptr);
+}
+
 TEST(Trace, StepRangesParseOrSayWhatIsWrong) {
   EXPECT_EQ(parse_trace_steps("3").first, 3);
   EXPECT_EQ(parse_trace_steps("3").last, 3);

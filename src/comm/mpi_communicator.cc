@@ -385,6 +385,16 @@ void MpiCommunicator::progress_all_reduces() {
   reductions_->progress();
 }
 
+bool MpiCommunicator::abandon_all_reduces() noexcept {
+  if (!reductions_ || reductions_->started.empty()) return true;
+  // Their requests stay allocated for MPI (freeing an active collective's
+  // request is erroneous); the process is on its way to MPI_Abort.
+  static auto* abandoned = new std::deque<Reductions::Started>;
+  for (auto& s : reductions_->started) abandoned->push_back(std::move(s));
+  reductions_->started.clear();
+  return false;
+}
+
 std::pair<int64_t, int64_t> MpiCommunicator::all_reduce_span(int64_t ticket) const {
   return reductions_->spans.of(ticket);
 }

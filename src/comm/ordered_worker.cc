@@ -15,9 +15,10 @@ int64_t OrderedWorker::submit(std::function<void()> job) {
   int64_t ticket = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The thread first: if it cannot start, nothing was queued.
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     queue_.push_back(std::move(job));
     ticket = ++submitted_;
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   work_.notify_one();
   return ticket;

@@ -198,6 +198,10 @@ ThreadWorld::ThreadWorld(const DeviceMesh& mesh)
 // The crew joins first: its threads use the communicators and group states.
 ThreadWorld::~ThreadWorld() {
   crew_.reset();
+  // Then the devices' communication lanes, before the group states their
+  // jobs use: a job left queued (never waited for) finds the world aborted.
+  abort();
+  comms_.clear();
 }
 
 ThreadWorld::GroupState& ThreadWorld::group(const CommGroup& g) {
@@ -441,10 +445,11 @@ void ThreadCommunicator::wait_all_reduce(int64_t ticket) {
   if (lane_ && ticket > 0) lane_->wait(ticket);
 }
 
-void ThreadCommunicator::abandon_all_reduces() noexcept {
-  if (!lane_) return;
+bool ThreadCommunicator::abandon_all_reduces() noexcept {
+  if (!lane_) return true;
   world_.abort();
   lane_->drain();
+  return true;
 }
 
 namespace {

@@ -144,6 +144,8 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     for (int m : buckets[b].members) member[m] = true;
   }
   std::vector<double> done(buckets.size(), 0);
+  double bucket_bytes = 0;  // the buckets' buffers (Executor::set_overlap counts them too)
+  for (const GradientBucket& b : buckets) bucket_bytes += double(b.count) * 4;
   for (int i : plan.schedule) {
     const Node& n = g.node(i);
     for (int b : starts[i]) {
@@ -194,7 +196,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     }
   }
   end_stretch();
-  out.memory.activations = double(plan.total_bytes()) * (o.bf16 ? 0.5 : 1.0);
+  out.memory.activations = (double(plan.total_bytes()) + bucket_bytes) * (o.bf16 ? 0.5 : 1.0);
   out.memory.process = c.process_bytes;
   out.step_s = std::max(clock, lane);
   out.hidden_communication_s = out.compute_s + out.communication_s - out.step_s;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "autoshard/comm/communicator.h"
@@ -201,7 +202,15 @@ void BucketRunner::record_lane(int b, std::pair<int64_t, int64_t> span,
 
 void BucketRunner::finish(Communicator& comm, bool failed) noexcept {
   if (pending_ == 0) return;
-  if (failed) comm.abandon_all_reduces();
+  if (failed && !comm.abandon_all_reduces()) {
+    // Reductions may still write into the buffers (MPI): they are kept
+    // alive for the rest of the process, and this runner makes new ones.
+    static auto* kept = new std::vector<Tensor>;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    for (Tensor& b : buffers_) kept->push_back(std::move(b));
+    buffers_.clear();
+  }
   pending_ = 0;
   std::fill(tickets_.begin(), tickets_.end(), 0);
 }

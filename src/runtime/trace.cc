@@ -105,22 +105,37 @@ void Tracer::write(const std::string& path) const {
 }
 
 namespace {
-Tracer*& innermost() {
-  static Tracer* tracer = nullptr;
-  return tracer;
+// The live scopes' tracers, innermost last. A scope leaves by identity, so
+// scopes that end out of order (Python's context managers may) never leave
+// a destroyed tracer active.
+struct Scopes {
+  std::mutex mu;
+  std::vector<Tracer*> tracers;
+};
+Scopes& scopes() {
+  static Scopes s;
+  return s;
 }
 }  // namespace
 
-TraceScope::TraceScope(Tracer& tracer) : previous_(innermost()) {
-  innermost() = &tracer;
+TraceScope::TraceScope(Tracer& tracer) : tracer_(&tracer) {
+  std::lock_guard<std::mutex> lock(scopes().mu);
+  scopes().tracers.push_back(tracer_);
 }
 
 TraceScope::~TraceScope() {
-  innermost() = previous_;
+  std::lock_guard<std::mutex> lock(scopes().mu);
+  std::vector<Tracer*>& t = scopes().tracers;
+  for (size_t k = t.size(); k-- > 0;)
+    if (t[k] == tracer_) {
+      t.erase(t.begin() + static_cast<std::ptrdiff_t>(k));
+      break;
+    }
 }
 
 Tracer* active_tracer() {
-  return innermost();
+  std::lock_guard<std::mutex> lock(scopes().mu);
+  return scopes().tracers.empty() ? nullptr : scopes().tracers.back();
 }
 
 }  // namespace autoshard

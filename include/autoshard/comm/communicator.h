@@ -78,8 +78,10 @@ class Communicator {
   // pending. Cheap: it never waits.
   virtual void progress_all_reduces() {}
   // After an error mid-step: stops or finishes every started reduction, so
-  // that their buffers may be reused. Never throws.
-  virtual void abandon_all_reduces() noexcept {}
+  // that their buffers may be reused; false when some may still write into
+  // theirs (MPI cannot cancel a collective: the caller must then keep the
+  // buffers alive). Never throws.
+  virtual bool abandon_all_reduces() noexcept { return true; }
   // When reduction `ticket` ran (steady_clock nanoseconds), once
   // wait_all_reduce(ticket) has returned: for timelines (runtime/trace.h).
   // {0, 0} where it is not known (this default: nothing runs apart).

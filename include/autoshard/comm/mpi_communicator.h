@@ -50,6 +50,11 @@ class MpiCommunicator : public Communicator {
   int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
   void wait_all_reduce(int64_t ticket) override;
   void progress_all_reduces() override;
+  // Stops waiting for the started reductions (an MPI collective cannot be
+  // cancelled): they are left to MPI and never waited for, even by the
+  // destructor, since peers that failed may never join them. Returns false
+  // while any was pending: its buffer must outlive the process's MPI use.
+  bool abandon_all_reduces() noexcept override;
   // From the start call to the test or wait that saw it complete.
   std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const override;
 

@@ -45,7 +45,7 @@ class ThreadCommunicator : public Communicator {
   int64_t start_all_reduce(float* data, int64_t count, ReduceOp op, const CommGroup& g) override;
   void wait_all_reduce(int64_t ticket) override;
   // Aborts the world (wakes the thread's collectives) and drains the thread.
-  void abandon_all_reduces() noexcept override;
+  bool abandon_all_reduces() noexcept override;
   std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const override {
     return lane_spans_.of(ticket);
   }
@@ -53,10 +53,10 @@ class ThreadCommunicator : public Communicator {
  private:
   ThreadWorld& world_;
   int rank_;
+  LaneSpans lane_spans_;   // written by lane_'s jobs: declared first, destroyed after it
+  int64_t lane_jobs_ = 0;  // jobs submitted to lane_ (its tickets count them)
   std::unique_ptr<OrderedWorker> lane_;  // started on the first reduction
-  int64_t lane_jobs_ = 0;                // jobs submitted to lane_ (its tickets count them)
-  LaneSpans lane_spans_;
-  std::vector<float> scratch_;  // reused accumulation buffer
+  std::vector<float> scratch_;           // reused accumulation buffer
 };
 
 // The shared state of the in-process devices of one mesh.

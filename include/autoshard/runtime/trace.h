@@ -101,7 +101,8 @@ class Tracer {
 
 // While a TraceScope lives, every compiled step that has no tracer of its
 // own records into `tracer` (Model::fit, train_on_batch, ... need no
-// change). Scopes nest; the innermost wins.
+// change). Scopes nest; the innermost live one wins, and one that ends out
+// of order removes only itself.
 class TraceScope {
  public:
   explicit TraceScope(Tracer& tracer);
@@ -110,7 +111,7 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 
  private:
-  Tracer* previous_;
+  Tracer* tracer_;
 };
 // The innermost scope's tracer, or null.
 Tracer* active_tracer();

@@ -1,5 +1,7 @@
 #include "ir/ops/quantized_gemv.h"
 
+#include <immintrin.h>
+
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -37,6 +39,38 @@ float dot_row(const E* w, const float* x, int64_t n) {
   for (int j = 0; j < L; ++j) s += lane[j];
   return s;
 }
+
+#if defined(__AVX512F__)
+// int8 rows with AVX-512: each 16 codes widened to i32 and converted to f32
+// in two instructions, four chains of fused multiply-adds. GCC's code for
+// the lane loop above widens int8 in more steps (about 12 G codes/s per
+// core here against 18 for this loop: the difference between int8 decoding
+// at half and at most of the bandwidth limit).
+// (GCC 12 reports its own intrinsics' _mm512_undefined_* as maybe
+// uninitialized once inlined: a known false positive.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <>
+float dot_row<int8_t>(const int8_t* w, const float* x, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const auto codes = [w](int64_t i) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))));
+  };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), codes(i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), codes(i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), codes(i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), codes(i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), codes(i), a0);
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (; i < n; ++i) s += x[i] * widen(w[i]);
+  return s;
+}
+#pragma GCC diagnostic pop
+#endif
 
 template <typename E>
 void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_t inner,

@@ -1,0 +1,40 @@
+// Sharding problems shared by the solver tests.
+#pragma once
+
+#include <random>
+#include <set>
+#include <utility>
+
+#include "autoshard/plan/problem.h"
+
+namespace autoshard::testing {
+
+// A problem whose whole program keeps CBC busy for many seconds: 40 nodes
+// of 6 strategies, 200 random edges (7,200 columns: "tiny", so CBC runs
+// even with under a second left) and a memory limit.
+inline ShardingProblem busy_problem() {
+  std::mt19937 rng(1);
+  ShardingProblem p;
+  for (int i = 0; i < 40; ++i) {
+    ShardingProblem::Node node;
+    node.lo = rng() % 20;
+    node.hi = node.lo + 1 + rng() % 10;
+    for (int j = 0; j < 6; ++j)
+      node.cost.push_back(rng() % 1000), node.usage.push_back(rng() % 100);
+    p.nodes.push_back(node);
+  }
+  std::set<std::pair<int, int>> pairs;
+  while (pairs.size() < 200) {
+    const int u = rng() % 40, v = rng() % 40;
+    if (u < v) pairs.insert({u, v});
+  }
+  for (auto [u, v] : pairs) {
+    ShardingProblem::Edge edge{u, v, {}};
+    for (int a = 0; a < 36; ++a) edge.cost.push_back(rng() % 1000);
+    p.edges.push_back(edge);
+  }
+  p.usage_limit = 1000;
+  return p;
+}
+
+}  // namespace autoshard::testing
