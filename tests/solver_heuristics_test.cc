@@ -14,7 +14,7 @@
 
 #include "autoshard/plan/screen.h"
 #include "autoshard/plan/solver.h"
-#include "busy_problem.h"
+#include "sharding_problems.h"
 
 namespace autoshard {
 namespace {
@@ -57,21 +57,6 @@ ShardingProblem random_problem(std::mt19937& rng, Shape shape, bool limited) {
   return p;
 }
 
-// The cheapest feasible assignment by enumeration, or -1 if none.
-__int128 brute_force(const ShardingProblem& p) {
-  std::vector<int> s(p.nodes.size(), 0);
-  __int128 best = -1;
-  while (true) {
-    if (p.feasible(s)) {
-      const __int128 c = p.cost(s);
-      if (best < 0 || c < best) best = c;
-    }
-    size_t i = 0;
-    while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
-    if (i == s.size()) return best;
-  }
-}
-
 SolveResult heuristics(const ShardingProblem& p, int64_t rounds) {
   return solve(p, {.time_limit_s = 600, .seed = 1, .max_rounds = rounds, .programs = false});
 }
@@ -83,7 +68,7 @@ TEST(SolverHeuristics, ExactOnChainsAndTreesWithoutALimit) {
   for (Shape shape : {Shape::kChain, Shape::kTree})
     for (int trial = 0; trial < 300; ++trial) {
       const ShardingProblem p = random_problem(rng, shape, false);
-      const __int128 want = brute_force(p);
+      const __int128 want = testing::brute_force(p);
       const SolveResult r = heuristics(p, 1);
       ASSERT_EQ(r.feasible, want >= 0) << "trial " << trial;
       if (want >= 0) {
@@ -105,7 +90,7 @@ TEST(SolverHeuristics, WithinTheirMeasuredGapOnGeneralProblems) {
     double worst = 1;
     for (int trial = 0; trial < 1000; ++trial) {
       const ShardingProblem p = random_problem(rng, Shape::kGeneral, rng() % 3 != 0);
-      const __int128 want = brute_force(p);
+      const __int128 want = testing::brute_force(p);
       const SolveResult r = heuristics(p, rounds);
       if (want < 0) {
         ASSERT_FALSE(r.feasible) << "trial " << trial;
@@ -141,7 +126,7 @@ TEST(SolverHeuristics, TheScreenNeverRejectsAProblemWhereAPlanFits) {
   int fits = 0, rescued = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     const ShardingProblem p = random_problem(rng, Shape::kGeneral, rng() % 3 != 0);
-    const __int128 want = brute_force(p);
+    const __int128 want = testing::brute_force(p);
     if (want < 0) continue;
     ++fits;
     const Screening s = screen_problem(p, 0);

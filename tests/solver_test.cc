@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
-#include "busy_problem.h"
+#include "sharding_problems.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -47,27 +47,12 @@ ShardingProblem random_problem(std::mt19937& rng) {
   return p;
 }
 
-// The cheapest feasible assignment by enumeration, or -1 if none.
-__int128 brute_force(const ShardingProblem& p) {
-  std::vector<int> s(p.nodes.size(), 0);
-  __int128 best = -1;
-  while (true) {
-    if (p.feasible(s)) {
-      const __int128 c = p.cost(s);
-      if (best < 0 || c < best) best = c;
-    }
-    size_t i = 0;
-    while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
-    if (i == s.size()) return best;
-  }
-}
-
 TEST(Solver, MatchesBruteForceOnSmallProblems) {
   std::mt19937 rng(12);
   int feasible = 0, infeasible = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const ShardingProblem p = random_problem(rng);
-    const __int128 want = brute_force(p);
+    const __int128 want = testing::brute_force(p);
     SolveOptions o;
     o.time_limit_s = 30;
     o.max_rounds = 20;
@@ -95,7 +80,7 @@ TEST(Solver, TheContestExample) {
   EXPECT_EQ(*p.usage_limit, 50);
   const SolveResult r = solve(p, {.time_limit_s = 10, .max_rounds = 10});
   ASSERT_TRUE(r.feasible);
-  EXPECT_EQ(to_string(r.cost), to_string(brute_force(p)));
+  EXPECT_EQ(to_string(r.cost), to_string(testing::brute_force(p)));
 }
 
 TEST(Solver, ProvesInfeasibilityWhenTheSmallestUsagesOverflow) {
@@ -118,7 +103,7 @@ TEST(Solver, UsagesWhoseSumsPass2To63MatchBruteForce) {
     for (auto& node : p.nodes)
       for (int64_t& u : node.usage) u <<= 58;
     if (p.usage_limit) *p.usage_limit <<= 58;
-    const __int128 want = brute_force(p);
+    const __int128 want = testing::brute_force(p);
     const SolveResult r = solve(p, {.time_limit_s = 30, .max_rounds = 20});
     ASSERT_EQ(r.feasible, want >= 0) << "trial " << trial << " (" << r.why << ")";
     if (want < 0) continue;
@@ -215,7 +200,7 @@ TEST(Solver, AProvenOptimumStopsTheSearch) {
       p.edges.push_back(edge);
     }
     p.usage_limit = 40;
-    const __int128 want = brute_force(p);
+    const __int128 want = testing::brute_force(p);
     if (want < 0) continue;
     const SolveResult r = solve(p, {.time_limit_s = 20});
     ASSERT_TRUE(r.feasible) << trial;

@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "autoshard/plan/problem.h"
 
@@ -35,6 +36,21 @@ inline ShardingProblem busy_problem() {
   }
   p.usage_limit = 1000;
   return p;
+}
+
+// The cheapest feasible assignment by enumeration, or -1 if none.
+inline __int128 brute_force(const ShardingProblem& p) {
+  std::vector<int> s(p.nodes.size(), 0);
+  __int128 best = -1;
+  while (true) {
+    if (p.feasible(s)) {
+      const __int128 c = p.cost(s);
+      if (best < 0 || c < best) best = c;
+    }
+    size_t i = 0;
+    while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
+    if (i == s.size()) return best;
+  }
 }
 
 }  // namespace autoshard::testing
