@@ -10,6 +10,25 @@
 
 namespace autoshard::testing {
 
+// 2-7 nodes of 1-4 strategies (costs below 20, a seventh of them `forbidden`),
+// each live over a random interval with small usages; edges are the caller's.
+inline ShardingProblem random_nodes(std::mt19937& rng, int64_t forbidden) {
+  ShardingProblem p;
+  const int n = 2 + static_cast<int>(rng() % 6);
+  for (int i = 0; i < n; ++i) {
+    ShardingProblem::Node node;
+    const int k = 1 + static_cast<int>(rng() % 4);
+    node.lo = rng() % 5;
+    node.hi = node.lo + rng() % 4;
+    for (int j = 0; j < k; ++j) {
+      node.cost.push_back(rng() % 7 == 0 ? forbidden : int64_t(rng() % 20));
+      node.usage.push_back(rng() % 10);
+    }
+    p.nodes.push_back(node);
+  }
+  return p;
+}
+
 // A problem whose whole program keeps CBC busy for many seconds: 40 nodes
 // of 6 strategies, 200 random edges (7,200 columns: "tiny", so CBC runs
 // even with under a second left) and a memory limit.

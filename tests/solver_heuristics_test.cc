@@ -26,19 +26,8 @@ constexpr int64_t kOff = int64_t{1} << 60;  // a forbidden choice
 enum class Shape { kChain, kTree, kGeneral };
 
 ShardingProblem random_problem(std::mt19937& rng, Shape shape, bool limited) {
-  ShardingProblem p;
-  const int n = 2 + static_cast<int>(rng() % 6);
-  for (int i = 0; i < n; ++i) {
-    ShardingProblem::Node node;
-    const int k = 1 + static_cast<int>(rng() % 4);
-    node.lo = rng() % 5;
-    node.hi = node.lo + rng() % 4;
-    for (int j = 0; j < k; ++j) {
-      node.cost.push_back(rng() % 7 == 0 ? kOff : int64_t(rng() % 20));
-      node.usage.push_back(rng() % 10);
-    }
-    p.nodes.push_back(node);
-  }
+  ShardingProblem p = testing::random_nodes(rng, kOff);
+  const int n = static_cast<int>(p.nodes.size());
   std::vector<std::pair<int, int>> pairs;
   if (shape == Shape::kGeneral) {
     for (int e = 0, m = int(rng() % (2 * n)); e < m; ++e)

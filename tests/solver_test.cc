@@ -21,20 +21,8 @@ namespace autoshard {
 namespace {
 
 ShardingProblem random_problem(std::mt19937& rng) {
-  ShardingProblem p;
-  const int n = 2 + static_cast<int>(rng() % 6);
-  for (int i = 0; i < n; ++i) {
-    ShardingProblem::Node node;
-    const int k = 1 + static_cast<int>(rng() % 4);
-    node.lo = rng() % 5;
-    node.hi = node.lo + rng() % 4;
-    for (int j = 0; j < k; ++j) {
-      node.cost.push_back(rng() % 7 == 0 ? int64_t{1} << 60
-                                         : int64_t(rng() % 20));  // some forbidden
-      node.usage.push_back(rng() % 10);
-    }
-    p.nodes.push_back(node);
-  }
+  ShardingProblem p = testing::random_nodes(rng, int64_t{1} << 60);
+  const int n = static_cast<int>(p.nodes.size());
   const int m = static_cast<int>(rng() % (2 * n));
   for (int e = 0; e < m; ++e) {
     const int u = rng() % n, v = rng() % n;
