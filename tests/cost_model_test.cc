@@ -147,6 +147,48 @@ TEST(CostModel, StretchesBetweenCollectivesPayTheLastTurnByTheirLength) {
   EXPECT_TRUE(c.oversubscribed(3));
 }
 
+// Under mpirun every axis talks over the calibrated MPI link, whatever the
+// in-process links say, and a host's cores are shared by its own ranks
+// only: 4 ranks on 2 hosts of 2 cores each have a core each.
+TEST(CostModel, MpiRanksTalkOverTheCalibratedMpiLinkAndShareTheirHostsCores) {
+  Cluster c = two_level_cluster();
+  c.shared_cores = 2;
+  c.mpi_link = LinkLevel{"mpi", 0, 2e8, 3e-5, 1.0};
+  const DeviceMesh mesh({2, 3}, {"data", "model"});
+  const Cluster ranks = c.as_mpi_ranks(2);
+  for (int axis = 0; axis < 2; ++axis) {
+    EXPECT_EQ(c.link(mesh, axis).name, "slow");  // groups of 3 and 2 x 3 cross the 4s
+    EXPECT_EQ(ranks.link(mesh, axis).name, "mpi");
+  }
+  EXPECT_DOUBLE_EQ(collective_seconds(ranks, mesh, 1, true, 6e6, 6e6),
+                   4 * 3e-5 + 4.0 / 3 * 6e6 / 2e8);
+  EXPECT_TRUE(c.oversubscribed(4));
+  EXPECT_FALSE(ranks.oversubscribed(4));
+  EXPECT_DOUBLE_EQ(ranks.share(600, 4), 300);
+  EXPECT_EQ(ranks.devices_per_host(5), 3);
+  // Uncalibrated (no mpi_link): the links stay, only the hosts change.
+  c.mpi_link.reset();
+  EXPECT_EQ(c.as_mpi_ranks(1).link(mesh, 0).name, "slow");
+  // A cluster file says how many hosts its devices spread over.
+  EXPECT_EQ(Cluster::from_json(ranks.to_json(), "ranks.json").hosts, 2);
+  EXPECT_EQ(Cluster::from_json(c.to_json(), "c.json").hosts, 1);
+}
+
+// Moving a split from one dimension to another is one all-to-all: each
+// device sends n - 1 pieces of its block, not the whole value an all-gather
+// would assemble before slicing.
+TEST(CostModel, MovingASplitIsPricedAsOneAllToAll) {
+  const Cluster c = two_level_cluster();
+  const DeviceMesh mesh({4}, {"model"});
+  const Shape shape{4096, 1024};
+  const Sharding rows{{0, -1}, {}}, cols{{-1, 0}, {}}, whole{{-1, -1}, {}};
+  const double block = 1024 * 1024 * 4;  // bytes of each device's rows
+  EXPECT_DOUBLE_EQ(conversion_seconds(c, mesh, rows, cols, shape, false),
+                   collective_seconds(c, mesh, 0, false, block, block / 4));
+  EXPECT_LT(conversion_seconds(c, mesh, rows, cols, shape, false),
+            0.5 * conversion_seconds(c, mesh, rows, whole, shape, false));
+}
+
 // A GPT-2 small enough to lower quickly, with sizes no mesh divides.
 Partition gpt2_partition(std::shared_ptr<Distribution> dist, bool recompute = false) {
   GPT2Config cfg = GPT2Config::preset("test");

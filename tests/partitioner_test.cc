@@ -4,6 +4,8 @@
 // share a staging layout share its conversion.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "autoshard/ir/autodiff.h"
@@ -162,19 +164,69 @@ TEST(Partitioner, ReadersThroughAStagingLayoutShareOneConversion) {
     ShardedExecutor exec(g, mesh, r, {out.id});
     for (int d = 0; d < mesh.size(); ++d) exec.bind(d, x.id, block_of(data, rows, mesh, d));
     exec.run();
-    int gathers = 0;
+    int moves = 0;
     for (const CollectiveRecord& c : exec.partition().collectives)
-      gathers += c.kind == "all_gather";
-    return std::make_pair(gathers, exec.output(0).clone());
+      moves += c.kind == "all_gather" || c.kind == "all_to_all";
+    return std::make_pair(moves, exec.output(0).clone());
   };
-  const auto [direct_gathers, direct] = run(false);
-  const auto [staged_gathers, staged] = run(true);
-  EXPECT_EQ(direct_gathers, 3);
-  EXPECT_EQ(staged_gathers, 2);
+  const auto [direct_moves, direct] = run(false);
+  const auto [staged_moves, staged] = run(true);
+  EXPECT_EQ(direct_moves, 3);  // a and out gather, b's rows become columns (all-to-all)
+  EXPECT_EQ(staged_moves, 2);
   Tensor want = data.clone();  // 2x + 3x
   for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] *= 5;
   EXPECT_LT(max_relative_error(direct, want), 1e-6);
   EXPECT_LT(max_relative_error(staged, want), 1e-6);
+}
+
+// A value whose consumer wants its split on another dimension: one
+// all-to-all moves it (1/n of a gather's traffic), for uneven blocks on
+// both dimensions, i32 values, a split kept on a third dimension by another
+// axis, and two axes trading dimensions (one of them must gather).
+struct MovedSplit {
+  Shape shape;
+  DeviceMesh mesh;
+  Sharding from, to;
+  int all_to_alls, gathers;
+};
+
+TEST(Partitioner, MovingASplitToAnotherDimensionIsOneAllToAll) {
+  const std::vector<MovedSplit> cases = {
+      {{5, 7}, DeviceMesh({3}, {"m"}), {{0, -1}, {}}, {{-1, 0}, {}}, 1, 0},
+      {{7, 2, 5}, DeviceMesh({4}, {"m"}), {{-1, -1, 0}, {}}, {{0, -1, -1}, {}}, 1, 0},
+      {{4, 5, 6}, DeviceMesh({2, 3}, {"a", "b"}), {{1, 0, -1}, {}}, {{-1, 0, 1}, {}}, 1, 0},
+      {{6, 5}, DeviceMesh({2, 3}, {"a", "b"}), {{0, 1}, {}}, {{1, 0}, {}}, 1, 1},
+  };
+  for (const MovedSplit& c : cases) {
+    for (DType dtype : {DType::F32, DType::I32}) {
+      Graph g;
+      Value x = dtype == DType::F32 ? g.parameter("x", c.shape) : g.input("x", c.shape, dtype);
+      Value out = g.add(Op::Reshape, {x}, ShapeAttrs{c.shape});  // a view: the layout is all
+      PartitionRequest r;
+      r.leaves[x.id] = c.from;
+      r.decisions[out.id] = {{c.to}, c.to};
+      ShardedExecutor exec(g, c.mesh, r, {out.id});
+      const Tensor data = dtype == DType::F32 ? testing::random_tensor(c.shape, 5)
+                                              : testing::random_ids(c.shape, 1000, 5);
+      for (int d = 0; d < c.mesh.size(); ++d)
+        exec.bind(d, x.id, block_of(data, c.from, c.mesh, d));
+      exec.run();
+      const std::string what = c.from.to_string(c.mesh) + " -> " + c.to.to_string(c.mesh);
+      int all_to_alls = 0, gathers = 0;
+      for (const CollectiveRecord& rec : exec.partition().collectives) {
+        all_to_alls += rec.kind == "all_to_all";
+        gathers += rec.kind == "all_gather";
+      }
+      EXPECT_EQ(all_to_alls, c.all_to_alls) << what;
+      // Reading the output whole gathers each of its splits once more.
+      const int output_gathers = int(std::count_if(c.to.dims.begin(), c.to.dims.end(),
+                                                   [](int axis) { return axis >= 0; }));
+      EXPECT_EQ(gathers, c.gathers + output_gathers) << what;
+      const Tensor& got = exec.output(0);
+      ASSERT_EQ(got.shape(), c.shape) << what;
+      EXPECT_EQ(std::memcmp(got.raw(), data.raw(), data.nbytes()), 0) << what;
+    }
+  }
 }
 
 }  // namespace

@@ -301,7 +301,7 @@ size_t export_layout_map(const PlanOptions& o, const Subject& s, const Partition
 void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
                      const nlohmann::json& report) {
   nlohmann::json page = report;
-  page["figures"] = plan_figures(p, Cluster::named(o.cluster), o.dtype == "bf16");
+  page["figures"] = plan_figures(p, Cluster::for_this_run(o.cluster), o.dtype == "bf16");
   const std::string batch = s.config
                                 ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
                                 : "x " + shape_str(s.x);
@@ -311,6 +311,9 @@ void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
 }
 
 void run_plan(PlanOptions& o) {
+  // Under mpirun every rank plans (and predicts its run as ranks); rank 0 prints.
+  if (!World::process().leader() && !std::freopen("/dev/null", "w", stdout))
+    fail("cannot silence rank ", World::process().rank(), "'s output");
   // Output paths are checked before planning (cli/output_file.h's rule).
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
   if (!o.export_problem.empty())
@@ -359,7 +362,7 @@ void run_plan(PlanOptions& o) {
   std::optional<StepPrediction> predicted;
   std::optional<Cluster> cluster;
   if (o.predict) {
-    cluster = Cluster::named(o.cluster);
+    cluster = Cluster::for_this_run(o.cluster);
     // Tokens and model FLOPs: a Keras model's example counts as one token.
     const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
     const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),

@@ -20,6 +20,24 @@ namespace autoshard {
 
 namespace {
 
+int hosts_found = 1;
+
+// Counted once, at start-up, where every rank is (counting later would be a
+// collective some ranks might never reach): the first rank of each group
+// that shares memory counts its machine.
+int count_hosts() {
+  MPI_Comm local;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) !=
+      MPI_SUCCESS)
+    return 1;
+  int local_rank = 0, first = 0, hosts = 1;
+  MPI_Comm_rank(local, &local_rank);
+  first = local_rank == 0;
+  MPI_Allreduce(&first, &hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Comm_free(&local);
+  return std::max(1, hosts);
+}
+
 void ensure_init() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -28,6 +46,7 @@ void ensure_init() {
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   // Errors come back as codes we turn into exceptions naming the call.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  hosts_found = count_hosts();
 }
 
 void ok(int code, const char* call) {
@@ -99,6 +118,11 @@ int mpi_size() {
   int s = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
+}
+
+int mpi_hosts() {
+  ensure_init();
+  return hosts_found;
 }
 
 void mpi_abort(const std::string& message) {

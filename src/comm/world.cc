@@ -20,6 +20,10 @@ int World::size() const {
   return distributed_ ? mpi_size() : 1;
 }
 
+int World::hosts() const {
+  return distributed_ ? mpi_hosts() : 1;
+}
+
 std::vector<int> World::local_devices(const DeviceMesh& mesh) const {
   if (distributed_) {
     AS_CHECK(mesh.size() == size(), "mesh ", mesh.to_string(), " has ", mesh.size(),

@@ -52,7 +52,7 @@ struct OpCost {
 // axis, the bytes of the whole buffer (all-reduce input, all-gather output,
 // reduce-scatter input) and of the largest member's block.
 struct CommCost {
-  enum class Kind { None, AllReduce, AllGather, ReduceScatter };
+  enum class Kind { None, AllReduce, AllGather, ReduceScatter, AllToAll };
   Kind kind = Kind::None;
   int axis = -1;
   double bytes = 0;

@@ -186,11 +186,11 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
 
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
-  prepare(g, pose(g, Cluster::named(options_.cluster)));
+  prepare(g, pose(g, Cluster::for_this_run(options_.cluster)));
 }
 
 void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
-  const Cluster cluster = Cluster::named(options_.cluster);
+  const Cluster cluster = Cluster::for_this_run(options_.cluster);
   StepPrediction predicted;
   const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh(), predicted);
   const __int128 cost = sp.problem.cost(strategy);
@@ -257,7 +257,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
                                                        const AutoShardOptions& options,
                                                        std::vector<std::string>* why) {
   AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
-  const Cluster cluster = Cluster::named(options.cluster);
+  const Cluster cluster = Cluster::for_this_run(options.cluster);
   // Screening: each shape's problem gets one round of the solver (its first
   // answer is usually within a percent of its last; one round does not
   // depend on the clock, so the screen is deterministic), and a longer

@@ -194,7 +194,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   AS_CHECK(j.is_object(), f.in(), "must be an object with \"device\" and \"links\"");
   f.check_keys(j, "cluster",
                {"name", "device", "shared_cores", "oversubscribed_efficiency",
-                "oversubscribed_wait_s", "oversubscribed_slice_s", "links", "mpi_link",
+                "oversubscribed_wait_s", "oversubscribed_slice_s", "links", "mpi_link", "hosts",
                 // What `autoshard calibrate` measured, kept beside the figures
                 // fitted from it for people to read; not used for pricing.
                 "measurements"});
@@ -240,6 +240,7 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
   c.oversubscribed_efficiency = f.number(j, "oversubscribed_efficiency", kMinFraction, 1, 1.0);
   c.oversubscribed_wait = f.number(j, "oversubscribed_wait_s", 0, 1, 0.0);
   c.oversubscribed_slice = f.number(j, "oversubscribed_slice_s", 0, 10, 0.0);
+  c.hosts = f.whole(j, "hosts", 1, kMaxGroup, 1);
   AS_CHECK(j.contains("links") && j["links"].is_array() && !j["links"].empty() &&
                j["links"].size() <= 16,
            f.in(), "\"links\" must list 1 to 16 levels");
@@ -296,6 +297,7 @@ std::string Cluster::to_json() const {
                       {"oversubscribed_slice_s", oversubscribed_slice},
                       {"links", links_json}};
   if (mpi_link) j["mpi_link"] = level_json(*mpi_link);
+  if (hosts > 1) j["hosts"] = hosts;
   return j.dump(2);
 }
 
@@ -317,7 +319,7 @@ double idle(int devices, int cores) {
 // last turn leaving cores idle; the calibrated loss at one device more than
 // cores is scaled by the idle fraction.
 double Cluster::share(double whole, int devices) const {
-  const int n = std::max(1, devices);
+  const int n = devices_per_host(devices);
   if (n <= shared_cores) return whole / n;
   const double calibrated = idle(shared_cores + 1, shared_cores);
   const double efficiency =
@@ -326,19 +328,25 @@ double Cluster::share(double whole, int devices) const {
   return whole / n * efficiency;
 }
 
+int Cluster::devices_per_host(int devices) const {
+  return (std::max(1, devices) + hosts - 1) / hosts;
+}
+
 bool Cluster::oversubscribed(int devices) const {
-  return shared_cores > 0 && devices > shared_cores;
+  return shared_cores > 0 && devices_per_host(devices) > shared_cores;
 }
 
 double Cluster::last_turn_idle(int devices) const {
   if (!oversubscribed(devices)) return 0;
-  return turns(devices, shared_cores) * idle(devices, shared_cores);
+  const int n = devices_per_host(devices);
+  return turns(n, shared_cores) * idle(n, shared_cores);
 }
 
 double Cluster::stretch_seconds(double own_core_s, int devices) const {
   if (!oversubscribed(devices) || own_core_s <= 0) return own_core_s;
   const double w = own_core_s, q = oversubscribed_slice;
-  return w * devices / shared_cores + w * last_turn_idle(devices) * q / (q + w);
+  return w * devices_per_host(devices) / shared_cores +
+         w * last_turn_idle(devices) * q / (q + w);
 }
 
 double Cluster::device_flops(bool bf16, int devices) const {
@@ -349,7 +357,7 @@ double Cluster::device_flops(bool bf16, int devices) const {
 // Cores of a shared machine each device's kernels run on (they split their
 // loops over the device's share of the cores; see tensor/parallel.h).
 int Cluster::cores_per_device(int devices) const {
-  return shared_cores > 0 ? std::max(1, shared_cores / std::max(1, devices)) : 1;
+  return shared_cores > 0 ? std::max(1, shared_cores / devices_per_host(devices)) : 1;
 }
 
 double Cluster::device_kernel_flops(int devices) const {
@@ -421,6 +429,16 @@ bool groups_fit(int64_t stride, int64_t size, int64_t outer, int64_t per) {
 // pace. Any mesh shape and node size: data = 2, model = 3 on nodes of 8
 // ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
 // does not ({6, 7, 8} straddles two nodes).
+Cluster Cluster::as_mpi_ranks(int machines) const {
+  Cluster c = *this;
+  c.hosts = std::max(1, machines);
+  if (mpi_link) {
+    c.links = {*mpi_link};
+    c.links.back().devices_per_group = 0;
+  }
+  return c;
+}
+
 const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
   int64_t stride = 1;
   for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);

@@ -34,7 +34,7 @@ double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bo
   if (n <= 1) return 0;
   const LinkLevel& l = c.link(mesh, axis);
   const double w = l.bandwidth * l.efficiency;
-  if (c.shared_cores > 0 && mesh.size() > c.shared_cores && c.oversubscribed_wait > 0) {
+  if (c.oversubscribed(mesh.size()) && c.oversubscribed_wait > 0) {
     // Devices that outnumber the cores meet in turn: a wait per call.
     const double move = all_reduce ? 2 * (n - 1) / n * bytes : (n - 1) * largest_block;
     return c.oversubscribed_wait + move / w;
@@ -77,6 +77,11 @@ double conversion_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
         break;
       case ConversionStep::Kind::AllGather:
         total += collective_seconds(c, mesh, s.axis, false, bytes * k, bytes);
+        break;
+      case ConversionStep::Kind::AllToAll:  // n - 1 pieces of the block, one per member
+        total += collective_seconds(c, mesh, s.axis, false, bytes,
+                                    bytes / double(std::max<int64_t>(1, local[s.to_dim])) *
+                                        double(split_size(local[s.to_dim], k, 0)));
         break;
       case ConversionStep::Kind::Slice: {
         Shape block = local;

@@ -532,7 +532,8 @@ class Builder {
     double limit = o_.memory_per_device;
     if (limit <= 0) {
       limit = c_.memory_bytes - c_.process_bytes;
-      if (c_.shared_cores > 0) limit /= mesh_.size();  // in-process devices share the machine
+      // Devices on one machine (in-process, or MPI ranks on one host) share it.
+      if (c_.shared_cores > 0) limit /= c_.devices_per_host(mesh_.size());
     }
     AS_CHECK(limit > 0, "the memory per device must be positive (cluster '", c_.name, "' has ",
              c_.memory_bytes, " bytes, the process ", c_.process_bytes, ")");

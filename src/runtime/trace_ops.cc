@@ -77,6 +77,8 @@ const char* collective_kind(CommCost::Kind k) {
       return "all_gather";
     case CommCost::Kind::ReduceScatter:
       return "reduce_scatter";
+    case CommCost::Kind::AllToAll:
+      return "all_to_all";
     case CommCost::Kind::None:
       break;
   }

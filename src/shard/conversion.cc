@@ -14,6 +14,8 @@ const char* step_name(ConversionStep::Kind kind) {
       return "reduce_scatter";
     case ConversionStep::Kind::AllGather:
       return "all_gather";
+    case ConversionStep::Kind::AllToAll:
+      return "all_to_all";
     case ConversionStep::Kind::Slice:
       return "slice";
   }
@@ -42,10 +44,17 @@ std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding
     cur.partial.erase(std::find(cur.partial.begin(), cur.partial.end(), a));
   }
   if (cur.partial.empty()) cur.partial_op = ReduceOp::Sum;
-  // 2. Gather every split that is not wanted where it is.
+  // 2. Move every split that is not wanted where it is to the dimension that
+  // wants its axis, if that one is still whole; gather it otherwise.
   for (int d = 0; d < cur.rank(); ++d)
-    if (cur.dims[d] >= 0 && cur.dims[d] != to.dims[d]) {
-      steps.push_back({ConversionStep::Kind::AllGather, cur.dims[d], d, ReduceOp::Sum, cur});
+    if (const int a = cur.dims[d]; a >= 0 && a != to.dims[d]) {
+      const int e = to.dim_of(a);
+      if (e >= 0 && cur.dims[e] < 0) {
+        steps.push_back({ConversionStep::Kind::AllToAll, a, d, ReduceOp::Sum, cur, e});
+        cur.dims[e] = a;
+      } else {
+        steps.push_back({ConversionStep::Kind::AllGather, a, d, ReduceOp::Sum, cur});
+      }
       cur.dims[d] = -1;
     }
   // 3. Take this device's block of every newly wanted split (no communication).

@@ -214,6 +214,12 @@ class Lowering {
           local = collective(op, local, a, s.axis, id);
           break;
         }
+        case ConversionStep::Kind::AllToAll: {
+          AllToAllAttrs a{s.axis, s.dim, s.to_dim, split_sizes(global[s.dim], k),
+                          split_sizes(global[s.to_dim], k), c};
+          local = collective(Op::AllToAll, local, std::move(a), s.axis, id);
+          break;
+        }
         case ConversionStep::Kind::Slice:
           local = local_
                       .add(Op::Slice, {local_.value(local)},

@@ -47,6 +47,39 @@ for case in "3 model=3" "4 data=2,model=2"; do
   fi
 done
 
+# AutoShard's plan on 3 ranks moves splits between dimensions with
+# all-to-alls (MPI_Alltoallv, uneven pieces): the same losses as in-process.
+$cli $args --mesh model=3 --plan auto --deterministic --log "$work/threads.jsonl" >/dev/null 2>&1
+if mpirun -np 3 "$cli" $args --mesh model=3 --plan auto --deterministic --log "$work/mpi.jsonl" \
+     >"$work/out" 2>&1 && same_losses "$work/mpi.jsonl" "$work/threads.jsonl" &&
+   $cli plan --model tiny --batch 6 --seq 16 --mesh model=3 --plan auto --deterministic |
+     grep -q '^ *all_to_all'; then
+  pass "mpirun -np 3 --plan auto (all-to-alls) matches in-process devices"
+else
+  fail "mpirun -np 3 --plan auto"; cat "$work/out"
+fi
+
+# Ranks price their collectives on the calibrated MPI link (a cluster whose
+# mpi_link is 5000 times slower than its in-process link): plan --predict
+# under mpirun predicts the slow all-reduce, in-process the fast one; only
+# rank 0 prints.
+cat >"$work/cluster.json" <<'JSON'
+{"name": "c", "device": {"flops": {"f32": 50e9}, "gemm_efficiency": [[1e9, 0.8]],
+  "memory_bytes": 8589934592, "memory_bandwidth": 2e10}, "shared_cores": 2,
+ "links": [{"name": "shm", "devices_per_group": 0, "bandwidth": 5e9, "latency_s": 1e-6}],
+ "mpi_link": {"name": "mpi", "devices_per_group": 0, "bandwidth": 1e6, "latency_s": 1e-3}}
+JSON
+predict="plan --model tiny --batch 6 --seq 16 --mesh data=2 --plan data --predict --cluster $work/cluster.json"
+reduce_s() { awk '$1 == "all_reduce" && $3 == "s" { print $2 }' "$1"; }
+if $cli $predict >"$work/threads.txt" 2>&1 && timeout 60 mpirun -np 2 "$cli" $predict >"$work/out" 2>&1 &&
+   [ "$(grep -c '^predicted on cluster' "$work/out")" = 1 ] &&
+   awk -v t="$(reduce_s "$work/threads.txt")" -v m="$(reduce_s "$work/out")" \
+     'BEGIN { exit !(t > 0 && m > 1000 * t) }'; then
+  pass "plan --predict under mpirun prices the MPI link"
+else
+  fail "MPI link pricing"; cat "$work/threads.txt" "$work/out"
+fi
+
 # The default run (training, then a generated sample, which every rank helps
 # compute) ends normally, and only rank 0 prints.
 if timeout 120 mpirun -np 2 "$cli" train --model tiny --steps 3 --seq 32 --sample 20 --mesh model=2 >"$work/out" 2>&1 &&

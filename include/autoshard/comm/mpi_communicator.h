@@ -17,6 +17,8 @@ namespace autoshard {
 bool launched_by_mpi();
 int mpi_rank();
 int mpi_size();
+// The machines the ranks run on (ranks that share memory count as one).
+int mpi_hosts();
 [[noreturn]] void mpi_abort(const std::string& message);
 void mpi_finalize();
 void mpi_world_sum(float* data, int64_t count);

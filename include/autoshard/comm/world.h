@@ -23,6 +23,7 @@ class World {
   bool distributed() const { return distributed_; }
   int rank() const;  // 0 when not distributed
   int size() const;  // 1 when not distributed
+  int hosts() const;  // machines the ranks run on; 1 when not distributed
   // Rank 0 prints, logs, and creates, renames and prunes shared files.
   bool leader() const { return rank() == 0; }
 

@@ -88,6 +88,7 @@ enum class Op : uint8_t {
   Slice,          // SliceAttrs: along dim, [begin, begin + size)
   Assign,         // (target, value) copies value into target's storage (a side effect)
   HaloExchange,   // HaloAttrs: a band split along dim -> this member's window of it
+  AllToAll,       // AllToAllAttrs: a value split along one dim -> split along another
   kCount
 };
 

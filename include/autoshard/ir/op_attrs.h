@@ -212,6 +212,16 @@ struct SplitAttrs {  // AllGather, ReduceScatter along `dim`
   std::vector<int64_t> sizes;  // every member's block size along dim
   int index = 0;               // this member's position on the axis
 };
+// Moves a split over one mesh axis from dimension `gather_dim` (whole
+// afterwards) to `split_dim` (whole before): each member sends every other
+// the part of its block that lands in the other's new block.
+struct AllToAllAttrs {
+  int axis = -1;
+  int gather_dim = 0, split_dim = 0;
+  std::vector<int64_t> gather_sizes;  // every member's block size along gather_dim now
+  std::vector<int64_t> split_sizes;   // and along split_dim afterwards
+  int index = 0;                      // this member's position on the axis
+};
 struct SliceAttrs {
   int dim = 0;
   int64_t begin = 0, size = 0;
@@ -222,6 +232,6 @@ using OpAttrs =
                  AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, RotaryAttrs,
                  EpsilonAttrs, ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs,
                  ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs, ConvAttrs,
-                 PoolAttrs, UnaryAttrs, PadAttrs, HaloAttrs>;
+                 PoolAttrs, UnaryAttrs, PadAttrs, HaloAttrs, AllToAllAttrs>;
 
 }  // namespace autoshard

@@ -83,6 +83,9 @@ struct Cluster {
   // MPI ranks on this machine talk over this instead (CPU clusters, when
   // calibrated under mpirun too).
   std::optional<LinkLevel> mpi_link;
+  // The machines a CPU cluster's devices spread over, evenly: each has its
+  // own shared_cores (MPI ranks on several hosts).
+  int hosts = 1;
 
   // Built in: "a100-80g", "h100-80g" (vendors' published figures, see
   // docs/cost-model.md) and "cpu" (this machine: the last calibration, or
@@ -92,6 +95,16 @@ struct Cluster {
   // writes one).
   static Cluster named(const std::string& name_or_file);
   static Cluster from_json(const std::string& text, const std::string& source);
+  // named(), as this process's devices use it: under mpirun, collectives
+  // over the calibrated mpi_link (where there is one) and each host's cores
+  // shared by the ranks on it (see as_mpi_ranks).
+  static Cluster for_this_run(const std::string& name_or_file);
+  // This cluster as MPI ranks over `hosts` machines see it: every mesh axis
+  // talks over mpi_link (when calibrated), and a machine's cores are shared
+  // by its own ranks only.
+  Cluster as_mpi_ranks(int hosts) const;
+  // How many of a mesh's `devices` share one machine's cores.
+  int devices_per_host(int devices) const;
   std::string to_json() const;
   // Where `autoshard calibrate` keeps this machine's figures:
   // $AUTOSHARD_HOME/cpu.json, else ~/.cache/autoshard/cpu.json.

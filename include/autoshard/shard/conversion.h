@@ -15,17 +15,20 @@
 namespace autoshard {
 
 struct ConversionStep {
-  enum class Kind { AllReduce, ReduceScatter, AllGather, Slice };
+  enum class Kind { AllReduce, ReduceScatter, AllGather, AllToAll, Slice };
   Kind kind;
   int axis = -1;                   // mesh axis
   int dim = -1;                    // the value's dimension (all but AllReduce)
   ReduceOp op = ReduceOp::Sum;     // AllReduce
   Sharding before;                 // the value's sharding when the step starts
+  int to_dim = -1;                 // AllToAll: the dimension the split moves to
 };
 
 // The steps from `from` to `to`, in order: partial values combined first
 // (straight into the wanted split with a reduce-scatter where possible),
-// then unwanted splits gathered, then wanted splits sliced locally. Throws
+// then unwanted splits moved (an all-to-all, where the same axis is wanted
+// on a dimension still whole: 1/n of the traffic of a gather) or gathered,
+// then wanted splits sliced locally. Throws
 // for an impossible request (making a value partial).
 std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding& to,
                                             const DeviceMesh& mesh);

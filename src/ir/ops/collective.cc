@@ -2,6 +2,7 @@
 // slices, and in-place assignment. They exist only in per-device graphs.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "autoshard/comm/communicator.h"
 #include "autoshard/error.h"
@@ -210,6 +211,68 @@ void halo_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   }
 }
 
+ShapeAndType all_to_all_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 1);
+  const AllToAllAttrs& a = n.attr<AllToAllAttrs>();
+  Shape s = input_shape(g, n, 0);
+  const int members = static_cast<int>(a.gather_sizes.size());
+  AS_CHECK(a.gather_dim != a.split_dim && a.gather_dim >= 0 && a.split_dim >= 0 &&
+               a.gather_dim < static_cast<int>(s.size()) &&
+               a.split_dim < static_cast<int>(s.size()) && a.index >= 0 && a.index < members &&
+               static_cast<int>(a.split_sizes.size()) == members &&
+               a.gather_sizes[a.index] == s[a.gather_dim] &&
+               std::accumulate(a.split_sizes.begin(), a.split_sizes.end(), int64_t{0}) ==
+                   s[a.split_dim],
+           "internal: all-to-all of a block that is not its member's");
+  s[a.gather_dim] = std::accumulate(a.gather_sizes.begin(), a.gather_sizes.end(), int64_t{0});
+  s[a.split_dim] = a.split_sizes[a.index];
+  return {s, input_dtype(g, n, 0)};
+}
+
+// Member i holds rows gather_sizes[i] of gather_dim, whole along split_dim.
+// It sends member j the columns of j's new block (a slab along split_dim,
+// packed contiguously), and receives from each member j that member's rows
+// of its own new block, which land at j's offset along gather_dim. Words
+// move as 4-byte patterns (i32 ids too).
+void all_to_all_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext& ctx) {
+  const AllToAllAttrs& a = n.attr<AllToAllAttrs>();
+  const int members = static_cast<int>(a.gather_sizes.size());
+  const Shape& in_shape = in[0]->shape();
+  const Around sending = around(in_shape, a.split_dim);
+  const Around receiving = around(out.shape(), a.gather_dim);
+  // A member's new block as this member holds it: its rows of it, shape
+  // `in_shape` with split_dim cut to that member's size.
+  std::vector<int64_t> send(members), recv(members);
+  for (int j = 0; j < members; ++j) {
+    send[j] = sending.outer * a.split_sizes[j] * sending.inner;
+    recv[j] = receiving.outer * a.gather_sizes[j] * receiving.inner;
+  }
+  const auto* src = static_cast<const float*>(in[0]->raw());
+  auto* dst = static_cast<float*>(out.raw());
+  float* packed = scratch_of(in[0]->numel() + out.numel());
+  float* received = packed + in[0]->numel();
+  const int64_t in_row = in_shape[a.split_dim] * sending.inner;
+  float* p = packed;
+  int64_t col = 0;
+  for (int j = 0; j < members; ++j) {
+    const int64_t piece = a.split_sizes[j] * sending.inner;
+    for (int64_t o = 0; o < sending.outer; ++o, p += piece)
+      std::memcpy(p, src + o * in_row + col, piece * sizeof(float));
+    col += piece;
+  }
+  ctx.comm->all_to_all(packed, send, received, recv, ctx.group(a.axis));
+  const int64_t out_row = out.shape()[a.gather_dim] * receiving.inner;
+  const float* r = received;
+  col = 0;
+  for (int j = 0; j < members; ++j) {
+    const int64_t piece = a.gather_sizes[j] * receiving.inner;
+    for (int64_t o = 0; o < receiving.outer; ++o, r += piece)
+      std::memcpy(dst + o * out_row + col, r, piece * sizeof(float));
+    col += piece;
+  }
+}
+
 ShapeAndType assign_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   AS_CHECK(input_shape(g, n, 0) == input_shape(g, n, 1), "internal: assign shapes differ");
@@ -246,6 +309,16 @@ CommCost halo_comm(const Node& n, const CostShapes& s) {
     largest = std::max(largest, h.ends[j] - h.begins[j] - h.sizes[j]);
   const double moved = row * double(std::max<int64_t>(0, largest));
   return {CommCost::Kind::AllGather, h.axis, moved * double(h.sizes.size()) * 4, moved * 4};
+}
+
+// Each member sends every other its part of the other's new block: n - 1
+// pieces, the largest its share of the largest block.
+CommCost all_to_all_comm(const Node& n, const CostShapes& s) {
+  const AllToAllAttrs& a = n.attr<AllToAllAttrs>();
+  const Shape& block = s.inputs[0];
+  const double row = elements(block) / double(std::max<int64_t>(1, block[a.split_dim]));
+  const int64_t largest = *std::max_element(a.split_sizes.begin(), a.split_sizes.end());
+  return {CommCost::Kind::AllToAll, a.axis, elements(block) * 4, row * double(largest) * 4};
 }
 
 OpCost collective_cost(const Node&, const CostShapes&) {
@@ -287,6 +360,12 @@ void register_collective_ops(std::vector<OpDef>& t) {
                                  .cost = collective_cost,
                                  .comm = halo_comm,
                                  .local_only = true};
+  t[size_t(Op::AllToAll)] = {.name = "all_to_all",
+                             .infer = all_to_all_infer,
+                             .kernel = all_to_all_kernel,
+                             .cost = collective_cost,
+                             .comm = all_to_all_comm,
+                             .local_only = true};
   t[size_t(Op::Assign)] = {.name = "assign",
                            .infer = assign_infer,
                            .kernel = assign_kernel,

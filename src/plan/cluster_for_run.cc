@@ -1,0 +1,14 @@
+// The cluster this process's own devices run on: apart from cluster.cc, which
+// reads and prices clusters without knowing how the process was started.
+#include "autoshard/comm/world.h"
+#include "autoshard/plan/cluster.h"
+
+namespace autoshard {
+
+Cluster Cluster::for_this_run(const std::string& name_or_file) {
+  const Cluster c = named(name_or_file);
+  const World& world = World::process();
+  return world.distributed() ? c.as_mpi_ranks(world.hosts()) : c;
+}
+
+}  // namespace autoshard
