@@ -192,6 +192,8 @@ class Model {
   virtual Value call(Trace& trace, const std::vector<Value>& inputs);
 
  private:
+  // Runs the model's traced step cut into stages, on its own weights and state.
+  friend class PipelineTrainer;
   enum class Mode { Train, Test, Predict };
   struct Traced {
     Graph graph;

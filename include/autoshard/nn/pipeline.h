@@ -1,0 +1,92 @@
+// Pipeline parallelism, executed: a model's training step cut between its
+// blocks into stages, each stage an in-process device of its own; a batch
+// split into micro-batches whose activations pass forward from stage to
+// stage and whose gradients pass back, point to point, in the order a
+// schedule (GPipe or 1F1B) gives; one optimizer step after the last
+// micro-batch. The numbers are one device's full-batch step (to float
+// rounding), for models whose layers do not mix the examples of a batch
+// (batch normalisation does).
+//
+//   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});
+//   double loss = pipe.train_on_batch(tokens, targets);  // [B, T] i32 each
+//
+// Stages hold the blocks array_split gives them (12 blocks over 5 stages:
+// 3, 3, 2, 2, 2); what comes before the first block (embeddings) runs on the
+// first stage, what comes after the last (final norm, head, loss) on the
+// last. A weight two stages read (GPT-2's tied embedding and head) keeps one
+// value: the stages' gradients are summed before the update. Each stage
+// keeps only the inputs of the micro-batches between their forward and
+// backward pass and recomputes its forward pass in the backward one (at
+// most the stage count of micro-batches on the first stage under 1F1B).
+// The model's weights and optimizer state stay the model's own (one device):
+// checkpoints saved from a pipelined run are ordinary ones.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoshard/tensor/tensor.h"
+
+namespace autoshard {
+
+class Model;
+class ThreadWorld;
+struct StepContext;
+
+enum class PipeSchedule {
+  GPipe,     // every micro-batch's forward pass, then every backward pass
+  OneFOneB,  // after a warm-up, one forward and one backward pass in turn
+};
+const char* pipe_schedule_name(PipeSchedule s);
+// "gpipe" or "1f1b"; anything else is an error naming both.
+PipeSchedule parse_pipe_schedule(const std::string& name);
+
+struct PipelineOptions {
+  int stages = 2;
+  int64_t microbatches = 1;  // at most the batch; uneven splits allowed
+  PipeSchedule schedule = PipeSchedule::OneFOneB;
+};
+
+// One stage's work in order: {'F' or 'B', micro-batch}.
+using PipeWork = std::vector<std::pair<char, int64_t>>;
+PipeWork pipe_schedule(PipeSchedule s, int stages, int stage, int64_t microbatches);
+// The most micro-batches a stage holds between forward and backward under
+// the schedule: M for GPipe, min(P - stage, M) for 1F1B.
+int64_t pipe_in_flight_bound(PipeSchedule s, int stages, int stage, int64_t microbatches);
+
+class PipelineTrainer {
+ public:
+  // `model` must be compiled (optimizer and loss) and not distributed.
+  PipelineTrainer(Model& model, PipelineOptions options);
+  ~PipelineTrainer();
+  PipelineTrainer(const PipelineTrainer&) = delete;
+  PipelineTrainer& operator=(const PipelineTrainer&) = delete;
+
+  // One optimizer step on a batch (the model's inputs and targets, batch
+  // first); returns the batch's loss. Advances the model's iterations.
+  double train_on_batch(const Tensor& x, const Tensor& y);
+
+  // Blocks each stage holds (known after the first step).
+  const std::vector<int64_t>& stage_blocks() const { return stage_blocks_; }
+  // Per stage, the most micro-batches it held at once in the last step.
+  const std::vector<int64_t>& peak_in_flight() const { return peak_in_flight_; }
+
+ private:
+  struct Programs;
+  Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
+  void apply_update(const std::map<std::string, Tensor>& gradients, const StepContext& ctx);
+
+  Model& model_;
+  PipelineOptions options_;
+  std::vector<int64_t> stage_blocks_, peak_in_flight_;
+  std::vector<std::unique_ptr<Programs>> cache_;
+  struct Update;
+  std::unique_ptr<Update> update_;
+  std::unique_ptr<ThreadWorld> world_;  // one device per stage
+};
+
+}  // namespace autoshard

@@ -1,0 +1,439 @@
+#include "autoshard/nn/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "autoshard/comm/thread_communicator.h"
+#include "autoshard/error.h"
+#include "autoshard/ir/autodiff.h"
+#include "autoshard/ir/ops.h"
+#include "autoshard/nn/model.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/runtime/executor.h"
+#include "autoshard/tensor/array_split.h"
+
+namespace autoshard {
+
+const char* pipe_schedule_name(PipeSchedule s) {
+  return s == PipeSchedule::GPipe ? "gpipe" : "1f1b";
+}
+
+PipeSchedule parse_pipe_schedule(const std::string& name) {
+  if (name == "gpipe") return PipeSchedule::GPipe;
+  if (name == "1f1b") return PipeSchedule::OneFOneB;
+  fail("unknown pipeline schedule '", name, "': use gpipe or 1f1b");
+}
+
+PipeWork pipe_schedule(PipeSchedule s, int stages, int stage, int64_t microbatches) {
+  PipeWork work;
+  if (s == PipeSchedule::GPipe) {
+    for (int64_t m = 0; m < microbatches; ++m) work.push_back({'F', m});
+    for (int64_t m = 0; m < microbatches; ++m) work.push_back({'B', m});
+    return work;
+  }
+  // 1F1B: stage s runs P - s - 1 forward passes ahead, then alternates, so
+  // the last stage turns each micro-batch around at once.
+  const int64_t warmup = std::min<int64_t>(stages - stage - 1, microbatches);
+  for (int64_t m = 0; m < warmup; ++m) work.push_back({'F', m});
+  for (int64_t m = 0; m < microbatches - warmup; ++m) {
+    work.push_back({'F', warmup + m});
+    work.push_back({'B', m});
+  }
+  for (int64_t m = microbatches - warmup; m < microbatches; ++m) work.push_back({'B', m});
+  return work;
+}
+
+int64_t pipe_in_flight_bound(PipeSchedule s, int stages, int stage, int64_t microbatches) {
+  return s == PipeSchedule::GPipe ? microbatches : std::min<int64_t>(stages - stage, microbatches);
+}
+
+namespace {
+
+constexpr int kLeaf = -1, kConstant = -2;
+// Gradients travel back under the tag of their activation plus this.
+constexpr int kGradientTag = 16384;
+
+// The stage that computes each node of a forward-and-loss graph: a block's
+// nodes their block's stage, other nodes the latest stage of their inputs
+// (embeddings the first, the head and loss the last). Parameters and inputs
+// (kLeaf) and nodes without inputs (kConstant) are made by every stage that
+// reads them.
+std::vector<int> assign_stages(const Graph& g, const std::vector<int64_t>& blocks_per_stage) {
+  std::vector<int> stage_of_block;
+  for (size_t s = 0; s < blocks_per_stage.size(); ++s)
+    stage_of_block.insert(stage_of_block.end(), blocks_per_stage[s], static_cast<int>(s));
+  std::vector<int> stage(g.size(), kLeaf);
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.is_leaf()) continue;
+    if (n.inputs.empty()) {
+      stage[id] = kConstant;
+      continue;
+    }
+    int after = 0;
+    for (int in : n.inputs) after = std::max(after, stage[in]);
+    stage[id] = n.region >= 0 ? stage_of_block.at(n.region) : after;
+    AS_CHECK(stage[id] >= after, "pipeline: block ", n.region, " reads a value of stage ", after,
+             ", after its own stage ", stage[id], " (blocks must follow one another)");
+  }
+  return stage;
+}
+
+// One stage's nodes for one micro-batch, copied from the forward-and-loss
+// graph: values of earlier stages become inputs ("pipe.<id>"), values later
+// stages read are its outputs.
+struct StageGraph {
+  Graph graph;
+  std::vector<int> ins, outs;  // global ids received and sent on, in id order
+  std::map<int, int> local;    // global id -> id in `graph`
+  int loss = -1;               // in `graph` (the last stage)
+};
+
+// Where a micro-batch's rows sit in the batch, for dropout's masks (keyed
+// by the element's index in the whole batch, as on one device).
+struct Rows {
+  int64_t batch = 0, start = 0, count = 0;
+};
+
+StageGraph copy_stage(const Graph& g, const std::vector<int>& stage, int s, int loss,
+                      const Rows& rows) {
+  StageGraph sg;
+  auto local_of = [&](int id) {
+    if (auto it = sg.local.find(id); it != sg.local.end()) return it->second;
+    const Node& n = g.node(id);
+    Value v;
+    if (n.op == Op::Parameter) {
+      v = sg.graph.parameter(n.leaf().name, n.shape, n.dtype);
+    } else if (n.op == Op::Input) {
+      v = sg.graph.input(n.leaf().name, n.shape, n.dtype);
+    } else if (stage[id] == kConstant) {
+      v = sg.graph.add(n.op, {}, n.attrs);
+    } else {
+      v = sg.graph.input(cat("pipe.", id), n.shape, n.dtype);
+      sg.ins.push_back(id);
+    }
+    return sg.local[id] = v.id;
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    if (stage[id] != s) continue;
+    const Node& n = g.node(id);
+    std::vector<Value> inputs;
+    for (int in : n.inputs) inputs.push_back(sg.graph.value(local_of(in)));
+    OpAttrs attrs = n.attrs;
+    if (n.op == Op::Dropout && rows.count < rows.batch) {
+      AS_CHECK(!n.shape.empty() && n.shape[0] == rows.count, "pipeline: a dropout of shape ",
+               shape_str(n.shape),
+               " is not batch first; micro-batches cannot draw its mask as one device does");
+      ShardOrigin& origin = std::get<DropoutAttrs>(attrs).origin;
+      origin.global_shape = n.shape;
+      origin.global_shape[0] = rows.batch;
+      origin.offsets.assign(n.shape.size(), 0);
+      origin.offsets[0] = rows.start;
+    }
+    sg.local[id] = sg.graph.add(n.op, std::move(inputs), std::move(attrs)).id;
+  }
+  std::sort(sg.ins.begin(), sg.ins.end());
+  for (int id = 0; id < g.size(); ++id) {
+    if (stage[id] < 0) continue;
+    for (int in : g.node(id).inputs)
+      if (stage[in] == s && stage[id] > s &&
+          std::find(sg.outs.begin(), sg.outs.end(), in) == sg.outs.end())
+        sg.outs.push_back(in);
+  }
+  std::sort(sg.outs.begin(), sg.outs.end());
+  if (stage[loss] == s) sg.loss = sg.local.at(loss);
+  return sg;
+}
+
+// The rows [start, start + count) of a batch-first tensor.
+Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
+  Shape shape = t.shape();
+  const size_t row = t.nbytes() / static_cast<size_t>(shape[0]);
+  shape[0] = count;
+  Tensor out(shape, t.dtype());
+  std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + start * row, count * row);
+  return out;
+}
+
+void add_into(Tensor& sum, const Tensor& t) {
+  float* s = sum.f32();
+  const float* v = t.f32();
+  for (int64_t i = 0; i < sum.numel(); ++i) s[i] += v[i];
+}
+
+// Values travel as 4-byte words (i32 positions as their bit patterns).
+void send_tensor(Communicator& comm, const Tensor& t, int dst, int tag) {
+  comm.send(static_cast<const float*>(t.raw()), t.numel(), dst, tag);
+}
+Tensor recv_tensor(Communicator& comm, const Shape& shape, DType dtype, int src, int tag) {
+  Tensor t(shape, dtype);
+  comm.recv(static_cast<float*>(t.raw()), t.numel(), src, tag);
+  return t;
+}
+
+}  // namespace
+
+// One stage's forward and backward programs for one micro-batch shape.
+struct StagePrograms {
+  StageGraph forward, backward;
+  std::unique_ptr<Executor> run_forward, run_backward;
+  std::vector<std::string> weights;  // trained weights, in the backward program's output order
+  std::vector<int> gradient_of_in;   // per received value: its output index, or -1 (no gradient)
+  std::vector<int> dy;               // per sent value: its gradient's input (backward), or -1
+  std::vector<int>
+      gradients_out;  // the backward program's outputs: weights', then received values'
+};
+
+struct PipelineTrainer::Programs {
+  int64_t rows = 0, start = -1;  // start: -1 when no dropout (any micro-batch of `rows`)
+  double weight = 0;             // the micro-batch's share of the batch loss
+  std::vector<int> stage;        // per node of the forward-and-loss graph
+  Graph global;
+  int x = -1, y = -1;  // the global graph's input and target
+  std::vector<StagePrograms> stages;
+};
+
+struct PipelineTrainer::Update {
+  Graph graph;
+  std::unique_ptr<Executor> exec;
+  std::map<std::string, int> gradient_input;  // weight -> its gradient's input
+};
+
+PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
+    : model_(model), options_(options) {
+  AS_CHECK(options_.stages >= 1, "pipeline: need at least one stage, got ", options_.stages);
+  AS_CHECK(options_.microbatches >= 1, "pipeline: need at least one micro-batch, got ",
+           options_.microbatches);
+  AS_CHECK(model_.optimizer_ && !model_.losses_.empty(), "Model ", model_.name(),
+           ": call compile(optimizer, loss) before training it in a pipeline");
+  AS_CHECK(!model_.sharded(),
+           "pipeline: the model must not be distributed (a pipe axis with "
+           "other mesh axes inside its stages is not implemented yet)");
+  model_.place_state();
+}
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
+                                                         const Tensor& x, const Tensor& y) {
+  for (auto& p : cache_)
+    if (p->rows == rows && (p->start < 0 || p->start == start)) return *p;
+  auto p = std::make_unique<Programs>();
+  p->rows = rows;
+  p->weight = double(rows) / double(x.shape()[0]);
+  Graph& g = p->global;
+  const std::vector<Value> outs = model_.trace_outputs(g, rows, /*training=*/true);
+  AS_CHECK(outs.size() == 1, "pipeline: models with one output only (this one has ", outs.size(),
+           ")");
+  p->x = g.inputs().at(0);
+  Shape y_shape = y.shape();
+  y_shape[0] = rows;
+  const Value target = g.input("y", y_shape, y.dtype());
+  p->y = target.id;
+  const int loss = model_.total_loss(outs, {target}).id;
+  bool dropout = false;
+  for (int id = 0; id < g.size(); ++id) dropout |= g.node(id).op == Op::Dropout;
+  p->start = dropout ? start : -1;
+
+  const int P = options_.stages;
+  AS_CHECK(g.regions() >= P, "pipeline: ", P, " stages need at least ", P,
+           " blocks; the model has ", g.regions());
+  stage_blocks_ = split_sizes(g.regions(), P);
+  p->stage = assign_stages(g, stage_blocks_);
+  const Rows batch_rows{x.shape()[0], start, rows};
+  // Executors keep references to their graphs: the stages are made in place.
+  p->stages.resize(P);
+  for (int s = 0; s < P; ++s) {
+    StagePrograms& sp = p->stages[s];
+    sp.forward = copy_stage(g, p->stage, s, loss, batch_rows);
+    sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
+    // The backward program: the stage's forward pass again, then the
+    // gradient of sum(loss share) + sum_k <out_k, dy_k> with respect to
+    // its weights and received values: the chain rule across stages.
+    StageGraph& b = sp.backward;
+    std::vector<Value> wrt;
+    for (int id : b.graph.parameters()) {
+      const std::string& name = b.graph.node(id).leaf().name;
+      if (model_.non_trainable_.count(name)) continue;
+      wrt.push_back(b.graph.value(id));
+      sp.weights.push_back(name);
+    }
+    for (int in : b.ins) {
+      const bool floating = g.node(in).dtype == DType::F32;
+      sp.gradient_of_in.push_back(floating ? static_cast<int>(wrt.size()) : -1);
+      if (floating) wrt.push_back(b.graph.value(b.local.at(in)));
+    }
+    Value objective;
+    if (b.loss >= 0) objective = ops::scale(b.graph.value(b.loss), p->weight);
+    for (int out : b.outs) {
+      const Node& n = g.node(out);
+      if (n.dtype != DType::F32) {
+        sp.dy.push_back(-1);
+        continue;
+      }
+      Value dy = b.graph.input(cat("pipe.grad.", out), n.shape);
+      sp.dy.push_back(dy.id);
+      std::vector<int64_t> axes(n.shape.size());
+      for (size_t a = 0; a < axes.size(); ++a) axes[a] = static_cast<int64_t>(a);
+      Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
+      objective = objective.valid() ? objective + term : term;
+    }
+    if (objective.valid())
+      for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
+    std::vector<int> forward_out = sp.forward.outs;
+    for (int& id : forward_out) id = sp.forward.local.at(id);
+    if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
+    sp.run_forward = std::make_unique<Executor>(sp.forward.graph, forward_out);
+    sp.run_backward = std::make_unique<Executor>(b.graph, sp.gradients_out);
+    for (StageGraph* sg : {&sp.forward, &b})
+      for (int id : sg->graph.parameters()) {
+        const std::string& name = sg->graph.node(id).leaf().name;
+        (sg == &b ? sp.run_backward : sp.run_forward)->bind(id, model_.store_.whole({name, ""}));
+      }
+  }
+  cache_.push_back(std::move(p));
+  return *cache_.back();
+}
+
+double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
+  AS_CHECK(!x.shape().empty() && !y.shape().empty() && x.shape()[0] == y.shape()[0],
+           "pipeline: inputs of ", shape_str(x.shape()), " and targets of ", shape_str(y.shape()),
+           " differ in examples");
+  const int64_t batch = x.shape()[0];
+  const int P = options_.stages;
+  const int64_t M = options_.microbatches;
+  AS_CHECK(M <= batch, "pipeline: ", M, " micro-batches need at least ", M,
+           " examples in a batch, got ", batch);
+  // Micro-batches as array_split cuts the batch (uneven is fine).
+  const std::vector<int64_t> sizes = split_sizes(batch, M);
+  std::vector<int64_t> starts(M, 0);
+  for (int64_t m = 1; m < M; ++m) starts[m] = starts[m - 1] + sizes[m - 1];
+  std::vector<Programs*> programs;
+  std::vector<Tensor> xs, ys;
+  for (int64_t m = 0; m < M; ++m) {
+    programs.push_back(&programs_for(sizes[m], starts[m], x, y));
+    xs.push_back(rows_of(x, starts[m], sizes[m]));
+    ys.push_back(rows_of(y, starts[m], sizes[m]));
+  }
+  const StepContext ctx{model_.iterations_ + 1,
+                        model_.optimizer_->learning_rate_at(model_.iterations_ + 1)};
+  std::vector<std::map<std::string, Tensor>> accumulated(P);
+  std::vector<double> losses(M, 0);
+  peak_in_flight_.assign(P, 0);
+  if (!world_) world_ = std::make_unique<ThreadWorld>(DeviceMesh({P}, {"pipe"}));
+  world_->run([&](int s, Communicator& comm) {
+    std::map<int64_t, std::vector<Tensor>> held;  // received values of micro-batches in flight
+    for (const auto& [kind, m] : pipe_schedule(options_.schedule, P, s, M)) {
+      Programs& prog = *programs[m];
+      StagePrograms& sp = prog.stages[s];
+      const StageGraph& graph = kind == 'F' ? sp.forward : sp.backward;
+      Executor& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
+      if (kind == 'F') {
+        std::vector<Tensor> in;
+        for (int id : graph.ins) {
+          const int from = prog.stage[id];
+          const std::vector<int>& sent = prog.stages[from].forward.outs;
+          const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
+          const Node& n = prog.global.node(id);
+          in.push_back(recv_tensor(comm, n.shape, n.dtype, from, tag));
+        }
+        held[m] = std::move(in);
+        peak_in_flight_[s] = std::max<int64_t>(peak_in_flight_[s], held.size());
+      }
+      const std::vector<Tensor>& in = held.at(m);
+      for (size_t k = 0; k < graph.ins.size(); ++k) exec.bind(graph.local.at(graph.ins[k]), in[k]);
+      if (auto it = graph.local.find(prog.x); it != graph.local.end()) exec.bind(it->second, xs[m]);
+      if (auto it = graph.local.find(prog.y); it != graph.local.end()) exec.bind(it->second, ys[m]);
+      std::vector<Tensor> dys;  // kept alive through the run
+      if (kind == 'B') {
+        for (size_t k = 0; k < graph.outs.size(); ++k) {
+          if (sp.dy[k] < 0) continue;
+          const Node& n = prog.global.node(graph.outs[k]);
+          Tensor dy = Tensor::zeros(n.shape);
+          for (int c = s + 1; c < P; ++c)  // every later stage that read it, in order
+            if (std::count(prog.stages[c].backward.ins.begin(), prog.stages[c].backward.ins.end(),
+                           graph.outs[k]))
+              add_into(dy, recv_tensor(comm, n.shape, DType::F32, c,
+                                       kGradientTag + static_cast<int>(k)));
+          exec.bind(sp.dy[k], dy);
+          dys.push_back(std::move(dy));
+        }
+      }
+      exec.run(ctx);
+      if (kind == 'F') {
+        for (size_t k = 0; k < graph.outs.size(); ++k)
+          for (int c = s + 1; c < P; ++c)
+            if (std::count(prog.stages[c].forward.ins.begin(), prog.stages[c].forward.ins.end(),
+                           graph.outs[k]))
+              send_tensor(comm, exec.value(graph.local.at(graph.outs[k])), c, static_cast<int>(k));
+        if (graph.loss >= 0) losses[m] = exec.value(graph.loss).item();
+        continue;
+      }
+      const size_t weights = sp.weights.size();
+      for (size_t w = 0; w < weights; ++w) {
+        const Tensor& grad = exec.value(sp.gradients_out[w]);
+        auto [it, fresh] = accumulated[s].try_emplace(sp.weights[w]);
+        if (fresh)
+          it->second = grad.clone();
+        else
+          add_into(it->second, grad);
+      }
+      for (size_t k = 0; k < graph.ins.size(); ++k) {
+        if (sp.gradient_of_in[k] < 0) continue;
+        const int id = graph.ins[k], from = prog.stage[id];
+        const std::vector<int>& sent = prog.stages[from].forward.outs;
+        const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
+        send_tensor(comm, exec.value(sp.gradients_out[sp.gradient_of_in[k]]), from,
+                    kGradientTag + tag);
+      }
+      held.erase(m);
+    }
+  });
+  // A weight read by several stages: their gradients summed, in stage order.
+  std::map<std::string, Tensor> total;
+  for (auto& stage : accumulated)
+    for (auto& [name, grad] : stage) {
+      auto [it, fresh] = total.try_emplace(name);
+      if (fresh)
+        it->second = std::move(grad);
+      else
+        add_into(it->second, grad);
+    }
+  apply_update(total, ctx);
+  ++model_.iterations_;
+  double loss = 0;
+  for (int64_t m = 0; m < M; ++m) loss += programs[m]->weight * losses[m];
+  return loss;
+}
+
+// The optimizer's step on the summed gradients: one program over every
+// trained weight in the model's order (the clip norm sums them as one
+// device's step does), on the model's own weights and state.
+void PipelineTrainer::apply_update(const std::map<std::string, Tensor>& gradients,
+                                   const StepContext& ctx) {
+  if (!update_) {
+    update_ = std::make_unique<Update>();
+    Graph& g = update_->graph;
+    std::vector<Value> weights, grads;
+    for (const std::string& name : model_.store_.weight_paths()) {
+      auto it = gradients.find(name);
+      if (it == gradients.end()) continue;
+      weights.push_back(g.parameter(name, it->second.shape()));
+      grads.push_back(g.input("grad." + name, it->second.shape()));
+      update_->gradient_input[name] = grads.back().id;
+    }
+    model_.optimizer_->append_update(g, weights, grads);
+    model_.declare_state(g, {});
+    update_->exec = std::make_unique<Executor>(g, std::vector<int>{});
+    for (int id : g.parameters()) {
+      const LeafAttrs& leaf = g.node(id).leaf();
+      update_->exec->bind(id, model_.store_.whole({leaf.name, leaf.slot}));
+    }
+  }
+  for (const auto& [name, id] : update_->gradient_input)
+    update_->exec->bind(id, gradients.at(name));
+  update_->exec->run(ctx);
+}
+
+}  // namespace autoshard

@@ -1,0 +1,139 @@
+// Pipeline parallelism executed: GPT-2 and Llama cut into 2, 3 and 4 stages
+// (uneven blocks per stage, uneven micro-batches), under GPipe and 1F1B,
+// with dropout and gradient clipping, give one device's full-batch losses and
+// weights over several AdamW steps; each stage holds no more micro-batches
+// than its schedule's bound; the schedules themselves are checked whole.
+#include "autoshard/nn/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "autoshard/error.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/nn/models/llama.h"
+#include "autoshard/optim/optimizers.h"
+#include "test_util.h"
+
+namespace autoshard {
+namespace {
+
+// Every micro-batch's forward pass once, then its backward pass once,
+// forward passes and backward passes each in micro-batch order, and the
+// most held at once equal to the bound.
+TEST(PipeSchedules, EachMicroBatchOnceForwardThenBackwardWithinTheBound) {
+  for (PipeSchedule kind : {PipeSchedule::GPipe, PipeSchedule::OneFOneB})
+    for (int P : {1, 2, 3, 4})
+      for (int64_t M : {1, 2, 3, 7})
+        for (int s = 0; s < P; ++s) {
+          const PipeWork work = pipe_schedule(kind, P, s, M);
+          ASSERT_EQ(work.size(), size_t(2 * M));
+          std::set<int64_t> held;
+          int64_t next_f = 0, next_b = 0, peak = 0;
+          for (const auto& [k, m] : work) {
+            if (k == 'F') {
+              EXPECT_EQ(m, next_f++);
+              held.insert(m);
+            } else {
+              EXPECT_EQ(m, next_b++);
+              EXPECT_EQ(held.erase(m), 1u);
+            }
+            peak = std::max<int64_t>(peak, held.size());
+          }
+          EXPECT_EQ(peak, pipe_in_flight_bound(kind, P, s, M))
+              << pipe_schedule_name(kind) << " P=" << P << " M=" << M << " stage " << s;
+        }
+  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::OneFOneB, 4, 0, 8), 4);
+  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::GPipe, 4, 0, 8), 8);
+  EXPECT_EQ(parse_pipe_schedule("gpipe"), PipeSchedule::GPipe);
+  EXPECT_THROW(parse_pipe_schedule("zigzag"), Error);
+}
+
+std::shared_ptr<Optimizer> adamw() {
+  // epsilon 1e-3: see partitioner_test.cc (gradients near Adam's epsilon
+  // turn their rounding into whole steps).
+  return AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 0.5});
+}
+
+struct Case {
+  std::string model;  // "gpt2", "gpt2-dropout" or "llama"
+  int stages;
+  int64_t microbatches, batch;
+  PipeSchedule schedule;
+};
+
+std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
+  if (which.starts_with("gpt2")) {
+    GPT2Config cfg = GPT2Config::preset("test");
+    cfg.n_layer = 5;
+    if (which == "gpt2-dropout") cfg.dropout = 0.2;
+    return std::make_unique<GPT2>(cfg, seq, 11);
+  }
+  LlamaConfig cfg;
+  cfg.vocab_size = 61;
+  cfg.hidden_size = 16;
+  cfg.intermediate_size = 24;
+  cfg.num_hidden_layers = 4;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 2;
+  cfg.head_dim = 4;
+  cfg.max_position_embeddings = 32;
+  return std::make_unique<Llama>(cfg, seq, 11);
+}
+
+TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
+  const int64_t T = 6, steps = 3;
+  const std::vector<Case> cases = {
+      {"gpt2", 2, 4, 4, PipeSchedule::OneFOneB},  // 3 + 2 blocks
+      {"gpt2", 3, 3, 5, PipeSchedule::GPipe},     // 2 + 2 + 1 blocks, micro-batches 2, 2, 1
+      {"gpt2", 4, 6, 6, PipeSchedule::OneFOneB},  // 2 + 1 + 1 + 1
+      {"gpt2-dropout", 2, 3, 6, PipeSchedule::OneFOneB},
+      {"llama", 2, 2, 4, PipeSchedule::GPipe},
+      {"llama", 3, 4, 5, PipeSchedule::OneFOneB},  // 2 + 1 + 1, untied head
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.model + " pipe=" + std::to_string(c.stages) +
+                             " M=" + std::to_string(c.microbatches) + " " +
+                             pipe_schedule_name(c.schedule);
+    std::unique_ptr<Model> one = build(c.model, T), piped = build(c.model, T);
+    one->compile(adamw(), losses::sparse_categorical_crossentropy);
+    piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.schedule});
+    const int32_t vocab = c.model == "llama" ? 61 : 67;
+    for (int64_t step = 0; step < steps; ++step) {
+      const Tensor x = testing::random_ids({c.batch, T}, vocab, 100 + step);
+      const Tensor y = testing::random_ids({c.batch, T}, vocab, 200 + step);
+      const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << what << " step " << step + 1;
+    }
+    EXPECT_EQ(piped->iterations(), steps);
+    for (const std::string& path : one->weight_paths())
+      EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-4)
+          << what << " " << path;
+    for (int s = 0; s < c.stages; ++s)
+      EXPECT_EQ(pipeline.peak_in_flight()[s],
+                pipe_in_flight_bound(c.schedule, c.stages, s, c.microbatches))
+          << what << " stage " << s;
+  }
+}
+
+TEST(Pipeline, ClearErrors) {
+  std::unique_ptr<Model> m = build("gpt2", 6);
+  EXPECT_THROW(PipelineTrainer(*m, {2, 2, PipeSchedule::GPipe}), Error);  // not compiled
+  m->compile(adamw(), losses::sparse_categorical_crossentropy);
+  PipelineTrainer six(*m, {6, 1, PipeSchedule::GPipe});  // 5 blocks
+  const Tensor x = testing::random_ids({2, 6}, 67, 1);
+  try {
+    six.train_on_batch(x, x);
+    ADD_FAILURE() << "6 stages of 5 blocks trained";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("6 stages need at least 6 blocks"), std::string::npos)
+        << e.what();
+  }
+  PipelineTrainer many(*m, {2, 3, PipeSchedule::GPipe});
+  EXPECT_THROW(many.train_on_batch(x, x), Error);  // 3 micro-batches of 2 examples
+}
+
+}  // namespace
+}  // namespace autoshard
