@@ -137,7 +137,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);
     AS_CHECK(mesh.axis_index("pipe") < 0, "--mesh ", o.mesh,
-             ": pipeline execution is not implemented yet; plan --predict prices it");
+             ": a pipe axis runs only when training a language model on --mesh pipe=N "
+             "(plan --predict prices the other shapes)");
   } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
     chosen = AutoShard::plan_for_devices(step ? step() : model.training_graph(batch, batch),

@@ -21,6 +21,7 @@
 #include "autoshard/io/token_data.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/pipeline.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/runtime/overlap.h"
 #include "autoshard/runtime/trace.h"
@@ -234,6 +235,29 @@ void save_trained(const TrainOptions& o, const LanguageModelConfig& cfg, Model& 
     std::fprintf(stderr, "saved the trained model to %s\n", o.keras.save.c_str());
 }
 
+// A --mesh with a pipe axis: its stages, run by a PipelineTrainer on a model
+// of one device; null without one. Other axes inside the stages are not
+// run yet (plan --predict prices them).
+std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model) {
+  const DeviceMesh mesh = o.mesh.empty() ? DeviceMesh() : DeviceMesh::parse(o.mesh);
+  const int pipe = mesh.axis_index("pipe");
+  AS_CHECK(pipe >= 0 || o.microbatches == 0,
+           "--microbatches needs a pipe axis in --mesh (e.g. --mesh pipe=2)");
+  if (pipe < 0) return nullptr;
+  AS_CHECK(mesh.axis_size(pipe) == mesh.size(), "--mesh ", o.mesh,
+           ": only the pipe axis runs in a pipeline yet (other axes inside its stages are "
+           "priced by plan --predict); use --mesh pipe=", mesh.axis_size(pipe));
+  AS_CHECK(!World::process().distributed(), "--mesh ", o.mesh,
+           ": pipeline stages run as in-process devices; start without mpirun");
+  AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
+  const int stages = mesh.axis_size(pipe);
+  if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);
+  AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
+           " needs at least as many sequences in --batch (", o.batch, ")");
+  return std::make_unique<PipelineTrainer>(
+      model, PipelineOptions{stages, o.microbatches, parse_pipe_schedule(o.pipe_schedule)});
+}
+
 void run_train(TrainOptions& o) {
   // Under mpirun only rank 0 prints and writes the log. Its path is checked
   // before any long work; a resumed run appends to its log.
@@ -252,7 +276,8 @@ void run_train(TrainOptions& o) {
   model.set_recompute(o.recompute);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
-  model.set_distribution(make_distribution(o, model, cfg));
+  std::unique_ptr<PipelineTrainer> pipeline = make_pipeline(o, model);
+  if (!pipeline) model.set_distribution(make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   // Training from scratch on a directory's architecture is what --model
@@ -272,7 +297,10 @@ void run_train(TrainOptions& o) {
                  o.model.c_str(), static_cast<long long>(model.count_params()),
                  data.source().c_str(), static_cast<long long>(data.size()),
                  static_cast<long long>(o.batch), static_cast<long long>(o.seq),
-                 dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
+                 pipeline ? cat("mesh ", o.mesh, " (", o.pipe_schedule, ", ", o.microbatches,
+                                " micro-batches)").c_str()
+                 : dist   ? ("mesh " + dist->mesh().to_string()).c_str()
+                          : "1 device");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const bool tty = ::isatty(STDERR_FILENO);
@@ -284,7 +312,7 @@ void run_train(TrainOptions& o) {
   for (; step < o.steps; ++step) {
     data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
     auto t0 = std::chrono::steady_clock::now();
-    double loss = model.train_on_batch(x, y);
+    double loss = pipeline ? pipeline->train_on_batch(x, y) : model.train_on_batch(x, y);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     AS_CHECK(std::isfinite(loss), "training diverged: the loss is ",
              std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
@@ -460,6 +488,14 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-overlap", *no_overlap,
                 "all-reduce each gradient where the optimizer reads it (no buckets)");
+  add_int(cmd, "--microbatches", o->microbatches, 1, int64_t{1} << 30,
+          "with a pipe axis in --mesh: micro-batches per step (default: one per stage)")
+      ->default_str("");
+  cmd->add_option("--pipe-schedule", o->pipe_schedule,
+                  "with a pipe axis in --mesh: gpipe (all forward passes, then all backward) or "
+                  "1f1b (one forward, one backward in turn after a warm-up)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str();
   cmd->add_option("--trace", o->trace,
                   "write a timeline of the steps to FILE.json (Chrome Trace Event Format, for "
                   "Perfetto): every op of every device, collectives, steps, memory in use; "

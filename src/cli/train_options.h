@@ -42,6 +42,8 @@ struct TrainOptions : CommonOptions {
   std::string sampling = "random";
   std::string trace;        // --trace FILE.json: a timeline of the steps (runtime/trace.h)
   std::string trace_steps;  // --trace-steps a:b (default: every step)
+  int64_t microbatches = 0;  // --microbatches M of a pipe mesh (0: as many as stages)
+  std::string pipe_schedule = "1f1b";
   KerasTrainOptions keras;
 };
 
