@@ -126,21 +126,27 @@ TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
 }
 
 // A pipe mesh trains in stages (4 blocks over 3, 4 micro-batches of 6
-// sequences) with one device's losses, and its checkpoints are ordinary
-// ones: a run saved on pipe=2 resumes on model=2 where one device would be.
+// sequences; and 2 stages of model=2 each) with one device's losses, and its
+// checkpoints are ordinary ones: a run saved on pipe=2 resumes on model=2
+// where one device would be.
 TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   // A constant learning rate: --steps 2 and --steps 4 take the same steps.
-  const std::string args = "train --model mini --batch 6 --seq 16 --sample 0 --lr-schedule constant ";
+  const std::string args =
+      "train --model mini --batch 6 --seq 16 --sample 0 --lr-schedule constant ";
   const std::string one = (dir_ / "one.jsonl").string(), piped = (dir_ / "piped.jsonl").string(),
                     resumed = (dir_ / "resumed.jsonl").string(), ckpt = (dir_ / "ckpt").string();
   ASSERT_EQ(run(args + "--steps 4 --log " + one).code, 0);
-  Result r = run(args + "--steps 4 --mesh pipe=3 --microbatches 4 --pipe-schedule gpipe --log " +
-                 piped);
+  Result r =
+      run(args + "--steps 4 --mesh pipe=3 --microbatches 4 --pipe-schedule gpipe --log " + piped);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("mesh pipe=3 (gpipe, 4 micro-batches)"), std::string::npos) << r.output;
+  const std::string inside = (dir_ / "inside.jsonl").string();
+  r = run(args + "--steps 4 --mesh pipe=2,model=2 --microbatches 3 --log " + inside);
+  ASSERT_EQ(r.code, 0) << r.output;
   r = run(args + "--steps 2 --mesh pipe=2 --checkpoint-dir " + ckpt);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(args + "--steps 4 --mesh model=2 --resume --checkpoint-dir " + ckpt + " --log " + resumed);
+  r = run(args + "--steps 4 --mesh model=2 --resume --checkpoint-dir " + ckpt + " --log " +
+          resumed);
   ASSERT_EQ(r.code, 0) << r.output;
   const std::vector<double> a = logged_losses(one), b = logged_losses(piped),
                             c = logged_losses(resumed);
@@ -148,6 +154,9 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   ASSERT_EQ(b.size(), 4u);
   ASSERT_EQ(c.size(), 2u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+  const std::vector<double> d = logged_losses(inside);
+  ASSERT_EQ(d.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(d[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
   for (size_t i = 0; i < c.size(); ++i)
     EXPECT_NEAR(c[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed step " << i + 3;
 }

@@ -169,8 +169,6 @@ TEST(PipelineCost, BadInputIsOneLine) {
            "--schedule 'zigzag'");
   one_line(cli_runner::run("plan --mesh pipe=2 --batch 8 --model " + tiny_config()),
            "add --predict");
-  one_line(cli_runner::run("train --steps 1 --mesh data=2,pipe=2 --batch 8 --seq 32"),
-           "only the pipe axis runs in a pipeline yet");
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 2 --microbatches 3 --seq 32"),
            "--microbatches 3 needs at least as many sequences in --batch (2)");
   one_line(cli_runner::run("train --steps 1 --microbatches 2 --batch 4 --seq 32"),

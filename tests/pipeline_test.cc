@@ -61,15 +61,10 @@ struct Case {
   int stages;
   int64_t microbatches, batch;
   PipeSchedule schedule;
+  std::string inside = "";  // the mesh inside each stage: "", "data=2", "model=2", "data=2,model=3"
 };
 
-std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
-  if (which.starts_with("gpt2")) {
-    GPT2Config cfg = GPT2Config::preset("test");
-    cfg.n_layer = 5;
-    if (which == "gpt2-dropout") cfg.dropout = 0.2;
-    return std::make_unique<GPT2>(cfg, seq, 11);
-  }
+LlamaConfig llama_config() {
   LlamaConfig cfg;
   cfg.vocab_size = 61;
   cfg.hidden_size = 16;
@@ -79,7 +74,26 @@ std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
   cfg.num_key_value_heads = 2;
   cfg.head_dim = 4;
   cfg.max_position_embeddings = 32;
-  return std::make_unique<Llama>(cfg, seq, 11);
+  return cfg;
+}
+
+std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
+  if (which.starts_with("gpt2")) {
+    GPT2Config cfg = GPT2Config::preset("test");
+    cfg.n_layer = 5;
+    if (which == "gpt2-dropout") cfg.dropout = 0.2;
+    return std::make_unique<GPT2>(cfg, seq, 11);
+  }
+  return std::make_unique<Llama>(llama_config(), seq, 11);
+}
+
+// The layout inside the stages: data parallel without a model axis, else
+// Megatron's.
+std::shared_ptr<Distribution> inside(const Case& c) {
+  const DeviceMesh mesh = DeviceMesh::parse(c.inside);
+  if (mesh.axis_index("model") < 0) return std::make_shared<DataParallel>(mesh);
+  return std::make_shared<ModelParallel>(
+      mesh, c.model == "llama" ? llama_megatron_layout(llama_config()) : gpt2_megatron_layout());
 }
 
 TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
@@ -91,14 +105,21 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
       {"gpt2-dropout", 2, 3, 6, PipeSchedule::OneFOneB},
       {"llama", 2, 2, 4, PipeSchedule::GPipe},
       {"llama", 3, 4, 5, PipeSchedule::OneFOneB},  // 2 + 1 + 1, untied head
+      // Other axes inside the stages: data=2,pipe=2, pipe=2,model=2, and an
+      // uneven 2 x 3 mesh in each of 3 stages.
+      {"gpt2", 2, 2, 6, PipeSchedule::OneFOneB, "data=2"},
+      {"gpt2-dropout", 2, 3, 5, PipeSchedule::GPipe, "model=2"},
+      {"llama", 2, 2, 4, PipeSchedule::OneFOneB, "model=2"},
+      {"gpt2", 3, 2, 4, PipeSchedule::OneFOneB, "data=2,model=3"},
   };
   for (const Case& c : cases) {
-    const std::string what = c.model + " pipe=" + std::to_string(c.stages) +
+    const std::string what = c.model + " " + c.inside + " pipe=" + std::to_string(c.stages) +
                              " M=" + std::to_string(c.microbatches) + " " +
                              pipe_schedule_name(c.schedule);
     std::unique_ptr<Model> one = build(c.model, T), piped = build(c.model, T);
     one->compile(adamw(), losses::sparse_categorical_crossentropy);
     piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+    if (!c.inside.empty()) piped->set_distribution(inside(c));
     PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.schedule});
     const int32_t vocab = c.model == "llama" ? 61 : 67;
     for (int64_t step = 0; step < steps; ++step) {

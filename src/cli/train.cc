@@ -235,18 +235,30 @@ void save_trained(const TrainOptions& o, const LanguageModelConfig& cfg, Model& 
     std::fprintf(stderr, "saved the trained model to %s\n", o.keras.save.c_str());
 }
 
-// A --mesh with a pipe axis: its stages, run by a PipelineTrainer on a model
-// of one device; null without one. Other axes inside the stages are not
-// run yet (plan --predict prices them).
-std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model) {
+// A --mesh with a pipe axis: its stages, run by a PipelineTrainer, each
+// stage's programs laid out over the other axes (Megatron's layout with a
+// model axis, else data parallel: AutoShard does not plan stages yet); null
+// without a pipe axis.
+std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
+                                               const LanguageModelConfig& cfg) {
   const DeviceMesh mesh = o.mesh.empty() ? DeviceMesh() : DeviceMesh::parse(o.mesh);
   const int pipe = mesh.axis_index("pipe");
   AS_CHECK(pipe >= 0 || o.microbatches == 0,
            "--microbatches needs a pipe axis in --mesh (e.g. --mesh pipe=2)");
   if (pipe < 0) return nullptr;
-  AS_CHECK(mesh.axis_size(pipe) == mesh.size(), "--mesh ", o.mesh,
-           ": only the pipe axis runs in a pipeline yet (other axes inside its stages are "
-           "priced by plan --predict); use --mesh pipe=", mesh.axis_size(pipe));
+  std::vector<int> sizes;
+  std::vector<std::string> names;
+  for (int a = 0; a < mesh.rank(); ++a)
+    if (a != pipe) {
+      sizes.push_back(mesh.axis_size(a));
+      names.push_back(mesh.axis_names()[a]);
+    }
+  if (!sizes.empty() && mesh.size() > mesh.axis_size(pipe)) {
+    CommonOptions inside = o;
+    inside.mesh = DeviceMesh(sizes, names).to_string();
+    if (inside.plan == "auto") inside.plan = mesh.axis_index("model") >= 0 ? "megatron" : "data";
+    model.set_distribution(make_distribution(inside, model, cfg));
+  }
   AS_CHECK(!World::process().distributed(), "--mesh ", o.mesh,
            ": pipeline stages run as in-process devices; start without mpirun");
   AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
@@ -276,7 +288,7 @@ void run_train(TrainOptions& o) {
   model.set_recompute(o.recompute);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
-  std::unique_ptr<PipelineTrainer> pipeline = make_pipeline(o, model);
+  std::unique_ptr<PipelineTrainer> pipeline = make_pipeline(o, model, cfg);
   if (!pipeline) model.set_distribution(make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
@@ -298,9 +310,10 @@ void run_train(TrainOptions& o) {
                  data.source().c_str(), static_cast<long long>(data.size()),
                  static_cast<long long>(o.batch), static_cast<long long>(o.seq),
                  pipeline ? cat("mesh ", o.mesh, " (", o.pipe_schedule, ", ", o.microbatches,
-                                " micro-batches)").c_str()
-                 : dist   ? ("mesh " + dist->mesh().to_string()).c_str()
-                          : "1 device");
+                                " micro-batches)")
+                                .c_str()
+                 : dist ? ("mesh " + dist->mesh().to_string()).c_str()
+                        : "1 device");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const bool tty = ::isatty(STDERR_FILENO);
@@ -396,8 +409,8 @@ void run_eval(EvalOptions& o) {
                                        {"batches", n},
                                        {"tokens", n * o.batch * o.seq},
                                        {"weights_dtype", o.weights_dtype}}
-                           .dump()
-                           .c_str());
+                            .dump()
+                            .c_str());
   else
     std::printf("eval loss %.6f over %lld batches (%lld tokens)\n", mean, static_cast<long long>(n),
                 static_cast<long long>(n * o.batch * o.seq));

@@ -10,7 +10,8 @@
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/optim/optimizers.h"
-#include "autoshard/runtime/executor.h"
+#include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/compiled_step.h"
 #include "autoshard/tensor/array_split.h"
 
 namespace autoshard {
@@ -146,6 +147,17 @@ StageGraph copy_stage(const Graph& g, const std::vector<int>& stage, int s, int 
   return sg;
 }
 
+// Whether a step's program reads leaf `id` (a partitioned program drops the
+// leaves nothing it computes needs).
+bool used(const CompiledStep& step, int id) {
+  return !step.partition() || step.partition()->local_of[step.devices().front()][id] >= 0;
+}
+
+// Binds a whole input where the step reads it.
+void bind_if_used(CompiledStep& step, int id, const Tensor& whole) {
+  if (used(step, id)) step.bind_input(id, whole);
+}
+
 // The rows [start, start + count) of a batch-first tensor.
 Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
   Shape shape = t.shape();
@@ -174,10 +186,11 @@ Tensor recv_tensor(Communicator& comm, const Shape& shape, DType dtype, int src,
 
 }  // namespace
 
-// One stage's forward and backward programs for one micro-batch shape.
+// One stage's forward and backward programs for one micro-batch shape (the
+// graphs move into the steps; their ids stay).
 struct StagePrograms {
   StageGraph forward, backward;
-  std::unique_ptr<Executor> run_forward, run_backward;
+  std::unique_ptr<CompiledStep> run_forward, run_backward;
   std::vector<std::string> weights;  // trained weights, in the backward program's output order
   std::vector<int> gradient_of_in;   // per received value: its output index, or -1 (no gradient)
   std::vector<int> dy;               // per sent value: its gradient's input (backward), or -1
@@ -195,8 +208,7 @@ struct PipelineTrainer::Programs {
 };
 
 struct PipelineTrainer::Update {
-  Graph graph;
-  std::unique_ptr<Executor> exec;
+  std::unique_ptr<CompiledStep> step;
   std::map<std::string, int> gradient_input;  // weight -> its gradient's input
 };
 
@@ -207,13 +219,40 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
            options_.microbatches);
   AS_CHECK(model_.optimizer_ && !model_.losses_.empty(), "Model ", model_.name(),
            ": call compile(optimizer, loss) before training it in a pipeline");
-  AS_CHECK(!model_.sharded(),
-           "pipeline: the model must not be distributed (a pipe axis with "
-           "other mesh axes inside its stages is not implemented yet)");
+  // Each stage's programs are laid out over the model's mesh (the mesh
+  // inside the stages) by names and shapes alone; AutoShard plans one step
+  // graph, not a stage's.
+  AS_CHECK(!model_.sharded() || !dynamic_cast<AutoShard*>(model_.dist_.get()),
+           "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
+           "the stages a layout (data parallel, a layout map, Megatron's)");
   model_.place_state();
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
+
+// A stage's program on the model's mesh (one device, or the mesh inside the
+// stages), bound to the model's weights and state. `like`: inputs laid out
+// as a parameter (gradients as their weights).
+std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::vector<int>& outputs,
+                                                       const std::map<int, int>& like) {
+  std::unique_ptr<CompiledStep> step;
+  if (model_.sharded()) {
+    PartitionRequest request = model_.leaf_layouts(graph);
+    for (const auto& [input, weight] : like) request.leaves[input] = request.leaves.at(weight);
+    step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request);
+  } else {
+    step = std::make_unique<CompiledStep>(std::move(graph), outputs);
+  }
+  // The model's weights and state; a backward program may not read a
+  // weight whose gradient needs no value of it (a bias before a sent value).
+  for (int id : step->graph().parameters()) {
+    if (!used(*step, id)) continue;
+    const LeafAttrs& leaf = step->graph().node(id).leaf();
+    for (int d : step->devices())
+      step->bind(d, id, model_.store_.block({leaf.name, leaf.slot}, step->layout(id), d));
+  }
+  return step;
+}
 
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
                                                          const Tensor& x, const Tensor& y) {
@@ -242,7 +281,6 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   stage_blocks_ = split_sizes(g.regions(), P);
   p->stage = assign_stages(g, stage_blocks_);
   const Rows batch_rows{x.shape()[0], start, rows};
-  // Executors keep references to their graphs: the stages are made in place.
   p->stages.resize(P);
   for (int s = 0; s < P; ++s) {
     StagePrograms& sp = p->stages[s];
@@ -284,13 +322,8 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
-    sp.run_forward = std::make_unique<Executor>(sp.forward.graph, forward_out);
-    sp.run_backward = std::make_unique<Executor>(b.graph, sp.gradients_out);
-    for (StageGraph* sg : {&sp.forward, &b})
-      for (int id : sg->graph.parameters()) {
-        const std::string& name = sg->graph.node(id).leaf().name;
-        (sg == &b ? sp.run_backward : sp.run_forward)->bind(id, model_.store_.whole({name, ""}));
-      }
+    sp.run_forward = compile(std::move(sp.forward.graph), forward_out);
+    sp.run_backward = compile(std::move(b.graph), sp.gradients_out);
   }
   cache_.push_back(std::move(p));
   return *cache_.back();
@@ -328,7 +361,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       Programs& prog = *programs[m];
       StagePrograms& sp = prog.stages[s];
       const StageGraph& graph = kind == 'F' ? sp.forward : sp.backward;
-      Executor& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
+      CompiledStep& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
       if (kind == 'F') {
         std::vector<Tensor> in;
         for (int id : graph.ins) {
@@ -342,9 +375,12 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
         peak_in_flight_[s] = std::max<int64_t>(peak_in_flight_[s], held.size());
       }
       const std::vector<Tensor>& in = held.at(m);
-      for (size_t k = 0; k < graph.ins.size(); ++k) exec.bind(graph.local.at(graph.ins[k]), in[k]);
-      if (auto it = graph.local.find(prog.x); it != graph.local.end()) exec.bind(it->second, xs[m]);
-      if (auto it = graph.local.find(prog.y); it != graph.local.end()) exec.bind(it->second, ys[m]);
+      for (size_t k = 0; k < graph.ins.size(); ++k)
+        bind_if_used(exec, graph.local.at(graph.ins[k]), in[k]);
+      if (auto it = graph.local.find(prog.x); it != graph.local.end())
+        bind_if_used(exec, it->second, xs[m]);
+      if (auto it = graph.local.find(prog.y); it != graph.local.end())
+        bind_if_used(exec, it->second, ys[m]);
       std::vector<Tensor> dys;  // kept alive through the run
       if (kind == 'B') {
         for (size_t k = 0; k < graph.outs.size(); ++k) {
@@ -356,7 +392,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
                            graph.outs[k]))
               add_into(dy, recv_tensor(comm, n.shape, DType::F32, c,
                                        kGradientTag + static_cast<int>(k)));
-          exec.bind(sp.dy[k], dy);
+          bind_if_used(exec, sp.dy[k], dy);
           dys.push_back(std::move(dy));
         }
       }
@@ -366,13 +402,13 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
           for (int c = s + 1; c < P; ++c)
             if (std::count(prog.stages[c].forward.ins.begin(), prog.stages[c].forward.ins.end(),
                            graph.outs[k]))
-              send_tensor(comm, exec.value(graph.local.at(graph.outs[k])), c, static_cast<int>(k));
-        if (graph.loss >= 0) losses[m] = exec.value(graph.loss).item();
+              send_tensor(comm, exec.output(k), c, static_cast<int>(k));
+        if (graph.loss >= 0) losses[m] = exec.output(graph.outs.size()).item();
         continue;
       }
       const size_t weights = sp.weights.size();
       for (size_t w = 0; w < weights; ++w) {
-        const Tensor& grad = exec.value(sp.gradients_out[w]);
+        const Tensor& grad = exec.output(w);
         auto [it, fresh] = accumulated[s].try_emplace(sp.weights[w]);
         if (fresh)
           it->second = grad.clone();
@@ -384,8 +420,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
         const int id = graph.ins[k], from = prog.stage[id];
         const std::vector<int>& sent = prog.stages[from].forward.outs;
         const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
-        send_tensor(comm, exec.value(sp.gradients_out[sp.gradient_of_in[k]]), from,
-                    kGradientTag + tag);
+        send_tensor(comm, exec.output(sp.gradient_of_in[k]), from, kGradientTag + tag);
       }
       held.erase(m);
     }
@@ -414,26 +449,24 @@ void PipelineTrainer::apply_update(const std::map<std::string, Tensor>& gradient
                                    const StepContext& ctx) {
   if (!update_) {
     update_ = std::make_unique<Update>();
-    Graph& g = update_->graph;
+    Graph g;
     std::vector<Value> weights, grads;
+    std::map<int, int> like;  // each gradient laid out as its weight
     for (const std::string& name : model_.store_.weight_paths()) {
       auto it = gradients.find(name);
       if (it == gradients.end()) continue;
       weights.push_back(g.parameter(name, it->second.shape()));
       grads.push_back(g.input("grad." + name, it->second.shape()));
       update_->gradient_input[name] = grads.back().id;
+      like[grads.back().id] = weights.back().id;
     }
     model_.optimizer_->append_update(g, weights, grads);
     model_.declare_state(g, {});
-    update_->exec = std::make_unique<Executor>(g, std::vector<int>{});
-    for (int id : g.parameters()) {
-      const LeafAttrs& leaf = g.node(id).leaf();
-      update_->exec->bind(id, model_.store_.whole({leaf.name, leaf.slot}));
-    }
+    update_->step = compile(std::move(g), {}, like);
   }
   for (const auto& [name, id] : update_->gradient_input)
-    update_->exec->bind(id, gradients.at(name));
-  update_->exec->run(ctx);
+    bind_if_used(*update_->step, id, gradients.at(name));
+  update_->step->run(ctx);
 }
 
 }  // namespace autoshard

@@ -1,5 +1,6 @@
 // Pipeline parallelism, executed: a model's training step cut between its
-// blocks into stages, each stage an in-process device of its own; a batch
+// blocks into stages, each stage in-process devices of its own (its programs
+// partitioned over the model's mesh, the mesh inside the stages); a batch
 // split into micro-batches whose activations pass forward from stage to
 // stage and whose gradients pass back, point to point, in the order a
 // schedule (GPipe or 1F1B) gives; one optimizer step after the last
@@ -18,8 +19,8 @@
 // keeps only the inputs of the micro-batches between their forward and
 // backward pass and recomputes its forward pass in the backward one (at
 // most the stage count of micro-batches on the first stage under 1F1B).
-// The model's weights and optimizer state stay the model's own (one device):
-// checkpoints saved from a pipelined run are ordinary ones.
+// The model's weights and optimizer state stay the model's own: checkpoints
+// saved from a pipelined run are ordinary ones.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,8 @@
 
 namespace autoshard {
 
+class CompiledStep;
+class Graph;
 class Model;
 class ThreadWorld;
 struct StepContext;
@@ -60,7 +63,8 @@ int64_t pipe_in_flight_bound(PipeSchedule s, int stages, int stage, int64_t micr
 
 class PipelineTrainer {
  public:
-  // `model` must be compiled (optimizer and loss) and not distributed.
+  // `model` must be compiled (optimizer and loss); its distribution (if
+  // any, not AutoShard) lays out each stage's programs.
   PipelineTrainer(Model& model, PipelineOptions options);
   ~PipelineTrainer();
   PipelineTrainer(const PipelineTrainer&) = delete;
@@ -79,6 +83,8 @@ class PipelineTrainer {
   struct Programs;
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void apply_update(const std::map<std::string, Tensor>& gradients, const StepContext& ctx);
+  std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
+                                        const std::map<int, int>& like = {});
 
   Model& model_;
   PipelineOptions options_;

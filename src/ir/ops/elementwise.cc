@@ -250,8 +250,17 @@ ShardDecision nonlinear_rule(const ShardQuery& q) {
   return elementwise_rule(q, Linearity::None);
 }
 
+// A value that is itself a block of a larger one (a pipeline's micro-batch
+// of the batch) keeps its place there: a shard's offsets add to it.
 void dropout_localize(OpAttrs& a, const LocalizeInfo& info) {
-  std::get<DropoutAttrs>(a).origin = info.output_origin();
+  ShardOrigin& origin = std::get<DropoutAttrs>(a).origin;
+  const ShardOrigin shard = info.output_origin();
+  if (origin.whole()) {
+    origin = shard;
+    return;
+  }
+  if (shard.whole()) return;
+  for (size_t d = 0; d < origin.offsets.size(); ++d) origin.offsets[d] += shard.offsets[d];
 }
 
 // Operations per element, counted from the kernels (tanh and exp as ~12).
