@@ -259,8 +259,11 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
     if (inside.plan == "auto") inside.plan = mesh.axis_index("model") >= 0 ? "megatron" : "data";
     model.set_distribution(make_distribution(inside, model, cfg));
   }
-  AS_CHECK(!World::process().distributed(), "--mesh ", o.mesh,
-           ": pipeline stages run as in-process devices; start without mpirun");
+  const World& world = World::process();
+  AS_CHECK(
+      !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
+      "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
+      world.size(), " ranks started); run other axes inside the stages without mpirun");
   AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
   const int stages = mesh.axis_size(pipe);
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);

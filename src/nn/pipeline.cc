@@ -4,7 +4,9 @@
 #include <cstring>
 #include <map>
 
+#include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/thread_communicator.h"
+#include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
@@ -207,6 +209,16 @@ struct PipelineTrainer::Programs {
   std::vector<StagePrograms> stages;
 };
 
+// What one step's stages share: the micro-batches and their programs, and
+// what each stage gives back.
+struct PipelineTrainer::Step {
+  std::vector<Programs*> programs;  // per micro-batch
+  std::vector<Tensor> xs, ys;       // per micro-batch: its rows of the batch
+  StepContext ctx;
+  std::vector<std::map<std::string, Tensor>> accumulated;  // per stage: weight -> gradient
+  std::vector<double> losses;                              // per micro-batch (the last stage's)
+};
+
 struct PipelineTrainer::Update {
   std::unique_ptr<CompiledStep> step;
   std::map<std::string, int> gradient_input;  // weight -> its gradient's input
@@ -225,6 +237,11 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
   AS_CHECK(!model_.sharded() || !dynamic_cast<AutoShard*>(model_.dist_.get()),
            "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
            "the stages a layout (data parallel, a layout map, Megatron's)");
+  const World& world = World::process();
+  AS_CHECK(!world.distributed() || (world.size() == options_.stages && !model_.sharded()),
+           "pipeline: under mpirun each rank runs one stage: start ", options_.stages,
+           " ranks (mpirun -np ", options_.stages, "), with no other mesh axes; ", world.size(),
+           " were started");
   model_.place_state();
 }
 
@@ -349,85 +366,26 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     xs.push_back(rows_of(x, starts[m], sizes[m]));
     ys.push_back(rows_of(y, starts[m], sizes[m]));
   }
-  const StepContext ctx{model_.iterations_ + 1,
-                        model_.optimizer_->learning_rate_at(model_.iterations_ + 1)};
-  std::vector<std::map<std::string, Tensor>> accumulated(P);
-  std::vector<double> losses(M, 0);
+  Step step{
+      .programs = std::move(programs),
+      .xs = std::move(xs),
+      .ys = std::move(ys),
+      .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
+      .accumulated = std::vector<std::map<std::string, Tensor>>(P),
+      .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
-  if (!world_) world_ = std::make_unique<ThreadWorld>(DeviceMesh({P}, {"pipe"}));
-  world_->run([&](int s, Communicator& comm) {
-    std::map<int64_t, std::vector<Tensor>> held;  // received values of micro-batches in flight
-    for (const auto& [kind, m] : pipe_schedule(options_.schedule, P, s, M)) {
-      Programs& prog = *programs[m];
-      StagePrograms& sp = prog.stages[s];
-      const StageGraph& graph = kind == 'F' ? sp.forward : sp.backward;
-      CompiledStep& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
-      if (kind == 'F') {
-        std::vector<Tensor> in;
-        for (int id : graph.ins) {
-          const int from = prog.stage[id];
-          const std::vector<int>& sent = prog.stages[from].forward.outs;
-          const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
-          const Node& n = prog.global.node(id);
-          in.push_back(recv_tensor(comm, n.shape, n.dtype, from, tag));
-        }
-        held[m] = std::move(in);
-        peak_in_flight_[s] = std::max<int64_t>(peak_in_flight_[s], held.size());
-      }
-      const std::vector<Tensor>& in = held.at(m);
-      for (size_t k = 0; k < graph.ins.size(); ++k)
-        bind_if_used(exec, graph.local.at(graph.ins[k]), in[k]);
-      if (auto it = graph.local.find(prog.x); it != graph.local.end())
-        bind_if_used(exec, it->second, xs[m]);
-      if (auto it = graph.local.find(prog.y); it != graph.local.end())
-        bind_if_used(exec, it->second, ys[m]);
-      std::vector<Tensor> dys;  // kept alive through the run
-      if (kind == 'B') {
-        for (size_t k = 0; k < graph.outs.size(); ++k) {
-          if (sp.dy[k] < 0) continue;
-          const Node& n = prog.global.node(graph.outs[k]);
-          Tensor dy = Tensor::zeros(n.shape);
-          for (int c = s + 1; c < P; ++c)  // every later stage that read it, in order
-            if (std::count(prog.stages[c].backward.ins.begin(), prog.stages[c].backward.ins.end(),
-                           graph.outs[k]))
-              add_into(dy, recv_tensor(comm, n.shape, DType::F32, c,
-                                       kGradientTag + static_cast<int>(k)));
-          bind_if_used(exec, sp.dy[k], dy);
-          dys.push_back(std::move(dy));
-        }
-      }
-      exec.run(ctx);
-      if (kind == 'F') {
-        for (size_t k = 0; k < graph.outs.size(); ++k)
-          for (int c = s + 1; c < P; ++c)
-            if (std::count(prog.stages[c].forward.ins.begin(), prog.stages[c].forward.ins.end(),
-                           graph.outs[k]))
-              send_tensor(comm, exec.output(k), c, static_cast<int>(k));
-        if (graph.loss >= 0) losses[m] = exec.output(graph.outs.size()).item();
-        continue;
-      }
-      const size_t weights = sp.weights.size();
-      for (size_t w = 0; w < weights; ++w) {
-        const Tensor& grad = exec.output(w);
-        auto [it, fresh] = accumulated[s].try_emplace(sp.weights[w]);
-        if (fresh)
-          it->second = grad.clone();
-        else
-          add_into(it->second, grad);
-      }
-      for (size_t k = 0; k < graph.ins.size(); ++k) {
-        if (sp.gradient_of_in[k] < 0) continue;
-        const int id = graph.ins[k], from = prog.stage[id];
-        const std::vector<int>& sent = prog.stages[from].forward.outs;
-        const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
-        send_tensor(comm, exec.output(sp.gradient_of_in[k]), from, kGradientTag + tag);
-      }
-      held.erase(m);
-    }
-  });
+  if (World::process().distributed()) {
+    // Under mpirun each rank is one stage.
+    if (!mpi_) mpi_ = std::make_unique<MpiCommunicator>(DeviceMesh({P}, {"pipe"}));
+    run_stage(World::process().rank(), *mpi_, step);
+    share_across_ranks(step);
+  } else {
+    if (!world_) world_ = std::make_unique<ThreadWorld>(DeviceMesh({P}, {"pipe"}));
+    world_->run([&](int s, Communicator& comm) { run_stage(s, comm, step); });
+  }
   // A weight read by several stages: their gradients summed, in stage order.
   std::map<std::string, Tensor> total;
-  for (auto& stage : accumulated)
+  for (auto& stage : step.accumulated)
     for (auto& [name, grad] : stage) {
       auto [it, fresh] = total.try_emplace(name);
       if (fresh)
@@ -435,11 +393,107 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       else
         add_into(it->second, grad);
     }
-  apply_update(total, ctx);
+  apply_update(total, step.ctx);
   ++model_.iterations_;
   double loss = 0;
-  for (int64_t m = 0; m < M; ++m) loss += programs[m]->weight * losses[m];
+  for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
   return loss;
+}
+
+// Stage s's work of one step, in its schedule's order: each forward pass
+// receives its inputs and sends its outputs on, each backward pass receives
+// its outputs' gradients, accumulates its weights' and sends its inputs'
+// back.
+void PipelineTrainer::run_stage(int s, Communicator& comm, Step& step) {
+  const int P = options_.stages;
+  const int64_t M = static_cast<int64_t>(step.programs.size());
+  std::map<int64_t, std::vector<Tensor>> held;  // received values of micro-batches in flight
+  for (const auto& [kind, m] : pipe_schedule(options_.schedule, P, s, M)) {
+    Programs& prog = *step.programs[m];
+    StagePrograms& sp = prog.stages[s];
+    const StageGraph& graph = kind == 'F' ? sp.forward : sp.backward;
+    CompiledStep& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
+    if (kind == 'F') {
+      std::vector<Tensor> in;
+      for (int id : graph.ins) {
+        const int from = prog.stage[id];
+        const std::vector<int>& sent = prog.stages[from].forward.outs;
+        const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
+        const Node& n = prog.global.node(id);
+        in.push_back(recv_tensor(comm, n.shape, n.dtype, from, tag));
+      }
+      held[m] = std::move(in);
+      peak_in_flight_[s] = std::max<int64_t>(peak_in_flight_[s], held.size());
+    }
+    const std::vector<Tensor>& in = held.at(m);
+    for (size_t k = 0; k < graph.ins.size(); ++k)
+      bind_if_used(exec, graph.local.at(graph.ins[k]), in[k]);
+    if (auto it = graph.local.find(prog.x); it != graph.local.end())
+      bind_if_used(exec, it->second, step.xs[m]);
+    if (auto it = graph.local.find(prog.y); it != graph.local.end())
+      bind_if_used(exec, it->second, step.ys[m]);
+    std::vector<Tensor> dys;  // kept alive through the run
+    if (kind == 'B') {
+      for (size_t k = 0; k < graph.outs.size(); ++k) {
+        if (sp.dy[k] < 0) continue;
+        const Node& n = prog.global.node(graph.outs[k]);
+        Tensor dy = Tensor::zeros(n.shape);
+        for (int c = s + 1; c < P; ++c)  // every later stage that read it, in order
+          if (std::count(prog.stages[c].backward.ins.begin(), prog.stages[c].backward.ins.end(),
+                         graph.outs[k]))
+            add_into(dy,
+                     recv_tensor(comm, n.shape, DType::F32, c, kGradientTag + static_cast<int>(k)));
+        bind_if_used(exec, sp.dy[k], dy);
+        dys.push_back(std::move(dy));
+      }
+    }
+    exec.run(step.ctx);
+    if (kind == 'F') {
+      for (size_t k = 0; k < graph.outs.size(); ++k)
+        for (int c = s + 1; c < P; ++c)
+          if (std::count(prog.stages[c].forward.ins.begin(), prog.stages[c].forward.ins.end(),
+                         graph.outs[k]))
+            send_tensor(comm, exec.output(k), c, static_cast<int>(k));
+      if (graph.loss >= 0) step.losses[m] = exec.output(graph.outs.size()).item();
+      continue;
+    }
+    const size_t weights = sp.weights.size();
+    for (size_t w = 0; w < weights; ++w) {
+      const Tensor& grad = exec.output(w);
+      auto [it, fresh] = step.accumulated[s].try_emplace(sp.weights[w]);
+      if (fresh)
+        it->second = grad.clone();
+      else
+        add_into(it->second, grad);
+    }
+    for (size_t k = 0; k < graph.ins.size(); ++k) {
+      if (sp.gradient_of_in[k] < 0) continue;
+      const int id = graph.ins[k], from = prog.stage[id];
+      const std::vector<int>& sent = prog.stages[from].forward.outs;
+      const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
+      send_tensor(comm, exec.output(sp.gradient_of_in[k]), from, kGradientTag + tag);
+    }
+    held.erase(m);
+  }
+}
+
+// Under mpirun each rank runs one stage and holds the whole model: the
+// gradients (zero for a weight its stage does not read) and the losses are
+// summed over the ranks, so every rank takes the same update.
+void PipelineTrainer::share_across_ranks(Step& step) {
+  const World& world = World::process();
+  std::map<std::string, Tensor>& mine = step.accumulated[world.rank()];
+  const Graph& g = step.programs.front()->global;
+  for (const std::string& name : model_.store_.weight_paths()) {
+    const int id = g.find_parameter(name);
+    if (id < 0 || model_.non_trainable_.count(name)) continue;
+    auto [it, fresh] = mine.try_emplace(name);
+    if (fresh) it->second = Tensor::zeros(g.node(id).shape);
+    world.sum(it->second.f32(), it->second.numel());
+  }
+  std::vector<float> losses(step.losses.begin(), step.losses.end());
+  world.sum(losses.data(), static_cast<int64_t>(losses.size()));
+  step.losses.assign(losses.begin(), losses.end());
 }
 
 // The optimizer's step on the summed gradients: one program over every

@@ -47,6 +47,38 @@ for case in "3 model=3" "4 data=2,model=2"; do
   fi
 done
 
+# Pipeline stages as ranks: each rank runs one stage (activations and
+# gradients over MPI point to point), with the in-process pipeline's losses,
+# which are one device's (tests/pipeline_test.cc).
+for case in "2 pipe=2 1f1b tiny" "3 pipe=3 gpipe mini"; do
+  read -r np mesh schedule model <<<"$case"
+  pipe_args="train --model $model --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --overwrite \
+    --mesh $mesh --microbatches 4 --pipe-schedule $schedule"
+  $cli $pipe_args --log "$work/threads.jsonl" >/dev/null 2>&1
+  if timeout 120 mpirun -np "$np" "$cli" $pipe_args --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
+     same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then
+    pass "mpirun -np $np --mesh $mesh ($schedule) matches in-process stages"
+  else
+    fail "pipeline on mpirun -np $np --mesh $mesh"; cat "$work/out"
+  fi
+done
+
+# A checkpoint saved by 2 ranks running stages resumes in-process on
+# model=2 where the uninterrupted one-device run is (a constant learning
+# rate: --steps 2 and 4 take the same steps).
+const_args="train --model tiny --batch 6 --seq 16 --sample 0 --lr-schedule constant --overwrite"
+if timeout 120 mpirun -np 2 "$cli" $const_args --steps 2 --mesh pipe=2 \
+     --checkpoint-dir "$work/pipe-ckpt" >"$work/out" 2>&1 &&
+   $cli $const_args --steps 4 --mesh model=2 --resume --checkpoint-dir "$work/pipe-ckpt" \
+     --log "$work/pipe-resumed.jsonl" >>"$work/out" 2>&1 &&
+   $cli $const_args --steps 4 --log "$work/threads.jsonl" >/dev/null 2>&1 &&
+   tail -n 2 "$work/threads.jsonl" >"$work/last2.jsonl" &&
+   same_losses "$work/pipe-resumed.jsonl" "$work/last2.jsonl"; then
+  pass "a checkpoint of stages on 2 ranks resumes on model=2"
+else
+  fail "pipeline checkpoint under mpirun"; cat "$work/out"
+fi
+
 # AutoShard's plan on 3 ranks moves splits between dimensions with
 # all-to-alls (MPI_Alltoallv, uneven pieces): the same losses as in-process.
 $cli $args --mesh model=3 --plan auto --deterministic --log "$work/threads.jsonl" >/dev/null 2>&1

@@ -34,6 +34,7 @@
 
 namespace autoshard {
 
+class Communicator;
 class CompiledStep;
 class Graph;
 class Model;
@@ -81,6 +82,9 @@ class PipelineTrainer {
 
  private:
   struct Programs;
+  struct Step;
+  void run_stage(int stage, Communicator& comm, Step& step);
+  void share_across_ranks(Step& step);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void apply_update(const std::map<std::string, Tensor>& gradients, const StepContext& ctx);
   std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
@@ -92,7 +96,8 @@ class PipelineTrainer {
   std::vector<std::unique_ptr<Programs>> cache_;
   struct Update;
   std::unique_ptr<Update> update_;
-  std::unique_ptr<ThreadWorld> world_;  // one device per stage
+  std::unique_ptr<ThreadWorld> world_;  // in-process: one rank per stage
+  std::unique_ptr<Communicator> mpi_;   // under mpirun: this rank's stage
 };
 
 }  // namespace autoshard
