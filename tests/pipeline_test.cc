@@ -139,6 +139,23 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
   }
 }
 
+// Batches of another size (9, then 8: micro-batches 3 3 3, then 3 3 2)
+// take their own loss shares and dropout offsets, not the first batch's.
+TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
+  const int64_t T = 6;
+  std::unique_ptr<Model> one = build("gpt2-dropout", T), piped = build("gpt2-dropout", T);
+  one->compile(adamw(), losses::sparse_categorical_crossentropy);
+  piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+  PipelineTrainer pipeline(*piped, {2, 3, PipeSchedule::OneFOneB});
+  int step = 0;
+  for (int64_t batch : {9, 8, 9}) {
+    const Tensor x = testing::random_ids({batch, T}, 67, 300 + step);
+    const Tensor y = testing::random_ids({batch, T}, 67, 400 + step);
+    const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+    EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "batch " << batch << " step " << ++step;
+  }
+}
+
 TEST(Pipeline, ClearErrors) {
   std::unique_ptr<Model> m = build("gpt2", 6);
   EXPECT_THROW(PipelineTrainer(*m, {2, 2, PipeSchedule::GPipe}), Error);  // not compiled

@@ -253,17 +253,22 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
       sizes.push_back(mesh.axis_size(a));
       names.push_back(mesh.axis_names()[a]);
     }
+  const World& world = World::process();
+  AS_CHECK(
+      !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
+      "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
+      world.size(), " ranks started); run other axes inside the stages without mpirun");
+  if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
+  AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0,
+           "--zero1 shards optimizer state over the "
+           "data axis; --mesh ",
+           o.mesh, " has none inside its stages");
   if (!sizes.empty() && mesh.size() > mesh.axis_size(pipe)) {
     CommonOptions inside = o;
     inside.mesh = DeviceMesh(sizes, names).to_string();
     if (inside.plan == "auto") inside.plan = mesh.axis_index("model") >= 0 ? "megatron" : "data";
     model.set_distribution(make_distribution(inside, model, cfg));
   }
-  const World& world = World::process();
-  AS_CHECK(
-      !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
-      "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
-      world.size(), " ranks started); run other axes inside the stages without mpirun");
   AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
   const int stages = mesh.axis_size(pipe);
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);

@@ -368,13 +368,17 @@ void MpiCommunicator::all_to_all(const float* in, const std::vector<int64_t>& se
     const std::vector<int> sd = displacements(s), rd = displacements(v);
     send.resize(static_cast<size_t>(sd.back() + s.back()));
     recv.resize(static_cast<size_t>(rd.back() + v.back()));
+    // Pieces this round leaves empty are not touched (their offsets may lie
+    // past the piece, and an empty vector's data may be null).
     for (size_t m = 0; m < s.size(); ++m)
-      std::memcpy(send.data() + sd[m], in + send_at[m] + r * rounds.chunk, s[m] * sizeof(float));
+      if (s[m] > 0)
+        std::memcpy(send.data() + sd[m], in + send_at[m] + r * rounds.chunk, s[m] * sizeof(float));
     ok(MPI_Alltoallv(send.data(), s.data(), sd.data(), MPI_FLOAT, recv.data(), v.data(), rd.data(),
                      MPI_FLOAT, c),
        "MPI_Alltoallv");
     for (size_t m = 0; m < v.size(); ++m)
-      std::memcpy(out + recv_at[m] + r * rounds.chunk, recv.data() + rd[m], v[m] * sizeof(float));
+      if (v[m] > 0)
+        std::memcpy(out + recv_at[m] + r * rounds.chunk, recv.data() + rd[m], v[m] * sizeof(float));
   }
 }
 

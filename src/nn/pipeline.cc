@@ -1,5 +1,7 @@
 #include "autoshard/nn/pipeline.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -11,10 +13,12 @@
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/optim/composed_ops.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/compiled_step.h"
 #include "autoshard/tensor/array_split.h"
+#include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
 
@@ -201,9 +205,10 @@ struct StagePrograms {
 };
 
 struct PipelineTrainer::Programs {
-  int64_t rows = 0, start = -1;  // start: -1 when no dropout (any micro-batch of `rows`)
-  double weight = 0;             // the micro-batch's share of the batch loss
-  std::vector<int> stage;        // per node of the forward-and-loss graph
+  int64_t batch = 0, rows = 0;
+  int64_t start = -1;      // -1 when no dropout (any micro-batch of `rows`)
+  double weight = 0;       // the micro-batch's share of the batch loss
+  std::vector<int> stage;  // per node of the forward-and-loss graph
   Graph global;
   int x = -1, y = -1;  // the global graph's input and target
   std::vector<StagePrograms> stages;
@@ -273,11 +278,14 @@ std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::v
 
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
                                                          const Tensor& x, const Tensor& y) {
+  // A program holds the batch's size (the loss share, dropout's offsets).
+  const int64_t batch = x.shape()[0];
   for (auto& p : cache_)
-    if (p->rows == rows && (p->start < 0 || p->start == start)) return *p;
+    if (p->batch == batch && p->rows == rows && (p->start < 0 || p->start == start)) return *p;
   auto p = std::make_unique<Programs>();
+  p->batch = batch;
   p->rows = rows;
-  p->weight = double(rows) / double(x.shape()[0]);
+  p->weight = double(rows) / double(batch);
   Graph& g = p->global;
   const std::vector<Value> outs = model_.trace_outputs(g, rows, /*training=*/true);
   AS_CHECK(outs.size() == 1, "pipeline: models with one output only (this one has ", outs.size(),
@@ -288,6 +296,11 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   const Value target = g.input("y", y_shape, y.dtype());
   p->y = target.id;
   const int loss = model_.total_loss(outs, {target}).id;
+  // State written in place would be written again by each backward pass's
+  // recomputation.
+  AS_CHECK(composed::assign_views(g).empty(),
+           "pipeline: the model writes state in place (batch normalisation's moving statistics); "
+           "it cannot be recomputed in stages");
   bool dropout = false;
   for (int id = 0; id < g.size(); ++id) dropout |= g.node(id).op == Op::Dropout;
   p->start = dropout ? start : -1;
@@ -336,6 +349,8 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
     }
     if (objective.valid())
       for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
+    AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
+             " sends no value a gradient can flow back through (only integers)");
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
@@ -380,8 +395,18 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     run_stage(World::process().rank(), *mpi_, step);
     share_across_ranks(step);
   } else {
+    // The stages share the cores: each its share for its kernels and the
+    // devices inside it (a ShardedExecutor divides its caller's), one BLAS
+    // thread per device where there are fewer cores than devices.
     if (!world_) world_ = std::make_unique<ThreadWorld>(DeviceMesh({P}, {"pipe"}));
-    world_->run([&](int s, Communicator& comm) { run_stage(s, comm, step); });
+    const int inside = model_.sharded() ? model_.dist_->mesh().size() : 1;
+    const int share = std::max(1, machine_cores() / P);
+    openblas_set_num_threads(std::max(1, share / inside));
+    world_->run([&](int s, Communicator& comm) {
+      IntraOpThreadsScope cores_of_this_stage(share);
+      run_stage(s, comm, step);
+    });
+    openblas_set_num_threads(machine_cores());
   }
   // A weight read by several stages: their gradients summed, in stage order.
   std::map<std::string, Tensor> total;
@@ -393,7 +418,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       else
         add_into(it->second, grad);
     }
-  apply_update(total, step.ctx);
+  apply_update(step.programs.front()->global, total, step.ctx);
   ++model_.iterations_;
   double loss = 0;
   for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
@@ -497,29 +522,33 @@ void PipelineTrainer::share_across_ranks(Step& step) {
 }
 
 // The optimizer's step on the summed gradients: one program over every
-// trained weight in the model's order (the clip norm sums them as one
-// device's step does), on the model's own weights and state.
-void PipelineTrainer::apply_update(const std::map<std::string, Tensor>& gradients,
+// trained weight in the traced step's order (the clip norm sums them as one
+// device's step does; a weight no stage differentiates steps on a zero
+// gradient, as there), on the model's own weights and state.
+void PipelineTrainer::apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
                                    const StepContext& ctx) {
   if (!update_) {
     update_ = std::make_unique<Update>();
     Graph g;
     std::vector<Value> weights, grads;
     std::map<int, int> like;  // each gradient laid out as its weight
-    for (const std::string& name : model_.store_.weight_paths()) {
-      auto it = gradients.find(name);
-      if (it == gradients.end()) continue;
-      weights.push_back(g.parameter(name, it->second.shape()));
-      grads.push_back(g.input("grad." + name, it->second.shape()));
-      update_->gradient_input[name] = grads.back().id;
+    for (int id : traced.parameters()) {
+      const Node& n = traced.node(id);
+      if (model_.non_trainable_.count(n.leaf().name)) continue;
+      weights.push_back(g.parameter(n.leaf().name, n.shape));
+      grads.push_back(g.input("grad." + n.leaf().name, n.shape));
+      update_->gradient_input[n.leaf().name] = grads.back().id;
       like[grads.back().id] = weights.back().id;
     }
     model_.optimizer_->append_update(g, weights, grads);
     model_.declare_state(g, {});
     update_->step = compile(std::move(g), {}, like);
   }
-  for (const auto& [name, id] : update_->gradient_input)
-    bind_if_used(*update_->step, id, gradients.at(name));
+  for (const auto& [name, id] : update_->gradient_input) {
+    auto [it, fresh] = gradients.try_emplace(name);
+    if (fresh) it->second = Tensor::zeros(update_->step->graph().node(id).shape);
+    bind_if_used(*update_->step, id, it->second);
+  }
   update_->step->run(ctx);
 }
 

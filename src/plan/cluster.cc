@@ -345,8 +345,7 @@ double Cluster::last_turn_idle(int devices) const {
 double Cluster::stretch_seconds(double own_core_s, int devices) const {
   if (!oversubscribed(devices) || own_core_s <= 0) return own_core_s;
   const double w = own_core_s, q = oversubscribed_slice;
-  return w * devices_per_host(devices) / shared_cores +
-         w * last_turn_idle(devices) * q / (q + w);
+  return w * devices_per_host(devices) / shared_cores + w * last_turn_idle(devices) * q / (q + w);
 }
 
 double Cluster::device_flops(bool bf16, int devices) const {
@@ -422,13 +421,6 @@ bool groups_fit(int64_t stride, int64_t size, int64_t outer, int64_t per) {
 
 }  // namespace
 
-// An axis talks over the innermost level one of whose groups holds each of
-// its groups whole; a group that straddles two groups of a level (three
-// devices 3, 4, 5 on nodes of four) is priced on the level above: the
-// axis's collectives run in all its groups at once, so the slowest sets the
-// pace. Any mesh shape and node size: data = 2, model = 3 on nodes of 8
-// ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
-// does not ({6, 7, 8} straddles two nodes).
 Cluster Cluster::as_mpi_ranks(int machines) const {
   Cluster c = *this;
   c.hosts = std::max(1, machines);
@@ -439,6 +431,13 @@ Cluster Cluster::as_mpi_ranks(int machines) const {
   return c;
 }
 
+// An axis talks over the innermost level one of whose groups holds each of
+// its groups whole; a group that straddles two groups of a level (three
+// devices 3, 4, 5 on nodes of four) is priced on the level above: the
+// axis's collectives run in all its groups at once, so the slowest sets the
+// pace. Any mesh shape and node size: data = 2, model = 3 on nodes of 8
+// ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
+// does not ({6, 7, 8} straddles two nodes).
 const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
   int64_t stride = 1;
   for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);

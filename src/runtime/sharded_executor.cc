@@ -51,8 +51,9 @@ void ShardedExecutor::run(const StepContext& ctx) {
     e.run(ctx);
     return;
   }
-  // Each device calls BLAS from its own thread; share the cores between them.
-  const int share = std::max(1, cores / mesh().size());
+  // Each device calls BLAS from its own thread; share the caller's cores (all
+  // of them, or a pipeline stage's share) between them.
+  const int share = std::max(1, intra_op_threads() / mesh().size());
   openblas_set_num_threads(share);
   world_->run([&](int device, Communicator& comm) {
     IntraOpThreadsScope cores_of_this_device(share);

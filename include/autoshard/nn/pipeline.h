@@ -86,7 +86,8 @@ class PipelineTrainer {
   void run_stage(int stage, Communicator& comm, Step& step);
   void share_across_ranks(Step& step);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
-  void apply_update(const std::map<std::string, Tensor>& gradients, const StepContext& ctx);
+  void apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
+                    const StepContext& ctx);
   std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
                                         const std::map<int, int>& like = {});
 
