@@ -172,7 +172,12 @@ TEST(PipelineCost, BadInputIsOneLine) {
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 2 --microbatches 3 --seq 32"),
            "--microbatches 3 needs at least as many sequences in --batch (2)");
   one_line(cli_runner::run("train --steps 1 --microbatches 2 --batch 4 --seq 32"),
-           "--microbatches needs a pipe axis");
+           "--microbatches and --virtual-stages need a pipe axis");
+  one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 4 --virtual-stages 2 --seq 32"),
+           "--virtual-stages needs --pipe-schedule interleaved");
+  one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 4 --microbatches 3 --seq 32 "
+                           "--pipe-schedule interleaved --virtual-stages 2 --model mini"),
+           "micro-batches (3) to be a multiple of the pipe size (2)");
 }
 
 }  // namespace

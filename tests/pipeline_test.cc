@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/nn/losses.h"
@@ -19,35 +20,69 @@
 namespace autoshard {
 namespace {
 
-// Every micro-batch's forward pass once, then its backward pass once,
-// forward passes and backward passes each in micro-batch order, and the
-// most held at once equal to the bound.
-TEST(PipeSchedules, EachMicroBatchOnceForwardThenBackwardWithinTheBound) {
-  for (PipeSchedule kind : {PipeSchedule::GPipe, PipeSchedule::OneFOneB})
-    for (int P : {1, 2, 3, 4})
-      for (int64_t M : {1, 2, 3, 7})
-        for (int s = 0; s < P; ++s) {
-          const PipeWork work = pipe_schedule(kind, P, s, M);
-          ASSERT_EQ(work.size(), size_t(2 * M));
-          std::set<int64_t> held;
-          int64_t next_f = 0, next_b = 0, peak = 0;
-          for (const auto& [k, m] : work) {
-            if (k == 'F') {
-              EXPECT_EQ(m, next_f++);
-              held.insert(m);
-            } else {
-              EXPECT_EQ(m, next_b++);
-              EXPECT_EQ(held.erase(m), 1u);
-            }
-            peak = std::max<int64_t>(peak, held.size());
-          }
-          EXPECT_EQ(peak, pipe_in_flight_bound(kind, P, s, M))
-              << pipe_schedule_name(kind) << " P=" << P << " M=" << M << " stage " << s;
-        }
-  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::OneFOneB, 4, 0, 8), 4);
-  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::GPipe, 4, 0, 8), 8);
-  EXPECT_EQ(parse_pipe_schedule("gpipe"), PipeSchedule::GPipe);
+// Every pass of every device once, its forward before its backward, in an
+// order buffered sends and blocking receives complete: simulated, a device
+// runs its next pass once its inputs exist (a forward pass needs the
+// previous stage's, a backward pass the next stage's), and all finish. The
+// most a device holds equals the bound.
+TEST(PipeSchedules, EveryOrderCompletesWithinItsBound) {
+  struct Shape {
+    PipeSchedule kind;
+    int P, v;
+    int64_t M;
+  };
+  std::vector<Shape> shapes;
+  for (int P : {1, 2, 3, 4})
+    for (int64_t M : {1, 2, 3, 4, 7, 8}) {
+      shapes.push_back({PipeSchedule::GPipe, P, 1, M});
+      shapes.push_back({PipeSchedule::OneFOneB, P, 1, M});
+      for (int v : {2, 3})
+        if (M % P == 0) shapes.push_back({PipeSchedule::Interleaved, P, v, M});
+    }
+  for (const Shape& sh : shapes) {
+    const std::string what = std::string(pipe_schedule_name(sh.kind)) +
+                             " P=" + std::to_string(sh.P) + " v=" + std::to_string(sh.v) +
+                             " M=" + std::to_string(sh.M);
+    const int V = sh.P * sh.v;
+    std::vector<PipeWork> work;
+    for (int d = 0; d < sh.P; ++d) {
+      work.push_back(pipe_schedule(sh.kind, sh.P, sh.v, sh.M, d));
+      ASSERT_EQ(work.back().size(), size_t(2 * sh.M * sh.v)) << what;
+    }
+    std::set<std::tuple<char, int, int64_t>> done;
+    std::vector<size_t> next(sh.P, 0);
+    std::vector<int64_t> held(sh.P, 0), peak(sh.P, 0);
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int d = 0; d < sh.P; ++d) {
+        if (next[d] == work[d].size()) continue;
+        const PipeUnit u = work[d][next[d]];
+        ASSERT_EQ(u.stage % sh.P, d) << what;
+        const bool ready =
+            u.kind == 'F' ? u.stage == 0 || done.count({'F', u.stage - 1, u.microbatch})
+                          : done.count({'F', u.stage, u.microbatch}) &&
+                                (u.stage == V - 1 || done.count({'B', u.stage + 1, u.microbatch}));
+        if (!ready) continue;
+        ASSERT_TRUE(done.insert({u.kind, u.stage, u.microbatch}).second) << what << " twice";
+        held[d] += u.kind == 'F' ? 1 : -1;
+        peak[d] = std::max(peak[d], held[d]);
+        ++next[d];
+        moved = true;
+      }
+    }
+    for (int d = 0; d < sh.P; ++d) {
+      EXPECT_EQ(next[d], work[d].size()) << what << ": device " << d << " waits for ever";
+      EXPECT_EQ(peak[d], pipe_in_flight_bound(sh.kind, sh.P, sh.v, sh.M, d)) << what << " " << d;
+    }
+  }
+  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::OneFOneB, 4, 1, 8, 0), 4);
+  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::GPipe, 4, 1, 8, 0), 8);
+  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::Interleaved, 4, 2, 8, 0), 11);  // 2*3 + 4 + 1
+  EXPECT_EQ(parse_pipe_schedule("interleaved"), PipeSchedule::Interleaved);
   EXPECT_THROW(parse_pipe_schedule("zigzag"), Error);
+  EXPECT_THROW(check_pipe_shape(PipeSchedule::Interleaved, 4, 2, 6), Error);  // M not a multiple
+  EXPECT_THROW(check_pipe_shape(PipeSchedule::Interleaved, 4, 1, 8), Error);
+  EXPECT_THROW(check_pipe_shape(PipeSchedule::OneFOneB, 4, 2, 8), Error);
 }
 
 std::shared_ptr<Optimizer> adamw() {
@@ -62,6 +97,7 @@ struct Case {
   int64_t microbatches, batch;
   PipeSchedule schedule;
   std::string inside = "";  // the mesh inside each stage: "", "data=2", "model=2", "data=2,model=3"
+  int virtual_stages = 1;   // stages per device (interleaved)
 };
 
 LlamaConfig llama_config() {
@@ -111,6 +147,10 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
       {"gpt2-dropout", 2, 3, 5, PipeSchedule::GPipe, "model=2"},
       {"llama", 2, 2, 4, PipeSchedule::OneFOneB, "model=2"},
       {"gpt2", 3, 2, 4, PipeSchedule::OneFOneB, "data=2,model=3"},
+      // Interleaved: 2 devices x 2 virtual stages (5 blocks: 2 1 1 1), 4
+      // micro-batches; and with model=2 inside.
+      {"gpt2", 2, 4, 6, PipeSchedule::Interleaved, "", 2},
+      {"llama", 2, 2, 4, PipeSchedule::Interleaved, "model=2", 2},
   };
   for (const Case& c : cases) {
     const std::string what = c.model + " " + c.inside + " pipe=" + std::to_string(c.stages) +
@@ -120,7 +160,7 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
     one->compile(adamw(), losses::sparse_categorical_crossentropy);
     piped->compile(adamw(), losses::sparse_categorical_crossentropy);
     if (!c.inside.empty()) piped->set_distribution(inside(c));
-    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.schedule});
+    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.schedule, c.virtual_stages});
     const int32_t vocab = c.model == "llama" ? 61 : 67;
     for (int64_t step = 0; step < steps; ++step) {
       const Tensor x = testing::random_ids({c.batch, T}, vocab, 100 + step);
@@ -134,7 +174,7 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
           << what << " " << path;
     for (int s = 0; s < c.stages; ++s)
       EXPECT_EQ(pipeline.peak_in_flight()[s],
-                pipe_in_flight_bound(c.schedule, c.stages, s, c.microbatches))
+                pipe_in_flight_bound(c.schedule, c.stages, c.virtual_stages, c.microbatches, s))
           << what << " stage " << s;
   }
 }

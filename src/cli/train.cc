@@ -243,8 +243,8 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
                                                const LanguageModelConfig& cfg) {
   const DeviceMesh mesh = o.mesh.empty() ? DeviceMesh() : DeviceMesh::parse(o.mesh);
   const int pipe = mesh.axis_index("pipe");
-  AS_CHECK(pipe >= 0 || o.microbatches == 0,
-           "--microbatches needs a pipe axis in --mesh (e.g. --mesh pipe=2)");
+  AS_CHECK(pipe >= 0 || (o.microbatches == 0 && o.virtual_stages == 1),
+           "--microbatches and --virtual-stages need a pipe axis in --mesh (e.g. --mesh pipe=2)");
   if (pipe < 0) return nullptr;
   std::vector<int> sizes;
   std::vector<std::string> names;
@@ -271,11 +271,15 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   }
   AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
   const int stages = mesh.axis_size(pipe);
+  // Default: one micro-batch per stage (interleaved needs a multiple of them).
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);
+  AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
+           "--virtual-stages needs --pipe-schedule interleaved");
   AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
            " needs at least as many sequences in --batch (", o.batch, ")");
   return std::make_unique<PipelineTrainer>(
-      model, PipelineOptions{stages, o.microbatches, parse_pipe_schedule(o.pipe_schedule)});
+      model, PipelineOptions{stages, o.microbatches, parse_pipe_schedule(o.pipe_schedule),
+                             o.virtual_stages});
 }
 
 void run_train(TrainOptions& o) {
@@ -513,9 +517,14 @@ void add_train_command(CLI::App& app) {
           "with a pipe axis in --mesh: micro-batches per step (default: one per stage)")
       ->default_str("");
   cmd->add_option("--pipe-schedule", o->pipe_schedule,
-                  "with a pipe axis in --mesh: gpipe (all forward passes, then all backward) or "
-                  "1f1b (one forward, one backward in turn after a warm-up)")
-      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+                  "with a pipe axis in --mesh: gpipe (all forward passes, then all backward), "
+                  "1f1b (one forward, one backward in turn after a warm-up) or interleaved "
+                  "(1f1b over --virtual-stages chunks per device)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))
+      ->capture_default_str();
+  add_int(cmd, "--virtual-stages", o->virtual_stages, 1, 256,
+          "with --pipe-schedule interleaved: stages per device (each device holds v chunks of "
+          "blocks; the micro-batches a multiple of the pipe size)")
       ->capture_default_str();
   cmd->add_option("--trace", o->trace,
                   "write a timeline of the steps to FILE.json (Chrome Trace Event Format, for "

@@ -22,44 +22,15 @@
 
 namespace autoshard {
 
-const char* pipe_schedule_name(PipeSchedule s) {
-  return s == PipeSchedule::GPipe ? "gpipe" : "1f1b";
-}
-
-PipeSchedule parse_pipe_schedule(const std::string& name) {
-  if (name == "gpipe") return PipeSchedule::GPipe;
-  if (name == "1f1b") return PipeSchedule::OneFOneB;
-  fail("unknown pipeline schedule '", name, "': use gpipe or 1f1b");
-}
-
-PipeWork pipe_schedule(PipeSchedule s, int stages, int stage, int64_t microbatches) {
-  PipeWork work;
-  if (s == PipeSchedule::GPipe) {
-    for (int64_t m = 0; m < microbatches; ++m) work.push_back({'F', m});
-    for (int64_t m = 0; m < microbatches; ++m) work.push_back({'B', m});
-    return work;
-  }
-  // 1F1B: stage s runs P - s - 1 forward passes ahead, then alternates, so
-  // the last stage turns each micro-batch around at once.
-  const int64_t warmup = std::min<int64_t>(stages - stage - 1, microbatches);
-  for (int64_t m = 0; m < warmup; ++m) work.push_back({'F', m});
-  for (int64_t m = 0; m < microbatches - warmup; ++m) {
-    work.push_back({'F', warmup + m});
-    work.push_back({'B', m});
-  }
-  for (int64_t m = microbatches - warmup; m < microbatches; ++m) work.push_back({'B', m});
-  return work;
-}
-
-int64_t pipe_in_flight_bound(PipeSchedule s, int stages, int stage, int64_t microbatches) {
-  return s == PipeSchedule::GPipe ? microbatches : std::min<int64_t>(stages - stage, microbatches);
-}
-
 namespace {
 
 constexpr int kLeaf = -1, kConstant = -2;
-// Gradients travel back under the tag of their activation plus this.
-constexpr int kGradientTag = 16384;
+// A value travels under tag (its stage x kTagsPerStage + its index among the
+// stage's outputs); its gradient back under that plus kGradientTag.
+constexpr int kTagsPerStage = 64, kGradientTag = 16384;
+int value_tag(int stage, size_t index) {
+  return stage * kTagsPerStage + static_cast<int>(index);
+}
 
 // The stage that computes each node of a forward-and-loss graph: a block's
 // nodes their block's stage, other nodes the latest stage of their inputs
@@ -164,6 +135,16 @@ void bind_if_used(CompiledStep& step, int id, const Tensor& whole) {
   if (used(step, id)) step.bind_input(id, whole);
 }
 
+// Binds a pass's inputs: the values it received, and its micro-batch's rows
+// of the model's input `x` and target `y` (global ids).
+void bind_inputs(CompiledStep& exec, const StageGraph& graph, const std::vector<Tensor>& received,
+                 int x, const Tensor& xs, int y, const Tensor& ys) {
+  for (size_t k = 0; k < graph.ins.size(); ++k)
+    bind_if_used(exec, graph.local.at(graph.ins[k]), received[k]);
+  if (auto it = graph.local.find(x); it != graph.local.end()) bind_if_used(exec, it->second, xs);
+  if (auto it = graph.local.find(y); it != graph.local.end()) bind_if_used(exec, it->second, ys);
+}
+
 // The rows [start, start + count) of a batch-first tensor.
 Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
   Shape shape = t.shape();
@@ -205,6 +186,20 @@ struct StagePrograms {
 };
 
 struct PipelineTrainer::Programs {
+  // The stages after its own that read value `id`, in order.
+  std::vector<int> readers(int id) const {
+    std::vector<int> out;
+    for (size_t c = stage[id] + 1; c < stages.size(); ++c)
+      if (std::count(stages[c].forward.ins.begin(), stages[c].forward.ins.end(), id))
+        out.push_back(static_cast<int>(c));
+    return out;
+  }
+  // Value `id`'s index among its stage's outputs.
+  size_t out_index(int id) const {
+    const std::vector<int>& outs = stages[stage[id]].forward.outs;
+    return static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
+  }
+
   int64_t batch = 0, rows = 0;
   int64_t start = -1;      // -1 when no dropout (any micro-batch of `rows`)
   double weight = 0;       // the micro-batch's share of the batch loss
@@ -220,8 +215,9 @@ struct PipelineTrainer::Step {
   std::vector<Programs*> programs;  // per micro-batch
   std::vector<Tensor> xs, ys;       // per micro-batch: its rows of the batch
   StepContext ctx;
-  std::vector<std::map<std::string, Tensor>> accumulated;  // per stage: weight -> gradient
-  std::vector<double> losses;                              // per micro-batch (the last stage's)
+  std::vector<std::map<std::string, Tensor>>
+      accumulated;             // per (virtual) stage: weight -> gradient
+  std::vector<double> losses;  // per micro-batch (the last stage's)
 };
 
 struct PipelineTrainer::Update {
@@ -232,6 +228,8 @@ struct PipelineTrainer::Update {
 PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
     : model_(model), options_(options) {
   AS_CHECK(options_.stages >= 1, "pipeline: need at least one stage, got ", options_.stages);
+  check_pipe_shape(options_.schedule, options_.stages, options_.virtual_stages,
+                   options_.microbatches);
   AS_CHECK(options_.microbatches >= 1, "pipeline: need at least one micro-batch, got ",
            options_.microbatches);
   AS_CHECK(model_.optimizer_ && !model_.losses_.empty(), "Model ", model_.name(),
@@ -305,14 +303,17 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   for (int id = 0; id < g.size(); ++id) dropout |= g.node(id).op == Op::Dropout;
   p->start = dropout ? start : -1;
 
-  const int P = options_.stages;
-  AS_CHECK(g.regions() >= P, "pipeline: ", P, " stages need at least ", P,
+  // Virtual stages: P, or P x v interleaved (device d holds d, d + P, ...).
+  const int V = options_.stages * options_.virtual_stages;
+  AS_CHECK(g.regions() >= V, "pipeline: ", V, " stages need at least ", V,
            " blocks; the model has ", g.regions());
-  stage_blocks_ = split_sizes(g.regions(), P);
+  AS_CHECK(V * kTagsPerStage <= kGradientTag, "pipeline: at most ", kGradientTag / kTagsPerStage,
+           " stages, got ", V);
+  stage_blocks_ = split_sizes(g.regions(), V);
   p->stage = assign_stages(g, stage_blocks_);
   const Rows batch_rows{x.shape()[0], start, rows};
-  p->stages.resize(P);
-  for (int s = 0; s < P; ++s) {
+  p->stages.resize(V);
+  for (int s = 0; s < V; ++s) {
     StagePrograms& sp = p->stages[s];
     sp.forward = copy_stage(g, p->stage, s, loss, batch_rows);
     sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
@@ -351,11 +352,24 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
       for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
     AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
              " sends no value a gradient can flow back through (only integers)");
+    AS_CHECK(sp.forward.outs.size() < size_t{kTagsPerStage}, "pipeline: stage ", s, " sends ",
+             sp.forward.outs.size(), " values; at most ", kTagsPerStage - 1);
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
     sp.run_forward = compile(std::move(sp.forward.graph), forward_out);
     sp.run_backward = compile(std::move(b.graph), sp.gradients_out);
+  }
+  // Messages between two devices keep their order per tag: a value read by
+  // two stages of one device would arrive in the sender's order, not theirs.
+  for (int id = 0; id < g.size(); ++id) {
+    if (p->stage[id] < 0) continue;
+    std::vector<int> devices;
+    for (int c : p->readers(id)) devices.push_back(c % options_.stages);
+    std::sort(devices.begin(), devices.end());
+    AS_CHECK(std::adjacent_find(devices.begin(), devices.end()) == devices.end(),
+             "pipeline: a value of stage ", p->stage[id],
+             " is read by two stages of one device; use fewer virtual stages");
   }
   cache_.push_back(std::move(p));
   return *cache_.back();
@@ -386,14 +400,13 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       .xs = std::move(xs),
       .ys = std::move(ys),
       .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
-      .accumulated = std::vector<std::map<std::string, Tensor>>(P),
+      .accumulated = std::vector<std::map<std::string, Tensor>>(P * options_.virtual_stages),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
   if (World::process().distributed()) {
     // Under mpirun each rank is one stage.
     if (!mpi_) mpi_ = std::make_unique<MpiCommunicator>(DeviceMesh({P}, {"pipe"}));
-    run_stage(World::process().rank(), *mpi_, step);
-    share_across_ranks(step);
+    run_device(World::process().rank(), *mpi_, step);
   } else {
     // The stages share the cores: each its share for its kernels and the
     // devices inside it (a ShardedExecutor divides its caller's), one BLAS
@@ -404,7 +417,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     openblas_set_num_threads(std::max(1, share / inside));
     world_->run([&](int s, Communicator& comm) {
       IntraOpThreadsScope cores_of_this_stage(share);
-      run_stage(s, comm, step);
+      run_device(s, comm, step);
     });
     openblas_set_num_threads(machine_cores());
   }
@@ -418,6 +431,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       else
         add_into(it->second, grad);
     }
+  if (World::process().distributed()) share_across_ranks(step, total);
   apply_update(step.programs.front()->global, total, step.ctx);
   ++model_.iterations_;
   double loss = 0;
@@ -425,89 +439,89 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
   return loss;
 }
 
-// Stage s's work of one step, in its schedule's order: each forward pass
-// receives its inputs and sends its outputs on, each backward pass receives
-// its outputs' gradients, accumulates its weights' and sends its inputs'
-// back.
-void PipelineTrainer::run_stage(int s, Communicator& comm, Step& step) {
+// Device d's work of one step, in its schedule's order (its own stage, or
+// under the interleaved schedule its stages d, d + P, ...).
+void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
   const int P = options_.stages;
-  const int64_t M = static_cast<int64_t>(step.programs.size());
-  std::map<int64_t, std::vector<Tensor>> held;  // received values of micro-batches in flight
-  for (const auto& [kind, m] : pipe_schedule(options_.schedule, P, s, M)) {
-    Programs& prog = *step.programs[m];
-    StagePrograms& sp = prog.stages[s];
-    const StageGraph& graph = kind == 'F' ? sp.forward : sp.backward;
-    CompiledStep& exec = kind == 'F' ? *sp.run_forward : *sp.run_backward;
-    if (kind == 'F') {
-      std::vector<Tensor> in;
-      for (int id : graph.ins) {
-        const int from = prog.stage[id];
-        const std::vector<int>& sent = prog.stages[from].forward.outs;
-        const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
-        const Node& n = prog.global.node(id);
-        in.push_back(recv_tensor(comm, n.shape, n.dtype, from, tag));
-      }
-      held[m] = std::move(in);
-      peak_in_flight_[s] = std::max<int64_t>(peak_in_flight_[s], held.size());
+  Held held;
+  for (const PipeUnit& u : pipe_schedule(options_.schedule, P, options_.virtual_stages,
+                                         static_cast<int64_t>(step.programs.size()), d)) {
+    if (u.kind == 'F') {
+      forward_pass(u.stage, u.microbatch, comm, step, held);
+      peak_in_flight_[d] = std::max<int64_t>(peak_in_flight_[d], held.size());
+    } else {
+      backward_pass(u.stage, u.microbatch, comm, step, held);
     }
-    const std::vector<Tensor>& in = held.at(m);
-    for (size_t k = 0; k < graph.ins.size(); ++k)
-      bind_if_used(exec, graph.local.at(graph.ins[k]), in[k]);
-    if (auto it = graph.local.find(prog.x); it != graph.local.end())
-      bind_if_used(exec, it->second, step.xs[m]);
-    if (auto it = graph.local.find(prog.y); it != graph.local.end())
-      bind_if_used(exec, it->second, step.ys[m]);
-    std::vector<Tensor> dys;  // kept alive through the run
-    if (kind == 'B') {
-      for (size_t k = 0; k < graph.outs.size(); ++k) {
-        if (sp.dy[k] < 0) continue;
-        const Node& n = prog.global.node(graph.outs[k]);
-        Tensor dy = Tensor::zeros(n.shape);
-        for (int c = s + 1; c < P; ++c)  // every later stage that read it, in order
-          if (std::count(prog.stages[c].backward.ins.begin(), prog.stages[c].backward.ins.end(),
-                         graph.outs[k]))
-            add_into(dy,
-                     recv_tensor(comm, n.shape, DType::F32, c, kGradientTag + static_cast<int>(k)));
-        bind_if_used(exec, sp.dy[k], dy);
-        dys.push_back(std::move(dy));
-      }
-    }
-    exec.run(step.ctx);
-    if (kind == 'F') {
-      for (size_t k = 0; k < graph.outs.size(); ++k)
-        for (int c = s + 1; c < P; ++c)
-          if (std::count(prog.stages[c].forward.ins.begin(), prog.stages[c].forward.ins.end(),
-                         graph.outs[k]))
-            send_tensor(comm, exec.output(k), c, static_cast<int>(k));
-      if (graph.loss >= 0) step.losses[m] = exec.output(graph.outs.size()).item();
-      continue;
-    }
-    const size_t weights = sp.weights.size();
-    for (size_t w = 0; w < weights; ++w) {
-      const Tensor& grad = exec.output(w);
-      auto [it, fresh] = step.accumulated[s].try_emplace(sp.weights[w]);
-      if (fresh)
-        it->second = grad.clone();
-      else
-        add_into(it->second, grad);
-    }
-    for (size_t k = 0; k < graph.ins.size(); ++k) {
-      if (sp.gradient_of_in[k] < 0) continue;
-      const int id = graph.ins[k], from = prog.stage[id];
-      const std::vector<int>& sent = prog.stages[from].forward.outs;
-      const int tag = static_cast<int>(std::find(sent.begin(), sent.end(), id) - sent.begin());
-      send_tensor(comm, exec.output(sp.gradient_of_in[k]), from, kGradientTag + tag);
-    }
-    held.erase(m);
   }
 }
 
-// Under mpirun each rank runs one stage and holds the whole model: the
-// gradients (zero for a weight its stage does not read) and the losses are
+// Stage s's forward pass of micro-batch m: receives the values earlier
+// stages send it, runs, sends its outputs to the later stages that read
+// them; keeps what it received for the backward pass.
+void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
+  const int P = options_.stages;
+  Programs& prog = *step.programs[m];
+  StagePrograms& sp = prog.stages[s];
+  const StageGraph& graph = sp.forward;
+  std::vector<Tensor> received;
+  for (int id : graph.ins) {
+    const int from = prog.stage[id];
+    const Node& n = prog.global.node(id);
+    received.push_back(
+        recv_tensor(comm, n.shape, n.dtype, from % P, value_tag(from, prog.out_index(id))));
+  }
+  bind_inputs(*sp.run_forward, graph, received, prog.x, step.xs[m], prog.y, step.ys[m]);
+  sp.run_forward->run(step.ctx);
+  for (size_t k = 0; k < graph.outs.size(); ++k)
+    for (int c : prog.readers(graph.outs[k]))
+      send_tensor(comm, sp.run_forward->output(k), c % P, value_tag(s, k));
+  if (graph.loss >= 0) step.losses[m] = sp.run_forward->output(graph.outs.size()).item();
+  held[{s, m}] = std::move(received);
+}
+
+// Stage s's backward pass of micro-batch m: its forward pass again from what
+// it kept, then the gradients of its weights (accumulated) and of the values
+// it received (sent back), given the gradients of its outputs that the
+// stages reading them sent.
+void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
+  const int P = options_.stages;
+  Programs& prog = *step.programs[m];
+  StagePrograms& sp = prog.stages[s];
+  const StageGraph& graph = sp.backward;
+  CompiledStep& exec = *sp.run_backward;
+  bind_inputs(exec, graph, held.at({s, m}), prog.x, step.xs[m], prog.y, step.ys[m]);
+  std::vector<Tensor> dys;  // kept alive through the run
+  for (size_t k = 0; k < graph.outs.size(); ++k) {
+    if (sp.dy[k] < 0) continue;
+    const Node& n = prog.global.node(graph.outs[k]);
+    Tensor dy = Tensor::zeros(n.shape);
+    for (int c : prog.readers(graph.outs[k]))  // in stage order
+      add_into(dy, recv_tensor(comm, n.shape, DType::F32, c % P, kGradientTag + value_tag(s, k)));
+    bind_if_used(exec, sp.dy[k], dy);
+    dys.push_back(std::move(dy));
+  }
+  exec.run(step.ctx);
+  for (size_t w = 0; w < sp.weights.size(); ++w) {
+    auto [it, fresh] = step.accumulated[s].try_emplace(sp.weights[w]);
+    if (fresh)
+      it->second = exec.output(w).clone();
+    else
+      add_into(it->second, exec.output(w));
+  }
+  for (size_t k = 0; k < graph.ins.size(); ++k) {
+    if (sp.gradient_of_in[k] < 0) continue;
+    const int id = graph.ins[k], from = prog.stage[id];
+    send_tensor(comm, exec.output(sp.gradient_of_in[k]), from % P,
+                kGradientTag + value_tag(from, prog.out_index(id)));
+  }
+  held.erase({s, m});
+}
+
+// Under mpirun each rank runs its stages and holds the whole model: the
+// gradients (zero for a weight its stages do not read) and the losses are
 // summed over the ranks, so every rank takes the same update.
-void PipelineTrainer::share_across_ranks(Step& step) {
+void PipelineTrainer::share_across_ranks(Step& step, std::map<std::string, Tensor>& mine) {
   const World& world = World::process();
-  std::map<std::string, Tensor>& mine = step.accumulated[world.rank()];
   const Graph& g = step.programs.front()->global;
   for (const std::string& name : model_.store_.weight_paths()) {
     const int id = g.find_parameter(name);

@@ -50,10 +50,10 @@ done
 # Pipeline stages as ranks: each rank runs one stage (activations and
 # gradients over MPI point to point), with the in-process pipeline's losses,
 # which are one device's (tests/pipeline_test.cc).
-for case in "2 pipe=2 1f1b tiny" "3 pipe=3 gpipe mini"; do
-  read -r np mesh schedule model <<<"$case"
+for case in "2 pipe=2 1f1b tiny 1" "3 pipe=3 gpipe mini 1" "2 pipe=2 interleaved mini 2"; do
+  read -r np mesh schedule model chunks <<<"$case"
   pipe_args="train --model $model --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --overwrite \
-    --mesh $mesh --microbatches 4 --pipe-schedule $schedule"
+    --mesh $mesh --microbatches 4 --pipe-schedule $schedule --virtual-stages $chunks"
   $cli $pipe_args --log "$work/threads.jsonl" >/dev/null 2>&1
   if timeout 120 mpirun -np "$np" "$cli" $pipe_args --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
      same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then

@@ -3,10 +3,9 @@
 // partitioned over the model's mesh, the mesh inside the stages); a batch
 // split into micro-batches whose activations pass forward from stage to
 // stage and whose gradients pass back, point to point, in the order a
-// schedule (GPipe or 1F1B) gives; one optimizer step after the last
-// micro-batch. The numbers are one device's full-batch step (to float
-// rounding), for models whose layers do not mix the examples of a batch
-// (batch normalisation does).
+// schedule (GPipe, 1F1B or interleaved 1F1B, nn/pipe_schedule.h) gives; one optimizer step after
+// the last micro-batch. The numbers are one device's full-batch step (to float rounding), for
+// models whose layers do not mix the examples of a batch (batch normalisation does).
 //
 //   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});
 //   double loss = pipe.train_on_batch(tokens, targets);  // [B, T] i32 each
@@ -30,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "autoshard/nn/pipe_schedule.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
@@ -41,26 +41,12 @@ class Model;
 class ThreadWorld;
 struct StepContext;
 
-enum class PipeSchedule {
-  GPipe,     // every micro-batch's forward pass, then every backward pass
-  OneFOneB,  // after a warm-up, one forward and one backward pass in turn
-};
-const char* pipe_schedule_name(PipeSchedule s);
-// "gpipe" or "1f1b"; anything else is an error naming both.
-PipeSchedule parse_pipe_schedule(const std::string& name);
-
 struct PipelineOptions {
-  int stages = 2;
+  int stages = 2;            // devices along the pipe (P)
   int64_t microbatches = 1;  // at most the batch; uneven splits allowed
   PipeSchedule schedule = PipeSchedule::OneFOneB;
+  int virtual_stages = 1;  // stages per device (v > 1: the interleaved schedule)
 };
-
-// One stage's work in order: {'F' or 'B', micro-batch}.
-using PipeWork = std::vector<std::pair<char, int64_t>>;
-PipeWork pipe_schedule(PipeSchedule s, int stages, int stage, int64_t microbatches);
-// The most micro-batches a stage holds between forward and backward under
-// the schedule: M for GPipe, min(P - stage, M) for 1F1B.
-int64_t pipe_in_flight_bound(PipeSchedule s, int stages, int stage, int64_t microbatches);
 
 class PipelineTrainer {
  public:
@@ -75,16 +61,22 @@ class PipelineTrainer {
   // first); returns the batch's loss. Advances the model's iterations.
   double train_on_batch(const Tensor& x, const Tensor& y);
 
-  // Blocks each stage holds (known after the first step).
+  // Blocks each (virtual) stage holds (known after the first step).
   const std::vector<int64_t>& stage_blocks() const { return stage_blocks_; }
-  // Per stage, the most micro-batches it held at once in the last step.
+  // Per device, the most passes it held between forward and backward at
+  // once in the last step (pipe_in_flight_bound).
   const std::vector<int64_t>& peak_in_flight() const { return peak_in_flight_; }
 
  private:
   struct Programs;
   struct Step;
-  void run_stage(int stage, Communicator& comm, Step& step);
-  void share_across_ranks(Step& step);
+  // Values a stage received for a micro-batch, kept from its forward pass
+  // to its backward pass: by (stage, micro-batch).
+  using Held = std::map<std::pair<int, int64_t>, std::vector<Tensor>>;
+  void run_device(int device, Communicator& comm, Step& step);
+  void forward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
+  void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
+  void share_across_ranks(Step& step, std::map<std::string, Tensor>& gradients);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
                     const StepContext& ctx);
