@@ -128,7 +128,7 @@ TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
 // A pipe mesh trains in stages (4 blocks over 3, 4 micro-batches of 6
 // sequences; and 2 stages of model=2 each) with one device's losses, and its
 // checkpoints are ordinary ones: a run saved on pipe=2 resumes on model=2
-// where one device would be.
+// where one device would be, and a data=2 run's on pipe=2,model=2.
 TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   // A constant learning rate: --steps 2 and --steps 4 take the same steps.
   const std::string args =
@@ -159,6 +159,16 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(d[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
   for (size_t i = 0; i < c.size(); ++i)
     EXPECT_NEAR(c[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed step " << i + 3;
+  // And the other way: a data=2 run's checkpoint resumed on pipe=2,model=2.
+  const std::string back = (dir_ / "back").string(), again = (dir_ / "again.jsonl").string();
+  ASSERT_EQ(run(args + "--steps 2 --mesh data=2 --plan data --checkpoint-dir " + back).code, 0);
+  r = run(args + "--steps 4 --mesh pipe=2,model=2 --resume --checkpoint-dir " + back + " --log " +
+          again);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<double> e = logged_losses(again);
+  ASSERT_EQ(e.size(), 2u);
+  for (size_t i = 0; i < e.size(); ++i)
+    EXPECT_NEAR(e[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed on pipe=2,model=2, step " << i + 3;
 }
 
 // A Hugging Face Llama directory (2 kv heads, sharded BF16 files): training

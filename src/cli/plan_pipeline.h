@@ -1,6 +1,6 @@
 // `autoshard plan --predict` on a mesh with a `pipe` axis: the pipeline's
-// step time and memory per stage (plan/pipeline.h). Nothing executes a
-// pipeline yet; the training commands refuse the axis.
+// step time and memory per stage (plan/pipeline.h), for clusters; `train`
+// runs such meshes here (nn/pipeline.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
