@@ -177,7 +177,7 @@ TEST(PipelineCost, BadInputIsOneLine) {
            "--virtual-stages needs --pipe-schedule interleaved");
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 4 --microbatches 3 --seq 32 "
                            "--pipe-schedule interleaved --virtual-stages 2 --model mini"),
-           "micro-batches (3) to be a multiple of the pipe size (2)");
+           "--pipe-schedule interleaved needs --microbatches a multiple of pipe (2), not 3");
 }
 
 }  // namespace

@@ -27,26 +27,26 @@ namespace {
 // most a device holds equals the bound.
 TEST(PipeSchedules, EveryOrderCompletesWithinItsBound) {
   struct Shape {
-    PipeSchedule kind;
+    PipelineSchedule kind;
     int P, v;
     int64_t M;
   };
   std::vector<Shape> shapes;
   for (int P : {1, 2, 3, 4})
     for (int64_t M : {1, 2, 3, 4, 7, 8}) {
-      shapes.push_back({PipeSchedule::GPipe, P, 1, M});
-      shapes.push_back({PipeSchedule::OneFOneB, P, 1, M});
+      shapes.push_back({PipelineSchedule::GPipe, P, 1, M});
+      shapes.push_back({PipelineSchedule::OneFOneB, P, 1, M});
       for (int v : {2, 3})
-        if (M % P == 0) shapes.push_back({PipeSchedule::Interleaved, P, v, M});
+        if (M % P == 0) shapes.push_back({PipelineSchedule::Interleaved, P, v, M});
     }
   for (const Shape& sh : shapes) {
-    const std::string what = std::string(pipe_schedule_name(sh.kind)) +
+    const std::string what = std::string(pipeline_schedule_name(sh.kind)) +
                              " P=" + std::to_string(sh.P) + " v=" + std::to_string(sh.v) +
                              " M=" + std::to_string(sh.M);
     const int V = sh.P * sh.v;
     std::vector<PipeWork> work;
     for (int d = 0; d < sh.P; ++d) {
-      work.push_back(pipe_schedule(sh.kind, sh.P, sh.v, sh.M, d));
+      work.push_back(pipe_schedule({sh.P, sh.M, sh.v, sh.kind}, d));
       ASSERT_EQ(work.back().size(), size_t(2 * sh.M * sh.v)) << what;
     }
     std::set<std::tuple<char, int, int64_t>> done;
@@ -72,17 +72,16 @@ TEST(PipeSchedules, EveryOrderCompletesWithinItsBound) {
     }
     for (int d = 0; d < sh.P; ++d) {
       EXPECT_EQ(next[d], work[d].size()) << what << ": device " << d << " waits for ever";
-      EXPECT_EQ(peak[d], pipe_in_flight_bound(sh.kind, sh.P, sh.v, sh.M, d)) << what << " " << d;
+      // The cost model's count (in micro-batches' worth of a stage) x v.
+      EXPECT_EQ(peak[d], in_flight({sh.P, sh.M, sh.v, sh.kind}, d) * sh.v) << what << " " << d;
     }
   }
-  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::OneFOneB, 4, 1, 8, 0), 4);
-  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::GPipe, 4, 1, 8, 0), 8);
-  EXPECT_EQ(pipe_in_flight_bound(PipeSchedule::Interleaved, 4, 2, 8, 0), 11);  // 2*3 + 4 + 1
-  EXPECT_EQ(parse_pipe_schedule("interleaved"), PipeSchedule::Interleaved);
-  EXPECT_THROW(parse_pipe_schedule("zigzag"), Error);
-  EXPECT_THROW(check_pipe_shape(PipeSchedule::Interleaved, 4, 2, 6), Error);  // M not a multiple
-  EXPECT_THROW(check_pipe_shape(PipeSchedule::Interleaved, 4, 1, 8), Error);
-  EXPECT_THROW(check_pipe_shape(PipeSchedule::OneFOneB, 4, 2, 8), Error);
+  EXPECT_EQ(in_flight({4, 8, 1, PipelineSchedule::OneFOneB}, 0), 4);
+  EXPECT_EQ(in_flight({4, 8, 1, PipelineSchedule::GPipe}, 0), 8);
+  EXPECT_EQ(pipe_schedule({4, 8, 2, PipelineSchedule::Interleaved}, 0).front(),
+            (PipeUnit{'F', 0, 0}));
+  EXPECT_EQ(pipe_schedule({4, 8, 2, PipelineSchedule::Interleaved}, 0)[4],
+            (PipeUnit{'F', 4, 0}));  // the second chunk after a group of 4
 }
 
 std::shared_ptr<Optimizer> adamw() {
@@ -95,7 +94,7 @@ struct Case {
   std::string model;  // "gpt2", "gpt2-dropout" or "llama"
   int stages;
   int64_t microbatches, batch;
-  PipeSchedule schedule;
+  PipelineSchedule schedule;
   std::string inside = "";  // the mesh inside each stage: "", "data=2", "model=2", "data=2,model=3"
   int virtual_stages = 1;   // stages per device (interleaved)
 };
@@ -135,32 +134,32 @@ std::shared_ptr<Distribution> inside(const Case& c) {
 TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
   const int64_t T = 6, steps = 3;
   const std::vector<Case> cases = {
-      {"gpt2", 2, 4, 4, PipeSchedule::OneFOneB},  // 3 + 2 blocks
-      {"gpt2", 3, 3, 5, PipeSchedule::GPipe},     // 2 + 2 + 1 blocks, micro-batches 2, 2, 1
-      {"gpt2", 4, 6, 6, PipeSchedule::OneFOneB},  // 2 + 1 + 1 + 1
-      {"gpt2-dropout", 2, 3, 6, PipeSchedule::OneFOneB},
-      {"llama", 2, 2, 4, PipeSchedule::GPipe},
-      {"llama", 3, 4, 5, PipeSchedule::OneFOneB},  // 2 + 1 + 1, untied head
+      {"gpt2", 2, 4, 4, PipelineSchedule::OneFOneB},  // 3 + 2 blocks
+      {"gpt2", 3, 3, 5, PipelineSchedule::GPipe},     // 2 + 2 + 1 blocks, micro-batches 2, 2, 1
+      {"gpt2", 4, 6, 6, PipelineSchedule::OneFOneB},  // 2 + 1 + 1 + 1
+      {"gpt2-dropout", 2, 3, 6, PipelineSchedule::OneFOneB},
+      {"llama", 2, 2, 4, PipelineSchedule::GPipe},
+      {"llama", 3, 4, 5, PipelineSchedule::OneFOneB},  // 2 + 1 + 1, untied head
       // Other axes inside the stages: data=2,pipe=2, pipe=2,model=2, and an
       // uneven 2 x 3 mesh in each of 3 stages.
-      {"gpt2", 2, 2, 6, PipeSchedule::OneFOneB, "data=2"},
-      {"gpt2-dropout", 2, 3, 5, PipeSchedule::GPipe, "model=2"},
-      {"llama", 2, 2, 4, PipeSchedule::OneFOneB, "model=2"},
-      {"gpt2", 3, 2, 4, PipeSchedule::OneFOneB, "data=2,model=3"},
+      {"gpt2", 2, 2, 6, PipelineSchedule::OneFOneB, "data=2"},
+      {"gpt2-dropout", 2, 3, 5, PipelineSchedule::GPipe, "model=2"},
+      {"llama", 2, 2, 4, PipelineSchedule::OneFOneB, "model=2"},
+      {"gpt2", 3, 2, 4, PipelineSchedule::OneFOneB, "data=2,model=3"},
       // Interleaved: 2 devices x 2 virtual stages (5 blocks: 2 1 1 1), 4
       // micro-batches; and with model=2 inside.
-      {"gpt2", 2, 4, 6, PipeSchedule::Interleaved, "", 2},
-      {"llama", 2, 2, 4, PipeSchedule::Interleaved, "model=2", 2},
+      {"gpt2", 2, 4, 6, PipelineSchedule::Interleaved, "", 2},
+      {"llama", 2, 2, 4, PipelineSchedule::Interleaved, "model=2", 2},
   };
   for (const Case& c : cases) {
     const std::string what = c.model + " " + c.inside + " pipe=" + std::to_string(c.stages) +
                              " M=" + std::to_string(c.microbatches) + " " +
-                             pipe_schedule_name(c.schedule);
+                             pipeline_schedule_name(c.schedule);
     std::unique_ptr<Model> one = build(c.model, T), piped = build(c.model, T);
     one->compile(adamw(), losses::sparse_categorical_crossentropy);
     piped->compile(adamw(), losses::sparse_categorical_crossentropy);
     if (!c.inside.empty()) piped->set_distribution(inside(c));
-    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.schedule, c.virtual_stages});
+    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.virtual_stages, c.schedule});
     const int32_t vocab = c.model == "llama" ? 61 : 67;
     for (int64_t step = 0; step < steps; ++step) {
       const Tensor x = testing::random_ids({c.batch, T}, vocab, 100 + step);
@@ -173,8 +172,9 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
       EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-4)
           << what << " " << path;
     for (int s = 0; s < c.stages; ++s)
-      EXPECT_EQ(pipeline.peak_in_flight()[s],
-                pipe_in_flight_bound(c.schedule, c.stages, c.virtual_stages, c.microbatches, s))
+      EXPECT_EQ(
+          pipeline.peak_in_flight()[s],
+          in_flight({c.stages, c.microbatches, c.virtual_stages, c.schedule}, s) * c.virtual_stages)
           << what << " stage " << s;
   }
 }
@@ -186,7 +186,7 @@ TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
   std::unique_ptr<Model> one = build("gpt2-dropout", T), piped = build("gpt2-dropout", T);
   one->compile(adamw(), losses::sparse_categorical_crossentropy);
   piped->compile(adamw(), losses::sparse_categorical_crossentropy);
-  PipelineTrainer pipeline(*piped, {2, 3, PipeSchedule::OneFOneB});
+  PipelineTrainer pipeline(*piped, {2, 3, 1, PipelineSchedule::OneFOneB});
   int step = 0;
   for (int64_t batch : {9, 8, 9}) {
     const Tensor x = testing::random_ids({batch, T}, 67, 300 + step);
@@ -198,18 +198,19 @@ TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
 
 TEST(Pipeline, ClearErrors) {
   std::unique_ptr<Model> m = build("gpt2", 6);
-  EXPECT_THROW(PipelineTrainer(*m, {2, 2, PipeSchedule::GPipe}), Error);  // not compiled
+  EXPECT_THROW(PipelineTrainer(*m, {2, 2, 1, PipelineSchedule::GPipe}), Error);  // not compiled
   m->compile(adamw(), losses::sparse_categorical_crossentropy);
-  PipelineTrainer six(*m, {6, 1, PipeSchedule::GPipe});  // 5 blocks
+  PipelineTrainer six(*m, {6, 1, 1, PipelineSchedule::GPipe});  // 5 blocks
   const Tensor x = testing::random_ids({2, 6}, 67, 1);
   try {
     six.train_on_batch(x, x);
     ADD_FAILURE() << "6 stages of 5 blocks trained";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("6 stages need at least 6 blocks"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("needs at least 6 blocks but the model has 5"),
+              std::string::npos)
         << e.what();
   }
-  PipelineTrainer many(*m, {2, 3, PipeSchedule::GPipe});
+  PipelineTrainer many(*m, {2, 3, 1, PipelineSchedule::GPipe});
   EXPECT_THROW(many.train_on_batch(x, x), Error);  // 3 micro-batches of 2 examples
 }
 

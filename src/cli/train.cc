@@ -277,9 +277,12 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
            "--virtual-stages needs --pipe-schedule interleaved");
   AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
            " needs at least as many sequences in --batch (", o.batch, ")");
-  return std::make_unique<PipelineTrainer>(
-      model, PipelineOptions{stages, o.microbatches, parse_pipe_schedule(o.pipe_schedule),
-                             o.virtual_stages});
+  const PipelineShape shape{stages, o.microbatches, o.virtual_stages,
+                            parse_pipeline_schedule(o.pipe_schedule)};
+  AS_CHECK(shape.schedule != PipelineSchedule::Interleaved || o.microbatches % stages == 0,
+           "--pipe-schedule interleaved needs --microbatches a multiple of pipe (", stages,
+           "), not ", o.microbatches);
+  return std::make_unique<PipelineTrainer>(model, shape);
 }
 
 void run_train(TrainOptions& o) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "autoshard/comm/mpi_communicator.h"
@@ -225,13 +226,9 @@ struct PipelineTrainer::Update {
   std::map<std::string, int> gradient_input;  // weight -> its gradient's input
 };
 
-PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
-    : model_(model), options_(options) {
-  AS_CHECK(options_.stages >= 1, "pipeline: need at least one stage, got ", options_.stages);
-  check_pipe_shape(options_.schedule, options_.stages, options_.virtual_stages,
-                   options_.microbatches);
-  AS_CHECK(options_.microbatches >= 1, "pipeline: need at least one micro-batch, got ",
-           options_.microbatches);
+PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(model), shape_(shape) {
+  // The shape as the cost model prices it (the blocks are counted when traced).
+  check_pipeline_shape(shape_, std::numeric_limits<int>::max());
   AS_CHECK(model_.optimizer_ && !model_.losses_.empty(), "Model ", model_.name(),
            ": call compile(optimizer, loss) before training it in a pipeline");
   // Each stage's programs are laid out over the model's mesh (the mesh
@@ -241,9 +238,9 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineOptions options)
            "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
            "the stages a layout (data parallel, a layout map, Megatron's)");
   const World& world = World::process();
-  AS_CHECK(!world.distributed() || (world.size() == options_.stages && !model_.sharded()),
-           "pipeline: under mpirun each rank runs one stage: start ", options_.stages,
-           " ranks (mpirun -np ", options_.stages, "), with no other mesh axes; ", world.size(),
+  AS_CHECK(!world.distributed() || (world.size() == shape_.stages && !model_.sharded()),
+           "pipeline: under mpirun each rank runs one stage: start ", shape_.stages,
+           " ranks (mpirun -np ", shape_.stages, "), with no other mesh axes; ", world.size(),
            " were started");
   model_.place_state();
 }
@@ -304,9 +301,8 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   p->start = dropout ? start : -1;
 
   // Virtual stages: P, or P x v interleaved (device d holds d, d + P, ...).
-  const int V = options_.stages * options_.virtual_stages;
-  AS_CHECK(g.regions() >= V, "pipeline: ", V, " stages need at least ", V,
-           " blocks; the model has ", g.regions());
+  const int V = shape_.stages * shape_.virtual_stages;
+  check_pipeline_shape(shape_, g.regions());
   AS_CHECK(V * kTagsPerStage <= kGradientTag, "pipeline: at most ", kGradientTag / kTagsPerStage,
            " stages, got ", V);
   stage_blocks_ = split_sizes(g.regions(), V);
@@ -365,7 +361,7 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   for (int id = 0; id < g.size(); ++id) {
     if (p->stage[id] < 0) continue;
     std::vector<int> devices;
-    for (int c : p->readers(id)) devices.push_back(c % options_.stages);
+    for (int c : p->readers(id)) devices.push_back(c % shape_.stages);
     std::sort(devices.begin(), devices.end());
     AS_CHECK(std::adjacent_find(devices.begin(), devices.end()) == devices.end(),
              "pipeline: a value of stage ", p->stage[id],
@@ -380,8 +376,8 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
            "pipeline: inputs of ", shape_str(x.shape()), " and targets of ", shape_str(y.shape()),
            " differ in examples");
   const int64_t batch = x.shape()[0];
-  const int P = options_.stages;
-  const int64_t M = options_.microbatches;
+  const int P = shape_.stages;
+  const int64_t M = shape_.microbatches;
   AS_CHECK(M <= batch, "pipeline: ", M, " micro-batches need at least ", M,
            " examples in a batch, got ", batch);
   // Micro-batches as array_split cuts the batch (uneven is fine).
@@ -400,7 +396,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       .xs = std::move(xs),
       .ys = std::move(ys),
       .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
-      .accumulated = std::vector<std::map<std::string, Tensor>>(P * options_.virtual_stages),
+      .accumulated = std::vector<std::map<std::string, Tensor>>(P * shape_.virtual_stages),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
   if (World::process().distributed()) {
@@ -442,10 +438,8 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
 // Device d's work of one step, in its schedule's order (its own stage, or
 // under the interleaved schedule its stages d, d + P, ...).
 void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
-  const int P = options_.stages;
   Held held;
-  for (const PipeUnit& u : pipe_schedule(options_.schedule, P, options_.virtual_stages,
-                                         static_cast<int64_t>(step.programs.size()), d)) {
+  for (const PipeUnit& u : pipe_schedule(shape_, d)) {
     if (u.kind == 'F') {
       forward_pass(u.stage, u.microbatch, comm, step, held);
       peak_in_flight_[d] = std::max<int64_t>(peak_in_flight_[d], held.size());
@@ -459,7 +453,7 @@ void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
 // stages send it, runs, sends its outputs to the later stages that read
 // them; keeps what it received for the backward pass.
 void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = options_.stages;
+  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.forward;
@@ -484,7 +478,7 @@ void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& s
 // it received (sent back), given the gradients of its outputs that the
 // stages reading them sent.
 void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = options_.stages;
+  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.backward;

@@ -16,7 +16,8 @@ StateKey StateKey::parse(const std::string& name) {
   return {name.substr(dot + 1), name.substr(prefix.size(), dot - prefix.size())};
 }
 
-void WeightStore::declare(const StateKey& key, const Shape& shape, std::optional<Initializer> init) {
+void WeightStore::declare(const StateKey& key, const Shape& shape,
+                          std::optional<Initializer> init) {
   auto [it, fresh] = entries_.try_emplace(key);
   if (!fresh) {
     AS_CHECK(it->second.shape == shape, "'", key.str(), "' declared with shapes ",

@@ -1,29 +1,24 @@
 // The order in which a pipeline's devices run the forward and backward
-// passes of a step's micro-batches: GPipe, 1F1B and interleaved 1F1B
-// (Narayanan et al. 2021: each device holds `chunks` stages, device d the
-// stages d, d + P, d + 2P, ..., so a micro-batch visits every device
-// `chunks` times and the bubble shrinks by that factor).
+// passes of a step's micro-batches, for the schedules the cost model prices
+// (plan/pipeline.h): GPipe, 1F1B and interleaved 1F1B (Narayanan et al.
+// 2021: each device holds v stages, device d the stages d, d + P, d + 2P,
+// ..., so a micro-batch visits every device v times and the bubble shrinks
+// by that factor).
 //
 // Every order is one that buffered sends and blocking receives complete:
 // a forward pass of stage j needs stage j - 1's of the same micro-batch, a
 // backward pass stage j + 1's, and each device's list is consistent with
 // some global order of all of them (tests/pipeline_test.cc simulates it).
+// The passes a device holds between forward and backward never exceed
+// in_flight(shape, d) x v, the cost model's count.
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
-namespace autoshard {
+#include "autoshard/plan/pipeline.h"
 
-enum class PipeSchedule {
-  GPipe,        // every micro-batch's forward pass, then every backward pass
-  OneFOneB,     // after a warm-up, one forward and one backward pass in turn
-  Interleaved,  // 1F1B over several stages per device (Megatron-LM's order)
-};
-const char* pipe_schedule_name(PipeSchedule s);
-// "gpipe", "1f1b" or "interleaved"; anything else is an error naming them.
-PipeSchedule parse_pipe_schedule(const std::string& name);
+namespace autoshard {
 
 // One pass: 'F' or 'B', of (virtual) stage `stage`, for one micro-batch.
 struct PipeUnit {
@@ -34,16 +29,8 @@ struct PipeUnit {
 };
 using PipeWork = std::vector<PipeUnit>;
 
-// Throws a one-line error unless the shape can be scheduled: at least one
-// device and micro-batch; `chunks` > 1 only interleaved, which needs it > 1
-// and the micro-batches a multiple of the devices.
-void check_pipe_shape(PipeSchedule s, int devices, int chunks, int64_t microbatches);
-// Device `device`'s passes of one step, in order.
-PipeWork pipe_schedule(PipeSchedule s, int devices, int chunks, int64_t microbatches, int device);
-// The most passes whose forward ran and backward did not that the device
-// holds at once: M for GPipe, min(P - d, M) for 1F1B, and interleaved
-// min(M v, 2 (P - d - 1) + (v - 1) P + 1).
-int64_t pipe_in_flight_bound(PipeSchedule s, int devices, int chunks, int64_t microbatches,
-                             int device);
+// Device `device`'s passes of one step, in order (`s` as
+// check_pipeline_shape accepts it; interleaved with v = 1 is 1F1B).
+PipeWork pipe_schedule(const PipelineShape& s, int device);
 
 }  // namespace autoshard

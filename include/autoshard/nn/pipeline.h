@@ -7,7 +7,7 @@
 // the last micro-batch. The numbers are one device's full-batch step (to float rounding), for
 // models whose layers do not mix the examples of a batch (batch normalisation does).
 //
-//   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});
+//   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});  // plan/pipeline.h
 //   double loss = pipe.train_on_batch(tokens, targets);  // [B, T] i32 each
 //
 // Stages hold the blocks array_split gives them (12 blocks over 5 stages:
@@ -41,18 +41,11 @@ class Model;
 class ThreadWorld;
 struct StepContext;
 
-struct PipelineOptions {
-  int stages = 2;            // devices along the pipe (P)
-  int64_t microbatches = 1;  // at most the batch; uneven splits allowed
-  PipeSchedule schedule = PipeSchedule::OneFOneB;
-  int virtual_stages = 1;  // stages per device (v > 1: the interleaved schedule)
-};
-
 class PipelineTrainer {
  public:
   // `model` must be compiled (optimizer and loss); its distribution (if
   // any, not AutoShard) lays out each stage's programs.
-  PipelineTrainer(Model& model, PipelineOptions options);
+  PipelineTrainer(Model& model, PipelineShape shape);
   ~PipelineTrainer();
   PipelineTrainer(const PipelineTrainer&) = delete;
   PipelineTrainer& operator=(const PipelineTrainer&) = delete;
@@ -64,7 +57,7 @@ class PipelineTrainer {
   // Blocks each (virtual) stage holds (known after the first step).
   const std::vector<int64_t>& stage_blocks() const { return stage_blocks_; }
   // Per device, the most passes it held between forward and backward at
-  // once in the last step (pipe_in_flight_bound).
+  // once in the last step (at most in_flight(shape, device) x v).
   const std::vector<int64_t>& peak_in_flight() const { return peak_in_flight_; }
 
  private:
@@ -84,7 +77,7 @@ class PipelineTrainer {
                                         const std::map<int, int>& like = {});
 
   Model& model_;
-  PipelineOptions options_;
+  PipelineShape shape_;
   std::vector<int64_t> stage_blocks_, peak_in_flight_;
   std::vector<std::unique_ptr<Programs>> cache_;
   struct Update;
