@@ -18,11 +18,11 @@ if [ "${AUTOSHARD_QUICK:-0}" != 1 ]; then
   cmake --build build-asan -j"$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$jobs" --output-on-failure)
   # ThreadSanitizer over the tests that run several devices as threads (halo
-  # exchanges of split images and batch statistics included).
+  # exchanges of split images and batch statistics, pipeline stages included).
   cmake -S . -B build-tsan -DAUTOSHARD_TSAN=ON -DAUTOSHARD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-tsan -j"$jobs"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure \
-     -R 'ParallelFor|Lanes|Attention|Collectives|ShardedTraining|Partitioner|Cli.TrainOnAMesh|OpSharding|Dropout|AutoShardPlan|Generation|KerasLayersSpatial|ConvLayers|BatchNormalization|Recurrent')
+     -R 'ParallelFor|Lanes|Attention|Collectives|ShardedTraining|Partitioner|Cli.TrainOnAMesh|OpSharding|Dropout|AutoShardPlan|Generation|KerasLayersSpatial|ConvLayers|BatchNormalization|Recurrent|Pipeline|PipeSchedules')
   # The readers of users' files (safetensors, configs, tokenizers, problems,
   # clusters, NumPy, Keras) under libFuzzer for a short while.
   scripts/fuzz.sh "${AUTOSHARD_FUZZ_SECONDS:-30}" 2>&1 | tail -n 2

@@ -156,10 +156,14 @@ Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
   return out;
 }
 
+// sum += t, over the calling thread's cores (a gradient of every weight
+// per micro-batch).
 void add_into(Tensor& sum, const Tensor& t) {
   float* s = sum.f32();
   const float* v = t.f32();
-  for (int64_t i = 0; i < sum.numel(); ++i) s[i] += v[i];
+  parallel_for(sum.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) s[i] += v[i];
+  });
 }
 
 // Values travel as 4-byte words (i32 positions as their bit patterns).
