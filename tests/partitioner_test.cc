@@ -208,8 +208,7 @@ TEST(Partitioner, MovingASplitToAnotherDimensionIsOneAllToAll) {
       ShardedExecutor exec(g, c.mesh, r, {out.id});
       const Tensor data = dtype == DType::F32 ? testing::random_tensor(c.shape, 5)
                                               : testing::random_ids(c.shape, 1000, 5);
-      for (int d = 0; d < c.mesh.size(); ++d)
-        exec.bind(d, x.id, block_of(data, c.from, c.mesh, d));
+      for (int d = 0; d < c.mesh.size(); ++d) exec.bind(d, x.id, block_of(data, c.from, c.mesh, d));
       exec.run();
       const std::string what = c.from.to_string(c.mesh) + " -> " + c.to.to_string(c.mesh);
       int all_to_alls = 0, gathers = 0;
@@ -219,8 +218,8 @@ TEST(Partitioner, MovingASplitToAnotherDimensionIsOneAllToAll) {
       }
       EXPECT_EQ(all_to_alls, c.all_to_alls) << what;
       // Reading the output whole gathers each of its splits once more.
-      const int output_gathers = int(std::count_if(c.to.dims.begin(), c.to.dims.end(),
-                                                   [](int axis) { return axis >= 0; }));
+      const int output_gathers = int(
+          std::count_if(c.to.dims.begin(), c.to.dims.end(), [](int axis) { return axis >= 0; }));
       EXPECT_EQ(gathers, c.gathers + output_gathers) << what;
       const Tensor& got = exec.output(0);
       ASSERT_EQ(got.shape(), c.shape) << what;

@@ -215,8 +215,12 @@ class Lowering {
           break;
         }
         case ConversionStep::Kind::AllToAll: {
-          AllToAllAttrs a{s.axis, s.dim, s.to_dim, split_sizes(global[s.dim], k),
-                          split_sizes(global[s.to_dim], k), c};
+          AllToAllAttrs a{s.axis,
+                          s.dim,
+                          s.to_dim,
+                          split_sizes(global[s.dim], k),
+                          split_sizes(global[s.to_dim], k),
+                          c};
           local = collective(Op::AllToAll, local, std::move(a), s.axis, id);
           break;
         }

@@ -216,14 +216,13 @@ ShapeAndType all_to_all_infer(const Graph& g, const Node& n) {
   const AllToAllAttrs& a = n.attr<AllToAllAttrs>();
   Shape s = input_shape(g, n, 0);
   const int members = static_cast<int>(a.gather_sizes.size());
-  AS_CHECK(a.gather_dim != a.split_dim && a.gather_dim >= 0 && a.split_dim >= 0 &&
-               a.gather_dim < static_cast<int>(s.size()) &&
-               a.split_dim < static_cast<int>(s.size()) && a.index >= 0 && a.index < members &&
-               static_cast<int>(a.split_sizes.size()) == members &&
-               a.gather_sizes[a.index] == s[a.gather_dim] &&
-               std::accumulate(a.split_sizes.begin(), a.split_sizes.end(), int64_t{0}) ==
-                   s[a.split_dim],
-           "internal: all-to-all of a block that is not its member's");
+  AS_CHECK(
+      a.gather_dim != a.split_dim && a.gather_dim >= 0 && a.split_dim >= 0 &&
+          a.gather_dim < static_cast<int>(s.size()) && a.split_dim < static_cast<int>(s.size()) &&
+          a.index >= 0 && a.index < members && static_cast<int>(a.split_sizes.size()) == members &&
+          a.gather_sizes[a.index] == s[a.gather_dim] &&
+          std::accumulate(a.split_sizes.begin(), a.split_sizes.end(), int64_t{0}) == s[a.split_dim],
+      "internal: all-to-all of a block that is not its member's");
   s[a.gather_dim] = std::accumulate(a.gather_sizes.begin(), a.gather_sizes.end(), int64_t{0});
   s[a.split_dim] = a.split_sizes[a.index];
   return {s, input_dtype(g, n, 0)};
