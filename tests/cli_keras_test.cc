@@ -301,6 +301,8 @@ TEST(CliKeras, BadInputIsOneErrorLine) {
       {sparse_eval + " --y " + fractional, "element [1] is 1.5 where whole numbers"},
       {train1 + " --epochs 2 --steps 3", "give --epochs or --steps, not both"},
       {train1 + " --data x.txt", "--data applies to GPT training"},
+      {train1 + " --mesh data=2 --microbatches 2", "--microbatches applies to GPT training"},
+      {train1 + " --mesh pipe=2", "a pipe axis runs only when training a language model"},
       {train1 + " --plan megatron --mesh model=2", "Megatron-LM's layout"},
       {train1 + " --save " + existing, "already exists"},
       {train1 + " --optimizer adamax", "--optimizer 'adamax' is not one of"},

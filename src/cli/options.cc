@@ -137,8 +137,8 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   if (!o.mesh.empty()) {
     mesh = DeviceMesh::parse(o.mesh);
     AS_CHECK(mesh.axis_index("pipe") < 0, "--mesh ", o.mesh,
-             ": a pipe axis runs only when training a language model on --mesh pipe=N "
-             "(plan --predict prices the other shapes)");
+             ": a pipe axis runs only when training a language model (train --model gpt2 "
+             "--mesh data=2,pipe=2); plan --predict prices it for clusters");
   } else if (devices > 1 && o.plan == "auto") {
     const Shape batch{o.batch, o.seq};
     chosen = AutoShard::plan_for_devices(step ? step() : model.training_graph(batch, batch),
