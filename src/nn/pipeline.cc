@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <map>
 
@@ -146,16 +145,6 @@ void bind_inputs(CompiledStep& exec, const StageGraph& graph, const std::vector<
   if (auto it = graph.local.find(y); it != graph.local.end()) bind_if_used(exec, it->second, ys);
 }
 
-// The rows [start, start + count) of a batch-first tensor.
-Tensor rows_of(const Tensor& t, int64_t start, int64_t count) {
-  Shape shape = t.shape();
-  const size_t row = t.nbytes() / static_cast<size_t>(shape[0]);
-  shape[0] = count;
-  Tensor out(shape, t.dtype());
-  std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + start * row, count * row);
-  return out;
-}
-
 // sum += t, over the calling thread's cores (a gradient of every weight
 // per micro-batch).
 void add_into(Tensor& sum, const Tensor& t) {
@@ -275,6 +264,45 @@ std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::v
   return step;
 }
 
+// Completes stage s's backward program (its forward pass again): the
+// gradient of (its loss share) + sum_k <out_k, dy_k> with respect to its
+// weights and received values, dy_k the gradients later stages send back
+// for its output k: the chain rule across stages.
+void PipelineTrainer::differentiate(StagePrograms& sp, const Graph& g, double weight, int s) {
+  StageGraph& b = sp.backward;
+  std::vector<Value> wrt;
+  for (int id : b.graph.parameters()) {
+    const std::string& name = b.graph.node(id).leaf().name;
+    if (model_.non_trainable_.count(name)) continue;
+    wrt.push_back(b.graph.value(id));
+    sp.weights.push_back(name);
+  }
+  for (int in : b.ins) {
+    const bool floating = g.node(in).dtype == DType::F32;
+    sp.gradient_of_in.push_back(floating ? static_cast<int>(wrt.size()) : -1);
+    if (floating) wrt.push_back(b.graph.value(b.local.at(in)));
+  }
+  Value objective;
+  if (b.loss >= 0) objective = ops::scale(b.graph.value(b.loss), weight);
+  for (int out : b.outs) {
+    const Node& n = g.node(out);
+    if (n.dtype != DType::F32) {
+      sp.dy.push_back(-1);
+      continue;
+    }
+    Value dy = b.graph.input(cat("pipe.grad.", out), n.shape);
+    sp.dy.push_back(dy.id);
+    std::vector<int64_t> axes(n.shape.size());
+    for (size_t a = 0; a < axes.size(); ++a) axes[a] = static_cast<int64_t>(a);
+    Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
+    objective = objective.valid() ? objective + term : term;
+  }
+  if (objective.valid())
+    for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
+  AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
+           " sends no value a gradient can flow back through (only integers)");
+}
+
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
                                                          const Tensor& x, const Tensor& y) {
   // A program holds the batch's size (the loss share, dropout's offsets).
@@ -317,48 +345,14 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
     StagePrograms& sp = p->stages[s];
     sp.forward = copy_stage(g, p->stage, s, loss, batch_rows);
     sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
-    // The backward program: the stage's forward pass again, then the
-    // gradient of sum(loss share) + sum_k <out_k, dy_k> with respect to
-    // its weights and received values: the chain rule across stages.
-    StageGraph& b = sp.backward;
-    std::vector<Value> wrt;
-    for (int id : b.graph.parameters()) {
-      const std::string& name = b.graph.node(id).leaf().name;
-      if (model_.non_trainable_.count(name)) continue;
-      wrt.push_back(b.graph.value(id));
-      sp.weights.push_back(name);
-    }
-    for (int in : b.ins) {
-      const bool floating = g.node(in).dtype == DType::F32;
-      sp.gradient_of_in.push_back(floating ? static_cast<int>(wrt.size()) : -1);
-      if (floating) wrt.push_back(b.graph.value(b.local.at(in)));
-    }
-    Value objective;
-    if (b.loss >= 0) objective = ops::scale(b.graph.value(b.loss), p->weight);
-    for (int out : b.outs) {
-      const Node& n = g.node(out);
-      if (n.dtype != DType::F32) {
-        sp.dy.push_back(-1);
-        continue;
-      }
-      Value dy = b.graph.input(cat("pipe.grad.", out), n.shape);
-      sp.dy.push_back(dy.id);
-      std::vector<int64_t> axes(n.shape.size());
-      for (size_t a = 0; a < axes.size(); ++a) axes[a] = static_cast<int64_t>(a);
-      Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
-      objective = objective.valid() ? objective + term : term;
-    }
-    if (objective.valid())
-      for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
-    AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
-             " sends no value a gradient can flow back through (only integers)");
+    differentiate(sp, g, p->weight, s);
     AS_CHECK(sp.forward.outs.size() < size_t{kTagsPerStage}, "pipeline: stage ", s, " sends ",
              sp.forward.outs.size(), " values; at most ", kTagsPerStage - 1);
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
     sp.run_forward = compile(std::move(sp.forward.graph), forward_out);
-    sp.run_backward = compile(std::move(b.graph), sp.gradients_out);
+    sp.run_backward = compile(std::move(sp.backward.graph), sp.gradients_out);
   }
   // Messages between two devices keep their order per tag: a value read by
   // two stages of one device would arrive in the sender's order, not theirs.
@@ -392,8 +386,8 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
   std::vector<Tensor> xs, ys;
   for (int64_t m = 0; m < M; ++m) {
     programs.push_back(&programs_for(sizes[m], starts[m], x, y));
-    xs.push_back(rows_of(x, starts[m], sizes[m]));
-    ys.push_back(rows_of(y, starts[m], sizes[m]));
+    xs.push_back(slice_axis(x, 0, starts[m], sizes[m]));
+    ys.push_back(slice_axis(y, 0, starts[m], sizes[m]));
   }
   Step step{
       .programs = std::move(programs),

@@ -39,6 +39,7 @@ class CompiledStep;
 class Graph;
 class Model;
 class ThreadWorld;
+struct StagePrograms;
 struct StepContext;
 
 class PipelineTrainer {
@@ -71,6 +72,7 @@ class PipelineTrainer {
   void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
   void share_across_ranks(Step& step, std::map<std::string, Tensor>& gradients);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
+  void differentiate(StagePrograms& sp, const Graph& traced, double weight, int stage);
   void apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
                     const StepContext& ctx);
   std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
