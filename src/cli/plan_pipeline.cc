@@ -12,9 +12,7 @@
 #include "cli/output_file.h"
 
 namespace autoshard::cli {
-namespace {
 
-// The mesh without its pipe axis (a mesh of one device when nothing is left).
 std::string in_stage_mesh(const DeviceMesh& full) {
   std::string spec;
   for (int a = 0; a < full.rank(); ++a) {
@@ -24,6 +22,8 @@ std::string in_stage_mesh(const DeviceMesh& full) {
   }
   return spec.empty() ? "data=1,model=1" : spec;
 }
+
+namespace {
 
 LanguageModelConfig with_layers(LanguageModelConfig c, int64_t layers) {
   std::visit(

@@ -25,6 +25,10 @@ struct PipelineOutput {
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
 
+// The mesh without its pipe axis, as --mesh text ("data=1,model=1" when
+// nothing is left).
+std::string in_stage_mesh(const DeviceMesh& full);
+
 // Whether the plan is a pipeline's: a pipe axis, or a pipeline flag given.
 // A pipe axis of size 1 without any flag is dropped from o.mesh (the plan
 // is then exactly the one without it).

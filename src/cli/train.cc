@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output_file.h"
+#include "cli/plan_pipeline.h"
 #include "cli/train_options.h"
 
 namespace autoshard::cli {
@@ -246,35 +247,26 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   AS_CHECK(pipe >= 0 || (o.microbatches == 0 && o.virtual_stages == 1),
            "--microbatches and --virtual-stages need a pipe axis in --mesh (e.g. --mesh pipe=2)");
   if (pipe < 0) return nullptr;
-  std::vector<int> sizes;
-  std::vector<std::string> names;
-  for (int a = 0; a < mesh.rank(); ++a)
-    if (a != pipe) {
-      sizes.push_back(mesh.axis_size(a));
-      names.push_back(mesh.axis_names()[a]);
-    }
+  AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
+  AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
+           "--virtual-stages needs --pipe-schedule interleaved");
   const World& world = World::process();
   AS_CHECK(
       !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
       "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
       world.size(), " ranks started); run other axes inside the stages without mpirun");
   if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
-  AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0,
-           "--zero1 shards optimizer state over the "
-           "data axis; --mesh ",
-           o.mesh, " has none inside its stages");
-  if (!sizes.empty() && mesh.size() > mesh.axis_size(pipe)) {
+  AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0, "--zero1 shards optimizer state over the ",
+           "data axis; --mesh ", o.mesh, " has none inside its stages");
+  if (mesh.size() > mesh.axis_size(pipe)) {
     CommonOptions inside = o;
-    inside.mesh = DeviceMesh(sizes, names).to_string();
+    inside.mesh = in_stage_mesh(mesh);
     if (inside.plan == "auto") inside.plan = mesh.axis_index("model") >= 0 ? "megatron" : "data";
     model.set_distribution(make_distribution(inside, model, cfg));
   }
-  AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
   const int stages = mesh.axis_size(pipe);
   // Default: one micro-batch per stage (interleaved needs a multiple of them).
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);
-  AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
-           "--virtual-stages needs --pipe-schedule interleaved");
   AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
            " needs at least as many sequences in --batch (", o.batch, ")");
   const PipelineShape shape{stages, o.microbatches, o.virtual_stages,
