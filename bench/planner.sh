@@ -15,7 +15,7 @@ set -euo pipefail
 cli=${1:-build/autoshard}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-plans=("data|--plan data" "megatron|--plan megatron" "megatron+zero1|--plan megatron --zero1" "megatron-sp|--plan megatron-sp" "auto|--plan auto")
+plans=("data|--plan data" "fsdp|--plan fsdp" "megatron|--plan megatron" "megatron+zero1|--plan megatron --zero1" "megatron-sp|--plan megatron-sp" "auto|--plan auto")
 
 predict() {  # model batch seq mesh cluster dtype
   for p in "${plans[@]}"; do
@@ -70,7 +70,7 @@ print(json.dumps({"model": sys.argv[2], "mesh": sys.argv[3], "cluster": "this ma
                   "measured_step_s": statistics.median(r["step_ms"] for r in log[1:]) / 1e3}))
 PY
   done < <(in_pass_order "data|--mesh data=$n --plan data" "megatron|--mesh model=$n --plan megatron" \
-             "zero1|--mesh data=$n --plan data --zero1" \
+             "zero1|--mesh data=$n --plan data --zero1" "fsdp|--mesh data=$n --plan fsdp" \
              "megatron-sp|--mesh model=$n --plan megatron-sp" "auto|--devices $n")
 }
 

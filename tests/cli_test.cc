@@ -171,6 +171,40 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
     EXPECT_NEAR(e[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed on pipe=2,model=2, step " << i + 3;
 }
 
+// --plan fsdp: every weight split over the data axis (uneven on data=3; and
+// beside Megatron's model axis) trains with one device's losses; `plan` shows
+// gathers and reduce-scatters, no gradient all-reduce; its checkpoint is an
+// ordinary one, resumed on model=2 where one device would be.
+TEST_F(Cli, FsdpTrainsAsOneDeviceAndItsCheckpointsResumeElsewhere) {
+  const std::string args =
+      "train --model mini --batch 6 --seq 16 --sample 0 --lr-schedule constant ";
+  const std::string one = (dir_ / "one.jsonl").string(), three = (dir_ / "three.jsonl").string(),
+                    resumed = (dir_ / "resumed.jsonl").string(), ckpt = (dir_ / "ckpt").string();
+  ASSERT_EQ(run(args + "--steps 4 --log " + one).code, 0);
+  Result r = run(args + "--steps 4 --mesh data=3 --plan fsdp --log " + three);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(args + "--steps 2 --mesh data=2,model=2 --plan fsdp --checkpoint-dir " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(args + "--steps 4 --mesh model=2 --resume --checkpoint-dir " + ckpt + " --log " +
+          resumed);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<double> a = logged_losses(one), b = logged_losses(three),
+                            c = logged_losses(resumed);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(c.size(), 2u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
+  for (size_t i = 0; i < c.size(); ++i)
+    EXPECT_NEAR(c[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed step " << i + 3;
+  r = run("plan --model mini --batch 6 --seq 16 --mesh data=3 --plan fsdp");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("reduce_scatter"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("all_gather"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wte.embeddings                           [256, 128]       [data, -]"),
+            std::string::npos)
+      << r.output;
+}
+
 // A Hugging Face Llama directory (2 kv heads, sharded BF16 files): training
 // from it on model=3 under AutoShard and under Megatron's layout logs the
 // one-device losses, and eval reads the same directory.

@@ -752,7 +752,8 @@ class RowSplit : public Distribution {
   Sharding weight_layout(const std::string&, const Shape& shape) const override {
     return Sharding::replicated(static_cast<int>(shape.size()));
   }
-  std::map<int, ShardDecision> decisions(const Graph& step) const override {
+  std::map<int, ShardDecision> decisions(const Graph& step,
+                                         const std::map<int, Sharding>&) const override {
     std::map<int, ShardDecision> fixed;
     const int rows = mesh().axis_index("rows");
     for (int i = 0; i < step.size(); ++i) {

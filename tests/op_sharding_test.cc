@@ -443,10 +443,17 @@ TEST(OpSharding, LinearOpsRunOnPartialSums) {
     std::vector<Value> xs;
     std::vector<int> sums;
     for (size_t k = 0; k < c.leaves.size(); ++k) {
-      Shape shape{4};
-      shape.insert(shape.end(), c.leaves[k].shape.begin(), c.leaves[k].shape.end());
       std::string name = "y";
       name += std::to_string(k);
+      if (c.leaves[k].kind == K::Ids) {  // integers: never partial sums, an input as it is
+        xs.push_back(b.graph.input(name, c.leaves[k].shape, DType::I32));
+        b.leaves.push_back(xs.back().id);
+        b.data.push_back(leaf_data(c.leaves[k], 30 + k));
+        sums.push_back(-1);
+        continue;
+      }
+      Shape shape{4};
+      shape.insert(shape.end(), c.leaves[k].shape.begin(), c.leaves[k].shape.end());
       Value y = b.graph.parameter(name, shape);
       b.leaves.push_back(y.id);
       b.data.push_back(testing::random_tensor(shape, 30 + k));
@@ -469,6 +476,10 @@ TEST(OpSharding, LinearOpsRunOnPartialSums) {
       std::string what = op_name(c.op);
       what += " on partial sums, ";
       for (size_t k = 0; k < sums.size(); ++k) {
+        if (sums[k] < 0) {
+          r.leaves[b.leaves[k]] = d.inputs[k];
+          continue;
+        }
         const bool partial = !d.inputs[k].partial.empty();
         Sharding y{{partial ? d.inputs[k].partial[0] : -1}, {}};
         y.dims.insert(y.dims.end(), d.inputs[k].dims.begin(), d.inputs[k].dims.end());
@@ -483,6 +494,7 @@ TEST(OpSharding, LinearOpsRunOnPartialSums) {
   EXPECT_GT(tested, 20);
   EXPECT_TRUE(carriers_seen.count({Op::Mul, 1})) << "mul takes partial sums in either input";
   EXPECT_FALSE(carriers_seen.count({Op::Div, 1})) << "div only in its numerator";
+  EXPECT_TRUE(carriers_seen.count({Op::ScatterAdd, 1})) << "scatter_add in the values it adds";
 }
 
 // A decision that puts partial sums where the op is not linear in them is
@@ -493,6 +505,8 @@ TEST(OpSharding, PartialSumsWhereTheOpIsNotLinearAreRefused) {
   EXPECT_FALSE(takes_partial(Linearity::Product, {partial, partial}, partial));
   EXPECT_FALSE(takes_partial(Linearity::Sum, {whole, partial}, partial));
   EXPECT_FALSE(takes_partial(Linearity::Numerator, {whole, partial}, partial));
+  EXPECT_FALSE(takes_partial(Linearity::Second, {partial, whole}, partial));
+  EXPECT_TRUE(takes_partial(Linearity::Second, {whole, partial}, partial));
   EXPECT_FALSE(takes_partial(Linearity::None, {partial}, partial));
   EXPECT_FALSE(takes_partial(Linearity::Unary, {partial}, whole));
 }

@@ -339,6 +339,25 @@ TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
   EXPECT_GT(split, 0) << "no optimizer state split over the data axis";
 }
 
+// And FSDP (ZeRO-3) is one too: a budget near the smallest peak on a data
+// axis makes AutoShard split the weights themselves over it (gathered where
+// they are read), with one device's numbers.
+TEST(AutoShardPlan, ATightBudgetOnADataAxisShardsTheWeights) {
+  const DeviceMesh mesh({4}, {"data"});
+  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
+  const double budget = double(smallest) + 0.1 * double(replicated - smallest);
+  auto dist = std::make_shared<AutoShard>(
+      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.5});
+  const TrainResult got = train(dist, 8);
+  expect_equal(got, train(nullptr, 8), "FSDP by budget");
+  int64_t split = 0, whole = 0;
+  for (const auto& [path, layout] : dist->plan()) {
+    const int64_t n = numel(got.weights.at(path).shape());
+    (layout.dim_of(0) >= 0 ? split : whole) += n;
+  }
+  EXPECT_GT(split, 4 * whole) << "most of the weights' elements split over the data axis";
+}
+
 // Devices beyond the cores take them in turns; a collective after a stretch
 // of work waits for the last turn, which the problem's per-op sums cannot
 // see. The whole program's prediction arbitrates: the plan kept is never

@@ -335,7 +335,7 @@ def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", se
     like ``"model=2"`` or ``"data=2,model=2"``, or a DeviceMesh
     (``autoshard.keras.distribution.DeviceMesh``); ``devices=N`` lets
     AutoShard pick the mesh's shape. ``plan``: ``"auto"`` (AutoShard),
-    ``"data"``, ``"megatron"``, ``"megatron-sp"`` or a layout map JSON file,
+    ``"data"``, ``"fsdp"``, ``"megatron"``, ``"megatron-sp"`` or a layout map JSON file,
     as the command's --plan. ``dtype`` must be float32 (what the engine
     computes in). ``seed`` seeds sampling and fit's windows.
     """

@@ -81,10 +81,11 @@ struct Placement {
     AS_CHECK(mesh.empty() || devices == 0, "give either mesh or devices, not both");
     AS_CHECK(devices >= 0, "devices must be 0 (one, or one per MPI rank) or more, not ", devices);
     if (!mesh.empty()) DeviceMesh::parse(mesh);
-    AS_CHECK(plan == "auto" || plan == "data" || plan == "megatron" || plan == "megatron-sp" ||
-                 fs::is_regular_file(plan),
+    AS_CHECK(plan == "auto" || plan == "data" || plan == "fsdp" || plan == "megatron" ||
+                 plan == "megatron-sp" || fs::is_regular_file(plan),
              "plan '", plan,
-             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+             "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
+             "name "
              "exists");
   }
 };
@@ -115,13 +116,17 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
     return nullptr;
   if (p.plan == "auto") return std::make_shared<AutoShard>(mesh, "data", options);
   if (p.plan == "data") return std::make_shared<DataParallel>(mesh);
+  if (p.plan == "fsdp")
+    return std::make_shared<FullyShardedDataParallel>(
+        mesh, mesh.axis_index("model") >= 0 ? megatron : LayoutMap{});
   if (p.plan == "megatron" || p.plan == "megatron-sp") {
     auto d = std::make_shared<ModelParallel>(mesh, megatron);
     if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
     return d;
   }
   AS_CHECK(fs::is_regular_file(p.plan), "plan '", p.plan,
-           "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
+           "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
+           "name "
            "exists");
   return std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(p.plan));
 }

@@ -140,9 +140,14 @@ KerasCompiled compile_keras(KerasModel& k, const KerasOverrides& over, bool trai
 std::shared_ptr<Distribution> keras_distribution(const CommonOptions& o, Model& model,
                                                  const std::function<Graph()>& step) {
   AS_CHECK(o.plan != "megatron" && o.plan != "megatron-sp", "--plan ", o.plan,
-           " is Megatron-LM's layout of GPT weights; for a Keras model give auto, data, or a "
-           "layout map file");
-  return make_distribution(o, model, LanguageModelConfig{}, step);
+           " is Megatron-LM's layout of GPT weights; for a Keras model give auto, data, fsdp, or "
+           "a layout map file");
+  std::shared_ptr<Distribution> d = make_distribution(o, model, LanguageModelConfig{}, step);
+  const auto* fsdp = dynamic_cast<const FullyShardedDataParallel*>(d.get());
+  AS_CHECK(!fsdp || fsdp->layout_map().entries().empty(), "--plan fsdp beside a model axis ",
+           "keeps Megatron-LM's layout of GPT weights; for a Keras model give a mesh of the data ",
+           "axis only (--mesh data=", d ? d->mesh().size() : 0, ") or --plan auto");
+  return d;
 }
 
 }  // namespace autoshard::cli

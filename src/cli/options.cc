@@ -37,8 +37,8 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
       ->default_str("");
   cmd->add_option(
          "--plan", o.plan,
-         "auto (AutoShard), data, megatron, megatron-sp (Megatron with sequence parallelism), or "
-         "a layout map JSON file")
+         "auto (AutoShard), data, fsdp (weights, gradients and state split over data: ZeRO-3), "
+         "megatron, megatron-sp (Megatron with sequence parallelism), or a layout map JSON file")
       ->capture_default_str();
   cmd->add_option("--cluster", o.cluster,
                   "the cluster AutoShard prices plans on (and plan --predict predicts for): cpu "
@@ -159,13 +159,19 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     d = a;
   } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
+  } else if (o.plan == "fsdp") {
+    // ZeRO-3 over the data axis; beside a model axis, inside Megatron's layout.
+    const bool tensor_parallel = mesh.axis_index("model") >= 0;
+    d = std::make_shared<FullyShardedDataParallel>(
+        mesh, tensor_parallel ? config.megatron_layout() : LayoutMap{});
   } else if (o.plan == "megatron" || o.plan == "megatron-sp") {
     d = std::make_shared<ModelParallel>(mesh, config.megatron_layout());
     if (o.plan == "megatron-sp") d->sequence_parallel_axis = "model";
   } else {
-    AS_CHECK(std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
-             "' is none of auto, data, megatron, megatron-sp, and no layout map file of that name "
-             "exists");
+    AS_CHECK(
+        std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
+        "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that name "
+        "exists");
     d = std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(o.plan));
   }
   d->zero1 = o.zero1;

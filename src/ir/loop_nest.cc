@@ -81,6 +81,8 @@ std::vector<std::vector<int>> partial_carriers(Linearity linearity, int inputs) 
     }
     case Linearity::Numerator:
       return {{0}};
+    case Linearity::Second:
+      return {{1}};
   }
   return {};
 }

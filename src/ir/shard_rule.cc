@@ -74,6 +74,9 @@ ShardDecision elementwise_rule(const ShardQuery& q, Linearity linearity) {
     case Linearity::Numerator:
       if (has(0) && !has(1)) keeps[0] = true, partial = q.inputs[0].partial;
       break;
+    case Linearity::Second:
+      if (!has(0) && has(1)) keeps[1] = true, partial = q.inputs[1].partial;
+      break;
   }
   // An axis cannot both split a dimension and hold partial sums.
   if (std::any_of(partial.begin(), partial.end(), [&](int a) { return uses(dims, a); })) {

@@ -56,6 +56,7 @@ enum class Linearity {
   Sum,        // add/sub: partial sums pass if every operand has the same ones
   Product,    // mul: partial sums pass in exactly one operand
   Numerator,  // div: partial sums pass in the numerator only
+  Second,     // scatter_add: partial sums pass in the values added (input 1) only
   Unary,      // scale, dropout: partial sums pass
 };
 // Broadcasting elementwise ops (output dims from the operands, first wins).

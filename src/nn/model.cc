@@ -266,7 +266,7 @@ PartitionRequest Model::leaf_layouts(const Graph& g) {
     r.leaves[id] =
         n.leaf().name == kPositions ? Sharding::replicated(1) : dist_->input_layout(n.shape);
   }
-  r.decisions = dist_->decisions(g);
+  r.decisions = dist_->decisions(g, r.leaves);
   // An in-place write of non-trained state goes through a view that must
   // stay the parameter's own storage: it follows the parameter's layout.
   for (int view : composed::assign_views(g)) r.decisions.erase(view);

@@ -449,7 +449,8 @@ Sharding AutoShard::slot_layout(const std::string& path, const std::string& slot
   return it == slots_.end() ? state_layout(weight, shape) : it->second;
 }
 
-std::map<int, ShardDecision> AutoShard::decisions(const Graph& step) const {
+std::map<int, ShardDecision> AutoShard::decisions(const Graph& step,
+                                                  const std::map<int, Sharding>&) const {
   if (step.size() != static_cast<int>(planned_ops_.size())) return {};
   for (int i = 0; i < step.size(); ++i)
     if (step.node(i).op != planned_ops_[i]) return {};

@@ -1,5 +1,6 @@
 #include "autoshard/plan/distribution.h"
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
+#include "autoshard/shard/partitioner.h"
 
 namespace autoshard {
 
@@ -122,15 +124,19 @@ Sharding Distribution::buffer_layout(const std::string&, const Shape& shape) con
   return input_layout(shape);
 }
 
-Sharding Distribution::state_layout(const Sharding& weight, const Shape& shape) const {
+Sharding Distribution::split_over_batch(const Sharding& layout, const Shape& shape) const {
   const int a = mesh_.axis_index(batch_dim_name_);
-  if (!zero1 || a < 0 || mesh_.axis_size(a) == 1 || weight.dim_of(a) >= 0) return weight;
+  if (a < 0 || mesh_.axis_size(a) == 1 || layout.dim_of(a) >= 0) return layout;
   int best = -1;
-  for (int d = 0; d < weight.rank(); ++d)
-    if (weight.dims[d] < 0 && (best < 0 || shape[d] > shape[best])) best = d;
-  Sharding s = weight;
+  for (int d = 0; d < layout.rank(); ++d)
+    if (layout.dims[d] < 0 && (best < 0 || shape[d] > shape[best])) best = d;
+  Sharding s = layout;
   if (best >= 0) s.dims[best] = a;
   return s;
+}
+
+Sharding Distribution::state_layout(const Sharding& weight, const Shape& shape) const {
+  return zero1 ? split_over_batch(weight, shape) : weight;
 }
 
 Sharding Distribution::slot_layout(const std::string&, const std::string&, const Sharding& weight,
@@ -138,7 +144,8 @@ Sharding Distribution::slot_layout(const std::string&, const std::string&, const
   return state_layout(weight, shape);
 }
 
-std::map<int, ShardDecision> Distribution::decisions(const Graph&) const {
+std::map<int, ShardDecision> Distribution::decisions(const Graph&,
+                                                     const std::map<int, Sharding>&) const {
   return {};
 }
 
@@ -166,6 +173,37 @@ Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shap
 
 Sharding ModelParallel::buffer_layout(const std::string& path, const Shape& shape) const {
   return layout_map_.lookup(path) ? weight_layout(path, shape) : input_layout(shape);
+}
+
+FullyShardedDataParallel::FullyShardedDataParallel(DeviceMesh mesh, LayoutMap layout_map,
+                                                   std::string batch_dim_name)
+    : ModelParallel(std::move(mesh), std::move(layout_map), std::move(batch_dim_name)) {}
+
+Sharding FullyShardedDataParallel::weight_layout(const std::string& path,
+                                                 const Shape& shape) const {
+  return split_over_batch(ModelParallel::weight_layout(path, shape), shape);
+}
+
+std::map<int, ShardDecision> FullyShardedDataParallel::decisions(
+    const Graph& step, const std::map<int, Sharding>& leaves) const {
+  const int a = mesh().axis_index(batch_dim_name());
+  if (a < 0 || mesh().axis_size(a) == 1) return {};
+  auto uses_batch_axis = [a](const Sharding& s) { return s.dim_of(a) >= 0 || s.is_partial(a); };
+  // The weights and their state as they are gathered for use.
+  std::map<int, Sharding> gathered = leaves;
+  for (int id : step.parameters())
+    if (!step.node(id).leaf().buffer && gathered.count(id))
+      for (int& axis : gathered[id].dims)
+        if (axis == a) axis = -1;
+  const Partition whole = partition(step, mesh(), PartitionRequest{gathered, {}}, {}, {0});
+  std::map<int, ShardDecision> fixed;
+  for (int i = 0; i < step.size(); ++i) {
+    if (step.node(i).is_leaf()) continue;
+    const ShardDecision& d = whole.decision[i];
+    if (uses_batch_axis(d.output) || std::any_of(d.inputs.begin(), d.inputs.end(), uses_batch_axis))
+      fixed[i] = d;
+  }
+  return fixed;
 }
 
 namespace {

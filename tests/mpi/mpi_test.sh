@@ -34,6 +34,20 @@ for case in "2 model=2" "2 data=2" "3 model=3" "3 data=3" "4 data=2,model=2" "4 
   fi
 done
 
+# Fully sharded data parallelism on 3 ranks (uneven blocks of every weight,
+# gathered before use, gradients reduce-scattered) and beside Megatron's
+# model axis: the losses of in-process devices.
+for case in "3 data=3" "4 data=2,model=2"; do
+  np=${case%% *}; mesh=${case#* }
+  $cli $args --mesh "$mesh" --plan fsdp --log "$work/threads.jsonl" >/dev/null 2>&1
+  if mpirun -np "$np" "$cli" $args --mesh "$mesh" --plan fsdp --log "$work/mpi.jsonl" \
+       >"$work/out" 2>&1 && same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then
+    pass "mpirun -np $np --mesh $mesh --plan fsdp matches in-process devices"
+  else
+    fail "mpirun -np $np --mesh $mesh --plan fsdp"; cat "$work/out"
+  fi
+done
+
 # Transfers split into rounds (MPI counts are ints): with at most 5 elements
 # per MPI call every collective takes many rounds, and the losses still match.
 for case in "3 model=3" "4 data=2,model=2"; do

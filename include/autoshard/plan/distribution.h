@@ -78,15 +78,23 @@ class Distribution {
   virtual Sharding slot_layout(const std::string& path, const std::string& slot,
                                const Sharding& weight, const Shape& shape) const;
   // The strategies a planner fixed for the ops of `step`, by node id (the
-  // rest follow their sharding rules). Empty unless `step` is the graph the
-  // planner prepared.
-  virtual std::map<int, ShardDecision> decisions(const Graph& step) const;
+  // rest follow their sharding rules), given the layouts of its leaves
+  // (weights, state, inputs, by node id). Empty unless `step` is the graph
+  // the planner prepared.
+  virtual std::map<int, ShardDecision> decisions(const Graph& step,
+                                                 const std::map<int, Sharding>& leaves) const;
 
   bool zero1 = false;  // shard optimizer state and the update over the batch axis
   // Megatron's sequence parallelism over this axis (empty: off): the ops the
   // layouts leave whole over it run split along the sequence
   // (PartitionRequest::sequence_parallel_axis).
   std::string sequence_parallel_axis;
+
+ protected:
+  // `layout` with the batch axis added on the largest dimension it leaves
+  // whole (the first of equals), unless it splits over that axis already or
+  // the mesh has no such axis: ZeRO's split of a weight or of its state.
+  Sharding split_over_batch(const Sharding& layout, const Shape& shape) const;
 
  private:
   DeviceMesh mesh_;
@@ -111,6 +119,31 @@ class ModelParallel : public Distribution {
 
  private:
   LayoutMap layout_map_;
+};
+
+// Fully sharded data parallelism (FSDP, ZeRO-3): every weight, and with it
+// its gradient and optimizer state, is also split over the batch axis, along
+// its largest dimension the layout map leaves whole (uneven blocks allowed).
+// The partitioner then gathers each weight where an op reads it (an
+// all-gather before use, again in the backward pass), runs the op on the
+// device's share of the batch as under DataParallel, and reduce-scatters the
+// weight's gradient to its block: between uses a device holds 1/n of the
+// weights, gradients and optimizer state. With an empty layout map it is
+// PyTorch's FSDP; with Megatron's map on a mesh with a model axis, tensor
+// parallelism with ZeRO-3 over the data axis.
+class FullyShardedDataParallel : public ModelParallel {
+ public:
+  explicit FullyShardedDataParallel(DeviceMesh mesh, LayoutMap layout_map = {},
+                                    std::string batch_dim_name = "data");
+  Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  // Every op of the forward and backward passes as the layout map alone
+  // would run it (on the device's share of the batch, reading whole weights
+  // gathered for it): left to their rules, ops that read a split weight
+  // would follow its split and move activations instead. Ops that run
+  // without the batch axis there (the optimizer's update) keep their rules
+  // and update each device's block.
+  std::map<int, ShardDecision> decisions(const Graph& step,
+                                         const std::map<int, Sharding>& leaves) const override;
 };
 
 struct AutoShardOptions {
@@ -148,7 +181,8 @@ class AutoShard : public Distribution {
   Sharding buffer_layout(const std::string& path, const Shape& shape) const override;
   Sharding slot_layout(const std::string& path, const std::string& slot, const Sharding& weight,
                        const Shape& shape) const override;
-  std::map<int, ShardDecision> decisions(const Graph& step) const override;
+  std::map<int, ShardDecision> decisions(const Graph& step,
+                                         const std::map<int, Sharding>& leaves) const override;
 
   // The layouts chosen, by weight path (after prepare).
   const std::map<std::string, Sharding>& plan() const { return plan_; }

@@ -699,6 +699,7 @@ void register_nn_ops(std::vector<OpDef>& t) {
                                .shard = scatter_add_rule,
                                .localize = scatter_add_localize,
                                .loops = scatter_add_loops,
+                               .linearity = Linearity::Second,
                                .cost = scatter_cost};
 }
 
