@@ -258,7 +258,7 @@ TEST_F(BadInput, CommandLineMistakesShareOneFormat) {
   expect_error("frobnicate", "frobnicate");
   expect_error("train --batch", "--batch");
   expect_error("convert only_in", "OUT");
-  expect_error("train --plan Megatron --mesh model=2", "is none of auto, data, megatron");
+  expect_error("train --plan Megatron --mesh model=2", "is none of auto, data, fsdp, megatron");
   expect_error("train --sampling sideways", "sideways");
 }
 

@@ -343,11 +343,33 @@ void run_plan(PlanOptions& o) {
            "--divisible restricts AutoShard's choices; it needs "
            "--plan auto, not --plan ",
            o.plan);
+  // --devices N --predict for a language model under AutoShard: pipelines
+  // of N devices are priced too, and the faster plan that fits is shown.
+  std::vector<std::string> pipe_why;
+  std::optional<PricedPipeline> piped;
+  const PipelineOutput pipe_out{o.json, o.predict, o.overwrite, o.out, o.dtype};
+  if (o.devices > 1 && o.predict && o.plan == "auto" && !names_keras_model(o.model) &&
+      o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible && o.html.empty() &&
+      o.trace.empty())
+    piped = choose_pipeline(o, o.devices, Cluster::for_this_run(o.cluster), o.dtype == "bf16",
+                            pipe_why);
+  auto show_pipeline = [&](const std::string& unpiped) {
+    for (std::string& l : pipe_why) l = "pipeline " + l;
+    pipe_why.push_back("without a pipe axis: " + unpiped);
+    report_pipeline(o, *piped, Cluster::for_this_run(o.cluster), o.dtype == "bf16", pipe_out,
+                    pipe_why);
+  };
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
   Subject subject = names_keras_model(o.model) ? keras_subject(o) : language_subject(o);
   Model& model = *subject.model;
-  std::shared_ptr<Distribution> dist = distribution_of(o, subject);
+  std::shared_ptr<Distribution> dist;
+  try {
+    dist = distribution_of(o, subject);
+  } catch (const Error& e) {
+    if (!piped) throw;
+    return show_pipeline(e.what());
+  }
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
   // --trace draws every device (up to 64): lower them all, not device 0 alone.
@@ -381,9 +403,13 @@ void run_plan(PlanOptions& o) {
           in_process_bytes(model.plan_training(subject.x, subject.y, subject.y_dtype,
                                                World::process().local_devices(mesh)),
                            *cluster, bf16);
-    AS_CHECK(predicted->memory.total() <= cluster->memory_bytes,
-             "the plan does not fit: ", mib(predicted->memory.total()), " per device (weights ",
-             mib(predicted->memory.weights), ", optimizer state ",
+    const bool fits = predicted->memory.total() <= cluster->memory_bytes;
+    if (piped && (!fits || piped->predicted.step_s < predicted->step_s))
+      return show_pipeline(cat(mesh.to_string(), " ", predicted->step_s, " s, ",
+                               mib(predicted->memory.total()), " per device",
+                               fits ? "" : " (does not fit)"));
+    AS_CHECK(fits, "the plan does not fit: ", mib(predicted->memory.total()),
+             " per device (weights ", mib(predicted->memory.weights), ", optimizer state ",
              mib(predicted->memory.optimizer_state), ", activations ",
              mib(predicted->memory.activations), ") but cluster '", cluster->name, "' has ",
              mib(cluster->memory_bytes), "; ", what_else_might_fit(o));
@@ -410,6 +436,7 @@ void run_plan(PlanOptions& o) {
   auto largest = [&j](const char* what) { return j["bytes_per_device"][what].get<double>(); };
   if (auto* a = dynamic_cast<AutoShard*>(dist.get())) {
     j["reasons"] = a->reasons();
+    for (const std::string& l : pipe_why) j["reasons"].push_back("pipeline " + l);
     if (!o.export_problem.empty())
       write_output_file(o.export_problem, "--export-problem", a->problem().to_json() + "\n",
                         o.overwrite);

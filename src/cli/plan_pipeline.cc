@@ -179,9 +179,149 @@ bool pipeline_requested(CommonOptions& o, const PipelineFlags& f) {
   return false;
 }
 
+namespace {
+
+// The micro-batch count: --microbatches M of the batch, or --microbatch-size
+// b sequences on each data replica (1 by default). Both must divide it:
+// uneven micro-batches are not priced.
+int64_t microbatch_count(const CommonOptions& o, const PipelineFlags& f, int64_t data) {
+  if (f.microbatches > 0) {
+    AS_CHECK(o.batch % f.microbatches == 0 && (o.batch / f.microbatches) % data == 0,
+             "--microbatches ", f.microbatches, " must divide --batch ", o.batch,
+             " into micro-batches that divide over data=", data,
+             " (uneven micro-batches are not priced)");
+    return f.microbatches;
+  }
+  const int64_t b = f.microbatch_size > 0 ? f.microbatch_size : 1;
+  AS_CHECK(o.batch % (b * data) == 0, "--batch ", o.batch, " is no multiple of ",
+           "--microbatch-size ", b, " x data=", data, " (uneven micro-batches are not priced)");
+  return o.batch / (b * data);
+}
+
+int64_t data_size(const DeviceMesh& full) {
+  const int a = full.axis_index("data");
+  return a < 0 ? 1 : full.axis_size(a);
+}
+
+std::string fit_error(const PricedPipeline& p, const Cluster& cluster) {
+  const StagePrediction& big = p.predicted.largest_memory();
+  const size_t k = size_t(&big - p.predicted.stages.data());
+  return cat("stage ", k, " needs ", mib(big.memory.total()), " per device (weights ",
+             mib(big.memory.weights), ", optimizer state ", mib(big.memory.optimizer_state),
+             ", activations ", mib(big.memory.activations), ") but cluster '", cluster.name,
+             "' has ", mib(cluster.memory_bytes));
+}
+
+}  // namespace
+
+PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig& config,
+                              const DeviceMesh& full, const PipelineShape& shape,
+                              const Cluster& cluster, bool bf16) {
+  const int pipe = full.axis_index("pipe");
+  const int64_t data = data_size(full);
+  const int64_t rows = o.batch / shape.microbatches;  // one micro-batch, every replica
+  check_pipeline_shape(shape, int(config.layers()));
+  PartCost block, base;
+  split_parts(trace_part(o, config, 1, rows, cluster, full, bf16),
+              trace_part(o, config, 2, rows, cluster, full, bf16),
+              trace_part(o, config, 1, 2 * rows, cluster, full, bf16),
+              trace_part(o, config, 2, 2 * rows, cluster, full, bf16), block, base);
+  PricedPipeline r;
+  r.mesh = full;
+  r.shape = shape;
+  r.microbatch_size = rows / data;
+  r.p2p_bytes =
+      double(rows / data) * double(o.seq) * double(config.attention_width()) * (bf16 ? 2 : 4);
+  r.p2p_s = p2p_seconds(cluster, full, pipe, r.p2p_bytes);
+  r.predicted =
+      predict_pipeline(block, base, int(config.layers()), shape, r.p2p_bytes, r.p2p_s,
+                       double(o.batch) * double(o.seq),
+                       step_model_flops(config, double(o.batch), double(o.seq)), full.size());
+  r.fits = r.predicted.largest_memory().memory.total() <= cluster.memory_bytes;
+  return r;
+}
+
+std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int devices,
+                                              const Cluster& cluster, bool bf16,
+                                              std::vector<std::string>& why) {
+  CommonOptions stage = o;
+  const LanguageModelConfig config = model_config(stage);
+  const int layers = int(config.layers());
+  const int node = cluster.links.empty() || cluster.links.front().devices_per_group <= 0
+                       ? devices
+                       : cluster.links.front().devices_per_group;
+  stage.devices = 0;
+  stage.plan = "megatron";
+  auto better = [](const PricedPipeline& a, const std::optional<PricedPipeline>& b) {
+    return a.fits && (!b || a.predicted.step_s < b->predicted.step_s);
+  };
+  auto line = [&](const PricedPipeline& p) {
+    const PipelineShape& s = p.shape;
+    std::string l = cat(p.mesh.to_string(), " ", pipeline_schedule_name(s.schedule));
+    if (s.virtual_stages > 1) l += cat(" v=", s.virtual_stages);
+    l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size, ": ");
+    return l + (p.fits ? cat(p.predicted.step_s, " s, ",
+                             mib(p.predicted.largest_memory().memory.total()), " per device")
+                       : cat("does not fit (", mib(p.predicted.largest_memory().memory.total()),
+                             " per device)"));
+  };
+  // Stages P from 2 to the blocks; tensor parallel groups T inside a node
+  // (T divides the node's devices); the rest data parallel, a micro-batch of
+  // one sequence per replica, 1F1B. Data outermost, the pipe axis between.
+  std::optional<PricedPipeline> best;
+  for (int P = 2; P <= std::min(devices, layers); ++P) {
+    if (devices % P) continue;
+    for (int T = 1; T <= devices / P && T <= node; ++T) {
+      const int D = devices / P / T;
+      if ((devices / P) % T || node % T || o.batch % D) continue;
+      const DeviceMesh full({D, P, T}, {"data", "pipe", "model"});
+      PricedPipeline p = price_pipeline(stage, config, full, {P, o.batch / D}, cluster, bf16);
+      why.push_back(line(p));
+      if (better(p, best)) best = std::move(p);
+    }
+  }
+  if (!best) return best;
+  // Around the best shape: larger micro-batches, and interleaving.
+  const PricedPipeline around = *best;
+  const int P = around.shape.stages;
+  const int64_t D = data_size(around.mesh);
+  std::vector<PipelineShape> shapes;
+  for (int64_t b : {2, 4})
+    if (o.batch % (b * D) == 0 && o.batch / (b * D) >= P)
+      shapes.push_back({P, o.batch / (b * D), 1, PipelineSchedule::OneFOneB});
+  if (around.shape.microbatches % P == 0 && layers >= 2 * P)
+    shapes.push_back({P, around.shape.microbatches, 2, PipelineSchedule::Interleaved});
+  for (const PipelineShape& shape : shapes) {
+    PricedPipeline p = price_pipeline(stage, config, around.mesh, shape, cluster, bf16);
+    why.push_back(line(p));
+    if (better(p, best)) best = std::move(p);
+  }
+  return best;
+}
+
+void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Cluster& cluster,
+                     bool bf16, const PipelineOutput& out, const std::vector<std::string>& why) {
+  nlohmann::json mesh_json = nlohmann::json::object();
+  for (int a = 0; a < p.mesh.rank(); ++a)
+    mesh_json[p.mesh.axis_names()[size_t(a)]] = p.mesh.axis_size(a);
+  nlohmann::json j = {
+      {"mesh", mesh_json},
+      {"plan", o.plan},
+      {"predicted", pipeline_json(p.predicted, p.shape, p.microbatch_size, p.p2p_s)}};
+  if (!why.empty()) j["reasons"] = why;
+  if (!out.out.empty()) write_output_file(out.out, "--out", j.dump(2) + "\n", out.overwrite);
+  if (out.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  print_pipeline(p.predicted, p.shape, p.microbatch_size, o.model, p.mesh, cluster, bf16);
+  if (why.empty()) return;
+  std::printf("\nwhy:\n");
+  for (const std::string& l : why) std::printf("  %s\n", l.c_str());
+}
+
 void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineOutput& out) {
   const DeviceMesh full = DeviceMesh::parse(o.mesh);
-  const int pipe = full.axis_index("pipe");
   AS_CHECK(out.predict, "--mesh ", o.mesh,
            ": plan prices a pipe axis only as a prediction; add --predict (and --cluster)");
   AS_CHECK(o.devices == 0, "give either --mesh or --devices, not both");
@@ -196,59 +336,16 @@ void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineO
   o.bf16 = bf16;
   const Cluster cluster = Cluster::named(o.cluster);
   cluster.check_mesh(full);
-  // The micro-batch: --microbatches M of the batch, or --microbatch-size b
-  // sequences on each data replica (1 by default). Both must divide it:
-  // uneven micro-batches are not priced.
-  const int data_axis = full.axis_index("data");
-  const int64_t data = data_axis < 0 ? 1 : full.axis_size(data_axis);
   PipelineShape shape;
-  shape.stages = full.axis_size(pipe);
+  shape.stages = full.axis_size(full.axis_index("pipe"));
   shape.schedule = parse_pipeline_schedule(f.schedule.empty() ? "1f1b" : f.schedule);
   shape.virtual_stages = f.virtual_stages;
-  if (f.microbatches > 0) {
-    AS_CHECK(o.batch % f.microbatches == 0 && (o.batch / f.microbatches) % data == 0,
-             "--microbatches ", f.microbatches, " must divide --batch ", o.batch,
-             " into micro-batches that divide over data=", data,
-             " (uneven micro-batches are not priced)");
-    shape.microbatches = f.microbatches;
-  } else {
-    const int64_t b = f.microbatch_size > 0 ? f.microbatch_size : 1;
-    AS_CHECK(o.batch % (b * data) == 0, "--batch ", o.batch, " is no multiple of ",
-             "--microbatch-size ", b, " x data=", data, " (uneven micro-batches are not priced)");
-    shape.microbatches = o.batch / (b * data);
-  }
-  const int64_t rows = o.batch / shape.microbatches;  // one micro-batch, every replica
-  check_pipeline_shape(shape, int(config.layers()));
-  PartCost block, base;
-  split_parts(trace_part(o, config, 1, rows, cluster, full, bf16),
-              trace_part(o, config, 2, rows, cluster, full, bf16),
-              trace_part(o, config, 1, 2 * rows, cluster, full, bf16),
-              trace_part(o, config, 2, 2 * rows, cluster, full, bf16), block, base);
-  const double p2p_bytes =
-      double(rows / data) * double(o.seq) * double(config.attention_width()) * (bf16 ? 2 : 4);
-  const double p2p_s = p2p_seconds(cluster, full, pipe, p2p_bytes);
-  const PipelinePrediction p = predict_pipeline(
-      block, base, int(config.layers()), shape, p2p_bytes, p2p_s, double(o.batch) * double(o.seq),
-      step_model_flops(config, double(o.batch), double(o.seq)), full.size());
-  const StagePrediction& big = p.largest_memory();
-  const size_t big_k = size_t(&big - p.stages.data());
-  AS_CHECK(big.memory.total() <= cluster.memory_bytes, "the plan does not fit: stage ", big_k,
-           " needs ", mib(big.memory.total()), " per device (weights ", mib(big.memory.weights),
-           ", optimizer state ", mib(big.memory.optimizer_state), ", activations ",
-           mib(big.memory.activations), ") but cluster '", cluster.name, "' has ",
-           mib(cluster.memory_bytes),
+  shape.microbatches = microbatch_count(o, f, data_size(full));
+  const PricedPipeline p = price_pipeline(o, config, full, shape, cluster, bf16);
+  AS_CHECK(p.fits, "the plan does not fit: ", fit_error(p, cluster),
            "; use more stages or devices, a smaller --microbatch-size, --schedule 1f1b, "
            "--recompute or --dtype bf16");
-  nlohmann::json mesh_json = nlohmann::json::object();
-  for (int a = 0; a < full.rank(); ++a) mesh_json[full.axis_names()[size_t(a)]] = full.axis_size(a);
-  const int64_t b = rows / data;
-  const nlohmann::json j = {
-      {"mesh", mesh_json}, {"plan", o.plan}, {"predicted", pipeline_json(p, shape, b, p2p_s)}};
-  if (!out.out.empty()) write_output_file(out.out, "--out", j.dump(2) + "\n", out.overwrite);
-  if (out.json)
-    std::printf("%s\n", j.dump(2).c_str());
-  else
-    print_pipeline(p, shape, b, o.model, full, cluster, bf16);
+  report_pipeline(o, p, cluster, bf16, out, {});
 }
 
 }  // namespace autoshard::cli

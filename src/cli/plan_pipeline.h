@@ -4,8 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "autoshard/plan/pipeline.h"
 #include "cli/options.h"
 
 namespace autoshard::cli {
@@ -35,5 +38,36 @@ std::string in_stage_mesh(const DeviceMesh& full);
 bool pipeline_requested(CommonOptions& o, const PipelineFlags& f);
 
 void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineOutput& out);
+
+// A pipeline priced on a cluster: the mesh (with its pipe axis), the
+// schedule, sequences per micro-batch on each data replica, the prediction.
+struct PricedPipeline {
+  DeviceMesh mesh;
+  PipelineShape shape;
+  int64_t microbatch_size = 1;
+  PipelinePrediction predicted;
+  double p2p_bytes = 0, p2p_s = 0;  // one send
+  bool fits = false;                // every stage within the device's memory
+};
+
+// Prices `shape` on `full` for `o`'s model, batch and sequence, each stage
+// laid out by `o.plan` over the axes beside pipe.
+PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig& config,
+                              const DeviceMesh& full, const PipelineShape& shape,
+                              const Cluster& cluster, bool bf16);
+
+// What --devices N considers beside the meshes without a pipe axis: every
+// pipeline data=D,pipe=P,model=T of N devices (2 <= P <= the blocks, tensor
+// parallel groups T inside a node, Megatron's layout in each stage, 1F1B,
+// one sequence per micro-batch and replica), then around the fastest that
+// fits, micro-batches of 2 and 4 and the interleaved schedule (v = 2). The
+// fastest that fits, or none; `why` gets one line per shape priced.
+std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int devices,
+                                              const Cluster& cluster, bool bf16,
+                                              std::vector<std::string>& why);
+
+// Prints (or writes as JSON, with `why` as "reasons") a priced pipeline.
+void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Cluster& cluster,
+                     bool bf16, const PipelineOutput& out, const std::vector<std::string>& why);
 
 }  // namespace autoshard::cli

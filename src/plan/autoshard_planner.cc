@@ -164,20 +164,27 @@ StrategyProblem AutoShard::pose(const Graph& g, const Cluster& cluster) const {
 // whose collectives gather at the end of the step.
 void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp,
                                        const Cluster& cluster) {
-  if (!cluster.oversubscribed(mesh().size()) || cluster.oversubscribed_slice <= 0) return;
+  const bool turns = cluster.oversubscribed(mesh().size()) && cluster.oversubscribed_slice > 0;
+  const int batch = mesh().axis_index(batch_dim_name());
+  const bool only_batch =
+      mesh().size() > 1 && batch >= 0 && mesh().axis_size(batch) == mesh().size();
+  if (!turns && !only_batch) return;
   PartitionRequest data_parallel = sp.request(solution_);
   data_parallel.decisions.clear();
   for (int id : g.parameters()) data_parallel.leaves.erase(id);  // missing: whole
   const StepPrediction p = predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
   if (planned_memory(p) > double(*sp.problem.usage_limit) || p.step_s >= predicted_step_s_) return;
+  const std::string why =
+      turns ? std::to_string(mesh().size()) + " devices take " +
+                  std::to_string(cluster.shared_cores) +
+                  " cores in turns: a collective between stretches of work waits for the last turn"
+            : "its gradient all-reduces run in buckets behind the backward pass, which the "
+              "solver's sum of per-op costs does not see";
   reasons_.insert(reasons_.begin(),
                   "data parallelism kept: " + milliseconds(int64_t(p.step_s * 1e9)) +
                       " per step predicted for its whole program against " +
                       milliseconds(int64_t(predicted_step_s_ * 1e9)) + " for the solver's plan (" +
-                      std::to_string(mesh().size()) + " devices take " +
-                      std::to_string(cluster.shared_cores) +
-                      " cores in turns: a collective between stretches of work waits for the "
-                      "last turn); the solver's plan, not taken:");
+                      why + "); the solver's plan, not taken:");
   predicted_step_s_ = p.step_s;
   plan_.clear();
   slots_.clear();
@@ -406,6 +413,11 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
     return std::any_of(full.begin(), full.end(), [](auto& c) { return c; });
   };
   while (!fits() && planned < order.size()) plan_in_full(planned++);
+  // All devices on the batch axis is planned in full too when it fits: its
+  // plan may be data parallelism, whose gradient buckets overlap the backward
+  // pass (predicted for the whole program, not in the screen's sum).
+  for (size_t i = planned; i < order.size(); ++i)
+    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost) plan_in_full(i);
   std::shared_ptr<AutoShard> best;
   for (const auto& candidate : full)
     if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))
