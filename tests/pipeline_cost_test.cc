@@ -152,6 +152,50 @@ TEST(PipelineCost, PipeOfOneIsThePlanWithoutIt) {
   EXPECT_EQ(a.dump(), b.dump());
 }
 
+// --devices N prices pipelines beside the meshes without a pipe axis and
+// keeps the faster plan that fits. GPT-3 175B on 1024 A100s fits only in
+// pipelines or in plans at the edge of memory: a pipeline wins, predicted
+// no slower than a Megatron-LM-style configuration it could have chosen
+// (data=8,pipe=16,model=8, 1F1B, micro-batches of one), with a line for each
+// shape priced and for the plan without a pipe axis.
+TEST(PipelineCost, DevicesChooseAPipelineWhereOneIsFaster) {
+  const std::string args =
+      "plan --json --cluster a100-80g --model gpt3-175b --batch 1536 --seq 2048 --dtype bf16 "
+      "--recompute --predict ";
+  const cli_runner::Result r = cli_runner::run(args + "--devices 1024");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json chosen = nlohmann::json::parse(r.output);
+  ASSERT_TRUE(chosen["mesh"].contains("pipe")) << r.output;
+  EXPECT_GT(chosen["mesh"]["pipe"].get<int>(), 1);
+  int devices = 1;
+  for (const auto& [axis, size] : chosen["mesh"].items()) devices *= size.get<int>();
+  EXPECT_EQ(devices, 1024);
+  const cli_runner::Result m = cli_runner::run(args + "--mesh data=8,pipe=16,model=8 --plan megatron");
+  ASSERT_EQ(m.code, 0) << m.output;
+  const nlohmann::json megatron = nlohmann::json::parse(m.output);
+  EXPECT_LE(chosen["predicted"]["step_s"].get<double>(),
+            megatron["predicted"]["step_s"].get<double>());
+  EXPECT_LE(chosen["predicted"]["peak_bytes_per_device"].get<double>(), 80.0 * (1 << 30));
+  int pipelines = 0, unpiped = 0;
+  for (const auto& line : chosen["reasons"]) {
+    pipelines += line.get<std::string>().starts_with("pipeline data=");
+    unpiped += line.get<std::string>().starts_with("without a pipe axis: ");
+  }
+  EXPECT_GT(pipelines, 10);
+  EXPECT_EQ(unpiped, 1);
+}
+
+// Where the plan without a pipe axis is faster, it is the one shown, and the
+// pipelines priced are among its reasons.
+TEST(PipelineCost, DevicesKeepThePlanWithoutAPipeWhereItIsFaster) {
+  const nlohmann::json j = plan_json("--devices 4 --batch 8 --predict");
+  EXPECT_FALSE(j["mesh"].contains("pipe"));
+  int pipelines = 0;
+  for (const auto& line : j["reasons"])
+    pipelines += line.get<std::string>().starts_with("pipeline data=");
+  EXPECT_GT(pipelines, 0);
+}
+
 TEST(PipelineCost, BadInputIsOneLine) {
   const std::string model = " --cluster a100-80g --model " + tiny_config() + " --seq 32 ";
   const auto one_line = [](const cli_runner::Result& r, const std::string& says) {
