@@ -179,6 +179,29 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
   }
 }
 
+// Stages are balanced by predicted time, not by block count: with a head
+// (vocabulary 3000 over a width of 24) costing more than a block, the last
+// stage holds fewer blocks than the first, and the numbers stay one
+// device's.
+TEST(Pipeline, StagesAreBalancedByTimeNotBlockCount) {
+  GPT2Config cfg = GPT2Config::preset("test");
+  cfg.n_layer = 8;
+  cfg.vocab_size = 3000;
+  GPT2 one(cfg, 6, 11), piped(cfg, 6, 11);
+  one.compile(adamw(), losses::sparse_categorical_crossentropy);
+  piped.compile(adamw(), losses::sparse_categorical_crossentropy);
+  PipelineTrainer pipeline(piped, {2, 2, 1, PipelineSchedule::OneFOneB});
+  for (int step = 0; step < 2; ++step) {
+    const Tensor x = testing::random_ids({4, 6}, 3000, 500 + step);
+    const Tensor y = testing::random_ids({4, 6}, 3000, 600 + step);
+    const double want = one.train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+    EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "step " << step + 1;
+  }
+  ASSERT_EQ(pipeline.stage_blocks().size(), 2u);
+  EXPECT_EQ(pipeline.stage_blocks()[0] + pipeline.stage_blocks()[1], 8);
+  EXPECT_GT(pipeline.stage_blocks()[0], pipeline.stage_blocks()[1]);
+}
+
 // Batches of another size (9, then 8: micro-batches 3 3 3, then 3 3 2)
 // take their own loss shares and dropout offsets, not the first batch's.
 TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {

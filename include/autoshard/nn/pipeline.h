@@ -10,10 +10,11 @@
 //   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});  // plan/pipeline.h
 //   double loss = pipe.train_on_batch(tokens, targets);  // [B, T] i32 each
 //
-// Stages hold the blocks array_split gives them (12 blocks over 5 stages:
-// 3, 3, 2, 2, 2); what comes before the first block (embeddings) runs on the
-// first stage, what comes after the last (final norm, head, loss) on the
-// last. A weight two stages read (GPT-2's tied embedding and head) keeps one
+// Stages hold consecutive blocks, balanced by the cost model's time of
+// their forward pass on this machine (as plan --predict balances them; 12
+// equal blocks over 5 stages without a head: 3, 3, 2, 2, 2); what comes
+// before the first block (embeddings) runs on the first stage, what comes
+// after the last (final norm, head, loss) on the last. A weight two stages read (GPT-2's tied embedding and head) keeps one
 // value: the stages' gradients are summed before the update. Each stage
 // keeps only the inputs of the micro-batches between their forward and
 // backward pass and recomputes its forward pass in the backward one (at
