@@ -259,6 +259,7 @@ TEST_F(BadInput, CommandLineMistakesShareOneFormat) {
   expect_error("train --batch", "--batch");
   expect_error("convert only_in", "OUT");
   expect_error("train --plan Megatron --mesh model=2", "is none of auto, data, fsdp, megatron");
+  expect_error("train --plan fsdp --mesh model=2", "--plan fsdp splits every weight over the data");
   expect_error("train --sampling sideways", "sideways");
 }
 

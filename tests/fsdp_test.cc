@@ -98,6 +98,18 @@ TEST(Fsdp, TrainsGpt2AndLlamaAsOneDevice) {
   }
 }
 
+// Evaluation and prediction steps (no optimizer update, so no value the
+// decisions could reach from an update) give one device's numbers.
+TEST(Fsdp, EvaluatesAndPredictsAsOneDevice) {
+  std::unique_ptr<Model> one = build("gpt2", 6), sharded = build("gpt2", 6);
+  one->compile(adamw(), losses::sparse_categorical_crossentropy);
+  sharded->set_distribution(fsdp("gpt2", "data=4"));
+  sharded->compile(adamw(), losses::sparse_categorical_crossentropy);
+  const Tensor x = testing::random_ids({8, 6}, 67, 31), y = testing::random_ids({8, 6}, 67, 32);
+  EXPECT_NEAR(sharded->test_on_batch(x, y), one->test_on_batch(x, y), 1e-5);
+  EXPECT_LT(max_relative_error(sharded->predict_on_batch(x), one->predict_on_batch(x)), 1e-5);
+}
+
 // Device 0's bytes of weights and optimizer state (its parameter blocks), and
 // the bytes each kind of collective moves in one step.
 struct DeviceView {

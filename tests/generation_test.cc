@@ -38,6 +38,7 @@ std::shared_ptr<Distribution> distribution_for(const std::string& plan, const ch
   const DeviceMesh m = DeviceMesh::parse(mesh);
   if (plan == "megatron") return std::make_shared<ModelParallel>(m, megatron);
   if (plan == "data") return std::make_shared<DataParallel>(m);
+  if (plan == "fsdp") return std::make_shared<FullyShardedDataParallel>(m, megatron);
   return std::make_shared<AutoShard>(m, "data", AutoShardOptions{.time_limit_s = 0.2});
 }
 
@@ -47,7 +48,8 @@ struct Case {
 };
 const std::vector<Case> kCases = {{"one device", ""},      {"megatron", "model=3"},
                                   {"megatron", "model=4"}, {"auto", "model=3"},
-                                  {"data", "data=2"},      {"megatron", "data=2,model=2"}};
+                                  {"data", "data=2"},      {"megatron", "data=2,model=2"},
+                                  {"fsdp", "data=2,model=2"}};
 
 TEST(Generation, LlamaCachedStepsMatchTheFullForwardPass) {
   const LlamaConfig config = llama_config_of(kData + "/hf_llama");
@@ -91,6 +93,10 @@ TEST(Generation, TheCacheIsSplitLikeTheHeads) {
   const ModelParallel mp(DeviceMesh::parse("model=2"), map);
   const Sharding s = mp.buffer_layout("layers.1.self_attn.value_cache", {1, 8, 2, 6});
   EXPECT_EQ(s.dims, (std::vector<int>{-1, -1, 0, -1}));
+  // FSDP splits weights over the data axis, not the cache's length.
+  const FullyShardedDataParallel fsdp(DeviceMesh::parse("data=2,model=2"), map);
+  EXPECT_EQ(fsdp.buffer_layout("layers.1.self_attn.value_cache", {1, 8, 2, 6}).dims,
+            (std::vector<int>{-1, -1, 1, -1}));
 }
 
 TEST(Generation, SamplingIsTheSameOnEveryMeshForASeed) {

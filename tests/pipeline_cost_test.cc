@@ -194,6 +194,15 @@ TEST(PipelineCost, DevicesKeepThePlanWithoutAPipeWhereItIsFaster) {
   for (const auto& line : j["reasons"])
     pipelines += line.get<std::string>().starts_with("pipeline data=");
   EXPECT_GT(pipelines, 0);
+  // A shape an option refuses (ZeRO-1 without data parallelism) is skipped,
+  // not an error; --mesh with --devices is still one.
+  const nlohmann::json z = plan_json("--devices 4 --batch 8 --predict --zero1");
+  EXPECT_TRUE(z.contains("mesh"));
+  const cli_runner::Result both = cli_runner::run(
+      "plan --cluster a100-80g --model " + tiny_config() + " --seq 32 --mesh data=2 --devices 4 "
+      "--batch 8 --predict");
+  EXPECT_EQ(both.code, 1) << both.output;
+  EXPECT_NE(both.output.find("give either --mesh or --devices"), std::string::npos) << both.output;
 }
 
 TEST(PipelineCost, BadInputIsOneLine) {

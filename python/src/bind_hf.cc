@@ -85,8 +85,7 @@ struct Placement {
                  plan == "megatron-sp" || fs::is_regular_file(plan),
              "plan '", plan,
              "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
-             "name "
-             "exists");
+             "name exists");
   }
 };
 
@@ -110,15 +109,21 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
   DeviceMesh mesh;
   if (!p.mesh.empty())
     mesh = DeviceMesh::parse(p.mesh);
+  else if (devices > 1 && p.plan == "fsdp")
+    mesh = DeviceMesh({devices}, {"data"});  // FSDP shards over the data axis
   else if (devices > 1)
     mesh = DeviceMesh({1, devices}, {"data", "model"});
   else
     return nullptr;
   if (p.plan == "auto") return std::make_shared<AutoShard>(mesh, "data", options);
   if (p.plan == "data") return std::make_shared<DataParallel>(mesh);
-  if (p.plan == "fsdp")
+  if (p.plan == "fsdp") {
+    const int data = mesh.axis_index("data"), model = mesh.axis_index("model");
+    AS_CHECK(data >= 0 && mesh.axis_size(data) > 1, "plan 'fsdp' splits every weight over the ",
+             "data axis, and mesh ", mesh.to_string(), " has none of more than one device");
     return std::make_shared<FullyShardedDataParallel>(
-        mesh, mesh.axis_index("model") >= 0 ? megatron : LayoutMap{});
+        mesh, model >= 0 && mesh.axis_size(model) > 1 ? megatron : LayoutMap{});
+  }
   if (p.plan == "megatron" || p.plan == "megatron-sp") {
     auto d = std::make_shared<ModelParallel>(mesh, megatron);
     if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
@@ -126,8 +131,7 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
   }
   AS_CHECK(fs::is_regular_file(p.plan), "plan '", p.plan,
            "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
-           "name "
-           "exists");
+           "name exists");
   return std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(p.plan));
 }
 

@@ -91,6 +91,18 @@ void check_zero1(const CommonOptions& o, const DeviceMesh* mesh) {
            "; give a mesh with one (e.g. --mesh data=2) or drop --zero1");
 }
 
+// ZeRO-3 over the data axis; beside a model axis, inside Megatron's layout.
+std::shared_ptr<Distribution> fsdp_distribution(const DeviceMesh& mesh,
+                                                const LanguageModelConfig& config) {
+  const int data = mesh.axis_index("data"), model = mesh.axis_index("model");
+  AS_CHECK(data >= 0 && mesh.axis_size(data) > 1, "--plan fsdp splits every weight over the ",
+           "data axis, and mesh ", mesh.to_string(), " has none of more than one device; give ",
+           "one (e.g. --mesh data=4) or another --plan");
+  const bool tensor_parallel = model >= 0 && mesh.axis_size(model) > 1;
+  return std::make_shared<FullyShardedDataParallel>(
+      mesh, tensor_parallel ? config.megatron_layout() : LayoutMap{});
+}
+
 }  // namespace
 
 // The model's config: --model, or the config of --weights when --model was
@@ -145,7 +157,10 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                                          devices, "data", auto_options, &why);
     mesh = chosen->mesh();
   } else if (devices > 0) {
-    const int data = static_cast<int>(std::gcd<int64_t>(devices, o.batch));
+    // FSDP shards over the data axis: all of them (the batch split unevenly
+    // if need be); otherwise as much data parallelism as the batch divides.
+    const int data =
+        o.plan == "fsdp" ? devices : static_cast<int>(std::gcd<int64_t>(devices, o.batch));
     mesh = DeviceMesh({data, devices / data}, {"data", "model"});
   } else {
     check_zero1(o, nullptr);
@@ -160,10 +175,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
   } else if (o.plan == "data") {
     d = std::make_shared<DataParallel>(mesh);
   } else if (o.plan == "fsdp") {
-    // ZeRO-3 over the data axis; beside a model axis, inside Megatron's layout.
-    const bool tensor_parallel = mesh.axis_index("model") >= 0;
-    d = std::make_shared<FullyShardedDataParallel>(
-        mesh, tensor_parallel ? config.megatron_layout() : LayoutMap{});
+    d = fsdp_distribution(mesh, config);
   } else if (o.plan == "megatron" || o.plan == "megatron-sp") {
     d = std::make_shared<ModelParallel>(mesh, config.megatron_layout());
     if (o.plan == "megatron-sp") d->sequence_parallel_axis = "model";

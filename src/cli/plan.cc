@@ -348,7 +348,8 @@ void run_plan(PlanOptions& o) {
   std::vector<std::string> pipe_why;
   std::optional<PricedPipeline> piped;
   const PipelineOutput pipe_out{o.json, o.predict, o.overwrite, o.out, o.dtype};
-  if (o.devices > 1 && o.predict && o.plan == "auto" && !names_keras_model(o.model) &&
+  if (o.mesh.empty() && o.devices > 1 && o.predict && o.plan == "auto" &&
+      !names_keras_model(o.model) &&
       o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible && o.html.empty() &&
       o.trace.empty())
     piped = choose_pipeline(o, o.devices, Cluster::for_this_run(o.cluster), o.dtype == "bf16",
@@ -367,7 +368,8 @@ void run_plan(PlanOptions& o) {
   try {
     dist = distribution_of(o, subject);
   } catch (const Error& e) {
-    if (!piped) throw;
+    // Only AutoShard's "nothing fits" gives way to a pipeline that does.
+    if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
     return show_pipeline(e.what());
   }
   model.set_distribution(dist);

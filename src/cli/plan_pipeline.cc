@@ -230,6 +230,7 @@ PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig&
   r.mesh = full;
   r.shape = shape;
   r.microbatch_size = rows / data;
+  r.stage_plan = o.plan;
   r.p2p_bytes =
       double(rows / data) * double(o.seq) * double(config.attention_width()) * (bf16 ? 2 : 4);
   r.p2p_s = p2p_seconds(cluster, full, pipe, r.p2p_bytes);
@@ -241,62 +242,79 @@ PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig&
   return r;
 }
 
+namespace {
+
+// A line of --devices' explanation: the shape priced and what it came to.
+std::string priced_line(const PricedPipeline& p) {
+  const PipelineShape& s = p.shape;
+  std::string l = cat(p.mesh.to_string(), " ", pipeline_schedule_name(s.schedule));
+  if (s.virtual_stages > 1) l += cat(" v=", s.virtual_stages);
+  l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size, ": ");
+  const double bytes = p.predicted.largest_memory().memory.total();
+  return l + (p.fits ? cat(p.predicted.step_s, " s, ", mib(bytes), " per device")
+                     : cat("does not fit (", mib(bytes), " per device)"));
+}
+
+// Prices candidates for choose_pipeline, keeping the fastest that fits; a
+// shape the cluster or the options refuse is a line of `why`, not an error.
+struct PipelineSearch {
+  const CommonOptions& stage;  // the in-stage plan's options
+  const LanguageModelConfig& config;
+  const Cluster& cluster;
+  bool bf16;
+  std::vector<std::string>& why;
+  std::optional<PricedPipeline> best;
+
+  void price(const DeviceMesh& full, const PipelineShape& shape) {
+    try {
+      cluster.check_mesh(full);
+      PricedPipeline p = price_pipeline(stage, config, full, shape, cluster, bf16);
+      why.push_back(priced_line(p));
+      if (p.fits && (!best || p.predicted.step_s < best->predicted.step_s)) best = std::move(p);
+    } catch (const Error& e) {
+      why.push_back(cat(full.to_string(), ": ", e.what()));
+    }
+  }
+};
+
+}  // namespace
+
 std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int devices,
                                               const Cluster& cluster, bool bf16,
                                               std::vector<std::string>& why) {
   CommonOptions stage = o;
   const LanguageModelConfig config = model_config(stage);
+  stage.devices = 0;
+  stage.plan = "megatron";
   const int layers = int(config.layers());
   const int node = cluster.links.empty() || cluster.links.front().devices_per_group <= 0
                        ? devices
                        : cluster.links.front().devices_per_group;
-  stage.devices = 0;
-  stage.plan = "megatron";
-  auto better = [](const PricedPipeline& a, const std::optional<PricedPipeline>& b) {
-    return a.fits && (!b || a.predicted.step_s < b->predicted.step_s);
-  };
-  auto line = [&](const PricedPipeline& p) {
-    const PipelineShape& s = p.shape;
-    std::string l = cat(p.mesh.to_string(), " ", pipeline_schedule_name(s.schedule));
-    if (s.virtual_stages > 1) l += cat(" v=", s.virtual_stages);
-    l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size, ": ");
-    return l + (p.fits ? cat(p.predicted.step_s, " s, ",
-                             mib(p.predicted.largest_memory().memory.total()), " per device")
-                       : cat("does not fit (", mib(p.predicted.largest_memory().memory.total()),
-                             " per device)"));
-  };
+  PipelineSearch search{stage, config, cluster, bf16, why, std::nullopt};
   // Stages P from 2 to the blocks; tensor parallel groups T inside a node
-  // (T divides the node's devices); the rest data parallel, a micro-batch of
-  // one sequence per replica, 1F1B. Data outermost, the pipe axis between.
-  std::optional<PricedPipeline> best;
+  // (T divides the node's devices); the rest data parallel (ZeRO-1 needs
+  // two or more), a micro-batch of one sequence per replica, 1F1B. Data
+  // outermost, the pipe axis between.
   for (int P = 2; P <= std::min(devices, layers); ++P) {
     if (devices % P) continue;
     for (int T = 1; T <= devices / P && T <= node; ++T) {
       const int D = devices / P / T;
-      if ((devices / P) % T || node % T || o.batch % D) continue;
-      const DeviceMesh full({D, P, T}, {"data", "pipe", "model"});
-      PricedPipeline p = price_pipeline(stage, config, full, {P, o.batch / D}, cluster, bf16);
-      why.push_back(line(p));
-      if (better(p, best)) best = std::move(p);
+      if ((devices / P) % T || node % T || o.batch % D || (o.zero1 && D < 2)) continue;
+      search.price(DeviceMesh({D, P, T}, {"data", "pipe", "model"}), {P, o.batch / D});
     }
   }
-  if (!best) return best;
+  if (!search.best) return std::nullopt;
   // Around the best shape: larger micro-batches, and interleaving.
-  const PricedPipeline around = *best;
-  const int P = around.shape.stages;
-  const int64_t D = data_size(around.mesh);
-  std::vector<PipelineShape> shapes;
+  const DeviceMesh mesh = search.best->mesh;
+  const PipelineShape around = search.best->shape;
+  const int P = around.stages;
+  const int64_t D = data_size(mesh);
   for (int64_t b : {2, 4})
     if (o.batch % (b * D) == 0 && o.batch / (b * D) >= P)
-      shapes.push_back({P, o.batch / (b * D), 1, PipelineSchedule::OneFOneB});
-  if (around.shape.microbatches % P == 0 && layers >= 2 * P)
-    shapes.push_back({P, around.shape.microbatches, 2, PipelineSchedule::Interleaved});
-  for (const PipelineShape& shape : shapes) {
-    PricedPipeline p = price_pipeline(stage, config, around.mesh, shape, cluster, bf16);
-    why.push_back(line(p));
-    if (better(p, best)) best = std::move(p);
-  }
-  return best;
+      search.price(mesh, {P, o.batch / (b * D), 1, PipelineSchedule::OneFOneB});
+  if (around.microbatches % P == 0 && layers >= 2 * P)
+    search.price(mesh, {P, around.microbatches, 2, PipelineSchedule::Interleaved});
+  return search.best;
 }
 
 void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Cluster& cluster,
@@ -306,7 +324,7 @@ void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Clus
     mesh_json[p.mesh.axis_names()[size_t(a)]] = p.mesh.axis_size(a);
   nlohmann::json j = {
       {"mesh", mesh_json},
-      {"plan", o.plan},
+      {"plan", p.stage_plan},
       {"predicted", pipeline_json(p.predicted, p.shape, p.microbatch_size, p.p2p_s)}};
   if (!why.empty()) j["reasons"] = why;
   if (!out.out.empty()) write_output_file(out.out, "--out", j.dump(2) + "\n", out.overwrite);
@@ -334,7 +352,7 @@ void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineO
   const LanguageModelConfig config = model_config(o);
   const bool bf16 = out.dtype == "bf16";
   o.bf16 = bf16;
-  const Cluster cluster = Cluster::named(o.cluster);
+  const Cluster cluster = Cluster::for_this_run(o.cluster);
   cluster.check_mesh(full);
   PipelineShape shape;
   shape.stages = full.axis_size(full.axis_index("pipe"));

@@ -45,6 +45,7 @@ struct PricedPipeline {
   DeviceMesh mesh;
   PipelineShape shape;
   int64_t microbatch_size = 1;
+  std::string stage_plan;  // the layout inside each stage (--plan)
   PipelinePrediction predicted;
   double p2p_bytes = 0, p2p_s = 0;  // one send
   bool fits = false;                // every stage within the device's memory

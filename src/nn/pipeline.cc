@@ -66,7 +66,7 @@ std::vector<int> assign_stages(const Graph& g, const std::vector<int64_t>& block
 // cost alike, the nodes before the first block (embeddings) go with the
 // first stage, those after the last (head, loss) with the last, as the cost
 // model's balance_stages weighs them. GPT-2 124M's head costs about five
-// blocks: 12 blocks over 2 stages are 9 + 3, not 6 + 6.
+// blocks: 12 blocks over 2 stages are 8 + 4, not 6 + 6.
 std::vector<int64_t> balanced_blocks(const Graph& g, int stages) {
   const Cluster here = Cluster::for_this_run("cpu");
   double blocks_s = 0, first_s = 0, last_s = 0;
@@ -86,10 +86,22 @@ std::vector<int64_t> balanced_blocks(const Graph& g, int stages) {
   }
   const std::vector<int> n =
       balance_stages(g.regions(), stages, blocks_s / g.regions(), first_s, last_s);
-  // Under mpirun every rank must cut alike, whatever its own calibration:
-  // the leader's cut.
+  return {n.begin(), n.end()};
+}
+
+// The cut every rank takes: the leader's (ranks may be calibrated
+// differently), the even one if pricing fails there.
+std::vector<int64_t> agreed_blocks(const Graph& g, int stages) {
   std::string cut;
-  for (int k : n) cut += std::to_string(k) + " ";
+  if (World::process().leader()) {
+    std::vector<int64_t> n;
+    try {
+      n = balanced_blocks(g, stages);
+    } catch (const Error&) {
+      n = split_sizes(g.regions(), stages);
+    }
+    for (int64_t k : n) cut += std::to_string(k) + " ";
+  }
   std::istringstream leaders(World::process().broadcast(cut));
   std::vector<int64_t> out;
   for (int64_t k; leaders >> k;) out.push_back(k);
@@ -375,7 +387,9 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   check_pipeline_shape(shape_, g.regions());
   AS_CHECK(V * kTagsPerStage <= kGradientTag, "pipeline: at most ", kGradientTag / kTagsPerStage,
            " stages, got ", V);
-  stage_blocks_ = balanced_blocks(g, V);
+  // Cut once, at the first step's first micro-batch: every micro-batch's
+  // programs (uneven ones too) take the same stages.
+  if (stage_blocks_.empty()) stage_blocks_ = agreed_blocks(g, V);
   p->stage = assign_stages(g, stage_blocks_);
   const Rows batch_rows{x.shape()[0], start, rows};
   p->stages.resize(V);

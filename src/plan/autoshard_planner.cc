@@ -168,12 +168,20 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
   const int batch = mesh().axis_index(batch_dim_name());
   const bool only_batch =
       mesh().size() > 1 && batch >= 0 && mesh().axis_size(batch) == mesh().size();
-  if (!turns && !only_batch) return;
   PartitionRequest data_parallel = sp.request(solution_);
   data_parallel.decisions.clear();
   for (int id : g.parameters()) data_parallel.leaves.erase(id);  // missing: whole
-  const StepPrediction p = predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
-  if (planned_memory(p) > double(*sp.problem.usage_limit) || p.step_s >= predicted_step_s_) return;
+  const auto predict_data_parallel = [&] {
+    return predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
+  };
+  std::optional<StepPrediction> p;
+  if (turns || only_batch) p = predict_data_parallel();
+  const bool faster = p && planned_memory(*p) <= double(*sp.problem.usage_limit) &&
+                      p->step_s < predicted_step_s_;
+  // Ranks may be calibrated differently: all take the leader's choice (every
+  // rank asks, whatever its own answer).
+  if (World::process().broadcast(faster ? "1" : "0") != "1") return;
+  if (!p) p = predict_data_parallel();
   const std::string why =
       turns ? std::to_string(mesh().size()) + " devices take " +
                   std::to_string(cluster.shared_cores) +
@@ -181,11 +189,11 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
             : "its gradient all-reduces run in buckets behind the backward pass, which the "
               "solver's sum of per-op costs does not see";
   reasons_.insert(reasons_.begin(),
-                  "data parallelism kept: " + milliseconds(int64_t(p.step_s * 1e9)) +
+                  "data parallelism kept: " + milliseconds(int64_t(p->step_s * 1e9)) +
                       " per step predicted for its whole program against " +
                       milliseconds(int64_t(predicted_step_s_ * 1e9)) + " for the solver's plan (" +
                       why + "); the solver's plan, not taken:");
-  predicted_step_s_ = p.step_s;
+  predicted_step_s_ = p->step_s;
   plan_.clear();
   slots_.clear();
   decisions_.clear();
@@ -383,7 +391,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   for (size_t k = 0; k < shapes.size(); ++k)  // found nothing, proved nothing: last
     if (!screened[k].cost && screened[k].problem) order.push_back(k);
   std::vector<std::shared_ptr<AutoShard>> full(order.size());
-  const auto plan_in_full = [&](size_t i) {
+  const auto plan_in_full = [&](size_t i, double share = 0.5) {
     const size_t k = order[i];
     try {
       // The finalists share the time one plan would have (by default, at
@@ -391,8 +399,8 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
       AutoShardOptions each = options;
       each.time_limit_s =
           options.time_limit_s > 0
-              ? options.time_limit_s / 2
-              : std::max(0.25, default_time_limit(screened[k].problem->problem) / 2);
+              ? options.time_limit_s * share
+              : std::max(0.25, default_time_limit(screened[k].problem->problem) * share);
       auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
       candidate->prepare(g, std::move(*screened[k].problem));  // posed by the screen
       screened[k].line += "; " + candidate->reasons().front();
@@ -416,8 +424,9 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   // All devices on the batch axis is planned in full too when it fits: its
   // plan may be data parallelism, whose gradient buckets overlap the backward
   // pass (predicted for the whole program, not in the screen's sum).
+  // (Half a finalist's time: the two ran side by side, this one after them.)
   for (size_t i = planned; i < order.size(); ++i)
-    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost) plan_in_full(i);
+    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost) plan_in_full(i, 0.25);
   std::shared_ptr<AutoShard> best;
   for (const auto& candidate : full)
     if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))

@@ -172,7 +172,10 @@ Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shap
 }
 
 Sharding ModelParallel::buffer_layout(const std::string& path, const Shape& shape) const {
-  return layout_map_.lookup(path) ? weight_layout(path, shape) : input_layout(shape);
+  // The map's layout itself, not a subclass's weight layout (FSDP's split
+  // over the batch axis is for weights, not key-value caches).
+  return layout_map_.lookup(path) ? ModelParallel::weight_layout(path, shape)
+                                  : input_layout(shape);
 }
 
 FullyShardedDataParallel::FullyShardedDataParallel(DeviceMesh mesh, LayoutMap layout_map,
@@ -195,7 +198,15 @@ std::map<int, ShardDecision> FullyShardedDataParallel::decisions(
     if (!step.node(id).leaf().buffer && gathered.count(id))
       for (int& axis : gathered[id].dims)
         if (axis == a) axis = -1;
-  const Partition whole = partition(step, mesh(), PartitionRequest{gathered, {}}, {}, {0});
+  // Every value nothing reads is an output, so the ops of any step (a
+  // training step's, an evaluation's, a prediction's) are decided.
+  std::vector<bool> read(size_t(step.size()), false);
+  for (int i = 0; i < step.size(); ++i)
+    for (int in : step.node(i).inputs) read[size_t(in)] = true;
+  std::vector<int> sinks;
+  for (int i = 0; i < step.size(); ++i)
+    if (!read[size_t(i)] && !step.node(i).is_leaf()) sinks.push_back(i);
+  const Partition whole = partition(step, mesh(), PartitionRequest{gathered, {}}, sinks, {0});
   std::map<int, ShardDecision> fixed;
   for (int i = 0; i < step.size(); ++i) {
     if (step.node(i).is_leaf()) continue;

@@ -3,9 +3,10 @@
 // partitioned over the model's mesh, the mesh inside the stages); a batch
 // split into micro-batches whose activations pass forward from stage to
 // stage and whose gradients pass back, point to point, in the order a
-// schedule (GPipe, 1F1B or interleaved 1F1B, nn/pipe_schedule.h) gives; one optimizer step after
-// the last micro-batch. The numbers are one device's full-batch step (to float rounding), for
-// models whose layers do not mix the examples of a batch (batch normalisation does).
+// schedule (GPipe, 1F1B or interleaved 1F1B, nn/pipe_schedule.h) gives;
+// one optimizer step after the last micro-batch. The numbers are one
+// device's full-batch step (to float rounding), for models whose layers do
+// not mix the examples of a batch (batch normalisation does).
 //
 //   PipelineTrainer pipe(model, {.stages = 3, .microbatches = 4});  // plan/pipeline.h
 //   double loss = pipe.train_on_batch(tokens, targets);  // [B, T] i32 each
@@ -14,8 +15,9 @@
 // their forward pass on this machine (as plan --predict balances them; 12
 // equal blocks over 5 stages without a head: 3, 3, 2, 2, 2); what comes
 // before the first block (embeddings) runs on the first stage, what comes
-// after the last (final norm, head, loss) on the last. A weight two stages read (GPT-2's tied embedding and head) keeps one
-// value: the stages' gradients are summed before the update. Each stage
+// after the last (final norm, head, loss) on the last. A weight two stages
+// read (GPT-2's tied embedding and head) keeps one value: the stages'
+// gradients are summed before the update. Each stage
 // keeps only the inputs of the micro-batches between their forward and
 // backward pass and recomputes its forward pass in the backward one (at
 // most the stage count of micro-batches on the first stage under 1F1B).

@@ -77,10 +77,10 @@ class Distribution {
   // state_layout unless a planner chose otherwise.
   virtual Sharding slot_layout(const std::string& path, const std::string& slot,
                                const Sharding& weight, const Shape& shape) const;
-  // The strategies a planner fixed for the ops of `step`, by node id (the
-  // rest follow their sharding rules), given the layouts of its leaves
-  // (weights, state, inputs, by node id). Empty unless `step` is the graph
-  // the planner prepared.
+  // The strategies a distribution fixes for the ops of `step`, by node id
+  // (the rest follow their sharding rules), given the layouts of its leaves
+  // (weights, state, inputs, by node id). AutoShard's: empty unless `step`
+  // is the graph it prepared; FSDP's: every op of the passes.
   virtual std::map<int, ShardDecision> decisions(const Graph& step,
                                                  const std::map<int, Sharding>& leaves) const;
 
