@@ -34,6 +34,10 @@ class Cli : public autoshard::testing::TempDirTest {
     std::ofstream(dir_ / name, std::ios::binary) << content;
     return (dir_ / name).string();
   }
+  // `train ARGS` saved after 2 steps with `saved_on`, resumed to 4 with
+  // `resumed_on`: its steps 3 and 4 must be one device's (`one`, 4 steps).
+  void expect_resumed_as_one_device(const std::string& args, const std::string& saved_on,
+                                    const std::string& resumed_on, const std::vector<double>& one);
 };
 
 TEST_F(Cli, TrainWritesOneJsonLinePerStepAndLossFalls) {
@@ -112,6 +116,32 @@ std::vector<double> logged_losses(const std::string& path) {
   return losses;
 }
 
+// The losses a run logged in `path` are `want`'s from step `first` + 1 on
+// (one device's, to 1e-5 relative), `count` of them.
+void expect_losses(const std::string& path, const std::vector<double>& want, size_t count,
+                   size_t first = 0) {
+  const std::vector<double> got = logged_losses(path);
+  ASSERT_EQ(got.size(), count) << path;
+  ASSERT_LE(first + count, want.size()) << path;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[first + i], 1e-5 * want[first + i])
+        << path << " step " << first + i + 1;
+}
+
+void Cli::expect_resumed_as_one_device(const std::string& args, const std::string& saved_on,
+                                       const std::string& resumed_on,
+                                       const std::vector<double>& one) {
+  static int runs = 0;
+  const std::string ckpt = (dir_ / ("ckpt" + std::to_string(++runs))).string(),
+                    log = (dir_ / ("resumed" + std::to_string(runs) + ".jsonl")).string();
+  Result r = run(args + "--steps 2 " + saved_on + " --checkpoint-dir " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(args + "--steps 4 " + resumed_on + " --resume --checkpoint-dir " + ckpt + " --log " +
+          log);
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_losses(log, one, 2, 2);
+}
+
 TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
   const std::string args = "train --model tiny --batch 4 --seq 16 --steps 4 --sample 0 --log ";
   std::string one = (dir_ / "one.jsonl").string(), mesh = (dir_ / "mesh.jsonl").string();
@@ -133,8 +163,7 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   // A constant learning rate: --steps 2 and --steps 4 take the same steps.
   const std::string args =
       "train --model mini --batch 6 --seq 16 --sample 0 --lr-schedule constant ";
-  const std::string one = (dir_ / "one.jsonl").string(), piped = (dir_ / "piped.jsonl").string(),
-                    resumed = (dir_ / "resumed.jsonl").string(), ckpt = (dir_ / "ckpt").string();
+  const std::string one = (dir_ / "one.jsonl").string(), piped = (dir_ / "piped.jsonl").string();
   ASSERT_EQ(run(args + "--steps 4 --log " + one).code, 0);
   Result r =
       run(args + "--steps 4 --mesh pipe=3 --microbatches 4 --pipe-schedule gpipe --log " + piped);
@@ -143,32 +172,13 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   const std::string inside = (dir_ / "inside.jsonl").string();
   r = run(args + "--steps 4 --mesh pipe=2,model=2 --microbatches 3 --log " + inside);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(args + "--steps 2 --mesh pipe=2 --checkpoint-dir " + ckpt);
-  ASSERT_EQ(r.code, 0) << r.output;
-  r = run(args + "--steps 4 --mesh model=2 --resume --checkpoint-dir " + ckpt + " --log " +
-          resumed);
-  ASSERT_EQ(r.code, 0) << r.output;
-  const std::vector<double> a = logged_losses(one), b = logged_losses(piped),
-                            c = logged_losses(resumed);
+  const std::vector<double> a = logged_losses(one);
   ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 4u);
-  ASSERT_EQ(c.size(), 2u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
-  const std::vector<double> d = logged_losses(inside);
-  ASSERT_EQ(d.size(), 4u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(d[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
-  for (size_t i = 0; i < c.size(); ++i)
-    EXPECT_NEAR(c[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed step " << i + 3;
+  expect_losses(piped, a, 4);
+  expect_losses(inside, a, 4);
+  expect_resumed_as_one_device(args, "--mesh pipe=2", "--mesh model=2", a);
   // And the other way: a data=2 run's checkpoint resumed on pipe=2,model=2.
-  const std::string back = (dir_ / "back").string(), again = (dir_ / "again.jsonl").string();
-  ASSERT_EQ(run(args + "--steps 2 --mesh data=2 --plan data --checkpoint-dir " + back).code, 0);
-  r = run(args + "--steps 4 --mesh pipe=2,model=2 --resume --checkpoint-dir " + back + " --log " +
-          again);
-  ASSERT_EQ(r.code, 0) << r.output;
-  const std::vector<double> e = logged_losses(again);
-  ASSERT_EQ(e.size(), 2u);
-  for (size_t i = 0; i < e.size(); ++i)
-    EXPECT_NEAR(e[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed on pipe=2,model=2, step " << i + 3;
+  expect_resumed_as_one_device(args, "--mesh data=2 --plan data", "--mesh pipe=2,model=2", a);
 }
 
 // --plan fsdp: every weight split over the data axis (uneven on data=3; and
@@ -178,24 +188,14 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
 TEST_F(Cli, FsdpTrainsAsOneDeviceAndItsCheckpointsResumeElsewhere) {
   const std::string args =
       "train --model mini --batch 6 --seq 16 --sample 0 --lr-schedule constant ";
-  const std::string one = (dir_ / "one.jsonl").string(), three = (dir_ / "three.jsonl").string(),
-                    resumed = (dir_ / "resumed.jsonl").string(), ckpt = (dir_ / "ckpt").string();
+  const std::string one = (dir_ / "one.jsonl").string(), three = (dir_ / "three.jsonl").string();
   ASSERT_EQ(run(args + "--steps 4 --log " + one).code, 0);
   Result r = run(args + "--steps 4 --mesh data=3 --plan fsdp --log " + three);
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(args + "--steps 2 --mesh data=2,model=2 --plan fsdp --checkpoint-dir " + ckpt);
-  ASSERT_EQ(r.code, 0) << r.output;
-  r = run(args + "--steps 4 --mesh model=2 --resume --checkpoint-dir " + ckpt + " --log " +
-          resumed);
-  ASSERT_EQ(r.code, 0) << r.output;
-  const std::vector<double> a = logged_losses(one), b = logged_losses(three),
-                            c = logged_losses(resumed);
+  const std::vector<double> a = logged_losses(one);
   ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 4u);
-  ASSERT_EQ(c.size(), 2u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << "step " << i + 1;
-  for (size_t i = 0; i < c.size(); ++i)
-    EXPECT_NEAR(c[i], a[i + 2], 1e-5 * a[i + 2]) << "resumed step " << i + 3;
+  expect_losses(three, a, 4);
+  expect_resumed_as_one_device(args, "--mesh data=2,model=2 --plan fsdp", "--mesh model=2", a);
   r = run("plan --model mini --batch 6 --seq 16 --mesh data=3 --plan fsdp");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("reduce_scatter"), std::string::npos) << r.output;

@@ -10,6 +10,7 @@
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
+#include "small_models.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -33,21 +34,8 @@ TEST(Fsdp, SplitsEachWeightOverTheDataAxisAlongItsLargestWholeDimension) {
   EXPECT_EQ(none.weight_layout("w", {8, 8}).dims, (std::vector<int>{-1, -1}));
 }
 
-LlamaConfig llama_config() {
-  LlamaConfig cfg;
-  cfg.vocab_size = 61;
-  cfg.hidden_size = 16;
-  cfg.intermediate_size = 24;
-  cfg.num_hidden_layers = 2;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.head_dim = 4;
-  cfg.max_position_embeddings = 32;
-  return cfg;
-}
-
 std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
-  if (which == "llama") return std::make_unique<Llama>(llama_config(), seq, 5);
+  if (which == "llama") return std::make_unique<Llama>(testing::small_llama_config(), seq, 5);
   GPT2Config cfg = GPT2Config::preset("test");
   if (which == "gpt2-dropout") cfg.dropout = 0.2;
   return std::make_unique<GPT2>(cfg, seq, 5);
@@ -63,7 +51,8 @@ std::shared_ptr<Distribution> fsdp(const std::string& model, const std::string& 
   const DeviceMesh mesh = DeviceMesh::parse(mesh_text);
   LayoutMap megatron;
   if (mesh.axis_index("model") >= 0)
-    megatron = model == "llama" ? llama_megatron_layout(llama_config()) : gpt2_megatron_layout();
+    megatron = model == "llama" ? llama_megatron_layout(testing::small_llama_config())
+                                : gpt2_megatron_layout();
   return std::make_shared<FullyShardedDataParallel>(mesh, megatron);
 }
 
@@ -73,10 +62,9 @@ TEST(Fsdp, TrainsGpt2AndLlamaAsOneDevice) {
     int64_t batch;
   };
   const std::vector<Case> cases = {
-      {"gpt2", "data=4", 8},          {"gpt2", "data=3", 7},  // uneven weights and batch
-      {"gpt2-dropout", "data=4", 8},  {"gpt2", "data=2,model=2", 6},
-      {"llama", "data=4", 8},         {"llama", "data=3", 5},
-      {"llama", "data=2,model=2", 4},
+      {"gpt2", "data=4", 8},         {"gpt2", "data=3", 7},  // uneven weights and batch
+      {"gpt2-dropout", "data=4", 8}, {"gpt2", "data=2,model=2", 6},  {"llama", "data=4", 8},
+      {"llama", "data=3", 5},        {"llama", "data=2,model=2", 4},
   };
   const int64_t T = 6;
   for (const Case& c : cases) {
@@ -147,7 +135,8 @@ TEST(Fsdp, HoldsItsBlockOfEachWeightAndReduceScattersGradients) {
   EXPECT_GT(full.collective_count.at("all_gather"), 0);
   EXPECT_GT(full.collective_count.at("reduce_scatter"), 0);
   // Only the loss and the global norm are still all-reduced: scalars.
-  EXPECT_LT(full.collective_bytes.count("all_reduce") ? full.collective_bytes.at("all_reduce") : 0, 64);
+  EXPECT_LT(full.collective_bytes.count("all_reduce") ? full.collective_bytes.at("all_reduce") : 0,
+            64);
   EXPECT_EQ(full.collective_count.count("all_to_all"), 0u);  // no activation moved
   EXPECT_EQ(data.collective_count.count("reduce_scatter"), 0u);
 }

@@ -15,6 +15,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
+#include "small_models.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -99,19 +100,6 @@ struct Case {
   int virtual_stages = 1;   // stages per device (interleaved)
 };
 
-LlamaConfig llama_config() {
-  LlamaConfig cfg;
-  cfg.vocab_size = 61;
-  cfg.hidden_size = 16;
-  cfg.intermediate_size = 24;
-  cfg.num_hidden_layers = 4;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.head_dim = 4;
-  cfg.max_position_embeddings = 32;
-  return cfg;
-}
-
 std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
   if (which.starts_with("gpt2")) {
     GPT2Config cfg = GPT2Config::preset("test");
@@ -119,7 +107,7 @@ std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
     if (which == "gpt2-dropout") cfg.dropout = 0.2;
     return std::make_unique<GPT2>(cfg, seq, 11);
   }
-  return std::make_unique<Llama>(llama_config(), seq, 11);
+  return std::make_unique<Llama>(testing::small_llama_config(), seq, 11);
 }
 
 // The layout inside the stages: data parallel without a model axis, else
@@ -128,7 +116,8 @@ std::shared_ptr<Distribution> inside(const Case& c) {
   const DeviceMesh mesh = DeviceMesh::parse(c.inside);
   if (mesh.axis_index("model") < 0) return std::make_shared<DataParallel>(mesh);
   return std::make_shared<ModelParallel>(
-      mesh, c.model == "llama" ? llama_megatron_layout(llama_config()) : gpt2_megatron_layout());
+      mesh, c.model == "llama" ? llama_megatron_layout(testing::small_llama_config())
+                               : gpt2_megatron_layout());
 }
 
 TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {

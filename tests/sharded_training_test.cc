@@ -297,15 +297,20 @@ TEST(AutoShardPlan, BudgetsOnEveryMeshMatchOneDevice) {
   EXPECT_GE(planned, 4);
 }
 
+// AutoShard on `mesh` with a budget `fraction` of the way from the smallest
+// peak to the replicated one.
+std::shared_ptr<AutoShard> budgeted(const DeviceMesh& mesh, double fraction, double seconds) {
+  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
+  const double budget = double(smallest) + fraction * double(replicated - smallest);
+  return std::make_shared<AutoShard>(
+      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = seconds});
+}
+
 // A budget below the replicated plan's peak: weights get split, and device
 // 0's real weights and buffers shrink accordingly.
 TEST(AutoShardPlan, ABudgetBelowTheReplicatedPeakSplitsWeights) {
-  DeviceMesh mesh({2}, {"model"});
-  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
-  const double budget = 0.5 * double(replicated + smallest);
   GPT2 model(GPT2Config::preset("test"), 6, 0);
-  auto dist = std::make_shared<AutoShard>(
-      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2});
+  auto dist = budgeted(DeviceMesh({2}, {"model"}), 0.5, 0.2);
   model.set_distribution(dist);
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   model.plan_training({6, 6}, {6, 6});
@@ -319,11 +324,7 @@ TEST(AutoShardPlan, ABudgetBelowTheReplicatedPeakSplitsWeights) {
 // axis (each device updating its block), and the numbers stay one
 // device's.
 TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
-  const DeviceMesh mesh({2}, {"data"});
-  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
-  const double budget = 0.5 * double(replicated + smallest);
-  auto dist = std::make_shared<AutoShard>(
-      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2});
+  auto dist = budgeted(DeviceMesh({2}, {"data"}), 0.5, 0.2);
   const TrainResult got = train(dist, 6);
   expect_equal(got, train(nullptr, 6), "ZeRO by budget");
   int split = 0, moments = 0;
@@ -343,11 +344,7 @@ TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
 // axis makes AutoShard split the weights themselves over it (gathered where
 // they are read), with one device's numbers.
 TEST(AutoShardPlan, ATightBudgetOnADataAxisShardsTheWeights) {
-  const DeviceMesh mesh({4}, {"data"});
-  const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
-  const double budget = double(smallest) + 0.1 * double(replicated - smallest);
-  auto dist = std::make_shared<AutoShard>(
-      mesh, "data", AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.5});
+  auto dist = budgeted(DeviceMesh({4}, {"data"}), 0.1, 0.5);
   const TrainResult got = train(dist, 8);
   expect_equal(got, train(nullptr, 8), "FSDP by budget");
   int64_t split = 0, whole = 0;
