@@ -142,6 +142,34 @@ void Cli::expect_resumed_as_one_device(const std::string& args, const std::strin
   expect_losses(log, one, 2, 2);
 }
 
+// --hosts H prices the devices as MPI ranks over H machines: collectives
+// over the cluster's calibrated MPI link (here 5000 times slower than its
+// in-process link), as under mpirun; AutoShard plans on that link too.
+TEST_F(Cli, HostsPriceTheDevicesAsMpiRanks) {
+  const std::string cluster = write("cluster.json", R"({"name": "c",
+    "device": {"flops": {"f32": 50e9}, "gemm_efficiency": [[1e9, 0.8]],
+               "memory_bytes": 8589934592, "memory_bandwidth": 2e10}, "shared_cores": 2,
+    "links": [{"name": "shm", "devices_per_group": 0, "bandwidth": 5e9, "latency_s": 1e-6}],
+    "mpi_link": {"name": "mpi", "devices_per_group": 0, "bandwidth": 1e6, "latency_s": 1e-3}})");
+  const std::string args =
+      "plan --model tiny --batch 6 --seq 16 --mesh data=2 --predict --json "
+      "--cluster " +
+      cluster;
+  auto all_reduce_s = [&](const std::string& more) {
+    const Result r = run(args + more);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    return j["predicted"]["collectives_s"].value("all_reduce over data", 0.0);
+  };
+  const double in_process = all_reduce_s(" --plan data"),
+               ranks = all_reduce_s(" --plan data --hosts 2");
+  EXPECT_GT(in_process, 0);
+  EXPECT_GT(ranks, 1000 * in_process);
+  // AutoShard, pricing the slow link, communicates less than data parallelism.
+  const double planned = all_reduce_s(" --plan auto --hosts 2 --deterministic");
+  EXPECT_LT(planned, ranks);
+}
+
 TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
   const std::string args = "train --model tiny --batch 4 --seq 16 --steps 4 --sample 0 --log ";
   std::string one = (dir_ / "one.jsonl").string(), mesh = (dir_ / "mesh.jsonl").string();

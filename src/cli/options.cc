@@ -44,6 +44,11 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
                   "the cluster AutoShard prices plans on (and plan --predict predicts for): cpu "
                   "(this machine, calibrated), a100-80g, h100-80g, or a cluster JSON file")
       ->capture_default_str();
+  add_int(cmd, "--hosts", o.hosts, 1, kMaxMeshDevices,
+          "price the devices as MPI ranks spread evenly over H machines: collectives over the "
+          "cluster's calibrated MPI link, each machine's cores shared by its own ranks "
+          "(default: as the run was started; under mpirun, the machines its ranks are on)")
+      ->default_str("");
   add_bytes(cmd, "--memory-per-device", o.memory_per_device,
             "memory AutoShard may use on each device, e.g. 16GiB (default: the cluster's)");
   add_real(cmd, "--plan-time", o.plan_time, 0, 3600, true,
@@ -134,6 +139,7 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
                                                 const std::function<Graph()>& step) {
   AS_CHECK(o.mesh.empty() || o.devices == 0, "give either --mesh or --devices, not both");
   const AutoShardOptions auto_options{.cluster = o.cluster,
+                                      .hosts = o.hosts,
                                       .bf16 = o.bf16,
                                       .memory_per_device = o.memory_per_device,
                                       .time_limit_s = o.plan_time,

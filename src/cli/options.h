@@ -35,6 +35,7 @@ struct CommonOptions {
   // AutoShard: the cluster it prices on, the memory each device may hold (0:
   // the cluster's), its solver's time, and whether to price bf16 (plan --dtype).
   std::string cluster = "cpu";
+  int hosts = 0;  // > 0: price the devices as MPI ranks over this many machines
   double memory_per_device = 0;
   double plan_time = 0;  // 0: by the size of the step
   bool deterministic_plan = false;  // --deterministic: --plan-time counted in work

@@ -301,7 +301,7 @@ size_t export_layout_map(const PlanOptions& o, const Subject& s, const Partition
 void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
                      const nlohmann::json& report) {
   nlohmann::json page = report;
-  page["figures"] = plan_figures(p, Cluster::for_this_run(o.cluster), o.dtype == "bf16");
+  page["figures"] = plan_figures(p, Cluster::for_this_run(o.cluster, o.hosts), o.dtype == "bf16");
   const std::string batch = s.config
                                 ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
                                 : "x " + shape_str(s.x);
@@ -352,12 +352,12 @@ void run_plan(PlanOptions& o) {
       !names_keras_model(o.model) &&
       o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible && o.html.empty() &&
       o.trace.empty())
-    piped = choose_pipeline(o, o.devices, Cluster::for_this_run(o.cluster), o.dtype == "bf16",
+    piped = choose_pipeline(o, o.devices, Cluster::for_this_run(o.cluster, o.hosts), o.dtype == "bf16",
                             pipe_why);
   auto show_pipeline = [&](const std::string& unpiped) {
     for (std::string& l : pipe_why) l = "pipeline " + l;
     pipe_why.push_back("without a pipe axis: " + unpiped);
-    report_pipeline(o, *piped, Cluster::for_this_run(o.cluster), o.dtype == "bf16", pipe_out,
+    report_pipeline(o, *piped, Cluster::for_this_run(o.cluster, o.hosts), o.dtype == "bf16", pipe_out,
                     pipe_why);
   };
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
@@ -386,7 +386,7 @@ void run_plan(PlanOptions& o) {
   std::optional<StepPrediction> predicted;
   std::optional<Cluster> cluster;
   if (o.predict) {
-    cluster = Cluster::for_this_run(o.cluster);
+    cluster = Cluster::for_this_run(o.cluster, o.hosts);
     // Tokens and model FLOPs: a Keras model's example counts as one token.
     const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
     const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),

@@ -352,7 +352,7 @@ void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineO
   const LanguageModelConfig config = model_config(o);
   const bool bf16 = out.dtype == "bf16";
   o.bf16 = bf16;
-  const Cluster cluster = Cluster::for_this_run(o.cluster);
+  const Cluster cluster = Cluster::for_this_run(o.cluster, o.hosts);
   cluster.check_mesh(full);
   PipelineShape shape;
   shape.stages = full.axis_size(full.axis_index("pipe"));

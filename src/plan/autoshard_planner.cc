@@ -176,8 +176,8 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
   };
   std::optional<StepPrediction> p;
   if (turns || only_batch) p = predict_data_parallel();
-  const bool faster = p && planned_memory(*p) <= double(*sp.problem.usage_limit) &&
-                      p->step_s < predicted_step_s_;
+  const bool faster =
+      p && planned_memory(*p) <= double(*sp.problem.usage_limit) && p->step_s < predicted_step_s_;
   // Ranks may be calibrated differently: all take the leader's choice (every
   // rank asks, whatever its own answer).
   if (World::process().broadcast(faster ? "1" : "0") != "1") return;
@@ -201,11 +201,11 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
 
 void AutoShard::prepare(const Graph& g) {
   if (prepared_) return;
-  prepare(g, pose(g, Cluster::for_this_run(options_.cluster)));
+  prepare(g, pose(g, Cluster::for_this_run(options_.cluster, options_.hosts)));
 }
 
 void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
-  const Cluster cluster = Cluster::for_this_run(options_.cluster);
+  const Cluster cluster = Cluster::for_this_run(options_.cluster, options_.hosts);
   StepPrediction predicted;
   const std::vector<int> strategy = fitting_answer(g, sp, cluster, options_, mesh(), predicted);
   const __int128 cost = sp.problem.cost(strategy);
@@ -272,7 +272,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
                                                        const AutoShardOptions& options,
                                                        std::vector<std::string>* why) {
   AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
-  const Cluster cluster = Cluster::for_this_run(options.cluster);
+  const Cluster cluster = Cluster::for_this_run(options.cluster, options.hosts);
   // Screening: each shape's problem gets one round of the solver (its first
   // answer is usually within a percent of its last; one round does not
   // depend on the clock, so the screen is deterministic), and a longer

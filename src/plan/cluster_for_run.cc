@@ -5,9 +5,10 @@
 
 namespace autoshard {
 
-Cluster Cluster::for_this_run(const std::string& name_or_file) {
+Cluster Cluster::for_this_run(const std::string& name_or_file, int hosts) {
   const Cluster c = named(name_or_file);
   const World& world = World::process();
+  if (hosts > 0) return c.as_mpi_ranks(hosts);
   return world.distributed() ? c.as_mpi_ranks(world.hosts()) : c;
 }
 

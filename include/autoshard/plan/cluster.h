@@ -97,8 +97,10 @@ struct Cluster {
   static Cluster from_json(const std::string& text, const std::string& source);
   // named(), as this process's devices use it: under mpirun, collectives
   // over the calibrated mpi_link (where there is one) and each host's cores
-  // shared by the ranks on it (see as_mpi_ranks).
-  static Cluster for_this_run(const std::string& name_or_file);
+  // shared by the ranks on it (see as_mpi_ranks). `hosts` > 0: the devices
+  // are MPI ranks spread over that many machines, whether or not this
+  // process runs under mpirun (plan --hosts); 0: as the run was started.
+  static Cluster for_this_run(const std::string& name_or_file, int hosts = 0);
   // This cluster as MPI ranks over `hosts` machines see it: every mesh axis
   // talks over mpi_link (when calibrated), and a machine's cores are shared
   // by its own ranks only.

@@ -150,6 +150,9 @@ struct AutoShardOptions {
   // The cluster strategies are priced on: a preset ("cpu": this machine,
   // as calibrated) or a cluster JSON file (docs/cost-model.md).
   std::string cluster = "cpu";
+  // The machines the devices run on as MPI ranks (Cluster::for_this_run);
+  // 0: as this run was started.
+  int hosts = 0;
   bool bf16 = false;  // price mixed precision
   // Bytes each device may hold (0: the cluster's device memory).
   double memory_per_device = 0;
