@@ -80,6 +80,17 @@ def test_a_devicemesh_object_is_a_mesh():
         [1, 2, 3], max_new_tokens=4, temperature=0)
 
 
+def test_fsdp_generates_as_one_device_and_needs_a_data_axis():
+    one = autoshard.from_pretrained(fixture("hf_llama")).generate([5, 9, 3], max_new_tokens=5,
+                                                                  temperature=0)
+    for where in (dict(mesh="data=2,model=2"), dict(devices=3)):
+        model = autoshard.from_pretrained(fixture("hf_llama"), plan="fsdp", **where)
+        assert model.generate([5, 9, 3], max_new_tokens=5, temperature=0) == one
+    with pytest.raises(ValueError, match="fsdp"):
+        autoshard.from_pretrained(fixture("hf_llama"), plan="fsdp", mesh="model=2").generate(
+            [5, 9, 3], max_new_tokens=1)
+
+
 def test_devices_lets_autoshard_pick_the_mesh_as_the_cli_does():
     model = autoshard.from_pretrained(fixture("hf_llama"), devices=2)
     got = model.generate([5, 9, 3], max_new_tokens=6, temperature=0)
