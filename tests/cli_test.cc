@@ -204,6 +204,12 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   ASSERT_EQ(a.size(), 4u);
   expect_losses(piped, a, 4);
   expect_losses(inside, a, 4);
+  // --microbatch-size 1 on data=2: 6 sequences are 3 micro-batches of 2.
+  const std::string sized = (dir_ / "sized.jsonl").string();
+  r = run(args + "--steps 4 --mesh data=2,pipe=2 --microbatch-size 1 --log " + sized);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(1f1b, 3 micro-batches)"), std::string::npos) << r.output;
+  expect_losses(sized, a, 4);
   expect_resumed_as_one_device(args, "--mesh pipe=2", "--mesh model=2", a);
   // And the other way: a data=2 run's checkpoint resumed on pipe=2,model=2.
   expect_resumed_as_one_device(args, "--mesh data=2 --plan data", "--mesh pipe=2,model=2", a);

@@ -170,7 +170,8 @@ TEST(PipelineCost, DevicesChooseAPipelineWhereOneIsFaster) {
   int devices = 1;
   for (const auto& [axis, size] : chosen["mesh"].items()) devices *= size.get<int>();
   EXPECT_EQ(devices, 1024);
-  const cli_runner::Result m = cli_runner::run(args + "--mesh data=8,pipe=16,model=8 --plan megatron");
+  const cli_runner::Result m =
+      cli_runner::run(args + "--mesh data=8,pipe=16,model=8 --plan megatron");
   ASSERT_EQ(m.code, 0) << m.output;
   const nlohmann::json megatron = nlohmann::json::parse(m.output);
   EXPECT_LE(chosen["predicted"]["step_s"].get<double>(),
@@ -198,9 +199,10 @@ TEST(PipelineCost, DevicesKeepThePlanWithoutAPipeWhereItIsFaster) {
   // not an error; --mesh with --devices is still one.
   const nlohmann::json z = plan_json("--devices 4 --batch 8 --predict --zero1");
   EXPECT_TRUE(z.contains("mesh"));
-  const cli_runner::Result both = cli_runner::run(
-      "plan --cluster a100-80g --model " + tiny_config() + " --seq 32 --mesh data=2 --devices 4 "
-      "--batch 8 --predict");
+  const cli_runner::Result both =
+      cli_runner::run("plan --cluster a100-80g --model " + tiny_config() +
+                      " --seq 32 --mesh data=2 --devices 4 "
+                      "--batch 8 --predict");
   EXPECT_EQ(both.code, 1) << both.output;
   EXPECT_NE(both.output.find("give either --mesh or --devices"), std::string::npos) << both.output;
 }
@@ -225,7 +227,10 @@ TEST(PipelineCost, BadInputIsOneLine) {
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 2 --microbatches 3 --seq 32"),
            "--microbatches 3 needs at least as many sequences in --batch (2)");
   one_line(cli_runner::run("train --steps 1 --microbatches 2 --batch 4 --seq 32"),
-           "--microbatches and --virtual-stages need a pipe axis");
+           "--microbatches, --microbatch-size and --virtual-stages need a pipe axis");
+  one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --microbatches 2 --microbatch-size 1 "
+                           "--batch 4 --seq 32"),
+           "give either --microbatches or --microbatch-size");
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 4 --virtual-stages 2 --seq 32"),
            "--virtual-stages needs --pipe-schedule interleaved");
   one_line(cli_runner::run("train --steps 1 --mesh pipe=2 --batch 4 --microbatches 3 --seq 32 "

@@ -39,9 +39,9 @@ extern "C" void on_keras_stop_signal(int sig) {
 
 // GPT training's flags mean nothing to a Keras model: an error, not ignored.
 void refuse_gpt_flags(const CLI::App& cmd) {
-  for (const char* flag :
-       {"--data", "--seq", "--weights", "--sample", "--temperature", "--weight-decay",
-        "--recompute", "--zero1", "--microbatches", "--pipe-schedule", "--virtual-stages"})
+  for (const char* flag : {"--data", "--seq", "--weights", "--sample", "--temperature",
+                           "--weight-decay", "--recompute", "--zero1", "--microbatches",
+                           "--microbatch-size", "--pipe-schedule", "--virtual-stages"})
     AS_CHECK(cmd.count(flag) == 0, flag,
              " applies to GPT training, not to a Keras model (the model file's compile config "
              "sets its optimizer; --lr, --clip, --lr-schedule, --optimizer and --loss override "

@@ -244,8 +244,11 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
                                                const LanguageModelConfig& cfg) {
   const DeviceMesh mesh = o.mesh.empty() ? DeviceMesh() : DeviceMesh::parse(o.mesh);
   const int pipe = mesh.axis_index("pipe");
-  AS_CHECK(pipe >= 0 || (o.microbatches == 0 && o.virtual_stages == 1),
-           "--microbatches and --virtual-stages need a pipe axis in --mesh (e.g. --mesh pipe=2)");
+  AS_CHECK(pipe >= 0 || (o.microbatches == 0 && o.microbatch_size == 0 && o.virtual_stages == 1),
+           "--microbatches, --microbatch-size and --virtual-stages need a pipe axis in --mesh "
+           "(e.g. --mesh pipe=2)");
+  AS_CHECK(o.microbatches == 0 || o.microbatch_size == 0,
+           "give either --microbatches or --microbatch-size, not both");
   if (pipe < 0) return nullptr;
   AS_CHECK(o.trace.empty(), "--trace does not record pipelined steps yet");
   AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
@@ -265,7 +268,14 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
     model.set_distribution(make_distribution(inside, model, cfg));
   }
   const int stages = mesh.axis_size(pipe);
-  // Default: one micro-batch per stage (interleaved needs a multiple of them).
+  // --microbatch-size b: b sequences on each data replica (as plan prices
+  // it; the last micro-batch takes what is left). Default: one micro-batch
+  // per stage (interleaved needs a multiple of them).
+  if (o.microbatch_size > 0) {
+    const int data = mesh.axis_index("data") >= 0 ? mesh.axis_size(mesh.axis_index("data")) : 1;
+    const int64_t rows = o.microbatch_size * data;
+    o.microbatches = (o.batch + rows - 1) / rows;
+  }
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);
   AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
            " needs at least as many sequences in --batch (", o.batch, ")");
@@ -510,6 +520,10 @@ void add_train_command(CLI::App& app) {
                 "all-reduce each gradient where the optimizer reads it (no buckets)");
   add_int(cmd, "--microbatches", o->microbatches, 1, int64_t{1} << 30,
           "with a pipe axis in --mesh: micro-batches per step (default: one per stage)")
+      ->default_str("");
+  add_int(cmd, "--microbatch-size", o->microbatch_size, 1, int64_t{1} << 30,
+          "with a pipe axis in --mesh: sequences per micro-batch on each data-parallel replica "
+          "(instead of --microbatches)")
       ->default_str("");
   cmd->add_option("--pipe-schedule", o->pipe_schedule,
                   "with a pipe axis in --mesh: gpipe (all forward passes, then all backward), "
