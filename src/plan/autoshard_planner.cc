@@ -391,7 +391,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   for (size_t k = 0; k < shapes.size(); ++k)  // found nothing, proved nothing: last
     if (!screened[k].cost && screened[k].problem) order.push_back(k);
   std::vector<std::shared_ptr<AutoShard>> full(order.size());
-  const auto plan_in_full = [&](size_t i, double share = 0.5) {
+  const auto plan_in_full = [&](size_t i, double share = 0.5, bool counted = false) {
     const size_t k = order[i];
     try {
       // The finalists share the time one plan would have (by default, at
@@ -401,6 +401,7 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
           options.time_limit_s > 0
               ? options.time_limit_s * share
               : std::max(0.25, default_time_limit(screened[k].problem->problem) * share);
+      each.deterministic = each.deterministic || counted;
       auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
       candidate->prepare(g, std::move(*screened[k].problem));  // posed by the screen
       screened[k].line += "; " + candidate->reasons().front();
@@ -424,9 +425,11 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   // All devices on the batch axis is planned in full too when it fits: its
   // plan may be data parallelism, whose gradient buckets overlap the backward
   // pass (predicted for the whole program, not in the screen's sum).
-  // (Half a finalist's time: the two ran side by side, this one after them.)
+  // (Half a finalist's time: the two ran side by side, this one after them;
+  // counted in work, so that its line reads the same on every run.)
   for (size_t i = planned; i < order.size(); ++i)
-    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost) plan_in_full(i, 0.25);
+    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost)
+      plan_in_full(i, 0.25, true);
   std::shared_ptr<AutoShard> best;
   for (const auto& candidate : full)
     if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))
