@@ -46,9 +46,9 @@ struct Case {
   std::string plan;
   const char* mesh;
 };
-const std::vector<Case> kCases = {{"one device", ""},      {"megatron", "model=3"},
-                                  {"megatron", "model=4"}, {"auto", "model=3"},
-                                  {"data", "data=2"},      {"megatron", "data=2,model=2"},
+const std::vector<Case> kCases = {{"one device", ""},        {"megatron", "model=3"},
+                                  {"megatron", "model=4"},   {"auto", "model=3"},
+                                  {"data", "data=2"},        {"megatron", "data=2,model=2"},
                                   {"fsdp", "data=2,model=2"}};
 
 TEST(Generation, LlamaCachedStepsMatchTheFullForwardPass) {

@@ -310,6 +310,15 @@ void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
   write_output_file(o.html, "--html", plan_html(page, title), o.overwrite);
 }
 
+// --devices N --predict for a language model under AutoShard: pipelines of
+// N devices are priced too (cli/plan_pipeline.h) and the faster plan that
+// fits is shown; not with the outputs only a plan without a pipe axis has.
+bool prices_pipelines(const PlanOptions& o) {
+  return o.mesh.empty() && o.devices > 1 && o.predict && o.plan == "auto" &&
+         !names_keras_model(o.model) && o.export_layout_map.empty() && o.export_problem.empty() &&
+         !o.divisible && o.html.empty() && o.trace.empty();
+}
+
 void run_plan(PlanOptions& o) {
   // Under mpirun every rank plans (and predicts its run as ranks); rank 0 prints.
   if (!World::process().leader() && !std::freopen("/dev/null", "w", stdout))
@@ -343,22 +352,17 @@ void run_plan(PlanOptions& o) {
            "--divisible restricts AutoShard's choices; it needs "
            "--plan auto, not --plan ",
            o.plan);
-  // --devices N --predict for a language model under AutoShard: pipelines
-  // of N devices are priced too, and the faster plan that fits is shown.
   std::vector<std::string> pipe_why;
   std::optional<PricedPipeline> piped;
-  const PipelineOutput pipe_out{o.json, o.predict, o.overwrite, o.out, o.dtype};
-  if (o.mesh.empty() && o.devices > 1 && o.predict && o.plan == "auto" &&
-      !names_keras_model(o.model) &&
-      o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible && o.html.empty() &&
-      o.trace.empty())
-    piped = choose_pipeline(o, o.devices, Cluster::for_this_run(o.cluster, o.hosts), o.dtype == "bf16",
-                            pipe_why);
+  // What --predict prices on (read once; without --predict, nothing).
+  const Cluster priced_on = o.predict ? Cluster::for_this_run(o.cluster, o.hosts) : Cluster{};
+  if (prices_pipelines(o))
+    piped = choose_pipeline(o, o.devices, priced_on, o.dtype == "bf16", pipe_why);
   auto show_pipeline = [&](const std::string& unpiped) {
     for (std::string& l : pipe_why) l = "pipeline " + l;
     pipe_why.push_back("without a pipe axis: " + unpiped);
-    report_pipeline(o, *piped, Cluster::for_this_run(o.cluster, o.hosts), o.dtype == "bf16", pipe_out,
-                    pipe_why);
+    report_pipeline(o, *piped, priced_on, o.dtype == "bf16",
+                    {o.json, o.predict, o.overwrite, o.out, o.dtype}, pipe_why);
   };
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
@@ -386,7 +390,7 @@ void run_plan(PlanOptions& o) {
   std::optional<StepPrediction> predicted;
   std::optional<Cluster> cluster;
   if (o.predict) {
-    cluster = Cluster::for_this_run(o.cluster, o.hosts);
+    cluster = priced_on;
     // Tokens and model FLOPs: a Keras model's example counts as one token.
     const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
     const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),

@@ -174,8 +174,7 @@ Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shap
 Sharding ModelParallel::buffer_layout(const std::string& path, const Shape& shape) const {
   // The map's layout itself, not a subclass's weight layout (FSDP's split
   // over the batch axis is for weights, not key-value caches).
-  return layout_map_.lookup(path) ? ModelParallel::weight_layout(path, shape)
-                                  : input_layout(shape);
+  return layout_map_.lookup(path) ? ModelParallel::weight_layout(path, shape) : input_layout(shape);
 }
 
 FullyShardedDataParallel::FullyShardedDataParallel(DeviceMesh mesh, LayoutMap layout_map,
