@@ -1,12 +1,14 @@
 // Element conversions of the weight formats (autoshard/tensor/weights_dtype.h)
-// and int8's scale rule (weight-only quantization: activations stay f32); the matrix-vector kernels
-// that read the formats are in src/ir/ops/quantized_gemv.h.
+// and int8's scale rule (weight-only quantization: activations stay f32 but
+// for the 16-bit fixed-point input of the int8 product, see
+// quantized_gemv.cc); the matrix-vector kernels that read the formats are
+// in src/ir/ops/quantized_gemv.h.
 //
 // Why per output channel and not Q8_0's blocks of 32 along the contraction:
 // the scale then multiplies each output once, after its dot product, so the
-// inner loop is a plain int8 -> f32 convert and fused multiply-add in either
-// weight orientation ([out, in] dot products or [in, out] row streams, where
-// a block along `in` would be strided); and a scale depends only on its
+// inner loop needs no per-block weight scale in either weight orientation
+// ([out, in] dot products or [in, out] row streams, where a block along
+// `in` would be strided); and a scale depends only on its
 // channel, so a block of the weight split over a mesh keeps its channels'
 // scales whatever the split. The price is a coarser grid for a channel with
 // one outlier (a block of 32 would confine it); the recorded losses
