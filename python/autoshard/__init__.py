@@ -12,7 +12,12 @@ Set a distribution (``keras.distribution.set_distribution``) before building
 a model to train it sharded over in-process devices. See docs/python.md.
 """
 
-from . import _native  # noqa: F401  (the engine; fails early when not built)
+from ._blas import use_best_blas_kernels, warn_if_below_the_cpu
+
+use_best_blas_kernels()  # before OpenBLAS loads with the extension (docs/performance.md)
+from . import _native  # noqa: E402  (the engine; fails early when not built)
+
+warn_if_below_the_cpu(_native)
 
 from .hf import EncoderModel, LanguageModel, from_pretrained  # noqa: E402  (Hugging Face)
 from .hf import world_rank, world_size  # noqa: E402  (MPI ranks)
@@ -27,7 +32,16 @@ __version__ = "0.1.0"
 __all__ = ["keras", "list_devices", "from_pretrained", "LanguageModel", "EncoderModel",
            "Tokenizer", "world_rank", "world_size"]
 __all__ += ["plan", "Plan", "TensorParallel"]
-__all__ += ["keras_layout_map", "trace"]
+__all__ += ["keras_layout_map", "trace", "blas_info"]
+
+
+def blas_info(measure_peak=False):
+    """The BLAS this process runs: library, core type, who chose it, the CPU's extensions.
+
+    ``measure_peak=True`` adds ``sgemm_peak_gflops`` (a tenth of a second of
+    n = 1024 products), as ``autoshard --version`` prints it.
+    """
+    return _native.blas_info(measure_peak)
 
 
 def list_devices(count=0):

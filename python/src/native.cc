@@ -605,6 +605,7 @@ void bind_hf(py::module_& m);        // bind_hf.cc
 void bind_plan(py::module_& m);      // bind_plan.cc
 void bind_layout_map(py::module_& m);  // bind_layout_map.cc
 void bind_trace(py::module_& m);       // bind_trace.cc
+void bind_blas(py::module_& m);        // bind_blas.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -631,4 +632,5 @@ PYBIND11_MODULE(_native, m) {
   bind_plan(m);
   bind_layout_map(m);
   bind_trace(m);
+  bind_blas(m);
 }

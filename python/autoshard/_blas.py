@@ -1,0 +1,78 @@
+"""The best OpenBLAS kernels for this CPU, chosen before OpenBLAS loads.
+
+OpenBLAS picks its kernels ("core type") from the CPU's model when it loads,
+and a CPU newer than the library gets its slow SSE3 kernels (docs/performance.md).
+The ``autoshard`` command restarts itself with ``OPENBLAS_CORETYPE`` set; a
+Python process cannot, so before the package loads its extension (and with it
+OpenBLAS) a forked child loads it, answers which core type to ask for, and
+exits; this process then sets ``OPENBLAS_CORETYPE`` so that its own OpenBLAS
+loads with those kernels. Nothing is done when ``OPENBLAS_CORETYPE`` or
+``AUTOSHARD_KEEP_BLAS_CORE`` is set. When OpenBLAS is already loaded (NumPy
+imported first shares the same library) the kernels can no longer change:
+the package warns once, naming the variable to set.
+"""
+
+import os
+import sys
+import warnings
+
+# The variable autoshard sets beside OPENBLAS_CORETYPE, naming the core type
+# OpenBLAS had chosen itself (ir/blas_core.cc reads it to report "set by
+# autoshard").
+_LIBRARY_CHOICE = "AUTOSHARD_OPENBLAS_OWN_CORE"
+
+
+def _openblas_loaded():
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libopenblas" in line for line in maps)
+    except OSError:
+        return False
+
+
+def _ask_a_child():
+    """(wanted core type or "", OpenBLAS's own choice) from a forked child, or None."""
+    if not hasattr(os, "fork"):
+        return None
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: load the library, answer, leave without cleanup
+        try:
+            os.close(read_end)
+            from . import _native
+            wanted = _native.wanted_openblas_coretype() or ""
+            os.write(write_end, f"{wanted}\n{_native.blas_info()['core']}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        text = answer.read().decode()
+    os.waitpid(pid, 0)
+    lines = text.split("\n")
+    return (lines[0], lines[1]) if len(lines) == 2 else None
+
+
+def use_best_blas_kernels():
+    """Sets OPENBLAS_CORETYPE for this process when OpenBLAS would run kernels below the CPU."""
+    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("AUTOSHARD_KEEP_BLAS_CORE"):
+        return
+    if "autoshard._native" in sys.modules or _openblas_loaded():
+        return  # too late to choose: warn_if_below_the_cpu says so once loaded
+    answer = _ask_a_child()
+    if answer and answer[0]:
+        os.environ["OPENBLAS_CORETYPE"] = answer[0]
+        os.environ[_LIBRARY_CHOICE] = answer[1]
+
+
+def warn_if_below_the_cpu(native):
+    """After loading: a warning when OpenBLAS was loaded first with kernels below the CPU."""
+    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("AUTOSHARD_KEEP_BLAS_CORE"):
+        return
+    wanted = native.wanted_openblas_coretype()
+    if wanted:
+        info = native.blas_info()
+        warnings.warn(
+            f"OpenBLAS was loaded before autoshard (by NumPy or another module) and runs its "
+            f"{info['core']} kernels on a CPU with {info['cpu']}: matrix products run several "
+            f"times slower. Import autoshard before NumPy, or set OPENBLAS_CORETYPE={wanted} "
+            f"before starting Python.", RuntimeWarning, stacklevel=3)
