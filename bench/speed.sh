@@ -2,10 +2,12 @@
 # Speed against the machine's limits, everything measured in this one run:
 # the sgemm peak on all cores, autoshard's GPT-2 training step (1 device;
 # model=2 with one core per device; a long sequence), PyTorch's same step on
-# the same threads when python3-torch is installed, and the collectives
-# against OpenMPI. Prints each step as a fraction of the peak (model FLOPs:
+# the same threads when python3-torch is installed, decoding with f32, bf16
+# and int8 weights against the bandwidth limit (bench/decode.sh), gradients
+# reduced behind the backward pass over a 1 Gbit/s link (bench/overlap.sh,
+# as root), and the collectives against OpenMPI. Prints each step as a fraction of the peak (model FLOPs:
 # 6 x parameters x tokens) and as a ratio to PyTorch.
-# Usage: bench/speed.sh [BUILD_DIR] [STEPS]     (AUTOSHARD_SPEED_QUICK=1: skip gpt2-medium and T=1024)
+# Usage: bench/speed.sh [BUILD_DIR] [STEPS]     (AUTOSHARD_SPEED_QUICK=1: skip gpt2-medium, T=1024 and decoding)
 set -euo pipefail
 build=${1:-build}; steps=${2:-5}
 here=$(dirname "$0")
@@ -40,6 +42,22 @@ if [ "${AUTOSHARD_SPEED_QUICK:-0}" != 1 ]; then
 fi
 
 printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$here/speed_report.py" "$peak" "$shipped"
+
+# Decoding: f32, bf16 and int8 weights against the bandwidth limit of the
+# bytes each reads, and PyTorch's f32 loop (bench/decode.sh's own table).
+if [ "${AUTOSHARD_SPEED_QUICK:-0}" != 1 ]; then
+  echo >&2
+  "$here/decode.sh" "$build" 32
+fi
+
+# Communication behind computation: two MPI ranks over a veth pair shaped to
+# 1 Gbit/s (needs root for the network namespaces; skipped otherwise).
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then
+  echo >&2
+  "$here/overlap.sh" "$build" gpt2 4 1gbit | tee /dev/stderr | tail -1
+else
+  echo "overlap rows skipped: bench/overlap.sh needs root (ip netns, tc)" >&2
+fi
 
 echo >&2
 "$here/collectives_vs_mpi.sh" "$build" 2 | sed -n '/^op /,$p' >&2

@@ -65,7 +65,8 @@ std::vector<double> fixed_point_bounds(const QuantizedMatrix& m, const float* x)
   if (m.dtype != WeightsDType::Int8 || !m.outputs_first) return bound;
   for (int64_t b = 0; (b + 1) * 64 <= m.inner; ++b) {
     double largest = 0;
-    for (int64_t i = b * 64; i < (b + 1) * 64; ++i) largest = std::max(largest, std::fabs(double(x[i])));
+    for (int64_t i = b * 64; i < (b + 1) * 64; ++i)
+      largest = std::max(largest, std::fabs(double(x[i])));
     const double step = largest / 32767;
     for (int64_t o = 0; o < m.outputs; ++o)
       for (int64_t i = b * 64; i < (b + 1) * 64; ++i)

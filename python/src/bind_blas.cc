@@ -18,10 +18,10 @@ void bind_blas(py::module_& m) {
       "blas_info",
       [](bool measure_peak) {
         const blas::BlasInfo info = blas::blas_info();
-        py::dict d("library"_a = info.library, "core"_a = info.core,
-                   "chosen_by"_a = info.chosen_by, "library_choice"_a = info.library_choice,
-                   "best"_a = info.best, "threads"_a = info.threads,
-                   "cpu"_a = info.features.describe(), "description"_a = blas::describe(info));
+        py::dict d("library"_a = info.library, "core"_a = info.core, "chosen_by"_a = info.chosen_by,
+                   "library_choice"_a = info.library_choice, "best"_a = info.best,
+                   "threads"_a = info.threads, "cpu"_a = info.features.describe(),
+                   "description"_a = blas::describe(info));
         if (measure_peak) d["sgemm_peak_gflops"] = blas::sgemm_peak_gflops();
         return d;
       },

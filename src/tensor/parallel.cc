@@ -1,11 +1,12 @@
 #include "autoshard/tensor/parallel.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
-#include <immintrin.h>
 #include <mutex>
 #include <optional>
 #include <thread>

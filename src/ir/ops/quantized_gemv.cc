@@ -43,13 +43,12 @@ float dot_row(const E* w, const float* x, int64_t n) {
 }
 
 #if defined(__AVX512F__) && !defined(__AVX512VNNI__)
-// int8 rows with AVX-512 but without VNNI (below, dot_row_fixed): each 16 codes widened to i32 and converted to f32
-// in two instructions, four chains of fused multiply-adds. GCC's code for
-// the lane loop above widens int8 in more steps (about 12 G codes/s per
-// core here against 18 for this loop: the difference between int8 decoding
-// at half and at most of the bandwidth limit).
-// (GCC 12 reports its own intrinsics' _mm512_undefined_* as maybe
-// uninitialized once inlined: a known false positive.)
+// int8 rows with AVX-512 but without VNNI (below, dot_row_fixed): each 16 codes widened to i32 and
+// converted to f32 in two instructions, four chains of fused multiply-adds. GCC's code for the lane
+// loop above widens int8 in more steps (about 12 G codes/s per core here against 18 for this loop:
+// the difference between int8 decoding at half and at most of the bandwidth limit). (GCC 12 reports
+// its own intrinsics' _mm512_undefined_* as maybe uninitialized once inlined: a known false
+// positive.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <>
@@ -128,8 +127,8 @@ float dot_row_fixed(const int8_t* w, const FixedPointX& q, const float* x, int64
   int64_t b = 0;
   for (; b + 2 <= q.blocks; b += 2) {
     const int64_t i = b * kFixedBlock;
-    a0 = _mm512_fmadd_ps(block_product(w + i, q.values.data() + i), _mm512_set1_ps(q.scales[b]),
-                         a0);
+    a0 =
+        _mm512_fmadd_ps(block_product(w + i, q.values.data() + i), _mm512_set1_ps(q.scales[b]), a0);
     a1 = _mm512_fmadd_ps(block_product(w + i + kFixedBlock, q.values.data() + i + kFixedBlock),
                          _mm512_set1_ps(q.scales[b + 1]), a1);
   }
@@ -151,7 +150,8 @@ void gemv_outputs_first(const int8_t* w, const float* scales, int64_t outputs, i
   to_fixed_point(x, inner, q);
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(inner, 1));
   parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) y[o] = dot_row_fixed(w + o * inner, q, x, inner) * scales[o];
+    for (int64_t o = begin; o < end; ++o)
+      y[o] = dot_row_fixed(w + o * inner, q, x, inner) * scales[o];
   });
 }
 #endif
