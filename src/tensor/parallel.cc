@@ -106,7 +106,7 @@ class Pool {
   // longer in a virtual machine), as long as a small kernel runs: a decode
   // step is hundreds of such kernels. So a worker that finds nothing to do
   // first watches for a new job for a short while before it parks (200 us:
-  // llama-124m's int8 decode went from about 70% to 85-94% of the bandwidth
+  // llama-124m's int8 decode went from about 70% to 80-94% of the bandwidth
   // limit on 2 cores; 50 us gave less). Returns whether one was queued meanwhile (mu_ held again).
   bool spin_for_a_job(std::unique_lock<std::mutex>& lock) {
     const uint64_t seen = queued_.load(std::memory_order_acquire);
