@@ -112,6 +112,17 @@ inline int64_t unseen(const Head& h, int64_t i, int64_t j0, int64_t cb) {
   return std::clamp<int64_t>(h.first(i) - j0, 0, cb);
 }
 
+// Scales (and soft-caps) n raw scores in place. Without a cap it is one
+// multiply per score, in a loop that vectorises (the cap's tanh would not).
+void score_row(const Head& h, float* s, int64_t n) {
+  if (h.softcap > 0) {
+    for (int64_t c = 0; c < n; ++c) s[c] = h.score(s[c]);
+    return;
+  }
+  const float scale = h.scale;
+  for (int64_t c = 0; c < n; ++c) s[c] *= scale;
+}
+
 // The online softmax over queries [i0, i0 + ra): each query's running
 // maximum m and sum l, and (with_values) the running sum of p v in acc.
 void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with_values) {
@@ -129,12 +140,13 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
         std::fill_n(sr, kK, 0.0f);
         continue;
       }
-      float mx = w.m[r];
+      score_row(h, sr + lo, vis - lo);
       // nan_max: a NaN score makes the row's maximum, and so its output, NaN.
-      for (int64_t c = lo; c < vis; ++c) mx = nan_max(mx, sr[c] = h.score(sr[c]));
+      const float mx = nan_max(w.m[r], lane_max(sr + lo, vis - lo));
       const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
-      float sum = 0;
-      for (int64_t c = lo; c < vis; ++c) sum += (sr[c] = fast_exp(sr[c] - mx));
+      // In lanes: a serial sum of exponentials would not vectorise.
+      const float sum =
+          float_lanes(lo, vis, [sr, mx](int64_t c) { return sr[c] = fast_exp(sr[c] - mx); });
       std::fill(sr, sr + lo, 0.0f);
       std::fill(sr + vis, sr + kK, 0.0f);
       w.l[r] = w.l[r] * corr + sum;
@@ -189,10 +201,15 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
     float* pr = w.probs.data() + r * kK;
     const float lse = w.lse[i0 + r];
     std::fill(pr, pr + lo, 0.0f);
-    for (int64_t c = lo; c < vis; ++c) {
-      const float s = h.score(sr[c]);
-      pr[c] = fast_exp(s - lse);
-      if (h.softcap > 0) sr[c] = 1 - (s / h.softcap) * (s / h.softcap);
+    if (h.softcap > 0) {
+      for (int64_t c = lo; c < vis; ++c) {
+        const float s = h.score(sr[c]);
+        pr[c] = fast_exp(s - lse);
+        sr[c] = 1 - (s / h.softcap) * (s / h.softcap);
+      }
+    } else {  // the loop that vectorises
+      const float scale = h.scale;
+      for (int64_t c = lo; c < vis; ++c) pr[c] = fast_exp(scale * sr[c] - lse);
     }
     std::fill(pr + vis, pr + kK, 0.0f);
   }
