@@ -128,3 +128,45 @@ TEST(Attention, MismatchedOperandsAreErrors) {
 
 }  // namespace
 }  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// The backward pass computes the softmax statistics once (one AttentionGrad
+// with wrt 3) and the q, k and v gradients read them; a gradient op without
+// them computes the same statistics itself, to the same bits.
+TEST(Attention, TheThreeGradientsShareOneStatisticsOp) {
+  Graph g;
+  Value q = g.parameter("q", {2, 70, 3, 16});
+  Value k = g.parameter("k", {2, 70, 3, 16});
+  Value v = g.parameter("v", {2, 70, 3, 8});
+  Value dout = g.parameter("dout", {2, 70, 3, 8});
+  Value out = ops::attention(q, k, v, true, 0.25);
+  std::vector<Value> grads = gradients(ops::reduce_sum(out * dout, {0, 1, 2, 3}), {q, k, v});
+  int statistics = 0, readers = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != Op::AttentionGrad) continue;
+    statistics += n.attr<AttentionAttrs>().wrt == 3;
+    readers += n.inputs.size() == 6;
+  }
+  EXPECT_EQ(statistics, 1);
+  EXPECT_EQ(readers, 3);
+  // The same gradients without the statistics input.
+  AttentionAttrs a = g.node(out.id).attr<AttentionAttrs>();
+  std::vector<int> ids{grads[0].id, grads[1].id, grads[2].id};
+  for (int wrt = 0; wrt < 3; ++wrt) {
+    a.wrt = wrt;
+    ids.push_back(g.add(Op::AttentionGrad, {q, k, v, out, dout}, a).id);
+  }
+  const std::vector<Tensor> r = evaluate(g,
+                                         {{"q", random_tensor(q.shape(), 1, 1.5f)},
+                                          {"k", random_tensor(k.shape(), 2, 1.5f)},
+                                          {"v", random_tensor(v.shape(), 3)},
+                                          {"dout", random_tensor(dout.shape(), 4)}},
+                                         ids);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(max_relative_error(r[i], r[3 + i]), 0.0) << "wrt " << i;
+}
+
+}  // namespace
+}  // namespace autoshard

@@ -3,7 +3,9 @@
 // at a time with an online softmax (a running maximum and sum per query), so
 // the t x s scores never exist; a thread holds only kQ x kK tiles. The
 // gradient ops recompute the scores tile by tile from (q, k, v, out, dout),
-// one op per input differentiated (ops have one output).
+// one op per input differentiated (ops have one output). The softmax
+// statistics they all need (each query's log-sum-exp and dout . out) are one
+// op of their own (wrt 3), computed once and read by the three.
 //
 // The plain reference is the unfused graph (einsum, scale, softmax, einsum);
 // tests/attention_test.cc compares the two, values and gradients.
@@ -38,6 +40,10 @@ struct Head {
   const int32_t* positions;  // each query's place among the keys, or null
   int64_t window;            // a causal query sees at most this many keys (0: all)
   float softcap;             // scores become softcap * tanh(score / softcap) (0: left as they are)
+  // Query i's log-sum-exp at stats[i * lds] and dout_i . out_i beside it,
+  // when computed by the statistics op (else null: computed here).
+  const float* stats;
+  int64_t lds;
 
   // The score of a raw product q . k: scaled, then soft-capped.
   float score(float raw) const {
@@ -172,8 +178,16 @@ void forward_head(const Head& h, Scratch& w, float* out) {
   }
 }
 
-// Each query's log-sum-exp of its scaled scores, and D_i = dout_i . out_i.
+// Each query's log-sum-exp of its scaled scores, and D_i = dout_i . out_i:
+// read from the statistics op's output when the gradient op has it.
 void statistics(const Head& h, Scratch& w) {
+  if (h.stats) {
+    for (int64_t i = 0; i < h.t; ++i) {
+      w.lse[i] = h.stats[i * h.lds];
+      w.d[i] = h.stats[i * h.lds + 1];
+    }
+    return;
+  }
   for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
     const int64_t ra = std::min(kQ, h.t - i0);
     online_softmax(h, w, i0, ra, false);
@@ -268,6 +282,10 @@ void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad, bool accumula
   }
 }
 
+// The statistics op's last dimension: log-sum-exp, then dout . out.
+constexpr int64_t kStatistics = 2;
+constexpr int kWrtStatistics = 3;  // AttentionGrad's wrt for the statistics op
+
 // Grouped-query attention: q [b, t, k, g, d] holds g query heads per key
 // and value head (k, v [b, s, k, d]); plain attention is g = 1. Query head
 // hq (of k * g) reads key and value head hq / g.
@@ -290,9 +308,13 @@ Head head_of(const Node& n, std::span<Tensor* const> in, const Heads& x, int64_t
   h.q = in[0]->f32() + (b * x.t * hq_all + hq) * x.dk;
   h.k = in[1]->f32() + (b * x.s * x.kv + hkv) * x.dk;
   h.v = in[2]->f32() + (b * x.s * x.kv + hkv) * x.dv;
-  if (in.size() == 5) {
+  if (n.op == Op::AttentionGrad) {
     h.out = in[3]->f32() + (b * x.t * hq_all + hq) * x.dv;
     h.dout = in[4]->f32() + (b * x.t * hq_all + hq) * x.dv;
+    if (in.size() == 6) {
+      h.stats = in[5]->f32() + (b * x.t * hq_all + hq) * kStatistics;
+      h.lds = hq_all * kStatistics;
+    }
   }
   h.ldq = hq_all * x.dk;
   h.ldk = x.kv * x.dk;
@@ -332,6 +354,19 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
                            const KernelContext&) {
   const int wrt = n.attr<AttentionAttrs>().wrt;
   const Heads x = heads_of(in);
+  if (wrt == kWrtStatistics) {
+    for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
+      const Head h = head_of(n, in, x, b, hq);
+      w.fit(h);
+      statistics(h, w);
+      float* o = out.f32() + (b * x.t * x.query_heads() + hq) * kStatistics;
+      for (int64_t i = 0; i < h.t; ++i) {
+        o[i * x.query_heads() * kStatistics] = w.lse[i];
+        o[i * x.query_heads() * kStatistics + 1] = w.d[i];
+      }
+    });
+    return;
+  }
   if (wrt == 0) {
     for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
       const Head h = head_of(n, in, x, b, hq);
@@ -360,7 +395,8 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
 ShapeAndType attention_infer(const Graph& g, const Node& n) {
   const bool grad = n.op == Op::AttentionGrad;
   const bool positions = !grad && n.inputs.size() == 4;
-  if (!positions) expect_inputs(n, grad ? 5 : 3);
+  const bool with_stats = grad && n.inputs.size() == 6;
+  if (!positions && !with_stats) expect_inputs(n, grad ? 5 : 3);
   const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
   for (size_t i = 0; i < (positions ? 3 : n.inputs.size()); ++i)
     AS_CHECK(input_dtype(g, n, i) == DType::F32, "attention needs f32 operands");
@@ -385,7 +421,14 @@ ShapeAndType attention_infer(const Graph& g, const Node& n) {
   AS_CHECK(input_shape(g, n, 3) == out && input_shape(g, n, 4) == out,
            "attention_grad: out and dout must be ", shape_str(out));
   const int wrt = n.attr<AttentionAttrs>().wrt;
-  AS_CHECK(wrt >= 0 && wrt <= 2, "attention_grad: wrt must be 0, 1 or 2");
+  AS_CHECK(wrt >= 0 && wrt <= kWrtStatistics,
+           "attention_grad: wrt must be 0, 1, 2 (q, k, v) or 3 (the statistics)");
+  Shape stats = q;
+  stats.back() = kStatistics;
+  AS_CHECK(!with_stats || (wrt < kWrtStatistics && input_shape(g, n, 5) == stats),
+           "attention_grad: the statistics input must be ", shape_str(stats),
+           " and only the q, k or v gradient reads it");
+  if (wrt == kWrtStatistics) return {stats, DType::F32};
   return {input_shape(g, n, wrt), DType::F32};
 }
 
@@ -393,13 +436,15 @@ std::vector<Value> attention_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
   AS_CHECK(n.inputs.size() == 3,
            "attention with query positions (generation over a key-value cache) has no gradient");
+  const Value q = g.value(n.inputs[0]), k = g.value(n.inputs[1]), v = g.value(n.inputs[2]);
+  const Value out = g.value(id);
+  AttentionAttrs a = n.attr<AttentionAttrs>();
+  a.wrt = kWrtStatistics;
+  const Value stats = g.add(Op::AttentionGrad, {q, k, v, out, dy}, a);
   std::vector<Value> grads;
   for (int wrt = 0; wrt < 3; ++wrt) {
-    AttentionAttrs a = n.attr<AttentionAttrs>();
     a.wrt = wrt;
-    grads.push_back(g.add(
-        Op::AttentionGrad,
-        {g.value(n.inputs[0]), g.value(n.inputs[1]), g.value(n.inputs[2]), g.value(id), dy}, a));
+    grads.push_back(g.add(Op::AttentionGrad, {q, k, v, out, dy, stats}, a));
   }
   return grads;
 }
@@ -414,8 +459,9 @@ LoopNest attention_loops(const Graph& g, const Node& n) {
   LoopNest nest;
   const int b = nest.add({q[0]}), t = nest.add({q[1], Loop::Kind::Whole});
   const int s = nest.add({k[1], Loop::Kind::Whole}), h = nest.add({k[2]});
+  const bool kv_grad = wrt == 1 || wrt == 2;  // sums over a group's query heads
   const int grp =
-      grouped ? nest.add({q[3], wrt >= 1 ? Loop::Kind::Reduction : Loop::Kind::Parallel}) : -1;
+      grouped ? nest.add({q[3], kv_grad ? Loop::Kind::Reduction : Loop::Kind::Parallel}) : -1;
   const int dk = nest.add({k[3], Loop::Kind::Whole}), dv = nest.add({v[3], Loop::Kind::Whole});
   auto query_like = [&](int d) {
     return grouped ? std::vector<int>{b, t, h, grp, d} : std::vector<int>{b, t, h, d};
@@ -426,7 +472,12 @@ LoopNest attention_loops(const Graph& g, const Node& n) {
   if (wrt >= 0) {
     nest.inputs.push_back(query_like(dv));
     nest.inputs.push_back(query_like(dv));
-    nest.output = nest.inputs[wrt];
+    const bool with_stats = n.inputs.size() == 6;
+    const int st = with_stats || wrt == kWrtStatistics
+                       ? nest.add({kStatistics, Loop::Kind::Whole})
+                       : -1;
+    if (with_stats) nest.inputs.push_back(query_like(st));
+    nest.output = wrt == kWrtStatistics ? query_like(st) : nest.inputs[wrt];
   }
   return nest;
 }
@@ -458,10 +509,16 @@ OpCost attention_cost(const Node& n, const CostShapes& s) {
   const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
   return {pairs(n, s) * (2 * dk + 2 * dv + 15 + cap_flops(n)), operand_bytes(s), true};
 }
-// Statistics (a pass of scores) and one tile pass of scores, dP and the product.
+// The statistics: a pass of scores. A gradient: one tile pass of scores, dP
+// and the product, after the statistics unless it reads them.
 OpCost attention_grad_cost(const Node& n, const CostShapes& s) {
   const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
-  return {pairs(n, s) * (6 * dk + 4 * dv + 30 + 2 * cap_flops(n)), operand_bytes(s), true};
+  const double statistics = 2 * dk + 15 + cap_flops(n);
+  if (n.attr<AttentionAttrs>().wrt == kWrtStatistics)
+    return {pairs(n, s) * statistics, operand_bytes(s), true};
+  const double tiles = 4 * dk + 4 * dv + 15 + cap_flops(n);
+  return {pairs(n, s) * (tiles + (s.inputs.size() == 6 ? 0 : statistics)), operand_bytes(s),
+          true};
 }
 
 }  // namespace
