@@ -1,6 +1,8 @@
 #include "autoshard/tensor/parallel.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +18,15 @@
 
 namespace autoshard {
 namespace {
+
+// A hint to the core that this thread is waiting in a loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 thread_local int tls_threads = 0;  // 0: not set, use the machine's cores
 
@@ -62,8 +73,8 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(&job);
+      queued_.fetch_add(1, std::memory_order_release);  // under mu_: see spin_for_a_job
     }
-    queued_.fetch_add(1, std::memory_order_release);
     if (helpers > 1)
       wake_.notify_all();
     else
@@ -107,18 +118,19 @@ class Pool {
   // step is hundreds of such kernels. So a worker that finds nothing to do
   // first watches for a new job for a short while before it parks (200 us:
   // llama-124m's int8 decode went from about 70% to 80-94% of the bandwidth
-  // limit on 2 cores; 50 us gave less). Returns whether one was queued meanwhile (mu_ held again).
+  // limit on 2 cores; 50 us gave less). Returns whether a job was queued
+  // meanwhile, with mu_ held again. The count is read again under mu_ (jobs
+  // are counted under it): a job queued after the last look but before the
+  // lock is seen here, and one queued later finds the worker in wait().
   bool spin_for_a_job(std::unique_lock<std::mutex>& lock) {
     const uint64_t seen = queued_.load(std::memory_order_acquire);
     lock.unlock();
     const auto until = std::chrono::steady_clock::now() + kSpin;
-    bool queued = false;
-    while (!queued && std::chrono::steady_clock::now() < until) {
-      for (int i = 0; i < 16; ++i) _mm_pause();
-      queued = queued_.load(std::memory_order_acquire) != seen;
-    }
+    while (queued_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < until)
+      for (int i = 0; i < 16; ++i) cpu_relax();
     lock.lock();
-    return queued;
+    return queued_.load(std::memory_order_acquire) != seen;
   }
   static constexpr std::chrono::microseconds kSpin{200};
 
