@@ -103,6 +103,25 @@ TEST(QuantizedGemv, FastKernelsMatchThePlainLoops) {
         }
 }
 
+// A NaN or an infinity in the input reaches the outputs as in f32 (the
+// int8 kernel's fixed-point input has neither, so it falls back to f32).
+TEST(QuantizedGemv, NonFiniteInputsPropagate) {
+  for (WeightsDType dtype : {WeightsDType::BF16, WeightsDType::Int8})
+    for (bool outputs_first : {true, false})
+      for (float bad : {NAN, INFINITY}) {
+        const QuantizedMatrix m = random_matrix(dtype, 9, 200, outputs_first, 7);
+        Tensor x = testing::random_tensor({200}, 9);
+        x.f32()[100] = bad;
+        std::vector<float> fast(9), plain(9);
+        quantized_gemv(m, x.f32(), fast.data());
+        quantized_gemv_reference(m, x.f32(), plain.data());
+        for (int o = 0; o < 9; ++o) {
+          EXPECT_FALSE(std::isfinite(fast[o])) << "output " << o;
+          EXPECT_EQ(std::isnan(fast[o]), std::isnan(plain[o])) << "output " << o;
+        }
+      }
+}
+
 // bf16 keeps 8 significant bits (relative error at most 2^-8); int8 codes
 // are within half a step of the value; -127..127 only, zeros stay zero.
 TEST(QuantizedGemv, RoundTripErrorBounds) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -73,6 +74,10 @@ float dot_row<int8_t>(const int8_t* w, const float* x, int64_t n) {
 #pragma GCC diagnostic pop
 #endif
 
+template <typename E>
+void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_t inner,
+                        const float* x, float* y);
+
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 // int8 rows against x in 16-bit fixed point. Widening every code to f32
 // costs three instructions per 16 codes, which held int8 decoding at 60-65%
@@ -92,14 +97,20 @@ struct FixedPointX {
 };
 constexpr int64_t kFixedBlock = 64;
 
-void to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
+// Returns false, for the caller to use the f32 path, when x holds a NaN or
+// an infinity (fixed point has neither: they would vanish from the sums).
+bool to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
   q.blocks = n / kFixedBlock;
   q.values.resize(size_t(q.blocks * kFixedBlock));
   q.scales.resize(size_t(q.blocks));
   for (int64_t b = 0; b < q.blocks; ++b) {
     const float* xb = x + b * kFixedBlock;
     float largest = 0;
-    for (int64_t i = 0; i < kFixedBlock; ++i) largest = std::max(largest, std::fabs(xb[i]));
+    for (int64_t i = 0; i < kFixedBlock; ++i) {
+      const float magnitude = std::fabs(xb[i]);
+      if (!(magnitude <= std::numeric_limits<float>::max())) return false;  // NaN too
+      largest = std::max(largest, magnitude);
+    }
     const float scale = largest / 32767.0f;
     const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
     for (int64_t i = 0; i < kFixedBlock; ++i)
@@ -107,6 +118,9 @@ void to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
           static_cast<int16_t>(std::clamp(std::nearbyint(xb[i] * inverse), -32767.0f, 32767.0f));
     q.scales[size_t(b)] = scale;
   }
+  for (int64_t i = q.blocks * kFixedBlock; i < n; ++i)  // the tail is read in f32
+    if (!std::isfinite(x[i])) return false;
+  return true;
 }
 
 #pragma GCC diagnostic push
@@ -147,7 +161,8 @@ void gemv_outputs_first(const int8_t* w, const float* scales, int64_t outputs, i
   // would be each worker's own (empty) one.
   thread_local FixedPointX scratch;
   FixedPointX& q = scratch;
-  to_fixed_point(x, inner, q);
+  if (!to_fixed_point(x, inner, q))
+    return gemv_outputs_first<int8_t>(w, scales, outputs, inner, x, y);
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(inner, 1));
   parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o)
