@@ -54,7 +54,10 @@ fi
 # 1 Gbit/s (needs root for the network namespaces; skipped otherwise).
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null; then
   echo >&2
-  "$here/overlap.sh" "$build" gpt2 4 1gbit | tee /dev/stderr | tail -1
+  # (Not `tee /dev/stderr`: when stderr is a file, that reopens and truncates it.)
+  overlap=$("$here/overlap.sh" "$build" gpt2 4 1gbit)
+  printf '%s\n' "$overlap" >&2
+  printf '%s\n' "$overlap" | tail -1
 else
   echo "overlap rows skipped: bench/overlap.sh needs root (ip netns, tc)" >&2
 fi
