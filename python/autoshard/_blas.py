@@ -53,8 +53,13 @@ def _ask_a_child():
 
 
 def use_best_blas_kernels():
-    """Sets OPENBLAS_CORETYPE for this process when OpenBLAS would run kernels below the CPU."""
-    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("AUTOSHARD_KEEP_BLAS_CORE"):
+    """Sets OPENBLAS_CORETYPE for this process when OpenBLAS would run kernels below the CPU.
+
+    The decision (the user's OPENBLAS_CORETYPE and AUTOSHARD_KEEP_BLAS_CORE
+    included) is the native wanted_openblas_coretype's; only the fork is
+    spared when the user already chose the kernels.
+    """
+    if os.environ.get("OPENBLAS_CORETYPE"):
         return
     if "autoshard._native" in sys.modules or _openblas_loaded():
         return  # too late to choose: warn_if_below_the_cpu says so once loaded
@@ -65,9 +70,11 @@ def use_best_blas_kernels():
 
 
 def warn_if_below_the_cpu(native):
-    """After loading: a warning when OpenBLAS was loaded first with kernels below the CPU."""
-    if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("AUTOSHARD_KEEP_BLAS_CORE"):
-        return
+    """After loading: a warning when OpenBLAS was loaded first with kernels below the CPU.
+
+    A malformed AUTOSHARD_KEEP_BLAS_CORE raises ValueError here, as the command
+    stops on it.
+    """
     wanted = native.wanted_openblas_coretype()
     if wanted:
         info = native.blas_info()

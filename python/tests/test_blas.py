@@ -67,3 +67,12 @@ def test_blas_info_measures_the_peak_on_request():
     info = autoshard.blas_info(measure_peak=True)
     assert info["library"].startswith("OpenBLAS") and info["sgemm_peak_gflops"] > 0
     assert "sgemm_peak_gflops" not in autoshard.blas_info()
+
+
+def test_a_malformed_keep_switch_is_an_error_naming_it():
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    clean.update(AUTOSHARD_KEEP_BLAS_CORE="yes", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", "import autoshard"], env=clean,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "ValueError: AUTOSHARD_KEEP_BLAS_CORE is 'yes': set it to 1" in out.stderr

@@ -44,12 +44,12 @@ float dot_row(const E* w, const float* x, int64_t n) {
 }
 
 #if defined(__AVX512F__) && !defined(__AVX512VNNI__)
-// int8 rows with AVX-512 but without VNNI (below, dot_row_fixed): each 16 codes widened to i32 and
-// converted to f32 in two instructions, four chains of fused multiply-adds. GCC's code for the lane
-// loop above widens int8 in more steps (about 12 G codes/s per core here against 18 for this loop:
-// the difference between int8 decoding at half and at most of the bandwidth limit). (GCC 12 reports
-// its own intrinsics' _mm512_undefined_* as maybe uninitialized once inlined: a known false
-// positive.)
+// int8 rows with AVX-512 but without VNNI (with it: dot_row_fixed below):
+// each 16 codes widened to i32 and converted to f32 in two instructions,
+// four chains of fused multiply-adds. GCC's code for the lane loop above
+// widens int8 in more steps (about 12 G codes/s per core here against 18
+// for this loop). (GCC 12 reports its own intrinsics' _mm512_undefined_* as
+// maybe uninitialized once inlined: a known false positive.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <>
@@ -93,17 +93,16 @@ void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_
 struct FixedPointX {
   std::vector<int16_t> values;  // [blocks * 64]
   std::vector<float> scales;    // [blocks]
-  int64_t blocks = 0;
+  int64_t blocks() const { return int64_t(scales.size()); }
 };
 constexpr int64_t kFixedBlock = 64;
 
 // Returns false, for the caller to use the f32 path, when x holds a NaN or
 // an infinity (fixed point has neither: they would vanish from the sums).
 bool to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
-  q.blocks = n / kFixedBlock;
-  q.values.resize(size_t(q.blocks * kFixedBlock));
-  q.scales.resize(size_t(q.blocks));
-  for (int64_t b = 0; b < q.blocks; ++b) {
+  q.scales.resize(size_t(n / kFixedBlock));
+  q.values.resize(size_t(q.blocks() * kFixedBlock));
+  for (int64_t b = 0; b < q.blocks(); ++b) {
     const float* xb = x + b * kFixedBlock;
     float largest = 0;
     for (int64_t i = 0; i < kFixedBlock; ++i) {
@@ -118,7 +117,7 @@ bool to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
           static_cast<int16_t>(std::clamp(std::nearbyint(xb[i] * inverse), -32767.0f, 32767.0f));
     q.scales[size_t(b)] = scale;
   }
-  for (int64_t i = q.blocks * kFixedBlock; i < n; ++i)  // the tail is read in f32
+  for (int64_t i = q.blocks() * kFixedBlock; i < n; ++i)  // the tail is read in f32
     if (!std::isfinite(x[i])) return false;
   return true;
 }
@@ -139,18 +138,18 @@ inline __m512 block_product(const int8_t* w, const int16_t* xq) {
 float dot_row_fixed(const int8_t* w, const FixedPointX& q, const float* x, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0;
   int64_t b = 0;
-  for (; b + 2 <= q.blocks; b += 2) {
+  for (; b + 2 <= q.blocks(); b += 2) {
     const int64_t i = b * kFixedBlock;
     a0 =
         _mm512_fmadd_ps(block_product(w + i, q.values.data() + i), _mm512_set1_ps(q.scales[b]), a0);
     a1 = _mm512_fmadd_ps(block_product(w + i + kFixedBlock, q.values.data() + i + kFixedBlock),
                          _mm512_set1_ps(q.scales[b + 1]), a1);
   }
-  if (b < q.blocks)
+  if (b < q.blocks())
     a0 = _mm512_fmadd_ps(block_product(w + b * kFixedBlock, q.values.data() + b * kFixedBlock),
                          _mm512_set1_ps(q.scales[b]), a0);
   float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-  for (int64_t i = q.blocks * kFixedBlock; i < n; ++i) s += x[i] * widen(w[i]);
+  for (int64_t i = q.blocks() * kFixedBlock; i < n; ++i) s += x[i] * widen(w[i]);
   return s;
 }
 #pragma GCC diagnostic pop
