@@ -32,6 +32,14 @@ TEST(Fsdp, SplitsEachWeightOverTheDataAxisAlongItsLargestWholeDimension) {
   // No data axis: nothing to shard over.
   const FullyShardedDataParallel none(DeviceMesh({2}, {"model"}));
   EXPECT_EQ(none.weight_layout("w", {8, 8}).dims, (std::vector<int>{-1, -1}));
+  // Without a layout map on a mesh of two axes: the batch and every weight
+  // over both (a tuple), so a device holds a quarter of each.
+  const FullyShardedDataParallel every(DeviceMesh({2, 2}, {"data", "shard"}));
+  const int both = tuple_axis({0, 1});
+  EXPECT_EQ(every.batch_axis(), both);
+  EXPECT_EQ(every.input_layout({8, 6}).dims, (std::vector<int>{both, -1}));
+  EXPECT_EQ(every.weight_layout("w", {128, 512}).dims, (std::vector<int>{-1, both}));
+  EXPECT_EQ(every.weight_layout("b", {3}).dims, (std::vector<int>{both}));
 }
 
 std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
@@ -62,9 +70,16 @@ TEST(Fsdp, TrainsGpt2AndLlamaAsOneDevice) {
     int64_t batch;
   };
   const std::vector<Case> cases = {
-      {"gpt2", "data=4", 8},         {"gpt2", "data=3", 7},  // uneven weights and batch
-      {"gpt2-dropout", "data=4", 8}, {"gpt2", "data=2,model=2", 6},  {"llama", "data=4", 8},
-      {"llama", "data=3", 5},        {"llama", "data=2,model=2", 4},
+      {"gpt2", "data=4", 8},
+      {"gpt2", "data=3", 7},  // uneven weights and batch
+      {"gpt2-dropout", "data=4", 8},
+      {"gpt2", "data=2,model=2", 6},
+      {"llama", "data=4", 8},
+      {"llama", "data=3", 5},
+      {"llama", "data=2,model=2", 4},
+      // Over every device of a two-axis mesh (no model axis: a tuple of both).
+      {"gpt2", "data=2,shard=3", 7},
+      {"llama", "data=2,shard=2", 4},
   };
   const int64_t T = 6;
   for (const Case& c : cases) {

@@ -115,10 +115,7 @@ TEST(LayoutMapExport, TrainingWithTheReadBackMapEqualsOneDevice) {
   for (const auto& entry : e.entries) {
     const KerasVariable& v = entry.variable;
     const Sharding s = autoshard_sharding(v, *back.lookup(v.path), mesh);
-    std::vector<std::optional<std::string>> axes;
-    for (int a : s.dims)
-      axes.push_back(a < 0 ? std::nullopt : std::optional<std::string>(mesh.axis_names()[a]));
-    by_weight["^" + regex_escape(v.weight) + "$"] = TensorLayout(axes);
+    by_weight["^" + regex_escape(v.weight) + "$"] = TensorLayout::of(s, mesh);
   }
   std::vector<std::vector<double>> losses;
   Shape y_shape;
@@ -192,9 +189,9 @@ TEST(LayoutMapExport, FlattenedSplitsLandOnTheHeadsDimension) {
   key.weight_shape = {16, 8};
   const Sharding split{{-1, 1}, {}};
   const TensorLayout q = keras_layout(query, split, mesh);
-  EXPECT_EQ(q.axes, (std::vector<std::optional<std::string>>{std::nullopt, "model", std::nullopt}));
+  EXPECT_EQ(q.axes, TensorLayout({std::nullopt, "model", std::nullopt}).axes);
   const TensorLayout k = keras_layout(key, split, mesh);  // 1 head: its head_dim splits
-  EXPECT_EQ(k.axes, (std::vector<std::optional<std::string>>{std::nullopt, std::nullopt, "model"}));
+  EXPECT_EQ(k.axes, TensorLayout({std::nullopt, std::nullopt, "model"}).axes);
   EXPECT_EQ(autoshard_sharding(query, q, mesh), split);
   EXPECT_EQ(autoshard_sharding(key, k, mesh), split);
   // An output projection (heads, head_dim, hidden) split over its input side.
@@ -204,7 +201,7 @@ TEST(LayoutMapExport, FlattenedSplitsLandOnTheHeadsDimension) {
   out.weight_shape = {16, 16};
   out.dims_of = {{0, 1}, {2}};
   EXPECT_EQ(keras_layout(out, Sharding{{1, 0}, {}}, mesh).axes,
-            (std::vector<std::optional<std::string>>{"model", std::nullopt, "data"}));
+            TensorLayout({"model", std::nullopt, "data"}).axes);
 }
 
 // Every KerasHub backbone of a Hugging Face fixture: AutoShard's plan on
@@ -249,10 +246,7 @@ TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
           if (v.weight.empty()) continue;
           covered.insert(v.weight);
           const Sharding s = autoshard_sharding(v, *got, mesh);
-          std::vector<std::optional<std::string>> axes;
-          for (int a : s.dims)
-            axes.push_back(a < 0 ? std::nullopt : std::optional<std::string>(mesh.axis_names()[a]));
-          by_weight["^" + regex_escape(v.weight) + "$"] = TensorLayout(axes);
+          by_weight["^" + regex_escape(v.weight) + "$"] = TensorLayout::of(s, mesh);
         }
         for (const auto& [weight, shape] : shapes) EXPECT_TRUE(covered.count(weight)) << weight;
         model = config.build(8, 5);
@@ -301,7 +295,8 @@ TEST_F(LayoutMapCli, ExportsJsonAndPythonThatKerasReadsAsThePlan) {
     const std::optional<TensorLayout> got = back.lookup(path);
     ASSERT_TRUE(got.has_value()) << path;
     json axes = json::array();
-    for (const auto& a : got->axes) axes.push_back(a ? json(*a) : json());
+    for (const TensorLayout::Axes& a : got->axes)
+      axes.push_back(a.empty() ? json() : a.size() == 1 ? json(a[0]) : json(a));
     EXPECT_EQ(axes, planned.at("parameters").at(v.at("autoshard_weight")).at("layout")) << path;
   }
   // The .py form: Python's re on Keras's lookup rule gives the same layouts

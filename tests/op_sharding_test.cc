@@ -511,12 +511,17 @@ TEST(OpSharding, PartialSumsWhereTheOpIsNotLinearAreRefused) {
   EXPECT_FALSE(takes_partial(Linearity::Unary, {partial}, whole));
 }
 
+// Each mesh axis on a random dimension or none; axes that meet on one
+// dimension split it together (a tuple).
 Sharding random_layout(const Shape& shape, std::mt19937& rng) {
-  Sharding s = Sharding::replicated(static_cast<int>(shape.size()));
+  std::vector<std::vector<int>> members(shape.size());
   for (int a = 0; a < kMesh.rank(); ++a) {
-    const int d = static_cast<int>(rng() % (shape.size() + 1));
-    if (d < static_cast<int>(shape.size()) && s.dims[d] < 0) s.dims[d] = a;
+    const size_t d = rng() % (shape.size() + 1);
+    if (d < shape.size()) members[d].push_back(a);
   }
+  Sharding s = Sharding::replicated(static_cast<int>(shape.size()));
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!members[d].empty()) s.dims[d] = tuple_axis(members[d]);
   return s;
 }
 

@@ -96,15 +96,17 @@ std::vector<double> run_sharded(TrainStep& s, const DeviceMesh& mesh,
   return losses;
 }
 
+// Each mesh axis on a random dimension or none; axes that meet on one
+// dimension split it together (a tuple).
 Sharding random_layout(const Shape& shape, const DeviceMesh& mesh, std::mt19937& rng) {
-  Sharding s = Sharding::replicated(shape.size());
-  std::vector<int> axes;
-  for (int a = 0; a < mesh.rank(); ++a) axes.push_back(a);
-  std::shuffle(axes.begin(), axes.end(), rng);
-  for (int a : axes) {
-    int d = static_cast<int>(rng() % (shape.size() + 1));  // shape.size(): leave this axis unused
-    if (d < static_cast<int>(shape.size()) && s.dims[d] < 0) s.dims[d] = a;
+  std::vector<std::vector<int>> members(shape.size());
+  for (int a = 0; a < mesh.rank(); ++a) {
+    const size_t d = rng() % (shape.size() + 1);  // shape.size(): leave this axis unused
+    if (d < shape.size()) members[d].push_back(a);
   }
+  Sharding s = Sharding::replicated(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!members[d].empty()) s.dims[d] = tuple_axis(members[d]);
   return s;
 }
 
@@ -226,6 +228,150 @@ TEST(Partitioner, MovingASplitToAnotherDimensionIsOneAllToAll) {
       EXPECT_EQ(std::memcmp(got.raw(), data.raw(), data.nbytes()), 0) << what;
     }
   }
+}
+
+// Every layout of a rank-`rank` value on `mesh`: each mesh axis on one
+// dimension or none; axes on one dimension form a tuple in mesh order.
+std::vector<Sharding> every_layout(int rank, const DeviceMesh& mesh) {
+  std::vector<Sharding> out;
+  int count = 1;
+  for (int a = 0; a < mesh.rank(); ++a) count *= rank + 1;
+  for (int code = 0; code < count; ++code) {
+    std::vector<std::vector<int>> members(static_cast<size_t>(rank));
+    for (int a = 0, rest = code; a < mesh.rank(); ++a, rest /= rank + 1)
+      if (rest % (rank + 1) < rank) members[size_t(rest % (rank + 1))].push_back(a);
+    Sharding s = Sharding::replicated(rank);
+    for (int d = 0; d < rank; ++d)
+      if (!members[size_t(d)].empty()) s.dims[size_t(d)] = tuple_axis(members[size_t(d)]);
+    out.push_back(s);
+  }
+  return out;
+}
+
+struct Converted {
+  Tensor value;
+  std::map<std::string, int> collectives;  // by kind, the value's own (not the output's)
+};
+
+// `data` laid out as `from` (partial sums over from.partial: device blocks
+// of a sum over a leading dimension of 4), converted to `to` by a view
+// whose decision wants it so, then read whole.
+Converted convert(const Tensor& data, const DeviceMesh& mesh, const Sharding& from,
+                  const Sharding& to) {
+  Graph g;
+  const Shape& shape = data.shape();
+  PartitionRequest r;
+  Value x, leaf;
+  Tensor fed = data;
+  Sharding fed_layout = from;
+  if (from.partial.empty()) {
+    x = leaf = g.parameter("x", shape);
+    r.leaves[x.id] = from;
+  } else {  // four terms summing to data, the sum over axis 0 split over the partial axes
+    Shape terms{4};
+    terms.insert(terms.end(), shape.begin(), shape.end());
+    Value y = leaf = g.parameter("y", terms);
+    fed = testing::random_tensor(terms, 9);
+    for (int64_t i = 0; i < data.numel(); ++i) {  // make the terms add up to data
+      float rest = data.f32()[i];
+      for (int k = 1; k < 4; ++k) rest -= fed.f32()[k * data.numel() + i];
+      fed.f32()[i] = rest;
+    }
+    fed_layout = Sharding{{tuple_axis(from.partial)}, {}};
+    fed_layout.dims.insert(fed_layout.dims.end(), from.dims.begin(), from.dims.end());
+    x = ops::reduce_sum(y, {0});
+    r.leaves[y.id] = fed_layout;
+    r.decisions[x.id] = {{fed_layout}, from};
+  }
+  Value out = g.add(Op::Reshape, {x}, ShapeAttrs{shape});
+  r.decisions[out.id] = {{to}, to};
+  ShardedExecutor exec(g, mesh, r, {out.id});
+  for (int d = 0; d < mesh.size(); ++d) exec.bind(d, leaf.id, block_of(fed, fed_layout, mesh, d));
+  exec.run();
+  Converted c{exec.output(0).clone(), {}};
+  for (const CollectiveRecord& rec : exec.partition().collectives)
+    if (rec.value.find("reshape") == std::string::npos) ++c.collectives[rec.kind];
+  return c;
+}
+
+// `s` partial over every set of the mesh axes it leaves unused.
+std::vector<Sharding> with_partials(const Sharding& s, const DeviceMesh& mesh) {
+  std::vector<int> unused;
+  for (int a = 0; a < mesh.rank(); ++a)
+    if (!s.uses(a)) unused.push_back(a);
+  std::vector<Sharding> out;
+  for (int set = 1; set < 1 << unused.size(); ++set) {
+    Sharding p = s;
+    for (size_t i = 0; i < unused.size(); ++i)
+      if (set >> i & 1) p.partial.push_back(unused[i]);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Dimensions split over several mesh axes at once (tuples, nested
+// array_split): every pair of layouts of a 7x5 value on a 2x3 mesh (tuples
+// on either dimension, uneven everywhere) converts bit for bit, and from
+// partial sums over any unused axes to float tolerance; on a 2x2x2 mesh,
+// every layout into and out of a tuple.
+TEST(Partitioner, EveryPairOfLayoutsWithTuplesConvertsExactly) {
+  for (const auto& [mesh, shape] : std::vector<std::pair<DeviceMesh, Shape>>{
+           {DeviceMesh({2, 3}, {"a", "b"}), {7, 5}},
+           {DeviceMesh({2, 2, 2}, {"x", "y", "z"}), {5, 3}}}) {
+    const Tensor data = testing::random_tensor(shape, 4);
+    const std::vector<Sharding> layouts = every_layout(int(shape.size()), mesh);
+    auto has_tuple = [](const Sharding& s) {
+      return std::any_of(s.dims.begin(), s.dims.end(), is_tuple_axis);
+    };
+    int tuples = 0, partial = 0;
+    for (const Sharding& from : layouts)
+      for (const Sharding& to : layouts) {
+        if (mesh.rank() == 3 && !(from.fully_replicated() || to.fully_replicated()) &&
+            !(has_tuple(from) && has_tuple(to)))
+          continue;  // the 2x2x2 mesh: a tuple in or out, or both
+        tuples += has_tuple(from) || has_tuple(to);
+        const std::string what = from.to_string(mesh) + " -> " + to.to_string(mesh);
+        const Converted c = convert(data, mesh, from, to);
+        ASSERT_EQ(std::memcmp(c.value.raw(), data.raw(), data.nbytes()), 0) << what;
+        if (mesh.rank() == 3) continue;
+        for (const Sharding& summed : with_partials(from, mesh)) {
+          ++partial;
+          EXPECT_LT(max_relative_error(convert(data, mesh, summed, to).value, data), 1e-5)
+              << summed.to_string(mesh) << " -> " << to.to_string(mesh);
+        }
+      }
+    EXPECT_GT(tuples, 30) << mesh.to_string();
+    if (mesh.rank() == 2) EXPECT_GT(partial, 50);
+  }
+}
+
+// What a conversion between a split and a tuple costs: adding the inner
+// member is a local slice, removing it one gather over that axis; partial
+// sums over both members reduce-scatter straight into the tuple's pieces.
+TEST(Partitioner, TuplesGrowAndShrinkByTheirInnerMember) {
+  const DeviceMesh mesh({2, 3}, {"a", "b"});
+  const int ab = tuple_axis({0, 1});
+  const Tensor data = testing::random_tensor({11, 4}, 6);
+  const Sharding a{{0, -1}, {}}, tuple{{ab, -1}, {}}, whole{{-1, -1}, {}};
+  EXPECT_TRUE(convert(data, mesh, a, tuple).collectives.empty());
+  EXPECT_EQ(convert(data, mesh, tuple, a).collectives,
+            (std::map<std::string, int>{{"all_gather", 1}}));
+  const Converted summed = convert(data, mesh, Sharding{{-1, -1}, {0, 1}}, tuple);
+  EXPECT_EQ(summed.collectives, (std::map<std::string, int>{{"reduce_scatter", 2}}));
+  EXPECT_LT(max_relative_error(summed.value, data), 1e-6);
+  // A dimension over (a, b) holds nested array_split pieces: 11 over a gives
+  // 6 and 5, each over b gives 2 2 2 and 2 2 1.
+  std::vector<int64_t> rows, offsets;
+  for (int d = 0; d < mesh.size(); ++d) {
+    rows.push_back(tuple.local_shape(data.shape(), mesh, d)[0]);
+    offsets.push_back(tuple.offsets(data.shape(), mesh, d)[0]);
+  }
+  EXPECT_EQ(rows, (std::vector<int64_t>{2, 2, 2, 2, 2, 1}));
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(mesh.coordinate(4, ab), 4);
+  EXPECT_EQ(mesh.group(4, ab), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(tuple.to_string(mesh), "[(a,b), -]");
+  EXPECT_THROW((Sharding{{ab, 1}, {}}.validate(mesh, 2, "x")), std::exception);  // b twice
 }
 
 }  // namespace

@@ -223,7 +223,8 @@ TEST(Distribution, BadLayoutsAreClearErrors) {
   }
   LayoutMap exact = two_keys;
   exact["h.0.attn.query.kernel"] = {"model", std::nullopt, std::nullopt};
-  EXPECT_EQ(exact.lookup("h.0.attn.query.kernel")->axes[0], "model");  // an exact key wins
+  EXPECT_EQ(exact.lookup("h.0.attn.query.kernel")->axes[0],
+            TensorLayout::Axes{"model"});  // an exact key wins
   LayoutMap too_long;
   too_long["bias"] = {"model", std::nullopt};
   GPT2 model(GPT2Config::preset("test"), 6, 0);

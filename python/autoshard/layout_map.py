@@ -14,6 +14,7 @@ import json
 import os
 
 from . import _native
+from .keras.distribution import native_axes
 from .plan import plan
 
 __all__ = ["keras_layout_map"]
@@ -49,12 +50,19 @@ def keras_layout_map(model, mesh_or_devices, batch=8, *, form="json", **plan_arg
         planned = saving.load_model(model)
     p = plan(planned, mesh_or_devices, batch, **plan_args)
     names, sizes = list(p.mesh.keys()), list(p.mesh.values())
-    text = _native.keras_layout_map(model, names, sizes, {w: list(v) for w, v in p.layouts.items()},
+    text = _native.keras_layout_map(model, names, sizes,
+                                    {w: native_axes(v) for w, v in p.layouts.items()},
                                     {w: list(s) for w, s in p.shapes.items()}, p.step_time,
                                     float(p.memory_per_device["total"]),
                                     str(plan_args.get("cluster") or "cpu"), form)
     if form == "py":
         return text
     out = json.loads(text)
-    out["layout_map"] = {k: tuple(v) for k, v in out["layout_map"].items()}
+    # A dimension over several axes comes as a list: Keras's tuple.
+    def keras_axes(layout):
+        return tuple(tuple(a) if isinstance(a, list) else a for a in layout)
+
+    out["layout_map"] = {k: keras_axes(v) for k, v in out["layout_map"].items()}
+    for v in out["variables"].values():
+        v["layout"] = keras_axes(v["layout"])
     return out

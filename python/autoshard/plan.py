@@ -159,7 +159,9 @@ class Plan:
         self._distribution = distribution  # AutoShard, planned (for TensorParallel)
         self.mesh = dict(report["mesh"])
         params = report["parameters"]
-        self.layouts = {p: tuple(v["layout"]) for p, v in params.items()}
+        # (None, "model") per weight; a dimension over several axes as a tuple.
+        self.layouts = {p: tuple(tuple(a) if isinstance(a, list) else a for a in v["layout"])
+                        for p, v in params.items()}
         self.shapes = {p: tuple(v["shape"]) for p, v in params.items()}
         self.step_time = float(report["predicted"]["step_s"])
         self.memory_per_device = dict(report["bytes_per_device"])

@@ -27,7 +27,7 @@ void bind_layout_map(py::module_& m) {
       "keras_layout_map",
       [](const std::string& path, const std::vector<std::string>& axis_names,
          const std::vector<int>& axis_sizes,
-         const std::map<std::string, std::vector<std::optional<std::string>>>& layouts,
+         const std::map<std::string, std::vector<TensorLayout::Axes>>& layouts,
          const std::map<std::string, Shape>& shapes, double step_s, double bytes,
          const std::string& cluster, const std::string& form) {
         AS_CHECK(form == "json" || form == "py", "keras_layout_map: form must be 'json' or 'py'");

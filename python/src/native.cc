@@ -447,7 +447,7 @@ void bind_distribution(py::module_& m) {
       .def("__repr__", &DeviceMesh::to_string);
   m.def("list_devices", &list_devices, "count"_a = 0);
 
-  using Axes = std::vector<std::optional<std::string>>;
+  using Axes = std::vector<TensorLayout::Axes>;  // names per dimension (none: whole)
   py::class_<LayoutMap>(m, "LayoutMap")
       .def(py::init([](const std::vector<std::pair<std::string, Axes>>& entries) {
         LayoutMap map;
@@ -599,10 +599,10 @@ void bind_model(py::module_& m) {
 
 }  // namespace
 
-void bind_saving(py::module_& m);    // bind_saving.cc
-void bind_progress(py::module_& m);  // bind_progress.cc
-void bind_hf(py::module_& m);        // bind_hf.cc
-void bind_plan(py::module_& m);      // bind_plan.cc
+void bind_saving(py::module_& m);      // bind_saving.cc
+void bind_progress(py::module_& m);    // bind_progress.cc
+void bind_hf(py::module_& m);          // bind_hf.cc
+void bind_plan(py::module_& m);        // bind_plan.cc
 void bind_layout_map(py::module_& m);  // bind_layout_map.cc
 void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc

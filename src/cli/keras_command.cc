@@ -143,10 +143,13 @@ std::shared_ptr<Distribution> keras_distribution(const CommonOptions& o, Model& 
            " is Megatron-LM's layout of GPT weights; for a Keras model give auto, data, fsdp, or "
            "a layout map file");
   std::shared_ptr<Distribution> d = make_distribution(o, model, LanguageModelConfig{}, step);
-  const auto* fsdp = dynamic_cast<const FullyShardedDataParallel*>(d.get());
-  AS_CHECK(!fsdp || fsdp->layout_map().entries().empty(), "--plan fsdp beside a model axis ",
-           "keeps Megatron-LM's layout of GPT weights; for a Keras model give a mesh of the data ",
-           "axis only (--mesh data=", d ? d->mesh().size() : 0, ") or --plan auto");
+  // A Keras model has no Megatron layout: beside a model axis, FSDP splits
+  // the batch and every weight over all the mesh's devices.
+  if (const auto* fsdp = dynamic_cast<const FullyShardedDataParallel*>(d.get());
+      fsdp && !fsdp->layout_map().entries().empty()) {
+    d = std::make_shared<FullyShardedDataParallel>(d->mesh());
+    d->zero1 = o.zero1;
+  }
   return d;
 }
 

@@ -208,7 +208,7 @@ std::vector<std::string> lost_splits(Subject& s, const Partition& kept, const Au
     for (int d : uneven_dims(layout, shapes[path], mesh)) {
       const std::string line = " " + shape_str(shapes[path]) + ": dimension " + std::to_string(d) +
                                " (" + std::to_string(shapes[path][d]) + ") lost its split over " +
-                               mesh.axis_names()[layout.dims[d]] + " (" +
+                               mesh.axis_name(layout.dims[d]) + " (" +
                                std::to_string(mesh.axis_size(layout.dims[d])) +
                                "): " + layout.to_string(mesh) + " -> " + now[path].to_string(mesh);
       const std::string key =

@@ -15,11 +15,16 @@ ShardDecision decide(const LoopNest& nest, const LoopSplit& split) {
   d.output = Sharding{dims_of(nest.output), {}};
   for (size_t l = 0; l < nest.loops.size(); ++l)
     if (split[l] >= 0 && nest.loops[l].kind == Loop::Kind::Reduction) {
-      d.output.partial.push_back(split[l]);
+      add_partial(d.output.partial, split[l]);
       d.output.partial_op = nest.loops[l].reduce;
     }
-  std::sort(d.output.partial.begin(), d.output.partial.end());
   return d;
+}
+
+bool LoopNest::windowed(int loop) const {
+  for (const Halo& h : halos)
+    if (inputs[h.input][h.dim] == loop) return true;
+  return false;
 }
 
 ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& inputs) {
@@ -29,7 +34,7 @@ ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& i
     for (size_t d = 0; d < nest.inputs[i].size() && d < inputs[i].dims.size(); ++d) {
       const int loop = nest.inputs[i][d], axis = inputs[i].dims[d];
       if (loop < 0 || axis < 0 || split[loop] >= 0 || !nest.splittable(loop) ||
-          std::find(used.begin(), used.end(), axis) != used.end())
+          overlaps_any(used, axis) || (is_tuple_axis(axis) && nest.windowed(loop)))
         continue;
       split[loop] = axis;
       used.push_back(axis);
@@ -49,14 +54,31 @@ bool consistent(const LoopNest& nest, const LoopSplit& split) {
 }
 }  // namespace
 
+std::vector<int> split_axes(const DeviceMesh& mesh) {
+  std::vector<int> real;
+  for (int a = 0; a < mesh.rank(); ++a)
+    if (mesh.axis_size(a) > 1) real.push_back(a);
+  std::vector<int> out = real;
+  if (real.empty() || real.back() >= kMaxTupleAxes) return out;
+  for (uint64_t set = 1; set < (uint64_t{1} << real.size()); ++set) {
+    if (__builtin_popcountll(set) < 2) continue;
+    std::vector<int> members;
+    for (size_t i = 0; i < real.size(); ++i)
+      if (set >> i & 1) members.push_back(real[i]);
+    out.push_back(tuple_axis(members));
+  }
+  return out;
+}
+
 std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh) {
   std::vector<LoopSplit> out{LoopSplit(nest.loops.size(), -1)};
-  for (int axis = 0; axis < mesh.rank(); ++axis) {
-    if (mesh.axis_size(axis) == 1) continue;
+  for (int axis : split_axes(mesh)) {
     const size_t before = out.size();
     for (size_t s = 0; s < before; ++s)
       for (size_t l = 0; l < nest.loops.size(); ++l) {
-        if (!nest.splittable(static_cast<int>(l)) || out[s][l] >= 0) continue;
+        if (!nest.splittable(static_cast<int>(l)) || out[s][l] >= 0 || overlaps_any(out[s], axis) ||
+            (is_tuple_axis(axis) && nest.windowed(int(l))))
+          continue;
         LoopSplit next = out[s];
         next[l] = axis;
         if (consistent(nest, next)) out.push_back(std::move(next));
@@ -116,8 +138,7 @@ std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const Devi
     // Sums of partial sums stay sums: a split sum loop may add its own axes.
     if (!base.output.partial.empty() && base.output.partial_op != ReduceOp::Sum) continue;
     for (int axis = 0; axis < mesh.rank(); ++axis) {
-      if (mesh.axis_size(axis) == 1 || std::find(split.begin(), split.end(), axis) != split.end())
-        continue;
+      if (mesh.axis_size(axis) == 1 || overlaps_any(split, axis)) continue;
       for (const std::vector<int>& inputs : carriers) {
         ShardDecision d = base;
         for (int k : inputs) d.inputs[k].partial = {axis};

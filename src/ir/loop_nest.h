@@ -49,9 +49,13 @@ struct LoopNest {
   bool splittable(int loop) const {
     return loops[loop].kind != Loop::Kind::Whole && loops[loop].extent > 1;
   }
+  // Whether an input reads a window of this loop (a halo dimension): such a
+  // loop splits over one mesh axis only, never a tuple.
+  bool windowed(int loop) const;
 };
 
-// A strategy: for each loop, the mesh axis it is split over, or -1.
+// A strategy: for each loop, the axis id it is split over (a mesh axis or a
+// tuple of them), or -1.
 using LoopSplit = std::vector<int>;
 
 // The input and output shardings of a strategy. Inputs never carry partial
@@ -63,9 +67,15 @@ ShardDecision decide(const LoopNest& nest, const LoopSplit& split);
 // whose loops say everything.
 ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& inputs);
 
-// Every strategy on `mesh`: each axis of size > 1 split over at most one
-// splittable loop, at most one axis per loop, plus leaving it unused. The
-// first strategy is the fully replicated one.
+// The axis ids a strategy may split loops over: every mesh axis of size > 1,
+// then every tuple of two or more of them, in mesh order (a batch over
+// data x model, a weight over every device).
+std::vector<int> split_axes(const DeviceMesh& mesh);
+
+// Every strategy on `mesh`: each axis id of split_axes over at most one
+// splittable loop, at most one per loop, no mesh axis twice (a tuple and
+// its members exclude each other), plus leaving it unused. The first
+// strategy is the fully replicated one.
 std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh);
 
 // The sets of inputs that may carry partial sums together for an op of this

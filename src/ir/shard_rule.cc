@@ -24,9 +24,19 @@ bool partial_sum(const Sharding& s) {
   return !s.partial.empty() && s.partial_op == ReduceOp::Sum;
 }
 
+bool overlaps_any(const std::vector<int>& used, int axis) {
+  return std::any_of(used.begin(), used.end(), [&](int u) { return axes_overlap(u, axis); });
+}
+
+void add_partial(std::vector<int>& partial, int axis) {
+  for (int a : axis_members(axis))
+    if (std::find(partial.begin(), partial.end(), a) == partial.end()) partial.push_back(a);
+  std::sort(partial.begin(), partial.end());
+}
+
 namespace {
 bool uses(const std::vector<int>& dims, int axis) {
-  return std::find(dims.begin(), dims.end(), axis) != dims.end();
+  return overlaps_any(dims, axis);
 }
 }  // namespace
 

@@ -22,7 +22,6 @@ struct ShardQuery {
   const std::vector<const Sharding*>& input_hints;  // the same for each input
 };
 
-
 // Everything a device-local op needs to rewrite its attributes.
 struct LocalizeInfo {
   const Node& global;
@@ -50,6 +49,11 @@ ShardDecision replicate_all(const ShardQuery& q);
 Sharding without_partial(Sharding s);
 // True when `s` holds partial sums (not maxima).
 bool partial_sum(const Sharding& s);
+// Whether axis id `axis` (a mesh axis or a tuple, see tuple_axis) shares a
+// mesh axis with any of `used`: then it cannot split another dimension.
+bool overlaps_any(const std::vector<int>& used, int axis);
+// Adds the mesh axes of `axis` (a tuple's members) to the sorted `partial`.
+void add_partial(std::vector<int>& partial, int axis);
 
 enum class Linearity {
   None,       // nonlinear: partial sums must be reduced first

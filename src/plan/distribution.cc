@@ -22,18 +22,41 @@ std::vector<std::string> list_devices(int count) {
   return devices;
 }
 
+TensorLayout::TensorLayout(const std::vector<std::optional<std::string>>& a) {
+  for (const std::optional<std::string>& name : a) axes.push_back(name ? Axes{*name} : Axes{});
+}
+
+int layout_axis(const DeviceMesh& mesh, const TensorLayout::Axes& names, const std::string& what) {
+  std::vector<int> members;
+  std::string tuple;  // ('model', 'data'), for the error
+  for (const std::string& name : names) tuple += (tuple.empty() ? "('" : ", '") + name + "'";
+  for (const std::string& name : names) {
+    const int a = mesh.axis_index(name);
+    AS_CHECK(a >= 0, what, " names mesh axis '", name, "', which mesh ", mesh.to_string(),
+             " does not have");
+    AS_CHECK(members.empty() || a > members.back(), what, " splits a dimension over ", tuple,
+             "): name each axis once, in the mesh's order (", mesh.to_string(), ")");
+    members.push_back(a);
+  }
+  return members.empty() ? -1 : tuple_axis(members);
+}
+
+TensorLayout TensorLayout::of(const Sharding& s, const DeviceMesh& mesh) {
+  TensorLayout l;
+  for (int id : s.dims) {
+    l.axes.emplace_back();
+    for (int a : axis_members(id)) l.axes.back().push_back(mesh.axis_names()[size_t(a)]);
+  }
+  return l;
+}
+
 Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& path,
                                    const Shape& shape) const {
   AS_CHECK(axes.size() == shape.size(), "layout for '", path, "' has ", axes.size(),
            " axes but the weight ", shape_str(shape), " has ", shape.size(), " dimensions");
   Sharding s = Sharding::replicated(shape.size());
-  for (size_t d = 0; d < axes.size(); ++d) {
-    if (!axes[d]) continue;
-    int a = mesh.axis_index(*axes[d]);
-    AS_CHECK(a >= 0, "layout for '", path, "' names mesh axis '", *axes[d], "', which mesh ",
-             mesh.to_string(), " does not have");
-    s.dims[d] = a;
-  }
+  for (size_t d = 0; d < axes.size(); ++d)
+    s.dims[d] = layout_axis(mesh, axes[d], "layout for '" + path + "'");
   s.validate(mesh, static_cast<int>(shape.size()), "layout for '" + path + "'");
   return s;
 }
@@ -92,10 +115,17 @@ LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& 
              "' must be a list of axis names or null");
     TensorLayout layout;
     for (const auto& a : it.value()) {
-      AS_CHECK(a.is_null() || a.is_string(), "layout map '", source, "': entries of '", it.key(),
-               "' must be axis names or null");
-      layout.axes.push_back(a.is_null() ? std::nullopt
-                                        : std::optional<std::string>(a.get<std::string>()));
+      const bool tuple =
+          a.is_array() && !a.empty() &&
+          std::all_of(a.begin(), a.end(), [](const auto& x) { return x.is_string(); });
+      AS_CHECK(a.is_null() || a.is_string() || tuple, "layout map '", source, "': entries of '",
+               it.key(), "' must be axis names, lists of axis names or null");
+      if (a.is_null())
+        layout.axes.emplace_back();
+      else if (a.is_string())
+        layout.axes.push_back({a.get<std::string>()});
+      else
+        layout.axes.push_back(a.get<std::vector<std::string>>());
     }
     m[it.key()] = layout;
   }
@@ -113,9 +143,13 @@ LayoutMap LayoutMap::from_json_file(const std::string& path) {
 Distribution::Distribution(DeviceMesh mesh, std::string batch_dim_name)
     : mesh_(std::move(mesh)), batch_dim_name_(std::move(batch_dim_name)) {}
 
+int Distribution::batch_axis() const {
+  return mesh_.axis_index(batch_dim_name_);
+}
+
 Sharding Distribution::input_layout(const Shape& shape) const {
   Sharding s = Sharding::replicated(shape.size());
-  int a = mesh_.axis_index(batch_dim_name_);
+  const int a = batch_axis();
   if (a >= 0 && !shape.empty()) s.dims[0] = a;
   return s;
 }
@@ -125,8 +159,8 @@ Sharding Distribution::buffer_layout(const std::string&, const Shape& shape) con
 }
 
 Sharding Distribution::split_over_batch(const Sharding& layout, const Shape& shape) const {
-  const int a = mesh_.axis_index(batch_dim_name_);
-  if (a < 0 || mesh_.axis_size(a) == 1 || layout.dim_of(a) >= 0) return layout;
+  const int a = batch_axis();
+  if (a < 0 || mesh_.axis_size(a) == 1 || layout.uses(a)) return layout;
   int best = -1;
   for (int d = 0; d < layout.rank(); ++d)
     if (layout.dims[d] < 0 && (best < 0 || shape[d] > shape[best])) best = d;
@@ -160,10 +194,8 @@ Sharding DataParallel::weight_layout(const std::string&, const Shape& shape) con
 ModelParallel::ModelParallel(DeviceMesh mesh, LayoutMap layout_map, std::string batch_dim_name)
     : Distribution(std::move(mesh), std::move(batch_dim_name)), layout_map_(std::move(layout_map)) {
   for (const auto& [key, layout] : layout_map_.entries())
-    for (const auto& a : layout.axes)
-      if (a && this->mesh().axis_index(*a) < 0)
-        fail("layout map key '", key, "' names mesh axis '", *a, "', which mesh ",
-             this->mesh().to_string(), " does not have");
+    for (const TensorLayout::Axes& axes : layout.axes)
+      layout_axis(this->mesh(), axes, "layout map key '" + key + "'");
 }
 
 Sharding ModelParallel::weight_layout(const std::string& path, const Shape& shape) const {
@@ -186,11 +218,20 @@ Sharding FullyShardedDataParallel::weight_layout(const std::string& path,
   return split_over_batch(ModelParallel::weight_layout(path, shape), shape);
 }
 
+int FullyShardedDataParallel::batch_axis() const {
+  if (!layout_map().entries().empty()) return Distribution::batch_axis();
+  std::vector<int> axes;
+  for (int a = 0; a < mesh().rank(); ++a)
+    if (mesh().axis_size(a) > 1) axes.push_back(a);
+  return axes.size() > 1 && axes.back() < kMaxTupleAxes ? tuple_axis(axes)
+                                                        : Distribution::batch_axis();
+}
+
 std::map<int, ShardDecision> FullyShardedDataParallel::decisions(
     const Graph& step, const std::map<int, Sharding>& leaves) const {
-  const int a = mesh().axis_index(batch_dim_name());
+  const int a = batch_axis();
   if (a < 0 || mesh().axis_size(a) == 1) return {};
-  auto uses_batch_axis = [a](const Sharding& s) { return s.dim_of(a) >= 0 || s.is_partial(a); };
+  auto uses_batch_axis = [a](const Sharding& s) { return s.uses(a); };
   // The weights and their state as they are gathered for use.
   std::map<int, Sharding> gathered = leaves;
   for (int id : step.parameters())

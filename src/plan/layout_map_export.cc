@@ -42,20 +42,42 @@ std::string mib(double bytes) {
   return buf;
 }
 
-std::string layout_string(const TensorLayout& l) {
+// A Python tuple of the strings: ("a",) for one.
+std::string python_tuple(const std::vector<std::string>& items) {
   std::string s = "(";
-  for (size_t d = 0; d < l.axes.size(); ++d) {
-    if (d) s += ", ";
-    s += l.axes[d] ? nlohmann::json(*l.axes[d]).dump() : "None";
-  }
-  if (l.axes.size() == 1) s += ",";
-  return s + ")";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s + (items.size() == 1 ? ",)" : ")");
 }
 
+// One dimension's axes in Python: None, "model" or ("data", "model").
+std::string python_axes(const TensorLayout::Axes& axes) {
+  if (axes.empty()) return "None";
+  if (axes.size() == 1) return nlohmann::json(axes[0]).dump();
+  std::vector<std::string> quoted;
+  for (const std::string& a : axes) quoted.push_back(nlohmann::json(a).dump());
+  return python_tuple(quoted);
+}
+
+std::string layout_string(const TensorLayout& l) {
+  std::vector<std::string> dims;
+  for (const TensorLayout::Axes& axes : l.axes) dims.push_back(python_axes(axes));
+  return python_tuple(dims);
+}
+
+// null, "model" or ["data", "model"] per dimension.
 nlohmann::json layout_json(const TensorLayout& l) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& axis : l.axes) a.push_back(axis ? nlohmann::json(*axis) : nlohmann::json());
+  for (const TensorLayout::Axes& axes : l.axes)
+    a.push_back(axes.empty()       ? nlohmann::json()
+                : axes.size() == 1 ? nlohmann::json(axes[0])
+                                   : nlohmann::json(axes));
   return a;
+}
+
+std::string axes_name(const TensorLayout::Axes& axes) {
+  std::string s;
+  for (const std::string& a : axes) s += (s.empty() ? "" : ",") + a;
+  return axes.size() > 1 ? "(" + s + ")" : s;
 }
 
 std::string python_string(const std::string& s) {
@@ -114,15 +136,15 @@ std::string regex_escape(const std::string& text) {
 }
 
 TensorLayout keras_layout(const KerasVariable& v, const Sharding& s, const DeviceMesh& mesh) {
-  std::vector<std::optional<std::string>> axes(v.shape.size());
+  std::vector<TensorLayout::Axes> axes(v.shape.size());
   for (int d = 0; d < s.rank(); ++d) {
     if (s.dims[d] < 0) continue;
     const int g = split_dimension(v, group_of(v, d), mesh.axis_size(s.dims[d]));
-    AS_CHECK(!axes.at(g), "--export-layout-map: the plan splits Keras variable '", v.path,
-             "' dimension ", g, " over two mesh axes, '", *axes[g], "' and '",
-             mesh.axis_names()[s.dims[d]], "' (autoshard's '", v.weight, "' ", s.to_string(mesh),
+    AS_CHECK(axes.at(g).empty(), "--export-layout-map: the plan splits Keras variable '", v.path,
+             "' dimension ", g, " over two of its factors, by '", axes_name(axes[g]), "' and '",
+             mesh.axis_name(s.dims[d]), "' (autoshard's '", v.weight, "' ", s.to_string(mesh),
              "), which a Keras layout cannot say; plan with another mesh");
-    axes[g] = mesh.axis_names()[s.dims[d]];
+    for (int a : axis_members(s.dims[d])) axes[g].push_back(mesh.axis_names()[a]);
   }
   return TensorLayout(std::move(axes));
 }
@@ -134,10 +156,8 @@ Sharding autoshard_sharding(const KerasVariable& v, const TensorLayout& layout,
            v.shape.size(), " dimensions");
   Sharding s = Sharding::replicated(int(v.weight_shape.size()));
   for (int g = 0; g < int(v.shape.size()); ++g) {
-    if (!layout.axes[g]) continue;
-    const int a = mesh.axis_index(*layout.axes[g]);
-    AS_CHECK(a >= 0, "layout of Keras variable '", v.path, "' names mesh axis '", *layout.axes[g],
-             "', which mesh ", mesh.to_string(), " does not have");
+    if (layout.axes[g].empty()) continue;
+    const int a = layout_axis(mesh, layout.axes[g], "layout of Keras variable '" + v.path + "'");
     // The autoshard dimensions in Keras dimension g, outermost first.
     std::vector<int> holders;
     for (int d = 0; d < s.rank(); ++d) {
@@ -173,12 +193,11 @@ LayoutMapExport make_layout_map_export(
     }
     LayoutMapExport::Entry entry;
     // A variable autoshard has no weight for (GPT-2's key bias) stays whole.
-    entry.layout = v.weight.empty()
-                       ? TensorLayout(std::vector<std::optional<std::string>>(v.shape.size()))
-                       : keras_layout(v, plan(v.weight), mesh);
+    entry.layout = v.weight.empty() ? TensorLayout(std::vector<TensorLayout::Axes>(v.shape.size()))
+                                    : keras_layout(v, plan(v.weight), mesh);
     for (size_t d = 0; d < entry.layout.axes.size(); ++d)
-      if (entry.layout.axes[d] &&
-          v.shape[d] % mesh.axis_size(mesh.axis_index(*entry.layout.axes[d])) != 0)
+      if (const int a = layout_axis(mesh, entry.layout.axes[d], "--export-layout-map");
+          a >= 0 && v.shape[d] % mesh.axis_size(a) != 0)
         entry.uneven.push_back(int(d));
     entry.variable = std::move(v);
     e.entries.push_back(std::move(entry));
@@ -249,10 +268,11 @@ std::vector<std::string> uneven_splits(const LayoutMapExport& e) {
   std::vector<std::string> out;
   for (const auto& entry : e.entries)
     for (int d : entry.uneven) {
-      const std::string& axis = *entry.layout.axes[d];
+      const TensorLayout::Axes& axes = entry.layout.axes[d];
+      const int a = layout_axis(e.mesh, axes, "--export-layout-map");
       out.push_back(entry.variable.path + ": dimension " + std::to_string(d) + " (" +
-                    std::to_string(entry.variable.shape[d]) + ") over " + axis + " (" +
-                    std::to_string(e.mesh.axis_size(e.mesh.axis_index(axis))) + ")");
+                    std::to_string(entry.variable.shape[d]) + ") over " + axes_name(axes) + " (" +
+                    std::to_string(e.mesh.axis_size(a)) + ")");
     }
   return out;
 }

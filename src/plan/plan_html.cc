@@ -55,6 +55,18 @@ struct Mesh {
     const auto it = std::find(names.begin(), names.end(), name);
     return it == names.end() ? -1 : int(it - names.begin());
   }
+  // The axes of a layout entry: "model", or a tuple's "(data,model)".
+  std::vector<int> members(const std::string& label) const {
+    std::vector<int> out;
+    if (label.empty()) return out;
+    if (label.front() != '(') return axis(label) < 0 ? out : std::vector<int>{axis(label)};
+    for (size_t b = 1, e; b < label.size(); b = e + 1) {
+      e = label.find_first_of(",)", b);
+      out.push_back(axis(label.substr(b, e - b)));
+    }
+    // An axis this mesh lacks: drawn whole.
+    return std::find(out.begin(), out.end(), -1) == out.end() ? out : std::vector<int>{};
+  }
   std::vector<int> coordinates(int device) const {
     std::vector<int> c(sizes.size());
     for (size_t a = sizes.size(); a-- > 0;) c[a] = device % sizes[a], device /= sizes[a];
@@ -162,14 +174,46 @@ std::string shape_text(const Shape& shape) {
   return s + "]";
 }
 
-// The devices holding block (i, j) when rows split over axis ra and columns
-// over ca (-1: not split): every device with those coordinates.
-std::vector<std::vector<std::vector<int>>> holders(const Mesh& m, int ra, int ca, int nr, int nc) {
-  std::vector<std::vector<std::vector<int>>> h(nr, std::vector<std::vector<int>>(nc));
+// A dimension split over some mesh axes (none, one, or a tuple's members:
+// nested array_split, as Sharding lays it out).
+struct Split {
+  std::vector<int> axes;
+  const Mesh* mesh;
+  int parts() const {
+    int p = 1;
+    for (int a : axes) p *= mesh->sizes[size_t(a)];
+    return p;
+  }
+  // Piece k's {offset, size} of n elements (k: the members' coordinates as
+  // one number, the first most significant).
+  std::pair<int64_t, int64_t> piece(int64_t n, int k) const {
+    int64_t begin = 0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int inner = 1;
+      for (size_t j = i + 1; j < axes.size(); ++j) inner *= mesh->sizes[size_t(axes[j])];
+      const int size = mesh->sizes[size_t(axes[i])], c = k / inner % size;
+      begin += split_offset(n, size, c);
+      n = split_size(n, size, c);
+    }
+    return {begin, n};
+  }
+  int coordinate(const std::vector<int>& c) const {
+    int k = 0;
+    for (int a : axes) k = k * mesh->sizes[size_t(a)] + c[size_t(a)];
+    return k;
+  }
+};
+
+// The devices holding block (i, j) when rows split as `rs` and columns as
+// `cs`: every device with those coordinates.
+std::vector<std::vector<std::vector<int>>> holders(const Mesh& m, const Split& rs,
+                                                   const Split& cs) {
+  std::vector<std::vector<std::vector<int>>> h(size_t(rs.parts()),
+                                               std::vector<std::vector<int>>(size_t(cs.parts())));
   if (m.size > kDrawnDevices) return h;
   for (int d = 0; d < m.size; ++d) {
     const std::vector<int> c = m.coordinates(d);
-    h[ra < 0 ? 0 : c[ra]][ca < 0 ? 0 : c[ca]].push_back(d);
+    h[size_t(rs.coordinate(c))][size_t(cs.coordinate(c))].push_back(d);
   }
   return h;
 }
@@ -238,9 +282,9 @@ void write_weight(HtmlWriter& w, const Mesh& m, const WeightView& v) {
     rd = dims[0], cd = dims[1];
   }
   const int64_t nr = rd < 0 ? 1 : v.shape[rd], nc = cd < 0 ? 1 : v.shape[cd];
-  const int ra = rd < 0 || v.layout[rd].empty() ? -1 : m.axis(v.layout[rd]);
-  const int ca = cd < 0 || v.layout[cd].empty() ? -1 : m.axis(v.layout[cd]);
-  const int pr = ra < 0 ? 1 : m.sizes[ra], pc = ca < 0 ? 1 : m.sizes[ca];
+  const Split rs{rd < 0 ? std::vector<int>{} : m.members(v.layout[rd]), &m};
+  const Split cs{cd < 0 ? std::vector<int>{} : m.members(v.layout[cd]), &m};
+  const int pr = rs.parts(), pc = cs.parts();
   // The whole weight's rectangle keeps its aspect within bounds.
   const double full = 220;
   double width = full, height = 16;
@@ -264,12 +308,13 @@ void write_weight(HtmlWriter& w, const Mesh& m, const WeightView& v) {
   w.open("svg", {{"width", svg_number(width + 2)},
                  {"height", svg_number(height + 2)},
                  {"viewBox", "-1 -1 " + svg_number(width + 2) + " " + svg_number(height + 2)}});
-  const auto held = holders(m, ra, ca, pr, pc);
+  const auto held = holders(m, rs, cs);
   for (int i = 0; i < pr; ++i)
     for (int j = 0; j < pc; ++j) {
-      const int64_t rows = split_size(nr, pr, i), cols = split_size(nc, pc, j);
-      const double y = nr > 0 ? height * double(split_offset(nr, pr, i)) / double(nr) : 0;
-      const double x = nc > 0 ? width * double(split_offset(nc, pc, j)) / double(nc) : 0;
+      const auto [row0, rows] = rs.piece(nr, i);
+      const auto [col0, cols] = cs.piece(nc, j);
+      const double y = nr > 0 ? height * double(row0) / double(nr) : 0;
+      const double x = nc > 0 ? width * double(col0) / double(nc) : 0;
       const double bh = nr > 0 ? height * double(rows) / double(nr) : height;
       const double bw = nc > 0 ? width * double(cols) / double(nc) : width;
       write_block(w, m, x, y, bw, bh, rows, cols, std::to_string(i) + "," + std::to_string(j),
@@ -294,7 +339,15 @@ WeightView view_of(const std::string& path, const json& p) {
   WeightView v;
   v.name = path;
   for (const json& d : p.at("shape")) v.shape.push_back(d.get<int64_t>());
-  for (const json& a : p.at("layout")) v.layout.push_back(a.is_null() ? "" : a.get<std::string>());
+  for (const json& a : p.at("layout")) {
+    if (!a.is_array()) {
+      v.layout.push_back(a.is_null() ? "" : a.get<std::string>());
+      continue;
+    }
+    std::string tuple;  // "(data,model)"
+    for (const json& m : a) tuple += (tuple.empty() ? "(" : ",") + m.get<std::string>();
+    v.layout.push_back(tuple + ")");
+  }
   v.bytes = p.value("bytes_per_device", 0.0);
   return v;
 }

@@ -10,8 +10,15 @@ namespace {
 
 nlohmann::json layout_json(const Sharding& s, const DeviceMesh& mesh) {
   nlohmann::json a = nlohmann::json::array();
-  for (int d : s.dims)
-    a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
+  for (int d : s.dims) {
+    if (!is_tuple_axis(d)) {
+      a.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(mesh.axis_names()[d]));
+      continue;
+    }
+    nlohmann::json tuple = nlohmann::json::array();  // Keras's ("data", "model")
+    for (int m : axis_members(d)) tuple.push_back(mesh.axis_names()[m]);
+    a.push_back(tuple);
+  }
   return a;
 }
 

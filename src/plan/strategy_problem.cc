@@ -86,7 +86,15 @@ class ConversionPrices {
  private:
   static void append(std::string& key, const Sharding& s) {
     key += '|';
-    for (int d : s.dims) key += char('a' + d + 1);
+    for (int d : s.dims) {
+      if (!is_tuple_axis(d)) {
+        key += char('a' + d + 1);
+        continue;
+      }
+      key += '(';
+      for (int a : axis_members(d)) key += char('a' + a + 1);
+      key += ')';
+    }
     key += '/';
     for (int a : s.partial) key += char('a' + a);
     if (!s.partial.empty()) key += s.partial_op == ReduceOp::Sum ? '+' : '^';

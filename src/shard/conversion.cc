@@ -22,6 +22,41 @@ const char* step_name(ConversionStep::Kind kind) {
   return "?";
 }
 
+namespace {
+
+using Kind = ConversionStep::Kind;
+
+// The mesh axes splitting dimension `d`, outermost first.
+std::vector<int> stack(const Sharding& s, int d) {
+  return axis_members(s.dims[d]);
+}
+
+Sharding with_stack(Sharding s, int d, const std::vector<int>& members) {
+  s.dims[d] = members.empty() ? -1 : tuple_axis(members);
+  return s;
+}
+
+// The axis `to` splits dimension d over next, once `cur`'s members there
+// are the outer ones `to` wants; -1 when none (or `cur` has others).
+int next_wanted(const Sharding& cur, const Sharding& to, int d) {
+  const std::vector<int> have = stack(cur, d), want = stack(to, d);
+  if (have.size() >= want.size() || !std::equal(have.begin(), have.end(), want.begin())) return -1;
+  return want[have.size()];
+}
+
+bool prefix_of(const Sharding& cur, const Sharding& to, int d) {
+  const std::vector<int> have = stack(cur, d), want = stack(to, d);
+  return have.size() <= want.size() && std::equal(have.begin(), have.end(), want.begin());
+}
+
+int dim_wanting(const Sharding& cur, const Sharding& to, int axis, int except) {
+  for (int e = 0; e < cur.rank(); ++e)
+    if (e != except && next_wanted(cur, to, e) == axis) return e;
+  return -1;
+}
+
+}  // namespace
+
 std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding& to,
                                             const DeviceMesh& mesh) {
   AS_CHECK(from.rank() == to.rank(), "internal: converting a rank-", from.rank(), " value to rank ",
@@ -31,37 +66,49 @@ std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding
              "internal: cannot make a value partial over '", mesh.axis_names()[a], "'");
   std::vector<ConversionStep> steps;
   Sharding cur = from;
-  // 1. Combine partial values: sums straight into the wanted split when there is one.
-  for (int a : std::vector<int>(from.partial)) {
+  auto emit = [&](Kind kind, int axis, int dim, const Sharding& after, int to_dim = -1) {
+    steps.push_back({kind, axis, dim, cur.partial_op, cur, to_dim, after});
+    cur = after;
+  };
+  // 1. Combine partial values: sums straight into the wanted split when
+  // that split is the next one wanted on its dimension.
+  for (int a : from.partial) {
     if (to.is_partial(a)) continue;
-    const int d = to.dim_of(a);
-    if (d >= 0 && cur.dims[d] < 0 && cur.partial_op == ReduceOp::Sum) {
-      steps.push_back({ConversionStep::Kind::ReduceScatter, a, d, ReduceOp::Sum, cur});
-      cur.dims[d] = a;
+    Sharding after = cur;
+    after.partial.erase(std::find(after.partial.begin(), after.partial.end(), a));
+    if (after.partial.empty()) after.partial_op = ReduceOp::Sum;
+    const int d = cur.partial_op == ReduceOp::Sum ? dim_wanting(cur, to, a, -1) : -1;
+    if (d >= 0) {
+      std::vector<int> members = stack(cur, d);
+      members.push_back(a);
+      emit(Kind::ReduceScatter, a, d, with_stack(after, d, members));
     } else {
-      steps.push_back({ConversionStep::Kind::AllReduce, a, -1, cur.partial_op, cur});
+      emit(Kind::AllReduce, a, -1, after);
     }
-    cur.partial.erase(std::find(cur.partial.begin(), cur.partial.end(), a));
   }
-  if (cur.partial.empty()) cur.partial_op = ReduceOp::Sum;
-  // 2. Move every split that is not wanted where it is to the dimension that
-  // wants its axis, if that one is still whole; gather it otherwise.
+  // 2. Remove every split that is not wanted where it is, innermost member
+  // first: moved to the dimension that wants that axis next, if one does;
+  // gathered otherwise.
   for (int d = 0; d < cur.rank(); ++d)
-    if (const int a = cur.dims[d]; a >= 0 && a != to.dims[d]) {
-      const int e = to.dim_of(a);
-      if (e >= 0 && cur.dims[e] < 0) {
-        steps.push_back({ConversionStep::Kind::AllToAll, a, d, ReduceOp::Sum, cur, e});
-        cur.dims[e] = a;
+    while (!prefix_of(cur, to, d)) {
+      std::vector<int> members = stack(cur, d);
+      const int a = members.back();
+      members.pop_back();
+      Sharding after = with_stack(cur, d, members);
+      if (const int e = dim_wanting(cur, to, a, d); e >= 0) {
+        std::vector<int> grown = stack(cur, e);
+        grown.push_back(a);
+        emit(Kind::AllToAll, a, d, with_stack(after, e, grown), e);
       } else {
-        steps.push_back({ConversionStep::Kind::AllGather, a, d, ReduceOp::Sum, cur});
+        emit(Kind::AllGather, a, d, after);
       }
-      cur.dims[d] = -1;
     }
   // 3. Take this device's block of every newly wanted split (no communication).
   for (int d = 0; d < cur.rank(); ++d)
-    if (to.dims[d] >= 0 && cur.dims[d] < 0) {
-      steps.push_back({ConversionStep::Kind::Slice, to.dims[d], d, ReduceOp::Sum, cur});
-      cur.dims[d] = to.dims[d];
+    for (int a = next_wanted(cur, to, d); a >= 0; a = next_wanted(cur, to, d)) {
+      std::vector<int> members = stack(cur, d);
+      members.push_back(a);
+      emit(Kind::Slice, a, d, with_stack(cur, d, members));
     }
   return steps;
 }

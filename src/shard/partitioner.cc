@@ -159,6 +159,8 @@ class Lowering {
     for (const LoopNest::Halo& h : nest.halos) {
       const int axis = d.inputs[h.input].dims[h.dim];
       if (axis < 0) continue;
+      AS_CHECK(!is_tuple_axis(axis), "internal: ", op_name(n.op),
+               " reads a window of a dimension split over a tuple of mesh axes");
       const int global_in = n.inputs[h.input];
       const int64_t rows = g_.node(global_in).shape[h.dim];
       const int64_t extent = nest.loops[nest.inputs[h.input][h.dim]].extent;
@@ -200,6 +202,12 @@ class Lowering {
  private:
   int convert(int local, const Sharding& from, const Sharding& to, int id) {
     const Shape& global = g_.node(id).shape;
+    // This device's extent of dimension `dim` under `s`: the piece a step's
+    // axis splits or joins (the whole dimension, or what outer members of a
+    // tuple leave: the same on every member of the step's group).
+    auto extent = [&](const Sharding& s, int dim) {
+      return s.local_shape(global, mesh_, device_)[dim];
+    };
     for (const ConversionStep& s : conversion_plan(from, to, mesh_)) {
       const int k = mesh_.axis_size(s.axis), c = coords_[s.axis];
       switch (s.kind) {
@@ -207,30 +215,33 @@ class Lowering {
           local = collective(Op::AllReduce, local, AllReduceAttrs{s.axis, s.op}, s.axis, id);
           break;
         case ConversionStep::Kind::ReduceScatter:
-        case ConversionStep::Kind::AllGather: {
-          const SplitAttrs a{s.axis, s.dim, split_sizes(global[s.dim], k), c};
-          const Op op =
-              s.kind == ConversionStep::Kind::AllGather ? Op::AllGather : Op::ReduceScatter;
-          local = collective(op, local, a, s.axis, id);
+          local = collective(Op::ReduceScatter, local,
+                             SplitAttrs{s.axis, s.dim, split_sizes(extent(s.before, s.dim), k), c},
+                             s.axis, id);
           break;
-        }
+        case ConversionStep::Kind::AllGather:
+          local = collective(Op::AllGather, local,
+                             SplitAttrs{s.axis, s.dim, split_sizes(extent(s.after, s.dim), k), c},
+                             s.axis, id);
+          break;
         case ConversionStep::Kind::AllToAll: {
           AllToAllAttrs a{s.axis,
                           s.dim,
                           s.to_dim,
-                          split_sizes(global[s.dim], k),
-                          split_sizes(global[s.to_dim], k),
+                          split_sizes(extent(s.after, s.dim), k),
+                          split_sizes(extent(s.before, s.to_dim), k),
                           c};
           local = collective(Op::AllToAll, local, std::move(a), s.axis, id);
           break;
         }
-        case ConversionStep::Kind::Slice:
+        case ConversionStep::Kind::Slice: {
+          const int64_t whole = extent(s.before, s.dim);
           local = local_
                       .add(Op::Slice, {local_.value(local)},
-                           SliceAttrs{s.dim, split_offset(global[s.dim], k, c),
-                                      split_size(global[s.dim], k, c)})
+                           SliceAttrs{s.dim, split_offset(whole, k, c), split_size(whole, k, c)})
                       .id;
           break;
+        }
       }
     }
     return local;

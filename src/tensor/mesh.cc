@@ -8,10 +8,41 @@
 
 namespace autoshard {
 
+int tuple_axis(const std::vector<int>& members) {
+  AS_CHECK(!members.empty(), "internal: a tuple of no mesh axes");
+  if (members.size() == 1) return members[0];
+  int id = kTupleAxisBit;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int a = members[i];
+    AS_CHECK(a >= 0 && a < kMaxTupleAxes,
+             "a dimension can be split over several mesh axes only "
+             "among the first ",
+             kMaxTupleAxes, " axes of a mesh (axis ", a, ")");
+    AS_CHECK(i == 0 || a > members[i - 1], "internal: tuple members must be sorted and distinct");
+    id |= 1 << a;
+  }
+  return id;
+}
+
+std::vector<int> axis_members(int id) {
+  if (id < 0) return {};
+  if (!is_tuple_axis(id)) return {id};
+  std::vector<int> m;
+  for (int a = 0; a < kMaxTupleAxes; ++a)
+    if (id >> a & 1) m.push_back(a);
+  return m;
+}
+
+uint64_t axis_bits(int id) {
+  if (id < 0) return 0;
+  if (!is_tuple_axis(id)) return id < 64 ? uint64_t{1} << id : 0;
+  return uint64_t(id & (kTupleAxisBit - 1));
+}
+
 DeviceMesh::DeviceMesh(std::vector<int> shape, std::vector<std::string> names)
     : shape_(std::move(shape)), names_(std::move(names)) {
   AS_CHECK(!shape_.empty() && shape_.size() == names_.size(), "DeviceMesh: ", shape_.size(),
-        " sizes for ", names_.size(), " axis names");
+           " sizes for ", names_.size(), " axis names");
   std::set<std::string> seen;
   int64_t size = 1;  // checked as it grows, so it cannot wrap
   for (size_t i = 0; i < shape_.size(); ++i) {
@@ -70,6 +101,35 @@ int DeviceMesh::axis_index(const std::string& name) const {
   return -1;
 }
 
+bool DeviceMesh::has_axis(int axis) const {
+  if (axis < 0) return false;
+  if (!is_tuple_axis(axis)) return axis < rank();
+  for (int a : axis_members(axis))
+    if (a >= rank()) return false;
+  return true;
+}
+
+int DeviceMesh::axis_size(int axis) const {
+  if (!is_tuple_axis(axis)) return shape_[axis];
+  int size = 1;
+  for (int a : axis_members(axis)) size *= shape_[a];
+  return size;
+}
+
+std::string DeviceMesh::axis_name(int axis) const {
+  if (!is_tuple_axis(axis)) return names_[axis];
+  std::string s = "(";
+  for (int a : axis_members(axis)) s += (s.size() > 1 ? "," : "") + names_[a];
+  return s + ")";
+}
+
+int DeviceMesh::coordinate(int device, int axis) const {
+  const std::vector<int> c = coordinates(device);
+  int k = 0;
+  for (int a : axis_members(axis)) k = k * shape_[a] + c[a];
+  return k;
+}
+
 std::vector<int> DeviceMesh::coordinates(int device) const {
   std::vector<int> c(shape_.size());
   for (size_t i = shape_.size(); i-- > 0;) {
@@ -87,8 +147,10 @@ int DeviceMesh::device_at(const std::vector<int>& coords) const {
 
 std::vector<int> DeviceMesh::group(int device, int axis) const {
   std::vector<int> c = coordinates(device), g;
-  for (int k = 0; k < shape_[axis]; ++k) {
-    c[axis] = k;
+  const std::vector<int> members = axis_members(axis);
+  for (int k = 0, size = axis_size(axis); k < size; ++k) {
+    for (int m = int(members.size()), rest = k; m-- > 0; rest /= shape_[members[m]])
+      c[members[m]] = rest % shape_[members[m]];
     g.push_back(device_at(c));
   }
   return g;

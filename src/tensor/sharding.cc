@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "autoshard/tensor/array_split.h"
 #include "autoshard/error.h"
+#include "autoshard/tensor/array_split.h"
 
 namespace autoshard {
 
@@ -14,35 +14,56 @@ bool Sharding::is_partial(int axis) const {
 
 int Sharding::dim_of(int axis) const {
   for (size_t d = 0; d < dims.size(); ++d)
-    if (dims[d] == axis) return static_cast<int>(d);
+    if (dims[d] == axis || (!is_tuple_axis(axis) && axes_overlap(dims[d], axis)))
+      return static_cast<int>(d);
   return -1;
 }
+
+bool Sharding::uses(int axis) const {
+  for (int a : dims)
+    if (axes_overlap(a, axis)) return true;
+  for (int a : partial)
+    if (axes_overlap(a, axis)) return true;
+  return false;
+}
+
+namespace {
+// Where `device`'s piece of a dimension of `extent` split over `axis`
+// starts, and its size: nested array_split over the members.
+std::pair<int64_t, int64_t> piece(int64_t extent, int axis, const DeviceMesh& mesh,
+                                  const std::vector<int>& coords) {
+  int64_t begin = 0;
+  for (int a : axis_members(axis)) {
+    begin += split_offset(extent, mesh.axis_size(a), coords[a]);
+    extent = split_size(extent, mesh.axis_size(a), coords[a]);
+  }
+  return {begin, extent};
+}
+}  // namespace
 
 bool Sharding::fully_replicated() const {
   return partial.empty() && std::all_of(dims.begin(), dims.end(), [](int a) { return a < 0; });
 }
 
 Shape Sharding::local_shape(const Shape& global, const DeviceMesh& mesh, int device) const {
-  std::vector<int> c = mesh.coordinates(device);
+  const std::vector<int> c = mesh.coordinates(device);
   Shape s = global;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (dims[d] >= 0) s[d] = split_size(global[d], mesh.axis_size(dims[d]), c[dims[d]]);
+  for (size_t d = 0; d < dims.size(); ++d) s[d] = piece(global[d], dims[d], mesh, c).second;
   return s;
 }
 
 std::vector<int64_t> Sharding::offsets(const Shape& global, const DeviceMesh& mesh,
                                        int device) const {
-  std::vector<int> c = mesh.coordinates(device);
+  const std::vector<int> c = mesh.coordinates(device);
   std::vector<int64_t> o(global.size(), 0);
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (dims[d] >= 0) o[d] = split_offset(global[d], mesh.axis_size(dims[d]), c[dims[d]]);
+  for (size_t d = 0; d < dims.size(); ++d) o[d] = piece(global[d], dims[d], mesh, c).first;
   return o;
 }
 
 std::string Sharding::to_string(const DeviceMesh& mesh) const {
   std::string s = "[";
   for (size_t d = 0; d < dims.size(); ++d)
-    s += (d ? ", " : "") + (dims[d] < 0 ? std::string("-") : mesh.axis_names()[dims[d]]);
+    s += (d ? ", " : "") + (dims[d] < 0 ? std::string("-") : mesh.axis_name(dims[d]));
   s += "]";
   if (!partial.empty()) {
     s += partial_op == ReduceOp::Max ? " partial_max(" : " partial(";
@@ -54,13 +75,16 @@ std::string Sharding::to_string(const DeviceMesh& mesh) const {
 
 void Sharding::validate(const DeviceMesh& mesh, int value_rank, const std::string& what) const {
   AS_CHECK(rank() == value_rank, what, ": layout has ", rank(), " entries for a rank-", value_rank,
-        " tensor");
+           " tensor");
   std::vector<bool> used(mesh.rank(), false);
-  for (int a : dims) {
-    if (a < 0) continue;
-    AS_CHECK(a < mesh.rank(), what, ": mesh axis ", a, " does not exist in mesh ", mesh.to_string());
-    AS_CHECK(!used[a], what, ": mesh axis '", mesh.axis_names()[a], "' splits two dimensions");
-    used[a] = true;
+  for (int id : dims) {
+    if (id < 0) continue;
+    AS_CHECK(mesh.has_axis(id), what, ": mesh axis ", id, " does not exist in mesh ",
+             mesh.to_string());
+    for (int a : axis_members(id)) {
+      AS_CHECK(!used[a], what, ": mesh axis '", mesh.axis_names()[a], "' splits two dimensions");
+      used[a] = true;
+    }
   }
   for (int a : partial) AS_CHECK(a >= 0 && a < mesh.rank() && !used[a], what, ": bad partial axis");
 }

@@ -25,15 +25,27 @@ struct StrategyProblem;
 // cores when count is 0). Any count is allowed, independent of the cores.
 std::vector<std::string> list_devices(int count = 0);
 
-// One mesh axis name, or none (replicated), per tensor dimension.
+// Per tensor dimension, the mesh axes it is split over: none (whole), one,
+// or several (Keras's tuple `("data", "model")`, named in the mesh's order:
+// the dimension is split over their product, see tuple_axis).
 struct TensorLayout {
-  std::vector<std::optional<std::string>> axes;
+  using Axes = std::vector<std::string>;
+  std::vector<Axes> axes;
   TensorLayout() = default;
-  TensorLayout(std::initializer_list<std::optional<std::string>> a) : axes(a) {}
-  explicit TensorLayout(std::vector<std::optional<std::string>> a) : axes(std::move(a)) {}
+  // One axis name, or none, per dimension: {std::nullopt, "model"}.
+  TensorLayout(std::initializer_list<std::optional<std::string>> a)
+      : TensorLayout(std::vector<std::optional<std::string>>(a)) {}
+  explicit TensorLayout(const std::vector<std::optional<std::string>>& a);
+  explicit TensorLayout(std::vector<Axes> a) : axes(std::move(a)) {}
   // Resolves axis names against a mesh; errors name the weight and the axis.
   Sharding to_sharding(const DeviceMesh& mesh, const std::string& path, const Shape& shape) const;
+  // The layout of a sharding's splits (its partial sums have none).
+  static TensorLayout of(const Sharding& s, const DeviceMesh& mesh);
 };
+
+// The axis id of the mesh axes `names` (-1 for none): one axis, or a tuple
+// of axes named in the mesh's order. Errors start with `what`.
+int layout_axis(const DeviceMesh& mesh, const TensorLayout::Axes& names, const std::string& what);
 
 class LayoutMap {
  public:
@@ -42,7 +54,7 @@ class LayoutMap {
   // Keras's lookup: an exact key wins; else the one key whose regex search
   // matches; two matching keys is an error naming both; none: nullopt.
   std::optional<TensorLayout> lookup(const std::string& path) const;
-  // {"regex": ["axis" or null, ...], ...}
+  // {"regex": ["axis", null or ["axis", "axis"], ...], ...}
   static LayoutMap from_json_text(const std::string& text, const std::string& source);
   static LayoutMap from_json_file(const std::string& path);
   const std::vector<std::pair<std::string, TensorLayout>>& entries() const { return entries_; }
@@ -59,6 +71,9 @@ class Distribution {
   virtual ~Distribution() = default;
   const DeviceMesh& mesh() const { return mesh_; }
   const std::string& batch_dim_name() const { return batch_dim_name_; }
+  // The axis id the batch is split over: the batch_dim_name axis (-1 where
+  // the mesh has none), or a tuple of axes (FSDP over every device).
+  virtual int batch_axis() const;
 
   // Plans layouts for a traced training step (AutoShard does its work here);
   // called before any layout is asked for.
@@ -136,6 +151,10 @@ class FullyShardedDataParallel : public ModelParallel {
   explicit FullyShardedDataParallel(DeviceMesh mesh, LayoutMap layout_map = {},
                                     std::string batch_dim_name = "data");
   Sharding weight_layout(const std::string& path, const Shape& shape) const override;
+  // With an empty layout map on a mesh of several axes, the tuple of all of
+  // them (of more than one device): the batch, the weights, gradients and
+  // state split over every device; else the batch_dim_name axis.
+  int batch_axis() const override;
   // Every op of the forward and backward passes as the layout map alone
   // would run it (on the device's share of the batch, reading whole weights
   // gathered for it): left to their rules, ops that read a split weight

@@ -52,11 +52,30 @@ class DeviceMesh:
 
 
 class TensorLayout:
-    """One mesh axis name (or None: whole) per dimension of a tensor."""
+    """Per dimension of a tensor: a mesh axis name, a tuple of them (the
+    dimension split over their product, named in the mesh's order, as in
+    ``("data", "model")``), or None (whole)."""
 
     def __init__(self, axes, device_mesh=None):
-        self.axes = tuple(axes)
+        self.axes = tuple(tuple(a) if isinstance(a, list) else a for a in axes)
         self.device_mesh = device_mesh
+
+
+def native_axes(axes):
+    """A layout's axes as the native module takes them: a list of names per
+    dimension (none for None)."""
+    out = []
+    for a in axes:
+        if a is None:
+            out.append([])
+        elif isinstance(a, str):
+            out.append([a])
+        elif isinstance(a, (tuple, list)) and a and all(isinstance(x, str) for x in a):
+            out.append(list(a))
+        else:
+            raise ValueError(f"TensorLayout: each dimension takes a mesh axis name, a tuple of "
+                             f"them or None, got {a!r}")
+    return out
 
 
 def _axes(value):
@@ -103,7 +122,7 @@ class LayoutMap:
         return self._entries.keys()
 
     def _to_native(self):
-        return _native.LayoutMap([(k, list(v.axes)) for k, v in self._entries.items()])
+        return _native.LayoutMap([(k, native_axes(v.axes)) for k, v in self._entries.items()])
 
 
 class Distribution:

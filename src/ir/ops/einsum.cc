@@ -281,7 +281,7 @@ ShardDecision einsum_rule(const ShardQuery& q) {
     if (axis.count(c)) continue;
     int xa = axis_in(e.a, sa, c), xb = axis_in(e.b, sb, c);
     int x = a_larger ? (xa >= 0 ? xa : xb) : (xb >= 0 ? xb : xa);
-    if (x >= 0 && std::find(used.begin(), used.end(), x) != used.end()) x = -1;
+    if (x >= 0 && overlaps_any(used, x)) x = -1;
     axis[c] = x;
     if (x >= 0) used.push_back(x);
   }
@@ -290,7 +290,7 @@ ShardDecision einsum_rule(const ShardQuery& q) {
     for (char c : term) dims.push_back(axis[c]);
     return dims;
   };
-  auto free_of = [&](int x) { return std::find(used.begin(), used.end(), x) == used.end(); };
+  auto free_of = [&](int x) { return !overlaps_any(used, x); };
   // One operand's partial sums may pass if the other is whole over those axes.
   std::vector<int> partial;
   Sharding ra{layout(e.a), {}}, rb{layout(e.b), {}};
@@ -302,8 +302,7 @@ ShardDecision einsum_rule(const ShardQuery& q) {
     rb.partial = partial = sb.partial;
   }
   for (char c : e.a)
-    if (e.out.find(c) == std::string::npos && axis[c] >= 0) partial.push_back(axis[c]);
-  std::sort(partial.begin(), partial.end());
+    if (e.out.find(c) == std::string::npos) add_partial(partial, axis[c]);
   return {{ra, rb}, Sharding{layout(e.out), partial}};
 }
 

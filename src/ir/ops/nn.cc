@@ -368,7 +368,7 @@ ShardDecision last_axis_rule(const ShardQuery& q) {
 }
 
 bool axis_free(const std::vector<int>& dims, int axis) {
-  return axis >= 0 && std::find(dims.begin(), dims.end(), axis) == dims.end();
+  return axis >= 0 && !overlaps_any(dims, axis);
 }
 
 // The split of each row dimension of a loss step: from the first input that
@@ -394,7 +394,7 @@ ShardDecision row_max_rule(const ShardQuery& q) {
   std::vector<int> r = row_dims(q, rows, {1});
   const int c = axis_free(r, q.inputs[0].dims.back()) ? q.inputs[0].dims.back() : -1;
   Sharding out{r, {}};
-  if (c >= 0) out.partial = {c}, out.partial_op = ReduceOp::Max;
+  if (c >= 0) out.partial = axis_members(c), out.partial_op = ReduceOp::Max;
   return {{with_last(r, c)}, out};
 }
 
@@ -405,7 +405,7 @@ ShardDecision stats_rule(const ShardQuery& q) {
   std::vector<int> r = row_dims(q, rows, {1, 0, 0});
   const int c = axis_free(r, q.inputs[0].dims.back()) ? q.inputs[0].dims.back() : -1;
   Sharding out = with_last(r, -1);
-  if (c >= 0) out.partial = {c};
+  if (c >= 0) out.partial = axis_members(c);
   return {{with_last(r, c), Sharding{r, {}}, Sharding{r, {}}}, out};
 }
 
@@ -508,7 +508,7 @@ ShardDecision gather_rule(const ShardQuery& q) {
   Sharding result{out, {}};
   if (axis_free(out, table.dims[0])) {
     req_table.dims[0] = table.dims[0];
-    result.partial = {table.dims[0]};
+    result.partial = axis_members(table.dims[0]);
   }
   return {{req_table, ids}, result};
 }
@@ -552,7 +552,7 @@ ShardDecision scatter_add_rule(const ShardQuery& q) {
     int a = dy.dims[d] >= 0 ? dy.dims[d] : q.inputs[0].dims[d];
     if (!axis_free(used, a)) a = -1;
     ids.dims[d] = req_dy.dims[d] = a;
-    if (a >= 0) used.push_back(a), out.partial.push_back(a);
+    if (a >= 0) used.push_back(a), add_partial(out.partial, a);
   }
   const int row = q.hint && !q.hint->dims.empty() ? q.hint->dims[0] : -1;
   if (axis_free(used, row)) out.dims[0] = row;

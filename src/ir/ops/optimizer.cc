@@ -144,9 +144,7 @@ ShardDecision sum_squares_rule(const ShardQuery& q) {
     in = hint && hint->rank() == in.rank() ? without_partial(*hint) : without_partial(in);
   }
   Sharding out{{}, {}};
-  for (int a : in.dims)
-    if (a >= 0) out.partial.push_back(a);
-  std::sort(out.partial.begin(), out.partial.end());
+  for (int a : in.dims) add_partial(out.partial, a);
   return {{in}, out};
 }
 

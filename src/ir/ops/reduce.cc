@@ -97,10 +97,9 @@ ShardDecision reduce_sum_rule(const ShardQuery& q) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
     if (!reduced)
       out.dims.push_back(in.dims[d]);
-    else if (in.dims[d] >= 0)
-      out.partial.push_back(in.dims[d]);
+    else
+      add_partial(out.partial, in.dims[d]);
   }
-  std::sort(out.partial.begin(), out.partial.end());
   return {{in}, out};
 }
 
