@@ -212,7 +212,7 @@ TEST(CostModel, CommunicationIsExactlyThePartitionersCollectives) {
   // Every collective the partitioner recorded, priced on its own.
   double want = 0;
   for (const CollectiveRecord& r : p.collectives) {
-    const int axis = r.axis == "data" ? 0 : 1;
+    const int axis = r.axis == "data" ? 0 : r.axis == "model" ? 1 : tuple_axis({0, 1});
     const double n = mesh.axis_size(axis), bytes = double(r.bytes);
     if (r.kind == "all_reduce")
       want += collective_seconds(c, mesh, axis, true, bytes, bytes);

@@ -228,9 +228,9 @@ TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
         model->plan_training(batch, batch);
         const std::map<std::string, Shape> shapes = weight_shapes(*model);
         std::string backbone;
-        const LayoutMapExport e =
-            make_layout_map_export(keras_hub_variables(config, shapes, &backbone), mesh,
-                                   [&](const std::string& w) { return plan->plan().at(w); });
+        const LayoutMapExport e = make_layout_map_export(
+            keras_hub_variables(config, shapes, &backbone), mesh,
+            [&](const std::string& w) { return plan->weight_layout(w, shapes.at(w)); });
         EXPECT_FALSE(backbone.empty());
         // The layers' variables share keys (transformer_layer_\d+/...).
         const json j = json::parse(layout_map_json(e));

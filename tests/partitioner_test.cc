@@ -341,7 +341,9 @@ TEST(Partitioner, EveryPairOfLayoutsWithTuplesConvertsExactly) {
         }
       }
     EXPECT_GT(tuples, 30) << mesh.to_string();
-    if (mesh.rank() == 2) EXPECT_GT(partial, 50);
+    if (mesh.rank() == 2) {
+      EXPECT_GT(partial, 50);
+    }
   }
 }
 

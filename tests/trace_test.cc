@@ -118,7 +118,10 @@ TEST(Trace, MeasuredStepsAreValidAndTheirOpsFillTheStep) {
 
 TEST(Trace, EveryDeviceOfAMeshHasItsTrack) {
   GPT2 model(GPT2Config::preset("test"), 6, 11);
-  model.set_distribution(std::make_shared<AutoShard>(DeviceMesh::parse("data=2,model=2")));
+  // Megatron's layout: collectives on the device's own track (AutoShard may
+  // keep data parallelism, whose buckets run on the lane).
+  model.set_distribution(
+      std::make_shared<ModelParallel>(DeviceMesh::parse("data=2,model=2"), gpt2_megatron_layout()));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   Tracer tracer;
   {

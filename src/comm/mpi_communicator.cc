@@ -252,12 +252,13 @@ MpiCommunicator::MpiCommunicator(const DeviceMesh& mesh)
   MPI_Comm world;
   ok(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
   groups_->comm[0] = world;
-  // Every rank splits once per axis, so the calls match across ranks.
-  for (int a = 0; a < mesh.rank(); ++a) {
-    const int id = mesh_group_id(mesh, a, rank_);
+  // Every rank splits once per grouped axis (mesh axes, then collective
+  // tuples), so the calls match across ranks.
+  for (const CommGroup& g : mesh_groups(mesh, rank_)) {
+    if (g.id == 0) continue;  // the world
     MPI_Comm c;
-    ok(MPI_Comm_split(world, id, mesh.coordinates(rank_)[a], &c), "MPI_Comm_split");
-    groups_->comm[id] = c;
+    ok(MPI_Comm_split(world, g.id, g.index, &c), "MPI_Comm_split");
+    groups_->comm[g.id] = c;
   }
   // The async lane of each group (start_all_reduce) is a duplicate of its
   // communicator, kept under key -1 - id: its non-blocking reductions then

@@ -156,18 +156,40 @@ struct ThreadWorld::Mailboxes {
   }
 };
 
+namespace {
+// The axes with groups, in mesh_groups' order (less the world): mesh axes,
+// then collective tuples.
+std::vector<int> grouped_axes(const DeviceMesh& mesh) {
+  std::vector<int> axes;
+  for (int a = 0; a < mesh.rank(); ++a) axes.push_back(a);
+  for (int t : mesh.collective_tuples()) axes.push_back(t);
+  return axes;
+}
+}  // namespace
+
+int mesh_group_ids(const DeviceMesh& mesh) {
+  return 1 + int(grouped_axes(mesh).size()) * mesh.size();
+}
+
 int mesh_group_id(const DeviceMesh& mesh, int axis, int rank) {
-  return 1 + axis * mesh.size() + mesh.group(rank, axis).front();
+  const std::vector<int> axes = grouped_axes(mesh);
+  const int slot = int(std::find(axes.begin(), axes.end(), axis) - axes.begin());
+  AS_CHECK(slot < int(axes.size()), "internal: mesh ", mesh.to_string(), " has no group for axis ",
+           mesh.axis_name(axis));
+  return 1 + slot * mesh.size() + mesh.group(rank, axis).front();
 }
 
 std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank) {
   std::vector<CommGroup> groups;
-  for (int a = 0; a < mesh.rank(); ++a)
+  auto add = [&](int a) {
     groups.push_back(
-        {mesh_group_id(mesh, a, rank), mesh.group(rank, a), mesh.coordinates(rank)[a]});
+        {mesh_group_id(mesh, a, rank), mesh.group(rank, a), mesh.coordinate(rank, a), a});
+  };
+  for (int a = 0; a < mesh.rank(); ++a) add(a);
   CommGroup world{0, {}, rank};
   for (int r = 0; r < mesh.size(); ++r) world.ranks.push_back(r);
   groups.push_back(std::move(world));
+  for (int t : mesh.collective_tuples()) add(t);
   return groups;
 }
 
@@ -179,14 +201,13 @@ ThreadWorld::ThreadWorld(const DeviceMesh& mesh)
   AS_CHECK(mesh.rank() <= kMaxAxes, "meshes have at most ", kMaxAxes, " axes");
   const int spins = mesh.size() <= static_cast<int>(std::thread::hardware_concurrency()) ? 4000 : 0;
   // Every group state exists before any thread runs, so lookups need no lock.
-  async_offset_ = 1 + kMaxAxes * mesh.size();
-  groups_.resize(2 * async_offset_);
+  async_offset_ = mesh_group_ids(mesh);
+  groups_.resize(2 * size_t(async_offset_));
   groups_[0] = std::make_unique<GroupState>(mesh.size(), spins);
   for (int r = 0; r < mesh.size(); ++r)
-    for (int a = 0; a < mesh.rank(); ++a) {
-      int id = mesh_group_id(mesh, a, r);
-      if (!groups_[id]) groups_[id] = std::make_unique<GroupState>(mesh.axis_size(a), spins);
-    }
+    for (const CommGroup& g : mesh_groups(mesh, r))
+      if (!groups_[size_t(g.id)])
+        groups_[size_t(g.id)] = std::make_unique<GroupState>(g.size(), spins);
   // Each group again for its async lane (start_all_reduce).
   for (int id = 0; id < async_offset_; ++id)
     if (groups_[id])

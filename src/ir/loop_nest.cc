@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/op_def.h"
+
 namespace autoshard {
 
 ShardDecision decide(const LoopNest& nest, const LoopSplit& split) {
@@ -59,25 +61,22 @@ std::vector<int> split_axes(const DeviceMesh& mesh) {
   for (int a = 0; a < mesh.rank(); ++a)
     if (mesh.axis_size(a) > 1) real.push_back(a);
   std::vector<int> out = real;
-  if (real.empty() || real.back() >= kMaxTupleAxes) return out;
-  for (uint64_t set = 1; set < (uint64_t{1} << real.size()); ++set) {
-    if (__builtin_popcountll(set) < 2) continue;
-    std::vector<int> members;
-    for (size_t i = 0; i < real.size(); ++i)
-      if (set >> i & 1) members.push_back(real[i]);
-    out.push_back(tuple_axis(members));
-  }
+  // Every device at once: the tuple of all axes (each op's strategies grow
+  // by about its loop count; every pair and triple as well would make a
+  // three-axis problem several times larger to pose and solve).
+  if (real.size() >= 2 && real.back() < kMaxTupleAxes) out.push_back(tuple_axis(real));
   return out;
 }
 
-std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh) {
+std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh,
+                                        const std::vector<bool>* tuple_loops) {
   std::vector<LoopSplit> out{LoopSplit(nest.loops.size(), -1)};
   for (int axis : split_axes(mesh)) {
     const size_t before = out.size();
     for (size_t s = 0; s < before; ++s)
       for (size_t l = 0; l < nest.loops.size(); ++l) {
         if (!nest.splittable(static_cast<int>(l)) || out[s][l] >= 0 || overlaps_any(out[s], axis) ||
-            (is_tuple_axis(axis) && nest.windowed(int(l))))
+            (is_tuple_axis(axis) && (nest.windowed(int(l)) || (tuple_loops && !(*tuple_loops)[l]))))
           continue;
         LoopSplit next = out[s];
         next[l] = axis;
@@ -129,10 +128,11 @@ bool takes_partial(Linearity linearity, const std::vector<Sharding>& inputs,
 }
 
 std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
-                                                Linearity linearity) {
+                                                Linearity linearity,
+                                                const std::vector<bool>* tuple_loops) {
   std::vector<ShardDecision> out;
   const auto carriers = partial_carriers(linearity, int(nest.inputs.size()));
-  for (const LoopSplit& split : enumerate_splits(nest, mesh)) {
+  for (const LoopSplit& split : enumerate_splits(nest, mesh, tuple_loops)) {
     out.push_back(decide(nest, split));
     const ShardDecision base = out.back();
     // Sums of partial sums stay sums: a split sum loop may add its own axes.
@@ -150,6 +150,33 @@ std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const Devi
     }
   }
   return out;
+}
+
+std::vector<bool> tied_loops(const Graph& g, int id, const LoopNest& nest,
+                             const std::vector<std::vector<bool>>& tied) {
+  const Node& n = g.node(id);
+  std::vector<bool> loops(nest.loops.size(), false);
+  for (size_t k = 0; k < n.inputs.size() && k < nest.inputs.size(); ++k)
+    for (size_t d = 0; d < nest.inputs[k].size(); ++d)
+      if (nest.inputs[k][d] >= 0 && tied[size_t(n.inputs[k])][d])
+        loops[size_t(nest.inputs[k][d])] = true;
+  return loops;
+}
+
+std::vector<std::vector<bool>> dims_tied_to_inputs(const Graph& g, int dim) {
+  std::vector<std::vector<bool>> tied(size_t(g.size()));
+  for (int i = 0; i < g.size(); ++i) tied[size_t(i)].assign(g.node(i).shape.size(), false);
+  for (int i : g.inputs())
+    if (int(tied[size_t(i)].size()) > dim) tied[size_t(i)][size_t(dim)] = true;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    if (n.is_leaf() || !op_def(n.op).loops) continue;
+    const LoopNest nest = op_def(n.op).loops(g, n);
+    const std::vector<bool> loops = tied_loops(g, i, nest, tied);
+    for (size_t d = 0; d < nest.output.size(); ++d)
+      tied[size_t(i)][d] = nest.output[d] >= 0 && loops[size_t(nest.output[d])];
+  }
+  return tied;
 }
 
 }  // namespace autoshard

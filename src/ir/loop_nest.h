@@ -68,15 +68,17 @@ ShardDecision decide(const LoopNest& nest, const LoopSplit& split);
 ShardDecision follow_inputs(const LoopNest& nest, const std::vector<Sharding>& inputs);
 
 // The axis ids a strategy may split loops over: every mesh axis of size > 1,
-// then every tuple of two or more of them, in mesh order (a batch over
-// data x model, a weight over every device).
+// then the tuple of all of them, in mesh order (a batch over data x model, a
+// weight over every device). Other tuples are for layouts given by hand.
 std::vector<int> split_axes(const DeviceMesh& mesh);
 
 // Every strategy on `mesh`: each axis id of split_axes over at most one
 // splittable loop, at most one per loop, no mesh axis twice (a tuple and
-// its members exclude each other), plus leaving it unused. The first
-// strategy is the fully replicated one.
-std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh);
+// its members exclude each other), plus leaving it unused; a tuple only on
+// the loops `tuple_loops` marks (null: any). The first strategy is the fully
+// replicated one.
+std::vector<LoopSplit> enumerate_splits(const LoopNest& nest, const DeviceMesh& mesh,
+                                        const std::vector<bool>* tuple_loops = nullptr);
 
 // The sets of inputs that may carry partial sums together for an op of this
 // linearity (add: all of them; mul: any one; div: the numerator).
@@ -94,6 +96,15 @@ bool takes_partial(Linearity linearity, const std::vector<Sharding>& inputs,
 // then partial over that axis too, beside its own split sums). The first is
 // the fully replicated one.
 std::vector<ShardDecision> enumerate_strategies(const LoopNest& nest, const DeviceMesh& mesh,
-                                                Linearity linearity);
+                                                Linearity linearity,
+                                                const std::vector<bool>* tuple_loops = nullptr);
+
+// Per node of `g`, per dimension: whether the ops' loops tie it to dimension
+// `dim` of one of the graph's inputs of rank above `dim` (0: the batch, 1:
+// the sequence of [batch, sequence] tokens), following the graph in order.
+std::vector<std::vector<bool>> dims_tied_to_inputs(const Graph& g, int dim);
+// The loops of node `id`'s nest that index a dimension `tied` marks.
+std::vector<bool> tied_loops(const Graph& g, int id, const LoopNest& nest,
+                             const std::vector<std::vector<bool>>& tied);
 
 }  // namespace autoshard

@@ -166,16 +166,26 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
                                        const Cluster& cluster) {
   const bool turns = cluster.oversubscribed(mesh().size()) && cluster.oversubscribed_slice > 0;
   const int batch = mesh().axis_index(batch_dim_name());
-  const bool only_batch =
-      mesh().size() > 1 && batch >= 0 && mesh().axis_size(batch) == mesh().size();
+  // Every device: the batch axis, or the tuple of every axis beside it
+  // (-1 without a batch axis: the inputs stay as they are).
+  std::vector<int> axes;
+  for (int a = 0; a < mesh().rank(); ++a)
+    if (mesh().axis_size(a) > 1) axes.push_back(a);
+  const int every =
+      batch >= 0 && axes.size() > 1 && axes.back() < kMaxTupleAxes ? tuple_axis(axes) : batch;
+  const bool has_batch = mesh().size() > 1 && batch >= 0 && mesh().axis_size(batch) > 1 &&
+                         mesh().axis_size(every) == mesh().size();
   PartitionRequest data_parallel = sp.request(solution_);
   data_parallel.decisions.clear();
   for (int id : g.parameters()) data_parallel.leaves.erase(id);  // missing: whole
+  for (int id : g.inputs())
+    if (Sharding& l = data_parallel.leaves[id]; !l.dims.empty() && l.dims[0] == batch)
+      l.dims[0] = every;
   const auto predict_data_parallel = [&] {
     return predicted_program(g, data_parallel, cluster, mesh(), options_.bf16);
   };
   std::optional<StepPrediction> p;
-  if (turns || only_batch) p = predict_data_parallel();
+  if (turns || has_batch) p = predict_data_parallel();
   const bool faster =
       p && planned_memory(*p) <= double(*sp.problem.usage_limit) && p->step_s < predicted_step_s_;
   // Ranks may be calibrated differently: all take the leader's choice (every
@@ -190,10 +200,13 @@ void AutoShard::consider_data_parallel(const Graph& g, const StrategyProblem& sp
               "solver's sum of per-op costs does not see";
   reasons_.insert(reasons_.begin(),
                   "data parallelism kept: " + milliseconds(int64_t(p->step_s * 1e9)) +
-                      " per step predicted for its whole program against " +
-                      milliseconds(int64_t(predicted_step_s_ * 1e9)) + " for the solver's plan (" +
-                      why + "); the solver's plan, not taken:");
+                      " per step and " + mebibytes(int64_t(planned_memory(*p))) +
+                      " per device predicted for its whole program" +
+                      (every >= 0 ? ", the batch over " + mesh().axis_name(every) : "") +
+                      ", against " + milliseconds(int64_t(predicted_step_s_ * 1e9)) +
+                      " for the solver's plan (" + why + "); the solver's plan, not taken:");
   predicted_step_s_ = p->step_s;
+  if (every != batch) batch_over_ = every;
   plan_.clear();
   slots_.clear();
   decisions_.clear();
@@ -456,6 +469,10 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
 DeviceMesh AutoShard::choose_mesh(const Graph& g, int devices, const std::string& batch_dim_name,
                                   const AutoShardOptions& options, std::vector<std::string>* why) {
   return plan_for_devices(g, devices, batch_dim_name, options, why)->mesh();
+}
+
+int AutoShard::batch_axis() const {
+  return batch_over_ >= 0 ? batch_over_ : Distribution::batch_axis();
 }
 
 Sharding AutoShard::weight_layout(const std::string& path, const Shape& shape) const {

@@ -439,8 +439,10 @@ Cluster Cluster::as_mpi_ranks(int machines) const {
 // ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
 // does not ({6, 7, 8} straddles two nodes).
 const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
-  int64_t stride = 1;
-  for (int a = mesh.rank() - 1; a > axis; --a) stride *= mesh.axis_size(a);
+  // A collective tuple's groups are strided blocks like an axis's.
+  AS_CHECK(mesh.collective_axis(axis), "internal: pricing a collective over ", mesh.axis_name(axis),
+           ", which mesh ", mesh.to_string(), " does not group");
+  const int64_t stride = mesh.axis_stride(axis);
   const int64_t size = mesh.axis_size(axis);
   const int64_t outer = mesh.size() / (stride * size);
   for (const LinkLevel& l : links)

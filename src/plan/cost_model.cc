@@ -156,7 +156,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     for (int b : starts[i]) {
       const double t = collective_seconds(c, p.mesh, buckets[b].axis, true,
                                           double(buckets[b].count) * 4 * (o.bf16 ? 0.5 : 1.0), 0);
-      out.collective_s[{"all_reduce", p.mesh.axis_names()[buckets[b].axis]}] += t;
+      out.collective_s[{"all_reduce", p.mesh.axis_name(buckets[b].axis)}] += t;
       out.communication_s += t;
       if (timeline) timeline->push_back({buckets[b].members.front(), std::max(clock, lane), t, 1});
       lane = done[b] = std::max(clock, lane) + t;
@@ -181,7 +181,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
       const double scale = o.bf16 ? 0.5 : 1.0;
       const double t = collective_seconds(c, p.mesh, cc.axis, cc.kind == CommCost::Kind::AllReduce,
                                           cc.bytes * scale, cc.largest_block * scale);
-      out.collective_s[{def.name, p.mesh.axis_names()[cc.axis]}] += t;
+      out.collective_s[{def.name, p.mesh.axis_name(cc.axis)}] += t;
       out.communication_s += t;
       if (stretches) end_stretch();
       if (timeline) timeline->push_back({i, clock, t});

@@ -50,7 +50,7 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
     const OpDef& def = op_def(n.op);
     if (def.comm) {
       const CommCost cc = def.comm(n, CostShapes{inputs, n.shape});
-      const std::string& axis = p.mesh.axis_names()[size_t(cc.axis)];
+      const std::string axis = p.mesh.axis_name(cc.axis);
       const double t =
           collective_seconds(c, full, full.axis_index(axis), cc.kind == CommCost::Kind::AllReduce,
                              cc.bytes * scale, cc.largest_block * scale);

@@ -15,7 +15,7 @@ nlohmann::json bucket_args(const Graph& g, const GradientBucket& b,
                            const std::vector<std::string>& axis_names, bool bf16) {
   return {{"members", b.members.size()},
           {"bytes", double(b.count) * (bf16 ? 2 : 4)},
-          {"axis", axis_names[size_t(b.axis)]},
+          {"axis", axis_name(axis_names, b.axis)},
           {"first_gradient", g.node(b.members.front()).shape}};
 }
 

@@ -200,8 +200,8 @@ class Builder {
     choices_.resize(n_);
     count_.resize(n_);
     std::unordered_map<std::string, std::shared_ptr<const std::vector<ShardDecision>>> by_nest;
-    auto shared = [&](const LoopNest& nest, char kind, auto enumerate) {
-      std::string key(1, kind);
+    auto shared = [&](const LoopNest& nest, const std::string& kind, auto enumerate) {
+      std::string key = kind;
       for (const Loop& l : nest.loops)
         key += std::to_string(l.extent) + char('a' + int(l.kind)) + char('a' + int(l.reduce));
       for (const auto& dims : nest.inputs) {
@@ -214,20 +214,29 @@ class Builder {
       if (inserted) it->second = std::make_shared<const std::vector<ShardDecision>>(enumerate());
       return it->second;
     };
+    // An op splits over every device at once (the tuple of all mesh axes)
+    // only along the batch: the loops tied to the inputs' first dimension.
+    // (Anywhere would make every op's strategies and edges grow by a half
+    // for a split nobody asks of a weight's own dimensions.)
+    const auto batch = dims_tied_to_inputs(g_, 0);
     for (int i = 0; i < n_; ++i) {
       const Node& node = g_.node(i);
       if (!node.is_leaf()) {
         const OpDef& def = op_def(node.op);
         const LoopNest nest = def.loops(g_, node);
-        choices_[i] = shared(nest, char('0' + int(def.linearity)),
-                             [&] { return enumerate_strategies(nest, mesh_, def.linearity); });
+        const std::vector<bool> batch_loops = tied_loops(g_, i, nest, batch);
+        std::string kind(1, char('0' + int(def.linearity)));
+        for (bool b : batch_loops) kind += b ? 'b' : '-';
+        choices_[i] = shared(nest, kind, [&] {
+          return enumerate_strategies(nest, mesh_, def.linearity, &batch_loops);
+        });
       } else if (auto it = o_.fixed.find(i); it != o_.fixed.end()) {
         choices_[i] = std::make_shared<const std::vector<ShardDecision>>(
             std::vector<ShardDecision>{{{}, it->second}});
       } else {
         LoopNest nest;  // a value that only exists: each axis on at most one dimension
         for (int64_t d : node.shape) nest.output.push_back(nest.add({d}));
-        choices_[i] = shared(nest, 'v', [&] { return leaf_choices(nest, mesh_, o_.divisible); });
+        choices_[i] = shared(nest, "v", [&] { return leaf_choices(nest, mesh_, o_.divisible); });
       }
       count_[i] = int(choices_[i]->size());
     }

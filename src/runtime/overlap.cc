@@ -170,7 +170,9 @@ bool BucketRunner::before(int node, std::vector<Tensor>& values, Communicator& c
       const Tensor& grad = values[static_cast<size_t>(inputs_[b][m])];
       std::memcpy(buffer + bucket.offsets[m], grad.raw(), grad.nbytes());
     }
-    tickets_[b] = comm.start_all_reduce(buffer, bucket.count, bucket.op, groups.at(bucket.axis));
+    const CommGroup* group = group_of_axis(groups, bucket.axis);
+    AS_CHECK(group, "internal: no group for a gradient bucket's axis ", bucket.axis);
+    tickets_[b] = comm.start_all_reduce(buffer, bucket.count, bucket.op, *group);
     ++pending_;
   }
   for (int b : h.wait) {

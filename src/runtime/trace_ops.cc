@@ -111,7 +111,8 @@ TracedOp describe_op(const Graph& g, int i, const std::string& path,
     const CommCost c = def.comm(node, cs);
     op.args["collective"] = collective_kind(c.kind);
     op.args["bytes"] = c.bytes;
-    if (c.axis >= 0 && c.axis < int(axis_names.size())) op.args["axis"] = axis_names[c.axis];
+    if (const std::string name = axis_name(axis_names, c.axis); !name.empty())
+      op.args["axis"] = name;
   }
   return op;
 }

@@ -71,21 +71,29 @@ std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding
     cur = after;
   };
   // 1. Combine partial values: sums straight into the wanted split when
-  // that split is the next one wanted on its dimension.
+  // that split is the next one wanted on its dimension; the rest
+  // all-reduced, over all their axes at once where the mesh groups them.
+  auto without = [](Sharding s, const std::vector<int>& axes) {
+    for (int a : axes) s.partial.erase(std::find(s.partial.begin(), s.partial.end(), a));
+    if (s.partial.empty()) s.partial_op = ReduceOp::Sum;
+    return s;
+  };
+  std::vector<int> reduced;
   for (int a : from.partial) {
     if (to.is_partial(a)) continue;
-    Sharding after = cur;
-    after.partial.erase(std::find(after.partial.begin(), after.partial.end(), a));
-    if (after.partial.empty()) after.partial_op = ReduceOp::Sum;
     const int d = cur.partial_op == ReduceOp::Sum ? dim_wanting(cur, to, a, -1) : -1;
-    if (d >= 0) {
-      std::vector<int> members = stack(cur, d);
-      members.push_back(a);
-      emit(Kind::ReduceScatter, a, d, with_stack(after, d, members));
-    } else {
-      emit(Kind::AllReduce, a, -1, after);
+    if (d < 0) {
+      reduced.push_back(a);
+      continue;
     }
+    std::vector<int> members = stack(cur, d);
+    members.push_back(a);
+    emit(Kind::ReduceScatter, a, d, with_stack(without(cur, {a}), d, members));
   }
+  if (reduced.size() > 1 && mesh.collective_axis(tuple_axis(reduced)))
+    emit(Kind::AllReduce, tuple_axis(reduced), -1, without(cur, reduced));
+  else
+    for (int a : reduced) emit(Kind::AllReduce, a, -1, without(cur, {a}));
   // 2. Remove every split that is not wanted where it is, innermost member
   // first: moved to the dimension that wants that axis next, if one does;
   // gathered otherwise.

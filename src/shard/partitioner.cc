@@ -31,27 +31,6 @@ std::vector<std::optional<Sharding>> consumer_hints(const Graph& g, const std::v
   return hint;
 }
 
-// Per node, per dimension: whether it is a sequence dimension, tied through
-// the ops' loops to dimension 1 of an input of rank >= 2 ([batch, sequence]).
-std::vector<std::vector<bool>> sequence_dims(const Graph& g, const std::vector<bool>& live) {
-  std::vector<std::vector<bool>> seq(g.size());
-  for (int i = 0; i < g.size(); ++i) seq[i].assign(g.node(i).shape.size(), false);
-  for (int i : g.inputs())
-    if (seq[i].size() >= 2) seq[i][1] = true;
-  for (int i = 0; i < g.size(); ++i) {
-    const Node& n = g.node(i);
-    if (n.is_leaf() || !live[i] || !op_def(n.op).loops) continue;
-    const LoopNest nest = op_def(n.op).loops(g, n);
-    std::vector<bool> seq_loop(nest.loops.size(), false);
-    for (size_t k = 0; k < n.inputs.size() && k < nest.inputs.size(); ++k)
-      for (size_t d = 0; d < nest.inputs[k].size(); ++d)
-        if (nest.inputs[k][d] >= 0 && seq[n.inputs[k]][d]) seq_loop[nest.inputs[k][d]] = true;
-    for (size_t d = 0; d < nest.output.size(); ++d)
-      seq[i][d] = nest.output[d] >= 0 && seq_loop[nest.output[d]];
-  }
-  return seq;
-}
-
 // Megatron-SP (PartitionRequest::sequence_parallel_axis): the rule's
 // decision, or when it leaves the output whole over `axis` and the output
 // has a sequence dimension, the same loops with that dimension split too.
@@ -209,7 +188,7 @@ class Lowering {
       return s.local_shape(global, mesh_, device_)[dim];
     };
     for (const ConversionStep& s : conversion_plan(from, to, mesh_)) {
-      const int k = mesh_.axis_size(s.axis), c = coords_[s.axis];
+      const int k = mesh_.axis_size(s.axis), c = mesh_.coordinate(device_, s.axis);
       switch (s.kind) {
         case ConversionStep::Kind::AllReduce:
           local = collective(Op::AllReduce, local, AllReduceAttrs{s.axis, s.op}, s.axis, id);
@@ -249,7 +228,7 @@ class Lowering {
 
   int collective(Op op, int local, OpAttrs attrs, int axis, int id) {
     if (record_)
-      p_.collectives.push_back({op_name(op), mesh_.axis_names()[axis], value_name(g_, id),
+      p_.collectives.push_back({op_name(op), mesh_.axis_name(axis), value_name(g_, id),
                                 static_cast<int64_t>(numel(local_.node(local).shape) * 4)});
     return local_.add(op, {local_.value(local)}, std::move(attrs)).id;
   }
@@ -288,7 +267,8 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
     AS_CHECK(p.sharding[i].partial.empty(), "layout of '", n.leaf().key(), "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
-  const auto seq = request.sequence_parallel_axis >= 0 ? sequence_dims(g, live)
+  // Sequence dimensions: tied to dimension 1 of a [batch, sequence] input.
+  const auto seq = request.sequence_parallel_axis >= 0 ? dims_tied_to_inputs(g, 1)
                                                        : std::vector<std::vector<bool>>(g.size());
 
   // Decide every op's layout once; the decisions are the same on all devices.

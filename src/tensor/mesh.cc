@@ -1,5 +1,6 @@
 #include "autoshard/tensor/mesh.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <set>
@@ -116,11 +117,18 @@ int DeviceMesh::axis_size(int axis) const {
   return size;
 }
 
-std::string DeviceMesh::axis_name(int axis) const {
-  if (!is_tuple_axis(axis)) return names_[axis];
+std::string axis_name(const std::vector<std::string>& names, int axis) {
+  const std::vector<int> members = axis_members(axis);
+  for (int a : members)
+    if (a >= int(names.size())) return "";
+  if (members.size() == 1) return names[size_t(members[0])];
   std::string s = "(";
-  for (int a : axis_members(axis)) s += (s.size() > 1 ? "," : "") + names_[a];
-  return s + ")";
+  for (int a : members) s += (s.size() > 1 ? "," : "") + names[size_t(a)];
+  return members.empty() ? "" : s + ")";
+}
+
+std::string DeviceMesh::axis_name(int axis) const {
+  return autoshard::axis_name(names_, axis);
 }
 
 int DeviceMesh::coordinate(int device, int axis) const {
@@ -154,6 +162,32 @@ std::vector<int> DeviceMesh::group(int device, int axis) const {
     g.push_back(device_at(c));
   }
   return g;
+}
+
+std::vector<int> DeviceMesh::collective_tuples() const {
+  std::vector<int> wide;  // the axes of more than one device
+  for (int a = 0; a < rank(); ++a)
+    if (shape_[a] > 1) wide.push_back(a);
+  std::vector<int> out;
+  if (wide.empty() || wide.back() >= kMaxTupleAxes) return out;
+  for (size_t first = 0; first < wide.size(); ++first)
+    for (size_t last = first + 1; last < wide.size(); ++last)
+      out.push_back(
+          tuple_axis(std::vector<int>(wide.begin() + long(first), wide.begin() + long(last) + 1)));
+  return out;
+}
+
+bool DeviceMesh::collective_axis(int axis) const {
+  if (!is_tuple_axis(axis)) return axis >= 0 && axis < rank();
+  const std::vector<int> tuples = collective_tuples();
+  return std::find(tuples.begin(), tuples.end(), axis) != tuples.end();
+}
+
+int64_t DeviceMesh::axis_stride(int axis) const {
+  const std::vector<int> members = axis_members(axis);
+  int64_t stride = 1;
+  for (int a = rank() - 1; a > members.back(); --a) stride *= shape_[a];
+  return stride;
 }
 
 std::string DeviceMesh::to_string() const {

@@ -19,8 +19,19 @@ struct CommGroup {
   int id = 0;              // unique per group across the whole world
   std::vector<int> ranks;  // members in group order
   int index = 0;           // this rank's position in `ranks`
+  int axis = -1;           // the mesh axis id it is the group of (-1: the world)
   int size() const { return static_cast<int>(ranks.size()); }
 };
+
+// The group of mesh axis id `axis` among a device's groups (mesh_groups):
+// null when there is none.
+inline const CommGroup* group_of_axis(const std::vector<CommGroup>& groups, int axis) {
+  if (axis >= 0 && axis < int(groups.size()) && groups[size_t(axis)].axis == axis)
+    return &groups[size_t(axis)];
+  for (const CommGroup& g : groups)  // a tuple's
+    if (g.axis == axis && axis >= 0) return &g;
+  return nullptr;
+}
 
 class Communicator {
  public:

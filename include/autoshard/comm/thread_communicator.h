@@ -99,10 +99,12 @@ class ThreadWorld {
   std::unique_ptr<Mailboxes> mailboxes_;
 };
 
-// Groups for every axis of `mesh` as seen from `rank` (index = axis), plus
-// the whole world at index mesh.rank().
+// Groups for every axis of `mesh` as seen from `rank` (index = axis), the
+// whole world at index mesh.rank(), then those of mesh.collective_tuples().
 std::vector<CommGroup> mesh_groups(const DeviceMesh& mesh, int rank);
 // The group id that mesh_groups assigns to (axis, rank); the world's id is 0.
 int mesh_group_id(const DeviceMesh& mesh, int axis, int rank);
+// Group ids are below this.
+int mesh_group_ids(const DeviceMesh& mesh);
 
 }  // namespace autoshard

@@ -205,6 +205,9 @@ class AutoShard : public Distribution {
                        const Shape& shape) const override;
   std::map<int, ShardDecision> decisions(const Graph& step,
                                          const std::map<int, Sharding>& leaves) const override;
+  // The batch axis; where data parallelism over every device was kept on a
+  // mesh of several axes (see reasons()), the tuple of all of them.
+  int batch_axis() const override;
 
   // The layouts chosen, by weight path (after prepare).
   const std::map<std::string, Sharding>& plan() const { return plan_; }
@@ -243,8 +246,10 @@ class AutoShard : public Distribution {
  private:
   // The step as a problem on this mesh, priced on `cluster`.
   StrategyProblem pose(const Graph& step, const Cluster& cluster) const;
-  // Devices that outnumber the cores: data parallelism instead of the
-  // solver's plan when the whole program's prediction prefers it.
+  // Data parallelism over every device (the batch over the tuple of all
+  // axes on a mesh of several) instead of the solver's plan when the whole
+  // program's prediction prefers it: where devices outnumber the cores, or
+  // the batch axis is one of the mesh's.
   void consider_data_parallel(const Graph& step, const StrategyProblem& posed,
                               const Cluster& cluster);
   // prepare() with the step already posed.
@@ -259,6 +264,7 @@ class AutoShard : public Distribution {
   std::vector<int> solution_;
   double predicted_step_s_ = 0;
   std::vector<std::string> reasons_;
+  int batch_over_ = -1;  // the batch's axis when data parallelism over a tuple was kept
   bool prepared_ = false;
 };
 

@@ -14,7 +14,8 @@
 
 namespace autoshard {
 
-// One step over one mesh axis (never a tuple). A dimension split over a
+// One step over one mesh axis (an all-reduce: or over a collective tuple of
+// them, DeviceMesh::collective_tuples). A dimension split over a
 // tuple is a stack of its members, outermost first: a step adds the
 // innermost member (reduce-scatter, slice, the target of an all-to-all) or
 // removes it (gather, the source of an all-to-all), splitting or joining

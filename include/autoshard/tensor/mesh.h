@@ -36,6 +36,9 @@ uint64_t axis_bits(int id);
 inline bool axes_overlap(int a, int b) {
   return (axis_bits(a) & axis_bits(b)) != 0;
 }
+// An axis id's name among the mesh's axis `names`: "model", or a tuple's
+// "(data,model)"; "" when a member is not among them.
+std::string axis_name(const std::vector<std::string>& names, int axis);
 
 class DeviceMesh {
  public:
@@ -64,6 +67,18 @@ class DeviceMesh {
   // The devices that differ from `device` only along `axis` (a tuple's
   // members), ordered by their coordinate on it: the axis's group.
   std::vector<int> group(int device, int axis) const;
+  // The tuples whose groups communicate in one collective: every run of two
+  // or more consecutive axes of more than one device (axes of one device
+  // between them are skipped). Their groups are blocks of devices evenly
+  // strided, like a single axis's: (data,model) of data=2,model=4 is the
+  // whole mesh. Other tuples communicate member by member.
+  std::vector<int> collective_tuples() const;
+  // Whether collectives may run over `axis` in one step: a mesh axis, or
+  // one of collective_tuples().
+  bool collective_axis(int axis) const;
+  // The devices between two neighbours of `axis`'s group (a mesh axis's, or
+  // a collective tuple's innermost member's).
+  int64_t axis_stride(int axis) const;
   std::string to_string() const;  // "data=2,model=3"
 
  private:

@@ -11,10 +11,9 @@
 namespace autoshard {
 
 const CommGroup& KernelContext::group(int axis) const {
-  AS_CHECK(
-      comm != nullptr && groups != nullptr && axis >= 0 && axis < static_cast<int>(groups->size()),
-      "internal: a collective ran without a communicator for mesh axis ", axis);
-  return (*groups)[axis];
+  const CommGroup* g = comm && groups ? group_of_axis(*groups, axis) : nullptr;
+  AS_CHECK(g != nullptr, "internal: a collective ran without a communicator for mesh axis ", axis);
+  return *g;
 }
 
 namespace {
