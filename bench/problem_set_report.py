@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/problem_set.sh's table: each answer's cost against the best found.
 
-  problem_set_report.py ROWS.jsonl [ROWS.jsonl ...] [--best BEST.json]
+  problem_set_report.py ROWS.jsonl [ROWS.jsonl ...] [--best BEST.json] [--markdown]
 
 Rows are JSON lines (problem, nodes, limit_s, cost, found_s, seconds,
 proven_optimal). The best of a problem is the lowest cost of any row given,
@@ -23,6 +23,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rows", nargs="+")
     ap.add_argument("--best")
+    ap.add_argument("--markdown", action="store_true", help="the table as Markdown (stdout)")
     args = ap.parse_args()
     runs = [[json.loads(l) for l in open(f) if l.strip()] for f in args.rows]
     best = dict(KNOWN)
@@ -74,7 +75,33 @@ def main():
                   f"{gm:.4f} of the best over {len(ok)} problems, worst {max(ok):.4f}"
                   f"{f', {missing} without an answer' if missing else ''}; slowest answer "
                   f"{over:.2f}x the limit{load}", file=sys.stderr)
-    print(json.dumps([r for rows in runs for r in rows]))
+    if args.markdown:
+        markdown(runs, limits, names, nodes, best)
+    else:
+        print(json.dumps([r for rows in runs for r in rows]))
+
+
+def markdown(runs, limits, names, nodes, best):
+    """One row per problem: cost / best and the time the answer was found
+    (of the wall time), per run and limit."""
+    cols = [(k, l) for k in range(len(runs)) for l in limits]
+    head = ["problem", "nodes"] + [f"{'run ' + str(k + 1) + ', ' if len(runs) > 1 else ''}{l} s"
+                                   for k, l in cols]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name in names:
+        cells = [name, f"{nodes[name]:,}"]
+        for k, l in cols:
+            r = next((r for r in runs[k] if r["problem"] == name and r["limit_s"] == l), None)
+            if r is None:
+                cells.append("-")
+            elif r["cost"] is None:
+                cells.append(f"none ({r['seconds']:.1f} s)")
+            else:
+                found = "" if r.get("found_s") is None else f"{r['found_s']:.1f} of "
+                opt = " opt" if r["proven_optimal"] else ""
+                cells.append(f"{r['cost'] / best[name]:.4f}{opt} ({found}{r['seconds']:.1f} s)")
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
