@@ -73,9 +73,9 @@ class Scanner {
     skip_space();
     switch (peek()) {
       case '{':
-        return object();
+        return container(true);
       case '[':
-        return array();
+        return container(false);
       case '"': {
         if (!string(text_)) return false;
         return sax_.string(text_);
@@ -97,57 +97,40 @@ class Scanner {
     return true;
   }
 
-  // An object or array: its events, one level deeper.
-  bool object() {
+  // An object or an array, one level deeper: its events, and each item's
+  // key (an object's) and value.
+  bool container(bool is_object) {
     ++depth_;
-    const bool ok = members();
-    --depth_;
-    return ok;
-  }
-  bool array() {
-    ++depth_;
-    const bool ok = elements();
+    const bool ok = items(is_object);
     --depth_;
     return ok;
   }
 
-  bool members() {
-    get();  // '{'
-    if (!sax_.start_object(std::size_t(-1))) return false;
-    skip_space();
-    if (peek() == '}') {
-      get();
-      return sax_.end_object();
-    }
-    while (true) {
+  bool items(bool is_object) {
+    const int close = is_object ? '}' : ']';
+    get();  // '{' or '['
+    if (!(is_object ? sax_.start_object(std::size_t(-1)) : sax_.start_array(std::size_t(-1))))
+      return false;
+    for (bool first = true;; first = false) {
       skip_space();
-      if (peek() != '"') return fail("object key expected");
-      if (!string(text_) || !sax_.key(text_)) return false;
-      skip_space();
-      if (get() != ':') return fail("':' expected");
-      if (!value()) return false;
+      if (first && peek() == close) {  // empty; no trailing ',' allowed after an item
+        get();
+        break;
+      }
+      if ((is_object && !key()) || !value()) return false;
       skip_space();
       const int c = get();
-      if (c == '}') return sax_.end_object();
-      if (c != ',') return fail("',' or '}' expected");
+      if (c == close) break;
+      if (c != ',') return fail(is_object ? "',' or '}' expected" : "',' or ']' expected");
     }
+    return is_object ? sax_.end_object() : sax_.end_array();
   }
 
-  bool elements() {
-    get();  // '['
-    if (!sax_.start_array(std::size_t(-1))) return false;
+  bool key() {
+    if (peek() != '"') return fail("object key expected");
+    if (!string(text_) || !sax_.key(text_)) return false;
     skip_space();
-    if (peek() == ']') {
-      get();
-      return sax_.end_array();
-    }
-    while (true) {
-      if (!value()) return false;
-      skip_space();
-      const int c = get();
-      if (c == ']') return sax_.end_array();
-      if (c != ',') return fail("',' or ']' expected");
-    }
+    return get() == ':' || fail("':' expected");
   }
 
   // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?: integers that fit go to
@@ -237,32 +220,15 @@ class Scanner {
 
   bool escape(std::string& out) {
     const int c = get();
-    switch (c) {
-      case '"':
-      case '\\':
-      case '/':
-        out.push_back(char(c));
+    if (c == 'u') return unicode(out);
+    // The one-character escapes and what each stands for.
+    static constexpr char kFrom[] = "\"\\/bfnrt", kTo[] = "\"\\/\b\f\n\r\t";
+    for (int i = 0; i < 8; ++i)
+      if (c == kFrom[i]) {
+        out.push_back(kTo[i]);
         return true;
-      case 'b':
-        out.push_back('\b');
-        return true;
-      case 'f':
-        out.push_back('\f');
-        return true;
-      case 'n':
-        out.push_back('\n');
-        return true;
-      case 'r':
-        out.push_back('\r');
-        return true;
-      case 't':
-        out.push_back('\t');
-        return true;
-      case 'u':
-        return unicode(out);
-      default:
-        return fail("invalid escape in a string");
-    }
+      }
+    return fail("invalid escape in a string");
   }
 
   int hex4() {
