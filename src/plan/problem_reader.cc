@@ -2,10 +2,11 @@
 //
 // A problem file is hostile input: it is read only if it is a regular file
 // (a FIFO would block, /dev/zero never ends), streamed through zlib (plain or
-// gzip, by content) straight into a SAX parser with no whole-text buffer, and
-// bounded twice: at most kMaxProblemTextBytes of (decompressed) text, and the
-// numbers kept count against the memory available, so a gzip bomb ends as an
-// error in seconds instead of taking the machine down. The structure is
+// gzip, by content) straight into a SAX scanner (plan/json_scan.h) with no
+// whole-text buffer, and bounded three times: at most kMaxProblemTextBytes
+// of (decompressed) text, no string or number over json_scan::kMaxTokenBytes,
+// and the numbers kept count against the memory available, so a gzip bomb
+// ends as an error in seconds instead of taking the machine down. The structure is
 // checked as it streams in: the document must be {"problem": {...}} with
 // lists of lists of integers where the format has them, and an integer
 // usage limit.
@@ -13,7 +14,6 @@
 
 #include <array>
 #include <cstdint>
-#include <istream>
 #include <nlohmann/json.hpp>
 #include <streambuf>
 #include <vector>
@@ -22,6 +22,7 @@
 #include "autoshard/input_file.h"
 #include "autoshard/plan/problem.h"
 #include "autoshard/runtime/memory.h"
+#include "plan/json_scan.h"
 
 namespace autoshard {
 namespace {
@@ -38,14 +39,8 @@ uint64_t number_budget() {
   return static_cast<uint64_t>(std::max<int64_t>(available, 0)) / 2;
 }
 
-// The longest stretch of text between two brackets, commas or colons: a
-// name, a number and the whitespace around it. The JSON parser keeps a token
-// (with the whitespace before it) whole in memory; no real problem comes
-// near this, a megabyte of spaces is a bomb.
-constexpr uint64_t kMaxTokenBytes = 1 << 20;
-
 // A stream buffer over zlib (which passes plain files through), stopping
-// after `max_bytes` bytes of text or at a token longer than kMaxTokenBytes.
+// after `max_bytes` bytes of text.
 class InflatingBuffer : public std::streambuf {
  public:
   InflatingBuffer(const std::string& path, uint64_t max_bytes)
@@ -58,51 +53,26 @@ class InflatingBuffer : public std::streambuf {
   InflatingBuffer& operator=(const InflatingBuffer&) = delete;
 
   bool too_long() const { return too_long_; }
-  bool token_too_long() const { return token_too_long_; }
   bool damaged() const { return damaged_; }
 
  protected:
   int_type underflow() override {
-    if (too_long_ || token_too_long_ || damaged_) return traits_type::eof();
+    if (too_long_ || damaged_) return traits_type::eof();
     const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
     if (n < 0) damaged_ = true;
     if (n <= 0) return traits_type::eof();
     read_ += static_cast<uint64_t>(n);
     if (read_ > max_) too_long_ = true;
-    if (!scan(n)) token_too_long_ = true;
-    if (too_long_ || token_too_long_) return traits_type::eof();
+    if (too_long_) return traits_type::eof();
     setg(buffer_.data(), buffer_.data(), buffer_.data() + n);
     return traits_type::to_int_type(buffer_[0]);
   }
 
  private:
-  // Follows strings (and their escapes) to measure the stretch since the
-  // last bracket, comma or colon outside one; false when it is too long.
-  bool scan(int n) {
-    for (int i = 0; i < n; ++i) {
-      const char c = buffer_[i];
-      if (in_string_) {
-        if (escaped_)
-          escaped_ = false;
-        else if (c == '\\')
-          escaped_ = true;
-        else if (c == '"')
-          in_string_ = false;
-      } else if (c == '"') {
-        in_string_ = true;
-      } else if (c == '[' || c == ']' || c == '{' || c == '}' || c == ',' || c == ':') {
-        run_ = 0;
-      }
-      if (++run_ > kMaxTokenBytes) return false;
-    }
-    return true;
-  }
-
   gzFile file_;
   uint64_t max_;
-  uint64_t read_ = 0, run_ = 0;
-  bool in_string_ = false, escaped_ = false;
-  bool too_long_ = false, token_too_long_ = false, damaged_ = false;
+  uint64_t read_ = 0;
+  bool too_long_ = false, damaged_ = false;
   std::array<char, 1 << 16> buffer_{};
 };
 
@@ -197,8 +167,15 @@ class ProblemReader : public nlohmann::json_sax<nlohmann::json> {
   bool binary(binary_t&) override { return want() == Want::Anything || mistyped("binary"); }
   bool parse_error(std::size_t at, const std::string&,
                    const nlohmann::detail::exception& e) override {
-    if (error_.empty()) error_ = cat("invalid JSON at byte ", at, " (", e.what(), ")");
+    syntax_error(at, e.what());
     return false;
+  }
+  void syntax_error(std::size_t at, const std::string& what) {
+    if (error_.empty()) error_ = cat("invalid JSON at byte ", at, " (", what, ")");
+  }
+  void token_too_long(std::size_t at) {
+    bad(cat("holds more than ", format_bytes(double(json_scan::kMaxTokenBytes)),
+            " in one string or number (at byte ", at, "); is it the right file (or a gzip bomb)?"));
   }
 
  private:
@@ -342,9 +319,19 @@ ShardingProblem assemble(ProblemReader& r, const std::string& source) {
 
 }  // namespace
 
+// A read-only stream buffer over a string's bytes (no copy).
+class StringBuffer : public std::streambuf {
+ public:
+  explicit StringBuffer(const std::string& s) {
+    char* p = const_cast<char*>(s.data());  // never written: no put area
+    setg(p, p, p + s.size());
+  }
+};
+
 ShardingProblem ShardingProblem::parse(const std::string& json, const std::string& source) {
   ProblemReader r(number_budget());
-  const bool ok = nlohmann::json::sax_parse(json, &r);
+  StringBuffer in(json);
+  const bool ok = json_scan::Scanner<ProblemReader>(in, r).document();
   AS_CHECK(ok, "problem '", source, "': ", r.error().empty() ? "malformed" : r.error());
   return assemble(r, source);
 }
@@ -352,16 +339,11 @@ ShardingProblem ShardingProblem::parse(const std::string& json, const std::strin
 ShardingProblem ShardingProblem::read(const std::string& path) {
   require_regular_file(path, "problem");
   InflatingBuffer buffer(path, kMaxProblemTextBytes);
-  std::istream in(&buffer);
   ProblemReader r(number_budget());
-  const bool ok = nlohmann::json::sax_parse(in, &r);
+  const bool ok = json_scan::Scanner<ProblemReader>(buffer, r).document();
   AS_CHECK(!buffer.too_long(), "problem '", path, "' holds more than ",
            format_bytes(double(kMaxProblemTextBytes)),
            " of JSON (decompressed); is it the right file (or a gzip bomb)?");
-  AS_CHECK(!buffer.token_too_long(), "problem '", path, "' holds more than ",
-           format_bytes(double(kMaxTokenBytes)),
-           " without a bracket, comma or colon (a huge name or number, or a run of spaces); is "
-           "it the right file (or a gzip bomb)?");
   AS_CHECK(!buffer.damaged(), "problem '", path, "' is not readable (a damaged gzip file?)");
   AS_CHECK(ok, "problem '", path, "': ", r.error().empty() ? "malformed" : r.error());
   return assemble(r, path);

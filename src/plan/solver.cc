@@ -16,6 +16,7 @@
 #include "autoshard/error.h"
 #include "plan/max_tree.h"
 #include "plan/mip.h"
+#include "plan/prices.h"
 #include "plan/reduced.h"
 
 namespace autoshard {
@@ -86,13 +87,13 @@ class Search {
         work_limit_(work_limit),
         peel_(peel),
         rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (thread + 1)),
+        price_rule_(thread % 2 == 0 ? PriceRule::kPerByte : PriceRule::kFlat),
         prices_(r.segments, 0.0),
-        tree_(r.segments) {
-    price_unit_ = typical_price();
-  }
+        tree_(r.segments) {}
 
-  // One round: solve with the current memory prices, update the prices from
-  // the memory that solution uses, then make it fit and improve it.
+  // One round: solve with the current memory prices, make that answer fit
+  // and improve it, then step the prices from the memory the priced answer
+  // used and the best answer so far.
   bool round(std::vector<int>& s, __int128& cost, int64_t& peak, const Clock::time_point deadline) {
     deadline_ = deadline;
     const auto t0 = Clock::now();
@@ -103,8 +104,12 @@ class Search {
         std::all_of(prices_.begin(), prices_.end(), [](double p) { return p == 0; }))
       lower_bound_ = true_cost(s);
     const auto t1 = Clock::now();
-    update_prices(usage_profile(s));
-    if (!repair(s)) return false;
+    const std::vector<int64_t> priced_profile = usage_profile(s);
+    const __int128 priced_cost = true_cost(s);
+    if (!repair(s)) {
+      update_prices(priced_profile, priced_cost, best_cost_);
+      return false;
+    }
     const auto t2 = Clock::now();
     improve(s);
     polish(s);
@@ -112,12 +117,18 @@ class Search {
     if (use_mip_) mip_step(s);
     const auto t3 = Clock::now();
     if (std::getenv("SOLVER_DEBUG"))
-      fprintf(stderr, "round: priced %.2f s, repair %.2f s, improve %.2f s\n",
-              std::chrono::duration<double>(t1 - t0).count(),
+      fprintf(stderr,
+              "round: priced %.2f s (cost %.6g, peak %.4f of the limit), repair %.2f s, "
+              "improve %.2f s\n",
+              std::chrono::duration<double>(t1 - t0).count(), double(priced_cost),
+              double(*std::max_element(priced_profile.begin(), priced_profile.end())) /
+                  double(std::max<int64_t>(1, r_.limit)),
               std::chrono::duration<double>(t2 - t1).count(),
               std::chrono::duration<double>(t3 - t2).count());
     cost = true_cost(s);
     peak = tree_.max();
+    if (!best_cost_ || cost < *best_cost_) best_cost_ = cost;
+    update_prices(priced_profile, priced_cost, best_cost_);
     if (lower_bound_ && cost <= *lower_bound_) proven_optimal_ = true;
     return true;
   }
@@ -144,21 +155,6 @@ class Search {
   bool guard_hit() const { return guard_hit_; }
 
  private:
-  double typical_price() {
-    std::vector<double> ratios;
-    for (int v = 0; v < r_.vars && ratios.size() < 100000; ++v)
-      for (int a = 0; a + 1 < r_.dom(v); ++a) {
-        int64_t du = 0;
-        for (const MemTerm& m : r_.mem[v]) du += std::llabs(m.usage[a] - m.usage[a + 1]);
-        const int64_t ca = r_.cost[v][a], cb = r_.cost[v][a + 1];
-        if (du > 0 && ca < kInf && cb < kInf)
-          ratios.push_back(double(std::llabs(ca - cb)) / double(du));
-      }
-    if (ratios.empty()) return 1.0;
-    std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
-    return std::max(1e-12, ratios[ratios.size() / 2]);
-  }
-
   // ---- the priced problem ----
 
   void priced_solve(std::vector<int>& s) {
@@ -190,10 +186,10 @@ class Search {
     // round, whose prices were close) gives a fresh start; the previous
     // answer is the other. Both descend; the lower is kept.
     std::vector<int> fresh = s;
-    belief_propagation(fresh, rounds_ == 0 ? 30 : 6);
+    belief_propagation(fresh, rounds_ == 0 ? 10 : 6);
     core_descent(s);
     core_descent(fresh);
-    const int patience = rounds_ == 0 ? 400 : 120;
+    const int patience = rounds_ == 0 ? 200 : 120;
     tree_descent(fresh, patience);
     if (core_objective(fresh) < core_objective(s)) {
       s = fresh;
@@ -421,18 +417,30 @@ class Search {
     return profile;
   }
 
-  // Prices rise where memory overflows, in proportion to the overflow, and
-  // decay where there is room.
-  void update_prices(const std::vector<int64_t>& profile) {
+  // A subgradient step on the memory prices (plan/prices.h), aimed at the
+  // best answer that fits. The fixed rise per round it replaces (from a
+  // median cost per byte, nearly 0 on S) took 40 rounds to reach S's
+  // prices, more than a 60 s limit holds. Theta halves when the Lagrangian
+  // value has not risen for 5 steps. Each basin of the heuristic priced
+  // solve suits one rule (on M and its variants either can end 4% above the
+  // other), so the threads of a solve alternate rules.
+  void update_prices(const std::vector<int64_t>& profile, __int128 cost,
+                     std::optional<__int128> best) {
     if (r_.limit == kInf) return;
-    const double limit = double(std::max<int64_t>(1, r_.limit));
-    for (int t = 0; t < r_.segments; ++t) {
-      const double over = (double(profile[t]) - limit) / limit;
-      if (over > 0)
-        prices_[t] += price_unit_ * std::min(1.0, 10 * over) + prices_[t] * std::min(1.0, 2 * over);
-      else
-        prices_[t] *= 0.9;
+    work_ += r_.segments;
+    const double value = lagrangian_value(prices_, profile, r_.limit, double(cost));
+    if (value > best_value_ * (1 + 1e-6)) {
+      best_value_ = value;
+      stalled_ = 0;
+    } else if (++stalled_ >= 5) {
+      theta_ = std::max(theta_ / 2, 1.0 / 64);
+      stalled_ = 0;
     }
+    // Without an answer that fits yet, aim a tenth above the value; at or
+    // below it (the priced solve is a heuristic), a little above.
+    const double target = best ? double(*best) : value + 0.1 * std::fabs(value) + 1;
+    step_prices(prices_, profile, r_.limit, value,
+                std::max(target, value + 1e-3 * std::fabs(value) + 1), theta_, price_rule_);
   }
 
   // ---- the true problem ----
@@ -499,31 +507,77 @@ class Search {
     return u;
   }
 
+  // A move of repair: v to x, at `score` cost per unit of memory it frees
+  // at the segment it was scored for; `stamp` is v's stamp then.
+  struct Freeing {
+    double score;
+    int v, x;
+    int64_t stamp;
+    bool operator<(const Freeing& o) const { return score > o.score; }  // a min-heap
+  };
+
+  // v's cheapest move per unit freed at segment t (none: nothing frees).
+  std::optional<Freeing> cheapest_freeing(int v, int t, const std::vector<int>& s) const {
+    const int64_t now = usage_at(v, s[v], t);
+    std::optional<Freeing> best;
+    for (int x = 0; x < r_.dom(v); ++x) {
+      const int64_t freed = now - usage_at(v, x, t);
+      if (freed <= 0) continue;
+      const int64_t d = delta_cost(v, x, s);
+      if (d >= kInf / 2) continue;
+      const double score = double(d) / double(freed);
+      if (!best || score < best->score) best = Freeing{score, v, x, stamps_[v]};
+    }
+    return best;
+  }
+
+  // v moved: its own candidate and its neighbours' cost changes are stale.
+  void touch(int v) {
+    ++stamps_[v];
+    for (const Neighbor& nb : r_.adj[v]) ++stamps_[nb.var];
+  }
+
+  void rescore(int v, int t, const std::vector<int>& s, std::vector<Freeing>& heap) const {
+    if (auto c = cheapest_freeing(v, t, s)) {
+      heap.push_back(*c);
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+
   // Moves that free memory at the peak, cheapest per byte freed first,
-  // until the limit holds (a move may not raise the peak elsewhere above it).
+  // until the limit holds. The variables live at the peak are scored once
+  // into a heap that serves every move there until that segment fits (a
+  // move scores its variable and neighbours again; stamps mark their old
+  // entries stale); the next peak gets a new scan. Scanning every live
+  // variable before each move took 4 s a round on S (2,000 moves, 80 peaks).
   bool repair(std::vector<int>& s) {
     load_tree(s);
     if (r_.limit == kInf) return true;
+    stamps_.assign(r_.vars, 0);
+    std::vector<Freeing> heap;
     int guard = 0;
     while (tree_.max() > r_.limit) {
-      if ((++guard & 63) == 0 && late()) return false;
       const int t = tree_.argmax();
-      double best = 1e300;
-      int bv = -1, bx = -1;
-      for (int v : live_at(t)) {
-        const int64_t now = usage_at(v, s[v], t);
-        for (int x = 0; x < r_.dom(v); ++x) {
-          const int64_t freed = now - usage_at(v, x, t);
-          if (freed <= 0) continue;
-          const int64_t d = delta_cost(v, x, s);
-          if (d >= kInf / 2) continue;
-          const double score = double(d) / double(freed);
-          if (score < best) best = score, bv = v, bx = x;
-        }
+      heap.clear();
+      for (int v : live_at(t))
+        if (auto c = cheapest_freeing(v, t, s)) heap.push_back(*c);
+      std::make_heap(heap.begin(), heap.end());
+      while (tree_.max(t, t + 1) > r_.limit) {
+        if ((++guard & 63) == 0 && late()) return false;
+        if (heap.empty()) return false;
+        std::pop_heap(heap.begin(), heap.end());
+        const Freeing c = heap.back();
+        heap.pop_back();
+        if (c.stamp != stamps_[c.v]) continue;  // scored again when it moved
+        apply_memory(c.v, s[c.v], c.x);
+        s[c.v] = c.x;
+        touch(c.v);
+        // The move changed its neighbours' costs (and its own memory): a
+        // neighbour with no candidate before, forbidden by v's old value
+        // say, may have one now.
+        rescore(c.v, t, s, heap);
+        for (const Neighbor& nb : r_.adj[c.v]) rescore(nb.var, t, s, heap);
       }
-      if (bv < 0) return false;
-      apply_memory(bv, s[bv], bx);
-      s[bv] = bx;
     }
     return true;
   }
@@ -806,13 +860,18 @@ class Search {
   std::optional<__int128> lower_bound_;
   const Peeling& peel_;
   std::mt19937_64 rng_;
+  PriceRule price_rule_;
   std::vector<double> prices_;
-  double price_unit_ = 1;
+  double theta_ = 1;                   // the price step's scale (update_prices)
+  double best_value_ = -1e300;         // the highest Lagrangian value seen
+  int stalled_ = 0;                    // steps since it rose
+  std::optional<__int128> best_cost_;  // this search's best answer that fits
   MaxTree tree_;
   std::vector<std::vector<double>> total_;
   std::vector<std::vector<int>> choice_;
   std::map<int, std::vector<int>> live_cache_;
-  std::vector<double> best_;                                // send_up's
+  std::vector<int64_t> stamps_;  // per variable: bumped when it or a neighbour moves (repair)
+  std::vector<double> best_;     // send_up's
   std::vector<std::vector<std::vector<double>>> messages_;  // belief propagation's, kept warm
   int64_t rounds_ = 0;
   bool whole_tried_ = false;

@@ -6,7 +6,10 @@
 // cost network, solved by exact dynamic programming over its tree-shaped
 // parts (most nodes: leaves and branches hanging off a small core) and local
 // search over the core. Prices rise where memory overflows and fall where it
-// has room; every priced solution is repaired to feasibility and improved by
+// has room, by subgradient steps sized in cost units (Polyak's rule, aimed
+// at the best answer so far; plan/prices.h); every priced solution is
+// repaired to feasibility (the cheapest bytes freed at each peak first) and
+// improved by
 // local search under the true limit, and by mixed-integer programs (CBC):
 // over the whole problem when it is small (which can prove optimality),
 // else over neighbourhoods of the memory peak. Anytime (the best feasible
@@ -16,7 +19,8 @@
 // Deterministic for a given seed and round limit with one thread when CBC
 // finishes in its time, and always with SolveOptions::deterministic (limits
 // counted in work, not seconds); several threads run independent searches
-// from different seeds, one of them with the programs.
+// from different seeds and alternating price rules, one of them with the
+// programs.
 #pragma once
 
 #include <atomic>
