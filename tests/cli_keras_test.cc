@@ -164,7 +164,8 @@ std::vector<double> logged_losses(const std::string& log) {
   return out;
 }
 
-const char* const kMeshes[] = {"", "--mesh model=3", "--mesh data=2,model=2"};
+const char* const kMeshes[] = {"", "--mesh model=3", "--mesh data=2,model=2",
+                               "--mesh data=2,model=2 --plan fsdp"};  // FSDP over both axes
 
 // Models run on every mesh (one of each kind: normalization over a split
 // batch, several inputs with a shared layer, several outputs with sparse and

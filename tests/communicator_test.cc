@@ -133,6 +133,34 @@ TEST_P(Collectives, StagedAndDirectPathsInterleaved) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, Collectives, ::testing::Range(1, 9));
 
+// Runs of mesh axes have groups of their own (the collective tuples):
+// (y,z) of a 2x2x2 mesh is the four devices that share x, (x,y,z) all
+// eight; a size-1 axis between members is skipped. One all-reduce sums
+// over the whole group.
+TEST(Collectives, TuplesOfAxesHaveGroups) {
+  const DeviceMesh mesh({2, 2, 2}, {"x", "y", "z"});
+  const int yz = tuple_axis({1, 2}), xyz = tuple_axis({0, 1, 2}), xy = tuple_axis({0, 1});
+  EXPECT_EQ(mesh.collective_tuples(), (std::vector<int>{xy, xyz, yz}));
+  EXPECT_FALSE(mesh.collective_axis(tuple_axis({0, 2})));  // not a run: member by member
+  EXPECT_EQ(DeviceMesh({2, 1, 3}, {"a", "b", "c"}).collective_tuples(),
+            (std::vector<int>{tuple_axis({0, 2})}));
+  ThreadWorld world(mesh);
+  std::vector<float> over_yz(8), over_all(8);
+  world.run([&](int rank, Communicator& comm) {
+    const std::vector<CommGroup> groups = mesh_groups(mesh, rank);
+    float a = float(rank), b = float(rank);
+    comm.all_reduce(&a, 1, ReduceOp::Sum, *group_of_axis(groups, yz));
+    comm.all_reduce(&b, 1, ReduceOp::Sum, *group_of_axis(groups, xyz));
+    over_yz[size_t(rank)] = a;
+    over_all[size_t(rank)] = b;
+  });
+  EXPECT_EQ(over_yz, (std::vector<float>{6, 6, 6, 6, 22, 22, 22, 22}));
+  EXPECT_EQ(over_all, std::vector<float>(8, 28));
+  EXPECT_EQ(mesh.group(5, yz), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(mesh.axis_stride(yz), 1);
+  EXPECT_EQ(mesh.axis_stride(xy), 2);
+}
+
 TEST(Collectives, SubGroupsOfA2x3Mesh) {
   DeviceMesh mesh({2, 3}, {"data", "model"});
   ThreadWorld world(mesh);

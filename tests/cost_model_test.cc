@@ -62,7 +62,8 @@ std::string link_by_enumeration(const Cluster& c, const DeviceMesh& mesh, int ax
 }
 
 // Meshes of 3, 5, 6 and 12 devices (and a few larger) over nodes of 4 and
-// 8: every axis against the enumeration of its groups. model = 3 on a node
+// 8: every axis, and every run of axes collectives span at once, against
+// the enumeration of its groups. model = 3 on a node
 // of 8 is NVLink (it was priced over InfiniBand: 8 is not a multiple of 3).
 TEST(CostModel, EveryAxisTalksOverTheLinkItsGroupsCross) {
   const std::vector<std::vector<int>> shapes = {
@@ -76,9 +77,11 @@ TEST(CostModel, EveryAxisTalksOverTheLinkItsGroupsCross) {
       std::vector<std::string> names;
       for (size_t a = 0; a < shape.size(); ++a) names.push_back("a" + std::to_string(a));
       const DeviceMesh mesh(shape, names);
-      for (int axis = 0; axis < mesh.rank(); ++axis)
+      std::vector<int> axes = mesh.collective_tuples();  // runs of axes too
+      for (int axis = 0; axis < mesh.rank(); ++axis) axes.push_back(axis);
+      for (int axis : axes)
         EXPECT_EQ(c.link(mesh, axis).name, link_by_enumeration(c, mesh, axis))
-            << mesh.to_string() << " axis " << axis << " on nodes of " << node;
+            << mesh.to_string() << " axis " << mesh.axis_name(axis) << " on nodes of " << node;
     }
   }
   const Cluster a100 = Cluster::preset("a100-80g");

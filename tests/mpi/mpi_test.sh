@@ -35,9 +35,11 @@ for case in "2 model=2" "2 data=2" "3 model=3" "3 data=3" "4 data=2,model=2" "4 
 done
 
 # Fully sharded data parallelism on 3 ranks (uneven blocks of every weight,
-# gathered before use, gradients reduce-scattered) and beside Megatron's
-# model axis: the losses of in-process devices.
-for case in "3 data=3" "4 data=2,model=2"; do
+# gathered before use, gradients reduce-scattered), beside Megatron's
+# model axis, and over every device of a mesh of two axes (the batch and the
+# weights over the tuple (data,shard): all-reduces over both axes at once):
+# the losses of in-process devices.
+for case in "3 data=3" "4 data=2,model=2" "4 data=2,shard=2"; do
   np=${case%% *}; mesh=${case#* }
   $cli $args --mesh "$mesh" --plan fsdp --log "$work/threads.jsonl" >/dev/null 2>&1
   if mpirun -np "$np" "$cli" $args --mesh "$mesh" --plan fsdp --log "$work/mpi.jsonl" \
