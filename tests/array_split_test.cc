@@ -66,3 +66,20 @@ TEST(ArraySplit, NonPositiveSectionsIsAnError) {
 
 }  // namespace
 }  // namespace autoshard
+
+namespace autoshard {
+namespace {
+
+// Nested splits (a dimension over a tuple of mesh axes): each part split
+// again, in order; the sizes add up to n, and equal the flat split when
+// every level divides.
+TEST(ArraySplit, NestedSplitsSplitEachPartAgain) {
+  EXPECT_EQ(nested_split_sizes(10, {2, 2}), (std::vector<int64_t>{3, 2, 3, 2}));
+  EXPECT_EQ(nested_split_sizes(11, {2, 3}), (std::vector<int64_t>{2, 2, 2, 2, 2, 1}));
+  EXPECT_EQ(nested_split_sizes(1, {2, 2}), (std::vector<int64_t>{1, 0, 0, 0}));
+  EXPECT_EQ(nested_split_sizes(24, {2, 3, 2}), split_sizes(24, 12));
+  EXPECT_EQ(nested_split_sizes(5, {}), (std::vector<int64_t>{5}));
+}
+
+}  // namespace
+}  // namespace autoshard

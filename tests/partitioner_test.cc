@@ -349,7 +349,8 @@ TEST(Partitioner, EveryPairOfLayoutsWithTuplesConvertsExactly) {
 
 // What a conversion between a split and a tuple costs: adding the inner
 // member is a local slice, removing it one gather over that axis; partial
-// sums over both members reduce-scatter straight into the tuple's pieces.
+// sums over both members reduce-scatter straight into the tuple's pieces,
+// in one collective where the members are a run of the mesh's axes.
 TEST(Partitioner, TuplesGrowAndShrinkByTheirInnerMember) {
   const DeviceMesh mesh({2, 3}, {"a", "b"});
   const int ab = tuple_axis({0, 1});
@@ -358,8 +359,19 @@ TEST(Partitioner, TuplesGrowAndShrinkByTheirInnerMember) {
   EXPECT_TRUE(convert(data, mesh, a, tuple).collectives.empty());
   EXPECT_EQ(convert(data, mesh, tuple, a).collectives,
             (std::map<std::string, int>{{"all_gather", 1}}));
+  // Removing both members, or reduce-scattering into both: one collective
+  // over the joint group (the whole 2x3 mesh).
+  EXPECT_EQ(convert(data, mesh, tuple, whole).collectives,
+            (std::map<std::string, int>{{"all_gather", 1}}));
   const Converted summed = convert(data, mesh, Sharding{{-1, -1}, {0, 1}}, tuple);
-  EXPECT_EQ(summed.collectives, (std::map<std::string, int>{{"reduce_scatter", 2}}));
+  EXPECT_EQ(summed.collectives, (std::map<std::string, int>{{"reduce_scatter", 1}}));
+  // On a 2x2x2 mesh (x, z) is no run of axes: member by member.
+  const DeviceMesh cube({2, 2, 2}, {"x", "y", "z"});
+  const Sharding xz{{tuple_axis({0, 2}), -1}, {}};
+  EXPECT_EQ(convert(data, cube, xz, whole).collectives,
+            (std::map<std::string, int>{{"all_gather", 2}}));
+  EXPECT_EQ(convert(data, cube, Sharding{{-1, -1}, {0, 2}}, xz).collectives,
+            (std::map<std::string, int>{{"reduce_scatter", 2}}));
   EXPECT_LT(max_relative_error(summed.value, data), 1e-6);
   // A dimension over (a, b) holds nested array_split pieces: 11 over a gives
   // 6 and 5, each over b gives 2 2 2 and 2 2 1.

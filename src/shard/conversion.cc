@@ -78,8 +78,23 @@ std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding
     if (s.partial.empty()) s.partial_op = ReduceOp::Sum;
     return s;
   };
+  // Runs of wanted axes that are all partial: one reduce-scatter over the
+  // run's joint group where the mesh has one (its pieces, nested, are in
+  // the group's order).
+  for (int d = 0; d < cur.rank() && cur.partial_op == ReduceOp::Sum; ++d) {
+    if (!prefix_of(cur, to, d)) continue;
+    const std::vector<int> want = stack(to, d);
+    std::vector<int> run;
+    for (size_t k = stack(cur, d).size();
+         k < want.size() && cur.is_partial(want[k]) && !to.is_partial(want[k]); ++k)
+      run.push_back(want[k]);
+    if (run.size() < 2 || !mesh.collective_axis(tuple_axis(run))) continue;
+    std::vector<int> members = stack(cur, d);
+    members.insert(members.end(), run.begin(), run.end());
+    emit(Kind::ReduceScatter, tuple_axis(run), d, with_stack(without(cur, run), d, members));
+  }
   std::vector<int> reduced;
-  for (int a : from.partial) {
+  for (int a : std::vector<int>(cur.partial)) {
     if (to.is_partial(a)) continue;
     const int d = cur.partial_op == ReduceOp::Sum ? dim_wanting(cur, to, a, -1) : -1;
     if (d < 0) {
@@ -100,6 +115,19 @@ std::vector<ConversionStep> conversion_plan(const Sharding& from, const Sharding
   for (int d = 0; d < cur.rank(); ++d)
     while (!prefix_of(cur, to, d)) {
       std::vector<int> members = stack(cur, d);
+      // Several members to gather, none wanted elsewhere: one all-gather
+      // over their joint group where the mesh has one.
+      const std::vector<int> want = stack(to, d);
+      size_t keep = 0;
+      while (keep < members.size() && keep < want.size() && members[keep] == want[keep]) ++keep;
+      const std::vector<int> gone(members.begin() + long(keep), members.end());
+      if (gone.size() > 1 && mesh.collective_axis(tuple_axis(gone)) &&
+          std::all_of(gone.begin(), gone.end(),
+                      [&](int m) { return dim_wanting(cur, to, m, d) < 0; })) {
+        members.resize(keep);
+        emit(Kind::AllGather, tuple_axis(gone), d, with_stack(cur, d, members));
+        continue;
+      }
       const int a = members.back();
       members.pop_back();
       Sharding after = with_stack(cur, d, members);

@@ -187,6 +187,13 @@ class Lowering {
     auto extent = [&](const Sharding& s, int dim) {
       return s.local_shape(global, mesh_, device_)[dim];
     };
+    // The pieces of `n` over an axis's group, in its order (a tuple's:
+    // nested over its members).
+    auto pieces = [&](int64_t n, int axis) {
+      std::vector<int64_t> parts;
+      for (int a : axis_members(axis)) parts.push_back(mesh_.axis_size(a));
+      return nested_split_sizes(n, parts);
+    };
     for (const ConversionStep& s : conversion_plan(from, to, mesh_)) {
       const int k = mesh_.axis_size(s.axis), c = mesh_.coordinate(device_, s.axis);
       switch (s.kind) {
@@ -195,12 +202,12 @@ class Lowering {
           break;
         case ConversionStep::Kind::ReduceScatter:
           local = collective(Op::ReduceScatter, local,
-                             SplitAttrs{s.axis, s.dim, split_sizes(extent(s.before, s.dim), k), c},
+                             SplitAttrs{s.axis, s.dim, pieces(extent(s.before, s.dim), s.axis), c},
                              s.axis, id);
           break;
         case ConversionStep::Kind::AllGather:
           local = collective(Op::AllGather, local,
-                             SplitAttrs{s.axis, s.dim, split_sizes(extent(s.after, s.dim), k), c},
+                             SplitAttrs{s.axis, s.dim, pieces(extent(s.after, s.dim), s.axis), c},
                              s.axis, id);
           break;
         case ConversionStep::Kind::AllToAll: {

@@ -21,6 +21,17 @@ std::vector<int64_t> split_sizes(int64_t n, int64_t parts) {
   return sizes;
 }
 
+std::vector<int64_t> nested_split_sizes(int64_t n, const std::vector<int64_t>& parts) {
+  std::vector<int64_t> sizes{n};
+  for (int64_t k : parts) {
+    std::vector<int64_t> finer;
+    for (int64_t s : sizes)
+      for (int64_t i = 0; i < k; ++i) finer.push_back(split_size(s, k, i));
+    sizes = std::move(finer);
+  }
+  return sizes;
+}
+
 namespace {
 int normalize_axis(int axis, int rank) {
   int a = axis < 0 ? axis + rank : axis;
@@ -45,7 +56,7 @@ AxisView axis_view(const Shape& shape, int axis, size_t elem) {
 Tensor slice_axis(const Tensor& x, int axis, int64_t offset, int64_t size) {
   axis = normalize_axis(axis, x.rank());
   AS_CHECK(offset >= 0 && size >= 0 && offset + size <= x.shape()[axis], "slice [", offset, ", ",
-        offset + size, ") out of range for axis ", axis, " of ", shape_str(x.shape()));
+           offset + size, ") out of range for axis ", axis, " of ", shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape[axis] = size;
   Tensor out(out_shape, x.dtype());

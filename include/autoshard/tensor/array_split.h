@@ -16,6 +16,10 @@ int64_t split_size(int64_t n, int64_t parts, int64_t index);
 int64_t split_offset(int64_t n, int64_t parts, int64_t index);
 // All part sizes.
 std::vector<int64_t> split_sizes(int64_t n, int64_t parts);
+// Nested: n split into parts[0], each of those into parts[1], and so on;
+// every innermost part's size, the outermost index most significant (10
+// into {2, 2}: 3 2 3 2).
+std::vector<int64_t> nested_split_sizes(int64_t n, const std::vector<int64_t>& parts);
 
 // Copies the block [offset, offset + size) along `axis` of x.
 Tensor slice_axis(const Tensor& x, int axis, int64_t offset, int64_t size);
