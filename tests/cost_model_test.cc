@@ -95,6 +95,28 @@ TEST(CostModel, EveryAxisTalksOverTheLinkItsGroupsCross) {
   EXPECT_LT(nvlink, 1e-3);
 }
 
+// Gradient buckets' non-blocking all-reduces may reach another rate than
+// the blocking ones over MPI (calibrate measures both): a level's
+// bucket_bandwidth prices them, read back from its cluster file, and the
+// blocking collectives keep the level's own bandwidth.
+TEST(CostModel, BucketsArePricedAtTheirOwnRateWhereTheLinkHasOne) {
+  Cluster c = two_level_cluster();
+  c.links[1].bucket_bandwidth = 0.25e9;
+  c.links[1].bucket_latency = 2e-4;
+  const Cluster back = Cluster::from_json(c.to_json(), "round trip");
+  EXPECT_EQ(back.links[1].bucket_bandwidth, 0.25e9);
+  EXPECT_EQ(back.links[1].bucket_latency, 2e-4);
+  EXPECT_EQ(back.links[0].bucket_bandwidth, 0);
+  const DeviceMesh mesh({2, 4}, {"data", "model"});
+  const double bytes = 8e6;
+  EXPECT_NEAR(bucket_seconds(back, mesh, 0, bytes), 2 * 2e-4 + bytes / 0.25e9, 1e-12);
+  EXPECT_NEAR(collective_seconds(back, mesh, 0, true, bytes, bytes), 2 * 1e-4 + bytes / 0.5e9,
+              1e-12);
+  // A level without its own bucket rate: buckets as any all-reduce.
+  EXPECT_EQ(bucket_seconds(back, mesh, 1, bytes),
+            collective_seconds(back, mesh, 1, true, bytes, bytes));
+}
+
 TEST(CostModel, CollectivesFollowTheRingClosedForms) {
   const Cluster c = two_level_cluster();
   const DeviceMesh mesh({2, 4}, {"data", "model"});

@@ -102,8 +102,11 @@ void run_calibrate(const CalibrateArgs& a) {
       c.links[0].latency * 1e6, c.links[0].bandwidth / 1e9, c.oversubscribed_wait * 1e6,
       c.oversubscribed_efficiency * 100, c.oversubscribed_slice * 1e3);
   if (c.mpi_link)
-    std::printf("  MPI              latency %.2f us, bandwidth %.2f GB/s\n",
-                c.mpi_link->latency * 1e6, c.mpi_link->bandwidth / 1e9);
+    std::printf(
+        "  MPI              latency %.2f us, bandwidth %.2f GB/s (gradient buckets: %.2f us, %.2f "
+        "GB/s)\n",
+        c.mpi_link->latency * 1e6, c.mpi_link->bandwidth / 1e9, c.mpi_link->bucket_latency * 1e6,
+        c.mpi_link->bucket_bandwidth / 1e9);
 }
 
 }  // namespace

@@ -203,8 +203,10 @@ double oversubscribed_slice(int cores, double wait, int samples, nlohmann::json&
   return std::exp(log_q);
 }
 
+// All-reduces of each size between the ranks: blocking, or started and
+// waited for as gradient buckets run them (`buckets`).
 std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>& sizes,
-                                                      double seconds) {
+                                                      double seconds, bool buckets) {
   const DeviceMesh mesh({World::process().size()}, {"x"});
   MpiCommunicator comm(mesh);
   const CommGroup g = mesh_groups(mesh, comm.rank())[0];
@@ -215,7 +217,13 @@ std::vector<std::pair<double, double>> mpi_all_reduce(const std::vector<int64_t>
     const int calls = std::max(4, int(seconds * 2e9 / std::max<int64_t>(4096, count * 4) / 10));
     World::process().barrier();
     const auto start = Clock::now();
-    for (int k = 0; k < calls; ++k) comm.all_reduce(buf.data(), count, ReduceOp::Sum, g);
+    for (int k = 0; k < calls; ++k) {
+      if (!buckets) {
+        comm.all_reduce(buf.data(), count, ReduceOp::Sum, g);
+        continue;
+      }
+      comm.wait_all_reduce(comm.start_all_reduce(buf.data(), count, ReduceOp::Sum, g));
+    }
     const double t = std::chrono::duration<double>(Clock::now() - start).count() / calls;
     points.push_back({4.0 * double(count), t});
   }
@@ -271,11 +279,17 @@ Calibration calibrate(const CalibrateOptions& o) {
                                      1 << 18, 1 << 20, 1 << 22, 1 << 24};
   if (World::process().distributed()) {
     // Under mpirun: the MPI link only (rank 0 reports).
-    const auto points = mpi_all_reduce(collective_sizes, seconds);
+    // (and as gradient buckets' non-blocking all-reduces reach it).
+    const auto points = mpi_all_reduce(collective_sizes, seconds, false);
     const auto [alpha, bandwidth] = fit_alpha_beta(points);
     // A 2-rank all-reduce moves 2 (n - 1) / n = 1 buffer in 2 (n - 1) = 2 steps.
     c.mpi_link = LinkLevel{"mpi", 0, bandwidth, alpha / 2, 1.0};
+    const auto lane = mpi_all_reduce(collective_sizes, seconds, true);
+    const auto [lane_alpha, lane_bandwidth] = fit_alpha_beta(lane);
+    c.mpi_link->bucket_bandwidth = lane_bandwidth;
+    c.mpi_link->bucket_latency = lane_alpha / 2;
     m["mpi_all_reduce"] = points;
+    m["mpi_bucket_all_reduce"] = lane;
     return cal;
   }
   openblas_set_num_threads(1);

@@ -246,7 +246,9 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
            f.in(), "\"links\" must list 1 to 16 levels");
   auto level_of = [&](const nlohmann::json& l, const std::string& what) {
     f.at("");
-    f.check_keys(l, what, {"name", "devices_per_group", "bandwidth", "latency_s", "efficiency"});
+    f.check_keys(l, what,
+                 {"name", "devices_per_group", "bandwidth", "latency_s", "efficiency",
+                  "bucket_bandwidth", "bucket_latency_s"});
     f.at(what + ".");
     LinkLevel level;
     level.name = f.text(l, "name", "link");
@@ -254,6 +256,10 @@ Cluster Cluster::from_json(const std::string& text, const std::string& source) {
     level.bandwidth = f.number(l, "bandwidth", 1e3, kMaxBandwidth);
     level.latency = f.number(l, "latency_s", 0, 10);
     level.efficiency = f.number(l, "efficiency", kMinFraction, 1, 1.0);
+    if (l.contains("bucket_bandwidth")) {
+      level.bucket_bandwidth = f.number(l, "bucket_bandwidth", 1e3, kMaxBandwidth);
+      level.bucket_latency = f.number(l, "bucket_latency_s", 0, 10, level.latency);
+    }
     return level;
   };
   for (const auto& l : j["links"])
@@ -271,11 +277,16 @@ std::string Cluster::to_json() const {
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& [f, e] : gemm_efficiency) curve.push_back({f, e});
   auto level_json = [](const LinkLevel& l) {
-    return nlohmann::json{{"name", l.name},
-                          {"devices_per_group", l.devices_per_group},
-                          {"bandwidth", l.bandwidth},
-                          {"latency_s", l.latency},
-                          {"efficiency", l.efficiency}};
+    nlohmann::json j{{"name", l.name},
+                     {"devices_per_group", l.devices_per_group},
+                     {"bandwidth", l.bandwidth},
+                     {"latency_s", l.latency},
+                     {"efficiency", l.efficiency}};
+    if (l.bucket_bandwidth > 0) {
+      j["bucket_bandwidth"] = l.bucket_bandwidth;
+      j["bucket_latency_s"] = l.bucket_latency;
+    }
+    return j;
   };
   nlohmann::json links_json = nlohmann::json::array();
   for (const LinkLevel& l : links) links_json.push_back(level_json(l));
@@ -439,9 +450,17 @@ Cluster Cluster::as_mpi_ranks(int machines) const {
 // ({0, 1, 2}, {3, 4, 5}) talks over the node's link; data = 3, model = 3
 // does not ({6, 7, 8} straddles two nodes).
 const LinkLevel& Cluster::link(const DeviceMesh& mesh, int axis) const {
-  // A collective tuple's groups are strided blocks like an axis's.
-  AS_CHECK(mesh.collective_axis(axis), "internal: pricing a collective over ", mesh.axis_name(axis),
-           ", which mesh ", mesh.to_string(), " does not group");
+  // A collective tuple's groups are strided blocks like an axis's; another
+  // tuple is priced as the run of axes from its first member to its last
+  // (its groups lie inside that run's: on no faster a link).
+  if (!mesh.collective_axis(axis)) {
+    const std::vector<int> members = axis_members(axis);
+    std::vector<int> run;  // the wide axes from the first member to the last
+    for (int a = members.front(); a <= members.back(); ++a)
+      if (mesh.axis_size(a) > 1) run.push_back(a);
+    if (run.empty()) return links.front();  // one device: no link
+    axis = tuple_axis(run);
+  }
   const int64_t stride = mesh.axis_stride(axis);
   const int64_t size = mesh.axis_size(axis);
   const int64_t outer = mesh.size() / (stride * size);

@@ -28,19 +28,36 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
   return std::max(flops_time, memory_time) + c.op_overhead;
 }
 
-double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
-                          double bytes, double largest_block) {
-  const double n = mesh.axis_size(axis);
-  if (n <= 1) return 0;
-  const LinkLevel& l = c.link(mesh, axis);
+namespace {
+
+// A ring collective of n members over link `l`.
+double ring_seconds(const Cluster& c, const LinkLevel& l, double n, int devices, bool all_reduce,
+                    double bytes, double largest_block) {
   const double w = l.bandwidth * l.efficiency;
-  if (c.oversubscribed(mesh.size()) && c.oversubscribed_wait > 0) {
+  if (c.oversubscribed(devices) && c.oversubscribed_wait > 0) {
     // Devices that outnumber the cores meet in turn: a wait per call.
     const double move = all_reduce ? 2 * (n - 1) / n * bytes : (n - 1) * largest_block;
     return c.oversubscribed_wait + move / w;
   }
   if (all_reduce) return 2 * (n - 1) * l.latency + 2 * (n - 1) / n * bytes / w;
   return (n - 1) * (l.latency + largest_block / w);
+}
+
+}  // namespace
+
+double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
+                          double bytes, double largest_block) {
+  const double n = mesh.axis_size(axis);
+  if (n <= 1) return 0;
+  return ring_seconds(c, c.link(mesh, axis), n, mesh.size(), all_reduce, bytes, largest_block);
+}
+
+double bucket_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, double bytes) {
+  const double n = mesh.axis_size(axis);
+  if (n <= 1) return 0;
+  LinkLevel l = c.link(mesh, axis);
+  if (l.bucket_bandwidth > 0) l.bandwidth = l.bucket_bandwidth, l.latency = l.bucket_latency;
+  return ring_seconds(c, l, n, mesh.size(), true, bytes, bytes);
 }
 
 namespace {
@@ -154,8 +171,8 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
   for (int i : plan.schedule) {
     const Node& n = g.node(i);
     for (int b : starts[i]) {
-      const double t = collective_seconds(c, p.mesh, buckets[b].axis, true,
-                                          double(buckets[b].count) * 4 * (o.bf16 ? 0.5 : 1.0), 0);
+      const double t = bucket_seconds(c, p.mesh, buckets[b].axis,
+                                      double(buckets[b].count) * 4 * (o.bf16 ? 0.5 : 1.0));
       out.collective_s[{"all_reduce", p.mesh.axis_name(buckets[b].axis)}] += t;
       out.communication_s += t;
       if (timeline) timeline->push_back({buckets[b].members.front(), std::max(clock, lane), t, 1});

@@ -50,9 +50,14 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
     const OpDef& def = op_def(n.op);
     if (def.comm) {
       const CommCost cc = def.comm(n, CostShapes{inputs, n.shape});
+      // The stage's axis (or tuple of axes) among the full mesh's.
+      std::vector<int> members;
+      for (int a : axis_members(cc.axis))
+        members.push_back(full.axis_index(p.mesh.axis_names()[size_t(a)]));
+      std::sort(members.begin(), members.end());
       const std::string axis = p.mesh.axis_name(cc.axis);
       const double t =
-          collective_seconds(c, full, full.axis_index(axis), cc.kind == CommCost::Kind::AllReduce,
+          collective_seconds(c, full, tuple_axis(members), cc.kind == CommCost::Kind::AllReduce,
                              cc.bytes * scale, cc.largest_block * scale);
       (axis == batch_axis  ? out.sync_s
        : update[size_t(i)] ? out.optimizer_s

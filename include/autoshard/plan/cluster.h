@@ -28,6 +28,11 @@ struct LinkLevel {
   double bandwidth = 0;       // bytes/s each device sends (and receives) over it
   double latency = 0;         // seconds per message step
   double efficiency = 1;      // fraction of the bandwidth collectives reach
+  // What gradient buckets' non-blocking all-reduces reach over this level
+  // where that differs (MPI over TCP: Open MPI's libnbc ring, on a lane of
+  // its own, against the blocking all-reduce); 0: the same as above.
+  double bucket_bandwidth = 0;
+  double bucket_latency = 0;
 };
 
 struct Cluster {

@@ -82,6 +82,9 @@ double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inp
                   const Shape& output, int devices, bool bf16);
 double collective_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, bool all_reduce,
                           double bytes, double largest_block);
+// A gradient bucket's all-reduce over `axis`: at its link's bucket_bandwidth
+// where it has one (MPI's non-blocking reductions), else as above.
+double bucket_seconds(const Cluster& c, const DeviceMesh& mesh, int axis, double bytes);
 // The time of converting a value of global `shape` between two shardings
 // (conversion_plan's steps); a slice is priced as the op the partitioner
 // inserts for it (a local copy plus the op overhead).
