@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/thread_communicator.h"
@@ -222,11 +223,12 @@ Tensor recv_tensor(Communicator& comm, const Shape& shape, DType dtype, int src,
 struct StagePrograms {
   StageGraph forward, backward;
   std::unique_ptr<CompiledStep> run_forward, run_backward;
-  std::vector<std::string> weights;  // trained weights, in the backward program's output order
-  std::vector<int> gradient_of_in;   // per received value: its output index, or -1 (no gradient)
-  std::vector<int> dy;               // per sent value: its gradient's input (backward), or -1
-  std::vector<int>
-      gradients_out;  // the backward program's outputs: weights', then received values'
+  std::vector<std::string> weights;   // trained weights the stage reads
+  std::vector<int> weight_gradients;  // per weight: its gradient (backward)
+  std::vector<int> sums;              // per weight: the input its gradients add into (backward)
+  std::vector<int> gradient_of_in;    // per received value: its output index, or -1 (no gradient)
+  std::vector<int> dy;                // per sent value: its gradient's input (backward), or -1
+  std::vector<int> gradients_out;     // the backward program's outputs: received values' gradients
 };
 
 struct PipelineTrainer::Programs {
@@ -259,14 +261,13 @@ struct PipelineTrainer::Step {
   std::vector<Programs*> programs;  // per micro-batch
   std::vector<Tensor> xs, ys;       // per micro-batch: its rows of the batch
   StepContext ctx;
-  std::vector<std::map<std::string, Tensor>>
-      accumulated;             // per (virtual) stage: weight -> gradient
-  std::vector<double> losses;  // per micro-batch (the last stage's)
+  std::vector<int64_t> backward_passes;  // per (virtual) stage: run so far this step
+  std::vector<double> losses;            // per micro-batch (the last stage's)
 };
 
 struct PipelineTrainer::Update {
   std::unique_ptr<CompiledStep> step;
-  std::map<std::string, int> gradient_input;  // weight -> its gradient's input
+  std::vector<int> zeros;  // the gradient inputs of weights no stage differentiates
 };
 
 PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(model), shape_(shape) {
@@ -294,11 +295,13 @@ PipelineTrainer::~PipelineTrainer() = default;
 // stages), bound to the model's weights and state. `like`: inputs laid out
 // as a parameter (gradients as their weights).
 std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::vector<int>& outputs,
-                                                       const std::map<int, int>& like) {
+                                                       const std::map<int, int>& like,
+                                                       const std::map<int, Sharding>& layouts) {
   std::unique_ptr<CompiledStep> step;
   if (model_.sharded()) {
     PartitionRequest request = model_.leaf_layouts(graph);
     for (const auto& [input, weight] : like) request.leaves[input] = request.leaves.at(weight);
+    for (const auto& [input, layout] : layouts) request.leaves[input] = layout;
     step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request);
   } else {
     step = std::make_unique<CompiledStep>(std::move(graph), outputs);
@@ -347,10 +350,75 @@ void PipelineTrainer::differentiate(StagePrograms& sp, const Graph& g, double we
     Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
     objective = objective.valid() ? objective + term : term;
   }
-  if (objective.valid())
-    for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
   AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
            " sends no value a gradient can flow back through (only integers)");
+  if (!objective.valid()) return;
+  const std::vector<Value> grads = gradients(objective, wrt);
+  for (size_t k = 0; k < grads.size(); ++k)
+    (k < sp.weights.size() ? sp.weight_gradients : sp.gradients_out).push_back(grads[k].id);
+  for (int& index : sp.gradient_of_in)
+    if (index >= 0) index -= static_cast<int>(sp.weights.size());
+}
+
+// The layout of each of stage s's weight gradients as its backward program
+// leaves them (device 0's partition shows every device's decisions).
+std::vector<Sharding> PipelineTrainer::gradient_layouts(const StagePrograms& sp) {
+  const Graph& g = sp.backward.graph;
+  std::vector<Sharding> out;
+  if (!model_.sharded()) {
+    for (int id : sp.weight_gradients)
+      out.push_back(Sharding::replicated(static_cast<int>(g.node(id).shape.size())));
+    return out;
+  }
+  const Partition p =
+      partition(g, model_.dist_->mesh(), model_.leaf_layouts(g), sp.weight_gradients, {0});
+  for (int id : sp.weight_gradients) out.push_back(p.sharding[id]);
+  return out;
+}
+
+// Adds each weight's gradient into its sum over the step's micro-batches, in
+// place (an input laid out as the gradient is, partial sums over a data axis
+// included), so that nothing is copied out or reduced per micro-batch. Every
+// micro-batch shape's program of stage s adds into the same sums.
+std::map<int, Sharding> PipelineTrainer::add_into_sums(StagePrograms& sp, int s) {
+  const std::vector<Sharding> made = gradient_layouts(sp);
+  Graph& g = sp.backward.graph;
+  std::map<int, Sharding> layouts;
+  for (size_t w = 0; w < sp.weights.size(); ++w) {
+    const Value grad = g.value(sp.weight_gradients[w]);
+    auto [it, fresh] = sums_[s].try_emplace(sp.weights[w]);
+    if (fresh) it->second.layout = made[w];
+    // A value is never made partial: the sum can be partial only where
+    // every micro-batch's gradient is.
+    const Sharding& want = it->second.layout;
+    AS_CHECK(std::includes(made[w].partial.begin(), made[w].partial.end(), want.partial.begin(),
+                           want.partial.end()),
+             "pipeline: stage ", s, "'s gradient of '", sp.weights[w], "' is laid out ",
+             made[w].to_string(model_.dist_->mesh()), " for one micro-batch and ",
+             want.to_string(model_.dist_->mesh()), " for another; use micro-batches of one size");
+    const Value sum = g.input(cat("pipe.sum.", sp.weights[w]), grad.shape());
+    g.add(Op::Accumulate, {sum, grad});
+    sp.sums.push_back(sum.id);
+    layouts[sum.id] = want;
+  }
+  return layouts;
+}
+
+// Binds stage s's sums to a program (each device its blocks, made once).
+void PipelineTrainer::bind_sums(CompiledStep& step, const std::vector<int>& ids,
+                                const std::vector<std::string>& weights, int s) {
+  for (size_t w = 0; w < ids.size(); ++w) {
+    GradientSum& sum = sums_[s].at(weights[w]);
+    const Shape& shape = step.graph().node(ids[w]).shape;
+    for (int d : step.devices()) {
+      auto [it, fresh] = sum.blocks.try_emplace(d);
+      if (fresh)
+        it->second = model_.sharded()
+                         ? Tensor(sum.layout.local_shape(shape, model_.dist_->mesh(), d))
+                         : Tensor(shape);
+      step.bind(d, ids[w], it->second);
+    }
+  }
 }
 
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
@@ -390,6 +458,7 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   // Cut once, at the first step's first micro-batch: every micro-batch's
   // programs (uneven ones too) take the same stages.
   if (stage_blocks_.empty()) stage_blocks_ = agreed_blocks(g, V);
+  sums_.resize(V);
   p->stage = assign_stages(g, stage_blocks_);
   const Rows batch_rows{x.shape()[0], start, rows};
   p->stages.resize(V);
@@ -404,7 +473,9 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
     sp.run_forward = compile(std::move(sp.forward.graph), forward_out);
-    sp.run_backward = compile(std::move(sp.backward.graph), sp.gradients_out);
+    const std::map<int, Sharding> sums = add_into_sums(sp, s);
+    sp.run_backward = compile(std::move(sp.backward.graph), sp.gradients_out, {}, sums);
+    bind_sums(*sp.run_backward, sp.sums, sp.weights, s);
   }
   // Messages between two devices keep their order per tag: a value read by
   // two stages of one device would arrive in the sender's order, not theirs.
@@ -446,7 +517,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       .xs = std::move(xs),
       .ys = std::move(ys),
       .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
-      .accumulated = std::vector<std::map<std::string, Tensor>>(P * shape_.virtual_stages),
+      .backward_passes = std::vector<int64_t>(P * shape_.virtual_stages, 0),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
   if (World::process().distributed()) {
@@ -467,22 +538,19 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     });
     openblas_set_num_threads(machine_cores());
   }
-  // A weight read by several stages: their gradients summed, in stage order.
-  std::map<std::string, Tensor> total;
-  for (auto& stage : step.accumulated)
-    for (auto& [name, grad] : stage) {
-      auto [it, fresh] = total.try_emplace(name);
-      if (fresh)
-        it->second = std::move(grad);
-      else
-        add_into(it->second, grad);
-    }
-  if (World::process().distributed()) share_across_ranks(step, total);
-  apply_update(step.programs.front()->global, total, step.ctx);
+  if (World::process().distributed()) share_across_ranks(step);
+  apply_update(step.programs.front()->global, step.ctx);
   ++model_.iterations_;
   double loss = 0;
   for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
   return loss;
+}
+
+std::vector<CollectiveRecord> PipelineTrainer::backward_collectives(int stage) const {
+  AS_CHECK(!cache_.empty() && stage >= 0 && stage < int(cache_.front()->stages.size()),
+           "pipeline: no stage ", stage, " (train a step first)");
+  const Partition* p = cache_.front()->stages[stage].run_backward->partition();
+  return p ? p->collectives : std::vector<CollectiveRecord>{};
 }
 
 // Device d's work of one step, in its schedule's order (its own stage, or
@@ -544,14 +612,10 @@ void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& 
     bind_if_used(exec, sp.dy[k], dy);
     dys.push_back(std::move(dy));
   }
-  exec.run(step.ctx);
-  for (size_t w = 0; w < sp.weights.size(); ++w) {
-    auto [it, fresh] = step.accumulated[s].try_emplace(sp.weights[w]);
-    if (fresh)
-      it->second = exec.output(w).clone();
-    else
-      add_into(it->second, exec.output(w));
-  }
+  // The stage's first backward pass of the step starts its gradient sums.
+  StepContext ctx = step.ctx;
+  ctx.microbatch = step.backward_passes[s]++;
+  exec.run(ctx);
   for (size_t k = 0; k < graph.ins.size(); ++k) {
     if (sp.gradient_of_in[k] < 0) continue;
     const int id = graph.ins[k], from = prog.stage[id];
@@ -561,19 +625,17 @@ void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& 
   held.erase({s, m});
 }
 
-// Under mpirun each rank runs its stages and holds the whole model: the
-// gradients (zero for a weight its stages do not read) and the losses are
-// summed over the ranks, so every rank takes the same update.
-void PipelineTrainer::share_across_ranks(Step& step, std::map<std::string, Tensor>& mine) {
+// Under mpirun each rank runs its stages and holds the whole model: every
+// stage's gradient sums (zero on the ranks that do not run it) and the
+// losses are summed over the ranks, so every rank takes the same update.
+void PipelineTrainer::share_across_ranks(Step& step) {
   const World& world = World::process();
-  const Graph& g = step.programs.front()->global;
-  for (const std::string& name : model_.store_.weight_paths()) {
-    const int id = g.find_parameter(name);
-    if (id < 0 || model_.non_trainable_.count(name)) continue;
-    auto [it, fresh] = mine.try_emplace(name);
-    if (fresh) it->second = Tensor::zeros(g.node(id).shape);
-    world.sum(it->second.f32(), it->second.numel());
-  }
+  for (size_t s = 0; s < sums_.size(); ++s)
+    for (auto& [name, sum] : sums_[s]) {
+      Tensor& whole = sum.blocks.at(0);
+      if (step.backward_passes[s] == 0) std::fill_n(whole.f32(), whole.numel(), 0.0f);
+      world.sum(whole.f32(), whole.numel());
+    }
   std::vector<float> losses(step.losses.begin(), step.losses.end());
   world.sum(losses.data(), static_cast<int64_t>(losses.size()));
   step.losses.assign(losses.begin(), losses.end());
@@ -582,30 +644,44 @@ void PipelineTrainer::share_across_ranks(Step& step, std::map<std::string, Tenso
 // The optimizer's step on the summed gradients: one program over every
 // trained weight in the traced step's order (the clip norm sums them as one
 // device's step does; a weight no stage differentiates steps on a zero
-// gradient, as there), on the model's own weights and state.
-void PipelineTrainer::apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
-                                   const StepContext& ctx) {
+// gradient, as there), on the model's own weights and state. It reads each
+// stage's sums where the backward programs left them, adds a weight's over
+// the stages that read it (in stage order) and reduces partial sums once.
+void PipelineTrainer::apply_update(const Graph& traced, const StepContext& ctx) {
   if (!update_) {
     update_ = std::make_unique<Update>();
     Graph g;
     std::vector<Value> weights, grads;
-    std::map<int, int> like;  // each gradient laid out as its weight
+    std::map<int, int> like;                               // a zero gradient laid out as its weight
+    std::map<int, Sharding> layouts;                       // a stage's sum as the stage leaves it
+    std::vector<std::tuple<int, std::string, int>> reads;  // (input, weight, stage)
     for (int id : traced.parameters()) {
       const Node& n = traced.node(id);
-      if (model_.non_trainable_.count(n.leaf().name)) continue;
-      weights.push_back(g.parameter(n.leaf().name, n.shape));
-      grads.push_back(g.input("grad." + n.leaf().name, n.shape));
-      update_->gradient_input[n.leaf().name] = grads.back().id;
-      like[grads.back().id] = weights.back().id;
+      const std::string& name = n.leaf().name;
+      if (model_.non_trainable_.count(name)) continue;
+      weights.push_back(g.parameter(name, n.shape));
+      Value grad;
+      for (size_t s = 0; s < sums_.size(); ++s) {
+        auto it = sums_[s].find(name);
+        if (it == sums_[s].end()) continue;
+        const Value part = g.input(cat("pipe.sum.", s, ".", name), n.shape);
+        layouts[part.id] = it->second.layout;
+        reads.emplace_back(part.id, name, static_cast<int>(s));
+        grad = grad.valid() ? grad + part : part;
+      }
+      if (!grad.valid()) {
+        grad = g.input("grad." + name, n.shape);
+        like[grad.id] = weights.back().id;
+        update_->zeros.push_back(grad.id);
+      }
+      grads.push_back(grad);
     }
     model_.optimizer_->append_update(g, weights, grads);
     model_.declare_state(g, {});
-    update_->step = compile(std::move(g), {}, like);
-  }
-  for (const auto& [name, id] : update_->gradient_input) {
-    auto [it, fresh] = gradients.try_emplace(name);
-    if (fresh) it->second = Tensor::zeros(update_->step->graph().node(id).shape);
-    bind_if_used(*update_->step, id, it->second);
+    update_->step = compile(std::move(g), {}, like, layouts);
+    for (const auto& [input, name, s] : reads) bind_sums(*update_->step, {input}, {name}, s);
+    for (int id : update_->zeros)
+      bind_if_used(*update_->step, id, Tensor::zeros(update_->step->graph().node(id).shape));
   }
   update_->step->run(ctx);
 }

@@ -33,11 +33,13 @@
 #include <vector>
 
 #include "autoshard/nn/pipe_schedule.h"
+#include "autoshard/tensor/sharding.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
 
 class Communicator;
+struct CollectiveRecord;
 class CompiledStep;
 class Graph;
 class Model;
@@ -63,28 +65,49 @@ class PipelineTrainer {
   // Per device, the most passes it held between forward and backward at
   // once in the last step (at most in_flight(shape, device) x v).
   const std::vector<int64_t>& peak_in_flight() const { return peak_in_flight_; }
+  // The collectives of (virtual) stage `stage`'s backward program for the
+  // first step's first micro-batch, as its device 0 runs them (none on one
+  // device): gradients are summed in place, so a data axis reduces nothing
+  // there (the update reduces once per step).
+  std::vector<CollectiveRecord> backward_collectives(int stage) const;
 
  private:
   struct Programs;
   struct Step;
+  // A stage's gradients of one weight summed over a step's micro-batches,
+  // in the layout its backward program leaves them (partial sums over a
+  // data axis included: the update reduces them once), a block per device.
+  struct GradientSum {
+    Sharding layout;
+    std::map<int, Tensor> blocks;  // by in-stage device
+  };
   // Values a stage received for a micro-batch, kept from its forward pass
   // to its backward pass: by (stage, micro-batch).
   using Held = std::map<std::pair<int, int64_t>, std::vector<Tensor>>;
   void run_device(int device, Communicator& comm, Step& step);
   void forward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
   void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
-  void share_across_ranks(Step& step, std::map<std::string, Tensor>& gradients);
+  void share_across_ranks(Step& step);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void differentiate(StagePrograms& sp, const Graph& traced, double weight, int stage);
-  void apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
-                    const StepContext& ctx);
+  std::vector<Sharding> gradient_layouts(const StagePrograms& sp);
+  std::map<int, Sharding> add_into_sums(StagePrograms& sp, int stage);
+  void bind_sums(CompiledStep& step, const std::vector<int>& ids,
+                 const std::vector<std::string>& weights, int stage);
+  void apply_update(const Graph& traced, const StepContext& ctx);
+  // A program on the model's mesh: inputs laid out as the weights in `like`
+  // (input -> weight) or as `layouts` say, the model's weights bound.
   std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
-                                        const std::map<int, int>& like = {});
+                                        const std::map<int, int>& like = {},
+                                        const std::map<int, Sharding>& layouts = {});
 
   Model& model_;
   PipelineShape shape_;
   std::vector<int64_t> stage_blocks_, peak_in_flight_;
   std::vector<std::unique_ptr<Programs>> cache_;
+  // Per (virtual) stage: each weight's gradients summed over a step's
+  // micro-batches (the backward programs add into them, the update reads).
+  std::vector<std::map<std::string, GradientSum>> sums_;
   struct Update;
   std::unique_ptr<Update> update_;
   std::unique_ptr<ThreadWorld> world_;  // in-process: one rank per stage
