@@ -43,10 +43,12 @@ struct EvalOptions : CommonOptions {
 
 // The rows of each batch this process reads: all of them, or under mpirun
 // only its own device's block of the batch (its share of the data).
-std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq) {
+std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq,
+                                     bool pipelined) {
   const auto& d = model.distribution_strategy();
   const World& world = World::process();
-  if (!d || !world.distributed()) return {0, batch};
+  // A pipeline's stages cut the whole batch into micro-batches themselves.
+  if (!d || !world.distributed() || pipelined) return {0, batch};
   const Sharding s = d->input_layout({batch, seq});
   const int64_t first = s.offsets({batch, seq}, d->mesh(), world.rank())[0];
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
@@ -254,10 +256,14 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
            "--virtual-stages needs --pipe-schedule interleaved");
   const World& world = World::process();
-  AS_CHECK(
-      !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
-      "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
-      world.size(), " ranks started); run other axes inside the stages without mpirun");
+  AS_CHECK(!world.distributed() || world.size() == mesh.size(), "--mesh ", o.mesh, " has ",
+           mesh.size(), " devices but mpirun started ", world.size(),
+           " ranks; start one rank per device (mpirun -np ", mesh.size(), ")");
+  // Under mpirun each rank holds its own stage's weights only: nothing
+  // holds the whole model to save it as one.
+  AS_CHECK(!world.distributed() || o.keras.save.empty(),
+           "--save with a pipe axis under mpirun: each rank holds only its stage's weights; save "
+           "a checkpoint (--checkpoint-dir) and convert it, or train in-process");
   if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
   AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0, "--zero1 shards optimizer state over the ",
            "data axis; --mesh ", o.mesh, " has none inside its stages");
@@ -338,7 +344,7 @@ void run_train(TrainOptions& o) {
   double first = NAN, last = NAN;
   int64_t saved = manager ? manager->latest_step().value_or(-1) : -1;
   int64_t step = start;
-  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, pipeline != nullptr);
   for (; step < o.steps; ++step) {
     data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
     auto t0 = std::chrono::steady_clock::now();
@@ -386,7 +392,12 @@ void run_train(TrainOptions& o) {
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
                 static_cast<long long>(o.steps - start));
   const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size() == 256 ? 300 : 0);
-  if (sample > 0 && cfg.vocab_size() == 256) {
+  if (sample > 0 && cfg.vocab_size() == 256 && pipeline && World::process().distributed()) {
+    if (printer)
+      std::printf(
+          "no sample: each rank holds only its stage's weights (generate from a "
+          "checkpoint, --checkpoint-dir)\n");
+  } else if (sample > 0 && cfg.vocab_size() == 256) {
     // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
     const std::string text = sample_text(model, prompt, sample, o.seq, o.temperature);
@@ -411,7 +422,7 @@ void run_eval(EvalOptions& o) {
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;
-  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, false);
   for (int64_t b = 0; b < n; ++b) {
     data.batch(b, o.batch, o.seq, x, y, row_begin, row_end);
     total += model.test_on_batch(x, y);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -21,6 +22,7 @@
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/compiled_step.h"
+#include "autoshard/runtime/sharded_executor.h"
 #include "autoshard/tensor/array_split.h"
 #include "autoshard/tensor/parallel.h"
 
@@ -30,8 +32,10 @@ namespace {
 
 constexpr int kLeaf = -1, kConstant = -2;
 // A value travels under tag (its stage x kTagsPerStage + its index among the
-// stage's outputs); its gradient back under that plus kGradientTag.
-constexpr int kTagsPerStage = 64, kGradientTag = 16384;
+// stage's outputs); its gradient back under that plus kGradientTag. The
+// update's exchanges of shared weights' gradients (mpirun) take one tag each
+// from kExchangeTag, below 2^15 (the tags every MPI allows).
+constexpr int kTagsPerStage = 64, kGradientTag = 8192, kExchangeTag = 2 * kGradientTag;
 int value_tag(int stage, size_t index) {
   return stage * kTagsPerStage + static_cast<int>(index);
 }
@@ -270,6 +274,18 @@ struct PipelineTrainer::Update {
   std::vector<int> zeros;  // the gradient inputs of weights no stage differentiates
 };
 
+// A rank's update (mpirun): the weights it holds, their gradients reduced
+// into the weights' layouts, and the programs that reduce, measure and
+// apply them.
+struct PipelineTrainer::RankUpdate {
+  std::vector<std::string> weights;                // held here, in the traced step's order
+  std::set<std::string> written;                   // held here first (checkpoints, the norm)
+  std::map<std::string, std::vector<int>> shared;  // weight -> the devices whose stages read it
+  std::map<std::string, Tensor> reduced;           // this rank's block of each one's gradient
+  Tensor sumsq = Tensor(Shape{});                  // the squared global norm (clipping)
+  std::unique_ptr<CompiledStep> reduce, norm, update;
+};
+
 PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(model), shape_(shape) {
   // The shape as the cost model prices it (the blocks are counted when traced).
   check_pipeline_shape(shape_, std::numeric_limits<int>::max());
@@ -282,11 +298,56 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(mod
            "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
            "the stages a layout (data parallel, a layout map, Megatron's)");
   const World& world = World::process();
-  AS_CHECK(!world.distributed() || (world.size() == shape_.stages && !model_.sharded()),
-           "pipeline: under mpirun each rank runs one stage: start ", shape_.stages,
-           " ranks (mpirun -np ", shape_.stages, "), with no other mesh axes; ", world.size(),
-           " were started");
-  model_.place_state();
+  const int inside = model_.sharded() ? model_.dist_->mesh().size() : 1;
+  AS_CHECK(!world.distributed() || world.size() == shape_.stages * inside,
+           "pipeline: under mpirun each rank runs one device of one stage: ", shape_.stages,
+           " stages of ", inside, " devices need ", shape_.stages * inside, " ranks (mpirun -np ",
+           shape_.stages * inside, "); ", world.size(), " were started");
+  for (int p = 0; p < shape_.stages; ++p) pipe_ranks_.push_back(p);
+  if (world.distributed())
+    place_on_ranks();
+  else
+    model_.place_state();
+}
+
+// Under mpirun the ranks are the pipe axis (outermost: stage device p is
+// ranks p n .. p n + n - 1) by the mesh inside the stages (n devices), each
+// rank one device of one stage: it compiles, holds and updates its stages'
+// weights and state only, and writes only those into checkpoints.
+void PipelineTrainer::place_on_ranks() {
+  const DeviceMesh inside = model_.sharded() ? model_.dist_->mesh() : DeviceMesh();
+  std::vector<int> shape{shape_.stages};
+  std::vector<std::string> names{"pipe"};
+  shape.insert(shape.end(), inside.shape().begin(), inside.shape().end());
+  names.insert(names.end(), inside.axis_names().begin(), inside.axis_names().end());
+  const DeviceMesh full(shape, names);
+  const int rank = World::process().rank(), n = inside.size();
+  device_ = rank / n;
+  in_stage_ = rank % n;
+  for (int p = 0; p < shape_.stages; ++p) pipe_ranks_[p] = p * n + in_stage_;
+  // One communicator for every program (made by all ranks at once: MPI
+  // splits it collectively): the pipe axis's groups carry sends and the
+  // update's exchanges, the others the stage's own collectives.
+  mpi_ = std::make_unique<MpiCommunicator>(full);
+  pipe_group_ = mesh_groups(full, rank).front();
+  if (!model_.sharded()) return model_.place_state();
+  placement_ = std::make_unique<MeshPlacement>();
+  placement_->comm = mpi_.get();
+  placement_->device = in_stage_;
+  const std::vector<CommGroup> groups = mesh_groups(full, rank);
+  placement_->groups.assign(groups.begin() + 1, groups.end());  // the axes inside, the world's
+  model_.store_.place_on(inside, {in_stage_});
+}
+
+// The rank (in-process: the stage thread) running stage `s`'s device with
+// this process's device inside the stages.
+int PipelineTrainer::peer(int s) const {
+  return pipe_ranks_[s % shape_.stages];
+}
+
+// Whether this process runs stage s (in-process: every stage).
+bool PipelineTrainer::runs(int s) const {
+  return device_ < 0 || s % shape_.stages == device_;
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
@@ -302,7 +363,8 @@ std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::v
     PartitionRequest request = model_.leaf_layouts(graph);
     for (const auto& [input, weight] : like) request.leaves[input] = request.leaves.at(weight);
     for (const auto& [input, layout] : layouts) request.leaves[input] = layout;
-    step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request);
+    step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request,
+                                          placement_.get());
   } else {
     step = std::make_unique<CompiledStep>(std::move(graph), outputs);
   }
@@ -465,10 +527,12 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   for (int s = 0; s < V; ++s) {
     StagePrograms& sp = p->stages[s];
     sp.forward = copy_stage(g, p->stage, s, loss, batch_rows);
-    sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
-    differentiate(sp, g, p->weight, s);
     AS_CHECK(sp.forward.outs.size() < size_t{kTagsPerStage}, "pipeline: stage ", s, " sends ",
              sp.forward.outs.size(), " values; at most ", kTagsPerStage - 1);
+    // Another rank's stage: its graph says what it sends and reads.
+    if (!runs(s)) continue;
+    sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
+    differentiate(sp, g, p->weight, s);
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
@@ -520,10 +584,9 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       .backward_passes = std::vector<int64_t>(P * shape_.virtual_stages, 0),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
-  if (World::process().distributed()) {
-    // Under mpirun each rank is one stage.
-    if (!mpi_) mpi_ = std::make_unique<MpiCommunicator>(DeviceMesh({P}, {"pipe"}));
-    run_device(World::process().rank(), *mpi_, step);
+  if (mpi_) {
+    // Under mpirun each rank is one device of one stage.
+    run_device(device_, *mpi_, step);
   } else {
     // The stages share the cores: each its share for its kernels and the
     // devices inside it (a ShardedExecutor divides its caller's), one BLAS
@@ -538,8 +601,12 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     });
     openblas_set_num_threads(machine_cores());
   }
-  if (World::process().distributed()) share_across_ranks(step);
-  apply_update(step.programs.front()->global, step.ctx);
+  if (mpi_) {
+    share_losses(step);
+    update_on_ranks(*step.programs.front(), step.ctx);
+  } else {
+    apply_update(step.programs.front()->global, step.ctx);
+  }
   ++model_.iterations_;
   double loss = 0;
   for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
@@ -571,7 +638,6 @@ void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
 // stages send it, runs, sends its outputs to the later stages that read
 // them; keeps what it received for the backward pass.
 void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.forward;
@@ -580,13 +646,13 @@ void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& s
     const int from = prog.stage[id];
     const Node& n = prog.global.node(id);
     received.push_back(
-        recv_tensor(comm, n.shape, n.dtype, from % P, value_tag(from, prog.out_index(id))));
+        recv_tensor(comm, n.shape, n.dtype, peer(from), value_tag(from, prog.out_index(id))));
   }
   bind_inputs(*sp.run_forward, graph, received, prog.x, step.xs[m], prog.y, step.ys[m]);
   sp.run_forward->run(step.ctx);
   for (size_t k = 0; k < graph.outs.size(); ++k)
     for (int c : prog.readers(graph.outs[k]))
-      send_tensor(comm, sp.run_forward->output(k), c % P, value_tag(s, k));
+      send_tensor(comm, sp.run_forward->output(k), peer(c), value_tag(s, k));
   if (graph.loss >= 0) step.losses[m] = sp.run_forward->output(graph.outs.size()).item();
   held[{s, m}] = std::move(received);
 }
@@ -596,7 +662,6 @@ void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& s
 // it received (sent back), given the gradients of its outputs that the
 // stages reading them sent.
 void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.backward;
@@ -608,7 +673,7 @@ void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& 
     const Node& n = prog.global.node(graph.outs[k]);
     Tensor dy = Tensor::zeros(n.shape);
     for (int c : prog.readers(graph.outs[k]))  // in stage order
-      add_into(dy, recv_tensor(comm, n.shape, DType::F32, c % P, kGradientTag + value_tag(s, k)));
+      add_into(dy, recv_tensor(comm, n.shape, DType::F32, peer(c), kGradientTag + value_tag(s, k)));
     bind_if_used(exec, sp.dy[k], dy);
     dys.push_back(std::move(dy));
   }
@@ -619,26 +684,201 @@ void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& 
   for (size_t k = 0; k < graph.ins.size(); ++k) {
     if (sp.gradient_of_in[k] < 0) continue;
     const int id = graph.ins[k], from = prog.stage[id];
-    send_tensor(comm, exec.output(sp.gradient_of_in[k]), from % P,
+    send_tensor(comm, exec.output(sp.gradient_of_in[k]), peer(from),
                 kGradientTag + value_tag(from, prog.out_index(id)));
   }
   held.erase({s, m});
 }
 
-// Under mpirun each rank runs its stages and holds the whole model: every
-// stage's gradient sums (zero on the ranks that do not run it) and the
-// losses are summed over the ranks, so every rank takes the same update.
-void PipelineTrainer::share_across_ranks(Step& step) {
-  const World& world = World::process();
-  for (size_t s = 0; s < sums_.size(); ++s)
-    for (auto& [name, sum] : sums_[s]) {
-      Tensor& whole = sum.blocks.at(0);
-      if (step.backward_passes[s] == 0) std::fill_n(whole.f32(), whole.numel(), 0.0f);
-      world.sum(whole.f32(), whole.numel());
-    }
+// The batch's losses on every rank: the last stage's (its first device's:
+// every device of a stage holds them).
+void PipelineTrainer::share_losses(Step& step) {
   std::vector<float> losses(step.losses.begin(), step.losses.end());
-  world.sum(losses.data(), static_cast<int64_t>(losses.size()));
+  if (in_stage_ != 0) std::fill(losses.begin(), losses.end(), 0.0f);
+  World::process().sum(losses.data(), static_cast<int64_t>(losses.size()));
   step.losses.assign(losses.begin(), losses.end());
+}
+
+// The layout a weight (and its reduced gradient) has inside the stages.
+Sharding PipelineTrainer::weight_layout(const std::string& name) const {
+  const Shape& shape = model_.store_.shape({name, ""});
+  if (!model_.sharded()) return Sharding::replicated(static_cast<int>(shape.size()));
+  return model_.dist_->weight_layout(name, shape);
+}
+
+// Binds this rank's block of weight `name`'s reduced gradient (made once).
+void PipelineTrainer::bind_reduced(CompiledStep& step, int id, const std::string& name) {
+  auto [it, fresh] = rank_update_->reduced.try_emplace(name);
+  if (fresh) {
+    const Shape& shape = model_.store_.shape({name, ""});
+    const int d = step.devices().front();
+    it->second = model_.sharded()
+                     ? Tensor(weight_layout(name).local_shape(shape, model_.dist_->mesh(), d))
+                     : Tensor(shape);
+  }
+  for (int d : step.devices()) step.bind(d, id, it->second);
+}
+
+// Which trained weights this rank holds: those its stages read (and, on
+// stage device 0, those no stage reads, which step on zero gradients); a
+// weight read on several devices (GPT-2's tied embedding and head) is
+// written, and counted in the norm, by the first.
+void PipelineTrainer::choose_rank_weights(const Programs& prog) {
+  RankUpdate& u = *rank_update_;
+  const Graph& traced = prog.global;
+  for (int id : traced.parameters()) {
+    const std::string& name = traced.node(id).leaf().name;
+    if (model_.non_trainable_.count(name)) continue;
+    std::vector<int> devices;
+    for (size_t s = 0; s < prog.stages.size(); ++s)
+      if (prog.stages[s].forward.local.count(id)) devices.push_back(int(s) % shape_.stages);
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    if (devices.empty()) devices.push_back(0);
+    if (devices.front() == device_) u.written.insert(name);
+    if (!std::count(devices.begin(), devices.end(), device_)) continue;
+    u.weights.push_back(name);
+    if (devices.size() > 1) u.shared[name] = devices;
+  }
+  model_.store_.write_only(u.written);
+}
+
+// The program adding each held weight's gradient over this rank's stages
+// (in stage order) into its block in the weight's layout: the partial sums
+// over a data axis reduced once.
+void PipelineTrainer::build_reduce() {
+  RankUpdate& u = *rank_update_;
+  Graph g;
+  std::map<int, Sharding> layouts;
+  std::vector<std::tuple<int, std::string, int>> reads;  // (input, weight, stage)
+  std::vector<std::pair<int, std::string>> targets;
+  for (const std::string& name : u.weights) {
+    const Shape& shape = model_.store_.shape({name, ""});
+    Value grad;
+    for (size_t s = 0; s < sums_.size(); ++s) {
+      auto it = sums_[s].find(name);
+      if (it == sums_[s].end()) continue;
+      const Value part = g.input(cat("pipe.sum.", s, ".", name), shape);
+      layouts[part.id] = it->second.layout;
+      reads.emplace_back(part.id, name, static_cast<int>(s));
+      grad = grad.valid() ? grad + part : part;
+    }
+    if (!grad.valid()) continue;  // no stage reads it: its gradient stays zero
+    const Value target = g.input("pipe.reduced." + name, shape);
+    layouts[target.id] = weight_layout(name);
+    g.add(Op::Accumulate, {target, grad});
+    targets.emplace_back(target.id, name);
+  }
+  u.reduce = compile(std::move(g), {}, {}, layouts);
+  for (const auto& [input, name, s] : reads) bind_sums(*u.reduce, {input}, {name}, s);
+  for (const auto& [input, name] : targets) bind_reduced(*u.reduce, input, name);
+}
+
+// The sum of the squares of the gradients this rank counts (the weights it
+// writes), for the global norm.
+void PipelineTrainer::build_norm() {
+  RankUpdate& u = *rank_update_;
+  Graph g;
+  std::map<int, Sharding> layouts;
+  std::vector<Value> grads;
+  std::vector<std::string> names;
+  for (const std::string& name : u.weights) {
+    if (!u.written.count(name)) continue;
+    grads.push_back(g.input("pipe.reduced." + name, model_.store_.shape({name, ""})));
+    layouts[grads.back().id] = weight_layout(name);
+    names.push_back(name);
+  }
+  if (grads.empty()) return;
+  const Value sumsq = Optimizer::sum_of_squares(g, grads, grads);
+  u.norm = compile(std::move(g), {sumsq.id}, {}, layouts);
+  for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.norm, grads[k].id, names[k]);
+}
+
+// The optimizer's step on this rank's weights, clipping by the squared norm
+// every stage's ranks summed. Every weight's state is declared (none made)
+// so that a checkpoint names them all.
+void PipelineTrainer::build_rank_step() {
+  RankUpdate& u = *rank_update_;
+  const bool clips = model_.optimizer_->clipnorm > 0;
+  {
+    Graph all;
+    std::vector<Value> weights, grads;
+    for (const std::string& name : model_.store_.weight_paths()) {
+      if (model_.non_trainable_.count(name)) continue;
+      weights.push_back(all.parameter(name, model_.store_.shape({name, ""})));
+      grads.push_back(all.input("grad." + name, weights.back().shape()));
+    }
+    model_.optimizer_->append_update(all, weights, grads);
+    model_.declare_state(all, {});
+  }
+  Graph g;
+  std::vector<Value> weights, grads;
+  std::map<int, int> like;
+  for (const std::string& name : u.weights) {
+    weights.push_back(g.parameter(name, model_.store_.shape({name, ""})));
+    grads.push_back(g.input("pipe.reduced." + name, weights.back().shape()));
+    like[grads.back().id] = weights.back().id;
+  }
+  const Value sumsq = g.input("pipe.sumsq", {});
+  if (clips)
+    model_.optimizer_->append_update(g, weights, grads, sumsq);
+  else
+    model_.optimizer_->append_update(g, weights, grads);
+  model_.declare_state(g, {});
+  u.update = compile(std::move(g), {}, like, {{sumsq.id, Sharding::replicated(0)}});
+  for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.update, grads[k].id, u.weights[k]);
+  // A replicated scalar: every device reads the one written each step.
+  if (used(*u.update, sumsq.id))
+    for (int d : u.update->devices()) u.update->bind(d, sumsq.id, u.sumsq);
+}
+
+// Sums the reduced gradients of weights read on several devices between
+// their ranks (each sends its block to the others and adds theirs in device
+// order, so every one holds the same bits).
+void PipelineTrainer::exchange_shared() {
+  RankUpdate& u = *rank_update_;
+  int tag = kExchangeTag;
+  for (const auto& [name, devices] : u.shared) {
+    Tensor& mine = u.reduced.at(name);
+    for (int d : devices)
+      if (d != device_) send_tensor(*mpi_, mine, pipe_ranks_[d], tag);
+    Tensor sum(mine.shape());
+    for (int d : devices)
+      add_into(sum, d == device_
+                        ? mine
+                        : recv_tensor(*mpi_, mine.shape(), DType::F32, pipe_ranks_[d], tag));
+    std::copy_n(sum.f32(), sum.numel(), mine.f32());
+    ++tag;
+  }
+}
+
+// The update under mpirun: each rank reduces its stages' gradients, sums
+// those of shared weights with the other readers', adds its share of the
+// squared norm to every stage's (over the pipe axis) and updates its own
+// weights.
+void PipelineTrainer::update_on_ranks(const Programs& prog, const StepContext& ctx) {
+  if (!rank_update_) {
+    rank_update_ = std::make_unique<RankUpdate>();
+    choose_rank_weights(prog);
+    build_reduce();
+    if (model_.optimizer_->clipnorm > 0) build_norm();
+    build_rank_step();
+  }
+  RankUpdate& u = *rank_update_;
+  StepContext first = ctx;
+  first.microbatch = 0;  // the reduced gradients are written afresh
+  u.reduce->run(first);
+  exchange_shared();
+  if (model_.optimizer_->clipnorm > 0) {
+    float sumsq = 0;
+    if (u.norm) {
+      u.norm->run(ctx);
+      sumsq = u.norm->output(0).item();
+    }
+    mpi_->all_reduce(&sumsq, 1, ReduceOp::Sum, pipe_group_);
+    u.sumsq.f32()[0] = sumsq;
+  }
+  u.update->run(ctx);
 }
 
 // The optimizer's step on the summed gradients: one program over every

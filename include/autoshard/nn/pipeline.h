@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "autoshard/comm/communicator.h"
 #include "autoshard/nn/pipe_schedule.h"
 #include "autoshard/tensor/sharding.h"
 #include "autoshard/tensor/tensor.h"
@@ -44,6 +45,7 @@ class CompiledStep;
 class Graph;
 class Model;
 class ThreadWorld;
+struct MeshPlacement;
 struct StagePrograms;
 struct StepContext;
 
@@ -87,7 +89,19 @@ class PipelineTrainer {
   void run_device(int device, Communicator& comm, Step& step);
   void forward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
   void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
-  void share_across_ranks(Step& step);
+  void place_on_ranks();
+  int peer(int stage) const;
+  bool runs(int stage) const;
+  void share_losses(Step& step);
+  struct RankUpdate;
+  Sharding weight_layout(const std::string& name) const;
+  void bind_reduced(CompiledStep& step, int id, const std::string& name);
+  void choose_rank_weights(const Programs& prog);
+  void build_reduce();
+  void build_norm();
+  void build_rank_step();
+  void exchange_shared();
+  void update_on_ranks(const Programs& prog, const StepContext& ctx);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void differentiate(StagePrograms& sp, const Graph& traced, double weight, int stage);
   std::vector<Sharding> gradient_layouts(const StagePrograms& sp);
@@ -111,7 +125,15 @@ class PipelineTrainer {
   struct Update;
   std::unique_ptr<Update> update_;
   std::unique_ptr<ThreadWorld> world_;  // in-process: one rank per stage
-  std::unique_ptr<Communicator> mpi_;   // under mpirun: this rank's stage
+  // Under mpirun: the ranks (pipe x the mesh inside the stages), this rank's
+  // stage device and device inside the stages, its programs' placement,
+  // its update. In-process: device_ -1 (every one), pipe_ranks_ 0 .. P - 1.
+  std::unique_ptr<Communicator> mpi_;
+  std::vector<int> pipe_ranks_;  // per stage device: the rank with this one's device inside
+  int device_ = -1, in_stage_ = 0;
+  CommGroup pipe_group_;
+  std::unique_ptr<MeshPlacement> placement_;
+  std::unique_ptr<RankUpdate> rank_update_;
 };
 
 }  // namespace autoshard
