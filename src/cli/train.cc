@@ -22,6 +22,8 @@
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/pipeline.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/runtime/overlap.h"
 #include "autoshard/runtime/trace.h"
@@ -293,6 +295,50 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   return std::make_unique<PipelineTrainer>(model, shape);
 }
 
+// --devices N under AutoShard, in-process: the pipelines `plan --devices N
+// --predict` prices (cli/plan_pipeline.h; each stage recomputing its
+// forward pass, as the stages run) beside AutoShard's plan of N devices
+// without a pipe axis, on the run's cluster; the faster that fits is
+// trained. A pipeline's mesh, micro-batches and schedule become the run's
+// (and the model keeps no distribution: make_pipeline lays out the
+// stages); else AutoShard's distribution is returned.
+std::shared_ptr<Distribution> choose_pipeline_or_mesh(TrainOptions& o, Model& model,
+                                                      const LanguageModelConfig& cfg) {
+  const Cluster cluster = Cluster::for_this_run(o.cluster, o.hosts);
+  CommonOptions priced = o;
+  priced.recompute = true;
+  std::vector<std::string> why;
+  const std::optional<PricedPipeline> piped =
+      choose_pipeline(priced, o.devices, cluster, o.bf16, why);
+  std::shared_ptr<Distribution> dist;
+  std::string unpiped = "none fits";
+  try {
+    dist = make_distribution(o, model, cfg);
+    model.set_distribution(dist);
+    const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq}, DType::I32);
+    const StepPrediction s = predict(p, cluster, {o.bf16, double(o.batch * o.seq), 0});
+    const bool fits = s.memory.total() <= cluster.memory_bytes;
+    if (!piped || (fits && s.step_s <= piped->predicted.step_s)) return dist;
+    unpiped = cat(p.mesh.to_string(), " ", s.step_s, " s", fits ? "" : " (does not fit)");
+  } catch (const Error& e) {
+    // Only AutoShard's "nothing fits" gives way to a pipeline that does.
+    if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
+  }
+  model.set_distribution(nullptr);
+  o.mesh = piped->mesh.to_string();
+  o.devices = 0;
+  o.plan = piped->stage_plan;
+  o.microbatches = piped->shape.microbatches;
+  o.microbatch_size = 0;
+  o.pipe_schedule = pipeline_schedule_name(piped->shape.schedule);
+  o.virtual_stages = piped->shape.virtual_stages;
+  if (World::process().leader())
+    std::fprintf(stderr,
+                 "--devices %d: a pipeline, predicted %.4g s a step (without a pipe axis: %s)\n",
+                 piped->mesh.size(), piped->predicted.step_s, unpiped.c_str());
+  return nullptr;
+}
+
 void run_train(TrainOptions& o) {
   // Under mpirun only rank 0 prints and writes the log. Its path is checked
   // before any long work; a resumed run appends to its log.
@@ -311,8 +357,14 @@ void run_train(TrainOptions& o) {
   model.set_recompute(o.recompute);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
+  // AutoShard choosing the mesh may choose a pipeline (in-process: ranks
+  // would each have to price it alike).
+  std::shared_ptr<Distribution> chosen;
+  const bool may_pipe =
+      o.mesh.empty() && o.devices > 1 && o.plan == "auto" && !World::process().distributed();
+  if (may_pipe) chosen = choose_pipeline_or_mesh(o, model, cfg);
   std::unique_ptr<PipelineTrainer> pipeline = make_pipeline(o, model, cfg);
-  if (!pipeline) model.set_distribution(make_distribution(o, model, cfg));
+  if (!pipeline) model.set_distribution(chosen ? chosen : make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   // Training from scratch on a directory's architecture is what --model
