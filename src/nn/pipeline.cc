@@ -699,6 +699,28 @@ void PipelineTrainer::share_losses(Step& step) {
   step.losses.assign(losses.begin(), losses.end());
 }
 
+// A weight's gradient in `g`: its stages' sums (inputs laid out as the
+// stages leave them, each bound later from `reads`) added in stage order;
+// invalid when no stage of this process reads the weight.
+Value PipelineTrainer::summed_over_stages(Graph& g, const std::string& name,
+                                          std::map<int, Sharding>& layouts, SumReads& reads) {
+  Value grad;
+  for (size_t s = 0; s < sums_.size(); ++s) {
+    auto it = sums_[s].find(name);
+    if (it == sums_[s].end()) continue;
+    const Value part = g.input(cat("pipe.sum.", s, ".", name), model_.store_.shape({name, ""}));
+    layouts[part.id] = it->second.layout;
+    reads.emplace_back(part.id, name, static_cast<int>(s));
+    grad = grad.valid() ? grad + part : part;
+  }
+  return grad;
+}
+
+// Binds the stages' sums `reads` names to `step`.
+void PipelineTrainer::bind_reads(CompiledStep& step, const SumReads& reads) {
+  for (const auto& [input, name, s] : reads) bind_sums(step, {input}, {name}, s);
+}
+
 // The layout a weight (and its reduced gradient) has inside the stages.
 Sharding PipelineTrainer::weight_layout(const std::string& name) const {
   const Shape& shape = model_.store_.shape({name, ""});
@@ -750,19 +772,11 @@ void PipelineTrainer::build_reduce() {
   RankUpdate& u = *rank_update_;
   Graph g;
   std::map<int, Sharding> layouts;
-  std::vector<std::tuple<int, std::string, int>> reads;  // (input, weight, stage)
+  SumReads reads;
   std::vector<std::pair<int, std::string>> targets;
   for (const std::string& name : u.weights) {
     const Shape& shape = model_.store_.shape({name, ""});
-    Value grad;
-    for (size_t s = 0; s < sums_.size(); ++s) {
-      auto it = sums_[s].find(name);
-      if (it == sums_[s].end()) continue;
-      const Value part = g.input(cat("pipe.sum.", s, ".", name), shape);
-      layouts[part.id] = it->second.layout;
-      reads.emplace_back(part.id, name, static_cast<int>(s));
-      grad = grad.valid() ? grad + part : part;
-    }
+    const Value grad = summed_over_stages(g, name, layouts, reads);
     if (!grad.valid()) continue;  // no stage reads it: its gradient stays zero
     const Value target = g.input("pipe.reduced." + name, shape);
     layouts[target.id] = weight_layout(name);
@@ -770,7 +784,7 @@ void PipelineTrainer::build_reduce() {
     targets.emplace_back(target.id, name);
   }
   u.reduce = compile(std::move(g), {}, {}, layouts);
-  for (const auto& [input, name, s] : reads) bind_sums(*u.reduce, {input}, {name}, s);
+  bind_reads(*u.reduce, reads);
   for (const auto& [input, name] : targets) bind_reduced(*u.reduce, input, name);
 }
 
@@ -892,23 +906,15 @@ void PipelineTrainer::apply_update(const Graph& traced, const StepContext& ctx) 
     update_ = std::make_unique<Update>();
     Graph g;
     std::vector<Value> weights, grads;
-    std::map<int, int> like;                               // a zero gradient laid out as its weight
-    std::map<int, Sharding> layouts;                       // a stage's sum as the stage leaves it
-    std::vector<std::tuple<int, std::string, int>> reads;  // (input, weight, stage)
+    std::map<int, int> like;          // a zero gradient laid out as its weight
+    std::map<int, Sharding> layouts;  // a stage's sum as the stage leaves it
+    SumReads reads;
     for (int id : traced.parameters()) {
       const Node& n = traced.node(id);
       const std::string& name = n.leaf().name;
       if (model_.non_trainable_.count(name)) continue;
       weights.push_back(g.parameter(name, n.shape));
-      Value grad;
-      for (size_t s = 0; s < sums_.size(); ++s) {
-        auto it = sums_[s].find(name);
-        if (it == sums_[s].end()) continue;
-        const Value part = g.input(cat("pipe.sum.", s, ".", name), n.shape);
-        layouts[part.id] = it->second.layout;
-        reads.emplace_back(part.id, name, static_cast<int>(s));
-        grad = grad.valid() ? grad + part : part;
-      }
+      Value grad = summed_over_stages(g, name, layouts, reads);
       if (!grad.valid()) {
         grad = g.input("grad." + name, n.shape);
         like[grad.id] = weights.back().id;

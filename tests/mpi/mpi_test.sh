@@ -61,30 +61,17 @@ for case in "3 model=3" "4 data=2,model=2"; do
   fi
 done
 
-# Pipeline stages as ranks: each rank runs one stage (activations and
-# gradients over MPI point to point), with the in-process pipeline's losses,
-# which are one device's (tests/pipeline_test.cc).
-for case in "2 pipe=2 1f1b tiny 1" "3 pipe=3 gpipe mini 1" "2 pipe=2 interleaved mini 2"; do
-  read -r np mesh schedule model chunks <<<"$case"
+# Pipeline stages as ranks, with the in-process pipeline's losses (which are
+# one device's, tests/pipeline_test.cc): each rank one device of one stage
+# (stage p is ranks p n .. p n + n - 1, n devices inside a stage; pipe-only
+# meshes n = 1), holding that stage's weights only; activations and
+# gradients over MPI point to point.
+for case in "2 pipe=2 1f1b tiny 1 4" "3 pipe=3 gpipe mini 1 4" "2 pipe=2 interleaved mini 2 4" \
+            "4 data=2,pipe=2 1f1b tiny 1 2" "4 pipe=2,model=2 gpipe mini 1 2" \
+            "4 data=2,pipe=2 interleaved mini 2 2"; do
+  read -r np mesh schedule model chunks microbatches <<<"$case"
   pipe_args="train --model $model --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --overwrite \
-    --mesh $mesh --microbatches 4 --pipe-schedule $schedule --virtual-stages $chunks"
-  $cli $pipe_args --log "$work/threads.jsonl" >/dev/null 2>&1
-  if timeout 120 mpirun -np "$np" "$cli" $pipe_args --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
-     same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then
-    pass "mpirun -np $np --mesh $mesh ($schedule) matches in-process stages"
-  else
-    fail "pipeline on mpirun -np $np --mesh $mesh"; cat "$work/out"
-  fi
-done
-
-# Other axes beside pipe: each rank is one device of one stage (stage p is
-# ranks p n .. p n + n - 1, n devices inside a stage), holding that stage's
-# weights only: the in-process stages' losses.
-for case in "4 data=2,pipe=2 1f1b tiny 1" "4 pipe=2,model=2 gpipe mini 1" \
-            "4 data=2,pipe=2 interleaved mini 2"; do
-  read -r np mesh schedule model chunks <<<"$case"
-  pipe_args="train --model $model --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --overwrite \
-    --mesh $mesh --microbatches 2 --pipe-schedule $schedule --virtual-stages $chunks"
+    --mesh $mesh --microbatches $microbatches --pipe-schedule $schedule --virtual-stages $chunks"
   $cli $pipe_args --log "$work/threads.jsonl" >/dev/null 2>&1
   if timeout 120 mpirun -np "$np" "$cli" $pipe_args --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
      same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@ class Communicator;
 struct CollectiveRecord;
 class CompiledStep;
 class Graph;
+struct Value;
 class Model;
 class ThreadWorld;
 struct MeshPlacement;
@@ -108,6 +110,10 @@ class PipelineTrainer {
   std::map<int, Sharding> add_into_sums(StagePrograms& sp, int stage);
   void bind_sums(CompiledStep& step, const std::vector<int>& ids,
                  const std::vector<std::string>& weights, int stage);
+  using SumReads = std::vector<std::tuple<int, std::string, int>>;  // (input, weight, stage)
+  Value summed_over_stages(Graph& g, const std::string& name, std::map<int, Sharding>& layouts,
+                           SumReads& reads);
+  void bind_reads(CompiledStep& step, const SumReads& reads);
   void apply_update(const Graph& traced, const StepContext& ctx);
   // A program on the model's mesh: inputs laid out as the weights in `like`
   // (input -> weight) or as `layouts` say, the model's weights bound.
