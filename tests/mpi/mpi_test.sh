@@ -81,6 +81,17 @@ for case in "2 pipe=2 1f1b tiny 1 4" "3 pipe=3 gpipe mini 1 4" "2 pipe=2 interle
   fi
 done
 
+# A pipeline on too few ranks, or saving a model no rank holds whole: one
+# error line (on each rank), before any training.
+if ! timeout 60 mpirun -np 3 "$cli" train --model tiny --steps 1 --mesh data=2,pipe=2 >"$work/out" 2>&1 &&
+   grep -q 'start one rank per device (mpirun -np 4)' "$work/out" &&
+   ! timeout 60 mpirun -np 2 "$cli" train --model tiny --steps 1 --mesh pipe=2 --save "$work/saved" \
+     >"$work/out2" 2>&1 && grep -q -- '--save with a pipe axis under mpirun' "$work/out2"; then
+  pass "a pipeline's bad rank count or --save under mpirun is one error"
+else
+  fail "pipeline bad input under mpirun"; cat "$work/out" "$work/out2"
+fi
+
 # Memory per rank shrinks with the stages: on a model whose 8 blocks hold
 # nearly all its weights, rank 0 (stage 0) of pipe=4 peaks well below rank
 # 0 of pipe=2 (each rank holds its stage's weights, gradients and state).
