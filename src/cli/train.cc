@@ -264,8 +264,8 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   // Under mpirun each rank holds its own stage's weights only: nothing
   // holds the whole model to save it as one.
   AS_CHECK(!world.distributed() || o.keras.save.empty(),
-           "--save with a pipe axis under mpirun: each rank holds only its stage's weights; save "
-           "a checkpoint (--checkpoint-dir) and convert it, or train in-process");
+           "--save with a pipe axis under mpirun: each rank holds only its stage's weights; keep "
+           "checkpoints (--checkpoint-dir, which any mesh resumes) or --save in-process");
   if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
   AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0, "--zero1 shards optimizer state over the ",
            "data axis; --mesh ", o.mesh, " has none inside its stages");
