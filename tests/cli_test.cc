@@ -215,6 +215,30 @@ TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   expect_resumed_as_one_device(args, "--mesh data=2 --plan data", "--mesh pipe=2,model=2", a);
 }
 
+// train --devices N prices pipelines as plan --devices N --predict does:
+// on a cluster whose link makes a data or model axis slower than two
+// stages (each recomputing its forward pass), `mini` on 2 devices trains
+// pipe=2 with one device's losses; on this machine's own cluster it keeps
+// the mesh without a pipe axis.
+TEST_F(Cli, TrainDevicesChoosesAPipelineWhereOneIsPredictedFaster) {
+  const std::string cluster = write("slow.json", R"({"name": "slow",
+      "device": {"flops": {"f32": 50e9}, "gemm_efficiency": [[1e9, 0.8]],
+                 "memory_bytes": 8589934592, "memory_bandwidth": 2e10}, "shared_cores": 0,
+      "links": [{"name": "slow", "devices_per_group": 0, "bandwidth": 1e8, "latency_s": 1e-5}]})");
+  const std::string args = "train --model mini --batch 8 --seq 32 --sample 0 --steps 3 ";
+  const std::string one = (dir_ / "one.jsonl").string(), piped = (dir_ / "piped.jsonl").string();
+  ASSERT_EQ(run(args + "--log " + one).code, 0);
+  Result r = run(args + "--devices 2 --cluster " + cluster + " --log " + piped);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--devices 2: a pipeline, predicted"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mesh data=1,pipe=2,model=1 (1f1b, 8 micro-batches)"), std::string::npos)
+      << r.output;
+  expect_losses(piped, logged_losses(one), 3);
+  r = run(args + "--devices 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("pipe="), std::string::npos) << r.output;
+}
+
 // --plan fsdp: every weight split over the data axis (uneven on data=3; and
 // beside Megatron's model axis) trains with one device's losses; `plan` shows
 // gathers and reduce-scatters, no gradient all-reduce; its checkpoint is an

@@ -315,6 +315,11 @@ std::vector<OpCase> cases() {
        [](Graph& g, auto& x) {
          return g.add(Op::SgdUpdate, {x[0], x[1], x[2], x[3]}, SgdAttrs{0.9, 0.01, true});
        }},
+      {Op::Accumulate,  // a step's first micro-batch: the sum becomes the value
+       {{{5, 7}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::Accumulate, {x[0], x[1]});
+       }},
   };
 }
 

@@ -16,6 +16,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
+#include "autoshard/shard/partitioner.h"
 #include "small_models.h"
 #include "test_util.h"
 
@@ -161,6 +162,12 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
     for (const std::string& path : one->weight_paths())
       EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-4)
           << what << " " << path;
+    // Micro-batches' gradients are summed where each device computes them:
+    // a data axis reduces them once, in the update, never per micro-batch.
+    for (int s = 0; s < c.stages * c.virtual_stages; ++s)
+      for (const CollectiveRecord& r : pipeline.backward_collectives(s))
+        EXPECT_FALSE(r.kind == "all_reduce" && r.axis == "data")
+            << what << " stage " << s << " all-reduces " << r.value;
     for (int s = 0; s < c.stages; ++s)
       EXPECT_EQ(
           pipeline.peak_in_flight()[s],

@@ -22,6 +22,8 @@
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/pipeline.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/runtime/overlap.h"
 #include "autoshard/runtime/trace.h"
@@ -43,10 +45,12 @@ struct EvalOptions : CommonOptions {
 
 // The rows of each batch this process reads: all of them, or under mpirun
 // only its own device's block of the batch (its share of the data).
-std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq) {
+std::pair<int64_t, int64_t> own_rows(const Model& model, int64_t batch, int64_t seq,
+                                     bool pipelined) {
   const auto& d = model.distribution_strategy();
   const World& world = World::process();
-  if (!d || !world.distributed()) return {0, batch};
+  // A pipeline's stages cut the whole batch into micro-batches themselves.
+  if (!d || !world.distributed() || pipelined) return {0, batch};
   const Sharding s = d->input_layout({batch, seq});
   const int64_t first = s.offsets({batch, seq}, d->mesh(), world.rank())[0];
   return {first, first + s.local_shape({batch, seq}, d->mesh(), world.rank())[0]};
@@ -254,10 +258,14 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   AS_CHECK(o.virtual_stages == 1 || o.pipe_schedule == "interleaved",
            "--virtual-stages needs --pipe-schedule interleaved");
   const World& world = World::process();
-  AS_CHECK(
-      !world.distributed() || (world.size() == mesh.size() && mesh.size() == mesh.axis_size(pipe)),
-      "--mesh ", o.mesh, ": under mpirun each rank runs one stage of a pipe-only mesh (",
-      world.size(), " ranks started); run other axes inside the stages without mpirun");
+  AS_CHECK(!world.distributed() || world.size() == mesh.size(), "--mesh ", o.mesh, " has ",
+           mesh.size(), " devices but mpirun started ", world.size(),
+           " ranks; start one rank per device (mpirun -np ", mesh.size(), ")");
+  // Under mpirun each rank holds its own stage's weights only: nothing
+  // holds the whole model to save it as one.
+  AS_CHECK(!world.distributed() || o.keras.save.empty(),
+           "--save with a pipe axis under mpirun: each rank holds only its stage's weights; keep "
+           "checkpoints (--checkpoint-dir, which any mesh resumes) or --save in-process");
   if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
   AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0, "--zero1 shards optimizer state over the ",
            "data axis; --mesh ", o.mesh, " has none inside its stages");
@@ -287,6 +295,50 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   return std::make_unique<PipelineTrainer>(model, shape);
 }
 
+// --devices N under AutoShard, in-process: the pipelines `plan --devices N
+// --predict` prices (cli/plan_pipeline.h; each stage recomputing its
+// forward pass, as the stages run) beside AutoShard's plan of N devices
+// without a pipe axis, on the run's cluster; the faster that fits is
+// trained. A pipeline's mesh, micro-batches and schedule become the run's
+// (and the model keeps no distribution: make_pipeline lays out the
+// stages); else AutoShard's distribution is returned.
+std::shared_ptr<Distribution> choose_pipeline_or_mesh(TrainOptions& o, Model& model,
+                                                      const LanguageModelConfig& cfg) {
+  const Cluster cluster = Cluster::for_this_run(o.cluster, o.hosts);
+  CommonOptions priced = o;
+  priced.recompute = true;
+  std::vector<std::string> why;
+  const std::optional<PricedPipeline> piped =
+      choose_pipeline(priced, o.devices, cluster, o.bf16, why);
+  std::shared_ptr<Distribution> dist;
+  std::string unpiped = "none fits";
+  try {
+    dist = make_distribution(o, model, cfg);
+    model.set_distribution(dist);
+    const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq}, DType::I32);
+    const StepPrediction s = predict(p, cluster, {o.bf16, double(o.batch * o.seq), 0});
+    const bool fits = s.memory.total() <= cluster.memory_bytes;
+    if (!piped || (fits && s.step_s <= piped->predicted.step_s)) return dist;
+    unpiped = cat(p.mesh.to_string(), " ", s.step_s, " s", fits ? "" : " (does not fit)");
+  } catch (const Error& e) {
+    // Only AutoShard's "nothing fits" gives way to a pipeline that does.
+    if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
+  }
+  model.set_distribution(nullptr);
+  o.mesh = piped->mesh.to_string();
+  o.devices = 0;
+  o.plan = piped->stage_plan;
+  o.microbatches = piped->shape.microbatches;
+  o.microbatch_size = 0;
+  o.pipe_schedule = pipeline_schedule_name(piped->shape.schedule);
+  o.virtual_stages = piped->shape.virtual_stages;
+  if (World::process().leader())
+    std::fprintf(stderr,
+                 "--devices %d: a pipeline, predicted %.4g s a step (without a pipe axis: %s)\n",
+                 piped->mesh.size(), piped->predicted.step_s, unpiped.c_str());
+  return nullptr;
+}
+
 void run_train(TrainOptions& o) {
   // Under mpirun only rank 0 prints and writes the log. Its path is checked
   // before any long work; a resumed run appends to its log.
@@ -305,8 +357,14 @@ void run_train(TrainOptions& o) {
   model.set_recompute(o.recompute);
   auto optimizer = make_optimizer(o, cfg);
   model.compile(optimizer, losses::sparse_categorical_crossentropy);
+  // AutoShard choosing the mesh may choose a pipeline (in-process: ranks
+  // would each have to price it alike).
+  std::shared_ptr<Distribution> chosen;
+  const bool may_pipe =
+      o.mesh.empty() && o.devices > 1 && o.plan == "auto" && !World::process().distributed();
+  if (may_pipe) chosen = choose_pipeline_or_mesh(o, model, cfg);
   std::unique_ptr<PipelineTrainer> pipeline = make_pipeline(o, model, cfg);
-  if (!pipeline) model.set_distribution(make_distribution(o, model, cfg));
+  if (!pipeline) model.set_distribution(chosen ? chosen : make_distribution(o, model, cfg));
   check_layout_map(o, model.distribution_strategy().get(), model);
   if (!o.weights.empty()) load_language_model_weights(model, o.weights);
   // Training from scratch on a directory's architecture is what --model
@@ -338,7 +396,7 @@ void run_train(TrainOptions& o) {
   double first = NAN, last = NAN;
   int64_t saved = manager ? manager->latest_step().value_or(-1) : -1;
   int64_t step = start;
-  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, pipeline != nullptr);
   for (; step < o.steps; ++step) {
     data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
     auto t0 = std::chrono::steady_clock::now();
@@ -386,7 +444,12 @@ void run_train(TrainOptions& o) {
     std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
                 static_cast<long long>(o.steps - start));
   const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size() == 256 ? 300 : 0);
-  if (sample > 0 && cfg.vocab_size() == 256) {
+  if (sample > 0 && cfg.vocab_size() == 256 && pipeline && World::process().distributed()) {
+    if (printer)
+      std::printf(
+          "no sample: each rank holds only its stage's weights (generate from a "
+          "checkpoint, --checkpoint-dir)\n");
+  } else if (sample > 0 && cfg.vocab_size() == 256) {
     // Every rank takes part in generating (the forward pass is sharded).
     const std::string prompt = "The ";
     const std::string text = sample_text(model, prompt, sample, o.seq, o.temperature);
@@ -411,7 +474,7 @@ void run_eval(EvalOptions& o) {
   const int64_t n = std::min(o.batches, data.batches(o.batch, o.seq));
   Tensor x, y;
   double total = 0;
-  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq);
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, false);
   for (int64_t b = 0; b < n; ++b) {
     data.batch(b, o.batch, o.seq, x, y, row_begin, row_end);
     total += model.test_on_batch(x, y);

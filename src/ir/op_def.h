@@ -26,6 +26,12 @@ struct KernelContext {
   // and its group of each mesh axis.
   Communicator* comm = nullptr;
   const std::vector<CommGroup>* groups = nullptr;
+  // The micro-batch of a step that accumulates gradients (StepContext).
+  int64_t microbatch = 0;
+  // Set by the executor for a product or scatter whose output is the sum an
+  // accumulate op adds it into (fused; not on a step's first micro-batch):
+  // the kernel adds its result to what `out` holds instead of writing it.
+  bool accumulate = false;
   const CommGroup& group(int axis) const;
 };
 
@@ -107,6 +113,9 @@ struct OpDef {
                                         int64_t begin, int64_t end) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
+  // The kernel honours KernelContext::accumulate (adds into its output), so
+  // an accumulate op that alone reads this op's output runs fused into it.
+  bool accumulates = false;
   // Ops that only partitioned programs hold (collectives, slices): they have
   // no gradient, sharding rule or loops.
   bool local_only = false;

@@ -124,6 +124,8 @@ void Model::set_distribution(std::shared_ptr<Distribution> d) {
 void Model::place_state() {
   // One device (no distribution) is this process's own, even under mpirun.
   const DeviceMesh mesh = dist_ ? dist_->mesh() : DeviceMesh();
+  // Placed already (a pipeline's rank places its own device of the stages' mesh).
+  if (store_.mesh().to_string() == mesh.to_string()) return;
   store_.place_on(mesh, dist_ ? World::process().local_devices(mesh) : std::vector<int>{0});
 }
 

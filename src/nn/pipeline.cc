@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/thread_communicator.h"
@@ -20,6 +22,7 @@
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/compiled_step.h"
+#include "autoshard/runtime/sharded_executor.h"
 #include "autoshard/tensor/array_split.h"
 #include "autoshard/tensor/parallel.h"
 
@@ -29,8 +32,10 @@ namespace {
 
 constexpr int kLeaf = -1, kConstant = -2;
 // A value travels under tag (its stage x kTagsPerStage + its index among the
-// stage's outputs); its gradient back under that plus kGradientTag.
-constexpr int kTagsPerStage = 64, kGradientTag = 16384;
+// stage's outputs); its gradient back under that plus kGradientTag. The
+// update's exchanges of shared weights' gradients (mpirun) take one tag each
+// from kExchangeTag, below 2^15 (the tags every MPI allows).
+constexpr int kTagsPerStage = 64, kGradientTag = 8192, kExchangeTag = 2 * kGradientTag;
 int value_tag(int stage, size_t index) {
   return stage * kTagsPerStage + static_cast<int>(index);
 }
@@ -222,11 +227,12 @@ Tensor recv_tensor(Communicator& comm, const Shape& shape, DType dtype, int src,
 struct StagePrograms {
   StageGraph forward, backward;
   std::unique_ptr<CompiledStep> run_forward, run_backward;
-  std::vector<std::string> weights;  // trained weights, in the backward program's output order
-  std::vector<int> gradient_of_in;   // per received value: its output index, or -1 (no gradient)
-  std::vector<int> dy;               // per sent value: its gradient's input (backward), or -1
-  std::vector<int>
-      gradients_out;  // the backward program's outputs: weights', then received values'
+  std::vector<std::string> weights;   // trained weights the stage reads
+  std::vector<int> weight_gradients;  // per weight: its gradient (backward)
+  std::vector<int> sums;              // per weight: the input its gradients add into (backward)
+  std::vector<int> gradient_of_in;    // per received value: its output index, or -1 (no gradient)
+  std::vector<int> dy;                // per sent value: its gradient's input (backward), or -1
+  std::vector<int> gradients_out;     // the backward program's outputs: received values' gradients
 };
 
 struct PipelineTrainer::Programs {
@@ -259,14 +265,25 @@ struct PipelineTrainer::Step {
   std::vector<Programs*> programs;  // per micro-batch
   std::vector<Tensor> xs, ys;       // per micro-batch: its rows of the batch
   StepContext ctx;
-  std::vector<std::map<std::string, Tensor>>
-      accumulated;             // per (virtual) stage: weight -> gradient
-  std::vector<double> losses;  // per micro-batch (the last stage's)
+  std::vector<int64_t> backward_passes;  // per (virtual) stage: run so far this step
+  std::vector<double> losses;            // per micro-batch (the last stage's)
 };
 
 struct PipelineTrainer::Update {
   std::unique_ptr<CompiledStep> step;
-  std::map<std::string, int> gradient_input;  // weight -> its gradient's input
+  std::vector<int> zeros;  // the gradient inputs of weights no stage differentiates
+};
+
+// A rank's update (mpirun): the weights it holds, their gradients reduced
+// into the weights' layouts, and the programs that reduce, measure and
+// apply them.
+struct PipelineTrainer::RankUpdate {
+  std::vector<std::string> weights;                // held here, in the traced step's order
+  std::set<std::string> written;                   // held here first (checkpoints, the norm)
+  std::map<std::string, std::vector<int>> shared;  // weight -> the devices whose stages read it
+  std::map<std::string, Tensor> reduced;           // this rank's block of each one's gradient
+  Tensor sumsq = Tensor(Shape{});                  // the squared global norm (clipping)
+  std::unique_ptr<CompiledStep> reduce, norm, update;
 };
 
 PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(model), shape_(shape) {
@@ -281,11 +298,56 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(mod
            "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
            "the stages a layout (data parallel, a layout map, Megatron's)");
   const World& world = World::process();
-  AS_CHECK(!world.distributed() || (world.size() == shape_.stages && !model_.sharded()),
-           "pipeline: under mpirun each rank runs one stage: start ", shape_.stages,
-           " ranks (mpirun -np ", shape_.stages, "), with no other mesh axes; ", world.size(),
-           " were started");
-  model_.place_state();
+  const int inside = model_.sharded() ? model_.dist_->mesh().size() : 1;
+  AS_CHECK(!world.distributed() || world.size() == shape_.stages * inside,
+           "pipeline: under mpirun each rank runs one device of one stage: ", shape_.stages,
+           " stages of ", inside, " devices need ", shape_.stages * inside, " ranks (mpirun -np ",
+           shape_.stages * inside, "); ", world.size(), " were started");
+  for (int p = 0; p < shape_.stages; ++p) pipe_ranks_.push_back(p);
+  if (world.distributed())
+    place_on_ranks();
+  else
+    model_.place_state();
+}
+
+// Under mpirun the ranks are the pipe axis (outermost: stage device p is
+// ranks p n .. p n + n - 1) by the mesh inside the stages (n devices), each
+// rank one device of one stage: it compiles, holds and updates its stages'
+// weights and state only, and writes only those into checkpoints.
+void PipelineTrainer::place_on_ranks() {
+  const DeviceMesh inside = model_.sharded() ? model_.dist_->mesh() : DeviceMesh();
+  std::vector<int> shape{shape_.stages};
+  std::vector<std::string> names{"pipe"};
+  shape.insert(shape.end(), inside.shape().begin(), inside.shape().end());
+  names.insert(names.end(), inside.axis_names().begin(), inside.axis_names().end());
+  const DeviceMesh full(shape, names);
+  const int rank = World::process().rank(), n = inside.size();
+  device_ = rank / n;
+  in_stage_ = rank % n;
+  for (int p = 0; p < shape_.stages; ++p) pipe_ranks_[p] = p * n + in_stage_;
+  // One communicator for every program (made by all ranks at once: MPI
+  // splits it collectively): the pipe axis's groups carry sends and the
+  // update's exchanges, the others the stage's own collectives.
+  mpi_ = std::make_unique<MpiCommunicator>(full);
+  pipe_group_ = mesh_groups(full, rank).front();
+  if (!model_.sharded()) return model_.place_state();
+  placement_ = std::make_unique<MeshPlacement>();
+  placement_->comm = mpi_.get();
+  placement_->device = in_stage_;
+  const std::vector<CommGroup> groups = mesh_groups(full, rank);
+  placement_->groups.assign(groups.begin() + 1, groups.end());  // the axes inside, the world's
+  model_.store_.place_on(inside, {in_stage_});
+}
+
+// The rank (in-process: the stage thread) running stage `s`'s device with
+// this process's device inside the stages.
+int PipelineTrainer::peer(int s) const {
+  return pipe_ranks_[s % shape_.stages];
+}
+
+// Whether this process runs stage s (in-process: every stage).
+bool PipelineTrainer::runs(int s) const {
+  return device_ < 0 || s % shape_.stages == device_;
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
@@ -294,12 +356,15 @@ PipelineTrainer::~PipelineTrainer() = default;
 // stages), bound to the model's weights and state. `like`: inputs laid out
 // as a parameter (gradients as their weights).
 std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::vector<int>& outputs,
-                                                       const std::map<int, int>& like) {
+                                                       const std::map<int, int>& like,
+                                                       const std::map<int, Sharding>& layouts) {
   std::unique_ptr<CompiledStep> step;
   if (model_.sharded()) {
     PartitionRequest request = model_.leaf_layouts(graph);
     for (const auto& [input, weight] : like) request.leaves[input] = request.leaves.at(weight);
-    step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request);
+    for (const auto& [input, layout] : layouts) request.leaves[input] = layout;
+    step = std::make_unique<CompiledStep>(std::move(graph), outputs, model_.dist_->mesh(), request,
+                                          placement_.get());
   } else {
     step = std::make_unique<CompiledStep>(std::move(graph), outputs);
   }
@@ -347,10 +412,75 @@ void PipelineTrainer::differentiate(StagePrograms& sp, const Graph& g, double we
     Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
     objective = objective.valid() ? objective + term : term;
   }
-  if (objective.valid())
-    for (const Value& grad : gradients(objective, wrt)) sp.gradients_out.push_back(grad.id);
   AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
            " sends no value a gradient can flow back through (only integers)");
+  if (!objective.valid()) return;
+  const std::vector<Value> grads = gradients(objective, wrt);
+  for (size_t k = 0; k < grads.size(); ++k)
+    (k < sp.weights.size() ? sp.weight_gradients : sp.gradients_out).push_back(grads[k].id);
+  for (int& index : sp.gradient_of_in)
+    if (index >= 0) index -= static_cast<int>(sp.weights.size());
+}
+
+// The layout of each of stage s's weight gradients as its backward program
+// leaves them (device 0's partition shows every device's decisions).
+std::vector<Sharding> PipelineTrainer::gradient_layouts(const StagePrograms& sp) {
+  const Graph& g = sp.backward.graph;
+  std::vector<Sharding> out;
+  if (!model_.sharded()) {
+    for (int id : sp.weight_gradients)
+      out.push_back(Sharding::replicated(static_cast<int>(g.node(id).shape.size())));
+    return out;
+  }
+  const Partition p =
+      partition(g, model_.dist_->mesh(), model_.leaf_layouts(g), sp.weight_gradients, {0});
+  for (int id : sp.weight_gradients) out.push_back(p.sharding[id]);
+  return out;
+}
+
+// Adds each weight's gradient into its sum over the step's micro-batches, in
+// place (an input laid out as the gradient is, partial sums over a data axis
+// included), so that nothing is copied out or reduced per micro-batch. Every
+// micro-batch shape's program of stage s adds into the same sums.
+std::map<int, Sharding> PipelineTrainer::add_into_sums(StagePrograms& sp, int s) {
+  const std::vector<Sharding> made = gradient_layouts(sp);
+  Graph& g = sp.backward.graph;
+  std::map<int, Sharding> layouts;
+  for (size_t w = 0; w < sp.weights.size(); ++w) {
+    const Value grad = g.value(sp.weight_gradients[w]);
+    auto [it, fresh] = sums_[s].try_emplace(sp.weights[w]);
+    if (fresh) it->second.layout = made[w];
+    // A value is never made partial: the sum can be partial only where
+    // every micro-batch's gradient is.
+    const Sharding& want = it->second.layout;
+    AS_CHECK(std::includes(made[w].partial.begin(), made[w].partial.end(), want.partial.begin(),
+                           want.partial.end()),
+             "pipeline: stage ", s, "'s gradient of '", sp.weights[w], "' is laid out ",
+             made[w].to_string(model_.dist_->mesh()), " for one micro-batch and ",
+             want.to_string(model_.dist_->mesh()), " for another; use micro-batches of one size");
+    const Value sum = g.input(cat("pipe.sum.", sp.weights[w]), grad.shape());
+    g.add(Op::Accumulate, {sum, grad});
+    sp.sums.push_back(sum.id);
+    layouts[sum.id] = want;
+  }
+  return layouts;
+}
+
+// Binds stage s's sums to a program (each device its blocks, made once).
+void PipelineTrainer::bind_sums(CompiledStep& step, const std::vector<int>& ids,
+                                const std::vector<std::string>& weights, int s) {
+  for (size_t w = 0; w < ids.size(); ++w) {
+    GradientSum& sum = sums_[s].at(weights[w]);
+    const Shape& shape = step.graph().node(ids[w]).shape;
+    for (int d : step.devices()) {
+      auto [it, fresh] = sum.blocks.try_emplace(d);
+      if (fresh)
+        it->second = model_.sharded()
+                         ? Tensor(sum.layout.local_shape(shape, model_.dist_->mesh(), d))
+                         : Tensor(shape);
+      step.bind(d, ids[w], it->second);
+    }
+  }
 }
 
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
@@ -390,21 +520,26 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   // Cut once, at the first step's first micro-batch: every micro-batch's
   // programs (uneven ones too) take the same stages.
   if (stage_blocks_.empty()) stage_blocks_ = agreed_blocks(g, V);
+  sums_.resize(V);
   p->stage = assign_stages(g, stage_blocks_);
   const Rows batch_rows{x.shape()[0], start, rows};
   p->stages.resize(V);
   for (int s = 0; s < V; ++s) {
     StagePrograms& sp = p->stages[s];
     sp.forward = copy_stage(g, p->stage, s, loss, batch_rows);
-    sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
-    differentiate(sp, g, p->weight, s);
     AS_CHECK(sp.forward.outs.size() < size_t{kTagsPerStage}, "pipeline: stage ", s, " sends ",
              sp.forward.outs.size(), " values; at most ", kTagsPerStage - 1);
+    // Another rank's stage: its graph says what it sends and reads.
+    if (!runs(s)) continue;
+    sp.backward = copy_stage(g, p->stage, s, loss, batch_rows);
+    differentiate(sp, g, p->weight, s);
     std::vector<int> forward_out = sp.forward.outs;
     for (int& id : forward_out) id = sp.forward.local.at(id);
     if (sp.forward.loss >= 0) forward_out.push_back(sp.forward.loss);
     sp.run_forward = compile(std::move(sp.forward.graph), forward_out);
-    sp.run_backward = compile(std::move(sp.backward.graph), sp.gradients_out);
+    const std::map<int, Sharding> sums = add_into_sums(sp, s);
+    sp.run_backward = compile(std::move(sp.backward.graph), sp.gradients_out, {}, sums);
+    bind_sums(*sp.run_backward, sp.sums, sp.weights, s);
   }
   // Messages between two devices keep their order per tag: a value read by
   // two stages of one device would arrive in the sender's order, not theirs.
@@ -446,13 +581,12 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
       .xs = std::move(xs),
       .ys = std::move(ys),
       .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
-      .accumulated = std::vector<std::map<std::string, Tensor>>(P * shape_.virtual_stages),
+      .backward_passes = std::vector<int64_t>(P * shape_.virtual_stages, 0),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
-  if (World::process().distributed()) {
-    // Under mpirun each rank is one stage.
-    if (!mpi_) mpi_ = std::make_unique<MpiCommunicator>(DeviceMesh({P}, {"pipe"}));
-    run_device(World::process().rank(), *mpi_, step);
+  if (mpi_) {
+    // Under mpirun each rank is one device of one stage.
+    run_device(device_, *mpi_, step);
   } else {
     // The stages share the cores: each its share for its kernels and the
     // devices inside it (a ShardedExecutor divides its caller's), one BLAS
@@ -467,22 +601,23 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     });
     openblas_set_num_threads(machine_cores());
   }
-  // A weight read by several stages: their gradients summed, in stage order.
-  std::map<std::string, Tensor> total;
-  for (auto& stage : step.accumulated)
-    for (auto& [name, grad] : stage) {
-      auto [it, fresh] = total.try_emplace(name);
-      if (fresh)
-        it->second = std::move(grad);
-      else
-        add_into(it->second, grad);
-    }
-  if (World::process().distributed()) share_across_ranks(step, total);
-  apply_update(step.programs.front()->global, total, step.ctx);
+  if (mpi_) {
+    share_losses(step);
+    update_on_ranks(*step.programs.front(), step.ctx);
+  } else {
+    apply_update(step.programs.front()->global, step.ctx);
+  }
   ++model_.iterations_;
   double loss = 0;
   for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
   return loss;
+}
+
+std::vector<CollectiveRecord> PipelineTrainer::backward_collectives(int stage) const {
+  AS_CHECK(!cache_.empty() && stage >= 0 && stage < int(cache_.front()->stages.size()),
+           "pipeline: no stage ", stage, " (train a step first)");
+  const Partition* p = cache_.front()->stages[stage].run_backward->partition();
+  return p ? p->collectives : std::vector<CollectiveRecord>{};
 }
 
 // Device d's work of one step, in its schedule's order (its own stage, or
@@ -503,7 +638,6 @@ void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
 // stages send it, runs, sends its outputs to the later stages that read
 // them; keeps what it received for the backward pass.
 void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.forward;
@@ -512,13 +646,13 @@ void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& s
     const int from = prog.stage[id];
     const Node& n = prog.global.node(id);
     received.push_back(
-        recv_tensor(comm, n.shape, n.dtype, from % P, value_tag(from, prog.out_index(id))));
+        recv_tensor(comm, n.shape, n.dtype, peer(from), value_tag(from, prog.out_index(id))));
   }
   bind_inputs(*sp.run_forward, graph, received, prog.x, step.xs[m], prog.y, step.ys[m]);
   sp.run_forward->run(step.ctx);
   for (size_t k = 0; k < graph.outs.size(); ++k)
     for (int c : prog.readers(graph.outs[k]))
-      send_tensor(comm, sp.run_forward->output(k), c % P, value_tag(s, k));
+      send_tensor(comm, sp.run_forward->output(k), peer(c), value_tag(s, k));
   if (graph.loss >= 0) step.losses[m] = sp.run_forward->output(graph.outs.size()).item();
   held[{s, m}] = std::move(received);
 }
@@ -528,7 +662,6 @@ void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& s
 // it received (sent back), given the gradients of its outputs that the
 // stages reading them sent.
 void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  const int P = shape_.stages;
   Programs& prog = *step.programs[m];
   StagePrograms& sp = prog.stages[s];
   const StageGraph& graph = sp.backward;
@@ -540,72 +673,261 @@ void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& 
     const Node& n = prog.global.node(graph.outs[k]);
     Tensor dy = Tensor::zeros(n.shape);
     for (int c : prog.readers(graph.outs[k]))  // in stage order
-      add_into(dy, recv_tensor(comm, n.shape, DType::F32, c % P, kGradientTag + value_tag(s, k)));
+      add_into(dy, recv_tensor(comm, n.shape, DType::F32, peer(c), kGradientTag + value_tag(s, k)));
     bind_if_used(exec, sp.dy[k], dy);
     dys.push_back(std::move(dy));
   }
-  exec.run(step.ctx);
-  for (size_t w = 0; w < sp.weights.size(); ++w) {
-    auto [it, fresh] = step.accumulated[s].try_emplace(sp.weights[w]);
-    if (fresh)
-      it->second = exec.output(w).clone();
-    else
-      add_into(it->second, exec.output(w));
-  }
+  // The stage's first backward pass of the step starts its gradient sums.
+  StepContext ctx = step.ctx;
+  ctx.microbatch = step.backward_passes[s]++;
+  exec.run(ctx);
   for (size_t k = 0; k < graph.ins.size(); ++k) {
     if (sp.gradient_of_in[k] < 0) continue;
     const int id = graph.ins[k], from = prog.stage[id];
-    send_tensor(comm, exec.output(sp.gradient_of_in[k]), from % P,
+    send_tensor(comm, exec.output(sp.gradient_of_in[k]), peer(from),
                 kGradientTag + value_tag(from, prog.out_index(id)));
   }
   held.erase({s, m});
 }
 
-// Under mpirun each rank runs its stages and holds the whole model: the
-// gradients (zero for a weight its stages do not read) and the losses are
-// summed over the ranks, so every rank takes the same update.
-void PipelineTrainer::share_across_ranks(Step& step, std::map<std::string, Tensor>& mine) {
-  const World& world = World::process();
-  const Graph& g = step.programs.front()->global;
-  for (const std::string& name : model_.store_.weight_paths()) {
-    const int id = g.find_parameter(name);
-    if (id < 0 || model_.non_trainable_.count(name)) continue;
-    auto [it, fresh] = mine.try_emplace(name);
-    if (fresh) it->second = Tensor::zeros(g.node(id).shape);
-    world.sum(it->second.f32(), it->second.numel());
-  }
+// The batch's losses on every rank: the last stage's (its first device's:
+// every device of a stage holds them).
+void PipelineTrainer::share_losses(Step& step) {
   std::vector<float> losses(step.losses.begin(), step.losses.end());
-  world.sum(losses.data(), static_cast<int64_t>(losses.size()));
+  if (in_stage_ != 0) std::fill(losses.begin(), losses.end(), 0.0f);
+  World::process().sum(losses.data(), static_cast<int64_t>(losses.size()));
   step.losses.assign(losses.begin(), losses.end());
+}
+
+// A weight's gradient in `g`: its stages' sums (inputs laid out as the
+// stages leave them, each bound later from `reads`) added in stage order;
+// invalid when no stage of this process reads the weight.
+Value PipelineTrainer::summed_over_stages(Graph& g, const std::string& name,
+                                          std::map<int, Sharding>& layouts, SumReads& reads) {
+  Value grad;
+  for (size_t s = 0; s < sums_.size(); ++s) {
+    auto it = sums_[s].find(name);
+    if (it == sums_[s].end()) continue;
+    const Value part = g.input(cat("pipe.sum.", s, ".", name), model_.store_.shape({name, ""}));
+    layouts[part.id] = it->second.layout;
+    reads.emplace_back(part.id, name, static_cast<int>(s));
+    grad = grad.valid() ? grad + part : part;
+  }
+  return grad;
+}
+
+// Binds the stages' sums `reads` names to `step`.
+void PipelineTrainer::bind_reads(CompiledStep& step, const SumReads& reads) {
+  for (const auto& [input, name, s] : reads) bind_sums(step, {input}, {name}, s);
+}
+
+// The layout a weight (and its reduced gradient) has inside the stages.
+Sharding PipelineTrainer::weight_layout(const std::string& name) const {
+  const Shape& shape = model_.store_.shape({name, ""});
+  if (!model_.sharded()) return Sharding::replicated(static_cast<int>(shape.size()));
+  return model_.dist_->weight_layout(name, shape);
+}
+
+// Binds this rank's block of weight `name`'s reduced gradient (made once).
+void PipelineTrainer::bind_reduced(CompiledStep& step, int id, const std::string& name) {
+  auto [it, fresh] = rank_update_->reduced.try_emplace(name);
+  if (fresh) {
+    const Shape& shape = model_.store_.shape({name, ""});
+    const int d = step.devices().front();
+    it->second = model_.sharded()
+                     ? Tensor(weight_layout(name).local_shape(shape, model_.dist_->mesh(), d))
+                     : Tensor(shape);
+  }
+  for (int d : step.devices()) step.bind(d, id, it->second);
+}
+
+// Which trained weights this rank holds: those its stages read (and, on
+// stage device 0, those no stage reads, which step on zero gradients); a
+// weight read on several devices (GPT-2's tied embedding and head) is
+// written, and counted in the norm, by the first.
+void PipelineTrainer::choose_rank_weights(const Programs& prog) {
+  RankUpdate& u = *rank_update_;
+  const Graph& traced = prog.global;
+  for (int id : traced.parameters()) {
+    const std::string& name = traced.node(id).leaf().name;
+    if (model_.non_trainable_.count(name)) continue;
+    std::vector<int> devices;
+    for (size_t s = 0; s < prog.stages.size(); ++s)
+      if (prog.stages[s].forward.local.count(id)) devices.push_back(int(s) % shape_.stages);
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    if (devices.empty()) devices.push_back(0);
+    if (devices.front() == device_) u.written.insert(name);
+    if (!std::count(devices.begin(), devices.end(), device_)) continue;
+    u.weights.push_back(name);
+    if (devices.size() > 1) u.shared[name] = devices;
+  }
+  model_.store_.write_only(u.written);
+}
+
+// The program adding each held weight's gradient over this rank's stages
+// (in stage order) into its block in the weight's layout: the partial sums
+// over a data axis reduced once.
+void PipelineTrainer::build_reduce() {
+  RankUpdate& u = *rank_update_;
+  Graph g;
+  std::map<int, Sharding> layouts;
+  SumReads reads;
+  std::vector<std::pair<int, std::string>> targets;
+  for (const std::string& name : u.weights) {
+    const Shape& shape = model_.store_.shape({name, ""});
+    const Value grad = summed_over_stages(g, name, layouts, reads);
+    if (!grad.valid()) continue;  // no stage reads it: its gradient stays zero
+    const Value target = g.input("pipe.reduced." + name, shape);
+    layouts[target.id] = weight_layout(name);
+    g.add(Op::Accumulate, {target, grad});
+    targets.emplace_back(target.id, name);
+  }
+  u.reduce = compile(std::move(g), {}, {}, layouts);
+  bind_reads(*u.reduce, reads);
+  for (const auto& [input, name] : targets) bind_reduced(*u.reduce, input, name);
+}
+
+// The sum of the squares of the gradients this rank counts (the weights it
+// writes), for the global norm.
+void PipelineTrainer::build_norm() {
+  RankUpdate& u = *rank_update_;
+  Graph g;
+  std::map<int, Sharding> layouts;
+  std::vector<Value> grads;
+  std::vector<std::string> names;
+  for (const std::string& name : u.weights) {
+    if (!u.written.count(name)) continue;
+    grads.push_back(g.input("pipe.reduced." + name, model_.store_.shape({name, ""})));
+    layouts[grads.back().id] = weight_layout(name);
+    names.push_back(name);
+  }
+  if (grads.empty()) return;
+  const Value sumsq = Optimizer::sum_of_squares(g, grads, grads);
+  u.norm = compile(std::move(g), {sumsq.id}, {}, layouts);
+  for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.norm, grads[k].id, names[k]);
+}
+
+// The optimizer's step on this rank's weights, clipping by the squared norm
+// every stage's ranks summed. Every weight's state is declared (none made)
+// so that a checkpoint names them all.
+void PipelineTrainer::build_rank_step() {
+  RankUpdate& u = *rank_update_;
+  const bool clips = model_.optimizer_->clipnorm > 0;
+  {
+    Graph all;
+    std::vector<Value> weights, grads;
+    for (const std::string& name : model_.store_.weight_paths()) {
+      if (model_.non_trainable_.count(name)) continue;
+      weights.push_back(all.parameter(name, model_.store_.shape({name, ""})));
+      grads.push_back(all.input("grad." + name, weights.back().shape()));
+    }
+    model_.optimizer_->append_update(all, weights, grads);
+    model_.declare_state(all, {});
+  }
+  Graph g;
+  std::vector<Value> weights, grads;
+  std::map<int, int> like;
+  for (const std::string& name : u.weights) {
+    weights.push_back(g.parameter(name, model_.store_.shape({name, ""})));
+    grads.push_back(g.input("pipe.reduced." + name, weights.back().shape()));
+    like[grads.back().id] = weights.back().id;
+  }
+  const Value sumsq = g.input("pipe.sumsq", {});
+  if (clips)
+    model_.optimizer_->append_update(g, weights, grads, sumsq);
+  else
+    model_.optimizer_->append_update(g, weights, grads);
+  model_.declare_state(g, {});
+  u.update = compile(std::move(g), {}, like, {{sumsq.id, Sharding::replicated(0)}});
+  for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.update, grads[k].id, u.weights[k]);
+  // A replicated scalar: every device reads the one written each step.
+  if (used(*u.update, sumsq.id))
+    for (int d : u.update->devices()) u.update->bind(d, sumsq.id, u.sumsq);
+}
+
+// Sums the reduced gradients of weights read on several devices between
+// their ranks (each sends its block to the others and adds theirs in device
+// order, so every one holds the same bits).
+void PipelineTrainer::exchange_shared() {
+  RankUpdate& u = *rank_update_;
+  int tag = kExchangeTag;
+  for (const auto& [name, devices] : u.shared) {
+    Tensor& mine = u.reduced.at(name);
+    for (int d : devices)
+      if (d != device_) send_tensor(*mpi_, mine, pipe_ranks_[d], tag);
+    Tensor sum(mine.shape());
+    for (int d : devices)
+      add_into(sum, d == device_
+                        ? mine
+                        : recv_tensor(*mpi_, mine.shape(), DType::F32, pipe_ranks_[d], tag));
+    std::copy_n(sum.f32(), sum.numel(), mine.f32());
+    ++tag;
+  }
+}
+
+// The update under mpirun: each rank reduces its stages' gradients, sums
+// those of shared weights with the other readers', adds its share of the
+// squared norm to every stage's (over the pipe axis) and updates its own
+// weights.
+void PipelineTrainer::update_on_ranks(const Programs& prog, const StepContext& ctx) {
+  if (!rank_update_) {
+    rank_update_ = std::make_unique<RankUpdate>();
+    choose_rank_weights(prog);
+    build_reduce();
+    if (model_.optimizer_->clipnorm > 0) build_norm();
+    build_rank_step();
+  }
+  RankUpdate& u = *rank_update_;
+  StepContext first = ctx;
+  first.microbatch = 0;  // the reduced gradients are written afresh
+  u.reduce->run(first);
+  exchange_shared();
+  if (model_.optimizer_->clipnorm > 0) {
+    float sumsq = 0;
+    if (u.norm) {
+      u.norm->run(ctx);
+      sumsq = u.norm->output(0).item();
+    }
+    mpi_->all_reduce(&sumsq, 1, ReduceOp::Sum, pipe_group_);
+    u.sumsq.f32()[0] = sumsq;
+  }
+  u.update->run(ctx);
 }
 
 // The optimizer's step on the summed gradients: one program over every
 // trained weight in the traced step's order (the clip norm sums them as one
 // device's step does; a weight no stage differentiates steps on a zero
-// gradient, as there), on the model's own weights and state.
-void PipelineTrainer::apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
-                                   const StepContext& ctx) {
+// gradient, as there), on the model's own weights and state. It reads each
+// stage's sums where the backward programs left them, adds a weight's over
+// the stages that read it (in stage order) and reduces partial sums once.
+void PipelineTrainer::apply_update(const Graph& traced, const StepContext& ctx) {
   if (!update_) {
     update_ = std::make_unique<Update>();
     Graph g;
     std::vector<Value> weights, grads;
-    std::map<int, int> like;  // each gradient laid out as its weight
+    std::map<int, int> like;          // a zero gradient laid out as its weight
+    std::map<int, Sharding> layouts;  // a stage's sum as the stage leaves it
+    SumReads reads;
     for (int id : traced.parameters()) {
       const Node& n = traced.node(id);
-      if (model_.non_trainable_.count(n.leaf().name)) continue;
-      weights.push_back(g.parameter(n.leaf().name, n.shape));
-      grads.push_back(g.input("grad." + n.leaf().name, n.shape));
-      update_->gradient_input[n.leaf().name] = grads.back().id;
-      like[grads.back().id] = weights.back().id;
+      const std::string& name = n.leaf().name;
+      if (model_.non_trainable_.count(name)) continue;
+      weights.push_back(g.parameter(name, n.shape));
+      Value grad = summed_over_stages(g, name, layouts, reads);
+      if (!grad.valid()) {
+        grad = g.input("grad." + name, n.shape);
+        like[grad.id] = weights.back().id;
+        update_->zeros.push_back(grad.id);
+      }
+      grads.push_back(grad);
     }
     model_.optimizer_->append_update(g, weights, grads);
     model_.declare_state(g, {});
-    update_->step = compile(std::move(g), {}, like);
-  }
-  for (const auto& [name, id] : update_->gradient_input) {
-    auto [it, fresh] = gradients.try_emplace(name);
-    if (fresh) it->second = Tensor::zeros(update_->step->graph().node(id).shape);
-    bind_if_used(*update_->step, id, it->second);
+    update_->step = compile(std::move(g), {}, like, layouts);
+    for (const auto& [input, name, s] : reads) bind_sums(*update_->step, {input}, {name}, s);
+    for (int id : update_->zeros)
+      bind_if_used(*update_->step, id, Tensor::zeros(update_->step->graph().node(id).shape));
   }
   update_->step->run(ctx);
 }

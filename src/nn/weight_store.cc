@@ -210,7 +210,9 @@ WeightStore::Snapshot WeightStore::snapshot(bool include_slots) {
     Snapshot::Entry s;
     s.shape = e.shape;
     s.blocks.resize(snap.mesh.size());
-    if (on_mesh() && !e.blocks.empty()) {
+    if (written_ && !written_->count(key.weight)) {
+      s.layout = Sharding::replicated(static_cast<int>(e.shape.size()));  // another rank's
+    } else if (on_mesh() && !e.blocks.empty()) {
       s.layout = *e.layout;
       for (const auto& [d, b] : e.blocks)
         if (writes_block(s.layout, d)) s.blocks[d] = b.clone();

@@ -19,21 +19,41 @@ double Optimizer::slot_initial_value(const std::string&) const {
   return 0.0;
 }
 
+Value Optimizer::sum_of_squares(Graph& g, const std::vector<Value>& params,
+                                const std::vector<Value>& grads) {
+  AS_CHECK(!grads.empty() && params.size() == grads.size(),
+           "optimizer: parameters and gradients differ in number");
+  // Each parameter's share of the work belongs to its block (Node::block).
+  g.set_block(params[0].node().block);
+  Value sumsq = g.add(Op::SumSquares, {grads[0]});
+  for (size_t i = 1; i < grads.size(); ++i) {
+    g.set_block(params[i].node().block);
+    sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
+  }
+  g.set_block(-1);
+  return sumsq;
+}
+
 std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
                                                const std::vector<Value>& grads) const {
   AS_CHECK(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
-  Value scale = ops::constant(g, {}, 1.0);
-  if (clipnorm > 0 && !grads.empty()) {
-    // Each parameter's share of the work belongs to its block (Node::block).
-    g.set_block(params[0].node().block);
-    Value sumsq = g.add(Op::SumSquares, {grads[0]});
-    for (size_t i = 1; i < grads.size(); ++i) {
-      g.set_block(params[i].node().block);
-      sumsq = sumsq + g.add(Op::SumSquares, {grads[i]});
-    }
-    g.set_block(-1);
-    scale = g.add(Op::ClipScale, {sumsq}, ClipAttrs{clipnorm});
-  }
+  const Value one = ops::constant(g, {}, 1.0);
+  Value sumsq;
+  if (clipnorm > 0 && !grads.empty()) sumsq = sum_of_squares(g, params, grads);
+  return update_all(g, params, grads, one, sumsq);
+}
+
+std::vector<SlotSpec> Optimizer::append_update(Graph& g, const std::vector<Value>& params,
+                                               const std::vector<Value>& grads, Value sumsq) const {
+  AS_CHECK(params.size() == grads.size(), "optimizer: parameters and gradients differ in number");
+  return update_all(g, params, grads, ops::constant(g, {}, 1.0), sumsq);
+}
+
+std::vector<SlotSpec> Optimizer::update_all(Graph& g, const std::vector<Value>& params,
+                                            const std::vector<Value>& grads, Value one,
+                                            Value sumsq) const {
+  Value scale = one;
+  if (clipnorm > 0 && sumsq.valid()) scale = g.add(Op::ClipScale, {sumsq}, ClipAttrs{clipnorm});
   std::vector<SlotSpec> slots;
   for (size_t i = 0; i < params.size(); ++i) {
     g.set_block(params[i].node().block);

@@ -20,9 +20,9 @@ CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs)
 }
 
 CompiledStep::CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMesh& mesh,
-                           const PartitionRequest& request)
+                           const PartitionRequest& request, const MeshPlacement* placement)
     : graph_(std::move(graph)), outputs_(std::move(outputs)) {
-  sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, outputs_);
+  sharded_ = std::make_unique<ShardedExecutor>(graph_, mesh, request, outputs_, placement);
   devices_ = sharded_->devices();
   updates_ = updates_weights(graph_);
 }

@@ -14,12 +14,40 @@
 
 namespace autoshard {
 
+namespace {
+
+// Per node, the sum it runs fused into (BufferPlan::fused_sum): an
+// accumulate op's value made by an op whose kernel can add into its output,
+// read by nothing else and not an output, where the sum is a leaf that
+// nothing else reads (so no reader sees it half-updated).
+std::vector<int> fused_sums(const Graph& graph, const std::vector<bool>& live,
+                            const std::vector<int>& outputs) {
+  const int n = graph.size();
+  std::vector<int> readers(n, 0), fused(n, -1);
+  for (int i = 0; i < n; ++i)
+    if (live[i])
+      for (int in : graph.node(i).inputs) ++readers[in];
+  for (int o : outputs) ++readers[o];
+  for (int i = 0; i < n; ++i) {
+    const Node& acc = graph.node(i);
+    if (!live[i] || acc.op != Op::Accumulate) continue;
+    const int sum = acc.inputs[0], value = acc.inputs[1];
+    if (sum != value && graph.node(sum).is_leaf() && readers[sum] == 1 && readers[value] == 1 &&
+        op_def(graph.node(value).op).accumulates)
+      fused[value] = sum;
+  }
+  return fused;
+}
+
+}  // namespace
+
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   const int n = graph.size();
   BufferPlan plan;
   const std::vector<bool> live = live_nodes(graph, outputs);
   for (int i = 0; i < n; ++i)
     if (live[i]) plan.schedule.push_back(i);
+  plan.fused_sum = fused_sums(graph, live, outputs);
 
   // Liveness: a buffer is free once the last reader of every value that
   // shares it (reshape views) has run. Outputs live forever.
@@ -44,7 +72,7 @@ BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   std::vector<Lifetime> values;
   for (int i : plan.schedule) {
     const Node& node = graph.node(i);
-    if (node.is_leaf() || root[i] != i) continue;
+    if (node.is_leaf() || root[i] != i || plan.fused_sum[i] >= 0) continue;
     const size_t bytes = std::max<size_t>(4, numel(node.shape) * dtype_size(node.dtype));
     values.push_back({(bytes + 3) / 4 * 4, i, std::max(last[i], i), i});
   }
@@ -138,7 +166,9 @@ void Executor::set_tracer(Tracer* tracer, int device, const std::vector<std::str
 
 void Executor::run(const StepContext& step) {
   if (!allocated_) allocate();
-  KernelContext ctx{step.step, step.lr, comm_, groups_};
+  KernelContext ctx{step.step, step.lr, comm_, groups_, step.microbatch};
+  KernelContext accumulating = ctx;
+  accumulating.accumulate = true;
   std::vector<OpSpan> spans;
   std::vector<LaneSpan> lane;  // the buckets' reductions, when tracing
   if (tracer_) {
@@ -163,12 +193,17 @@ void Executor::run(const StepContext& step) {
       values_[i] = values_[node.inputs[0]].reshaped(node.shape);
       if (!(def.mutates & 1)) continue;  // a view; an update in place runs below
     }
+    // A product fused into its sum writes there: the first micro-batch
+    // starts the sum, later ones add to it.
+    const int sum = plan_.fused_sum[i];
+    if (sum >= 0) values_[i] = values_[sum];
+    const KernelContext& run_ctx = sum >= 0 && step.microbatch > 0 ? accumulating : ctx;
     if (!profile_ && !tracer_) {
-      def.kernel(node, in_ptrs_[i], values_[i], ctx);
+      def.kernel(node, in_ptrs_[i], values_[i], run_ctx);
       continue;
     }
     const int64_t t0 = Tracer::now_ns();
-    def.kernel(node, in_ptrs_[i], values_[i], ctx);
+    def.kernel(node, in_ptrs_[i], values_[i], run_ctx);
     const int64_t t1 = Tracer::now_ns();
     if (tracer_) spans.push_back({i, t0, t1});
     if (profile_) {

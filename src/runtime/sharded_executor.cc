@@ -12,16 +12,30 @@
 
 namespace autoshard {
 
+namespace {
+std::vector<int> devices_of(const DeviceMesh& mesh, const MeshPlacement* placement) {
+  if (placement) return {placement->device};
+  return World::process().local_devices(mesh);
+}
+}  // namespace
+
 ShardedExecutor::ShardedExecutor(const Graph& graph, const DeviceMesh& mesh,
-                                 const PartitionRequest& request, const std::vector<int>& outputs)
-    : devices_(World::process().local_devices(mesh)),
-      partition_(autoshard::partition(graph, mesh, request, outputs, devices_)) {
-  if (World::process().distributed())
+                                 const PartitionRequest& request, const std::vector<int>& outputs,
+                                 const MeshPlacement* placement)
+    : devices_(devices_of(mesh, placement)),
+      partition_(autoshard::partition(graph, mesh, request, outputs, devices_)),
+      placement_(placement) {
+  if (placement)
+    AS_CHECK(placement->comm && int(placement->groups.size()) >= mesh.rank(),
+             "internal: a placement without a communicator or a group per axis");
+  else if (World::process().distributed())
     mpi_ = std::make_unique<MpiCommunicator>(mesh);
   else
     world_ = std::make_unique<ThreadWorld>(mesh);
   executors_.resize(mesh.size());
-  for (int d = 0; d < mesh.size(); ++d) groups_.push_back(mesh_groups(mesh, d));
+  for (int d = 0; d < mesh.size(); ++d)
+    groups_.push_back(placement && d == placement->device ? placement->groups
+                                                          : mesh_groups(mesh, d));
   const OverlapOptions& overlap = overlap_options();
   for (int d : devices_) {
     executors_[d] = std::make_unique<Executor>(partition_.local[d], partition_.outputs[d]);
@@ -38,14 +52,14 @@ void ShardedExecutor::bind(int device, int global_id, const Tensor& block) {
 
 void ShardedExecutor::run(const StepContext& ctx) {
   const int cores = machine_cores();
-  if (mpi_) {
+  if (mpi_ || placement_) {
     // Share this machine's cores between the ranks running on it.
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const int share = std::max(1, cores / std::max(1, local ? std::atoi(local) : 1));
     openblas_set_num_threads(share);
     set_intra_op_threads(share);
     Executor& e = *executors_[devices_[0]];
-    e.set_communicator(mpi_.get(), &groups_[devices_[0]]);
+    e.set_communicator(placement_ ? placement_->comm : mpi_.get(), &groups_[devices_[0]]);
     e.set_profile(profile_);
     e.set_tracer(tracer_, devices_[0], &mesh().axis_names());
     e.run(ctx);

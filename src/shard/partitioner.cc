@@ -271,7 +271,10 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
     p.sharding[i] = it == request.leaves.end() ? Sharding::replicated(n.shape.size()) : it->second;
     p.sharding[i].validate(mesh, static_cast<int>(n.shape.size()),
                            "layout of '" + n.leaf().key() + "'");
-    AS_CHECK(p.sharding[i].partial.empty(), "layout of '", n.leaf().key(), "' cannot be partial");
+    // An input may hold partial sums (a gradient summed over micro-batches,
+    // reduced once by the step that reads it); a weight holds its value.
+    AS_CHECK(p.sharding[i].partial.empty() || n.op == Op::Input, "layout of '", n.leaf().key(),
+             "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);
   // Sequence dimensions: tied to dimension 1 of a [batch, sequence] input.

@@ -63,21 +63,53 @@ for case in "3 model=3" "4 data=2,model=2"; do
   fi
 done
 
-# Pipeline stages as ranks: each rank runs one stage (activations and
-# gradients over MPI point to point), with the in-process pipeline's losses,
-# which are one device's (tests/pipeline_test.cc).
-for case in "2 pipe=2 1f1b tiny 1" "3 pipe=3 gpipe mini 1" "2 pipe=2 interleaved mini 2"; do
-  read -r np mesh schedule model chunks <<<"$case"
+# Pipeline stages as ranks, with the in-process pipeline's losses (which are
+# one device's, tests/pipeline_test.cc): each rank one device of one stage
+# (stage p is ranks p n .. p n + n - 1, n devices inside a stage; pipe-only
+# meshes n = 1), holding that stage's weights only; activations and
+# gradients over MPI point to point.
+for case in "2 pipe=2 1f1b tiny 1 4" "3 pipe=3 gpipe mini 1 4" "2 pipe=2 interleaved mini 2 4" \
+            "4 data=2,pipe=2 1f1b tiny 1 2" "4 pipe=2,model=2 gpipe mini 1 2" \
+            "4 data=2,pipe=2 interleaved mini 2 2"; do
+  read -r np mesh schedule model chunks microbatches <<<"$case"
   pipe_args="train --model $model --batch 6 --seq 16 --steps 4 --sample 0 --lr 3e-3 --overwrite \
-    --mesh $mesh --microbatches 4 --pipe-schedule $schedule --virtual-stages $chunks"
+    --mesh $mesh --microbatches $microbatches --pipe-schedule $schedule --virtual-stages $chunks"
   $cli $pipe_args --log "$work/threads.jsonl" >/dev/null 2>&1
   if timeout 120 mpirun -np "$np" "$cli" $pipe_args --log "$work/mpi.jsonl" >"$work/out" 2>&1 &&
      same_losses "$work/mpi.jsonl" "$work/threads.jsonl"; then
     pass "mpirun -np $np --mesh $mesh ($schedule) matches in-process stages"
   else
-    fail "pipeline on mpirun -np $np --mesh $mesh"; cat "$work/out"
+    fail "pipeline on mpirun -np $np --mesh $mesh ($schedule)"; cat "$work/out"
   fi
 done
+
+# A pipeline on too few ranks, or saving a model no rank holds whole: one
+# error line (on each rank), before any training.
+if ! timeout 60 mpirun -np 3 "$cli" train --model tiny --steps 1 --mesh data=2,pipe=2 >"$work/out" 2>&1 &&
+   grep -q 'start one rank per device (mpirun -np 4)' "$work/out" &&
+   ! timeout 60 mpirun -np 2 "$cli" train --model tiny --steps 1 --mesh pipe=2 --save "$work/saved" \
+     >"$work/out2" 2>&1 && grep -q -- '--save with a pipe axis under mpirun' "$work/out2"; then
+  pass "a pipeline's bad rank count or --save under mpirun is one error"
+else
+  fail "pipeline bad input under mpirun"; cat "$work/out" "$work/out2"
+fi
+
+# Memory per rank shrinks with the stages: on a model whose 8 blocks hold
+# nearly all its weights, rank 0 (stage 0) of pipe=4 peaks well below rank
+# 0 of pipe=2 (each rank holds its stage's weights, gradients and state).
+echo '{"model_type": "gpt2", "n_layer": 8, "n_head": 8, "n_embd": 512, "vocab_size": 256,
+       "n_positions": 16}' >"$work/deep.json"
+peak() { grep -o '"peak_rss_bytes":[0-9]*' "$1" | tail -n 1 | cut -d: -f2; }
+deep_args="train --model $work/deep.json --batch 4 --seq 16 --steps 2 --sample 0 --overwrite"
+if timeout 180 mpirun -np 2 "$cli" $deep_args --mesh pipe=2 --log "$work/p2.jsonl" >"$work/out" 2>&1 &&
+   timeout 180 mpirun -np 4 "$cli" $deep_args --mesh pipe=4 --log "$work/p4.jsonl" >>"$work/out" 2>&1 &&
+   awk -v two="$(peak "$work/p2.jsonl")" -v four="$(peak "$work/p4.jsonl")" \
+     'BEGIN { print "rank 0 peak: pipe=2 " two / 2^20 " MiB, pipe=4 " four / 2^20 " MiB";
+              exit !(two > 0 && four < 0.8 * two) }'; then
+  pass "a rank holds its stage's weights only (rank 0's peak falls with more stages)"
+else
+  fail "memory per rank with stages"; cat "$work/out"
+fi
 
 # A checkpoint saved by 2 ranks running stages resumes in-process on
 # model=2 where the uninterrupted one-device run is (a constant learning
@@ -93,6 +125,20 @@ if timeout 120 mpirun -np 2 "$cli" $const_args --steps 2 --mesh pipe=2 \
   pass "a checkpoint of stages on 2 ranks resumes on model=2"
 else
   fail "pipeline checkpoint under mpirun"; cat "$work/out"
+fi
+
+# The same from 4 ranks of data=2,pipe=2, each writing only its stage's
+# blocks (the tied embedding once): resumed in-process on model=2; and the
+# default sample is skipped with a note (no rank holds the whole model).
+if timeout 120 mpirun -np 4 "$cli" ${const_args/--sample 0/--sample 10} --steps 2 --mesh data=2,pipe=2 \
+     --checkpoint-dir "$work/pipe4-ckpt" >"$work/out" 2>&1 &&
+   [ "$(grep -c '^no sample: ' "$work/out")" = 1 ] &&
+   $cli $const_args --steps 4 --mesh model=2 --resume --checkpoint-dir "$work/pipe4-ckpt" \
+     --log "$work/pipe4-resumed.jsonl" >>"$work/out" 2>&1 &&
+   same_losses "$work/pipe4-resumed.jsonl" "$work/last2.jsonl"; then
+  pass "a checkpoint of data=2,pipe=2 on 4 ranks resumes on model=2"
+else
+  fail "data=2,pipe=2 checkpoint under mpirun"; cat "$work/out"
 fi
 
 # AutoShard's plan on 3 ranks moves splits between dimensions with

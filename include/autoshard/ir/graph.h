@@ -82,6 +82,8 @@ enum class Op : uint8_t {
   Pad,             // PadAttrs: zeros before and after each dim (negative: cropped)
   AdamUpdate,      // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
   SgdUpdate,       // SgdAttrs: (p, g, buf, scale) updates p, buf in place
+  Accumulate,      // (sum, g) adds g into sum in place -> sum; a step's first micro-batch
+                   //   (StepContext::microbatch 0) writes g (gradient accumulation)
   // Partitioned programs only (inserted by the partitioner, never differentiated):
   AllReduce,      // AllReduceAttrs
   AllGather,      // SplitAttrs

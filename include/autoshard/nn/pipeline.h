@@ -29,19 +29,25 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "autoshard/comm/communicator.h"
 #include "autoshard/nn/pipe_schedule.h"
+#include "autoshard/tensor/sharding.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard {
 
 class Communicator;
+struct CollectiveRecord;
 class CompiledStep;
 class Graph;
+struct Value;
 class Model;
 class ThreadWorld;
+struct MeshPlacement;
 struct StagePrograms;
 struct StepContext;
 
@@ -63,32 +69,77 @@ class PipelineTrainer {
   // Per device, the most passes it held between forward and backward at
   // once in the last step (at most in_flight(shape, device) x v).
   const std::vector<int64_t>& peak_in_flight() const { return peak_in_flight_; }
+  // The collectives of (virtual) stage `stage`'s backward program for the
+  // first step's first micro-batch, as its device 0 runs them (none on one
+  // device): gradients are summed in place, so a data axis reduces nothing
+  // there (the update reduces once per step).
+  std::vector<CollectiveRecord> backward_collectives(int stage) const;
 
  private:
   struct Programs;
   struct Step;
+  // A stage's gradients of one weight summed over a step's micro-batches,
+  // in the layout its backward program leaves them (partial sums over a
+  // data axis included: the update reduces them once), a block per device.
+  struct GradientSum {
+    Sharding layout;
+    std::map<int, Tensor> blocks;  // by in-stage device
+  };
   // Values a stage received for a micro-batch, kept from its forward pass
   // to its backward pass: by (stage, micro-batch).
   using Held = std::map<std::pair<int, int64_t>, std::vector<Tensor>>;
   void run_device(int device, Communicator& comm, Step& step);
   void forward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
   void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
-  void share_across_ranks(Step& step, std::map<std::string, Tensor>& gradients);
+  void place_on_ranks();
+  int peer(int stage) const;
+  bool runs(int stage) const;
+  void share_losses(Step& step);
+  struct RankUpdate;
+  Sharding weight_layout(const std::string& name) const;
+  void bind_reduced(CompiledStep& step, int id, const std::string& name);
+  void choose_rank_weights(const Programs& prog);
+  void build_reduce();
+  void build_norm();
+  void build_rank_step();
+  void exchange_shared();
+  void update_on_ranks(const Programs& prog, const StepContext& ctx);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
   void differentiate(StagePrograms& sp, const Graph& traced, double weight, int stage);
-  void apply_update(const Graph& traced, std::map<std::string, Tensor>& gradients,
-                    const StepContext& ctx);
+  std::vector<Sharding> gradient_layouts(const StagePrograms& sp);
+  std::map<int, Sharding> add_into_sums(StagePrograms& sp, int stage);
+  void bind_sums(CompiledStep& step, const std::vector<int>& ids,
+                 const std::vector<std::string>& weights, int stage);
+  using SumReads = std::vector<std::tuple<int, std::string, int>>;  // (input, weight, stage)
+  Value summed_over_stages(Graph& g, const std::string& name, std::map<int, Sharding>& layouts,
+                           SumReads& reads);
+  void bind_reads(CompiledStep& step, const SumReads& reads);
+  void apply_update(const Graph& traced, const StepContext& ctx);
+  // A program on the model's mesh: inputs laid out as the weights in `like`
+  // (input -> weight) or as `layouts` say, the model's weights bound.
   std::unique_ptr<CompiledStep> compile(Graph graph, const std::vector<int>& outputs,
-                                        const std::map<int, int>& like = {});
+                                        const std::map<int, int>& like = {},
+                                        const std::map<int, Sharding>& layouts = {});
 
   Model& model_;
   PipelineShape shape_;
   std::vector<int64_t> stage_blocks_, peak_in_flight_;
   std::vector<std::unique_ptr<Programs>> cache_;
+  // Per (virtual) stage: each weight's gradients summed over a step's
+  // micro-batches (the backward programs add into them, the update reads).
+  std::vector<std::map<std::string, GradientSum>> sums_;
   struct Update;
   std::unique_ptr<Update> update_;
   std::unique_ptr<ThreadWorld> world_;  // in-process: one rank per stage
-  std::unique_ptr<Communicator> mpi_;   // under mpirun: this rank's stage
+  // Under mpirun: the ranks (pipe x the mesh inside the stages), this rank's
+  // stage device and device inside the stages, its programs' placement,
+  // its update. In-process: device_ -1 (every one), pipe_ranks_ 0 .. P - 1.
+  std::unique_ptr<Communicator> mpi_;
+  std::vector<int> pipe_ranks_;  // per stage device: the rank with this one's device inside
+  int device_ = -1, in_stage_ = 0;
+  CommGroup pipe_group_;
+  std::unique_ptr<MeshPlacement> placement_;
+  std::unique_ptr<RankUpdate> rank_update_;
 };
 
 }  // namespace autoshard

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,11 @@ class WeightStore {
     std::map<std::string, Entry> entries;  // by StateKey::str()
   };
   Snapshot snapshot(bool include_slots);
+  // Pipeline stages on ranks: this process's snapshots hold blocks only of
+  // `weights` (and their slots), the others being held and written by the
+  // ranks of another stage (none is made here for a snapshot); every value
+  // is still named, with its shape.
+  void write_only(std::set<std::string> weights) { written_ = std::move(weights); }
   // Of the devices holding the same block of a value, the one at coordinate
   // 0 of every axis that does not split it writes it (saves, assembly).
   bool writes_block(const Sharding& layout, int device) const;
@@ -106,6 +112,7 @@ class WeightStore {
   std::vector<int> local_devices_{0};
   std::map<StateKey, Entry> entries_;
   std::vector<std::string> weight_order_;
+  std::optional<std::set<std::string>> written_;  // write_only's, if set
 };
 
 }  // namespace autoshard

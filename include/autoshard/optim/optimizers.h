@@ -25,6 +25,13 @@ class Optimizer {
   // created (all start at zero).
   std::vector<SlotSpec> append_update(Graph& g, const std::vector<Value>& params,
                                       const std::vector<Value>& grads) const;
+  // The same, clipping by `sumsq`, the squared global norm computed
+  // elsewhere (a pipeline's stages on other ranks hold other gradients).
+  std::vector<SlotSpec> append_update(Graph& g, const std::vector<Value>& params,
+                                      const std::vector<Value>& grads, Value sumsq) const;
+  // The sum of the gradients' squares, as the clip norm adds it up.
+  static Value sum_of_squares(Graph& g, const std::vector<Value>& params,
+                              const std::vector<Value>& grads);
   double learning_rate = 1e-3;
   double clipnorm = 0;  // > 0: clip the global gradient norm to this
   // When set, the learning rate of each 1-based step (Keras's
@@ -40,6 +47,11 @@ class Optimizer {
                           std::vector<SlotSpec>& slots) const = 0;
   static Value slot(Graph& g, const std::string& slot_name, Value param,
                     std::vector<SlotSpec>& slots);
+
+ private:
+  // Every parameter's update, scaled by the clip of `sumsq` (or by `one`).
+  std::vector<SlotSpec> update_all(Graph& g, const std::vector<Value>& params,
+                                   const std::vector<Value>& grads, Value one, Value sumsq) const;
 };
 
 struct SGDOptions {

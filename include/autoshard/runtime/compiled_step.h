@@ -24,7 +24,7 @@ class CompiledStep {
   // A mesh: the graph partitioned with `request`; this process runs its
   // own devices (all of them in-process, its rank under mpirun).
   CompiledStep(Graph graph, std::vector<int> outputs, const DeviceMesh& mesh,
-               const PartitionRequest& request);
+               const PartitionRequest& request, const MeshPlacement* placement = nullptr);
 
   const Graph& graph() const { return graph_; }
   bool sharded() const { return sharded_ != nullptr; }

@@ -31,6 +31,9 @@ struct OpProfile {
 struct StepContext {
   int64_t step = 1;  // 1-based optimizer step; also keys dropout masks
   double lr = 0;
+  // The micro-batch of a step that accumulates gradients over several (a
+  // pipeline's): on the first (0), accumulate ops start their sums afresh.
+  int64_t microbatch = 0;
 };
 
 // Where each value of a Graph lives: the nodes to run (what the outputs and
@@ -38,8 +41,13 @@ struct StepContext {
 // value's last reader has run. Planned without allocating anything.
 struct BufferPlan {
   std::vector<int> schedule;
-  std::vector<int> slot_of;        // per node: its buffer, or -1 (leaves, views)
+  std::vector<int> slot_of;        // per node: its buffer, or -1 (leaves, views, fused)
   std::vector<size_t> slot_bytes;  // per buffer
+  // Per node: the sum (a leaf) it adds itself into, fused with the
+  // accumulate op that alone reads it (OpDef::accumulates), or -1. A
+  // weight's gradient product so adds into its micro-batches' sum in place,
+  // with no buffer or pass of its own, as Megatron-LM fuses it.
+  std::vector<int> fused_sum;
   size_t total_bytes() const;
 };
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs);

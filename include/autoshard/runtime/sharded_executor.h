@@ -13,10 +13,23 @@
 
 namespace autoshard {
 
+// Where a partitioned program runs when its mesh is part of the world's
+// (a pipeline stage's ranks under mpirun): this process is device `device`
+// of the mesh, and its collectives go through `comm`, a communicator the
+// caller keeps, over `groups` (one per mesh axis, as mesh_groups orders
+// them).
+struct MeshPlacement {
+  Communicator* comm = nullptr;
+  std::vector<CommGroup> groups;
+  int device = 0;
+};
+
 class ShardedExecutor {
  public:
+  // `placement` (null: every device in-process, or the rank of a world of
+  // the mesh's size under mpirun) is kept by the caller.
   ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const PartitionRequest& request,
-                  const std::vector<int>& outputs);
+                  const std::vector<int>& outputs, const MeshPlacement* placement = nullptr);
   ShardedExecutor(const Graph& graph, const DeviceMesh& mesh, const std::map<int, Sharding>& leaves,
                   const std::vector<int>& outputs)
       : ShardedExecutor(graph, mesh, PartitionRequest{leaves, {}}, outputs) {}
@@ -40,6 +53,7 @@ class ShardedExecutor {
   Partition partition_;
   std::unique_ptr<ThreadWorld> world_;  // in-process devices
   std::unique_ptr<Communicator> mpi_;   // this rank, under mpirun
+  const MeshPlacement* placement_ = nullptr;
   std::vector<std::vector<CommGroup>> groups_;
   std::vector<std::unique_ptr<Executor>> executors_;
   OpProfile* profile_ = nullptr;

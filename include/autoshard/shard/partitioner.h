@@ -21,7 +21,9 @@ namespace autoshard {
 
 // The layouts a partition starts from.
 struct PartitionRequest {
-  std::map<int, Sharding> leaves;  // Parameter and Input ids (missing: replicated)
+  // Parameter and Input ids (missing: replicated); an Input's may be
+  // partial (each device binds its own part of a sum).
+  std::map<int, Sharding> leaves;
   // Ops whose strategy a planner fixed: the shardings of their inputs and
   // output (the rest follow their sharding rule).
   std::map<int, ShardDecision> decisions;

@@ -123,9 +123,10 @@ MatrixArg matrix_arg(const Group& rows, const Group& cols) {
   return {};
 }
 
-// Copies `src` (strides per letter) into a contiguous buffer ordered by `order`.
+// Copies `src` (strides per letter) into a contiguous buffer ordered by
+// `order` (adds into it with `add`).
 void gather_to(const float* src, const std::string& order, const std::map<char, int64_t>& size,
-               const std::map<char, int64_t>& src_stride, float* dst) {
+               const std::map<char, int64_t>& src_stride, float* dst, bool add = false) {
   const size_t r = order.size();
   std::vector<int64_t> n(r), st(r), idx(r, 0);
   int64_t total = 1;
@@ -136,7 +137,7 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
   }
   int64_t off = 0;
   for (int64_t k = 0; k < total; ++k) {
-    dst[k] = src[off];
+    dst[k] = add ? dst[k] + src[off] : src[off];
     for (size_t d = r; d-- > 0;) {
       off += st[d];
       if (++idx[d] < n[d]) break;
@@ -147,7 +148,7 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
 }
 
 void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
-                   const KernelContext&) {
+                   const KernelContext& ctx) {
   const EinsumAttrs& e = node.attr<EinsumAttrs>();
   std::map<char, int64_t> size;
   for (size_t i = 0; i < e.a.size(); ++i) size[e.a[i]] = in[0]->shape()[i];
@@ -224,16 +225,19 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
     bsc[i] = c_stride.at(ch);
     batches *= bn[i];
   }
+  // Accumulating (a fused gradient sum): BLAS adds into the output, or the
+  // permuted product is added after.
+  const float beta = ctx.accumulate && c_copy.empty() ? 1.0f : 0.0f;
   if (M > 0 && N > 0) {
     int64_t oa = 0, ob = 0, oc = 0;
     for (int64_t t = 0; t < batches; ++t) {
       if (!c_transposed) {
         sgemm(ma.trans, mb.trans, M, N, K, a.data + oa, ma.ld, b.data + ob, mb.ld, c_data + oc,
-              mc.ld);
+              mc.ld, 1.0f, beta);
       } else {
         // C^T (N x M) = op(B)^T op(A)^T.
         sgemm(!mb.trans, !ma.trans, N, M, K, b.data + ob, mb.ld, a.data + oa, ma.ld, c_data + oc,
-              mc.ld);
+              mc.ld, 1.0f, beta);
       }
       for (size_t d = nb; d-- > 0;) {
         oa += bsa[d], ob += bsb[d], oc += bsc[d];
@@ -245,7 +249,7 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
   }
   if (!c_copy.empty()) {
     // Permute [batch, m, n] into the output's letter order.
-    gather_to(c_copy.data(), e.out, size, c_stride, out.f32());
+    gather_to(c_copy.data(), e.out, size, c_stride, out.f32(), ctx.accumulate);
   }
 }
 
@@ -355,7 +359,8 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .vjp = einsum_vjp,
                            .shard = einsum_rule,
                            .loops = einsum_loops,
-                           .cost = einsum_cost};
+                           .cost = einsum_cost,
+                           .accumulates = true};
 }
 
 }  // namespace autoshard

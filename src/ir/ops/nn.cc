@@ -339,8 +339,8 @@ ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
 }
 
 void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
-                        const KernelContext&) {
-  std::fill_n(out.f32(), out.numel(), 0.0f);
+                        const KernelContext& ctx) {
+  if (!ctx.accumulate) std::fill_n(out.f32(), out.numel(), 0.0f);
   const int64_t rows = out.shape()[0];
   const int64_t width = rows ? out.numel() / rows : 0;
   const ScatterAddAttrs& a = n.attr<ScatterAddAttrs>();
@@ -700,7 +700,8 @@ void register_nn_ops(std::vector<OpDef>& t) {
                                .localize = scatter_add_localize,
                                .loops = scatter_add_loops,
                                .linearity = Linearity::Second,
-                               .cost = scatter_cost};
+                               .cost = scatter_cost,
+                               .accumulates = true};
 }
 
 }  // namespace autoshard

@@ -134,6 +134,43 @@ void sgd_kernel(const Node& n, std::span<Tensor* const> in, Tensor&, const Kerne
   });
 }
 
+ShapeAndType accumulate_infer(const Graph& g, const Node& n) {
+  expect_inputs(n, 2);
+  AS_CHECK(input_dtype(g, n, 0) == DType::F32 && input_dtype(g, n, 1) == DType::F32 &&
+               input_shape(g, n, 0) == input_shape(g, n, 1),
+           "accumulate needs an f32 sum and an f32 value of its shape, got ",
+           shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, 1)));
+  return {input_shape(g, n, 0), DType::F32};
+}
+
+// Accumulate(sum, g): `out` is the sum's own storage (the op aliases input
+// 0). A step's first micro-batch starts the sum: no pass to zero it first.
+void accumulate_kernel(const Node&, std::span<Tensor* const> in, Tensor& out,
+                       const KernelContext& ctx) {
+  float* sum = out.f32();
+  const float* g = in[1]->f32();
+  if (sum == g) return;  // fused: g's producer added itself into the sum
+  const bool first = ctx.microbatch == 0;
+  parallel_for(out.numel(), kUpdateGrain, [=](int64_t b, int64_t e) {
+    if (first)
+      std::copy(g + b, g + e, sum + b);
+    else
+      for (int64_t i = b; i < e; ++i) sum[i] += g[i];
+  });
+}
+
+// The sum keeps its layout, partial sums included (a data-parallel
+// gradient summed over micro-batches stays partial until the step reduces
+// it once); the value comes to it. The value must be partial over at least
+// the sum's axes: a value is never made partial.
+ShardDecision accumulate_rule(const ShardQuery& q) {
+  return {{q.inputs[0], q.inputs[0]}, q.inputs[0]};
+}
+
+OpCost accumulate_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 1);
+}
+
 // Local sums of squares add up over the axes that split the tensor. Partial
 // sums must be reduced first; they are reduced to the layout the optimizer
 // update wants, so both share one collective.
@@ -226,6 +263,16 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                               .loops = update_loops,
                               .cost = sgd_cost,
                               .mutates = 0b101};
+  t[size_t(Op::Accumulate)] = {.name = "accumulate",
+                               .infer = accumulate_infer,
+                               .kernel = accumulate_kernel,
+                               .side_effect = true,
+                               .aliases_input = true,
+                               .shard = accumulate_rule,
+                               .loops = broadcast_loops,
+                               .linearity = Linearity::Sum,
+                               .cost = accumulate_cost,
+                               .mutates = 1};
 }
 
 }  // namespace autoshard
