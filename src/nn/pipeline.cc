@@ -334,8 +334,22 @@ void PipelineTrainer::place_on_ranks() {
   placement_ = std::make_unique<MeshPlacement>();
   placement_->comm = mpi_.get();
   placement_->device = in_stage_;
+  // The stage's groups as the mesh inside names them (its axis a is the full
+  // mesh's a + 1, its tuples the full mesh's shifted by one axis).
   const std::vector<CommGroup> groups = mesh_groups(full, rank);
-  placement_->groups.assign(groups.begin() + 1, groups.end());  // the axes inside, the world's
+  // Nothing in a stage uses the world's group, so the stage has none.
+  for (CommGroup inner : mesh_groups(inside, in_stage_)) {
+    if (inner.axis < 0) continue;
+    std::vector<int> members = axis_members(inner.axis);
+    for (int& a : members) ++a;
+    const int outer = is_tuple_axis(inner.axis) ? tuple_axis(members) : members.front();
+    const CommGroup* g = group_of_axis(groups, outer);
+    AS_CHECK(g != nullptr, "internal: mesh ", full.to_string(), " has no group for ",
+             full.axis_name(outer));
+    inner.id = g->id;
+    inner.ranks = g->ranks;
+    placement_->groups.push_back(std::move(inner));
+  }
   model_.store_.place_on(inside, {in_stage_});
 }
 
