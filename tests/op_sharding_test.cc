@@ -232,6 +232,28 @@ std::vector<OpCase> cases() {
          return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
                       AttentionAttrs{true, 0.5, 1, 3});
        }},
+      // dq, dk and dv in one pass, stacked (and padded: more keys than queries,
+      // dv narrower than dk), computing the statistics or reading them.
+      {Op::AttentionGrad,
+       {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{4, 5, 6, 2}}, {{4, 5, 6, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{true, 0.5, 4});
+       }},
+      {Op::AttentionGrad,  // grouped queries: dk and dv per query head, never partial
+       {{{4, 5, 2, 3, 3}}, {{4, 7, 2, 3}}, {{4, 7, 2, 2}}, {{4, 5, 2, 3, 2}}, {{4, 5, 2, 3, 2}}},
+       [](Graph& g, auto& x) {
+         Value stats = g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                             AttentionAttrs{false, 0.5, 3});
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4], stats},
+                      AttentionAttrs{false, 0.5, 4});
+       }},
+      {Op::AttentionGrad,  // a group of 2 split 3 ways, a sliding window of 3 keys
+       {{{4, 5, 2, 2, 3}}, {{4, 7, 2, 3}}, {{4, 7, 2, 2}}, {{4, 5, 2, 2, 2}}, {{4, 5, 2, 2, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::AttentionGrad, {x[0], x[1], x[2], x[3], x[4]},
+                      AttentionAttrs{true, 0.5, 4, 3});
+       }},
       {Op::Attention,  // queries at positions among the keys (generation)
        {{{4, 5, 6, 3}}, {{4, 7, 6, 3}}, {{4, 7, 6, 2}}, {{5}, K::Ids, 7}},
        [](Graph&, auto& x) { return ops::attention(x[0], x[1], x[2], x[3], 0.5); }},

@@ -66,8 +66,9 @@ enum class Op : uint8_t {
   SumSquares,              // sum of x^2 over all elements -> scalar
   ClipScale,               // ClipAttrs: (sumsq) -> min(1, max_norm / (sqrt(sumsq) + 1e-6))
   Attention,      // AttentionAttrs: (q [b,t,h,dk], k [b,s,h,dk], v [b,s,h,dv]) -> [b,t,h,dv]
-  AttentionGrad,  // AttentionAttrs: (q, k, v, out, dout[, stats]) -> d(q, k or v: attrs.wrt), or
-                  // (wrt 3) the softmax statistics the three read
+  AttentionGrad,  // AttentionAttrs: (q, k, v, out, dout[, stats]) -> d(q, k or v: attrs.wrt),
+                  // (wrt 3) the softmax statistics the gradients read, or (wrt 4) dq, dk and
+                  // dv in one pass, stacked [3, b, max(t, s), heads..., max(dk, dv)]
   Rotary,         // RotaryAttrs: (x [b, t, ..., d], positions [t] i32) -> x's shape
   CacheWrite,     // (cache [b, s, ...], rows [b, t, ...], positions [t] i32) writes
                   //   rows[:, i] into cache[:, positions[i]] in place -> the cache

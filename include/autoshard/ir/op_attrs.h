@@ -72,7 +72,7 @@ struct SoftmaxAttrs {
 struct AttentionAttrs {
   bool causal = false;  // query i sees keys up to i + (keys - queries)
   double scale = 1;     // scores = scale * q . k
-  int wrt = -1;         // AttentionGrad: the input differentiated (0 q, 1 k, 2 v), 3: statistics
+  int wrt = -1;  // AttentionGrad: the input differentiated (0 q, 1 k, 2 v), 3: statistics, 4: all
   // Sliding window (causal only): a query sees at most the last `window`
   // keys up to its own (Mistral's sliding_window); 0: all of them.
   int64_t window = 0;

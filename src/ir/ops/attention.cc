@@ -2,10 +2,13 @@
 // each batch and head, queries are taken kQ at a time and the keys visited kK
 // at a time with an online softmax (a running maximum and sum per query), so
 // the t x s scores never exist; a thread holds only kQ x kK tiles. The
-// gradient ops recompute the scores tile by tile from (q, k, v, out, dout),
-// one op per input differentiated (ops have one output). The softmax
-// statistics they all need (each query's log-sum-exp and dout . out) are one
-// op of their own (wrt 3), computed once and read by the three.
+// backward pass is two ops: the softmax statistics (each query's log-sum-exp
+// and dout . out; wrt 3, one product per tile), then dq, dk and dv in one
+// pass over the tiles (wrt 4, FlashAttention's backward: five products per
+// tile), returned stacked on a new leading axis, as an op has one output; the
+// vjp crops each gradient out of it. An op per gradient (wrt 0, 1, 2, each
+// recomputing the scores: eight products per tile for the three) is kept as
+// the fused pass's reference.
 //
 // The plain reference is the unfused graph (einsum, scale, softmax, einsum);
 // tests/attention_test.cc compares the two, values and gradients.
@@ -282,9 +285,39 @@ void grad_kv_head(const Head& h, Scratch& w, int wrt, float* grad, bool accumula
   }
 }
 
+// dq, and this query head's shares of dk and dv, in one pass: for each
+// block of keys, each block of queries that sees one of them gives P and dS
+// (tile_grads: two products), then dv += P^T dout, dk += scale dS^T q and
+// dq += scale dS k. Each gradient is summed in the order its own op sums it
+// (dq over key blocks, dk and dv over query blocks, both ascending). The
+// rows are `ld` apart; all three start zeroed.
+void grads_head(const Head& h, Scratch& w, float* dq, float* dk, float* dv, int64_t ld) {
+  for (int64_t j0 = 0; j0 < h.s; j0 += kK) {
+    for (int64_t i0 = 0; i0 < h.t; i0 += kQ) {
+      const int64_t ra = std::min(kQ, h.t - i0);
+      // The keys of the block some query of these sees: [j0, j0 + cb), or
+      // none (keys past a causal diagonal take no products).
+      const int64_t cb = std::min({kK, h.s - j0, h.visible_to_any(i0, ra) - j0});
+      if (cb <= 0 || h.first_of_any(i0, ra) >= j0 + cb) continue;
+      tile_grads(h, w, i0, ra, j0, cb, false);
+      gemm_acc(true, cb, h.dv, ra, 1.0f, w.probs.data(), kK, h.dout + i0 * h.ldo, h.ldo,
+               dv + j0 * ld, ld);
+      gemm_acc(true, cb, h.dk, ra, h.scale, w.dprobs.data(), kK, h.q + i0 * h.ldq, h.ldq,
+               dk + j0 * ld, ld);
+      gemm_acc(false, ra, h.dk, cb, h.scale, w.dprobs.data(), kK, h.k + j0 * h.ldk, h.ldk,
+               dq + i0 * ld, ld);
+    }
+  }
+}
+
 // The statistics op's last dimension: log-sum-exp, then dout . out.
 constexpr int64_t kStatistics = 2;
 constexpr int kWrtStatistics = 3;  // AttentionGrad's wrt for the statistics op
+// AttentionGrad's wrt for dq, dk and dv in one op, stacked: [3, b, L, heads...,
+// D], L = max(t, s) rows and D = max(dk, dv) columns (zeros beyond a
+// gradient's own), heads being q's (h, or kv and g: dk and dv per query head,
+// the vjp summing each group).
+constexpr int kWrtAll = 4;
 
 // Grouped-query attention: q [b, t, k, g, d] holds g query heads per key
 // and value head (k, v [b, s, k, d]); plain attention is g = 1. Query head
@@ -367,6 +400,21 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
     });
     return;
   }
+  if (wrt == kWrtAll) {
+    const int64_t rows = std::max(x.t, x.s), width = std::max(x.dk, x.dv);
+    const int64_t ld = x.query_heads() * width;
+    const int64_t plane = x.batch * rows * ld;
+    for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
+      const Head h = head_of(n, in, x, b, hq);
+      w.fit(h);
+      statistics(h, w);
+      float* dq = out.f32() + b * rows * ld + hq * width;
+      for (int64_t p = 0; p < 3; ++p)
+        for (int64_t i = 0; i < rows; ++i) std::fill_n(dq + p * plane + i * ld, width, 0.0f);
+      grads_head(h, w, dq, dq + plane, dq + 2 * plane, ld);
+    });
+    return;
+  }
   if (wrt == 0) {
     for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
       const Head h = head_of(n, in, x, b, hq);
@@ -421,14 +469,20 @@ ShapeAndType attention_infer(const Graph& g, const Node& n) {
   AS_CHECK(input_shape(g, n, 3) == out && input_shape(g, n, 4) == out,
            "attention_grad: out and dout must be ", shape_str(out));
   const int wrt = n.attr<AttentionAttrs>().wrt;
-  AS_CHECK(wrt >= 0 && wrt <= kWrtStatistics,
-           "attention_grad: wrt must be 0, 1, 2 (q, k, v) or 3 (the statistics)");
+  AS_CHECK(wrt >= 0 && wrt <= kWrtAll,
+           "attention_grad: wrt must be 0, 1, 2 (q, k, v), 3 (the statistics) or 4 (all three)");
   Shape stats = q;
   stats.back() = kStatistics;
-  AS_CHECK(!with_stats || (wrt < kWrtStatistics && input_shape(g, n, 5) == stats),
+  AS_CHECK(!with_stats || (wrt != kWrtStatistics && input_shape(g, n, 5) == stats),
            "attention_grad: the statistics input must be ", shape_str(stats),
-           " and only the q, k or v gradient reads it");
+           " and only the gradients read it");
   if (wrt == kWrtStatistics) return {stats, DType::F32};
+  if (wrt == kWrtAll) {
+    Shape all{3, q[0], std::max(q[1], k[1])};  // [3, b, L, heads..., D]
+    all.insert(all.end(), q.begin() + 2, q.end() - 1);
+    all.push_back(std::max(k[3], v[3]));
+    return {all, DType::F32};
+  }
   return {input_shape(g, n, wrt), DType::F32};
 }
 
@@ -441,17 +495,33 @@ std::vector<Value> attention_vjp(Graph& g, int id, Value dy) {
   AttentionAttrs a = n.attr<AttentionAttrs>();
   a.wrt = kWrtStatistics;
   const Value stats = g.add(Op::AttentionGrad, {q, k, v, out, dy}, a);
+  a.wrt = kWrtAll;
+  const Value all = g.add(Op::AttentionGrad, {q, k, v, out, dy, stats}, a);
+  // Plane p of `all` cropped to input p's rows and width; dk and dv (held
+  // per query head) summed over each group.
+  const int rank = all.rank();
   std::vector<Value> grads;
-  for (int wrt = 0; wrt < 3; ++wrt) {
-    a.wrt = wrt;
-    grads.push_back(g.add(Op::AttentionGrad, {q, k, v, out, dy, stats}, a));
+  for (int p = 0; p < 3; ++p) {
+    const Shape& x = g.value(n.inputs[p]).shape();
+    std::vector<int64_t> lo(rank, 0), hi(rank, 0);
+    lo[0] = -p;
+    hi[0] = p - 2;
+    hi[2] = x[1] - all.dim(2);
+    hi[rank - 1] = x.back() - all.dim(rank - 1);
+    Shape per_head(all.shape().begin() + 1, all.shape().end());
+    per_head[1] = x[1];
+    per_head.back() = x.back();
+    Value grad = ops::reshape(ops::pad(all, lo, hi), per_head);
+    if (p > 0 && per_head.size() == 5) grad = ops::reduce_sum(grad, {3});
+    grads.push_back(grad);
   }
   return grads;
 }
 
 // Batch, key-value heads and the query heads of a group may be split (each
 // device runs whole heads); time, keys and the head dims stay whole. The
-// gradient of k or v sums over a group: a split group leaves it partial.
+// gradient of k or v sums over a group: a split group leaves it partial (the
+// stacked gradients keep dk and dv per query head: never partial).
 LoopNest attention_loops(const Graph& g, const Node& n) {
   const Shape &q = input_shape(g, n, 0), &k = input_shape(g, n, 1), &v = input_shape(g, n, 2);
   const bool grouped = q.size() == 5;
@@ -459,7 +529,7 @@ LoopNest attention_loops(const Graph& g, const Node& n) {
   LoopNest nest;
   const int b = nest.add({q[0]}), t = nest.add({q[1], Loop::Kind::Whole});
   const int s = nest.add({k[1], Loop::Kind::Whole}), h = nest.add({k[2]});
-  const bool kv_grad = wrt == 1 || wrt == 2;  // sums over a group's query heads
+  const bool kv_grad = wrt == 1 || wrt == 2;  // sums over a group's query heads (wrt 4: per head)
   const int grp =
       grouped ? nest.add({q[3], kv_grad ? Loop::Kind::Reduction : Loop::Kind::Parallel}) : -1;
   const int dk = nest.add({k[3], Loop::Kind::Whole}), dv = nest.add({v[3], Loop::Kind::Whole});
@@ -473,11 +543,16 @@ LoopNest attention_loops(const Graph& g, const Node& n) {
     nest.inputs.push_back(query_like(dv));
     nest.inputs.push_back(query_like(dv));
     const bool with_stats = n.inputs.size() == 6;
-    const int st = with_stats || wrt == kWrtStatistics
-                       ? nest.add({kStatistics, Loop::Kind::Whole})
-                       : -1;
+    const int st =
+        with_stats || wrt == kWrtStatistics ? nest.add({kStatistics, Loop::Kind::Whole}) : -1;
     if (with_stats) nest.inputs.push_back(query_like(st));
-    nest.output = wrt == kWrtStatistics ? query_like(st) : nest.inputs[wrt];
+    if (wrt == kWrtAll) {  // [3, b, L, heads..., D]: the stacked, padded dims stay whole
+      nest.output = query_like(-1);
+      nest.output[1] = -1;
+      nest.output.insert(nest.output.begin(), -1);
+    } else {
+      nest.output = wrt == kWrtStatistics ? query_like(st) : nest.inputs[wrt];
+    }
   }
   return nest;
 }
@@ -510,15 +585,18 @@ OpCost attention_cost(const Node& n, const CostShapes& s) {
   return {pairs(n, s) * (2 * dk + 2 * dv + 15 + cap_flops(n)), operand_bytes(s), true};
 }
 // The statistics: a pass of scores. A gradient: one tile pass of scores, dP
-// and the product, after the statistics unless it reads them.
+// and its product (or all three products), after the statistics unless it
+// reads them.
 OpCost attention_grad_cost(const Node& n, const CostShapes& s) {
   const double dk = double(s.inputs[1][3]), dv = double(s.inputs[2][3]);
   const double statistics = 2 * dk + 15 + cap_flops(n);
   if (n.attr<AttentionAttrs>().wrt == kWrtStatistics)
     return {pairs(n, s) * statistics, operand_bytes(s), true};
-  const double tiles = 4 * dk + 4 * dv + 15 + cap_flops(n);
-  return {pairs(n, s) * (tiles + (s.inputs.size() == 6 ? 0 : statistics)), operand_bytes(s),
-          true};
+  // wrt 4: scores and dP, then dv, dk and dq (five products).
+  const double tiles =
+      n.attr<AttentionAttrs>().wrt == kWrtAll ? 6 * dk + 4 * dv + 15 : 4 * dk + 4 * dv + 15;
+  return {pairs(n, s) * (tiles + cap_flops(n) + (s.inputs.size() == 6 ? 0 : statistics)),
+          operand_bytes(s), true};
 }
 
 }  // namespace
