@@ -184,6 +184,28 @@ TEST(PipelineCost, DevicesChooseAPipelineWhereOneIsFaster) {
   }
   EXPECT_GT(pipelines, 10);
   EXPECT_EQ(unpiped, 1);
+  // The fastest shape was priced again with AutoShard's layouts inside the
+  // stages; the faster of the two is the plan, and planning its mesh, plan
+  // and schedule by hand predicts the same step.
+  int inside = 0;
+  for (const auto& line : chosen["reasons"])
+    inside += line.get<std::string>().find("AutoShard inside the stages") != std::string::npos;
+  EXPECT_EQ(inside, 1);
+  const nlohmann::json& p = chosen["predicted"];
+  std::string mesh;
+  for (const char* axis : {"data", "pipe", "model"})
+    if (chosen["mesh"].contains(axis))
+      mesh += cat(mesh.empty() ? "" : ",", axis, "=", chosen["mesh"][axis].get<int>());
+  std::string again =
+      cat(args, "--mesh ", mesh, " --plan ", chosen["plan"].get<std::string>(), " --schedule ",
+          p["schedule"].get<std::string>(), " --microbatch-size ", p["microbatch_size"].get<int>());
+  if (p["virtual_stages"].get<int>() > 1)
+    again += cat(" --virtual-stages ", p["virtual_stages"].get<int>());
+  const cli_runner::Result by_hand = cli_runner::run(again);
+  ASSERT_EQ(by_hand.code, 0) << again << "\n" << by_hand.output;
+  EXPECT_NEAR(nlohmann::json::parse(by_hand.output)["predicted"]["step_s"].get<double>(),
+              p["step_s"].get<double>(), 1e-6 * p["step_s"].get<double>())
+      << again;
 }
 
 // Where the plan without a pipe axis is faster, it is the one shown, and the

@@ -16,6 +16,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/shard/partitioner.h"
 #include "small_models.h"
 #include "test_util.h"
@@ -218,6 +219,40 @@ TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
     const Tensor y = testing::random_ids({batch, T}, 67, 400 + step);
     const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
     EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "batch " << batch << " step " << ++step;
+  }
+}
+
+// AutoShard inside the stages: it plans the whole model's step on one
+// micro-batch over the mesh inside (here with too little memory per device
+// to keep every weight whole), and the stages take its weights' and state's
+// layouts: one device's losses, weights split as AutoShard split them.
+TEST(Pipeline, AutoShardLaysOutTheStages) {
+  const int64_t T = 6, batch = 4, microbatches = 2;
+  for (const std::string inside : {"model=2", "data=2,model=2"}) {
+    std::unique_ptr<Model> one = build("gpt2", T), piped = build("gpt2", T);
+    one->compile(adamw(), losses::sparse_categorical_crossentropy);
+    piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+    const auto planner = std::make_shared<AutoShard>(
+        DeviceMesh::parse(inside), "data",
+        AutoShardOptions{.memory_per_device = 400 * 1024, .deterministic = true});
+    piped->set_distribution(planner);
+    EXPECT_THROW(PipelineTrainer(*piped, {2, microbatches, 1, PipelineSchedule::OneFOneB}),
+                 Error);  // not planned yet
+    const int64_t rows = batch / microbatches;
+    piped->plan_training({rows, T}, {rows, T}, DType::I32);
+    int split = 0;
+    for (const auto& [path, layout] : planner->plan()) split += !layout.fully_replicated();
+    EXPECT_GT(split, 0) << inside << ": AutoShard kept every weight whole";
+    PipelineTrainer pipeline(*piped, {2, microbatches, 1, PipelineSchedule::OneFOneB});
+    for (int64_t step = 0; step < 3; ++step) {
+      const Tensor x = testing::random_ids({batch, T}, 67, 500 + step);
+      const Tensor y = testing::random_ids({batch, T}, 67, 600 + step);
+      const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << inside << " step " << step + 1;
+    }
+    for (const std::string& path : one->weight_paths())
+      EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-4)
+          << inside << " " << path;
   }
 }
 

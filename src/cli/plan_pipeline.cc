@@ -249,7 +249,10 @@ std::string priced_line(const PricedPipeline& p) {
   const PipelineShape& s = p.shape;
   std::string l = cat(p.mesh.to_string(), " ", pipeline_schedule_name(s.schedule));
   if (s.virtual_stages > 1) l += cat(" v=", s.virtual_stages);
-  l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size, ": ");
+  l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size);
+  if (p.mesh.size() > s.stages)
+    l += cat(", ", p.stage_plan == "auto" ? "AutoShard" : p.stage_plan, " inside the stages");
+  l += ": ";
   const double bytes = p.predicted.largest_memory().memory.total();
   return l + (p.fits ? cat(p.predicted.step_s, " s, ", mib(bytes), " per device")
                      : cat("does not fit (", mib(bytes), " per device)"));
@@ -286,6 +289,7 @@ std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int device
   const LanguageModelConfig config = model_config(stage);
   stage.devices = 0;
   stage.plan = "megatron";
+  stage.bf16 = bf16;  // AutoShard inside the stages prices what the stages run
   const int layers = int(config.layers());
   const int node = cluster.links.empty() || cluster.links.front().devices_per_group <= 0
                        ? devices
@@ -314,6 +318,16 @@ std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int device
       search.price(mesh, {P, o.batch / (b * D), 1, PipelineSchedule::OneFOneB});
   if (around.microbatches % P == 0 && layers >= 2 * P)
     search.price(mesh, {P, around.microbatches, 2, PipelineSchedule::Interleaved});
+  // The fastest shape again with AutoShard's layouts inside the stages in
+  // place of Megatron's (Alpa's intra-operator pass, on the shape the
+  // inter-operator search chose).
+  if (search.best->mesh.size() > P) {
+    CommonOptions planned = stage;
+    planned.plan = "auto";
+    PipelineSearch inside{planned, config, cluster, bf16, why, search.best};
+    inside.price(search.best->mesh, search.best->shape);
+    return inside.best;
+  }
   return search.best;
 }
 

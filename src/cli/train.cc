@@ -269,12 +269,6 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   if (!world.distributed()) (void)world.local_devices(mesh);  // as many threads as allowed
   AS_CHECK(!o.zero1 || mesh.axis_index("data") >= 0, "--zero1 shards optimizer state over the ",
            "data axis; --mesh ", o.mesh, " has none inside its stages");
-  if (mesh.size() > mesh.axis_size(pipe)) {
-    CommonOptions inside = o;
-    inside.mesh = in_stage_mesh(mesh);
-    if (inside.plan == "auto") inside.plan = mesh.axis_index("model") >= 0 ? "megatron" : "data";
-    model.set_distribution(make_distribution(inside, model, cfg));
-  }
   const int stages = mesh.axis_size(pipe);
   // --microbatch-size b: b sequences on each data replica (as plan prices
   // it; the last micro-batch takes what is left). Default: one micro-batch
@@ -287,6 +281,17 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   if (o.microbatches == 0) o.microbatches = std::min<int64_t>(stages, o.batch);
   AS_CHECK(o.microbatches <= o.batch, "--microbatches ", o.microbatches,
            " needs at least as many sequences in --batch (", o.batch, ")");
+  if (mesh.size() > mesh.axis_size(pipe)) {
+    CommonOptions inside = o;
+    inside.mesh = in_stage_mesh(mesh);
+    model.set_distribution(make_distribution(inside, model, cfg));
+    // AutoShard plans the whole model's step on the largest micro-batch;
+    // the stages take its weights' and state's layouts.
+    if (inside.plan == "auto") {
+      const int64_t rows = (o.batch + o.microbatches - 1) / o.microbatches;
+      model.plan_training({rows, o.seq}, {rows, o.seq}, DType::I32);
+    }
+  }
   const PipelineShape shape{stages, o.microbatches, o.virtual_stages,
                             parse_pipeline_schedule(o.pipe_schedule)};
   AS_CHECK(shape.schedule != PipelineSchedule::Interleaved || o.microbatches % stages == 0,

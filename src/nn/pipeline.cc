@@ -292,11 +292,14 @@ PipelineTrainer::PipelineTrainer(Model& model, PipelineShape shape) : model_(mod
   AS_CHECK(model_.optimizer_ && !model_.losses_.empty(), "Model ", model_.name(),
            ": call compile(optimizer, loss) before training it in a pipeline");
   // Each stage's programs are laid out over the model's mesh (the mesh
-  // inside the stages) by names and shapes alone; AutoShard plans one step
-  // graph, not a stage's.
-  AS_CHECK(!model_.sharded() || !dynamic_cast<AutoShard*>(model_.dist_.get()),
-           "pipeline: AutoShard does not plan the stages of a pipeline yet; give the mesh inside "
-           "the stages a layout (data parallel, a layout map, Megatron's)");
+  // inside the stages) by the weights' and their state's layouts, by name;
+  // AutoShard's come from the one step it planned (the whole model's, on
+  // one micro-batch), which must be planned before the weights are placed.
+  const auto* planner = dynamic_cast<const AutoShard*>(model_.dist_.get());
+  AS_CHECK(!model_.sharded() || !planner || planner->prepared(),
+           "pipeline: AutoShard lays out the stages from the whole model's step on one "
+           "micro-batch: call model.plan_training(micro-batch shapes) before building the "
+           "PipelineTrainer");
   const World& world = World::process();
   const int inside = model_.sharded() ? model_.dist_->mesh().size() : 1;
   AS_CHECK(!world.distributed() || world.size() == shape_.stages * inside,

@@ -209,6 +209,8 @@ class AutoShard : public Distribution {
   // mesh of several axes (see reasons()), the tuple of all of them.
   int batch_axis() const override;
 
+  // Whether a step was planned (prepare ran).
+  bool prepared() const { return prepared_; }
   // The layouts chosen, by weight path (after prepare).
   const std::map<std::string, Sharding>& plan() const { return plan_; }
   // Why: the solver's outcome, then each weight's layout with what the
