@@ -54,7 +54,9 @@ struct StepContext;
 class PipelineTrainer {
  public:
   // `model` must be compiled (optimizer and loss); its distribution (if
-  // any, not AutoShard) lays out each stage's programs.
+  // any) lays out each stage's programs over the mesh inside the stages.
+  // AutoShard must have planned first: model.plan_training(one
+  // micro-batch's shapes) gives the stages its weights' and state's layouts.
   PipelineTrainer(Model& model, PipelineShape shape);
   ~PipelineTrainer();
   PipelineTrainer(const PipelineTrainer&) = delete;
