@@ -126,6 +126,17 @@ TEST(Attention, MismatchedOperandsAreErrors) {
   EXPECT_THROW(ops::attention(q, bad_k, bad_k, false, 0.5), Error);
 }
 
+// `ids` evaluated on random q, k, v and dout (scores of a useful spread).
+std::vector<Tensor> evaluate_on_random(const Graph& g, Value q, Value k, Value v, Value dout,
+                                       const std::vector<int>& ids) {
+  return evaluate(g,
+                  {{"q", random_tensor(q.shape(), 1, 1.5f)},
+                   {"k", random_tensor(k.shape(), 2, 1.5f)},
+                   {"v", random_tensor(v.shape(), 3)},
+                   {"dout", random_tensor(dout.shape(), 4)}},
+                  ids);
+}
+
 // The backward pass is two ops: the softmax statistics (AttentionGrad with
 // wrt 3) and dq, dk and dv in one pass that reads them (wrt 4, stacked).
 // Its gradients are those of the op per gradient (wrt 0, 1, 2, which
@@ -171,12 +182,7 @@ TEST(Attention, OnePassGivesTheBitsOfAnOpPerGradient) {
         if (with_stats) in.push_back(g.value(stats_id));
         ids.push_back(g.add(Op::AttentionGrad, in, a).id);
       }
-    const std::vector<Tensor> r = evaluate(g,
-                                           {{"q", random_tensor(q.shape(), 1, 1.5f)},
-                                            {"k", random_tensor(k.shape(), 2, 1.5f)},
-                                            {"v", random_tensor(v.shape(), 3)},
-                                            {"dout", random_tensor(dout.shape(), 4)}},
-                                           ids);
+    const std::vector<Tensor> r = evaluate_on_random(g, q, k, v, dout, ids);
     for (int i = 0; i < 6; ++i)
       EXPECT_LE(max_relative_error(r[i % 3], r[3 + i]), c.window > 0 ? 1e-6 : 0.0)
           << "wrt " << i % 3 << (i < 3 ? " reading" : " without") << " the statistics, t" << c.t
@@ -200,12 +206,7 @@ TEST(Attention, OnePassMatchesAnOpPerGradientForGroupedQueries) {
     a.wrt = wrt;
     ids.push_back(g.add(Op::AttentionGrad, {q, k, v, out, dout}, a).id);
   }
-  const std::vector<Tensor> r = evaluate(g,
-                                         {{"q", random_tensor(q.shape(), 1, 1.5f)},
-                                          {"k", random_tensor(k.shape(), 2, 1.5f)},
-                                          {"v", random_tensor(v.shape(), 3)},
-                                          {"dout", random_tensor(dout.shape(), 4)}},
-                                         ids);
+  const std::vector<Tensor> r = evaluate_on_random(g, q, k, v, dout, ids);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(r[i].shape(), r[3 + i].shape());
     EXPECT_LT(max_relative_error(r[i], r[3 + i]), 1e-6) << "wrt " << i;
