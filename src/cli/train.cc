@@ -241,9 +241,8 @@ void save_trained(const TrainOptions& o, const LanguageModelConfig& cfg, Model& 
 }
 
 // A --mesh with a pipe axis: its stages, run by a PipelineTrainer, each
-// stage's programs laid out over the other axes (Megatron's layout with a
-// model axis, else data parallel: AutoShard does not plan stages yet); null
-// without a pipe axis.
+// stage's programs laid out over the other axes by --plan (AutoShard: the
+// whole model planned on one micro-batch); null without a pipe axis.
 std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
                                                const LanguageModelConfig& cfg) {
   const DeviceMesh mesh = o.mesh.empty() ? DeviceMesh() : DeviceMesh::parse(o.mesh);
