@@ -187,6 +187,18 @@ TEST_F(Cli, TrainOnAMeshGivesTheOneDeviceLosses) {
 // sequences; and 2 stages of model=2 each) with one device's losses, and its
 // checkpoints are ordinary ones: a run saved on pipe=2 resumes on model=2
 // where one device would be, and a data=2 run's on pipe=2,model=2.
+// AutoShard inside the stages plans the whole model, which the stages hold
+// between them: a memory per device that model=2 alone cannot fit trains in
+// two stages of model=2.
+TEST_F(Cli, AutoShardInsideStagesPlansInTheStagesMemoryTogether) {
+  const std::string args = " --model tiny --steps 1 --batch 4 --seq 16 --memory-per-device 700000";
+  const Result alone = run("train --mesh model=2" + args);
+  EXPECT_NE(alone.code, 0);
+  EXPECT_NE(alone.output.find("AutoShard: no plan"), std::string::npos) << alone.output;
+  const Result staged = run("train --mesh pipe=2,model=2" + args);
+  EXPECT_EQ(staged.code, 0) << staged.output;
+}
+
 TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   // A constant learning rate: --steps 2 and --steps 4 take the same steps.
   const std::string args =

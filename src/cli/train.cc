@@ -283,9 +283,16 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
   if (mesh.size() > mesh.axis_size(pipe)) {
     CommonOptions inside = o;
     inside.mesh = in_stage_mesh(mesh);
+    // AutoShard plans the whole model's step on the largest micro-batch
+    // (the stages take its weights' and state's layouts), which the stages
+    // hold between them: its memory is the stages' together.
+    if (inside.plan == "auto") {
+      const double device = o.memory_per_device > 0
+                                ? o.memory_per_device
+                                : Cluster::for_this_run(o.cluster, o.hosts).memory_bytes;
+      inside.memory_per_device = device * stages;
+    }
     model.set_distribution(make_distribution(inside, model, cfg));
-    // AutoShard plans the whole model's step on the largest micro-batch;
-    // the stages take its weights' and state's layouts.
     if (inside.plan == "auto") {
       const int64_t rows = (o.batch + o.microbatches - 1) / o.microbatches;
       model.plan_training({rows, o.seq}, {rows, o.seq}, DType::I32);
