@@ -22,12 +22,12 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
+using testing::kTestData;
 
 struct Fixture {
   std::string name;
-  std::string dir = kData + "/hf_" + name;
-  SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
+  std::string dir = kTestData + "/hf_" + name;
+  SafetensorsFile ref{kTestData + "/" + name + "_reference.safetensors"};
   Tensor ids = ref.load("token_ids"), segments = ref.load("segment_ids");
   Tensor mask = ref.load("padding_mask"), labels = ref.load("labels");
   BertConfig config = bert_config_of(dir);

@@ -23,17 +23,19 @@
 #include "autoshard/io/npy.h"
 #include "autoshard/io/safetensors.h"
 #include "cli_runner.h"
+#include "keras_fixtures.h"
 
 namespace autoshard {
 namespace {
+
+using testing::keras_fixture_spec;
+using testing::kKerasLayerFixtures;
 
 using cli_runner::Result;
 using cli_runner::run;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::string kFixtures = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -42,15 +44,6 @@ json read_json(const std::string& path) {
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-// The fixture's spec in index.json.
-json spec_of(const std::string& name) {
-  const json index = read_json(kFixtures + "/index.json");
-  for (const json& m : index.at("models"))
-    if (m.at("name") == name) return m;
-  ADD_FAILURE() << "no fixture " << name;
-  return {};
 }
 
 // Keras's loss object for a fixture loss ({"name": ..., "from_logits": ...}).
@@ -72,14 +65,14 @@ json loss_object(const json& loss) {
 
 // A fixture copied to a directory of its own, ready for the commands:
 // model.json (with a trainingConfig), its weights, x and y files.
-class Fixture {
+class CliFixture {
  public:
-  explicit Fixture(const std::string& name) : name_(name), spec_(spec_of(name)) {
+  explicit CliFixture(const std::string& name) : name_(name), spec_(keras_fixture_spec(name)) {
     dir_ = fs::temp_directory_path() / ("cli_keras_" + std::to_string(::getpid()) + "_" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    json model = read_json(kFixtures + "/" + spec_.at("tfjs").get<std::string>());
-    const json adam = read_json(kFixtures + "/index.json").at("optimizers").at("adam");
+    json model = read_json(kKerasLayerFixtures + "/" + spec_.at("tfjs").get<std::string>());
+    const json adam = read_json(kKerasLayerFixtures + "/index.json").at("optimizers").at("adam");
     json losses = json::array();
     for (const json& l : spec_.at("losses")) losses.push_back(loss_object(l));
     model["trainingConfig"] = {{"optimizer_config",
@@ -95,14 +88,14 @@ class Fixture {
     std::ofstream(dir_ / "model.json") << model.dump();
     for (const json& group : model.value("weightsManifest", json::array()))
       for (const json& p : group.at("paths"))
-        fs::copy_file(fs::path(kFixtures) / "tfjs" / p.get<std::string>(),
+        fs::copy_file(fs::path(kKerasLayerFixtures) / "tfjs" / p.get<std::string>(),
                       dir_ / p.get<std::string>());
-    tensors_ =
-        std::make_unique<SafetensorsFile>(kFixtures + "/" + spec_.at("file").get<std::string>());
+    tensors_ = std::make_unique<SafetensorsFile>(kKerasLayerFixtures + "/" +
+                                                 spec_.at("file").get<std::string>());
     x_ = write_arrays("input/", "x");
     y_ = write_arrays("target/", "y");
   }
-  ~Fixture() { fs::remove_all(dir_); }
+  ~CliFixture() { fs::remove_all(dir_); }
 
   std::string model() const { return (dir_ / "model.json").string(); }
   const std::string& x() const { return x_; }
@@ -145,7 +138,7 @@ double max_abs(const Tensor& t) {
 }
 
 // predict's file against the fixture's outputs (1e-5 of the largest).
-void expect_predictions(const Fixture& f, const std::string& file) {
+void expect_predictions(const CliFixture& f, const std::string& file) {
   const auto got = read_arrays(file, "predictions");
   for (const auto& [name, want] : f.outputs()) {
     const NpyArray& g = got.size() == 1 ? got.begin()->second : got.at(name);
@@ -182,7 +175,7 @@ const std::vector<std::string> kOneMesh = {
 class CliKerasFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CliKerasFixtures, PredictAndTrainMatchTensorFlowJs) {
-  Fixture f(GetParam());
+  CliFixture f(GetParam());
   const auto one = std::find(kOneMesh.begin(), kOneMesh.end(), GetParam());
   for (size_t m = 0; m < std::size(kMeshes); ++m) {
     if (one != kOneMesh.end() && size_t(one - kOneMesh.begin()) % std::size(kMeshes) != m) continue;
@@ -216,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(EveryMesh, CliKerasFixtures, ::testing::ValuesIn(kEvery
 INSTANTIATE_TEST_SUITE_P(OneMesh, CliKerasFixtures, ::testing::ValuesIn(kOneMesh));
 
 TEST(CliKeras, EvaluatePrintsTheLossAndJson) {
-  Fixture f("loss_sparse_categorical_logits");
+  CliFixture f("loss_sparse_categorical_logits");
   const Result r = run("evaluate --model " + f.model() + " --x " + f.x() + " --y " + f.y() +
                        " --json --mesh model=2");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -230,7 +223,7 @@ TEST(CliKeras, EvaluatePrintsTheLossAndJson) {
 }
 
 TEST(CliKeras, TrainShowsKerasProgressAndValidation) {
-  Fixture f("activation_gelu");
+  CliFixture f("activation_gelu");
   const Result r =
       run("train --model " + f.model() + " --x " + f.x() + " --y " + f.y() + " --validation-x " +
           f.x() + " --validation-y " + f.y() + " --batch 2 --epochs 2 --verbose 2");
@@ -243,7 +236,7 @@ TEST(CliKeras, TrainShowsKerasProgressAndValidation) {
 // Checkpoints: 2 steps, then --resume to 5 (past an epoch of 2 shuffled
 // batches, on another mesh) gives the losses of 5 steps at once.
 TEST(CliKeras, ResumedTrainingContinuesTheSameRun) {
-  Fixture f("batch_normalization_dense");
+  CliFixture f("batch_normalization_dense");
   const std::string base = "train --model " + f.model() + " --x " + f.x() + " --y " + f.y() +
                            " --batch 2 --verbose 0 --sampling random ";
   const Result whole = run(base + "--seed 7 --steps 5 --log " + f.path("whole.jsonl"));
@@ -265,8 +258,8 @@ TEST(CliKeras, ResumedTrainingContinuesTheSameRun) {
 
 // Bad data and flags: exit 1 and one line naming what is wrong.
 TEST(CliKeras, BadInputIsOneErrorLine) {
-  Fixture f("concatenate");
-  Fixture one("activation_gelu");
+  CliFixture f("concatenate");
+  CliFixture one("activation_gelu");
   const std::string wrong_shape = f.path("wrong.npz");
   write_file(wrong_shape, npz_bytes({{"a", Tensor({3, 3, 5})}, {"b", Tensor({3, 3, 2})}}));
   const std::string missing = f.path("missing.npz");
@@ -280,7 +273,7 @@ TEST(CliKeras, BadInputIsOneErrorLine) {
   write_file(fractional, npy_bytes(Tensor::from({3}, {0, 1.5f, 1})));
   const std::string existing = f.path("exists.npy");
   write_file(existing, "");
-  Fixture sparse("loss_sparse_categorical_logits");
+  CliFixture sparse("loss_sparse_categorical_logits");
   const std::string base1 = "predict --model " + f.model() + " --out " + f.path("p.npy");
   const std::string train1 =
       "train --model " + one.model() + " --x " + one.x() + " --y " + one.y() + " --verbose 0";
@@ -296,7 +289,8 @@ TEST(CliKeras, BadInputIsOneErrorLine) {
        "must end in .npy"},
       {"predict --model " + one.model() + " --x " + one.x() + " --out " + existing,
        "already exists"},
-      {"predict --model " + kFixtures + "/index.json --x " + one.x() + " --out " + f.path("q.npy"),
+      {"predict --model " + kKerasLayerFixtures + "/index.json --x " + one.x() + " --out " +
+           f.path("q.npy"),
        ""},
       {sparse_eval + " --y " + labels, "class id 7"},
       {sparse_eval + " --y " + fractional, "element [1] is 1.5 where whole numbers"},

@@ -31,7 +31,9 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
+using testing::error_of;
+
+using testing::kTestData;
 
 // Each weight path and its Hugging Face tensor name.
 std::map<std::string, std::string> hf_names_of(const LanguageModelConfig& c) {
@@ -39,17 +41,19 @@ std::map<std::string, std::string> hf_names_of(const LanguageModelConfig& c) {
   return llama_hf_names(std::get<LlamaConfig>(c.config));
 }
 
-struct Fixture {
+struct DecoderFixture {
   std::string name;
-  std::string dir = kData + "/hf_" + name;
-  SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
+  std::string dir = kTestData + "/hf_" + name;
+  SafetensorsFile ref{kTestData + "/" + name + "_reference.safetensors"};
   Tensor x = ref.load("x"), y = ref.load("y");
   LanguageModelConfig config = LanguageModelConfig::of(dir);
   std::unique_ptr<Model> built = config.build(x.dim(1), 0);
   Model& model = *built;
   std::map<std::string, std::string> hf = hf_names_of(config);
 
-  explicit Fixture(std::string n) : name(std::move(n)) { load_language_model_weights(model, dir); }
+  explicit DecoderFixture(std::string n) : name(std::move(n)) {
+    load_language_model_weights(model, dir);
+  }
   // A reference tensor of `prefix` + the weight's Hugging Face name, in the weight's shape.
   Tensor expected(const std::string& prefix, const std::string& path, const Shape& shape) {
     return ref.load(prefix + hf.at(path)).reshaped(shape);
@@ -59,13 +63,13 @@ struct Fixture {
 class DecoderReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecoderReference, EveryCheckpointTensorIsAWeight) {
-  Fixture f(GetParam());
+  DecoderFixture f(GetParam());
   EXPECT_EQ(f.model.weight_paths().size(), f.hf.size());
   for (const std::string& path : f.model.weight_paths()) EXPECT_TRUE(f.hf.count(path)) << path;
 }
 
 TEST_P(DecoderReference, LogitsAndLoss) {
-  Fixture f(GetParam());
+  DecoderFixture f(GetParam());
   EXPECT_LT(max_relative_error(f.model.predict_on_batch(f.x), f.ref.load("logits")), 1e-5);
   f.model.compile(AdamW(), losses::sparse_categorical_crossentropy);
   const double expected = f.ref.load("loss").item();
@@ -73,16 +77,16 @@ TEST_P(DecoderReference, LogitsAndLoss) {
 }
 
 TEST_P(DecoderReference, EveryGradient) {
-  Fixture f(GetParam());
+  DecoderFixture f(GetParam());
   for (const auto& [path, grad] : testing::loss_gradients(f.model, f.x, f.y))
     EXPECT_LT(max_relative_error(grad, f.expected("grad.", path, grad.shape())), 1e-4) << path;
 }
 
 // AdamW with clipping on a mesh: the losses of every step and the weights
 // after them, against PyTorch's on one device.
-void check_training(const std::string& name, std::shared_ptr<Distribution> dist,
-                    const std::string& what) {
-  Fixture f(name);
+void check_decoder_training(const std::string& name, std::shared_ptr<Distribution> dist,
+                            const std::string& what) {
+  DecoderFixture f(name);
   if (dist) f.model.set_distribution(dist);
   EXPECT_LT(max_relative_error(f.model.predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << what;
   f.model.compile(
@@ -100,20 +104,21 @@ void check_training(const std::string& name, std::shared_ptr<Distribution> dist,
 }
 
 TEST_P(DecoderReference, AdamWStepsOnOneDevice) {
-  check_training(GetParam(), nullptr, "one device");
+  check_decoder_training(GetParam(), nullptr, "one device");
 }
 
 TEST_P(DecoderReference, AdamWStepsOnMeshesMatchOneDevice) {
   for (const char* spec : {"model=3", "model=4", "data=2,model=2"}) {
     const DeviceMesh mesh = DeviceMesh::parse(spec);
-    check_training(
+    check_decoder_training(
         GetParam(),
         std::make_shared<ModelParallel>(
-            mesh, LanguageModelConfig::of(kData + "/hf_" + GetParam()).megatron_layout()),
+            mesh, LanguageModelConfig::of(kTestData + "/hf_" + GetParam()).megatron_layout()),
         std::string("megatron on ") + spec);
-    check_training(GetParam(),
-                   std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
-                   std::string("autoshard on ") + spec);
+    check_decoder_training(
+        GetParam(),
+        std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}),
+        std::string("autoshard on ") + spec);
   }
 }
 
@@ -122,7 +127,7 @@ TEST_P(DecoderReference, AdamWStepsOnMeshesMatchOneDevice) {
 TEST_P(DecoderReference, GreedyGenerationMatchesPyTorch) {
   for (const char* spec : {"", "model=3", "model=4", "data=2,model=2"}) {
     for (const char* plan : {"megatron", "auto"}) {
-      Fixture f(GetParam());
+      DecoderFixture f(GetParam());
       if (*spec) {
         const DeviceMesh mesh = DeviceMesh::parse(spec);
         if (std::string(plan) == "auto")
@@ -150,17 +155,6 @@ INSTANTIATE_TEST_SUITE_P(Models, DecoderReference,
 
 namespace autoshard {
 namespace {
-
-// The message of the Error `f` throws ("" if none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
   const std::string base =
@@ -193,7 +187,7 @@ class DecoderCheckpoint : public testing::TempDirTest {
  protected:
   // A copy of the qwen2 directory to break.
   std::string copy() {
-    std::filesystem::copy(kData + "/hf_qwen2", dir_ / "m");
+    std::filesystem::copy(kTestData + "/hf_qwen2", dir_ / "m");
     return (dir_ / "m").string();
   }
 };
@@ -203,7 +197,7 @@ class DecoderCheckpoint : public testing::TempDirTest {
 // the same logits.
 TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
   for (const char* name : {"llama", "gemma", "opt"}) {
-    Fixture f(name);
+    DecoderFixture f(name);
     const std::string out = (dir_ / name).string();
     if (auto* opt = dynamic_cast<OPT*>(&f.model))
       save_hf_opt(*opt, out);
@@ -224,7 +218,7 @@ TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
 TEST_F(DecoderCheckpoint, SavesBf16AndF16ShardsThatLoadBackExactly) {
   for (const auto& [name, dtype, shard] :
        {std::tuple{"llama", "BF16", 4000}, std::tuple{"opt", "F16", 0}}) {
-    Fixture f(name);
+    DecoderFixture f(name);
     if (shard > 0)
       f.model.set_distribution(std::make_shared<ModelParallel>(DeviceMesh::parse("model=3"),
                                                                f.config.megatron_layout()));
@@ -276,7 +270,7 @@ TEST(OPTConfig, UnsupportedValuesAreErrorsNamingTheField) {
 }
 
 TEST_F(DecoderCheckpoint, MissingOrForeignTensorsAndBrokenIndexesAreErrors) {
-  Fixture f("qwen2");
+  DecoderFixture f("qwen2");
   const std::string dir = copy();
   // A tensor of another config: the directory's config says one layer.
   nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));

@@ -25,11 +25,13 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
-const std::string kDir = kData + "/hf_gemma2";
+using testing::error_of;
+
+using testing::kTestData;
+const std::string kDir = kTestData + "/hf_gemma2";
 
 struct Gemma2 {
-  SafetensorsFile ref{kData + "/gemma2_reference.safetensors"};
+  SafetensorsFile ref{kTestData + "/gemma2_reference.safetensors"};
   Tensor x = ref.load("x"), y = ref.load("y");
   LanguageModelConfig config = LanguageModelConfig::of(kDir);
   std::unique_ptr<Model> built = config.build(x.dim(1), 0);
@@ -66,17 +68,6 @@ TEST(Gemma2, ConfigReadsEveryField) {
   EXPECT_EQ(c.window_of(1), 0);
   EXPECT_EQ(c.window_of(2), 4);
   EXPECT_DOUBLE_EQ(c.attention_scale(), 1 / std::sqrt(12.0));
-}
-
-// The message of the Error `f` throws ("" if none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Gemma2, UnsupportedOrBadFieldsAreErrorsNamingThem) {
@@ -136,7 +127,7 @@ TEST(Gemma2, LogitsLossAndEveryGradient) {
 
 // AdamW with clipping: the losses of every step and the weights after them,
 // against PyTorch's on one device.
-void check_training(std::shared_ptr<Distribution> dist, const std::string& what) {
+void check_gemma2_training(std::shared_ptr<Distribution> dist, const std::string& what) {
   Gemma2 f;
   if (dist) f.model.set_distribution(dist);
   EXPECT_LT(max_relative_error(f.model.predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << what;
@@ -155,10 +146,10 @@ void check_training(std::shared_ptr<Distribution> dist, const std::string& what)
 }
 
 TEST(Gemma2, AdamWStepsOnOneDeviceAndMeshes) {
-  check_training(nullptr, "one device");
+  check_gemma2_training(nullptr, "one device");
   for (const char* mesh : {"model=3", "data=2,model=2"}) {
-    check_training(megatron(mesh), std::string("megatron on ") + mesh);
-    check_training(autoshard(mesh), std::string("autoshard on ") + mesh);
+    check_gemma2_training(megatron(mesh), std::string("megatron on ") + mesh);
+    check_gemma2_training(autoshard(mesh), std::string("autoshard on ") + mesh);
   }
 }
 
@@ -189,7 +180,7 @@ std::string joined(const Tensor& ids, const char* sep) {
 // The command line: greedy ids on model=3 as PyTorch's, and a predicted plan
 // (soft caps and windows priced) for the same directory.
 TEST(Gemma2, CommandLineGeneratesAndPredicts) {
-  SafetensorsFile ref(kData + "/gemma2_reference.safetensors");
+  SafetensorsFile ref(kTestData + "/gemma2_reference.safetensors");
   const Tensor prompt = ref.load("generate.prompt"), greedy = ref.load("generate.greedy");
   const auto gen = cli_runner::run(
       "generate --model " + kDir + " --weights " + kDir + " --mesh model=3 --prompt-ids " +

@@ -19,7 +19,7 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
+using testing::kTestData;
 
 // Logits [T, V] of `row` [1, T] fed to the cache as a prefill of `prefill`
 // tokens, then one token at a time.
@@ -42,25 +42,25 @@ std::shared_ptr<Distribution> distribution_for(const std::string& plan, const ch
   return std::make_shared<AutoShard>(m, "data", AutoShardOptions{.time_limit_s = 0.2});
 }
 
-struct Case {
+struct GenerationCase {
   std::string plan;
   const char* mesh;
 };
-const std::vector<Case> kCases = {{"one device", ""},        {"megatron", "model=3"},
-                                  {"megatron", "model=4"},   {"auto", "model=3"},
-                                  {"data", "data=2"},        {"megatron", "data=2,model=2"},
-                                  {"fsdp", "data=2,model=2"}};
+const std::vector<GenerationCase> kCases = {
+    {"one device", ""},        {"megatron", "model=3"}, {"megatron", "model=4"},
+    {"auto", "model=3"},       {"data", "data=2"},      {"megatron", "data=2,model=2"},
+    {"fsdp", "data=2,model=2"}};
 
 TEST(Generation, LlamaCachedStepsMatchTheFullForwardPass) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   const int64_t T = 9;
   const Tensor row = testing::random_ids({1, T}, int32_t(config.vocab_size), 5);
   Llama reference(config, T);
-  load_llama_weights(reference, kData + "/hf_llama");
+  load_llama_weights(reference, kTestData + "/hf_llama");
   const Tensor expected = reference.predict_on_batch(row);
-  for (const Case& c : kCases) {
+  for (const GenerationCase& c : kCases) {
     Llama model(config, T);
-    load_llama_weights(model, kData + "/hf_llama");
+    load_llama_weights(model, kTestData + "/hf_llama");
     if (auto d = distribution_for(c.plan, c.mesh, llama_megatron_layout(config)))
       model.set_distribution(d);
     EXPECT_LT(max_relative_error(cached_logits(model, row, 4), expected), 1e-5)
@@ -74,7 +74,7 @@ TEST(Generation, Gpt2CachedStepsMatchTheFullForwardPass) {
   const Tensor row = testing::random_ids({1, T}, int32_t(config.vocab_size), 3);
   GPT2 reference(config, T, 11);
   const Tensor expected = reference.predict_on_batch(row);
-  for (const Case& c : kCases) {
+  for (const GenerationCase& c : kCases) {
     GPT2 model(config, T, 11);
     if (auto d = distribution_for(c.plan, c.mesh, gpt2_megatron_layout()))
       model.set_distribution(d);
@@ -84,7 +84,7 @@ TEST(Generation, Gpt2CachedStepsMatchTheFullForwardPass) {
 }
 
 TEST(Generation, TheCacheIsSplitLikeTheHeads) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   Llama model(config, 8);
   EXPECT_EQ(model.buffer_paths().size(), 2 * size_t(config.num_hidden_layers));
   EXPECT_EQ(model.buffer_paths().front(), "layers.0.self_attn.key_cache");
@@ -100,14 +100,14 @@ TEST(Generation, TheCacheIsSplitLikeTheHeads) {
 }
 
 TEST(Generation, SamplingIsTheSameOnEveryMeshForASeed) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   const std::vector<int32_t> prompt = {3, 17, 101, 64};
   const GenerationOptions o{
       .max_new_tokens = 8, .temperature = 1.5, .top_k = 50, .top_p = 0.95, .seed = 42};
   std::vector<int32_t> first;
-  for (const Case& c : kCases) {
+  for (const GenerationCase& c : kCases) {
     Llama model(config, 16);
-    load_llama_weights(model, kData + "/hf_llama");
+    load_llama_weights(model, kTestData + "/hf_llama");
     if (auto d = distribution_for(c.plan, c.mesh, llama_megatron_layout(config)))
       model.set_distribution(d);
     std::vector<int32_t> streamed;
@@ -119,23 +119,23 @@ TEST(Generation, SamplingIsTheSameOnEveryMeshForASeed) {
   }
   // Another seed draws another continuation (8 draws from ~131 tokens).
   Llama model(config, 16);
-  load_llama_weights(model, kData + "/hf_llama");
+  load_llama_weights(model, kTestData + "/hf_llama");
   GenerationOptions other = o;
   other.seed = 43;
   EXPECT_NE(generate(model, prompt, other).output_ids, first);
 }
 
 TEST(Generation, GreedyFollowsTheFullForwardArgmax) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   Llama model(config, 16);
-  load_llama_weights(model, kData + "/hf_llama");
+  load_llama_weights(model, kTestData + "/hf_llama");
   std::vector<int32_t> tokens = {5, 9, 2};
   const Generation g = generate(model, tokens, {.max_new_tokens = 6, .temperature = 0});
   // The same continuation without a cache: the whole sequence each time.
   for (int32_t produced : g.output_ids) {
     const int64_t T = int64_t(tokens.size());
     Llama full(config, T);
-    load_llama_weights(full, kData + "/hf_llama");
+    load_llama_weights(full, kTestData + "/hf_llama");
     const Tensor logits = full.predict_on_batch(Tensor::from({1, T}, tokens));
     const int64_t V = logits.dim(2);
     const float* last = logits.f32() + (T - 1) * V;
@@ -145,9 +145,9 @@ TEST(Generation, GreedyFollowsTheFullForwardArgmax) {
 }
 
 TEST(Generation, StopsAfterAStopToken) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   Llama model(config, 16);
-  load_llama_weights(model, kData + "/hf_llama");
+  load_llama_weights(model, kTestData + "/hf_llama");
   const std::vector<int32_t> prompt = {5, 9, 2};
   GenerationOptions o{.max_new_tokens = 6, .temperature = 0};
   const std::vector<int32_t> all = generate(model, prompt, o).output_ids;
@@ -197,7 +197,7 @@ TEST(Generation, NonFiniteLogitsAreErrorsNotTokenZero) {
 }
 
 TEST(Generation, BadRequestsAreErrors) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   Llama model(config, 8);
   EXPECT_THROW(generate(model, {}, {}), Error);
   EXPECT_THROW(generate(model, {1}, {.temperature = -1}), Error);

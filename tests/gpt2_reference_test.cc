@@ -17,12 +17,12 @@ namespace {
 
 const std::string kReference = std::string(AUTOSHARD_TEST_DATA) + "/gpt2_reference.safetensors";
 
-struct Fixture {
+struct Gpt2Fixture {
   SafetensorsFile ref{kReference};
   Tensor x = ref.load("x"), y = ref.load("y");
   GPT2 model{GPT2Config::preset("test"), x.dim(1)};
 
-  Fixture() {
+  Gpt2Fixture() {
     for (const std::string& path : model.weight_paths())
       model.set_weight(path, ref.load("w." + path));
   }
@@ -31,7 +31,7 @@ struct Fixture {
 // Every reference weight is used, except the key biases: autoshard's GPT-2
 // has none, since softmax ignores them (the logits still match).
 TEST(GPT2Reference, EveryWeightIsInTheReference) {
-  Fixture f;
+  Gpt2Fixture f;
   int count = 0;
   for (const auto& e : f.ref.entries())
     if (e.name.rfind("w.", 0) == 0 && e.name.find("attn.key.bias") == std::string::npos) ++count;
@@ -39,7 +39,7 @@ TEST(GPT2Reference, EveryWeightIsInTheReference) {
 }
 
 TEST(GPT2Reference, LogitsAndLoss) {
-  Fixture f;
+  Gpt2Fixture f;
   Tensor logits = f.model.predict_on_batch(f.x);
   EXPECT_LT(max_relative_error(logits, f.ref.load("logits")), 1e-5);
   f.model.compile(AdamW(), losses::sparse_categorical_crossentropy);
@@ -48,13 +48,13 @@ TEST(GPT2Reference, LogitsAndLoss) {
 }
 
 TEST(GPT2Reference, EveryGradient) {
-  Fixture f;
+  Gpt2Fixture f;
   for (const auto& [path, grad] : testing::loss_gradients(f.model, f.x, f.y))
     EXPECT_LT(max_relative_error(grad, f.ref.load("grad." + path)), 1e-4) << path;
 }
 
 TEST(GPT2Reference, TenAdamWStepsWithClipping) {
-  Fixture f;
+  Gpt2Fixture f;
   f.model.compile(
       AdamW({.learning_rate = 3e-3, .beta_2 = 0.95, .weight_decay = 0.1, .clipnorm = 1.0}),
       losses::sparse_categorical_crossentropy);
@@ -78,7 +78,7 @@ namespace {
 // Shapes with size-1 dims take other GEMM paths (free strides); the rows of a
 // batch must not depend on the batch size.
 TEST(GPT2Reference, BatchOfOneMatchesRowOfBatch) {
-  Fixture f;
+  Gpt2Fixture f;
   Tensor both = f.model.predict_on_batch(f.x);
   for (int64_t row = 0; row < f.x.dim(0); ++row) {
     Tensor one = f.model.predict_on_batch(slice_axis(f.x, 0, row, 1));

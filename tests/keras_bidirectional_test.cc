@@ -16,28 +16,18 @@
 #include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
 #include "io/keras/zip_archive.h"
+#include "keras_fixtures.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using testing::kKerasLayerFixtures;
+
+using testing::ScratchDir;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::string kLayers = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
-
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name)
-      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // `in` (a .keras) with its config.json edited by `edit`, written to `out`.
 void edit_keras(const fs::path& in, const fs::path& out, const std::function<void(json&)>& edit) {
@@ -76,14 +66,14 @@ void add_mirror(json& config) {
 }
 
 TEST(KerasBidirectional, KerasThreeBackwardLayerLoads) {
-  Scratch dir("keras_bidi");
+  ScratchDir dir("keras_bidi");
   for (const std::string name : {"bidirectional_concat", "bidirectional_gru_last"}) {
     SCOPED_TRACE(name);
-    KerasModel tfjs = load_keras_model(kLayers + "/tfjs/" + name + ".json");
+    KerasModel tfjs = load_keras_model(kKerasLayerFixtures + "/tfjs/" + name + ".json");
     const fs::path plain = dir.path / (name + ".keras"), mirrored = dir.path / (name + "_b.keras");
     save_keras_model(tfjs, plain.string());
     edit_keras(plain, mirrored, add_mirror);
-    SafetensorsFile ref(kLayers + "/" + name + ".safetensors");
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + name + ".safetensors");
     const Tensor x = ref.load("input/x");
     const std::vector<Tensor> want = tfjs.model->predict_outputs(x, 64);
     for (const char* mesh : {"", "model=3", "data=2,model=2"}) {
@@ -100,8 +90,8 @@ TEST(KerasBidirectional, KerasThreeBackwardLayerLoads) {
 }
 
 TEST(KerasBidirectional, OtherBackwardLayersAreRefused) {
-  Scratch dir("keras_bidi_other");
-  KerasModel tfjs = load_keras_model(kLayers + "/tfjs/bidirectional_concat.json");
+  ScratchDir dir("keras_bidi_other");
+  KerasModel tfjs = load_keras_model(kKerasLayerFixtures + "/tfjs/bidirectional_concat.json");
   const fs::path plain = dir.path / "plain.keras";
   save_keras_model(tfjs, plain.string());
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {

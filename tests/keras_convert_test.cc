@@ -19,51 +19,23 @@
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
 #include "io/keras/zip_archive.h"
+#include "keras_fixtures.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using testing::kKerasFileFixtures;
+
+using testing::keras_fixture_index;
+using testing::keras_fixture_inputs;
+using testing::keras_fixture_spec;
+using testing::kKerasLayerFixtures;
+
+using testing::ScratchDir;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::string kLayers = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
-const std::string kFiles = std::string(AUTOSHARD_TEST_DATA) + "/keras_files";
-
-const json& index_json() {
-  static const json index = [] {
-    std::ifstream in(kLayers + "/index.json");
-    return json::parse(in);
-  }();
-  return index;
-}
-
-const json& spec_of(const std::string& name) {
-  for (const json& m : index_json().at("models"))
-    if (m.at("name") == name) return m;
-  fail("no fixture ", name);
-}
-
-ModelInputs inputs_of(const json& spec, const SafetensorsFile& ref) {
-  std::map<std::string, Tensor> named;
-  for (const json& in : spec.at("inputs"))
-    named[in.at("name")] = ref.load("input/" + std::string(in.at("name")));
-  if (named.size() == 1) return named.begin()->second;
-  return named;
-}
-
-struct Scratch {
-  fs::path path;
-  explicit Scratch(const std::string& name)
-      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // Every output is `want`, bit for bit.
 void expect_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
@@ -83,7 +55,7 @@ std::vector<std::string> other_formats(const std::string& format) {
 void expect_conversions(const std::string& path, const ModelInputs& x) {
   KerasModel k = load_keras_model(path);
   const std::vector<Tensor> want = k.model->predict_outputs(x, 64);
-  Scratch dir("keras_convert");
+  ScratchDir dir("keras_convert");
   for (const std::string& name : other_formats(k.format)) {
     SCOPED_TRACE(path + " -> " + name);
     const std::string out = (dir.path / name).string();
@@ -109,26 +81,26 @@ void expect_conversions(const std::string& path, const ModelInputs& x) {
 TEST(KerasConvert, KerasAndH5FixturesConvert) {
   for (const std::string name :
        {"batch_normalization_dense", "two_outputs", "lstm_language_model", "resnet_cnn"}) {
-    const json& spec = spec_of(name);
-    SafetensorsFile ref(kLayers + "/" + std::string(spec.at("file")));
+    const json& spec = keras_fixture_spec(name);
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
     for (const std::string ext : {".keras", ".h5"})
-      expect_conversions(kFiles + "/" + name + ext, inputs_of(spec, ref));
+      expect_conversions(kKerasFileFixtures + "/" + name + ext, keras_fixture_inputs(spec, ref));
   }
 }
 
 // Every TF.js fixture autoshard reads, converted to .keras and .h5.
 TEST(KerasConvert, TfjsFixturesConvert) {
   int converted = 0;
-  for (const json& spec : index_json().at("models")) {
+  for (const json& spec : keras_fixture_index().at("models")) {
     const std::string name = spec.at("name");
-    const std::string path = kLayers + "/tfjs/" + name + ".json";
+    const std::string path = kKerasLayerFixtures + "/tfjs/" + name + ".json";
     try {
       load_keras_model(path, {.weights = false});
     } catch (const Error&) {
       continue;  // a custom TF.js layer (keras_files_test checks the refusal)
     }
-    SafetensorsFile ref(kLayers + "/" + std::string(spec.at("file")));
-    expect_conversions(path, inputs_of(spec, ref));
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
+    expect_conversions(path, keras_fixture_inputs(spec, ref));
     ++converted;
   }
   EXPECT_GT(converted, 50);
@@ -137,8 +109,8 @@ TEST(KerasConvert, TfjsFixturesConvert) {
 // A .h5 converted to .keras: Keras 3's form throughout; and back to .h5:
 // Keras 2's. A converted model also runs on meshes.
 TEST(KerasConvert, ArchitectureInEachFormsOwnTerms) {
-  Scratch dir("keras_convert_form");
-  KerasModel k = load_keras_model(kFiles + "/two_outputs.h5");
+  ScratchDir dir("keras_convert_form");
+  KerasModel k = load_keras_model(kKerasFileFixtures + "/two_outputs.h5");
   save_keras_model(k, (dir.path / "m.keras").string());
   keras::ZipArchive zip((dir.path / "m.keras").string());
   const json config = json::parse(zip.read_text("config.json", 1 << 20));
@@ -180,14 +152,15 @@ TEST(KerasConvert, ArchitectureInEachFormsOwnTerms) {
     EXPECT_TRUE(c.at("dtype").is_string());
     for (const json& node : l.at("inbound_nodes")) EXPECT_TRUE(node.is_array());
   }
-  const json& spec = spec_of("two_outputs");
-  SafetensorsFile ref(kLayers + "/" + std::string(spec.at("file")));
-  const std::vector<Tensor> want = k.model->predict_outputs(inputs_of(spec, ref), 64);
+  const json& spec = keras_fixture_spec("two_outputs");
+  SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
+  const std::vector<Tensor> want = k.model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
   for (const char* mesh : {"model=3", "data=2,model=2"}) {
     KerasModel sharded = load_keras_model((dir.path / "m.keras").string());
     sharded.model->set_distribution(std::make_shared<AutoShard>(
         DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
-    const std::vector<Tensor> got = sharded.model->predict_outputs(inputs_of(spec, ref), 64);
+    const std::vector<Tensor> got =
+        sharded.model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(max_relative_error(got[i], want[i]), 1e-5);
   }
@@ -197,19 +170,21 @@ TEST(KerasConvert, ArchitectureInEachFormsOwnTerms) {
 // options of the weight conversions and an OUT of no Keras format are
 // one-line errors; OUT is never replaced.
 TEST(KerasConvert, CommandLine) {
-  Scratch dir("keras_convert_cli");
-  const std::string in = kFiles + "/resnet_cnn.keras", d = dir.path.string();
+  ScratchDir dir("keras_convert_cli");
+  const std::string in = kKerasFileFixtures + "/resnet_cnn.keras", d = dir.path.string();
   for (const std::string out : {"/m.h5", "/m_tfjs", "/again.keras"}) {
     const std::string from = out == "/again.keras" ? d + "/m_tfjs" : in;
     const auto r = cli_runner::run("convert " + from + " " + d + out);
     EXPECT_EQ(r.code, 0) << r.output;
   }
-  const json& spec = spec_of("resnet_cnn");
-  SafetensorsFile ref(kLayers + "/" + std::string(spec.at("file")));
+  const json& spec = keras_fixture_spec("resnet_cnn");
+  SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
   const std::vector<Tensor> want =
-      load_keras_model(in).model->predict_outputs(inputs_of(spec, ref), 64);
+      load_keras_model(in).model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
   for (const char* out : {"/m.h5", "/m_tfjs", "/again.keras"})
-    expect_same(load_keras_model(d + out).model->predict_outputs(inputs_of(spec, ref), 64), want);
+    expect_same(
+        load_keras_model(d + out).model->predict_outputs(keras_fixture_inputs(spec, ref), 64),
+        want);
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {in + " " + d + "/m.h5", "already exists"},
            {in + " " + d + "/w.safetensors", "names no Keras format"},

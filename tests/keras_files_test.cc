@@ -17,50 +17,33 @@
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
+#include "keras_fixtures.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using testing::keras_fixture_index;
+using testing::keras_fixture_inputs;
+using testing::keras_fixture_spec;
+using testing::kKerasLayerFixtures;
+using testing::kSharedKerasFiles;
+
+using testing::ScratchDir;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kFixtures = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
-const std::string kShared = std::string(AUTOSHARD_TEST_DATA) + "/../../../shared/keras-files";
-
-const json& index_json() {
-  static const json index = [] {
-    std::ifstream in(kFixtures + "/index.json");
-    return json::parse(in);
-  }();
-  return index;
-}
-
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  for (const json& m : index_json().at("models")) names.push_back(m.at("name"));
+  for (const json& m : keras_fixture_index().at("models")) names.push_back(m.at("name"));
   return names;
-}
-
-const json& spec_of(const std::string& name) {
-  for (const json& m : index_json().at("models"))
-    if (m.at("name") == name) return m;
-  fail("no fixture ", name);
-}
-
-// The fixture's inputs as the loaded model names them.
-ModelInputs inputs_of(const json& spec, const SafetensorsFile& ref) {
-  std::map<std::string, Tensor> named;
-  for (const json& in : spec.at("inputs"))
-    named[in.at("name")] = ref.load("input/" + std::string(in.at("name")));
-  if (named.size() == 1) return named.begin()->second;
-  return named;
 }
 
 // A fixture made with a custom TF.js layer (the fixtures' stand-ins for
 // Keras 3 behaviour TF.js lacks) is refused with the class named.
 bool uses_custom_layer(const std::string& name) {
-  std::ifstream in(kFixtures + "/tfjs/" + name + ".json");
+  std::ifstream in(kKerasLayerFixtures + "/tfjs/" + name + ".json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* c : {"KerasConv", "GRUResetAfter", "KerasAveragePooling", "KerasUpSampling2D",
                         "KerasHardSigmoid"})
@@ -72,7 +55,7 @@ class TfjsFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TfjsFixture, PredictionsMatchTensorFlowJs) {
   const std::string name = GetParam();
-  const std::string path = kFixtures + "/tfjs/" + name + ".json";
+  const std::string path = kKerasLayerFixtures + "/tfjs/" + name + ".json";
   if (uses_custom_layer(name)) {
     try {
       load_keras_model(path);
@@ -82,8 +65,8 @@ TEST_P(TfjsFixture, PredictionsMatchTensorFlowJs) {
     }
     return;
   }
-  const json& spec = spec_of(name);
-  SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+  const json& spec = keras_fixture_spec(name);
+  SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
   std::optional<KerasModel> loaded;
   try {
     loaded.emplace(load_keras_model(path));
@@ -94,7 +77,7 @@ TEST_P(TfjsFixture, PredictionsMatchTensorFlowJs) {
   KerasModel& k = *loaded;
   EXPECT_EQ(k.format, "tfjs");
   ASSERT_EQ(k.inputs.size(), spec.at("inputs").size());
-  const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+  const std::vector<Tensor> got = k.model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
   ASSERT_EQ(got.size(), spec.at("outputs").size());
   for (size_t i = 0; i < got.size(); ++i) {
     const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
@@ -111,13 +94,13 @@ INSTANTIATE_TEST_SUITE_P(Keras, TfjsFixture, ::testing::ValuesIn(fixture_names()
 TEST(KerasFiles, TfjsOnMeshes) {
   for (const std::string name : {"resnet_cnn", "siamese", "lstm_language_model", "two_outputs"}) {
     if (uses_custom_layer(name)) continue;
-    const json& spec = spec_of(name);
-    SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+    const json& spec = keras_fixture_spec(name);
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
     for (const char* mesh : {"model=3", "data=2,model=2"}) {
-      KerasModel k = load_keras_model(kFixtures + "/tfjs/" + name + ".json");
+      KerasModel k = load_keras_model(kKerasLayerFixtures + "/tfjs/" + name + ".json");
       k.model->set_distribution(std::make_shared<AutoShard>(DeviceMesh::parse(mesh), "data",
                                                             AutoShardOptions{.time_limit_s = 0.1}));
-      const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+      const std::vector<Tensor> got = k.model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
       for (size_t i = 0; i < got.size(); ++i) {
         const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
         EXPECT_LT(max_relative_error(got[i], want.reshaped(got[i].shape())), 1e-5)
@@ -130,13 +113,13 @@ TEST(KerasFiles, TfjsOnMeshes) {
 // The real files other people's Keras wrote: they load, run forward on a
 // mesh as on one device, and their compile configs read.
 TEST(KerasFiles, RealKerasFiles) {
-  if (!fs::exists(kShared)) GTEST_SKIP() << "no " << kShared;
+  if (!fs::exists(kSharedKerasFiles)) GTEST_SKIP() << "no " << kSharedKerasFiles;
   for (const std::string file : {"fashion_cnn.keras", "gru_forecast.keras", "bi_lstm.keras",
                                  "cnn_lstm_forecast.keras", "next_word_lstm.h5", "lenet5.h5"}) {
     SCOPED_TRACE(file);
     KerasLoadOptions o;
     o.inference = true;
-    KerasModel k = load_keras_model(kShared + "/" + file, o);
+    KerasModel k = load_keras_model(kSharedKerasFiles + "/" + file, o);
     ASSERT_EQ(k.inputs.size(), 1u);
     EXPECT_TRUE(k.compile.present);
     if (!k.compile.optimizer.empty()) {
@@ -154,7 +137,7 @@ TEST(KerasFiles, RealKerasFiles) {
     }
     const Tensor one = k.model->predict(x);
     for (int64_t i = 0; i < one.numel(); ++i) ASSERT_TRUE(std::isfinite(one.f32()[i]));
-    KerasModel sharded = load_keras_model(kShared + "/" + file, o);
+    KerasModel sharded = load_keras_model(kSharedKerasFiles + "/" + file, o);
     sharded.model->set_distribution(std::make_shared<AutoShard>(
         DeviceMesh::parse("model=3"), "data", AutoShardOptions{.time_limit_s = 0.1}));
     EXPECT_LT(max_relative_error(sharded.model->predict(x), one), 1e-5);
@@ -212,7 +195,7 @@ TEST(KerasFiles, FormatByContent) {
   EXPECT_TRUE(is_keras_model_path((dir / "tfjs" / "model.json").string()));
   EXPECT_TRUE(is_keras_model_path((dir / "tfjs").string()));
   EXPECT_TRUE(is_keras_model_path((dir / "manifest_first.json").string()));
-  EXPECT_TRUE(is_keras_model_path(kFixtures + "/tfjs/batch_normalization_dense.json"));
+  EXPECT_TRUE(is_keras_model_path(kKerasLayerFixtures + "/tfjs/batch_normalization_dense.json"));
   // Output paths of save: a directory or model.json not yet there.
   EXPECT_EQ(keras_format_of((dir / "out").string()), "tfjs");
   EXPECT_EQ(keras_format_of((dir / "out.keras").string()), "keras");
@@ -227,16 +210,6 @@ TEST(KerasFiles, FormatByContent) {
 }
 
 // A scratch directory removed at the end of a test.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
-
 // Loads `path`, saves it in each format its own can be written as, loads
 // each output again: the predictions on `x` are identical (the very same
 // float32 weights), and the compile config reads back the same.
@@ -274,8 +247,8 @@ TEST(KerasFiles, KerasAndH5FixturesMatchTensorFlowJs) {
   const std::string dir = std::string(AUTOSHARD_TEST_DATA) + "/keras_files";
   for (const std::string name :
        {"batch_normalization_dense", "two_outputs", "lstm_language_model", "resnet_cnn"}) {
-    const json& spec = spec_of(name);
-    SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
+    const json& spec = keras_fixture_spec(name);
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
     for (const std::string ext : {".keras", ".h5"}) {
       for (const char* mesh : {"", "model=3", "data=2,model=2"}) {
         SCOPED_TRACE(name + ext + " on '" + mesh + "'");
@@ -286,7 +259,8 @@ TEST(KerasFiles, KerasAndH5FixturesMatchTensorFlowJs) {
         if (*mesh)
           k.model->set_distribution(std::make_shared<AutoShard>(
               DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
-        const std::vector<Tensor> got = k.model->predict_outputs(inputs_of(spec, ref), 64);
+        const std::vector<Tensor> got =
+            k.model->predict_outputs(keras_fixture_inputs(spec, ref), 64);
         ASSERT_EQ(got.size(), spec.at("outputs").size());
         for (size_t i = 0; i < got.size(); ++i) {
           const Tensor want = ref.load("output/" + std::string(spec.at("outputs").at(i)));
@@ -295,8 +269,8 @@ TEST(KerasFiles, KerasAndH5FixturesMatchTensorFlowJs) {
       }
     }
     // And they round trip through every format they can be written as.
-    expect_round_trips(dir + "/" + name + ".keras", inputs_of(spec, ref), {});
-    expect_round_trips(dir + "/" + name + ".h5", inputs_of(spec, ref), {});
+    expect_round_trips(dir + "/" + name + ".keras", keras_fixture_inputs(spec, ref), {});
+    expect_round_trips(dir + "/" + name + ".h5", keras_fixture_inputs(spec, ref), {});
   }
 }
 
@@ -304,9 +278,10 @@ TEST(KerasFiles, TfjsRoundTrips) {
   for (const std::string name : {"resnet_cnn", "siamese", "lstm_language_model", "two_outputs",
                                  "batch_normalization_dense"}) {
     if (uses_custom_layer(name)) continue;
-    const json& spec = spec_of(name);
-    SafetensorsFile ref(kFixtures + "/" + std::string(spec.at("file")));
-    expect_round_trips(kFixtures + "/tfjs/" + name + ".json", inputs_of(spec, ref), {});
+    const json& spec = keras_fixture_spec(name);
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(spec.at("file")));
+    expect_round_trips(kKerasLayerFixtures + "/tfjs/" + name + ".json",
+                       keras_fixture_inputs(spec, ref), {});
   }
 }
 
@@ -330,11 +305,11 @@ ModelInputs random_inputs(const KerasModel& k) {
 }
 
 TEST(KerasFiles, RealFilesRoundTrip) {
-  if (!fs::exists(kShared)) GTEST_SKIP() << "no " << kShared;
+  if (!fs::exists(kSharedKerasFiles)) GTEST_SKIP() << "no " << kSharedKerasFiles;
   KerasLoadOptions o;
   o.inference = true;
   for (const std::string file : {"fashion_cnn.keras", "bi_lstm.keras", "lenet5.h5"}) {
-    const std::string path = kShared + "/" + file;
+    const std::string path = kSharedKerasFiles + "/" + file;
     expect_round_trips(path, random_inputs(load_keras_model(path, o)), o);
   }
 }
@@ -342,7 +317,7 @@ TEST(KerasFiles, RealFilesRoundTrip) {
 // Weights changed after loading (training) are what is saved; a changed
 // compile config is written in the output format's own form.
 TEST(KerasFiles, SaveWritesCurrentWeightsAndCompileConfig) {
-  const std::string path = kFixtures + "/tfjs/two_outputs.json";
+  const std::string path = kKerasLayerFixtures + "/tfjs/two_outputs.json";
   KerasModel k = load_keras_model(path);
   const std::string w = k.weight_names.front().cpp;
   Tensor changed = k.model->gather_weight(w);

@@ -29,7 +29,9 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
+using testing::error_of;
+
+using testing::kTestData;
 
 keras_hub::Variables variables_of(const LanguageModelConfig& c) {
   if (const auto* g = std::get_if<GPT2Config>(&c.config)) return keras_hub::gpt2_variables(*g);
@@ -61,7 +63,7 @@ void expect_covers(Model& model, const keras_hub::Variables& v) {
 class KerasHubVariables : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KerasHubVariables, CoverEveryWeightOnce) {
-  const LanguageModelConfig c = LanguageModelConfig::of(kData + "/hf_" + GetParam());
+  const LanguageModelConfig c = LanguageModelConfig::of(kTestData + "/hf_" + GetParam());
   std::unique_ptr<Model> model = c.build(8, 0);
   expect_covers(*model, variables_of(c));
 }
@@ -71,14 +73,14 @@ INSTANTIATE_TEST_SUITE_P(Decoders, KerasHubVariables,
 
 TEST(KerasHubVariables, EncodersCoverEveryWeightOnce) {
   for (const char* name : {"bert", "roberta"}) {
-    const BertConfig c = bert_config_of(kData + "/hf_" + name);
+    const BertConfig c = bert_config_of(kTestData + "/hf_" + name);
     Bert model(c, 8);
     expect_covers(model, keras_hub::bert_variables(c));
   }
 }
 
 TEST(KerasHubVariables, NamesFollowKerasHub) {
-  const LanguageModelConfig c = LanguageModelConfig::of(kData + "/hf_llama");
+  const LanguageModelConfig c = LanguageModelConfig::of(kTestData + "/hf_llama");
   const keras_hub::Variables v = variables_of(c);
   EXPECT_EQ(v.class_name, "LlamaBackbone");
   const LlamaConfig& l = std::get<LlamaConfig>(c.config);
@@ -101,9 +103,10 @@ TEST(KerasHubVariables, NamesFollowKerasHub) {
 // directory holding the same weights.
 struct DecoderPair {
   std::string name;
-  std::string preset = kData + "/keras_hub/" + name;
-  std::string hf = kData + (name == "llama" || name == "gemma2" ? "/keras_hub/hf_" : "/hf_") + name;
-  SafetensorsFile ref{kData + "/" + name + "_reference.safetensors"};
+  std::string preset = kTestData + "/keras_hub/" + name;
+  std::string hf =
+      kTestData + (name == "llama" || name == "gemma2" ? "/keras_hub/hf_" : "/hf_") + name;
+  SafetensorsFile ref{kTestData + "/" + name + "_reference.safetensors"};
   Tensor x = ref.load("x"), y = ref.load("y");
 
   std::unique_ptr<Model> load(const std::string& dir, std::shared_ptr<Distribution> dist = {}) {
@@ -161,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(Decoders, KerasHubPreset,
 // device and on model=3 (each device widening only its own hyperslabs).
 TEST(KerasHubPreset, Bfloat16PresetIsTheRoundedFloat32One) {
   DecoderPair p{"gemma"};
-  const std::string bf16 = kData + "/keras_hub/gemma_bf16";
+  const std::string bf16 = kTestData + "/keras_hub/gemma_bf16";
   std::unique_ptr<Model> rounded = p.load(p.preset), preset = p.load(bf16);
   for (const std::string& w : rounded->weight_paths()) {
     Tensor t = rounded->gather_weight(w);
@@ -181,11 +184,11 @@ TEST(KerasHubPreset, Bfloat16PresetIsTheRoundedFloat32One) {
 // logits (tests/data/<name>_reference.safetensors) on one device and model=3.
 TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
   for (const char* name : {"bert", "roberta"}) {
-    SafetensorsFile ref(kData + "/" + std::string(name) + "_reference.safetensors");
+    SafetensorsFile ref(kTestData + "/" + std::string(name) + "_reference.safetensors");
     const ModelInputs in = {{"token_ids", ref.load("token_ids")},
                             {"segment_ids", ref.load("segment_ids")},
                             {"padding_mask", ref.load("padding_mask")}};
-    const std::string dir = kData + "/keras_hub/" + name;
+    const std::string dir = kTestData + "/keras_hub/" + name;
     const auto config = std::get<BertConfig>(keras_hub::preset_config(dir));
     for (const char* spec : {"", "model=3"}) {
       Bert model(config, ref.load("token_ids").dim(1));
@@ -203,11 +206,13 @@ TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
 // for boxes that cut kv heads, the query group, both, or rows past a
 // variable's row offset.
 TEST(KerasHubBlocks, HyperslabReadsGiveTheWeightsBlock) {
-  const LlamaConfig l = std::get<LlamaConfig>(LanguageModelConfig::of(kData + "/hf_gemma").config);
+  const LlamaConfig l =
+      std::get<LlamaConfig>(LanguageModelConfig::of(kTestData + "/hf_gemma").config);
   std::vector<keras_hub::Variable> vars = keras_hub::llama_variables(l).variables;
-  for (const auto& v : keras_hub::opt_variables(
-                           std::get<OPTConfig>(LanguageModelConfig::of(kData + "/hf_opt").config))
-                           .variables)
+  for (const auto& v :
+       keras_hub::opt_variables(
+           std::get<OPTConfig>(LanguageModelConfig::of(kTestData + "/hf_opt").config))
+           .variables)
     vars.push_back(v);
   uint64_t seed = 1;
   for (const keras_hub::Variable& v : vars) {
@@ -262,7 +267,7 @@ TEST(KerasHubBlocks, HyperslabReadsGiveTheWeightsBlock) {
 // Tokenizers from a preset's assets give the Hugging Face files' ids, with
 // KerasHub's start token (preprocessor.json's add_start_token).
 TEST(KerasHubTokenizer, IdsEqualTheHuggingFaceTokenizers) {
-  const std::string kh = kData + "/keras_hub/tokenizers/", hf = kData + "/tokenizers/";
+  const std::string kh = kTestData + "/keras_hub/tokenizers/", hf = kTestData + "/tokenizers/";
   // SentencePiece: the library's ids with BOS (tests/data/tokenizers'
   // expected.json).
   const auto spm = keras_hub::load_preset_tokenizer(kh + "sentencepiece");
@@ -289,24 +294,13 @@ TEST(KerasHubTokenizer, IdsEqualTheHuggingFaceTokenizers) {
   for (const std::string& t : texts) EXPECT_EQ(wp->encode(t), wp_hf->encode(t)) << t;
 }
 
-// The message of the Error `f` throws ("" if none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 class KerasHubPresetErrors : public testing::TempDirTest {
  protected:
   // A copy of a preset whose config.json "config" is edited by `edit`.
   std::string edited(const std::string& name, const std::function<void(nlohmann::json&)>& edit,
                      const char* file = "config.json") {
     const std::filesystem::path d = dir_ / name;
-    std::filesystem::copy(kData + "/keras_hub/" + name, d);
+    std::filesystem::copy(kTestData + "/keras_hub/" + name, d);
     nlohmann::json j = nlohmann::json::parse(std::ifstream(d / file));
     edit(j["config"]);
     std::ofstream(d / file) << j.dump();
@@ -333,19 +327,19 @@ TEST_F(KerasHubPresetErrors, SavedPresetsReadBack) {
     const std::string out = (dir_ / name).string();
     keras_hub::save_preset(
         *hf, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config), out,
-        kData + "/keras_hub/tokenizers/sentencepiece");
+        kTestData + "/keras_hub/tokenizers/sentencepiece");
     EXPECT_TRUE(std::filesystem::exists(dir_ / name / "assets" / "tokenizer" / "vocabulary.spm"));
     std::unique_ptr<Model> back = p.load(out);
     EXPECT_EQ(max_relative_error(back->predict_on_batch(p.x), hf->predict_on_batch(p.x)), 0)
         << name;
   }
-  SafetensorsFile ref(kData + "/roberta_reference.safetensors");
+  SafetensorsFile ref(kTestData + "/roberta_reference.safetensors");
   const ModelInputs in = {{"token_ids", ref.load("token_ids")},
                           {"segment_ids", ref.load("segment_ids")},
                           {"padding_mask", ref.load("padding_mask")}};
-  const BertConfig c = bert_config_of(kData + "/hf_roberta");
+  const BertConfig c = bert_config_of(kTestData + "/hf_roberta");
   Bert hf(c, ref.load("token_ids").dim(1));
-  load_bert_weights(hf, kData + "/hf_roberta");
+  load_bert_weights(hf, kTestData + "/hf_roberta");
   keras_hub::save_preset(hf, c, (dir_ / "roberta").string());
   Bert back(std::get<BertConfig>(keras_hub::preset_config((dir_ / "roberta").string())),
             ref.load("token_ids").dim(1));
@@ -389,7 +383,7 @@ TEST_F(KerasHubPresetErrors, AnotherBackboneOrTaskIsNamed) {
   const std::string e = load_error(edited("gpt2", [](auto& c) { (void)c; }));
   EXPECT_EQ(e, "");
   std::filesystem::path d = dir_ / "other";
-  std::filesystem::copy(kData + "/keras_hub/gpt2", d);
+  std::filesystem::copy(kTestData + "/keras_hub/gpt2", d);
   nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "task.json"));
   j["class_name"] = "GPT2Seq2SeqLM";
   std::ofstream(d / "task.json") << j.dump();
@@ -404,7 +398,7 @@ TEST_F(KerasHubPresetErrors, AnotherBackboneOrTaskIsNamed) {
 // directory: generate on model=3 gives the directory's ids, convert goes to
 // Hugging Face and back, train --save writes a preset.
 TEST_F(KerasHubPresetErrors, CommandLineTakesPresets) {
-  const std::string preset = kData + "/keras_hub/llama", hf = kData + "/keras_hub/hf_llama";
+  const std::string preset = kTestData + "/keras_hub/llama", hf = kTestData + "/keras_hub/hf_llama";
   const std::string gen = " --prompt-ids 3,17,101,64 --max-new-tokens 6 --temperature 0";
   const auto a = cli_runner::run("generate --weights " + preset + gen + " --mesh model=3");
   const auto b = cli_runner::run("generate --weights " + hf + gen);

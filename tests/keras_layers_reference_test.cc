@@ -16,7 +16,7 @@
 //     images' rows split over rows=3 (a band per device, halos exchanged).
 // Time: a mesh run costs up to ~0.1 s per model and plan (AutoShard's time
 // limit, plus compiling the step), too much for every model on every mesh
-// under the sanitizers on 2 cores. So the models of kEveryMesh (one or more
+// under the sanitizers on 2 cores. So the models of kLayersOnEveryMesh (one or more
 // of each family, the whole models included) run every mesh with both
 // plans; each other model runs one mesh with one plan, rotating by its index
 // in index.json, so that a family's consecutive models get different meshes
@@ -58,20 +58,23 @@
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/executor.h"
+#include "keras_fixtures.h"
 
 namespace autoshard {
 namespace {
 
-using nlohmann::json;
+using testing::keras_fixture_index;
+using testing::keras_fixture_spec;
+using testing::kKerasLayerFixtures;
 
-const std::string kDir = std::string(AUTOSHARD_TEST_DATA) + "/keras_layers";
+using nlohmann::json;
 
 // Tolerances of the issue: relative to the largest magnitude of the expected
 // tensor (outputs, gradients, weights) or to the loss itself.
 constexpr double kOutputTolerance = 1e-5, kGradientTolerance = 1e-4, kLossTolerance = 1e-4;
 
 // The models that run on every mesh with both plans (see the file comment).
-const std::set<std::string> kEveryMesh = {
+const std::set<std::string> kLayersOnEveryMesh = {
     "activation_gelu",
     "conv1d_same_dilated",
     "conv2d_stride2_same",
@@ -95,25 +98,10 @@ const std::set<std::string> kEveryMesh = {
     "two_outputs",
     "lstm_language_model",
 };
-const char* const kMeshes[] = {"model=3", "model=4", "data=2,model=2"};
-
-const json& fixture_index() {
-  static const json index = [] {
-    std::ifstream in(kDir + "/index.json");
-    AS_CHECK(in.good(), "cannot read ", kDir, "/index.json: run tools/keras_fixtures");
-    return json::parse(in);
-  }();
-  return index;
-}
-
-const json& spec_of(const std::string& name) {
-  for (const json& m : fixture_index().at("models"))
-    if (m.at("name") == name) return m;
-  fail("no fixture model '", name, "' in ", kDir, "/index.json");
-}
+const char* const kLayerMeshes[] = {"model=3", "model=4", "data=2,model=2"};
 
 size_t index_of(const std::string& name) {
-  const json& models = fixture_index().at("models");
+  const json& models = keras_fixture_index().at("models");
   for (size_t i = 0; i < models.size(); ++i)
     if (models[i].at("name") == name) return i;
   return 0;
@@ -123,10 +111,10 @@ size_t index_of(const std::string& name) {
 std::vector<std::string> model_names(const std::function<bool(const json&)>& keep = nullptr) {
   std::vector<std::string> names;
   try {
-    for (const json& m : fixture_index().at("models"))
+    for (const json& m : keras_fixture_index().at("models"))
       if (!keep || keep(m)) names.push_back(m.at("name"));
   } catch (const std::exception&) {
-    names.push_back("index_json_unreadable");  // fails loudly in spec_of
+    names.push_back("index_json_unreadable");  // fails loudly in keras_fixture_spec
   }
   return names;
 }
@@ -409,7 +397,7 @@ class TotalLoss : public LayerImpl {
 
 // Keras 3's optimizers with the fixtures' hyper-parameters.
 std::shared_ptr<Optimizer> make_optimizer(const std::string& name, Missing& missing) {
-  const json& o = fixture_index().at("optimizers").at(name);
+  const json& o = keras_fixture_index().at("optimizers").at(name);
   if (name == "adam")
     return optimizers::Adam({.learning_rate = o.at("learning_rate"),
                              .beta_1 = o.at("beta_1"),
@@ -431,7 +419,7 @@ std::shared_ptr<Optimizer> make_optimizer(const std::string& name, Missing& miss
 }
 
 // One fixture: its spec, its reference tensors and the model built from them.
-struct Fixture {
+struct LayerFixture {
   const json& spec;
   SafetensorsFile ref;
   Missing missing;
@@ -440,8 +428,9 @@ struct Fixture {
   std::vector<double> loss_weights;
   std::unique_ptr<Model> model;
 
-  explicit Fixture(const std::string& name)
-      : spec(spec_of(name)), ref(kDir + "/" + std::string(spec.at("file"))) {
+  explicit LayerFixture(const std::string& name)
+      : spec(keras_fixture_spec(name)),
+        ref(kKerasLayerFixtures + "/" + std::string(spec.at("file"))) {
     build();
   }
 
@@ -579,7 +568,7 @@ struct Fixture {
 class KerasLayersReference : public ::testing::TestWithParam<std::string> {};
 
 #define BUILD_OR_SKIP(f)                                                              \
-  Fixture f(GetParam());                                                              \
+  LayerFixture f(GetParam());                                                         \
   if (!f.model) GTEST_SKIP() << GetParam() << ": autoshard lacks " << f.missing.what; \
   f.load_weights(*f.model)
 
@@ -655,7 +644,7 @@ TEST_P(KerasLayersReference, OutputLossAndGradients) {
 // Adam) every weight after the steps, moving statistics included.
 void check_steps(const std::string& model_name, const std::string& optimizer,
                  std::shared_ptr<Distribution> dist, const std::string& what) {
-  Fixture f(model_name);
+  LayerFixture f(model_name);
   if (dist) f.model->set_distribution(dist);
   f.load_weights(*f.model);
   EXPECT_EQ(f.check_outputs(*f.model), "") << what;
@@ -705,20 +694,20 @@ LayoutMap last_axis_over_model(Model& model) {
 // Outputs, then (for a model with weights) Adam's losses and weights, on `dist`.
 void check_on(const std::string& model_name, std::shared_ptr<Distribution> dist,
               const std::string& what) {
-  Fixture f(model_name);
+  LayerFixture f(model_name);
   if (trains(f.spec)) return check_steps(model_name, "adam", dist, what);
   f.model->set_distribution(dist);
   EXPECT_EQ(f.check_outputs(*f.model), "") << what;
 }
 
 // On meshes: outputs, Adam's losses and weights, laid out by AutoShard and by
-// the layout map (every mesh for kEveryMesh, one rotating otherwise).
+// the layout map (every mesh for kLayersOnEveryMesh, one rotating otherwise).
 TEST_P(KerasLayersReference, MeshesMatchTensorFlowJs) {
   BUILD_OR_SKIP(f);
-  const bool every = kEveryMesh.count(GetParam()) > 0;
+  const bool every = kLayersOnEveryMesh.count(GetParam()) > 0;
   const size_t rotation = index_of(GetParam());
-  for (size_t m = 0; m < std::size(kMeshes); ++m) {
-    const DeviceMesh mesh = DeviceMesh::parse(kMeshes[m]);
+  for (size_t m = 0; m < std::size(kLayerMeshes); ++m) {
+    const DeviceMesh mesh = DeviceMesh::parse(kLayerMeshes[m]);
     for (int plan = 0; plan < 2; ++plan) {
       if (!every && (rotation % 6) != m * 2 + plan) continue;
       std::shared_ptr<Distribution> dist =
@@ -726,7 +715,7 @@ TEST_P(KerasLayersReference, MeshesMatchTensorFlowJs) {
                           mesh, "data", AutoShardOptions{.time_limit_s = 0.1}))
                     : std::make_shared<ModelParallel>(mesh, last_axis_over_model(*f.model));
       check_on(GetParam(), dist,
-               std::string(plan == 0 ? "autoshard" : "layout map") + " on " + kMeshes[m]);
+               std::string(plan == 0 ? "autoshard" : "layout map") + " on " + kLayerMeshes[m]);
     }
   }
 }
@@ -802,10 +791,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, KerasLayersSpatial,
 // The fixtures are what the tests say they are: every model's file holds
 // its weights, inputs, targets, outputs and loss, and the set stays small.
 TEST(KerasLayersFixtures, EveryModelHasItsTensors) {
-  const json& index = fixture_index();
+  const json& index = keras_fixture_index();
   EXPECT_GE(index.at("models").size(), 80u);
   for (const json& m : index.at("models")) {
-    SafetensorsFile ref(kDir + "/" + std::string(m.at("file")));
+    SafetensorsFile ref(kKerasLayerFixtures + "/" + std::string(m.at("file")));
     for (const json& w : m.at("weights")) {
       const std::string path = w.at("path");
       ASSERT_TRUE(ref.contains(path)) << m.at("name") << ": " << path;

@@ -17,26 +17,20 @@
 #include "autoshard/io/safetensors.h"
 #include "autoshard/nn/layers.h"
 #include "cli_runner.h"
+#include "keras_fixtures.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using testing::kSharedKerasFiles;
+
+using testing::ScratchDir;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kData = AUTOSHARD_TEST_DATA;
-const std::string kShared = kData + "/../../../shared/keras-files";
-
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& name)
-      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-};
+using testing::kTestData;
 
 // batch_normalization_dense: Dense, BatchNormalization (non-trainable moving
 // statistics between the trainable weights), Dense; MSE.
@@ -44,7 +38,7 @@ struct Batch {
   Tensor x, y;
 };
 Batch fixture_batch() {
-  SafetensorsFile ref(kData + "/keras_layers/batch_normalization_dense.safetensors");
+  SafetensorsFile ref(kTestData + "/keras_layers/batch_normalization_dense.safetensors");
   return {ref.load("input/x"), ref.load("target/head")};
 }
 
@@ -73,13 +67,13 @@ void train(KerasModel& k, const Batch& b, int from, int to) {
   }
 }
 
-struct Case {
+struct OptimizerStateCase {
   std::string file, out, optimizer;
 };
 
 TEST(KerasOptimizerState, ResumeEqualsOneRun) {
-  const std::string dir = kData + "/keras_files/batch_normalization_dense";
-  const std::string tfjs = kData + "/keras_layers/tfjs/batch_normalization_dense.json";
+  const std::string dir = kTestData + "/keras_files/batch_normalization_dense";
+  const std::string tfjs = kTestData + "/keras_layers/tfjs/batch_normalization_dense.json";
   const Batch batch = fixture_batch();
   const int n = 3, m = 2;
   ScratchDir scratch("keras_optimizer_state");
@@ -133,7 +127,7 @@ TEST(KerasOptimizerState, ResumeEqualsOneRun) {
 TEST(KerasOptimizerState, OnlyTheConfiguredOptimizersStateIsWritten) {
   const Batch batch = fixture_batch();
   ScratchDir scratch("keras_optimizer_other");
-  KerasModel k = load_keras_model(kData + "/keras_files/batch_normalization_dense.h5");
+  KerasModel k = load_keras_model(kTestData + "/keras_files/batch_normalization_dense.h5");
   compile_with(k, "Adam");
   train(k, batch, 0, 1);
   k.compile.optimizer = "SGD";  // the config now names another optimizer than the state's
@@ -150,7 +144,7 @@ TEST(KerasOptimizerState, OnlyTheConfiguredOptimizersStateIsWritten) {
 // TensorFlow.js then loads (tools/keras_fixtures/reload_saved.mjs).
 TEST(KerasOptimizerState, TfjsTrainingConfigSpellsOutDefaults) {
   ScratchDir scratch("keras_optimizer_tfjs_defaults");
-  KerasModel k = load_keras_model(kData + "/keras_layers/tfjs/batch_normalization_dense.json");
+  KerasModel k = load_keras_model(kTestData + "/keras_layers/tfjs/batch_normalization_dense.json");
   compile_with(k, "Adam");
   k.compile.optimizer_config = json::object();
   save_keras_model(k, (scratch.path / "out").string());
@@ -163,12 +157,12 @@ TEST(KerasOptimizerState, TfjsTrainingConfigSpellsOutDefaults) {
 // and each variable's momentum and velocity; Keras 2.3 iterations, all m,
 // all v and placeholders; Keras 3's legacy .h5 its own variables.
 TEST(KerasOptimizerState, RealFiles) {
-  if (!fs::exists(kShared)) GTEST_SKIP() << "no " << kShared;
+  if (!fs::exists(kSharedKerasFiles)) GTEST_SKIP() << "no " << kSharedKerasFiles;
   for (const std::string file : {"fashion_cnn.keras", "gru_forecast.keras", "bi_lstm.keras",
                                  "lenet5.h5", "next_word_lstm.h5"}) {
     SCOPED_TRACE(file);
-    KerasModel k =
-        load_keras_model(kShared + "/" + file, {.optimizer_state = true, .inference = true});
+    KerasModel k = load_keras_model(kSharedKerasFiles + "/" + file,
+                                    {.optimizer_state = true, .inference = true});
     EXPECT_TRUE(k.has_optimizer_state) << k.optimizer_state_note;
     EXPECT_GT(k.iterations, 0);
     // The moments are read (and so checked for NaN) like weights.
@@ -177,7 +171,7 @@ TEST(KerasOptimizerState, RealFiles) {
   }
   // This one's compile config names no optimizer (its state says Adam):
   // the state is not guessed at.
-  KerasModel k = load_keras_model(kShared + "/cnn_lstm_forecast.keras",
+  KerasModel k = load_keras_model(kSharedKerasFiles + "/cnn_lstm_forecast.keras",
                                   {.optimizer_state = true, .inference = true});
   EXPECT_FALSE(k.has_optimizer_state);
   EXPECT_EQ(k.optimizer_state_note, "the compile config names no optimizer");
@@ -197,8 +191,8 @@ TEST(KerasOptimizerState, CommandLineResumesFromSave) {
   }
   const std::string data = " --x " + path("x.npy") + " --y " + path("y.npy") +
                            " --batch 4 --sampling sequential --verbose 0 ";
-  const std::string stem = kData + "/keras_files/batch_normalization_dense";
-  const std::string tfjs = kData + "/keras_layers/tfjs/batch_normalization_dense.json";
+  const std::string stem = kTestData + "/keras_files/batch_normalization_dense";
+  const std::string tfjs = kTestData + "/keras_layers/tfjs/batch_normalization_dense.json";
   for (const auto& [file, out, flags] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {stem + ".keras", "a.keras", ""},
@@ -249,12 +243,13 @@ Tensor tensor_of(const json& rows) {
 // tools/keras_files/adam_epsilon_reference.py steps both in NumPy from
 // Keras's and TF.js's sources (epsilon 0.1, where the two differ by 20%).
 TEST(KerasAdamEpsilon, EachFormatsPlacementMatchesNumPy) {
-  std::ifstream in(kData + "/keras_files/adam_epsilon.json");
+  std::ifstream in(kTestData + "/keras_files/adam_epsilon.json");
   const json ref = json::parse(in);
   const json& o = ref.at("optimizer");
-  EXPECT_EQ(load_keras_model(kData + "/keras_files/two_outputs.keras").compile.epsilon, "before");
-  EXPECT_EQ(load_keras_model(kData + "/keras_files/two_outputs.h5").compile.epsilon, "before");
-  EXPECT_EQ(load_keras_model(kData + "/keras_layers/tfjs/two_outputs.json").compile.epsilon,
+  EXPECT_EQ(load_keras_model(kTestData + "/keras_files/two_outputs.keras").compile.epsilon,
+            "before");
+  EXPECT_EQ(load_keras_model(kTestData + "/keras_files/two_outputs.h5").compile.epsilon, "before");
+  EXPECT_EQ(load_keras_model(kTestData + "/keras_layers/tfjs/two_outputs.json").compile.epsilon,
             "after");
   const Tensor x = tensor_of(ref.at("x")), y = tensor_of(ref.at("y"));
   for (const std::string placement : {"before", "after"}) {

@@ -24,16 +24,17 @@
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
+#include "keras_fixtures.h"
 #include "test_util.h"
 
 namespace autoshard {
 namespace {
 
+using testing::kKerasFileFixtures;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::TempDirTest;
-
-const std::string kKerasFiles = std::string(AUTOSHARD_TEST_DATA) + "/keras_files";
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -74,7 +75,7 @@ TEST(LayoutMapExport, KerasFileMapReadsBackAsThePlan) {
   const ModelParallel plan(mesh, forced_layouts());
   for (const std::string ext : {".keras", ".h5"}) {
     SCOPED_TRACE(ext);
-    const LayoutMapExport e = export_of(kKerasFiles + "/lstm_language_model" + ext, plan);
+    const LayoutMapExport e = export_of(kKerasFileFixtures + "/lstm_language_model" + ext, plan);
     ASSERT_EQ(e.entries.size(), 9u);
     // Keras 3's paths: a Functional model's layers unscoped, LSTM cells scoped.
     std::set<std::string> paths;
@@ -105,7 +106,7 @@ TEST(LayoutMapExport, KerasFileMapReadsBackAsThePlan) {
 }
 
 TEST(LayoutMapExport, TrainingWithTheReadBackMapEqualsOneDevice) {
-  const std::string file = kKerasFiles + "/lstm_language_model.keras";
+  const std::string file = kKerasFileFixtures + "/lstm_language_model.keras";
   const DeviceMesh mesh = DeviceMesh::parse("data=2,model=3");
   const LayoutMapExport e = export_of(file, ModelParallel(mesh, forced_layouts()));
   // The exported map, read back, as layouts of autoshard's weights.
@@ -266,7 +267,7 @@ TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
 class LayoutMapCli : public TempDirTest {};
 
 TEST_F(LayoutMapCli, ExportsJsonAndPythonThatKerasReadsAsThePlan) {
-  const std::string model = kKerasFiles + "/lstm_language_model.keras";
+  const std::string model = kKerasFileFixtures + "/lstm_language_model.keras";
   const fs::path js = dir_ / "map.json", py = dir_ / "map.py", plan = dir_ / "plan.json";
   const std::string common = "plan --model " + model + " --mesh model=3 --batch 6 --plan " +
                              (dir_ / "layouts.json").string();
@@ -369,7 +370,7 @@ TEST_F(LayoutMapCli, KerasHubPresetExportsItsBackbone) {
 }
 
 TEST_F(LayoutMapCli, BadExportsAreOneLineErrors) {
-  const std::string model = kKerasFiles + "/lstm_language_model.keras";
+  const std::string model = kKerasFileFixtures + "/lstm_language_model.keras";
   const auto run = [&](const std::string& args) { return cli_runner::run("plan " + args); };
   auto r = run("--model " + model + " --mesh model=2 --export-layout-map " +
                (dir_ / "map.txt").string());

@@ -11,11 +11,14 @@
 #include <fstream>
 
 #include "autoshard/error.h"
+#include "test_util.h"
 
 namespace autoshard {
 namespace {
 
-const std::string kDir = std::string(AUTOSHARD_TEST_DATA) + "/npy/";
+using testing::error_of;
+
+const std::string kNpyDir = std::string(AUTOSHARD_TEST_DATA) + "/npy/";
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -37,17 +40,6 @@ struct TempFile {
   static inline int counter = 0;
 };
 
-// The error message of `f`, or "" when it succeeds.
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Npy, ReadsEveryDtypeNumPySaves) {
   const std::pair<const char*, NpyType> cases[] = {
       {"float16", NpyType::Float16}, {"float32", NpyType::Float32}, {"float64", NpyType::Float64},
@@ -55,7 +47,7 @@ TEST(Npy, ReadsEveryDtypeNumPySaves) {
       {"int64", NpyType::Int64},     {"uint8", NpyType::UInt8},     {"uint16", NpyType::UInt16}};
   for (const auto& [name, type] : cases) {
     SCOPED_TRACE(name);
-    const NpyArray a = read_npy(kDir + name + ".npy", "--x");
+    const NpyArray a = read_npy(kNpyDir + name + ".npy", "--x");
     EXPECT_EQ(a.stored, type);
     EXPECT_STREQ(npy_type_name(a.stored), name);
     if (type == NpyType::UInt16) {  // [1, 2]
@@ -75,28 +67,28 @@ TEST(Npy, ReadsEveryDtypeNumPySaves) {
 }
 
 TEST(Npy, ReadsBoolsBigEndianVersion2ScalarsAndEmptyArrays) {
-  const NpyArray b = read_npy(kDir + "bool.npy", "--y");
+  const NpyArray b = read_npy(kNpyDir + "bool.npy", "--y");
   EXPECT_EQ(b.stored, NpyType::Bool);
   EXPECT_EQ(std::vector<int32_t>(b.tensor.i32(), b.tensor.i32() + 6),
             std::vector<int32_t>({1, 0, 1, 0, 0, 1}));
-  const NpyArray f = read_npy(kDir + "big_endian_f4.npy", "--x");
-  const NpyArray i = read_npy(kDir + "big_endian_i8.npy", "--x");
-  const NpyArray v2 = read_npy(kDir + "version2.npy", "--x");
+  const NpyArray f = read_npy(kNpyDir + "big_endian_f4.npy", "--x");
+  const NpyArray i = read_npy(kNpyDir + "big_endian_i8.npy", "--x");
+  const NpyArray v2 = read_npy(kNpyDir + "version2.npy", "--x");
   for (int k = 0; k < 6; ++k) {
     EXPECT_EQ(f.tensor.f32()[k], float(k - 3));
     EXPECT_EQ(i.tensor.i32()[k], k - 3);
     EXPECT_EQ(v2.tensor.f32()[k], float(k - 3));
   }
-  const NpyArray s = read_npy(kDir + "scalar.npy", "--x");
+  const NpyArray s = read_npy(kNpyDir + "scalar.npy", "--x");
   EXPECT_EQ(s.tensor.shape(), Shape{});
   EXPECT_EQ(s.tensor.f32()[0], 2.5f);
-  EXPECT_EQ(read_npy(kDir + "empty.npy", "--x").tensor.shape(), Shape({0, 4}));
+  EXPECT_EQ(read_npy(kNpyDir + "empty.npy", "--x").tensor.shape(), Shape({0, 4}));
 }
 
 TEST(Npy, ReadsNpzStoredAndCompressed) {
   for (const char* name : {"two.npz", "two_compressed.npz"}) {
     SCOPED_TRACE(name);
-    const auto arrays = read_arrays(kDir + name, "--x");
+    const auto arrays = read_arrays(kNpyDir + name, "--x");
     ASSERT_EQ(arrays.size(), 2u);
     const NpyArray& image = arrays.at("image");
     EXPECT_EQ(image.tensor.shape(), Shape({3, 2, 2}));
@@ -106,7 +98,7 @@ TEST(Npy, ReadsNpzStoredAndCompressed) {
     EXPECT_EQ(std::vector<int32_t>(label.tensor.i32(), label.tensor.i32() + 3),
               std::vector<int32_t>({0, 2, 1}));
   }
-  const auto one = read_arrays(kDir + "float32.npy", "--x");
+  const auto one = read_arrays(kNpyDir + "float32.npy", "--x");
   ASSERT_EQ(one.size(), 1u);
   EXPECT_TRUE(one.contains(""));
 }
@@ -131,10 +123,10 @@ TEST(Npy, WritesWhatNumPyAndThisReaderRead) {
 }
 
 TEST(Npy, ConvertsForTheModelsInputs) {
-  const NpyArray ids = read_npy(kDir + "float32.npy", "--x");
+  const NpyArray ids = read_npy(kNpyDir + "float32.npy", "--x");
   const Tensor as_ints = npy_as(ids, DType::I32, "--x");
   EXPECT_EQ(as_ints.i32()[5], 2);
-  const NpyArray ints = read_npy(kDir + "int64.npy", "--x");
+  const NpyArray ints = read_npy(kNpyDir + "int64.npy", "--x");
   EXPECT_EQ(npy_as(ints, DType::F32, "--x").f32()[0], -3.0f);
   const NpyArray halves = parse_npy(npy_bytes(Tensor::from({2}, {1.0f, 1.5f})), "t");
   EXPECT_NE(error_of([&] {
@@ -153,14 +145,15 @@ TEST(Npy, RefusesWhatItCannotHoldWithOneErrorNamingTheFile) {
       {"object.npy", "object array (pickled Python objects) is never read"}};
   for (const auto& [name, expected] : cases) {
     SCOPED_TRACE(name);
-    const std::string message = error_of([&] { read_arrays(kDir + name, "--x"); });
-    EXPECT_NE(message.find(std::string("--x '") + kDir + name + "'"), std::string::npos) << message;
+    const std::string message = error_of([&] { read_arrays(kNpyDir + name, "--x"); });
+    EXPECT_NE(message.find(std::string("--x '") + kNpyDir + name + "'"), std::string::npos)
+        << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;
   }
 }
 
 TEST(Npy, RefusesMalformedFiles) {
-  const std::string good = file_bytes(kDir + "float32.npy");
+  const std::string good = file_bytes(kNpyDir + "float32.npy");
   auto header_with = [&](const std::string& dict) {
     std::string h = std::string("\x93NUMPY\x01\x00", 8);
     h += static_cast<char>(dict.size()), h += '\0';
@@ -193,7 +186,8 @@ TEST(Npy, RefusesMalformedFiles) {
     EXPECT_NE(message.find("--x 'bad.npy'"), std::string::npos) << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;
   }
-  EXPECT_NE(error_of([&] { read_arrays(kDir, "--x"); }).find("is a directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_arrays(kNpyDir, "--x"); }).find("is a directory"),
+            std::string::npos);
   TempFile text("hello there");
   EXPECT_NE(error_of([&] { read_arrays(text.path, "--x"); }).find("neither an .npy nor an .npz"),
             std::string::npos);
@@ -212,8 +206,8 @@ std::string with_declared_size(std::string zip, uint32_t size) {
 }
 
 TEST(Npy, RefusesZipsWhoseSizesLie) {
-  const std::string stored = file_bytes(kDir + "two.npz");
-  const std::string compressed = file_bytes(kDir + "two_compressed.npz");
+  const std::string stored = file_bytes(kNpyDir + "two.npz");
+  const std::string compressed = file_bytes(kNpyDir + "two_compressed.npz");
   TempFile too_big(with_declared_size(stored, 1u << 30));
   TempFile bomb(with_declared_size(compressed, 0xfffffff0u));
   TempFile too_small(with_declared_size(compressed, 100));

@@ -88,13 +88,13 @@ TEST(PipeSchedules, EveryOrderCompletesWithinItsBound) {
             (PipeUnit{'F', 4, 0}));  // the second chunk after a group of 4
 }
 
-std::shared_ptr<Optimizer> adamw() {
+std::shared_ptr<Optimizer> make_adamw() {
   // epsilon 1e-3: see partitioner_test.cc (gradients near Adam's epsilon
   // turn their rounding into whole steps).
   return AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 0.5});
 }
 
-struct Case {
+struct PipelineCase {
   std::string model;  // "gpt2", "gpt2-dropout" or "llama"
   int stages;
   int64_t microbatches, batch;
@@ -103,7 +103,7 @@ struct Case {
   int virtual_stages = 1;   // stages per device (interleaved)
 };
 
-std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
+std::unique_ptr<Model> build_model(const std::string& which, int64_t seq) {
   if (which.starts_with("gpt2")) {
     GPT2Config cfg = GPT2Config::preset("test");
     cfg.n_layer = 5;
@@ -115,7 +115,7 @@ std::unique_ptr<Model> build(const std::string& which, int64_t seq) {
 
 // The layout inside the stages: data parallel without a model axis, else
 // Megatron's.
-std::shared_ptr<Distribution> inside(const Case& c) {
+std::shared_ptr<Distribution> inside(const PipelineCase& c) {
   const DeviceMesh mesh = DeviceMesh::parse(c.inside);
   if (mesh.axis_index("model") < 0) return std::make_shared<DataParallel>(mesh);
   return std::make_shared<ModelParallel>(
@@ -125,7 +125,7 @@ std::shared_ptr<Distribution> inside(const Case& c) {
 
 TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
   const int64_t T = 6, steps = 3;
-  const std::vector<Case> cases = {
+  const std::vector<PipelineCase> cases = {
       {"gpt2", 2, 4, 4, PipelineSchedule::OneFOneB},  // 3 + 2 blocks
       {"gpt2", 3, 3, 5, PipelineSchedule::GPipe},     // 2 + 2 + 1 blocks, micro-batches 2, 2, 1
       {"gpt2", 4, 6, 6, PipelineSchedule::OneFOneB},  // 2 + 1 + 1 + 1
@@ -143,13 +143,13 @@ TEST(Pipeline, StagesGiveOneDevicesLossesAndWeights) {
       {"gpt2", 2, 4, 6, PipelineSchedule::Interleaved, "", 2},
       {"llama", 2, 2, 4, PipelineSchedule::Interleaved, "model=2", 2},
   };
-  for (const Case& c : cases) {
+  for (const PipelineCase& c : cases) {
     const std::string what = c.model + " " + c.inside + " pipe=" + std::to_string(c.stages) +
                              " M=" + std::to_string(c.microbatches) + " " +
                              pipeline_schedule_name(c.schedule);
-    std::unique_ptr<Model> one = build(c.model, T), piped = build(c.model, T);
-    one->compile(adamw(), losses::sparse_categorical_crossentropy);
-    piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+    std::unique_ptr<Model> one = build_model(c.model, T), piped = build_model(c.model, T);
+    one->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+    piped->compile(make_adamw(), losses::sparse_categorical_crossentropy);
     if (!c.inside.empty()) piped->set_distribution(inside(c));
     PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, c.virtual_stages, c.schedule});
     const int32_t vocab = c.model == "llama" ? 61 : 67;
@@ -186,8 +186,8 @@ TEST(Pipeline, StagesAreBalancedByTimeNotBlockCount) {
   cfg.n_layer = 8;
   cfg.vocab_size = 3000;
   GPT2 one(cfg, 6, 11), piped(cfg, 6, 11);
-  one.compile(adamw(), losses::sparse_categorical_crossentropy);
-  piped.compile(adamw(), losses::sparse_categorical_crossentropy);
+  one.compile(make_adamw(), losses::sparse_categorical_crossentropy);
+  piped.compile(make_adamw(), losses::sparse_categorical_crossentropy);
   PipelineTrainer pipeline(piped, {2, 2, 1, PipelineSchedule::OneFOneB});
   for (int step = 0; step < 2; ++step) {
     const Tensor x = testing::random_ids({4, 6}, 3000, 500 + step);
@@ -209,9 +209,10 @@ TEST(Pipeline, StagesAreBalancedByTimeNotBlockCount) {
 // take their own loss shares and dropout offsets, not the first batch's.
 TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
   const int64_t T = 6;
-  std::unique_ptr<Model> one = build("gpt2-dropout", T), piped = build("gpt2-dropout", T);
-  one->compile(adamw(), losses::sparse_categorical_crossentropy);
-  piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+  std::unique_ptr<Model> one = build_model("gpt2-dropout", T),
+                         piped = build_model("gpt2-dropout", T);
+  one->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+  piped->compile(make_adamw(), losses::sparse_categorical_crossentropy);
   PipelineTrainer pipeline(*piped, {2, 3, 1, PipelineSchedule::OneFOneB});
   int step = 0;
   for (int64_t batch : {9, 8, 9}) {
@@ -229,9 +230,9 @@ TEST(Pipeline, BatchesOfAnotherSizeTakeTheirOwnShares) {
 TEST(Pipeline, AutoShardLaysOutTheStages) {
   const int64_t T = 6, batch = 4, microbatches = 2;
   for (const std::string inside : {"model=2", "data=2,model=2"}) {
-    std::unique_ptr<Model> one = build("gpt2", T), piped = build("gpt2", T);
-    one->compile(adamw(), losses::sparse_categorical_crossentropy);
-    piped->compile(adamw(), losses::sparse_categorical_crossentropy);
+    std::unique_ptr<Model> one = build_model("gpt2", T), piped = build_model("gpt2", T);
+    one->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+    piped->compile(make_adamw(), losses::sparse_categorical_crossentropy);
     const auto planner = std::make_shared<AutoShard>(
         DeviceMesh::parse(inside), "data",
         AutoShardOptions{.memory_per_device = 400 * 1024, .deterministic = true});
@@ -257,9 +258,9 @@ TEST(Pipeline, AutoShardLaysOutTheStages) {
 }
 
 TEST(Pipeline, ClearErrors) {
-  std::unique_ptr<Model> m = build("gpt2", 6);
+  std::unique_ptr<Model> m = build_model("gpt2", 6);
   EXPECT_THROW(PipelineTrainer(*m, {2, 2, 1, PipelineSchedule::GPipe}), Error);  // not compiled
-  m->compile(adamw(), losses::sparse_categorical_crossentropy);
+  m->compile(make_adamw(), losses::sparse_categorical_crossentropy);
   PipelineTrainer six(*m, {6, 1, 1, PipelineSchedule::GPipe});  // 5 blocks
   const Tensor x = testing::random_ids({2, 6}, 67, 1);
   try {

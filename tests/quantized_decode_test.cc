@@ -22,7 +22,7 @@
 namespace autoshard {
 namespace {
 
-const std::string kData = AUTOSHARD_TEST_DATA;
+using testing::kTestData;
 
 // A random matrix of `outputs` x `inner` in `dtype` (int8 codes with
 // per-output scales), laid out either way.
@@ -186,7 +186,7 @@ std::shared_ptr<Distribution> distribution_for(const char* mesh, const LayoutMap
   return std::make_shared<ModelParallel>(DeviceMesh::parse(mesh), megatron);
 }
 
-const std::vector<const char*> kMeshes = {"", "model=2", "model=3", "data=2,model=2"};
+const std::vector<const char*> kDecodeMeshes = {"", "model=2", "model=3", "data=2,model=2"};
 
 // Greedy tokens of `make()`'s model under `dtype` on every mesh: the same
 // ids, each run through the compact kernels.
@@ -194,7 +194,7 @@ template <typename Make>
 void expect_same_tokens_on_every_mesh(Make make, WeightsDType dtype,
                                       const std::vector<int32_t>& prompt) {
   std::vector<int32_t> first;
-  for (const char* mesh : kMeshes) {
+  for (const char* mesh : kDecodeMeshes) {
     SCOPED_TRACE(std::string(weights_dtype_name(dtype)) + " on '" + mesh + "'");
     std::unique_ptr<Model> model = make(mesh);
     const QuantizedWeights q = quantize_weights(*model, dtype);
@@ -210,10 +210,10 @@ void expect_same_tokens_on_every_mesh(Make make, WeightsDType dtype,
 }
 
 TEST(QuantizedDecode, LlamaGreedyTokensAreTheSameOnEveryMesh) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   auto make = [&](const char* mesh) {
     auto model = std::make_unique<Llama>(config, 16);
-    load_llama_weights(*model, kData + "/hf_llama");
+    load_llama_weights(*model, kTestData + "/hf_llama");
     if (auto d = distribution_for(mesh, llama_megatron_layout(config))) model->set_distribution(d);
     return model;
   };
@@ -236,11 +236,11 @@ TEST(QuantizedDecode, Gpt2GreedyTokensAreTheSameOnEveryMesh) {
 // steps' logits equal a full forward pass over the same rounded weights,
 // and they differ from f32's by about the format's rounding.
 TEST(QuantizedDecode, RoundedWeightsAreTheModelsWeights) {
-  const LlamaConfig config = llama_config_of(kData + "/hf_llama");
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   Llama f32(config, 16);
-  load_llama_weights(f32, kData + "/hf_llama");
+  load_llama_weights(f32, kTestData + "/hf_llama");
   Llama model(config, 16);
-  load_llama_weights(model, kData + "/hf_llama");
+  load_llama_weights(model, kTestData + "/hf_llama");
   const QuantizedWeights q = quantize_weights(model, WeightsDType::Int8);
   std::string path;  // the first block's down projection
   for (const auto& [name, w] : q.weights())
@@ -255,13 +255,13 @@ TEST(QuantizedDecode, RoundedWeightsAreTheModelsWeights) {
 
 TEST(QuantizedDecode, BadWeightsDTypeIsOneErrorLine) {
   EXPECT_THROW(parse_weights_dtype("fp8", "--weights-dtype"), Error);
-  const cli_runner::Result r = cli_runner::run("generate --model " + kData +
+  const cli_runner::Result r = cli_runner::run("generate --model " + kTestData +
                                                "/hf_llama --prompt-ids 1,2 --max-new-tokens 2 "
                                                "--weights-dtype fp8");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_EQ(cli_runner::count(r.output, "autoshard: error: "), 1) << r.output;
   EXPECT_NE(r.output.find("--weights-dtype: 'fp8'"), std::string::npos) << r.output;
-  const cli_runner::Result ok = cli_runner::run("generate --model " + kData +
+  const cli_runner::Result ok = cli_runner::run("generate --model " + kTestData +
                                                 "/hf_llama --prompt-ids 1,2 --max-new-tokens 3 "
                                                 "--weights-dtype int8 --mesh model=3 --json");
   EXPECT_EQ(ok.code, 0) << ok.output;

@@ -130,7 +130,7 @@ double relative_error(const Vec& got, const Vec& want) {
 
 using LayerFn = std::function<std::vector<Value>(Trace&, Value)>;
 
-struct Traced {
+struct TracedRnn {
   Graph graph;
   Value x;
   std::vector<Value> outputs;
@@ -138,7 +138,7 @@ struct Traced {
 };
 
 // Traces `f` on an input [B, T, in] and draws every weight it declares.
-void trace(Traced& tr, const LayerFn& f, Shape x_shape, bool training = false) {
+void trace(TracedRnn& tr, const LayerFn& f, Shape x_shape, bool training = false) {
   Trace t(tr.graph, training, 0);
   tr.x = tr.graph.input("x", x_shape);
   tr.outputs = f(t, tr.x);
@@ -160,7 +160,7 @@ RefCell ref_cell(Kind kind, int64_t units, const std::map<std::string, Tensor>& 
   return c;
 }
 
-std::vector<Vec> run(const Traced& tr, const Tensor& x) {
+std::vector<Vec> run(const TracedRnn& tr, const Tensor& x) {
   std::map<std::string, Tensor> leaves = tr.weights;
   leaves["x"] = x;
   std::vector<int> ids;
@@ -170,7 +170,7 @@ std::vector<Vec> run(const Traced& tr, const Tensor& x) {
   return out;
 }
 
-constexpr int64_t kB = 3, kT = 5, kIn = 3, kU = 5;  // odd sizes on purpose
+constexpr int64_t kB = 3, kT = 5, kFeatures = 3, kU = 5;  // odd sizes on purpose
 
 struct CellCase {
   const char* name;
@@ -213,20 +213,21 @@ std::vector<CellCase> cell_cases() {
 }
 
 TEST(RecurrentLayers, OutputsAndStatesMatchTheReference) {
-  const Tensor x = testing::random_tensor({kB, kT, kIn}, 7);
+  const Tensor x = testing::random_tensor({kB, kT, kFeatures}, 7);
   for (const CellCase& cc : cell_cases()) {
     for (bool seq : {false, true}) {
       for (bool back : {false, true}) {
         SCOPED_TRACE(std::string(cc.name) + (seq ? " sequences" : " last") +
                      (back ? " backwards" : ""));
         RecurrentLayer layer = cc.make(seq, back);
-        Traced tr;
-        trace(tr, [&](Trace& t, Value v) { return layer.call_with_states(t, v); }, {kB, kT, kIn});
+        TracedRnn tr;
+        trace(tr, [&](Trace& t, Value v) { return layer.call_with_states(t, v); },
+              {kB, kT, kFeatures});
         RefCell ref = ref_cell(cc.kind, kU, tr.weights, "rnn");
         ref.reset_after = cc.reset_after;
         ref.go_backwards = back;
         ref.return_sequences = seq;
-        RefOut want = reference(ref, to_vec(x), kB, kT, kIn);
+        RefOut want = reference(ref, to_vec(x), kB, kT, kFeatures);
         std::vector<Vec> got = run(tr, x);
         ASSERT_EQ(got.size(), cc.kind == Kind::LSTM ? 3u : 2u);
         EXPECT_LT(relative_error(got[0], want.output), 1e-5);
@@ -241,7 +242,7 @@ TEST(RecurrentLayers, OutputsAndStatesMatchTheReference) {
 
 TEST(RecurrentLayers, WeightsHaveKerasNamesAndShapes) {
   auto shapes = [](const LayerFn& f) {
-    Traced tr;
+    TracedRnn tr;
     trace(tr, f, {2, 4, 3});
     std::map<std::string, Shape> s;
     for (const auto& [k, w] : tr.weights) s[k] = w.shape();
@@ -273,10 +274,10 @@ TEST(RecurrentLayers, WeightsHaveKerasNamesAndShapes) {
 }
 
 TEST(RecurrentLayers, InitialStatesAreUsed) {
-  const Tensor x = testing::random_tensor({kB, kT, kIn}, 8);
+  const Tensor x = testing::random_tensor({kB, kT, kFeatures}, 8);
   const Tensor h0 = testing::random_tensor({kB, kU}, 9), c0 = testing::random_tensor({kB, kU}, 10);
   LSTM lstm(kU, LSTMOptions().name("rnn").return_state(true));
-  Traced tr;
+  TracedRnn tr;
   Value h0v, c0v;
   trace(tr,
         [&](Trace& t, Value v) {
@@ -284,31 +285,32 @@ TEST(RecurrentLayers, InitialStatesAreUsed) {
           c0v = t.graph().input("c0", {kB, kU});
           return lstm.call_with_states(t, v, {h0v, c0v});
         },
-        {kB, kT, kIn});
+        {kB, kT, kFeatures});
   tr.weights["h0"] = h0;
   tr.weights["c0"] = c0;
   RefCell ref = ref_cell(Kind::LSTM, kU, tr.weights, "rnn");
-  RefOut want = reference(ref, to_vec(x), kB, kT, kIn, to_vec(h0), to_vec(c0));
+  RefOut want = reference(ref, to_vec(x), kB, kT, kFeatures, to_vec(h0), to_vec(c0));
   std::vector<Vec> got = run(tr, x);
   EXPECT_LT(relative_error(got[0], want.output), 1e-5);
   EXPECT_LT(relative_error(got[2], want.c), 1e-5);
 }
 
 TEST(RecurrentLayers, BidirectionalMergesInTimeOrder) {
-  const Tensor x = testing::random_tensor({kB, kT, kIn}, 11);
+  const Tensor x = testing::random_tensor({kB, kT, kFeatures}, 11);
   for (const char* mode : {"concat", "sum", "mul", "ave"}) {
     for (bool seq : {false, true}) {
       SCOPED_TRACE(std::string(mode) + (seq ? " sequences" : " last"));
       Bidirectional bi(GRU(kU, GRUOptions().name("gru").return_sequences(seq).return_state(true)),
                        BidirectionalOptions().name("bi").merge_mode(mode));
-      Traced tr;
-      trace(tr, [&](Trace& t, Value v) { return bi.call_with_states(t, v); }, {kB, kT, kIn});
+      TracedRnn tr;
+      trace(tr, [&](Trace& t, Value v) { return bi.call_with_states(t, v); }, {kB, kT, kFeatures});
       ASSERT_EQ(tr.outputs.size(), 3u);  // merged output, forward h, backward h
       RefCell f = ref_cell(Kind::GRU, kU, tr.weights, "bi.forward_gru");
       RefCell b = ref_cell(Kind::GRU, kU, tr.weights, "bi.backward_gru");
       f.return_sequences = b.return_sequences = seq;
       b.go_backwards = true;
-      RefOut yf = reference(f, to_vec(x), kB, kT, kIn), yb = reference(b, to_vec(x), kB, kT, kIn);
+      RefOut yf = reference(f, to_vec(x), kB, kT, kFeatures),
+             yb = reference(b, to_vec(x), kB, kT, kFeatures);
       Vec rb = seq ? reverse_time(yb.output, kB, kT, kU) : yb.output;
       const int64_t rows = seq ? kB * kT : kB;
       Vec want;
@@ -339,7 +341,7 @@ TEST(RecurrentLayers, BidirectionalMergesInTimeOrder) {
 std::map<std::string, Vec> traced_gradients(const LayerFn& f, const Tensor& x,
                                             std::map<std::string, Tensor>& weights,
                                             std::vector<Tensor>& rs) {
-  Traced tr;
+  TracedRnn tr;
   trace(tr, f, x.shape());
   weights = tr.weights;
   Graph& g = tr.graph;

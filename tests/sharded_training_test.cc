@@ -18,7 +18,7 @@ namespace {
 
 constexpr int kSteps = 4;
 
-struct TrainResult {
+struct MeshTrainResult {
   std::vector<double> losses;
   std::map<std::string, Tensor> weights;
 };
@@ -29,12 +29,12 @@ std::shared_ptr<Optimizer> optimizer() {
   return AdamW({.learning_rate = 1e-2, .epsilon = 1e-3, .weight_decay = 0.1, .clipnorm = 1.0});
 }
 
-TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch, bool recompute = false) {
+MeshTrainResult train(std::shared_ptr<Distribution> dist, int64_t batch, bool recompute = false) {
   GPT2 model(GPT2Config::preset("test"), 6, /*seed=*/3);
   model.set_recompute(recompute);
   if (dist) model.set_distribution(dist);
   model.compile(optimizer(), losses::sparse_categorical_crossentropy);
-  TrainResult r;
+  MeshTrainResult r;
   for (int s = 0; s < kSteps; ++s) {
     Tensor x = testing::random_ids({batch, 6}, 67, 100 + s),
            y = testing::random_ids({batch, 6}, 67, 200 + s);
@@ -44,7 +44,8 @@ TrainResult train(std::shared_ptr<Distribution> dist, int64_t batch, bool recomp
   return r;
 }
 
-void expect_equal(const TrainResult& got, const TrainResult& want, const std::string& what) {
+void expect_equal(const MeshTrainResult& got, const MeshTrainResult& want,
+                  const std::string& what) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t i = 0; i < got.losses.size(); ++i)
     EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * want.losses[i]) << what << " step " << i + 1;
@@ -57,20 +58,20 @@ struct MeshCase {
   std::vector<std::string> names;
 };
 
-const std::vector<MeshCase> kMeshes = {{{1}, {"model"}},
-                                       {{2}, {"model"}},
-                                       {{3}, {"model"}},
-                                       {{4}, {"model"}},
-                                       {{5}, {"model"}},
-                                       {{2}, {"data"}},
-                                       {{2, 2}, {"data", "model"}},
-                                       {{3, 2}, {"data", "model"}}};
+const std::vector<MeshCase> kMeshCases = {{{1}, {"model"}},
+                                          {{2}, {"model"}},
+                                          {{3}, {"model"}},
+                                          {{4}, {"model"}},
+                                          {{5}, {"model"}},
+                                          {{2}, {"data"}},
+                                          {{2, 2}, {"data", "model"}},
+                                          {{3, 2}, {"data", "model"}}};
 
 // Megatron's layout plain, with ZeRO-1, and with sequence parallelism (the
 // sequence of 6 split unevenly over 4 and 5 devices).
 TEST(ShardedTraining, MegatronLayoutOnEveryMeshMatchesOneDevice) {
-  const TrainResult want = train(nullptr, 6);
-  for (const MeshCase& m : kMeshes)
+  const MeshTrainResult want = train(nullptr, 6);
+  for (const MeshCase& m : kMeshCases)
     for (const std::string variant : {"", "zero1", "sequence parallel"}) {
       DeviceMesh mesh(m.shape, m.names);
       std::shared_ptr<Distribution> dist;
@@ -118,8 +119,8 @@ TEST(ShardedTraining, SequenceParallelSplitsTheResidualStream) {
 }
 
 TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
-  const TrainResult want = train(nullptr, 6);
-  for (const MeshCase& m : kMeshes) {
+  const MeshTrainResult want = train(nullptr, 6);
+  for (const MeshCase& m : kMeshCases) {
     DeviceMesh mesh(m.shape, m.names);
     expect_equal(
         train(std::make_shared<AutoShard>(mesh, "data", AutoShardOptions{.time_limit_s = 0.2}), 6),
@@ -130,10 +131,10 @@ TEST(ShardedTraining, AutoShardOnEveryMeshMatchesOneDevice) {
 // Recomputing each block's forward pass in the backward pass changes no
 // number, on one device (bitwise) or any mesh of the matrix.
 TEST(ShardedTraining, RecomputeOnEveryMeshMatchesOneDevice) {
-  const TrainResult want = train(nullptr, 6);
-  const TrainResult same = train(nullptr, 6, /*recompute=*/true);
+  const MeshTrainResult want = train(nullptr, 6);
+  const MeshTrainResult same = train(nullptr, 6, /*recompute=*/true);
   for (size_t i = 0; i < want.losses.size(); ++i) EXPECT_EQ(same.losses[i], want.losses[i]);
-  for (const MeshCase& m : kMeshes) {
+  for (const MeshCase& m : kMeshCases) {
     DeviceMesh mesh(m.shape, m.names);
     std::shared_ptr<Distribution> dist;
     if (mesh.axis_index("model") >= 0)
@@ -161,15 +162,15 @@ TEST(ShardedTraining, RecomputeLowersPlannedActivations) {
 }
 
 TEST(ShardedTraining, UnevenBatchOverDataAxis) {
-  const TrainResult want = train(nullptr, 5);
+  const MeshTrainResult want = train(nullptr, 5);
   auto dist = std::make_shared<DataParallel>(DeviceMesh({3, 2}, {"data", "model"}));
   dist->zero1 = true;
   expect_equal(train(dist, 5), want, "batch 5 on data=3");
 }
 
 TEST(ShardedTraining, ScopeDistributesWithoutChangingUserCode) {
-  const TrainResult want = train(nullptr, 6);
-  TrainResult got;
+  const MeshTrainResult want = train(nullptr, 6);
+  MeshTrainResult got;
   {
     DistributionScope scope(std::make_shared<DataParallel>(2));
     GPT2 model(GPT2Config::preset("test"), 6, 3);
@@ -267,10 +268,10 @@ std::pair<int64_t, int64_t> replicated_and_smallest_peaks(const DeviceMesh& mesh
 // (split weights, split optimizer state, split activations), the numbers are
 // the one-device numbers, and the plan it ran is within its budget.
 TEST(AutoShardPlan, BudgetsOnEveryMeshMatchOneDevice) {
-  const TrainResult want = train(nullptr, 6);
+  const MeshTrainResult want = train(nullptr, 6);
   std::mt19937 rng(5);
   int planned = 0;
-  for (const MeshCase& m : kMeshes) {
+  for (const MeshCase& m : kMeshCases) {
     DeviceMesh mesh(m.shape, m.names);
     if (mesh.size() == 1) continue;
     const auto [replicated, smallest] = replicated_and_smallest_peaks(mesh);
@@ -281,7 +282,7 @@ TEST(AutoShardPlan, BudgetsOnEveryMeshMatchOneDevice) {
         mesh, "data",
         AutoShardOptions{.memory_per_device = budget, .time_limit_s = 0.2, .seed = rng()});
     const std::string what = "autoshard " + mesh.to_string() + " budget " + std::to_string(budget);
-    TrainResult got;
+    MeshTrainResult got;
     try {
       got = train(dist, 6);
     } catch (const Error& e) {
@@ -326,7 +327,7 @@ TEST(AutoShardPlan, ABudgetBelowTheReplicatedPeakSplitsWeights) {
 // device's.
 TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
   auto dist = budgeted(DeviceMesh({2}, {"data"}), 0.5, 0.2);
-  const TrainResult got = train(dist, 6);
+  const MeshTrainResult got = train(dist, 6);
   expect_equal(got, train(nullptr, 6), "ZeRO by budget");
   int split = 0, moments = 0;
   for (const auto& [path, layout] : dist->plan()) {
@@ -346,7 +347,7 @@ TEST(AutoShardPlan, ABudgetOnADataAxisShardsTheOptimizerState) {
 // they are read), with one device's numbers.
 TEST(AutoShardPlan, ATightBudgetOnADataAxisShardsTheWeights) {
   auto dist = budgeted(DeviceMesh({4}, {"data"}), 0.1, 0.5);
-  const TrainResult got = train(dist, 8);
+  const MeshTrainResult got = train(dist, 8);
   expect_equal(got, train(nullptr, 8), "FSDP by budget");
   int64_t split = 0, whole = 0;
   for (const auto& [path, layout] : dist->plan()) {
@@ -374,7 +375,7 @@ TEST(AutoShardPlan, OversubscribedDevicesKeepDataParallelismWhenItIsPredictedFas
     std::ofstream(file) << two_cores.to_json();
     auto dist = std::make_shared<AutoShard>(mesh, "data",
                                             AutoShardOptions{.cluster = file, .time_limit_s = 0.2});
-    const TrainResult got = train(dist, 6);
+    const MeshTrainResult got = train(dist, 6);
     GPT2 model(GPT2Config::preset("test"), 6, 0);
     model.set_distribution(std::make_shared<DataParallel>(mesh));
     model.compile(optimizer(), losses::sparse_categorical_crossentropy);

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/graph.h"
 #include "autoshard/nn/losses.h"
@@ -17,6 +18,34 @@
 #include "tensor/rng.h"
 
 namespace autoshard::testing {
+
+// The committed fixtures (tests/data).
+inline const std::string kTestData = AUTOSHARD_TEST_DATA;
+
+// The message of the autoshard::Error that `f()` throws; "" when it throws none.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A fresh directory under the system's temporary one, removed with it.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 
 inline Tensor random_tensor(Shape shape, uint64_t seed, float scale = 1.0f) {
   Tensor t(std::move(shape));

@@ -209,7 +209,7 @@ TEST(Tokenizer, AddedTokensLongestFirstAndStandingAlone) {
   add("<", 302);
   add("ab", 303, /*single_word=*/true);
   add("é!", 304, /*single_word=*/true, /*lstrip=*/true);
-  const std::string dir = testing::TempDir() + "autoshard_tokenizer_added/";
+  const std::string dir = ::testing::TempDir() + "autoshard_tokenizer_added/";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "tokenizer.json") << j.dump();
   const auto t = load_tokenizer(dir);
@@ -235,7 +235,7 @@ TEST(Tokenizer, TextFilesInPiecesGiveTheWholeTextsIds) {
             (i % 3 == 0 ? " \n\n" : "\n");
     if (i % 1000 == 0) text += std::string(300000, 'x') + "\n";
   }
-  const std::string file = testing::TempDir() + "autoshard_tokenizer_text.txt";
+  const std::string file = ::testing::TempDir() + "autoshard_tokenizer_text.txt";
   std::ofstream(file) << text;
   for (const char* kind : {"byte_bpe", "llama3_bpe"}) {
     SCOPED_TRACE(kind);
@@ -255,7 +255,7 @@ TEST(Tokenizer, BadInputGetsClearErrors) {
   };
   EXPECT_NE(message([] { load_tokenizer("/nonexistent/dir"); }).find("has no tokenizer"),
             std::string::npos);
-  const std::string dir = testing::TempDir() + "autoshard_tokenizer_bad/";
+  const std::string dir = ::testing::TempDir() + "autoshard_tokenizer_bad/";
   std::filesystem::create_directories(dir);
   const auto write = [&](const std::string& text) {
     std::ofstream(dir + "tokenizer.json") << text;

@@ -22,6 +22,7 @@
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
+#include "autoshard/runtime/memory.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/keras_data.h"
@@ -32,9 +33,9 @@
 namespace autoshard::cli {
 namespace {
 
-volatile std::sig_atomic_t stop_signal = 0;
+volatile std::sig_atomic_t keras_stop_signal = 0;
 extern "C" void on_keras_stop_signal(int sig) {
-  stop_signal = sig;
+  keras_stop_signal = sig;
 }
 
 // GPT training's flags mean nothing to a Keras model: an error, not ignored.
@@ -139,15 +140,6 @@ void apply_schedule_flags(const TrainOptions& o, const CLI::App& cmd, Optimizer&
   } else {
     AS_CHECK(cmd.count("--warmup") == 0, "--warmup needs --lr-schedule cosine");
   }
-}
-
-int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  int64_t kb = 0;
-  while (status >> key)
-    if (key == "VmHWM:" && status >> kb) return kb * 1024;
-  return 0;
 }
 
 // Running means over an epoch's examples.
@@ -314,7 +306,7 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
           logs["val_" + name] = v;
       progress.epoch_end(logs);
     }
-    if (const int sig = static_cast<int>(World::process().max(stop_signal)); sig != 0) {
+    if (const int sig = static_cast<int>(World::process().max(keras_stop_signal)); sig != 0) {
       ++step;
       if (manager && saved != step) manager->save(model, step, run_state(o, model, step, data.n));
       if (manager) manager->wait_until_finished();

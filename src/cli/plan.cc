@@ -111,12 +111,6 @@ std::shared_ptr<Distribution> distribution_of(const PlanOptions& o, Subject& s) 
   return make_distribution(o, *s.model, *s.config);
 }
 
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
-}
-
 // Model FLOPs of a training step: 6 per parameter per token (forward and
 // backward), plus attention's scores and weighted sums: 12 L B T^2 C.
 double model_flops(const LanguageModelConfig& c, double params, double batch, double seq) {
@@ -136,8 +130,9 @@ void print_prediction(const StepPrediction& p, const Cluster& c, bool bf16) {
   std::printf("  tokens/s         %.4g\n  model FLOP/s     %.4g per device\n", p.tokens_per_s,
               p.model_flops_per_device_per_s);
   std::printf("  peak memory      %s per device (weights %s, optimizer state %s, activations %s)\n",
-              mib(p.memory.total()).c_str(), mib(p.memory.weights).c_str(),
-              mib(p.memory.optimizer_state).c_str(), mib(p.memory.activations).c_str());
+              format_in_mib(p.memory.total()).c_str(), format_in_mib(p.memory.weights).c_str(),
+              format_in_mib(p.memory.optimizer_state).c_str(),
+              format_in_mib(p.memory.activations).c_str());
 }
 
 // The remedies a plan that does not fit has not tried yet.
@@ -412,13 +407,14 @@ void run_plan(PlanOptions& o) {
     const bool fits = predicted->memory.total() <= cluster->memory_bytes;
     if (piped && (!fits || piped->predicted.step_s < predicted->step_s))
       return show_pipeline(cat(mesh.to_string(), " ", predicted->step_s, " s, ",
-                               mib(predicted->memory.total()), " per device",
+                               format_in_mib(predicted->memory.total()), " per device",
                                fits ? "" : " (does not fit)"));
-    AS_CHECK(fits, "the plan does not fit: ", mib(predicted->memory.total()),
-             " per device (weights ", mib(predicted->memory.weights), ", optimizer state ",
-             mib(predicted->memory.optimizer_state), ", activations ",
-             mib(predicted->memory.activations), ") but cluster '", cluster->name, "' has ",
-             mib(cluster->memory_bytes), "; ", what_else_might_fit(o));
+    AS_CHECK(fits, "the plan does not fit: ", format_in_mib(predicted->memory.total()),
+             " per device (weights ", format_in_mib(predicted->memory.weights),
+             ", optimizer state ", format_in_mib(predicted->memory.optimizer_state),
+             ", activations ", format_in_mib(predicted->memory.activations), ") but cluster '",
+             cluster->name, "' has ", format_in_mib(cluster->memory_bytes), "; ",
+             what_else_might_fit(o));
   }
 
   // The report (plan/plan_report.h), and its table's rows in the leaves' order.
@@ -430,7 +426,7 @@ void run_plan(PlanOptions& o) {
     if (!params.contains(path)) continue;
     rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" +
                    p.sharding[id].to_string(mesh) + "|" +
-                   mib(params[path]["bytes_per_device"].get<double>()));
+                   format_in_mib(params[path]["bytes_per_device"].get<double>()));
   }
   std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
   for (const CollectiveRecord& c : p.collectives) {
@@ -495,12 +491,12 @@ void run_plan(PlanOptions& o) {
               "axis", "count", "bytes");
   for (const auto& [key, t] : totals)
     std::printf("  %-16s %-8s %6d %14s\n", key.first.c_str(), key.second.c_str(), t.first,
-                mib(double(t.second)).c_str());
+                format_in_mib(double(t.second)).c_str());
   std::printf(
       "\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
       "  activations      %s (planned buffers of the step)\n  total            %s\n",
-      mib(largest("weights")).c_str(), mib(largest("optimizer_state")).c_str(),
-      mib(largest("activations")).c_str(), mib(largest("total")).c_str());
+      format_in_mib(largest("weights")).c_str(), format_in_mib(largest("optimizer_state")).c_str(),
+      format_in_mib(largest("activations")).c_str(), format_in_mib(largest("total")).c_str());
   if (predicted) print_prediction(*predicted, *cluster, bf16);
   if (exported > 0)
     std::printf("\nKeras LayoutMap of %zu variables written to %s\n", exported,

@@ -8,6 +8,7 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/pipeline.h"
+#include "autoshard/runtime/memory.h"
 #include "cli/keras_command.h"
 #include "cli/output_file.h"
 
@@ -53,12 +54,6 @@ PartCost trace_part(const CommonOptions& o, const LanguageModelConfig& config, i
   model->set_distribution(dist);
   const Partition p = model->plan_training({rows, o.seq}, {rows, o.seq}, DType::I32);
   return part_cost(p, cluster, full, dist->batch_dim_name(), bf16);
-}
-
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
 }
 
 nlohmann::json memory_json(const MemoryPrediction& m) {
@@ -124,14 +119,14 @@ void print_pipeline(const PipelinePrediction& p, const PipelineShape& s, int64_t
         std::to_string(st.first_layer) + "-" + std::to_string(st.first_layer + st.layers - 1);
     std::printf("%-6zu %-10s %-14.4g %-12.4g %-12.4g %-12.4g %-9.3g %s\n", k, layers.c_str(),
                 st.microbatch_s, st.p2p_s, st.optimizer_s, st.sync_s, st.in_flight,
-                mib(st.memory.total()).c_str());
+                format_in_mib(st.memory.total()).c_str());
   }
   std::printf(
       "\n  step             %.4g s (pipeline %.4g s, optimizer %.4g s, gradient sync %.4g s)\n"
       "  tokens/s         %.4g\n  model FLOP/s     %.4g per device\n"
       "  p2p send         %s per micro-batch\n",
       p.step_s, p.pipeline_s, p.optimizer_s, p.sync_s, p.tokens_per_s,
-      p.model_flops_per_device_per_s, mib(p.p2p_bytes).c_str());
+      p.model_flops_per_device_per_s, format_in_mib(p.p2p_bytes).c_str());
 }
 
 // Model FLOPs of a training step: 6 per parameter per token, plus
@@ -206,10 +201,11 @@ int64_t data_size(const DeviceMesh& full) {
 std::string fit_error(const PricedPipeline& p, const Cluster& cluster) {
   const StagePrediction& big = p.predicted.largest_memory();
   const size_t k = size_t(&big - p.predicted.stages.data());
-  return cat("stage ", k, " needs ", mib(big.memory.total()), " per device (weights ",
-             mib(big.memory.weights), ", optimizer state ", mib(big.memory.optimizer_state),
-             ", activations ", mib(big.memory.activations), ") but cluster '", cluster.name,
-             "' has ", mib(cluster.memory_bytes));
+  return cat("stage ", k, " needs ", format_in_mib(big.memory.total()), " per device (weights ",
+             format_in_mib(big.memory.weights), ", optimizer state ",
+             format_in_mib(big.memory.optimizer_state), ", activations ",
+             format_in_mib(big.memory.activations), ") but cluster '", cluster.name, "' has ",
+             format_in_mib(cluster.memory_bytes));
 }
 
 }  // namespace
@@ -254,8 +250,8 @@ std::string priced_line(const PricedPipeline& p) {
     l += cat(", ", p.stage_plan == "auto" ? "AutoShard" : p.stage_plan, " inside the stages");
   l += ": ";
   const double bytes = p.predicted.largest_memory().memory.total();
-  return l + (p.fits ? cat(p.predicted.step_s, " s, ", mib(bytes), " per device")
-                     : cat("does not fit (", mib(bytes), " per device)"));
+  return l + (p.fits ? cat(p.predicted.step_s, " s, ", format_in_mib(bytes), " per device")
+                     : cat("does not fit (", format_in_mib(bytes), " per device)"));
 }
 
 // Prices candidates for choose_pipeline, keeping the fastest that fits; a

@@ -1,5 +1,4 @@
 // `autoshard train` and `autoshard eval`: GPT-2 on a token stream.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -110,13 +109,6 @@ std::string sample_text(Model& model, const std::string& prompt, int64_t count, 
   std::string out;
   for (size_t i = prompt.size(); i < tokens.size(); ++i) out += static_cast<char>(tokens[i]);
   return out;
-}
-
-// The most memory this process has held (its peak resident set).
-int64_t peak_rss_bytes() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  return int64_t{u.ru_maxrss} * 1024;
 }
 
 // A GPT-2 config too big for this machine, named by its largest term before

@@ -440,7 +440,7 @@ void MpiCommunicator::barrier(const CommGroup& g) {
 }
 
 namespace {
-void check_peer(int peer, int size, int tag, const char* what) {
+void check_rank(int peer, int size, int tag, const char* what) {
   AS_CHECK(peer >= 0 && peer < size, what, ": rank ", peer, " is not a rank of this world (", size,
            " ranks)");
   AS_CHECK(tag >= 0 && tag <= Communicator::kMaxTag, what, ": tag ", tag, " is outside 0..",
@@ -451,7 +451,7 @@ void check_peer(int peer, int size, int tag, const char* what) {
 // A message is sent as its length, then its rounds of at most max_count()
 // floats, all with the same tag (MPI keeps their order between two ranks).
 void MpiCommunicator::send(const float* data, int64_t count, int dst, int tag) {
-  check_peer(dst, size_, tag, "send");
+  check_rank(dst, size_, tag, "send");
   AS_CHECK(count >= 0, "send: negative count ", count);
   MPI_Comm c = groups_->comm.at(0);
   pending_->reap(/*wait=*/false);
@@ -470,7 +470,7 @@ void MpiCommunicator::send(const float* data, int64_t count, int dst, int tag) {
 }
 
 void MpiCommunicator::recv(float* data, int64_t count, int src, int tag) {
-  check_peer(src, size_, tag, "recv");
+  check_rank(src, size_, tag, "recv");
   MPI_Comm c = groups_->comm.at(0);
   float header[2];
   ok(MPI_Recv(header, 2, MPI_FLOAT, src, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");

@@ -474,7 +474,7 @@ bool ThreadCommunicator::abandon_all_reduces() noexcept {
 }
 
 namespace {
-void check_peer(int peer, int size, int tag, const char* what) {
+void check_device(int peer, int size, int tag, const char* what) {
   AS_CHECK(peer >= 0 && peer < size, what, ": rank ", peer, " is not a device of this world (",
            size, " devices)");
   AS_CHECK(tag >= 0 && tag <= Communicator::kMaxTag, what, ": tag ", tag, " is outside 0..",
@@ -483,13 +483,13 @@ void check_peer(int peer, int size, int tag, const char* what) {
 }  // namespace
 
 void ThreadCommunicator::send(const float* data, int64_t count, int dst, int tag) {
-  check_peer(dst, size(), tag, "send");
+  check_device(dst, size(), tag, "send");
   AS_CHECK(count >= 0, "send: negative count ", count);
   world_.mailboxes().put({rank_, dst, tag}, std::vector<float>(data, data + count));
 }
 
 void ThreadCommunicator::recv(float* data, int64_t count, int src, int tag) {
-  check_peer(src, size(), tag, "recv");
+  check_device(src, size(), tag, "recv");
   std::vector<float> message = world_.mailboxes().take({src, rank_, tag}, world_);
   AS_CHECK(static_cast<int64_t>(message.size()) == count, "recv: rank ", src, " sent ",
            message.size(), " floats with tag ", tag, " where ", count, " are expected");

@@ -26,7 +26,7 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
-constexpr uint32_t kMaxHeader = 1 << 20;           // numpy's own are a few hundred bytes
+constexpr uint32_t kMaxNpyHeader = 1 << 20;        // numpy's own are a few hundred bytes
 constexpr size_t kChunk = size_t{1} << 20;         // bytes converted at a time
 constexpr uint64_t kMaxDeflateRatio = 1100;        // deflate cannot do better than ~1032:1
 constexpr int64_t kMaxMembers = int64_t{1} << 16;  // arrays in one .npz
@@ -280,8 +280,8 @@ NpyArray read_array(const ByteReader& read, uint64_t total, const std::string& w
     header_len |= (uint32_t(static_cast<uint8_t>(prefix[10])) << 16) |
                   (uint32_t(static_cast<uint8_t>(prefix[11])) << 24);
   const uint64_t offset = 8 + len_bytes + uint64_t{header_len};
-  AS_CHECK(header_len <= kMaxHeader && offset <= total, where, ": the header length ", header_len,
-           " does not fit the file (", total, " bytes)");
+  AS_CHECK(header_len <= kMaxNpyHeader && offset <= total, where, ": the header length ",
+           header_len, " does not fit the file (", total, " bytes)");
   std::string header(header_len, '\0');
   read_exactly(read, header.data(), header_len, where);
   std::string descr_text;

@@ -24,7 +24,7 @@ size_t safetensors_dtype_size(const std::string& d) {
 }
 
 namespace {
-constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's limit
+constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;  // the reference implementation's limit
 }  // namespace
 
 float half_to_float(uint16_t h) {
@@ -95,7 +95,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     AS_CHECK(::pread(fd_, len_bytes, 8, 0) == 8, "'", path, "': cannot read the header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-    AS_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "'", path,
+    AS_CHECK(header_len <= kMaxSafetensorsHeader && header_len <= file_size - 8, "'", path,
              "': header length ", header_len, " is larger than the file allows (", file_size - 8,
              " bytes)");
     std::string header(header_len, '\0');

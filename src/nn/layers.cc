@@ -19,11 +19,9 @@ std::string default_layer_name(const std::string& base) {
   return n == 0 ? base : base + "_" + std::to_string(n);
 }
 
-namespace {
-std::string name_or(const std::string& given, const std::string& base) {
+std::string layer_name_or_default(const std::string& given, const std::string& base) {
   return given.empty() ? default_layer_name(base) : given;
 }
-}  // namespace
 
 SymbolicTensor Input(Shape shape, DType dtype, std::string name) {
   auto node = std::make_shared<SymbolicTensor::Node>();
@@ -108,7 +106,7 @@ Value single(const std::vector<Value>& inputs, const std::string& layer) {
 class DenseImpl : public LayerImpl {
  public:
   DenseImpl(int64_t units, DenseOptions o)
-      : LayerImpl(name_or(o.name_, "dense")), units_(units), o_(std::move(o)) {
+      : LayerImpl(layer_name_or_default(o.name_, "dense")), units_(units), o_(std::move(o)) {
     AS_CHECK(units > 0, "Dense: units must be positive, got ", units);
     check_activation(o_.activation_);
   }
@@ -131,7 +129,7 @@ class DenseImpl : public LayerImpl {
 class EinsumDenseImpl : public LayerImpl {
  public:
   EinsumDenseImpl(std::string eq, Shape out, EinsumDenseOptions o)
-      : LayerImpl(name_or(o.name_, "einsum_dense")),
+      : LayerImpl(layer_name_or_default(o.name_, "einsum_dense")),
         eq_(std::move(eq)),
         out_(std::move(out)),
         o_(std::move(o)) {
@@ -178,7 +176,10 @@ class EinsumDenseImpl : public LayerImpl {
 class EmbeddingImpl : public LayerImpl {
  public:
   EmbeddingImpl(int64_t in, int64_t out, EmbeddingOptions o)
-      : LayerImpl(name_or(o.name_, "embedding")), in_(in), out_(out), o_(std::move(o)) {}
+      : LayerImpl(layer_name_or_default(o.name_, "embedding")),
+        in_(in),
+        out_(out),
+        o_(std::move(o)) {}
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value ids = single(inputs, name());
     AS_CHECK(ids.dtype() == DType::I32, "Embedding ", name(), " needs i32 ids");
@@ -194,7 +195,7 @@ class EmbeddingImpl : public LayerImpl {
 class LayerNormImpl : public LayerImpl {
  public:
   explicit LayerNormImpl(LayerNormalizationOptions o)
-      : LayerImpl(name_or(o.name_, "layer_normalization")), o_(std::move(o)) {}
+      : LayerImpl(layer_name_or_default(o.name_, "layer_normalization")), o_(std::move(o)) {}
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = single(inputs, name());
     if (o_.rms_scaling_) {
@@ -218,7 +219,7 @@ class LayerNormImpl : public LayerImpl {
 class DropoutImpl : public LayerImpl {
  public:
   DropoutImpl(double rate, uint64_t seed, std::string name)
-      : LayerImpl(name_or(name, "dropout")), rate_(rate), seed_(seed) {
+      : LayerImpl(layer_name_or_default(name, "dropout")), rate_(rate), seed_(seed) {
     AS_CHECK(rate >= 0 && rate < 1, "Dropout rate must be in [0, 1), got ", rate);
   }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
@@ -241,7 +242,7 @@ constexpr int64_t kFusedAttentionScores = 256 * 256;
 class MultiHeadAttentionImpl : public LayerImpl {
  public:
   MultiHeadAttentionImpl(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
-      : LayerImpl(name_or(o.name_, "multi_head_attention")),
+      : LayerImpl(layer_name_or_default(o.name_, "multi_head_attention")),
         heads_(heads),
         key_dim_(key_dim),
         value_dim_(o.value_dim_ ? o.value_dim_ : key_dim),
@@ -306,7 +307,7 @@ class MultiHeadAttentionImpl : public LayerImpl {
 class ActivationImpl : public LayerImpl {
  public:
   ActivationImpl(std::string act, std::string name)
-      : LayerImpl(name_or(name, "activation")), act_(std::move(act)) {
+      : LayerImpl(layer_name_or_default(name, "activation")), act_(std::move(act)) {
     check_activation(act_);
   }
   Value call(Trace&, const std::vector<Value>& inputs) override {
@@ -319,7 +320,7 @@ class ActivationImpl : public LayerImpl {
 
 class AddImpl : public LayerImpl {
  public:
-  explicit AddImpl(std::string name) : LayerImpl(name_or(name, "add")) {}
+  explicit AddImpl(std::string name) : LayerImpl(layer_name_or_default(name, "add")) {}
   Value call(Trace&, const std::vector<Value>& inputs) override {
     AS_CHECK(!inputs.empty(), "Add ", name(), " needs inputs");
     Value sum = inputs[0];

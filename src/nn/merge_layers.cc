@@ -8,10 +8,6 @@ namespace autoshard {
 
 namespace {
 
-std::string named(const std::string& given, const char* base) {
-  return given.empty() ? default_layer_name(base) : given;
-}
-
 // A merge layer folding its inputs left to right with `combine`.
 class MergeImpl : public LayerImpl {
  public:
@@ -90,16 +86,20 @@ class ConcatenateImpl : public LayerImpl {
 
 Subtract::Subtract(std::string name)
     : Layer(std::make_shared<MergeImpl>(
-          named(name, "subtract"), "Subtract", [](Value a, Value b) { return a - b; }, 2)) {}
+          layer_name_or_default(name, "subtract"), "Subtract",
+          [](Value a, Value b) { return a - b; }, 2)) {}
 Multiply::Multiply(std::string name)
-    : Layer(std::make_shared<MergeImpl>(named(name, "multiply"), "Multiply",
+    : Layer(std::make_shared<MergeImpl>(layer_name_or_default(name, "multiply"), "Multiply",
                                         [](Value a, Value b) { return a * b; })) {}
-Average::Average(std::string name) : Layer(std::make_shared<AverageImpl>(named(name, "average"))) {}
+Average::Average(std::string name)
+    : Layer(std::make_shared<AverageImpl>(layer_name_or_default(name, "average"))) {}
 Maximum::Maximum(std::string name)
-    : Layer(std::make_shared<MergeImpl>(named(name, "maximum"), "Maximum", &composed::maximum)) {}
+    : Layer(std::make_shared<MergeImpl>(layer_name_or_default(name, "maximum"), "Maximum",
+                                        &composed::maximum)) {}
 Minimum::Minimum(std::string name)
-    : Layer(std::make_shared<MergeImpl>(named(name, "minimum"), "Minimum", &composed::minimum)) {}
+    : Layer(std::make_shared<MergeImpl>(layer_name_or_default(name, "minimum"), "Minimum",
+                                        &composed::minimum)) {}
 Concatenate::Concatenate(int64_t axis, std::string name)
-    : Layer(std::make_shared<ConcatenateImpl>(axis, named(name, "concatenate"))) {}
+    : Layer(std::make_shared<ConcatenateImpl>(axis, layer_name_or_default(name, "concatenate"))) {}
 
 }  // namespace autoshard

@@ -16,10 +16,6 @@ std::vector<int64_t> per_dim(std::vector<int64_t> v, int rank, int64_t fallback,
   return v;
 }
 
-std::string layer_name(const std::string& given, const std::string& base) {
-  return given.empty() ? default_layer_name(base) : given;
-}
-
 Value one_input(const std::vector<Value>& inputs, int rank, const std::string& who) {
   AS_CHECK(inputs.size() == 1, who, " takes one input, got ", inputs.size());
   AS_CHECK(inputs[0].rank() == rank + 2, who, " needs [batch, ", rank == 1 ? "steps" : "rows, cols",
@@ -30,8 +26,8 @@ Value one_input(const std::vector<Value>& inputs, int rank, const std::string& w
 class PoolImpl : public LayerImpl {
  public:
   PoolImpl(bool max, int rank, PoolingOptions o)
-      : LayerImpl(layer_name(o.name_, std::string(max ? "max" : "average") + "_pooling" +
-                                          std::to_string(rank) + "d")),
+      : LayerImpl(layer_name_or_default(o.name_, std::string(max ? "max" : "average") + "_pooling" +
+                                                     std::to_string(rank) + "d")),
         max_(max),
         rank_(rank),
         padding_(o.padding_) {
@@ -68,8 +64,9 @@ class PoolImpl : public LayerImpl {
 class GlobalPoolImpl : public LayerImpl {
  public:
   GlobalPoolImpl(bool max, int rank, GlobalPoolingOptions o)
-      : LayerImpl(layer_name(o.name_, std::string("global_") + (max ? "max" : "average") +
-                                          "_pooling" + std::to_string(rank) + "d")),
+      : LayerImpl(layer_name_or_default(o.name_, std::string("global_") +
+                                                     (max ? "max" : "average") + "_pooling" +
+                                                     std::to_string(rank) + "d")),
         max_(max),
         rank_(rank),
         keepdims_(o.keepdims_) {}

@@ -43,10 +43,6 @@ struct RnnConfig {
   }
 };
 
-std::string name_or(const std::string& given, const std::string& base) {
-  return given.empty() ? default_layer_name(base) : given;
-}
-
 void check_rnn_activation(const std::string& a, const char* layer, const char* option) {
   try {
     check_activation(a);
@@ -310,7 +306,7 @@ RnnConfig lstm_config(int64_t units, const LSTMOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
-  c.name = name_or(o.name_, "lstm");
+  c.name = layer_name_or_default(o.name_, "lstm");
   return c;
 }
 
@@ -331,7 +327,7 @@ RnnConfig gru_config(int64_t units, const GRUOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
-  c.name = name_or(o.name_, "gru");
+  c.name = layer_name_or_default(o.name_, "gru");
   return c;
 }
 
@@ -350,7 +346,7 @@ RnnConfig simple_rnn_config(int64_t units, const SimpleRNNOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
-  c.name = name_or(o.name_, "simple_rnn");
+  c.name = layer_name_or_default(o.name_, "simple_rnn");
   return c;
 }
 
@@ -374,7 +370,7 @@ std::string without_prefix(const std::string& s, const std::string& prefix) {
 struct Bidirectional::Impl : LayerImpl {
   Impl(const RecurrentLayer::Impl& layer, const RecurrentLayer::Impl* backward,
        BidirectionalOptions o)
-      : LayerImpl(name_or(o.name_, "bidirectional")), merge(o.merge_mode_) {
+      : LayerImpl(layer_name_or_default(o.name_, "bidirectional")), merge(o.merge_mode_) {
     AS_CHECK(
         merge == "concat" || merge == "sum" || merge == "mul" || merge == "ave" || merge == "none",
         "Bidirectional: unknown merge_mode '", merge, "' (known: concat, sum, mul, ave, none)");

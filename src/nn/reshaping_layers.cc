@@ -10,10 +10,6 @@ namespace autoshard {
 
 namespace {
 
-std::string named(const std::string& given, const char* base) {
-  return given.empty() ? default_layer_name(base) : given;
-}
-
 Value one_input(const std::vector<Value>& inputs, const std::string& layer) {
   AS_CHECK(inputs.size() == 1, "layer ", layer, " takes one input, got ", inputs.size());
   AS_CHECK(inputs[0].rank() >= 1, "layer ", layer, " needs a batch dimension");
@@ -121,14 +117,18 @@ class RescalingImpl : public LayerImpl {
 
 }  // namespace
 
-Flatten::Flatten(std::string name) : Layer(std::make_shared<FlattenImpl>(named(name, "flatten"))) {}
+Flatten::Flatten(std::string name)
+    : Layer(std::make_shared<FlattenImpl>(layer_name_or_default(name, "flatten"))) {}
 Reshape::Reshape(Shape target_shape, std::string name)
-    : Layer(std::make_shared<ReshapeImpl>(std::move(target_shape), named(name, "reshape"))) {}
+    : Layer(std::make_shared<ReshapeImpl>(std::move(target_shape),
+                                          layer_name_or_default(name, "reshape"))) {}
 Permute::Permute(std::vector<int64_t> dims, std::string name)
-    : Layer(std::make_shared<PermuteImpl>(std::move(dims), named(name, "permute"))) {}
+    : Layer(
+          std::make_shared<PermuteImpl>(std::move(dims), layer_name_or_default(name, "permute"))) {}
 RepeatVector::RepeatVector(int64_t n, std::string name)
-    : Layer(std::make_shared<RepeatVectorImpl>(n, named(name, "repeat_vector"))) {}
+    : Layer(std::make_shared<RepeatVectorImpl>(n, layer_name_or_default(name, "repeat_vector"))) {}
 Rescaling::Rescaling(double scale, double offset, std::string name)
-    : Layer(std::make_shared<RescalingImpl>(scale, offset, named(name, "rescaling"))) {}
+    : Layer(std::make_shared<RescalingImpl>(scale, offset,
+                                            layer_name_or_default(name, "rescaling"))) {}
 
 }  // namespace autoshard

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/runtime/memory.h"
 
 namespace autoshard {
 
@@ -34,12 +35,6 @@ int split_dimension(const KerasVariable& v, const std::vector<int>& group, int k
   for (int g : group)
     if (v.shape.at(g) > 1) return g;
   return group.front();
-}
-
-std::string mib(double bytes) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
 }
 
 // A Python tuple of the strings: ("a",) for one.
@@ -321,7 +316,7 @@ std::string layout_map_python(const LayoutMapExport& e) {
   if (e.step_s > 0)
     predicted = "predicted on cluster " + python_string(e.cluster) + ": " +
                 std::to_string(e.step_s * 1e3) + " ms per training step, " +
-                mib(e.bytes_per_device) + " per device at the peak";
+                format_in_mib(e.bytes_per_device) + " per device at the peak";
   auto list = [](const std::vector<std::string>& lines) {
     if (lines.empty()) return std::string("[]");
     std::string s = "[\n";

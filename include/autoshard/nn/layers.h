@@ -74,6 +74,9 @@ struct SymbolicTensor::Node {
 // A unique default layer name of the Keras form "dense", "dense_1", ...
 std::string default_layer_name(const std::string& base);
 
+// `given`, or a unique default name from `base` when `given` is empty.
+std::string layer_name_or_default(const std::string& given, const std::string& base);
+
 // Applies a Keras 3 activation by name, with Keras's defaults: "linear" (or
 // ""), "relu", "relu6", "leaky_relu" (negative slope 0.2), "elu" (alpha 1),
 // "selu", "gelu" (exact), "gelu_tanh" (and "gelu_new"), "sigmoid",

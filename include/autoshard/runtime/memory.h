@@ -16,4 +16,10 @@ std::optional<int64_t> available_memory_bytes();
 // "1.23 GiB", "512 MiB", ...
 std::string format_bytes(double bytes);
 
+// Always in MiB with two decimals ("12.50 MiB"), for tables that compare rows.
+std::string format_in_mib(double bytes);
+
+// The most memory this process has held so far (its peak resident set).
+int64_t peak_rss_bytes();
+
 }  // namespace autoshard

@@ -23,7 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const fs::path& path, const std::string& what) {
+json read_json_object(const fs::path& path, const std::string& what) {
   const std::string text = read_input_file(path.string(), what, 64 << 20);
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   AS_CHECK(j.is_object(), what, " '", path.string(), "' is not a JSON object");
@@ -118,7 +118,7 @@ class PresetTokenizer : public Tokenizer {
 bool preprocessor_flag(const fs::path& dir, const char* key) {
   const fs::path path = dir / "preprocessor.json";
   if (!fs::exists(path)) return true;
-  const json j = read_json(path, "KerasHub preprocessor.json");
+  const json j = read_json_object(path, "KerasHub preprocessor.json");
   const json config = j.value("config", json::object());
   if (!config.is_object() || !config.contains(key) || config[key].is_null()) return true;
   AS_CHECK(config[key].is_boolean(), "KerasHub preprocessor.json '", path.string(), "': \"", key,
@@ -207,7 +207,7 @@ bool has_preset_tokenizer(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
   const fs::path d(dir), path = d / "tokenizer.json";
-  const json j = read_json(path, "KerasHub tokenizer.json");
+  const json j = read_json_object(path, "KerasHub tokenizer.json");
   const std::string where = cat("KerasHub tokenizer.json '", path.string(), "'");
   AS_CHECK(j.contains("class_name") && j["class_name"].is_string(), where,
            ": \"class_name\" is missing");

@@ -72,7 +72,7 @@ Tokens byte_fallback(Tokens tokens) {
   return out;
 }
 
-Decoder metaspace(const JsonField& j) {
+Decoder metaspace_decoder(const JsonField& j) {
   const std::string marker = metaspace_replacement(j);
   const std::string scheme = metaspace_scheme(j);
   return [=](Tokens tokens) {
@@ -149,7 +149,7 @@ Decoder make_decoder(const JsonField& j) {
   }
   if (type == "ByteLevel") return byte_level;
   if (type == "ByteFallback") return byte_fallback;
-  if (type == "Metaspace") return metaspace(j);
+  if (type == "Metaspace") return metaspace_decoder(j);
   if (type == "WordPiece") return wordpiece(j);
   if (type == "Strip") return strip(j);
   if (type == "Fuse") {

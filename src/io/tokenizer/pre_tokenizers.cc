@@ -157,7 +157,7 @@ std::string metaspace_scheme(const JsonField& j) {
 
 namespace {
 
-PreTokenizer metaspace(const JsonField& j) {
+PreTokenizer metaspace_pre_tokenizer(const JsonField& j) {
   const std::string marker = metaspace_replacement(j);
   const std::string scheme = metaspace_scheme(j);
   const bool split_pieces = j.flag_or("split", true);
@@ -207,7 +207,7 @@ PreTokenizer make_pre_tokenizer(const JsonField& j) {
   }
   if (type == "ByteLevel") return byte_level(j);
   if (type == "Split") return split_pre_tokenizer(j);
-  if (type == "Metaspace") return metaspace(j);
+  if (type == "Metaspace") return metaspace_pre_tokenizer(j);
   if (type == "WhitespaceSplit") return by_chars(is_whitespace, Behavior::Removed);
   if (type == "Punctuation")
     return by_chars(is_punctuation,

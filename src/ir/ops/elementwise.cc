@@ -20,7 +20,7 @@ ShapeAndType binary_infer(const Graph& g, const Node& n) {
   return {broadcast_shapes(input_shape(g, n, 0), input_shape(g, n, 1)), DType::F32};
 }
 
-ShapeAndType unary_infer(const Graph& g, const Node& n) {
+ShapeAndType one_operand_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   AS_CHECK(input_dtype(g, n, 0) == DType::F32, op_name(n.op), " needs an f32 operand");
   return {input_shape(g, n, 0), DType::F32};
@@ -319,7 +319,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .linearity = Linearity::Numerator,
                         .cost = one_flop};
   t[size_t(Op::Scale)] = {.name = "scale",
-                          .infer = unary_infer,
+                          .infer = one_operand_infer,
                           .kernel = scale_kernel,
                           .vjp = scale_vjp,
                           .shard = linear_unary_rule,
@@ -327,7 +327,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                           .linearity = Linearity::Unary,
                           .cost = one_flop};
   t[size_t(Op::Gelu)] = {.name = "gelu",
-                         .infer = unary_infer,
+                         .infer = one_operand_infer,
                          .kernel = gelu_kernel,
                          .vjp = gelu_vjp,
                          .shard = nonlinear_rule,
@@ -340,7 +340,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                              .loops = broadcast_loops,
                              .cost = gelu_grad_cost};
   t[size_t(Op::Relu)] = {.name = "relu",
-                         .infer = unary_infer,
+                         .infer = one_operand_infer,
                          .kernel = relu_kernel,
                          .vjp = relu_vjp,
                          .shard = nonlinear_rule,
@@ -353,7 +353,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                              .loops = broadcast_loops,
                              .cost = one_flop};
   t[size_t(Op::Tanh)] = {.name = "tanh",
-                         .infer = unary_infer,
+                         .infer = one_operand_infer,
                          .kernel = tanh_kernel,
                          .vjp = tanh_vjp,
                          .shard = nonlinear_rule,
@@ -366,7 +366,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                              .loops = broadcast_loops,
                              .cost = three_flops};
   t[size_t(Op::Silu)] = {.name = "silu",
-                         .infer = unary_infer,
+                         .infer = one_operand_infer,
                          .kernel = silu_kernel,
                          .vjp = silu_vjp,
                          .shard = nonlinear_rule,
@@ -379,7 +379,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                              .loops = broadcast_loops,
                              .cost = gelu_cost};
   t[size_t(Op::Dropout)] = {.name = "dropout",
-                            .infer = unary_infer,
+                            .infer = one_operand_infer,
                             .kernel = dropout_kernel,
                             .vjp = dropout_vjp,
                             .shard = linear_unary_rule,
