@@ -9,6 +9,11 @@
 #include <numeric>
 
 #include "autoshard/error.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/optim/optimizers.h"
+#include "autoshard/plan/cluster.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/plan/pipeline.h"
 #include "cli_runner.h"
 
@@ -55,6 +60,36 @@ TEST(PipelineCost, BubbleAgainstAHandComputedCase) {
   const PipelinePrediction u = predict_pipeline(
       with_update, base, 8, pipe_shape(4, 8, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
   EXPECT_DOUBLE_EQ(u.step_s, 22 + 2 * 0.5 + 2 * 0.25);
+}
+
+// A stage whose weights are sharded over the data axis (FSDP) gathers them
+// in every micro-batch; only the gradients' reduction over that axis comes
+// once a step. (Counting every collective over the data axis as the
+// once-a-step sync priced GPT-3 175B with AutoShard inside its stages at
+// half its step.)
+TEST(PipelineCost, WeightsGatheredOverTheDataAxisArePaidPerMicroBatch) {
+  const Cluster cluster = Cluster::named("a100-80g");
+  const DeviceMesh stage({2}, {"data"}), full({2, 2}, {"data", "pipe"});
+  auto part = [&](std::shared_ptr<Distribution> dist) {
+    GPT2 model(GPT2Config::preset("test"), 8, 5);
+    model.compile(AdamW({}), losses::sparse_categorical_crossentropy);
+    model.set_distribution(std::move(dist));
+    return part_cost(model.plan_training({2, 8}, {2, 8}), cluster, full, "data", false);
+  };
+  const PartCost data = part(std::make_shared<DataParallel>(stage));
+  const PartCost fsdp = part(std::make_shared<FullyShardedDataParallel>(stage));
+  EXPECT_GT(data.sync_s, 0);  // the gradients' all-reduce
+  EXPECT_GT(fsdp.sync_s, 0);  // their reduce-scatter
+  // The same products on the same rows; FSDP adds its gathers (nothing, when
+  // they were counted as the sync).
+  const double gathers = fsdp.microbatch_s - data.microbatch_s;
+  EXPECT_GT(gathers, 0.1 * data.microbatch_s) << data.microbatch_s << " " << fsdp.microbatch_s;
+  // M micro-batches pay them M times.
+  const PipelinePrediction one =
+      predict_pipeline(fsdp, fsdp, 2, pipe_shape(2, 1, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+  const PipelinePrediction four =
+      predict_pipeline(fsdp, fsdp, 2, pipe_shape(2, 4, PipelineSchedule::OneFOneB), 0, 0, 0, 0, 4);
+  EXPECT_GT(four.step_s - one.step_s, 3 * gathers);
 }
 
 TEST(PipelineCost, UnevenStagesAreBalancedByTime) {
@@ -201,6 +236,9 @@ TEST(PipelineCost, DevicesChooseAPipelineWhereOneIsFaster) {
           p["schedule"].get<std::string>(), " --microbatch-size ", p["microbatch_size"].get<int>());
   if (p["virtual_stages"].get<int>() > 1)
     again += cat(" --virtual-stages ", p["virtual_stages"].get<int>());
+  if (chosen.contains("plan_time"))  // AutoShard's limits inside the stages
+    again += cat(" --plan-time ", chosen["plan_time"].get<double>(),
+                 chosen["deterministic"].get<bool>() ? " --deterministic" : "");
   const cli_runner::Result by_hand = cli_runner::run(again);
   ASSERT_EQ(by_hand.code, 0) << again << "\n" << by_hand.output;
   EXPECT_NEAR(nlohmann::json::parse(by_hand.output)["predicted"]["step_s"].get<double>(),

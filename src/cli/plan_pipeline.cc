@@ -227,6 +227,8 @@ PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig&
   r.shape = shape;
   r.microbatch_size = rows / data;
   r.stage_plan = o.plan;
+  r.plan_time = o.plan_time;
+  r.deterministic_plan = o.deterministic_plan;
   r.p2p_bytes =
       double(rows / data) * double(o.seq) * double(config.attention_width()) * (bf16 ? 2 : 4);
   r.p2p_s = p2p_seconds(cluster, full, pipe, r.p2p_bytes);
@@ -248,6 +250,8 @@ std::string priced_line(const PricedPipeline& p) {
   l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size);
   if (p.mesh.size() > s.stages)
     l += cat(", ", p.stage_plan == "auto" ? "AutoShard" : p.stage_plan, " inside the stages");
+  if (p.stage_plan == "auto" && p.plan_time > 0)
+    l += cat(" (--plan-time ", p.plan_time, p.deterministic_plan ? " --deterministic)" : ")");
   l += ": ";
   const double bytes = p.predicted.largest_memory().memory.total();
   return l + (p.fits ? cat(p.predicted.step_s, " s, ", format_in_mib(bytes), " per device")
@@ -277,6 +281,14 @@ struct PipelineSearch {
 };
 
 }  // namespace
+
+// AutoShard's solver limit for each of the four traces that price its layouts
+// inside the stages, unless --plan-time is given: 0.1 s of work, counted
+// (--deterministic), so that the choice does not depend on the clock and
+// `--plan auto --plan-time 0.1 --deterministic` on the chosen shape predicts
+// the same step. The solver's own default (0.25 s or more per trace) made
+// this pass most of the 5 s that GPT-3 175B on 1024 devices may take.
+constexpr double kInsideStagesPlanTime = 0.1;
 
 std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int devices,
                                               const Cluster& cluster, bool bf16,
@@ -320,6 +332,10 @@ std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int device
   if (search.best->mesh.size() > P) {
     CommonOptions planned = stage;
     planned.plan = "auto";
+    if (planned.plan_time == 0) {
+      planned.plan_time = kInsideStagesPlanTime;
+      planned.deterministic_plan = true;
+    }
     PipelineSearch inside{planned, config, cluster, bf16, why, search.best};
     inside.price(search.best->mesh, search.best->shape);
     return inside.best;
@@ -336,6 +352,10 @@ void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Clus
       {"mesh", mesh_json},
       {"plan", p.stage_plan},
       {"predicted", pipeline_json(p.predicted, p.shape, p.microbatch_size, p.p2p_s)}};
+  if (p.stage_plan == "auto" && p.plan_time > 0) {
+    j["plan_time"] = p.plan_time;
+    j["deterministic"] = p.deterministic_plan;
+  }
   if (!why.empty()) j["reasons"] = why;
   if (!out.out.empty()) write_output_file(out.out, "--out", j.dump(2) + "\n", out.overwrite);
   if (out.json) {

@@ -46,6 +46,9 @@ struct PricedPipeline {
   PipelineShape shape;
   int64_t microbatch_size = 1;
   std::string stage_plan;  // the layout inside each stage (--plan)
+  // AutoShard's solver limits inside the stages (--plan-time, --deterministic).
+  double plan_time = 0;
+  bool deterministic_plan = false;
   PipelinePrediction predicted;
   double p2p_bytes = 0, p2p_s = 0;  // one send
   bool fits = false;                // every stage within the device's memory

@@ -59,9 +59,16 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
       const double t =
           collective_seconds(c, full, tuple_axis(members), cc.kind == CommCost::Kind::AllReduce,
                              cc.bytes * scale, cc.largest_block * scale);
-      (axis == batch_axis  ? out.sync_s
-       : update[size_t(i)] ? out.optimizer_s
-                           : out.microbatch_s) += t;
+      // Over the batch axis the gradient sync runs once a step; but a
+      // gather there outside the update (a weight sharded over the data
+      // axis as FSDP's are, gathered where it is used) or an all-to-all
+      // runs again in every micro-batch.
+      const bool batch = axis == batch_axis;
+      const bool gather =
+          cc.kind == CommCost::Kind::AllGather || cc.kind == CommCost::Kind::AllToAll;
+      (batch && (update[size_t(i)] || !gather) ? out.sync_s
+       : update[size_t(i)]                     ? out.optimizer_s
+                                               : out.microbatch_s) += t;
       continue;
     }
     const double t = op_seconds(c, n, inputs, n.shape, full.size(), bf16);
