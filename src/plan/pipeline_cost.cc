@@ -52,18 +52,20 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
       const CommCost cc = def.comm(n, CostShapes{inputs, n.shape});
       // The stage's axis (or tuple of axes) among the full mesh's.
       std::vector<int> members;
-      for (int a : axis_members(cc.axis))
+      bool batch = false;  // the batch axis among the collective's
+      for (int a : axis_members(cc.axis)) {
         members.push_back(full.axis_index(p.mesh.axis_names()[size_t(a)]));
+        batch = batch || p.mesh.axis_names()[size_t(a)] == batch_axis;
+      }
       std::sort(members.begin(), members.end());
-      const std::string axis = p.mesh.axis_name(cc.axis);
       const double t =
           collective_seconds(c, full, tuple_axis(members), cc.kind == CommCost::Kind::AllReduce,
                              cc.bytes * scale, cc.largest_block * scale);
-      // Over the batch axis the gradient sync runs once a step; but a
-      // gather there outside the update (a weight sharded over the data
-      // axis as FSDP's are, gathered where it is used) or an all-to-all
-      // runs again in every micro-batch.
-      const bool batch = axis == batch_axis;
+      // Over the batch axis (alone, or in a tuple: the gradient norm's sum
+      // over every device) the gradient sync runs once a step; but a gather
+      // there outside the update (a weight sharded over the data axis as
+      // FSDP's are, gathered where it is used) or an all-to-all runs again
+      // in every micro-batch.
       const bool gather =
           cc.kind == CommCost::Kind::AllGather || cc.kind == CommCost::Kind::AllToAll;
       (batch && (update[size_t(i)] || !gather) ? out.sync_s
