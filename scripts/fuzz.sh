@@ -137,8 +137,12 @@ for t in zip h5 tfjs; do
   for crash in build-fuzz/keras-"${t}"-crash-*; do
     [ -e "$crash" ] || continue
     crashes=1
-    if "./build-fuzz/keras_${t}_fuzz" "$crash" 2>&1 | grep -E '^ +#[0-9]+ ' |
-      grep -v -E 'libc\.so|/sysdeps/|__interceptor_|__asan_|__sanitizer' | head -n 1 | grep -q libhdf5; then
+    # The replay exits non-zero (it crashes), and pipefail would count that
+    # (or a SIGPIPE from a reader stopping early): take its frames first.
+    frames=$("./build-fuzz/keras_${t}_fuzz" "$crash" 2>&1 | grep -E '^ +#[0-9]+ ' || true)
+    innermost=$(printf '%s\n' "$frames" |
+      grep -v -E 'libc\.so|/sysdeps/|__interceptor_|__asan_|__sanitizer' | sed -n 1p || true)
+    if [[ $innermost == *libhdf5* ]]; then
       echo "keras_${t}_fuzz: a crash inside libhdf5 itself, recorded as $crash"
     else
       echo "keras_${t}_fuzz: a crash outside libhdf5: $crash" >&2
