@@ -8,7 +8,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/plan_report.h"
 #include "autoshard/runtime/executor.h"
+#include "autoshard/runtime/memory.h"
 #include "plan/plan_figures.h"
 #include "plan/plan_html.h"
 #include "py_model.h"
@@ -48,12 +48,6 @@ struct Step {
   Shape x, y;
   DType y_dtype = DType::I32;
 };
-
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
-  return buf;
-}
 
 // Plans on `model` and puts back the distribution it had, also on errors.
 class DistributionRestorer {
@@ -101,12 +95,14 @@ nlohmann::json prediction_json(Model& model, const Partition& p, const PlanReque
         o.bf16);
   const double limit =
       r.options.memory_per_device > 0 ? r.options.memory_per_device : cluster.memory_bytes;
-  AS_CHECK(pr.memory.total() <= limit, "plan: the plan does not fit: ", mib(pr.memory.total()),
-           " per device (weights ", mib(pr.memory.weights), ", optimizer state ",
-           mib(pr.memory.optimizer_state), ", activations ", mib(pr.memory.activations), ") but ",
+  AS_CHECK(pr.memory.total() <= limit,
+           "plan: the plan does not fit: ", format_in_mib(pr.memory.total()),
+           " per device (weights ", format_in_mib(pr.memory.weights), ", optimizer state ",
+           format_in_mib(pr.memory.optimizer_state), ", activations ",
+           format_in_mib(pr.memory.activations), ") but ",
            r.options.memory_per_device > 0 ? std::string("memory_per_device is ")
                                            : "cluster '" + cluster.name + "' has ",
-           mib(limit), "; use more devices or a smaller batch");
+           format_in_mib(limit), "; use more devices or a smaller batch");
   return prediction_report(pr);
 }
 
