@@ -8,38 +8,42 @@
 // that needs exp's overflow to +inf uses std::exp.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
+#include <type_traits>
 
 namespace autoshard {
 
-inline float fast_exp(float x) {
+// F is float, or a GCC vector of floats (tensor/vec16.h): the same steps on
+// every lane, so a lane's bits are the scalar call's.
+template <typename F>
+[[gnu::always_inline]] inline F fast_exp(F x) {
+  // Integers of F's width: int32_t, or the vector a comparison of F gives.
+  using I = std::conditional_t<std::is_same_v<F, float>, int32_t, decltype(x < x)>;
+  const F zero{};
   // A NaN passes the clamp (both compares are false) and every step after.
-  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+  x = x < zero - 87.3f ? zero - 87.3f : x;
+  x = x > zero + 88.3f ? zero + 88.3f : x;
   // Round x / ln2 to nearest by adding 1.5 * 2^23 (floorf would not
   // vectorise without -fno-trapping-math): t's low mantissa bits then hold
   // the integer n, read from its bits (a float-to-int conversion of a NaN
   // would be undefined).
   constexpr float kRound = 12582912.0f;
   constexpr int32_t kRoundBits = 0x4B400000;
-  const float t = x * 1.44269504088896341f + kRound;
-  const float n = t - kRound;
+  const F t = x * 1.44269504088896341f + kRound;
+  const F n = t - kRound;
   // r = x - n ln2, with ln2 split in two so the product stays exact.
-  float r = x - n * 0.693359375f;
+  F r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  F p = zero + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t t_bits;
-  std::memcpy(&t_bits, &t, sizeof t_bits);
-  const int32_t bits = (t_bits - kRoundBits + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  const I bits = (std::bit_cast<I>(t) - kRoundBits + 127) << 23;
+  return p * std::bit_cast<F>(bits);
 }
 
 inline float fast_tanh(float x) {

@@ -23,14 +23,20 @@
 #include "ir/ops/gemm.h"
 #include "tensor/fast_math.h"
 #include "tensor/lanes.h"
+#include "tensor/tile_gemm.h"
+#include "tensor/vec16.h"
 
 namespace autoshard {
 namespace {
 
-// Tiles small enough that OpenBLAS multiplies them on the calling thread
-// (each thread of the pool works on its own heads).
+// Tiles that stay in the L1 cache, multiplied by tile_gemm on the calling
+// thread (each thread of the pool works on its own heads).
 constexpr int64_t kQ = 32;  // queries per tile
 constexpr int64_t kK = 64;  // keys per tile
+// A head with this many queries packs its keys and values transposed once
+// (s x d copies against t x s x d products), so every tile product reads
+// row-major operands; fewer (a decode step) multiply q k^T with BLAS.
+constexpr int64_t kPackQueries = 16;
 
 // Where one (batch, head) slice of the operands lives: row i of q is at
 // q + i * ldq, and so on.
@@ -48,11 +54,8 @@ struct Head {
   const float* stats;
   int64_t lds;
 
-  // The score of a raw product q . k: scaled, then soft-capped.
-  float score(float raw) const {
-    const float z = scale * raw;
-    return softcap > 0 ? softcap * std::tanh(z / softcap) : z;
-  }
+  // A scaled product scale * q . k, soft-capped (when capped).
+  float cap(float z) const { return softcap > 0 ? softcap * std::tanh(z / softcap) : z; }
 
   // Keys query i sees: [first(i), visible(i)).
   int64_t visible(int64_t i) const {
@@ -78,7 +81,32 @@ struct Head {
   }
 };
 
-// Per-thread scratch: tiles and per-query statistics.
+// The rows b_c of the products a_r . b_c (a head's keys, or its values),
+// and their transpose when packed: packed[p * ldp + c] = rows[c * ld + p].
+struct Rows {
+  const float* rows;
+  int64_t ld;
+  const float* packed;  // null: not packed
+  int64_t ldp;
+};
+
+// rows (s x d, ld apart) transposed into out (d x ldt). ldt is s rounded up
+// to a cache line plus one more, so the d rows of a tile read do not all
+// map to the same cache sets (a power-of-two stride would).
+int64_t pack_transposed(const float* rows, int64_t ld, int64_t s, int64_t d,
+                        std::vector<float>& out) {
+  const int64_t ldt = (s + 15) / 16 * 16 + 16;
+  out.resize(d * ldt);
+  constexpr int64_t kBlock = 16;  // 16 x 16 blocks: whole cache lines read and written
+  for (int64_t c0 = 0; c0 < s; c0 += kBlock)
+    for (int64_t p0 = 0; p0 < d; p0 += kBlock)
+      for (int64_t p = p0; p < std::min(d, p0 + kBlock); ++p)
+        for (int64_t c = c0; c < std::min(s, c0 + kBlock); ++c) out[p * ldt + c] = rows[c * ld + p];
+  return ldt;
+}
+
+// Per-thread scratch: tiles, per-query statistics and the head's packed
+// keys and values.
 struct Scratch {
   std::vector<float> scores;  // (kQ, kK) q k^T of a tile, then its probabilities (forward)
   std::vector<float> probs;   // (kQ, kK) P of a tile (gradients)
@@ -86,7 +114,21 @@ struct Scratch {
   std::vector<float> acc;     // (kQ, max(dk, dv)) running P v, or dq of a query tile
   std::vector<float> m, l;    // (kQ,) running maximum and sum of each query
   std::vector<float> lse, d;  // (t,) log-sum-exp of each query; D = dout . out
+  std::vector<float> kt, vt;  // (dk, ldt), (dv, ldt): k^T and v^T when packed
+  Rows keys{}, values{};
+  // Sizes the scratch for head h and packs its keys (and, for a gradient,
+  // its values) when it has the queries to pay for it.
   void fit(const Head& h) {
+    keys = {h.k, h.ldk, nullptr, 0};
+    values = {h.v, h.ldv, nullptr, 0};
+    if (h.t >= kPackQueries) {
+      keys.ldp = pack_transposed(h.k, h.ldk, h.s, h.dk, kt);
+      keys.packed = kt.data();
+      if (h.dout) {
+        values.ldp = pack_transposed(h.v, h.ldv, h.s, h.dv, vt);
+        values.packed = vt.data();
+      }
+    }
     scores.resize(kQ * kK);
     probs.resize(kQ * kK);
     dprobs.resize(kQ * kK);
@@ -98,19 +140,21 @@ struct Scratch {
   }
 };
 
-// out[r * kK + c] = a_r . b_c for r < ra, c < cb (rows of length n), and 0
-// for c >= cb. Tiles are small enough that OpenBLAS runs them on the
-// calling thread.
-void row_dots(const float* a, int64_t lda, int64_t ra, const float* b, int64_t ldb, int64_t cb,
-              int64_t n, float* out) {
-  sgemm(false, true, ra, cb, n, a, lda, b, ldb, out, kK);
+// out[r * kK + c] = alpha a_r . b_(j0 + c) for r < ra, c < cb (rows of
+// length n), and 0 for c >= cb.
+void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0, int64_t cb,
+              int64_t n, float alpha, float* out) {
+  if (b.packed)
+    tile_gemm(ra, cb, n, alpha, a, lda, 1, b.packed + j0, b.ldp, false, out, kK);
+  else
+    sgemm(false, true, ra, cb, n, a, lda, b.rows + j0 * b.ld, b.ld, out, kK, alpha);
   for (int64_t r = 0; r < ra; ++r) std::fill(out + r * kK + cb, out + (r + 1) * kK, 0.0f);
 }
 
 // c (m x n, ldc) += alpha * op(a) b, op(a) being m x k (a's transpose when trans_a).
 void gemm_acc(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  sgemm(trans_a, false, m, n, k, a, lda, b, ldb, c, ldc, alpha, 1.0f);
+  tile_gemm(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, true, c, ldc);
 }
 
 // The keys of tile [j0, j0 + cb) that query i sees: columns [unseen(..), seen(..)).
@@ -121,15 +165,56 @@ inline int64_t unseen(const Head& h, int64_t i, int64_t j0, int64_t cb) {
   return std::clamp<int64_t>(h.first(i) - j0, 0, cb);
 }
 
-// Scales (and soft-caps) n raw scores in place. Without a cap it is one
-// multiply per score, in a loop that vectorises (the cap's tanh would not).
-void score_row(const Head& h, float* s, int64_t n) {
-  if (h.softcap > 0) {
-    for (int64_t c = 0; c < n; ++c) s[c] = h.score(s[c]);
-    return;
+// Soft-caps n scaled scores in place (when capped).
+void cap_row(const Head& h, float* s, int64_t n) {
+  if (h.softcap > 0)
+    for (int64_t c = 0; c < n; ++c) s[c] = h.cap(s[c]);
+}
+
+// The factor exp(m - mx) a query's running sum and values are corrected
+// by when its maximum moves from m to mx: 0 from none yet, and exactly 1
+// (what fast_exp(0) gives, without computing it) when it did not move.
+inline float correction(float m, float mx) {
+  if (m == -INFINITY) return 0.0f;
+  return m - mx == 0.0f ? 1.0f : fast_exp(m - mx);
+}
+
+// One query's row of a tile's scaled scores, keys [lo, vis) seen: capped
+// (when capped), its running maximum m and sum l moved on, the row turned
+// into exp(score - m) (0 where unseen). Returns the factor the query's
+// running values are corrected by.
+float softmax_row(const Head& h, float* sr, int64_t lo, int64_t vis, float& m, float& l) {
+  cap_row(h, sr + lo, vis - lo);
+  // nan_max: a NaN score makes the row's maximum, and so its output, NaN.
+  const float mx = nan_max(m, lane_max(sr + lo, vis - lo));
+  const float corr = correction(m, mx);
+  // In lanes: a serial sum of exponentials would not vectorise.
+  const float sum =
+      float_lanes(lo, vis, [sr, mx](int64_t c) { return sr[c] = fast_exp(sr[c] - mx); });
+  std::fill(sr, sr + lo, 0.0f);
+  std::fill(sr + vis, sr + kK, 0.0f);
+  l = l * corr + sum;
+  m = mx;
+  return corr;
+}
+
+// softmax_row for a query that sees all kK keys of the tile, uncapped (most
+// rows of a long sequence), in registers: kK / 16 vectors.
+float whole_softmax_row(float* sr, float& m, float& l) {
+  static_assert(kK == 64, "a tile row is four 16-float vectors");
+  f32x16 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = load16(sr + 16 * i);
+  const float mx = nan_max(m, max16(nan_max16(nan_max16(v[0], v[1]), nan_max16(v[2], v[3]))));
+  const float corr = correction(m, mx);
+  f32x16 sum{};
+  for (int i = 0; i < 4; ++i) {
+    v[i] = fast_exp(v[i] - mx);
+    store16(sr + 16 * i, v[i]);
+    sum += v[i];
   }
-  const float scale = h.scale;
-  for (int64_t c = 0; c < n; ++c) s[c] *= scale;
+  l = l * corr + sum16(sum);
+  m = mx;
+  return corr;
 }
 
 // The online softmax over queries [i0, i0 + ra): each query's running
@@ -141,7 +226,7 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
   const int64_t end = h.visible_to_any(i0, ra);
   for (int64_t j0 = h.first_of_any(i0, ra); j0 < end; j0 += kK) {
     const int64_t cb = std::min(kK, end - j0);
-    row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
+    row_dots(h.q + i0 * h.ldq, h.ldq, ra, w.keys, j0, cb, h.dk, h.scale, w.scores.data());
     for (int64_t r = 0; r < ra; ++r) {
       const int64_t lo = unseen(h, i0 + r, j0, cb), vis = seen(h, i0 + r, j0, cb);
       float* sr = w.scores.data() + r * kK;
@@ -149,18 +234,10 @@ void online_softmax(const Head& h, Scratch& w, int64_t i0, int64_t ra, bool with
         std::fill_n(sr, kK, 0.0f);
         continue;
       }
-      score_row(h, sr + lo, vis - lo);
-      // nan_max: a NaN score makes the row's maximum, and so its output, NaN.
-      const float mx = nan_max(w.m[r], lane_max(sr + lo, vis - lo));
-      const float corr = w.m[r] == -INFINITY ? 0.0f : fast_exp(w.m[r] - mx);
-      // In lanes: a serial sum of exponentials would not vectorise.
-      const float sum =
-          float_lanes(lo, vis, [sr, mx](int64_t c) { return sr[c] = fast_exp(sr[c] - mx); });
-      std::fill(sr, sr + lo, 0.0f);
-      std::fill(sr + vis, sr + kK, 0.0f);
-      w.l[r] = w.l[r] * corr + sum;
-      w.m[r] = mx;
-      if (with_values)
+      const float corr = lo == 0 && vis == kK && h.softcap <= 0
+                             ? whole_softmax_row(sr, w.m[r], w.l[r])
+                             : softmax_row(h, sr, lo, vis, w.m[r], w.l[r]);
+      if (with_values && corr != 1.0f)  // (times 1 would change no bit)
         for (int64_t e = 0; e < h.dv; ++e) w.acc[r * h.dv + e] *= corr;
     }
     if (with_values)  // acc += P V over the tile
@@ -198,9 +275,8 @@ void statistics(const Head& h, Scratch& w) {
       w.lse[i0 + r] = w.l[r] == 0.0f ? INFINITY : w.m[r] + std::log(w.l[r]);  // NaN kept
   }
   for (int64_t i = 0; i < h.t; ++i) {
-    float dot = 0;
-    for (int64_t e = 0; e < h.dv; ++e) dot += h.dout[i * h.ldo + e] * h.out[i * h.ldo + e];
-    w.d[i] = dot;
+    const float *dout = h.dout + i * h.ldo, *out = h.out + i * h.ldo;
+    w.d[i] = float_lanes(0, h.dv, [dout, out](int64_t e) { return dout[e] * out[e]; });
   }
 }
 
@@ -210,32 +286,36 @@ void statistics(const Head& h, Scratch& w) {
 // `scores` once P is known).
 void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, int64_t cb,
                 bool only_probs) {
-  row_dots(h.q + i0 * h.ldq, h.ldq, ra, h.k + j0 * h.ldk, h.ldk, cb, h.dk, w.scores.data());
+  row_dots(h.q + i0 * h.ldq, h.ldq, ra, w.keys, j0, cb, h.dk, h.scale, w.scores.data());
   for (int64_t r = 0; r < ra; ++r) {
     const int64_t vis = seen(h, i0 + r, j0, cb);
     const int64_t lo = std::min(unseen(h, i0 + r, j0, cb), vis);
     float* sr = w.scores.data() + r * kK;
     float* pr = w.probs.data() + r * kK;
     const float lse = w.lse[i0 + r];
+    if (lo == 0 && vis == kK && h.softcap <= 0) {  // a whole row, in registers
+      for (int i = 0; i < kK / 16; ++i) store16(pr + 16 * i, fast_exp(load16(sr + 16 * i) - lse));
+      continue;
+    }
     std::fill(pr, pr + lo, 0.0f);
     if (h.softcap > 0) {
       for (int64_t c = lo; c < vis; ++c) {
-        const float s = h.score(sr[c]);
+        const float s = h.cap(sr[c]);
         pr[c] = fast_exp(s - lse);
         sr[c] = 1 - (s / h.softcap) * (s / h.softcap);
       }
     } else {  // the loop that vectorises
-      const float scale = h.scale;
-      for (int64_t c = lo; c < vis; ++c) pr[c] = fast_exp(scale * sr[c] - lse);
+      for (int64_t c = lo; c < vis; ++c) pr[c] = fast_exp(sr[c] - lse);
     }
     std::fill(pr + vis, pr + kK, 0.0f);
   }
   if (only_probs) return;
-  row_dots(h.dout + i0 * h.ldo, h.ldo, ra, h.v + j0 * h.ldv, h.ldv, cb, h.dv, w.dprobs.data());
+  row_dots(h.dout + i0 * h.ldo, h.ldo, ra, w.values, j0, cb, h.dv, 1.0f, w.dprobs.data());
   for (int64_t r = 0; r < ra; ++r) {
     const float* pr = w.probs.data() + r * kK;
     float* dr = w.dprobs.data() + r * kK;
-    for (int64_t c = 0; c < kK; ++c) dr[c] = pr[c] * (dr[c] - w.d[i0 + r]);
+    const float d = w.d[i0 + r];
+    for (int64_t c = 0; c < kK; ++c) dr[c] = pr[c] * (dr[c] - d);
     if (h.softcap <= 0) continue;
     // Only the columns a query sees carry P > 0 (the rest stay 0 whatever they hold).
     const int64_t vis = seen(h, i0 + r, j0, cb);

@@ -1,0 +1,34 @@
+// Products of small tiles that live in the L1 cache: the fused attention's
+// 32 x 64 score and gradient tiles. BLAS is the wrong tool there: OpenBLAS
+// 0.3.21 packs both operands on every call (a third of the time on a 32 x 64
+// x 64 product) and threads a product above 64^3 itself, on cores the
+// attention's heads already occupy. This kernel keeps an 8 x 32 block of C
+// in registers and reads A and B where they lie.
+//
+//   C (m x n, rows ldc apart) = alpha * A B            (accumulate false)
+//   C                         = alpha * A B + C        (accumulate true)
+//
+// A (m x k) is read as A(i, p) = a[i * a_row + p * a_col]: a row-major A is
+// (a_row = lda, a_col = 1), a transposed one (a_row = 1, a_col = lda). B
+// (k x n) is row-major, B(p, j) = b[p * ldb + j]: a product with B^T needs
+// B packed transposed first (the attention packs each head's keys once).
+//
+// Every element of C is one fused multiply-add chain over p = 0..k-1 in
+// order, then one multiply by alpha (or one fused alpha * sum + C), so the
+// vector kernel and tile_gemm_reference give the same bits.
+#pragma once
+
+#include <cstdint>
+
+namespace autoshard {
+
+void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
+               int64_t a_col, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+
+// The plain loops tile_gemm is tested against (and runs where AVX-512 is not
+// compiled in).
+void tile_gemm_reference(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t a_row, int64_t a_col, const float* b, int64_t ldb, bool accumulate,
+                         float* c, int64_t ldc);
+
+}  // namespace autoshard

@@ -1,0 +1,53 @@
+// Sixteen floats as one GCC vector: one AVX-512 register, two AVX ones, or
+// four SSE ones, whatever the target has; the compiler lowers each operator
+// lane by lane. For the short rows of a kernel's inner loop (a 64-key tile
+// of attention scores), where the auto-vectoriser would leave a reduction
+// scalar. Built without AVX-512 (AUTOSHARD_NATIVE off), GCC notes that such
+// a vector passed by value changes the ABI; every function here is inline.
+#pragma once
+
+#include <cstring>
+
+namespace autoshard {
+
+using f32x16 = float __attribute__((vector_size(64)));
+
+inline f32x16 load16(const float* p) {
+  f32x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, f32x16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Lane by lane max(a, b) that keeps a NaN from either side (as lanes.h's
+// nan_max).
+inline f32x16 nan_max16(f32x16 a, f32x16 b) {
+  return (b > a) | (b != b) ? b : a;
+}
+
+// The lanes' maximum (NaN if any lane is NaN) and sum, halving the vector
+// four times: the same order on every call.
+inline float max16(f32x16 v) {
+  const f32x16 a = nan_max16(
+      v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  const f32x16 b = nan_max16(
+      a, __builtin_shufflevector(a, a, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  const f32x16 c = nan_max16(
+      b, __builtin_shufflevector(b, b, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  const f32x16 d = nan_max16(
+      c, __builtin_shufflevector(c, c, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return d[0];
+}
+inline float sum16(f32x16 v) {
+  const f32x16 a =
+      v + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  const f32x16 b =
+      a + __builtin_shufflevector(a, a, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  const f32x16 c =
+      b + __builtin_shufflevector(b, b, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  return c[0] + c[1];
+}
+
+}  // namespace autoshard
