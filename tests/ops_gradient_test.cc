@@ -133,6 +133,16 @@ TEST(Gradient, SoftCappedSlidingWindowAttention) {
                                          /*softcap=*/0.8);
                  });
 }
+// The same with 20 queries over 70 keys (a head of 16 queries or more packs
+// its keys and values for the tile kernel) and a window of 9: every path of
+// the packed tiles, soft cap included.
+TEST(Gradient, SoftCappedWindowedAttentionOverPackedKeys) {
+  check_gradient("soft-capped windowed attention, packed",
+                 {{1, 20, 1, 2, 3}, {1, 70, 1, 3}, {1, 70, 1, 2}}, [](Graph&, auto& p) {
+                   return ops::attention(p[0], p[1], p[2], true, 1.5, /*window=*/9,
+                                         /*softcap=*/0.8);
+                 });
+}
 TEST(Gradient, Normalize) {
   check_gradient("normalize", {{3, 6}}, [](Graph&, auto& p) { return ops::normalize(p[0], 1e-5); });
   check_gradient("rms normalize", {{3, 6}},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -13,12 +14,21 @@ namespace autoshard {
 void tile_gemm_reference(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                          int64_t a_row, int64_t a_col, const float* b, int64_t ldb, bool accumulate,
                          float* c, int64_t ldc) {
+  // p outside j (each element's chain still runs over p in order): the
+  // loop over a row of B vectorises.
+  constexpr int64_t kChunk = 64;
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum = std::fma(a[i * a_row + p * a_col], b[p * ldb + j], sum);
-      float& out = c[i * ldc + j];
-      out = accumulate ? std::fma(alpha, sum, out) : alpha * sum;
+    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+      const int64_t width = std::min(kChunk, n - j0);
+      float sum[kChunk] = {};
+      for (int64_t p = 0; p < k; ++p) {
+        const float x = a[i * a_row + p * a_col];
+        const float* bp = b + p * ldb + j0;
+        for (int64_t j = 0; j < width; ++j) sum[j] = std::fma(x, bp[j], sum[j]);
+      }
+      float* out = c + i * ldc + j0;
+      for (int64_t j = 0; j < width; ++j)
+        out[j] = accumulate ? std::fma(alpha, sum[j], out[j]) : alpha * sum[j];
     }
 }
 

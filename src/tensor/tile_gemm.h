@@ -22,6 +22,15 @@
 
 namespace autoshard {
 
+// Whether tile_gemm is the vectorised kernel (AVX-512 compiled in) rather
+// than its plain loops: callers with a faster fallback (BLAS) use it only
+// then.
+#if defined(__AVX512F__)
+constexpr bool kTileGemmVectorised = true;
+#else
+constexpr bool kTileGemmVectorised = false;
+#endif
+
 void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 

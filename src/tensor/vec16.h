@@ -28,7 +28,7 @@ inline f32x16 nan_max16(f32x16 a, f32x16 b) {
 }
 
 // The lanes' maximum (NaN if any lane is NaN) and sum, halving the vector
-// four times: the same order on every call.
+// down to its last lanes: the same order on every call.
 inline float max16(f32x16 v) {
   const f32x16 a = nan_max16(
       v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));

@@ -29,13 +29,16 @@
 namespace autoshard {
 namespace {
 
-// Tiles that stay in the L1 cache, multiplied by tile_gemm on the calling
-// thread (each thread of the pool works on its own heads).
+// Tiles that stay in the L1 cache, multiplied on the calling thread (each
+// thread of the pool works on its own heads) by tile_gemm where it is
+// vectorised (AVX-512), else by OpenBLAS (where the tile products of
+// sanitizer and non-native builds run).
 constexpr int64_t kQ = 32;  // queries per tile
 constexpr int64_t kK = 64;  // keys per tile
-// A head with this many queries packs its keys and values transposed once
-// (s x d copies against t x s x d products), so every tile product reads
-// row-major operands; fewer (a decode step) multiply q k^T with BLAS.
+// A head with this many queries packs the keys and values it reads
+// transposed once (s x d copies against t x s x d products), so that
+// tile_gemm reads every operand row-major; a head with fewer (a decode
+// step) multiplies q k^T and dout v^T with OpenBLAS.
 constexpr int64_t kPackQueries = 16;
 
 // Where one (batch, head) slice of the operands lives: row i of q is at
@@ -83,26 +86,30 @@ struct Head {
 
 // The rows b_c of the products a_r . b_c (a head's keys, or its values),
 // and their transpose when packed: packed[p * ldp + c] = rows[c * ld + p].
+// (Rows [from, to) are packed: packed[p * ldp + c - from] = rows[c * ld + p].)
 struct Rows {
   const float* rows;
   int64_t ld;
-  const float* packed;  // null: not packed
-  int64_t ldp;
+  bool is_packed;
+  const float* packed;
+  int64_t ldp, from;
 };
 
-// rows (s x d, ld apart) transposed into out (d x ldt). ldt is s rounded up
-// to a cache line plus one more, so the d rows of a tile read do not all
-// map to the same cache sets (a power-of-two stride would).
-int64_t pack_transposed(const float* rows, int64_t ld, int64_t s, int64_t d,
-                        std::vector<float>& out) {
-  const int64_t ldt = (s + 15) / 16 * 16 + 16;
+// Rows [from, to) of `rows` (d wide, ld apart) packed transposed into out.
+// The packed rows are an odd number of cache lines long, so the d rows of a
+// tile do not all map to the same cache sets (as a power-of-two stride
+// would).
+Rows pack_transposed(const float* rows, int64_t ld, int64_t from, int64_t to, int64_t d,
+                     std::vector<float>& out) {
+  const int64_t ldt = ((to - from + 15) / 16 | 1) * 16;
   out.resize(d * ldt);
   constexpr int64_t kBlock = 16;  // 16 x 16 blocks: whole cache lines read and written
-  for (int64_t c0 = 0; c0 < s; c0 += kBlock)
+  for (int64_t c0 = from; c0 < to; c0 += kBlock)
     for (int64_t p0 = 0; p0 < d; p0 += kBlock)
       for (int64_t p = p0; p < std::min(d, p0 + kBlock); ++p)
-        for (int64_t c = c0; c < std::min(s, c0 + kBlock); ++c) out[p * ldt + c] = rows[c * ld + p];
-  return ldt;
+        for (int64_t c = c0; c < std::min(to, c0 + kBlock); ++c)
+          out[p * ldt + c - from] = rows[c * ld + p];
+  return {rows, ld, true, out.data(), ldt, from};
 }
 
 // Per-thread scratch: tiles, per-query statistics and the head's packed
@@ -116,18 +123,16 @@ struct Scratch {
   std::vector<float> lse, d;  // (t,) log-sum-exp of each query; D = dout . out
   std::vector<float> kt, vt;  // (dk, ldt), (dv, ldt): k^T and v^T when packed
   Rows keys{}, values{};
-  // Sizes the scratch for head h and packs its keys (and, for a gradient,
-  // its values) when it has the queries to pay for it.
-  void fit(const Head& h) {
-    keys = {h.k, h.ldk, nullptr, 0};
-    values = {h.v, h.ldv, nullptr, 0};
-    if (h.t >= kPackQueries) {
-      keys.ldp = pack_transposed(h.k, h.ldk, h.s, h.dk, kt);
-      keys.packed = kt.data();
-      if (h.dout) {
-        values.ldp = pack_transposed(h.v, h.ldv, h.s, h.dv, vt);
-        values.packed = vt.data();
-      }
+  // Sizes the scratch for head h and packs the keys its queries see (and,
+  // with_values, the values: dP = dout v^T) when it has the queries to pay
+  // for it.
+  void fit(const Head& h, bool with_values = false) {
+    keys = {h.k, h.ldk, false, nullptr, 0, 0};
+    values = {h.v, h.ldv, false, nullptr, 0, 0};
+    const int64_t from = h.first_of_any(0, h.t), to = h.visible_to_any(0, h.t);
+    if (kTileGemmVectorised && h.t >= kPackQueries && to > from && h.dk > 0 && h.dv > 0) {
+      keys = pack_transposed(h.k, h.ldk, from, to, h.dk, kt);
+      if (with_values) values = pack_transposed(h.v, h.ldv, from, to, h.dv, vt);
     }
     scores.resize(kQ * kK);
     probs.resize(kQ * kK);
@@ -144,8 +149,8 @@ struct Scratch {
 // length n), and 0 for c >= cb.
 void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0, int64_t cb,
               int64_t n, float alpha, float* out) {
-  if (b.packed)
-    tile_gemm(ra, cb, n, alpha, a, lda, 1, b.packed + j0, b.ldp, false, out, kK);
+  if (b.is_packed)
+    tile_gemm(ra, cb, n, alpha, a, lda, 1, b.packed + (j0 - b.from), b.ldp, false, out, kK);
   else
     sgemm(false, true, ra, cb, n, a, lda, b.rows + j0 * b.ld, b.ld, out, kK, alpha);
   for (int64_t r = 0; r < ra; ++r) std::fill(out + r * kK + cb, out + (r + 1) * kK, 0.0f);
@@ -154,7 +159,10 @@ void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0
 // c (m x n, ldc) += alpha * op(a) b, op(a) being m x k (a's transpose when trans_a).
 void gemm_acc(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  tile_gemm(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, true, c, ldc);
+  if (kTileGemmVectorised)
+    tile_gemm(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, true, c, ldc);
+  else
+    sgemm(trans_a, false, m, n, k, a, lda, b, ldb, c, ldc, alpha, 1.0f);
 }
 
 // The keys of tile [j0, j0 + cb) that query i sees: columns [unseen(..), seen(..)).
@@ -486,7 +494,7 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
     const int64_t plane = x.batch * rows * ld;
     for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
       const Head h = head_of(n, in, x, b, hq);
-      w.fit(h);
+      w.fit(h, /*with_values=*/true);
       statistics(h, w);
       float* dq = out.f32() + b * rows * ld + hq * width;
       for (int64_t p = 0; p < 3; ++p)
@@ -498,7 +506,7 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
   if (wrt == 0) {
     for_each_head(x.batch, x.query_heads(), [&](Scratch& w, int64_t b, int64_t hq) {
       const Head h = head_of(n, in, x, b, hq);
-      w.fit(h);
+      w.fit(h, /*with_values=*/true);
       statistics(h, w);
       grad_q_head(h, w, out.f32() + (b * x.t * x.query_heads() + hq) * x.dk);
     });
@@ -513,7 +521,7 @@ void attention_grad_kernel(const Node& n, std::span<Tensor* const> in, Tensor& o
     float* grad = out.f32() + (b * x.s * x.kv + hkv) * width;
     for (int64_t gi = 0; gi < x.group; ++gi) {
       const Head h = head_of(n, in, x, b, hkv * x.group + gi);
-      w.fit(h);
+      w.fit(h, /*with_values=*/wrt == 1);
       statistics(h, w);
       grad_kv_head(h, w, wrt, grad, /*accumulate=*/gi > 0);
     }

@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 
 #include "autoshard/tensor/parallel.h"
+#include "tensor/vec16.h"
 
 namespace autoshard {
 
@@ -26,20 +29,44 @@ inline float widen(int8_t c) {
   return static_cast<float>(c);
 }
 
-// [outputs, inner]: one dot product per output row. 64 lanes (four 16-wide
-// vectors) keep four independent chains of fused multiply-adds in flight;
-// x stays in cache across rows. The compiler vectorises the lane loops under
-// the target flags (-march=native), widening with one instruction.
+// Sixteen stored elements widened to f32 lanes.
+using u16x16 = uint16_t __attribute__((vector_size(32)));
+using u32x16 = uint32_t __attribute__((vector_size(64)));
+using i8x16 = int8_t __attribute__((vector_size(16)));
+inline f32x16 widen16(const uint16_t* p) {
+  u16x16 h;
+  std::memcpy(&h, p, sizeof h);
+  return std::bit_cast<f32x16>(__builtin_convertvector(h, u32x16) << 16);
+}
+inline f32x16 widen16(const int8_t* p) {
+  i8x16 c;
+  std::memcpy(&c, p, sizeof c);
+  return __builtin_convertvector(c, f32x16);
+}
+
+// How far ahead of a row's reads the next bytes are asked for: one stream
+// per core did not keep memory busy on a 2-core Intel Xeon VM (bf16 decoding
+// at 57% of the copy bandwidth; 2 KiB ahead, 77%; further ahead, less).
+constexpr int64_t kPrefetchBytes = 2048;
+
+// [outputs, inner]: one dot product per output row in four 16-float
+// vectors of independent fused multiply-add chains, summed as a tree; x
+// stays in cache across rows.
 template <typename E>
 float dot_row(const E* w, const float* x, int64_t n) {
-  constexpr int L = 64;
-  float lane[L] = {};
+  constexpr int64_t ahead = kPrefetchBytes / sizeof(E);
+  f32x16 a0{}, a1{}, a2{}, a3{};
   int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; ++j) lane[j] += x[i + j] * widen(w[i + j]);
-  for (int j = 0; i < n; ++i, ++j) lane[j] += x[i] * widen(w[i]);
-  float s = 0;
-  for (int j = 0; j < L; ++j) s += lane[j];
+  for (; i + 64 <= n; i += 64) {
+    __builtin_prefetch(w + i + ahead);
+    __builtin_prefetch(w + i + ahead + 32);
+    a0 += load16(x + i) * widen16(w + i);
+    a1 += load16(x + i + 16) * widen16(w + i + 16);
+    a2 += load16(x + i + 32) * widen16(w + i + 32);
+    a3 += load16(x + i + 48) * widen16(w + i + 48);
+  }
+  float s = sum16((a0 + a1) + (a2 + a3));
+  for (; i < n; ++i) s += x[i] * widen(w[i]);
   return s;
 }
 
@@ -140,6 +167,8 @@ float dot_row_fixed(const int8_t* w, const FixedPointX& q, const float* x, int64
   int64_t b = 0;
   for (; b + 2 <= q.blocks(); b += 2) {
     const int64_t i = b * kFixedBlock;
+    __builtin_prefetch(w + i + kPrefetchBytes);
+    __builtin_prefetch(w + i + kPrefetchBytes + 64);
     a0 =
         _mm512_fmadd_ps(block_product(w + i, q.values.data() + i), _mm512_set1_ps(q.scales[b]), a0);
     a1 = _mm512_fmadd_ps(block_product(w + i + kFixedBlock, q.values.data() + i + kFixedBlock),
