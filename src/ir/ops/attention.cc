@@ -85,12 +85,11 @@ struct Head {
 };
 
 // The rows b_c of the products a_r . b_c (a head's keys, or its values),
-// and their transpose when packed: packed[p * ldp + c] = rows[c * ld + p].
-// (Rows [from, to) are packed: packed[p * ldp + c - from] = rows[c * ld + p].)
+// and, when rows [from, to) are packed transposed,
+// packed[p * ldp + c - from] = rows[c * ld + p] (else packed is null).
 struct Rows {
   const float* rows;
   int64_t ld;
-  bool is_packed;
   const float* packed;
   int64_t ldp, from;
 };
@@ -109,7 +108,7 @@ Rows pack_transposed(const float* rows, int64_t ld, int64_t from, int64_t to, in
       for (int64_t p = p0; p < std::min(d, p0 + kBlock); ++p)
         for (int64_t c = c0; c < std::min(to, c0 + kBlock); ++c)
           out[p * ldt + c - from] = rows[c * ld + p];
-  return {rows, ld, true, out.data(), ldt, from};
+  return {rows, ld, out.data(), ldt, from};
 }
 
 // Per-thread scratch: tiles, per-query statistics and the head's packed
@@ -127,8 +126,8 @@ struct Scratch {
   // with_values, the values: dP = dout v^T) when it has the queries to pay
   // for it.
   void fit(const Head& h, bool with_values = false) {
-    keys = {h.k, h.ldk, false, nullptr, 0, 0};
-    values = {h.v, h.ldv, false, nullptr, 0, 0};
+    keys = {h.k, h.ldk, nullptr, 0, 0};
+    values = {h.v, h.ldv, nullptr, 0, 0};
     const int64_t from = h.first_of_any(0, h.t), to = h.visible_to_any(0, h.t);
     if (kTileGemmVectorised && h.t >= kPackQueries && to > from && h.dk > 0 && h.dv > 0) {
       keys = pack_transposed(h.k, h.ldk, from, to, h.dk, kt);
@@ -149,7 +148,7 @@ struct Scratch {
 // length n), and 0 for c >= cb.
 void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0, int64_t cb,
               int64_t n, float alpha, float* out) {
-  if (b.is_packed)
+  if (b.packed)
     tile_gemm(ra, cb, n, alpha, a, lda, 1, b.packed + (j0 - b.from), b.ldp, false, out, kK);
   else
     sgemm(false, true, ra, cb, n, a, lda, b.rows + j0 * b.ld, b.ld, out, kK, alpha);
