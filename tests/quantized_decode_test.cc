@@ -1,5 +1,5 @@
 // Decoding over bf16 and int8 weights: the vectorised matrix-vector kernels
-// against their plain loops on odd sizes, the formats' rounding bounds, the
+// (f32's too) against their plain loops on odd sizes, the formats' rounding bounds, the
 // sgemm hook that routes one-row products to them, greedy tokens equal on
 // every mesh (the Llama fixture and GPT-2's test preset), and the CLI flag.
 #include <gtest/gtest.h>
@@ -179,6 +179,36 @@ TEST(QuantizedGemv, SgemmRoutesRegisteredBlocks) {
     EXPECT_EQ(quantized_gemv_calls(), calls + 2);
     unregister_quantized(block.f32());
   }
+}
+
+// One-row f32 products (a decode step's over f32 weights and over the
+// key-value cache) run on the same kernels, not BLAS's sgemv: against plain
+// loops on odd sizes, in both layouts, as a block of a wider matrix (row
+// stride above its width), with alpha, beta and x read with a stride.
+TEST(QuantizedGemv, F32OneRowProductsMatchThePlainLoops) {
+  for (bool trans_b : {true, false})
+    for (int64_t n : {1, 3, 37, 517, 1100})
+      for (int64_t k : {1, 31, 67, 200, 1000})
+        for (bool trans_a : {false, true}) {
+          SCOPED_TRACE(std::string(trans_b ? "[n,k] " : "[k,n] ") + std::to_string(n) + "x" +
+                       std::to_string(k) + (trans_a ? " x strided" : ""));
+          const int64_t ldb = (trans_b ? k : n) + 5, lda = trans_a ? 3 : k;
+          const Tensor b = testing::random_tensor({(trans_b ? n : k) * ldb}, 3);
+          const Tensor a = testing::random_tensor({k * lda}, 5);
+          std::vector<float> c(size_t(n), 0.25f);
+          sgemm(trans_a, trans_b, 1, n, k, a.f32(), lda, b.f32(), ldb, c.data(), n, 2.0f, 0.5f);
+          for (int64_t o = 0; o < n; ++o) {
+            double sum = 0, magnitude = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              const double term = double(a.f32()[trans_a ? i * lda : i]) *
+                                  double(b.f32()[trans_b ? o * ldb + i : i * ldb + o]);
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+            ASSERT_LE(std::fabs(double(c[o]) - (2 * sum + 0.125)), 2e-6 * magnitude + 1e-6)
+                << "output " << o;
+          }
+        }
 }
 
 std::shared_ptr<Distribution> distribution_for(const char* mesh, const LayoutMap& megatron) {

@@ -2,10 +2,11 @@
 // beta C, C being M x N and the contraction K long. BLAS takes int sizes; larger ones are
 // split into blocks that fit (M and N blocks independent, K blocks summed
 // into C), so no size is ever narrowed. A leading dimension above INT_MAX
-// cannot be expressed to BLAS and is an error. A single row of C runs as
-// GEMV (OpenBLAS 0.3.21's GEMM packs B first: twice the traffic of a decode
-// step's weights). A one-row (or one-column) product over a weight registered
-// in bf16 or int8 (ir/ops/quantized_gemv.h) reads that compact copy instead.
+// cannot be expressed to BLAS and is an error. A single row of C runs as a
+// matrix-vector product (ir/ops/quantized_gemv.h; OpenBLAS 0.3.21's GEMM
+// packs B first: twice the traffic of a decode step's weights). A one-row
+// (or one-column) product over a weight registered in bf16 or int8 reads that
+// compact copy instead.
 #pragma once
 
 #include <cblas.h>
@@ -40,10 +41,8 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
           if (try_quantized_gemv(trans_b, n, k, b, ldb, a, trans_a ? lda : 1, alpha, c_beta,
                                  C + i0 * ldc + j0, 1))
             continue;
-          cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans,
-                      static_cast<int>(trans_b ? n : k), static_cast<int>(trans_b ? k : n), alpha,
-                      b, static_cast<int>(ldb), a, trans_a ? static_cast<int>(lda) : 1, c_beta,
-                      C + i0 * ldc + j0, 1);
+          f32_gemv(trans_b, n, k, b, ldb, a, trans_a ? lda : 1, alpha, c_beta, C + i0 * ldc + j0,
+                   1);
           continue;
         }
         // C[m, 1] = op(A) b over a registered weight A (the einsum kernel

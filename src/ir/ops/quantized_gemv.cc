@@ -20,8 +20,11 @@ namespace autoshard {
 namespace {
 
 // Widening of a stored element to f32: exact for both formats (an int8 code
-// is a small integer; a bf16 is the top half of an f32). The int8 scale is
-// applied once per output, after its sum.
+// is a small integer; a bf16 is the top half of an f32; an f32 weight is
+// itself). The int8 scale is applied once per output, after its sum.
+inline float widen(float f) {
+  return f;
+}
 inline float widen(uint16_t h) {
   return bf16_widen(h);
 }
@@ -33,6 +36,9 @@ inline float widen(int8_t c) {
 using u16x16 = uint16_t __attribute__((vector_size(32)));
 using u32x16 = uint32_t __attribute__((vector_size(64)));
 using i8x16 = int8_t __attribute__((vector_size(16)));
+inline f32x16 widen16(const float* p) {
+  return load16(p);
+}
 inline f32x16 widen16(const uint16_t* p) {
   u16x16 h;
   std::memcpy(&h, p, sizeof h);
@@ -58,8 +64,9 @@ float dot_row(const E* w, const float* x, int64_t n) {
   f32x16 a0{}, a1{}, a2{}, a3{};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    __builtin_prefetch(w + i + ahead);
-    __builtin_prefetch(w + i + ahead + 32);
+    // The cache lines 64 elements take (1 to 4), kPrefetchBytes ahead.
+    for (size_t line = 0; line < 64 * sizeof(E); line += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(w + i + ahead) + line);
     a0 += load16(x + i) * widen16(w + i);
     a1 += load16(x + i + 16) * widen16(w + i + 16);
     a2 += load16(x + i + 32) * widen16(w + i + 32);
@@ -101,8 +108,10 @@ float dot_row<int8_t>(const int8_t* w, const float* x, int64_t n) {
 #pragma GCC diagnostic pop
 #endif
 
+// Both layouts take the matrix's row stride `ld` (inner or outputs for a
+// whole matrix; more for a block of a wider one).
 template <typename E>
-void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_t inner,
+void gemv_outputs_first(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
                         const float* x, float* y);
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
@@ -183,31 +192,30 @@ float dot_row_fixed(const int8_t* w, const FixedPointX& q, const float* x, int64
 }
 #pragma GCC diagnostic pop
 
-void gemv_outputs_first(const int8_t* w, const float* scales, int64_t outputs, int64_t inner,
-                        const float* x, float* y) {
+void gemv_outputs_first(const int8_t* w, int64_t ld, const float* scales, int64_t outputs,
+                        int64_t inner, const float* x, float* y) {
   // The caller's scratch, named here: a thread_local named inside the body
   // would be each worker's own (empty) one.
   thread_local FixedPointX scratch;
   FixedPointX& q = scratch;
   if (!to_fixed_point(x, inner, q))
-    return gemv_outputs_first<int8_t>(w, scales, outputs, inner, x, y);
+    return gemv_outputs_first<int8_t>(w, ld, scales, outputs, inner, x, y);
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(inner, 1));
   parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o)
-      y[o] = dot_row_fixed(w + o * inner, q, x, inner) * scales[o];
+    for (int64_t o = begin; o < end; ++o) y[o] = dot_row_fixed(w + o * ld, q, x, inner) * scales[o];
   });
 }
 #endif
 
 template <typename E>
-void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_t inner,
+void gemv_outputs_first(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
                         const float* x, float* y) {
   // Chunks of rows of about 64 KiB each: enough work per task, and the
   // chunks depend only on the shape (the same bits on any core count).
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(inner, 1));
   parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
-      const float s = dot_row(w + o * inner, x, inner);
+      const float s = dot_row(w + o * ld, x, inner);
       y[o] = scales ? s * scales[o] : s;
     }
   });
@@ -218,7 +226,7 @@ void gemv_outputs_first(const E* w, const float* scales, int64_t outputs, int64_
 // into accumulators that stay in L1; four rows per pass halve the
 // accumulators' loads and stores.
 template <typename E>
-void gemv_inner_first(const E* w, const float* scales, int64_t outputs, int64_t inner,
+void gemv_inner_first(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
                       const float* x, float* y) {
   constexpr int64_t kBand = 512;
   parallel_for(outputs, kBand, [&](int64_t begin, int64_t end) {
@@ -226,16 +234,16 @@ void gemv_inner_first(const E* w, const float* scales, int64_t outputs, int64_t 
     const int64_t n = end - begin;
     int64_t i = 0;
     for (; i + 4 <= inner; i += 4) {
-      const E* r0 = w + i * outputs + begin;
-      const E* r1 = r0 + outputs;
-      const E* r2 = r1 + outputs;
-      const E* r3 = r2 + outputs;
+      const E* r0 = w + i * ld + begin;
+      const E* r1 = r0 + ld;
+      const E* r2 = r1 + ld;
+      const E* r3 = r2 + ld;
       const float x0 = x[i], x1 = x[i + 1], x2 = x[i + 2], x3 = x[i + 3];
       for (int64_t j = 0; j < n; ++j)
         acc[j] += (x0 * widen(r0[j]) + x1 * widen(r1[j])) + (x2 * widen(r2[j]) + x3 * widen(r3[j]));
     }
     for (; i < inner; ++i) {
-      const E* r = w + i * outputs + begin;
+      const E* r = w + i * ld + begin;
       const float xi = x[i];
       for (int64_t j = 0; j < n; ++j) acc[j] += xi * widen(r[j]);
     }
@@ -247,21 +255,51 @@ template <typename E>
 void gemv(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
   const float* scales = m.scales.empty() ? nullptr : m.scales.data();
   if (m.outputs_first)
-    gemv_outputs_first(w, scales, m.outputs, m.inner, x, y);
+    gemv_outputs_first(w, m.inner, scales, m.outputs, m.inner, x, y);
   else
-    gemv_inner_first(w, scales, m.outputs, m.inner, x, y);
+    gemv_inner_first(w, m.outputs, scales, m.outputs, m.inner, x, y);
+}
+
+template <typename E>
+void gemv_reference(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
+                    bool outputs_first, const float* x, float* y) {
+  for (int64_t o = 0; o < outputs; ++o) {
+    double s = 0;
+    for (int64_t i = 0; i < inner; ++i) {
+      const E e = outputs_first ? w[o * ld + i] : w[i * ld + o];
+      s += double(x[i]) * double(widen(e));
+    }
+    y[o] = scales ? float(s * double(scales[o])) : float(s);
+  }
 }
 
 template <typename E>
 void gemv_reference(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
-  for (int64_t o = 0; o < m.outputs; ++o) {
-    double s = 0;
-    for (int64_t i = 0; i < m.inner; ++i) {
-      const E e = m.outputs_first ? w[o * m.inner + i] : w[i * m.outputs + o];
-      s += double(x[i]) * double(widen(e));
-    }
-    y[o] = m.scales.empty() ? float(s) : float(s * double(m.scales[o]));
+  gemv_reference(w, m.outputs_first ? m.inner : m.outputs,
+                 m.scales.empty() ? nullptr : m.scales.data(), m.outputs, m.inner, m.outputs_first,
+                 x, y);
+}
+
+// y = alpha * product + beta * y for a kernel `product(x, y)` that writes
+// contiguous y from contiguous x: gathers x and scatters y around it when
+// the strides or the scalars ask for it.
+template <typename Product>
+void strided(int64_t outputs, int64_t inner, const float* x, int64_t incx, float alpha, float beta,
+             float* y, int64_t incy, const Product& product) {
+  std::vector<float> xs, ys;
+  if (incx != 1) {
+    xs.resize(static_cast<size_t>(inner));
+    for (int64_t i = 0; i < inner; ++i) xs[i] = x[i * incx];
+    x = xs.data();
   }
+  const bool direct = incy == 1 && alpha == 1 && beta == 0;
+  if (!direct) ys.resize(static_cast<size_t>(outputs));
+  product(x, direct ? y : ys.data());
+  if (!direct)
+    for (int64_t o = 0; o < outputs; ++o) {
+      float& c = y[o * incy];
+      c = beta == 0 ? alpha * ys[o] : alpha * ys[o] + beta * c;  // beta 0: C is not read
+    }
 }
 
 struct Registry {
@@ -334,21 +372,19 @@ bool try_quantized_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, c
       ldw != (rows_are_outputs ? inner : outputs))
     return false;
   registry().calls.fetch_add(1, std::memory_order_relaxed);
-  std::vector<float> xs, ys;
-  if (incx != 1) {
-    xs.resize(static_cast<size_t>(inner));
-    for (int64_t i = 0; i < inner; ++i) xs[i] = x[i * incx];
-    x = xs.data();
-  }
-  const bool direct = incy == 1 && alpha == 1 && beta == 0;
-  if (!direct) ys.resize(static_cast<size_t>(outputs));
-  quantized_gemv(*m, x, direct ? y : ys.data());
-  if (!direct)
-    for (int64_t o = 0; o < outputs; ++o) {
-      float& c = y[o * incy];
-      c = beta == 0 ? alpha * ys[o] : alpha * ys[o] + beta * c;  // beta 0: C is not read
-    }
+  strided(outputs, inner, x, incx, alpha, beta, y, incy,
+          [&](const float* xc, float* yc) { quantized_gemv(*m, xc, yc); });
   return true;
+}
+
+void f32_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, const float* w, int64_t ldw,
+              const float* x, int64_t incx, float alpha, float beta, float* y, int64_t incy) {
+  strided(outputs, inner, x, incx, alpha, beta, y, incy, [&](const float* xc, float* yc) {
+    if (rows_are_outputs)
+      gemv_outputs_first(w, ldw, nullptr, outputs, inner, xc, yc);
+    else
+      gemv_inner_first(w, ldw, nullptr, outputs, inner, xc, yc);
+  });
 }
 
 }  // namespace autoshard

@@ -1,6 +1,9 @@
-// Matrix-vector products over weights held in bf16 or int8 (per-output-
-// channel scales), dequantized inside the kernel: a decode step reads 2 or 1
-// bytes per weight instead of 4.
+// Matrix-vector products: a decode step's one-row products, over weights
+// held in bf16 or int8 (per-output-channel scales), dequantized inside the
+// kernel (a step reads 2 or 1 bytes per weight instead of 4), and over f32
+// matrices with the same kernels (faster than OpenBLAS 0.3.21's sgemv, which
+// read a decode step's f32 weights at about half the copy bandwidth on a
+// 2-core Intel Xeon VM).
 //
 // How a weight reaches these kernels: the graph keeps every weight as an f32
 // tensor (training, prefill and every op other than a one-row product read
@@ -64,5 +67,12 @@ int64_t quantized_gemv_calls();
 bool try_quantized_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, const float* w,
                         int64_t ldw, const float* x, int64_t incx, float alpha, float beta,
                         float* y, int64_t incy);
+
+// C = alpha * op(W) x + beta * C over an f32 matrix W, seen as `outputs` x
+// `inner` (`rows_are_outputs`: W is [outputs, inner], else [inner,
+// outputs]) with row stride ldw: the kernels above with no widening
+// (tests/quantized_decode_test.cc checks them against plain loops).
+void f32_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, const float* w, int64_t ldw,
+              const float* x, int64_t incx, float alpha, float beta, float* y, int64_t incy);
 
 }  // namespace autoshard
