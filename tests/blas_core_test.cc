@@ -161,11 +161,22 @@ TEST(BlasCoreCli, TheUsersCoreTypeIsKept) {
   EXPECT_NE(r.output.find("core Prescott (chosen by OPENBLAS_CORETYPE" + below + ";"),
             std::string::npos)
       << r.output;
+  // The line names the fix when the user's choice is below the CPU.
+  if (!best.empty()) {
+    EXPECT_NE(r.output.find("for the faster kernels unset OPENBLAS_CORETYPE or set it to " + best),
+              std::string::npos)
+        << r.output;
+  }
   // AUTOSHARD_KEEP_BLAS_CORE=1: the library as shipped.
   r = run_cli("AUTOSHARD_KEEP_BLAS_CORE=1 AUTOSHARD_SIMULATE_BLAS_CORE=Prescott", "--version");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("core Prescott (chosen by OpenBLAS" + below + ";"), std::string::npos)
       << r.output;
+  if (!best.empty()) {
+    EXPECT_NE(r.output.find("for the faster kernels unset AUTOSHARD_KEEP_BLAS_CORE"),
+              std::string::npos)
+        << r.output;
+  }
 }
 
 TEST(BlasCoreCli, KeepTakesOnlyOne) {

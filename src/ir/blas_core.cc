@@ -162,9 +162,16 @@ std::string describe(const BlasInfo& info) {
   const auto forced = variable("OPENBLAS_CORETYPE");
   if (forced && lower(*forced) != lower(info.core))
     who = "chosen by OpenBLAS, which does not know OPENBLAS_CORETYPE=" + *forced;
-  if (better_openblas_coretype(info.core, info.features)) who += ", below this CPU's " + info.best;
+  std::string fix;  // what gets the faster kernels, when a setting kept them away
+  if (better_openblas_coretype(info.core, info.features)) {
+    who += ", below this CPU's " + info.best;
+    if (forced)
+      fix = "; for the faster kernels unset OPENBLAS_CORETYPE or set it to " + info.best;
+    else if (variable(kKeep))
+      fix = std::string("; for the faster kernels unset ") + kKeep;
+  }
   return info.library + ", core " + info.core + " (" + who + "; CPU has " +
-         info.features.describe() + ")";
+         info.features.describe() + ")" + fix;
 }
 
 std::optional<std::string> wanted_openblas_coretype() {
