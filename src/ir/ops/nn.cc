@@ -340,7 +340,12 @@ ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
 
 void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                         const KernelContext& ctx) {
-  if (!ctx.accumulate) std::fill_n(out.f32(), out.numel(), 0.0f);
+  // The table's gradient is the size of the table (GPT-2's: 154 MB), so
+  // zeroing it is split over the cores; the scattered rows are few.
+  float* table = out.f32();
+  if (!ctx.accumulate)
+    parallel_for(out.numel(), grain_for(1),
+                 [table](int64_t b, int64_t e) { std::fill(table + b, table + e, 0.0f); });
   const int64_t rows = out.shape()[0];
   const int64_t width = rows ? out.numel() / rows : 0;
   const ScatterAddAttrs& a = n.attr<ScatterAddAttrs>();
