@@ -8,6 +8,7 @@ set -euo pipefail
 build=${1:-build}; tokens=${2:-32}
 here=$(dirname "$0")
 threads=$(nproc)
+torch_core=$("$here/torch_blas_core.sh" "$build")  # PyTorch given the same kernels
 echo "| config | mesh | weights | autoshard tokens/s | limit tokens/s | of the limit | x f32 | PyTorch f32 tokens/s | speed-up |" >&2
 echo "|---|---|---|---|---|---|---|---|---|" >&2
 for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
@@ -19,7 +20,8 @@ for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
     echo "$ours"
     theirs='{}'
     if [ -z "$mesh" ] && [ "$dtype" = f32 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-      theirs=$(/usr/bin/python3 "$here/pytorch_decode.py" "$cfg" --tokens "$tokens" --threads "$threads")
+      theirs=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_decode.py" "$cfg" \
+               --tokens "$tokens" --threads "$threads")
       echo "$theirs"
     fi
     [ -z "$mesh" ] && [ "$dtype" = f32 ] && f32_tps=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['decode_tokens_per_s'])" "$ours")

@@ -9,6 +9,7 @@ rotary embeddings, grouped-query attention, SwiGLU); prints one JSON object.
 """
 import argparse
 import json
+import os
 import math
 import time
 
@@ -83,7 +84,8 @@ def main():
         decode = time.perf_counter() - t0
     print(json.dumps({"engine": f"pytorch {torch.__version__}", "threads": a.threads,
                       "decode_tokens_per_s": a.tokens / decode,
-                      "prefill_tokens_per_s": a.prompt / prefill}))
+                      "prefill_tokens_per_s": a.prompt / prefill,
+                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ same way as bench_gpt2_step: median of --steps after --warmup. Prints JSON.
 """
 import argparse
 import json
+import os
 import math
 import time
 
@@ -80,7 +81,8 @@ def main():
     median = times[len(times) // 2]
     print(json.dumps({"engine": f"pytorch {torch.__version__}", "model": a.model, "batch": a.batch,
                       "seq": a.seq, "threads": a.threads, "steps": a.steps, "median_step_s": median,
-                      "min_step_s": times[0], "tokens_per_second": a.batch * a.seq / median}))
+                      "min_step_s": times[0], "tokens_per_second": a.batch * a.seq / median,
+                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}))
 
 
 if __name__ == "__main__":

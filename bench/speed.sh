@@ -14,6 +14,7 @@ here=$(dirname "$0")
 threads=$(nproc)
 have_torch=0
 /usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
+torch_core=$("$here/torch_blas_core.sh" "$build")  # PyTorch given the same kernels
 
 peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)  # the best kernels for the CPU (ir/blas_core.h)
 shipped=$(AUTOSHARD_KEEP_BLAS_CORE=1 "$build/bench/bench_sgemm" 2>/dev/null | head -1)  # OpenBLAS's own choice
@@ -26,8 +27,9 @@ run() {  # name model batch seq [mesh]
          ${mesh:+--mesh "$mesh"} 2>/dev/null | tail -1)
   local key="$model $batch $seq"
   if [ "$have_torch" = 1 ] && [ -z "${torch_runs[$key]:-}" ]; then
-    torch_runs[$key]=$(/usr/bin/python3 "$here/pytorch_gpt2_step.py" --model "$model" --batch "$batch" \
-                       --seq "$seq" --steps "$steps" --threads "$threads" | tail -1)
+    torch_runs[$key]=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_gpt2_step.py" \
+                       --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
+                       --threads "$threads" | tail -1)
   fi
   theirs=${torch_runs[$key]:-"{}"}
   rows+=("{\"name\":\"$name\",\"ours\":$ours,\"torch\":$theirs}")

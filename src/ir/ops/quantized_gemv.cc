@@ -261,23 +261,15 @@ void gemv(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
 }
 
 template <typename E>
-void gemv_reference(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
-                    bool outputs_first, const float* x, float* y) {
-  for (int64_t o = 0; o < outputs; ++o) {
+void gemv_reference(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
+  for (int64_t o = 0; o < m.outputs; ++o) {
     double s = 0;
-    for (int64_t i = 0; i < inner; ++i) {
-      const E e = outputs_first ? w[o * ld + i] : w[i * ld + o];
+    for (int64_t i = 0; i < m.inner; ++i) {
+      const E e = m.outputs_first ? w[o * m.inner + i] : w[i * m.outputs + o];
       s += double(x[i]) * double(widen(e));
     }
-    y[o] = scales ? float(s * double(scales[o])) : float(s);
+    y[o] = m.scales.empty() ? float(s) : float(s * double(m.scales[o]));
   }
-}
-
-template <typename E>
-void gemv_reference(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
-  gemv_reference(w, m.outputs_first ? m.inner : m.outputs,
-                 m.scales.empty() ? nullptr : m.scales.data(), m.outputs, m.inner, m.outputs_first,
-                 x, y);
 }
 
 // y = alpha * product + beta * y for a kernel `product(x, y)` that writes
