@@ -15,13 +15,11 @@ if len(sys.argv) > 2:  # the kernels OpenBLAS chooses by itself, for the record
     print(json.dumps({"sgemm_peak_as_shipped_gflops": shipped["peak_gflops"],
                       "core_as_shipped": shipped.get("core")}))
     out(f"as shipped (OpenBLAS's own core {shipped.get('core')}): {shipped['peak_gflops']:.1f} GFLOP/s")
-torch_cores = set()
 rows = [json.loads(line) for line in sys.stdin]
-for r in rows:
-    if r["torch"].get("openblas_coretype"):
-        torch_cores.add(r["torch"]["openblas_coretype"])
+torch_cores = sorted({r["torch"]["openblas_coretype"] for r in rows
+                      if r["torch"].get("openblas_coretype")})
 if torch_cores:
-    out(f"PyTorch on OpenBLAS core {', '.join(sorted(torch_cores))} (OPENBLAS_CORETYPE)")
+    out(f"PyTorch on OpenBLAS core {', '.join(torch_cores)} (OPENBLAS_CORETYPE)")
 out()
 out(f"{'step':<34}{'autoshard s':>12}{'GFLOP/s':>9}{'of peak':>9}{'PyTorch s':>11}{'speed-up':>10}")
 for r in rows:

@@ -1,7 +1,8 @@
 // Decoding over bf16 and int8 weights: the vectorised matrix-vector kernels
-// (f32's too) against their plain loops on odd sizes, the formats' rounding bounds, the
-// sgemm hook that routes one-row products to them, greedy tokens equal on
-// every mesh (the Llama fixture and GPT-2's test preset), and the CLI flag.
+// (f32's too) against their plain loops on odd sizes, the formats' rounding
+// bounds, the sgemm hook that routes one-row products to them, greedy tokens
+// equal on every mesh (the Llama fixture and GPT-2's test preset), and the
+// CLI flag.
 #include <gtest/gtest.h>
 
 #include <cmath>

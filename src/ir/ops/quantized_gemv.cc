@@ -251,13 +251,20 @@ void gemv_inner_first(const E* w, int64_t ld, const float* scales, int64_t outpu
   });
 }
 
+// y = op(W) x in either layout, W's rows `ld` apart.
+template <typename E>
+void gemv(bool outputs_first, const E* w, int64_t ld, const float* scales, int64_t outputs,
+          int64_t inner, const float* x, float* y) {
+  if (outputs_first)
+    gemv_outputs_first(w, ld, scales, outputs, inner, x, y);
+  else
+    gemv_inner_first(w, ld, scales, outputs, inner, x, y);
+}
+
 template <typename E>
 void gemv(const QuantizedMatrix& m, const E* w, const float* x, float* y) {
-  const float* scales = m.scales.empty() ? nullptr : m.scales.data();
-  if (m.outputs_first)
-    gemv_outputs_first(w, m.inner, scales, m.outputs, m.inner, x, y);
-  else
-    gemv_inner_first(w, m.outputs, scales, m.outputs, m.inner, x, y);
+  gemv(m.outputs_first, w, m.outputs_first ? m.inner : m.outputs,
+       m.scales.empty() ? nullptr : m.scales.data(), m.outputs, m.inner, x, y);
 }
 
 template <typename E>
@@ -372,10 +379,7 @@ bool try_quantized_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, c
 void f32_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, const float* w, int64_t ldw,
               const float* x, int64_t incx, float alpha, float beta, float* y, int64_t incy) {
   strided(outputs, inner, x, incx, alpha, beta, y, incy, [&](const float* xc, float* yc) {
-    if (rows_are_outputs)
-      gemv_outputs_first(w, ldw, nullptr, outputs, inner, xc, yc);
-    else
-      gemv_inner_first(w, ldw, nullptr, outputs, inner, xc, yc);
+    gemv(rows_are_outputs, w, ldw, nullptr, outputs, inner, xc, yc);
   });
 }
 
