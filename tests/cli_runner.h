@@ -17,8 +17,8 @@ struct Result {
   double seconds = 0;  // wall time
 };
 
-// The time limit only catches hangs. Sanitizers run the same work 5-15x
-// slower (GPT-3 175B priced on 1024 devices: ~4 s optimised, over 60 s under
+// The time limit only catches hangs. Sanitizers run the same work 5-20x
+// slower (GPT-3 175B priced on 1024 devices: 4-8 s optimised, 131 s under
 // ThreadSanitizer on 2 cores), so their builds stretch it.
 #ifdef AUTOSHARD_SANITIZED
 inline constexpr int kTimeLimitScale = 10;
