@@ -104,7 +104,10 @@ def assert_trains_like_one_device(distribution, atol):
 
 
 def test_model_parallel_set_before_building_applies_and_matches_one_device():
-    assert_trains_like_one_device(model_parallel(), atol=1e-6)
+    # (atol 1e-5, as below: on OpenBLAS's Haswell and Zen kernels (AMD EPYC,
+    # Zen 3) two of 25,088 weights moved 3.5e-6 for the same reason; its
+    # Sandybridge and SkylakeX kernels round them alike.)
+    assert_trains_like_one_device(model_parallel(), atol=1e-5)
 
 
 def test_data_parallel_scope():

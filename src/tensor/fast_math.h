@@ -25,7 +25,7 @@ template <typename F>
   x = x < zero - 87.3f ? zero - 87.3f : x;
   x = x > zero + 88.3f ? zero + 88.3f : x;
   // Round x / ln2 to nearest by adding 1.5 * 2^23 (floorf would not
-  // vectorise without -fno-trapping-math): t's low mantissa bits then hold
+  // vectorise where -fno-trapping-math is not set): t's low mantissa bits then hold
   // the integer n, read from its bits (a float-to-int conversion of a NaN
   // would be undefined).
   constexpr float kRound = 12582912.0f;

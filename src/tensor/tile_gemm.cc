@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -32,62 +32,113 @@ void tile_gemm_reference(int64_t m, int64_t n, int64_t k, float alpha, const flo
     }
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 namespace {
 
-constexpr int kRows = 8;     // rows of C a block keeps in registers
-constexpr int kVectors = 2;  // 16-float vectors per row: 32 columns
-constexpr int kWidth = 16 * kVectors;
+#if defined(__AVX512F__)
+// 16 lanes in 32 registers: blocks of 8 rows x 32 columns, 16 accumulators,
+// leaving registers for B's row and A's broadcast.
+struct Isa {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16, kRows = 8, kVectors = 2;
+  static Mask first(int64_t lanes) { return static_cast<Mask>((1u << lanes) - 1); }
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec broadcast(float x) { return _mm512_set1_ps(x); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store(Mask m, float* p, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+};
+#else
+// AVX2: 8 lanes in 16 registers: blocks of 6 rows x 16 columns, 12
+// accumulators, two vectors of B's row and A's broadcast.
+struct Isa {
+  using Vec = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8, kRows = 6, kVectors = 2;
+  static Mask first(int64_t lanes) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec broadcast(float x) { return _mm256_set1_ps(x); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static void store(Mask m, float* p, Vec v) { _mm256_maskstore_ps(p, m, v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+};
+#endif
 
-// C[rows x (16 (vectors - 1) + popcount(tail))] from its k-long chains: 16
-// accumulators at most, leaving registers for B's row and A's broadcast.
-template <int rows, int vectors>
+using Vec = Isa::Vec;
+using Mask = Isa::Mask;
+constexpr int kLanes = Isa::kLanes, kRows = Isa::kRows, kVectors = Isa::kVectors;
+constexpr int kWidth = kLanes * kVectors;
+
+// C[rows x (kLanes (vectors - 1) + last)] from its k-long chains. Only a
+// partial block (last < kLanes) masks its last vector: AMD's masked AVX2
+// moves are slow, and a full tile needs none.
+template <int rows, int vectors, bool partial>
 void block(int64_t k, float alpha, const float* a, int64_t a_row, int64_t a_col, const float* b,
-           int64_t ldb, bool accumulate, float* c, int64_t ldc, __mmask16 tail) {
+           int64_t ldb, bool accumulate, float* c, int64_t ldc, int64_t last) {
+  const Mask tail = Isa::first(partial ? last : kLanes);
+  // Masked lanes are neither read nor written: a tile's last columns may
+  // end its buffer.
+  const auto load = [tail](int v, const float* p) {
+    return partial && v + 1 == vectors ? Isa::load(tail, p) : Isa::load(p);
+  };
+  const auto store = [tail](int v, float* p, Vec x) {
+    if (partial && v + 1 == vectors)
+      Isa::store(tail, p, x);
+    else
+      Isa::store(p, x);
+  };
   // Every loop over rows and vectors is unrolled so that acc stays in
   // registers (left as loops, GCC kept it on the stack: 40% of the speed).
-  __m512 acc[rows][vectors];
+  Vec acc[rows][vectors];
 #pragma GCC unroll 8
   for (int r = 0; r < rows; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < vectors; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < vectors; ++v) acc[r][v] = Isa::zero();
   for (int64_t p = 0; p < k; ++p) {
     const float* bp = b + p * ldb;
-    __m512 bv[vectors];
+    Vec bv[vectors];
 #pragma GCC unroll 8
-    for (int v = 0; v + 1 < vectors; ++v) bv[v] = _mm512_loadu_ps(bp + 16 * v);
-    // Masked lanes are not read: a tile's last columns may end its buffer.
-    bv[vectors - 1] = _mm512_maskz_loadu_ps(tail, bp + 16 * (vectors - 1));
+    for (int v = 0; v < vectors; ++v) bv[v] = load(v, bp + kLanes * v);
     const float* ap = a + p * a_col;
 #pragma GCC unroll 8
     for (int r = 0; r < rows; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[r * a_row]);
+      const Vec av = Isa::broadcast(ap[r * a_row]);
 #pragma GCC unroll 8
-      for (int v = 0; v < vectors; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+      for (int v = 0; v < vectors; ++v) acc[r][v] = Isa::fma(av, bv[v], acc[r][v]);
     }
   }
-  const __m512 scale = _mm512_set1_ps(alpha);
+  const Vec scale = Isa::broadcast(alpha);
 #pragma GCC unroll 8
   for (int r = 0; r < rows; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < vectors; ++v) {
-      const __mmask16 lanes = v + 1 < vectors ? __mmask16(0xFFFF) : tail;
-      float* cr = c + r * ldc + 16 * v;
-      const __m512 out = accumulate
-                             ? _mm512_fmadd_ps(scale, acc[r][v], _mm512_maskz_loadu_ps(lanes, cr))
-                             : _mm512_mul_ps(scale, acc[r][v]);
-      _mm512_mask_storeu_ps(cr, lanes, out);
+      float* cr = c + r * ldc + kLanes * v;
+      store(v, cr,
+            accumulate ? Isa::fma(scale, acc[r][v], load(v, cr)) : Isa::mul(scale, acc[r][v]));
     }
 }
 
 using Block = void (*)(int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, bool,
-                       float*, int64_t, __mmask16);
+                       float*, int64_t, int64_t);
+using Blocks = std::array<std::array<Block, 2>, kVectors>;  // [vectors - 1][partial]
 
-// blocks[rows - 1][vectors - 1]: every block shape a tile's edges need.
+// blocks[rows - 1][vectors - 1][partial]: every block shape a tile's edges
+// need.
 template <int... rows>
-constexpr std::array<std::array<Block, kVectors>, kRows> block_table(
-    std::integer_sequence<int, rows...>) {
-  return {std::array<Block, kVectors>{block<rows + 1, 1>, block<rows + 1, 2>}...};
+constexpr std::array<Blocks, kRows> block_table(std::integer_sequence<int, rows...>) {
+  static_assert(kVectors == 2);
+  return {Blocks{{{block<rows + 1, 1, false>, block<rows + 1, 1, true>},
+                  {block<rows + 1, 2, false>, block<rows + 1, 2, true>}}}...};
 }
 constexpr auto kBlocks = block_table(std::make_integer_sequence<int, kRows>{});
 
@@ -99,15 +150,14 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
     const int64_t rows = std::min<int64_t>(kRows, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kWidth) {
       const int64_t cols = std::min<int64_t>(kWidth, n - j0);
-      const int64_t vectors = (cols + 15) / 16, last = cols - 16 * (vectors - 1);
-      const auto tail = static_cast<__mmask16>((1u << last) - 1);
-      kBlocks[rows - 1][vectors - 1](k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb,
-                                     accumulate, c + i0 * ldc + j0, ldc, tail);
+      const int64_t vectors = (cols + kLanes - 1) / kLanes, last = cols - kLanes * (vectors - 1);
+      kBlocks[rows - 1][vectors - 1][last < kLanes](k, alpha, a + i0 * a_row, a_row, a_col, b + j0,
+                                                    ldb, accumulate, c + i0 * ldc + j0, ldc, last);
     }
   }
 }
 
-#else  // no AVX-512 compiled in: the plain loops
+#else  // neither AVX-512 nor AVX2 with FMA compiled in: the plain loops
 
 void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_row,
                int64_t a_col, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
