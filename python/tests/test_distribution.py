@@ -105,8 +105,9 @@ def assert_trains_like_one_device(distribution, atol):
 
 def test_model_parallel_set_before_building_applies_and_matches_one_device():
     # (atol 1e-5, as below: on OpenBLAS's Haswell and Zen kernels (AMD EPYC,
-    # Zen 3) two of 25,088 weights moved 3.5e-6 for the same reason; its
-    # Sandybridge and SkylakeX kernels round them alike.)
+    # Zen 3) two of 25,088 weights moved 3.5e-6 for the same reason, where
+    # its Sandybridge kernels, and its Cooperlake ones on Intel Xeons, round
+    # them alike.)
     assert_trains_like_one_device(model_parallel(), atol=1e-5)
 
 
