@@ -206,20 +206,23 @@ float softmax_row(const Head& h, float* sr, int64_t lo, int64_t vis, float& m, f
 }
 
 // softmax_row for a query that sees all kK keys of the tile, uncapped (most
-// rows of a long sequence), in registers: kK / 16 vectors.
+// rows of a long sequence), in registers: kK / kRegisterLanes vectors.
 float whole_softmax_row(float* sr, float& m, float& l) {
-  static_assert(kK == 64, "a tile row is four 16-float vectors");
-  f32x16 v[4];
-  for (int i = 0; i < 4; ++i) v[i] = load16(sr + 16 * i);
-  const float mx = nan_max(m, max16(nan_max16(nan_max16(v[0], v[1]), nan_max16(v[2], v[3]))));
+  constexpr int kVectors = kK / kRegisterLanes;
+  static_assert(kK % kRegisterLanes == 0 && (kVectors & (kVectors - 1)) == 0);
+  f32xR v[kVectors], top[kVectors];
+  for (int i = 0; i < kVectors; ++i) top[i] = v[i] = load_lanes(sr + kRegisterLanes * i);
+  for (int half = kVectors / 2; half > 0; half /= 2)  // a tree of maxima
+    for (int i = 0; i < half; ++i) top[i] = nan_max_lanes(top[i], top[i + half]);
+  const float mx = nan_max(m, max_of_lanes(top[0]));
   const float corr = correction(m, mx);
-  f32x16 sum{};
-  for (int i = 0; i < 4; ++i) {
+  f32xR sum{};
+  for (int i = 0; i < kVectors; ++i) {
     v[i] = fast_exp(v[i] - mx);
-    store16(sr + 16 * i, v[i]);
+    store_lanes(sr + kRegisterLanes * i, v[i]);
     sum += v[i];
   }
-  l = l * corr + sum16(sum);
+  l = l * corr + sum_of_lanes(sum);
   m = mx;
   return corr;
 }
@@ -301,7 +304,8 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
     float* pr = w.probs.data() + r * kK;
     const float lse = w.lse[i0 + r];
     if (lo == 0 && vis == kK && h.softcap <= 0) {  // a whole row, in registers
-      for (int i = 0; i < kK / 16; ++i) store16(pr + 16 * i, fast_exp(load16(sr + 16 * i) - lse));
+      for (int i = 0; i < kK; i += kRegisterLanes)
+        store_lanes(pr + i, fast_exp(load_lanes(sr + i) - lse));
       continue;
     }
     std::fill(pr, pr + lo, 0.0f);

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "autoshard/tensor/parallel.h"
+#include "tensor/vec16.h"
 
 namespace autoshard {
 
@@ -31,25 +32,17 @@ inline float widen(int8_t c) {
   return static_cast<float>(c);
 }
 
-// The dot products' vectors are as wide as the CPU's registers: a wider
-// GCC vector (16 floats on AVX2) is split through memory, and a loop that
-// carries one kept it on the stack (bf16 decoding at 55% of the bandwidth
-// limit and int8, converted one code at a time, at 8%, on an AMD EPYC).
-#if defined(__AVX512F__)
-constexpr int kWidth = 16;
-#else
-constexpr int kWidth = 8;
-#endif
-using f32xW = float __attribute__((vector_size(4 * kWidth)));
+// The dot products' vectors are as wide as the CPU's registers
+// (tensor/vec16.h's f32xR).
+constexpr int kWidth = kRegisterLanes;
+using f32xW = f32xR;
 using u16xW = uint16_t __attribute__((vector_size(2 * kWidth)));
 using u32xW = uint32_t __attribute__((vector_size(4 * kWidth)));
 using i8xW = int8_t __attribute__((vector_size(kWidth)));
 
 // kWidth stored elements widened to f32 lanes.
 inline f32xW widen_lanes(const float* p) {
-  f32xW v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  return load_lanes(p);
 }
 inline f32xW widen_lanes(const uint16_t* p) {
   u16xW h;
@@ -97,8 +90,7 @@ float dot_row(const E* w, const float* x, int64_t n) {
   }
   for (int half = kChains / 2; half > 0; half /= 2)
     for (int c = 0; c < half; ++c) acc[c] += acc[c + half];
-  float s = 0;
-  for (int l = 0; l < kWidth; ++l) s += acc[0][l];
+  float s = sum_of_lanes(acc[0]);
   for (; i < n; ++i) s += x[i] * widen(w[i]);
   return s;
 }
