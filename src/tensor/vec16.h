@@ -12,19 +12,32 @@ namespace autoshard {
 
 using f32x16 = float __attribute__((vector_size(64)));
 
-inline f32x16 load16(const float* p) {
-  f32x16 v;
+// Loads and stores of any of these vectors where floats lie (no alignment
+// asked), and lane by lane max(a, b) that keeps a NaN from either side (as
+// lanes.h's nan_max).
+template <typename V>
+inline V load_lanes(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store16(float* p, f32x16 v) {
+template <typename V>
+inline void store_lanes(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
-
-// Lane by lane max(a, b) that keeps a NaN from either side (as lanes.h's
-// nan_max).
-inline f32x16 nan_max16(f32x16 a, f32x16 b) {
+template <typename V>
+inline V nan_max_lanes(V a, V b) {
   return (b > a) | (b != b) ? b : a;
+}
+
+inline f32x16 load16(const float* p) {
+  return load_lanes<f32x16>(p);
+}
+inline void store16(float* p, f32x16 v) {
+  store_lanes(p, v);
+}
+inline f32x16 nan_max16(f32x16 a, f32x16 b) {
+  return nan_max_lanes(a, b);
 }
 
 // The lanes' maximum (NaN if any lane is NaN) and sum, halving the vector
@@ -63,17 +76,6 @@ constexpr int kRegisterLanes = 8;
 #endif
 using f32xR = float __attribute__((vector_size(4 * kRegisterLanes)));
 
-inline f32xR load_lanes(const float* p) {
-  f32xR v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store_lanes(float* p, f32xR v) {
-  std::memcpy(p, &v, sizeof v);
-}
-inline f32xR nan_max_lanes(f32xR a, f32xR b) {
-  return (b > a) | (b != b) ? b : a;
-}
 // The lanes' maximum (NaN if any lane is NaN) and sum, lane 0 first.
 inline float max_of_lanes(f32xR v) {
   float m = v[0];

@@ -211,7 +211,7 @@ float whole_softmax_row(float* sr, float& m, float& l) {
   constexpr int kVectors = kK / kRegisterLanes;
   static_assert(kK % kRegisterLanes == 0 && (kVectors & (kVectors - 1)) == 0);
   f32xR v[kVectors], top[kVectors];
-  for (int i = 0; i < kVectors; ++i) top[i] = v[i] = load_lanes(sr + kRegisterLanes * i);
+  for (int i = 0; i < kVectors; ++i) top[i] = v[i] = load_lanes<f32xR>(sr + kRegisterLanes * i);
   for (int half = kVectors / 2; half > 0; half /= 2)  // a tree of maxima
     for (int i = 0; i < half; ++i) top[i] = nan_max_lanes(top[i], top[i + half]);
   const float mx = nan_max(m, max_of_lanes(top[0]));
@@ -305,7 +305,7 @@ void tile_grads(const Head& h, Scratch& w, int64_t i0, int64_t ra, int64_t j0, i
     const float lse = w.lse[i0 + r];
     if (lo == 0 && vis == kK && h.softcap <= 0) {  // a whole row, in registers
       for (int i = 0; i < kK; i += kRegisterLanes)
-        store_lanes(pr + i, fast_exp(load_lanes(sr + i) - lse));
+        store_lanes(pr + i, fast_exp(load_lanes<f32xR>(sr + i) - lse));
       continue;
     }
     std::fill(pr, pr + lo, 0.0f);

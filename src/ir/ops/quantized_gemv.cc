@@ -42,7 +42,7 @@ using i8xW = int8_t __attribute__((vector_size(kWidth)));
 
 // kWidth stored elements widened to f32 lanes.
 inline f32xW widen_lanes(const float* p) {
-  return load_lanes(p);
+  return load_lanes<f32xR>(p);
 }
 inline f32xW widen_lanes(const uint16_t* p) {
   u16xW h;
