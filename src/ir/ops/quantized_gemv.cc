@@ -33,26 +33,28 @@ inline float widen(int8_t c) {
 }
 
 // The dot products' vectors are as wide as the CPU's registers
-// (tensor/vec16.h's f32xR).
-constexpr int kWidth = kRegisterLanes;
-using f32xW = f32xR;
-using u16xW = uint16_t __attribute__((vector_size(2 * kWidth)));
-using u32xW = uint32_t __attribute__((vector_size(4 * kWidth)));
-using i8xW = int8_t __attribute__((vector_size(kWidth)));
+// (tensor/vec16.h's f32xR); the stored elements of one of them:
+using u16xR = uint16_t __attribute__((vector_size(2 * kRegisterLanes)));
+using u32xR = uint32_t __attribute__((vector_size(4 * kRegisterLanes)));
+using i8xR = int8_t __attribute__((vector_size(kRegisterLanes)));
 
-// kWidth stored elements widened to f32 lanes.
-inline f32xW widen_lanes(const float* p) {
+// kRegisterLanes stored elements widened to f32 lanes.
+inline f32xR widen_lanes(const float* p) {
   return load_lanes<f32xR>(p);
 }
-inline f32xW widen_lanes(const uint16_t* p) {
-  u16xW h;
+inline f32xR widen_lanes(const uint16_t* p) {
+  u16xR h;
   std::memcpy(&h, p, sizeof h);
-  return std::bit_cast<f32xW>(__builtin_convertvector(h, u32xW) << 16);
+  return std::bit_cast<f32xR>(__builtin_convertvector(h, u32xR) << 16);
 }
 // int8 codes by intrinsics: for GCC's generic conversion of int8 lanes
 // (one code at a time on AVX2, several steps on AVX-512) one core widened
 // 12 G codes/s on an Intel Xeon against 18 for these two instructions.
-inline f32xW widen_lanes(const int8_t* p) {
+// (GCC 12 reports its own intrinsics' _mm512_undefined_* as maybe
+// uninitialized once inlined: a known false positive.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+inline f32xR widen_lanes(const int8_t* p) {
 #if defined(__AVX512F__)
   return _mm512_cvtepi32_ps(
       _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
@@ -60,25 +62,26 @@ inline f32xW widen_lanes(const int8_t* p) {
   return _mm256_cvtepi32_ps(
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #else
-  i8xW c;
+  i8xR c;
   std::memcpy(&c, p, sizeof c);
-  return __builtin_convertvector(c, f32xW);
+  return __builtin_convertvector(c, f32xR);
 #endif
 }
+#pragma GCC diagnostic pop
 
 // How far ahead of a row's reads the next bytes are asked for: one stream
 // per core did not keep memory busy on a 2-core Intel Xeon VM (bf16 decoding
 // at 57% of the copy bandwidth; 2 KiB ahead, 77%; further ahead, less).
 constexpr int64_t kPrefetchBytes = 2048;
 
-// [outputs, inner]: one dot product per output row in 64 / kWidth vectors
-// of independent fused multiply-add chains, summed as a tree; x stays in
-// cache across rows.
+// [outputs, inner]: one dot product per output row in 64 / kRegisterLanes
+// vectors of independent fused multiply-add chains, summed as a tree; x
+// stays in cache across rows.
 template <typename E>
 float dot_row(const E* w, const float* x, int64_t n) {
   constexpr int64_t ahead = kPrefetchBytes / sizeof(E);
-  constexpr int kChains = 64 / kWidth;
-  f32xW acc[kChains] = {};
+  constexpr int kChains = 64 / kRegisterLanes;
+  f32xR acc[kChains] = {};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     // The cache lines 64 elements take (1 to 4), kPrefetchBytes ahead.
@@ -86,7 +89,7 @@ float dot_row(const E* w, const float* x, int64_t n) {
       __builtin_prefetch(reinterpret_cast<const char*>(w + i + ahead) + line);
 #pragma GCC unroll 8
     for (int c = 0; c < kChains; ++c)
-      acc[c] += widen_lanes(x + i + kWidth * c) * widen_lanes(w + i + kWidth * c);
+      acc[c] += widen_lanes(x + i + kRegisterLanes * c) * widen_lanes(w + i + kRegisterLanes * c);
   }
   for (int half = kChains / 2; half > 0; half /= 2)
     for (int c = 0; c < half; ++c) acc[c] += acc[c + half];
