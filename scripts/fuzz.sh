@@ -10,6 +10,56 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 share=$(( (seconds + 8) / 9 ))
+
+# Each fuzzer: its harness (tests/fuzz/NAME_fuzz.cc), the sources it reads
+# with, and the libraries it links. Keras's HDF5 reader widens bfloat16 with
+# safetensors.cc's bf16_to_float, which brings the tensor helpers along.
+tensors="src/tensor/tensor.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
+keras="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
+  src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
+declare -A sources=(
+  [safetensors]="src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
+  [config]="src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc
+    src/nn/models/config_reader.cc src/io/checkpoint_state.cc"
+  [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/json_field.cc
+    src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
+    src/io/tokenizer/normalizers.cc src/io/tokenizer/pre_tokenizers.cc
+    src/io/tokenizer/post_processors.cc src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc"
+  [problem]="src/plan/problem.cc src/plan/problem_reader.cc src/plan/reduced.cc
+    src/plan/solver.cc src/plan/mip.cc src/runtime/memory.cc"
+  [cluster]="src/plan/cluster.cc src/runtime/memory.cc src/tensor/mesh.cc"
+  [npy]="src/io/npy.cc src/io/safetensors.cc $tensors"
+  [keras_zip]="$keras"
+  [keras_h5]="$keras"
+  [keras_tfjs]="$keras src/io/keras/weight_table.cc"
+)
+declare -A libs=(
+  [tokenizer]="-licui18n -licuuc"
+  [problem]="$(pkg-config --libs cbc) -lz"
+  [npy]="-lzip"
+  [keras_zip]="$(pkg-config --libs hdf5 libzip)"
+  [keras_h5]="$(pkg-config --libs hdf5 libzip)"
+  [keras_tfjs]="$(pkg-config --libs hdf5 libzip)"
+)
+# Every source compiles once, on every core (compiling each fuzzer's sources
+# again, one compile at a time, took most of this script's time), then each
+# fuzzer links its own.
+fuzz_flags="-std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined
+  -fno-sanitize-recover=undefined -Iinclude -Isrc $(pkg-config --cflags cbc hdf5 libzip)"
+export fuzz_flags
+object_of() { printf 'build-fuzz/obj/%s.o' "${1//\//_}"; }
+export -f object_of
+mkdir -p build-fuzz/obj
+# Split on purpose; bash -c expands its own variables.
+# shellcheck disable=SC2068,SC2016
+printf '%s\n' ${sources[@]} tests/fuzz/*_fuzz.cc | sort -u |
+  xargs -P "$(nproc)" -I{} bash -c 'clang++ $fuzz_flags -c "$1" -o "$(object_of "$1")"' _ {}
+for name in "${!sources[@]}"; do
+  objects=$(object_of "tests/fuzz/${name}_fuzz.cc")
+  for s in ${sources[$name]}; do objects+=" $(object_of "$s")"; done
+  # shellcheck disable=SC2086
+  clang++ -fsanitize=fuzzer,address,undefined $objects ${libs[$name]:-} -o "build-fuzz/${name}_fuzz"
+done
 mkdir -p build-fuzz/corpus
 cp tests/data/*.safetensors tests/data/hf_gpt2/model.safetensors build-fuzz/corpus/ 2>/dev/null || true
 # Seeds near the size limits, so the fuzzer starts where byte counts could wrap.
@@ -23,10 +73,6 @@ seed() {  # NAME HEADER: an 8-byte little-endian length, the header, 16 data byt
 seed huge_f64 '{"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}}'
 seed wrap_dims '{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}}'
 seed split_bf16 '{"w":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]}}'
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/safetensors_fuzz.cc src/io/safetensors.cc src/io/tensor_mapping.cc \
-  src/tensor/tensor.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc \
-  -o build-fuzz/safetensors_fuzz
 ./build-fuzz/safetensors_fuzz -max_total_time="$share" -max_len=4096 -rss_limit_mb=2048 \
   -dict=tests/fuzz/safetensors.dict build-fuzz/corpus
 
@@ -35,10 +81,6 @@ cp tests/data/hf_gpt2/config.json build-fuzz/config-corpus/
 cp tests/data/hf_llama/config.json build-fuzz/config-corpus/llama.json
 printf '%s' '{"format": "autoshard-checkpoint-1", "step": 4, "data_position": 4, "batch": 8, "seq": 64}' \
   > build-fuzz/config-corpus/state.json
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/config_fuzz.cc src/nn/models/gpt2_config.cc \
-  src/nn/models/llama_config.cc src/nn/models/config_reader.cc src/io/checkpoint_state.cc \
-  -o build-fuzz/config_fuzz
 ./build-fuzz/config_fuzz -max_total_time="$share" -max_len=2048 -rss_limit_mb=2048 \
   build-fuzz/config-corpus
 
@@ -48,13 +90,6 @@ mkdir -p build-fuzz/tokenizer-corpus
 for f in tests/data/tokenizers/*/tokenizer.json tests/data/tokenizers/sentencepiece/{legacy,metaspace}.json; do
   cp "$f" "build-fuzz/tokenizer-corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/tokenizer_fuzz.cc src/io/tokenizer/hf_tokenizer.cc \
-  src/io/tokenizer/json_field.cc src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc \
-  src/io/tokenizer/subword_models.cc src/io/tokenizer/normalizers.cc \
-  src/io/tokenizer/pre_tokenizers.cc src/io/tokenizer/post_processors.cc \
-  src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc -licui18n -licuuc \
-  -o build-fuzz/tokenizer_fuzz
 ./build-fuzz/tokenizer_fuzz -max_total_time="$share" -max_len=20000 -timeout=10 \
   -rss_limit_mb=2048 -dict=tests/fuzz/tokenizer.dict build-fuzz/tokenizer-corpus
 
@@ -64,18 +99,11 @@ mkdir -p build-fuzz/problem-corpus build-fuzz/cluster-corpus
 cp tests/data/iopddl_example.json build-fuzz/problem-corpus/
 printf '%s' '{"problem":{"name":"wrap","nodes":{"intervals":[[0,1],[0,1]],"costs":[[1,2],[1]],"usages":[[4611686018427387904,1],[4611686018427387904]]},"edges":{"nodes":[[0,1]],"costs":[[1,1000000000000000000]]},"usage_limit":4611686018427387905}}' \
   > build-fuzz/problem-corpus/wrap.json
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc $(pkg-config --cflags cbc) tests/fuzz/problem_fuzz.cc src/plan/problem.cc \
-  src/plan/problem_reader.cc src/plan/reduced.cc src/plan/solver.cc src/plan/mip.cc \
-  src/runtime/memory.cc $(pkg-config --libs cbc) -lz -o build-fuzz/problem_fuzz
 ./build-fuzz/problem_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   build-fuzz/problem-corpus
 
 printf '%s' '{"name":"c","device":{"flops":{"f32":19.5e12,"bf16":312e12},"gemm_efficiency":[[1e9,0.45],[1e11,0.8]],"gemm_packing_bandwidth":0,"memory_bytes":85899345920,"memory_bandwidth":2.0e12,"stream_efficiency":0.8,"kernel_bandwidth":0,"kernel_flops":0,"process_bytes":0,"op_overhead_s":5e-6},"shared_cores":4,"oversubscribed_efficiency":0.8,"oversubscribed_wait_s":1e-5,"oversubscribed_slice_s":0.004,"links":[{"name":"nvlink","devices_per_group":8,"bandwidth":300e9,"latency_s":2e-6,"efficiency":0.8},{"name":"ib","devices_per_group":0,"bandwidth":25e9,"latency_s":5e-6,"efficiency":0.8}],"mpi_link":{"name":"mpi","devices_per_group":0,"bandwidth":5e9,"latency_s":1e-5,"efficiency":1}}' \
   > build-fuzz/cluster-corpus/cluster.json
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/cluster_fuzz.cc src/plan/cluster.cc src/runtime/memory.cc \
-  src/tensor/mesh.cc -o build-fuzz/cluster_fuzz
 ./build-fuzz/cluster_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   build-fuzz/cluster-corpus
 
@@ -83,10 +111,6 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 # read must write back and read back the same.
 mkdir -p build-fuzz/npy-corpus
 cp tests/data/npy/* build-fuzz/npy-corpus/
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Isrc tests/fuzz/npy_fuzz.cc src/io/npy.cc src/io/safetensors.cc src/tensor/tensor.cc \
-  src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc -lzip \
-  -o build-fuzz/npy_fuzz
 ./build-fuzz/npy_fuzz -max_total_time="$share" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   build-fuzz/npy-corpus
 
@@ -104,18 +128,7 @@ for m in batch_normalization_dense two_outputs lstm_language_model; do
   { cat "tests/data/keras_layers/tfjs/$m.json"; printf '\n--shard--\n'
     cat "tests/data/keras_layers/tfjs/$m.weights.bin"; } > "build-fuzz/keras-tfjs-corpus/$m"
 done
-# hdf5_file.cc widens bfloat16 with safetensors.cc's bf16_to_float, which
-# brings the tensor helpers along; TF.js also needs the weight table.
-keras_sources="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
-  src/tensor/tensor.cc src/io/safetensors.cc src/io/tensor_mapping.cc src/tensor/sharding.cc
-  src/tensor/mesh.cc src/tensor/array_split.cc"
 for t in zip h5 tfjs; do
-  extra=""
-  [ "$t" = tfjs ] && extra="src/io/keras/weight_table.cc"
-  # shellcheck disable=SC2086
-  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Iinclude -Isrc $(pkg-config --cflags hdf5 libzip) "tests/fuzz/keras_${t}_fuzz.cc" \
-    $keras_sources $extra $(pkg-config --libs hdf5 libzip) -o "build-fuzz/keras_${t}_fuzz"
   # libhdf5 1.10 (Debian) itself overreads in strdup and loops forever on some
   # malformed files (docs/keras-files.md, "Fuzzing"): its interceptor reports
   # (and its library-wide allocations at exit) are suppressed, a size it reads
