@@ -133,6 +133,37 @@ TEST_P(Collectives, StagedAndDirectPathsInterleaved) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, Collectives, ::testing::Range(1, 9));
 
+// Pieces past the size where copies stream past the cache (4 MiB), written
+// one float past an aligned address and of odd lengths, so each copy has a
+// head, a streamed body and a tail: every element must arrive.
+TEST(Collectives, LargeMisalignedPiecesArriveWhole) {
+  for (int n : {2, 3}) {
+    ThreadWorld world(DeviceMesh({n}, {"x"}));
+    const int64_t total = int64_t(n) * (1 << 20) + 5;
+    const std::vector<int64_t> counts = split_sizes(total, n);
+    std::atomic<int64_t> failures{0};
+    world.run([&](int rank, Communicator& comm) {
+      const CommGroup g = mesh_groups(world.mesh(), rank)[0];
+      const int64_t mine = counts[rank], off = split_offset(total, n, rank);
+      std::vector<float> piece(mine), all(total + 1), reduced(total);
+      for (int64_t i = 0; i < mine; ++i) piece[i] = value(0, off + i);
+      comm.all_gather(piece.data(), all.data() + 1, counts, g);
+      for (int64_t i = 0; i < total; ++i) failures += all[i + 1] != value(0, i);
+      for (int64_t i = 0; i < total; ++i) reduced[i] = value(rank, i);
+      comm.all_reduce(reduced.data(), total, ReduceOp::Sum, g);
+      for (int64_t i = 0; i < total; ++i) {
+        float sum = 0;
+        for (int m = 0; m < n; ++m) sum += value(m, i);
+        failures += reduced[i] != sum;
+      }
+      std::vector<float> b(total + 1, static_cast<float>(rank));
+      comm.broadcast(b.data() + 1, total, 0, g);
+      for (int64_t i = 0; i < total; ++i) failures += b[i + 1] != 0.0f;
+    });
+    EXPECT_EQ(failures.load(), 0) << n << " devices";
+  }
+}
+
 // Runs of mesh axes have groups of their own (the collective tuples):
 // (y,z) of a 2x2x2 mesh is the four devices that share x, (x,y,z) all
 // eight; a size-1 axis between members is skipped. One all-reduce sums
