@@ -37,19 +37,23 @@ Partition megatron_partition(bool recompute) {
 }
 
 // Each value's bytes and [first, last] node (its producer to its last reader,
-// through views), worked out here independently of the executor.
+// through views and the sums folded into an operand's buffer), worked out
+// here independently of the executor's liveness.
 struct Lifetime {
   size_t bytes;
   int first, last;
 };
 
-std::map<int, Lifetime> lifetimes(const Graph& g, const std::vector<int>& schedule,
+std::map<int, Lifetime> lifetimes(const Graph& g, const BufferPlan& plan,
                                   const std::vector<int>& outputs) {
   std::vector<int> root(g.size());
   std::map<int, Lifetime> out;
-  for (int i : schedule) {
+  for (int i : plan.schedule) {
     const Node& n = g.node(i);
-    root[i] = op_def(n.op).aliases_input ? root[n.inputs[0]] : i;
+    const int shares = op_def(n.op).aliases_input ? n.inputs[0]
+                       : plan.sum_view[i] >= 0    ? plan.sum_view[i]
+                                                  : plan.adds_into[i];
+    root[i] = shares >= 0 ? root[shares] : i;
     if (!n.is_leaf() && root[i] == i)
       out[i] = {std::max<size_t>(4, numel(n.shape) * dtype_size(n.dtype)), i, i};
     for (int in : n.inputs)
@@ -67,7 +71,7 @@ TEST(BufferPlan, LiveValuesNeverShareABufferAndTheTotalIsNearTheMostLiveAtOnce) 
     const Partition p = megatron_partition(recompute);
     const Graph& g = p.local[0];
     const BufferPlan plan = plan_buffers(g, p.outputs[0]);
-    const std::map<int, Lifetime> values = lifetimes(g, plan.schedule, p.outputs[0]);
+    const std::map<int, Lifetime> values = lifetimes(g, plan, p.outputs[0]);
     std::vector<std::vector<int>> by_slot(plan.slot_bytes.size());
     for (const auto& [id, v] : values) {
       const int slot = plan.slot_of[id];

@@ -29,8 +29,9 @@ struct KernelContext {
   // The micro-batch of a step that accumulates gradients (StepContext).
   int64_t microbatch = 0;
   // Set by the executor for a product or scatter whose output is the sum an
-  // accumulate op adds it into (fused; not on a step's first micro-batch):
-  // the kernel adds its result to what `out` holds instead of writing it.
+  // accumulate op adds it into (fused; not on a step's first micro-batch),
+  // or whose output is folded into a sum (BufferPlan::adds_into): the kernel
+  // adds its result to what `out` holds instead of writing it.
   bool accumulate = false;
   const CommGroup& group(int axis) const;
 };
@@ -116,6 +117,10 @@ struct OpDef {
   // The kernel honours KernelContext::accumulate (adds into its output), so
   // an accumulate op that alone reads this op's output runs fused into it.
   bool accumulates = false;
+  // The value is the sum of the op's two inputs when all three share one
+  // shape (add): the executor may have the later input's producer add
+  // itself into the earlier input's storage and skip the op (BufferPlan).
+  bool sums_inputs = false;
   // Ops that only partitioned programs hold (collectives, slices): they have
   // no gradient, sharding rule or loops.
   bool local_only = false;

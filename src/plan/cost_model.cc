@@ -179,7 +179,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
       lane = done[b] = std::max(clock, lane) + t;
     }
     for (int b : waits[i]) clock = std::max(clock, done[b]);
-    if (member[i]) continue;
+    if (member[i] || plan.sum_view[i] >= 0) continue;  // a folded sum runs no kernel
     if (n.is_leaf()) {
       const double bytes = double(numel(n.shape)) * 4;
       if (n.op == Op::Input)

@@ -42,9 +42,10 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
   }
   const double scale = bf16 ? 0.5 : 1.0;
   std::vector<Shape> inputs;
-  for (int i : plan_buffers(g, p.outputs[0]).schedule) {
+  const BufferPlan plan = plan_buffers(g, p.outputs[0]);
+  for (int i : plan.schedule) {
     const Node& n = g.node(i);
-    if (n.is_leaf()) continue;
+    if (n.is_leaf() || plan.sum_view[i] >= 0) continue;  // a folded sum runs no kernel
     inputs.clear();
     for (int in : n.inputs) inputs.push_back(g.node(in).shape);
     const OpDef& def = op_def(n.op);

@@ -16,19 +16,25 @@ namespace autoshard {
 
 namespace {
 
+// How many readers each live value has (an output counts as one).
+std::vector<int> reader_counts(const Graph& graph, const std::vector<bool>& live,
+                               const std::vector<int>& outputs) {
+  std::vector<int> readers(graph.size(), 0);
+  for (int i = 0; i < graph.size(); ++i)
+    if (live[i])
+      for (int in : graph.node(i).inputs) ++readers[in];
+  for (int o : outputs) ++readers[o];
+  return readers;
+}
+
 // Per node, the sum it runs fused into (BufferPlan::fused_sum): an
 // accumulate op's value made by an op whose kernel can add into its output,
 // read by nothing else and not an output, where the sum is a leaf that
 // nothing else reads (so no reader sees it half-updated).
 std::vector<int> fused_sums(const Graph& graph, const std::vector<bool>& live,
-                            const std::vector<int>& outputs) {
-  const int n = graph.size();
-  std::vector<int> readers(n, 0), fused(n, -1);
-  for (int i = 0; i < n; ++i)
-    if (live[i])
-      for (int in : graph.node(i).inputs) ++readers[in];
-  for (int o : outputs) ++readers[o];
-  for (int i = 0; i < n; ++i) {
+                            const std::vector<int>& readers) {
+  std::vector<int> fused(graph.size(), -1);
+  for (int i = 0; i < graph.size(); ++i) {
     const Node& acc = graph.node(i);
     if (!live[i] || acc.op != Op::Accumulate) continue;
     const int sum = acc.inputs[0], value = acc.inputs[1];
@@ -39,6 +45,46 @@ std::vector<int> fused_sums(const Graph& graph, const std::vector<bool>& live,
   return fused;
 }
 
+// Roots of storage, and the sums folded into their operands (BufferPlan):
+// one pass in schedule order, so an operand's own folding is settled before
+// a sum over it is considered (a chain q + k + v folds into q's buffer).
+void fold_sums(const Graph& graph, const std::vector<int>& readers, BufferPlan& plan) {
+  const int n = graph.size();
+  plan.root.resize(n);
+  for (int i = 0; i < n; ++i) plan.root[i] = i;
+  plan.adds_into.assign(n, -1);
+  plan.sum_view.assign(n, -1);
+  // Whether v's buffer is its own to add into: made by a kernel (not a
+  // leaf, view, collective or fused producer) or a folded sum, and read
+  // only by the sum.
+  const auto owns_buffer = [&](int v) {
+    const Node& node = graph.node(v);
+    if (node.is_leaf() || readers[v] != 1 || node.dtype != DType::F32) return false;
+    if (plan.sum_view[v] >= 0) return true;
+    const OpDef& def = op_def(node.op);
+    return plan.root[v] == v && plan.fused_sum[v] < 0 && plan.adds_into[v] < 0 && !def.local_only &&
+           !def.aliases_input && !def.side_effect;
+  };
+  for (int i : plan.schedule) {
+    const Node& node = graph.node(i);
+    const OpDef& def = op_def(node.op);
+    if (def.aliases_input) {
+      plan.root[i] = plan.root[node.inputs[0]];
+      continue;
+    }
+    if (!def.sums_inputs || node.inputs.size() != 2) continue;
+    const int earlier = std::min(node.inputs[0], node.inputs[1]);
+    const int later = std::max(node.inputs[0], node.inputs[1]);
+    if (earlier == later || graph.node(earlier).shape != node.shape ||
+        graph.node(later).shape != node.shape || !owns_buffer(earlier) || !owns_buffer(later) ||
+        !op_def(graph.node(later).op).accumulates || plan.sum_view[later] >= 0)
+      continue;
+    plan.adds_into[later] = earlier;
+    plan.sum_view[i] = earlier;
+    plan.root[later] = plan.root[i] = plan.root[earlier];
+  }
+}
+
 }  // namespace
 
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
@@ -47,14 +93,16 @@ BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs) {
   const std::vector<bool> live = live_nodes(graph, outputs);
   for (int i = 0; i < n; ++i)
     if (live[i]) plan.schedule.push_back(i);
-  plan.fused_sum = fused_sums(graph, live, outputs);
+  const std::vector<int> readers = reader_counts(graph, live, outputs);
+  plan.fused_sum = fused_sums(graph, live, readers);
+  fold_sums(graph, readers, plan);
 
   // Liveness: a buffer is free once the last reader of every value that
-  // shares it (reshape views) has run. Outputs live forever.
-  std::vector<int> root(n), last(n, -1);
+  // shares it (views, folded sums) has run. Outputs live forever.
+  const std::vector<int>& root = plan.root;
+  std::vector<int> last(n, -1);
   for (int i : plan.schedule) {
     const Node& node = graph.node(i);
-    root[i] = op_def(node.op).aliases_input ? root[node.inputs[0]] : i;
     last[root[i]] = std::max(last[root[i]], i);
     for (int in : node.inputs) last[root[in]] = std::max(last[root[in]], i);
   }
@@ -193,11 +241,18 @@ void Executor::run(const StepContext& step) {
       values_[i] = values_[node.inputs[0]].reshaped(node.shape);
       if (!(def.mutates & 1)) continue;  // a view; an update in place runs below
     }
+    if (const int operand = plan_.sum_view[i]; operand >= 0) {
+      values_[i] = values_[operand];  // a folded sum: its later operand added itself in
+      continue;
+    }
     // A product fused into its sum writes there: the first micro-batch
-    // starts the sum, later ones add to it.
-    const int sum = plan_.fused_sum[i];
+    // starts the sum, later ones add to it. One folded into a sum adds
+    // itself to the sum's earlier operand.
+    const int sum = plan_.fused_sum[i], into = plan_.adds_into[i];
     if (sum >= 0) values_[i] = values_[sum];
-    const KernelContext& run_ctx = sum >= 0 && step.microbatch > 0 ? accumulating : ctx;
+    if (into >= 0) values_[i] = values_[into];
+    const KernelContext& run_ctx =
+        (sum >= 0 && step.microbatch > 0) || into >= 0 ? accumulating : ctx;
     if (!profile_ && !tracer_) {
       def.kernel(node, in_ptrs_[i], values_[i], run_ctx);
       continue;

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "autoshard/error.h"
+#include "autoshard/runtime/executor.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -118,14 +119,16 @@ TracedOp describe_op(const Graph& g, int i, const std::string& path,
 }
 
 // Bytes alive after each node (see ProgramDescription::live_bytes), as
-// plan_buffers counts lifetimes: a view lives in its root's buffer.
+// plan_buffers counts lifetimes: a view or a folded sum lives in its root's
+// buffer.
 std::vector<double> live_after(const Graph& g, const std::vector<int>& outputs) {
   const int n = g.size();
+  const BufferPlan plan = plan_buffers(g, outputs);
   std::vector<int> root(n), last(n, -1);
   double leaves = 0;
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
-    root[i] = op_def(node.op).aliases_input ? root[node.inputs[0]] : i;
+    root[i] = op_def(node.op).aliases_input ? root[node.inputs[0]] : plan.root[i];
     last[root[i]] = std::max(last[root[i]], i);
     for (int in : node.inputs) last[root[in]] = std::max(last[root[in]], i);
     if (node.is_leaf()) leaves += double(numel(node.shape) * dtype_size(node.dtype));

@@ -48,6 +48,20 @@ struct BufferPlan {
   // weight's gradient product so adds into its micro-batches' sum in place,
   // with no buffer or pass of its own, as Megatron-LM fuses it.
   std::vector<int> fused_sum;
+  // Sums folded into their operands' storage: a two-operand sum
+  // (OpDef::sums_inputs) whose later operand's producer can add into its
+  // output (OpDef::accumulates), both operands read by the sum alone. The
+  // later producer adds itself into the earlier operand's buffer
+  // (`adds_into`, per node: that operand, or -1) and the sum is a view of
+  // that buffer (`sum_view`, per node: the earlier operand, or -1): no pass
+  // and no buffer of its own. A tied embedding's gradient (the LM head's
+  // product plus the gather's scatter) and the gradient reaching one input
+  // of several products (q, k and v) are such sums.
+  std::vector<int> adds_into;
+  std::vector<int> sum_view;
+  // Per node: the value whose buffer holds it (itself, or for views and
+  // folded sums the value they share storage with).
+  std::vector<int> root;
   size_t total_bytes() const;
 };
 BufferPlan plan_buffers(const Graph& graph, const std::vector<int>& outputs);

@@ -293,7 +293,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                         .shard = sum_rule,
                         .loops = broadcast_loops,
                         .linearity = Linearity::Sum,
-                        .cost = one_flop};
+                        .cost = one_flop,
+                        .sums_inputs = true};
   t[size_t(Op::Sub)] = {.name = "sub",
                         .infer = binary_infer,
                         .kernel = sub_kernel,
