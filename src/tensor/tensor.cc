@@ -6,6 +6,7 @@
 #include <new>
 
 #include "autoshard/error.h"
+#include "tensor/large_array.h"
 
 namespace autoshard {
 
@@ -20,7 +21,8 @@ int64_t numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     AS_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
-    if (d != 0 && n > kMaxElements / d) fail("shape ", shape_str(shape), " has more than 2^60 elements");
+    if (d != 0 && n > kMaxElements / d)
+      fail("shape ", shape_str(shape), " has more than 2^60 elements");
     n *= d;
   }
   return n;
@@ -43,17 +45,15 @@ std::vector<int64_t> strides_of(const Shape& shape) {
 }
 
 namespace {
-// 64-byte aligned, zero-filled storage so kernels can use aligned vector loads.
+// Zero-filled storage, 64-byte aligned so kernels can use aligned vector
+// loads (large tensors on huge pages: tensor/large_array.h).
 std::shared_ptr<std::byte> allocate(size_t bytes, const Shape& shape) {
-  constexpr std::align_val_t kAlign{64};
-  size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  auto* p = static_cast<std::byte*>(::operator new(padded, kAlign, std::nothrow));
+  void* p = allocate_array(bytes);
   if (p == nullptr)
-    fail("out of memory: a tensor of shape ", shape_str(shape), " needs ", bytes,
-         " bytes (", bytes >> 20, " MiB)");
-  std::memset(p, 0, padded);
-  return std::shared_ptr<std::byte>(
-      p, [](std::byte* q) { ::operator delete (q, std::align_val_t{64}); });
+    fail("out of memory: a tensor of shape ", shape_str(shape), " needs ", bytes, " bytes (",
+         bytes >> 20, " MiB)");
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                    [bytes](std::byte* q) { free_array(q, bytes); });
 }
 }  // namespace
 
@@ -75,7 +75,7 @@ Tensor Tensor::full(Shape shape, float value) {
 Tensor Tensor::from(Shape shape, std::span<const float> values) {
   Tensor t(std::move(shape));
   AS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
-        " values for shape ", shape_str(t.shape()));
+           " values for shape ", shape_str(t.shape()));
   std::copy(values.begin(), values.end(), t.f32());
   return t;
 }
@@ -83,7 +83,7 @@ Tensor Tensor::from(Shape shape, std::span<const float> values) {
 Tensor Tensor::from(Shape shape, std::span<const int32_t> values) {
   Tensor t(std::move(shape), DType::I32);
   AS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "Tensor::from: ", values.size(),
-        " values for shape ", shape_str(t.shape()));
+           " values for shape ", shape_str(t.shape()));
   std::copy(values.begin(), values.end(), t.i32());
   return t;
 }
@@ -115,7 +115,7 @@ Tensor Tensor::borrowed(Shape shape, DType dtype, void* data, std::shared_ptr<vo
 
 Tensor Tensor::reshaped(Shape shape) const {
   AS_CHECK(autoshard::numel(shape) == numel_, "cannot reshape ", shape_str(shape_), " to ",
-        shape_str(shape));
+           shape_str(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;
@@ -124,7 +124,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 Tensor Tensor::view(Shape shape, DType dtype) const {
   int64_t n = autoshard::numel(shape);
   AS_CHECK(static_cast<size_t>(n) * dtype_size(dtype) <= nbytes(), "view ", shape_str(shape),
-        " does not fit in a buffer of ", nbytes(), " bytes");
+           " does not fit in a buffer of ", nbytes(), " bytes");
   Tensor t = *this;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
@@ -150,7 +150,7 @@ float Tensor::item() const {
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   AS_CHECK(a.shape() == b.shape(), "compare: shapes differ ", shape_str(a.shape()), " vs ",
-        shape_str(b.shape()));
+           shape_str(b.shape()));
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     double d = std::fabs(double(a.f32()[i]) - double(b.f32()[i]));

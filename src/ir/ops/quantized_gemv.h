@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autoshard/tensor/tensor.h"
+#include "tensor/large_array.h"
 #include "tensor/quantize.h"
 
 namespace autoshard {
@@ -34,8 +35,9 @@ struct QuantizedMatrix {
   // an einsum's "btc,vc->btv") or [inner, outputs] (a Dense kernel [in,
   // out]), row-major, as the f32 block.
   bool outputs_first = false;
-  std::vector<uint16_t> bf16;  // bf16 elements
-  std::vector<int8_t> codes;   // int8 elements
+  // On huge pages when large, as tensors are (tensor/large_array.h).
+  std::vector<uint16_t, LargeArrayAllocator<uint16_t>> bf16;  // bf16 elements
+  std::vector<int8_t, LargeArrayAllocator<int8_t>> codes;     // int8 elements
   std::vector<float> scales;   // int8: one per output
   // Bytes a product reads from this matrix.
   int64_t bytes() const {
