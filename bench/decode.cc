@@ -6,11 +6,13 @@
 // JSON object on stdout.
 //
 //   bench_decode CONFIG.json [--prompt 16] [--tokens 32] [--mesh model=2] [--plan megatron|auto]
-//                [--weights-dtype f32|bf16|int8]
+//                [--weights-dtype f32|bf16|int8] [--profile]
 //
 // With bf16 or int8 weights (nn/generation.h's quantize_weights) the bytes
 // read per token are the weights' bytes in that format (int8's scales
 // included; norms and biases stay f32), so the limit rises with them.
+// --profile prints the time of each primitive over the measured decodes
+// (device 0's, on a mesh).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   const std::string config_path = argv[1];
   int64_t prompt_len = 16, tokens = 32;
   std::string mesh_spec, plan = "megatron", weights_dtype = "f32";
+  bool profile = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -71,6 +74,8 @@ int main(int argc, char** argv) {
       plan = next();
     else if (a == "--weights-dtype")
       weights_dtype = next();
+    else if (a == "--profile")
+      profile = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -109,6 +114,8 @@ int main(int argc, char** argv) {
   // This VM's memory bandwidth drifts by up to a third within a minute: each
   // round pairs a decode with a bandwidth measurement taken right after it,
   // and the medians of three rounds are reported.
+  OpProfile prof;
+  if (profile) model.profile = &prof;
   constexpr int kRounds = 3;
   std::vector<double> rates, bandwidths, ratios;
   Generation g;
@@ -118,6 +125,7 @@ int main(int argc, char** argv) {
     bandwidths.push_back(copy_bandwidth());
     ratios.push_back(rates.back() / (bandwidths.back() / bytes));
   }
+  if (profile) std::fprintf(stderr, "%s", prof.table().c_str());
   const double bandwidth = median(bandwidths);
   const double limit = bandwidth / bytes;
   const double tps = median(rates);
