@@ -46,6 +46,12 @@ template <typename F>
   return p * std::bit_cast<F>(bits);
 }
 
+// Sigmoid through the vectorised exp: within a few float ulp of the double
+// reference. For x below -88.3 it gives about 4.6e-39 rather than 0.
+inline float fast_sigmoid(float x) {
+  return 1.0f / (1.0f + fast_exp(-x));
+}
+
 inline float fast_tanh(float x) {
   x = x < -9.0f ? -9.0f : (x > 9.0f ? 9.0f : x);
   return 1.0f - 2.0f / (fast_exp(2.0f * x) + 1.0f);

@@ -190,13 +190,6 @@ void map_pairs(const float* x, const float* dy, float* dx, int64_t n, F f) {
   });
 }
 
-// Sigmoid in float through the vectorised exp (within a few float ulp of
-// the double reference; the recurrent layers' gates spend most of their
-// elementwise time here).
-inline float fast_sigmoid(float x) {
-  return 1.0f / (1.0f + fast_exp(-x));
-}
-
 }  // namespace
 
 void unary_forward_reference(UnaryFn fn, double alpha, const float* x, float* y, int64_t n) {
