@@ -47,9 +47,11 @@ template <typename F>
 }
 
 // Sigmoid through the vectorised exp: within a few float ulp of the double
-// reference. For x below -88.3 it gives about 4.6e-39 rather than 0.
+// reference. Below -88.3 (where the clamped exp would leave about 4.6e-39)
+// it is exactly 0, as float's own exp overflowing gives: silu(-inf) is then
+// -inf * 0 = NaN, PyTorch's answer.
 inline float fast_sigmoid(float x) {
-  return 1.0f / (1.0f + fast_exp(-x));
+  return x < -88.3f ? 0.0f : 1.0f / (1.0f + fast_exp(-x));
 }
 
 inline float fast_tanh(float x) {
