@@ -2,8 +2,7 @@
 // Prints a readable table on stderr and one JSON object on stdout.
 //
 //   bench_gpt2_step [--model gpt2] [--batch 4] [--seq 64] [--steps 5] [--warmup 2] [--profile]
-//                   [--mesh model=2] [--plan auto|megatron|data] [--zero1] [--blas-threads N]
-#include <cblas.h>
+//                   [--mesh model=2] [--plan auto|megatron|data] [--zero1]
 
 #include <chrono>
 #include <cstdio>
@@ -47,8 +46,6 @@ int main(int argc, char** argv) {
       plan = next();
     else if (a == "--zero1")
       zero1 = true;
-    else if (a == "--blas-threads")
-      openblas_set_num_threads(std::stoi(next()));
     else {
       std::fprintf(stderr,
                    "unknown argument %s (see the comment at the top of bench/gpt2_step.cc)\n",

@@ -59,6 +59,20 @@ TEST(ParallelFor, OneCoreRunsOnTheCallingThread) {
   parallel_for(1 << 16, 16, [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), me); });
 }
 
+// A kernel called inside a chunk (a product inside the attention's loop over
+// heads) runs on that chunk's core, on the caller's thread as on a worker's.
+TEST(ParallelFor, ChunksDoNotFanOutAgain) {
+  IntraOpThreadsScope scope(2);
+  std::atomic<int> chunks{0}, alone{0};
+  parallel_for(64, 1, [&](int64_t, int64_t) {
+    chunks.fetch_add(1);
+    if (intra_op_threads() == 1) alone.fetch_add(1);
+  });
+  EXPECT_EQ(chunks.load(), 64);
+  EXPECT_EQ(alone.load(), 64);
+  EXPECT_EQ(intra_op_threads(), 2);  // the caller's cores are back after the loop
+}
+
 TEST(ParallelFor, TheScopeRestoresTheCallersCores) {
   const int before = intra_op_threads();
   {

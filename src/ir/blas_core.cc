@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "autoshard/error.h"
+#include "autoshard/tensor/parallel.h"
+#include "ir/ops/gemm.h"
 
 namespace autoshard::blas {
 
@@ -140,7 +142,7 @@ BlasInfo blas_info() {
   info.core = library_core();
   info.features = CpuFeatures::of_this_cpu();
   info.best = best_openblas_coretype(info.features);
-  info.threads = openblas_get_num_threads();
+  info.threads = intra_op_threads();
   info.chosen_by = "OpenBLAS";
   if (const auto forced = variable("OPENBLAS_CORETYPE")) {
     info.chosen_by = "OPENBLAS_CORETYPE";
@@ -212,8 +214,7 @@ double sgemm_peak_gflops(int n, double seconds) {
   for (int call = 0; call < 4 || Clock::now() - start < std::chrono::duration<double>(seconds);
        ++call) {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    parallel_blas_gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (call > 0 && s > 0) best = std::max(best, 2.0 * n * double(n) * n / s * 1e-9);
   }

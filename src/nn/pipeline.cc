@@ -606,17 +606,13 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     run_device(device_, *mpi_, step);
   } else {
     // The stages share the cores: each its share for its kernels and the
-    // devices inside it (a ShardedExecutor divides its caller's), one BLAS
-    // thread per device where there are fewer cores than devices.
+    // devices inside it (a ShardedExecutor divides its caller's).
     if (!world_) world_ = std::make_unique<ThreadWorld>(DeviceMesh({P}, {"pipe"}));
-    const int inside = model_.sharded() ? model_.dist_->mesh().size() : 1;
     const int share = std::max(1, machine_cores() / P);
-    openblas_set_num_threads(std::max(1, share / inside));
     world_->run([&](int s, Communicator& comm) {
       IntraOpThreadsScope cores_of_this_stage(share);
       run_device(s, comm, step);
     });
-    openblas_set_num_threads(machine_cores());
   }
   if (mpi_) {
     share_losses(step);

@@ -316,7 +316,6 @@ Calibration calibrate(const CalibrateOptions& o) {
   c.gemm_packing_bandwidth = fit.packing_bandwidth;
   const double peak = fit.peak;
   c.flops_f32 = c.flops_bf16 = peak * cores;
-  openblas_set_num_threads(cores);
   // Streaming kernels on one core, and the machine's bandwidth on all.
   const int64_t elements = o.quick ? int64_t{1} << 20 : int64_t{1} << 23;
   c.kernel_bandwidth = kernel_rate(false, elements, seconds);

@@ -56,7 +56,6 @@ void ShardedExecutor::run(const StepContext& ctx) {
     // Share this machine's cores between the ranks running on it.
     const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const int share = std::max(1, cores / std::max(1, local ? std::atoi(local) : 1));
-    openblas_set_num_threads(share);
     set_intra_op_threads(share);
     Executor& e = *executors_[devices_[0]];
     e.set_communicator(placement_ ? placement_->comm : mpi_.get(), &groups_[devices_[0]]);
@@ -65,10 +64,9 @@ void ShardedExecutor::run(const StepContext& ctx) {
     e.run(ctx);
     return;
   }
-  // Each device calls BLAS from its own thread; share the caller's cores (all
-  // of them, or a pipeline stage's share) between them.
+  // Each device runs its kernels (BLAS included: ir/ops/gemm.h) on its share
+  // of the caller's cores (all of them, or a pipeline stage's share).
   const int share = std::max(1, intra_op_threads() / mesh().size());
-  openblas_set_num_threads(share);
   world_->run([&](int device, Communicator& comm) {
     IntraOpThreadsScope cores_of_this_device(share);
     Executor& e = *executors_[device];

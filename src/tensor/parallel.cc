@@ -178,7 +178,11 @@ namespace detail {
 void run_chunks(int64_t count, int64_t grain, ChunkFn fn, const void* body) {
   Job job{fn, body, count, grain, chunk_count(count, grain), 0};
   job.helpers_wanted = static_cast<int>(std::min<int64_t>(intra_op_threads() - 1, job.chunks - 1));
-  Pool::get().run(job);
+  {
+    // The caller's own chunks, as a worker's, never fan out again.
+    IntraOpThreadsScope chunks_on_one_core(1);
+    Pool::get().run(job);
+  }
   if (job.error) std::rethrow_exception(job.error);  // no worker holds the job now
 }
 

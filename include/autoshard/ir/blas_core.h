@@ -53,7 +53,7 @@ struct BlasInfo {
   std::string chosen_by;
   std::string library_choice;
   std::string best;  // best_openblas_coretype for this CPU ("" if SSE only)
-  int threads = 1;   // the library's threads now
+  int threads = 1;   // the cores a product runs on (ir/ops/gemm.h: one BLAS thread each)
   CpuFeatures features;
 };
 
@@ -83,7 +83,8 @@ std::optional<std::string> wanted_openblas_coretype();
 // OpenBLAS had chosen NAME.
 void use_best_blas_kernels(char** argv);
 
-// sgemm on square matrices of size n with the library's threads: the best
+// sgemm on square matrices of size n as autoshard runs it (pieces over the
+// calling thread's cores, one OpenBLAS thread each): the best
 // GFLOP/s over calls taking about `seconds` in all (at least 3 calls).
 double sgemm_peak_gflops(int n = 1024, double seconds = 0.15);
 

@@ -1,0 +1,77 @@
+#include "ir/ops/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "autoshard/tensor/parallel.h"
+
+namespace autoshard {
+namespace {
+
+// Below this many multiply-adds a product stays on the calling thread
+// (OpenBLAS's own threshold for threading: about 5 us on one core).
+constexpr int64_t kSplitWork = int64_t{1} << 18;
+// Pieces start at multiples of this many rows or columns: whole register
+// blocks of OpenBLAS's AVX-512 and AVX2 kernels.
+constexpr int64_t kAlign = 16;
+
+void one_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+              const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Rows or columns per piece when `length` is cut into `parts`, rounded up to kAlign.
+int64_t piece_length(int64_t length, int64_t parts) {
+  const int64_t even = (length + parts - 1) / parts;
+  return std::min(length, (even + kAlign - 1) / kAlign * kAlign);
+}
+
+// The grid of pieces (row parts x column parts, their product at most
+// `threads`) whose pieces are closest to square: each piece packs its rows
+// of A and its columns of B, so squarer pieces pack less in all.
+std::pair<int64_t, int64_t> grid(int64_t m, int64_t n, int threads) {
+  std::pair<int64_t, int64_t> best{1, 1};
+  double best_packed = -1;
+  for (int64_t rows = 1; rows <= threads; ++rows) {
+    const int64_t cols = threads / rows;
+    const int64_t rm = piece_length(m, rows), cn = piece_length(n, cols);
+    if ((m + rm - 1) / rm * ((n + cn - 1) / cn) < 2) continue;  // nothing split
+    const double packed = double(rows) * n + double(cols) * m;
+    if (best_packed < 0 || packed < best_packed) best = {rows, cols}, best_packed = packed;
+  }
+  return best;
+}
+
+}  // namespace
+
+void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                        int ldc) {
+  // Every call from autoshard's threads is single-threaded inside OpenBLAS.
+  static const bool one_blas_thread = (openblas_set_num_threads(1), true);
+  (void)one_blas_thread;
+  const int threads = intra_op_threads();
+  if (threads < 2 || int64_t{m} * n * std::max(k, 1) < kSplitWork) {
+    one_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const auto [rows, cols] = grid(m, n, threads);
+  const int64_t rm = piece_length(m, rows), cn = piece_length(n, cols);
+  const int64_t row_pieces = (m + rm - 1) / rm, col_pieces = (n + cn - 1) / cn;
+  parallel_for(row_pieces * col_pieces, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      const int64_t i0 = p / col_pieces * rm, j0 = p % col_pieces * cn;
+      const int64_t pm = std::min<int64_t>(rm, m - i0), pn = std::min<int64_t>(cn, n - j0);
+      // op(A)'s rows i0.. and op(B)'s columns j0.. (row-major storage).
+      const float* pa = trans_a ? a + i0 : a + i0 * lda;
+      const float* pb = trans_b ? b + j0 * ldb : b + j0;
+      one_gemm(trans_a, trans_b, int(pm), int(pn), k, alpha, pa, lda, pb, ldb, beta,
+               c + i0 * ldc + j0, ldc);
+    }
+  });
+}
+
+}  // namespace autoshard
