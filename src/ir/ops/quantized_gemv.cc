@@ -75,10 +75,20 @@ inline f32xR widen_lanes(const int8_t* p) {
 // at 57% of the copy bandwidth; 2 KiB ahead, 77%; further ahead, less).
 constexpr int64_t kPrefetchBytes = 2048;
 
+// Whether rows ask for their bytes ahead (kPrefetchBytes). On a 2-core AMD
+// EPYC (Zen 4) VM the requests cost decoding speed: int8 on llama-1b ran at
+// 44% of the copy bandwidth with them and 73-79% without; f32 on llama-124m
+// made 78 tokens/s with them and 83 without in alternating runs (bf16 the
+// same either way). AMD's cores leave the streams to their own prefetchers.
+bool software_prefetch() {
+  static const bool on = !__builtin_cpu_is("amd");
+  return on;
+}
+
 // [outputs, inner]: one dot product per output row in 64 / kRegisterLanes
 // vectors of independent fused multiply-add chains, summed as a tree; x
 // stays in cache across rows.
-template <typename E>
+template <typename E, bool kPrefetch>
 float dot_row(const E* w, const float* x, int64_t n) {
   constexpr int64_t ahead = kPrefetchBytes / sizeof(E);
   constexpr int kChains = 64 / kRegisterLanes;
@@ -86,8 +96,9 @@ float dot_row(const E* w, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     // The cache lines 64 elements take (1 to 4), kPrefetchBytes ahead.
-    for (size_t line = 0; line < 64 * sizeof(E); line += 64)
-      __builtin_prefetch(reinterpret_cast<const char*>(w + i + ahead) + line);
+    if constexpr (kPrefetch)
+      for (size_t line = 0; line < 64 * sizeof(E); line += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(w + i + ahead) + line);
 #pragma GCC unroll 8
     for (int c = 0; c < kChains; ++c)
       acc[c] += widen_lanes(x + i + kRegisterLanes * c) * widen_lanes(w + i + kRegisterLanes * c);
@@ -166,17 +177,6 @@ bool to_fixed_point(const float* x, int64_t n, FixedPointX& q) {
   return true;
 }
 
-// Whether the fixed-point rows ask for their bytes ahead (kPrefetchBytes).
-// On a 2-core AMD EPYC (Zen 4) VM the requests cost int8 decoding much of
-// its speed (llama-1b on one device: 44% of the copy bandwidth with them,
-// 73-79% without; the f32 and bf16 rows, which do far more work per byte,
-// lost nothing to them), so AMD's cores leave the stream to their own
-// prefetchers.
-bool fixed_rows_prefetch() {
-  static const bool on = !__builtin_cpu_is("amd");
-  return on;
-}
-
 // (GCC 12 reports its own intrinsics' _mm512_undefined_* as uninitialized
 // once inlined, as above.)
 #pragma GCC diagnostic push
@@ -228,7 +228,7 @@ void gemv_outputs_first(const int8_t* w, int64_t ld, const float* scales, int64_
     for (int64_t o = begin; o < end; ++o)
       y[o] = dot_row_fixed<kPrefetch>(w + o * ld, q, x, inner) * scales[o];
   };
-  const bool ahead = fixed_rows_prefetch();
+  const bool ahead = software_prefetch();
   parallel_for(outputs, rows_per_task(outputs, inner), [&](int64_t begin, int64_t end) {
     ahead ? rows.template operator()<true>(begin, end)
           : rows.template operator()<false>(begin, end);
@@ -240,11 +240,16 @@ void gemv_outputs_first(const int8_t* w, int64_t ld, const float* scales, int64_
 template <typename E>
 void gemv_outputs_first(const E* w, int64_t ld, const float* scales, int64_t outputs, int64_t inner,
                         const float* x, float* y) {
-  parallel_for(outputs, rows_per_task(outputs, inner), [&](int64_t begin, int64_t end) {
+  const auto rows = [&]<bool kPrefetch>(int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
-      const float s = dot_row(w + o * ld, x, inner);
+      const float s = dot_row<E, kPrefetch>(w + o * ld, x, inner);
       y[o] = scales ? s * scales[o] : s;
     }
+  };
+  const bool ahead = software_prefetch();
+  parallel_for(outputs, rows_per_task(outputs, inner), [&](int64_t begin, int64_t end) {
+    ahead ? rows.template operator()<true>(begin, end)
+          : rows.template operator()<false>(begin, end);
   });
 }
 
