@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
                    {"steps", steps},
                    {"median_step_s", median},
                    {"min_step_s", times.front()},
+                   {"step_s", times},  // sorted
                    {"tokens_per_second", double(batch * seq) / median}};
   if (World::process().distributed()) j["mesh"] = mesh_spec + " (MPI ranks)";
   std::printf("%s\n", j.dump().c_str());

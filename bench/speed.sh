@@ -20,27 +20,47 @@ peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)  # the best kernels for
 shipped=$(AUTOSHARD_KEEP_BLAS_CORE=1 "$build/bench/bench_sgemm" 2>/dev/null | head -1)  # OpenBLAS's own choice
 rows=()
 declare -A torch_runs  # one PyTorch run per (model, batch, seq)
-run() {  # name model batch seq [mesh]
-  local name=$1 model=$2 batch=$3 seq=$4 mesh=${5:-}
-  local ours theirs
-  ours=$("$build/bench/bench_gpt2_step" --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
-         ${mesh:+--mesh "$mesh"} 2>/dev/null | tail -1)
+ours() {  # model batch seq [mesh]: one bench_gpt2_step run's JSON
+  "$build/bench/bench_gpt2_step" --model "$1" --batch "$2" --seq "$3" --steps "$steps" \
+    ${4:+--mesh "$4"} 2>/dev/null | tail -1
+}
+row() {  # name model batch seq OURS_JSON: adds the row, with PyTorch's same step
+  local name=$1 model=$2 batch=$3 seq=$4 ours=$5
   local key="$model $batch $seq"
   if [ "$have_torch" = 1 ] && [ -z "${torch_runs[$key]:-}" ]; then
     torch_runs[$key]=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_gpt2_step.py" \
                        --model "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
                        --threads "$threads" | tail -1)
   fi
-  theirs=${torch_runs[$key]:-"{}"}
-  rows+=("{\"name\":\"$name\",\"ours\":$ours,\"torch\":$theirs}")
+  rows+=("{\"name\":\"$name\",\"ours\":$ours,\"torch\":${torch_runs[$key]:-"{}"}}")
+}
+merged() {  # JSON runs of one configuration -> one, the median over all their steps
+  /usr/bin/python3 -c '
+import json, statistics, sys
+runs = [json.loads(a) for a in sys.argv[1:]]
+out = dict(runs[0], step_s=sorted(t for r in runs for t in r["step_s"]), runs=len(runs))
+out.update(steps=len(out["step_s"]), median_step_s=statistics.median(out["step_s"]),
+           min_step_s=out["step_s"][0])
+out["tokens_per_second"] = out["batch"] * out["seq"] / out["median_step_s"]
+print(json.dumps(out))' "$@"
+}
+# One device against model=2: the two take turns for 3 rounds and each row is
+# the median of all its steps, so that a slow minute of the VM (its speed
+# drifts 10% and more) does not decide which of the two comes out ahead.
+pair() {  # name model batch seq
+  local one=() two=()
+  for round in 1 2 3; do
+    one+=("$(ours "$2" "$3" "$4")")
+    two+=("$(ours "$2" "$3" "$4" model=2)")
+  done
+  row "$1, 1 device" "$2" "$3" "$4" "$(merged "${one[@]}")"
+  row "$1, model=2" "$2" "$3" "$4" "$(merged "${two[@]}")"
 }
 
-run "gpt2 B=4 T=64, 1 device" gpt2 4 64
-run "gpt2 B=4 T=64, model=2" gpt2 4 64 model=2
+pair "gpt2 B=4 T=64" gpt2 4 64
 if [ "${AUTOSHARD_SPEED_QUICK:-0}" != 1 ]; then
-  run "gpt2 B=1 T=1024, 1 device" gpt2 1 1024
-  run "gpt2-medium B=4 T=64, 1 device" gpt2-medium 4 64
-  run "gpt2-medium B=4 T=64, model=2" gpt2-medium 4 64 model=2
+  row "gpt2 B=1 T=1024, 1 device" gpt2 1 1024 "$(ours gpt2 1 1024)"
+  pair "gpt2-medium B=4 T=64" gpt2-medium 4 64
 fi
 
 printf '%s\n' "${rows[@]}" | /usr/bin/python3 "$here/speed_report.py" "$peak" "$shipped"
