@@ -7,6 +7,8 @@
 
 #include "autoshard/autoshard.h"
 #include "autoshard/nn/recurrent_layers.h"
+#include "autoshard/nn/weight_store.h"
+#include "autoshard/tensor/parallel.h"
 #include "tensor/rng.h"
 
 namespace autoshard {
@@ -122,6 +124,33 @@ TEST(KerasInitializers, OrthogonalBlocksOnAMeshEqualOneDevice) {
       weight(std::make_shared<ModelParallel>(DeviceMesh({3}, {"model"}), split_columns()));
   ASSERT_EQ(one.shape(), mesh.shape());
   for (int64_t e = 0; e < one.numel(); ++e) EXPECT_EQ(one.f32()[e], mesh.f32()[e]);
+}
+
+// Weights are drawn on every core, each element from its own counter: the
+// values are Initializer::make's (drawn in order on one thread) whatever the
+// number of cores, and a device's block holds the same values as that part
+// of the whole, in uneven blocks too.
+TEST(KerasInitializers, WeightsAreTheSameOnAnyNumberOfCores) {
+  const Shape shape{301, 257};  // several parallel chunks, uneven over 3
+  const Initializer init = Initializer::normal(0.0, 1.0);
+  const Tensor drawn_in_order = init.make("w", shape, 7);
+  for (int cores : {1, 2, 3}) {
+    IntraOpThreadsScope scope(cores);
+    WeightStore store(7);
+    store.declare({"w", ""}, shape, init);
+    store.place_on(DeviceMesh({3}, {"x"}), {0, 1, 2});
+    Sharding columns = Sharding::replicated(2);
+    columns.dims[1] = 0;
+    for (int device = 0; device < 3; ++device) {
+      const Tensor& block = store.block({"w", ""}, columns, device);
+      const int64_t first = columns.offsets(shape, store.mesh(), device)[1];
+      const int64_t width = block.shape()[1];
+      for (int64_t r = 0; r < shape[0]; ++r)
+        for (int64_t c = 0; c < width; ++c)
+          ASSERT_EQ(block.f32()[r * width + c], drawn_in_order.f32()[r * shape[1] + first + c])
+              << cores << " cores, device " << device << " at " << r << ", " << c;
+    }
+  }
 }
 
 }  // namespace
