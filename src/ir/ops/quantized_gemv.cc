@@ -121,11 +121,11 @@ float dot_row(const E* w, const float* x, int64_t n) {
 // 14.4-14.8 tokens/s, int8 26.0 -> 32.1). Each output is one dot product
 // whichever task computes it, so the bits do not depend on the split.
 int64_t rows_per_task(int64_t outputs, int64_t inner, int64_t element_bytes) {
-  const int64_t kTaskWeights = (int64_t{256} << 10) / element_bytes;
+  const int64_t task_weights = (int64_t{256} << 10) / element_bytes;
   const int64_t weights = outputs * std::max<int64_t>(inner, 1);
-  if (weights <= kTaskWeights) return std::max<int64_t>(outputs, 1);
+  if (weights <= task_weights) return std::max<int64_t>(outputs, 1);
   const int64_t threads = intra_op_threads();
-  const int64_t tasks = (weights + kTaskWeights - 1) / kTaskWeights;
+  const int64_t tasks = (weights + task_weights - 1) / task_weights;
   const int64_t balanced = (tasks + threads - 1) / threads * threads;
   return std::max<int64_t>(1, (outputs + balanced - 1) / balanced);
 }
@@ -232,10 +232,11 @@ void gemv_outputs_first(const int8_t* w, int64_t ld, const float* scales, int64_
       y[o] = dot_row_fixed<kPrefetch>(w + o * ld, q, x, inner) * scales[o];
   };
   const bool ahead = software_prefetch();
-  parallel_for(outputs, rows_per_task(outputs, inner, 1), [&](int64_t begin, int64_t end) {
-    ahead ? rows.template operator()<true>(begin, end)
-          : rows.template operator()<false>(begin, end);
-  });
+  parallel_for(outputs, rows_per_task(outputs, inner, sizeof(int8_t)),
+               [&](int64_t begin, int64_t end) {
+                 ahead ? rows.template operator()<true>(begin, end)
+                       : rows.template operator()<false>(begin, end);
+               });
 }
 #pragma GCC diagnostic pop
 #endif
