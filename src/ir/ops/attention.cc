@@ -86,12 +86,13 @@ struct Head {
 
 // The rows b_c of the products a_r . b_c (a head's keys, or its values),
 // and, when rows [from, to) are packed transposed,
-// packed[p * ldp + c - from] = rows[c * ld + p] (else packed is null).
+// packed[p * ldp + c - from] = rows[c * ld + p] (else packed is null). Rows
+// outside [from, to) are the keys no query of the head sees.
 struct Rows {
   const float* rows;
   int64_t ld;
   const float* packed;
-  int64_t ldp, from;
+  int64_t ldp, from, to;
 };
 
 // Rows [from, to) of `rows` (d wide, ld apart) packed transposed into out.
@@ -108,7 +109,7 @@ Rows pack_transposed(const float* rows, int64_t ld, int64_t from, int64_t to, in
       for (int64_t p = p0; p < std::min(d, p0 + kBlock); ++p)
         for (int64_t c = c0; c < std::min(to, c0 + kBlock); ++c)
           out[p * ldt + c - from] = rows[c * ld + p];
-  return {rows, ld, out.data(), ldt, from};
+  return {rows, ld, out.data(), ldt, from, to};
 }
 
 // Per-thread scratch: tiles, per-query statistics and the head's packed
@@ -126,8 +127,8 @@ struct Scratch {
   // with_values, the values: dP = dout v^T) when it has the queries to pay
   // for it.
   void fit(const Head& h, bool with_values = false) {
-    keys = {h.k, h.ldk, nullptr, 0, 0};
-    values = {h.v, h.ldv, nullptr, 0, 0};
+    keys = {h.k, h.ldk, nullptr, 0, 0, h.s};
+    values = {h.v, h.ldv, nullptr, 0, 0, h.s};
     const int64_t from = h.first_of_any(0, h.t), to = h.visible_to_any(0, h.t);
     if (kTileGemmVectorised && h.t >= kPackQueries && to > from && h.dk > 0 && h.dv > 0) {
       keys = pack_transposed(h.k, h.ldk, from, to, h.dk, kt);
@@ -145,14 +146,24 @@ struct Scratch {
 };
 
 // out[r * kK + c] = alpha a_r . b_(j0 + c) for r < ra, c < cb (rows of
-// length n), and 0 for c >= cb.
+// length n), and 0 for c >= cb and for the keys of the tile outside
+// [b.from, b.to), which no query sees (a key tile of the gradients starts
+// at a multiple of kK, before the first key a sliding window leaves in
+// view: those keys are not packed).
 void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0, int64_t cb,
               int64_t n, float alpha, float* out) {
-  if (b.packed)
-    tile_gemm(ra, cb, n, alpha, a, lda, 1, b.packed + (j0 - b.from), b.ldp, false, out, kK);
-  else
-    sgemm(false, true, ra, cb, n, a, lda, b.rows + j0 * b.ld, b.ld, out, kK, alpha);
-  for (int64_t r = 0; r < ra; ++r) std::fill(out + r * kK + cb, out + (r + 1) * kK, 0.0f);
+  const int64_t lo = std::clamp(b.from - j0, int64_t{0}, cb);
+  const int64_t hi = std::clamp(b.to - j0, lo, cb);
+  if (hi > lo && b.packed)
+    tile_gemm(ra, hi - lo, n, alpha, a, lda, 1, b.packed + (j0 + lo - b.from), b.ldp, false,
+              out + lo, kK);
+  else if (hi > lo)
+    sgemm(false, true, ra, hi - lo, n, a, lda, b.rows + (j0 + lo) * b.ld, b.ld, out + lo, kK,
+          alpha);
+  for (int64_t r = 0; r < ra; ++r) {
+    std::fill(out + r * kK, out + r * kK + lo, 0.0f);
+    std::fill(out + r * kK + hi, out + (r + 1) * kK, 0.0f);
+  }
 }
 
 // c (m x n, ldc) += alpha * op(a) b, op(a) being m x k (a's transpose when trans_a).
