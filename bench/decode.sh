@@ -9,41 +9,37 @@ build=${1:-build}; tokens=${2:-32}
 here=$(dirname "$0")
 threads=$(nproc)
 torch_core=$("$here/torch_blas_core.sh" "$build")  # PyTorch given the same kernels
-# "x f32 at equal bandwidth": each row's tokens/s over the copy bandwidth
-# measured beside it, against the f32 row's; this VM's bandwidth moves by a
-# fifth between rows, which the plain ratio takes for a speed difference.
-echo "| config | mesh | weights | autoshard tokens/s | limit tokens/s | of the limit | x f32 | x f32 at equal bandwidth | PyTorch f32 tokens/s | speed-up |" >&2
-echo "|---|---|---|---|---|---|---|---|---|---|" >&2
+# The three formats on 1 device take turns within one process (bench_decode
+# with a list), so "x f32" compares decodes seconds apart: this VM's copy
+# bandwidth moves by a fifth between minutes. The model=2 rows run alone.
+echo "| config | mesh | weights | autoshard tokens/s | limit tokens/s | of the limit | x f32 | PyTorch f32 tokens/s | speed-up |" >&2
+echo "|---|---|---|---|---|---|---|---|---|" >&2
 for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
-  f32_run='{}'
-  for run in "|f32" "|bf16" "|int8" "model=2|f32" "model=2|int8"; do
-    mesh=${run%%|*}; dtype=${run#*|}
-    ours=$("$build/bench/bench_decode" "$cfg" --tokens "$tokens" --weights-dtype "$dtype" \
-           ${mesh:+--mesh "$mesh"} 2>/dev/null)
-    echo "$ours"
-    theirs='{}'
-    if [ -z "$mesh" ] && [ "$dtype" = f32 ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-      theirs=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_decode.py" "$cfg" \
-               --tokens "$tokens" --threads "$threads")
-      echo "$theirs"
-    fi
-    [ -z "$mesh" ] && [ "$dtype" = f32 ] && f32_run=$ours
-    /usr/bin/python3 - "$ours" "$theirs" "$f32_run" <<'PY'
+  for run in "|f32,bf16,int8" "model=2|f32" "model=2|int8"; do
+    mesh=${run%%|*}; dtypes=${run#*|}
+    "$build/bench/bench_decode" "$cfg" --tokens "$tokens" --weights-dtype "$dtypes" \
+      ${mesh:+--mesh "$mesh"} 2>/dev/null | while read -r ours; do
+      echo "$ours"
+      theirs='{}'
+      if [ -z "$mesh" ] && [[ "$ours" == *'"weights_dtype":"f32"'* ]] &&
+         /usr/bin/python3 -c "import torch" 2>/dev/null; then
+        theirs=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_decode.py" "$cfg" \
+                 --tokens "$tokens" --threads "$threads")
+        echo "$theirs"
+      fi
+      /usr/bin/python3 - "$ours" "$theirs" <<'PY'
 import json, sys
-a, b, f32 = (json.loads(arg) for arg in sys.argv[1:4])
+a, b = (json.loads(arg) for arg in sys.argv[1:3])
 tps = a["decode_tokens_per_s"]
-ratio = fair = ""
-if f32:
-    ratio = f"{tps / f32['decode_tokens_per_s']:.2f}x"
-    per_byte = lambda r: r["decode_tokens_per_s"] / r["copy_bytes_per_s"]
-    fair = f"{per_byte(a) / per_byte(f32):.2f}x"
+ratio = f"{a['x_f32']:.2f}x" if "x_f32" in a else ""
 line = (f"| {a['config'].split('/')[-1]} | {a['mesh']} | {a['weights_dtype']} | {tps:.2f} | "
-        f"{a['limit_tokens_per_s']:.2f} | {100 * a['of_limit']:.0f}% | {ratio} | {fair} |")
+        f"{a['limit_tokens_per_s']:.2f} | {100 * a['of_limit']:.0f}% | {ratio} |")
 if b:
     line += f" {b['decode_tokens_per_s']:.2f} | {tps / b['decode_tokens_per_s']:.2f}x |"
 else:
     line += " | |"
 print(line, file=sys.stderr)
 PY
+    done
   done
 done

@@ -175,6 +175,14 @@ TEST(QuantizedGemv, SgemmRoutesRegisteredBlocks) {
     sgemm(!outputs_first, false, N, 1, K, block.f32(), ld, x.f32(), 1, col.data(), 2);
     EXPECT_EQ(quantized_gemv_calls(), calls + 2);
     for (int64_t o = 0; o < N; ++o) EXPECT_NEAR(col[2 * o], (blas[o] - 0.5f) / 2, 1e-4);
+    // With reads off the block is read in f32 (its values are the rounded ones).
+    {
+      const QuantizedReadsOff off;
+      std::vector<float> f32(N, 1.0f);
+      sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, f32.data(), N, 2.0f, 0.5f);
+      EXPECT_EQ(quantized_gemv_calls(), calls + 2);
+      EXPECT_EQ(f32, blas);
+    }
     // Another shape over the same address is not this block.
     sgemm(false, outputs_first, 1, N - 1, K, x.f32(), K, block.f32(), ld, ours.data(), N);
     EXPECT_EQ(quantized_gemv_calls(), calls + 2);

@@ -346,6 +346,7 @@ struct Registry {
   std::unordered_map<const float*, Entry> entries;
   std::atomic<int64_t> size{0};
   std::atomic<int64_t> calls{0};
+  std::atomic<int> reads_off{0};  // QuantizedReadsOff scopes alive
 };
 
 Registry& registry() {
@@ -355,7 +356,8 @@ Registry& registry() {
 
 std::shared_ptr<const QuantizedMatrix> find(const float* w) {
   Registry& r = registry();
-  if (r.size.load(std::memory_order_relaxed) == 0) return nullptr;
+  if (r.size.load(std::memory_order_relaxed) == 0 || r.reads_off.load(std::memory_order_relaxed))
+    return nullptr;
   std::shared_lock lock(r.mutex);
   auto it = r.entries.find(w);
   return it == r.entries.end() ? nullptr : it->second.matrix;
@@ -393,6 +395,13 @@ void unregister_quantized(const float* block) {
 
 int64_t quantized_registered() {
   return registry().size.load();
+}
+
+QuantizedReadsOff::QuantizedReadsOff() {
+  registry().reads_off.fetch_add(1);
+}
+QuantizedReadsOff::~QuantizedReadsOff() {
+  registry().reads_off.fetch_sub(1);
 }
 
 int64_t quantized_gemv_calls() {

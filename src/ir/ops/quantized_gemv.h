@@ -38,7 +38,7 @@ struct QuantizedMatrix {
   // On huge pages when large, as tensors are (tensor/large_array.h).
   std::vector<uint16_t, LargeArrayAllocator<uint16_t>> bf16;  // bf16 elements
   std::vector<int8_t, LargeArrayAllocator<int8_t>> codes;     // int8 elements
-  std::vector<float> scales;   // int8: one per output
+  std::vector<float> scales;                                  // int8: one per output
   // Bytes a product reads from this matrix.
   int64_t bytes() const {
     return int64_t(bf16.size()) * 2 + int64_t(codes.size()) + int64_t(scales.size()) * 4;
@@ -58,6 +58,18 @@ void register_quantized(const Tensor& block, std::shared_ptr<const QuantizedMatr
 void unregister_quantized(const float* block);
 // Entries registered now (tests, the bench's check that decode uses them).
 int64_t quantized_registered();
+// While one of these lives (on any thread), products read the f32 blocks
+// even where a compact copy is registered: bench/decode.cc times f32 and a
+// compact format in turns on one model, seconds apart, without rounding
+// the weights again for each turn. The f32 blocks hold the rounded values,
+// so the numbers are those of the compact kernels up to summation order.
+class QuantizedReadsOff {
+ public:
+  QuantizedReadsOff();
+  ~QuantizedReadsOff();
+  QuantizedReadsOff(const QuantizedReadsOff&) = delete;
+  QuantizedReadsOff& operator=(const QuantizedReadsOff&) = delete;
+};
 // Products that ran on a registered matrix since the process started.
 int64_t quantized_gemv_calls();
 
