@@ -31,7 +31,8 @@ for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
 import json, sys
 a, b = (json.loads(arg) for arg in sys.argv[1:3])
 tps = a["decode_tokens_per_s"]
-ratio = f"{a['x_f32']:.2f}x" if "x_f32" in a else ""
+one_device_f32 = a["weights_dtype"] == "f32" and a["mesh"] == "1 device"  # what x f32 divides by
+ratio = f"{a.get('x_f32', 1.0):.2f}x" if "x_f32" in a or one_device_f32 else ""
 line = (f"| {a['config'].split('/')[-1]} | {a['mesh']} | {a['weights_dtype']} | {tps:.2f} | "
         f"{a['limit_tokens_per_s']:.2f} | {100 * a['of_limit']:.0f}% | {ratio} |")
 if b:
