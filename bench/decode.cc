@@ -12,10 +12,10 @@
 // read per token are the weights' bytes in that format (int8's scales
 // included; norms and biases stay f32), so the limit rises with them.
 //
-// Several formats (one device only, f32 among them) are compared in turns:
-// each compact format is rounded once, then five rounds each decode in f32
-// and right after in the format, and its "x_f32" is the median over the
-// rounds of its tokens/s over the f32 turn's just before: this VM's copy
+// Several formats (one device only, f32 first) are compared in turns: each
+// compact format is rounded once, then five rounds each decode in f32 and
+// in the format, one right after the other, and its "x_f32" is the median
+// over the rounds of its tokens/s over the round's f32 turn's: this VM's copy
 // bandwidth drifts by a fifth between minutes, which separate runs would
 // take for a difference of the formats. The f32 turns read the same blocks
 // (holding the rounded values: no kernel's speed depends on the values)
@@ -81,100 +81,94 @@ double bytes_per_token(const LlamaConfig& cfg, int64_t params, const QuantizedWe
   return bytes + 4.0 * double(params - rounded) - (cfg.tie_word_embeddings ? 0 : embedding_bytes);
 }
 
-// One weight format's measurements, a value per round.
+// One weight format's measurements, a value per turn.
 struct Turns {
-  WeightsDType dtype;
+  WeightsDType dtype = WeightsDType::F32;
   double bytes = 0;
   std::vector<double> rates, bandwidths, of_limit;
-  std::vector<double> x_f32;  // tokens/s over the f32 turn's just before (several formats)
+  std::vector<double> x_f32;  // tokens/s over the same round's f32 turn (several formats)
   Generation last;
 };
 
-std::vector<WeightsDType> parse_formats(const std::string& list) {
-  std::vector<WeightsDType> out;
+struct Options {
+  std::string config_path, mesh_spec, plan = "megatron";
+  int64_t prompt_len = 16, tokens = 32;
+  std::vector<Turns> formats;
+  bool profile = false;
+};
+
+// "f32,bf16,int8": each format once, at least one.
+std::vector<Turns> parse_formats(const std::string& list) {
+  std::vector<Turns> out;
   std::stringstream in(list);
-  for (std::string one; std::getline(in, one, ',');)
-    out.push_back(parse_weights_dtype(one, "--weights-dtype"));
+  for (std::string one; std::getline(in, one, ',');) {
+    const WeightsDType d = parse_weights_dtype(one, "--weights-dtype");
+    for (const Turns& t : out)
+      if (t.dtype == d) throw Error("--weights-dtype lists " + one + " twice");
+    out.emplace_back().dtype = d;
+  }
+  if (out.empty()) throw Error("--weights-dtype needs f32, bf16, int8 or a list of them");
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_decode CONFIG.json [--prompt N] [--tokens N] [--mesh M]\n");
-    return 2;
-  }
-  const std::string config_path = argv[1];
-  int64_t prompt_len = 16, tokens = 32;
-  std::string mesh_spec, plan = "megatron", weights_dtype = "f32";
-  bool profile = false;
+Options parse_options(int argc, char** argv) {
+  if (argc < 2)
+    throw Error(
+        "usage: bench_decode CONFIG.json [--prompt N] [--tokens N] [--mesh M] "
+        "[--plan megatron|auto] [--weights-dtype f32|bf16|int8|f32,bf16,int8] [--profile]");
+  Options o;
+  o.config_path = argv[1];
+  std::string formats = "f32";
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
     if (a == "--prompt")
-      prompt_len = std::stoll(next());
+      o.prompt_len = std::stoll(next());
     else if (a == "--tokens")
-      tokens = std::stoll(next());
+      o.tokens = std::stoll(next());
     else if (a == "--mesh")
-      mesh_spec = next();
+      o.mesh_spec = next();
     else if (a == "--plan")
-      plan = next();
+      o.plan = next();
     else if (a == "--weights-dtype")
-      weights_dtype = next();
+      formats = next();
     else if (a == "--profile")
-      profile = true;
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
+      o.profile = true;
+    else
+      throw Error("unknown argument " + a);
   }
-  std::vector<Turns> formats;
-  for (WeightsDType d : parse_formats(weights_dtype)) {
-    formats.emplace_back();
-    formats.back().dtype = d;
-  }
-  if (formats.size() > 1 && !mesh_spec.empty()) {
+  o.formats = parse_formats(formats);
+  if (o.formats.size() > 1) {
     // On a mesh the compact copies are made with the devices' blocks, before
     // the first step: a format cannot be swapped in once the model has run.
-    std::fprintf(stderr, "several --weights-dtype formats need one device (no --mesh)\n");
-    return 2;
+    if (!o.mesh_spec.empty()) throw Error("several --weights-dtype formats need one device");
+    if (o.formats[0].dtype != WeightsDType::F32)
+      throw Error("several --weights-dtype formats are timed against f32: list f32 first");
   }
-  const LlamaConfig cfg = LlamaConfig::from_json_file(config_path);
-  Llama model(cfg, 1, 0);
-  if (!mesh_spec.empty()) {
-    const DeviceMesh mesh = DeviceMesh::parse(mesh_spec);
-    if (plan == "auto")
-      model.set_distribution(std::make_shared<AutoShard>(mesh));
-    else
-      model.set_distribution(std::make_shared<ModelParallel>(mesh, llama_megatron_layout(cfg)));
-  }
+  return o;
+}
+
+// Decodes and measures every format of `o` on `model` (see the top); the
+// measured decodes' primitives are timed into `profile` when given.
+void measure(Model& model, const LlamaConfig& cfg, Options& o, OpProfile* profile) {
   const int64_t params = model.count_params();
-  const bool several = formats.size() > 1;
-  Turns* f32 = nullptr;
-  for (Turns& f : formats)
-    if (f.dtype == WeightsDType::F32) f32 = &f;
-  if (several && !f32) {
-    std::fprintf(stderr, "several --weights-dtype formats are each timed against f32: list f32\n");
-    return 2;
-  }
+  const bool several = o.formats.size() > 1;
   // One format: rounded once, before the first step (as a user would).
   std::optional<QuantizedWeights> held;
-  if (!several) held = quantize_weights(model, formats[0].dtype);
-  std::vector<int32_t> prompt(prompt_len);
-  for (int64_t i = 0; i < prompt_len; ++i) prompt[i] = int32_t((i * 7919) % cfg.vocab_size);
+  if (!several) held = quantize_weights(model, o.formats[0].dtype);
+  std::vector<int32_t> prompt(o.prompt_len);
+  for (int64_t i = 0; i < o.prompt_len; ++i) prompt[i] = int32_t((i * 7919) % cfg.vocab_size);
   generate(model, prompt,
            {.max_new_tokens = 3,
             .temperature = 0,
-            .cache_length = prompt_len + tokens});  // weights made, caches warm
-  OpProfile prof;
-  if (profile) model.profile = &prof;
+            .cache_length = o.prompt_len + o.tokens});  // weights made, caches warm
+  model.profile = profile;
   // One decode in f's format, then the copy bandwidth (this VM's drifts by
   // up to a third within a minute, so each turn has its own).
   auto take_turn = [&](Turns& f, const QuantizedWeights& q) {
     f.bytes = bytes_per_token(cfg, params, q);
     const int64_t compact_reads = quantized_gemv_calls();
-    f.last = generate(model, prompt, {.max_new_tokens = tokens + 1, .temperature = 0});
+    f.last = generate(model, prompt, {.max_new_tokens = o.tokens + 1, .temperature = 0});
     const bool read_compact = quantized_gemv_calls() > compact_reads;
     if (read_compact != (f.dtype != WeightsDType::F32))
       throw Error(std::string("decode with ") + weights_dtype_name(f.dtype) + " weights " +
@@ -184,33 +178,43 @@ int main(int argc, char** argv) try {
     f.of_limit.push_back(f.rates.back() / (f.bandwidths.back() / f.bytes));
   };
   if (!several) {
-    for (int round = 0; round < 3; ++round) take_turn(formats[0], *held);
-  } else {
-    // Each compact format in turns with f32 on the same rounded blocks
-    // (QuantizedReadsOff), five rounds of a turn each.
-    const QuantizedWeights none;  // f32's bytes
-    for (Turns& f : formats) {
-      if (&f == f32) continue;
-      const QuantizedWeights q = quantize_weights(model, f.dtype);
-      for (int round = 0; round < 5; ++round) {
-        {
-          const QuantizedReadsOff off;
-          take_turn(*f32, none);
-        }
-        take_turn(f, q);
-        f.x_f32.push_back(f.rates.back() / f32->rates.back());
-      }
+    for (int round = 0; round < 3; ++round) take_turn(o.formats[0], *held);
+    return;
+  }
+  // Each compact format against f32 on the same blocks (QuantizedReadsOff),
+  // five rounds of a turn each, f32 first in even rounds and second in odd
+  // ones so that a steady drift does not lean the ratio one way. A second
+  // format is rounded from the first's values (int8 from bf16's): no
+  // kernel's speed depends on the values.
+  Turns& f32 = o.formats[0];
+  const QuantizedWeights none;  // f32's bytes
+  for (size_t k = 1; k < o.formats.size(); ++k) {
+    Turns& f = o.formats[k];
+    const QuantizedWeights q = quantize_weights(model, f.dtype);
+    auto f32_turn = [&] {
+      const QuantizedReadsOff off;
+      take_turn(f32, none);
+    };
+    for (int round = 0; round < 5; ++round) {
+      if (round % 2 == 0) f32_turn();
+      take_turn(f, q);
+      if (round % 2 == 1) f32_turn();
+      f.x_f32.push_back(f.rates.back() / f32.rates.back());
     }
   }
-  if (profile) std::fprintf(stderr, "%s", prof.table().c_str());
-  for (const Turns& f : formats) {
+}
+
+// A readable line on stderr and a JSON object on stdout per format.
+void report(const Options& o, int64_t params) {
+  for (const Turns& f : o.formats) {
     const double bandwidth = median(f.bandwidths);
     const double limit = bandwidth / f.bytes;
     const double tps = median(f.rates);
+    const std::string mesh = o.mesh_spec.empty() ? "1 device" : o.mesh_spec;
     nlohmann::json out{{"engine", "autoshard"},
-                       {"config", config_path},
+                       {"config", o.config_path},
                        {"weights_dtype", weights_dtype_name(f.dtype)},
-                       {"mesh", mesh_spec.empty() ? "1 device" : mesh_spec},
+                       {"mesh", mesh},
                        {"parameters", params},
                        {"bytes_per_token", f.bytes},
                        {"copy_bytes_per_s", bandwidth},
@@ -221,23 +225,41 @@ int main(int argc, char** argv) try {
                        {"round_tokens_per_s", f.rates},
                        {"round_copy_bytes_per_s", f.bandwidths}};
     std::string versus;
-    if (!f.x_f32.empty()) {  // each over the f32 turn just before it
+    if (!f.x_f32.empty()) {
       out["x_f32"] = median(f.x_f32);
       out["round_x_f32"] = f.x_f32;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " | %.2fx f32", median(f.x_f32));
-      versus = buf;
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, " | %.2fx f32", median(f.x_f32));
+      versus = ratio;
     }
     std::fprintf(stderr,
                  "%s: %.1fM parameters, %s, %s weights | decode %.2f tokens/s | copy bandwidth "
                  "%.1f GB/s -> limit %.2f tokens/s | %.0f%% of the limit%s | prefill %.1f "
                  "tokens/s\n",
-                 config_path.c_str(), double(params) / 1e6,
-                 mesh_spec.empty() ? "1 device" : mesh_spec.c_str(), weights_dtype_name(f.dtype),
-                 tps, bandwidth / 1e9, limit, 100 * median(f.of_limit), versus.c_str(),
-                 f.last.prefill_tokens_per_s());
+                 o.config_path.c_str(), double(params) / 1e6, mesh.c_str(),
+                 weights_dtype_name(f.dtype), tps, bandwidth / 1e9, limit, 100 * median(f.of_limit),
+                 versus.c_str(), f.last.prefill_tokens_per_s());
     std::printf("%s\n", out.dump().c_str());
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Options o = parse_options(argc, argv);
+  const LlamaConfig cfg = LlamaConfig::from_json_file(o.config_path);
+  Llama model(cfg, 1, 0);
+  if (!o.mesh_spec.empty()) {
+    const DeviceMesh mesh = DeviceMesh::parse(o.mesh_spec);
+    if (o.plan == "auto")
+      model.set_distribution(std::make_shared<AutoShard>(mesh));
+    else
+      model.set_distribution(std::make_shared<ModelParallel>(mesh, llama_megatron_layout(cfg)));
+  }
+  OpProfile prof;
+  measure(model, cfg, o, o.profile ? &prof : nullptr);
+  if (o.profile) std::fprintf(stderr, "%s", prof.table().c_str());
+  report(o, model.count_params());
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_decode: %s\n", e.what());
   return 1;

@@ -9,6 +9,8 @@ build=${1:-build}; tokens=${2:-32}
 here=$(dirname "$0")
 threads=$(nproc)
 torch_core=$("$here/torch_blas_core.sh" "$build")  # PyTorch given the same kernels
+runs=$(mktemp); log=$(mktemp)  # one bench_decode's JSON lines and its messages
+trap 'rm -f "$runs" "$log"' EXIT
 # The three formats on 1 device take turns within one process (bench_decode
 # with a list), so "x f32" compares decodes seconds apart: this VM's copy
 # bandwidth moves by a fifth between minutes. The model=2 rows run alone.
@@ -17,14 +19,18 @@ echo "|---|---|---|---|---|---|---|---|---|" >&2
 for cfg in "$here/configs/llama-124m.json" "$here/configs/llama-1b.json"; do
   for run in "|f32,bf16,int8" "model=2|f32" "model=2|int8"; do
     mesh=${run%%|*}; dtypes=${run#*|}
-    "$build/bench/bench_decode" "$cfg" --tokens "$tokens" --weights-dtype "$dtypes" \
-      ${mesh:+--mesh "$mesh"} 2>/dev/null | while read -r ours; do
+    if ! "$build/bench/bench_decode" "$cfg" --tokens "$tokens" --weights-dtype "$dtypes" \
+         ${mesh:+--mesh "$mesh"} >"$runs" 2>"$log"; then
+      cat "$log" >&2
+      exit 1
+    fi
+    while read -r ours; do
       echo "$ours"
       theirs='{}'
       if [ -z "$mesh" ] && [[ "$ours" == *'"weights_dtype":"f32"'* ]] &&
-         /usr/bin/python3 -c "import torch" 2>/dev/null; then
+         /usr/bin/python3 -c "import torch" 2>/dev/null </dev/null; then
         theirs=$(env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 "$here/pytorch_decode.py" "$cfg" \
-                 --tokens "$tokens" --threads "$threads")
+                 --tokens "$tokens" --threads "$threads" </dev/null)
         echo "$theirs"
       fi
       /usr/bin/python3 - "$ours" "$theirs" <<'PY'
@@ -41,6 +47,6 @@ else:
     line += " | |"
 print(line, file=sys.stderr)
 PY
-    done
+    done <"$runs"
   done
 done

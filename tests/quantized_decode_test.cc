@@ -271,6 +271,35 @@ TEST(QuantizedDecode, Gpt2GreedyTokensAreTheSameOnEveryMesh) {
     expect_same_tokens_on_every_mesh(make, dtype, {1, 2, 3});
 }
 
+// On one device a model that has run is rounded in place and decodes on
+// its compact copies from the next step (bench/decode.cc times the formats
+// in turns on one model so): the same tokens as a model rounded before its
+// first step; with the copies dropped, or switched off, no compact reads.
+TEST(QuantizedDecode, OneDeviceRoundsAModelThatHasRun) {
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
+  const std::vector<int32_t> prompt{3, 17, 29, 5};
+  const GenerationOptions greedy{.max_new_tokens = 6, .temperature = 0};
+  Llama before(config, 16), after(config, 16);
+  load_llama_weights(before, kTestData + "/hf_llama");
+  load_llama_weights(after, kTestData + "/hf_llama");
+  const QuantizedWeights early = quantize_weights(before, WeightsDType::Int8);
+  const std::vector<int32_t> want = generate(before, prompt, greedy).output_ids;
+  generate(after, prompt, greedy);  // f32
+  {
+    const QuantizedWeights late = quantize_weights(after, WeightsDType::Int8);
+    int64_t calls = quantized_gemv_calls();
+    EXPECT_EQ(generate(after, prompt, greedy).output_ids, want);
+    EXPECT_GT(quantized_gemv_calls(), calls);
+    const QuantizedReadsOff off;
+    calls = quantized_gemv_calls();
+    generate(after, prompt, greedy);
+    EXPECT_EQ(quantized_gemv_calls(), calls);
+  }
+  const int64_t calls = quantized_gemv_calls();
+  generate(after, prompt, greedy);
+  EXPECT_EQ(quantized_gemv_calls(), calls);
+}
+
 // The rounded weights are what every path computes with: the cached
 // steps' logits equal a full forward pass over the same rounded weights,
 // and they differ from f32's by about the format's rounding.

@@ -94,9 +94,11 @@ class QuantizedWeights {
 };
 
 // Rounds `model`'s weights to `dtype` as described above (f32: nothing).
-// Call it after set_distribution and loading, before the first step: the
-// compact copies are made with the devices' blocks, so a model that has
-// run already computes with the rounded weights at f32 speed. Under mpirun
+// Call it after set_distribution and loading, before the first step: on a
+// mesh the compact copies are made with the devices' blocks, so a model
+// that has run there already computes with the rounded weights at f32
+// speed. On one device the live weights are rounded in place and their
+// compact copies serve the next step, run or not. Under mpirun
 // every rank calls it alike (each weight is gathered whole once). int8
 // needs finite weights.
 QuantizedWeights quantize_weights(Model& model, WeightsDType dtype);

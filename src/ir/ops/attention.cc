@@ -31,8 +31,8 @@ namespace {
 
 // Tiles that stay in the L1 cache, multiplied on the calling thread (each
 // thread of the pool works on its own heads) by tile_gemm where it is
-// vectorised (AVX-512), else by OpenBLAS (where the tile products of
-// sanitizer and non-native builds run).
+// vectorised (AVX-512 or AVX2), else by OpenBLAS (where the tile products
+// of non-native builds and the ThreadSanitizer build run).
 constexpr int64_t kQ = 32;  // queries per tile
 constexpr int64_t kK = 64;  // keys per tile
 // A head with this many queries packs the keys and values it reads

@@ -111,8 +111,8 @@ float dot_row(const E* w, const float* x, int64_t n) {
 }
 
 // Rows per task of a product over whole rows: tasks of about 256 KiB of
-// stored weights, their number a multiple of the threads so that every
-// thread gets the same share. (A fixed 64 Ki-weight grain cut a 768 x 768
+// stored weights, their number a multiple of the threads that share the
+// product so that each gets the same share. (A fixed 64 Ki-weight grain cut a 768 x 768
 // product into nine tasks of 85 rows and one of 3: on 2 threads one thread
 // read a ninth more weights than the other while the other waited.) Bytes
 // rather than weights: each task is a stream that the core's prefetchers
@@ -120,15 +120,15 @@ float dot_row(const E* w, const float* x, int64_t n) {
 // or 64 KiB (llama-1b on a 2-core Zen 4, alternating runs: bf16 13.3 ->
 // 14.4-14.8 tokens/s, int8 26.0 -> 32.1). Each output is one dot product
 // whichever task computes it, so the bits do not depend on the split.
-// A product under 256 KiB is still shared by the threads when each gets 16
-// KiB or more (an int8 k or v projection of llama-124m, 192 KiB, ran on one
-// core).
+// A product is shared by as many threads as get 16 KiB or more each, even
+// under 256 KiB (an int8 k or v projection of llama-124m, 192 KiB, had run
+// on one core).
 int64_t rows_per_task(int64_t outputs, int64_t inner, int64_t element_bytes) {
   constexpr int64_t kTaskBytes = int64_t{256} << 10, kLeastShare = int64_t{16} << 10;
   const int64_t bytes = outputs * std::max<int64_t>(inner, 1) * element_bytes;
-  const int64_t threads = intra_op_threads();
-  int64_t tasks = (bytes + kTaskBytes - 1) / kTaskBytes;
-  if (bytes >= threads * kLeastShare) tasks = (tasks + threads - 1) / threads * threads;
+  const int64_t sharers = std::clamp<int64_t>(bytes / kLeastShare, 1, intra_op_threads());
+  const int64_t by_size = (bytes + kTaskBytes - 1) / kTaskBytes;
+  const int64_t tasks = (std::max(by_size, sharers) + sharers - 1) / sharers * sharers;
   return std::max<int64_t>(1, (outputs + tasks - 1) / tasks);
 }
 

@@ -62,7 +62,8 @@ int64_t quantized_registered();
 // even where a compact copy is registered: bench/decode.cc times f32 and a
 // compact format in turns on one model, seconds apart, without rounding
 // the weights again for each turn. The f32 blocks hold the rounded values,
-// so the numbers are those of the compact kernels up to summation order.
+// so the numbers are those of the compact kernels up to summation order
+// (and int8's input, which its kernel rounds to 16-bit fixed point).
 class QuantizedReadsOff {
  public:
   QuantizedReadsOff();
