@@ -84,7 +84,7 @@ std::vector<double> fixed_point_bounds(const QuantizedMatrix& m, const float* x)
 TEST(QuantizedGemv, FastKernelsMatchThePlainLoops) {
   for (WeightsDType dtype : {WeightsDType::BF16, WeightsDType::Int8})
     for (bool outputs_first : {true, false})
-      for (int64_t outputs : {1, 2, 3, 37, 131, 517, 1100})
+      for (int64_t outputs : {0, 1, 2, 3, 37, 131, 517, 1100})
         for (int64_t inner : {1, 2, 3, 31, 67, 128, 200, 1000}) {
           SCOPED_TRACE(std::string(weights_dtype_name(dtype)) +
                        (outputs_first ? " [o,i] " : " [i,o] ") + std::to_string(outputs) + "x" +
