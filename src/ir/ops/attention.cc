@@ -154,12 +154,14 @@ void row_dots(const float* a, int64_t lda, int64_t ra, const Rows& b, int64_t j0
               int64_t n, float alpha, float* out) {
   const int64_t lo = std::clamp(b.from - j0, int64_t{0}, cb);
   const int64_t hi = std::clamp(b.to - j0, lo, cb);
-  if (hi > lo && b.packed)
-    tile_gemm(ra, hi - lo, n, alpha, a, lda, 1, b.packed + (j0 + lo - b.from), b.ldp, false,
-              out + lo, kK);
-  else if (hi > lo)
-    sgemm(false, true, ra, hi - lo, n, a, lda, b.rows + (j0 + lo) * b.ld, b.ld, out + lo, kK,
-          alpha);
+  if (hi > lo) {  // (else no key of the tile is seen: zeros only)
+    if (b.packed)
+      tile_gemm(ra, hi - lo, n, alpha, a, lda, 1, b.packed + (j0 + lo - b.from), b.ldp, false,
+                out + lo, kK);
+    else
+      sgemm(false, true, ra, hi - lo, n, a, lda, b.rows + (j0 + lo) * b.ld, b.ld, out + lo, kK,
+            alpha);
+  }
   for (int64_t r = 0; r < ra; ++r) {
     std::fill(out + r * kK, out + r * kK + lo, 0.0f);
     std::fill(out + r * kK + hi, out + (r + 1) * kK, 0.0f);
