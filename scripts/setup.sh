@@ -24,12 +24,14 @@ packages=(
   clang libclang-rt-14-dev    # libFuzzer for the safetensors reader (scripts/fuzz.sh)
   python3-dev python3-numpy pybind11-dev python3-pybind11  # the Python package (python/)
   python3-pytest              # its tests (python/tests, run by ctest)
+  python3-venv python3-pip python3-setuptools  # `pip install ./python`, the README's way in
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch python3-numpy)
   packages+=(python3-sentencepiece)  # tools/make_tokenizer_fixtures.py
   packages+=(python3-h5py)           # tools/keras_files/make_fixtures.py (.keras and .h5 fixtures)
   packages+=(libblis-dev libdnnl-dev libxsmm-dev)  # the other GEMM libraries of bench/gemm_libraries.sh
+  packages+=(python3-markdown)       # tools/render_notebook.py (the examples' rendered pages)
 fi
 if [ "${AUTOSHARD_WITH_CHROMIUM:-0}" = 1 ]; then
   # Headless rendering of the HTML pages to PNG (autoshard report --png,
