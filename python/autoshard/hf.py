@@ -17,7 +17,7 @@ a mesh of N devices runs one device per process (docs/mpi.md).
 import json
 import os
 
-from . import _native
+from . import _checks, _native
 from .tokenizer import Tokenizer
 
 __all__ = ["EncoderModel", "LanguageModel", "from_pretrained", "world_rank", "world_size"]
@@ -49,8 +49,8 @@ def _eos_tokens(path):
     config = os.path.join(path, "config.json") if os.path.isdir(path) else path
     if not config.endswith(".json") or not os.path.isfile(config):
         return []
-    with open(config, encoding="utf-8") as f:
-        eos = json.load(f).get("eos_token_id")
+    j = _checks.read_json(config, "model config")
+    eos = j.get("eos_token_id") if isinstance(j, dict) else None
     if eos is None:
         return []
     ids = eos if isinstance(eos, list) else [eos]
@@ -317,8 +317,7 @@ def _model_type(path):
     if config is None or not os.path.isfile(config):
         return None
     try:
-        with open(config, encoding="utf-8") as f:
-            j = json.load(f)
+        j = _checks.read_json(config, "model config")
     except ValueError:
         return None  # the engine's reader names the problem
     return j.get("model_type") if isinstance(j, dict) else None
