@@ -116,6 +116,48 @@ def test_a_failed_tfjs_save_leaves_the_directory_as_it_was(tmp_path):
     assert sorted(os.listdir(target)) == ["model.json", "sub", "thesis.txt"]
 
 
+class _FailingWriter:
+    """A Keras file whose write fails halfway (a full disk, say)."""
+
+    def save(self, native, out, fmt):
+        if fmt == "tfjs":
+            os.makedirs(out)
+            out = os.path.join(out, "model.json")
+        with open(out, "w") as f:
+            f.write("partial")
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("name,fmt", [("m.keras", None), ("m.h5", None), ("web", "tfjs")])
+def test_a_save_that_fails_while_writing_leaves_what_was_there(tmp_path, monkeypatch, name,
+                                                                fmt):
+    from autoshard.keras import saving
+
+    target = tmp_path / name
+    if fmt == "tfjs":
+        _user_dir(target)
+        (target / "model.json").write_text("the user's old model")
+        before = _snapshot(target)
+    else:
+        target.write_text("mine")
+    model = _model()
+    monkeypatch.setattr(saving, "_keras_file_of", lambda model, fmt="keras": _FailingWriter())
+    with pytest.raises(OSError, match="No space left"):
+        model.save(target, **({"save_format": fmt} if fmt else {}))
+    assert os.listdir(tmp_path) == [name]  # no temporary left beside it
+    if fmt == "tfjs":
+        assert _snapshot(target) == before
+        assert not [f for f in os.listdir(target) if f.startswith(".")]
+    else:
+        assert target.read_text() == "mine"
+
+
+def test_tfjs_save_into_an_empty_directory_needs_no_overwrite(tmp_path):
+    (tmp_path / "web").mkdir()
+    _model().save(tmp_path / "web", save_format="tfjs", overwrite=False)
+    assert sorted(os.listdir(tmp_path / "web")) == ["group1-shard1of1.bin", "model.json"]
+
+
 @pytest.mark.parametrize("save,name,error", [
     (lambda m, p: m.save(p, save_format="tfjs"), "model.txt", NotADirectoryError),
     (lambda m, p: m.save(p, overwrite=False), "m.keras", FileExistsError),
@@ -313,6 +355,10 @@ ARGUMENTS = [
                                     r"\(AUTOSHARD_MEMORY_LIMIT caps it\)"),
     ("build((None, 0))", lambda: keras.Sequential([keras.layers.Dense(3)]).build((None, 0)),
      ValueError, r"input_shape\[1\]"),
+    ("DeviceMesh((2, -1))", lambda: keras.distribution.DeviceMesh((2, -1), ("a", "b")),
+     ValueError, r"DeviceMesh: shape\[1\] must be an integer from 1"),
+    ("DeviceMesh((2.5,))", lambda: keras.distribution.DeviceMesh((2.5,), ("a",)), TypeError,
+     r"shape\[0\]"),
     ("list_devices(-5)", lambda: autoshard.list_devices(-5), ValueError,
      "list_devices: count must be an integer from 0"),
     ("list_devices(2.5)", lambda: autoshard.list_devices(2.5), TypeError, "count"),
