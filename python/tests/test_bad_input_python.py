@@ -367,6 +367,16 @@ ARGUMENTS = [
     ("compile metrics", lambda: _model().compile("adam", "mse", metrics=["mae", "precision"]),
      ValueError, r"compile: metrics\[1\]: unknown metric 'precision' \(known: accuracy"),
     ("compile loss", lambda: _model().compile("adam", "nope"), ValueError, "compile: loss: "),
+    ("SGD(learning_rate=inf)", lambda: keras.optimizers.SGD(float("inf")), ValueError,
+     "SGD: learning_rate must be a finite number, > 0, got inf"),
+    ("Adam(beta_1='x')", lambda: keras.optimizers.Adam(beta_1="x"), TypeError, "beta_1"),
+    ("learning_rate = nan", lambda: setattr(keras.optimizers.Adam(), "learning_rate",
+                                            float("nan")), ValueError, "Adam: learning_rate"),
+    ("Huber(delta=nan)", lambda: keras.losses.Huber(delta=float("nan")), ValueError, "delta"),
+    ("BinaryAccuracy(threshold=2)", lambda: keras.metrics.BinaryAccuracy(threshold=2),
+     ValueError, "threshold"),
+    ("SparseTopK(k=0)", lambda: keras.metrics.SparseTopKCategoricalAccuracy(k=0), ValueError,
+     "k must be an integer from 1"),
     ("save filepath=3", lambda: _model().save(3), TypeError, "save: filepath must be a path"),
 ]
 
