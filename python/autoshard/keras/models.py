@@ -110,10 +110,11 @@ def _examples(xs, ys, what, x_name="x"):
     return len(first)
 
 
-def _arrays(given, name, what):
+def _arrays(given, name, what, rows=True):
     """Each value of ``given`` (input or output name -> array-like) as a
-    NumPy array of numbers without NaN or infinity; errors name ``name``
-    (``x``, ``y``, ``validation_data[0]``) and, for several, the key."""
+    NumPy array of numbers without NaN or infinity (with a batch dimension
+    where ``rows``); errors name ``name`` (``x``, ``y``,
+    ``validation_data[0]``) and, for several, the key."""
     out = {}
     for key, value in given.items():
         label = f"{name}[{key!r}]" if len(given) > 1 else name
@@ -123,7 +124,7 @@ def _arrays(given, name, what):
             raise ValueError(f"{what}: {label} is not an array of numbers ({e})") from None
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{what}: {label} must hold numbers, not NumPy dtype {a.dtype}")
-        if a.ndim < 1:
+        if rows and a.ndim < 1:
             raise ValueError(f"{what}: {label} must have a batch dimension (one row per "
                              f"example), got a scalar")
         _checks.finite(a, label, what)
@@ -582,13 +583,14 @@ class Model:
         if len(weights) != len(paths):
             raise ValueError(f"set_weights: the model has {len(paths)} weights, got "
                              f"{len(weights)} arrays")
-        for path, w in zip(paths, weights):
-            w = np.asarray(w)
+        arrays = _arrays({p: w for p, w in zip(paths, weights)}, "weights", "set_weights",
+                         rows=False)
+        for path, w in arrays.items():
             want = tuple(native.weight_shape(path))
             if w.shape != want:
                 raise ValueError(f"set_weights: weight '{path}' has shape {want}, the array "
                                  f"given {w.shape}")
-        for path, w in zip(paths, weights):
+        for path, w in arrays.items():
             native.set_weight(path, w)
 
     # --- files ---------------------------------------------------------------
