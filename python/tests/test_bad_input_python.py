@@ -422,7 +422,7 @@ def test_a_library_error_inside_the_engine_is_a_value_error(tmp_path):
     ("[" * 100000, "nested too deeply"),
     ('{"a": 1,', "not valid JSON"),
     (b"\xff\xfe{}", "not UTF-8"),
-])
+], ids=["deep", "broken", "not-utf8"])
 def test_json_read_from_python_is_one_value_error_naming_the_file(tmp_path, text, fragment):
     path = tmp_path / "config.json"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -479,3 +479,53 @@ def test_build_refuses_a_shape_past_the_memory_limit(monkeypatch):
     small = keras.Sequential([keras.layers.Dense(3)])
     small.build((None, 16))
     assert small.count_params() == 16 * 3 + 3
+
+
+# --- Hugging Face models: the same checks ---------------------------------------
+
+GPT2 = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_gpt2")
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return autoshard.from_pretrained(GPT2)
+
+
+LANGUAGE_MODEL_ARGUMENTS = [
+    ("generate max_new_tokens=10**30", lambda m: m.generate([1, 2], max_new_tokens=10**30),
+     ValueError, "generate: max_new_tokens must be an integer from 0 to 2147483647"),
+    ("generate temperature=nan", lambda m: m.generate([1, 2], temperature=float("nan")),
+     ValueError, "temperature"),
+    ("generate top_p=0", lambda m: m.generate([1, 2], top_p=0), ValueError, "top_p"),
+    ("generate on_token=3", lambda m: m.generate([1, 2], on_token=3), TypeError, "on_token"),
+    ("generate prompt id -1", lambda m: m.generate([1, -1], max_new_tokens=1), ValueError,
+     r"generate: prompt: token id -1 is outside the model's vocabulary of \d+"),
+    ("logits id past the vocabulary", lambda m: m.logits(np.array([[1, 10**6]])), ValueError,
+     r"logits: ids: token id 1000000 is outside the model's vocabulary of \d+ \(ids 0 to"),
+    ("fit batch_size=0", lambda m: m.fit(np.arange(100) % 60, batch_size=0, steps=1),
+     ValueError, "fit: batch_size"),
+    ("fit steps=2.5", lambda m: m.fit(np.arange(100) % 60, steps=2.5), TypeError, "steps"),
+    ("fit learning_rate=inf", lambda m: m.fit(np.arange(100) % 60, steps=1,
+                                              learning_rate=float("inf")), ValueError,
+     "learning_rate"),
+    ("fit seed=-1", lambda m: m.fit(np.arange(100) % 60, steps=1, seed=-1), ValueError, "seed"),
+]
+
+
+@pytest.mark.parametrize("name,call,error,fragment", LANGUAGE_MODEL_ARGUMENTS,
+                         ids=[c[0] for c in LANGUAGE_MODEL_ARGUMENTS])
+def test_language_model_arguments_are_checked(gpt2, name, call, error, fragment):
+    with pytest.raises(error, match=fragment) as e:
+        call(gpt2)
+    message = str(e.value)
+    assert "Invoked with" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("kwargs,error,fragment", [
+    ({"seed": -1}, ValueError, "from_pretrained: seed"),
+    ({"devices": 2.0}, TypeError, "devices"),
+    ({"memory_per_device": float("nan")}, ValueError, "memory_per_device"),
+])
+def test_from_pretrained_checks_its_numbers(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        autoshard.from_pretrained(GPT2, **kwargs)
