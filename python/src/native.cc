@@ -128,10 +128,28 @@ py::dict batch_of(const py::dict& arrays, int64_t begin, int64_t end) {
 
 // An uninitialized array of `t`'s dtype and shape, with `n` rows.
 py::array rows_like(const Tensor& t, int64_t n) {
+  AS_CHECK(t.rank() >= 1, "predict: an output of shape ", shape_str(t.shape()),
+           " has no batch dimension");
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  shape.at(0) = n;
+  shape[0] = n;
   if (t.dtype() == DType::I32) return py::array_t<int32_t>(shape);
   return py::array_t<float>(shape);
+}
+
+// Copies a batch's output `t` (`rows` of them) into rows [begin, begin +
+// rows) of `out` (made by rows_like from the first batch's): the same dtype
+// and shape past the batch dimension, checked before the copy.
+void copy_rows(py::array& out, const Tensor& t, int64_t begin, int64_t rows) {
+  const bool same_dtype = t.dtype() == DType::I32 ? out.dtype().is(py::dtype::of<int32_t>())
+                                                  : out.dtype().is(py::dtype::of<float>());
+  bool same_shape =
+      t.rank() == out.ndim() && t.rank() >= 1 && t.dim(0) == rows && begin + rows <= out.shape(0);
+  for (int i = 1; same_shape && i < t.rank(); ++i) same_shape = t.shape()[i] == out.shape(i);
+  AS_CHECK(same_dtype && same_shape, "predict: a batch's output of shape ", shape_str(t.shape()),
+           " does not continue the first batch's");
+  const size_t row_bytes = t.nbytes() / size_t(rows);
+  std::memcpy(static_cast<char*>(out.mutable_data()) + size_t(begin) * row_bytes, t.raw(),
+              t.nbytes());
 }
 
 py::dict logs_dict(const Logs& logs) {
@@ -629,11 +647,10 @@ void bind_model(py::module_& m) {
                }
                if (outs.empty())
                  for (const Tensor& t : part) outs.push_back(rows_like(t, n));
-               for (size_t k = 0; k < part.size(); ++k) {
-                 const size_t row_bytes = part[k].nbytes() / size_t(end - begin);
-                 std::memcpy(static_cast<char*>(outs[k].mutable_data()) + begin * row_bytes,
-                             part[k].raw(), part[k].nbytes());
-               }
+               AS_CHECK(part.size() == outs.size(), "predict: a batch gave ", part.size(),
+                        " outputs, the first ", outs.size());
+               for (size_t k = 0; k < part.size(); ++k)
+                 copy_rows(outs[k], part[k], begin, end - begin);
                stop_on_signal();
              }
              py::list l;
@@ -736,7 +753,8 @@ PYBIND11_MODULE(_native, m) {
   // argument and the fix: bad arguments and shapes are ValueErrors; the file
   // system's errors are OSErrors of their errno (FileNotFoundError, ...).
   // Nothing the engine throws reaches Python as a RuntimeError.
-  py::register_exception_translator(translate_engine_error);
+  // (Local: other extensions' exceptions are theirs to translate.)
+  py::register_local_exception_translator(translate_engine_error);
   bind_layers(m);
   bind_training(m);
   bind_distribution(m);
