@@ -119,16 +119,23 @@ def finite(array, name, where):
     if array.dtype.kind not in "fc" or array.size == 0:
         return
     with np.errstate(over="ignore", invalid="ignore"):
-        if np.isfinite(array.sum()):
-            return
-    bad = ~np.isfinite(array)
-    if not bad.any():
-        return  # the sum overflowed
-    flat = int(np.argmax(bad))
-    value = array.reshape(-1)[flat]
-    what = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
-    raise ValueError(f"{where}: {name} element {_index(flat, array.shape)} is {what} (the "
-                     "engine takes finite numbers only: clean or drop those rows)")
+        if not np.isfinite(array.sum()):
+            bad = ~np.isfinite(array)
+            if bad.any():  # else the sum overflowed
+                flat = int(np.argmax(bad))
+                value = array.reshape(-1)[flat]
+                what = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+                raise ValueError(f"{where}: {name} element {_index(flat, array.shape)} is "
+                                 f"{what} (the engine takes finite numbers only: clean or drop "
+                                 "those rows)")
+    # Wider floats become float32 in the engine: past its range, infinity.
+    if array.dtype.kind == "f" and array.dtype.itemsize > 4:
+        limit = float(np.finfo(np.float32).max)
+        if array.max() > limit or array.min() < -limit:
+            flat = int(np.argmax(np.abs(array) > limit))
+            raise ValueError(f"{where}: {name} element {_index(flat, array.shape)} is "
+                             f"{array.reshape(-1)[flat]:g}, beyond float32's range (the engine "
+                             "computes in float32)")
 
 
 def read_json(path, what):
