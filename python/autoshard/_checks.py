@@ -44,6 +44,13 @@ def _bounds(minimum, maximum):
     return f" <= {maximum}" if maximum is not None else ""
 
 
+def name(value, where):
+    """A layer's or model's name: a string, or "" (the default) for None."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{where}: name must be a string, got {shown(value)}")
+    return value or ""
+
+
 def integer(value, name, where, minimum=None, maximum=INT64_MAX):
     """``value`` as an int: a Python or NumPy integer (not a bool, a float
     or a string) within [minimum, maximum]."""

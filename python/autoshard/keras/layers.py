@@ -53,10 +53,7 @@ def _rate(value, what, layer):
     return _checks.number(value, what, layer, minimum=0, below=1)
 
 
-def _name(name, layer):
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"{layer}: name must be a string, got {_checks.shown(name)}")
-    return name or ""
+_name = _checks.name
 
 
 class Layer:

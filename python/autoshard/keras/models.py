@@ -60,14 +60,8 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
         raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
     shape = _checks.shape(shape, "shape", "Input")
     dtype = np.dtype(dtype or "float32").name
-    return KerasTensor(_native.Input(list(shape), dtype, _name(name, "Input")))
+    return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
 
-
-def _name(name, where):
-    # A layer's or model's name: a string (or None for the default).
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"{where}: name must be a string, got {_checks.shown(name)}")
-    return name or ""
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
@@ -221,7 +215,7 @@ class Model:
         self._output_tensors = _model_tensors(outputs, "outputs")
         self._native = _native.Model.functional([t._native for t in self._input_tensors],
                                                 [t._native for t in self._output_tensors],
-                                                _name(name, "Model") or "functional")
+                                                _checks.name(name, "Model") or "functional")
         self._after_build()
 
     # --- building -------------------------------------------------------------
@@ -648,7 +642,7 @@ class Sequential(Model):
 
     def __init__(self, layers=None, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
-        self._name = _name(name, "Sequential") or "sequential"
+        self._name = _checks.name(name, "Sequential") or "sequential"
         self._input = None
         self._layers = []
         if layers is not None and not isinstance(layers, (list, tuple)):
