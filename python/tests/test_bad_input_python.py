@@ -401,8 +401,9 @@ def test_arguments_are_checked(name, call, error, fragment):
 def test_targets_that_do_not_fit_name_y_and_the_output():
     m = _model()
     x, _ = _data()
-    with pytest.raises(ValueError, match=r"fit: y does not fit the model's output '[a-z_0-9]+'.*"
-                                         r"targets \[16\] do not match predictions \[16, 3\]"):
+    with pytest.raises(ValueError, match=r"fit: y \(the targets of the model's output "
+                                         r"'[a-z_0-9]+'\): MeanSquaredError: targets \[16\] do "
+                                         r"not match predictions \[16, 3\]"):
         m.fit(x, np.zeros(16, "float32"), batch_size=16, verbose=0)
 
 

@@ -300,8 +300,8 @@ class Model:
                 names = list(self._native.output_names)
                 which = (f"output '{names[0]}'" if len(names) == 1 else
                          "outputs " + ", ".join(f"'{n}'" for n in names))
-                raise ValueError(f"{what}: y does not fit the model's {which} (y needs one "
-                                 f"target per prediction): {message}") from None
+                raise ValueError(f"{what}: y (the targets of the model's {which}): "
+                                 f"{message}") from None
             if message.startswith("token id "):
                 raise ValueError(f"{what}: x holds a token id an Embedding does not have: "
                                  f"{message} (its input_dim, the vocabulary size; ids must be "
