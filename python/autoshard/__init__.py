@@ -46,7 +46,9 @@ def blas_info(measure_peak=False):
 
 def list_devices(count=0):
     """The in-process CPU devices, ``["cpu:0", ...]`` (``count`` 0: one per core)."""
-    return _native.list_devices(count)
+    from ._checks import INT32_MAX, integer
+
+    return _native.list_devices(integer(count, "count", "list_devices", 0, INT32_MAX))
 
 
 def __getattr__(name):

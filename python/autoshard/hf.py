@@ -17,7 +17,7 @@ a mesh of N devices runs one device per process (docs/mpi.md).
 import json
 import os
 
-from . import _native
+from . import _checks, _native
 from .tokenizer import Tokenizer
 
 __all__ = ["EncoderModel", "LanguageModel", "from_pretrained", "world_rank", "world_size"]
@@ -49,8 +49,8 @@ def _eos_tokens(path):
     config = os.path.join(path, "config.json") if os.path.isdir(path) else path
     if not config.endswith(".json") or not os.path.isfile(config):
         return []
-    with open(config, encoding="utf-8") as f:
-        eos = json.load(f).get("eos_token_id")
+    j = _checks.read_json(config, "model config")
+    eos = j.get("eos_token_id") if isinstance(j, dict) else None
     if eos is None:
         return []
     ids = eos if isinstance(eos, list) else [eos]
@@ -83,6 +83,34 @@ def _token_list(ids, what):
         return [int(i) for i in ids]
 
 
+def _check_ids(ids, vocab, what):
+    """Refuses token ids outside the vocabulary (the engine's message would
+    name neither the argument nor the vocabulary)."""
+    import numpy as np
+
+    a = np.asarray(ids)
+    if a.size and a.dtype.kind in "iu" and (a.min() < 0 or a.max() >= vocab):
+        bad = a.min() if a.min() < 0 else a.max()
+        raise ValueError(f"{what}: token id {bad} is outside the model's vocabulary "
+                         f"of {vocab} (ids 0 to {vocab - 1})")
+
+
+def _seed(seed, what):
+    return _checks.integer(seed, "seed", what, 0, 2**64 - 1)
+
+
+def _placement(seed, devices, memory_per_device, what):
+    # from_pretrained's and from_config's numbers, as the extension takes them.
+    return (_seed(seed, what), _checks.integer(devices, "devices", what, 0, _checks.INT32_MAX),
+            _checks.number(memory_per_device, "memory_per_device", what, minimum=0))
+
+
+def _callable(f, name, what):
+    if f is not None and not callable(f):
+        raise TypeError(f"{what}: {name} must be a function or None, got {_checks.shown(f)}")
+    return f
+
+
 class LanguageModel:
     """A decoder language model on the engine (made by :func:`from_pretrained`).
 
@@ -103,9 +131,10 @@ class LanguageModel:
         """A model of initial (seeded) weights: a GPT-2 preset name ("tiny",
         "mini", ...), a config.json or a directory holding one (``autoshard
         train --model``)."""
-        native = _native.LanguageModel(str(config), False, int(seed), _mesh_spec(mesh),
-                                       int(devices), str(plan), str(cluster),
-                                       float(memory_per_device))
+        seed, devices, memory_per_device = _placement(seed, devices, memory_per_device,
+                                                      "from_config")
+        native = _native.LanguageModel(str(config), False, seed, _mesh_spec(mesh), devices,
+                                       str(plan), str(cluster), memory_per_device)
         path = str(config) if os.path.exists(str(config)) else ""
         return cls(native, path, _directory_tokenizer(path) if path else None, int(seed))
 
@@ -165,9 +194,15 @@ class LanguageModel:
         ids = self._encode(prompt) if as_text else _token_list(prompt, "prompt")
         if as_text and not ids:
             raise ValueError("prompt: the text gives no tokens")
-        out = self._native.generate(ids, int(max_new_tokens), float(temperature), int(top_k),
-                                    float(top_p), self.seed if seed is None else int(seed),
-                                    [] if ignore_eos else self._eos, on_token)
+        _check_ids(ids, self.vocab_size, "generate: prompt")
+        where = "generate"
+        out = self._native.generate(
+            ids, _checks.integer(max_new_tokens, "max_new_tokens", where, 0, _checks.INT32_MAX),
+            _checks.number(temperature, "temperature", where, minimum=0),
+            _checks.integer(top_k, "top_k", where, 0, _checks.INT32_MAX),
+            _checks.number(top_p, "top_p", where, above=0, maximum=1),
+            self.seed if seed is None else _seed(seed, where),
+            [] if ignore_eos else self._eos, _callable(on_token, "on_token", where))
         return self._decode(ids + out) if as_text else out
 
     def logits(self, ids):
@@ -176,6 +211,7 @@ class LanguageModel:
         import numpy as np
 
         a = np.asarray(ids)
+        _check_ids(a, self.vocab_size, "logits: ids")
         if a.ndim == 1:
             return self._native.logits(a.reshape(1, -1))[0]
         return self._native.logits(a)
@@ -214,19 +250,26 @@ class LanguageModel:
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"fit: tokens hold ids from {ids.min()} to {ids.max()}, outside "
                              f"the model's vocabulary of {self.vocab_size}")
-        seq = 0 if seq_len is None else int(seq_len)
+        batch_size = _checks.integer(batch_size, "batch_size", "fit", 1, _checks.INT32_MAX)
+        seq = 0 if seq_len is None else _checks.integer(seq_len, "seq_len", "fit", 1,
+                                                       _checks.INT32_MAX)
         if (steps is None) == (epochs is None):
             raise ValueError("fit: give steps or epochs (one of them)")
         if epochs is not None:
-            window = int(batch_size) * (seq or min(128, self.max_positions))
-            if int(batch_size) <= 0 or window <= 0:
-                raise ValueError("fit: batch_size and seq_len must be positive")
-            steps = int(epochs) * max(ids.size - 1, 0) // window
+            epochs = _checks.integer(epochs, "epochs", "fit", 0, _checks.INT32_MAX)
+            window = batch_size * (seq or min(128, self.max_positions))
+            steps = epochs * max(ids.size - 1, 0) // window
+        steps = _checks.integer(steps, "steps", "fit", 0, _checks.INT64_MAX)
         return self._native.fit(
-            np.ascontiguousarray(ids, dtype=np.int32), int(batch_size), seq, int(steps),
-            None if learning_rate is None else float(learning_rate), str(lr_schedule),
-            -1 if warmup is None else int(warmup), float(weight_decay), float(clipnorm),
-            str(sampling), self.seed if seed is None else int(seed), on_step)
+            np.ascontiguousarray(ids, dtype=np.int32), batch_size, seq, steps,
+            None if learning_rate is None else _checks.number(learning_rate, "learning_rate",
+                                                              "fit", above=0),
+            str(lr_schedule),
+            -1 if warmup is None else _checks.integer(warmup, "warmup", "fit", 0),
+            _checks.number(weight_decay, "weight_decay", "fit", minimum=0),
+            _checks.number(clipnorm, "clipnorm", "fit", minimum=0), str(sampling),
+            self.seed if seed is None else _seed(seed, "fit"),
+            _callable(on_step, "on_step", "fit"))
 
     def save(self, directory, dtype="F32", max_shard_bytes=0):
         """Writes a Hugging Face directory (``autoshard convert``): config.json
@@ -288,6 +331,7 @@ class EncoderModel:
                 raise ValueError("logits: this directory has no tokenizer; give token ids")
             token_ids = self.tokenizer.encode(token_ids)
         ids = np.asarray(token_ids)
+        _check_ids(ids, self.vocab_size, "logits: token_ids")
         one = ids.ndim == 1
         extra = [None if a is None else np.asarray(a) for a in (segment_ids, padding_mask)]
         if one:
@@ -317,8 +361,7 @@ def _model_type(path):
     if config is None or not os.path.isfile(config):
         return None
     try:
-        with open(config, encoding="utf-8") as f:
-            j = json.load(f)
+        j = _checks.read_json(config, "model config")
     except ValueError:
         return None  # the engine's reader names the problem
     return j.get("model_type") if isinstance(j, dict) else None
@@ -344,13 +387,15 @@ def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", se
     if not os.path.exists(path):
         raise FileNotFoundError(f"from_pretrained: '{path}' does not exist (give a Hugging Face "
                                 "model directory)")
+    seed, devices, memory_per_device = _placement(seed, devices, memory_per_device,
+                                                  "from_pretrained")
     if _model_type(path) in ("bert", "roberta"):
-        native = _native.Encoder(path, int(seed), _mesh_spec(mesh), int(devices), str(plan),
-                                 str(cluster), float(memory_per_device))
+        native = _native.Encoder(path, seed, _mesh_spec(mesh), devices, str(plan), str(cluster),
+                                 memory_per_device)
         return EncoderModel(native, path, _directory_tokenizer(path))
-    native = _native.LanguageModel(path, True, int(seed), _mesh_spec(mesh), int(devices),
-                                   str(plan), str(cluster), float(memory_per_device))
-    return LanguageModel(native, path, _directory_tokenizer(path), int(seed))
+    native = _native.LanguageModel(path, True, seed, _mesh_spec(mesh), devices, str(plan),
+                                   str(cluster), memory_per_device)
+    return LanguageModel(native, path, _directory_tokenizer(path), seed)
 
 
 def world_rank():

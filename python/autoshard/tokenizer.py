@@ -95,13 +95,12 @@ class Tokenizer:
 
 def _config_flag(directory, key):
     """A boolean of tokenizer_config.json beside a tokenizer file, or None."""
-    import json
+    from ._checks import read_json
 
     path = os.path.join(directory, "tokenizer_config.json")
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_json(path, "tokenizer config")
     value = config.get(key) if isinstance(config, dict) else None
     if value is not None and not isinstance(value, bool):
         raise ValueError(f"{path}: \"{key}\" must be true or false, not {value!r}")

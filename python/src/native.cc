@@ -7,9 +7,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <ios>
 #include <memory>
+#include <new>
 #include <optional>
+#include <system_error>
 
 #include "autoshard/error.h"
 #include "autoshard/nn/callbacks.h"
@@ -25,6 +30,7 @@
 #include "autoshard/nn/reshaping_layers.h"
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/memory.h"
 #include "convert.h"
 #include "py_model.h"
 
@@ -79,6 +85,73 @@ ModelTargets targets_of(const PyModel& m, const py::dict& y, bool borrow = false
   return ModelTargets(std::move(out));
 }
 
+// Ctrl-C between batches: Python's handler raises KeyboardInterrupt.
+void stop_on_signal() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// Each value of `d` as a NumPy array (converted once, sliced per batch).
+py::dict arrays_of(const py::dict& d) {
+  py::dict out;
+  for (auto [k, v] : d) {
+    py::array a = py::array::ensure(v);
+    AS_CHECK(a, "'", std::string(py::str(k)),
+             "' must be array-like (a NumPy array, a list of numbers)");
+    AS_CHECK(a.ndim() >= 1, "'", std::string(py::str(k)),
+             "' must have a batch dimension, got a scalar");
+    out[k] = a;
+  }
+  return out;
+}
+
+// The examples in `xs` and `ys`: every array's first dimension, the same.
+int64_t rows_of(const py::dict& xs, const py::dict& ys, const char* what) {
+  int64_t n = -1;
+  for (const py::dict* d : {&xs, &ys})
+    for (auto [k, v] : *d) {
+      const int64_t rows = v.cast<py::array>().shape(0);
+      AS_CHECK(n < 0 || rows == n, what, ": x and y must have the same number of examples, got ", n,
+               " and ", rows, " ('", std::string(py::str(k)), "')");
+      n = rows;
+    }
+  AS_CHECK(n > 0, what, ": there are no examples (x has 0 rows)");
+  return n;
+}
+
+// Rows [begin, end) of each array (NumPy views, no copy).
+py::dict batch_of(const py::dict& arrays, int64_t begin, int64_t end) {
+  py::dict out;
+  const py::slice rows(begin, end, 1);
+  for (auto [k, v] : arrays) out[k] = v[rows];
+  return out;
+}
+
+// An uninitialized array of `t`'s dtype and shape, with `n` rows.
+py::array rows_like(const Tensor& t, int64_t n) {
+  AS_CHECK(t.rank() >= 1, "predict: an output of shape ", shape_str(t.shape()),
+           " has no batch dimension");
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  shape[0] = n;
+  if (t.dtype() == DType::I32) return py::array_t<int32_t>(shape);
+  return py::array_t<float>(shape);
+}
+
+// Copies a batch's output `t` (`rows` of them) into rows [begin, begin +
+// rows) of `out` (made by rows_like from the first batch's): the same dtype
+// and shape past the batch dimension, checked before the copy.
+void copy_rows(py::array& out, const Tensor& t, int64_t begin, int64_t rows) {
+  const bool same_dtype = t.dtype() == DType::I32 ? out.dtype().is(py::dtype::of<int32_t>())
+                                                  : out.dtype().is(py::dtype::of<float>());
+  bool same_shape =
+      t.rank() == out.ndim() && t.rank() >= 1 && t.dim(0) == rows && begin + rows <= out.shape(0);
+  for (int i = 1; same_shape && i < t.rank(); ++i) same_shape = t.shape()[i] == out.shape(i);
+  AS_CHECK(same_dtype && same_shape, "predict: a batch's output of shape ", shape_str(t.shape()),
+           " does not continue the first batch's");
+  const size_t row_bytes = t.nbytes() / size_t(rows);
+  std::memcpy(static_cast<char*>(out.mutable_data()) + size_t(begin) * row_bytes, t.raw(),
+              t.nbytes());
+}
+
 py::dict logs_dict(const Logs& logs) {
   py::dict d;
   for (const auto& [k, v] : logs) d[py::str(k)] = v;
@@ -104,7 +177,7 @@ class PyCallback : public Callback {
     target_.attr("on_train_batch_end")(batch, logs_dict(logs));
     // Ctrl-C stops at this step boundary: Python's handler raises
     // KeyboardInterrupt, which leaves fit() like any callback's exception.
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    stop_on_signal();
   }
   void on_epoch_end(int epoch, const Logs& logs) override {
     py::gil_scoped_acquire gil;
@@ -446,6 +519,9 @@ void bind_distribution(py::module_& m) {
       .def_property_readonly("size", &DeviceMesh::size)
       .def("__repr__", &DeviceMesh::to_string);
   m.def("list_devices", &list_devices, "count"_a = 0);
+  // The memory a run may count on (AUTOSHARD_MEMORY_LIMIT caps it), or None:
+  // Python's checks before it asks for memory (Model.build).
+  m.def("available_memory_bytes", &available_memory_bytes);
 
   using Axes = std::vector<TensorLayout::Axes>;  // names per dimension (none: whole)
   py::class_<LayoutMap>(m, "LayoutMap")
@@ -529,27 +605,56 @@ void bind_model(py::module_& m) {
           },
           "x"_a, "y"_a, "batch_size"_a, "epochs"_a, "verbose"_a, "hooks"_a, "epoch_offset"_a,
           "total_epochs"_a)
+      // evaluate and predict run one batch per engine call, so that Ctrl-C
+      // (Python's handler, run by PyErr_CheckSignals) stops them between
+      // batches as it stops fit.
       .def("evaluate",
            [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size) {
-             ModelInputs in = inputs_of(p, x, true);
-             ModelTargets tg = targets_of(p, y, true);
-             Logs logs;
-             {
-               py::gil_scoped_release release;
-               logs = p.model->evaluate_with_metrics(in, tg, batch_size);
+             AS_CHECK(batch_size >= 1, "evaluate: batch_size must be at least 1, got ", batch_size);
+             const py::dict xs = arrays_of(x), ys = arrays_of(y);
+             const int64_t n = rows_of(xs, ys, "evaluate");
+             Logs sums;
+             for (int64_t begin = 0; begin < n; begin += batch_size) {
+               const int64_t end = std::min(n, begin + batch_size);
+               ModelInputs in = inputs_of(p, batch_of(xs, begin, end), true);
+               ModelTargets tg = targets_of(p, batch_of(ys, begin, end), true);
+               Logs logs;
+               {
+                 py::gil_scoped_release release;
+                 logs = p.model->evaluate_with_metrics(in, tg, batch_size);
+               }
+               // The engine's means over every example: each batch's mean
+               // weighted by its rows.
+               for (const auto& [k, v] : logs) sums[k] += v * double(end - begin);
+               stop_on_signal();
              }
-             return logs_dict(logs);
+             for (auto& [k, v] : sums) v /= double(n);
+             return logs_dict(sums);
            })
       .def("predict",
            [](PyModel& p, const py::dict& x, int64_t batch_size) {
-             ModelInputs in = inputs_of(p, x, true);
-             std::vector<Tensor> outs;
-             {
-               py::gil_scoped_release release;
-               outs = p.model->predict_outputs(in, batch_size);
+             AS_CHECK(batch_size >= 1, "predict: batch_size must be at least 1, got ", batch_size);
+             const py::dict xs = arrays_of(x);
+             const int64_t n = rows_of(xs, py::dict(), "predict");
+             std::vector<py::array> outs;  // made at the first batch, filled batch by batch
+             for (int64_t begin = 0; begin < n; begin += batch_size) {
+               const int64_t end = std::min(n, begin + batch_size);
+               ModelInputs in = inputs_of(p, batch_of(xs, begin, end), true);
+               std::vector<Tensor> part;
+               {
+                 py::gil_scoped_release release;
+                 part = p.model->predict_outputs(in, batch_size);
+               }
+               if (outs.empty())
+                 for (const Tensor& t : part) outs.push_back(rows_like(t, n));
+               AS_CHECK(part.size() == outs.size(), "predict: a batch gave ", part.size(),
+                        " outputs, the first ", outs.size());
+               for (size_t k = 0; k < part.size(); ++k)
+                 copy_rows(outs[k], part[k], begin, end - begin);
+               stop_on_signal();
              }
              py::list l;
-             for (const Tensor& t : outs) l.append(to_numpy(t));
+             for (const py::array& a : outs) l.append(a);
              return l;
            })
       .def("train_on_batch",
@@ -597,6 +702,39 @@ void bind_model(py::module_& m) {
           "summary", [](PyModel& p) { return p.model->summary(); }, Release());
 }
 
+// OSError(errno, message[, path]): Python picks the subclass of the errno.
+void set_os_error(int code, const std::string& message, const std::string& path) {
+  py::object args =
+      path.empty() ? py::make_tuple(code, message) : py::make_tuple(code, message, path);
+  PyErr_SetObject(PyExc_OSError, args.ptr());
+}
+
+void translate_engine_error(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const py::error_already_set&) {
+    throw;  // a Python exception (a callback's, KeyboardInterrupt): as it was
+  } catch (const py::builtin_exception&) {
+    throw;  // pybind11's own (cast errors and the like)
+  } catch (const std::filesystem::filesystem_error& e) {
+    set_os_error(e.code().value(), e.code().message(), e.path1().string());
+  } catch (const std::ios_base::failure& e) {
+    PyErr_SetString(PyExc_OSError, e.what());
+  } catch (const std::system_error& e) {
+    if (e.code().category() == std::generic_category() ||
+        e.code().category() == std::system_category())
+      set_os_error(e.code().value(), e.what(), "");
+    else
+      PyErr_SetString(PyExc_OSError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_SetString(PyExc_MemoryError, "out of memory in autoshard's engine");
+  } catch (const std::exception& e) {
+    // autoshard::Error, and anything else the engine lets through (a JSON
+    // library's type error, std::out_of_range): the input was refused.
+    PyErr_SetString(PyExc_ValueError, e.what());
+  }
+}
+
 }  // namespace
 
 void bind_saving(py::module_& m);      // bind_saving.cc
@@ -612,16 +750,11 @@ PYBIND11_MODULE(_native, m) {
   using namespace autoshard::python;
   m.doc() = "autoshard's C++ engine (use autoshard and autoshard.keras instead)";
   // The C++ API's one error type carries one-line messages naming the
-  // argument and the fix: bad arguments and shapes are ValueErrors.
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const std::filesystem::filesystem_error& e) {
-      PyErr_SetString(PyExc_OSError, e.what());
-    } catch (const autoshard::Error& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    }
-  });
+  // argument and the fix: bad arguments and shapes are ValueErrors; the file
+  // system's errors are OSErrors of their errno (FileNotFoundError, ...).
+  // Nothing the engine throws reaches Python as a RuntimeError.
+  // (Local: other extensions' exceptions are theirs to translate.)
+  py::register_local_exception_translator(translate_engine_error);
   bind_layers(m);
   bind_training(m);
   bind_distribution(m);

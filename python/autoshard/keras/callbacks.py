@@ -15,6 +15,7 @@ run only for callbacks that define them (see docs/python.md).
 """
 
 import csv
+import math
 import os
 import sys
 import warnings
@@ -191,6 +192,7 @@ class CallbackList:
                 c.on_train_batch_end(batch, logs)
         self.last_logs = logs
         self._check_stop()
+        self._check_finite(batch, logs)
         if batch + 1 < self.steps:
             self._batch_begin(batch + 1)
 
@@ -201,6 +203,18 @@ class CallbackList:
     def _check_stop(self):
         if self.model.stop_training:
             raise StopTraining()
+
+    def _check_finite(self, batch, logs):
+        # As the CLI does: a loss gone NaN or infinite ends training with an
+        # error naming the batch (after the callbacks: TerminateOnNaN stops
+        # it quietly, as in Keras). The weights are left as that step made them.
+        loss = logs.get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise ValueError(f"fit: training diverged: the loss is "
+                             f"{'nan' if math.isnan(loss) else 'infinite'} at epoch "
+                             f"{self.epoch + 1}, batch {batch + 1} of {self.steps} (lower the "
+                             "learning rate, clip with clipnorm, or check the data; "
+                             "keras.callbacks.TerminateOnNaN stops without an error)")
 
     def _end_epoch(self, epoch, logs):
         self.epoch = None

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from .. import _native
+from .. import _checks, _native
 
 __all__ = ["DeviceMesh", "TensorLayout", "LayoutMap", "DataParallel", "ModelParallel",
            "AutoShard", "set_distribution", "distribution", "list_devices"]
@@ -26,7 +26,10 @@ class DeviceMesh:
     """Devices in a grid with named axes: DeviceMesh(shape=(2, 2), axis_names=("data", "model"))."""
 
     def __init__(self, shape, axis_names, devices=None):
-        shape = tuple(int(s) for s in shape)
+        if not isinstance(shape, (tuple, list)):
+            shape = (shape,)
+        shape = tuple(_checks.integer(s, f"shape[{i}]", "DeviceMesh", 1, _checks.INT32_MAX)
+                      for i, s in enumerate(shape))
         axis_names = tuple(str(a) for a in axis_names)
         if len(shape) != len(axis_names):
             raise ValueError(f"DeviceMesh: shape {shape} and axis_names {axis_names} differ in "

@@ -5,7 +5,7 @@ fixed then, as in Keras) and called on KerasTensors (keras.Input's results)
 to build functional models, or listed in a Sequential.
 """
 
-from .. import _native
+from .. import _checks, _native
 from . import activations as _activations
 from . import utils as _utils
 from .models import Input, InputLayer, KerasTensor
@@ -32,13 +32,28 @@ def _initializer(value):
     return snake
 
 
-def _ints(value, rank, what):
-    if isinstance(value, int):
-        return [value] * rank
-    value = [int(v) for v in value]
+def _ints(value, rank, what, layer="layer", minimum=1):
+    if not isinstance(value, (tuple, list)):
+        return [_checks.integer(value, what, layer, minimum)] * rank
     if len(value) != rank:
-        raise ValueError(f"{what} must be an integer or {rank} integers, got {value}")
-    return value
+        raise ValueError(f"{layer}: {what} must be an integer or {rank} integers, got "
+                         f"{_checks.shown(tuple(value))}")
+    return [_checks.integer(v, f"{what}[{i}]", layer, minimum) for i, v in enumerate(value)]
+
+
+def _int(value, what, layer, minimum=1):
+    return _checks.integer(value, what, layer, minimum)
+
+
+def _seed(value, layer):
+    return _checks.integer(value or 0, "seed", layer, 0, 2**64 - 1)
+
+
+def _rate(value, what, layer):
+    return _checks.number(value, what, layer, minimum=0, below=1)
+
+
+_name = _checks.name
 
 
 class Layer:
@@ -82,9 +97,11 @@ class Dense(Layer):
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Dense")
-        super().__init__(_native.Dense(int(units), _activations.name_of(activation), bool(use_bias),
+        super().__init__(_native.Dense(_int(units, "units", "Dense"),
+                                       _activations.name_of(activation), bool(use_bias),
                                        _initializer(kernel_initializer),
-                                       _initializer(bias_initializer), name or ""), input_shape)
+                                       _initializer(bias_initializer), _name(name, "Dense")),
+                         input_shape)
 
 
 class Embedding(Layer):
@@ -93,8 +110,9 @@ class Embedding(Layer):
         _no_extra(kwargs, "Embedding")
         init = _initializer(embeddings_initializer)
         init = "random_uniform" if init == "uniform" else init
-        super().__init__(_native.Embedding(int(input_dim), int(output_dim), init, name or ""),
-                         input_shape)
+        super().__init__(_native.Embedding(_int(input_dim, "input_dim", "Embedding"),
+                                           _int(output_dim, "output_dim", "Embedding"), init,
+                                           _name(name, "Embedding")), input_shape)
 
 
 class _Conv(Layer):
@@ -108,13 +126,20 @@ class _Conv(Layer):
         _no_extra(kwargs, self._kind)
         if data_format not in (None, "channels_last"):
             raise ValueError(f"{self._kind}: only data_format='channels_last' is supported")
+        kind = self._kind
+        if not isinstance(padding, str):
+            raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
+                            f"{_checks.shown(padding)}")
         super().__init__(
-            _native.Conv(self._kind, int(filters), _ints(kernel_size, self._rank, "kernel_size"),
-                         _ints(strides, self._rank, "strides"), padding,
-                         _ints(dilation_rate, self._rank, "dilation_rate"), int(groups),
-                         int(depth_multiplier), _activations.name_of(activation), bool(use_bias),
+            _native.Conv(kind, _int(filters, "filters", kind, int(kind != "DepthwiseConv2D")),
+                         _ints(kernel_size, self._rank, "kernel_size", kind),
+                         _ints(strides, self._rank, "strides", kind), padding,
+                         _ints(dilation_rate, self._rank, "dilation_rate", kind),
+                         _int(groups, "groups", kind),
+                         _int(depth_multiplier, "depth_multiplier", kind),
+                         _activations.name_of(activation), bool(use_bias),
                          _initializer(kernel_initializer), _initializer(bias_initializer),
-                         name or ""), input_shape)
+                         _name(name, kind)), input_shape)
 
 
 class Conv1D(_Conv):
@@ -150,9 +175,13 @@ class _Pool(Layer):
         _no_extra(kwargs, self._kind)
         if data_format not in (None, "channels_last"):
             raise ValueError(f"{self._kind}: only data_format='channels_last' is supported")
-        strides = [] if strides is None else _ints(strides, self._rank, "strides")
-        super().__init__(_native.Pooling(self._kind, _ints(pool_size, self._rank, "pool_size"),
-                                         strides, padding, name or ""), input_shape)
+        kind = self._kind
+        if not isinstance(padding, str):
+            raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
+                            f"{_checks.shown(padding)}")
+        strides = [] if strides is None else _ints(strides, self._rank, "strides", kind)
+        super().__init__(_native.Pooling(kind, _ints(pool_size, self._rank, "pool_size", kind),
+                                         strides, padding, _name(name, kind)), input_shape)
 
 
 class MaxPooling1D(_Pool):
@@ -176,7 +205,8 @@ class _GlobalPool(Layer):
 
     def __init__(self, data_format=None, keepdims=False, name=None, **kwargs):
         _no_extra(kwargs, self._kind)
-        super().__init__(_native.GlobalPooling(self._kind, bool(keepdims), name or ""))
+        super().__init__(_native.GlobalPooling(self._kind, bool(keepdims),
+                                               _name(name, self._kind)))
 
 
 class GlobalAveragePooling1D(_GlobalPool):
@@ -198,31 +228,41 @@ class GlobalMaxPooling2D(_GlobalPool):
 class Flatten(Layer):
     def __init__(self, data_format=None, name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Flatten")
-        super().__init__(_native.Flatten(name or ""), input_shape)
+        super().__init__(_native.Flatten(_name(name, "Flatten")), input_shape)
 
 
 class Reshape(Layer):
     def __init__(self, target_shape, name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Reshape")
-        super().__init__(_native.Reshape([int(d) for d in target_shape], name or ""), input_shape)
+        if not isinstance(target_shape, (tuple, list)):
+            raise TypeError(f"Reshape: target_shape must be a tuple of integers, got "
+                            f"{_checks.shown(target_shape)}")
+        # -1 is Keras's dimension inferred from the others.
+        target = [_checks.integer(d, f"target_shape[{i}]", "Reshape", -1)
+                  for i, d in enumerate(target_shape)]
+        super().__init__(_native.Reshape(target, _name(name, "Reshape")), input_shape)
 
 
 class Permute(Layer):
     def __init__(self, dims, name=None, **kwargs):
         _no_extra(kwargs, "Permute")
-        super().__init__(_native.Permute([int(d) for d in dims], name or ""))
+        super().__init__(_native.Permute(list(_checks.shape(dims, "dims", "Permute")),
+                                         _name(name, "Permute")))
 
 
 class RepeatVector(Layer):
     def __init__(self, n, name=None, **kwargs):
         _no_extra(kwargs, "RepeatVector")
-        super().__init__(_native.RepeatVector(int(n), name or ""))
+        super().__init__(_native.RepeatVector(_int(n, "n", "RepeatVector"),
+                                              _name(name, "RepeatVector")))
 
 
 class Rescaling(Layer):
     def __init__(self, scale, offset=0.0, name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Rescaling")
-        super().__init__(_native.Rescaling(float(scale), float(offset), name or ""), input_shape)
+        super().__init__(_native.Rescaling(_checks.number(scale, "scale", "Rescaling"),
+                                           _checks.number(offset, "offset", "Rescaling"),
+                                           _name(name, "Rescaling")), input_shape)
 
 
 class Dropout(Layer):
@@ -230,14 +270,15 @@ class Dropout(Layer):
         _no_extra(kwargs, "Dropout")
         if noise_shape is not None:
             raise ValueError("Dropout: noise_shape is not supported")
-        super().__init__(_native.Dropout(float(rate), int(seed or 0), name or ""))
+        super().__init__(_native.Dropout(_rate(rate, "rate", "Dropout"), _seed(seed, "Dropout"),
+                                         _name(name, "Dropout")))
 
 
 class Activation(Layer):
     def __init__(self, activation, name=None, **kwargs):
         _no_extra(kwargs, "Activation")
         super().__init__(_native.Activation(_activations.name_of(activation) or "linear",
-                                            name or ""))
+                                            _name(name, "Activation")))
 
 
 class ReLU(Activation):
@@ -258,16 +299,21 @@ class LayerNormalization(Layer):
         _no_extra(kwargs, "LayerNormalization")
         if axis not in (-1, [-1], (-1,)):
             raise ValueError("LayerNormalization: only axis=-1 is supported")
-        super().__init__(_native.LayerNormalization(float(epsilon), bool(center), bool(scale),
-                                                    bool(rms_scaling), name or ""))
+        super().__init__(_native.LayerNormalization(
+            _checks.number(epsilon, "epsilon", "LayerNormalization", above=0), bool(center),
+            bool(scale), bool(rms_scaling), _name(name, "LayerNormalization")))
 
 
 class BatchNormalization(Layer):
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True, name=None,
                  **kwargs):
         _no_extra(kwargs, "BatchNormalization")
-        super().__init__(_native.BatchNormalization(int(axis), float(momentum), float(epsilon),
-                                                    bool(center), bool(scale), name or ""))
+        where = "BatchNormalization"
+        super().__init__(_native.BatchNormalization(
+            _checks.integer(axis, "axis", where, -2**31, _checks.INT32_MAX),
+            _checks.number(momentum, "momentum", where, minimum=0, maximum=1),
+            _checks.number(epsilon, "epsilon", where, above=0), bool(center), bool(scale),
+            _name(name, where)))
 
 
 class GroupNormalization(Layer):
@@ -276,8 +322,10 @@ class GroupNormalization(Layer):
         _no_extra(kwargs, "GroupNormalization")
         if axis != -1:
             raise ValueError("GroupNormalization: only axis=-1 is supported")
-        super().__init__(_native.GroupNormalization(int(groups), float(epsilon), bool(center),
-                                                    bool(scale), name or ""))
+        where = "GroupNormalization"
+        super().__init__(_native.GroupNormalization(
+            _int(groups, "groups", where), _checks.number(epsilon, "epsilon", where, above=0),
+            bool(center), bool(scale), _name(name, where)))
 
 
 class MultiHeadAttention(Layer):
@@ -286,9 +334,11 @@ class MultiHeadAttention(Layer):
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, name=None,
                  **kwargs):
         _no_extra(kwargs, "MultiHeadAttention")
-        super().__init__(_native.MultiHeadAttention(int(num_heads), int(key_dim),
-                                                    int(value_dim or 0), float(dropout),
-                                                    bool(use_bias), name or ""))
+        where = "MultiHeadAttention"
+        super().__init__(_native.MultiHeadAttention(
+            _int(num_heads, "num_heads", where), _int(key_dim, "key_dim", where),
+            0 if value_dim is None else _int(value_dim, "value_dim", where),
+            _rate(dropout, "dropout", where), bool(use_bias), _name(name, where)))
 
     def __call__(self, query, value=None, key=None, **kwargs):
         if key is not None or kwargs:
@@ -306,12 +356,14 @@ class _Recurrent(Layer):
         if return_state:
             raise ValueError(f"{self._kind}: return_state=True is not supported in models "
                              "built from Python yet")
-        super().__init__(_native.Recurrent(self._kind, int(units),
+        kind = self._kind
+        super().__init__(_native.Recurrent(kind, _int(units, "units", kind),
                                            _activations.name_of(activation) or "linear",
                                            _activations.name_of(recurrent_activation) or "linear",
                                            bool(use_bias), bool(return_sequences),
-                                           bool(go_backwards), float(dropout),
-                                           float(recurrent_dropout), int(seed or 0), name or ""),
+                                           bool(go_backwards), _rate(dropout, "dropout", kind),
+                                           _rate(recurrent_dropout, "recurrent_dropout", kind),
+                                           _seed(seed, kind), _name(name, kind)),
                          input_shape)
 
 
@@ -332,7 +384,7 @@ class _Merge(Layer):
 
     def __init__(self, name=None, **kwargs):
         _no_extra(kwargs, self._kind)
-        super().__init__(_native.Merge(self._kind, -1, name or ""))
+        super().__init__(_native.Merge(self._kind, -1, _name(name, self._kind)))
 
 
 class Add(_Merge):
@@ -362,7 +414,10 @@ class Minimum(_Merge):
 class Concatenate(Layer):
     def __init__(self, axis=-1, name=None, **kwargs):
         _no_extra(kwargs, "Concatenate")
-        super().__init__(_native.Merge("Concatenate", int(axis), name or ""))
+        super().__init__(_native.Merge("Concatenate",
+                                       _checks.integer(axis, "axis", "Concatenate", -2**31,
+                                                       _checks.INT32_MAX),
+                                       _name(name, "Concatenate")))
 
 
 def _no_extra(kwargs, layer):

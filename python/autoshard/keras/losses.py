@@ -1,6 +1,6 @@
 """keras.losses: Keras 3's loss classes (and names), the engine's losses."""
 
-from .. import _native
+from .. import _checks, _native
 from . import utils as _utils
 
 
@@ -11,7 +11,10 @@ class Loss:
 
     def __init__(self, kind, from_logits=False, label_smoothing=0.0, delta=1.0, name=None):
         self.name = name or kind
-        self._native = _native.loss(kind, bool(from_logits), float(label_smoothing), float(delta))
+        where = type(self).__name__
+        self._native = _native.loss(kind, bool(from_logits),
+                                    _checks.number(label_smoothing, "label_smoothing", where, 0, 1),
+                                    _checks.number(delta, "delta", where, above=0))
 
 
 class SparseCategoricalCrossentropy(Loss):

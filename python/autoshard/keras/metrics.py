@@ -1,6 +1,6 @@
 """keras.metrics: the metrics compile() accepts, by name or object."""
 
-from .. import _native
+from .. import _checks, _native
 
 
 class Metric:
@@ -28,12 +28,14 @@ MeanSquaredError = _named("mse")
 
 class BinaryAccuracy(Metric):
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
-        super().__init__(_native.binary_accuracy(float(threshold)))
+        super().__init__(_native.binary_accuracy(
+            _checks.number(threshold, "threshold", "BinaryAccuracy", 0, 1)))
 
 
 class SparseTopKCategoricalAccuracy(Metric):
     def __init__(self, k=5, name="sparse_top_k_categorical_accuracy", dtype=None):
-        super().__init__(_native.sparse_top_k_categorical_accuracy(int(k)))
+        super().__init__(_native.sparse_top_k_categorical_accuracy(
+            _checks.integer(k, "k", "SparseTopKCategoricalAccuracy", 1, _checks.INT32_MAX)))
 
 
 def get(identifier):

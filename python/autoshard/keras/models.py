@@ -6,10 +6,11 @@ engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
 import itertools
+import math
 
 import numpy as np
 
-from .. import _native
+from .. import _checks, _native
 from . import callbacks as _callbacks
 from . import losses as _losses
 from . import metrics as _metrics
@@ -50,16 +51,17 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
           tensor=None, optional=False):
     """keras.Input: a model input of per-example ``shape`` (no batch dimension)."""
     if batch_shape is not None:
-        shape = tuple(batch_shape)[1:]
+        shape = _checks.shape(batch_shape, "batch_shape", "Input", allow_none_first=True)[1:]
     if shape is None:
         raise ValueError("Input: give shape (per example, without the batch dimension)")
     if sparse or tensor is not None or optional:
         raise ValueError("Input: sparse, tensor and optional inputs are not supported")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if any(d is None for d in shape):
-        raise ValueError(f"Input: every dimension of shape must be known, got {shape}")
+    if isinstance(shape, (tuple, list)) and any(d is None for d in shape):
+        raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
+    shape = _checks.shape(shape, "shape", "Input")
     dtype = np.dtype(dtype or "float32").name
-    return KerasTensor(_native.Input([int(d) for d in shape], dtype, name or ""))
+    return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
+
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
@@ -88,15 +90,109 @@ def _as_list(v):
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def _examples(xs, ys):
-    # Checked before shuffling (a permutation of x's rows would cut y): the
-    # engine's message.
+def _examples(xs, ys, what, x_name="x"):
+    """The number of examples (rows) of the arrays: the same in each, at
+    least one. Checked before shuffling (a permutation of x's rows would cut
+    y)."""
     first = next(iter(xs.values()))
     for v in list(xs.values()) + list(ys.values()):
         if v.ndim < 1 or len(v) != len(first):
-            raise ValueError(f"fit: x and y must have the same number of examples, got "
+            raise ValueError(f"{what}: x and y must have the same number of examples, got "
                              f"{list(first.shape)} and {list(v.shape)}")
+    if len(first) == 0:
+        raise ValueError(f"{what}: {x_name} has no examples (0 rows); give at least one")
     return len(first)
+
+
+def _arrays(given, name, what, rows=True):
+    """Each value of ``given`` (input or output name -> array-like) as a
+    NumPy array of numbers without NaN or infinity (with a batch dimension
+    where ``rows``); errors name ``name`` (``x``, ``y``,
+    ``validation_data[0]``) and, for several, the key."""
+    out = {}
+    for key, value in given.items():
+        label = f"{name}[{key!r}]" if len(given) > 1 else name
+        try:
+            a = np.asarray(value)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{what}: {label} is not an array of numbers ({e})") from None
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{what}: {label} must hold numbers, not NumPy dtype {a.dtype}")
+        if rows and a.ndim < 1:
+            raise ValueError(f"{what}: {label} must have a batch dimension (one row per "
+                             f"example), got a scalar")
+        _checks.finite(a, label, what)
+        out[key] = a
+    return out
+
+
+def _batch_size(value, name, what, default=32):
+    value = _checks.optional_integer(value, name, what, minimum=1)
+    return default if value is None else value
+
+
+def _verbose(value, what):
+    if value == "auto":
+        return 1
+    if isinstance(value, bool) or value not in (0, 1, 2):
+        raise ValueError(f"{what}: verbose must be 'auto', 0, 1 or 2, got {_checks.shown(value)}")
+    return int(value)
+
+
+def _callback_objects(callbacks, what):
+    given = _as_list(callbacks or [])
+    for i, c in enumerate(given):
+        if not isinstance(c, _callbacks.Callback):
+            raise TypeError(f"{what}: callbacks[{i}] must be a keras.callbacks.Callback, got "
+                            f"{_checks.shown(c)}")
+    return given
+
+
+def _model_tensors(value, name):
+    # Model(inputs, outputs): KerasTensors, or a list, tuple or dict of them.
+    items = list(value.values()) if isinstance(value, dict) else _as_list(value)
+    if not items:
+        raise ValueError(f"Model: {name} is empty; give keras.Input results (inputs) and "
+                         "layers' results on them (outputs)")
+    for i, t in enumerate(items):
+        if not isinstance(t, KerasTensor):
+            at = f"{name}[{i}]" if len(items) > 1 else name
+            raise TypeError(f"Model: {at} must be a KerasTensor (a keras.Input or a layer's "
+                            f"result on one), got {_checks.shown(t)}")
+    return items
+
+
+def _named_objects(given, name, get):
+    """compile's loss or metrics as objects (``get``), a name the engine does
+    not know named with where it was given (``metrics[1]``)."""
+    if given is None:
+        return []
+    if isinstance(given, dict):
+        items = [(f"{name}[{k!r}]", v) for k, vs in given.items()
+                 for v in (_as_list(vs) if name == "metrics" else [vs])]
+    elif isinstance(given, (list, tuple)):
+        items = [(f"{name}[{i}]", v) for i, v in enumerate(given)]
+    else:
+        items = [(name, given)]
+    out = []
+    for label, value in items:
+        try:
+            out.append(get(value))
+        except ValueError as e:
+            raise ValueError(f"compile: {label}: {e}") from None
+    return out
+
+
+# Engine messages about the targets, and about token ids in x, that name no
+# argument: the call says which.
+_TARGET_MESSAGES = ("do not match predictions", ": targets must be", ": target class ")
+
+
+def _check_loss(loss, what):
+    if not math.isfinite(loss):
+        raise ValueError(f"{what}: training diverged: the loss is "
+                         f"{'nan' if math.isnan(loss) else 'infinite'} (lower the learning "
+                         "rate, clip with clipnorm, or check the data)")
 
 
 class Model:
@@ -114,13 +210,12 @@ class Model:
             return
         if inputs is None or outputs is None:
             raise ValueError("Model needs inputs and outputs (subclassed models are not supported)")
-        if isinstance(inputs, dict):
-            inputs = list(inputs.values())
-        self._outputs_are_list = isinstance(outputs, (list, tuple))
-        self._input_tensors, self._output_tensors = _as_list(inputs), _as_list(outputs)
-        self._native = _native.Model.functional([t._native for t in _as_list(inputs)],
-                                                [t._native for t in _as_list(outputs)],
-                                                name or "functional")
+        self._outputs_are_list = isinstance(outputs, (list, tuple, dict))
+        self._input_tensors = _model_tensors(inputs, "inputs")
+        self._output_tensors = _model_tensors(outputs, "outputs")
+        self._native = _native.Model.functional([t._native for t in self._input_tensors],
+                                                [t._native for t in self._output_tensors],
+                                                _checks.name(name, "Model") or "functional")
         self._after_build()
 
     # --- building -------------------------------------------------------------
@@ -164,6 +259,11 @@ class Model:
             raise ValueError(f"compile: unsupported argument(s) {', '.join(sorted(kwargs))}")
         if loss is None:
             raise ValueError("compile: a loss is needed")
+        # Losses and metrics are looked up now, so that a name the engine
+        # does not know is an error of compile() (a Sequential without its
+        # input compiles the engine's model at its first batch).
+        _named_objects(loss, "loss", _losses.get)
+        _named_objects(metrics, "metrics", _metrics.get)
         self.optimizer = _optimizers.get(optimizer)
         self._compiled = (self.optimizer, loss, loss_weights, metrics)
         # A Sequential with its input is built now, under the distribution
@@ -182,11 +282,31 @@ class Model:
             loss_weights = [loss_weights.get(n, 1.0) for n in outputs]
         if isinstance(metrics, dict):
             metrics = [m for n in outputs for m in _as_list(metrics.get(n, []))]
-        losses = [_losses.get(l)._native for l in _as_list(loss)]
-        weights = [float(w) for w in (loss_weights or [])]
-        natives = [_metrics.get(m)._native for m in (metrics or [])]
+        losses = [l._native for l in _named_objects(loss, "loss", _losses.get)]
+        weights = [_checks.number(w, f"loss_weights[{i}]", "compile", minimum=0)
+                   for i, w in enumerate(loss_weights or [])]
+        natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
         self._metric_names = [m.name for m in natives]
         self._native.compile(optimizer._native, losses, weights, natives)
+
+    def _engine(self, what, call, *args):
+        """``call(*args)``, an engine call on the user's data: its messages
+        about targets and token ids are said to be about ``y`` and ``x``."""
+        try:
+            return call(*args)
+        except ValueError as e:
+            message = str(e)
+            if any(m in message for m in _TARGET_MESSAGES):
+                names = list(self._native.output_names)
+                which = (f"output '{names[0]}'" if len(names) == 1 else
+                         "outputs " + ", ".join(f"'{n}'" for n in names))
+                raise ValueError(f"{what}: y (the targets of the model's {which}): "
+                                 f"{message}") from None
+            if message.startswith("token id "):
+                raise ValueError(f"{what}: x holds a token id an Embedding does not have: "
+                                 f"{message} (its input_dim, the vocabulary size; ids must be "
+                                 "from 0 to input_dim - 1)") from None
+            raise
 
     def _check_compiled(self, what):
         if self._compiled is None:
@@ -221,56 +341,85 @@ class Model:
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
             validation_batch_size=None, validation_freq=1):
-        """Keras's fit; returns a History whose .history holds loss and metrics per epoch."""
+        """Keras's fit; returns a History whose .history holds loss and metrics per epoch.
+        A loss that turns NaN or infinite stops it with a ValueError naming the
+        epoch and batch (unless a TerminateOnNaN callback stops it first)."""
         self._check_compiled("fit")
         if class_weight is not None or sample_weight is not None or steps_per_epoch is not None:
             raise ValueError("fit: class_weight, sample_weight and steps_per_epoch are not "
                              "supported")
-        batch_size = int(batch_size or 32)
-        xs, ys = self._inputs(x, "fit"), None
-        ys = self._targets(y, "fit")
-        xs = {k: np.asarray(v) for k, v in xs.items()}
-        ys = {k: np.asarray(v) for k, v in ys.items()}
-        if validation_split and validation_data is None:
-            n = len(next(iter(xs.values())))
-            cut = int(n * (1 - float(validation_split)))
-            validation_data = ({k: v[cut:] for k, v in xs.items()},
-                               {k: v[cut:] for k, v in ys.items()})
-            xs = {k: v[:cut] for k, v in xs.items()}
-            ys = {k: v[:cut] for k, v in ys.items()}
+        batch_size = _batch_size(batch_size, "batch_size", "fit")
+        epochs = _checks.integer(epochs, "epochs", "fit", 0, _checks.INT32_MAX)
+        initial_epoch = _checks.integer(initial_epoch, "initial_epoch", "fit", 0,
+                                        _checks.INT32_MAX)
+        validation_freq = _checks.integer(validation_freq, "validation_freq", "fit", 1,
+                                          _checks.INT32_MAX)
+        validation_split = _checks.number(validation_split, "validation_split", "fit",
+                                          minimum=0, below=1)
+        validation_batch_size = _batch_size(validation_batch_size, "validation_batch_size",
+                                            "fit", default=batch_size)
+        verbose = _verbose(verbose, "fit")
+        given = _callback_objects(callbacks, "fit")
+        xs = _arrays(self._inputs(x, "fit"), "x", "fit")
+        ys = _arrays(self._targets(y, "fit"), "y", "fit")
+        n = _examples(xs, ys, "fit")
         validation = None
         if validation_data is not None:
-            vx, vy = validation_data[0], validation_data[1]
-            validation = (self._inputs(vx, "fit"), self._targets(vy, "fit"),
-                          int(validation_batch_size or batch_size), int(validation_freq))
-        verbose = 1 if verbose == "auto" else int(verbose)
-        n = _examples(xs, ys)
-        epochs = int(epochs)
-        hooks, history = self._fit_hooks(callbacks, verbose, epochs, -(-n // batch_size),
+            vx, vy = self._validation_arrays(validation_data)
+            validation = (vx, vy, validation_batch_size, validation_freq)
+        elif validation_split:
+            # Keras's split: the last rows validate.
+            cut = int(n * (1 - validation_split))
+            if cut == 0 or cut == n:
+                raise ValueError(f"fit: validation_split={validation_split} of {n} examples "
+                                 f"leaves {cut} for training and {n - cut} for validation; each "
+                                 "needs at least one (give more data or another "
+                                 "validation_split)")
+            validation = ({k: v[cut:] for k, v in xs.items()},
+                          {k: v[cut:] for k, v in ys.items()}, validation_batch_size,
+                          validation_freq)
+            xs = {k: v[:cut] for k, v in xs.items()}
+            ys = {k: v[:cut] for k, v in ys.items()}
+            n = cut
+        hooks, history = self._fit_hooks(given, verbose, epochs, -(-n // batch_size),
                                          validation)
         self.stop_training = False
         rng = np.random.default_rng(_utils.seed())
         hooks.train_begin()
         try:
             if not shuffle:
-                self._native.fit(xs, ys, batch_size, epochs - int(initial_epoch), False, hooks,
-                                 int(initial_epoch), epochs)
+                self._engine("fit", self._native.fit, xs, ys, batch_size, epochs - initial_epoch,
+                             False, hooks, initial_epoch, epochs)
             else:
-                for epoch in range(int(initial_epoch), epochs):
+                for epoch in range(initial_epoch, epochs):
                     order = rng.permutation(n)
-                    self._native.fit({k: v[order] for k, v in xs.items()},
-                                     {k: v[order] for k, v in ys.items()}, batch_size, 1,
-                                     False, hooks, epoch, epochs)
+                    self._engine("fit", self._native.fit, {k: v[order] for k, v in xs.items()},
+                                 {k: v[order] for k, v in ys.items()}, batch_size, 1, False,
+                                 hooks, epoch, epochs)
         except _callbacks.StopTraining:
             hooks.stopped()  # a batch's hook stopped it: that epoch still ends
         hooks.train_end()
         self.history = history
         return history
 
+    def _validation_arrays(self, data):
+        # Keras's validation_data: (x_val, y_val) or (x_val, y_val, sample_weight_val).
+        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+            got = (f"a {type(data).__name__} of {len(data)}" if isinstance(data, (tuple, list))
+                   else _checks.shown(data))
+            raise ValueError("fit: validation_data must be a tuple (x_val, y_val) or (x_val, "
+                             f"y_val, sample_weight_val), got {got}")
+        if len(data) == 3 and data[2] is not None:
+            raise ValueError("fit: sample weights in validation_data are not supported")
+        vx = _arrays(self._inputs(data[0], "fit"), "validation_data[0]", "fit")
+        vy = _arrays(self._targets(data[1], "fit"), "validation_data[1]", "fit")
+        _examples(vx, vy, "fit", "validation_data[0]")
+        return vx, vy
+
     def _fit_hooks(self, callbacks, verbose, epochs, steps, validation):
         # Keras's CallbackList: the user's callbacks, then History, then the
         # progress bar (so that it shows the val_* logs).
-        given = _as_list(callbacks or [])
+        given = list(callbacks)
         history = next((c for c in given if isinstance(c, _callbacks.History)), None)
         if history is None:
             history = _callbacks.History()
@@ -281,22 +430,23 @@ class Model:
         return _callbacks.CallbackList(given, model=self, validation=validation,
                                        params=params), history
 
-    def _evaluate_with_hooks(self, xs, ys, batch_size, hooks):
-        """The test pass with its hooks: batch by batch only when a callback
-        has test-batch hooks (the engine's single call otherwise)."""
+    def _evaluate_with_hooks(self, xs, ys, batch_size, hooks, what="fit"):
+        """The test pass with its hooks (x and y: checked arrays): batch by
+        batch only when a callback has test-batch hooks (the engine's single
+        call otherwise)."""
         hooks.call("on_test_begin", {})
         if not hooks.wants_batches("test"):
-            logs = _callbacks._loss_first(self._native.evaluate(xs, ys, batch_size))
+            logs = _callbacks._loss_first(self._engine(what, self._native.evaluate, xs, ys,
+                                                       batch_size))
         else:
-            xs = {k: np.asarray(v) for k, v in xs.items()}
-            ys = {k: np.asarray(v) for k, v in ys.items()}
-            n = _examples(xs, ys)
+            n = _examples(xs, ys, what)
             sums, seen = {}, 0
             for b, start in enumerate(range(0, n, batch_size)):
                 hooks.call("on_test_batch_begin", b, {})
                 part = slice(start, min(n, start + batch_size))
-                got = self._native.evaluate({k: v[part] for k, v in xs.items()},
-                                            {k: v[part] for k, v in ys.items()}, batch_size)
+                got = self._engine(what, self._native.evaluate,
+                                   {k: v[part] for k, v in xs.items()},
+                                   {k: v[part] for k, v in ys.items()}, batch_size)
                 rows = part.stop - part.start
                 seen += rows
                 for k, v in got.items():
@@ -312,20 +462,20 @@ class Model:
         self._check_compiled("evaluate")
         if sample_weight is not None or steps is not None:
             raise ValueError("evaluate: sample_weight and steps are not supported")
-        verbose = 1 if verbose == "auto" else int(verbose)
-        batch_size = int(batch_size or 32)
-        xs = self._inputs(x, "evaluate")
-        ys = self._targets(y, "evaluate")
-        n = _examples({k: np.asarray(v) for k, v in xs.items()},
-                      {k: np.asarray(v) for k, v in ys.items()})
+        verbose = _verbose(verbose, "evaluate")
+        batch_size = _batch_size(batch_size, "batch_size", "evaluate")
+        given = _callback_objects(callbacks, "evaluate")
+        xs = _arrays(self._inputs(x, "evaluate"), "x", "evaluate")
+        ys = _arrays(self._targets(y, "evaluate"), "y", "evaluate")
+        n = _examples(xs, ys, "evaluate")
         steps = -(-n // batch_size)
         params = {"verbose": verbose, "epochs": 1, "steps": steps}
-        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self, params=params)
+        hooks = _callbacks.CallbackList(given, model=self, params=params)
         bar = _callbacks.ProgbarLogger()
         bar.set_params(params)
         if verbose:
             bar.start()  # the line shows the pass's time
-        logs = self._evaluate_with_hooks(xs, ys, batch_size, hooks)
+        logs = self._evaluate_with_hooks(xs, ys, batch_size, hooks, "evaluate")
         if verbose:
             bar.show(steps, logs)
         return self._results(logs, return_dict)
@@ -340,21 +490,24 @@ class Model:
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's predict: an (N, ...) array, or a list of them for several outputs."""
-        xs = self._inputs(x, "predict")
-        batch_size = int(batch_size or 32)
-        hooks = _callbacks.CallbackList(_as_list(callbacks or []), model=self,
-                                        params={"verbose": 0, "epochs": 1})
+        if steps is not None:
+            raise ValueError("predict: steps is not supported (the whole of x is predicted)")
+        batch_size = _batch_size(batch_size, "batch_size", "predict")
+        _verbose(verbose, "predict")
+        given = _callback_objects(callbacks, "predict")
+        xs = _arrays(self._inputs(x, "predict"), "x", "predict")
+        n = _examples(xs, {}, "predict")
+        hooks = _callbacks.CallbackList(given, model=self, params={"verbose": 0, "epochs": 1})
         hooks.call("on_predict_begin", {})
         if not hooks.wants_batches("predict"):
-            outs = self._native.predict(xs, batch_size)
+            outs = self._engine("predict", self._native.predict, xs, batch_size)
         else:
-            xs = {k: np.asarray(v) for k, v in xs.items()}
-            n = len(next(iter(xs.values())))
             parts = []
             for b, start in enumerate(range(0, n, batch_size)):
                 hooks.call("on_predict_batch_begin", b, {})
                 part = slice(start, min(n, start + batch_size))
-                got = self._native.predict({k: v[part] for k, v in xs.items()}, batch_size)
+                got = self._engine("predict", self._native.predict,
+                                   {k: v[part] for k, v in xs.items()}, batch_size)
                 parts.append(got)
                 out = got if self._several_outputs() else got[0]
                 hooks.call("on_predict_batch_end", b, {"outputs": out})
@@ -366,35 +519,43 @@ class Model:
         return len(self._native.output_names) > 1 or getattr(self, "_outputs_are_list", False)
 
     def predict_on_batch(self, x):
-        n = len(np.asarray(next(iter(self._inputs(x, "predict_on_batch").values()))))
-        return self.predict(x, batch_size=max(n, 1))
+        xs = _arrays(self._inputs(x, "predict_on_batch"), "x", "predict_on_batch")
+        n = _examples(xs, {}, "predict_on_batch")
+        outs = self._engine("predict_on_batch", self._native.predict, xs, n)
+        return outs if self._several_outputs() else outs[0]
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
-        """One optimizer step; returns that batch's loss (before the step)."""
+        """One optimizer step; returns that batch's loss (before the step). A
+        loss that is NaN or infinite is a ValueError (the step was taken)."""
         self._check_compiled("train_on_batch")
         if sample_weight is not None or class_weight is not None:
             raise ValueError("train_on_batch: sample_weight and class_weight are not supported")
-        xs = self._inputs(x, "train_on_batch")
-        ys = self._targets(y, "train_on_batch")
+        xs = _arrays(self._inputs(x, "train_on_batch"), "x", "train_on_batch")
+        ys = _arrays(self._targets(y, "train_on_batch"), "y", "train_on_batch")
+        n = _examples(xs, ys, "train_on_batch")
         if not self._metric_names:
-            loss = self._native.train_on_batch(xs, ys)
+            loss = self._engine("train_on_batch", self._native.train_on_batch, xs, ys)
+            _check_loss(loss, "train_on_batch")
             return {"loss": loss} if return_dict else loss
         # With metrics: one epoch of one batch, one optimizer step (the
         # engine's fit gives the batch's loss and metrics together).
-        n = len(np.asarray(next(iter(xs.values()))))
-        got = self._native.fit(xs, ys, max(n, 1), 1, False, None, 0, 1)
+        got = self._engine("train_on_batch", self._native.fit, xs, ys, n, 1, False, None, 0, 1)
         logs = _callbacks._loss_first({k: v[0] for k, v in got.items()})
+        _check_loss(logs["loss"], "train_on_batch")
         return logs if return_dict else list(logs.values())
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._check_compiled("test_on_batch")
-        xs = self._inputs(x, "test_on_batch")
-        ys = self._targets(y, "test_on_batch")
+        if sample_weight is not None:
+            raise ValueError("test_on_batch: sample_weight is not supported")
+        xs = _arrays(self._inputs(x, "test_on_batch"), "x", "test_on_batch")
+        ys = _arrays(self._targets(y, "test_on_batch"), "y", "test_on_batch")
+        n = _examples(xs, ys, "test_on_batch")
         if not self._metric_names:
-            loss = self._native.test_on_batch(xs, ys)
+            loss = self._engine("test_on_batch", self._native.test_on_batch, xs, ys)
             return {"loss": loss} if return_dict else loss
-        n = len(np.asarray(next(iter(xs.values()))))
-        logs = _callbacks._loss_first(self._native.evaluate(xs, ys, max(n, 1)))
+        logs = _callbacks._loss_first(self._engine("test_on_batch", self._native.evaluate, xs,
+                                                   ys, n))
         return logs if return_dict else list(logs.values())
 
     # --- weights ---------------------------------------------------------------
@@ -416,13 +577,14 @@ class Model:
         if len(weights) != len(paths):
             raise ValueError(f"set_weights: the model has {len(paths)} weights, got "
                              f"{len(weights)} arrays")
-        for path, w in zip(paths, weights):
-            w = np.asarray(w)
+        arrays = _arrays({p: w for p, w in zip(paths, weights)}, "weights", "set_weights",
+                         rows=False)
+        for path, w in arrays.items():
             want = tuple(native.weight_shape(path))
             if w.shape != want:
                 raise ValueError(f"set_weights: weight '{path}' has shape {want}, the array "
                                  f"given {w.shape}")
-        for path, w in zip(paths, weights):
+        for path, w in arrays.items():
             native.set_weight(path, w)
 
     # --- files ---------------------------------------------------------------
@@ -454,8 +616,25 @@ class Model:
         (print_fn or print)(text.rstrip("\n"))
 
     def build(self, input_shape):
-        self._build_from(np.zeros((1,) + tuple(input_shape)[1:], dtype=np.float32))
+        """Builds the model for inputs of ``input_shape`` (batch dimension
+        first, None or a number); a built model stays as it is."""
+        shape = _checks.shape(input_shape, "input_shape", "build", allow_none_first=True)
+        if len(shape) < 2:
+            raise ValueError(f"build: input_shape must be (batch, features...), got {shape}")
+        # What one example of that shape takes, against the memory there is,
+        # before anything is made of that size.
+        need = math.prod(shape[1:]) * 4
+        have = _native.available_memory_bytes()
+        if have is not None and need > have:
+            raise ValueError(f"build: one example of input_shape {shape} needs "
+                             f"{_checks.size_text(need)} (float32); {_checks.size_text(have)} "
+                             "is available (AUTOSHARD_MEMORY_LIMIT caps it): use a smaller "
+                             "shape")
+        self._build_from_shape(shape[1:])
         self._built()
+
+    def _build_from_shape(self, shape):
+        pass
 
 
 class Sequential(Model):
@@ -463,15 +642,23 @@ class Sequential(Model):
 
     def __init__(self, layers=None, name=None, **kwargs):
         super().__init__(name=name, **kwargs)
-        self._name = name or "sequential"
+        self._name = _checks.name(name, "Sequential") or "sequential"
         self._input = None
         self._layers = []
+        if layers is not None and not isinstance(layers, (list, tuple)):
+            raise TypeError(f"Sequential: layers must be a list of layers, got "
+                            f"{_checks.shown(layers)}")
         for layer in layers or []:
             self.add(layer)
 
     def add(self, layer):
+        from .layers import Layer
+
         if self._native is not None:
             raise ValueError("Sequential.add after the model was built is not supported")
+        if not isinstance(layer, (Layer, KerasTensor, InputLayer)):
+            raise TypeError(f"Sequential: {_checks.shown(layer)} is not a layer (give "
+                            "keras.layers objects, after an optional keras.Input)")
         if isinstance(layer, KerasTensor):
             self._input = layer
             return
@@ -501,10 +688,18 @@ class Sequential(Model):
                 return
             if isinstance(x, dict):
                 x = next(iter(x.values()))
-            x = _as_list(x)[0]
-            x = np.asarray(x)
+            x = np.asarray(_as_list(x)[0])
             dtype = "int32" if x.dtype.kind in "iub" else "float32"
             self._input = Input(x.shape[1:], dtype=dtype)
+        self._build_from_shape(None)
+
+    def _build_from_shape(self, shape):
+        if self._native is not None:
+            return
+        if self._input is None:
+            if shape is None:
+                return
+            self._input = Input(shape)
         self._native = _native.Model.sequential(self._input._native,
                                                 [l._native for l in self._layers], self._name)
         self._after_build()

@@ -1,6 +1,6 @@
 """keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules."""
 
-from .. import _native
+from .. import _checks, _native
 from . import utils as _utils
 
 
@@ -18,7 +18,9 @@ class Optimizer:
 
     @learning_rate.setter
     def learning_rate(self, value):
-        self._native.learning_rate = float(value)
+        # A scheduler's value too: NaN or infinity would train on silently.
+        self._native.learning_rate = _checks.number(value, "learning_rate",
+                                                    type(self).__name__, above=0)
 
 
 def _check(kwargs, name):
@@ -26,45 +28,54 @@ def _check(kwargs, name):
     kwargs.pop("name", None)
     if kwargs:
         raise ValueError(f"{name}: unsupported argument(s) {', '.join(sorted(kwargs))}")
-    return float(clipnorm)
+    return _checks.number(clipnorm, "clipnorm", name, minimum=0)
 
 
 def _lr(value, name):
     if not isinstance(value, (int, float)):
         raise ValueError(f"{name}: learning_rate must be a number (schedules are not supported "
                          "from Python yet)")
-    return float(value)
+    return _checks.number(value, "learning_rate", name, above=0)
+
+
+def _f(value, what, name):
+    # A finite float (the engine checks each argument's range).
+    return _checks.number(value, what, name)
 
 
 class SGD(Optimizer):
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, **kwargs):
         clip = _check(kwargs, "SGD")
-        super().__init__(_native.SGD(_lr(learning_rate, "SGD"), float(momentum), bool(nesterov),
-                                     clip))
+        super().__init__(_native.SGD(_lr(learning_rate, "SGD"), _f(momentum, "momentum", "SGD"),
+                                     bool(nesterov), clip))
 
 
 class Adam(Optimizer):
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  weight_decay=None, **kwargs):
         clip = _check(kwargs, "Adam")
-        super().__init__(_native.Adam(_lr(learning_rate, "Adam"), float(beta_1), float(beta_2),
-                                      float(epsilon), float(weight_decay or 0.0), clip))
+        super().__init__(_native.Adam(_lr(learning_rate, "Adam"), _f(beta_1, "beta_1", "Adam"),
+                                      _f(beta_2, "beta_2", "Adam"), _f(epsilon, "epsilon", "Adam"),
+                                      _f(weight_decay or 0.0, "weight_decay", "Adam"), clip))
 
 
 class AdamW(Optimizer):
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-7, **kwargs):
         clip = _check(kwargs, "AdamW")
-        super().__init__(_native.AdamW(_lr(learning_rate, "AdamW"), float(beta_1), float(beta_2),
-                                       float(epsilon), float(weight_decay), clip))
+        super().__init__(_native.AdamW(_lr(learning_rate, "AdamW"), _f(beta_1, "beta_1", "AdamW"),
+                                       _f(beta_2, "beta_2", "AdamW"),
+                                       _f(epsilon, "epsilon", "AdamW"),
+                                       _f(weight_decay, "weight_decay", "AdamW"), clip))
 
 
 class RMSprop(Optimizer):
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
                  **kwargs):
         clip = _check(kwargs, "RMSprop")
-        super().__init__(_native.RMSprop(_lr(learning_rate, "RMSprop"), float(rho),
-                                         float(momentum), float(epsilon), bool(centered), clip))
+        super().__init__(_native.RMSprop(_lr(learning_rate, "RMSprop"), _f(rho, "rho", "RMSprop"),
+                                         _f(momentum, "momentum", "RMSprop"),
+                                         _f(epsilon, "epsilon", "RMSprop"), bool(centered), clip))
 
 
 class Adagrad(Optimizer):
@@ -72,7 +83,8 @@ class Adagrad(Optimizer):
                  **kwargs):
         clip = _check(kwargs, "Adagrad")
         super().__init__(_native.Adagrad(_lr(learning_rate, "Adagrad"),
-                                         float(initial_accumulator_value), float(epsilon), clip))
+                                         _f(initial_accumulator_value, "initial_accumulator_value",
+                                            "Adagrad"), _f(epsilon, "epsilon", "Adagrad"), clip))
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad}

@@ -10,6 +10,7 @@ keeps that file's description. Missing or unreadable files raise OSError,
 files whose content autoshard cannot use raise ValueError.
 """
 
+import errno
 import json
 import os
 import shutil
@@ -116,11 +117,14 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
         raise ValueError(f"save: unsupported argument(s) {', '.join(sorted(kwargs)) or 'include_optimizer=False'}")
     if zipped is False:
         raise ValueError("save: zipped=False (an unzipped .keras directory) is not supported")
-    path = os.fspath(filepath)
+    path = _path(filepath, "save")
     fmt = _format_of(path, save_format)
     native = model._built()
     kf = _keras_file_of(model, fmt)
-    _write_replacing(path, overwrite, lambda out: kf.save(native, out, fmt))
+    if fmt == "tfjs":
+        _save_directory(path, overwrite, lambda out: kf.save(native, out, fmt), "save")
+    else:
+        _save_file(path, overwrite, lambda out: kf.save(native, out, fmt), "save")
 
 
 def _leader():
@@ -129,35 +133,94 @@ def _leader():
     return _native.world_rank() == 0
 
 
-def _write_replacing(path, overwrite, write):
-    # The C++ writer never replaces a file (it writes aside and renames into
-    # place); Keras's overwrite=True does, after the new file is complete.
+# What a save may touch (docs/python.md, "Bad input and what a save may
+# touch"): the file it was asked for, or in a TensorFlow.js directory the
+# files that format writes (model.json, its weight shards), each written
+# under a temporary name beside it and renamed into place once complete. A
+# directory is never deleted nor made where a file was asked for, and a
+# failed save leaves what was there.
+
+
+def _path(filepath, what):
+    try:
+        return os.fspath(filepath)
+    except TypeError:
+        raise TypeError(f"{what}: filepath must be a path (str or os.PathLike), got "
+                        f"{type(filepath).__name__}") from None
+
+
+def _check_folder(path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(2, "No such directory to save into", folder)
-    if not os.path.lexists(path):
-        write(path)
-        return
-    if not overwrite:
-        raise FileExistsError(17, "exists; pass overwrite=True to replace it", path)
-    head, tail = os.path.split(path)
-    root, ext = os.path.splitext(tail)
-    aside = os.path.join(head, f".{root}.autoshard-{os.getpid()}{ext}")
-    if os.path.lexists(aside):
-        _remove(aside)
-    write(aside)
-    if not _leader():
-        return
-    if os.path.isdir(path) and not os.path.islink(path):
-        _remove(path)
-    os.replace(aside, path)
+    return folder
 
 
-def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.remove(path)
+def _staging(folder):
+    # A fresh temporary directory (the new files' temporary names) in
+    # `folder`, so that renaming out of it replaces atomically; ranks that
+    # do not write keep theirs out of the user's folder.
+    return tempfile.TemporaryDirectory(prefix=".autoshard-save-",
+                                       dir=folder if _leader() else None)
+
+
+def _save_file(path, overwrite, write, what):
+    """Writes the file ``path`` with ``write(temporary path)``, then renames
+    it into place: a file there is replaced when ``overwrite`` (Keras's
+    rule), a directory never."""
+    folder = _check_folder(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"{what}: a directory is there, and a file was "
+                                "asked for (a directory is never replaced): choose another "
+                                "path", path)
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(errno.EEXIST, f"{what}: the file exists; pass overwrite=True "
+                                  "to replace it", path)
+        if not os.path.isfile(path):
+            raise OSError(errno.EEXIST, f"{what}: something that is not a regular file is "
+                          "there; it is never replaced: choose another path", path)
+    with _staging(folder) as tmp:
+        out = os.path.join(tmp, os.path.basename(path))
+        write(out)
+        if _leader():
+            os.replace(out, path)
+
+
+def _save_directory(path, overwrite, write, what):
+    """Writes a TensorFlow.js model directory with ``write(temporary
+    directory)``. A new directory is renamed into place; into one that
+    exists (empty, or not empty with ``overwrite``), only the files the
+    format wrote are moved, each replacing the file of its name, the weight
+    shards before model.json. Other files in it are left as they are."""
+    _check_folder(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, f"{what}: a TensorFlow.js model is a directory "
+                                 "(model.json and its weight shards), and a file is there (it "
+                                 "is never replaced): choose another path", path)
+    existing = os.path.isdir(path)
+    if existing and os.listdir(path) and not overwrite:
+        raise FileExistsError(errno.ENOTEMPTY, f"{what}: the directory is not empty; pass "
+                              "overwrite=True to replace the model.json and weight shards in "
+                              "it (its other files are left as they are)", path)
+    staging_folder = path if existing else os.path.dirname(os.path.abspath(path))
+    with _staging(staging_folder) as tmp:
+        out = os.path.join(tmp, "model")
+        write(out)
+        if not _leader():
+            return
+        if not existing:
+            os.rename(out, path)  # fails, replacing nothing, if one appeared meanwhile
+            return
+        names = sorted(os.listdir(out), key=lambda n: (n == "model.json", n))
+        for name in names:
+            target = os.path.join(path, name)
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise IsADirectoryError(errno.EISDIR, f"{what}: a directory is where the "
+                                        f"TensorFlow.js file '{name}' goes (it is never "
+                                        "replaced)", target)
+        for name in names:
+            os.replace(os.path.join(out, name), os.path.join(path, name))
 
 
 def _keras_file_of(model, fmt="keras"):
@@ -395,7 +458,7 @@ def _check_weights_path(path, what):
 def save_weights(model, filepath, overwrite=True):
     """Keras 3's save_weights: the ``model.weights.h5`` of the ``.keras`` file
     ``model.save`` would write, alone."""
-    path = os.fspath(filepath)
+    path = _path(filepath, "save_weights")
     _check_weights_path(path, "save_weights")
     native = model._built()
     kf = _keras_file_of(model)
@@ -404,17 +467,15 @@ def save_weights(model, filepath, overwrite=True):
                          "Keras 3 weights layout; save it whole with model.save('....h5')")
 
     def write(out):
-        with tempfile.TemporaryDirectory(prefix="autoshard-weights-",
-                                         dir=os.path.dirname(os.path.abspath(out))) as tmp:
-            whole = os.path.join(tmp, "model.keras")
-            kf.save(native, whole, "keras")
-            if not _leader():
-                return
-            with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
-                    open(out, "xb") as dst:
-                shutil.copyfileobj(src, dst)
+        whole = out + ".keras"
+        kf.save(native, whole, "keras")
+        if not _leader():
+            return
+        with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
+                open(out, "xb") as dst:
+            shutil.copyfileobj(src, dst)
 
-    _write_replacing(path, overwrite, write)
+    _save_file(path, overwrite, write, "save_weights")
 
 
 def load_weights(model, filepath, skip_mismatch=False, **kwargs):

@@ -1,0 +1,535 @@
+"""Bad input from Python (docs/python.md, "Bad input and what a save may
+touch"): saves that never delete what a user had, numbers that are finite
+or refused, arguments checked as Keras checks them, engine errors as
+ValueError/OSError with messages naming the argument, Ctrl-C in predict and
+evaluate."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import autoshard
+import autoshard.keras as keras
+from autoshard import _checks, _native
+
+
+def _model(units=3, features=7, lr=None):
+    m = keras.Sequential([keras.Input((features,)), keras.layers.Dense(units)])
+    m.compile(keras.optimizers.SGD(lr) if lr else "adam", "mse")
+    return m
+
+
+def _data(n=16, features=7, units=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, features)).astype("float32"),
+            rng.normal(size=(n, units)).astype("float32"))
+
+
+# --- saves: what a save may touch ---------------------------------------------
+
+
+def _user_dir(path):
+    """A directory holding a user's files; returns a snapshot of them."""
+    (path / "sub").mkdir(parents=True)
+    (path / "thesis.txt").write_text("years of work")
+    (path / "sub" / "data.csv").write_text("1,2\n")
+    return _snapshot(path)
+
+
+def _snapshot(path):
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            full = os.path.join(root, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out
+
+
+def _checkpoint_into(model, target):
+    x, y = _data()
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[keras.callbacks.ModelCheckpoint(target)])
+
+
+# (name of the directory the user has, the save call on it, the error it
+# raises or None, a fragment of the message)
+SAVES_ON_A_USER_DIRECTORY = [
+    ("web", lambda m, p: m.save(p, save_format="tfjs", overwrite=False), FileExistsError,
+     "not empty; pass overwrite=True"),
+    ("web", lambda m, p: keras.models.save_model(m, p, overwrite=False, save_format="tfjs"),
+     FileExistsError, "not empty"),
+    ("x.keras", lambda m, p: m.save(p), IsADirectoryError, "a directory is there"),
+    ("x.keras", lambda m, p: m.save(p, overwrite=False), IsADirectoryError, "directory"),
+    ("x.h5", lambda m, p: m.save(p), IsADirectoryError, "a file was asked for"),
+    ("plain", lambda m, p: m.save(p, save_format="keras"), IsADirectoryError, "directory"),
+    ("plain", lambda m, p: m.save(p, save_format="h5"), IsADirectoryError, "directory"),
+    ("plain", lambda m, p: m.save(p), ValueError, "extension"),
+    ("m.weights.h5", lambda m, p: m.save_weights(p), IsADirectoryError, "directory"),
+    ("ck.keras", _checkpoint_into, OSError, "directory"),
+    # overwrite=True (Keras's default): only model.json and its shard are written
+    ("web", lambda m, p: m.save(p, save_format="tfjs"), None, None),
+]
+
+
+@pytest.mark.parametrize("name,save,error,fragment", SAVES_ON_A_USER_DIRECTORY)
+def test_a_users_directory_survives_every_save(tmp_path, name, save, error, fragment):
+    target = tmp_path / name
+    before = _user_dir(target)
+    model = _model()
+    if error is None:
+        save(model, target)
+    else:
+        with pytest.raises(error, match=fragment):
+            save(model, target)
+    after = _snapshot(target)
+    assert {k: after[k] for k in before if k in after} == before
+    if error is not None:
+        assert after == before  # nothing added either
+        assert sorted(os.listdir(tmp_path)) == [name]  # no temporary left beside it
+
+
+def test_tfjs_save_into_a_directory_replaces_only_its_own_files(tmp_path):
+    target = tmp_path / "web"
+    before = _user_dir(target)
+    first, second = _model(), _model()
+    first.save(target, save_format="tfjs")
+    second.save(target, save_format="tfjs")  # replaces model.json and the shard
+    after = _snapshot(target)
+    assert set(after) == set(before) | {"model.json", "group1-shard1of1.bin"}
+    loaded = keras.models.load_model(target)
+    for a, b in zip(loaded.get_weights(), second.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert not [f for f in os.listdir(target) if f.startswith(".autoshard")]
+
+
+def test_a_failed_tfjs_save_leaves_the_directory_as_it_was(tmp_path):
+    target = tmp_path / "web"
+    before = _user_dir(target)
+    (target / "model.json").mkdir()  # where the save's file would go
+    with pytest.raises(IsADirectoryError, match="model.json"):
+        _model().save(target, save_format="tfjs")
+    assert _snapshot(target) == before
+    assert sorted(os.listdir(target)) == ["model.json", "sub", "thesis.txt"]
+
+
+class _FailingWriter:
+    """A Keras file whose write fails halfway (a full disk, say)."""
+
+    def save(self, native, out, fmt):
+        if fmt == "tfjs":
+            os.makedirs(out)
+            out = os.path.join(out, "model.json")
+        with open(out, "w") as f:
+            f.write("partial")
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("name,fmt", [("m.keras", None), ("m.h5", None), ("web", "tfjs")])
+def test_a_save_that_fails_while_writing_leaves_what_was_there(tmp_path, monkeypatch, name,
+                                                                fmt):
+    from autoshard.keras import saving
+
+    target = tmp_path / name
+    if fmt == "tfjs":
+        _user_dir(target)
+        (target / "model.json").write_text("the user's old model")
+        before = _snapshot(target)
+    else:
+        target.write_text("mine")
+    model = _model()
+    monkeypatch.setattr(saving, "_keras_file_of", lambda model, fmt="keras": _FailingWriter())
+    with pytest.raises(OSError, match="No space left"):
+        model.save(target, **({"save_format": fmt} if fmt else {}))
+    assert os.listdir(tmp_path) == [name]  # no temporary left beside it
+    if fmt == "tfjs":
+        assert _snapshot(target) == before
+        assert not [f for f in os.listdir(target) if f.startswith(".")]
+    else:
+        assert target.read_text() == "mine"
+
+
+def test_tfjs_save_into_an_empty_directory_needs_no_overwrite(tmp_path):
+    (tmp_path / "web").mkdir()
+    _model().save(tmp_path / "web", save_format="tfjs", overwrite=False)
+    assert sorted(os.listdir(tmp_path / "web")) == ["group1-shard1of1.bin", "model.json"]
+
+
+@pytest.mark.parametrize("save,name,error", [
+    (lambda m, p: m.save(p, save_format="tfjs"), "model.txt", NotADirectoryError),
+    (lambda m, p: m.save(p, overwrite=False), "m.keras", FileExistsError),
+    (lambda m, p: m.save_weights(p, overwrite=False), "m.weights.h5", FileExistsError),
+])
+def test_a_users_file_is_never_replaced_by_a_directory_or_without_overwrite(
+        tmp_path, save, name, error):
+    target = tmp_path / name
+    target.write_text("mine")
+    with pytest.raises(error, match=name):
+        save(_model(), target)
+    assert target.read_text() == "mine"
+    assert os.listdir(tmp_path) == [name]
+
+
+def test_overwrite_replaces_a_file_of_the_same_name_as_keras_does(tmp_path):
+    target = tmp_path / "m.keras"
+    target.write_text("old")
+    model = _model()
+    model.save(target)
+    assert keras.models.load_model(target).count_params() == model.count_params()
+    weights = tmp_path / "m.weights.h5"
+    weights.write_text("old")
+    model.save_weights(weights)
+    assert weights.read_bytes()[:4] == b"\x89HDF"
+
+
+# --- numbers: finite or refused ------------------------------------------------
+
+
+def _with(array, index, value):
+    a = array.copy()
+    a[index] = value
+    return a
+
+
+X, Y = _data()
+NON_FINITE = [
+    ("fit x NaN", lambda m: m.fit(_with(X, (3, 2), np.nan), Y, verbose=0),
+     r"fit: x element \[3, 2\] is NaN"),
+    ("fit y inf", lambda m: m.fit(X, _with(Y, (5, 1), np.inf), verbose=0),
+     r"fit: y element \[5, 1\] is inf"),
+    ("fit float64 -inf", lambda m: m.fit(_with(X.astype("f8"), (0, 6), -np.inf), Y, verbose=0),
+     r"x element \[0, 6\] is -inf"),
+    ("fit float64 past float32", lambda m: m.fit(_with(X.astype("f8"), (2, 3), 1e39), Y,
+                                                 verbose=0),
+     r"fit: x element \[2, 3\] is 1e\+39, beyond float32's range"),
+    ("fit validation x", lambda m: m.fit(X, Y, validation_data=(_with(X, (1, 1), np.nan), Y),
+                                         verbose=0), r"validation_data\[0\] element \[1, 1\]"),
+    ("fit validation y", lambda m: m.fit(X, Y, validation_data=(X, _with(Y, (2, 0), np.inf)),
+                                         verbose=0), r"validation_data\[1\] element \[2, 0\]"),
+    ("evaluate x", lambda m: m.evaluate(_with(X, (15, 0), -np.inf), Y, verbose=0),
+     r"evaluate: x element \[15, 0\] is -inf"),
+    ("evaluate y list", lambda m: m.evaluate(X, [[float("nan")] * 3] + Y[1:].tolist(),
+                                             verbose=0), r"evaluate: y element \[0, 0\] is NaN"),
+    ("predict", lambda m: m.predict(_with(X, (7, 4), np.nan), verbose=0),
+     r"predict: x element \[7, 4\] is NaN"),
+    ("predict_on_batch", lambda m: m.predict_on_batch(_with(X, (2, 2), np.inf)),
+     r"predict_on_batch: x element \[2, 2\]"),
+    ("train_on_batch", lambda m: m.train_on_batch(X, _with(Y, (4, 2), np.nan)),
+     r"train_on_batch: y element \[4, 2\] is NaN"),
+    ("test_on_batch", lambda m: m.test_on_batch(_with(X, (9, 1), np.inf), Y),
+     r"test_on_batch: x element \[9, 1\] is inf"),
+    ("set_weights NaN", lambda m: m.set_weights([_with(m.get_weights()[0], (6, 2), np.nan),
+                                                 m.get_weights()[1]]),
+     r"set_weights: weights\['.*kernel'\] element \[6, 2\] is NaN"),
+    ("fit on 0 rows", lambda m: m.fit(X[:0], Y[:0], verbose=0), "fit: x has no examples"),
+    ("evaluate on 0 rows", lambda m: m.evaluate(X[:0], Y[:0], verbose=0),
+     "evaluate: x has no examples"),
+    ("predict on 0 rows", lambda m: m.predict(X[:0], verbose=0), "predict: x has no examples"),
+    ("empty validation_data", lambda m: m.fit(X, Y, validation_data=(X[:0], Y[:0]), verbose=0),
+     "validation_data\\[0\\] has no examples"),
+    ("validation_split 1.0", lambda m: m.fit(X, Y, validation_split=1.0, verbose=0),
+     "validation_split must be a finite number, >= 0, < 1"),
+    ("validation_split leaving no training", lambda m: m.fit(X[:1], Y[:1], validation_split=0.5,
+                                                             verbose=0),
+     "leaves 0 for training and 1 for validation"),
+    ("validation_split leaving no validation", lambda m: m.fit(X, Y, validation_split=1e-17,
+                                                               verbose=0),
+     "leaves 16 for training and 0 for validation"),
+]
+
+
+@pytest.mark.parametrize("name,call,fragment", NON_FINITE, ids=[c[0] for c in NON_FINITE])
+def test_non_finite_and_empty_data_is_refused_and_the_model_kept(name, call, fragment):
+    m = _model()
+    before = m.get_weights()
+    with pytest.raises(ValueError, match=fragment):
+        call(m)
+    for a, b in zip(m.get_weights(), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_several_inputs_name_the_input():
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    out = keras.layers.Dense(1)(keras.layers.Concatenate()([a, b]))
+    m = keras.Model([a, b], out)
+    m.compile("sgd", "mse")
+    xb = np.ones((4, 2), "float32")
+    xb[1, 1] = np.nan
+    with pytest.raises(ValueError, match=r"fit: x\['b'\] element \[1, 1\] is NaN"):
+        m.fit({"a": np.ones((4, 3), "float32"), "b": xb}, np.ones((4, 1), "float32"), verbose=0)
+
+
+def test_a_loss_that_turns_non_finite_stops_fit_naming_the_batch():
+    x, y = _data(64)
+    m = _model(lr=1e30)
+    with pytest.raises(ValueError, match=r"training diverged: the loss is (nan|infinite) at "
+                                         r"epoch 1, batch \d+ of 8"):
+        m.fit(x, y, batch_size=8, epochs=3, verbose=0)
+
+
+def test_terminate_on_nan_stops_without_an_error_as_in_keras(capsys):
+    x, y = _data(64)
+    m = _model(lr=1e30)
+    history = m.fit(x, y, batch_size=8, epochs=3, verbose=0,
+                    callbacks=[keras.callbacks.TerminateOnNaN()])
+    assert len(history.history["loss"]) == 1
+    assert "Invalid loss, terminating training" in capsys.readouterr().out
+
+
+def test_train_on_batch_refuses_a_non_finite_loss():
+    x, y = _data()
+    m = _model(lr=1e30)
+    with pytest.raises(ValueError, match="train_on_batch: training diverged: the loss is"):
+        for _ in range(6):
+            m.train_on_batch(x, y)
+
+
+def test_the_finiteness_check_reads_the_array_once_when_it_is_finite():
+    big = np.full((4, 3), 3e38, np.float32)  # its sum overflows; no element is bad
+    _checks.finite(big, "x", "fit")
+    with pytest.raises(ValueError, match=r"x element \[3, 2\] is NaN"):
+        _checks.finite(_with(big, (3, 2), np.nan), "x", "fit")
+
+
+# --- arguments: checked as Keras checks them ----------------------------------
+
+
+def _fit(**kwargs):
+    x, y = _data()
+    return lambda: _model().fit(x, y, verbose=0, **kwargs)
+
+
+i7 = keras.Input((7,))
+ARGUMENTS = [
+    ("epochs=-3", _fit(epochs=-3), ValueError,
+     "fit: epochs must be an integer from 0 to 2147483647, got -3"),
+    ("epochs=2**62", _fit(epochs=2**62, initial_epoch=2**62 - 1), ValueError,
+     "epochs must be an integer from 0"),
+    ("epochs=1.5", _fit(epochs=1.5), TypeError, "fit: epochs must be an integer"),
+    ("initial_epoch=-1", _fit(initial_epoch=-1), ValueError, "initial_epoch"),
+    ("batch_size=0", _fit(batch_size=0), ValueError, "fit: batch_size must be an integer >= 1, "
+                                                     "got 0"),
+    ("batch_size=4.7", _fit(batch_size=4.7), TypeError, "batch_size must be an integer >= 1, "
+                                                        "got 4.7"),
+    ("batch_size='8'", _fit(batch_size="8"), TypeError, "got '8'"),
+    ("validation_freq=0", _fit(validation_data=(X, Y), validation_freq=0), ValueError,
+     "validation_freq must be an integer from 1"),
+    ("validation_data=(x,)", _fit(validation_data=(X,)), ValueError,
+     r"validation_data must be a tuple \(x_val, y_val\).*got a tuple of 1"),
+    ("validation_data=x", _fit(validation_data=X), ValueError,
+     r"got a ndarray of shape \(16, 7\)"),
+    ("validation_batch_size=-2", _fit(validation_split=0.5, validation_batch_size=-2),
+     ValueError, "validation_batch_size"),
+    ("verbose=7", lambda: _model().fit(X, Y, verbose=7), ValueError,
+     "verbose must be 'auto', 0, 1 or 2"),
+    ("callbacks=[3]", _fit(callbacks=[3]), TypeError,
+     r"callbacks\[0\] must be a keras.callbacks.Callback"),
+    ("evaluate batch_size=-1", lambda: _model().evaluate(X, Y, batch_size=-1, verbose=0),
+     ValueError, "evaluate: batch_size"),
+    ("predict batch_size=True", lambda: _model().predict(X, batch_size=True, verbose=0),
+     TypeError, "predict: batch_size must be an integer"),
+    ("predict steps=3", lambda: _model().predict(X, steps=3, verbose=0), ValueError, "steps"),
+    ("Model(i, 5)", lambda: keras.Model(i7, 5), TypeError,
+     "Model: outputs must be a KerasTensor .*got 5"),
+    ("Model([i, 'x'], o)", lambda: keras.Model([i7, "x"], keras.layers.Dense(2)(i7)), TypeError,
+     r"Model: inputs\[1\] must be a KerasTensor"),
+    ("Model(name=3)", lambda: keras.Model(i7, keras.layers.Dense(2)(i7), name=3), TypeError,
+     "name must be a string"),
+    ("Sequential([5])", lambda: keras.Sequential([5]), TypeError, "5 is not a layer"),
+    ("Dense(10**30)", lambda: keras.layers.Dense(10**30), ValueError,
+     "Dense: units must be an integer from 1 to 9223372036854775807, got 1000000"),
+    ("Dense(0)", lambda: keras.layers.Dense(0), ValueError, "Dense: units"),
+    ("Dense('5')", lambda: keras.layers.Dense("5"), TypeError, "Dense: units must be an integer"),
+    ("Dense(3.0)", lambda: keras.layers.Dense(3.0), TypeError, "got 3.0"),
+    ("Conv2D kernel (3, 'a')", lambda: keras.layers.Conv2D(4, (3, "a")), TypeError,
+     r"Conv2D: kernel_size\[1\] must be an integer"),
+    ("Conv1D kernel (2, 2)", lambda: keras.layers.Conv1D(4, (2, 2)), ValueError,
+     "kernel_size must be an integer or 1 integers"),
+    ("Dropout(1.5)", lambda: keras.layers.Dropout(1.5), ValueError, "Dropout: rate"),
+    ("Dropout seed=-1", lambda: keras.layers.Dropout(0.1, seed=-1), ValueError, "seed"),
+    ("Embedding(0, 4)", lambda: keras.layers.Embedding(0, 4), ValueError, "input_dim"),
+    ("LayerNormalization(epsilon=-1)", lambda: keras.layers.LayerNormalization(epsilon=-1),
+     ValueError, "epsilon must be a finite number, > 0"),
+    ("Rescaling(nan)", lambda: keras.layers.Rescaling(float("nan")), ValueError, "scale"),
+    ("Input((7, -2))", lambda: keras.Input((7, -2)), ValueError, r"Input: shape\[1\]"),
+    ("Input('7')", lambda: keras.Input("7"), TypeError, "Input: shape must be a tuple"),
+    ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
+        (None, 2**40)), ValueError, r"needs 4.00 TiB \(float32\); .* is available "
+                                    r"\(AUTOSHARD_MEMORY_LIMIT caps it\)"),
+    ("build((None, 0))", lambda: keras.Sequential([keras.layers.Dense(3)]).build((None, 0)),
+     ValueError, r"input_shape\[1\]"),
+    ("DeviceMesh((2, -1))", lambda: keras.distribution.DeviceMesh((2, -1), ("a", "b")),
+     ValueError, r"DeviceMesh: shape\[1\] must be an integer from 1"),
+    ("DeviceMesh((2.5,))", lambda: keras.distribution.DeviceMesh((2.5,), ("a",)), TypeError,
+     r"shape\[0\]"),
+    ("list_devices(-5)", lambda: autoshard.list_devices(-5), ValueError,
+     "list_devices: count must be an integer from 0"),
+    ("list_devices(2.5)", lambda: autoshard.list_devices(2.5), TypeError, "count"),
+    ("list_devices(10**6)", lambda: autoshard.list_devices(10**6), ValueError,
+     "at most 256 in-process devices"),
+    ("compile metrics", lambda: _model().compile("adam", "mse", metrics=["mae", "precision"]),
+     ValueError, r"compile: metrics\[1\]: unknown metric 'precision' \(known: accuracy"),
+    ("compile loss", lambda: _model().compile("adam", "nope"), ValueError, "compile: loss: "),
+    ("SGD(learning_rate=inf)", lambda: keras.optimizers.SGD(float("inf")), ValueError,
+     "SGD: learning_rate must be a finite number, > 0, got inf"),
+    ("Adam(beta_1='x')", lambda: keras.optimizers.Adam(beta_1="x"), TypeError, "beta_1"),
+    ("learning_rate = nan", lambda: setattr(keras.optimizers.Adam(), "learning_rate",
+                                            float("nan")), ValueError, "Adam: learning_rate"),
+    ("Huber(delta=nan)", lambda: keras.losses.Huber(delta=float("nan")), ValueError, "delta"),
+    ("BinaryAccuracy(threshold=2)", lambda: keras.metrics.BinaryAccuracy(threshold=2),
+     ValueError, "threshold"),
+    ("SparseTopK(k=0)", lambda: keras.metrics.SparseTopKCategoricalAccuracy(k=0), ValueError,
+     "k must be an integer from 1"),
+    ("save filepath=3", lambda: _model().save(3), TypeError, "save: filepath must be a path"),
+]
+
+
+@pytest.mark.parametrize("name,call,error,fragment", ARGUMENTS, ids=[c[0] for c in ARGUMENTS])
+def test_arguments_are_checked(name, call, error, fragment):
+    with pytest.raises(error, match=fragment) as e:
+        call()
+    message = str(e.value)
+    assert "Invoked with" not in message and "array(" not in message and len(message) < 400
+
+
+# --- engine errors: ValueError/OSError, messages naming the argument --------------
+
+
+def test_targets_that_do_not_fit_name_y_and_the_output():
+    m = _model()
+    x, _ = _data()
+    with pytest.raises(ValueError, match=r"fit: y \(the targets of the model's output "
+                                         r"'[a-z_0-9]+'\): MeanSquaredError: targets \[16\] do "
+                                         r"not match predictions \[16, 3\]"):
+        m.fit(x, np.zeros(16, "float32"), batch_size=16, verbose=0)
+
+
+def test_a_token_id_out_of_range_names_x_and_the_vocabulary():
+    m = keras.Sequential([keras.Input((4,), dtype="int32"), keras.layers.Embedding(10, 3)])
+    with pytest.raises(ValueError, match=r"predict: x holds a token id .*token id 11 is out of "
+                                         r"range for a table of 10 rows.*input_dim"):
+        m.predict(np.array([[1, 2, 11, 3]], "int32"), verbose=0)
+
+
+def test_a_library_error_inside_the_engine_is_a_value_error(tmp_path):
+    m = _model()
+    m.save(tmp_path / "m.keras")
+    kf = _native.KerasFile.read(str(tmp_path / "m.keras"), False)
+    with pytest.raises(ValueError):
+        kf.set_compile("{")  # nlohmann's parse error, not a RuntimeError
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("[" * 100000, "nested too deeply"),
+    ('{"a": 1,', "not valid JSON"),
+    (b"\xff\xfe{}", "not UTF-8"),
+], ids=["deep", "broken", "not-utf8"])
+def test_json_read_from_python_is_one_value_error_naming_the_file(tmp_path, text, fragment):
+    path = tmp_path / "config.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError, match=f"model config '.*config.json' .*{fragment}"):
+        _checks.read_json(path, "model config")
+
+
+def test_a_deep_tokenizer_config_is_a_value_error(tmp_path):
+    from autoshard.tokenizer import _config_flag
+
+    (tmp_path / "tokenizer_config.json").write_text('{"a":' * 50000)
+    with pytest.raises(ValueError, match="tokenizer config '.*tokenizer_config.json'"):
+        _config_flag(str(tmp_path), "add_bos_token")
+
+
+# --- Ctrl-C -------------------------------------------------------------------------
+
+
+def _interrupted_within(call, seconds):
+    """Sends SIGINT to this process 0.2 s into ``call``; the time until
+    KeyboardInterrupt came (the call must run far longer uninterrupted)."""
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    assert elapsed < seconds, f"KeyboardInterrupt came after {elapsed:.1f} s"
+
+
+# Batches of one row: each an engine call of microseconds, a pass of seconds.
+ROWS = 400_000
+
+
+def test_ctrl_c_stops_predict_between_batches():
+    m = _model(units=2, features=4)
+    x = np.ones((ROWS, 4), "float32")
+    _interrupted_within(lambda: m.predict(x, batch_size=1, verbose=0), 1.5)
+
+
+def test_ctrl_c_stops_evaluate_between_batches():
+    m = _model(units=2, features=4)
+    x, y = np.ones((ROWS, 4), "float32"), np.ones((ROWS, 2), "float32")
+    _interrupted_within(lambda: m.evaluate(x, y, batch_size=1, verbose=0), 1.5)
+
+
+def test_build_refuses_a_shape_past_the_memory_limit(monkeypatch):
+    monkeypatch.setenv("AUTOSHARD_MEMORY_LIMIT", "1KiB")
+    with pytest.raises(ValueError, match=r"needs 4.00 KiB \(float32\); 1.00 KiB is available"):
+        keras.Sequential([keras.layers.Dense(3)]).build((None, 1024))
+    small = keras.Sequential([keras.layers.Dense(3)])
+    small.build((None, 16))
+    assert small.count_params() == 16 * 3 + 3
+
+
+# --- Hugging Face models: the same checks ---------------------------------------
+
+GPT2 = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_gpt2")
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return autoshard.from_pretrained(GPT2)
+
+
+LANGUAGE_MODEL_ARGUMENTS = [
+    ("generate max_new_tokens=10**30", lambda m: m.generate([1, 2], max_new_tokens=10**30),
+     ValueError, "generate: max_new_tokens must be an integer from 0 to 2147483647"),
+    ("generate temperature=nan", lambda m: m.generate([1, 2], temperature=float("nan")),
+     ValueError, "temperature"),
+    ("generate top_p=0", lambda m: m.generate([1, 2], top_p=0), ValueError, "top_p"),
+    ("generate on_token=3", lambda m: m.generate([1, 2], on_token=3), TypeError, "on_token"),
+    ("generate prompt id -1", lambda m: m.generate([1, -1], max_new_tokens=1), ValueError,
+     r"generate: prompt: token id -1 is outside the model's vocabulary of \d+"),
+    ("logits id past the vocabulary", lambda m: m.logits(np.array([[1, 10**6]])), ValueError,
+     r"logits: ids: token id 1000000 is outside the model's vocabulary of \d+ \(ids 0 to"),
+    ("fit batch_size=0", lambda m: m.fit(np.arange(100) % 60, batch_size=0, steps=1),
+     ValueError, "fit: batch_size"),
+    ("fit steps=2.5", lambda m: m.fit(np.arange(100) % 60, steps=2.5), TypeError, "steps"),
+    ("fit learning_rate=inf", lambda m: m.fit(np.arange(100) % 60, steps=1,
+                                              learning_rate=float("inf")), ValueError,
+     "learning_rate"),
+    ("fit seed=-1", lambda m: m.fit(np.arange(100) % 60, steps=1, seed=-1), ValueError, "seed"),
+]
+
+
+@pytest.mark.parametrize("name,call,error,fragment", LANGUAGE_MODEL_ARGUMENTS,
+                         ids=[c[0] for c in LANGUAGE_MODEL_ARGUMENTS])
+def test_language_model_arguments_are_checked(gpt2, name, call, error, fragment):
+    with pytest.raises(error, match=fragment) as e:
+        call(gpt2)
+    message = str(e.value)
+    assert "Invoked with" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("kwargs,error,fragment", [
+    ({"seed": -1}, ValueError, "from_pretrained: seed"),
+    ({"devices": 2.0}, TypeError, "devices"),
+    ({"memory_per_device": float("nan")}, ValueError, "memory_per_device"),
+])
+def test_from_pretrained_checks_its_numbers(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        autoshard.from_pretrained(GPT2, **kwargs)
