@@ -185,6 +185,93 @@ def test_overwrite_replaces_a_file_of_the_same_name_as_keras_does(tmp_path):
     assert weights.read_bytes()[:4] == b"\x89HDF"
 
 
+@pytest.mark.parametrize("save,name", [
+    (lambda m, p: m.save(p), "m.keras"),
+    (lambda m, p: m.save(p), "m.h5"),
+    (lambda m, p: m.save_weights(p), "m.weights.h5"),
+])
+def test_a_symlink_is_written_through_as_keras_does(tmp_path, save, name):
+    # Keras's open(path, "wb") writes the file the link names; the link stays.
+    (tmp_path / "elsewhere").mkdir()
+    real = tmp_path / "elsewhere" / name
+    real.write_text("old")
+    link = tmp_path / name
+    link.symlink_to(real)
+    save(_model(), link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes()[:2] in (b"PK", b"\x89H")
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", name]
+    assert os.listdir(tmp_path / "elsewhere") == [name]  # no temporary left
+    # A link to a directory: refused, the directory kept.
+    link.unlink()
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(IsADirectoryError, match="a directory is there"):
+        save(_model(), link)
+    assert os.listdir(tmp_path / "elsewhere") == [name]
+
+
+@pytest.mark.parametrize("save,fragment", [
+    (lambda m: m.save(""), "save: filepath is empty"),
+    (lambda m: m.save("", save_format="tfjs"), "save: filepath is empty"),
+    (lambda m: m.save_weights(""), "save_weights: filepath is empty"),
+    (lambda m: m.save("a\0b.keras"), "NUL byte"),
+    (lambda m: m.save_weights("a\0b.weights.h5"), "NUL byte"),
+])
+def test_empty_and_nul_paths_are_refused_before_anything_is_written(tmp_path, monkeypatch, save,
+                                                                    fragment):
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(ValueError, match=fragment):
+        save(_model())
+    assert sorted(os.listdir(tmp_path)) == ["cwd"] and not os.listdir(".")
+
+
+def test_bytes_paths_are_paths(tmp_path):
+    model = _model()
+    model.save_weights(os.fsencode(tmp_path / "m.weights.h5"))
+    model.save(os.fsencode(tmp_path / "m.keras"))
+    assert sorted(os.listdir(tmp_path)) == ["m.keras", "m.weights.h5"]
+
+
+def test_a_folder_a_save_cannot_write_in_is_named(tmp_path, monkeypatch):
+    import tempfile
+
+    mkdtemp = tempfile.mkdtemp
+
+    def refuse(suffix=None, prefix=None, dir=None):
+        # As in a read-only folder (the tests run as root, who may write there).
+        if dir is None:
+            return mkdtemp(suffix, prefix)
+        raise PermissionError(13, "Permission denied", os.path.join(dir, prefix + "x"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    with pytest.raises(PermissionError, match="cannot write in the folder") as e:
+        _model().save(tmp_path / "m.keras")
+    assert e.value.filename == str(tmp_path)
+
+
+def test_a_file_that_appears_during_a_save_without_overwrite_is_kept(tmp_path, monkeypatch):
+    from autoshard.keras import saving
+
+    target = tmp_path / "m.keras"
+    real = saving._keras_file_of
+
+    class Racing:
+        def __init__(self, kf):
+            self.kf = kf
+
+        def save(self, native, out, fmt):
+            self.kf.save(native, out, fmt)
+            target.write_text("written meanwhile")  # another process's file
+
+    monkeypatch.setattr(saving, "_keras_file_of",
+                        lambda model, fmt="keras": Racing(real(model, fmt)))
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        _model().save(target, overwrite=False)
+    assert target.read_text() == "written meanwhile"
+    assert os.listdir(tmp_path) == ["m.keras"]
+
+
 # --- numbers: finite or refused ------------------------------------------------
 
 
