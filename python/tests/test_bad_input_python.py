@@ -389,6 +389,11 @@ def _fit(**kwargs):
     return lambda: _model().fit(x, y, verbose=0, **kwargs)
 
 
+def _fit_dict_y():
+    m = _model()
+    m.fit(X, {"other": Y}, verbose=0)
+
+
 i7 = keras.Input((7,))
 ARGUMENTS = [
     ("epochs=-3", _fit(epochs=-3), ValueError,
@@ -443,6 +448,14 @@ ARGUMENTS = [
     ("Rescaling(nan)", lambda: keras.layers.Rescaling(float("nan")), ValueError, "scale"),
     ("Input((7, -2))", lambda: keras.Input((7, -2)), ValueError, r"Input: shape\[1\]"),
     ("Input('7')", lambda: keras.Input("7"), TypeError, "Input: shape must be a tuple"),
+    ("Input(dtype='nope')", lambda: keras.Input((7,), dtype="nope"), ValueError,
+     "Input: dtype must be 'float32' or 'int32', got 'nope'"),
+    ("predict x dict without the input", lambda: _model().predict({"other": X}, verbose=0),
+     ValueError, "predict: x has no array for the model's input"),
+    ("fit y dict without the output", _fit_dict_y, ValueError,
+     "fit: y has no targets for the model's output"),
+    ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
+     ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
         (None, 2**40)), ValueError, r"needs 4.00 TiB \(float32\); .* is available "
                                     r"\(AUTOSHARD_MEMORY_LIMIT caps it\)"),
@@ -480,6 +493,21 @@ def test_arguments_are_checked(name, call, error, fragment):
         call()
     message = str(e.value)
     assert "Invoked with" not in message and "array(" not in message and len(message) < 400
+
+
+def test_what_keras_takes_is_taken():
+    # verbose=False/True (common in scripts), NumPy numbers, a learning rate
+    # set to 0 (a schedule that decays to 0): as in Keras.
+    for verbose in (False, True, np.int64(0)):
+        _model().fit(X, Y, verbose=verbose, epochs=np.int64(1), batch_size=np.int32(8))
+        _model().evaluate(X, Y, verbose=verbose)
+        _model().predict(X, verbose=verbose)
+    assert keras.optimizers.SGD(np.float32(0.5)).learning_rate == 0.5
+    m = _model()
+    before = m.get_weights()
+    m.fit(X, Y, epochs=2, verbose=0,
+          callbacks=[keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.0)])
+    assert all(np.array_equal(a, b) for a, b in zip(before, m.get_weights()))
 
 
 # --- engine errors: ValueError/OSError, messages naming the argument --------------

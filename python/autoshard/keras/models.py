@@ -7,6 +7,7 @@ engine's. Inputs are copied once into the engine; outputs are new arrays.
 
 import itertools
 import math
+import numbers
 
 import numpy as np
 
@@ -59,7 +60,11 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
     if isinstance(shape, (tuple, list)) and any(d is None for d in shape):
         raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
     shape = _checks.shape(shape, "shape", "Input")
-    dtype = np.dtype(dtype or "float32").name
+    try:
+        dtype = np.dtype(dtype or "float32").name
+    except TypeError:
+        raise ValueError(f"Input: dtype must be 'float32' or 'int32', got "
+                         f"{_checks.shown(dtype)}") from None
     return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
 
 
@@ -132,9 +137,11 @@ def _batch_size(value, name, what, default=32):
 
 
 def _verbose(value, what):
-    if value == "auto":
+    # Keras's "auto", 0, 1 or 2; True and False too, which Keras takes as 1
+    # and 0 (verbose=False is common in scripts).
+    if isinstance(value, str) and value == "auto":
         return 1
-    if isinstance(value, bool) or value not in (0, 1, 2):
+    if not isinstance(value, numbers.Integral) or value not in (0, 1, 2):
         raise ValueError(f"{what}: verbose must be 'auto', 0, 1 or 2, got {_checks.shown(value)}")
     return int(value)
 
@@ -318,6 +325,12 @@ class Model:
         native = self._built(x)
         names = list(native.input_names)
         if isinstance(x, dict):
+            missing = [n for n in names if n not in x]
+            if missing:
+                raise ValueError(f"{what}: x has no array for the model's input "
+                                 f"'{missing[0]}' (x's keys: "
+                                 f"{', '.join(repr(k) for k in x) or 'none'}; the inputs: "
+                                 f"{', '.join(repr(n) for n in names)})")
             return dict(x)
         xs = _as_list(x) if len(names) > 1 else [x]
         if len(xs) != len(names):
@@ -329,6 +342,12 @@ class Model:
         if y is None:
             raise ValueError(f"{what}: targets (y) are needed")
         if isinstance(y, dict):
+            missing = [n for n in names if n not in y]
+            if missing:
+                raise ValueError(f"{what}: y has no targets for the model's output "
+                                 f"'{missing[0]}' (y's keys: "
+                                 f"{', '.join(repr(k) for k in y) or 'none'}; the outputs: "
+                                 f"{', '.join(repr(n) for n in names)})")
             return dict(y)
         ys = _as_list(y) if len(names) > 1 else [y]
         if len(ys) != len(names):
