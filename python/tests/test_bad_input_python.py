@@ -495,6 +495,35 @@ def test_arguments_are_checked(name, call, error, fragment):
     assert "Invoked with" not in message and "array(" not in message and len(message) < 400
 
 
+def _ids_model():
+    m = keras.Sequential([keras.Input((2,), dtype="int32"), keras.layers.Embedding(10, 3),
+                          keras.layers.Flatten(), keras.layers.Dense(3)])
+    m.compile("adam", "sparse_categorical_crossentropy")
+    return m
+
+
+@pytest.mark.parametrize("call,fragment", [
+    # float ids past int32 were cast (undefined in C++, INT32_MIN in NumPy
+    # with a RuntimeWarning) and reported as a token id the user never gave
+    (lambda m: m.predict(np.array([[1e20, 2.0]]), verbose=0),
+     r"predict: x: input 'input\w*' must hold whole class ids within int32; element 0 is 1e\+20"),
+    (lambda m: m.predict(np.array([[-3e9, 2.0]]), verbose=0), "element 0 is -3e"),
+    # uint64 read as int64 wrapped 2^64 - 1 to -1
+    (lambda m: m.predict(np.array([[2**64 - 1, 2]], dtype=np.uint64), verbose=0),
+     r"predict: x: .*element 0 \(18446744073709551615\) does not fit in int32"),
+    (lambda m: m.fit(np.array([[1, 2]]), np.array([2**64 - 1], dtype=np.uint64), verbose=0),
+     r"fit: y: targets of 'output\w*' element 0 \(18446744073709551615\)"),
+    (lambda m: m.fit(np.array([[2**40, 2]]), np.array([1]), verbose=0), r"fit: x: input"),
+])
+def test_ids_that_do_not_fit_int32_are_refused_naming_x_or_y(call, fragment):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's cast warning would be a second message
+        with pytest.raises(ValueError, match=fragment):
+            call(_ids_model())
+
+
 def test_what_keras_takes_is_taken():
     # verbose=False/True (common in scripts), NumPy numbers, a learning rate
     # set to 0 (a schedule that decays to 0): as in Keras.

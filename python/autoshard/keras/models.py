@@ -309,6 +309,13 @@ class Model:
                          "outputs " + ", ".join(f"'{n}'" for n in names))
                 raise ValueError(f"{what}: y (the targets of the model's {which}): "
                                  f"{message}") from None
+            # The extension's conversion of x and y (ids that do not fit
+            # int32, say) names the input or output: the call says which
+            # argument.
+            if message.startswith("input '"):
+                raise ValueError(f"{what}: x: {message}") from None
+            if message.startswith("targets of '"):
+                raise ValueError(f"{what}: y: {message}") from None
             if message.startswith("token id "):
                 raise ValueError(f"{what}: x holds a token id an Embedding does not have: "
                                  f"{message} (its input_dim, the vocabulary size; ids must be "
