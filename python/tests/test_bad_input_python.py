@@ -532,6 +532,7 @@ def test_what_keras_takes_is_taken():
         _model().evaluate(X, Y, verbose=verbose)
         _model().predict(X, verbose=verbose)
     assert keras.optimizers.SGD(np.float32(0.5)).learning_rate == 0.5
+    assert keras.Input(np.array([7])).shape[-1] == 7
     m = _model()
     before = m.get_weights()
     m.fit(X, Y, epochs=2, verbose=0,
