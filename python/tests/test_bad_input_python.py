@@ -495,6 +495,22 @@ def test_arguments_are_checked(name, call, error, fragment):
     assert "Invoked with" not in message and "array(" not in message and len(message) < 400
 
 
+def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "log.csv"
+    os.mkfifo(fifo)
+    for append in (False, True):
+        with pytest.raises(OSError, match="CSVLogger: a FIFO with no reader"):
+            _model().fit(X, Y, verbose=0, callbacks=[keras.callbacks.CSVLogger(fifo, append=append)])
+    # With a reader, the rows go to it, as with open() (a pipe holds them).
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _model().fit(X, Y, epochs=2, verbose=0, callbacks=[keras.callbacks.CSVLogger(fifo)])
+        rows = os.read(reader, 65536).decode().splitlines()
+    finally:
+        os.close(reader)
+    assert rows[0] == "epoch,loss" and len(rows) == 3
+
+
 def _ids_model():
     m = keras.Sequential([keras.Input((2,), dtype="int32"), keras.layers.Embedding(10, 3),
                           keras.layers.Flatten(), keras.layers.Dense(3)])
