@@ -389,6 +389,10 @@ def _fit(**kwargs):
     return lambda: _model().fit(x, y, verbose=0, **kwargs)
 
 
+def _fit_generator():
+    _model().fit((X[i:i + 4] for i in range(0, 16, 4)), verbose=0)
+
+
 def _fit_dict_y():
     m = _model()
     m.fit(X, {"other": Y}, verbose=0)
@@ -454,6 +458,10 @@ ARGUMENTS = [
      ValueError, "predict: x has no array for the model's input"),
     ("fit y dict without the output", _fit_dict_y, ValueError,
      "fit: y has no targets for the model's output"),
+    ("fit x generator", _fit_generator, ValueError,
+     r"fit: x must be a NumPy array \(or lists of numbers\), got a generator \(datasets"),
+    ("predict x object", lambda: _model().predict(object(), verbose=0), ValueError,
+     "predict: x must be a NumPy array"),
     ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
      ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
@@ -493,6 +501,28 @@ def test_arguments_are_checked(name, call, error, fragment):
         call()
     message = str(e.value)
     assert "Invoked with" not in message and "array(" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("bad", [
+    (i for i in range(3)), "abc", np.float32(3), [[1, 2], [3]], np.array([[np.nan] * 7] * 4),
+    np.zeros((4, 7), complex),
+], ids=["generator", "string", "scalar", "ragged", "NaN", "complex"])
+def test_refused_data_does_not_become_a_sequentials_input(bad):
+    # A Sequential without keras.Input takes its input's shape from the
+    # first data; data refused must leave it unbuilt, taking good data next.
+    m = keras.Sequential([keras.layers.Dense(3)])
+    m.compile("adam", "mse")
+    with pytest.raises(ValueError, match="fit: x"):
+        m.fit(bad, Y[:4], verbose=0)
+    m.fit(X, Y, verbose=0)
+    assert m.predict(X, verbose=0).shape == (16, 3)
+
+
+def test_nested_lists_build_a_sequentials_input():
+    m = keras.Sequential([keras.layers.Dense(3)])
+    m.compile("adam", "mse")
+    m.fit(X.tolist(), Y.tolist(), verbose=0)
+    assert m.predict(X, verbose=0).shape == (16, 3)
 
 
 def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):

@@ -121,6 +121,11 @@ def _arrays(given, name, what, rows=True):
             a = np.asarray(value)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{what}: {label} is not an array of numbers ({e})") from None
+        if a.dtype == object and a.ndim == 0 and value is not None:
+            # Not an array at all: a generator, a dataset, a keras Sequence.
+            raise ValueError(f"{what}: {label} must be a NumPy array (or lists of numbers), "
+                             f"got {_checks.shown(value)} (datasets, generators and "
+                             "keras.utils.PyDataset are not supported)")
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{what}: {label} must hold numbers, not NumPy dtype {a.dtype}")
         if rows and a.ndim < 1:
@@ -233,15 +238,15 @@ class Model:
         if self._compiled is not None:
             self._compile_native()
 
-    def _built(self, x=None):
+    def _built(self, x=None, what="fit"):
         if self._native is None:
-            self._build_from(x)
+            self._build_from(x, what)
         if self._native is None:
             raise ValueError(f"model '{self.name}' is not built yet: give it a keras.Input "
                              "(or call fit/predict/build first)")
         return self._native
 
-    def _build_from(self, x):
+    def _build_from(self, x, what="fit"):
         pass
 
     @property
@@ -329,7 +334,7 @@ class Model:
     # --- data ------------------------------------------------------------------
 
     def _inputs(self, x, what):
-        native = self._built(x)
+        native = self._built(x, what)
         names = list(native.input_names)
         if isinstance(x, dict):
             missing = [n for n in names if n not in x]
@@ -706,18 +711,27 @@ class Sequential(Model):
         # A Sequential's model is made when it is first used, so that layers
         # listed after the input are all in it.
 
-    def _build_from(self, x):
+    def _build_from(self, x, what="fit"):
         if self._native is not None:
             return
-        if self._input is None:
-            if x is None:
-                return
-            if isinstance(x, dict):
-                x = next(iter(x.values()))
-            x = np.asarray(_as_list(x)[0])
-            dtype = "int32" if x.dtype.kind in "iub" else "float32"
-            self._input = Input(x.shape[1:], dtype=dtype)
-        self._build_from_shape(None)
+        if self._input is not None or x is None:
+            self._build_from_shape(None)
+            return
+        # The input is inferred from x, checked first as the call checks it:
+        # data the call refuses (a generator, strings, a scalar) must not
+        # become the model's input, which would refuse good data afterwards.
+        if isinstance(x, dict):
+            x = next(iter(x.values()))
+        if isinstance(x, (list, tuple)) and x and all(hasattr(v, "shape") for v in x):
+            x = x[0]  # [array]: the one input's array (nested lists are the array itself)
+        a = _arrays({"x": x}, "x", what)["x"]
+        dtype = "int32" if a.dtype.kind in "iub" else "float32"
+        self._input = Input(a.shape[1:], dtype=dtype)
+        try:
+            self._build_from_shape(None)
+        except BaseException:
+            self._input = None  # not kept: the next call infers it again
+            raise
 
     def _build_from_shape(self, shape):
         if self._native is not None:
@@ -730,9 +744,9 @@ class Sequential(Model):
                                                 [l._native for l in self._layers], self._name)
         self._after_build()
 
-    def _built(self, x=None):
+    def _built(self, x=None, what="fit"):
         if self._native is None:
-            self._build_from(x)
+            self._build_from(x, what)
         if self._native is None:
             raise ValueError(f"model '{self._name}' is not built yet: start it with keras.Input "
                              "(or call fit/predict/build first)")
