@@ -525,6 +525,23 @@ def test_nested_lists_build_a_sequentials_input():
     assert m.predict(X, verbose=0).shape == (16, 3)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "text", "other shape"])
+def test_load_weights_errors_name_the_users_file_not_a_temporary(tmp_path, damage):
+    path = tmp_path / "m.weights.h5"
+    _model().save_weights(path)
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "text":
+        path.write_text("hello")
+    model = _model(units=4) if damage == "other shape" else _model()
+    before = model.get_weights()
+    with pytest.raises(ValueError) as e:
+        model.load_weights(path)
+    message = str(e.value)
+    assert message.startswith(f"load_weights: '{path}': ") and "autoshard-weights" not in message
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
 def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
     fifo = tmp_path / "log.csv"
     os.mkfifo(fifo)

@@ -537,7 +537,14 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
             with zipfile.ZipFile(whole, "w") as z:
                 z.writestr("config.json", kf.architecture)
                 z.write(path, "model.weights.h5")
-            source = _native.KerasFile.read(whole, True).take_model()
+            try:
+                source = _native.KerasFile.read(whole, True).take_model()
+            except ValueError as e:
+                # The reader names the .keras file made here; name the user's.
+                message = str(e).replace(f"Keras file '{whole}': model.weights.h5: ", "")
+                message = message.replace(f"Keras file '{whole}': model.weights.h5 ", "it ")
+                message = message.replace(whole, path)
+                raise ValueError(f"load_weights: '{path}': {message}") from None
     mine = list(dict.fromkeys(list(native.weight_paths()) +
                               list(native.non_trainable_weight_paths())))
     theirs = set(source.weight_paths()) | set(source.non_trainable_weight_paths())
