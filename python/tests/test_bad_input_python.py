@@ -226,6 +226,17 @@ def test_empty_and_nul_paths_are_refused_before_anything_is_written(tmp_path, mo
     assert sorted(os.listdir(tmp_path)) == ["cwd"] and not os.listdir(".")
 
 
+@pytest.mark.parametrize("load,error,fragment", [
+    (lambda: keras.models.load_model(5), TypeError, "load_model: filepath must be a path"),
+    (lambda: keras.models.load_model(""), ValueError, "load_model: filepath is empty"),
+    (lambda: _model().load_weights(None), TypeError, "load_weights: filepath must be a path"),
+    (lambda: _model().load_weights("a\0.weights.h5"), ValueError, "load_weights: .*NUL byte"),
+])
+def test_load_paths_are_checked(load, error, fragment):
+    with pytest.raises(error, match=fragment):
+        load()
+
+
 def test_bytes_paths_are_paths(tmp_path):
     model = _model()
     model.save_weights(os.fsencode(tmp_path / "m.weights.h5"))

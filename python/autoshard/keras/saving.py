@@ -56,7 +56,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     if custom_objects:
         raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
                          "code from a model file)")
-    path = os.fspath(filepath)
+    path = _path(filepath, "load_model")
     _check_readable(path)
     if not _native.KerasFile.format_of(path):
         raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
@@ -151,7 +151,7 @@ def _path(filepath, what):
         raise TypeError(f"{what}: filepath must be a path (str or os.PathLike), got "
                         f"{type(filepath).__name__}") from None
     if not path:
-        raise ValueError(f"{what}: filepath is empty; give the path of the file to write")
+        raise ValueError(f"{what}: filepath is empty; give a file's path")
     if "\0" in path:
         raise ValueError(f"{what}: filepath {path!r} holds a NUL byte, which no file name "
                          "can hold")
@@ -521,7 +521,7 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
     Keras) for this architecture, or a whole ``.keras`` file's weights."""
     if skip_mismatch or kwargs:
         raise ValueError("load_weights: skip_mismatch and other arguments are not supported")
-    path = os.fspath(filepath)
+    path = _path(filepath, "load_weights")
     _check_readable(path)
     native = model._built()
     if path.endswith(".keras"):
