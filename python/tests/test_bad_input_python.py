@@ -553,6 +553,41 @@ def test_load_weights_errors_name_the_users_file_not_a_temporary(tmp_path, damag
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
 
 
+_TWO_THREADS = """
+import sys, threading
+import numpy as np
+import autoshard.keras as keras
+m = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64), keras.layers.Dense(4)])
+m.compile("adam", "mse")
+x = np.random.rand(1024, 32).astype("float32")
+y = np.random.rand(1024, 4).astype("float32")
+work = {
+    "predict": lambda: m.predict(x, batch_size=64, verbose=0),
+    "fit": lambda: m.fit(x, y, batch_size=64, verbose=0),
+    "save": lambda: m.save(sys.argv[1]),
+}
+def loop(f):
+    for _ in range(10):
+        f()
+threads = [threading.Thread(target=loop, args=(work[k],)) for k in sys.argv[2:]]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("done")
+"""
+
+
+@pytest.mark.parametrize("calls", [("predict", "save"), ("fit", "save")])
+def test_one_model_used_from_two_threads_does_not_crash(tmp_path, calls):
+    # The engine's calls release the GIL; one call at a time per model.
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(autoshard.__file__)))
+    run = subprocess.run([sys.executable, "-c", _TWO_THREADS, str(tmp_path / "m.keras"), *calls],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]
+
+
 def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
     fifo = tmp_path / "log.csv"
     os.mkfifo(fifo)

@@ -5,9 +5,11 @@ and call the engine; fit's epoch loop, metrics and progress bar are the
 engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
+import functools
 import itertools
 import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -207,6 +209,28 @@ def _check_loss(loss, what):
                          "rate, clip with clipnorm, or check the data)")
 
 
+_LOCK_OF_LOCKS = threading.Lock()
+
+
+def _one_call_at_a_time(method):
+    """Runs ``method`` holding the model's lock: the engine's model is not
+    safe for use from two threads at once (its calls release the GIL), and a
+    save in one thread while another predicted crashed the interpreter. The
+    lock is re-entrant: a callback of fit (which runs on fit's thread) may
+    save or predict."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        lock = self.__dict__.get("_engine_lock")
+        if lock is None:
+            with _LOCK_OF_LOCKS:
+                lock = self.__dict__.setdefault("_engine_lock", threading.RLock())
+        with lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class Model:
     """keras.Model(inputs, outputs, name): a functional model."""
 
@@ -263,6 +287,7 @@ class Model:
 
     # --- compile ---------------------------------------------------------------
 
+    @_one_call_at_a_time
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, **kwargs):
         """Keras's compile: optimizer and loss by name or object; metrics a list."""
         for k in ("jit_compile", "auto_scale_loss", "run_eagerly", "steps_per_execution"):
@@ -368,6 +393,7 @@ class Model:
 
     # --- training and inference -----------------------------------------------
 
+    @_one_call_at_a_time
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -487,6 +513,7 @@ class Model:
         hooks.call("on_test_end", dict(logs))
         return logs
 
+    @_one_call_at_a_time
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         """Keras's evaluate: the loss, or [loss, *metrics] (a dict with return_dict)."""
@@ -519,6 +546,7 @@ class Model:
         values = list(ordered.values())
         return values[0] if len(values) == 1 else values
 
+    @_one_call_at_a_time
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's predict: an (N, ...) array, or a list of them for several outputs."""
         if steps is not None:
@@ -549,12 +577,14 @@ class Model:
     def _several_outputs(self):
         return len(self._native.output_names) > 1 or getattr(self, "_outputs_are_list", False)
 
+    @_one_call_at_a_time
     def predict_on_batch(self, x):
         xs = _arrays(self._inputs(x, "predict_on_batch"), "x", "predict_on_batch")
         n = _examples(xs, {}, "predict_on_batch")
         outs = self._engine("predict_on_batch", self._native.predict, xs, n)
         return outs if self._several_outputs() else outs[0]
 
+    @_one_call_at_a_time
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One optimizer step; returns that batch's loss (before the step). A
         loss that is NaN or infinite is a ValueError (the step was taken)."""
@@ -575,6 +605,7 @@ class Model:
         _check_loss(logs["loss"], "train_on_batch")
         return logs if return_dict else list(logs.values())
 
+    @_one_call_at_a_time
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._check_compiled("test_on_batch")
         if sample_weight is not None:
@@ -595,11 +626,13 @@ class Model:
     def weights(self):
         return list(self._built().weight_paths())
 
+    @_one_call_at_a_time
     def get_weights(self):
         """Every weight as a NumPy array, in Keras's order (per layer: kernel, then bias)."""
         native = self._built()
         return [native.get_weight(p) for p in native.weight_paths()]
 
+    @_one_call_at_a_time
     def set_weights(self, weights):
         """Sets every weight from NumPy arrays in get_weights()'s order and shapes."""
         native = self._built()
@@ -620,6 +653,7 @@ class Model:
 
     # --- files ---------------------------------------------------------------
 
+    @_one_call_at_a_time
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
         """Keras's save: a ``.keras`` zip (or a legacy ``.h5``) of the
         architecture, the compile config and the current weights."""
@@ -627,25 +661,30 @@ class Model:
 
         saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
 
+    @_one_call_at_a_time
     def save_weights(self, filepath, overwrite=True):
         """Keras 3's save_weights: the weights alone, as a ``.weights.h5`` file."""
         from . import saving
 
         saving.save_weights(self, filepath, overwrite=overwrite)
 
+    @_one_call_at_a_time
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """Keras 3's load_weights from a ``.weights.h5`` (or a whole ``.keras``) file."""
         from . import saving
 
         saving.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
 
+    @_one_call_at_a_time
     def count_params(self):
         return self._built().count_params()
 
+    @_one_call_at_a_time
     def summary(self, print_fn=None, **kwargs):
         text = self._built().summary()
         (print_fn or print)(text.rstrip("\n"))
 
+    @_one_call_at_a_time
     def build(self, input_shape):
         """Builds the model for inputs of ``input_shape`` (batch dimension
         first, None or a number); a built model stays as it is."""
