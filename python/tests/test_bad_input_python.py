@@ -473,6 +473,10 @@ ARGUMENTS = [
      r"fit: x must be a NumPy array \(or lists of numbers\), got a generator \(datasets"),
     ("predict x object", lambda: _model().predict(object(), verbose=0), ValueError,
      "predict: x must be a NumPy array"),
+    ("set_random_seed(2**70)", lambda: keras.utils.set_random_seed(2**70), ValueError,
+     "set_random_seed: seed must be an integer from 0 to 18446744073709551615"),
+    ("set_random_seed('a')", lambda: keras.utils.set_random_seed("a"), TypeError,
+     "set_random_seed: seed must be an integer"),
     ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
      ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
