@@ -400,6 +400,10 @@ def _fit(**kwargs):
     return lambda: _model().fit(x, y, verbose=0, **kwargs)
 
 
+def _layout_map():
+    return keras.distribution.LayoutMap(keras.distribution.DeviceMesh((1,), ("model",)))
+
+
 def _fit_generator():
     _model().fit((X[i:i + 4] for i in range(0, 16, 4)), verbose=0)
 
@@ -477,6 +481,26 @@ ARGUMENTS = [
      "set_random_seed: seed must be an integer from 0 to 18446744073709551615"),
     ("set_random_seed('a')", lambda: keras.utils.set_random_seed("a"), TypeError,
      "set_random_seed: seed must be an integer"),
+    ("LayoutMap key 5", lambda: _layout_map().__setitem__(5, (None, "model")), TypeError,
+     "LayoutMap: keys are regular expressions"),
+    ("LayoutMap key 'dense['", lambda: _layout_map().__setitem__("dense[", (None, "model")),
+     ValueError, r"LayoutMap: key 'dense\[' is not a regular expression"),
+    ("LayoutMap value 5", lambda: _layout_map().__setitem__("k", 5), TypeError,
+     r"LayoutMap\['k'\]: a layout is a tuple"),
+    ("LayoutMap value ((1, 2),)", lambda: _layout_map().__setitem__("k", ((1, 2),)), ValueError,
+     r"LayoutMap\['k'\]: TensorLayout: each dimension takes a mesh axis name"),
+    ("TensorLayout(5)", lambda: keras.distribution.TensorLayout(5), TypeError,
+     "TensorLayout: axes is a tuple"),
+    ("ModelParallel(layout_map=5)", lambda: keras.distribution.ModelParallel(layout_map=5),
+     TypeError, "ModelParallel: layout_map must be a keras.distribution.LayoutMap"),
+    ("ModelParallel batch_dim_name=5", lambda: keras.distribution.ModelParallel(
+        layout_map=_layout_map(), batch_dim_name=5), TypeError, "batch_dim_name"),
+    ("DataParallel(device_mesh=5)", lambda: keras.distribution.DataParallel(device_mesh=5),
+     TypeError, "DataParallel: device_mesh must be a keras.distribution.DeviceMesh"),
+    ("DataParallel(devices=5)", lambda: keras.distribution.DataParallel(devices=5), TypeError,
+     "DataParallel: devices is a list"),
+    ("AutoShard(5)", lambda: keras.distribution.AutoShard(5), TypeError,
+     "AutoShard: mesh must be a keras.distribution.DeviceMesh"),
     ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
      ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
@@ -667,6 +691,7 @@ def test_what_keras_takes_is_taken():
         _model().predict(X, verbose=verbose)
     assert keras.optimizers.SGD(np.float32(0.5)).learning_rate == 0.5
     assert keras.Input(np.array([7])).shape[-1] == 7
+    assert isinstance(autoshard.blas_info(0), dict)  # was a pybind11 TypeError
     m = _model()
     before = m.get_weights()
     m.fit(X, Y, epochs=2, verbose=0,
