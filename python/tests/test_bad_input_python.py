@@ -501,6 +501,13 @@ ARGUMENTS = [
      "DataParallel: devices is a list"),
     ("AutoShard(5)", lambda: keras.distribution.AutoShard(5), TypeError,
      "AutoShard: mesh must be a keras.distribution.DeviceMesh"),
+    ("plan devices 2**40", lambda: autoshard.plan(_model(), 2**40, 32), ValueError,
+     "plan: the number of devices must be at least 1"),
+    ("plan batch 2**70", lambda: autoshard.plan(_model(), 2, 2**70), ValueError,
+     "plan: batch must be a positive integer"),
+    ("plan seed -1", lambda: autoshard.plan("tiny", 2, 8, seed=-1), ValueError, "plan: seed"),
+    ("plan seq 2**70", lambda: autoshard.plan("tiny", 2, 8, seq=2**70), ValueError,
+     "plan: seq"),
     ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
      ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
