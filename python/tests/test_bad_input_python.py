@@ -644,6 +644,30 @@ def test_one_model_used_from_two_threads_does_not_crash(tmp_path, calls):
     assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]
 
 
+@pytest.fixture
+def tiny_tokenizer(tmp_path):
+    import json
+
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    return autoshard.Tokenizer.from_file(tmp_path)
+
+
+@pytest.mark.parametrize("call,error,fragment", [
+    (lambda t: t.encode("ab\ud800"), ValueError, "encode: text holds '\\\\ud800' at index 2"),
+    (lambda t: t.decode([2**40]), ValueError, "decode: id 1099511627776 is outside"),
+    (lambda t: t.decode([1.5]), TypeError, r"decode: ids\[0\] must be an integer"),
+    (lambda t: t.decode(5), TypeError, "decode takes a list of token ids"),
+    (lambda t: t.id_to_token(2**70), ValueError, "id_to_token: id must be an integer"),
+    (lambda t: t.token_to_id(5), TypeError, "token_to_id takes a str"),
+])
+def test_tokenizer_arguments_are_checked(tiny_tokenizer, call, error, fragment):
+    with pytest.raises(error, match=fragment) as e:
+        call(tiny_tokenizer)
+    assert "incompatible function arguments" not in str(e.value)
+    assert tiny_tokenizer.decode(np.array([2, 0])) == "aba"
+
+
 def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
     fifo = tmp_path / "log.csv"
     os.mkfifo(fifo)
