@@ -673,7 +673,8 @@ def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
     os.mkfifo(fifo)
     for append in (False, True):
         with pytest.raises(OSError, match="CSVLogger: a FIFO with no reader"):
-            _model().fit(X, Y, verbose=0, callbacks=[keras.callbacks.CSVLogger(fifo, append=append)])
+            _model().fit(X, Y, verbose=0,
+                         callbacks=[keras.callbacks.CSVLogger(fifo, append=append)])
     # With a reader, the rows go to it, as with open() (a pipe holds them).
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:

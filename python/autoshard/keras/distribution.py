@@ -196,8 +196,9 @@ class DataParallel(Distribution):
         if device_mesh is None:
             devices = devices if devices is not None else list_devices()
             if isinstance(devices, (str, bytes)) or not hasattr(devices, "__len__"):
-                raise TypeError(f"DataParallel: devices is a list of device names "
-                                f"(keras.distribution.list_devices()), got {_checks.shown(devices)}")
+                raise TypeError("DataParallel: devices is a list of device names "
+                                "(keras.distribution.list_devices()), got "
+                                f"{_checks.shown(devices)}")
             device_mesh = DeviceMesh((len(devices),), ("batch",), devices)
         _mesh(device_mesh, "DataParallel", "device_mesh")
         super().__init__(_native.DataParallel(device_mesh._native, device_mesh.axis_names[0]),
