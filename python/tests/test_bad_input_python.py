@@ -714,6 +714,32 @@ def test_ids_that_do_not_fit_int32_are_refused_naming_x_or_y(call, fragment):
             call(_ids_model())
 
 
+@pytest.mark.parametrize("loss,units,y", [
+    # Keras casts targets to what the loss takes: 0/1 labels as ints or bools
+    ("binary_crossentropy", 1, (X[:, :1] > 0).astype("int64")),
+    ("binary_crossentropy", 1, X[:, :1] > 0),
+    ("mse", 3, np.arange(48).reshape(16, 3) % 5),
+    ("categorical_crossentropy", 3, np.eye(3, dtype="int32")[np.arange(16) % 3]),
+    # and class ids given as whole floats
+    ("sparse_categorical_crossentropy", 3, (np.arange(16) % 3).astype("float64")),
+])
+def test_targets_are_cast_to_what_the_loss_takes_as_keras_does(loss, units, y):
+    m = keras.Sequential([keras.Input((7,)), keras.layers.Dense(units, activation="sigmoid")])
+    m.compile("adam", loss, metrics=["accuracy"])
+    m.fit(X, y, verbose=0, validation_data=(X, y))
+    m.evaluate(X, y, verbose=0)
+    m.train_on_batch(X, y)
+    m.test_on_batch(X, y)
+
+
+def test_class_ids_that_are_not_whole_are_refused_naming_y():
+    m = keras.Sequential([keras.Input((7,)), keras.layers.Dense(3)])
+    m.compile("adam", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match=r"fit: y holds class ids for a sparse categorical "
+                                         r"crossentropy; element \[2\] is 1.5"):
+        m.fit(X, _with(np.zeros(16), 2, 1.5), verbose=0)
+
+
 def test_what_keras_takes_is_taken():
     # verbose=False/True (common in scripts), NumPy numbers, a learning rate
     # set to 0 (a schedule that decays to 0): as in Keras.

@@ -202,6 +202,19 @@ def _named_objects(given, name, get):
 _TARGET_MESSAGES = ("do not match predictions", ": targets must be", ": target class ")
 
 
+def _takes_class_ids(loss):
+    """Whether a compiled loss takes class ids (the sparse categorical
+    crossentropy) or numbers (every other); None for one read from a file."""
+    if isinstance(loss, _losses.SparseCategoricalCrossentropy):
+        return True
+    if type(loss) is not _losses.Loss:
+        return False
+    name = str(getattr(loss, "name", "")).replace("_", "").lower()
+    if name == "sparsecategoricalcrossentropy":
+        return True
+    return None if name == "loss" else False
+
+
 def _check_loss(loss, what):
     if not math.isfinite(loss):
         raise ValueError(f"{what}: training diverged: the loss is "
@@ -319,7 +332,13 @@ class Model:
             loss_weights = [loss_weights.get(n, 1.0) for n in outputs]
         if isinstance(metrics, dict):
             metrics = [m for n in outputs for m in _as_list(metrics.get(n, []))]
-        losses = [l._native for l in _named_objects(loss, "loss", _losses.get)]
+        objects = _named_objects(loss, "loss", _losses.get)
+        losses = [l._native for l in objects]
+        # Per output: whether its loss takes class ids (True), numbers
+        # (False) or is not known here (None: a loss read from a file).
+        kinds = [_takes_class_ids(l) for l in objects]
+        self._class_id_targets = (kinds * len(outputs) if len(kinds) == 1 else
+                                  kinds if len(kinds) == len(outputs) else [None] * len(outputs))
         weights = [_checks.number(w, f"loss_weights[{i}]", "compile", minimum=0)
                    for i, w in enumerate(loss_weights or [])]
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
@@ -374,6 +393,33 @@ class Model:
             raise ValueError(f"{what}: the model takes {len(names)} inputs, got {len(xs)}")
         return dict(zip(names, xs))
 
+    def _target_arrays(self, y, what, label="y"):
+        """y as checked arrays (``_arrays``) of the dtype each output's loss
+        takes, as Keras casts them: integer or boolean targets become
+        float32 for a loss on numbers (binary_crossentropy on 0/1 labels),
+        whole float class ids int32 for the sparse categorical
+        crossentropy."""
+        ys = _arrays(self._targets(y, what), label, what)
+        names = list(self._native.output_names)
+        kinds = getattr(self, "_class_id_targets", None) or [None] * len(names)
+        for name, takes_ids in zip(names, kinds):
+            a = ys.get(name)
+            if a is None or takes_ids is None:
+                continue
+            if not takes_ids and a.dtype.kind in "biu":
+                ys[name] = a.astype(np.float32)
+            elif takes_ids and a.dtype.kind == "f":
+                bad = (a != np.trunc(a)) | (np.abs(a) > _checks.INT32_MAX)
+                if bad.any():
+                    flat = int(np.argmax(bad))
+                    at = label if len(names) == 1 else f"{label}[{name!r}]"
+                    raise ValueError(f"{what}: {at} holds class ids for a sparse categorical "
+                                     f"crossentropy; element {_checks._index(flat, a.shape)} "
+                                     f"is {a.reshape(-1)[flat]:g}, not a whole number within "
+                                     "int32")
+                ys[name] = a.astype(np.int32)
+        return ys
+
     def _targets(self, y, what):
         names = list(self._native.output_names)
         if y is None:
@@ -418,7 +464,7 @@ class Model:
         verbose = _verbose(verbose, "fit")
         given = _callback_objects(callbacks, "fit")
         xs = _arrays(self._inputs(x, "fit"), "x", "fit")
-        ys = _arrays(self._targets(y, "fit"), "y", "fit")
+        ys = self._target_arrays(y, "fit")
         n = _examples(xs, ys, "fit")
         validation = None
         if validation_data is not None:
@@ -469,7 +515,7 @@ class Model:
         if len(data) == 3 and data[2] is not None:
             raise ValueError("fit: sample weights in validation_data are not supported")
         vx = _arrays(self._inputs(data[0], "fit"), "validation_data[0]", "fit")
-        vy = _arrays(self._targets(data[1], "fit"), "validation_data[1]", "fit")
+        vy = self._target_arrays(data[1], "fit", "validation_data[1]")
         _examples(vx, vy, "fit", "validation_data[0]")
         return vx, vy
 
@@ -524,7 +570,7 @@ class Model:
         batch_size = _batch_size(batch_size, "batch_size", "evaluate")
         given = _callback_objects(callbacks, "evaluate")
         xs = _arrays(self._inputs(x, "evaluate"), "x", "evaluate")
-        ys = _arrays(self._targets(y, "evaluate"), "y", "evaluate")
+        ys = self._target_arrays(y, "evaluate")
         n = _examples(xs, ys, "evaluate")
         steps = -(-n // batch_size)
         params = {"verbose": verbose, "epochs": 1, "steps": steps}
@@ -592,7 +638,7 @@ class Model:
         if sample_weight is not None or class_weight is not None:
             raise ValueError("train_on_batch: sample_weight and class_weight are not supported")
         xs = _arrays(self._inputs(x, "train_on_batch"), "x", "train_on_batch")
-        ys = _arrays(self._targets(y, "train_on_batch"), "y", "train_on_batch")
+        ys = self._target_arrays(y, "train_on_batch")
         n = _examples(xs, ys, "train_on_batch")
         if not self._metric_names:
             loss = self._engine("train_on_batch", self._native.train_on_batch, xs, ys)
@@ -611,7 +657,7 @@ class Model:
         if sample_weight is not None:
             raise ValueError("test_on_batch: sample_weight is not supported")
         xs = _arrays(self._inputs(x, "test_on_batch"), "x", "test_on_batch")
-        ys = _arrays(self._targets(y, "test_on_batch"), "y", "test_on_batch")
+        ys = self._target_arrays(y, "test_on_batch")
         n = _examples(xs, ys, "test_on_batch")
         if not self._metric_names:
             loss = self._engine("test_on_batch", self._native.test_on_batch, xs, ys)
