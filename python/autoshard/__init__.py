@@ -41,7 +41,7 @@ def blas_info(measure_peak=False):
     ``measure_peak=True`` adds ``sgemm_peak_gflops`` (a tenth of a second of
     n = 1024 products), as ``autoshard --version`` prints it.
     """
-    return _native.blas_info(measure_peak)
+    return _native.blas_info(bool(measure_peak))
 
 
 def list_devices(count=0):

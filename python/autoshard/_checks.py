@@ -98,6 +98,8 @@ def shape(value, name, where, allow_none_first=False):
     where ``allow_none_first``: a batch dimension)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
+    if type(value).__name__ == "ndarray" and getattr(value, "ndim", None) == 1:
+        value = value.tolist()  # Keras takes any sequence of sizes (x.shape's too)
     if not isinstance(value, (tuple, list)):
         raise TypeError(f"{where}: {name} must be a tuple of positive integers, got "
                         f"{shown(value)}")

@@ -111,6 +111,30 @@ def _callable(f, name, what):
     return f
 
 
+class _OneCallAtATime:
+    """The extension's model, each method call under the model's lock: the
+    engine releases the GIL while it runs and its model is not safe for use
+    from two threads at once (two generate() calls crashed the interpreter).
+    Re-entrant: on_token and on_step run on the calling thread."""
+
+    def __init__(self, native):
+        import threading
+
+        self._wrapped = native
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name):
+        value = getattr(self._wrapped, name)
+        if not callable(value):
+            return value
+
+        def call(*args, **kwargs):
+            with self._lock:
+                return value(*args, **kwargs)
+
+        return call
+
+
 class LanguageModel:
     """A decoder language model on the engine (made by :func:`from_pretrained`).
 
@@ -119,7 +143,7 @@ class LanguageModel:
     """
 
     def __init__(self, native, path, tokenizer, seed):
-        self._native = native
+        self._native = _OneCallAtATime(native)
         self._path = path
         self.tokenizer = tokenizer
         self.seed = seed
@@ -305,7 +329,7 @@ class EncoderModel:
     """
 
     def __init__(self, native, path, tokenizer):
-        self._native = native
+        self._native = _OneCallAtATime(native)
         self._path = path
         self.tokenizer = tokenizer
 

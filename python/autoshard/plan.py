@@ -57,9 +57,9 @@ def _mesh_or_devices(mesh_or_devices):
     if isinstance(mesh_or_devices, bool) or not isinstance(mesh_or_devices, int):
         raise ValueError(f"plan: give a keras.distribution.DeviceMesh or a number of devices, "
                          f"not {mesh_or_devices!r}")
-    if mesh_or_devices < 1:
-        raise ValueError(f"plan: the number of devices must be at least 1, not "
-                         f"{mesh_or_devices}")
+    if not 1 <= mesh_or_devices <= 2**31 - 1:
+        raise ValueError(f"plan: the number of devices must be at least 1 (and at most "
+                         f"2147483647), not {mesh_or_devices}")
     return None, int(mesh_or_devices)
 
 
@@ -97,8 +97,14 @@ def plan(model, mesh_or_devices, batch, cluster=None, dtype="float32", memory_pe
     ValueError naming what might.
     """
     native_mesh, devices = _mesh_or_devices(mesh_or_devices)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    # Bounded as the extension takes them (past them, a pybind11 TypeError).
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 2**63 - 1:
         raise ValueError(f"plan: batch must be a positive integer, not {batch!r}")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)
+                            or not 1 <= seq <= 2**63 - 1):
+        raise ValueError(f"plan: seq must be a positive integer, not {seq!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**64 - 1:
+        raise ValueError(f"plan: seed must be an integer from 0 to 2**64 - 1, not {seed!r}")
     args = dict(cluster=str(cluster or "cpu"), bf16=_bf16(dtype),
                 memory_per_device=_bytes(memory_per_device), plan_time=float(plan_time or 0))
     if isinstance(model, str):

@@ -67,11 +67,32 @@ class Tokenizer:
         [CLS] ... [SEP])."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, not {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            # A lone surrogate ("\ud800") has no UTF-8 form: the extension
+            # could not take the string (a pybind11 TypeError).
+            raise ValueError(f"encode: text holds {text[e.start]!r} at index {e.start}, a lone "
+                             "surrogate that is not Unicode text") from None
         return self._native.encode(text, bool(add_special_tokens))
 
     def decode(self, ids, skip_special_tokens=True):
         """The text of ``ids`` (bytes that are not UTF-8 become U+FFFD)."""
-        return self._native.decode([int(i) for i in ids], bool(skip_special_tokens))
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TypeError(f"decode takes a list of token ids, not {type(ids).__name__}")
+        return self._native.decode([self._id(i, f"ids[{n}]", "decode") for n, i in enumerate(ids)],
+                                   bool(skip_special_tokens))
+
+    def _id(self, value, name, where):
+        # An id as the extension takes it; past the vocabulary, the
+        # extension's own message.
+        from ._checks import integer
+
+        value = integer(value, name, where)
+        if not 0 <= value < self.vocab_size:
+            raise ValueError(f"{where}: id {value} is outside the tokenizer's vocabulary of "
+                             f"{self.vocab_size}")
+        return value
 
     def __call__(self, text, add_special_tokens=True):
         return self.encode(text, add_special_tokens)
@@ -83,11 +104,13 @@ class Tokenizer:
 
     def token_to_id(self, token):
         """The id of a vocabulary string ("<s>", "[CLS]", "Ġworld"), or None."""
+        if not isinstance(token, str):
+            raise TypeError(f"token_to_id takes a str, not {type(token).__name__}")
         return self._native.token_to_id(token)
 
     def id_to_token(self, id):  # noqa: A002 (Hugging Face's name)
         """The vocabulary string of an id ("Ġworld", "##s", "<0x0A>")."""
-        return self._native.id_to_token(int(id))
+        return self._native.id_to_token(self._id(id, "id", "id_to_token"))
 
     def __repr__(self):
         return f"<autoshard.Tokenizer vocabulary {self.vocab_size}>"

@@ -1,5 +1,6 @@
 #include "convert.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -53,12 +54,21 @@ Tensor to_tensor(const py::handle& array, DType dtype, const std::string& what, 
     return t;
   }
   if (kind == 'f') {
-    // Class ids given as floats must be whole numbers.
+    // Class ids given as floats must be whole numbers within int32 (compared
+    // as doubles: casting one past int32's range would be undefined, and
+    // NumPy's cast would make it INT32_MIN; NaN fails every comparison).
     auto f = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
     const double* p = f.data();
     for (py::ssize_t i = 0; i < f.size(); ++i)
-      AS_CHECK(p[i] == static_cast<double>(static_cast<int32_t>(p[i])), what,
-               " must hold whole class ids; element ", i, " is ", p[i]);
+      AS_CHECK(p[i] >= INT32_MIN && p[i] <= INT32_MAX && p[i] == std::trunc(p[i]), what,
+               " must hold whole class ids within int32; element ", i, " is ", p[i]);
+  } else if (kind == 'u' && a.dtype().itemsize() == 8) {
+    // uint64 read as int64 would wrap 2^64 - 1 to -1.
+    auto l = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    const uint64_t* p = l.data();
+    for (py::ssize_t i = 0; i < l.size(); ++i)
+      AS_CHECK(p[i] <= uint64_t(INT32_MAX), what, " element ", i, " (", p[i],
+               ") does not fit in int32");
   } else if (kind == 'i' || kind == 'u') {
     auto l = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
     const int64_t* p = l.data();

@@ -185,6 +185,104 @@ def test_overwrite_replaces_a_file_of_the_same_name_as_keras_does(tmp_path):
     assert weights.read_bytes()[:4] == b"\x89HDF"
 
 
+@pytest.mark.parametrize("save,name", [
+    (lambda m, p: m.save(p), "m.keras"),
+    (lambda m, p: m.save(p), "m.h5"),
+    (lambda m, p: m.save_weights(p), "m.weights.h5"),
+])
+def test_a_symlink_is_written_through_as_keras_does(tmp_path, save, name):
+    # Keras's open(path, "wb") writes the file the link names; the link stays.
+    (tmp_path / "elsewhere").mkdir()
+    real = tmp_path / "elsewhere" / name
+    real.write_text("old")
+    link = tmp_path / name
+    link.symlink_to(real)
+    save(_model(), link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes()[:2] in (b"PK", b"\x89H")
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", name]
+    assert os.listdir(tmp_path / "elsewhere") == [name]  # no temporary left
+    # A link to a directory: refused, the directory kept.
+    link.unlink()
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(IsADirectoryError, match="a directory is there"):
+        save(_model(), link)
+    assert os.listdir(tmp_path / "elsewhere") == [name]
+
+
+@pytest.mark.parametrize("save,fragment", [
+    (lambda m: m.save(""), "save: filepath is empty"),
+    (lambda m: m.save("", save_format="tfjs"), "save: filepath is empty"),
+    (lambda m: m.save_weights(""), "save_weights: filepath is empty"),
+    (lambda m: m.save("a\0b.keras"), "NUL byte"),
+    (lambda m: m.save_weights("a\0b.weights.h5"), "NUL byte"),
+])
+def test_empty_and_nul_paths_are_refused_before_anything_is_written(tmp_path, monkeypatch, save,
+                                                                    fragment):
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(ValueError, match=fragment):
+        save(_model())
+    assert sorted(os.listdir(tmp_path)) == ["cwd"] and not os.listdir(".")
+
+
+@pytest.mark.parametrize("load,error,fragment", [
+    (lambda: keras.models.load_model(5), TypeError, "load_model: filepath must be a path"),
+    (lambda: keras.models.load_model(""), ValueError, "load_model: filepath is empty"),
+    (lambda: _model().load_weights(None), TypeError, "load_weights: filepath must be a path"),
+    (lambda: _model().load_weights("a\0.weights.h5"), ValueError, "load_weights: .*NUL byte"),
+])
+def test_load_paths_are_checked(load, error, fragment):
+    with pytest.raises(error, match=fragment):
+        load()
+
+
+def test_bytes_paths_are_paths(tmp_path):
+    model = _model()
+    model.save_weights(os.fsencode(tmp_path / "m.weights.h5"))
+    model.save(os.fsencode(tmp_path / "m.keras"))
+    assert sorted(os.listdir(tmp_path)) == ["m.keras", "m.weights.h5"]
+
+
+def test_a_folder_a_save_cannot_write_in_is_named(tmp_path, monkeypatch):
+    import tempfile
+
+    mkdtemp = tempfile.mkdtemp
+
+    def refuse(suffix=None, prefix=None, dir=None):
+        # As in a read-only folder (the tests run as root, who may write there).
+        if dir is None:
+            return mkdtemp(suffix, prefix)
+        raise PermissionError(13, "Permission denied", os.path.join(dir, prefix + "x"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    with pytest.raises(PermissionError, match="cannot write in the folder") as e:
+        _model().save(tmp_path / "m.keras")
+    assert e.value.filename == str(tmp_path)
+
+
+def test_a_file_that_appears_during_a_save_without_overwrite_is_kept(tmp_path, monkeypatch):
+    from autoshard.keras import saving
+
+    target = tmp_path / "m.keras"
+    real = saving._keras_file_of
+
+    class Racing:
+        def __init__(self, kf):
+            self.kf = kf
+
+        def save(self, native, out, fmt):
+            self.kf.save(native, out, fmt)
+            target.write_text("written meanwhile")  # another process's file
+
+    monkeypatch.setattr(saving, "_keras_file_of",
+                        lambda model, fmt="keras": Racing(real(model, fmt)))
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        _model().save(target, overwrite=False)
+    assert target.read_text() == "written meanwhile"
+    assert os.listdir(tmp_path) == ["m.keras"]
+
+
 # --- numbers: finite or refused ------------------------------------------------
 
 
@@ -302,6 +400,19 @@ def _fit(**kwargs):
     return lambda: _model().fit(x, y, verbose=0, **kwargs)
 
 
+def _layout_map():
+    return keras.distribution.LayoutMap(keras.distribution.DeviceMesh((1,), ("model",)))
+
+
+def _fit_generator():
+    _model().fit((X[i:i + 4] for i in range(0, 16, 4)), verbose=0)
+
+
+def _fit_dict_y():
+    m = _model()
+    m.fit(X, {"other": Y}, verbose=0)
+
+
 i7 = keras.Input((7,))
 ARGUMENTS = [
     ("epochs=-3", _fit(epochs=-3), ValueError,
@@ -356,6 +467,49 @@ ARGUMENTS = [
     ("Rescaling(nan)", lambda: keras.layers.Rescaling(float("nan")), ValueError, "scale"),
     ("Input((7, -2))", lambda: keras.Input((7, -2)), ValueError, r"Input: shape\[1\]"),
     ("Input('7')", lambda: keras.Input("7"), TypeError, "Input: shape must be a tuple"),
+    ("Input(dtype='nope')", lambda: keras.Input((7,), dtype="nope"), ValueError,
+     "Input: dtype must be 'float32' or 'int32', got 'nope'"),
+    ("predict x dict without the input", lambda: _model().predict({"other": X}, verbose=0),
+     ValueError, "predict: x has no array for the model's input"),
+    ("fit y dict without the output", _fit_dict_y, ValueError,
+     "fit: y has no targets for the model's output"),
+    ("fit x generator", _fit_generator, ValueError,
+     r"fit: x must be a NumPy array \(or lists of numbers\), got a generator \(datasets"),
+    ("predict x object", lambda: _model().predict(object(), verbose=0), ValueError,
+     "predict: x must be a NumPy array"),
+    ("set_random_seed(2**70)", lambda: keras.utils.set_random_seed(2**70), ValueError,
+     "set_random_seed: seed must be an integer from 0 to 18446744073709551615"),
+    ("set_random_seed('a')", lambda: keras.utils.set_random_seed("a"), TypeError,
+     "set_random_seed: seed must be an integer"),
+    ("LayoutMap key 5", lambda: _layout_map().__setitem__(5, (None, "model")), TypeError,
+     "LayoutMap: keys are regular expressions"),
+    ("LayoutMap key 'dense['", lambda: _layout_map().__setitem__("dense[", (None, "model")),
+     ValueError, r"LayoutMap: key 'dense\[' is not a regular expression"),
+    ("LayoutMap value 5", lambda: _layout_map().__setitem__("k", 5), TypeError,
+     r"LayoutMap\['k'\]: a layout is a tuple"),
+    ("LayoutMap value ((1, 2),)", lambda: _layout_map().__setitem__("k", ((1, 2),)), ValueError,
+     r"LayoutMap\['k'\]: TensorLayout: each dimension takes a mesh axis name"),
+    ("TensorLayout(5)", lambda: keras.distribution.TensorLayout(5), TypeError,
+     "TensorLayout: axes is a tuple"),
+    ("ModelParallel(layout_map=5)", lambda: keras.distribution.ModelParallel(layout_map=5),
+     TypeError, "ModelParallel: layout_map must be a keras.distribution.LayoutMap"),
+    ("ModelParallel batch_dim_name=5", lambda: keras.distribution.ModelParallel(
+        layout_map=_layout_map(), batch_dim_name=5), TypeError, "batch_dim_name"),
+    ("DataParallel(device_mesh=5)", lambda: keras.distribution.DataParallel(device_mesh=5),
+     TypeError, "DataParallel: device_mesh must be a keras.distribution.DeviceMesh"),
+    ("DataParallel(devices=5)", lambda: keras.distribution.DataParallel(devices=5), TypeError,
+     "DataParallel: devices is a list"),
+    ("AutoShard(5)", lambda: keras.distribution.AutoShard(5), TypeError,
+     "AutoShard: mesh must be a keras.distribution.DeviceMesh"),
+    ("plan devices 2**40", lambda: autoshard.plan(_model(), 2**40, 32), ValueError,
+     "plan: the number of devices must be at least 1"),
+    ("plan batch 2**70", lambda: autoshard.plan(_model(), 2, 2**70), ValueError,
+     "plan: batch must be a positive integer"),
+    ("plan seed -1", lambda: autoshard.plan("tiny", 2, 8, seed=-1), ValueError, "plan: seed"),
+    ("plan seq 2**70", lambda: autoshard.plan("tiny", 2, 8, seq=2**70), ValueError,
+     "plan: seq"),
+    ("learning_rate = -1", lambda: setattr(keras.optimizers.Adam(), "learning_rate", -1.0),
+     ValueError, "Adam: learning_rate must be a finite number, >= 0"),
     ("build((None, 2**40))", lambda: keras.Sequential([keras.layers.Dense(3)]).build(
         (None, 2**40)), ValueError, r"needs 4.00 TiB \(float32\); .* is available "
                                     r"\(AUTOSHARD_MEMORY_LIMIT caps it\)"),
@@ -393,6 +547,214 @@ def test_arguments_are_checked(name, call, error, fragment):
         call()
     message = str(e.value)
     assert "Invoked with" not in message and "array(" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize("bad", [
+    (i for i in range(3)), "abc", np.float32(3), [[1, 2], [3]], np.array([[np.nan] * 7] * 4),
+    np.zeros((4, 7), complex),
+], ids=["generator", "string", "scalar", "ragged", "NaN", "complex"])
+def test_refused_data_does_not_become_a_sequentials_input(bad):
+    # A Sequential without keras.Input takes its input's shape from the
+    # first data; data refused must leave it unbuilt, taking good data next.
+    m = keras.Sequential([keras.layers.Dense(3)])
+    m.compile("adam", "mse")
+    with pytest.raises(ValueError, match="fit: x"):
+        m.fit(bad, Y[:4], verbose=0)
+    m.fit(X, Y, verbose=0)
+    assert m.predict(X, verbose=0).shape == (16, 3)
+
+
+def test_nested_lists_build_a_sequentials_input():
+    m = keras.Sequential([keras.layers.Dense(3)])
+    m.compile("adam", "mse")
+    m.fit(X.tolist(), Y.tolist(), verbose=0)
+    assert m.predict(X, verbose=0).shape == (16, 3)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "text", "other shape"])
+def test_load_weights_errors_name_the_users_file_not_a_temporary(tmp_path, damage):
+    path = tmp_path / "m.weights.h5"
+    _model().save_weights(path)
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "text":
+        path.write_text("hello")
+    model = _model(units=4) if damage == "other shape" else _model()
+    before = model.get_weights()
+    with pytest.raises(ValueError) as e:
+        model.load_weights(path)
+    message = str(e.value)
+    assert message.startswith(f"load_weights: '{path}': ") and "autoshard-weights" not in message
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+_TWO_THREADS = """
+import sys, threading
+import numpy as np
+import autoshard.keras as keras
+m = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64), keras.layers.Dense(4)])
+m.compile("adam", "mse")
+x = np.random.rand(1024, 32).astype("float32")
+y = np.random.rand(1024, 4).astype("float32")
+work = {
+    "predict": lambda: m.predict(x, batch_size=64, verbose=0),
+    "fit": lambda: m.fit(x, y, batch_size=64, verbose=0),
+    "save": lambda: m.save(sys.argv[1]),
+}
+def loop(f):
+    for _ in range(10):
+        f()
+threads = [threading.Thread(target=loop, args=(work[k],)) for k in sys.argv[2:]]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("done")
+"""
+
+
+_TWO_THREADS_LM = """
+import threading
+import numpy as np
+from autoshard import hf
+m = hf.LanguageModel.from_config("tiny")
+work = {
+    "generate": lambda: m.generate([1, 2, 3], max_new_tokens=8),
+    "logits": lambda: m.logits(np.array([[1, 2, 3, 4]])),
+}
+def loop(f):
+    for _ in range(12):
+        f()
+threads = [threading.Thread(target=loop, args=(work[k],)) for k in ("generate", "logits")]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("done")
+"""
+
+
+@pytest.mark.parametrize("calls", [("predict", "save"), ("fit", "save"), ("language model",)])
+def test_one_model_used_from_two_threads_does_not_crash(tmp_path, calls):
+    # The engine's calls release the GIL; one call at a time per model. (A
+    # race: before the lock, each case crashed in about half the runs.)
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(autoshard.__file__)))
+    script = _TWO_THREADS_LM if calls == ("language model",) else _TWO_THREADS
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m.keras"), *calls],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]
+
+
+@pytest.fixture
+def tiny_tokenizer(tmp_path):
+    import json
+
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    return autoshard.Tokenizer.from_file(tmp_path)
+
+
+@pytest.mark.parametrize("call,error,fragment", [
+    (lambda t: t.encode("ab\ud800"), ValueError, "encode: text holds '\\\\ud800' at index 2"),
+    (lambda t: t.decode([2**40]), ValueError, "decode: id 1099511627776 is outside"),
+    (lambda t: t.decode([1.5]), TypeError, r"decode: ids\[0\] must be an integer"),
+    (lambda t: t.decode(5), TypeError, "decode takes a list of token ids"),
+    (lambda t: t.id_to_token(2**70), ValueError, "id_to_token: id must be an integer"),
+    (lambda t: t.token_to_id(5), TypeError, "token_to_id takes a str"),
+])
+def test_tokenizer_arguments_are_checked(tiny_tokenizer, call, error, fragment):
+    with pytest.raises(error, match=fragment) as e:
+        call(tiny_tokenizer)
+    assert "incompatible function arguments" not in str(e.value)
+    assert tiny_tokenizer.decode(np.array([2, 0])) == "aba"
+
+
+def test_csv_logger_on_a_fifo_with_no_reader_is_an_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "log.csv"
+    os.mkfifo(fifo)
+    for append in (False, True):
+        with pytest.raises(OSError, match="CSVLogger: a FIFO with no reader"):
+            _model().fit(X, Y, verbose=0,
+                         callbacks=[keras.callbacks.CSVLogger(fifo, append=append)])
+    # With a reader, the rows go to it, as with open() (a pipe holds them).
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _model().fit(X, Y, epochs=2, verbose=0, callbacks=[keras.callbacks.CSVLogger(fifo)])
+        rows = os.read(reader, 65536).decode().splitlines()
+    finally:
+        os.close(reader)
+    assert rows[0] == "epoch,loss" and len(rows) == 3
+
+
+def _ids_model():
+    m = keras.Sequential([keras.Input((2,), dtype="int32"), keras.layers.Embedding(10, 3),
+                          keras.layers.Flatten(), keras.layers.Dense(3)])
+    m.compile("adam", "sparse_categorical_crossentropy")
+    return m
+
+
+@pytest.mark.parametrize("call,fragment", [
+    # float ids past int32 were cast (undefined in C++, INT32_MIN in NumPy
+    # with a RuntimeWarning) and reported as a token id the user never gave
+    (lambda m: m.predict(np.array([[1e20, 2.0]]), verbose=0),
+     r"predict: x: input 'input\w*' must hold whole class ids within int32; element 0 is 1e\+20"),
+    (lambda m: m.predict(np.array([[-3e9, 2.0]]), verbose=0), "element 0 is -3e"),
+    # uint64 read as int64 wrapped 2^64 - 1 to -1
+    (lambda m: m.predict(np.array([[2**64 - 1, 2]], dtype=np.uint64), verbose=0),
+     r"predict: x: .*element 0 \(18446744073709551615\) does not fit in int32"),
+    (lambda m: m.fit(np.array([[1, 2]]), np.array([2**64 - 1], dtype=np.uint64), verbose=0),
+     r"fit: y: targets of 'output\w*' element 0 \(18446744073709551615\)"),
+    (lambda m: m.fit(np.array([[2**40, 2]]), np.array([1]), verbose=0), r"fit: x: input"),
+])
+def test_ids_that_do_not_fit_int32_are_refused_naming_x_or_y(call, fragment):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's cast warning would be a second message
+        with pytest.raises(ValueError, match=fragment):
+            call(_ids_model())
+
+
+@pytest.mark.parametrize("loss,units,y", [
+    # Keras casts targets to what the loss takes: 0/1 labels as ints or bools
+    ("binary_crossentropy", 1, (X[:, :1] > 0).astype("int64")),
+    ("binary_crossentropy", 1, X[:, :1] > 0),
+    ("mse", 3, np.arange(48).reshape(16, 3) % 5),
+    ("categorical_crossentropy", 3, np.eye(3, dtype="int32")[np.arange(16) % 3]),
+    # and class ids given as whole floats
+    ("sparse_categorical_crossentropy", 3, (np.arange(16) % 3).astype("float64")),
+])
+def test_targets_are_cast_to_what_the_loss_takes_as_keras_does(loss, units, y):
+    m = keras.Sequential([keras.Input((7,)), keras.layers.Dense(units, activation="sigmoid")])
+    m.compile("adam", loss, metrics=["accuracy"])
+    m.fit(X, y, verbose=0, validation_data=(X, y))
+    m.evaluate(X, y, verbose=0)
+    m.train_on_batch(X, y)
+    m.test_on_batch(X, y)
+
+
+def test_class_ids_that_are_not_whole_are_refused_naming_y():
+    m = keras.Sequential([keras.Input((7,)), keras.layers.Dense(3)])
+    m.compile("adam", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match=r"fit: y holds class ids for a sparse categorical "
+                                         r"crossentropy; element \[2\] is 1.5"):
+        m.fit(X, _with(np.zeros(16), 2, 1.5), verbose=0)
+
+
+def test_what_keras_takes_is_taken():
+    # verbose=False/True (common in scripts), NumPy numbers, a learning rate
+    # set to 0 (a schedule that decays to 0): as in Keras.
+    for verbose in (False, True, np.int64(0)):
+        _model().fit(X, Y, verbose=verbose, epochs=np.int64(1), batch_size=np.int32(8))
+        _model().evaluate(X, Y, verbose=verbose)
+        _model().predict(X, verbose=verbose)
+    assert keras.optimizers.SGD(np.float32(0.5)).learning_rate == 0.5
+    assert keras.Input(np.array([7])).shape[-1] == 7
+    assert isinstance(autoshard.blas_info(0), dict)  # was a pybind11 TypeError
+    m = _model()
+    before = m.get_weights()
+    m.fit(X, Y, epochs=2, verbose=0,
+          callbacks=[keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.0)])
+    assert all(np.array_equal(a, b) for a, b in zip(before, m.get_weights()))
 
 
 # --- engine errors: ValueError/OSError, messages naming the argument --------------

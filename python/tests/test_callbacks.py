@@ -16,8 +16,13 @@ def _model(lr=0.1, optimizer=None, metrics=("accuracy",)):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     model.compile(optimizer or keras.optimizers.SGD(lr), "sparse_categorical_crossentropy",
                   metrics=list(metrics))
-    # The same initial weights for every model of a test (names differ).
-    model.set_weights(_WEIGHTS.setdefault("w", model.get_weights()))
+    # The same initial weights for every model of a test (names differ),
+    # whatever other tests ran before (the engine's initializers draw from
+    # one generator for the whole process).
+    rng = np.random.default_rng(7)
+    model.set_weights(_WEIGHTS.setdefault("w", [
+        rng.uniform(-0.8, 0.8, size=w.shape).astype("float32") if w.ndim > 1 else
+        np.zeros_like(w) for w in model.get_weights()]))
     return model
 
 

@@ -15,6 +15,7 @@ run only for callbacks that define them (see docs/python.md).
 """
 
 import csv
+import errno
 import math
 import os
 import sys
@@ -497,6 +498,25 @@ class EarlyStopping(Callback):
             self.model.set_weights(self.best_weights)
 
 
+def _open_for_writing(path, mode, what):
+    """open(path, mode) for text writing ("w" or "a"), except that a FIFO
+    with no reader is an error instead of a wait that never ends (Keras's
+    open would block); a FIFO with a reader, a terminal or /dev/stdout work
+    as with open."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else 0)
+    if mode == "w" and os.path.isfile(path):
+        flags |= os.O_TRUNC
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OSError(e.errno, f"{what}: a FIFO with no reader is there (writing would "
+                          "wait forever): start its reader first, or give a file", path) from None
+        raise
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode, newline="")
+
+
 class CSVLogger(Callback):
     """Writes each epoch's logs as a CSV row (``epoch`` then the names, sorted)."""
 
@@ -512,7 +532,9 @@ class CSVLogger(Callback):
 
     def on_train_begin(self, logs=None):
         if self.append:
-            if os.path.exists(self.filename):
+            # Only a regular file has a header to find (reading a FIFO would
+            # wait for a writer).
+            if os.path.isfile(self.filename):
                 with open(self.filename) as f:
                     self.append_header = not bool(len(f.readline()))
             mode = "a"
@@ -520,7 +542,7 @@ class CSVLogger(Callback):
             mode = "w"
         if self.csv_file and not self.csv_file.closed:
             self.csv_file.close()
-        self.csv_file = open(self.filename, mode, newline="")
+        self.csv_file = _open_for_writing(self.filename, mode, "CSVLogger")
         self.writer = None
         self.keys = None
 

@@ -60,6 +60,9 @@ class TensorLayout:
     ``("data", "model")``), or None (whole)."""
 
     def __init__(self, axes, device_mesh=None):
+        if not isinstance(axes, (tuple, list)):
+            raise TypeError(f"TensorLayout: axes is a tuple of mesh axis names or None per "
+                            f"dimension, got {_checks.shown(axes)}")
         self.axes = tuple(tuple(a) if isinstance(a, list) else a for a in axes)
         self.device_mesh = device_mesh
 
@@ -99,9 +102,27 @@ class LayoutMap:
         self._entries = {}
 
     def __setitem__(self, key, layout):
+        # Checked when set, so that the error names the key (not the
+        # distribution or the model that uses the map later).
+        if not isinstance(key, str):
+            raise TypeError(f"LayoutMap: keys are regular expressions (strings) over weight "
+                            f"paths, got {_checks.shown(key)}")
+        try:
+            re.compile(key)
+        except re.error as e:
+            raise ValueError(f"LayoutMap: key {key!r} is not a regular expression ({e})") \
+                from None
         if key in self._entries:
             raise ValueError(f"LayoutMap: key {key!r} is already set")
-        self._entries[key] = TensorLayout(_axes(layout), self.device_mesh)
+        if not isinstance(layout, (TensorLayout, tuple, list)):
+            raise TypeError(f"LayoutMap[{key!r}]: a layout is a tuple of mesh axis names or "
+                            f"None per dimension (or a TensorLayout), got {_checks.shown(layout)}")
+        axes = _axes(layout)
+        try:
+            native_axes(axes)
+        except ValueError as e:
+            raise ValueError(f"LayoutMap[{key!r}]: {e}") from None
+        self._entries[key] = TensorLayout(axes, self.device_mesh)
 
     def __getitem__(self, path):
         if path in self._entries:
@@ -126,6 +147,23 @@ class LayoutMap:
 
     def _to_native(self):
         return _native.LayoutMap([(k, native_axes(v.axes)) for k, v in self._entries.items()])
+
+
+def _mesh(value, where, name):
+    if not isinstance(value, DeviceMesh):
+        raise TypeError(f"{where}: {name} must be a keras.distribution.DeviceMesh, got "
+                        f"{_checks.shown(value)}")
+    return value
+
+
+def _axis_name(value, mesh, where):
+    # batch_dim_name: one of the mesh's axis names (its first by default).
+    if value is None:
+        return mesh.axis_names[0]
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: batch_dim_name must be one of the mesh's axis names "
+                        f"{mesh.axis_names}, got {_checks.shown(value)}")
+    return value
 
 
 class Distribution:
@@ -157,7 +195,12 @@ class DataParallel(Distribution):
             raise ValueError(f"DataParallel: unsupported argument(s) {', '.join(sorted(kwargs))}")
         if device_mesh is None:
             devices = devices if devices is not None else list_devices()
+            if isinstance(devices, (str, bytes)) or not hasattr(devices, "__len__"):
+                raise TypeError("DataParallel: devices is a list of device names "
+                                "(keras.distribution.list_devices()), got "
+                                f"{_checks.shown(devices)}")
             device_mesh = DeviceMesh((len(devices),), ("batch",), devices)
+        _mesh(device_mesh, "DataParallel", "device_mesh")
         super().__init__(_native.DataParallel(device_mesh._native, device_mesh.axis_names[0]),
                          device_mesh)
 
@@ -170,8 +213,12 @@ class ModelParallel(Distribution):
             raise ValueError(f"ModelParallel: unsupported argument(s) {', '.join(sorted(kwargs))}")
         if layout_map is None:
             raise ValueError("ModelParallel needs a layout_map")
-        device_mesh = device_mesh or layout_map.device_mesh
-        batch_dim_name = batch_dim_name or device_mesh.axis_names[0]
+        if not isinstance(layout_map, LayoutMap):
+            raise TypeError(f"ModelParallel: layout_map must be a keras.distribution.LayoutMap, "
+                            f"got {_checks.shown(layout_map)}")
+        device_mesh = _mesh(device_mesh or layout_map.device_mesh, "ModelParallel",
+                            "device_mesh")
+        batch_dim_name = _axis_name(batch_dim_name, device_mesh, "ModelParallel")
         super().__init__(_native.ModelParallel(device_mesh._native, layout_map._to_native(),
                                                batch_dim_name), device_mesh)
         self.layout_map = layout_map
@@ -185,8 +232,12 @@ class AutoShard(Distribution):
         mesh = mesh or device_mesh
         if mesh is None:
             raise ValueError("AutoShard needs a mesh (a keras.distribution.DeviceMesh)")
-        super().__init__(_native.AutoShard(mesh._native, batch_dim_name or mesh.axis_names[0],
-                                           str(cluster), float(memory_per_device or 0)), mesh)
+        _mesh(mesh, "AutoShard", "mesh")
+        memory = _checks.number(memory_per_device or 0, "memory_per_device", "AutoShard",
+                                minimum=0)
+        super().__init__(_native.AutoShard(mesh._native,
+                                           _axis_name(batch_dim_name, mesh, "AutoShard"),
+                                           str(cluster), memory), mesh)
 
 
 _current = None

@@ -5,8 +5,11 @@ and call the engine; fit's epoch loop, metrics and progress bar are the
 engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
+import functools
 import itertools
 import math
+import numbers
+import threading
 
 import numpy as np
 
@@ -59,7 +62,11 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
     if isinstance(shape, (tuple, list)) and any(d is None for d in shape):
         raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
     shape = _checks.shape(shape, "shape", "Input")
-    dtype = np.dtype(dtype or "float32").name
+    try:
+        dtype = np.dtype(dtype or "float32").name
+    except TypeError:
+        raise ValueError(f"Input: dtype must be 'float32' or 'int32', got "
+                         f"{_checks.shown(dtype)}") from None
     return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
 
 
@@ -116,6 +123,11 @@ def _arrays(given, name, what, rows=True):
             a = np.asarray(value)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{what}: {label} is not an array of numbers ({e})") from None
+        if a.dtype == object and a.ndim == 0 and value is not None:
+            # Not an array at all: a generator, a dataset, a keras Sequence.
+            raise ValueError(f"{what}: {label} must be a NumPy array (or lists of numbers), "
+                             f"got {_checks.shown(value)} (datasets, generators and "
+                             "keras.utils.PyDataset are not supported)")
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{what}: {label} must hold numbers, not NumPy dtype {a.dtype}")
         if rows and a.ndim < 1:
@@ -132,9 +144,11 @@ def _batch_size(value, name, what, default=32):
 
 
 def _verbose(value, what):
-    if value == "auto":
+    # Keras's "auto", 0, 1 or 2; True and False too, which Keras takes as 1
+    # and 0 (verbose=False is common in scripts).
+    if isinstance(value, str) and value == "auto":
         return 1
-    if isinstance(value, bool) or value not in (0, 1, 2):
+    if not isinstance(value, numbers.Integral) or value not in (0, 1, 2):
         raise ValueError(f"{what}: verbose must be 'auto', 0, 1 or 2, got {_checks.shown(value)}")
     return int(value)
 
@@ -188,11 +202,46 @@ def _named_objects(given, name, get):
 _TARGET_MESSAGES = ("do not match predictions", ": targets must be", ": target class ")
 
 
+def _takes_class_ids(loss):
+    """Whether a compiled loss takes class ids (the sparse categorical
+    crossentropy) or numbers (every other); None for one read from a file."""
+    if isinstance(loss, _losses.SparseCategoricalCrossentropy):
+        return True
+    if type(loss) is not _losses.Loss:
+        return False
+    name = str(getattr(loss, "name", "")).replace("_", "").lower()
+    if name == "sparsecategoricalcrossentropy":
+        return True
+    return None if name == "loss" else False
+
+
 def _check_loss(loss, what):
     if not math.isfinite(loss):
         raise ValueError(f"{what}: training diverged: the loss is "
                          f"{'nan' if math.isnan(loss) else 'infinite'} (lower the learning "
                          "rate, clip with clipnorm, or check the data)")
+
+
+_LOCK_OF_LOCKS = threading.Lock()
+
+
+def _one_call_at_a_time(method):
+    """Runs ``method`` holding the model's lock: the engine's model is not
+    safe for use from two threads at once (its calls release the GIL), and a
+    save in one thread while another predicted crashed the interpreter. The
+    lock is re-entrant: a callback of fit (which runs on fit's thread) may
+    save or predict."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        lock = self.__dict__.get("_engine_lock")
+        if lock is None:
+            with _LOCK_OF_LOCKS:
+                lock = self.__dict__.setdefault("_engine_lock", threading.RLock())
+        with lock:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class Model:
@@ -226,15 +275,15 @@ class Model:
         if self._compiled is not None:
             self._compile_native()
 
-    def _built(self, x=None):
+    def _built(self, x=None, what="fit"):
         if self._native is None:
-            self._build_from(x)
+            self._build_from(x, what)
         if self._native is None:
             raise ValueError(f"model '{self.name}' is not built yet: give it a keras.Input "
                              "(or call fit/predict/build first)")
         return self._native
 
-    def _build_from(self, x):
+    def _build_from(self, x, what="fit"):
         pass
 
     @property
@@ -251,6 +300,7 @@ class Model:
 
     # --- compile ---------------------------------------------------------------
 
+    @_one_call_at_a_time
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, **kwargs):
         """Keras's compile: optimizer and loss by name or object; metrics a list."""
         for k in ("jit_compile", "auto_scale_loss", "run_eagerly", "steps_per_execution"):
@@ -282,7 +332,13 @@ class Model:
             loss_weights = [loss_weights.get(n, 1.0) for n in outputs]
         if isinstance(metrics, dict):
             metrics = [m for n in outputs for m in _as_list(metrics.get(n, []))]
-        losses = [l._native for l in _named_objects(loss, "loss", _losses.get)]
+        objects = _named_objects(loss, "loss", _losses.get)
+        losses = [l._native for l in objects]
+        # Per output: whether its loss takes class ids (True), numbers
+        # (False) or is not known here (None: a loss read from a file).
+        kinds = [_takes_class_ids(l) for l in objects]
+        self._class_id_targets = (kinds * len(outputs) if len(kinds) == 1 else
+                                  kinds if len(kinds) == len(outputs) else [None] * len(outputs))
         weights = [_checks.number(w, f"loss_weights[{i}]", "compile", minimum=0)
                    for i, w in enumerate(loss_weights or [])]
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
@@ -302,6 +358,13 @@ class Model:
                          "outputs " + ", ".join(f"'{n}'" for n in names))
                 raise ValueError(f"{what}: y (the targets of the model's {which}): "
                                  f"{message}") from None
+            # The extension's conversion of x and y (ids that do not fit
+            # int32, say) names the input or output: the call says which
+            # argument.
+            if message.startswith("input '"):
+                raise ValueError(f"{what}: x: {message}") from None
+            if message.startswith("targets of '"):
+                raise ValueError(f"{what}: y: {message}") from None
             if message.startswith("token id "):
                 raise ValueError(f"{what}: x holds a token id an Embedding does not have: "
                                  f"{message} (its input_dim, the vocabulary size; ids must be "
@@ -315,20 +378,59 @@ class Model:
     # --- data ------------------------------------------------------------------
 
     def _inputs(self, x, what):
-        native = self._built(x)
+        native = self._built(x, what)
         names = list(native.input_names)
         if isinstance(x, dict):
+            missing = [n for n in names if n not in x]
+            if missing:
+                raise ValueError(f"{what}: x has no array for the model's input "
+                                 f"'{missing[0]}' (x's keys: "
+                                 f"{', '.join(repr(k) for k in x) or 'none'}; the inputs: "
+                                 f"{', '.join(repr(n) for n in names)})")
             return dict(x)
         xs = _as_list(x) if len(names) > 1 else [x]
         if len(xs) != len(names):
             raise ValueError(f"{what}: the model takes {len(names)} inputs, got {len(xs)}")
         return dict(zip(names, xs))
 
+    def _target_arrays(self, y, what, label="y"):
+        """y as checked arrays (``_arrays``) of the dtype each output's loss
+        takes, as Keras casts them: integer or boolean targets become
+        float32 for a loss on numbers (binary_crossentropy on 0/1 labels),
+        whole float class ids int32 for the sparse categorical
+        crossentropy."""
+        ys = _arrays(self._targets(y, what), label, what)
+        names = list(self._native.output_names)
+        kinds = getattr(self, "_class_id_targets", None) or [None] * len(names)
+        for name, takes_ids in zip(names, kinds):
+            a = ys.get(name)
+            if a is None or takes_ids is None:
+                continue
+            if not takes_ids and a.dtype.kind in "biu":
+                ys[name] = a.astype(np.float32)
+            elif takes_ids and a.dtype.kind == "f":
+                bad = (a != np.trunc(a)) | (np.abs(a) > _checks.INT32_MAX)
+                if bad.any():
+                    flat = int(np.argmax(bad))
+                    at = label if len(names) == 1 else f"{label}[{name!r}]"
+                    raise ValueError(f"{what}: {at} holds class ids for a sparse categorical "
+                                     f"crossentropy; element {_checks._index(flat, a.shape)} "
+                                     f"is {a.reshape(-1)[flat]:g}, not a whole number within "
+                                     "int32")
+                ys[name] = a.astype(np.int32)
+        return ys
+
     def _targets(self, y, what):
         names = list(self._native.output_names)
         if y is None:
             raise ValueError(f"{what}: targets (y) are needed")
         if isinstance(y, dict):
+            missing = [n for n in names if n not in y]
+            if missing:
+                raise ValueError(f"{what}: y has no targets for the model's output "
+                                 f"'{missing[0]}' (y's keys: "
+                                 f"{', '.join(repr(k) for k in y) or 'none'}; the outputs: "
+                                 f"{', '.join(repr(n) for n in names)})")
             return dict(y)
         ys = _as_list(y) if len(names) > 1 else [y]
         if len(ys) != len(names):
@@ -337,6 +439,7 @@ class Model:
 
     # --- training and inference -----------------------------------------------
 
+    @_one_call_at_a_time
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -361,7 +464,7 @@ class Model:
         verbose = _verbose(verbose, "fit")
         given = _callback_objects(callbacks, "fit")
         xs = _arrays(self._inputs(x, "fit"), "x", "fit")
-        ys = _arrays(self._targets(y, "fit"), "y", "fit")
+        ys = self._target_arrays(y, "fit")
         n = _examples(xs, ys, "fit")
         validation = None
         if validation_data is not None:
@@ -412,7 +515,7 @@ class Model:
         if len(data) == 3 and data[2] is not None:
             raise ValueError("fit: sample weights in validation_data are not supported")
         vx = _arrays(self._inputs(data[0], "fit"), "validation_data[0]", "fit")
-        vy = _arrays(self._targets(data[1], "fit"), "validation_data[1]", "fit")
+        vy = self._target_arrays(data[1], "fit", "validation_data[1]")
         _examples(vx, vy, "fit", "validation_data[0]")
         return vx, vy
 
@@ -456,6 +559,7 @@ class Model:
         hooks.call("on_test_end", dict(logs))
         return logs
 
+    @_one_call_at_a_time
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         """Keras's evaluate: the loss, or [loss, *metrics] (a dict with return_dict)."""
@@ -466,7 +570,7 @@ class Model:
         batch_size = _batch_size(batch_size, "batch_size", "evaluate")
         given = _callback_objects(callbacks, "evaluate")
         xs = _arrays(self._inputs(x, "evaluate"), "x", "evaluate")
-        ys = _arrays(self._targets(y, "evaluate"), "y", "evaluate")
+        ys = self._target_arrays(y, "evaluate")
         n = _examples(xs, ys, "evaluate")
         steps = -(-n // batch_size)
         params = {"verbose": verbose, "epochs": 1, "steps": steps}
@@ -488,6 +592,7 @@ class Model:
         values = list(ordered.values())
         return values[0] if len(values) == 1 else values
 
+    @_one_call_at_a_time
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's predict: an (N, ...) array, or a list of them for several outputs."""
         if steps is not None:
@@ -518,12 +623,14 @@ class Model:
     def _several_outputs(self):
         return len(self._native.output_names) > 1 or getattr(self, "_outputs_are_list", False)
 
+    @_one_call_at_a_time
     def predict_on_batch(self, x):
         xs = _arrays(self._inputs(x, "predict_on_batch"), "x", "predict_on_batch")
         n = _examples(xs, {}, "predict_on_batch")
         outs = self._engine("predict_on_batch", self._native.predict, xs, n)
         return outs if self._several_outputs() else outs[0]
 
+    @_one_call_at_a_time
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One optimizer step; returns that batch's loss (before the step). A
         loss that is NaN or infinite is a ValueError (the step was taken)."""
@@ -531,7 +638,7 @@ class Model:
         if sample_weight is not None or class_weight is not None:
             raise ValueError("train_on_batch: sample_weight and class_weight are not supported")
         xs = _arrays(self._inputs(x, "train_on_batch"), "x", "train_on_batch")
-        ys = _arrays(self._targets(y, "train_on_batch"), "y", "train_on_batch")
+        ys = self._target_arrays(y, "train_on_batch")
         n = _examples(xs, ys, "train_on_batch")
         if not self._metric_names:
             loss = self._engine("train_on_batch", self._native.train_on_batch, xs, ys)
@@ -544,12 +651,13 @@ class Model:
         _check_loss(logs["loss"], "train_on_batch")
         return logs if return_dict else list(logs.values())
 
+    @_one_call_at_a_time
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._check_compiled("test_on_batch")
         if sample_weight is not None:
             raise ValueError("test_on_batch: sample_weight is not supported")
         xs = _arrays(self._inputs(x, "test_on_batch"), "x", "test_on_batch")
-        ys = _arrays(self._targets(y, "test_on_batch"), "y", "test_on_batch")
+        ys = self._target_arrays(y, "test_on_batch")
         n = _examples(xs, ys, "test_on_batch")
         if not self._metric_names:
             loss = self._engine("test_on_batch", self._native.test_on_batch, xs, ys)
@@ -564,11 +672,13 @@ class Model:
     def weights(self):
         return list(self._built().weight_paths())
 
+    @_one_call_at_a_time
     def get_weights(self):
         """Every weight as a NumPy array, in Keras's order (per layer: kernel, then bias)."""
         native = self._built()
         return [native.get_weight(p) for p in native.weight_paths()]
 
+    @_one_call_at_a_time
     def set_weights(self, weights):
         """Sets every weight from NumPy arrays in get_weights()'s order and shapes."""
         native = self._built()
@@ -589,6 +699,7 @@ class Model:
 
     # --- files ---------------------------------------------------------------
 
+    @_one_call_at_a_time
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
         """Keras's save: a ``.keras`` zip (or a legacy ``.h5``) of the
         architecture, the compile config and the current weights."""
@@ -596,25 +707,30 @@ class Model:
 
         saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
 
+    @_one_call_at_a_time
     def save_weights(self, filepath, overwrite=True):
         """Keras 3's save_weights: the weights alone, as a ``.weights.h5`` file."""
         from . import saving
 
         saving.save_weights(self, filepath, overwrite=overwrite)
 
+    @_one_call_at_a_time
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """Keras 3's load_weights from a ``.weights.h5`` (or a whole ``.keras``) file."""
         from . import saving
 
         saving.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
 
+    @_one_call_at_a_time
     def count_params(self):
         return self._built().count_params()
 
+    @_one_call_at_a_time
     def summary(self, print_fn=None, **kwargs):
         text = self._built().summary()
         (print_fn or print)(text.rstrip("\n"))
 
+    @_one_call_at_a_time
     def build(self, input_shape):
         """Builds the model for inputs of ``input_shape`` (batch dimension
         first, None or a number); a built model stays as it is."""
@@ -680,18 +796,27 @@ class Sequential(Model):
         # A Sequential's model is made when it is first used, so that layers
         # listed after the input are all in it.
 
-    def _build_from(self, x):
+    def _build_from(self, x, what="fit"):
         if self._native is not None:
             return
-        if self._input is None:
-            if x is None:
-                return
-            if isinstance(x, dict):
-                x = next(iter(x.values()))
-            x = np.asarray(_as_list(x)[0])
-            dtype = "int32" if x.dtype.kind in "iub" else "float32"
-            self._input = Input(x.shape[1:], dtype=dtype)
-        self._build_from_shape(None)
+        if self._input is not None or x is None:
+            self._build_from_shape(None)
+            return
+        # The input is inferred from x, checked first as the call checks it:
+        # data the call refuses (a generator, strings, a scalar) must not
+        # become the model's input, which would refuse good data afterwards.
+        if isinstance(x, dict):
+            x = next(iter(x.values()))
+        if isinstance(x, (list, tuple)) and x and all(hasattr(v, "shape") for v in x):
+            x = x[0]  # [array]: the one input's array (nested lists are the array itself)
+        a = _arrays({"x": x}, "x", what)["x"]
+        dtype = "int32" if a.dtype.kind in "iub" else "float32"
+        self._input = Input(a.shape[1:], dtype=dtype)
+        try:
+            self._build_from_shape(None)
+        except BaseException:
+            self._input = None  # not kept: the next call infers it again
+            raise
 
     def _build_from_shape(self, shape):
         if self._native is not None:
@@ -704,9 +829,9 @@ class Sequential(Model):
                                                 [l._native for l in self._layers], self._name)
         self._after_build()
 
-    def _built(self, x=None):
+    def _built(self, x=None, what="fit"):
         if self._native is None:
-            self._build_from(x)
+            self._build_from(x, what)
         if self._native is None:
             raise ValueError(f"model '{self._name}' is not built yet: start it with keras.Input "
                              "(or call fit/predict/build first)")

@@ -1,5 +1,7 @@
 """keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules."""
 
+import numbers
+
 from .. import _checks, _native
 from . import utils as _utils
 
@@ -19,8 +21,9 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value):
         # A scheduler's value too: NaN or infinity would train on silently.
+        # 0 is Keras's too (a schedule that decays to 0, say).
         self._native.learning_rate = _checks.number(value, "learning_rate",
-                                                    type(self).__name__, above=0)
+                                                    type(self).__name__, minimum=0)
 
 
 def _check(kwargs, name):
@@ -32,7 +35,7 @@ def _check(kwargs, name):
 
 
 def _lr(value, name):
-    if not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name}: learning_rate must be a number (schedules are not supported "
                          "from Python yet)")
     return _checks.number(value, "learning_rate", name, above=0)

@@ -56,7 +56,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     if custom_objects:
         raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
                          "code from a model file)")
-    path = os.fspath(filepath)
+    path = _path(filepath, "load_model")
     _check_readable(path)
     if not _native.KerasFile.format_of(path):
         raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
@@ -142,11 +142,26 @@ def _leader():
 
 
 def _path(filepath, what):
+    """``filepath`` as a str (bytes decoded as the file system does); an
+    empty path or one with a NUL byte is refused here, before a temporary
+    name is made of it."""
     try:
-        return os.fspath(filepath)
+        path = os.fsdecode(os.fspath(filepath))
     except TypeError:
         raise TypeError(f"{what}: filepath must be a path (str or os.PathLike), got "
                         f"{type(filepath).__name__}") from None
+    if not path:
+        raise ValueError(f"{what}: filepath is empty; give a file's path")
+    if "\0" in path:
+        raise ValueError(f"{what}: filepath {path!r} holds a NUL byte, which no file name "
+                         "can hold")
+    return path
+
+
+def _through_link(path):
+    # A symbolic link is written through, as Keras's open(path, "wb") does:
+    # the file it names is replaced and the link kept.
+    return os.path.realpath(path) if os.path.islink(path) else path
 
 
 def _check_folder(path):
@@ -160,14 +175,20 @@ def _staging(folder):
     # A fresh temporary directory (the new files' temporary names) in
     # `folder`, so that renaming out of it replaces atomically; ranks that
     # do not write keep theirs out of the user's folder.
-    return tempfile.TemporaryDirectory(prefix=".autoshard-save-",
-                                       dir=folder if _leader() else None)
+    try:
+        return tempfile.TemporaryDirectory(prefix=".autoshard-save-",
+                                           dir=folder if _leader() else None)
+    except OSError as e:
+        # The user's folder, not the temporary name, is what to fix.
+        raise type(e)(e.errno, f"cannot write in the folder ({e.strerror}; a save writes "
+                      "its files there under temporary names first)", folder) from None
 
 
 def _save_file(path, overwrite, write, what):
     """Writes the file ``path`` with ``write(temporary path)``, then renames
     it into place: a file there is replaced when ``overwrite`` (Keras's
-    rule), a directory never."""
+    rule), a directory never. A symbolic link is written through."""
+    path = _through_link(path)
     folder = _check_folder(path)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, f"{what}: a directory is there, and a file was "
@@ -184,7 +205,24 @@ def _save_file(path, overwrite, write, what):
         out = os.path.join(tmp, os.path.basename(path))
         write(out)
         if _leader():
-            os.replace(out, path)
+            _place(out, path, overwrite, what)
+
+
+def _place(out, path, overwrite, what):
+    """Moves the written file ``out`` to ``path``. Without ``overwrite``, by
+    a hard link, which fails if a file appeared at ``path`` since it was
+    checked (os.replace would replace it); where the file system has no
+    hard links, by os.replace after that check."""
+    if overwrite:
+        os.replace(out, path)
+        return
+    try:
+        os.link(out, path)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{what}: the file exists; pass overwrite=True "
+                              "to replace it", path) from None
+    except OSError:
+        os.replace(out, path)
 
 
 def _save_directory(path, overwrite, write, what):
@@ -483,7 +521,7 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
     Keras) for this architecture, or a whole ``.keras`` file's weights."""
     if skip_mismatch or kwargs:
         raise ValueError("load_weights: skip_mismatch and other arguments are not supported")
-    path = os.fspath(filepath)
+    path = _path(filepath, "load_weights")
     _check_readable(path)
     native = model._built()
     if path.endswith(".keras"):
@@ -499,7 +537,14 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
             with zipfile.ZipFile(whole, "w") as z:
                 z.writestr("config.json", kf.architecture)
                 z.write(path, "model.weights.h5")
-            source = _native.KerasFile.read(whole, True).take_model()
+            try:
+                source = _native.KerasFile.read(whole, True).take_model()
+            except ValueError as e:
+                # The reader names the .keras file made here; name the user's.
+                message = str(e).replace(f"Keras file '{whole}': model.weights.h5: ", "")
+                message = message.replace(f"Keras file '{whole}': model.weights.h5 ", "it ")
+                message = message.replace(whole, path)
+                raise ValueError(f"load_weights: '{path}': {message}") from None
     mine = list(dict.fromkeys(list(native.weight_paths()) +
                               list(native.non_trainable_weight_paths())))
     theirs = set(source.weight_paths()) | set(source.non_trainable_weight_paths())

@@ -10,10 +10,12 @@ _seed = None
 def set_random_seed(seed):
     """Seeds Python's and NumPy's generators, fit's shuffling and the initial
     weights (and dropout masks) of models built from now on."""
+    from .. import _checks
+
     global _seed
-    seed = int(seed)
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed}")
+    # Checked now: a seed past uint64 was kept and refused by every model
+    # built afterwards (a pybind11 TypeError).
+    seed = _checks.integer(seed, "seed", "set_random_seed", 0, 2**64 - 1)
     _seed = seed
     random.seed(seed)
     np.random.seed(seed % 2**32)
