@@ -157,7 +157,7 @@ int64_t device_bytes(const Partition& p) {
   int64_t bytes = static_cast<int64_t>(plan_buffers(p.local[d], p.outputs[d]).total_bytes());
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const int local = p.local_of[d][id];
-    if (local >= 0 && p.local[d].node(local).op == Op::Parameter)
+    if (local >= 0 && p.local[d].node(local).is_parameter())
       bytes += numel(p.local[d].node(local).shape) * 4;
   }
   return bytes;
@@ -170,7 +170,7 @@ void weight_layouts(const Partition& p, std::map<std::string, Sharding>& layouts
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const std::string& path = p.leaf_name[id];
     const int local = p.local_of[d][id];
-    if (local < 0 || p.local[d].node(local).op != Op::Parameter) continue;
+    if (local < 0 || !p.local[d].node(local).is_parameter()) continue;
     if (path.rfind("optimizer.", 0) == 0) continue;
     layouts[path] = p.sharding[id];
     shapes[path] = p.global_shape[id];

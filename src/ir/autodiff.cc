@@ -42,7 +42,7 @@ Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t k = 0; k < parts.size(); ++k) {
     const Node& n = g.node(parts[k].id);
-    if (parts[k].id < first_new || n.op != Op::Einsum) continue;
+    if (parts[k].id < first_new || n.attr_if<EinsumAttrs>() == nullptr) continue;
     const Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
     groups[n.attr<EinsumAttrs>().equation() + shape_str(a.shape()) + shape_str(b.shape())]
         .push_back(k);

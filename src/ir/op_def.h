@@ -124,6 +124,33 @@ struct OpDef {
   // Ops that only partitioned programs hold (collectives, slices): they have
   // no gradient, sharding rule or loops.
   bool local_only = false;
+
+  // ---- What passes outside src/ir/ops need to know, as data ----
+  // An optimizer update (input 0 the weight, the others its state and the
+  // gradient): the input that holds the gradient; -1 for every other op.
+  int gradient_input = -1;
+  // Writes a weight that the next step reads (optimizer updates; assign in
+  // partitioned programs): a program holding one updates the model.
+  bool writes_weight = false;
+  // Can make a weight's gradient out of activations (a product, a sum over
+  // the batch, a scatter of rows, a filter gradient): the profiler's walk
+  // back from an update names the ops up to here after the weight.
+  bool makes_weight_gradient = false;
+  // Adds input 1 into input 0's storage (gradient accumulation): the
+  // executor may have input 1's producer add straight into the sum.
+  bool adds_into_input = false;
+  // The collective the op is (ops of partitioned programs), or None.
+  CommCost::Kind collective = CommCost::Kind::None;
+  // Tells the op that its output is the block `block` of a larger output
+  // (a device's shard, a micro-batch's rows), for ops whose values depend on
+  // where they sit (dropout draws each element's mask from its global
+  // position). Null: the position does not matter.
+  void (*place_block)(OpAttrs& attrs, const ShardOrigin& block) = nullptr;
+
+  // A view of input 0: no kernel runs, the output shares its storage.
+  bool is_view() const { return aliases_input && !(mutates & 1); }
+  // Writes into input 0's storage and returns it (a cache write, a sum).
+  bool writes_in_place() const { return aliases_input && (mutates & 1); }
 };
 
 const OpDef& op_def(Op op);

@@ -154,8 +154,9 @@ std::map<std::string, std::vector<bool>> output_axes(const Graph& g) {
   std::map<std::string, std::vector<bool>> out;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (n.op != Op::Einsum) continue;
-    const EinsumAttrs& e = n.attr<EinsumAttrs>();
+    const EinsumAttrs* product = n.attr_if<EinsumAttrs>();
+    if (product == nullptr) continue;
+    const EinsumAttrs& e = *product;
     for (int i = 0; i < 2; ++i) {
       const Node& w = g.node(n.inputs[i]);
       if (!w.is_weight() || out.count(w.leaf().name)) continue;

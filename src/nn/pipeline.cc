@@ -25,6 +25,7 @@
 #include "autoshard/runtime/sharded_executor.h"
 #include "autoshard/tensor/array_split.h"
 #include "autoshard/tensor/parallel.h"
+#include "ir/op_def.h"
 
 namespace autoshard {
 
@@ -136,9 +137,9 @@ StageGraph copy_stage(const Graph& g, const std::vector<int>& stage, int s, int 
     if (auto it = sg.local.find(id); it != sg.local.end()) return it->second;
     const Node& n = g.node(id);
     Value v;
-    if (n.op == Op::Parameter) {
+    if (n.is_parameter()) {
       v = sg.graph.parameter(n.leaf().name, n.shape, n.dtype);
-    } else if (n.op == Op::Input) {
+    } else if (n.is_input()) {
       v = sg.graph.input(n.leaf().name, n.shape, n.dtype);
     } else if (stage[id] == kConstant) {
       v = sg.graph.add(n.op, {}, n.attrs);
@@ -154,15 +155,14 @@ StageGraph copy_stage(const Graph& g, const std::vector<int>& stage, int s, int 
     std::vector<Value> inputs;
     for (int in : n.inputs) inputs.push_back(sg.graph.value(local_of(in)));
     OpAttrs attrs = n.attrs;
-    if (n.op == Op::Dropout && rows.count < rows.batch) {
-      AS_CHECK(!n.shape.empty() && n.shape[0] == rows.count, "pipeline: a dropout of shape ",
-               shape_str(n.shape),
-               " is not batch first; micro-batches cannot draw its mask as one device does");
-      ShardOrigin& origin = std::get<DropoutAttrs>(attrs).origin;
-      origin.global_shape = n.shape;
-      origin.global_shape[0] = rows.batch;
-      origin.offsets.assign(n.shape.size(), 0);
-      origin.offsets[0] = rows.start;
+    if (const auto place = op_def(n.op).place_block; place && rows.count < rows.batch) {
+      AS_CHECK(!n.shape.empty() && n.shape[0] == rows.count, "pipeline: a ", op_def(n.op).name,
+               " of shape ", shape_str(n.shape),
+               " is not batch first; micro-batches cannot draw its values as one device does");
+      ShardOrigin rows_block{n.shape, std::vector<int64_t>(n.shape.size(), 0)};
+      rows_block.global_shape[0] = rows.batch;
+      rows_block.offsets[0] = rows.start;
+      place(attrs, rows_block);
     }
     sg.local[id] = sg.graph.add(n.op, std::move(inputs), std::move(attrs)).id;
   }
@@ -525,9 +525,10 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   AS_CHECK(composed::assign_views(g).empty(),
            "pipeline: the model writes state in place (batch normalisation's moving statistics); "
            "it cannot be recomputed in stages");
-  bool dropout = false;
-  for (int id = 0; id < g.size(); ++id) dropout |= g.node(id).op == Op::Dropout;
-  p->start = dropout ? start : -1;
+  bool placed = false;  // values that depend on their rows' place in the batch
+  for (int id = 0; id < g.size(); ++id)
+    placed |= !g.node(id).is_leaf() && op_def(g.node(id).op).place_block != nullptr;
+  p->start = placed ? start : -1;
 
   // Virtual stages: P, or P x v interleaved (device d holds d, d + P, ...).
   const int V = shape_.stages * shape_.virtual_stages;

@@ -2,6 +2,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "ir/op_def.h"
 
 namespace autoshard::composed {
 
@@ -41,7 +42,7 @@ Value clip(Value x, double lo, double hi) {
 }
 
 Value assign(Value target, Value value) {
-  AS_CHECK(target.node().op == Op::Parameter, "assign: the target must be a parameter");
+  AS_CHECK(target.node().is_parameter(), "assign: the target must be a parameter");
   AS_CHECK(target.shape() == value.shape(), "assign: value ", shape_str(value.shape()),
            " does not match its target ", shape_str(target.shape()));
   Graph& g = *target.graph;
@@ -53,9 +54,9 @@ std::vector<int> assign_views(const Graph& g) {
   std::vector<int> views;
   for (int i = 0; i < g.size(); ++i) {
     const Node& n = g.node(i);
-    if (n.op != Op::CacheWrite) continue;
+    if (n.is_leaf() || !op_def(n.op).writes_in_place()) continue;
     const Node& view = g.node(n.inputs[0]);
-    if (view.op == Op::Reshape && g.node(view.inputs[0]).op == Op::Parameter)
+    if (!view.is_leaf() && op_def(view.op).is_view() && g.node(view.inputs[0]).is_parameter())
       views.push_back(n.inputs[0]);
   }
   return views;

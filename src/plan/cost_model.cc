@@ -182,7 +182,7 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     if (member[i] || plan.sum_view[i] >= 0) continue;  // a folded sum runs no kernel
     if (n.is_leaf()) {
       const double bytes = double(numel(n.shape)) * 4;
-      if (n.op == Op::Input)
+      if (n.is_input())
         out.memory.inputs += bytes;
       else if (n.leaf().is_slot())
         out.memory.optimizer_state += bytes;

@@ -37,7 +37,7 @@ PartCost part_cost(const Partition& p, const Cluster& c, const DeviceMesh& full,
   std::vector<char> update(size_t(g.size()), 0);
   for (int i = 0; i < g.size(); ++i) {
     const Node& n = g.node(i);
-    if (n.op == Op::Parameter) update[size_t(i)] = n.leaf().is_slot();
+    if (n.is_parameter()) update[size_t(i)] = n.leaf().is_slot();
     for (int in : n.inputs) update[size_t(i)] |= update[size_t(in)];
   }
   const double scale = bf16 ? 0.5 : 1.0;

@@ -49,7 +49,7 @@ nlohmann::json plan_report(const Partition& p) {
   nlohmann::json params = nlohmann::json::object();
   for (size_t id = 0; id < p.leaf_name.size(); ++id) {
     const std::string& path = p.leaf_name[id];
-    if (p.local_of[0][id] < 0 || p.local[0].node(p.local_of[0][id]).op != Op::Parameter) continue;
+    if (p.local_of[0][id] < 0 || !p.local[0].node(p.local_of[0][id]).is_parameter()) continue;
     const bool slot = path.rfind("optimizer.", 0) == 0;
     int64_t most = 0;
     for (size_t k = 0; k < lowered.size(); ++k) {

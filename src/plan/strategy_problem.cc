@@ -44,7 +44,7 @@ std::vector<ShardDecision> leaf_choices(const LoopNest& nest, const DeviceMesh& 
 double element_bytes(const Node& n, bool bf16) {
   if (n.dtype != DType::F32) return double(dtype_size(n.dtype));
   if (!bf16) return 4;
-  if (n.op == Op::Parameter) return n.leaf().is_slot() ? 4 : 6;
+  if (n.is_parameter()) return n.leaf().is_slot() ? 4 : 6;
   return 2;
 }
 

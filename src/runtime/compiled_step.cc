@@ -2,13 +2,13 @@
 
 #include "autoshard/error.h"
 #include "autoshard/runtime/trace.h"
+#include "ir/op_def.h"
 
 namespace autoshard {
 namespace {
 bool updates_weights(const Graph& g) {
   for (int i = 0; i < g.size(); ++i)
-    if (const Op op = g.node(i).op; op == Op::AdamUpdate || op == Op::SgdUpdate || op == Op::Assign)
-      return true;
+    if (op_def(g.node(i).op).writes_weight) return true;
   return false;
 }
 }  // namespace

@@ -36,7 +36,7 @@ std::vector<int> fused_sums(const Graph& graph, const std::vector<bool>& live,
   std::vector<int> fused(graph.size(), -1);
   for (int i = 0; i < graph.size(); ++i) {
     const Node& acc = graph.node(i);
-    if (!live[i] || acc.op != Op::Accumulate) continue;
+    if (!live[i] || !op_def(acc.op).adds_into_input) continue;
     const int sum = acc.inputs[0], value = acc.inputs[1];
     if (sum != value && graph.node(sum).is_leaf() && readers[sum] == 1 && readers[value] == 1 &&
         op_def(graph.node(value).op).accumulates)

@@ -67,7 +67,7 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedu
   std::vector<Candidate> out;
   for (int k = 0; k < static_cast<int>(schedule.size()); ++k) {
     const Node& n = g.node(schedule[k]);
-    if (n.op != Op::AllReduce) continue;
+    if (op_def(n.op).collective != CommCost::Kind::AllReduce) continue;
     const int x = n.inputs[0];
     const Node& in = g.node(x);
     if (in.is_leaf() || in.dtype != DType::F32 || g.node(root[x]).is_leaf()) continue;
@@ -75,7 +75,7 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedu
     bool between = false;  // an op with work to hide the reduction behind
     for (int q = p + 1; q < k && !between; ++q) {
       const Node& m = g.node(schedule[q]);
-      between = !m.is_leaf() && !(op_def(m.op).aliases_input && !(op_def(m.op).mutates & 1));
+      between = !m.is_leaf() && !op_def(m.op).is_view();
     }
     bool rewritten = false;
     if (auto it = written.find(root[x]); it != written.end())

@@ -16,17 +16,6 @@ std::string layer_of(const LeafAttrs& leaf) {
   return dot == std::string::npos ? leaf.name : leaf.name.substr(0, dot);
 }
 
-bool is_weight_leaf(const Node& n) {
-  return n.op == Op::Parameter && !n.leaf().is_slot() && !n.leaf().buffer;
-}
-
-// Ops that make a weight's gradient from activations (the walk from an
-// update towards them stops there).
-bool makes_gradient(Op op) {
-  return op == Op::Einsum || op == Op::ReduceSum || op == Op::ScatterAdd ||
-         op == Op::ConvGradFilter;
-}
-
 std::vector<std::string> layer_paths(const Graph& g) {
   const int n = g.size();
   std::vector<std::string> path(n);
@@ -34,11 +23,11 @@ std::vector<std::string> layer_paths(const Graph& g) {
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
     if (node.is_leaf()) {
-      if (node.op == Op::Parameter) path[i] = layer_of(node.leaf());
+      if (node.is_parameter()) path[i] = layer_of(node.leaf());
       continue;
     }
     for (int in : node.inputs)
-      if (is_weight_leaf(g.node(in))) {
+      if (g.node(in).is_weight()) {
         path[i] = path[in];
         from_weight[i] = true;
         break;
@@ -55,11 +44,12 @@ std::vector<std::string> layer_paths(const Graph& g) {
   // the weight's path.
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
-    if ((node.op != Op::AdamUpdate && node.op != Op::SgdUpdate) || node.inputs.size() < 2) continue;
-    int v = node.inputs[1];
+    const int gradient = op_def(node.op).gradient_input;
+    if (gradient < 0 || gradient >= int(node.inputs.size())) continue;
+    int v = node.inputs[size_t(gradient)];
     for (int depth = 0; depth < 8 && !g.node(v).is_leaf() && !from_weight[v]; ++depth) {
       path[v] = path[i];
-      if (makes_gradient(g.node(v).op) || g.node(v).inputs.empty()) break;
+      if (op_def(g.node(v).op).makes_weight_gradient || g.node(v).inputs.empty()) break;
       v = g.node(v).inputs[0];
     }
   }
@@ -159,8 +149,7 @@ ProgramDescription describe_program(const Graph& g, const std::vector<int>& outp
     const Node& node = g.node(i);
     if (node.is_leaf()) continue;
     d.ops[i] = describe_op(g, i, paths[i], axis_names);
-    d.updates =
-        d.updates || node.op == Op::AdamUpdate || node.op == Op::SgdUpdate || node.op == Op::Assign;
+    d.updates = d.updates || op_def(node.op).writes_weight;
   }
   d.live_bytes = live_after(g, outputs);
   return d;

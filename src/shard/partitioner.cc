@@ -20,8 +20,10 @@ std::vector<std::optional<Sharding>> consumer_hints(const Graph& g, const std::v
   for (int i = g.size() - 1; i >= 0; --i) {
     if (!live[i]) continue;
     const Node& n = g.node(i);
-    if (n.op == Op::AdamUpdate || n.op == Op::SgdUpdate) {
-      hint[n.inputs[1]] = without_partial(leaf_layout[n.inputs[2]]);
+    if (const int gradient = op_def(n.op).gradient_input; gradient >= 0) {
+      // The state follows the gradient among the inputs (adam: m, v; sgd: momentum).
+      hint[n.inputs[size_t(gradient)]] =
+          without_partial(leaf_layout[n.inputs[size_t(gradient) + 1]]);
       continue;
     }
     if (!hint[i] || n.is_leaf()) continue;
@@ -273,7 +275,7 @@ Partition partition(const Graph& g, const DeviceMesh& mesh, const PartitionReque
                            "layout of '" + n.leaf().key() + "'");
     // An input may hold partial sums (a gradient summed over micro-batches,
     // reduced once by the step that reads it); a weight holds its value.
-    AS_CHECK(p.sharding[i].partial.empty() || n.op == Op::Input, "layout of '", n.leaf().key(),
+    AS_CHECK(p.sharding[i].partial.empty() || n.is_input(), "layout of '", n.leaf().key(),
              "' cannot be partial");
   }
   const auto hints = consumer_hints(g, live, p.sharding);

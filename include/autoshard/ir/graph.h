@@ -128,8 +128,19 @@ struct Node {
       wrong_attrs();
     return *a;
   }
+  // This op's attributes if it carries attributes of kind A, else null: a
+  // pass that needs, say, an einsum's equation asks for the equation, not
+  // for the op.
+  template <typename A>
+  const A* attr_if() const {
+    return std::get_if<A>(&attrs);
+  }
   // Parameters and inputs.
   bool is_leaf() const { return op == Op::Parameter || op == Op::Input; }
+  // A parameter: a weight, optimizer state or a buffer.
+  bool is_parameter() const { return op == Op::Parameter; }
+  // An input: data fed at each step.
+  bool is_input() const { return op == Op::Input; }
   // A weight (a Parameter that is not optimizer state).
   bool is_weight() const { return op == Op::Parameter && !leaf().is_slot() && !leaf().buffer; }
   // A generation's cache (LeafAttrs::buffer).

@@ -334,19 +334,22 @@ void register_collective_ops(std::vector<OpDef>& t) {
                               .kernel = all_reduce_kernel,
                               .cost = collective_cost,
                               .comm = all_reduce_comm,
-                              .local_only = true};
+                              .local_only = true,
+                              .collective = CommCost::Kind::AllReduce};
   t[size_t(Op::AllGather)] = {.name = "all_gather",
                               .infer = all_gather_infer,
                               .kernel = all_gather_kernel,
                               .cost = collective_cost,
                               .comm = split_comm,
-                              .local_only = true};
+                              .local_only = true,
+                              .collective = CommCost::Kind::AllGather};
   t[size_t(Op::ReduceScatter)] = {.name = "reduce_scatter",
                                   .infer = reduce_scatter_infer,
                                   .kernel = reduce_scatter_kernel,
                                   .cost = collective_cost,
                                   .comm = split_comm,
-                                  .local_only = true};
+                                  .local_only = true,
+                                  .collective = CommCost::Kind::ReduceScatter};
   t[size_t(Op::Slice)] = {.name = "slice",
                           .infer = slice_infer,
                           .kernel = slice_kernel,
@@ -363,13 +366,15 @@ void register_collective_ops(std::vector<OpDef>& t) {
                              .kernel = all_to_all_kernel,
                              .cost = collective_cost,
                              .comm = all_to_all_comm,
-                             .local_only = true};
+                             .local_only = true,
+                             .collective = CommCost::Kind::AllToAll};
   t[size_t(Op::Assign)] = {.name = "assign",
                            .infer = assign_infer,
                            .kernel = assign_kernel,
                            .side_effect = true,
                            .cost = slice_cost,
-                           .local_only = true};
+                           .local_only = true,
+                           .writes_weight = true};
 }
 
 }  // namespace autoshard

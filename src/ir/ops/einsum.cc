@@ -360,7 +360,8 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .shard = einsum_rule,
                            .loops = einsum_loops,
                            .cost = einsum_cost,
-                           .accumulates = true};
+                           .accumulates = true,
+                           .makes_weight_gradient = true};
 }
 
 }  // namespace autoshard

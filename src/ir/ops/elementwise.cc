@@ -251,15 +251,21 @@ ShardDecision nonlinear_rule(const ShardQuery& q) {
 
 // A value that is itself a block of a larger one (a pipeline's micro-batch
 // of the batch) keeps its place there: a shard's offsets add to it.
-void dropout_localize(OpAttrs& a, const LocalizeInfo& info) {
+// The mask of the block `shard` of the whole dropout: each element's draw
+// comes from its position in the whole (already a block, when this one is a
+// block of a block: a device's shard of a micro-batch).
+void dropout_place_block(OpAttrs& a, const ShardOrigin& shard) {
   ShardOrigin& origin = std::get<DropoutAttrs>(a).origin;
-  const ShardOrigin shard = info.output_origin();
   if (origin.whole()) {
     origin = shard;
     return;
   }
   if (shard.whole()) return;
   for (size_t d = 0; d < origin.offsets.size(); ++d) origin.offsets[d] += shard.offsets[d];
+}
+
+void dropout_localize(OpAttrs& a, const LocalizeInfo& info) {
+  dropout_place_block(a, info.output_origin());
 }
 
 // Operations per element, counted from the kernels (tanh and exp as ~12).
@@ -386,7 +392,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                             .localize = dropout_localize,
                             .loops = broadcast_loops,
                             .linearity = Linearity::Unary,
-                            .cost = dropout_cost};
+                            .cost = dropout_cost,
+                            .place_block = dropout_place_block};
 }
 
 }  // namespace autoshard

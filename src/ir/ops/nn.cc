@@ -706,7 +706,8 @@ void register_nn_ops(std::vector<OpDef>& t) {
                                .loops = scatter_add_loops,
                                .linearity = Linearity::Second,
                                .cost = scatter_cost,
-                               .accumulates = true};
+                               .accumulates = true,
+                               .makes_weight_gradient = true};
 }
 
 }  // namespace autoshard

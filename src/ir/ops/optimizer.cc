@@ -254,7 +254,9 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                                .shard = update_rule,
                                .loops = update_loops,
                                .cost = adam_cost,
-                               .mutates = 0b1101};
+                               .mutates = 0b1101,
+                               .gradient_input = 1,
+                               .writes_weight = true};
   t[size_t(Op::SgdUpdate)] = {.name = "sgd_update",
                               .infer = update_infer,
                               .kernel = sgd_kernel,
@@ -262,7 +264,9 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                               .shard = update_rule,
                               .loops = update_loops,
                               .cost = sgd_cost,
-                              .mutates = 0b101};
+                              .mutates = 0b101,
+                              .gradient_input = 1,
+                              .writes_weight = true};
   t[size_t(Op::Accumulate)] = {.name = "accumulate",
                                .infer = accumulate_infer,
                                .kernel = accumulate_kernel,
@@ -272,7 +276,8 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                                .loops = broadcast_loops,
                                .linearity = Linearity::Sum,
                                .cost = accumulate_cost,
-                               .mutates = 1};
+                               .mutates = 1,
+                               .adds_into_input = true};
 }
 
 }  // namespace autoshard

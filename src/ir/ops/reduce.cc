@@ -153,7 +153,8 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                               .shard = reduce_sum_rule,
                               .loops = reduce_sum_loops,
                               .linearity = Linearity::Unary,
-                              .cost = reduce_cost};
+                              .cost = reduce_cost,
+                              .makes_weight_gradient = true};
   t[size_t(Op::BroadcastTo)] = {.name = "broadcast_to",
                                 .infer = broadcast_to_infer,
                                 .kernel = broadcast_to_kernel,

@@ -620,7 +620,8 @@ void register_vision_ops(std::vector<OpDef>& t) {
                                    .localize = conv_localize,
                                    .loops = conv_grad_filter_loops,
                                    .cost = conv_cost,
-                                   .window = conv_op_window};
+                                   .window = conv_op_window,
+                                   .makes_weight_gradient = true};
   t[size_t(Op::Pool)] = {.name = "pool",
                          .infer = pool_infer,
                          .kernel = pool_kernel,
