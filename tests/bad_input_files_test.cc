@@ -84,7 +84,7 @@ void make_fifo(const fs::path& p) {
 }
 
 class BadInputFiles : public ::testing::Test {
- protected:
+ public:  // for the cases' setup functions
   testing::ScratchDir scratch_{"bad_input_files"};
   fs::path dir(const std::string& name) const { return scratch_.path / name; }
   fs::path outside() const {

@@ -24,7 +24,7 @@ bool present(const fs::path& path) {
 
 // A tokenizer file of directory `d`, inside it after symbolic links.
 std::string in_dir(const fs::path& d, const char* name) {
-  return file_in_directory(d.string(), name, "tokenizer file");
+  return file_in_directory(d.string(), name, name);
 }
 
 // A boolean of tokenizer_config.json, if the file and the key are there
