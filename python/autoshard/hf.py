@@ -295,30 +295,71 @@ class LanguageModel:
             self.seed if seed is None else _seed(seed, "fit"),
             _callable(on_step, "on_step", "fit"))
 
-    def save(self, directory, dtype="F32", max_shard_bytes=0):
+    def save(self, directory, dtype="F32", max_shard_bytes=0, overwrite=False):
         """Writes a Hugging Face directory (``autoshard convert``): config.json
         and model.safetensors (F32, F16 or BF16; shards above
-        ``max_shard_bytes``). GPT-2 is written as F32 in one file. Under
-        mpirun every rank calls it."""
+        ``max_shard_bytes``), and the tokenizer files the model came with.
+        GPT-2 is written as F32 in one file. A directory that exists and is
+        not empty is refused (FileExistsError) unless ``overwrite=True``, and
+        even then only the files written are replaced; a path that is a file
+        is refused. Under mpirun every rank calls it."""
+        directory, overwrite = _save_target(directory, overwrite)
         dtype = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}.get(str(dtype),
                                                                              str(dtype).upper())
-        self._native.save(os.fspath(directory), dtype, int(max_shard_bytes))
+        self._native.save(directory, dtype, int(max_shard_bytes), overwrite)
         if self.tokenizer is not None and self._path and _native.world_rank() == 0:
-            _copy_tokenizer_files(self._path, os.fspath(directory))
+            _copy_tokenizer_files(self._path, directory, overwrite)
 
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json",
                     "merges.txt", "vocab.txt", "special_tokens_map.json")
 
 
-def _copy_tokenizer_files(source, directory):
+def _save_target(directory, overwrite):
+    """The directory a save writes, checked as the engine checks it (the
+    engine refuses too; this gives Python's exception types)."""
+    directory, overwrite = os.fspath(directory), bool(overwrite)
+    if not isinstance(directory, str) or not directory:
+        raise ValueError("save: give the directory to write")
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise FileExistsError(f"save: '{directory}' is a file; give a directory")
+    if os.path.isdir(directory) and os.listdir(directory) and not overwrite:
+        raise FileExistsError(
+            f"save: '{directory}' exists and is not empty; save into a new or empty directory, "
+            "or pass overwrite=True (which replaces only the files the save writes)")
+    return directory, overwrite
+
+
+def _inside(path, root):
+    """Whether ``path`` lies inside directory ``root`` after symbolic links (or,
+    in a Hugging Face hub cache's snapshots/<revision>/, in its blobs/), as the
+    engine's readers require (input_file.h)."""
+    real, root = os.path.realpath(path), os.path.realpath(root)
+    roots = [root]
+    if os.path.basename(os.path.dirname(root)) == "snapshots":
+        roots.append(os.path.join(os.path.dirname(os.path.dirname(root)), "blobs"))
+    return any(real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _copy_tokenizer_files(source, directory, overwrite=False):
+    """The model directory's tokenizer files, each written beside its place and
+    renamed into it (replacing one there only with ``overwrite``)."""
     import shutil
 
     source = source if os.path.isdir(source) else os.path.dirname(source)
     for name in _TOKENIZER_FILES:
-        path = os.path.join(source, name)
-        if os.path.isfile(path) and not os.path.exists(os.path.join(directory, name)):
-            shutil.copyfile(path, os.path.join(directory, name))
+        path, target = os.path.join(source, name), os.path.join(directory, name)
+        if not os.path.isfile(path) or (os.path.lexists(target) and not overwrite):
+            continue
+        if not _inside(path, source):
+            raise ValueError(f"save: the tokenizer file '{path}' is a symbolic link to a file "
+                             f"outside '{source}'; refusing to copy it")
+        if os.path.isdir(target):
+            raise FileExistsError(f"save: '{target}' is a directory where the tokenizer file "
+                                  f"{name} goes; move it away")
+        tmp = os.path.join(directory, f".{name}.autoshard-{os.getpid()}")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, target)
 
 
 class EncoderModel:
@@ -371,13 +412,17 @@ class EncoderModel:
                          "logits(); generate is for the decoders GPT-2, Llama, Mistral, Qwen2, "
                          "Gemma and OPT)")
 
-    def save(self, directory, dtype="F32", max_shard_bytes=0):
-        """Writes a Hugging Face directory (config.json and the weights)."""
+    def save(self, directory, dtype="F32", max_shard_bytes=0, overwrite=False):
+        """Writes a Hugging Face directory (config.json, the weights and the
+        tokenizer files). An existing non-empty directory is refused
+        (FileExistsError) unless ``overwrite=True``, which replaces only the
+        files written; a path that is a file is refused."""
+        directory, overwrite = _save_target(directory, overwrite)
         dtype = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}.get(str(dtype),
                                                                              str(dtype).upper())
-        self._native.save(os.fspath(directory), dtype, int(max_shard_bytes))
+        self._native.save(directory, dtype, int(max_shard_bytes), overwrite)
         if self.tokenizer is not None and _native.world_rank() == 0:
-            _copy_tokenizer_files(self._path, os.fspath(directory))
+            _copy_tokenizer_files(self._path, directory, overwrite)
 
 
 def _model_type(path):

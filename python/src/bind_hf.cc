@@ -253,10 +253,12 @@ class LanguageModel {
     return losses;
   }
 
-  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes) {
+  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
+            bool overwrite) {
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
-    save_language_model_hf(*model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes});
+    save_language_model_hf(
+        *model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
   int64_t count_params() {
@@ -359,10 +361,12 @@ class Encoder {
     return to_numpy(out);
   }
 
-  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes) {
+  void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
+            bool overwrite) {
     py::gil_scoped_release release;
     if (!model_) build(std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset()));
-    save_hf_bert(*model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes});
+    save_hf_bert(*model_, dir,
+                 {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
  private:
@@ -407,7 +411,8 @@ void bind_encoder(py::module_& m) {
            "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
            "memory_per_device"_a)
       .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
-      .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a)
+      .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
+           "overwrite"_a = false)
       .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
       .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
       .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })
@@ -506,7 +511,8 @@ void bind_language_model(py::module_& m) {
           },
           "tokens"_a, "batch_size"_a, "seq_len"_a, "steps"_a, "learning_rate"_a, "lr_schedule"_a,
           "warmup"_a, "weight_decay"_a, "clipnorm"_a, "sampling"_a, "seed"_a, "on_step"_a)
-      .def("save", &LanguageModel::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a)
+      .def("save", &LanguageModel::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
+           "overwrite"_a = false)
       .def("count_params", &LanguageModel::count_params)
       .def_property_readonly("mesh", &LanguageModel::mesh)
       .def_property_readonly("vocab_size",

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "io/files.h"
 #include "io/hf_tensors.h"
 
@@ -83,7 +84,7 @@ void write_hf_bert(Bert& model, const fs::path& dir, const HfSaveOptions& option
 }  // namespace
 
 BertConfig bert_config_of(const std::string& dir) {
-  return BertConfig::from_json_file((fs::path(dir) / "config.json").string());
+  return BertConfig::from_json_file(file_in_directory(dir, "config.json", "model config"));
 }
 
 std::map<std::string, std::string> bert_hf_names(const BertConfig& config) {
@@ -103,7 +104,8 @@ void load_bert_weights(Bert& model, const std::string& path) {
 }
 
 void save_hf_bert(Bert& model, const std::string& dir, const HfSaveOptions& options) {
-  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_bert(model, out, options); });
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_bert(model, out, options); },
+                             {.overwrite = options.overwrite, .read_names = hf_weight_files()});
 }
 
 }  // namespace autoshard

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <vector>
 
 #include "autoshard/comm/world.h"
 
@@ -30,13 +31,86 @@ void write_text(const std::string& path, const std::string& text) {
   fsync_path(path, false);
 }
 
+namespace {
+
+// Refuses a save into `target` that would replace a file or a user's
+// directory (see DirectorySave); true when `target` is an existing directory.
+bool check_directory_target(const fs::path& target, const DirectorySave& how) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  if (!fs::exists(st)) {
+    // A dangling symbolic link would be replaced by the rename: refuse it.
+    AS_CHECK(!fs::is_symlink(fs::symlink_status(target, ec)), "'", target.string(),
+             "' is a symbolic link to nothing; give a directory");
+    return false;
+  }
+  AS_CHECK(fs::is_directory(st), "'", target.string(), "' is a file; give a directory");
+  const bool empty = fs::is_empty(target, ec);
+  AS_CHECK(!ec, "cannot read directory '", target.string(), "': ", ec.message());
+  AS_CHECK(empty || how.overwrite, "'", target.string(),
+           "' exists and is not empty; save into a new or empty directory, or save with "
+           "overwrite (which replaces only the files the save writes)");
+  return true;
+}
+
+// The paths under `root` (relative), directories before what they hold.
+std::vector<fs::path> entries_under(const fs::path& root) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    out.push_back(fs::relative(e.path(), root));
+  return out;
+}
+
+// Moves what `tmp` holds into the existing directory `target`, file by file,
+// after checking that no move would replace a directory, go through a
+// symbolic link or leave a stale file of the format that readers would take
+// instead. What `target` held besides is kept.
+void move_into(const fs::path& tmp, const fs::path& target, const DirectorySave& how) {
+  const std::vector<fs::path> written = entries_under(tmp);
+  std::error_code ec;
+  for (const fs::path& rel : written) {
+    const fs::file_status at = fs::symlink_status(target / rel, ec);
+    if (!fs::exists(at)) continue;
+    if (fs::is_directory(fs::symlink_status(tmp / rel, ec)))
+      AS_CHECK(fs::is_directory(at), "'", (target / rel).string(),
+               "' is in the way of a directory this save writes; move it away");
+    else
+      AS_CHECK(!fs::is_directory(at), "'", (target / rel).string(),
+               "' is a directory where this save writes a file; move it away");
+  }
+  for (const std::string& name : how.read_names)
+    AS_CHECK(fs::exists(fs::symlink_status(tmp / name, ec)) ||
+                 !fs::exists(fs::symlink_status(target / name, ec)),
+             "'", (target / name).string(),
+             "' is left from an earlier save; this one does not write it and readers would take "
+             "it instead of what is saved: remove it, or save into a new directory");
+  for (const fs::path& rel : written) {
+    const fs::path from = tmp / rel, to = target / rel;
+    if (fs::is_directory(fs::symlink_status(from, ec))) {
+      if (!fs::exists(fs::symlink_status(to, ec))) fs::create_directory(to);
+      continue;
+    }
+    fs::rename(from, to);  // one file replaced at a time, whole
+  }
+  fsync_path(target.string(), true);
+}
+
+}  // namespace
+
 void write_directory_atomically(const std::string& dir,
-                                const std::function<void(const fs::path&)>& fill) {
+                                const std::function<void(const fs::path&)>& fill,
+                                const DirectorySave& how) {
   // Under mpirun every rank fills the same temporary (its name is the
-  // leader's), and the leader alone creates and renames it.
+  // leader's), and the leader alone creates and moves it. Every rank checks
+  // the target (the ranks share it), so a refusal leaves none waiting.
   const World& world = World::process();
   static std::atomic<int> counter{0};
-  const fs::path target(dir);
+  AS_CHECK(!dir.empty(), "a directory to save into is needed");
+  fs::path target(dir);
+  const bool exists = check_directory_target(target, how);
+  // Beside the directory itself (a symbolic link's target), on its file system.
+  if (exists)
+    target = filesystem_step(cat("cannot read '", dir, "'"), [&] { return fs::canonical(target); });
   const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const fs::path tmp =
       parent / (".tmp-" + target.filename().string() + "-" +
@@ -44,8 +118,7 @@ void write_directory_atomically(const std::string& dir,
   if (world.leader())
     filesystem_step(cat("cannot create '", dir, "'"), [&] {
       fs::create_directories(parent);
-      fs::remove_all(tmp);
-      fs::create_directory(tmp);
+      fs::create_directory(tmp);  // a new name: nothing of anyone's is removed
     });
   world.barrier();
   try {
@@ -53,20 +126,17 @@ void write_directory_atomically(const std::string& dir,
     world.barrier();  // every rank's part is written
     if (world.leader())
       filesystem_step(cat("cannot move '", tmp.string(), "' to '", dir, "'"), [&] {
-        if (fs::exists(target)) {
-          const fs::path old =
-              parent / (".old-" + target.filename().string() + "-" + std::to_string(::getpid()));
-          fs::rename(target, old);
+        if (!exists) {
           fs::rename(tmp, target);
-          fs::remove_all(old);
         } else {
-          fs::rename(tmp, target);
+          move_into(tmp, target, how);
+          fs::remove_all(tmp);  // the temporary this save made, emptied of files
         }
       });
     world.barrier();  // in place before any rank goes on
   } catch (...) {
     std::error_code ec;
-    if (world.leader()) fs::remove_all(tmp, ec);
+    if (world.leader()) fs::remove_all(tmp, ec);  // ours alone
     throw;
   }
 }

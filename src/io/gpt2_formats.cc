@@ -276,7 +276,8 @@ GPT2Config gpt2_config_of(const std::string& path) {
     return config_of_llmc(read_llmc_header(in, path));
   }
   fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-  return GPT2Config::from_json_file((dir / "config.json").string());
+  return GPT2Config::from_json_file(
+      file_in_directory(dir.empty() ? "." : dir.string(), "config.json", "model config"));
 }
 
 void load_gpt2_weights(GPT2& model, const std::string& path) {
@@ -286,9 +287,10 @@ void load_gpt2_weights(GPT2& model, const std::string& path) {
       load_checkpoint(model, path, /*with_optimizer=*/false);
       return;
     }
-    AS_CHECK(fs::exists(fs::path(path) / "model.safetensors"), "'", path,
+    std::error_code ec;
+    AS_CHECK(fs::exists(fs::symlink_status(fs::path(path) / "model.safetensors", ec)), "'", path,
              "' has no model.safetensors");
-    return load_hf(model, (fs::path(path) / "model.safetensors").string());
+    return load_hf(model, file_in_directory(path, "model.safetensors", "weight file"));
   }
   AS_CHECK(fs::exists(path), "weights '", path, "' do not exist");
   SafetensorsFile probe(path);
@@ -300,8 +302,9 @@ namespace {
 void write_hf_gpt2(GPT2& model, const fs::path& dir);
 }  // namespace
 
-void save_hf_gpt2(GPT2& model, const std::string& dir) {
-  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_gpt2(model, out); });
+void save_hf_gpt2(GPT2& model, const std::string& dir, bool overwrite) {
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_gpt2(model, out); },
+                             {.overwrite = overwrite, .read_names = hf_weight_files()});
 }
 
 namespace {

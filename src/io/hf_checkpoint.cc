@@ -51,14 +51,16 @@ std::string HfSaveOptions::torch_dtype() const {
 HFCheckpoint::HFCheckpoint(const std::string& dir) : dir_(dir) {
   const fs::path root(dir);
   const fs::path single = root / "model.safetensors", index = root / "model.safetensors.index.json";
-  if (fs::exists(index)) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(index, ec))) {
     std::map<std::string, std::shared_ptr<const SafetensorsFile>> files;
-    for (const auto& [tensor, name] : read_index(index)) {
+    for (const auto& [tensor, name] :
+         read_index(file_in_directory(dir, "model.safetensors.index.json", "weight index"))) {
       auto& f = files[name];
       if (!f) {
-        AS_CHECK(fs::exists(root / name), "'", index.string(), "' names shard '", name,
-                 "', which is not in '", dir, "'");
-        f = std::make_shared<const SafetensorsFile>((root / name).string());
+        AS_CHECK(fs::exists(fs::symlink_status(root / name, ec)), "'", index.string(),
+                 "' names shard '", name, "', which is not in '", dir, "'");
+        f = std::make_shared<const SafetensorsFile>(file_in_directory(dir, name, "weight shard"));
       }
       AS_CHECK(f->contains(tensor), "'", index.string(), "' places tensor '", tensor, "' in '",
                name, "', which does not hold it");
@@ -66,9 +68,10 @@ HFCheckpoint::HFCheckpoint(const std::string& dir) : dir_(dir) {
     }
     return;
   }
-  AS_CHECK(fs::exists(single), "'", dir,
+  AS_CHECK(fs::exists(fs::symlink_status(single, ec)), "'", dir,
            "' has neither model.safetensors nor model.safetensors.index.json");
-  auto f = std::make_shared<const SafetensorsFile>(single.string());
+  auto f = std::make_shared<const SafetensorsFile>(
+      file_in_directory(dir, "model.safetensors", "weight file"));
   for (const SafetensorsEntry& e : f->entries()) file_of_[e.name] = f;
 }
 

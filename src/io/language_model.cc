@@ -7,6 +7,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/gpt2_formats.h"
 #include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/llama_formats.h"
@@ -63,11 +64,15 @@ LanguageModelConfig of_name_or_path(const std::string& name_or_path) {
   if (keras_hub::is_preset(name_or_path)) return from_keras_hub_preset(name_or_path);
   if (fs::is_directory(name_or_path)) {
     const fs::path config = fs::path(name_or_path) / "config.json";
-    AS_CHECK(fs::exists(config), "'", name_or_path, "' has no config.json");
-    return from_config_file(config.string());
+    std::error_code ec;
+    AS_CHECK(fs::exists(fs::symlink_status(config, ec)), "'", name_or_path, "' has no config.json");
+    return from_config_file(file_in_directory(name_or_path, "config.json", "model config"));
   }
-  if (name_or_path.ends_with(".safetensors"))
-    return from_config_file((fs::path(name_or_path).parent_path() / "config.json").string());
+  if (name_or_path.ends_with(".safetensors")) {
+    const fs::path dir = fs::path(name_or_path).parent_path();
+    return from_config_file(
+        file_in_directory(dir.empty() ? "." : dir.string(), "config.json", "model config"));
+  }
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json"))
     return from_config_file(name_or_path);
   return with(GPT2Config::preset(name_or_path));
@@ -262,7 +267,7 @@ void save_language_model_hf(Model& model, const std::string& dir, const HfSaveOp
   AS_CHECK(options.dtype == "F32" && options.max_shard_bytes == 0,
            "GPT-2 directories are written as F32 in one model.safetensors (no --dtype, no "
            "--max-shard-size)");
-  save_hf_gpt2(*gpt2, dir);
+  save_hf_gpt2(*gpt2, dir, options.overwrite);
 }
 
 }  // namespace autoshard

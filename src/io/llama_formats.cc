@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "io/files.h"
 #include "io/hf_tensors.h"
 
@@ -98,7 +99,7 @@ std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config) {
 }
 
 LlamaConfig llama_config_of(const std::string& dir) {
-  return LlamaConfig::from_json_file((fs::path(dir) / "config.json").string());
+  return LlamaConfig::from_json_file(file_in_directory(dir, "config.json", "model config"));
 }
 
 void load_llama_weights(Llama& model, const std::string& path) {
@@ -109,8 +110,8 @@ void load_llama_weights(Llama& model, const std::string& path) {
 }
 
 void save_hf_llama(Llama& model, const std::string& dir, const HfSaveOptions& options) {
-  write_directory_atomically(dir,
-                             [&](const fs::path& out) { write_hf_llama(model, out, options); });
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_llama(model, out, options); },
+                             {.overwrite = options.overwrite, .read_names = hf_weight_files()});
 }
 
 }  // namespace autoshard

@@ -4,6 +4,7 @@
 // elements. An .npz is a zip of such files, read here through libzip.
 #include "autoshard/io/npy.h"
 
+#include <sys/resource.h>
 #include <zip.h>
 
 #include <algorithm>
@@ -11,15 +12,20 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <string>
 
+#include "autoshard/environment.h"
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/safetensors.h"  // half_to_float
+#include "autoshard/runtime/memory.h"
 
 namespace autoshard {
 namespace {
@@ -170,6 +176,59 @@ Descr parse_descr(const std::string& d, const std::string& where) {
   fail(where, ": dtype '", d, "' is not supported; save ", supported);
 }
 
+// ---- memory ----
+
+// The memory the arrays of one file may take, checked from each array's
+// header before its data is read (or inflated: a small .npz can declare
+// gigabytes). Half of what this run may use: predict, fit and evaluate need
+// about as much again for outputs and batches.
+class ArrayBudget {
+ public:
+  ArrayBudget() {
+    if (const std::optional<int64_t> env_limit = env::memory_limit()) {
+      set(*env_limit, "AUTOSHARD_MEMORY_LIMIT");
+    } else if (const std::optional<int64_t> available = available_memory_bytes()) {
+      set(*available, "available memory");
+    }
+    // An address-space cap (ulimit -v) is a limit too, less what is mapped.
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+      const int64_t cap = static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX));
+      const int64_t left = std::max<int64_t>(0, cap - mapped_bytes());
+      if (!limit_ || left < *limit_) set(left, "the address space left under ulimit -v");
+    }
+  }
+
+  // Counts `bytes` of an array of `shape` against the budget, or fails
+  // naming the file, the array, its size and the limit.
+  void take(const Shape& shape, NpyType type, uint64_t bytes, const std::string& where) {
+    used_ += bytes;
+    if (!limit_ || used_ <= static_cast<uint64_t>(*limit_ / 2)) return;
+    fail(where, ": the array of shape ", shape_str(shape), " (", npy_type_name(type), ") needs ",
+         format_bytes(static_cast<double>(bytes)), " (", bytes, " bytes) in memory",
+         used_ > bytes ? cat(" beside the file's other arrays (", used_, " bytes in all)") : "",
+         ", more than half of the ", format_bytes(static_cast<double>(*limit_)), " (", source_,
+         ") a run may use; give a smaller array (fewer rows), or more memory");
+  }
+
+ private:
+  void set(int64_t bytes, const char* source) {
+    limit_ = bytes;
+    source_ = source;
+  }
+  // The process's mapped address space (VmSize), 0 where unknown.
+  static int64_t mapped_bytes() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmSize:", 0) == 0) return std::atoll(line.c_str() + 7) * 1024;
+    return 0;
+  }
+  std::optional<int64_t> limit_;
+  const char* source_ = "";
+  uint64_t used_ = 0;
+};
+
 // ---- elements ----
 
 template <typename T>
@@ -262,8 +321,10 @@ void read_exactly(const ByteReader& read, char* to, size_t n, const std::string&
   }
 }
 
-// One .npy of `total` bytes, read from `read`.
-NpyArray read_array(const ByteReader& read, uint64_t total, const std::string& where) {
+// One .npy of `total` bytes, read from `read`; its elements are counted
+// against `budget` before they are read.
+NpyArray read_array(const ByteReader& read, uint64_t total, const std::string& where,
+                    ArrayBudget& budget) {
   char prefix[12];
   AS_CHECK(total >= 10, where, ": too short for an .npy file (", total, " bytes)");
   read_exactly(read, prefix, 8, where);
@@ -296,6 +357,7 @@ NpyArray read_array(const ByteReader& read, uint64_t total, const std::string& w
   AS_CHECK(payload == total - offset, where, ": shape ", shape_str(shape), " of ",
            npy_type_name(descr.type), " needs ", payload, " bytes of data but the file holds ",
            total - offset);
+  budget.take(shape, descr.type, uint64_t(n) * 4, where);  // held as float32 or int32
   NpyArray out{Tensor(shape, npy_is_floating(descr.type) ? DType::F32 : DType::I32), descr.type};
   std::vector<char> chunk(std::min<uint64_t>(kChunk, std::max<uint64_t>(payload, 1)));
   for (uint64_t done = 0; done < payload;) {
@@ -337,7 +399,8 @@ std::unique_ptr<zip_t, ZipCloser> open_zip(const std::string& path, const std::s
 }
 
 // Member `index`'s array, after its sizes were checked.
-NpyArray read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, const std::string& where) {
+NpyArray read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, const std::string& where,
+                     ArrayBudget& budget) {
   AS_CHECK((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE) &&
                (st.valid & ZIP_STAT_COMP_METHOD),
            where, ": the zip entry lacks its sizes");
@@ -361,7 +424,7 @@ NpyArray read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, const s
     AS_CHECK(got >= 0, where, ": reading the zip entry failed: ", zip_file_strerror(file));
     return static_cast<size_t>(got);
   };
-  return read_array(read, st.size, where);
+  return read_array(read, st.size, where, budget);
 }
 
 }  // namespace
@@ -408,7 +471,8 @@ NpyArray parse_npy(std::string_view bytes, const std::string& what) {
     at += got;
     return got;
   };
-  return read_array(read, bytes.size(), what);
+  ArrayBudget budget;
+  return read_array(read, bytes.size(), what, budget);
 }
 
 NpyArray read_npy(const std::string& path, const std::string& what) {
@@ -420,7 +484,8 @@ NpyArray read_npy(const std::string& path, const std::string& what) {
     in.read(to, static_cast<std::streamsize>(n));
     return static_cast<size_t>(in.gcount());
   };
-  return read_array(read, size, where);
+  ArrayBudget budget;
+  return read_array(read, size, where, budget);
 }
 
 std::map<std::string, NpyArray> read_npz(const std::string& path, const std::string& what) {
@@ -431,6 +496,7 @@ std::map<std::string, NpyArray> read_npz(const std::string& path, const std::str
   AS_CHECK(count >= 0 && count <= kMaxMembers, where, ": the zip holds ", count,
            " entries, more than the ", kMaxMembers, " arrays accepted");
   std::map<std::string, NpyArray> out;
+  ArrayBudget budget;  // the file's arrays together
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
@@ -441,7 +507,8 @@ std::map<std::string, NpyArray> read_npz(const std::string& path, const std::str
              "' is not an .npy array (an .npz holds NAME.npy entries, as np.savez writes)");
     const std::string key = name.substr(0, name.size() - 4);
     AS_CHECK(!out.contains(key), where, ": array '", key, "' appears twice");
-    out.emplace(key, read_member(z.get(), zip_uint64_t(i), st, cat(where, " array '", key, "'")));
+    out.emplace(
+        key, read_member(z.get(), zip_uint64_t(i), st, cat(where, " array '", key, "'"), budget));
   }
   AS_CHECK(!out.empty(), where, ": the .npz holds no arrays");
   return out;

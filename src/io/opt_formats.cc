@@ -71,7 +71,8 @@ void load_opt_weights(OPT& model, const std::string& path) {
 }
 
 void save_hf_opt(OPT& model, const std::string& dir, const HfSaveOptions& options) {
-  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_opt(model, out, options); });
+  write_directory_atomically(dir, [&](const fs::path& out) { write_hf_opt(model, out, options); },
+                             {.overwrite = options.overwrite, .read_names = hf_weight_files()});
 }
 
 }  // namespace autoshard

@@ -21,7 +21,8 @@ BertConfig bert_config_of(const std::string& dir);
 std::map<std::string, std::string> bert_hf_names(const BertConfig& config);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
 void load_bert_weights(Bert& model, const std::string& path);
-// Writes a Hugging Face directory (config.json and the weights).
+// Writes a Hugging Face directory (config.json and the weights); an existing
+// non-empty `dir` only with options.overwrite, which keeps other files.
 void save_hf_bert(Bert& model, const std::string& dir, const HfSaveOptions& options = {});
 
 }  // namespace autoshard

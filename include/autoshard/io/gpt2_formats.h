@@ -24,8 +24,10 @@ GPT2Config gpt2_config_of(const std::string& path);
 // Loads weights from a Hugging Face directory or .safetensors file, an
 // autoshard checkpoint directory, or an llm.c .bin file.
 void load_gpt2_weights(GPT2& model, const std::string& path);
-// Writes a Hugging Face directory (config.json + model.safetensors).
-void save_hf_gpt2(GPT2& model, const std::string& dir);
+// Writes a Hugging Face directory (config.json + model.safetensors). A
+// directory that exists and is not empty is refused unless `overwrite`, and
+// even then only those files are replaced; a path that is a file is refused.
+void save_hf_gpt2(GPT2& model, const std::string& dir, bool overwrite = false);
 // Writes an llm.c .bin file (version 3, fp32).
 void save_llmc_gpt2(GPT2& model, const std::string& file);
 

@@ -21,6 +21,9 @@ struct HfSaveOptions {
   uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; otherwise shards
                                  // model-0000k-of-0000N.safetensors of at most this
                                  // size (a larger tensor alone) and the index
+  // A directory that exists and is not empty is refused unless this is set;
+  // even then only the files the save writes are replaced (io/files.h).
+  bool overwrite = false;
   // The config's "torch_dtype" for `dtype`.
   std::string torch_dtype() const;
 };

@@ -38,8 +38,10 @@ void load_preset_weights(Model& model, const std::string& dir);
 // KerasHub's loader reads; the tokenizer files of the preset
 // `tokenizer_from`, if given. A model KerasHub cannot express (an untied
 // OPT, a Llama whose head_dim is not hidden / heads) is an error.
+// An existing non-empty `dir` is refused unless `overwrite`, which replaces
+// only the files written; a path that is a file is refused.
 void save_preset(Model& model, const PresetConfig& config, const std::string& dir,
-                 const std::string& tokenizer_from = "");
+                 const std::string& tokenizer_from = "", bool overwrite = false);
 
 // Whether the preset has a tokenizer (tokenizer.json and assets/tokenizer/).
 bool has_preset_tokenizer(const std::string& dir);

@@ -23,8 +23,9 @@ LlamaConfig llama_config_of(const std::string& dir);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
 void load_llama_weights(Llama& model, const std::string& path);
 // Writes a Hugging Face directory: config.json and model.safetensors, or
-// shards with an index (HfSaveOptions: dtype, shard size), replacing `dir`
-// only once complete.
+// shards with an index (HfSaveOptions: dtype, shard size, overwrite: an
+// existing non-empty `dir` is refused without it, and with it only the files
+// written are replaced), moved into place only once complete.
 void save_hf_llama(Llama& model, const std::string& dir, const HfSaveOptions& options = {});
 
 }  // namespace autoshard

@@ -19,8 +19,9 @@ std::map<std::string, std::string> opt_hf_names(const OPTConfig& config);
 // Loads weights from a Hugging Face directory or an autoshard checkpoint.
 void load_opt_weights(OPT& model, const std::string& path);
 // Writes a Hugging Face directory: config.json and model.safetensors, or
-// shards with an index (HfSaveOptions: dtype, shard size), replacing `dir`
-// only once complete.
+// shards with an index (HfSaveOptions: dtype, shard size, overwrite: an
+// existing non-empty `dir` is refused without it, and with it only the files
+// written are replaced), moved into place only once complete.
 void save_hf_opt(OPT& model, const std::string& dir, const HfSaveOptions& options = {});
 
 }  // namespace autoshard

@@ -403,7 +403,8 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
   } else {
     std::string json_path = path;
     std::error_code ec;
-    if (fs::is_directory(path, ec)) json_path = (fs::path(path) / "model.json").string();
+    if (fs::is_directory(path, ec))  // inside the directory after symbolic links
+      json_path = file_in_directory(path, "model.json", "TensorFlow.js model.json");
     where = "TensorFlow.js model '" + json_path + "'";
     const json doc =
         parse_json(read_input_file(json_path, "TensorFlow.js model.json", kMaxJsonBytes), where);

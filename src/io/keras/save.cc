@@ -82,6 +82,31 @@ class Aside {
   bool kept_ = false;
 };
 
+// Renames `from` to `to`, never replacing something at `to`; false with
+// errno set when it cannot.
+bool rename_new(const fs::path& from, const fs::path& to) {
+  return ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0;
+}
+
+// Moves the TF.js model written into directory `written` to `json_path`
+// (the model.json OUT names) and its shard beside it, the shard first so
+// that model.json never names a missing file; neither replaces anything.
+void publish_tfjs_files(const fs::path& written, const fs::path& json_path) {
+  const fs::path shard = json_path.parent_path() / kTfjsShard;
+  if (!rename_new(written / kTfjsShard, shard)) {
+    const int err = errno;
+    fail("cannot write the weights '", shard.string(), "' beside '", json_path.string(), "': ",
+         err == EEXIST ? "it exists (autoshard never replaces it); choose another directory"
+                       : std::strerror(err));
+  }
+  if (!rename_new(written / "model.json", json_path)) {
+    const int err = errno;
+    ::unlink(shard.c_str());  // the shard placed just above
+    fail("cannot write '", json_path.string(), "': ",
+         err == EEXIST ? "it appeared while it was written; it is kept" : std::strerror(err));
+  }
+}
+
 std::string today() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -293,6 +318,13 @@ void save_keras_model(KerasModel& k, const std::string& out, const std::string& 
            "' exists; autoshard never replaces it: remove it or choose another path");
   AS_CHECK(!path.has_parent_path() || fs::is_directory(path.parent_path(), ec), where, ": '",
            path.parent_path().string(), "' is not a directory");
+  // OUT may name the model.json of a TF.js model itself: the file, with its
+  // shard beside it (not a directory of that name).
+  const bool tfjs_file = format == "tfjs" && path.extension() == ".json";
+  const fs::path shard = (path.has_parent_path() ? path.parent_path() : fs::path(".")) / kTfjsShard;
+  AS_CHECK(!tfjs_file || !fs::exists(fs::symlink_status(shard, ec)), where, ": its weights go to '",
+           shard.string(),
+           "', which exists; autoshard never replaces it: choose another directory");
   // Every rank gathers (a collective); the leader writes.
   const std::vector<Tensor> values = gather_all(k);
   const std::optional<OptimizerVars> optimizer =
@@ -305,6 +337,7 @@ void save_keras_model(KerasModel& k, const std::string& out, const std::string& 
     fs::create_directory(aside.path());
     if (format == "tfjs") {
       write_tfjs(k, values, optimizer, aside.path(), where);
+      if (tfjs_file) return publish_tfjs_files(aside.path(), path);  // the aside is removed
     } else {
       Aside parts(path.string() + ".parts");
       fs::create_directory(parts.path());

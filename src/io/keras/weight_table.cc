@@ -112,13 +112,14 @@ WeightTable tfjs_weights(const json& manifest, const std::string& dir,
     for (const json& p : group.at("paths")) {
       AS_CHECK(p.is_string(), where, ": a path is not a string");
       const std::string name = p.get<std::string>();
-      AS_CHECK(!name.empty() && name[0] != '/' && name.find("..") == std::string::npos &&
-                   name.find('\0') == std::string::npos && name.find("://") == std::string::npos,
+      AS_CHECK(!name.empty() && name.find_first_of(std::string("/\\\0", 3)) == std::string::npos &&
+                   name != "." && name != "..",
                where, ": shard path '", name,
-               "' must be a file name relative to model.json (no '/', '..' or URL)");
-      const std::string path = (fs::path(dir) / name).string();
+               "' must be a file name beside model.json (no '/', '..' or URL)");
+      // Inside the directory after symbolic links, and a regular file.
+      const std::string path = file_in_directory(dir, name, "TensorFlow.js weight shard");
       const uint64_t size = input_file_size(path, "TensorFlow.js weight shard");
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
       AS_CHECK(fd >= 0, "TensorFlow.js weight shard '", path,
                "' cannot be opened: ", std::strerror(errno));
       shards->shards.push_back({fd, shards->size, size, path});

@@ -93,7 +93,7 @@ bool ZipArchive::contains(const std::string& name) const {
 }
 
 std::string ZipArchive::read_text(const std::string& name, uint64_t max_bytes) const {
-  const ZipMember m = open_member(name);
+  const ZipMember m = open_member(name);  // never empty
   AS_CHECK(m.size <= max_bytes, "Keras file '", path_, "': '", name, "' is ", m.size,
            " bytes, more than the ", max_bytes, " accepted");
   std::string text(m.size, '\0');
@@ -107,7 +107,14 @@ ZipMember ZipArchive::open_member(const std::string& name) const {
   std::lock_guard<std::recursive_mutex> lock(*mutex_);
   zip_stat_t st;
   zip_stat_init(&st);
-  zip_stat_index(zip_.get(), static_cast<zip_uint64_t>(index), 0, &st);
+  AS_CHECK(zip_stat_index(zip_.get(), static_cast<zip_uint64_t>(index), 0, &st) == 0 &&
+               (st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_METHOD),
+           "Keras file '", path_, "': '", name, "' cannot be read: ", zip_strerror(zip_.get()));
+  // Every member read (config.json, metadata.json, model.weights.h5) holds
+  // something; an empty one is damage, and libzip must not be asked to seek
+  // in it (its zip_fseek crashes on a 0-byte stored member).
+  AS_CHECK(st.size > 0, "Keras file '", path_, "': ", name,
+           " is empty; the file is damaged (save the model again)");
   zip_file_t* raw = zip_fopen_index(zip_.get(), static_cast<zip_uint64_t>(index), 0);
   AS_CHECK(raw != nullptr, "Keras file '", path_, "': '", name,
            "' cannot be opened: ", zip_strerror(zip_.get()));
@@ -124,6 +131,7 @@ ZipMember ZipArchive::open_member(const std::string& name) const {
     m.read = [file, where, mu = mutex_, size = st.size](uint64_t offset, uint64_t n, void* dst) {
       AS_CHECK(offset <= size && n <= size - offset, where, ": a read of ", n, " bytes at ", offset,
                " passes its end (", size, " bytes); the file is damaged");
+      if (n == 0) return;  // nothing to seek to
       std::lock_guard<std::recursive_mutex> lock(*mu);
       AS_CHECK(zip_fseek(file.get(), static_cast<zip_int64_t>(offset), SEEK_SET) == 0, where,
                ": cannot seek: ", zip_file_strerror(file.get()));
@@ -156,10 +164,12 @@ ZipMember ZipArchive::open_member(const std::string& name) const {
              where, ": writing the temporary copy failed: ", std::strerror(errno));
   }
   AS_CHECK(total == st.size, where, " declares ", st.size, " bytes but holds ", total);
-  std::fflush(tmp.get());
+  AS_CHECK(std::fflush(tmp.get()) == 0, where,
+           ": writing the temporary copy failed: ", std::strerror(errno));
   m.read = [tmp, where, size = st.size](uint64_t offset, uint64_t n, void* dst) {
     AS_CHECK(offset <= size && n <= size - offset, where, ": a read of ", n, " bytes at ", offset,
              " passes its end (", size, " bytes); the file is damaged");
+    if (n == 0) return;
     char* out = static_cast<char*>(dst);
     while (n > 0) {
       const ssize_t got = ::pread(fileno(tmp.get()), out, n, static_cast<off_t>(offset));

@@ -267,13 +267,15 @@ void read_task(const fs::path& dir, const std::string& backbone, json& hf) {
   const std::string family = backbone.substr(0, backbone.size() - std::string("Backbone").size());
   const bool encoder = family == "Bert" || family == "Roberta";
   const fs::path path = dir / "task.json";
-  if (!fs::exists(path)) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) {
     AS_CHECK(!encoder, "KerasHub preset '", dir.string(), "' has no task.json: a ", backbone,
              " runs here with its TextClassifier head (task.json with num_classes and "
              "task.weights.h5)");
     return;
   }
-  const json task = read_json(path, "KerasHub task.json");
+  const json task = read_json(file_in_directory(dir.string(), "task.json", "KerasHub task.json"),
+                              "KerasHub task.json");
   const std::string where = cat("KerasHub preset '", path.string(), "'");
   AS_CHECK(task.is_object() && task.contains("class_name") && task["class_name"].is_string(), where,
            ": \"class_name\" is missing");
@@ -306,7 +308,7 @@ bool is_preset(const std::string& dir) {
   // A KerasHub config.json names its class and module; a Hugging Face one
   // has model_type, an unzipped .keras file a model's class.
   try {
-    const json j = read_json(config, "config.json");
+    const json j = read_json(file_in_directory(dir, "config.json", "config.json"), "config.json");
     if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string() ||
         !j.contains("config"))
       return false;
@@ -318,7 +320,7 @@ bool is_preset(const std::string& dir) {
 }
 
 PresetConfig preset_config(const std::string& dir) {
-  const fs::path path = fs::path(dir) / "config.json";
+  const fs::path path = file_in_directory(dir, "config.json", "KerasHub config.json");
   const json j = read_json(path, "KerasHub config.json");
   const std::string where = cat("KerasHub preset '", path.string(), "'");
   AS_CHECK(j.is_object() && j.contains("class_name") && j["class_name"].is_string(), where,

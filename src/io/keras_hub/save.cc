@@ -8,6 +8,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
 #include "io/files.h"
 #include "io/keras/hdf5_file.h"
@@ -182,44 +183,64 @@ void write_weights(Model& model, const Variables& v, const fs::path& dir, bool t
   if (out) out->close();
 }
 
+// Copies the preset `from`'s tokenizer (tokenizer.json, preprocessor.json,
+// assets/) into `out`, file by file, each checked to lie inside `from` after
+// symbolic links: a link to a file elsewhere is refused, not copied out.
+void copy_tokenizer(const fs::path& from, const fs::path& out) {
+  std::error_code ec;
+  for (const char* name : {"tokenizer.json", "preprocessor.json"})
+    if (fs::exists(fs::symlink_status(from / name, ec)))
+      fs::copy_file(file_in_directory(from.string(), name, "KerasHub tokenizer file"), out / name);
+  if (!fs::is_directory(from / "assets", ec)) return;
+  directory_in_directory(from.string(), "assets", "KerasHub tokenizer assets");
+  for (const auto& e : fs::recursive_directory_iterator(from / "assets")) {
+    const fs::path rel = fs::relative(e.path(), from);
+    if (e.is_directory() && !e.is_symlink())
+      fs::create_directories(out / rel);
+    else
+      fs::copy_file(file_in_directory(from.string(), rel.string(), "KerasHub tokenizer asset"),
+                    out / rel);
+  }
+}
+
 }  // namespace
 
 void save_preset(Model& model, const PresetConfig& config, const std::string& dir,
-                 const std::string& tokenizer_from) {
+                 const std::string& tokenizer_from, bool overwrite) {
   const Variables v = variables_of(config);
   const json backbone = layer(cat("keras_hub.src.models.", family_of(v.class_name), ".",
                                   family_of(v.class_name), "_backbone"),
                               v.class_name, backbone_config(config));
-  write_directory_atomically(dir, [&](const fs::path& out) {
-    write_text((out / "config.json").string(), backbone.dump(2) + "\n");
-    const json metadata = {{"keras_version", "3.8.0"},
-                           {"keras_hub_version", "0.19.0"},
-                           {"parameter_count", model.count_params()},
-                           {"date_saved", "autoshard"}};
-    write_text((out / "metadata.json").string(), metadata.dump(2) + "\n");
-    json task_config = {{"backbone", backbone}, {"preprocessor", nullptr}};
-    bool has_task = false;
-    if (const auto* b = std::get_if<BertConfig>(&config)) {
-      task_config.update(
-          {{"num_classes", b->num_labels}, {"activation", nullptr}, {"dropout", 0.0}});
-      has_task = true;
-    }
-    write_text(
-        (out / "task.json").string(),
-        layer("keras_hub.src.models." + family_of(v.class_name), v.task_class_name, task_config)
-                .dump(2) +
-            "\n");
-    write_weights(model, v, out, false);
-    if (has_task) write_weights(model, v, out, true);
-    // The tokenizer of the preset the model came from, unchanged.
-    if (!tokenizer_from.empty() && World::process().leader())
-      for (const char* name : {"tokenizer.json", "preprocessor.json", "assets"}) {
-        const fs::path src = fs::path(tokenizer_from) / name;
-        if (fs::exists(src))
+  write_directory_atomically(
+      dir,
+      [&](const fs::path& out) {
+        write_text((out / "config.json").string(), backbone.dump(2) + "\n");
+        const json metadata = {{"keras_version", "3.8.0"},
+                               {"keras_hub_version", "0.19.0"},
+                               {"parameter_count", model.count_params()},
+                               {"date_saved", "autoshard"}};
+        write_text((out / "metadata.json").string(), metadata.dump(2) + "\n");
+        json task_config = {{"backbone", backbone}, {"preprocessor", nullptr}};
+        bool has_task = false;
+        if (const auto* b = std::get_if<BertConfig>(&config)) {
+          task_config.update(
+              {{"num_classes", b->num_labels}, {"activation", nullptr}, {"dropout", 0.0}});
+          has_task = true;
+        }
+        write_text(
+            (out / "task.json").string(),
+            layer("keras_hub.src.models." + family_of(v.class_name), v.task_class_name, task_config)
+                    .dump(2) +
+                "\n");
+        write_weights(model, v, out, false);
+        if (has_task) write_weights(model, v, out, true);
+        // The tokenizer of the preset the model came from, unchanged.
+        if (!tokenizer_from.empty() && World::process().leader())
           filesystem_step("copying the preset's tokenizer",
-                          [&] { fs::copy(src, out / name, fs::copy_options::recursive); });
-      }
-  });
+                          [&] { copy_tokenizer(fs::path(tokenizer_from), out); });
+      },
+      {.overwrite = overwrite,
+       .read_names = {"model.weights.h5", "model.weights.json", "task.weights.h5"}});
 }
 
 }  // namespace autoshard::keras_hub

@@ -116,8 +116,10 @@ class PresetTokenizer : public Tokenizer {
 
 // preprocessor.json's config flag `key` (KerasHub's default: true).
 bool preprocessor_flag(const fs::path& dir, const char* key) {
-  const fs::path path = dir / "preprocessor.json";
-  if (!fs::exists(path)) return true;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir / "preprocessor.json", ec))) return true;
+  const fs::path path =
+      file_in_directory(dir.string(), "preprocessor.json", "KerasHub preprocessor.json");
   const json j = read_json_object(path, "KerasHub preprocessor.json");
   const json config = j.value("config", json::object());
   if (!config.is_object() || !config.contains(key) || config[key].is_null()) return true;
@@ -126,10 +128,14 @@ bool preprocessor_flag(const fs::path& dir, const char* key) {
   return config[key].get<bool>();
 }
 
+// A tokenizer asset, inside the preset after symbolic links.
 fs::path asset(const fs::path& dir, const char* name) {
   const fs::path p = dir / "assets" / "tokenizer" / name;
-  AS_CHECK(fs::exists(p), "KerasHub preset '", dir.string(), "': its tokenizer needs ", p.string());
-  return p;
+  std::error_code ec;
+  AS_CHECK(fs::exists(fs::symlink_status(p, ec)), "KerasHub preset '", dir.string(),
+           "': its tokenizer needs ", p.string());
+  return file_in_directory(dir.string(), cat("assets/tokenizer/", name),
+                           "KerasHub tokenizer asset");
 }
 
 // The config's string `key`, or `fallback` when it is absent or null
@@ -206,7 +212,7 @@ bool has_preset_tokenizer(const std::string& dir) {
 }
 
 std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
-  const fs::path d(dir), path = d / "tokenizer.json";
+  const fs::path d(dir), path = file_in_directory(dir, "tokenizer.json", "KerasHub tokenizer.json");
   const json j = read_json_object(path, "KerasHub tokenizer.json");
   const std::string where = cat("KerasHub tokenizer.json '", path.string(), "'");
   AS_CHECK(j.contains("class_name") && j["class_name"].is_string(), where,

@@ -28,8 +28,10 @@ namespace {
 class PresetFiles {
  public:
   PresetFiles(const std::string& dir, bool task) : dir_(dir) {
-    const fs::path index = fs::path(dir) / "model.weights.json";
-    if (fs::exists(index)) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(fs::path(dir) / "model.weights.json", ec))) {
+      const fs::path index =
+          file_in_directory(dir, "model.weights.json", "KerasHub model.weights.json");
       for (const std::string& name : shard_names(index)) open(name, files_);
     } else {
       open("model.weights.h5", files_);
@@ -80,8 +82,8 @@ class PresetFiles {
   }
 
   void open(const std::string& name, std::vector<std::shared_ptr<H5File>>& into) const {
-    const std::string path = (fs::path(dir_) / name).string();
-    require_regular_file(path, "KerasHub weights file");
+    // Inside the preset after symbolic links, and a regular file.
+    const std::string path = file_in_directory(dir_, name, "KerasHub weights file");
     into.push_back(H5File::open(path, "KerasHub weights file"));
   }
 

@@ -289,10 +289,15 @@ Stages byte_level_stages(const std::string& vocab_json, const std::string& merge
   for (const auto& [token, id] : root.members())
     vocab.add(token, id.integer(0, INT32_MAX), id_limit, id.where());
   std::vector<std::pair<std::string, std::string>> merges;
-  for (const std::string& line : read_lines(merges_txt, "merges.txt")) {
+  const std::vector<std::string> lines = read_lines(merges_txt, "merges.txt");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
     if (line.empty() || line.starts_with("#version")) continue;
     const size_t space = line.find(' ', 1);
-    AS_CHECK(space != std::string::npos, merges_txt, ": line '", line, "' is not two tokens");
+    // The line is not quoted: a file that is not a merges list (a wrong
+    // path, a secret) must not be shown.
+    AS_CHECK(space != std::string::npos, "merges.txt '", merges_txt, "': line ", i + 1,
+             " is not two tokens separated by a space; is it a merges file?");
     merges.emplace_back(line.substr(0, space), line.substr(space + 1));
   }
   s.model = make_bpe(std::move(vocab), merges, {}, merges_txt);

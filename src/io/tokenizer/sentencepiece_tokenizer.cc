@@ -11,7 +11,7 @@ namespace {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
-  SentencePieceTokenizer(const std::string& path, bool add_bos) : add_bos_(add_bos) {
+  SentencePieceTokenizer(const std::string& path, bool add_bos) : path_(path), add_bos_(add_bos) {
     // Read here, bounded and from a regular file only (a FIFO would block
     // the library's own read forever).
     const std::string bytes = read_input_file(path, "tokenizer.model", uint64_t{256} << 20);
@@ -22,7 +22,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override {
     std::vector<int> pieces;
     const auto status = processor_.Encode(text, &pieces);
-    AS_CHECK(status.ok(), "SentencePiece could not encode the text: ", status.ToString());
+    AS_CHECK(status.ok(), "SentencePiece model '", path_,
+             "' could not encode the text: ", status.ToString());
     std::vector<int32_t> ids(pieces.begin(), pieces.end());
     return add_special_tokens ? with_special_tokens(std::move(ids)) : ids;
   }
@@ -40,7 +41,8 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     std::string text;
     const auto status = processor_.Decode(kept, &text);
-    AS_CHECK(status.ok(), "SentencePiece could not decode the ids: ", status.ToString());
+    AS_CHECK(status.ok(), "SentencePiece model '", path_,
+             "' could not decode the ids: ", status.ToString());
     return text;
   }
 
@@ -59,10 +61,12 @@ class SentencePieceTokenizer final : public Tokenizer {
  private:
   void check_id(int32_t id) const {
     AS_CHECK(id >= 0 && id < processor_.GetPieceSize(), "token id ", id,
-             " is not in the tokenizer's vocabulary of ", processor_.GetPieceSize());
+             " is not in the tokenizer's vocabulary of ", processor_.GetPieceSize(), " ('", path_,
+             "')");
   }
 
   sentencepiece::SentencePieceProcessor processor_;
+  std::string path_;  // for messages
   bool add_bos_;
 };
 
