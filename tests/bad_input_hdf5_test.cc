@@ -38,7 +38,7 @@ using cli_runner::run;
 using keras::H5File;
 
 // What the secret file holds: none of it may appear in a message.
-constexpr const char* kSecret = "H5SECRET-do-not-print-this-0123456789";
+constexpr const char* kH5Secret = "H5SECRET-do-not-print-this-0123456789";
 
 // The Dense kernel (7 x 5 float32) of batch_normalization_dense, as Keras 2
 // (.h5) and Keras 3 (.keras's model.weights.h5) name it.
@@ -47,16 +47,16 @@ constexpr const char* kKeras3Kernel = "layers/dense/vars/0";
 
 // How a case replaces the kernel dataset `path` of the open file `file`;
 // `outside` is the folder beside the model that holds the secret.
-using Replace = std::function<void(hid_t file, const std::string& path, const fs::path& outside)>;
+using H5Replace = std::function<void(hid_t file, const std::string& path, const fs::path& outside)>;
 
-hid_t kernel_space() {
+hid_t h5_kernel_space() {
   const hsize_t dims[2] = {7, 5};
   return H5Screate_simple(2, dims, nullptr);
 }
 
 // A dataset whose creation properties `dcpl` put its data elsewhere.
-void create_with(hid_t file, const std::string& path, hid_t dcpl) {
-  const hid_t space = kernel_space();
+void h5_create_with(hid_t file, const std::string& path, hid_t dcpl) {
+  const hid_t space = h5_kernel_space();
   const hid_t ds =
       H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   ASSERT_GE(ds, 0) << path;
@@ -65,54 +65,55 @@ void create_with(hid_t file, const std::string& path, hid_t dcpl) {
   H5Pclose(dcpl);
 }
 
-void external_storage(hid_t file, const std::string& path, const std::string& target) {
+void h5_external_storage(hid_t file, const std::string& path, const std::string& target) {
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   ASSERT_GE(H5Pset_external(dcpl, target.c_str(), 0, 7 * 5 * 4), 0);
-  create_with(file, path, dcpl);
+  h5_create_with(file, path, dcpl);
 }
 
-void virtual_dataset(hid_t file, const std::string& path, const std::string& source_file,
-                     const std::string& source) {
+void h5_virtual_dataset(hid_t file, const std::string& path, const std::string& source_file,
+                        const std::string& source) {
   const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  const hid_t space = kernel_space();
+  const hid_t space = h5_kernel_space();
   ASSERT_GE(H5Pset_virtual(dcpl, space, source_file.c_str(), source.c_str(), space), 0);
   H5Sclose(space);
-  create_with(file, path, dcpl);
+  h5_create_with(file, path, dcpl);
 }
 
-struct Case {
+struct H5ReferenceCase {
   std::string name;
-  Replace replace;
+  H5Replace replace;
   std::string needle;  // in the error, after the dataset's path
 };
 
-std::vector<Case> reference_cases() {
+std::vector<H5ReferenceCase> h5_reference_cases() {
   const std::string storage = "stores its data in another file (HDF5 external storage)";
   const std::string vds = "is a virtual dataset (HDF5 VDS)";
   const std::string link = "is a link to another file (an HDF5 external link)";
   return {
       {"ExternalStorage",
        [](hid_t f, const std::string& p, const fs::path& out) {
-         external_storage(f, p, (out / "secret.txt").string());
+         h5_external_storage(f, p, (out / "secret.txt").string());
        },
        storage},
       {"ExternalStorageRelative",
        [](hid_t f, const std::string& p, const fs::path&) {
-         external_storage(f, p, "../outside/secret.txt");
+         h5_external_storage(f, p, "../outside/secret.txt");
        },
        storage},
       {"ExternalStorageOnAFifo",  // reading it would block forever
        [](hid_t f, const std::string& p, const fs::path& out) {
-         external_storage(f, p, (out / "fifo").string());
+         h5_external_storage(f, p, (out / "fifo").string());
        },
        storage},
       {"VirtualDatasetOfAnotherFile",
        [](hid_t f, const std::string& p, const fs::path& out) {
-         virtual_dataset(f, p, (out / "secret.h5").string(), "/data");
+         h5_virtual_dataset(f, p, (out / "secret.h5").string(), "/data");
        },
        vds},
       {"VirtualDatasetOfItself",  // libhdf5 recursed until it crashed
-       [](hid_t f, const std::string& p, const fs::path&) { virtual_dataset(f, p, ".", p); }, vds},
+       [](hid_t f, const std::string& p, const fs::path&) { h5_virtual_dataset(f, p, ".", p); },
+       vds},
       {"ExternalLinkToADataset",
        [](hid_t f, const std::string& p, const fs::path& out) {
          ASSERT_GE(H5Lcreate_external((out / "secret.h5").c_str(), "/data", f, p.c_str(),
@@ -123,7 +124,8 @@ std::vector<Case> reference_cases() {
   };
 }
 
-class Hdf5References : public testing::TempDirTest, public ::testing::WithParamInterface<Case> {
+class Hdf5References : public testing::TempDirTest,
+                       public ::testing::WithParamInterface<H5ReferenceCase> {
  protected:
   void SetUp() override {
     TempDirTest::SetUp();
@@ -131,13 +133,13 @@ class Hdf5References : public testing::TempDirTest, public ::testing::WithParamI
     fs::create_directories(outside_);
     fs::create_directories(dir_ / "model");
     std::string secret(7 * 5 * 4, '.');
-    std::memcpy(secret.data(), kSecret, std::strlen(kSecret));
+    std::memcpy(secret.data(), kH5Secret, std::strlen(kH5Secret));
     std::ofstream(outside_ / "secret.txt", std::ios::binary) << secret;
     ASSERT_EQ(::mkfifo((outside_ / "fifo").c_str(), 0600), 0);
     // secret.h5: dataset /data (7 x 5 float32) holding the secret's bytes.
     const hid_t f =
         H5Fcreate((outside_ / "secret.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    const hid_t space = kernel_space();
+    const hid_t space = h5_kernel_space();
     const hid_t ds =
         H5Dcreate2(f, "data", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, secret.data());
@@ -146,7 +148,7 @@ class Hdf5References : public testing::TempDirTest, public ::testing::WithParamI
     H5Fclose(f);
   }
   // Replaces `path` in the HDF5 file `h5` as the case says.
-  void change(const fs::path& h5, const std::string& path, const Replace& replace) {
+  void change(const fs::path& h5, const std::string& path, const H5Replace& replace) {
     const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     ASSERT_GE(f, 0);
     ASSERT_GE(H5Ldelete(f, path.c_str(), H5P_DEFAULT), 0);
@@ -195,7 +197,7 @@ TEST_P(Hdf5References, KerasWeightsAreRefused) {
   expect_refused(model, kKeras3Kernel, GetParam().needle);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Hdf5References, ::testing::ValuesIn(reference_cases()),
+INSTANTIATE_TEST_SUITE_P(Cases, Hdf5References, ::testing::ValuesIn(h5_reference_cases()),
                          [](const auto& info) { return info.param.name; });
 
 class Hdf5Damage : public testing::TempDirTest {};
@@ -222,16 +224,16 @@ TEST_F(Hdf5Damage, AnExternalLinkOnTheWayIsRefused) {
 // Single-byte changes of the fixtures that, before the pre-flight child,
 // crashed libhdf5 (SIGSEGV in its global-heap read under H5Aread of a
 // variable-length string) or had it allocate and touch 2.8-4.1 GB.
-struct Flip {
+struct H5Flip {
   const char* fixture;
   long offset;
   int value;  // the byte written there
 };
 
-class Hdf5ByteFlips : public testing::TempDirTest, public ::testing::WithParamInterface<Flip> {};
+class Hdf5ByteFlips : public testing::TempDirTest, public ::testing::WithParamInterface<H5Flip> {};
 
 TEST_P(Hdf5ByteFlips, EndInOneLineWithinSeconds) {
-  const Flip flip = GetParam();
+  const H5Flip flip = GetParam();
   const fs::path model = dir_ / flip.fixture;
   fs::copy_file(fs::path(AUTOSHARD_TEST_DATA) / "keras_files" / flip.fixture, model);
   {
@@ -255,33 +257,33 @@ TEST_P(Hdf5ByteFlips, EndInOneLineWithinSeconds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Hdf5ByteFlips,
-                         ::testing::Values(Flip{"batch_normalization_dense.h5", 4212, 0xff},
-                                           Flip{"resnet_cnn.h5", 5738, 0xff},
-                                           Flip{"resnet_cnn.h5", 14687, 0xff},
-                                           Flip{"resnet_cnn.h5", 950, 0xff}));
+                         ::testing::Values(H5Flip{"batch_normalization_dense.h5", 4212, 0xff},
+                                           H5Flip{"resnet_cnn.h5", 5738, 0xff},
+                                           H5Flip{"resnet_cnn.h5", 14687, 0xff},
+                                           H5Flip{"resnet_cnn.h5", 950, 0xff}));
 
 // The pre-flight child itself: made to crash, hang or allocate without end
 // (through the tests-only hook), the parent throws one line in bounded time.
-struct ChildFailure {
+struct H5ChildFailure {
   const char* name;
   void (*hook)();
   const char* needle;
 };
 
-void crash_now() {
+void h5_crash_now() {
   std::raise(SIGSEGV);
 }
-void hang_now() {
+void h5_hang_now() {
   for (;;) ::pause();
 }
-void allocate_without_end() {
+void h5_allocate_without_end() {
   for (;;) {
     char* p = new char[64 << 10];  // small blocks: ASan's heap counts only as resident memory
     std::memset(p, 1, 64 << 10);
   }
 }
 
-class Hdf5CheckChild : public ::testing::TestWithParam<ChildFailure> {
+class Hdf5CheckChild : public ::testing::TestWithParam<H5ChildFailure> {
  protected:
   void TearDown() override { H5File::check_hook_for_tests = nullptr; }
 };
@@ -312,9 +314,10 @@ TEST_P(Hdf5CheckChild, BecomesOneError) {
 
 INSTANTIATE_TEST_SUITE_P(
     Failures, Hdf5CheckChild,
-    ::testing::Values(ChildFailure{"Crash", crash_now, "crashed reading it (signal 11)"},
-                      ChildFailure{"Hang", hang_now, "did not finish reading it in 5 s"},
-                      ChildFailure{"Memory", allocate_without_end, "needed more than 512 MiB"}),
+    ::testing::Values(H5ChildFailure{"Crash", h5_crash_now, "crashed reading it (signal 11)"},
+                      H5ChildFailure{"Hang", h5_hang_now, "did not finish reading it in 5 s"},
+                      H5ChildFailure{"Memory", h5_allocate_without_end,
+                                     "needed more than 512 MiB"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Hdf5Open, AFifoIsRefusedWithoutBlocking) {

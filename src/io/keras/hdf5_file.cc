@@ -32,12 +32,12 @@ namespace {
 
 // True in the pre-flight child (H5File::open): the parent's lock may be held
 // there by the thread that forked, which the child does not have.
-bool in_check_child = false;
+bool in_h5_check_child = false;
 
 std::recursive_mutex& lock() {
   static std::recursive_mutex m;
   static std::recursive_mutex child;  // never held at fork: only the child takes it
-  return in_check_child ? child : m;
+  return in_h5_check_child ? child : m;
 }
 
 // libhdf5 prints its error stack to stderr by default; errors here are ours.
@@ -68,45 +68,45 @@ struct Id {
 // libhdf5 puts it before relative names of external links, external
 // storage and virtual datasets' source files. A second wall only (an
 // absolute name ignores it): the checks below refuse those first.
-constexpr const char* kNowhere = "/dev/null/autoshard-reads-no-other-file/";
+constexpr const char* kH5Nowhere = "/dev/null/autoshard-reads-no-other-file/";
 
 // libhdf5 calls this before following an external link; failing refuses it.
-herr_t refuse_external_link(const char*, const char*, const char*, const char*, unsigned*, hid_t,
-                            void*) {
+herr_t h5_refuse_external_link(const char*, const char*, const char*, const char*, unsigned*, hid_t,
+                               void*) {
   return -1;
 }
 
 // An access property list of class `cls` (link, group or dataset access)
 // that follows no external link, follows soft links at most 16 deep and
 // points external and virtual storage nowhere. Made once, kept open.
-hid_t make_access(hid_t cls) {
+hid_t h5_make_access(hid_t cls) {
   const hid_t p = H5Pcreate(cls);
   AS_CHECK(p >= 0, "internal: HDF5 property list");
-  H5Pset_elink_cb(p, refuse_external_link, nullptr);
-  H5Pset_elink_prefix(p, kNowhere);
+  H5Pset_elink_cb(p, h5_refuse_external_link, nullptr);
+  H5Pset_elink_prefix(p, kH5Nowhere);
   H5Pset_nlinks(p, 16);
   if (cls == H5P_DATASET_ACCESS) {
-    H5Pset_efile_prefix(p, kNowhere);
-    H5Pset_virtual_prefix(p, kNowhere);
+    H5Pset_efile_prefix(p, kH5Nowhere);
+    H5Pset_virtual_prefix(p, kH5Nowhere);
   }
   return p;
 }
 hid_t link_access() {
-  static const hid_t p = make_access(H5P_LINK_ACCESS);
+  static const hid_t p = h5_make_access(H5P_LINK_ACCESS);
   return p;
 }
 hid_t group_access() {
-  static const hid_t p = make_access(H5P_GROUP_ACCESS);
+  static const hid_t p = h5_make_access(H5P_GROUP_ACCESS);
   return p;
 }
 hid_t dataset_access() {
-  static const hid_t p = make_access(H5P_DATASET_ACCESS);
+  static const hid_t p = h5_make_access(H5P_DATASET_ACCESS);
   return p;
 }
 
 // Refuses a link that leads out of the file: an external link, or a
 // user-defined one (whose meaning libhdf5 leaves to a plugin).
-void check_link(H5L_type_t type, const std::string& link, const std::string& what) {
+void h5_check_link(H5L_type_t type, const std::string& link, const std::string& what) {
   AS_CHECK(type != H5L_TYPE_EXTERNAL, what, ": '", link,
            "' is a link to another file (an HDF5 external link), which autoshard never follows; "
            "save the model with its weights inside the file");
@@ -255,7 +255,8 @@ namespace {
 // The object at `path` (its info in `info`), or false when some component
 // of it does not exist. Every link on the way is checked before libhdf5
 // follows it: an external or user-defined link is refused by name.
-bool object_info(hid_t file, const std::string& path, const std::string& what, H5O_info_t* info) {
+bool h5_object_info(hid_t file, const std::string& path, const std::string& what,
+                    H5O_info_t* info) {
   size_t start = 0;
   while (!path.empty() && path != "/") {
     const size_t slash = path.find('/', start);
@@ -265,7 +266,7 @@ bool object_info(hid_t file, const std::string& path, const std::string& what, H
       if (H5Lexists(file, prefix.c_str(), link_access()) <= 0) return false;
       H5L_info_t link;
       if (H5Lget_info(file, prefix.c_str(), &link, link_access()) < 0) return false;
-      check_link(link.type, prefix, what);
+      h5_check_link(link.type, prefix, what);
     }
     if (slash == std::string::npos) break;
     start = slash + 1;
@@ -277,14 +278,14 @@ bool object_info(hid_t file, const std::string& path, const std::string& what, H
 // H5O_TYPE_* of the object at `path`, or -1 when it does not exist.
 int object_type(hid_t file, const std::string& path, const std::string& what) {
   H5O_info_t info;
-  return object_info(file, path, what, &info) ? info.type : -1;
+  return h5_object_info(file, path, what, &info) ? info.type : -1;
 }
 
 // Opens the dataset at `path` and refuses, before any of its data is read,
 // storage that lies outside the file: external storage (raw data in other
 // files) and virtual datasets (data mapped from other datasets or files;
 // one whose source is itself sends libhdf5 into unbounded recursion).
-hid_t open_dataset(hid_t file, const std::string& path, const std::string& what) {
+hid_t h5_open_dataset(hid_t file, const std::string& path, const std::string& what) {
   AS_CHECK(object_type(file, path, what) == H5O_TYPE_DATASET, what, ": no dataset '", path, "'");
   const hid_t ds = H5Dopen2(file, path.c_str(), dataset_access());
   AS_CHECK(ds >= 0, what, ": dataset '", path, "' cannot be opened; the file is damaged");
@@ -317,7 +318,7 @@ void widen_bfloat16(const char* raw, float* dst, int64_t n) {
 
 // The most bytes a dataset may describe per byte of its file: its values
 // must come from the file (chunks compress, but not without bound).
-constexpr uint64_t kMaxExpansion = 1000;
+constexpr uint64_t kH5MaxExpansion = 1000;
 
 }  // namespace
 
@@ -436,7 +437,7 @@ std::vector<std::string> H5File::strings_attribute(const std::string& object,
 
 H5Dataset H5File::dataset(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  Id ds(open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id space(H5Dget_space(ds), H5Sclose);
   Id type(H5Dget_type(ds), H5Tclose);
   const int rank = H5Sget_simple_extent_ndims(space);
@@ -459,10 +460,10 @@ H5Dataset H5File::dataset(const std::string& path) const {
 }
 
 void H5File::check_size(int64_t ds, const std::string& path, const H5Dataset& d) const {
-  // The bytes the dataset describes, at most kMaxExpansion per file byte
+  // The bytes the dataset describes, at most kH5MaxExpansion per file byte
   // (a flipped dimension otherwise has libhdf5 and the readers allocate
   // gigabytes for a small file).
-  const uint64_t most = kMaxExpansion * std::max<uint64_t>(bytes_, 1 << 16);
+  const uint64_t most = kH5MaxExpansion * std::max<uint64_t>(bytes_, 1 << 16);
   uint64_t described = std::max<uint64_t>(d.element_bytes, 1);
   for (int64_t v : d.shape) {
     const uint64_t n = static_cast<uint64_t>(v);
@@ -494,7 +495,7 @@ bool H5File::is_bfloat16(const std::string& path, int cls, size_t element_bytes)
 void H5File::read_block(const std::string& path, const std::vector<int64_t>& offset,
                         const Shape& count, float* dst) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  Id ds(open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id type(H5Dget_type(ds), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type);
   const bool bf16 = is_bfloat16(path, cls, H5Tget_size(type));
@@ -524,7 +525,7 @@ void H5File::read_block(const std::string& path, const std::vector<int64_t>& off
 
 int64_t H5File::read_int(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  Id ds(open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id space(H5Dget_space(ds), H5Sclose);
   AS_CHECK(H5Sget_simple_extent_npoints(space) == 1, what_, ": '", path, "' is not a scalar");
   int64_t v = 0;
@@ -548,18 +549,18 @@ namespace {
 
 // The most groups deep, objects and attributes per object the check walks:
 // far beyond any Keras file (a model of 10k layers has ~50k objects).
-constexpr int kMaxDepth = 64;
-constexpr int64_t kMaxObjects = int64_t(1) << 20;
-constexpr int64_t kMaxAttributes = 1 << 16;
+constexpr int kH5MaxDepth = 64;
+constexpr int64_t kH5MaxObjects = int64_t(1) << 20;
+constexpr int64_t kH5MaxAttributes = 1 << 16;
 // Values read per block (16 MiB of f32).
-constexpr int64_t kCheckBlock = int64_t(1) << 22;
+constexpr int64_t kH5CheckBlock = int64_t(1) << 22;
 
 // The child's exit codes: an autoshard::Error (its message in the pipe), an
 // allocation that failed under the limit.
-constexpr int kExitRefused = 65;
-constexpr int kExitMemory = 66;
+constexpr int kH5ExitRefused = 65;
+constexpr int kH5ExitMemory = 66;
 
-uint64_t statm_bytes(pid_t pid, int field) {
+uint64_t h5_statm_bytes(pid_t pid, int field) {
   const std::string path = "/proc/" + std::to_string(pid) + "/statm";
   FILE* f = std::fopen(path.c_str(), "r");
   if (!f) return 0;
@@ -572,7 +573,7 @@ uint64_t statm_bytes(pid_t pid, int field) {
 // Gives the child its own file description for every read-only regular file
 // it inherited: reads through one (a stored zip member, read with seek and
 // read) then cannot move the offset the parent's threads rely on.
-void own_file_offsets() {
+void h5_own_file_offsets() {
   DIR* dir = opendir("/proc/self/fd");
   if (!dir) return;
   while (const dirent* e = readdir(dir)) {
@@ -593,7 +594,7 @@ void own_file_offsets() {
 }
 
 // Writes all of `text` to `fd` (the pipe to the parent).
-void write_all(int fd, const std::string& text) {
+void h5_write_all(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -611,21 +612,22 @@ extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((we
 
 void H5File::check_all() const {
   std::set<haddr_t> seen;
-  int64_t budget = kMaxObjects;
+  int64_t budget = kH5MaxObjects;
   check_object("", 0, seen, budget);
 }
 
 void H5File::check_object(const std::string& path, int depth, std::set<uint64_t>& seen,
                           int64_t& budget) const {
   const hid_t file = static_cast<hid_t>(id_);
-  AS_CHECK(depth <= kMaxDepth, what_, ": '", path, "' lies more than ", kMaxDepth,
+  AS_CHECK(depth <= kH5MaxDepth, what_, ": '", path, "' lies more than ", kH5MaxDepth,
            " groups deep; the file is damaged");
-  AS_CHECK(--budget >= 0, what_, " holds more than ", kMaxObjects, " objects; the file is damaged");
+  AS_CHECK(--budget >= 0, what_, " holds more than ", kH5MaxObjects,
+           " objects; the file is damaged");
   H5O_info_t info;
-  AS_CHECK(object_info(file, path, what_, &info), what_, ": '", path,
+  AS_CHECK(h5_object_info(file, path, what_, &info), what_, ": '", path,
            "' cannot be read; the file is damaged");
   if (!seen.insert(info.addr).second) return;  // reached before by another link
-  AS_CHECK(info.num_attrs <= static_cast<hsize_t>(kMaxAttributes), what_, ": '", path, "' has ",
+  AS_CHECK(info.num_attrs <= static_cast<hsize_t>(kH5MaxAttributes), what_, ": '", path, "' has ",
            info.num_attrs, " attributes; the file is damaged");
   const char* name = path.empty() ? "/" : path.c_str();
   for (hsize_t i = 0; i < info.num_attrs; ++i) {
@@ -656,8 +658,8 @@ void H5File::check_values(const std::string& path) const {
   // index at a time.
   int a = 0;
   int64_t inner = numel(s) / std::max<int64_t>(s.empty() ? 1 : s[0], 1);
-  while (a + 1 < rank && inner > kCheckBlock) inner /= s[++a];
-  const int64_t step = rank == 0 ? 1 : std::max<int64_t>(1, kCheckBlock / inner);
+  while (a + 1 < rank && inner > kH5CheckBlock) inner /= s[++a];
+  const int64_t step = rank == 0 ? 1 : std::max<int64_t>(1, kH5CheckBlock / inner);
   std::vector<float> buffer(static_cast<size_t>(rank == 0 ? 1 : std::min(s[a], step) * inner));
   std::vector<int64_t> at(static_cast<size_t>(rank), 0);
   for (;;) {
@@ -683,7 +685,7 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   // (its metadata and blocks need far less); time: 5 s plus 20 MiB/s.
   const uint64_t budget = (uint64_t(512) << 20) + file_bytes;
   const int seconds = 5 + static_cast<int>(std::min<uint64_t>(file_bytes / (20 << 20), 1 << 20));
-  const uint64_t rss_at_fork = statm_bytes(getpid(), 1);
+  const uint64_t rss_at_fork = h5_statm_bytes(getpid(), 1);
   int fds[2];
   AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
   const pid_t parent = getpid();
@@ -698,17 +700,17 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
     // The child: only the thread that forked is here; it holds the parent's
     // HDF5 lock, so no other thread was inside libhdf5.
     ::close(fds[0]);
-    in_check_child = true;
+    in_h5_check_child = true;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(kExitRefused);
+    if (getppid() != parent) _exit(kH5ExitRefused);
     for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU, SIGTRAP, SIGSYS})
       signal(s, SIG_DFL);
     signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle
     if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
     const int null = ::open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDERR_FILENO);
-    own_file_offsets();
-    const rlimit mem{statm_bytes(getpid(), 0) + budget, RLIM_INFINITY};
+    h5_own_file_offsets();
+    const rlimit mem{h5_statm_bytes(getpid(), 0) + budget, RLIM_INFINITY};
     setrlimit(RLIMIT_AS, &mem);
     const rlimit cpu{static_cast<rlim_t>(seconds), static_cast<rlim_t>(seconds) + 1};
     setrlimit(RLIMIT_CPU, &cpu);
@@ -719,14 +721,14 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
       AS_CHECK(id >= 0, what, " cannot be opened as HDF5; the file is damaged");
       H5File file(id, what);
       file.check_all();
-      write_all(fds[1], "ok");
+      h5_write_all(fds[1], "ok");
     } catch (const Error& e) {
-      write_all(fds[1], e.what());
-      code = kExitRefused;
+      h5_write_all(fds[1], e.what());
+      code = kH5ExitRefused;
     } catch (const std::bad_alloc&) {
-      code = kExitMemory;
+      code = kH5ExitMemory;
     } catch (...) {
-      code = kExitRefused;
+      code = kH5ExitRefused;
     }
     _exit(code);  // no atexit handlers, no leak check: the parent carries on
   }
@@ -751,7 +753,7 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
       outcome = kTime;
       break;
     }
-    if (statm_bytes(pid, 1) > rss_at_fork + budget) {
+    if (h5_statm_bytes(pid, 1) > rss_at_fork + budget) {
       outcome = kMemory;
       break;
     }
@@ -777,8 +779,8 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   }
   const int code = WEXITSTATUS(status);
   if (code == 0 && message == "ok") return;
-  AS_CHECK(code != kExitMemory, damaged, "needed more than ", mib, " MiB to read it");
-  AS_CHECK(code != kExitRefused || message.empty(), message);
+  AS_CHECK(code != kH5ExitMemory, damaged, "needed more than ", mib, " MiB to read it");
+  AS_CHECK(code != kH5ExitRefused || message.empty(), message);
   fail(damaged, "failed reading it (exit status ", code, ")");
 }
 
