@@ -774,7 +774,8 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   }
   if (WIFSIGNALED(status)) {
     const int s = WTERMSIG(status);
-    AS_CHECK(s != SIGXCPU && s != SIGKILL, damaged, "did not finish reading it in ", seconds, " s");
+    AS_CHECK(s != SIGXCPU, damaged, "did not finish reading it in ", seconds, " s");
+    AS_CHECK(s != SIGKILL, damaged, "was killed reading it (signal 9: out of memory?)");
     fail(damaged, "crashed reading it (signal ", s, ")");
   }
   const int code = WEXITSTATUS(status);
