@@ -6,12 +6,14 @@
 // whose source is itself), must give exit 1, one error line naming the
 // file and the dataset, none of the secret's bytes, and no output file;
 // damaged files end in one line within seconds.
+#include <cblas.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include <functional>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autoshard/error.h"
@@ -319,6 +322,24 @@ INSTANTIATE_TEST_SUITE_P(
                       H5ChildFailure{"Memory", h5_allocate_without_end,
                                      "needed more than 512 MiB"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Hdf5Open, OpensWhileAnotherThreadRunsBlas) {
+  // fork() would run OpenBLAS's pthread_atfork handler, which joins its
+  // worker threads and never returns while another thread is inside a BLAS
+  // call (a Python thread in NumPy, a device): the open hung for good.
+  std::atomic<bool> stop{false};
+  std::thread blas([&stop] {
+    std::vector<float> a(384 * 384, 1.0f), c(384 * 384);
+    while (!stop)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 384, 384, 384, 1.0f, a.data(), 384,
+                  a.data(), 384, 0.0f, c.data(), 384);
+  });
+  const std::string fixture = std::string(AUTOSHARD_TEST_DATA) + "/keras_files/resnet_cnn.h5";
+  for (int i = 0; i < 20; ++i)
+    EXPECT_TRUE(H5File::open(fixture, "Keras file")->is_group("model_weights"));
+  stop = true;
+  blas.join();
+}
 
 TEST(Hdf5Open, AFifoIsRefusedWithoutBlocking) {
   const fs::path dir = fs::temp_directory_path() / ("autoshard_h5fifo_" + std::to_string(getpid()));

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -560,14 +561,43 @@ constexpr int64_t kH5CheckBlock = int64_t(1) << 22;
 constexpr int kH5ExitRefused = 65;
 constexpr int kH5ExitMemory = 66;
 
+// Field `field` of /proc/PID/statm (0: size, 1: resident) in bytes. Plain
+// open and read: the child must not take stdio's locks (below).
 uint64_t h5_statm_bytes(pid_t pid, int field) {
   const std::string path = "/proc/" + std::to_string(pid) + "/statm";
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return 0;
-  unsigned long v[2] = {0, 0};
-  const int got = std::fscanf(f, "%lu %lu", &v[0], &v[1]);
-  std::fclose(f);
-  return got == 2 ? v[field] * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[128] = "";
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  char* end = text;
+  uint64_t value = std::strtoull(text, &end, 10);
+  if (field == 1) value = std::strtoull(end, nullptr, 10);
+  return value * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Forks the pre-flight child. Release builds use glibc's _Fork, which runs
+// no pthread_atfork handlers: OpenBLAS's handler joins its worker threads
+// and waits forever when another thread (a Python thread calling NumPy, a
+// device) is inside a BLAS call. The child then uses only its own malloc
+// arena, libhdf5 and the pipe, so locks other threads held at the fork do
+// not matter (a rare one that does ends at the deadline, as an error).
+// Sanitizer builds use fork(), which their runtimes intercept to keep their
+// own state consistent in the child.
+pid_t h5_fork() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return fork();
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+  return fork();
+#else
+  return _Fork();
+#endif
+#else
+  return _Fork();
+#endif
 }
 
 // Gives the child its own file description for every read-only regular file
@@ -689,7 +719,7 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   int fds[2];
   AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
   const pid_t parent = getpid();
-  const pid_t pid = fork();
+  const pid_t pid = h5_fork();
   if (pid < 0) {
     const int e = errno;
     ::close(fds[0]), ::close(fds[1]);
