@@ -327,6 +327,9 @@ TEST(Hdf5Open, OpensWhileAnotherThreadRunsBlas) {
   // fork() would run OpenBLAS's pthread_atfork handler, which joins its
   // worker threads and never returns while another thread is inside a BLAS
   // call (a Python thread in NumPy, a device): the open hung for good.
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer builds fork with fork(), which TSan needs";
+#endif
   std::atomic<bool> stop{false};
   std::thread blas([&stop] {
     std::vector<float> a(384 * 384, 1.0f), c(384 * 384);

@@ -577,20 +577,19 @@ uint64_t h5_statm_bytes(pid_t pid, int field) {
   return value * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-// Forks the pre-flight child. Release builds use glibc's _Fork, which runs
-// no pthread_atfork handlers: OpenBLAS's handler joins its worker threads
-// and waits forever when another thread (a Python thread calling NumPy, a
-// device) is inside a BLAS call. The child then uses only its own malloc
-// arena, libhdf5 and the pipe, so locks other threads held at the fork do
-// not matter (a rare one that does ends at the deadline, as an error).
-// Sanitizer builds use fork(), which their runtimes intercept to keep their
-// own state consistent in the child.
+// Forks the pre-flight child. glibc's _Fork runs no pthread_atfork
+// handlers: fork() would run OpenBLAS's, which joins its worker threads and
+// waits forever when another thread (a Python thread in NumPy, a device) is
+// inside a BLAS call. The child then uses only its own malloc arena,
+// libhdf5 and the pipe, so locks other threads held at the fork do not
+// matter (a rare one that does ends at the deadline, as an error).
+// ThreadSanitizer builds use fork(), which TSan intercepts to keep its
+// view of the threads consistent in the child.
 pid_t h5_fork() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__)
   return fork();
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
+#if __has_feature(thread_sanitizer)
   return fork();
 #else
   return _Fork();
@@ -744,6 +743,8 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
     setrlimit(RLIMIT_AS, &mem);
     const rlimit cpu{static_cast<rlim_t>(seconds), static_cast<rlim_t>(seconds) + 1};
     setrlimit(RLIMIT_CPU, &cpu);
+    const rlimit no_core{0, 0};  // a crash here leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
     int code = 0;
     try {
       if (check_hook_for_tests) check_hook_for_tests();
