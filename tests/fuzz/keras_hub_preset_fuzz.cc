@@ -26,6 +26,7 @@ const std::string& preset_dir() {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "keras_hub_preset_fuzz_XXXXXX").string();
     if (!::mkdtemp(pattern.data())) __builtin_trap();
+    std::atexit([] { std::filesystem::remove_all(preset_dir()); });
     return pattern;
   }();
   return dir;
