@@ -20,16 +20,18 @@
 
 namespace {
 
-// One preset directory per fuzzing process, rewritten for every input.
+// One preset directory per fuzzing process, rewritten for every input and
+// removed at exit (never freed: the exit handler still needs the name).
 const std::string& preset_dir() {
-  static const std::string dir = [] {
+  static const std::string* dir = [] {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "keras_hub_preset_fuzz_XXXXXX").string();
     if (!::mkdtemp(pattern.data())) __builtin_trap();
+    auto* made = new std::string(pattern);
     std::atexit([] { std::filesystem::remove_all(preset_dir()); });
-    return pattern;
+    return made;
   }();
-  return dir;
+  return *dir;
 }
 
 void write_file(const std::string& path, const std::string& text) {
