@@ -3,13 +3,15 @@
 # autoshard: the safetensors reader (seeded with the test checkpoints), and
 # model configs and checkpoint states (seeded with valid ones),
 # tokenizer.json, IOPDDL problems (reader, evaluator and a round of the
-# solver), cluster files, NumPy .npy/.npz files and Keras files (.keras
-# zips, HDF5, TF.js model.json + shard). Runs each for a ninth of SECONDS
-# (default 60).
+# solver), cluster files, NumPy .npy/.npz files, Keras files (.keras
+# zips, HDF5, TF.js model.json + shard) and KerasHub presets (config.json +
+# task.json). Runs each for a tenth of SECONDS (default 60), none with a
+# suppression: libhdf5's own crashes, hangs and runaway allocations end in
+# the HDF5 pre-flight child as one error (docs/keras-files.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-share=$(( (seconds + 8) / 9 ))
+share=$(( (seconds + 9) / 10 ))
 
 # Each fuzzer: its harness (tests/fuzz/NAME_fuzz.cc), the sources it reads
 # with, and the libraries it links. Keras's HDF5 reader widens bfloat16 with
@@ -32,6 +34,9 @@ declare -A sources=(
   [keras_zip]="$keras"
   [keras_h5]="$keras"
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"
+  [keras_hub_preset]="src/io/keras_hub/config.cc src/nn/models/config_reader.cc
+    src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc src/nn/models/opt_config.cc
+    src/nn/models/bert_config.cc"
 )
 declare -A libs=(
   [tokenizer]="-licui18n -licuuc"
@@ -116,7 +121,10 @@ cp tests/data/npy/* build-fuzz/npy-corpus/
 
 # Keras files (seeded with the .keras/.h5 fixtures and TF.js fixtures): the
 # .keras zip and its config.json, HDF5 files (legacy .h5, model.weights.h5)
-# and TF.js model.json + shard; each input within 10 s and 2 GiB.
+# and TF.js model.json + shard; each input within 10 s and 2 GiB. libhdf5
+# reads every file first in the pre-flight child (5 s, 512 MiB), where its own
+# crashes, hangs and runaway allocations become an autoshard::Error; anything
+# else is a finding.
 mkdir -p build-fuzz/keras-zip-corpus build-fuzz/keras-h5-corpus build-fuzz/keras-tfjs-corpus
 cp tests/data/keras_files/*.keras build-fuzz/keras-zip-corpus/
 cp tests/data/keras_files/*.h5 build-fuzz/keras-h5-corpus/
@@ -129,41 +137,18 @@ for m in batch_normalization_dense two_outputs lstm_language_model; do
     cat "tests/data/keras_layers/tfjs/$m.weights.bin"; } > "build-fuzz/keras-tfjs-corpus/$m"
 done
 for t in zip h5 tfjs; do
-  # libhdf5 1.10 (Debian) itself overreads in strdup and loops forever on some
-  # malformed files (docs/keras-files.md, "Fuzzing"): its interceptor reports
-  # (and its library-wide allocations at exit) are suppressed, a size it reads
-  # from a damaged header fails as malloc does outside ASan (NULL: libhdf5's
-  # error), and its hangs are recorded (timeout-* files) without ending the
-  # run; any other report still stops it.
-  # It also crashes (SEGV reading a damaged global heap under H5Aread): crashes
-  # are collected, and each one is replayed: a crash whose innermost frame
-  # outside libc and the sanitizer runtime (libhdf5's memcpy lands in both) is
-  # in libhdf5 is recorded, any other fails the run.
-  rm -f build-fuzz/keras-"${t}"-crash-*
-  export ASAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.supp:allocator_may_return_null=1
-  export LSAN_OPTIONS=suppressions=tests/fuzz/keras_hdf5.lsan.supp
-  "./build-fuzz/keras_${t}_fuzz" \
-    -max_total_time="$share" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -fork=1 \
-    -ignore_timeouts=1 -ignore_ooms=0 -ignore_crashes=1 -artifact_prefix="build-fuzz/keras-${t}-" \
-    "build-fuzz/keras-${t}-corpus" || status=$?
-  crashes=0
-  for crash in build-fuzz/keras-"${t}"-crash-*; do
-    [ -e "$crash" ] || continue
-    crashes=1
-    # The replay exits non-zero (it crashes), and pipefail would count that
-    # (or a SIGPIPE from a reader stopping early): take its frames first.
-    frames=$("./build-fuzz/keras_${t}_fuzz" "$crash" 2>&1 | grep -E '^ +#[0-9]+ ' || true)
-    innermost=$(printf '%s\n' "$frames" |
-      grep -v -E 'libc\.so|/sysdeps/|__interceptor_|__asan_|__sanitizer' | sed -n 1p || true)
-    if [[ $innermost == *libhdf5* ]]; then
-      echo "keras_${t}_fuzz: a crash inside libhdf5 itself, recorded as $crash"
-    else
-      echo "keras_${t}_fuzz: a crash outside libhdf5: $crash" >&2
-      exit 1
-    fi
-  done
-  unset ASAN_OPTIONS LSAN_OPTIONS
-  # 70: only libhdf5's hangs were found; any other failure needs a crash above.
-  [ "${status:-0}" = 0 ] || [ "$status" = 70 ] || [ "$crashes" = 1 ]
-  unset status
+  "./build-fuzz/keras_${t}_fuzz" -max_total_time="$share" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="build-fuzz/keras-${t}-" "build-fuzz/keras-${t}-corpus"
 done
+
+# KerasHub presets (seeded with the presets in tests/data/keras_hub): a
+# config.json, then `--task--` and its task.json when the preset has one.
+mkdir -p build-fuzz/keras-hub-corpus
+for d in tests/data/keras_hub/*/; do
+  [ -f "$d/config.json" ] || continue
+  out="build-fuzz/keras-hub-corpus/$(basename "$d")"
+  cat "$d/config.json" > "$out"
+  if [ -f "$d/task.json" ]; then printf '\n--task--\n' >> "$out"; cat "$d/task.json" >> "$out"; fi
+done
+./build-fuzz/keras_hub_preset_fuzz -max_total_time="$share" -max_len=8192 -timeout=10 \
+  -rss_limit_mb=2048 -artifact_prefix=build-fuzz/keras-hub- build-fuzz/keras-hub-corpus

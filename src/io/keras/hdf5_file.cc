@@ -1,12 +1,27 @@
 #include "io/keras/hdf5_file.h"
 
 #include <H5FDpublic.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <new>
+#include <set>
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
@@ -16,9 +31,14 @@ namespace autoshard::keras {
 
 namespace {
 
+// True in the pre-flight child (H5File::open): the parent's lock may be held
+// there by the thread that forked, which the child does not have.
+bool in_h5_check_child = false;
+
 std::recursive_mutex& lock() {
   static std::recursive_mutex m;
-  return m;
+  static std::recursive_mutex child;  // never held at fork: only the child takes it
+  return in_h5_check_child ? child : m;
 }
 
 // libhdf5 prints its error stack to stderr by default; errors here are ours.
@@ -42,6 +62,59 @@ struct Id {
   Id& operator=(const Id&) = delete;
   operator hid_t() const { return id; }  // NOLINT
 };
+
+// ---- What a file may reference: nothing outside itself ----
+
+// A prefix under which no file can exist (/dev/null is not a directory):
+// libhdf5 puts it before relative names of external links, external
+// storage and virtual datasets' source files. A second wall only (an
+// absolute name ignores it): the checks below refuse those first.
+constexpr const char* kH5Nowhere = "/dev/null/autoshard-reads-no-other-file/";
+
+// libhdf5 calls this before following an external link; failing refuses it.
+herr_t h5_refuse_external_link(const char*, const char*, const char*, const char*, unsigned*, hid_t,
+                               void*) {
+  return -1;
+}
+
+// An access property list of class `cls` (link, group or dataset access)
+// that follows no external link, follows soft links at most 16 deep and
+// points external and virtual storage nowhere. Made once, kept open.
+hid_t h5_make_access(hid_t cls) {
+  const hid_t p = H5Pcreate(cls);
+  AS_CHECK(p >= 0, "internal: HDF5 property list");
+  H5Pset_elink_cb(p, h5_refuse_external_link, nullptr);
+  H5Pset_elink_prefix(p, kH5Nowhere);
+  H5Pset_nlinks(p, 16);
+  if (cls == H5P_DATASET_ACCESS) {
+    H5Pset_efile_prefix(p, kH5Nowhere);
+    H5Pset_virtual_prefix(p, kH5Nowhere);
+  }
+  return p;
+}
+hid_t link_access() {
+  static const hid_t p = h5_make_access(H5P_LINK_ACCESS);
+  return p;
+}
+hid_t group_access() {
+  static const hid_t p = h5_make_access(H5P_GROUP_ACCESS);
+  return p;
+}
+hid_t dataset_access() {
+  static const hid_t p = h5_make_access(H5P_DATASET_ACCESS);
+  return p;
+}
+
+// Refuses a link that leads out of the file: an external link, or a
+// user-defined one (whose meaning libhdf5 leaves to a plugin).
+void h5_check_link(H5L_type_t type, const std::string& link, const std::string& what) {
+  AS_CHECK(type != H5L_TYPE_EXTERNAL, what, ": '", link,
+           "' is a link to another file (an HDF5 external link), which autoshard never follows; "
+           "save the model with its weights inside the file");
+  AS_CHECK(type == H5L_TYPE_HARD || type == H5L_TYPE_SOFT, what, ": '", link,
+           "' is a user-defined HDF5 link (type ", static_cast<int>(type),
+           "), which autoshard does not follow; the file is damaged or not a Keras file");
+}
 
 // ---- A read-only virtual file driver over a ZipMember ----
 
@@ -139,19 +212,26 @@ hid_t member_driver() {
   return id;
 }
 
-std::vector<std::string> read_strings(hid_t attr) {
+// The strings of a string attribute (empty for another type). An attribute
+// is stored in the file: one larger than the file (`file_bytes`) is damaged.
+std::vector<std::string> read_strings(hid_t attr, uint64_t file_bytes, const std::string& where) {
   Id type(H5Aget_type(attr), H5Tclose);
   Id space(H5Aget_space(attr), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   std::vector<std::string> out;
   if (n <= 0) return out;
   if (H5Tget_class(type) != H5T_STRING) return out;  // Keras 2 writes [] as float64
+  const uint64_t width = std::max<uint64_t>(1, H5Tget_size(type));
+  AS_CHECK(static_cast<uint64_t>(n) <= file_bytes / width, where, " holds ", n, " strings of ",
+           width, " bytes, more than the file's ", file_bytes, " bytes; the file is damaged");
   if (H5Tis_variable_str(type) > 0) {
     Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem, H5T_VARIABLE);
     H5Tset_cset(mem, H5Tget_cset(type));
     std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
-    if (H5Aread(attr, mem, ptrs.data()) < 0) return out;
+    // A read that fails (a damaged heap, or memory libhdf5 could not get in
+    // the pre-flight child) is damage, not an empty list.
+    AS_CHECK(H5Aread(attr, mem, ptrs.data()) >= 0, where, " cannot be read; the file is damaged");
     for (char* p : ptrs) out.emplace_back(p ? p : "");
     H5Dvlen_reclaim(mem, space, H5P_DEFAULT, ptrs.data());
     return out;
@@ -161,7 +241,7 @@ std::vector<std::string> read_strings(hid_t attr) {
   H5Tset_size(mem, size);
   H5Tset_strpad(mem, H5T_STR_NULLPAD);  // keep every character of a full-width string
   std::vector<char> buffer(size * static_cast<size_t>(n));
-  if (H5Aread(attr, mem, buffer.data()) < 0) return out;
+  AS_CHECK(H5Aread(attr, mem, buffer.data()) >= 0, where, " cannot be read; the file is damaged");
   for (hssize_t i = 0; i < n; ++i) {
     const char* p = buffer.data() + static_cast<size_t>(i) * size;
     out.emplace_back(p, strnlen(p, size));
@@ -171,7 +251,83 @@ std::vector<std::string> read_strings(hid_t attr) {
 
 }  // namespace
 
-H5File::H5File(int64_t id, std::string what) : id_(id), what_(std::move(what)) {}
+namespace {
+
+// The object at `path` (its info in `info`), or false when some component
+// of it does not exist. Every link on the way is checked before libhdf5
+// follows it: an external or user-defined link is refused by name.
+bool h5_object_info(hid_t file, const std::string& path, const std::string& what,
+                    H5O_info_t* info) {
+  size_t start = 0;
+  while (!path.empty() && path != "/") {
+    const size_t slash = path.find('/', start);
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty()) {
+      // H5Lexists needs every parent to exist, hence one component at a time.
+      if (H5Lexists(file, prefix.c_str(), link_access()) <= 0) return false;
+      H5L_info_t link;
+      if (H5Lget_info(file, prefix.c_str(), &link, link_access()) < 0) return false;
+      h5_check_link(link.type, prefix, what);
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  const char* name = path.empty() ? "/" : path.c_str();
+  return H5Oget_info_by_name(file, name, info, link_access()) >= 0;
+}
+
+// H5O_TYPE_* of the object at `path`, or -1 when it does not exist.
+int object_type(hid_t file, const std::string& path, const std::string& what) {
+  H5O_info_t info;
+  return h5_object_info(file, path, what, &info) ? info.type : -1;
+}
+
+// Opens the dataset at `path` and refuses, before any of its data is read,
+// storage that lies outside the file: external storage (raw data in other
+// files) and virtual datasets (data mapped from other datasets or files;
+// one whose source is itself sends libhdf5 into unbounded recursion).
+hid_t h5_open_dataset(hid_t file, const std::string& path, const std::string& what) {
+  AS_CHECK(object_type(file, path, what) == H5O_TYPE_DATASET, what, ": no dataset '", path, "'");
+  const hid_t ds = H5Dopen2(file, path.c_str(), dataset_access());
+  AS_CHECK(ds >= 0, what, ": dataset '", path, "' cannot be opened; the file is damaged");
+  Id keep(ds, H5Dclose);  // closed if a check below throws
+  Id dcpl(H5Dget_create_plist(ds), H5Pclose);
+  AS_CHECK(dcpl >= 0, what, ": dataset '", path, "' cannot be opened; the file is damaged");
+  AS_CHECK(H5Pget_external_count(dcpl) == 0, what, ": dataset '", path,
+           "' stores its data in another file (HDF5 external storage), which autoshard never "
+           "reads; save the weights inside the file");
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  AS_CHECK(layout != H5D_VIRTUAL, what, ": dataset '", path,
+           "' is a virtual dataset (HDF5 VDS) whose data lie in other datasets or files, which "
+           "autoshard never reads; save the weights inside the file");
+  AS_CHECK(layout == H5D_CONTIGUOUS || layout == H5D_CHUNKED || layout == H5D_COMPACT, what,
+           ": dataset '", path, "' has an unknown storage layout; the file is damaged");
+  keep.id = -1;
+  return ds;
+}
+
+// Widens n bfloat16 values (little-endian, as NumPy on x86 and ARM writes
+// them) at `raw` to f32 at `dst`. `raw` may be the upper half of `dst`:
+// value i is read before float i is written, and float i ends before value
+// i + 1 begins.
+void widen_bfloat16(const char* raw, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* b = reinterpret_cast<const unsigned char*>(raw + 2 * i);
+    dst[i] = bf16_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+  }
+}
+
+// The most bytes a dataset may describe per byte of its file: its values
+// must come from the file (chunks compress, but not without bound).
+constexpr uint64_t kH5MaxExpansion = 1000;
+
+}  // namespace
+
+H5File::H5File(int64_t id, std::string what) : id_(id), what_(std::move(what)) {
+  hsize_t bytes = 0;
+  H5Fget_filesize(static_cast<hid_t>(id), &bytes);
+  bytes_ = bytes;
+}
 
 H5File::~H5File() {
   std::lock_guard<std::recursive_mutex> g(lock());
@@ -179,13 +335,16 @@ H5File::~H5File() {
 }
 
 std::shared_ptr<H5File> H5File::open(const std::string& path, const std::string& what) {
-  require_regular_file(path, what);
+  const uint64_t bytes = input_file_size(path, what);  // a regular file: a FIFO would block
   std::lock_guard<std::recursive_mutex> g(lock());
   quiet();
   AS_CHECK(H5Fis_hdf5(path.c_str()) > 0, what, " '", path, "' is not an HDF5 file");
-  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  AS_CHECK(id >= 0, what, " '", path, "' cannot be opened as HDF5; the file is damaged");
-  return std::shared_ptr<H5File>(new H5File(id, what + " '" + path + "'"));
+  const std::string name = what + " '" + path + "'";
+  const auto open = [&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); };
+  check_in_child(name, bytes, open);
+  const hid_t id = open();
+  AS_CHECK(id >= 0, name, " cannot be opened as HDF5; the file is damaged");
+  return std::shared_ptr<H5File>(new H5File(id, name));
 }
 
 std::shared_ptr<H5File> H5File::open(ZipMember member, const std::string& what) {
@@ -201,58 +360,30 @@ std::shared_ptr<H5File> H5File::open(ZipMember member, const std::string& what) 
   Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   AS_CHECK(H5Pset_driver(fapl, member_driver(), nullptr) >= 0, "internal: HDF5 driver");
   const std::string name = "keras-zip-member:" + std::to_string(key);
-  const hid_t id = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl);
+  const auto open = [&] { return H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl); };
+  check_in_child(what, member.size, open);
+  const hid_t id = open();
   AS_CHECK(id >= 0, what, " is not a readable HDF5 file; the file is damaged");
   auto file = std::shared_ptr<H5File>(new H5File(id, what));
   file->keep_ = keep;
   return file;
 }
 
-namespace {
-// H5Oget_info_by_name's object type of `path`, or -1 when some component
-// of it does not exist (H5Lexists needs every parent to exist).
-int object_type(hid_t file, const std::string& path) {
-  if (path.empty() || path == "/") return H5O_TYPE_GROUP;
-  size_t start = 0;
-  for (;;) {
-    const size_t slash = path.find('/', start);
-    const std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return -1;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  H5O_info_t info;
-  if (H5Oget_info_by_name(file, path.c_str(), &info, H5P_DEFAULT) < 0) return -1;
-  return info.type;
-}
-
-// Widens n bfloat16 values (little-endian, as NumPy on x86 and ARM writes
-// them) at `raw` to f32 at `dst`. `raw` may be the upper half of `dst`:
-// value i is read before float i is written, and float i ends before value
-// i + 1 begins.
-void widen_bfloat16(const char* raw, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const auto* b = reinterpret_cast<const unsigned char*>(raw + 2 * i);
-    dst[i] = bf16_to_float(static_cast<uint16_t>(b[0] | (b[1] << 8)));
-  }
-}
-}  // namespace
-
 bool H5File::is_group(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  return object_type(static_cast<hid_t>(id_), path) == H5O_TYPE_GROUP;
+  return object_type(static_cast<hid_t>(id_), path, what_) == H5O_TYPE_GROUP;
 }
 
 bool H5File::is_dataset(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  return object_type(static_cast<hid_t>(id_), path) == H5O_TYPE_DATASET;
+  return object_type(static_cast<hid_t>(id_), path, what_) == H5O_TYPE_DATASET;
 }
 
 std::vector<std::string> H5File::children(const std::string& group) const {
   std::lock_guard<std::recursive_mutex> g(lock());
   std::vector<std::string> names;
-  if (object_type(static_cast<hid_t>(id_), group) != H5O_TYPE_GROUP) return names;
-  Id gid(H5Gopen2(static_cast<hid_t>(id_), group.empty() ? "/" : group.c_str(), H5P_DEFAULT),
+  if (object_type(static_cast<hid_t>(id_), group, what_) != H5O_TYPE_GROUP) return names;
+  Id gid(H5Gopen2(static_cast<hid_t>(id_), group.empty() ? "/" : group.c_str(), group_access()),
          H5Gclose);
   if (gid < 0) return names;
   H5G_info_t info;
@@ -261,11 +392,13 @@ std::vector<std::string> H5File::children(const std::string& group) const {
            " members; the file is damaged");
   for (hsize_t i = 0; i < info.nlinks; ++i) {
     const ssize_t len =
-        H5Lget_name_by_idx(gid, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+        H5Lget_name_by_idx(gid, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, link_access());
     if (len < 0) continue;
+    AS_CHECK(static_cast<uint64_t>(len) < 65536, what_, ": group '", group,
+             "' has a member named by ", len, " bytes; the file is damaged");
     std::string name(static_cast<size_t>(len) + 1, '\0');
     H5Lget_name_by_idx(gid, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
-                       H5P_DEFAULT);
+                       link_access());
     name.resize(static_cast<size_t>(len));
     names.push_back(name);
   }
@@ -276,16 +409,17 @@ std::optional<std::string> H5File::string_attribute(const std::string& object,
                                                     const std::string& name) const {
   std::lock_guard<std::recursive_mutex> g(lock());
   const char* obj = object.empty() ? "/" : object.c_str();
-  if (object_type(static_cast<hid_t>(id_), object) < 0) return std::nullopt;
-  if (H5Aexists_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT) <= 0)
+  if (object_type(static_cast<hid_t>(id_), object, what_) < 0) return std::nullopt;
+  if (H5Aexists_by_name(static_cast<hid_t>(id_), obj, name.c_str(), link_access()) <= 0)
     return std::nullopt;
-  Id attr(H5Aopen_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+  Id attr(H5Aopen_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT, link_access()),
           H5Aclose);
   AS_CHECK(attr >= 0, what_, ": attribute '", name, "' of '", object, "' cannot be read");
   Id type(H5Aget_type(attr), H5Tclose);
   AS_CHECK(H5Tget_class(type) == H5T_STRING, what_, ": attribute '", name, "' of '", object,
            "' is not a string");
-  const std::vector<std::string> s = read_strings(attr);
+  const std::vector<std::string> s =
+      read_strings(attr, bytes_, cat(what_, ": attribute '", name, "' of '", object, "'"));
   AS_CHECK(s.size() == 1, what_, ": attribute '", name, "' of '", object, "' is not one string");
   return s[0];
 }
@@ -294,20 +428,17 @@ std::vector<std::string> H5File::strings_attribute(const std::string& object,
                                                    const std::string& name) const {
   std::lock_guard<std::recursive_mutex> g(lock());
   const char* obj = object.empty() ? "/" : object.c_str();
-  if (object_type(static_cast<hid_t>(id_), object) < 0) return {};
-  if (H5Aexists_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT) <= 0) return {};
-  Id attr(H5Aopen_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+  if (object_type(static_cast<hid_t>(id_), object, what_) < 0) return {};
+  if (H5Aexists_by_name(static_cast<hid_t>(id_), obj, name.c_str(), link_access()) <= 0) return {};
+  Id attr(H5Aopen_by_name(static_cast<hid_t>(id_), obj, name.c_str(), H5P_DEFAULT, link_access()),
           H5Aclose);
   AS_CHECK(attr >= 0, what_, ": attribute '", name, "' of '", object, "' cannot be read");
-  return read_strings(attr);
+  return read_strings(attr, bytes_, cat(what_, ": attribute '", name, "' of '", object, "'"));
 }
 
 H5Dataset H5File::dataset(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  AS_CHECK(object_type(static_cast<hid_t>(id_), path) == H5O_TYPE_DATASET, what_, ": no dataset '",
-           path, "'");
-  Id ds(H5Dopen2(static_cast<hid_t>(id_), path.c_str(), H5P_DEFAULT), H5Dclose);
-  AS_CHECK(ds >= 0, what_, ": dataset '", path, "' cannot be opened; the file is damaged");
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id space(H5Dget_space(ds), H5Sclose);
   Id type(H5Dget_type(ds), H5Tclose);
   const int rank = H5Sget_simple_extent_ndims(space);
@@ -325,7 +456,34 @@ H5Dataset H5File::dataset(const std::string& path) const {
   d.bfloat16 = is_bfloat16(path, cls, d.element_bytes);
   d.floating = cls == H5T_FLOAT || d.bfloat16;
   d.integer = cls == H5T_INTEGER;
+  check_size(ds, path, d);
   return d;
+}
+
+void H5File::check_size(int64_t ds, const std::string& path, const H5Dataset& d) const {
+  // The bytes the dataset describes, at most kH5MaxExpansion per file byte
+  // (a flipped dimension otherwise has libhdf5 and the readers allocate
+  // gigabytes for a small file).
+  const uint64_t most = kH5MaxExpansion * std::max<uint64_t>(bytes_, 1 << 16);
+  uint64_t described = std::max<uint64_t>(d.element_bytes, 1);
+  for (int64_t v : d.shape) {
+    const uint64_t n = static_cast<uint64_t>(v);
+    described = n == 0 ? 0 : described > most / n ? most + 1 : described * n;
+  }
+  AS_CHECK(described <= most, what_, ": dataset '", path, "' of shape ", shape_str(d.shape),
+           " and ", d.element_bytes, "-byte values describes more than its file of ", bytes_,
+           " bytes can hold; the file is damaged");
+  Id dcpl(H5Dget_create_plist(static_cast<hid_t>(ds)), H5Pclose);
+  if (H5Pget_layout(dcpl) != H5D_CONTIGUOUS) return;
+  // Contiguous data lie in the file whole (or are not written: fill values).
+  const hsize_t stored = H5Dget_storage_size(static_cast<hid_t>(ds));
+  const haddr_t at = H5Dget_offset(static_cast<hid_t>(ds));
+  AS_CHECK(stored == 0 || stored == described, what_, ": dataset '", path, "' of shape ",
+           shape_str(d.shape), " stores ", stored, " bytes instead of ", described,
+           "; the file is damaged");
+  AS_CHECK(stored == 0 || (at != HADDR_UNDEF && at <= bytes_ && stored <= bytes_ - at), what_,
+           ": dataset '", path,
+           "' lies past the end of the file; the file is truncated or damaged");
 }
 
 bool H5File::is_bfloat16(const std::string& path, int cls, size_t element_bytes) const {
@@ -338,8 +496,7 @@ bool H5File::is_bfloat16(const std::string& path, int cls, size_t element_bytes)
 void H5File::read_block(const std::string& path, const std::vector<int64_t>& offset,
                         const Shape& count, float* dst) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  Id ds(H5Dopen2(static_cast<hid_t>(id_), path.c_str(), H5P_DEFAULT), H5Dclose);
-  AS_CHECK(ds >= 0, what_, ": dataset '", path, "' cannot be opened");
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id type(H5Dget_type(ds), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type);
   const bool bf16 = is_bfloat16(path, cls, H5Tget_size(type));
@@ -369,14 +526,294 @@ void H5File::read_block(const std::string& path, const std::vector<int64_t>& off
 
 int64_t H5File::read_int(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(lock());
-  Id ds(H5Dopen2(static_cast<hid_t>(id_), path.c_str(), H5P_DEFAULT), H5Dclose);
-  AS_CHECK(ds >= 0, what_, ": dataset '", path, "' cannot be opened");
+  Id ds(h5_open_dataset(static_cast<hid_t>(id_), path, what_), H5Dclose);
   Id space(H5Dget_space(ds), H5Sclose);
   AS_CHECK(H5Sget_simple_extent_npoints(space) == 1, what_, ": '", path, "' is not a scalar");
   int64_t v = 0;
   AS_CHECK(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0, what_, ": '",
            path, "' cannot be read");
   return v;
+}
+
+// ---- The pre-flight check: libhdf5 reads the whole file in a child ----
+//
+// libhdf5 crashes on some damaged files (a wild read in its global heap),
+// loops without end on others, and allocates gigabytes for a flipped size
+// field. Before a file is used, a forked child reads all of it with the
+// calls the readers make, under memory and time limits; a crash, a
+// runaway allocation or a hang there becomes one error line here, and
+// the parent's own reads then follow the paths the child walked safely.
+
+void (*H5File::check_hook_for_tests)() = nullptr;
+
+namespace {
+
+// The most groups deep, objects and attributes per object the check walks:
+// far beyond any Keras file (a model of 10k layers has ~50k objects).
+constexpr int kH5MaxDepth = 64;
+constexpr int64_t kH5MaxObjects = int64_t(1) << 20;
+constexpr int64_t kH5MaxAttributes = 1 << 16;
+// Values read per block (16 MiB of f32).
+constexpr int64_t kH5CheckBlock = int64_t(1) << 22;
+
+// The child's exit codes: an autoshard::Error (its message in the pipe), an
+// allocation that failed under the limit.
+constexpr int kH5ExitRefused = 65;
+constexpr int kH5ExitMemory = 66;
+
+// Field `field` of /proc/PID/statm (0: size, 1: resident) in bytes. Plain
+// open and read: the child must not take stdio's locks (below).
+uint64_t h5_statm_bytes(pid_t pid, int field) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/statm";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[128] = "";
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  char* end = text;
+  uint64_t value = std::strtoull(text, &end, 10);
+  if (field == 1) value = std::strtoull(end, nullptr, 10);
+  return value * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Forks the pre-flight child. glibc's _Fork runs no pthread_atfork
+// handlers: fork() would run OpenBLAS's, which joins its worker threads and
+// waits forever when another thread (a Python thread in NumPy, a device) is
+// inside a BLAS call. The child then uses only its own malloc arena,
+// libhdf5 and the pipe, so locks other threads held at the fork do not
+// matter (a rare one that does ends at the deadline, as an error).
+// ThreadSanitizer builds use fork(), which TSan intercepts to keep its
+// view of the threads consistent in the child.
+pid_t h5_fork() {
+#if defined(__SANITIZE_THREAD__)
+  return fork();
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return fork();
+#else
+  return _Fork();
+#endif
+#else
+  return _Fork();
+#endif
+}
+
+// Gives the child its own file description for every read-only regular file
+// it inherited: reads through one (a stored zip member, read with seek and
+// read) then cannot move the offset the parent's threads rely on.
+void h5_own_file_offsets() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return;
+  while (const dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dirfd(dir)) continue;
+    const int flags = fcntl(fd, F_GETFL);
+    struct stat st {};
+    if (flags < 0 || (flags & O_ACCMODE) != O_RDONLY || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    const off_t at = lseek(fd, 0, SEEK_CUR);
+    const int again = ::open(("/proc/self/fd/" + std::string(e->d_name)).c_str(), O_RDONLY);
+    if (again < 0) continue;
+    if (at >= 0) lseek(again, at, SEEK_SET);
+    dup2(again, fd);
+    ::close(again);
+  }
+  closedir(dir);
+}
+
+// Writes all of `text` to `fd` (the pipe to the parent).
+void h5_write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+// Sanitizer builds: a report in the child must end the child, not have the
+// fuzzer's death callback record the input as the parent's crash.
+extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
+
+void H5File::check_all() const {
+  std::set<haddr_t> seen;
+  int64_t budget = kH5MaxObjects;
+  check_object("", 0, seen, budget);
+}
+
+void H5File::check_object(const std::string& path, int depth, std::set<uint64_t>& seen,
+                          int64_t& budget) const {
+  const hid_t file = static_cast<hid_t>(id_);
+  AS_CHECK(depth <= kH5MaxDepth, what_, ": '", path, "' lies more than ", kH5MaxDepth,
+           " groups deep; the file is damaged");
+  AS_CHECK(--budget >= 0, what_, " holds more than ", kH5MaxObjects,
+           " objects; the file is damaged");
+  H5O_info_t info;
+  AS_CHECK(h5_object_info(file, path, what_, &info), what_, ": '", path,
+           "' cannot be read; the file is damaged");
+  if (!seen.insert(info.addr).second) return;  // reached before by another link
+  AS_CHECK(info.num_attrs <= static_cast<hsize_t>(kH5MaxAttributes), what_, ": '", path, "' has ",
+           info.num_attrs, " attributes; the file is damaged");
+  const char* name = path.empty() ? "/" : path.c_str();
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    Id attr(H5Aopen_by_idx(file, name, H5_INDEX_NAME, H5_ITER_INC, i, H5P_DEFAULT, link_access()),
+            H5Aclose);
+    AS_CHECK(attr >= 0, what_, ": an attribute of '", name,
+             "' cannot be read; the file is damaged");
+    char attr_name[256] = "";
+    H5Aget_name(attr, sizeof attr_name, attr_name);
+    read_strings(attr, bytes_, cat(what_, ": attribute '", attr_name, "' of '", name, "'"));
+  }
+  if (info.type == H5O_TYPE_GROUP) {
+    for (const std::string& child : children(path))
+      check_object(path.empty() ? child : path + "/" + child, depth + 1, seen, budget);
+  } else if (info.type == H5O_TYPE_DATASET) {
+    check_values(path);
+  }
+}
+
+void H5File::check_values(const std::string& path) const {
+  const H5Dataset d = dataset(path);
+  if (!d.floating && !d.integer) return;  // the readers refuse these without reading
+  const Shape& s = d.shape;
+  const int rank = static_cast<int>(s.size());
+  if (numel(s) == 0) return;
+  // Blocks [1, ..., 1, step, s[a+1], ...]: the first axis `a` whose inner
+  // values fit a block, stepped through in `step`s, every axis before it one
+  // index at a time.
+  int a = 0;
+  int64_t inner = numel(s) / std::max<int64_t>(s.empty() ? 1 : s[0], 1);
+  while (a + 1 < rank && inner > kH5CheckBlock) inner /= s[++a];
+  const int64_t step = rank == 0 ? 1 : std::max<int64_t>(1, kH5CheckBlock / inner);
+  std::vector<float> buffer(static_cast<size_t>(rank == 0 ? 1 : std::min(s[a], step) * inner));
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  for (;;) {
+    Shape count = s;
+    for (int i = 0; i < a; ++i) count[i] = 1;
+    if (rank > 0) count[a] = std::min(step, s[a] - at[a]);
+    read_block(path, at, count, buffer.data());
+    if (rank == 0) return;
+    // The next block: step along axis a, carrying into the axes before it.
+    int i = a;
+    at[i] += step;
+    while (at[i] >= s[i]) {
+      at[i] = 0;
+      if (--i < 0) return;
+      at[i] += 1;
+    }
+  }
+}
+
+void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
+                            const std::function<int64_t()>& open) {
+  // Memory: the child's own allocations up to 512 MiB plus the file's size
+  // (its metadata and blocks need far less); time: 5 s plus 20 MiB/s.
+  const uint64_t budget = (uint64_t(512) << 20) + file_bytes;
+  const int seconds = 5 + static_cast<int>(std::min<uint64_t>(file_bytes / (20 << 20), 1 << 20));
+  const uint64_t rss_at_fork = h5_statm_bytes(getpid(), 1);
+  int fds[2];
+  AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
+  const pid_t parent = getpid();
+  const pid_t pid = h5_fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]), ::close(fds[1]);
+    fail(what, ": cannot start the process that checks HDF5 files (", strerror(e),
+         "); free some memory and try again");
+  }
+  if (pid == 0) {
+    // The child: only the thread that forked is here; it holds the parent's
+    // HDF5 lock, so no other thread was inside libhdf5.
+    ::close(fds[0]);
+    in_h5_check_child = true;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(kH5ExitRefused);
+    for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU, SIGTRAP, SIGSYS})
+      signal(s, SIG_DFL);
+    signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDERR_FILENO);
+    h5_own_file_offsets();
+    const rlimit mem{h5_statm_bytes(getpid(), 0) + budget, RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &mem);
+    const rlimit cpu{static_cast<rlim_t>(seconds), static_cast<rlim_t>(seconds) + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+    const rlimit no_core{0, 0};  // a crash here leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
+    int code = 0;
+    try {
+      if (check_hook_for_tests) check_hook_for_tests();
+      const hid_t id = static_cast<hid_t>(open());
+      AS_CHECK(id >= 0, what, " cannot be opened as HDF5; the file is damaged");
+      H5File file(id, what);
+      file.check_all();
+      h5_write_all(fds[1], "ok");
+    } catch (const Error& e) {
+      h5_write_all(fds[1], e.what());
+      code = kH5ExitRefused;
+    } catch (const std::bad_alloc&) {
+      code = kH5ExitMemory;
+    } catch (...) {
+      code = kH5ExitRefused;
+    }
+    _exit(code);  // no atexit handlers, no leak check: the parent carries on
+  }
+  ::close(fds[1]);
+  // The parent: collect the child's answer until it ends, its time is up or
+  // it holds more memory than allowed (which RLIMIT_AS misses under ASan,
+  // whose heap is reserved address space).
+  enum { kDone, kTime, kMemory } outcome = kDone;
+  std::string message;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = poll(&p, 1, 20);
+    if (ready > 0) {
+      char buffer[4096];
+      const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+      if (n > 0 && message.size() < 4096) message.append(buffer, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      outcome = kTime;
+      break;
+    }
+    if (h5_statm_bytes(pid, 1) > rss_at_fork + budget) {
+      outcome = kMemory;
+      break;
+    }
+  }
+  ::close(fds[0]);
+  if (outcome != kDone) kill(pid, SIGKILL);
+  int status = 0;
+  pid_t waited;
+  do waited = waitpid(pid, &status, 0);
+  while (waited < 0 && errno == EINTR);
+  const std::string damaged = what + ": the HDF5 file is damaged: libhdf5 ";
+  const std::string mib = std::to_string(budget >> 20);
+  AS_CHECK(outcome != kTime, damaged, "did not finish reading it in ", seconds, " s");
+  AS_CHECK(outcome != kMemory, damaged, "needed more than ", mib, " MiB to read it");
+  if (waited < 0) {  // reaped by someone else (SIGCHLD ignored): the answer says
+    AS_CHECK(message == "ok", message.empty() ? damaged + "failed reading it" : message);
+    return;
+  }
+  if (WIFSIGNALED(status)) {
+    const int s = WTERMSIG(status);
+    AS_CHECK(s != SIGXCPU, damaged, "did not finish reading it in ", seconds, " s");
+    AS_CHECK(s != SIGKILL, damaged, "was killed reading it (signal 9: out of memory?)");
+    fail(damaged, "crashed reading it (signal ", s, ")");
+  }
+  const int code = WEXITSTATUS(status);
+  if (code == 0 && message == "ok") return;
+  AS_CHECK(code != kH5ExitMemory, damaged, "needed more than ", mib, " MiB to read it");
+  AS_CHECK(code != kH5ExitRefused || message.empty(), message);
+  fail(damaged, "failed reading it (exit status ", code, ")");
 }
 
 // ---- Writing ----
@@ -402,7 +839,7 @@ void H5Writer::close() {
 
 void H5Writer::group(const std::string& path) {
   std::lock_guard<std::recursive_mutex> g(lock());
-  if (object_type(static_cast<hid_t>(id_), path) == H5O_TYPE_GROUP) return;
+  if (object_type(static_cast<hid_t>(id_), path, path_) == H5O_TYPE_GROUP) return;
   Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl, 1);
   Id gid(H5Gcreate2(static_cast<hid_t>(id_), path.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT),

@@ -3,11 +3,20 @@
 // each device reads only its own share. A file inside a zip archive is read
 // in place through a small read-only virtual file driver over a ReadAt.
 // libhdf5 (serial build) is not thread-safe: every call holds one lock.
+//
+// A file never reads another file: external links, user-defined links,
+// external storage and virtual datasets are refused by name before they
+// are followed or read. libhdf5 itself crashes, hangs or allocates without
+// bound on some damaged files, so open() first has a forked child read the
+// whole file under memory and time limits (docs/keras-files.md, "What an
+// HDF5 file may reference, and its limits").
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,10 +37,15 @@ struct H5Dataset {
 
 class H5File {
  public:
-  // Opens `path` read-only; `what` names it in errors.
+  // Opens `path` (a regular file) read-only; `what` names it in errors.
+  // Throws one line when the pre-flight child finds the file damaged or
+  // referring outside itself.
   static std::shared_ptr<H5File> open(const std::string& path, const std::string& what);
-  // Opens an HDF5 image read through `read` (a zip member).
+  // Opens an HDF5 image read through `read` (a zip member), checked likewise.
   static std::shared_ptr<H5File> open(ZipMember member, const std::string& what);
+  // Tests only: run in the pre-flight child before it reads the file (to
+  // crash it, hang it or exhaust its memory on purpose).
+  static void (*check_hook_for_tests)();
   ~H5File();
   H5File(const H5File&) = delete;
   H5File& operator=(const H5File&) = delete;
@@ -60,8 +74,24 @@ class H5File {
   H5File(int64_t id, std::string what);
   // Whether a dataset of type class `cls` holds Keras's bfloat16 values.
   bool is_bfloat16(const std::string& path, int cls, size_t element_bytes) const;
+  // Refuses a dataset (open id `ds`) whose shape describes more than its
+  // file can hold, or whose contiguous data lie outside the file.
+  void check_size(int64_t ds, const std::string& path, const H5Dataset& d) const;
+  // The pre-flight check: a forked child opens the file with `open` and
+  // reads it all (check_all); its failure, crash, hang or runaway memory
+  // throws one line naming `what`.
+  static void check_in_child(const std::string& what, uint64_t file_bytes,
+                             const std::function<int64_t()>& open);
+  // Every object reachable from the root (bounded in depth and count, each
+  // once), every attribute read as the readers read strings, every
+  // dataset's shape and storage checked and its values read in blocks.
+  void check_all() const;
+  void check_object(const std::string& path, int depth, std::set<uint64_t>& seen,
+                    int64_t& budget) const;
+  void check_values(const std::string& path) const;
   int64_t id_;
   std::string what_;
+  uint64_t bytes_ = 0;          // the file's size
   std::shared_ptr<void> keep_;  // the driver's registration of a ZipMember
 };
 
