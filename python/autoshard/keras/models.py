@@ -93,6 +93,17 @@ class InputLayer:
                             batch_shape=batch_shape, name=name)
 
 
+def _by_name(values, names, what, arg, missing_text, role):
+    """A dict of arrays keyed by the model's input or output names, with one
+    error naming the first name it lacks and the keys it has."""
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"{what}: {arg} {missing_text} '{missing[0]}' ({arg}'s keys: "
+                         f"{', '.join(repr(k) for k in values) or 'none'}; the {role}: "
+                         f"{', '.join(repr(n) for n in names)})")
+    return dict(values)
+
+
 def _as_list(v):
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
@@ -381,13 +392,7 @@ class Model:
         native = self._built(x, what)
         names = list(native.input_names)
         if isinstance(x, dict):
-            missing = [n for n in names if n not in x]
-            if missing:
-                raise ValueError(f"{what}: x has no array for the model's input "
-                                 f"'{missing[0]}' (x's keys: "
-                                 f"{', '.join(repr(k) for k in x) or 'none'}; the inputs: "
-                                 f"{', '.join(repr(n) for n in names)})")
-            return dict(x)
+            return _by_name(x, names, what, "x", "has no array for the model's input", "inputs")
         xs = _as_list(x) if len(names) > 1 else [x]
         if len(xs) != len(names):
             raise ValueError(f"{what}: the model takes {len(names)} inputs, got {len(xs)}")
@@ -425,13 +430,7 @@ class Model:
         if y is None:
             raise ValueError(f"{what}: targets (y) are needed")
         if isinstance(y, dict):
-            missing = [n for n in names if n not in y]
-            if missing:
-                raise ValueError(f"{what}: y has no targets for the model's output "
-                                 f"'{missing[0]}' (y's keys: "
-                                 f"{', '.join(repr(k) for k in y) or 'none'}; the outputs: "
-                                 f"{', '.join(repr(n) for n in names)})")
-            return dict(y)
+            return _by_name(y, names, what, "y", "has no targets for the model's output", "outputs")
         ys = _as_list(y) if len(names) > 1 else [y]
         if len(ys) != len(names):
             raise ValueError(f"{what}: the model has {len(names)} outputs, got {len(ys)} targets")
