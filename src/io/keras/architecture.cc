@@ -173,9 +173,12 @@ void assign_saved_groups(ModelSpec& spec, const std::vector<std::string>& contai
   // container_classes: the class of each saved container entry in order;
   // InputLayers of a functional model take a name but hold nothing.
   std::map<std::string, int> used;
+  std::map<std::string, std::string> snake;  // by class: snake_case's expressions are slow
   size_t layer = 0;
   for (const std::string& cls : container_classes) {
-    std::string name = snake_case(cls);
+    auto known = snake.find(cls);
+    if (known == snake.end()) known = snake.emplace(cls, snake_case(cls)).first;
+    std::string name = known->second;
     if (used.count(name)) {
       const int repeat = ++used[name];
       name += '_';  // in pieces: GCC 12 warns falsely on "_" + std::to_string(...)
