@@ -623,6 +623,18 @@ TEST_F(BadInputJson, ALayerNamedWithControlCharactersIsPrintedOnOneLine) {
       << r.output;
 }
 
+TEST_F(BadInputJson, ALongLayerNameIsCutInMessages) {
+  json m = dense_model();
+  const std::string name(5000, 'n');
+  m["config"]["layers"][1] = call_layer("NoSuchLayer", name, json::object(), "x");
+  m["config"]["output_layers"] = {{name, 0, 0}};
+  const std::string e = error_of([&] {
+    load_keras_model(write_tfjs(dir_, {{"modelTopology", m}}), no_weights());
+  });
+  EXPECT_NE(e.find("layer '" + std::string(200, 'n') + "...'"), std::string::npos) << e;
+  EXPECT_EQ(e.find(std::string(201, 'n')), std::string::npos) << e;
+}
+
 TEST_F(BadInputJson, ALayoutMapOfANameWithANulByteIsValidPython) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   json m = dense_model();

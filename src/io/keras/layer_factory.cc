@@ -29,7 +29,7 @@ namespace {
 class Fields {
  public:
   Fields(const LayerSpec& spec, const BuildContext& ctx)
-      : c_(spec.config), layer_(spec.name), cls_(spec.cls), ctx_(ctx) {
+      : c_(spec.config), layer_(shown_name(spec.name)), cls_(shown_name(spec.cls)), ctx_(ctx) {
     AS_CHECK(c_.is_object(), ctx.where, ": layer '", layer_, "' (", cls_,
              "): config must be an object");
     for (const char* k : {"name", "batch_input_shape", "batch_shape", "input_shape", "input_dim",
@@ -177,7 +177,7 @@ class Fields {
   }
 
   const json& c_;
-  std::string layer_, cls_;
+  std::string layer_, cls_;  // as messages show them (escaped, long ones cut)
   const BuildContext& ctx_;
   std::set<std::string> used_;
 };
@@ -699,7 +699,8 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
                          std::string(side) + "_" + base + "/" + r.tfjs});
     return done(Bidirectional(rnn, BidirectionalOptions().merge_mode(merge).name(name)), roles);
   }
-  fail(ctx.where, ": layer '", name, "' of class '", cls, "' is not supported yet");
+  fail(ctx.where, ": layer '", shown_name(name), "' of class '", shown_name(cls),
+       "' is not supported yet");
 }
 
 }  // namespace autoshard::keras
