@@ -80,7 +80,7 @@ void make_calls(const ModelSpec& spec, const std::map<std::string, Layer>& layer
   for (size_t i = 0; i < spec.layers.size(); ++i)
     for (size_t c = 0; c < spec.layers[i].calls.size(); ++c) {
       maker[tensor_key(spec.layers[i].name, c)] = calls.size();
-      calls.push_back({i, c});
+      calls.push_back(Call{i, c, 0, {}});
     }
   for (size_t id = 0; id < calls.size(); ++id) {
     const LayerSpec& l = spec.layers[calls[id].layer];
