@@ -58,7 +58,7 @@ void write_text(const fs::path& path, const std::string& text) {
 
 // The message of the Error `f` throws ("" when it throws none). Any other
 // exception (a JSON library's) fails the test.
-std::string error_of(const std::function<void()>& f) {
+std::string door_error(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -91,7 +91,8 @@ json call_layer(const std::string& cls, const std::string& name, json config,
           {"inbound_nodes", {{{from, 0, 0, json::object()}}}}};
 }
 
-json functional(const std::vector<json>& layers, const std::string& in, const std::string& out) {
+json functional_model(const std::vector<json>& layers, const std::string& in,
+                      const std::string& out) {
   return {{"class_name", "Model"},
           {"config",
            {{"name", "m"},
@@ -102,8 +103,8 @@ json functional(const std::vector<json>& layers, const std::string& in, const st
 
 // x [5] -> Dense "dense" (3 units), the model the type cases edit.
 json dense_model() {
-  return functional({input_layer("x", {5}), call_layer("Dense", "dense", {{"units", 3}}, "x")}, "x",
-                    "dense");
+  return functional_model(
+      {input_layer("x", {5}), call_layer("Dense", "dense", {{"units", 3}}, "x")}, "x", "dense");
 }
 
 struct Weight {
@@ -267,7 +268,7 @@ TEST_F(BadInputJson, EveryJsonDoorRefusesDeepNestingNamingTheLimit) {
   for (const DeepDoor& door : doors) {
     const fs::path d = dir_ / std::to_string(&door - doors.data());
     fs::create_directories(d);
-    const std::string e = error_of([&] { door.read(d); });
+    const std::string e = door_error([&] { door.read(d); });
     EXPECT_NE(e.find("deeper than 512 levels"), std::string::npos) << door.name << ": " << e;
   }
 }
@@ -386,7 +387,7 @@ TEST_F(BadInputJson, WrongTypesNameTheFieldNotTheJsonLibrary) {
     json m = dense_model();
     c.edit(m);
     const fs::path d = dir_ / std::to_string(&c - cases.data());
-    const std::string e = error_of([&] {
+    const std::string e = door_error([&] {
       load_keras_model(write_tfjs(d, {{"modelTopology", m}}), no_weights());
     });
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.name << ": " << e;
@@ -443,7 +444,7 @@ TEST_F(BadInputJson, WrongTypesOutsideTheArchitecture) {
     const fs::path d = dir_ / std::to_string(&c - cases.data());
     KerasLoadOptions o = no_weights();
     o.weights = c.weights;
-    const std::string e = error_of([&] { load_keras_model(c.write(d), o); });
+    const std::string e = door_error([&] { load_keras_model(c.write(d), o); });
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.name << ": " << e;
     EXPECT_EQ(e.find("json.exception"), std::string::npos) << c.name << ": " << e;
   }
@@ -452,7 +453,7 @@ TEST_F(BadInputJson, WrongTypesOutsideTheArchitecture) {
 // The backstop: a JSON exception escaping any read becomes one Error naming
 // the file, without the library's id.
 TEST(BadInputJsonBackstop, JsonExceptionsBecomeOneErrorNamingTheFile) {
-  const std::string e = error_of(
+  const std::string e = door_error(
       [] { with_json_errors("Keras model 'm.keras'", [] { return json(5).get<std::string>(); }); });
   EXPECT_EQ(e,
             "Keras model 'm.keras': a value has the wrong type or is out of range (type must "
@@ -497,7 +498,8 @@ TEST_F(BadInputJson, AReversedFunctionalChainBuildsInLinearTime) {
   layers.push_back(input_layer("x", {5}));
   const auto start = std::chrono::steady_clock::now();
   KerasModel k = load_keras_model(
-      write_tfjs(dir_, {{"modelTopology", functional(layers, "x", "r" + std::to_string(n - 1))}}),
+      write_tfjs(dir_,
+                 {{"modelTopology", functional_model(layers, "x", "r" + std::to_string(n - 1))}}),
       no_weights());
   EXPECT_LT(seconds_since(start), 20.0 * cli_runner::kTimeLimitScale);
 }
@@ -532,7 +534,7 @@ TEST_F(BadInputJson, NestedModelsLoadToTheLimitAndNoDeeper) {
     const std::string path =
         write_tfjs_text(dir_ / std::to_string(c.depth), nested_sequentials(c.depth));
     const auto t = std::chrono::steady_clock::now();
-    const std::string e = error_of([&] { load_keras_model(path, no_weights()); });
+    const std::string e = door_error([&] { load_keras_model(path, no_weights()); });
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.depth << ": " << e;
     EXPECT_LT(seconds_since(t), 10.0 * cli_runner::kTimeLimitScale) << c.depth;
   }
@@ -542,8 +544,8 @@ TEST_F(BadInputJson, NestedModelsLoadToTheLimitAndNoDeeper) {
 
 TEST_F(BadInputJson, NormalisationsThatMakeNaNAreRefusedWhenRead) {
   auto norm = [](const std::string& cls, json config) {
-    return functional({input_layer("x", {3}), call_layer(cls, "norm", std::move(config), "x")}, "x",
-                      "norm");
+    return functional_model(
+        {input_layer("x", {3}), call_layer(cls, "norm", std::move(config), "x")}, "x", "norm");
   };
   const std::vector<float> ones(3, 1.0f), zeros(3, 0.0f);
   const struct {
@@ -576,7 +578,7 @@ TEST_F(BadInputJson, NormalisationsThatMakeNaNAreRefusedWhenRead) {
     const fs::path d = dir_ / std::to_string(&c - cases);
     KerasLoadOptions o;
     o.weights = !c.weights.empty();
-    const std::string e = error_of([&] {
+    const std::string e = door_error([&] {
       load_keras_model(write_tfjs(d, {{"modelTopology", c.model}}, c.weights), o);
     });
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.name << ": " << e;
@@ -628,7 +630,7 @@ TEST_F(BadInputJson, ALongLayerNameIsCutInMessages) {
   const std::string name(5000, 'n');
   m["config"]["layers"][1] = call_layer("NoSuchLayer", name, json::object(), "x");
   m["config"]["output_layers"] = {{name, 0, 0}};
-  const std::string e = error_of([&] {
+  const std::string e = door_error([&] {
     load_keras_model(write_tfjs(dir_, {{"modelTopology", m}}), no_weights());
   });
   EXPECT_NE(e.find("layer '" + std::string(200, 'n') + "...'"), std::string::npos) << e;
