@@ -29,6 +29,33 @@ constexpr int kMaxJsonDepth = 512;
 namespace json_detail {
 struct TooDeep {};  // thrown by the parser's callback, caught below
 
+// nlohmann's DOM builder (what json::parse uses) counting the arrays and
+// objects open: sax_parse calls these members by the builder's own type, so
+// they wrap the base's. Its errors throw as json::parse's do.
+class DepthLimitedBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+
+ public:
+  explicit DepthLimitedBuilder(nlohmann::json& out) : Base(out, /*allow_exceptions=*/true) {}
+  bool start_object(std::size_t n) { return open() && Base::start_object(n); }
+  bool start_array(std::size_t n) { return open() && Base::start_array(n); }
+  bool end_object() {
+    --depth_;
+    return Base::end_object();
+  }
+  bool end_array() {
+    --depth_;
+    return Base::end_array();
+  }
+
+ private:
+  bool open() {
+    if (++depth_ > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  }
+  int depth_ = 0;
+};
+
 // The JSON library's message without its id ("[json.exception.type_error.302]
 // ") and without the text it quotes from the file ("last read: '...'",
 // "parsing '1e999'"): a refused file's contents never appear in a message.
@@ -54,10 +81,16 @@ inline nlohmann::json parse_json_text(std::string_view text, const std::string& 
   auto limit = [&watch](int depth, Event event, nlohmann::json& parsed) {
     if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
       throw json_detail::TooDeep{};
-    return watch ? watch(depth, event, parsed) : true;
+    return watch(depth, event, parsed);
   };
   try {
-    return nlohmann::json::parse(text, limit);
+    if (watch) return nlohmann::json::parse(text, limit);
+    // Without a watcher, the library's own builder with a depth count (the
+    // callback parser above takes 1.5 times as long on a tokenizer.json).
+    nlohmann::json out;
+    json_detail::DepthLimitedBuilder builder(out);
+    nlohmann::json::sax_parse(text, &builder);
+    return out;
   } catch (const json_detail::TooDeep&) {
     fail(where, " nests arrays and objects deeper than ", kMaxJsonDepth,
          " levels (autoshard's limit for a JSON file; real files nest a few levels)");
