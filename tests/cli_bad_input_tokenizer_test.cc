@@ -217,14 +217,20 @@ TEST_F(BadTokenizerInput, CostsStayLinear) {
     std::string s = k.dump();
     return s.insert(1, "\"" + key + "\":" + value + ",");
   };
+  // Stages nested past the stages' limit (64), within JSON's (512 levels,
+  // two per stage); deeper still, the parser refuses the file.
   expect_error("tokenize --text hi --weights " +
-                   model_dir_raw("dec", with("decoder", nested("Sequence", "decoders", 20000,
+                   model_dir_raw("dec", with("decoder", nested("Sequence", "decoders", 200,
                                                                R"({"type":"Fuse"})"))),
                "nests more than 64 levels deep", "", 5);
   expect_error("tokenize --text hi --weights " +
-                   model_dir_raw("norm", with("normalizer", nested("Sequence", "normalizers", 5000,
+                   model_dir_raw("norm", with("normalizer", nested("Sequence", "normalizers", 200,
                                                                    R"({"type":"NFC"})"))),
                "normalizer.normalizers[0].normalizers[0]", "", 5);
+  expect_error("tokenize --text hi --weights " +
+                   model_dir_raw("deep", with("decoder", nested("Sequence", "decoders", 20000,
+                                                                R"({"type":"Fuse"})"))),
+               "deeper than 512 levels", "", 5);
 }
 
 // F04, F05: a value of the wrong JSON type names its path; a directory

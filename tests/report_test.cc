@@ -85,7 +85,7 @@ TEST_F(Report, BadInputIsOneLineNamingTheFileAndLine) {
     std::string args, says;
   } cases[] = {
       {(dir_ / "missing.jsonl").string() + " --html " + out, "missing.jsonl' cannot be read"},
-      {not_json + " --html " + out, "bad.jsonl' line 2 is not JSON"},
+      {not_json + " --html " + out, "bad.jsonl' line 2 is not valid JSON"},
       {no_step + " --html " + out, "nostep.jsonl' line 1 has no numeric \"step\""},
       {text_loss + " --html " + out, "text.jsonl' line 1: \"loss\" is \"low\", not a number"},
       {empty + " --html " + out, "empty.jsonl' holds no step"},

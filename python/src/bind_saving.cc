@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/io/keras_model.h"
 #include "py_model.h"
 
@@ -68,7 +69,7 @@ void check_same_weights(Model& model, const KerasModel& k) {
 // "optimizer_config": {...}, "losses": [{"name": ..., "from_logits": ...}],
 // "loss_weights": [...], "metrics": [...]}.
 KerasCompileConfig compile_config_of(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
+  const nlohmann::json j = parse_json_text(text, "save: the compile config");
   KerasCompileConfig c;
   c.present = true;
   c.optimizer = j.at("optimizer").get<std::string>();

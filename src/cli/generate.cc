@@ -9,6 +9,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 #include "autoshard/nn/generation.h"
 #include "cli/arguments.h"
@@ -36,7 +37,8 @@ std::vector<int32_t> eos_tokens(const std::string& model) {
   if (std::filesystem::is_directory(path)) path /= "config.json";
   if (path.extension() != ".json" || !std::filesystem::is_regular_file(path)) return {};
   // LanguageModelConfig::of has read this file already: it is a JSON object.
-  const nlohmann::json j = nlohmann::json::parse(read_input_file(path, "model config", 16 << 20));
+  const nlohmann::json j = parse_json_text(read_input_file(path, "model config", 16 << 20),
+                                           "model config '" + path.string() + "'");
   std::vector<int32_t> ids;
   if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
   const nlohmann::json& e = j["eos_token_id"];

@@ -210,11 +210,11 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
   if (file_optimizer && k.has_optimizer_state) model.set_iterations(k.iterations);
   if (printer && file_optimizer && k.has_optimizer_state)
     std::fprintf(stderr, "optimizer %s resumed from the file's state after %lld steps\n",
-                 k.compile.optimizer.c_str(), static_cast<long long>(k.iterations));
+                 one_line(k.compile.optimizer).c_str(), static_cast<long long>(k.iterations));
   else if (printer && file_optimizer && !k.optimizer_state_note.empty() &&
            k.optimizer_state_note != "the file holds no optimizer state")
     std::fprintf(stderr, "note: the file's optimizer state is not used (%s); %s starts from zero\n",
-                 k.optimizer_state_note.c_str(), k.compile.optimizer.c_str());
+                 one_line(k.optimizer_state_note).c_str(), one_line(k.compile.optimizer).c_str());
   infer_output_shapes(k);
   const Data data = read_data(k, o.keras, compiled.losses, std::move(raw_x));
   const int64_t batch = std::min(o.batch, data.n);

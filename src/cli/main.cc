@@ -13,9 +13,11 @@
 namespace {
 // Under mpirun a failing rank takes every rank down, with a message naming
 // it, instead of leaving the others waiting in a collective.
+// The message is one line, whatever names it quotes (Error's are already).
 int report(const char* kind, const char* what) {
-  autoshard::World::process().abort_all(std::string(kind) + what);
-  std::fprintf(stderr, "autoshard: %s%s\n", kind, what);
+  const std::string line = autoshard::one_line(what);
+  autoshard::World::process().abort_all(std::string(kind) + line);
+  std::fprintf(stderr, "autoshard: %s%s\n", kind, line.c_str());
   return kind[0] == 'e' ? 1 : 2;
 }
 

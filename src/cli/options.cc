@@ -209,7 +209,7 @@ void check_layout_map(const CommonOptions& o, const Distribution* d, Model& mode
       std::fprintf(stderr,
                    "autoshard: warning: layout map key '%s' matches no weight of the model; its "
                    "layout is unused (--strict makes this an error)\n",
-                   key.c_str());
+                   one_line(key).c_str());
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/json.h"
 
 namespace autoshard::cli {
 
@@ -29,9 +30,9 @@ TrainingLog read_training_log(const std::string& path) {
     const std::string where = "report: '" + path + "' line " + std::to_string(line);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(s);
-    } catch (const nlohmann::json::parse_error& e) {
-      fail(where, " is not JSON (", e.what(), "); give the JSON-lines log of train --log");
+      j = parse_json_text(s, where);
+    } catch (const Error& e) {
+      fail(e.what(), "; give the JSON-lines log of train --log");
     }
     AS_CHECK(j.is_object(), where, " is not a JSON object; give the JSON-lines log of train --log");
     AS_CHECK(j.contains("step") && j["step"].is_number() && std::isfinite(j["step"].get<double>()),

@@ -3,17 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/io/checkpoint.h"
 
 namespace autoshard {
 
 nlohmann::json parse_state(const std::string& text, const std::string& source) {
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("checkpoint state '", source, "' is not valid JSON (", e.what(), ")");
-  }
+  nlohmann::json state = parse_json_text(text, "checkpoint state '" + source + "'");
   AS_CHECK(state.is_object(), "checkpoint state '", source, "' must be a JSON object");
   const std::string format =
       state.contains("format") && state["format"].is_string() ? state["format"].get<std::string>()

@@ -7,6 +7,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/json.h"
 
 namespace autoshard {
 
@@ -17,14 +18,10 @@ namespace {
 // The shard files the index names, each once, checked to lie in `dir`.
 std::map<std::string, std::string> read_index(const fs::path& index) {
   require_regular_file(index.string(), "weight index");
-  std::ifstream in(index);
-  AS_CHECK(in.good(), "cannot open '", index.string(), "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    fail("'", index.string(), "' is not valid JSON: ", e.what());
-  }
+  // cat, not "'" + ...: GCC 12 warns falsely (-Wrestrict) on a literal + a temporary.
+  const nlohmann::json j =
+      parse_json_text(read_input_file(index.string(), "weight index", uint64_t{256} << 20),
+                      cat("'", index.string(), "'"));
   AS_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "'",
            index.string(), "' has no \"weight_map\" object (tensor name -> file name)");
   std::map<std::string, std::string> map;

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 
 namespace autoshard {
@@ -115,11 +116,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         duplicate = parsed.get<std::string>();
       return true;
     };
-    try {
-      j = nlohmann::json::parse(header, watch);
-    } catch (const std::exception& e) {
-      fail("'", path, "': the header is not valid JSON (", e.what(), ")");
-    }
+    j = parse_json_text(header, "'" + path + "': the header", watch);
     AS_CHECK(duplicate.empty(), "'", path, "': tensor '", duplicate,
              "' appears twice in the header");
     AS_CHECK(j.is_object(), "'", path, "': the header must be a JSON object");

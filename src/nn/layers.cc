@@ -31,6 +31,21 @@ SymbolicTensor Input(Shape shape, DType dtype, std::string name) {
   return SymbolicTensor(std::move(node));
 }
 
+SymbolicTensor::Node::~Node() {
+  std::vector<SymbolicTensor> pending = std::move(inputs);
+  while (!pending.empty()) {
+    SymbolicTensor t = std::move(pending.back());
+    pending.pop_back();
+    // The last owner: take the node's inputs before it goes, so that its
+    // own destructor finds none. (Made by make_shared as non-const.)
+    if (t.node_.use_count() == 1) {
+      auto& node = const_cast<Node&>(*t.node_);
+      for (SymbolicTensor& in : node.inputs) pending.push_back(std::move(in));
+      node.inputs.clear();
+    }
+  }
+}
+
 Value Layer::operator()(Trace& trace, const std::vector<Value>& inputs) const {
   Trace::Scope scope(trace, impl_->name());
   return impl_->call(trace, inputs);

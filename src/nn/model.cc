@@ -72,19 +72,41 @@ Value Model::call(Trace& trace, const std::vector<Value>& inputs) {
 }
 
 // Replays the recorded functional graph on traced values: every layer call
-// once, however many outputs read it.
+// once, however many outputs read it. Depth-first with a stack of its own,
+// inputs left to right (the order a recursion would take): a chain of
+// 50,000 layers must not take 50,000 frames of the thread's stack.
 std::vector<Value> Model::replay(Trace& trace, const std::vector<Value>& inputs) {
   AS_CHECK(!symbolic_outputs_.empty(), "Model ", name_,
            ": a model built without Input() must override call()");
   std::map<const SymbolicTensor::Node*, Value> done;
   for (size_t i = 0; i < symbolic_inputs_.size(); ++i) done[symbolic_inputs_[i].get()] = inputs[i];
-  std::function<Value(const SymbolicTensor&)> eval = [&](const SymbolicTensor& s) -> Value {
-    if (auto it = done.find(s.get()); it != done.end()) return it->second;
-    AS_CHECK(s.node().layer != nullptr, "Model ", name_, ": input '", s.node().name,
-             "' is not one of the model's inputs");
-    std::vector<Value> args;
-    for (const SymbolicTensor& in : s.node().inputs) args.push_back(eval(in));
-    return done[s.get()] = (*s.node().layer)(trace, args);
+  struct Pending {
+    const SymbolicTensor* tensor;
+    size_t next_input = 0;  // the inputs before it are done
+  };
+  std::vector<Pending> stack;
+  auto eval = [&](const SymbolicTensor& root) -> Value {
+    stack.push_back({&root});
+    while (!stack.empty()) {
+      Pending& p = stack.back();
+      const SymbolicTensor::Node& node = p.tensor->node();
+      if (done.count(p.tensor->get())) {
+        stack.pop_back();
+        continue;
+      }
+      AS_CHECK(node.layer != nullptr, "Model ", name_, ": input '", node.name,
+               "' is not one of the model's inputs");
+      if (p.next_input < node.inputs.size()) {
+        const SymbolicTensor* in = &node.inputs[p.next_input++];
+        if (!done.count(in->get())) stack.push_back({in});  // p is stale from here
+        continue;
+      }
+      std::vector<Value> args;
+      for (const SymbolicTensor& in : node.inputs) args.push_back(done.at(in.get()));
+      done[p.tensor->get()] = (*node.layer)(trace, args);
+      stack.pop_back();
+    }
+    return done.at(root.get());
   };
   std::vector<Value> outs;
   for (const SymbolicTensor& s : symbolic_outputs_) outs.push_back(eval(s));

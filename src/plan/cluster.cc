@@ -12,6 +12,7 @@
 
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 #include "autoshard/runtime/memory.h"
 
@@ -184,12 +185,7 @@ Cluster Cluster::named(const std::string& name_or_file) {
 }
 
 Cluster Cluster::from_json(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("cluster '", source, "' is not valid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json_text(text, "cluster '" + source + "'");
   ClusterFields f(source);
   AS_CHECK(j.is_object(), f.in(), "must be an object with \"device\" and \"links\"");
   f.check_keys(j, "cluster",

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/shard/partitioner.h"
 
 namespace autoshard {
@@ -101,12 +102,7 @@ std::vector<std::string> LayoutMap::unmatched(const std::vector<std::string>& pa
 }
 
 LayoutMap LayoutMap::from_json_text(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("layout map '", source, "' is not valid JSON: ", e.what());
-  }
+  const nlohmann::json j = parse_json_text(text, "layout map '" + source + "'");
   AS_CHECK(j.is_object(), "layout map '", source,
            "' must be an object of regex -> [axis or null, ...]");
   LayoutMap m;

@@ -75,15 +75,11 @@ std::string axes_name(const TensorLayout::Axes& axes) {
   return axes.size() > 1 ? "(" + s + ")" : s;
 }
 
+// A Python string literal of `s`: JSON's escapes are Python's (\", \\, \n,
+// \u0000), and a byte that is not UTF-8 (a path given on the command line)
+// becomes U+FFFD rather than an exception.
 std::string python_string(const std::string& s) {
-  return nlohmann::json(s).dump();
-}
-
-// Text for a Python comment: one line, whatever a layer's name holds.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -299,7 +295,7 @@ std::string layout_map_json(const LayoutMapExport& e) {
              {"uneven_splits", uneven_splits(e)},
              {"lost_splits", e.lost_splits},
              {"variables", variables}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 std::string layout_map_python(const LayoutMapExport& e) {
@@ -325,8 +321,8 @@ std::string layout_map_python(const LayoutMapExport& e) {
   };
   std::string py;
   py += "\"\"\"AutoShard's plan as a Keras LayoutMap (autoshard plan --export-layout-map).\n\n";
-  py += "Model " + nlohmann::json(e.model).dump() + " on mesh " + e.mesh.to_string() +
-        ", batch_dim_name " + python_string(e.batch_dim_name) + "; " + predicted + ".\n\n";
+  py += "Model " + python_string(e.model) + " on mesh " + e.mesh.to_string() + ", batch_dim_name " +
+        python_string(e.batch_dim_name) + "; " + predicted + ".\n\n";
   py +=
       "    import keras\n"
       "    mesh = keras.distribution.DeviceMesh(MESH_SHAPE, MESH_AXIS_NAMES)\n"
@@ -365,6 +361,8 @@ std::string layout_map_python(const LayoutMapExport& e) {
     if (!written.insert(v.key).second) continue;
     const int n = sharing[v.key];
     if (n > 1) py += "    # " + std::to_string(n) + " variables, the first:\n";
+    // A comment is one line of text Python reads: control characters (a NUL
+    // stops Python's import) and bad UTF-8 escaped (error.h's one_line).
     py += "    # " +
           one_line(v.path + " " + shape_str(v.shape) + " (autoshard: " + v.weight + ")") + "\n";
     py += "    layout_map[" + python_string(v.key) + "] = " + layout_string(entry.layout) + "\n";

@@ -64,6 +64,9 @@ class Layer {
 };
 
 struct SymbolicTensor::Node {
+  // Releases the nodes only this one holds without recursing: a chain of
+  // 50,000 layers would otherwise free itself 50,000 frames deep.
+  ~Node();
   std::vector<SymbolicTensor> inputs;
   std::shared_ptr<Layer> layer;  // null for an Input
   Shape shape;                   // Inputs only

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 
 namespace autoshard::keras {
 
@@ -24,6 +25,7 @@ std::string snake_case(const std::string& class_name) {
 namespace {
 
 const std::set<std::string> kModelClasses = {"Sequential", "Functional", "Model"};
+const json kEmptyObject = json::object(), kEmptyArray = json::array();
 
 std::string str_field(const json& j, const char* key, const std::string& where) {
   AS_CHECK(j.is_object() && j.contains(key) && j.at(key).is_string(), where, ": '", key,
@@ -86,9 +88,10 @@ InputLayerSpec input_layer(const json& config, const std::string& name, const st
                                                            : nullptr;
   AS_CHECK(key, where, ": input layer '", name, "' has no batch_shape");
   in.shape = batchless_shape(config.at(key), where + ": input layer '" + name + "'");
-  in.dtype = dtype_name(config.value("dtype", json()), where + ": input layer '" + name + "'");
-  AS_CHECK(!config.value("sparse", false) && !config.value("ragged", false), where,
-           ": input layer '", name, "' is sparse or ragged; only dense inputs are supported");
+  const std::string at = where + ": input layer '" + name + "'";
+  in.dtype = dtype_name(config.value("dtype", json()), at);
+  AS_CHECK(!json_bool_or(config, "sparse", false, at) && !json_bool_or(config, "ragged", false, at),
+           at, " is sparse or ragged; only dense inputs are supported");
   return in;
 }
 
@@ -96,27 +99,37 @@ TensorRef ref_of(const json& history, const std::string& where) {
   AS_CHECK(history.is_array() && history.size() >= 3 && history[0].is_string() &&
                history[1].is_number_integer() && history[2].is_number_integer(),
            where, ": a tensor reference must be [layer, node, index], got ", history.dump());
-  TensorRef r{history[0].get<std::string>(), history[1].get<int>(), history[2].get<int>()};
-  AS_CHECK(r.node >= 0 && r.node < 100000 && r.tensor >= 0 && r.tensor < 1000, where,
-           ": tensor reference ", history.dump(), " is out of range");
-  return r;
+  // Checked as 64-bit numbers before narrowing: node 2^32 is not node 0. A
+  // number above 2^63 is unsigned and reads as negative here.
+  const int64_t node = history[1].get<int64_t>(), tensor = history[2].get<int64_t>();
+  AS_CHECK(node >= 0 && node < 100000 && tensor >= 0 && tensor < 1000, where, ": tensor reference ",
+           history.dump().substr(0, 200), " is out of range (node 0 to 99999, index 0 to 999)");
+  return TensorRef{history[0].get<std::string>(), static_cast<int>(node), static_cast<int>(tensor)};
+}
+
+// Whether `j` is an object whose class_name is `cls` (any other type of
+// class_name is simply not that class).
+bool has_class(const json& j, const char* cls) {
+  return j.is_object() && j.contains("class_name") && j.at("class_name") == cls;
 }
 
 bool is_keras_tensor(const json& j) {
-  return j.is_object() && j.value("class_name", "") == "__keras_tensor__";
+  return has_class(j, "__keras_tensor__");
 }
 
 // Keras 3 node arguments: tensors in args (flattened lists); kwargs may only
 // be empty values.
 void collect_tensors(const json& arg, std::vector<TensorRef>& out, const std::string& where) {
   if (is_keras_tensor(arg)) {
-    AS_CHECK(arg.contains("config") && arg.at("config").contains("keras_history"), where,
-             ": a __keras_tensor__ without keras_history");
+    AS_CHECK(arg.contains("config") && arg.at("config").is_object() &&
+                 arg.at("config").contains("keras_history"),
+             where, ": a __keras_tensor__ without keras_history");
     out.push_back(ref_of(arg.at("config").at("keras_history"), where));
   } else if (arg.is_array()) {
     for (const json& a : arg) collect_tensors(a, out, where);
-  } else if (arg.is_object() && arg.value("class_name", "") == "__tuple__" &&
-             arg.contains("config")) {
+  } else if (has_class(arg, "__tuple__") && arg.contains("config")) {
+    AS_CHECK(arg.at("config").is_object(), where, ": a __tuple__'s config must be an object, not ",
+             json_type_phrase(arg.at("config")));
     collect_tensors(arg.at("config").value("value", json::array()), out, where);
   } else {
     fail(where, ": a call argument ", arg.dump().substr(0, 200), " is not a tensor");
@@ -160,9 +173,12 @@ void assign_saved_groups(ModelSpec& spec, const std::vector<std::string>& contai
   // container_classes: the class of each saved container entry in order;
   // InputLayers of a functional model take a name but hold nothing.
   std::map<std::string, int> used;
+  std::map<std::string, std::string> snake;  // by class: snake_case's expressions are slow
   size_t layer = 0;
   for (const std::string& cls : container_classes) {
-    std::string name = snake_case(cls);
+    auto known = snake.find(cls);
+    if (known == snake.end()) known = snake.emplace(cls, snake_case(cls)).first;
+    std::string name = known->second;
     if (used.count(name)) {
       const int repeat = ++used[name];
       name += '_';  // in pieces: GCC 12 warns falsely on "_" + std::to_string(...)
@@ -175,14 +191,23 @@ void assign_saved_groups(ModelSpec& spec, const std::vector<std::string>& contai
   }
 }
 
-LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where);
+// How deep models are nested (0: the file's model) and how many layers
+// were read so far, against the limits.
+struct Nesting {
+  int depth = 0;
+  int64_t* layers;
+};
 
-ModelSpec parse_sequential(const json& config, Dialect dialect, const std::string& where) {
+LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where, Nesting n);
+ModelSpec parse_model_at(const json& model, Dialect dialect, const std::string& where, Nesting n);
+
+ModelSpec parse_sequential(const json& config, Dialect dialect, const std::string& where,
+                           Nesting n) {
   ModelSpec spec;
   spec.sequential = true;
   const json* layers = &config;
   if (config.is_object()) {
-    spec.name = config.value("name", "sequential");
+    spec.name = json_string_or(config, "name", "sequential", where + ": the model's config");
     AS_CHECK(config.contains("layers"), where, ": Sequential config has no 'layers'");
     layers = &config.at("layers");
   }
@@ -191,19 +216,18 @@ ModelSpec parse_sequential(const json& config, Dialect dialect, const std::strin
   std::string previous;
   for (const json& l : *layers) {
     const std::string cls = str_field(l, "class_name", where);
-    const json& c = l.contains("config") ? l.at("config") : json::object();
+    const json& c = l.contains("config") ? l.at("config") : kEmptyObject;
     if (cls == "InputLayer") {
       AS_CHECK(spec.inputs.empty() && spec.layers.empty(), where,
                ": an InputLayer in the middle of a Sequential model");
-      const std::string name = c.value("name", "input_layer");
+      const std::string name = json_string_or(c, "name", "input_layer", where + ": an InputLayer");
       spec.inputs.push_back(input_layer(c, name, where));
       previous = name;
       continue;
     }
-    LayerSpec layer = parse_layer(l, dialect, where);
+    LayerSpec layer = parse_layer(l, dialect, where, n);
     if (spec.inputs.empty()) {
       // Keras 2 / TF.js: the first layer carries the input's shape.
-      json shape_holder = c;
       if (!c.contains("batch_input_shape") && !c.contains("batch_shape") && layer.nested &&
           !layer.nested->inputs.empty()) {
         spec.inputs.push_back(layer.nested->inputs[0]);
@@ -228,11 +252,12 @@ ModelSpec parse_sequential(const json& config, Dialect dialect, const std::strin
   return spec;
 }
 
-ModelSpec parse_functional(const json& config, Dialect dialect, const std::string& where) {
+ModelSpec parse_functional(const json& config, Dialect dialect, const std::string& where,
+                           Nesting n) {
   ModelSpec spec;
   AS_CHECK(config.is_object() && config.contains("layers") && config.at("layers").is_array(), where,
            ": a functional model's config needs a 'layers' list");
-  spec.name = config.value("name", "model");
+  spec.name = json_string_or(config, "name", "model", where + ": the model's config");
   std::vector<std::string> classes;
   std::set<std::string> names;
   std::map<std::string, InputLayerSpec> inputs_by_name;
@@ -240,20 +265,21 @@ ModelSpec parse_functional(const json& config, Dialect dialect, const std::strin
     const std::string cls = str_field(l, "class_name", where);
     classes.push_back(cls);
     if (cls == "InputLayer") {
-      const json& c = l.contains("config") ? l.at("config") : json::object();
-      const std::string name = l.contains("name") && l.at("name").is_string()
-                                   ? l.at("name").get<std::string>()
-                                   : c.value("name", "input_layer");
+      const json& c = l.contains("config") ? l.at("config") : kEmptyObject;
+      const std::string name =
+          l.contains("name") && l.at("name").is_string()
+              ? l.at("name").get<std::string>()
+              : json_string_or(c, "name", "input_layer", where + ": an InputLayer");
       AS_CHECK(names.insert(name).second, where, ": two layers are named '", name, "'");
       inputs_by_name[name] = input_layer(c, name, where);
       continue;
     }
-    LayerSpec layer = parse_layer(l, dialect, where);
+    LayerSpec layer = parse_layer(l, dialect, where, n);
     AS_CHECK(names.insert(layer.name).second, where, ": two layers are named '", layer.name, "'");
-    const json nodes = l.value("inbound_nodes", json::array());
+    const json& nodes = l.contains("inbound_nodes") ? l.at("inbound_nodes") : kEmptyArray;
     AS_CHECK(nodes.is_array(), where, ": layer '", layer.name, "': inbound_nodes must be a list");
-    for (const json& n : nodes)
-      layer.calls.push_back(parse_call(n, where + ": layer '" + layer.name + "'"));
+    for (const json& node : nodes)
+      layer.calls.push_back(parse_call(node, where + ": layer '" + layer.name + "'"));
     spec.layers.push_back(std::move(layer));
   }
   AS_CHECK(config.contains("input_layers"), where, ": the model has no 'input_layers'");
@@ -270,47 +296,64 @@ ModelSpec parse_functional(const json& config, Dialect dialect, const std::strin
   return spec;
 }
 
-LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where) {
+LayerSpec parse_layer(const json& l, Dialect dialect, const std::string& where, Nesting n) {
+  AS_CHECK(++*n.layers <= kMaxLayers, where, ": the model has more than ", kMaxLayers,
+           " layers (autoshard's limit for a model file, nested models included)");
   LayerSpec layer;
   layer.cls = str_field(l, "class_name", where);
   AS_CHECK(l.contains("config") && (l.at("config").is_object() || l.at("config").is_array()), where,
            ": layer of class '", layer.cls, "' has no config object");
-  layer.config = l.at("config");
-  if (layer.config.is_object() && layer.config.contains("name") &&
-      layer.config.at("name").is_string())
-    layer.name = layer.config.at("name").get<std::string>();
+  const json& config = l.at("config");
+  if (config.is_object() && config.contains("name") && config.at("name").is_string())
+    layer.name = config.at("name").get<std::string>();
   else if (l.contains("name") && l.at("name").is_string())
     layer.name = l.at("name").get<std::string>();
   AS_CHECK(!layer.name.empty(), where, ": a layer of class '", layer.cls, "' has no name");
   AS_CHECK(layer.name.find('.') == std::string::npos && layer.name.find('/') == std::string::npos,
            where, ": layer name '", layer.name, "' contains '.' or '/'");
   refuse_code(l, layer.cls, layer.name, where);
-  if (kModelClasses.count(layer.cls))
-    layer.nested = std::make_shared<ModelSpec>(parse_model(l, dialect, where));
+  // A nested model's config (all the models inside it) is read into
+  // `nested`, not copied: a copy per level made nesting quadratic.
+  if (kModelClasses.count(layer.cls)) {
+    AS_CHECK(n.depth < kMaxModelNesting, where, ": models are nested more than ", kMaxModelNesting,
+             " deep (autoshard's limit; model '", layer.name, "')");
+    layer.nested = std::make_shared<ModelSpec>(
+        parse_model_at(l, dialect, where, Nesting{n.depth + 1, n.layers}));
+    layer.config = json::object();
+  } else {
+    layer.config = config;
+  }
   if (layer.cls == "Bidirectional") {
-    const json& inner = layer.config.value("layer", json());
-    AS_CHECK(inner.is_object(), where, ": Bidirectional '", layer.name, "' has no inner 'layer'");
-    refuse_code(inner, inner.value("class_name", ""), layer.name, where);
+    const json& inner = layer.config.contains("layer") ? layer.config.at("layer") : kEmptyObject;
+    AS_CHECK(inner.is_object() && !inner.empty(), where, ": Bidirectional '", layer.name,
+             "' has no inner 'layer'");
+    refuse_code(inner,
+                json_string_or(inner, "class_name", "",
+                               where + ": Bidirectional '" + layer.name + "': its 'layer'"),
+                layer.name, where);
   }
   return layer;
+}
+
+ModelSpec parse_model_at(const json& model, Dialect dialect, const std::string& where, Nesting n) {
+  AS_CHECK(model.is_object(), where, ": the model config must be a JSON object");
+  const std::string cls = str_field(model, "class_name", where);
+  const json& config = model.contains("config") ? model.at("config") : kEmptyObject;
+  refuse_code(model, cls, json_string_or(config, "name", cls, where + ": the model's config"),
+              where);
+  AS_CHECK(model.contains("config"), where, ": the model has no 'config'");
+  if (cls == "Sequential") return parse_sequential(model.at("config"), dialect, where, n);
+  if (cls == "Functional" || cls == "Model")
+    return parse_functional(model.at("config"), dialect, where, n);
+  fail(where, ": the model's class '", cls,
+       "' is not Sequential or Functional (a subclassed model holds code and cannot be read)");
 }
 
 }  // namespace
 
 ModelSpec parse_model(const json& model, Dialect dialect, const std::string& where) {
-  AS_CHECK(model.is_object(), where, ": the model config must be a JSON object");
-  const std::string cls = str_field(model, "class_name", where);
-  refuse_code(model, cls,
-              model.contains("config") && model.at("config").is_object()
-                  ? model.at("config").value("name", cls)
-                  : cls,
-              where);
-  AS_CHECK(model.contains("config"), where, ": the model has no 'config'");
-  if (cls == "Sequential") return parse_sequential(model.at("config"), dialect, where);
-  if (cls == "Functional" || cls == "Model")
-    return parse_functional(model.at("config"), dialect, where);
-  fail(where, ": the model's class '", cls,
-       "' is not Sequential or Functional (a subclassed model holds code and cannot be read)");
+  int64_t layers = 0;
+  return parse_model_at(model, dialect, where, Nesting{0, &layers});
 }
 
 }  // namespace autoshard::keras
@@ -561,8 +604,11 @@ json model_to3(const json& model, Dialect from, const std::string& where) {
 json convert_architecture(const json& model, Dialect from, Dialect to) {
   const bool from3 = from == Dialect::Keras3, to3 = to == Dialect::Keras3;
   if (from3 == to3) return model;
-  if (to3) return model_to3(model, from, "converting the architecture");
-  return model_to2(model);
+  // parse_model checked what is read here; a value it let through unread
+  // still ends in one error.
+  return with_json_errors("converting the architecture", [&] {
+    return to3 ? model_to3(model, from, "converting the architecture") : model_to2(model);
+  });
 }
 
 }  // namespace autoshard::keras

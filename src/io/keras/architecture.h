@@ -57,8 +57,15 @@ struct ModelSpec {
   std::vector<TensorRef> outputs;
 };
 
+// The most models nested in one another a model file may hold (real ones
+// nest a few; docs/keras-files.md, "Limits of a model file").
+constexpr int kMaxModelNesting = 128;
+// The most layers a model file may hold, nested models' included.
+constexpr int64_t kMaxLayers = 1'000'000;
+
 // Parses a model config ({"class_name": "Sequential"|"Functional"|"Model", "config": ...}).
-// `where` names the file for errors.
+// `where` names the file for errors. Models nested deeper than
+// kMaxModelNesting, or more than kMaxLayers layers, are errors.
 ModelSpec parse_model(const nlohmann::json& model, Dialect dialect, const std::string& where);
 
 // The architecture `model` ({"class_name", "config", ...}) of a file in

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/optim/keras_optimizers.h"
 
 namespace autoshard {
@@ -57,6 +58,10 @@ json loss_of(const json& v, const std::string& where) {
         (k == "fn" && val.is_string()))
       continue;
     if (k == "from_logits" || k == "label_smoothing" || k == "delta") {
+      // Typed here: make_losses reads them long after the file is closed.
+      AS_CHECK(k == "from_logits" ? val.is_boolean() : val.is_number(), where, ": loss '", cls,
+               "': field '", k, "' must be ", k == "from_logits" ? "true or false" : "a number",
+               ", not ", json_type_phrase(val));
       out[k] = val;
       continue;
     }
@@ -104,6 +109,8 @@ void optimizer_from_tfjs(const std::string& cls, const json& c, KerasCompileConf
     AS_CHECK(keys.count(k), where, ": optimizer ", cls, ": field '", k, "' = ", v.dump(),
              " is not supported");
     if (v.is_null()) continue;
+    AS_CHECK(v.is_number() || v.is_boolean(), where, ": optimizer ", cls, ": field '", k,
+             "' must be a number or a boolean, not ", json_type_phrase(v));
     out.optimizer_config[keys.at(k)] = v;
   }
 }
@@ -124,7 +131,7 @@ KerasCompileConfig read_compile_config(const json& config, Dialect dialect,
   if (opt.is_string()) {
     out.optimizer = opt.get<std::string>();
   } else if (opt.is_object()) {
-    const std::string cls = opt.value("class_name", "");
+    const std::string cls = json_string_or(opt, "class_name", "", at + ": optimizer");
     const json c = opt.value("config", json::object());
     AS_CHECK(c.is_object(), at, ": optimizer config must be an object");
     AS_CHECK(!opt.contains("registered_name") || opt.at("registered_name").is_null() ||
@@ -149,7 +156,8 @@ KerasCompileConfig read_compile_config(const json& config, Dialect dialect,
           continue;
         if (k == "decay" && v.is_number() && v.get<double>() == 0) continue;
         if (k == "learning_rate" && v.is_object())
-          fail(at, ": optimizer '", cls, "': a learning-rate schedule (", v.value("class_name", ""),
+          fail(at, ": optimizer '", cls, "': a learning-rate schedule (",
+               json_string_or(v, "class_name", "", at + ": optimizer's learning_rate"),
                ") is not supported; give --lr");
         AS_CHECK(v.is_number() || v.is_boolean(), at, ": optimizer '", cls, "': field '", k,
                  "' = ", v.dump().substr(0, 200), " is not supported");

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <queue>
 #include <set>
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/json.h"
 #include "io/keras/architecture.h"
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
@@ -29,11 +32,7 @@ namespace {
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
 
 json parse_json(const std::string& text, const std::string& where) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(where, " is not valid JSON: ", e.what());
-  }
+  return parse_json_text(text, where);
 }
 
 // Where each weight of a layer is in the file, for the three formats.
@@ -57,6 +56,72 @@ struct Built {
   // Per layer: its built roles.
   std::vector<std::pair<const LayerSpec*, std::vector<WeightRole>>> roles;
 };
+
+// The key of a tensor in build_model's map: "layer:node".
+std::string tensor_key(const std::string& layer, size_t node) {
+  return layer + ":" + std::to_string(node);
+}
+
+// Makes every layer call of `spec` on the tensors it reads, adding what each
+// makes to `tensors` (which holds the inputs'). Keras 2 configs need not list
+// the layers in dependency order, so the calls are sorted topologically:
+// each waits for the calls making its inputs and for the layer's call before
+// it; ready calls run in list order (a min-heap), which for a sorted config
+// is the list's order. Linear in the calls (n log n with the heap).
+void make_calls(const ModelSpec& spec, const std::map<std::string, Layer>& layers,
+                std::map<std::string, SymbolicTensor>& tensors, const std::string& where) {
+  struct Call {
+    size_t layer, index;       // spec.layers[layer].calls[index]
+    size_t waiting = 0;        // inputs (and the previous call) not made yet
+    std::vector<size_t> next;  // calls waiting for this one
+  };
+  std::vector<Call> calls;
+  std::map<std::string, size_t> maker;  // tensor key -> the call making it
+  for (size_t i = 0; i < spec.layers.size(); ++i)
+    for (size_t c = 0; c < spec.layers[i].calls.size(); ++c) {
+      maker[tensor_key(spec.layers[i].name, c)] = calls.size();
+      calls.push_back(Call{i, c, 0, {}});
+    }
+  for (size_t id = 0; id < calls.size(); ++id) {
+    const LayerSpec& l = spec.layers[calls[id].layer];
+    if (calls[id].index > 0) {  // a layer's calls in order: call k makes node k
+      calls[id - 1].next.push_back(id);
+      ++calls[id].waiting;
+    }
+    for (const TensorRef& r : l.calls[calls[id].index]) {
+      AS_CHECK(r.tensor == 0, where, ": layer '", l.name, "' reads output ", r.tensor,
+               " of layer '", r.layer, "'; layers of several outputs are not supported yet");
+      const std::string key = tensor_key(r.layer, r.node);
+      if (tensors.count(key)) continue;
+      const auto it = maker.find(key);
+      AS_CHECK(it != maker.end(), where, ": layer '", l.name,
+               "' is called on tensors no layer makes (a cycle or an unknown layer)");
+      calls[it->second].next.push_back(id);
+      ++calls[id].waiting;
+    }
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t id = 0; id < calls.size(); ++id)
+    if (calls[id].waiting == 0) ready.push(id);
+  size_t made = 0;
+  while (!ready.empty()) {
+    const Call& call = calls[ready.top()];
+    ready.pop();
+    const LayerSpec& l = spec.layers[call.layer];
+    std::vector<SymbolicTensor> args;
+    for (const TensorRef& r : l.calls[call.index])
+      args.push_back(tensors.at(tensor_key(r.layer, r.node)));
+    AS_CHECK(!args.empty(), where, ": layer '", l.name, "' is called on nothing");
+    tensors[tensor_key(l.name, call.index)] = layers.at(l.name)(args);
+    ++made;
+    for (size_t n : call.next)
+      if (--calls[n].waiting == 0) ready.push(n);
+  }
+  if (made == calls.size()) return;
+  for (const Call& call : calls)
+    AS_CHECK(call.waiting == 0, where, ": layer '", spec.layers[call.layer].name,
+             "' is called on tensors no layer makes (a cycle or an unknown layer)");
+}
 
 Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoadOptions& options) {
   Built b;
@@ -98,37 +163,7 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
     layers.emplace(l.name, built.layer);
     b.roles.emplace_back(&l, built.weights);
   }
-  // Calls in an order where every input exists (Keras 2 configs need not be
-  // topologically sorted).
-  std::vector<size_t> done(spec.layers.size(), 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t i = 0; i < spec.layers.size(); ++i) {
-      const LayerSpec& l = spec.layers[i];
-      while (done[i] < l.calls.size()) {
-        std::vector<SymbolicTensor> args;
-        bool ready = true;
-        for (const TensorRef& r : l.calls[done[i]]) {
-          AS_CHECK(r.tensor == 0, ctx.where, ": layer '", l.name, "' reads output ", r.tensor,
-                   " of layer '", r.layer, "'; layers of several outputs are not supported yet");
-          auto it = tensors.find(r.layer + ":" + std::to_string(r.node));
-          if (it == tensors.end()) {
-            ready = false;
-            break;
-          }
-          args.push_back(it->second);
-        }
-        if (!ready) break;
-        AS_CHECK(!args.empty(), ctx.where, ": layer '", l.name, "' is called on nothing");
-        tensors[l.name + ":" + std::to_string(done[i])] = layers.at(l.name)(args);
-        ++done[i];
-        progress = true;
-      }
-    }
-  }
-  for (size_t i = 0; i < spec.layers.size(); ++i)
-    AS_CHECK(done[i] == spec.layers[i].calls.size(), ctx.where, ": layer '", spec.layers[i].name,
-             "' is called on tensors no layer makes (a cycle or an unknown layer)");
+  make_calls(spec, layers, tensors, ctx.where);
   std::vector<SymbolicTensor> outputs;
   for (const TensorRef& r : spec.outputs) {
     AS_CHECK(r.tensor == 0, ctx.where, ": output ", r.tensor, " of layer '", r.layer,
@@ -160,6 +195,19 @@ std::string last_component(std::string name) {
   if (colon != std::string::npos) name = name.substr(0, colon);
   const size_t slash = name.rfind('/');
   return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+// A BatchNormalization's moving_variance holds no value below 0: one would
+// make 1 / sqrt(variance + epsilon) NaN in every prediction. Read once here
+// (a vector of the layer's features); NaN and infinity are stored_source's.
+void check_variance(const StoredWeight& w, const std::string& where) {
+  AS_CHECK(w.shape.size() == 1 && w.shape[0] <= (int64_t{1} << 24), where,
+           " must be a vector of the layer's features, not ", shape_str(w.shape));
+  std::vector<float> v(static_cast<size_t>(w.shape[0]));
+  w.read({0}, w.shape, v.data());
+  for (size_t i = 0; i < v.size(); ++i)
+    AS_CHECK(!(v[i] < 0), where, " holds ", v[i], " at index ", i,
+             "; a variance is at least 0 (a negative one makes every prediction NaN)");
 }
 
 // The WeightSources of every model weight, checked against the C++ model.
@@ -206,6 +254,9 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
                  "): weight '", name, "' is missing from weightsManifest");
         stored = it->second;
       }
+      // Only BatchNormalization has a moving_variance (nested models' too).
+      if (r.cpp == "moving_variance" || r.cpp.ends_with(".moving_variance"))
+        check_variance(stored, where + ": layer '" + layer->name + "': weight '" + r.cpp + "'");
       sources[cpp] = stored_source(stored, name);
       shapes[cpp] = stored.shape;
       k.weights.emplace_back(cpp, name);
@@ -356,7 +407,9 @@ bool is_keras_model_path(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
-KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options) {
+namespace {
+
+KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& options) {
   KerasModel k;
   k.path = path;
   k.format = keras_format_of(path);
@@ -378,7 +431,7 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
     if (zip->contains("metadata.json")) {
       const json meta =
           parse_json(zip->read_text("metadata.json", 1 << 20), where + ": metadata.json");
-      if (meta.is_object()) k.keras_version = meta.value("keras_version", "");
+      k.keras_version = json_string_or(meta, "keras_version", "", where + ": metadata.json");
     }
     compile_config =
         model_config.is_object() ? model_config.value("compile_config", json()) : json();
@@ -415,8 +468,7 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
       compile_config = model_config.value("training_config", json());
       model_config = model_config.at("model_config");
     }
-    if (model_config.is_object() && model_config.contains("keras_version"))
-      k.keras_version = model_config.value("keras_version", "");
+    k.keras_version = json_string_or(model_config, "keras_version", "", where + ": modelTopology");
     if (doc.contains("trainingConfig")) compile_config = doc.at("trainingConfig");
     files.dialect = ctx.dialect = Dialect::TFJS;
     if (options.weights || options.optimizer_state) {
@@ -462,6 +514,14 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
   k.model = std::move(b.model);
   // The sources keep the HDF5 file, its zip member and the archive open.
   return k;
+}
+
+}  // namespace
+
+KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options) {
+  // The backstop for a JSON value read unchecked: one error naming the file.
+  return with_json_errors("Keras model '" + path + "'",
+                          [&] { return read_keras_model(path, options); });
 }
 
 }  // namespace autoshard

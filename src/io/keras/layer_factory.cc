@@ -1,5 +1,7 @@
 #include "io/keras/layer_factory.h"
 
+#include <climits>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -7,6 +9,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/json.h"
 #include "autoshard/nn/conv_layers.h"
 #include "autoshard/nn/merge_layers.h"
 #include "autoshard/nn/normalization_layers.h"
@@ -26,7 +29,7 @@ namespace {
 class Fields {
  public:
   Fields(const LayerSpec& spec, const BuildContext& ctx)
-      : c_(spec.config), layer_(spec.name), cls_(spec.cls), ctx_(ctx) {
+      : c_(spec.config), layer_(shown_name(spec.name)), cls_(shown_name(spec.cls)), ctx_(ctx) {
     AS_CHECK(c_.is_object(), ctx.where, ": layer '", layer_, "' (", cls_,
              "): config must be an object");
     for (const char* k : {"name", "batch_input_shape", "batch_shape", "input_shape", "input_dim",
@@ -36,6 +39,10 @@ class Fields {
     check_common();
   }
 
+  // "FILE: layer 'NAME' (CLASS): field 'FIELD'", the start of a message.
+  std::string at(const std::string& field) const {
+    return cat(ctx_.where, ": layer '", layer_, "' (", cls_, "): field '", field, "'");
+  }
   [[noreturn]] void bad(const std::string& field, const json& value, const std::string& why) const {
     fail(ctx_.where, ": layer '", layer_, "' (", cls_, "): field '", field,
          "' = ", value.dump().substr(0, 200), " ", why);
@@ -54,9 +61,12 @@ class Fields {
       fail(ctx_.where, ": layer '", layer_, "' (", cls_, ") has no field '", k, "'");
     }
     const json& v = c_.at(k);
-    if (v.is_number_float() &&
+    // A whole float (3.0) counts; one past int64's range is not cast.
+    if (v.is_number_float() && std::abs(v.get<double>()) < 9.0e18 &&
         v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))
       return static_cast<int64_t>(v.get<double>());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX})
+      bad(k, v, "is out of range");
     if (!v.is_number_integer()) bad(k, v, "must be a whole number");
     return v.get<int64_t>();
   }
@@ -71,6 +81,14 @@ class Fields {
     const json& v = c_.at(k);
     if (!v.is_number()) bad(k, v, "must be a number");
     return v.get<double>();
+  }
+  // A normalisation's epsilon (Keras's default 1e-3): above 0, as it keeps
+  // 1 / sqrt(variance + epsilon) finite; a negative one makes NaN.
+  double epsilon() {
+    const double eps = number("epsilon", 1e-3);
+    if (!(eps > 0))
+      bad("epsilon", c_.at("epsilon"), "must be above 0 (it keeps the normalisation finite)");
+    return eps;
   }
   bool boolean(const std::string& k, bool def) {
     used_.insert(k);
@@ -149,7 +167,7 @@ class Fields {
       const json& d = c_.at("dtype");
       std::string name = d.is_string() ? d.get<std::string>() : "";
       if (d.is_object() && d.contains("config") && d.at("config").is_object())
-        name = d.at("config").value("name", "");
+        name = json_string_or(d.at("config"), "name", "", at("dtype.config"));
       if (name != "float32") bad("dtype", d, "is not supported (float32 only)");
     }
     used_.insert("trainable");
@@ -159,7 +177,7 @@ class Fields {
   }
 
   const json& c_;
-  std::string layer_, cls_;
+  std::string layer_, cls_;  // as messages show them (escaped, long ones cut)
   const BuildContext& ctx_;
   std::set<std::string> used_;
 };
@@ -247,14 +265,16 @@ void check_backward_layer(Fields& f, const json& forward, const json& backward) 
   };
   const json fc = forward.value("config", json::object());
   const json bc = backward.is_object() ? backward.value("config", json::object()) : json();
-  const bool same_class =
-      backward.is_object() && backward.value("class_name", "") == forward.value("class_name", "");
+  // Compared as JSON values: a class_name of another type is simply another class.
+  const bool same_class = backward.is_object() && backward.contains("class_name") &&
+                          backward.at("class_name") == forward.at("class_name");
   const bool flipped =
-      bc.is_object() && bc.value("go_backwards", false) != fc.value("go_backwards", false);
+      bc.is_object() && json_bool_or(bc, "go_backwards", false, f.at("backward_layer.config")) !=
+                            json_bool_or(fc, "go_backwards", false, f.at("layer.config"));
   if (!same_class || !flipped || core(forward) != core(backward)) {
     std::string field = !same_class ? "class_name" : !flipped ? "go_backwards" : "";
     const json fcore = core(forward), bcore = core(backward);
-    if (field.empty() && bcore.is_object())
+    if (field.empty() && bcore.is_object() && fcore.is_object())
       for (const auto& [k, v] : bcore.items())
         if (fcore.value(k, json()) != v) {
           field = k;
@@ -344,9 +364,10 @@ std::string activation_of(const json& value, const std::string& layer, const std
   if (value.is_null()) return "";
   if (value.is_string()) {
     name = value.get<std::string>();
-  } else if (value.is_object() && value.value("class_name", "") == "function" &&
-             value.contains("config") && value.at("config").is_string() &&
-             value.value("module", "keras.activations") == "keras.activations") {
+  } else if (value.is_object() && value.contains("class_name") &&
+             value.at("class_name") == "function" && value.contains("config") &&
+             value.at("config").is_string() &&
+             (!json_member(value, "module") || value.at("module") == "keras.activations")) {
     name = value.at("config").get<std::string>();
   } else {
     fail(ctx.where, ": layer '", layer, "': field '", field, "' = ", value.dump().substr(0, 200),
@@ -600,7 +621,7 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
     else
       f.bad("axis", axis, "is not supported (one axis)");
     BatchNormalizationOptions o;
-    o.axis(a).momentum(f.number("momentum", 0.99)).epsilon(f.number("epsilon", 1e-3));
+    o.axis(a).momentum(f.number("momentum", 0.99)).epsilon(f.epsilon());
     const bool center = f.boolean("center", true), scale = f.boolean("scale", true);
     o.center(center).scale(scale).name(name);
     f.expect("synchronized", false);
@@ -622,7 +643,7 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
     const json axis = f.has("axis") ? f.raw("axis") : json(-1);
     if (!(axis == json(-1) || axis == json::array({-1})))
       f.bad("axis", axis, "is not supported (the last axis, -1)");
-    const double eps = f.number("epsilon", 1e-3);
+    const double eps = f.epsilon();
     const bool center = f.boolean("center", true), scale = f.boolean("scale", true);
     dense_like_extras(f, {"beta", "gamma"});
     std::vector<std::string> w;
@@ -651,10 +672,13 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
   if (cls == "Concatenate") return done(Concatenate(f.integer("axis", -1), name));
   if (cls == "Bidirectional") {
     const json& inner_json = f.raw("layer");
+    if (!inner_json.is_object()) f.bad("layer", inner_json, "must be an object (the inner layer)");
     LayerSpec inner;
-    inner.cls = inner_json.value("class_name", "");
+    inner.cls = json_string_or(inner_json, "class_name", "", f.at("layer"));
     inner.config = inner_json.value("config", json::object());
-    inner.name = inner.config.value("name", inner.cls);
+    if (!inner.config.is_object())
+      f.bad("layer", inner.config, "has a config that is not an object");
+    inner.name = json_string_or(inner.config, "name", inner.cls, f.at("layer") + ".config");
     if (inner.cls != "LSTM" && inner.cls != "GRU" && inner.cls != "SimpleRNN")
       f.bad("layer", inner.cls, "is not supported (LSTM, GRU or SimpleRNN)");
     if (f.has("backward_layer")) check_backward_layer(f, inner_json, f.raw("backward_layer"));
@@ -675,7 +699,8 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
                          std::string(side) + "_" + base + "/" + r.tfjs});
     return done(Bidirectional(rnn, BidirectionalOptions().merge_mode(merge).name(name)), roles);
   }
-  fail(ctx.where, ": layer '", name, "' of class '", cls, "' is not supported yet");
+  fail(ctx.where, ": layer '", shown_name(name), "' of class '", shown_name(cls),
+       "' is not supported yet");
 }
 
 }  // namespace autoshard::keras

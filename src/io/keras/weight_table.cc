@@ -12,6 +12,7 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/safetensors.h"
+#include "autoshard/json.h"
 #include "autoshard/tensor/sharding.h"
 
 namespace autoshard::keras {
@@ -144,7 +145,7 @@ WeightTable tfjs_weights(const json& manifest, const std::string& dir,
         AS_CHECK(count <= (1LL << 40) / std::max<int64_t>(1, shape.back()), at, ": too large");
         count *= shape.back();
       }
-      const std::string dtype = w.value("dtype", "float32");
+      const std::string dtype = json_string_or(w, "dtype", "float32", at);
       std::string stored = dtype;  // how the bytes are encoded
       double scale = 1, minimum = 0;
       if (w.contains("quantization") && !w.at("quantization").is_null()) {

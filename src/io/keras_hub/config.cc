@@ -12,6 +12,7 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/json.h"
 #include "nn/models/config_reader.h"
 
 namespace autoshard::keras_hub {
@@ -27,11 +28,7 @@ constexpr int64_t kRotaryPositions = 8192;
 
 json read_json(const fs::path& path, const std::string& what) {
   const std::string text = read_input_file(path.string(), what, 64 << 20);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(what, " '", path.string(), "' is not valid JSON: ", e.what());
-  }
+  return parse_json_text(text, what + " '" + path.string() + "'");
 }
 
 // The fields of one KerasHub config object: each read once, with its type
@@ -312,14 +309,16 @@ bool is_preset(const std::string& dir) {
     if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string() ||
         !j.contains("config"))
       return false;
-    return j.value("module", std::string()).starts_with("keras_hub") ||
+    return json_string_or(j, "module", "", "config.json").starts_with("keras_hub") ||
            j["class_name"].get<std::string>().ends_with("Backbone");
   } catch (const Error&) {
     return false;
   }
 }
 
-PresetConfig preset_config(const std::string& dir) {
+namespace {
+
+PresetConfig read_preset_config(const std::string& dir) {
   const fs::path path = file_in_directory(dir, "config.json", "KerasHub config.json");
   const json j = read_json(path, "KerasHub config.json");
   const std::string where = cat("KerasHub preset '", path.string(), "'");
@@ -358,6 +357,14 @@ PresetConfig preset_config(const std::string& dir) {
   if (cls == "OPTBackbone") return OPTConfig::from_reader(reader);
   if (cls == "BertBackbone" || cls == "RobertaBackbone") return BertConfig::from_reader(reader);
   return LlamaConfig::from_reader(reader);
+}
+
+}  // namespace
+
+PresetConfig preset_config(const std::string& dir) {
+  // The backstop for a JSON value read unchecked: one error naming the preset.
+  return with_json_errors(cat("KerasHub preset '", dir, "'"),
+                          [&] { return read_preset_config(dir); });
 }
 
 }  // namespace autoshard::keras_hub

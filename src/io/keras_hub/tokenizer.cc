@@ -14,6 +14,7 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/json.h"
 #include "io/tokenizer/pipeline.h"
 
 namespace autoshard::keras_hub {
@@ -25,7 +26,7 @@ namespace {
 
 json read_json_object(const fs::path& path, const std::string& what) {
   const std::string text = read_input_file(path.string(), what, 64 << 20);
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json j = parse_json_text(text, what + " '" + path.string() + "'");
   AS_CHECK(j.is_object(), what, " '", path.string(), "' is not a JSON object");
   return j;
 }
@@ -168,7 +169,7 @@ std::optional<std::vector<std::string>> strings_of(const json& config, const cha
 std::unique_ptr<Tokenizer> byte_pair(const fs::path& dir, const TokenizerClass& c,
                                      const json& config, const std::string& where,
                                      std::string& start, std::string& end) {
-  AS_CHECK(!config.value("add_prefix_space", false), where,
+  AS_CHECK(!json_bool_or(config, "add_prefix_space", false, where), where,
            ": \"add_prefix_space\" true is not supported (byte-level BPE without it)");
   const std::string default_end = end;
   start = string_or(config, "bos_token", start, where);
@@ -211,7 +212,9 @@ bool has_preset_tokenizer(const std::string& dir) {
          fs::is_directory(fs::path(dir) / "assets" / "tokenizer", ec);
 }
 
-std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
+namespace {
+
+std::unique_ptr<Tokenizer> read_preset_tokenizer(const std::string& dir) {
   const fs::path d(dir), path = file_in_directory(dir, "tokenizer.json", "KerasHub tokenizer.json");
   const json j = read_json_object(path, "KerasHub tokenizer.json");
   const std::string where = cat("KerasHub tokenizer.json '", path.string(), "'");
@@ -248,6 +251,15 @@ std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
   if (!end.empty() && preprocessor_flag(d, "add_end_token"))
     end_id = needed_id(*inner, end, "end", where, cls);
   return std::make_unique<PresetTokenizer>(std::move(inner), start_id, end_id);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_preset_tokenizer(const std::string& dir) {
+  // The backstop for a JSON value read unchecked: one error naming the file.
+  return with_json_errors(
+      cat("KerasHub tokenizer.json '", (fs::path(dir) / "tokenizer.json").string(), "'"),
+      [&] { return read_preset_tokenizer(dir); });
 }
 
 }  // namespace autoshard::keras_hub

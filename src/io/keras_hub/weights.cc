@@ -9,6 +9,7 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/json.h"
 #include "autoshard/nn/models/bert.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/nn/models/llama.h"
@@ -55,12 +56,8 @@ class PresetFiles {
   std::vector<std::string> shard_names(const fs::path& index) const {
     const std::string text =
         read_input_file(index.string(), "KerasHub model.weights.json", 64 << 20);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail("KerasHub model.weights.json '", index.string(), "' is not valid JSON: ", e.what());
-    }
+    const nlohmann::json j =
+        parse_json_text(text, "KerasHub model.weights.json '" + index.string() + "'");
     AS_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
              "KerasHub model.weights.json '", index.string(), "' has no \"weight_map\" object");
     std::set<std::string> names;

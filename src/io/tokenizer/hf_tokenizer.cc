@@ -6,6 +6,7 @@
 #include <array>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/tokenizer.h"
 #include "io/tokenizer/pipeline.h"
@@ -191,11 +192,7 @@ constexpr uint64_t kMaxFileBytes = uint64_t{256} << 20;
 
 Json read_json(const std::string& path, const std::string& what) {
   const std::string text = read_input_file(path, what, kMaxFileBytes);
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception& e) {
-    fail(path, " is not valid JSON: ", e.what());
-  }
+  return parse_json_text(text, path);
 }
 
 std::vector<std::string> read_lines(const std::string& path, const std::string& what) {

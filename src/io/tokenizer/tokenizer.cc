@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
 #include "io/tokenizer/pipeline.h"
@@ -34,7 +35,7 @@ std::optional<bool> config_flag(const fs::path& dir, const char* key) {
   const std::string path =
       file_in_directory(dir.string(), "tokenizer_config.json", "tokenizer_config.json");
   const std::string text = read_input_file(path, "tokenizer_config.json", uint64_t{64} << 20);
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_text(text, path);
   AS_CHECK(j.is_object(), path, " is not a JSON object; fix or remove it");
   if (!j.contains(key) || j[key].is_null()) return std::nullopt;
   AS_CHECK(j[key].is_boolean(), path, ": \"", key, "\" must be true or false, not ", j[key].dump());

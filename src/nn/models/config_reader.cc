@@ -5,17 +5,14 @@
 #include <filesystem>
 
 #include "autoshard/error.h"
+#include "autoshard/json.h"
 #include "autoshard/input_file.h"
 
 namespace autoshard {
 
 ConfigReader::ConfigReader(const std::string& text, std::string source)
     : source_(std::move(source)) {
-  try {
-    j_ = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("model config '", source_, "' is not valid JSON: ", e.what());
-  }
+  j_ = parse_json_text(text, "model config '" + source_ + "'");
   AS_CHECK(j_.is_object(), "model config '", source_, "' must be a JSON object");
 }
 

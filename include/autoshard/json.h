@@ -1,0 +1,174 @@
+// Reading JSON that comes from a file: the one parser every JSON door uses
+// (.keras config.json and metadata.json, a legacy .h5's model_config,
+// TensorFlow.js model.json, KerasHub presets, Hugging Face configs and
+// tokenizers, cluster files, layout maps, checkpoints, logs), and typed reads
+// of its members that fail with one error naming the file and the field.
+//
+// The parser refuses nesting deeper than kMaxJsonDepth while it parses: the
+// JSON library's parser is iterative, but copying, printing and walking a
+// parsed value recurse once per level, so 100,000 nested brackets would
+// overflow the stack after parsing. Below every layer, like error.h.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "autoshard/error.h"
+
+namespace autoshard {
+
+// The deepest nesting of arrays and objects a JSON file may have. A Keras
+// model nested as a layer takes 3 levels per model, so this admits models
+// nested about 170 deep (real ones nest a few levels; docs/keras-files.md,
+// "Limits of a model file").
+constexpr int kMaxJsonDepth = 512;
+
+namespace json_detail {
+struct TooDeep {};  // thrown by the parser's callback, caught below
+
+// nlohmann's DOM builder (what json::parse uses) counting the arrays and
+// objects open: sax_parse calls these members by the builder's own type, so
+// they wrap the base's. Its errors throw as json::parse's do.
+class DepthLimitedBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+
+ public:
+  explicit DepthLimitedBuilder(nlohmann::json& out) : Base(out, /*allow_exceptions=*/true) {}
+  bool start_object(std::size_t n) { return open() && Base::start_object(n); }
+  bool start_array(std::size_t n) { return open() && Base::start_array(n); }
+  bool end_object() {
+    --depth_;
+    return Base::end_object();
+  }
+  bool end_array() {
+    --depth_;
+    return Base::end_array();
+  }
+
+ private:
+  bool open() {
+    if (++depth_ > kMaxJsonDepth) throw TooDeep{};
+    return true;
+  }
+  int depth_ = 0;
+};
+
+// The JSON library's message without its id ("[json.exception.type_error.302]
+// ") and without the text it quotes from the file ("last read: '...'",
+// "parsing '1e999'"): a refused file's contents never appear in a message.
+inline std::string library_words(const nlohmann::json::exception& e) {
+  std::string_view what = e.what();
+  if (const size_t close = what.find("] "); what.starts_with("[json.") && close != what.npos)
+    what.remove_prefix(close + 2);
+  for (const char* quoting : {"; last read: '", " parsing '"})
+    if (const size_t at = what.find(quoting); at != what.npos) what = what.substr(0, at);
+  if (e.id == 406) return "a number is out of range (a double's)";
+  return std::string(what);
+}
+}  // namespace json_detail
+
+// Parses `text`, a JSON document read from `where` ("Keras file 'm.keras':
+// config.json"). Throws Error "WHERE is not valid JSON: ..." or "WHERE nests
+// arrays and objects deeper than 512 levels ...". `watch`, when given, sees
+// every parse event as nlohmann's parser callback does (its result is kept).
+inline nlohmann::json parse_json_text(std::string_view text, const std::string& where,
+                                      const nlohmann::json::parser_callback_t& watch = nullptr) {
+  using Event = nlohmann::json::parse_event_t;
+  // `depth` counts the containers around the event: 0 for the document's own.
+  auto limit = [&watch](int depth, Event event, nlohmann::json& parsed) {
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
+      throw json_detail::TooDeep{};
+    return watch(depth, event, parsed);
+  };
+  try {
+    if (watch) return nlohmann::json::parse(text, limit);
+    // Without a watcher, the library's own builder with a depth count (the
+    // callback parser above takes 1.5 times as long on a tokenizer.json).
+    nlohmann::json out;
+    json_detail::DepthLimitedBuilder builder(out);
+    nlohmann::json::sax_parse(text, &builder);
+    return out;
+  } catch (const json_detail::TooDeep&) {
+    fail(where, " nests arrays and objects deeper than ", kMaxJsonDepth,
+         " levels (autoshard's limit for a JSON file; real files nest a few levels)");
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(where, " is not valid JSON: ", json_detail::library_words(e), " at byte ", e.byte);
+  } catch (const nlohmann::json::exception& e) {  // out_of_range.406: 1e999
+    fail(where, " is not valid JSON: ", json_detail::library_words(e));
+  }
+}
+
+// The name of a JSON value's type for messages ("a number", "a string").
+inline std::string json_type_phrase(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::array:
+      return "a list";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    default:
+      return "a number";
+  }
+}
+
+// Member `key` of `obj` when `obj` is an object holding it and it is not
+// null; else nullptr.
+inline const nlohmann::json* json_member(const nlohmann::json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Member `key` of `obj` as a string; `otherwise` when it (or `obj`) is absent
+// or null. Another type is an error "WHERE: 'KEY' must be a string, not a
+// number" (`where` names the file and the object's path).
+inline std::string json_string_or(const nlohmann::json& obj, std::string_view key,
+                                  const std::string& otherwise, const std::string& where) {
+  const nlohmann::json* v = json_member(obj, key);
+  if (!v) return otherwise;
+  AS_CHECK(v->is_string(), where, ": '", key, "' must be a string, not ", json_type_phrase(*v));
+  return v->get<std::string>();
+}
+
+// Member `key` as true or false (absent or null: `otherwise`).
+inline bool json_bool_or(const nlohmann::json& obj, std::string_view key, bool otherwise,
+                         const std::string& where) {
+  const nlohmann::json* v = json_member(obj, key);
+  if (!v) return otherwise;
+  AS_CHECK(v->is_boolean(), where, ": '", key, "' must be true or false, not ",
+           json_type_phrase(*v));
+  return v->get<bool>();
+}
+
+// Member `key` as a number (absent or null: `otherwise`).
+inline double json_number_or(const nlohmann::json& obj, std::string_view key, double otherwise,
+                             const std::string& where) {
+  const nlohmann::json* v = json_member(obj, key);
+  if (!v) return otherwise;
+  AS_CHECK(v->is_number(), where, ": '", key, "' must be a number, not ", json_type_phrase(*v));
+  return v->get<double>();
+}
+
+// Runs `read` (code reading a JSON document from `where`) so that a JSON
+// library exception it lets escape (a value of the wrong type, a missing
+// key read with at()) becomes one Error naming the file, never an "internal
+// error". Typed reads that name the field are better; this is the backstop.
+template <typename Read>
+decltype(auto) with_json_errors(const std::string& where, Read&& read) {
+  try {
+    return std::forward<Read>(read)();
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": a value has the wrong type or is out of range (", json_detail::library_words(e),
+         ")");
+  }
+}
+
+}  // namespace autoshard
