@@ -23,8 +23,8 @@ y = (x[:, :10].sum(axis=1) > x[:, 10:].sum(axis=1)).astype("int32")  # 2 classes
 
 def make_model():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(2, activation="softmax")], name="classifier")
+    model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, activation="softmax", name="out")], name="classifier")
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 

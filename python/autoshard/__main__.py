@@ -23,8 +23,10 @@ def _self_check(keras, np):
         keras.distribution.set_distribution(distribution)
         try:
             keras.utils.set_random_seed(0)
-            model = keras.Sequential([keras.Input((12,)), keras.layers.Dense(8, activation="relu"),
-                                      keras.layers.Dense(3, activation="softmax")])
+            # Named layers: a seed gives a weight of the same path the same values.
+            model = keras.Sequential([keras.Input((12,)),
+                                      keras.layers.Dense(8, activation="relu", name="hidden"),
+                                      keras.layers.Dense(3, activation="softmax", name="out")])
             model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
             return model.train_on_batch(x, y)
         finally:
