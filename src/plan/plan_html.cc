@@ -220,7 +220,10 @@ std::vector<std::vector<std::vector<int>>> holders(const Mesh& m, const Split& r
 
 std::string device_list(const std::vector<int>& devices) {
   std::string s;
-  for (size_t k = 0; k < devices.size(); ++k) s += (k ? " " : "") + std::to_string(devices[k]);
+  for (size_t k = 0; k < devices.size(); ++k) {
+    if (k) s += ' ';  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "x" + temp
+    s += std::to_string(devices[k]);
+  }
   return s;
 }
 
