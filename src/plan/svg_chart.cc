@@ -140,7 +140,11 @@ void write_line_chart(HtmlWriter& w, const LineChart& c) {
     int n = 0;
     for (const auto& [x, y] : s.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      points += (points.empty() ? "" : " ") + svg_number(px(x)) + "," + svg_number(py(y));
+      // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "x" + a temporary.
+      if (!points.empty()) points += ' ';
+      points += svg_number(px(x));
+      points += ',';
+      points += svg_number(py(y));
       ++n;
     }
     A a = {{"data-series", s.name}, {"data-points", std::to_string(n)},
