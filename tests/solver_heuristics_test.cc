@@ -23,18 +23,18 @@ constexpr int64_t kOff = int64_t{1} << 60;  // a forbidden choice
 
 // 2-7 nodes of 1-4 strategies, some forbidden; `shape` picks the edges:
 // a chain, a random tree, or random pairs (cycles, repeats and all).
-enum class Shape { kChain, kTree, kGeneral };
+enum class EdgeShape { kChain, kTree, kGeneral };
 
-ShardingProblem random_problem(std::mt19937& rng, Shape shape, bool limited) {
+ShardingProblem random_problem(std::mt19937& rng, EdgeShape shape, bool limited) {
   ShardingProblem p = testing::random_nodes(rng, kOff);
   const int n = static_cast<int>(p.nodes.size());
   std::vector<std::pair<int, int>> pairs;
-  if (shape == Shape::kGeneral) {
+  if (shape == EdgeShape::kGeneral) {
     for (int e = 0, m = int(rng() % (2 * n)); e < m; ++e)
       pairs.push_back({int(rng() % n), int(rng() % n)});
   } else {
     for (int v = 1; v < n; ++v)
-      pairs.push_back({shape == Shape::kChain ? v - 1 : int(rng() % v), v});
+      pairs.push_back({shape == EdgeShape::kChain ? v - 1 : int(rng() % v), v});
   }
   for (auto [u, v] : pairs) {
     ShardingProblem::Edge edge{u, v, {}};
@@ -54,7 +54,7 @@ SolveResult heuristics(const ShardingProblem& p, int64_t rounds) {
 // one round.
 TEST(SolverHeuristics, ExactOnChainsAndTreesWithoutALimit) {
   std::mt19937 rng(5);
-  for (Shape shape : {Shape::kChain, Shape::kTree})
+  for (EdgeShape shape : {EdgeShape::kChain, EdgeShape::kTree})
     for (int trial = 0; trial < 300; ++trial) {
       const ShardingProblem p = random_problem(rng, shape, false);
       const __int128 want = testing::brute_force(p);
@@ -78,7 +78,7 @@ TEST(SolverHeuristics, WithinTheirMeasuredGapOnGeneralProblems) {
     int feasible = 0, missed = 0, suboptimal = 0;
     double worst = 1;
     for (int trial = 0; trial < 1000; ++trial) {
-      const ShardingProblem p = random_problem(rng, Shape::kGeneral, rng() % 3 != 0);
+      const ShardingProblem p = random_problem(rng, EdgeShape::kGeneral, rng() % 3 != 0);
       const __int128 want = testing::brute_force(p);
       const SolveResult r = heuristics(p, rounds);
       if (want < 0) {
@@ -114,7 +114,7 @@ TEST(SolverHeuristics, TheScreenNeverRejectsAProblemWhereAPlanFits) {
   std::mt19937 rng(11);
   int fits = 0, rescued = 0;
   for (int trial = 0; trial < 1000; ++trial) {
-    const ShardingProblem p = random_problem(rng, Shape::kGeneral, rng() % 3 != 0);
+    const ShardingProblem p = random_problem(rng, EdgeShape::kGeneral, rng() % 3 != 0);
     const __int128 want = testing::brute_force(p);
     if (want < 0) continue;
     ++fits;
