@@ -30,7 +30,7 @@ declare -A sources=(
   [problem]="src/plan/problem.cc src/plan/problem_reader.cc src/plan/reduced.cc
     src/plan/solver.cc src/plan/mip.cc src/runtime/memory.cc"
   [cluster]="src/plan/cluster.cc src/runtime/memory.cc src/tensor/mesh.cc"
-  [npy]="src/io/npy.cc src/io/safetensors.cc $tensors"
+  [npy]="src/io/npy.cc src/io/safetensors.cc src/runtime/memory.cc $tensors"
   [keras_zip]="$keras"
   [keras_h5]="$keras"
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"
