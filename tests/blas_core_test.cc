@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace autoshard::blas {
 namespace {
@@ -109,6 +110,46 @@ TEST(BlasCore, WantedCoreTypeHonoursTheVariables) {
   EXPECT_EQ(wanted_openblas_coretype(), std::nullopt);
   ::unsetenv("AUTOSHARD_KEEP_BLAS_CORE");
   ::unsetenv("AUTOSHARD_SIMULATE_BLAS_CORE");
+}
+
+// NumPy first in Python: the process's OpenBLAS runs kernels below the CPU
+// (simulated) and autoshard's products move to a private copy of the library
+// with the best ones, and give the same numbers as a plain loop.
+TEST(BlasCore, APrivateCopyRunsTheBestKernelsForAutoshardsProducts) {
+  const std::string best = best_openblas_coretype(CpuFeatures::of_this_cpu());
+  if (blas_info().config.find("DYNAMIC_ARCH") == std::string::npos || best.empty())
+    GTEST_SKIP() << "one core type only";
+  const char* user = std::getenv("OPENBLAS_CORETYPE");
+  const std::string users = user ? user : "";
+  ::unsetenv("OPENBLAS_CORETYPE");  // as for a user who set nothing
+  ::setenv("AUTOSHARD_SIMULATE_BLAS_CORE", "Prescott", 1);
+  const std::string why_not = use_private_openblas();
+  ::unsetenv("AUTOSHARD_SIMULATE_BLAS_CORE");
+  if (user != nullptr) ::setenv("OPENBLAS_CORETYPE", users.c_str(), 1);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_NE(why_not.find("sanitizers"), std::string::npos) << why_not;
+  GTEST_SKIP() << why_not;
+#endif
+  ASSERT_EQ(why_not, "");
+  const BlasInfo info = blas_info();
+  EXPECT_TRUE(info.private_copy);
+  EXPECT_EQ(info.chosen_by, "autoshard");
+  EXPECT_EQ(info.library_choice, "Prescott");
+  EXPECT_EQ(info.core, best);
+  EXPECT_NE(describe(info).find("autoshard runs a private copy"), std::string::npos);
+  EXPECT_EQ(use_private_openblas(), "");  // once is enough
+  // C = A^T B for A [k, m] and B [k, n], odd sizes, against the loop.
+  const int m = 37, n = 29, k = 53;
+  std::vector<float> a(size_t(k) * m), b(size_t(k) * n), c(size_t(m) * n, 1.0f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 13) - 6) / 7.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 11) - 5) / 3.0f;
+  sgemm(true, false, m, n, k, 2.0f, a.data(), m, b.data(), n, 0.5f, c.data(), n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double want = 0.5;
+      for (int p = 0; p < k; ++p) want += 2.0 * a[size_t(p) * m + i] * b[size_t(p) * n + j];
+      ASSERT_NEAR(c[size_t(i) * n + j], want, 1e-3) << i << ", " << j;
+    }
 }
 
 struct Result {

@@ -12,12 +12,12 @@ Set a distribution (``keras.distribution.set_distribution``) before building
 a model to train it sharded over in-process devices. See docs/python.md.
 """
 
-from ._blas import use_best_blas_kernels, warn_if_below_the_cpu
+from ._blas import use_a_private_copy_if_below_the_cpu, use_best_blas_kernels
 
 use_best_blas_kernels()  # before OpenBLAS loads with the extension (docs/performance.md)
 from . import _native  # noqa: E402  (the engine; fails early when not built)
 
-warn_if_below_the_cpu(_native)
+use_a_private_copy_if_below_the_cpu(_native)  # NumPy loaded OpenBLAS first
 
 from .hf import EncoderModel, LanguageModel, from_pretrained  # noqa: E402  (Hugging Face)
 from .hf import world_rank, world_size  # noqa: E402  (MPI ranks)

@@ -8,8 +8,10 @@ OpenBLAS) a forked child loads it, answers which core type to ask for, and
 exits; this process then sets ``OPENBLAS_CORETYPE`` so that its own OpenBLAS
 loads with those kernels. Nothing is done when ``OPENBLAS_CORETYPE`` or
 ``AUTOSHARD_KEEP_BLAS_CORE`` is set. When OpenBLAS is already loaded (NumPy
-imported first shares the same library) the kernels can no longer change:
-the package warns once, naming the variable to set.
+imported first shares the same library) its kernels can no longer change:
+autoshard then loads a private copy of the library with the right kernels
+for its own products (ir/blas_core.h ``use_private_openblas``), and warns
+only if that fails.
 """
 
 import os
@@ -62,24 +64,28 @@ def use_best_blas_kernels():
     if os.environ.get("OPENBLAS_CORETYPE"):
         return
     if "autoshard._native" in sys.modules or _openblas_loaded():
-        return  # too late to choose: warn_if_below_the_cpu says so once loaded
+        return  # too late to choose: use_a_private_copy_if_below_the_cpu steps in once loaded
     answer = _ask_a_child()
     if answer and answer[0]:
         os.environ["OPENBLAS_CORETYPE"] = answer[0]
         os.environ[_LIBRARY_CHOICE] = answer[1]
 
 
-def warn_if_below_the_cpu(native):
-    """After loading: a warning when OpenBLAS was loaded first with kernels below the CPU.
+def use_a_private_copy_if_below_the_cpu(native):
+    """After loading: OpenBLAS loaded first (by NumPy) with kernels below the CPU gets a private copy.
 
-    A malformed AUTOSHARD_KEEP_BLAS_CORE raises ValueError here, as the command
-    stops on it.
+    Warns when the copy cannot be made. A malformed AUTOSHARD_KEEP_BLAS_CORE
+    raises ValueError here, as the command stops on it.
     """
     wanted = native.wanted_openblas_coretype()
-    if wanted:
+    if not wanted:
+        return
+    shared_core = native.blas_info()["core"]
+    why_not = native.use_private_openblas()
+    if why_not:
         info = native.blas_info()
         warnings.warn(
             f"OpenBLAS was loaded before autoshard (by NumPy or another module) and runs its "
-            f"{info['core']} kernels on a CPU with {info['cpu']}: matrix products run several "
-            f"times slower. Import autoshard before NumPy, or set OPENBLAS_CORETYPE={wanted} "
-            f"before starting Python.", RuntimeWarning, stacklevel=3)
+            f"{shared_core} kernels on a CPU with {info['cpu']}, and {why_not}: matrix products "
+            f"run several times slower. Import autoshard before NumPy, or set "
+            f"OPENBLAS_CORETYPE={wanted} before starting Python.", RuntimeWarning, stacklevel=3)

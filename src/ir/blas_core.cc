@@ -1,14 +1,21 @@
 #include "autoshard/ir/blas_core.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "autoshard/error.h"
@@ -70,12 +77,111 @@ bool dynamic_arch() {
   return std::strstr(openblas_get_config(), "DYNAMIC_ARCH") != nullptr;
 }
 
-// The core OpenBLAS chose, or the test hook's name in its place (unless a
-// core type was forced: then the library's own answer counts).
-std::string library_core() {
+// A second OpenBLAS loaded from a copy of the process's library, with the
+// kernels the CPU deserves (use_private_openblas).
+struct PrivateOpenBlas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  std::string core;         // the copy's openblas_get_corename()
+  std::string shared_core;  // what the process's library runs (or the hook's name)
+};
+std::atomic<const PrivateOpenBlas*> private_openblas{nullptr};
+
+// The core the process's OpenBLAS chose, or the test hook's name in its
+// place (unless a core type was forced: then the library's own answer counts).
+std::string shared_library_core() {
   if (!variable("OPENBLAS_CORETYPE"))
     if (auto simulated = variable(kSimulate)) return *simulated;
   return openblas_get_corename();
+}
+
+// The core autoshard's products run on.
+std::string library_core() {
+  if (const PrivateOpenBlas* copy = private_openblas.load()) return copy->core;
+  return shared_library_core();
+}
+
+// RTLD_DEEPBIND, which keeps the copy's calls inside the copy, is refused by
+// the sanitizers' runtimes.
+constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
+// The file the process's OpenBLAS was loaded from: the one defining
+// openblas_get_corename (Debian's libblas.so.3, which NumPy loads, defines
+// cblas_sgemm too, as a thin layer over libopenblas.so.0).
+std::optional<std::string> shared_library_path() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&openblas_get_corename), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return std::nullopt;
+  return std::string(info.dli_fname);
+}
+
+// A copy of `path` in an anonymous memory file: a new inode, so the dynamic
+// loader maps it as a library of its own. -1 on failure (errno set).
+int copy_into_memory(const std::string& path) {
+  const int source = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (source < 0) return -1;
+  struct stat st {};
+  const int copy =
+      ::fstat(source, &st) == 0 ? ::memfd_create("autoshard-openblas", MFD_CLOEXEC) : -1;
+  off_t done = 0;
+  while (copy >= 0 && done < st.st_size)
+    if (::sendfile(copy, source, &done, static_cast<size_t>(st.st_size - done)) <= 0) break;
+  const int error = errno;
+  ::close(source);
+  if (copy >= 0 && done == st.st_size) return copy;
+  if (copy >= 0) ::close(copy);
+  errno = error;
+  return -1;
+}
+
+// dlopen of the copy with OPENBLAS_CORETYPE=core, which its constructor
+// reads; the variable is restored afterwards so child processes do not
+// inherit it.
+void* open_with_core(int fd, const std::string& core) {
+  const std::optional<std::string> before = variable("OPENBLAS_CORETYPE");
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (before)
+    ::setenv("OPENBLAS_CORETYPE", before->c_str(), 1);
+  else
+    ::unsetenv("OPENBLAS_CORETYPE");
+  return handle;
+}
+
+// Loads the copy and checks it runs `core`; the reason on failure.
+std::string load_private_openblas(const std::string& core) {
+  const std::optional<std::string> path = shared_library_path();
+  if (!path) return "the loaded OpenBLAS's file was not found";
+  const int fd = copy_into_memory(*path);
+  if (fd < 0) return "copying " + *path + " failed (" + std::strerror(errno) + ")";
+  void* handle = open_with_core(fd, core);
+  ::close(fd);  // the mapping keeps the copy
+  if (handle == nullptr)
+    return std::string("loading a copy of OpenBLAS failed (") + ::dlerror() + ")";
+  auto* sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(::dlsym(handle, "cblas_sgemm"));
+  auto* threads = reinterpret_cast<void (*)(int)>(::dlsym(handle, "openblas_set_num_threads"));
+  auto* corename = reinterpret_cast<char* (*)()>(::dlsym(handle, "openblas_get_corename"));
+  if (sgemm == nullptr || threads == nullptr || corename == nullptr ||
+      lower(corename()) != lower(core)) {
+    ::dlclose(handle);
+    return "a copy of OpenBLAS did not run the " + core + " kernels";
+  }
+  threads(1);  // as parallel_blas_gemm runs the process's library
+  // Lives as long as the process: products may run until exit.
+  private_openblas.store(new PrivateOpenBlas{sgemm, corename(), shared_library_core()});
+  return "";
 }
 
 }  // namespace
@@ -144,6 +250,12 @@ BlasInfo blas_info() {
   info.best = best_openblas_coretype(info.features);
   info.threads = intra_op_threads();
   info.chosen_by = "OpenBLAS";
+  if (const PrivateOpenBlas* copy = private_openblas.load()) {
+    info.chosen_by = "autoshard";
+    info.library_choice = copy->shared_core;
+    info.private_copy = true;
+    return info;
+  }
   if (const auto forced = variable("OPENBLAS_CORETYPE")) {
     info.chosen_by = "OPENBLAS_CORETYPE";
     // The restart's own setting: what autoshard would ask for after the
@@ -161,8 +273,9 @@ std::string describe(const BlasInfo& info) {
   std::string who = info.chosen_by == "autoshard"
                         ? "set by autoshard, OpenBLAS chose " + info.library_choice
                         : "chosen by " + info.chosen_by;
+  if (info.private_copy) who += " when loaded before autoshard; autoshard runs a private copy";
   const auto forced = variable("OPENBLAS_CORETYPE");
-  if (forced && lower(*forced) != lower(info.core))
+  if (forced && !info.private_copy && lower(*forced) != lower(info.core))
     who = "chosen by OpenBLAS, which does not know OPENBLAS_CORETYPE=" + *forced;
   std::string fix;  // what gets the faster kernels, when a setting kept them away
   if (better_openblas_coretype(info.core, info.features)) {
@@ -201,6 +314,24 @@ void use_best_blas_kernels(char** argv) {
                "autoshard: warning: OpenBLAS runs its %s kernels on a CPU with %s; restarting "
                "with OPENBLAS_CORETYPE=%s failed (%s): set that variable before starting\n",
                chosen.c_str(), features.describe().c_str(), better->c_str(), std::strerror(error));
+}
+
+std::string use_private_openblas() {
+  if (private_openblas.load() != nullptr) return "";
+  const std::optional<std::string> better = wanted_openblas_coretype();
+  if (!better) return "";
+  if (kSanitized) return "a private copy of OpenBLAS cannot be loaded under the sanitizers";
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
+  return private_openblas.load() != nullptr ? "" : load_private_openblas(*better);
+}
+
+void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+           const float* b, int ldb, float beta, float* c, int ldc) {
+  const PrivateOpenBlas* copy = private_openblas.load(std::memory_order_acquire);
+  (copy != nullptr ? copy->sgemm : &cblas_sgemm)(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                                                 trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                                                 alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 double sgemm_peak_gflops(int n, double seconds) {

@@ -53,7 +53,9 @@ struct BlasInfo {
   std::string chosen_by;
   std::string library_choice;
   std::string best;  // best_openblas_coretype for this CPU ("" if SSE only)
-  int threads = 1;   // the cores a product runs on (ir/ops/gemm.h: one BLAS thread each)
+  // autoshard's products run on a private copy of the library (use_private_openblas).
+  bool private_copy = false;
+  int threads = 1;  // the cores a product runs on (ir/ops/gemm.h: one BLAS thread each)
   CpuFeatures features;
 };
 
@@ -82,6 +84,25 @@ std::optional<std::string> wanted_openblas_coretype();
 // AUTOSHARD_SIMULATE_BLAS_CORE=NAME, a test hook, makes autoshard act as if
 // OpenBLAS had chosen NAME.
 void use_best_blas_kernels(char** argv);
+
+// For a process whose OpenBLAS loaded before autoshard could choose its
+// kernels (Python with NumPy imported first: the two share the library, and
+// its kernels are fixed once it has loaded): when wanted_openblas_coretype()
+// names better kernels, loads a second copy of the same library file (copied
+// into an anonymous memory file, so the dynamic loader maps it apart, with
+// RTLD_DEEPBIND so that its calls stay inside it) with OPENBLAS_CORETYPE
+// naming them, and runs autoshard's products (`sgemm`) on it. The rest of
+// the process (NumPy) keeps the library it loaded. Costs a copy of the
+// library in memory (36 MB for Debian's 0.3.21) and ~30 ms, once. Returns ""
+// when done or not needed, else why not (nothing changed; a warning's text).
+// Not available under AddressSanitizer or ThreadSanitizer.
+std::string use_private_openblas();
+
+// C = alpha op(A) op(B) + beta C on row-major matrices, on the calling
+// thread: OpenBLAS's cblas_sgemm, from the private copy once
+// use_private_openblas loaded one.
+void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+           const float* b, int ldb, float beta, float* c, int ldc);
 
 // sgemm on square matrices of size n as autoshard runs it (pieces over the
 // calling thread's cores, one OpenBLAS thread each): the best

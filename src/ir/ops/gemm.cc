@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "autoshard/ir/blas_core.h"
 #include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
@@ -19,8 +20,7 @@ constexpr int64_t kAlign = 16;
 
 void one_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
               const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  blas::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Rows or columns per piece when `length` is cut into `parts`, rounded up to kAlign.
