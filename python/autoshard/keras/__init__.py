@@ -6,7 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
-from . import saving
+from . import preprocessing, saving
 from .models import Input, Model, Sequential
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "metrics",
     "models",
     "optimizers",
+    "preprocessing",
     "saving",
     "utils",
 ]
