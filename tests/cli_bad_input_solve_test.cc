@@ -177,6 +177,35 @@ TEST_F(BadPlannerInput, ReadingCountsAgainstTheTimeLimit) {
   EXPECT_EQ(nlohmann::json::parse(r.output.substr(at + 1)).size(), size_t{n});
 }
 
+TEST_F(BadPlannerInput, TheTimeLimitCountsFromTheStartOfTheProcess) {
+  // A problem of several MB: what went to starting the program and reading
+  // it is taken off the search, so the answer comes within the limit.
+  std::string text = "{\"problem\":{\"nodes\":{\"intervals\":[";
+  const int n = 40000;
+  for (int i = 0; i < n; ++i)
+    text += (i ? ",[" : "[") + std::to_string(i) + "," + std::to_string(i + 2) + "]";
+  text += "],\"costs\":[";
+  for (int i = 0; i < n; ++i) text += i ? ",[5,3,7,2]" : "[5,3,7,2]";
+  text += "],\"usages\":[";
+  for (int i = 0; i < n; ++i) text += i ? ",[1,2,1,3]" : "[1,2,1,3]";
+  text += "]},\"edges\":{\"nodes\":[],\"costs\":[]},\"usage_limit\":5}}";
+  ASSERT_GT(text.size(), size_t{1} << 20);
+  const Result r = run("solve " + write("big.json", text) + " --time-limit 1");
+  ASSERT_EQ(r.code, 0) << r.output.substr(0, 2000);
+  const size_t at = r.output.find("search time ");
+  ASSERT_NE(at, std::string::npos) << r.output.substr(0, 2000);
+  double search = 0, limit = 0, before = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at,
+                        "search time %lf s of --time-limit %lf s (%lf s went to starting", &search,
+                        &limit, &before),
+            3);
+  EXPECT_EQ(limit, 1);
+  EXPECT_GT(before, 0);  // the program's start and the reading were counted
+  EXPECT_NEAR(search + before, 1 - 0.04, 0.002);
+  // Not a timing test (machines differ): only far past the limit is wrong.
+  EXPECT_LT(r.seconds, 3);
+}
+
 TEST_F(BadPlannerInput, ProblemFilesThatAreNotFiles) {
   expect_error("solve /dev/zero", "is not a regular file");
   expect_error("solve " + dir_.string(), "is a directory");
