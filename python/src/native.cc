@@ -744,6 +744,7 @@ void bind_plan(py::module_& m);        // bind_plan.cc
 void bind_layout_map(py::module_& m);  // bind_layout_map.cc
 void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc
+void bind_schedules(py::module_& m);   // bind_schedules.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -766,4 +767,5 @@ PYBIND11_MODULE(_native, m) {
   bind_layout_map(m);
   bind_trace(m);
   bind_blas(m);
+  bind_schedules(m);
 }

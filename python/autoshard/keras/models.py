@@ -355,6 +355,7 @@ class Model:
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
         self._metric_names = [m.name for m in natives]
         self._native.compile(optimizer._native, losses, weights, natives)
+        optimizer._model_native = self._native  # optimizer.iterations: this model's steps
 
     def _engine(self, what, call, *args):
         """``call(*args)``, an engine call on the user's data: its messages

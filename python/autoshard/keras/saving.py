@@ -464,7 +464,10 @@ def _optimizer_config(optimizer):
     clip = config.pop("clipnorm", None) or config.pop("global_clipnorm", None)
     if clip:
         config["global_clipnorm"] = clip
-    config["learning_rate"] = optimizer.learning_rate  # as now (schedulers change it)
+    if optimizer._schedule is not None:  # Keras writes the schedule, serialized
+        config["learning_rate"] = _optimizers.schedules.serialize(optimizer._schedule)
+    else:
+        config["learning_rate"] = optimizer.learning_rate  # as now (schedulers change it)
     return type(optimizer).__name__, config
 
 

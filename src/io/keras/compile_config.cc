@@ -7,6 +7,7 @@
 #include "autoshard/error.h"
 #include "autoshard/json.h"
 #include "autoshard/optim/keras_optimizers.h"
+#include "autoshard/optim/learning_rate_schedules.h"
 
 namespace autoshard {
 
@@ -155,10 +156,12 @@ KerasCompileConfig read_compile_config(const json& config, Dialect dialect,
             k == "is_legacy_optimizer")
           continue;
         if (k == "decay" && v.is_number() && v.get<double>() == 0) continue;
-        if (k == "learning_rate" && v.is_object())
-          fail(at, ": optimizer '", cls, "': a learning-rate schedule (",
-               json_string_or(v, "class_name", "", at + ": optimizer's learning_rate"),
-               ") is not supported; give --lr");
+        if (k == "learning_rate" && v.is_object()) {
+          // A LearningRateSchedule, serialized: checked now, built by make_optimizer.
+          keras_learning_rate_schedule(v, at + ": optimizer's learning_rate");
+          out.optimizer_config[k] = v;
+          continue;
+        }
         AS_CHECK(v.is_number() || v.is_boolean(), at, ": optimizer '", cls, "': field '", k,
                  "' = ", v.dump().substr(0, 200), " is not supported");
         if (k == "lr") {
@@ -366,15 +369,22 @@ double num(const json& c, const char* key, double def) {
 }
 }  // namespace
 
-std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
+namespace {
+// The optimizer `k` names; `scheduled` >= 0: a schedule's first value in
+// place of the learning rate.
+std::shared_ptr<Optimizer> optimizer_of(const KerasCompileConfig& k, double scheduled) {
+  const std::string& optimizer = k.optimizer;
+  const std::string& epsilon = k.epsilon;
   AS_CHECK(!optimizer.empty(), "the model file has no optimizer in its compile config; give one");
-  const json& c = optimizer_config;
+  const json& c = k.optimizer_config;
   for (const auto& [k, v] : c.items())
     AS_CHECK(k != "clipnorm" && k != "clipvalue", "compile config: optimizer field '", k,
              "' = ", v.dump(), " is not supported (global_clipnorm is)");
   std::string name = optimizer;
   for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const double lr = num(c, "learning_rate", name == "sgd" ? 0.01 : 1e-3);
+  // A schedule's first value stands for the optimizer's learning rate.
+  const double lr =
+      scheduled >= 0 ? scheduled : num(c, "learning_rate", name == "sgd" ? 0.01 : 1e-3);
   const double clip = num(c, "global_clipnorm", 0);
   AS_CHECK(epsilon == "before" || epsilon == "after", "compile config: epsilon placement '",
            epsilon,
@@ -418,6 +428,20 @@ std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
          .global_clipnorm = clip});
   fail("compile config: optimizer '", optimizer,
        "' is not supported (Adam, AdamW, SGD, RMSprop, Adagrad)");
+}
+
+std::shared_ptr<Optimizer> with_schedule(std::shared_ptr<Optimizer> optimizer,
+                                         std::function<double(int64_t)> schedule) {
+  optimizer->schedule = std::move(schedule);
+  return optimizer;
+}
+}  // namespace
+
+std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
+  std::function<double(int64_t)> schedule;
+  if (const json* rate = json_member(optimizer_config, "learning_rate"); rate && rate->is_object())
+    schedule = keras_learning_rate_schedule(*rate, "compile config: optimizer's learning_rate");
+  return with_schedule(optimizer_of(*this, schedule ? schedule(1) : -1), schedule);
 }
 
 std::vector<Loss> KerasCompileConfig::make_losses() const {

@@ -1,9 +1,11 @@
-"""keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules."""
+"""keras.optimizers: Keras 3's optimizers with Keras's defaults, the engine's rules;
+``keras.optimizers.schedules``: the learning-rate schedules."""
 
 import numbers
 
-from .. import _checks, _native
-from . import utils as _utils
+from ... import _checks, _native
+from .. import utils as _utils
+from . import schedules
 
 
 class Optimizer:
@@ -13,13 +15,30 @@ class Optimizer:
 
     def __init__(self, native):
         self._native = native
+        self._model_native = None  # the compiled model's engine: its step count
+        rate = getattr(self, "_init_args", {}).get("learning_rate")
+        self._schedule = rate if isinstance(rate, schedules.LearningRateSchedule) else None
+        if self._schedule is not None:
+            schedules._attach(self._schedule, native)
+
+    @property
+    def iterations(self):
+        """Steps taken (Keras's ``optimizer.iterations``): the compiled model's."""
+        return 0 if self._model_native is None else _native.model_iterations(self._model_native)
 
     @property
     def learning_rate(self):
+        """The rate of the next step: the schedule's value at ``iterations`` when there is one."""
+        if self._schedule is not None:
+            return float(self._schedule(self.iterations))
         return self._native.learning_rate
 
     @learning_rate.setter
     def learning_rate(self, value):
+        if self._schedule is not None:  # Keras's rule too
+            raise TypeError(f"{type(self).__name__}: the learning rate comes from the schedule "
+                            f"{type(self._schedule).__name__} given to the optimizer and cannot "
+                            f"be set; give a number as learning_rate to set it")
         # A scheduler's value too: NaN or infinity would train on silently.
         # 0 is Keras's too (a schedule that decays to 0, say).
         self._native.learning_rate = _checks.number(value, "learning_rate",
@@ -35,9 +54,14 @@ def _check(kwargs, name):
 
 
 def _lr(value, name):
+    """The engine's learning rate: the number, or for a schedule (which
+    Optimizer.__init__ attaches) its first value, 1 where that is 0."""
+    if isinstance(value, schedules.LearningRateSchedule):
+        first = _checks.number(value(0), "the schedule's learning rate at step 0", name, minimum=0)
+        return first or 1.0
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}: learning_rate must be a number (schedules are not supported "
-                         "from Python yet)")
+        raise ValueError(f"{name}: learning_rate must be a number or a "
+                         f"keras.optimizers.schedules.LearningRateSchedule, not {value!r}")
     return _checks.number(value, "learning_rate", name, above=0)
 
 
