@@ -163,14 +163,13 @@ TEST(KerasMetrics, BinaryAccuracyMaeMse) {
   const float pv[] = {0.9f, 0.2f, 0.6f, 0.4f, 0.5f, 0.1f}, tv[] = {1, 0, 0, 1, 1, 0};
   std::copy(pv, pv + 6, p.f32());
   std::copy(tv, tv + 6, t.f32());
-  const Metric::Total acc = metrics::by_name("binary_accuracy").measure(p, t);
-  EXPECT_EQ(acc.count, 2);
-  EXPECT_NEAR(acc.sum / acc.count, 3.0 / 6.0, 1e-12);  // 0.5 is not above the threshold
-  const Metric::Total mae = metrics::by_name("mae").measure(p, t);
-  EXPECT_NEAR(mae.sum / mae.count, (0.1 + 0.2 + 0.6 + 0.6 + 0.5 + 0.1) / 6, 1e-6);
-  const Metric::Total mse = metrics::by_name("mse").measure(p, t);
-  EXPECT_NEAR(mse.sum / mse.count, (0.01 + 0.04 + 0.36 + 0.36 + 0.25 + 0.01) / 6, 1e-6);
-  EXPECT_THROW(metrics::binary_accuracy().measure(p, Tensor({2, 2})), Error);
+  const Metric::Sums acc = metrics::by_name("binary_accuracy").accumulate(p, t);
+  EXPECT_EQ(acc[1], 2);                            // examples
+  EXPECT_NEAR(acc[0] / acc[1], 3.0 / 6.0, 1e-12);  // 0.5 is not above the threshold
+  EXPECT_NEAR(metrics::by_name("mae").of(p, t), (0.1 + 0.2 + 0.6 + 0.6 + 0.5 + 0.1) / 6, 1e-6);
+  EXPECT_NEAR(metrics::by_name("mse").of(p, t), (0.01 + 0.04 + 0.36 + 0.36 + 0.25 + 0.01) / 6,
+              1e-6);
+  EXPECT_THROW(metrics::binary_accuracy().of(p, Tensor({2, 2})), Error);
 }
 
 // One Keras optimizer step on w [2, 3] with gradient g (double), state in `s`.

@@ -37,10 +37,6 @@ int64_t rank_by_sorting(const float* row, int64_t classes, int32_t target) {
   return std::find(sorted.begin(), sorted.end(), row[target]) - sorted.begin();
 }
 
-double mean(const Metric::Total& t) {
-  return t.sum / double(t.count);
-}
-
 TEST(Metrics, MatchBruteForce) {
   const int64_t n = 40, classes = 7;
   const Tensor p = random_tensor({n, classes}, 3), y = random_classes(n, classes, 4);
@@ -50,15 +46,15 @@ TEST(Metrics, MatchBruteForce) {
   for (int k = 1; k <= classes; ++k) {
     const double expected =
         double(std::count_if(ranks.begin(), ranks.end(), [&](int64_t r) { return r < k; })) / n;
-    EXPECT_DOUBLE_EQ(mean(metrics::sparse_top_k_categorical_accuracy(k).measure(p, y)), expected)
+    EXPECT_DOUBLE_EQ(metrics::sparse_top_k_categorical_accuracy(k).of(p, y), expected)
         << "k = " << k;
   }
   const double top1 = double(std::count(ranks.begin(), ranks.end(), int64_t{0})) / double(n);
-  EXPECT_DOUBLE_EQ(mean(metrics::sparse_categorical_accuracy().measure(p, y)), top1);
-  EXPECT_DOUBLE_EQ(mean(metrics::accuracy().measure(p, y)), top1);
+  EXPECT_DOUBLE_EQ(metrics::sparse_categorical_accuracy().of(p, y), top1);
+  EXPECT_DOUBLE_EQ(metrics::accuracy().of(p, y), top1);
   EXPECT_GT(top1, 0.0);
   EXPECT_LT(top1, 1.0);
-  EXPECT_DOUBLE_EQ(mean(metrics::sparse_top_k_categorical_accuracy(classes).measure(p, y)), 1.0);
+  EXPECT_DOUBLE_EQ(metrics::sparse_top_k_categorical_accuracy(classes).of(p, y), 1.0);
   EXPECT_EQ(metrics::by_name("top_3").name, "top_3");
   EXPECT_EQ(metrics::by_name("sparse_top_k_categorical_accuracy").name,
             "sparse_top_k_categorical_accuracy");
@@ -72,21 +68,21 @@ TEST(Metrics, TiesOneHotAndBinaryTargets) {
   std::copy(values, values + 6, p.f32());
   Tensor y({2}, DType::I32);
   y.i32()[0] = 1, y.i32()[1] = 2;
-  EXPECT_DOUBLE_EQ(mean(metrics::sparse_categorical_accuracy().measure(p, y)), 0.0);
-  EXPECT_DOUBLE_EQ(mean(metrics::sparse_top_k_categorical_accuracy(1).measure(p, y)), 1.0);
+  EXPECT_DOUBLE_EQ(metrics::sparse_categorical_accuracy().of(p, y), 0.0);
+  EXPECT_DOUBLE_EQ(metrics::sparse_top_k_categorical_accuracy(1).of(p, y), 1.0);
   // One-hot f32 targets: argmax against argmax.
   Tensor one_hot({2, 3});
   one_hot.f32()[0] = 1, one_hot.f32()[3 + 1] = 1;
-  EXPECT_DOUBLE_EQ(mean(metrics::accuracy().measure(p, one_hot)), 1.0);
+  EXPECT_DOUBLE_EQ(metrics::accuracy().of(p, one_hot), 1.0);
   // One output per example: the same side of 0.5.
   Tensor b({3, 1}), t({3, 1});
   b.f32()[0] = 0.7f, b.f32()[1] = 0.2f, b.f32()[2] = 0.6f;
   t.f32()[0] = 1, t.f32()[1] = 0, t.f32()[2] = 0;
-  EXPECT_NEAR(mean(metrics::accuracy().measure(b, t)), 2.0 / 3, 1e-12);
-  EXPECT_THROW(metrics::sparse_categorical_accuracy().measure(p, random_classes(3, 3, 1)), Error);
+  EXPECT_NEAR(metrics::accuracy().of(b, t), 2.0 / 3, 1e-12);
+  EXPECT_THROW(metrics::sparse_categorical_accuracy().of(p, random_classes(3, 3, 1)), Error);
   Tensor bad = y.clone();
   bad.i32()[0] = 3;
-  EXPECT_THROW(metrics::sparse_categorical_accuracy().measure(p, bad), Error);
+  EXPECT_THROW(metrics::sparse_categorical_accuracy().of(p, bad), Error);
   EXPECT_THROW(metrics::by_name("f1"), Error);
 }
 
@@ -101,7 +97,7 @@ std::unique_ptr<Model> classifier() {
 
 // The accuracy of predict()'s logits, from the metric's own definition.
 double accuracy_of(Model& model, const Tensor& x, const Tensor& y, int k) {
-  return mean(metrics::sparse_top_k_categorical_accuracy(k).measure(model.predict(x, 8), y));
+  return metrics::sparse_top_k_categorical_accuracy(k).of(model.predict(x, 8), y);
 }
 
 TEST(Metrics, FitAndEvaluateReportThemOnAnyMesh) {

@@ -608,29 +608,30 @@ void bind_model(py::module_& m) {
       // evaluate and predict run one batch per engine call, so that Ctrl-C
       // (Python's handler, run by PyErr_CheckSignals) stops them between
       // batches as it stops fit.
-      .def("evaluate",
-           [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size) {
-             AS_CHECK(batch_size >= 1, "evaluate: batch_size must be at least 1, got ", batch_size);
-             const py::dict xs = arrays_of(x), ys = arrays_of(y);
-             const int64_t n = rows_of(xs, ys, "evaluate");
-             Logs sums;
-             for (int64_t begin = 0; begin < n; begin += batch_size) {
-               const int64_t end = std::min(n, begin + batch_size);
-               ModelInputs in = inputs_of(p, batch_of(xs, begin, end), true);
-               ModelTargets tg = targets_of(p, batch_of(ys, begin, end), true);
-               Logs logs;
-               {
-                 py::gil_scoped_release release;
-                 logs = p.model->evaluate_with_metrics(in, tg, batch_size);
-               }
-               // The engine's means over every example: each batch's mean
-               // weighted by its rows.
-               for (const auto& [k, v] : logs) sums[k] += v * double(end - begin);
-               stop_on_signal();
-             }
-             for (auto& [k, v] : sums) v /= double(n);
-             return logs_dict(sums);
-           })
+      .def(
+          "evaluate",
+          [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size,
+             Model::EvaluationSums* running) {
+            AS_CHECK(batch_size >= 1, "evaluate: batch_size must be at least 1, got ", batch_size);
+            const py::dict xs = arrays_of(x), ys = arrays_of(y);
+            const int64_t n = rows_of(xs, ys, "evaluate");
+            // Sums over every batch (and over earlier calls given `running`):
+            // the whole set's loss and metrics, not a mean of the batches'.
+            Model::EvaluationSums own;
+            Model::EvaluationSums& sums = running ? *running : own;
+            for (int64_t begin = 0; begin < n; begin += batch_size) {
+              const int64_t end = std::min(n, begin + batch_size);
+              ModelInputs in = inputs_of(p, batch_of(xs, begin, end), true);
+              ModelTargets tg = targets_of(p, batch_of(ys, begin, end), true);
+              {
+                py::gil_scoped_release release;
+                p.model->evaluate_part(in, tg, batch_size, sums);
+              }
+              stop_on_signal();
+            }
+            return logs_dict(Model::evaluation_logs(sums));
+          },
+          "x"_a, "y"_a, "batch_size"_a, "running"_a = nullptr)
       .def("predict",
            [](PyModel& p, const py::dict& x, int64_t batch_size) {
              AS_CHECK(batch_size >= 1, "predict: batch_size must be at least 1, got ", batch_size);
@@ -745,6 +746,7 @@ void bind_layout_map(py::module_& m);  // bind_layout_map.cc
 void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc
 void bind_schedules(py::module_& m);   // bind_schedules.cc
+void bind_metrics(py::module_& m);     // bind_metrics.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -768,4 +770,5 @@ PYBIND11_MODULE(_native, m) {
   bind_trace(m);
   bind_blas(m);
   bind_schedules(m);
+  bind_metrics(m);
 }

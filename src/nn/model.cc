@@ -550,10 +550,14 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
     const std::vector<std::string> names = output_names();
     for (size_t k = 0; k < y->size(); ++k)
       for (const Metric& m : metrics_) {
-        const Metric::Total batch = m.measure(step.output(1 + k), (*y)[k]);
+        const Metric::Sums batch = m.accumulate(step.output(1 + k), (*y)[k]);
         const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
-        (*totals)[name].sum += batch.sum;
-        (*totals)[name].count += batch.count;
+        MetricSums& running = (*totals)[name];
+        if (running.sums.empty()) running = {Metric::Sums(batch.size(), 0.0), m.result};
+        AS_CHECK(running.sums.size() == batch.size(), "metric ", name,
+                 ": the batches' outputs differ in shape (", running.sums.size(), " and ",
+                 batch.size(), " sums)");
+        for (size_t i = 0; i < batch.size(); ++i) running.sums[i] += batch[i];
       }
   }
   return step;
@@ -578,7 +582,7 @@ double Model::train_on_batch(const ModelInputs& x, const ModelTargets& y) {
 
 Logs Model::means(double loss, const MetricTotals& totals) {
   Logs logs{{"loss", loss}};
-  for (const auto& [name, t] : totals) logs[name] = t.count ? t.sum / double(t.count) : 0.0;
+  for (const auto& [name, t] : totals) logs[name] = t.result(t.sums);
   return logs;
 }
 
@@ -655,19 +659,29 @@ double Model::evaluate(const ModelInputs& x, const ModelTargets& y, int64_t batc
 
 Logs Model::evaluate_with_metrics(const ModelInputs& inputs, const ModelTargets& targets,
                                   int64_t batch_size) {
+  EvaluationSums sums;
+  evaluate_part(inputs, targets, batch_size, sums);
+  return evaluation_logs(sums);
+}
+
+void Model::evaluate_part(const ModelInputs& inputs, const ModelTargets& targets,
+                          int64_t batch_size, EvaluationSums& sums) {
   const Batch x = ordered(inputs), y = ordered_targets(targets);
   const int64_t n = examples(x, &y, "evaluate"), steps = batch_count(n, batch_size);
-  double total = 0;
-  MetricTotals totals;
   for (int64_t b = 0; b < steps; ++b) {
     int64_t begin = b * batch_size, end = std::min(n, begin + batch_size);
     const Batch batch_targets = rows(y, begin, end);
-    total += run(Mode::Test, rows(x, begin, end), &batch_targets, {iterations_ + 1, 0}, &totals)
-                 .result()
-                 .item() *
-             double(end - begin);
+    sums.loss +=
+        run(Mode::Test, rows(x, begin, end), &batch_targets, {iterations_ + 1, 0}, &sums.metrics)
+            .result()
+            .item() *
+        double(end - begin);
   }
-  return means(total / double(n), totals);
+  sums.examples += n;
+}
+
+Logs Model::evaluation_logs(const EvaluationSums& sums) {
+  return means(sums.examples ? sums.loss / double(sums.examples) : 0.0, sums.metrics);
 }
 
 Tensor Model::predict(const ModelInputs& inputs, int64_t batch_size) {

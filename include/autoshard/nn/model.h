@@ -130,6 +130,26 @@ class Model {
   double evaluate(const ModelInputs& x, const ModelTargets& y, int64_t batch_size = 32);
   // The mean loss ("loss") and each compiled metric, by name, over every example.
   Logs evaluate_with_metrics(const ModelInputs& x, const ModelTargets& y, int64_t batch_size = 32);
+
+  // Each metric's running sums over the batches of an epoch or evaluation,
+  // and how it reads them.
+  struct MetricSums {
+    Metric::Sums sums;
+    std::function<double(const Metric::Sums&)> result;
+  };
+  using MetricTotals = std::map<std::string, MetricSums>;
+  // An evaluation run in parts, for a caller that stops or reports between
+  // them (Python's Ctrl-C and progress bars): each part adds its batches to
+  // `sums`; evaluation_logs reads the whole set's loss and metrics (a
+  // ratio such as Precision from all the counts, not a mean of the parts').
+  struct EvaluationSums {
+    double loss = 0;  // summed over examples
+    int64_t examples = 0;
+    MetricTotals metrics;
+  };
+  void evaluate_part(const ModelInputs& x, const ModelTargets& y, int64_t batch_size,
+                     EvaluationSums& sums);
+  static Logs evaluation_logs(const EvaluationSums& sums);
   // The (first) output's predictions.
   Tensor predict(const ModelInputs& x, int64_t batch_size = 32);
   // Every output's predictions, in the order of output_names().
@@ -202,8 +222,6 @@ class Model {
     // predict_outputs); empty when nothing reads them.
     std::vector<int> predictions;
   };
-  // Each metric's running total over the batches of an epoch or evaluation.
-  using MetricTotals = std::map<std::string, Metric::Total>;
   using Batch = std::vector<Tensor>;  // the inputs (or targets) in the model's order
   Batch ordered(const ModelInputs& x) const;
   Batch ordered_targets(const ModelTargets& y) const;

@@ -543,18 +543,14 @@ class Model:
                                                        batch_size))
         else:
             n = _examples(xs, ys, what)
-            sums, seen = {}, 0
+            running = _native.EvaluationSums()  # the whole set's sums, batch after batch
             for b, start in enumerate(range(0, n, batch_size)):
                 hooks.call("on_test_batch_begin", b, {})
                 part = slice(start, min(n, start + batch_size))
                 got = self._engine(what, self._native.evaluate,
                                    {k: v[part] for k, v in xs.items()},
-                                   {k: v[part] for k, v in ys.items()}, batch_size)
-                rows = part.stop - part.start
-                seen += rows
-                for k, v in got.items():
-                    sums[k] = sums.get(k, 0.0) + v * rows
-                logs = _callbacks._loss_first({k: v / seen for k, v in sums.items()})
+                                   {k: v[part] for k, v in ys.items()}, batch_size, running)
+                logs = _callbacks._loss_first(got)
                 hooks.call("on_test_batch_end", b, dict(logs))
         hooks.call("on_test_end", dict(logs))
         return logs
