@@ -27,9 +27,9 @@ declare -A sources=(
     src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
     src/io/tokenizer/normalizers.cc src/io/tokenizer/pre_tokenizers.cc
     src/io/tokenizer/post_processors.cc src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc"
-  [problem]="src/plan/problem.cc src/plan/problem_reader.cc src/plan/reduced.cc
-    src/plan/solver.cc src/plan/mip.cc src/runtime/memory.cc"
-  [cluster]="src/plan/cluster.cc src/runtime/memory.cc src/tensor/mesh.cc"
+  [problem]="src/solver/problem.cc src/solver/problem_reader.cc src/solver/reduced.cc
+    src/solver/solver.cc src/solver/mip.cc"
+  [cluster]="src/plan/cluster.cc src/tensor/mesh.cc"
   [npy]="src/io/npy.cc src/io/safetensors.cc $tensors"
   [keras_zip]="$keras"
   [keras_h5]="$keras"

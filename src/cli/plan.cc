@@ -14,9 +14,9 @@
 #include "autoshard/error.h"
 #include "autoshard/io/keras_variables.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/pages/plan_report.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
-#include "autoshard/plan/plan_report.h"
 #include "autoshard/plan/predicted_trace.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
@@ -27,9 +27,9 @@
 #include "cli/options.h"
 #include "cli/output_file.h"
 #include "cli/plan_pipeline.h"
+#include "pages/plan_figures.h"
+#include "pages/plan_html.h"
 #include "plan/layout_map_export.h"
-#include "plan/plan_figures.h"
-#include "plan/plan_html.h"
 
 namespace autoshard::cli {
 namespace {
@@ -42,7 +42,7 @@ struct PlanOptions : CommonOptions {
   std::string dtype = "f32";
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
-  std::string html;               // FILE.html: the plan as a picture (plan/plan_html.h)
+  std::string html;               // FILE.html: the plan as a picture (pages/plan_html.h)
   std::string trace;       // FILE.json: the predicted step as a timeline (plan/predicted_trace.h)
   PipelineFlags pipeline;  // a mesh with a pipe axis (cli/plan_pipeline.h)
 };

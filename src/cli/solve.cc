@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/solver.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 

@@ -25,7 +25,7 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/safetensors.h"  // half_to_float
-#include "autoshard/runtime/memory.h"
+#include "autoshard/memory_size.h"
 
 namespace autoshard {
 namespace {

@@ -21,9 +21,9 @@
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
-#include "autoshard/plan/screen.h"
-#include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
+#include "autoshard/solver/screen.h"
+#include "autoshard/solver/solver.h"
 #include "autoshard/tensor/parallel.h"
 
 namespace autoshard {

@@ -1,5 +1,5 @@
 // The plan report shared by `autoshard plan --json` and autoshard.plan.
-#include "autoshard/plan/plan_report.h"
+#include "autoshard/pages/plan_report.h"
 
 #include <algorithm>
 

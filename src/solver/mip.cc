@@ -1,4 +1,4 @@
-#include "plan/mip.h"
+#include "solver/mip.h"
 
 #include <coin/Cbc_C_Interface.h>
 #include <fcntl.h>

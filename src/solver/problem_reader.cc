@@ -2,7 +2,7 @@
 //
 // A problem file is hostile input: it is read only if it is a regular file
 // (a FIFO would block, /dev/zero never ends), streamed through zlib (plain or
-// gzip, by content) straight into a SAX scanner (plan/json_scan.h) with no
+// gzip, by content) straight into a SAX scanner (solver/json_scan.h) with no
 // whole-text buffer, and bounded three times: at most kMaxProblemTextBytes
 // of (decompressed) text, no string or number over json_scan::kMaxTokenBytes,
 // and the numbers kept count against the memory available, so a gzip bomb
@@ -20,9 +20,9 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
-#include "autoshard/plan/problem.h"
-#include "autoshard/runtime/memory.h"
-#include "plan/json_scan.h"
+#include "autoshard/memory_size.h"
+#include "autoshard/solver/problem.h"
+#include "solver/json_scan.h"
 
 namespace autoshard {
 namespace {

@@ -1,5 +1,5 @@
 // The picture of a plan (plan_html.h).
-#include "plan/plan_html.h"
+#include "pages/plan_html.h"
 
 #include <algorithm>
 #include <map>
@@ -7,8 +7,8 @@
 
 #include "autoshard/error.h"
 #include "autoshard/tensor/array_split.h"
-#include "plan/html_writer.h"
-#include "plan/svg_chart.h"
+#include "pages/html_writer.h"
+#include "pages/svg_chart.h"
 
 namespace autoshard {
 namespace {

@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "plan/reduced.h"
+#include "solver/reduced.h"
 
 namespace autoshard::solver {
 

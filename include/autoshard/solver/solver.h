@@ -7,7 +7,7 @@
 // parts (most nodes: leaves and branches hanging off a small core) and local
 // search over the core. Prices rise where memory overflows and fall where it
 // has room, by subgradient steps sized in cost units (Polyak's rule, aimed
-// at the best answer so far; plan/prices.h); every priced solution is
+// at the best answer so far; solver/prices.h); every priced solution is
 // repaired to feasibility (the cheapest bytes freed at each peak first) and
 // improved by
 // local search under the true limit, and by mixed-integer programs (CBC):
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard {
 

@@ -1,4 +1,4 @@
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/solver.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "autoshard/error.h"
-#include "plan/max_tree.h"
-#include "plan/mip.h"
-#include "plan/prices.h"
-#include "plan/reduced.h"
+#include "solver/max_tree.h"
+#include "solver/mip.h"
+#include "solver/prices.h"
+#include "solver/reduced.h"
 
 namespace autoshard {
 namespace {
@@ -417,7 +417,7 @@ class Search {
     return profile;
   }
 
-  // A subgradient step on the memory prices (plan/prices.h), aimed at the
+  // A subgradient step on the memory prices (solver/prices.h), aimed at the
   // best answer that fits. The fixed rise per round it replaces (from a
   // median cost per byte, nearly 0 on S) took 40 rounds to reach S's
   // prices, more than a 60 s limit holds. Theta halves when the Lagrangian

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard::solver {
 

@@ -1,5 +1,5 @@
 // The figures behind the picture of a plan (plan_html.h) that the plan's
-// report (autoshard/plan/plan_report.h) does not hold: the mesh's axes in
+// report (autoshard/pages/plan_report.h) does not hold: the mesh's axes in
 // order, the weights in the model's order, the cost model's step broken
 // down by op kind and by mesh axis, and the bytes each lowered device holds
 // at each position of its program.

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace autoshard::cli {
+namespace autoshard {
 
 // The first of chromium, chromium-browser, google-chrome on PATH, or "".
 std::string find_chromium();
@@ -20,4 +20,4 @@ std::string require_chromium(const std::string& flag);
 void render_png(const std::string& html, const std::string& png, int width, int height,
                 const std::string& flag);
 
-}  // namespace autoshard::cli
+}  // namespace autoshard

@@ -1,4 +1,4 @@
-#include "plan/svg_chart.h"
+#include "pages/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard {
 

@@ -1,4 +1,4 @@
-#include "plan/reduced.h"
+#include "solver/reduced.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "plan/html_writer.h"
+#include "pages/html_writer.h"
 
 #include <cmath>
 #include <cstdio>

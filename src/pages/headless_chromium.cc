@@ -1,4 +1,4 @@
-#include "cli/headless_chromium.h"
+#include "pages/headless_chromium.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -16,7 +16,7 @@
 
 extern char** environ;
 
-namespace autoshard::cli {
+namespace autoshard {
 
 std::string find_chromium() {
   const char* path = std::getenv("PATH");
@@ -94,4 +94,4 @@ void render_png(const std::string& html, const std::string& png, int width, int 
            said.empty() ? "" : ": " + said, ")");
 }
 
-}  // namespace autoshard::cli
+}  // namespace autoshard

@@ -1,4 +1,4 @@
-#include "plan/plan_figures.h"
+#include "pages/plan_figures.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 #include <algorithm>
 #include <fstream>

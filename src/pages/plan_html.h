@@ -17,7 +17,7 @@
 
 namespace autoshard {
 
-// `report`: plan_report's object (autoshard/plan/plan_report.h) with the
+// `report`: plan_report's object (autoshard/pages/plan_report.h) with the
 // callers' "reasons" and "predicted" where they have them, and "figures"
 // (plan_figures.h; without it the charts say they were not computed).
 // `title` heads the page.

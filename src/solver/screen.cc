@@ -1,6 +1,6 @@
-#include "autoshard/plan/screen.h"
+#include "autoshard/solver/screen.h"
 
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/solver.h"
 
 namespace autoshard {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan/html_writer.h"
+#include "pages/html_writer.h"
 
 namespace autoshard {
 
