@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "autoshard/error.h"
 
@@ -57,87 +58,102 @@ std::function<int64_t(int64_t)> memory_units(const ShardingProblem& p, Reduced& 
   };
 }
 
-}  // namespace
+// The problem's node costs (forbidden: kInf, self-edges added) and its
+// edges between two different nodes, merged per pair.
+struct MergedEdges {
+  std::vector<std::vector<int64_t>> cost;                   // per node, per strategy
+  std::vector<PairEdge> pairs;                              //
+  std::vector<std::vector<std::pair<int, bool>>> node_adj;  // per node: (pair, is a)
 
-Reduced reduce(const ShardingProblem& p) {
+  int other(int k, bool is_a) const { return is_a ? pairs[k].b : pairs[k].a; }
+  int64_t entry(int k, bool is_a, int mine, int theirs) const {
+    return is_a ? pairs[k].m.at(mine, theirs) : pairs[k].m.at(theirs, mine);
+  }
+};
+
+MergedEdges merge_edges(const ShardingProblem& p) {
   const int n = static_cast<int>(p.nodes.size());
-  Reduced r;
-  std::vector<std::vector<int64_t>> cost(n);
+  MergedEdges g;
+  g.cost.resize(n);
   for (int i = 0; i < n; ++i)
-    for (int64_t c : p.nodes[i].cost) cost[i].push_back(finite(c));
+    for (int64_t c : p.nodes[i].cost) g.cost[i].push_back(finite(c));
   std::map<std::pair<int, int>, int> index;
-  std::vector<PairEdge> pairs;
   for (const auto& e : p.edges) {
     const int ku = static_cast<int>(p.nodes[e.u].cost.size());
     const int kv = static_cast<int>(p.nodes[e.v].cost.size());
     if (e.u == e.v) {
       for (int j = 0; j < ku; ++j)
-        cost[e.u][j] = sat_add(cost[e.u][j], finite(e.cost[size_t(j) * ku + j]));
+        g.cost[e.u][j] = sat_add(g.cost[e.u][j], finite(e.cost[size_t(j) * ku + j]));
       continue;
     }
     const int a = std::min(e.u, e.v), b = std::max(e.u, e.v);
-    auto [it, fresh] = index.emplace(std::make_pair(a, b), int(pairs.size()));
+    auto [it, fresh] = index.emplace(std::make_pair(a, b), int(g.pairs.size()));
     if (fresh) {
       const int ka = a == e.u ? ku : kv, kb = a == e.u ? kv : ku;
-      pairs.push_back({a, b, {ka, kb, std::vector<int64_t>(size_t(ka) * kb, 0)}});
+      g.pairs.push_back({a, b, {ka, kb, std::vector<int64_t>(size_t(ka) * kb, 0)}});
     }
-    Matrix& m = pairs[it->second].m;
+    Matrix& m = g.pairs[it->second].m;
     for (int ju = 0; ju < ku; ++ju)
       for (int jv = 0; jv < kv; ++jv) {
         int64_t& cell = e.u == a ? m.at(ju, jv) : m.at(jv, ju);
         cell = sat_add(cell, finite(e.cost[size_t(ju) * kv + jv]));
       }
   }
-  std::vector<std::vector<std::pair<int, bool>>> node_adj(n);  // (pair, is a)
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    node_adj[pairs[k].a].push_back({int(k), true});
-    node_adj[pairs[k].b].push_back({int(k), false});
+  g.node_adj.resize(n);
+  for (size_t k = 0; k < g.pairs.size(); ++k) {
+    g.node_adj[g.pairs[k].a].push_back({int(k), true});
+    g.node_adj[g.pairs[k].b].push_back({int(k), false});
   }
-  auto entry = [&](int k, bool is_a, int mine, int theirs) {
-    return is_a ? pairs[k].m.at(mine, theirs) : pairs[k].m.at(theirs, mine);
-  };
+  return g;
+}
 
-  // Arc consistency on forbidden choices: a strategy stays only if every
-  // neighbour has some allowed strategy the edge does not forbid with it.
+// Arc consistency on forbidden choices: a strategy stays only if every
+// neighbour has some allowed strategy the edge does not forbid with it.
+// Per node, per strategy: allowed.
+std::vector<std::vector<char>> allowed_strategies(const MergedEdges& g) {
+  const int n = static_cast<int>(g.cost.size());
   std::vector<std::vector<char>> allowed(n);
   for (int i = 0; i < n; ++i) {
-    allowed[i].resize(cost[i].size());
-    for (size_t j = 0; j < cost[i].size(); ++j) allowed[i][j] = cost[i][j] < kInf;
+    allowed[i].resize(g.cost[i].size());
+    for (size_t j = 0; j < g.cost[i].size(); ++j) allowed[i][j] = g.cost[i][j] < kInf;
   }
-  {
-    std::vector<int> queue(n);
-    std::iota(queue.begin(), queue.end(), 0);
-    std::vector<char> queued(n, 1);
-    while (!queue.empty()) {
-      const int i = queue.back();
-      queue.pop_back();
-      queued[i] = 0;
-      for (auto [k, is_a] : node_adj[i]) {
-        const int x = is_a ? pairs[k].b : pairs[k].a;
-        bool pruned = false;
-        for (size_t jx = 0; jx < allowed[x].size(); ++jx) {
-          if (!allowed[x][jx]) continue;
-          bool supported = false;
-          for (size_t j = 0; j < allowed[i].size() && !supported; ++j)
-            supported = allowed[i][j] && entry(k, is_a, int(j), int(jx)) < kInf;
-          if (!supported) allowed[x][jx] = 0, pruned = true;
-        }
-        if (pruned && !queued[x]) queued[x] = 1, queue.push_back(x);
+  std::vector<int> queue(n);
+  std::iota(queue.begin(), queue.end(), 0);
+  std::vector<char> queued(n, 1);
+  while (!queue.empty()) {
+    const int i = queue.back();
+    queue.pop_back();
+    queued[i] = 0;
+    for (auto [k, is_a] : g.node_adj[i]) {
+      const int x = g.other(k, is_a);
+      bool pruned = false;
+      for (size_t jx = 0; jx < allowed[x].size(); ++jx) {
+        if (!allowed[x][jx]) continue;
+        bool supported = false;
+        for (size_t j = 0; j < allowed[i].size() && !supported; ++j)
+          supported = allowed[i][j] && g.entry(k, is_a, int(j), int(jx)) < kInf;
+        if (!supported) allowed[x][jx] = 0, pruned = true;
       }
+      if (pruned && !queued[x]) queued[x] = 1, queue.push_back(x);
     }
-    for (int i = 0; i < n; ++i)
-      if (std::find(allowed[i].begin(), allowed[i].end(), 1) == allowed[i].end()) {
-        r.infeasible = true;
-        r.why = cat("node ", i, ": every strategy is forbidden, by its own cost or its edges");
-        return r;
-      }
   }
+  return allowed;
+}
 
-  // One-to-one edges (on the allowed strategies) tie nodes into groups.
-  std::vector<char> one_to_one(pairs.size(), 0);
-  UnionFind groups(n);
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    const PairEdge& e = pairs[k];
+// Nodes tied by one-to-one edges (on the allowed strategies): each member's
+// strategy as a function of its group root's value.
+struct TiedGroups {
+  std::vector<char> one_to_one;           // per pair
+  std::vector<std::vector<int>> members;  // per root (empty: not a root)
+  std::vector<std::vector<int>> map_of;   // per node: root value -> own strategy (-1: none)
+  std::vector<int> root_of;               // per node
+};
+
+std::vector<char> one_to_one_pairs(const MergedEdges& g,
+                                   const std::vector<std::vector<char>>& allowed) {
+  std::vector<char> one_to_one(g.pairs.size(), 0);
+  for (size_t k = 0; k < g.pairs.size(); ++k) {
+    const PairEdge& e = g.pairs[k];
     std::vector<int> col_count(e.m.cols, 0);
     bool ok = true;
     for (int ja = 0; ja < e.m.rows && ok; ++ja) {
@@ -148,84 +164,113 @@ Reduced reduce(const ShardingProblem& p) {
       ok = count == 1;
     }
     for (int jb = 0; jb < e.m.cols && ok; ++jb) ok = !allowed[e.b][jb] || col_count[jb] == 1;
-    if (ok) one_to_one[k] = 1, groups.unite(e.a, e.b);
+    one_to_one[k] = ok;
   }
-  // Each member's strategy as a function of its group root's (BFS over the
-  // one-to-one edges); values the group's inner edges forbid are dropped.
-  std::vector<std::vector<int>> members(n);
-  for (int i = 0; i < n; ++i) members[groups.find(i)].push_back(i);
-  std::vector<std::vector<int>> map_of(n);  // per node: root value -> own strategy (-1: none)
-  std::vector<int> root_of(n);
-  for (int root = 0; root < n; ++root) {
-    if (members[root].empty()) continue;
-    const int kr = static_cast<int>(cost[root].size());
-    map_of[root].assign(kr, -1);
-    for (int j = 0; j < kr; ++j)
-      if (allowed[root][j]) map_of[root][j] = j;
-    std::vector<int> bfs{root};
-    std::vector<char> seen_local;
-    root_of[root] = root;
-    std::map<int, bool> visited{{root, true}};
-    for (size_t q = 0; q < bfs.size(); ++q) {
-      const int x = bfs[q];
-      for (auto [k, is_a] : node_adj[x]) {
-        if (!one_to_one[k]) continue;
-        const int y = is_a ? pairs[k].b : pairs[k].a;
-        if (visited.count(y)) continue;
-        visited[y] = true;
-        root_of[y] = root;
-        map_of[y].assign(kr, -1);
-        for (int j = 0; j < kr; ++j) {
-          const int jx = map_of[x][j];
-          if (jx < 0) continue;
-          for (size_t jy = 0; jy < cost[y].size(); ++jy)
-            if (allowed[y][jy] && entry(k, is_a, jx, int(jy)) < kInf) map_of[y][j] = int(jy);
-        }
-        bfs.push_back(y);
-      }
-    }
-    // Root values every member can follow, and every inner edge allows.
-    std::vector<char> keep(kr, 1);
-    for (int m : members[root])
-      for (int j = 0; j < kr; ++j)
-        if (map_of[m][j] < 0) keep[j] = 0;
-    for (int m : members[root])
-      for (auto [k, is_a] : node_adj[m]) {
-        const int y = is_a ? pairs[k].b : pairs[k].a;
-        if (!is_a || groups.find(y) != root) continue;
-        for (int j = 0; j < kr; ++j)
-          if (keep[j] && pairs[k].m.at(map_of[m][j], map_of[y][j]) >= kInf) keep[j] = 0;
-      }
-    for (int m : members[root])
-      for (int j = 0; j < kr; ++j)
-        if (!keep[j]) map_of[m][j] = -1;
-    if (std::find(keep.begin(), keep.end(), 1) == keep.end()) {
-      r.infeasible = true;
-      r.why = cat("nodes tied to node ", root, " by one-to-one edges allow no common strategy");
-      return r;
-    }
-  }
+  return one_to_one;
+}
 
-  // Variables: groups with a choice left. Values: the kept root values.
+// Maps the group of `root` (BFS over the one-to-one edges from the root),
+// then drops the root values some member cannot follow or some inner edge
+// forbids. False when no root value is left.
+bool map_group(const MergedEdges& g, const std::vector<std::vector<char>>& allowed, int root,
+               UnionFind& groups, TiedGroups& t) {
+  const int kr = static_cast<int>(g.cost[root].size());
+  t.map_of[root].assign(kr, -1);
+  for (int j = 0; j < kr; ++j)
+    if (allowed[root][j]) t.map_of[root][j] = j;
+  std::vector<int> bfs{root};
+  t.root_of[root] = root;
+  std::map<int, bool> visited{{root, true}};
+  for (size_t q = 0; q < bfs.size(); ++q) {
+    const int x = bfs[q];
+    for (auto [k, is_a] : g.node_adj[x]) {
+      if (!t.one_to_one[k]) continue;
+      const int y = g.other(k, is_a);
+      if (visited.count(y)) continue;
+      visited[y] = true;
+      t.root_of[y] = root;
+      t.map_of[y].assign(kr, -1);
+      for (int j = 0; j < kr; ++j) {
+        const int jx = t.map_of[x][j];
+        if (jx < 0) continue;
+        for (size_t jy = 0; jy < g.cost[y].size(); ++jy)
+          if (allowed[y][jy] && g.entry(k, is_a, jx, int(jy)) < kInf) t.map_of[y][j] = int(jy);
+      }
+      bfs.push_back(y);
+    }
+  }
+  // Root values every member can follow, and every inner edge allows.
+  std::vector<char> keep(kr, 1);
+  for (int m : t.members[root])
+    for (int j = 0; j < kr; ++j)
+      if (t.map_of[m][j] < 0) keep[j] = 0;
+  for (int m : t.members[root])
+    for (auto [k, is_a] : g.node_adj[m]) {
+      const int y = g.other(k, is_a);
+      if (!is_a || groups.find(y) != root) continue;
+      for (int j = 0; j < kr; ++j)
+        if (keep[j] && g.pairs[k].m.at(t.map_of[m][j], t.map_of[y][j]) >= kInf) keep[j] = 0;
+    }
+  for (int m : t.members[root])
+    for (int j = 0; j < kr; ++j)
+      if (!keep[j]) t.map_of[m][j] = -1;
+  return std::find(keep.begin(), keep.end(), 1) != keep.end();
+}
+
+// The tied groups, or nullopt (r.infeasible set, r.why said) when some
+// group allows no common strategy.
+std::optional<TiedGroups> tie_groups(const MergedEdges& g,
+                                     const std::vector<std::vector<char>>& allowed, Reduced& r) {
+  const int n = static_cast<int>(g.cost.size());
+  TiedGroups t;
+  t.one_to_one = one_to_one_pairs(g, allowed);
+  UnionFind groups(n);
+  for (size_t k = 0; k < g.pairs.size(); ++k)
+    if (t.one_to_one[k]) groups.unite(g.pairs[k].a, g.pairs[k].b);
+  t.members.resize(n);
+  for (int i = 0; i < n; ++i) t.members[groups.find(i)].push_back(i);
+  t.map_of.resize(n);
+  t.root_of.resize(n);
+  for (int root = 0; root < n; ++root) {
+    if (t.members[root].empty() || map_group(g, allowed, root, groups, t)) continue;
+    r.infeasible = true;
+    r.why = cat("nodes tied to node ", root, " by one-to-one edges allow no common strategy");
+    return std::nullopt;
+  }
+  return t;
+}
+
+// Variables: groups with a choice left. Values: the kept root values.
+// Fills r.vars, r.var_of and r.strategy_of; returns each variable's root
+// and (per root) its kept values.
+std::pair<std::vector<int>, std::vector<std::vector<int>>> choose_variables(const TiedGroups& t,
+                                                                            Reduced& r) {
+  const int n = static_cast<int>(t.members.size());
   std::vector<std::vector<int>> values(n);  // per root: its kept values
   r.var_of.assign(n, -1);
   std::vector<int> var_root;
   for (int root = 0; root < n; ++root) {
-    if (members[root].empty()) continue;
-    for (int j = 0; j < int(map_of[root].size()); ++j)
-      if (map_of[root][j] >= 0) values[root].push_back(j);
+    if (t.members[root].empty()) continue;
+    for (int j = 0; j < int(t.map_of[root].size()); ++j)
+      if (t.map_of[root][j] >= 0) values[root].push_back(j);
     if (values[root].size() > 1) {
       const int v = static_cast<int>(var_root.size());
       var_root.push_back(root);
-      for (int m : members[root]) r.var_of[m] = v;
+      for (int m : t.members[root]) r.var_of[m] = v;
     }
   }
   r.vars = static_cast<int>(var_root.size());
   r.strategy_of.resize(n);
   for (int i = 0; i < n; ++i)
-    for (int j : values[root_of[i]]) r.strategy_of[i].push_back(map_of[i][j]);
+    for (int j : values[t.root_of[i]]) r.strategy_of[i].push_back(t.map_of[i][j]);
+  return {var_root, values};
+}
 
-  // Time: only where an interval starts or ends.
+// Node costs and memory into the variables (fixed nodes: into the constant
+// and the base profile). Time is cut only where an interval starts or ends.
+void fold_nodes(const ShardingProblem& p, const std::vector<std::vector<int64_t>>& cost,
+                const std::vector<int>& var_root, const std::vector<std::vector<int>>& values,
+                Reduced& r) {
   std::vector<int64_t> points;
   for (const auto& node : p.nodes)
     if (node.lo < node.hi) points.push_back(node.lo), points.push_back(node.hi);
@@ -242,7 +287,7 @@ Reduced reduce(const ShardingProblem& p) {
   r.mem.resize(r.vars);
   for (int v = 0; v < r.vars; ++v) r.cost[v].assign(values[var_root[v]].size(), 0);
   std::vector<std::map<std::pair<int, int>, int>> term_index(r.vars);
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
     const int v = r.var_of[i];
     const auto& node = p.nodes[i];
     if (v < 0) {
@@ -263,8 +308,10 @@ Reduced reduce(const ShardingProblem& p) {
       r.mem[v][it->second].usage[x] += usage(node.usage[r.strategy_of[i][x]]);
   }
   for (int t = 1; t <= r.segments; ++t) r.base[t] += r.base[t - 1];
+}
 
-  // Edges between variables (or into one variable's costs, or constant).
+// Edges between variables (or into one variable's costs, or the constant).
+void fold_edges(const std::vector<PairEdge>& pairs, Reduced& r) {
   std::map<std::pair<int, int>, int> var_edges;
   for (const PairEdge& e : pairs) {
     const int va = r.var_of[e.a], vb = r.var_of[e.b];
@@ -300,6 +347,25 @@ Reduced reduce(const ShardingProblem& p) {
     r.adj[key.first].push_back({key.second, e, true});
     r.adj[key.second].push_back({key.first, e, false});
   }
+}
+
+}  // namespace
+
+Reduced reduce(const ShardingProblem& p) {
+  Reduced r;
+  const MergedEdges g = merge_edges(p);
+  const std::vector<std::vector<char>> allowed = allowed_strategies(g);
+  for (int i = 0; i < int(allowed.size()); ++i)
+    if (std::find(allowed[i].begin(), allowed[i].end(), 1) == allowed[i].end()) {
+      r.infeasible = true;
+      r.why = cat("node ", i, ": every strategy is forbidden, by its own cost or its edges");
+      return r;
+    }
+  const std::optional<TiedGroups> tied = tie_groups(g, allowed, r);
+  if (!tied) return r;
+  const auto [var_root, values] = choose_variables(*tied, r);
+  fold_nodes(p, g.cost, var_root, values, r);
+  fold_edges(g.pairs, r);
   return r;
 }
 
