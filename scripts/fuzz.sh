@@ -23,8 +23,8 @@ declare -A sources=(
   [safetensors]="src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
   [config]="src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc
     src/nn/models/config_reader.cc src/io/checkpoint_state.cc"
-  [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/json_field.cc
-    src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
+  [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/bpe.cc
+    src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
     src/io/tokenizer/normalizers.cc src/io/tokenizer/pre_tokenizers.cc
     src/io/tokenizer/post_processors.cc src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc"
   [problem]="src/solver/problem.cc src/solver/problem_reader.cc src/solver/reduced.cc
