@@ -17,7 +17,7 @@ share=$(( (seconds + 9) / 10 ))
 # with, and the libraries it links. Keras's HDF5 reader widens bfloat16 with
 # safetensors.cc's bf16_to_float, which brings the tensor helpers along.
 tensors="src/tensor/tensor.cc src/tensor/large_array.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
-keras="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
+keras="src/io/keras/hdf5_file.cc src/io/zip_archive.cc src/io/keras/architecture.cc
   src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
 declare -A sources=(
   [safetensors]="src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
@@ -30,7 +30,7 @@ declare -A sources=(
   [problem]="src/solver/problem.cc src/solver/problem_reader.cc src/solver/reduced.cc
     src/solver/solver.cc src/solver/mip.cc"
   [cluster]="src/plan/cluster.cc src/tensor/mesh.cc"
-  [npy]="src/io/npy.cc src/io/safetensors.cc $tensors"
+  [npy]="src/io/npy.cc src/io/zip_archive.cc src/io/safetensors.cc $tensors"
   [keras_zip]="$keras"
   [keras_h5]="$keras"
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"
