@@ -17,7 +17,7 @@
 #include "autoshard/pages/plan_report.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
-#include "autoshard/plan/predicted_trace.h"
+#include "autoshard/plan/predicted_timeline.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
@@ -43,7 +43,7 @@ struct PlanOptions : CommonOptions {
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
   std::string html;               // FILE.html: the plan as a picture (pages/plan_html.h)
-  std::string trace;       // FILE.json: the predicted step as a timeline (plan/predicted_trace.h)
+  std::string trace;  // FILE.json: the predicted step as a timeline (plan/predicted_timeline.h)
   PipelineFlags pipeline;  // a mesh with a pipe axis (cli/plan_pipeline.h)
 };
 
@@ -394,8 +394,8 @@ void run_plan(PlanOptions& o) {
     predicted = predict(p, *cluster, {bf16, tokens, flops});
     if (!o.trace.empty())
       write_output_file(o.trace, "--trace",
-                        predicted_trace(p, *cluster, {bf16, tokens, flops}, 64, 0,
-                                        "autoshard prediction on " + cluster->name)
+                        predicted_timeline(p, *cluster, {bf16, tokens, flops}, 64, 0,
+                                           "autoshard prediction on " + cluster->name)
                             .dump(),
                         o.overwrite);
     // In-process devices share one process: its memory is every device's.

@@ -1,11 +1,11 @@
-#include "autoshard/plan/predicted_trace.h"
+#include "autoshard/plan/predicted_timeline.h"
 
 #include <algorithm>
 
 #include "autoshard/error.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/overlap.h"
-#include "autoshard/runtime/trace_ops.h"
+#include "autoshard/runtime/timeline_ops.h"
 
 namespace autoshard {
 namespace {
@@ -21,9 +21,9 @@ nlohmann::json bucket_args(const Graph& g, const GradientBucket& b,
 
 }  // namespace
 
-TraceDocument predicted_trace(const Partition& p, const Cluster& c, const PredictOptions& o,
-                              int max_devices, int pid, const std::string& process) {
-  TraceDocument doc;
+TimelineDocument predicted_timeline(const Partition& p, const Cluster& c, const PredictOptions& o,
+                                    int max_devices, int pid, const std::string& process) {
+  TimelineDocument doc;
   doc.name_process(pid, process);
   doc.name_track(pid, kStepsTrack, "steps");
   const std::vector<std::string>& axes = p.mesh.axis_names();
@@ -58,7 +58,7 @@ TraceDocument predicted_trace(const Partition& p, const Cluster& c, const Predic
         ++bucket;
         continue;
       }
-      const TracedOp& op = program.ops[size_t(s.node)];
+      const TimelineOp& op = program.ops[size_t(s.node)];
       nlohmann::json args = op.args;
       args["predicted_us"] = dur;
       doc.slice(pid, device_track(d), op.name, op.category, ts, dur, args);

@@ -1,4 +1,4 @@
-#include "autoshard/runtime/trace_ops.h"
+#include "autoshard/runtime/timeline_ops.h"
 
 #include <algorithm>
 #include <climits>
@@ -76,8 +76,8 @@ const char* collective_kind(CommCost::Kind k) {
   return "none";
 }
 
-TracedOp describe_op(const Graph& g, int i, const std::string& path,
-                     const std::vector<std::string>& axis_names) {
+TimelineOp describe_op(const Graph& g, int i, const std::string& path,
+                       const std::vector<std::string>& axis_names) {
   const Node& node = g.node(i);
   const OpDef& def = op_def(node.op);
   std::vector<Shape> shapes;
@@ -86,7 +86,7 @@ TracedOp describe_op(const Graph& g, int i, const std::string& path,
     shapes.push_back(g.node(in).shape);
     inputs += (inputs.empty() ? "" : ", ") + typed_shape(g.node(in));
   }
-  TracedOp op;
+  TimelineOp op;
   op.name = path.empty() ? std::string(op_name(node.op)) : cat(op_name(node.op), " ", path);
   op.category = def.comm ? "collective" : "compute";
   op.args = {{"node", i}, {"inputs", inputs}, {"output", typed_shape(node)}};

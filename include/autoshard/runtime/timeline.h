@@ -1,17 +1,17 @@
-// Tracer: records timelines of real steps (Chrome Trace Event Format, see
-// runtime/trace_events.h) for Perfetto: one track per device with every op
-// as a slice (named and annotated as runtime/trace_ops.h says), a "steps"
+// TimelineRecorder: records timelines of real steps (Chrome Trace Event Format, see
+// runtime/timeline_events.h) for Perfetto: one track per device with every op
+// as a slice (named and annotated as runtime/timeline_ops.h says), a "steps"
 // track with each run of a compiled step, and each device's memory in use
 // as a counter.
 //
-//   Tracer tracer({.first_step = 3, .last_step = 5});
-//   { TraceScope scope(tracer); model.fit(x, y); }   // or step.set_tracer(&tracer)
-//   tracer.write("steps.json");
+//   TimelineRecorder timeline({.first_step = 3, .last_step = 5});
+//   { TimelineScope scope(timeline); model.fit(x, y); }   // or step.set_timeline(&timeline)
+//   timeline.write("steps.json");
 //
 // Tracing off costs one null check per op; on, two clock reads and a
 // record per op, named when the step ends (bench/README.md has the cost).
 // Under mpirun each process traces its own device: write() puts rank N's
-// timeline in FILE.rankN.json (trace_file_of_rank).
+// timeline in FILE.rankN.json (timeline_file_of_rank).
 #pragma once
 
 #include <chrono>
@@ -23,23 +23,24 @@
 
 #include "autoshard/ir/graph.h"
 #include "autoshard/runtime/overlap.h"
-#include "autoshard/runtime/trace_events.h"
-#include "autoshard/runtime/trace_ops.h"
+#include "autoshard/runtime/timeline_events.h"
+#include "autoshard/runtime/timeline_ops.h"
 
 namespace autoshard {
 
-// The steps a Tracer records: first..last, 1-based optimizer steps, inclusive.
-struct TraceSteps {
+// The steps a TimelineRecorder records: first..last, 1-based optimizer steps, inclusive.
+struct TimelineSteps {
   int64_t first = 1;
   int64_t last = INT64_MAX;
   bool contains(int64_t step) const { return step >= first && step <= last; }
 };
 // Parses "a:b" (steps a to b), "a:" (a on), ":b" or "a" (step a only); bad
 // text or a > b throws naming `flag`.
-TraceSteps parse_trace_steps(const std::string& text, const std::string& flag = "--trace-steps");
+TimelineSteps parse_timeline_steps(const std::string& text,
+                                   const std::string& flag = "--trace-steps");
 
 // Under mpirun: "run.json" -> "run.rank1.json" for rank 1; else `path`.
-std::string trace_file_of_rank(const std::string& path, int rank, bool distributed);
+std::string timeline_file_of_rank(const std::string& path, int rank, bool distributed);
 
 // One op's run, as the executor timed it.
 struct OpSpan {
@@ -47,10 +48,10 @@ struct OpSpan {
   int64_t begin_ns, end_ns;  // steady_clock
 };
 
-class Tracer {
+class TimelineRecorder {
  public:
-  explicit Tracer(TraceSteps steps = {});
-  bool traces(int64_t step) const { return steps_.contains(step); }
+  explicit TimelineRecorder(TimelineSteps steps = {});
+  bool records(int64_t step) const { return steps_.contains(step); }
 
   // The executor's hook: device `device` ran `spans` of the program
   // `program` describes (thread-safe; one call per device and run). Slices
@@ -67,7 +68,7 @@ class Tracer {
   int64_t runs() const;
 
   // The timeline so far (process `pid`, named `process`).
-  TraceDocument document(int pid = 0, const std::string& process = "autoshard") const;
+  TimelineDocument document(int pid = 0, const std::string& process = "autoshard") const;
   // Writes it to `path` (a plain write; the CLI writes atomically); an
   // unwritable path throws naming it.
   void write(const std::string& path) const;
@@ -91,7 +92,7 @@ class Tracer {
   };
   double us(int64_t ns) const { return double(ns - origin_ns_) / 1e3; }
 
-  TraceSteps steps_;
+  TimelineSteps steps_;
   int64_t origin_ns_;
   mutable std::mutex mutex_;
   std::vector<DeviceRun> device_runs_;
@@ -99,21 +100,21 @@ class Tracer {
   std::vector<Run> runs_;
 };
 
-// While a TraceScope lives, every compiled step that has no tracer of its
-// own records into `tracer` (Model::fit, train_on_batch, ... need no
+// While a TimelineScope lives, every compiled step that has no timeline of its
+// own records into `timeline` (Model::fit, train_on_batch, ... need no
 // change). Scopes nest; the innermost live one wins, and one that ends out
 // of order removes only itself.
-class TraceScope {
+class TimelineScope {
  public:
-  explicit TraceScope(Tracer& tracer);
-  ~TraceScope();
-  TraceScope(const TraceScope&) = delete;
-  TraceScope& operator=(const TraceScope&) = delete;
+  explicit TimelineScope(TimelineRecorder& timeline);
+  ~TimelineScope();
+  TimelineScope(const TimelineScope&) = delete;
+  TimelineScope& operator=(const TimelineScope&) = delete;
 
  private:
-  Tracer* tracer_;
+  TimelineRecorder* timeline_;
 };
-// The innermost scope's tracer, or null.
-Tracer* active_tracer();
+// The innermost scope's timeline, or null.
+TimelineRecorder* active_timeline();
 
 }  // namespace autoshard

@@ -1,4 +1,4 @@
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 
 #include <fstream>
 #include <set>
@@ -7,7 +7,7 @@
 
 namespace autoshard {
 
-TraceSteps parse_trace_steps(const std::string& text, const std::string& flag) {
+TimelineSteps parse_timeline_steps(const std::string& text, const std::string& flag) {
   const std::string usage = cat(flag, " '", text,
                                 "' must be STEP, FIRST:LAST, FIRST: or :LAST with 1 <= FIRST <= "
                                 "LAST (1-based optimizer steps, inclusive)");
@@ -17,7 +17,7 @@ TraceSteps parse_trace_steps(const std::string& text, const std::string& flag) {
              usage);
     return std::stoll(part);
   };
-  TraceSteps s;
+  TimelineSteps s;
   const size_t colon = text.find(':');
   if (colon == std::string::npos) {
     s.first = s.last = number(text);
@@ -31,7 +31,7 @@ TraceSteps parse_trace_steps(const std::string& text, const std::string& flag) {
   return s;
 }
 
-std::string trace_file_of_rank(const std::string& path, int rank, bool distributed) {
+std::string timeline_file_of_rank(const std::string& path, int rank, bool distributed) {
   if (!distributed) return path;
   const std::string suffix = ".json";
   const std::string stem =
@@ -39,33 +39,33 @@ std::string trace_file_of_rank(const std::string& path, int rank, bool distribut
   return cat(stem, ".rank", rank, suffix);
 }
 
-Tracer::Tracer(TraceSteps steps) : steps_(steps), origin_ns_(now_ns()) {}
+TimelineRecorder::TimelineRecorder(TimelineSteps steps) : steps_(steps), origin_ns_(now_ns()) {}
 
-void Tracer::add_ops(int device, std::shared_ptr<const ProgramDescription> program,
-                     std::vector<OpSpan> spans) {
+void TimelineRecorder::add_ops(int device, std::shared_ptr<const ProgramDescription> program,
+                               std::vector<OpSpan> spans) {
   std::lock_guard<std::mutex> lock(mutex_);
   device_runs_.push_back({device, std::move(program), std::move(spans)});
 }
 
-void Tracer::add_lane(int device, std::vector<LaneSpan> spans) {
+void TimelineRecorder::add_lane(int device, std::vector<LaneSpan> spans) {
   if (spans.empty()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   lane_runs_.emplace_back(device, std::move(spans));
 }
 
-void Tracer::add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns) {
+void TimelineRecorder::add_run(int64_t step, bool updates, int64_t begin_ns, int64_t end_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   runs_.push_back({step, updates, begin_ns, end_ns});
 }
 
-int64_t Tracer::runs() const {
+int64_t TimelineRecorder::runs() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<int64_t>(runs_.size());
 }
 
-TraceDocument Tracer::document(int pid, const std::string& process) const {
+TimelineDocument TimelineRecorder::document(int pid, const std::string& process) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  TraceDocument doc;
+  TimelineDocument doc;
   doc.name_process(pid, process);
   doc.name_track(pid, kStepsTrack, "steps");
   std::set<int> devices;
@@ -86,7 +86,7 @@ TraceDocument Tracer::document(int pid, const std::string& process) const {
   for (const DeviceRun& r : device_runs_) {
     const std::string memory = cat("memory in use (device ", r.device, ")");
     for (const OpSpan& s : r.spans) {
-      const TracedOp& op = r.program->ops[s.node];
+      const TimelineOp& op = r.program->ops[s.node];
       doc.slice(pid, device_track(r.device), op.name, op.category, us(s.begin_ns),
                 double(s.end_ns - s.begin_ns) / 1e3, op.args);
       doc.counter(pid, memory, us(s.end_ns), "bytes", r.program->live_bytes[s.node]);
@@ -95,7 +95,7 @@ TraceDocument Tracer::document(int pid, const std::string& process) const {
   return doc;
 }
 
-void Tracer::write(const std::string& path) const {
+void TimelineRecorder::write(const std::string& path) const {
   const std::string text = document().dump();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   AS_CHECK(out.good(), "trace '", path, "' cannot be written (is its directory there?)");
@@ -107,10 +107,10 @@ void Tracer::write(const std::string& path) const {
 namespace {
 // The live scopes' tracers, innermost last. A scope leaves by identity, so
 // scopes that end out of order (Python's context managers may) never leave
-// a destroyed tracer active.
+// a destroyed timeline active.
 struct Scopes {
   std::mutex mu;
-  std::vector<Tracer*> tracers;
+  std::vector<TimelineRecorder*> tracers;
 };
 Scopes& scopes() {
   static Scopes s;
@@ -118,22 +118,22 @@ Scopes& scopes() {
 }
 }  // namespace
 
-TraceScope::TraceScope(Tracer& tracer) : tracer_(&tracer) {
+TimelineScope::TimelineScope(TimelineRecorder& timeline) : timeline_(&timeline) {
   std::lock_guard<std::mutex> lock(scopes().mu);
-  scopes().tracers.push_back(tracer_);
+  scopes().tracers.push_back(timeline_);
 }
 
-TraceScope::~TraceScope() {
+TimelineScope::~TimelineScope() {
   std::lock_guard<std::mutex> lock(scopes().mu);
-  std::vector<Tracer*>& t = scopes().tracers;
+  std::vector<TimelineRecorder*>& t = scopes().tracers;
   for (size_t k = t.size(); k-- > 0;)
-    if (t[k] == tracer_) {
+    if (t[k] == timeline_) {
       t.erase(t.begin() + static_cast<std::ptrdiff_t>(k));
       break;
     }
 }
 
-Tracer* active_tracer() {
+TimelineRecorder* active_timeline() {
   std::lock_guard<std::mutex> lock(scopes().mu);
   return scopes().tracers.empty() ? nullptr : scopes().tracers.back();
 }

@@ -1,4 +1,4 @@
-#include "autoshard/runtime/trace_events.h"
+#include "autoshard/runtime/timeline_events.h"
 
 namespace autoshard {
 
@@ -6,7 +6,7 @@ std::string lane_track_name(int device) {
   return "device " + std::to_string(device) + " gradient buckets";
 }
 
-void TraceDocument::name_process(int pid, const std::string& name) {
+void TimelineDocument::name_process(int pid, const std::string& name) {
   events_.push_back({{"ph", "M"},
                      {"name", "process_name"},
                      {"pid", pid},
@@ -14,7 +14,7 @@ void TraceDocument::name_process(int pid, const std::string& name) {
                      {"args", {{"name", name}}}});
 }
 
-void TraceDocument::name_track(int pid, int tid, const std::string& name) {
+void TimelineDocument::name_track(int pid, int tid, const std::string& name) {
   events_.push_back({{"ph", "M"},
                      {"name", "thread_name"},
                      {"pid", pid},
@@ -27,8 +27,8 @@ void TraceDocument::name_track(int pid, int tid, const std::string& name) {
                      {"args", {{"sort_index", tid}}}});
 }
 
-void TraceDocument::slice(int pid, int tid, const std::string& name, const std::string& category,
-                          double ts_us, double dur_us, nlohmann::json args) {
+void TimelineDocument::slice(int pid, int tid, const std::string& name, const std::string& category,
+                             double ts_us, double dur_us, nlohmann::json args) {
   events_.push_back({{"ph", "X"},
                      {"name", name},
                      {"cat", category},
@@ -39,13 +39,13 @@ void TraceDocument::slice(int pid, int tid, const std::string& name, const std::
                      {"args", std::move(args)}});
 }
 
-void TraceDocument::counter(int pid, const std::string& name, double ts_us,
-                            const std::string& series, double value) {
+void TimelineDocument::counter(int pid, const std::string& name, double ts_us,
+                               const std::string& series, double value) {
   events_.push_back(
       {{"ph", "C"}, {"name", name}, {"pid", pid}, {"ts", ts_us}, {"args", {{series, value}}}});
 }
 
-nlohmann::json TraceDocument::to_json() const {
+nlohmann::json TimelineDocument::to_json() const {
   return {{"traceEvents", events_}, {"displayTimeUnit", "ms"}};
 }
 

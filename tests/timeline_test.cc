@@ -1,10 +1,10 @@
-// Timelines for Perfetto (runtime/trace.h, plan/predicted_trace.h): a
+// Timelines for Perfetto (runtime/timeline.h, plan/predicted_timeline.h): a
 // measured trace is valid Trace Event Format (slices closed, ordered and
 // apart on each track, one track per device, the ops' time within 10% of the
 // step that ran them), records only the steps asked for, and costs nothing
 // when off; a predicted trace spans exactly the prediction; both reach the
 // command line.
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
-#include "autoshard/plan/predicted_trace.h"
+#include "autoshard/plan/predicted_timeline.h"
 #include "autoshard/runtime/overlap.h"
 #include "cli_runner.h"
 #include "test_util.h"
@@ -75,13 +75,13 @@ std::unique_ptr<Sequential> mlp() {
 TEST(Trace, MeasuredStepsAreValidAndTheirOpsFillTheStep) {
   auto model = mlp();
   const Tensor x = testing::random_tensor({256, 512}, 1), y = testing::random_ids({256}, 10, 2);
-  Tracer tracer(parse_trace_steps("2:6"));
+  TimelineRecorder timeline(parse_timeline_steps("2:6"));
   {
-    TraceScope scope(tracer);
+    TimelineScope scope(timeline);
     for (int s = 0; s < 7; ++s) model->train_on_batch(x, y);
   }
-  EXPECT_EQ(tracer.runs(), 5) << "steps 2 to 6 only";
-  const json doc = tracer.document().to_json();
+  EXPECT_EQ(timeline.runs(), 5) << "steps 2 to 6 only";
+  const json doc = timeline.document().to_json();
   auto tracks = slices_by_track(doc);
   ASSERT_EQ(tracks[kStepsTrack].size(), 5u);
   EXPECT_EQ(tracks[kStepsTrack][0]["name"], "step 2");
@@ -123,12 +123,12 @@ TEST(Trace, EveryDeviceOfAMeshHasItsTrack) {
   model.set_distribution(
       std::make_shared<ModelParallel>(DeviceMesh::parse("data=2,model=2"), gpt2_megatron_layout()));
   model.compile(AdamW(), losses::sparse_categorical_crossentropy);
-  Tracer tracer;
+  TimelineRecorder timeline;
   {
-    TraceScope scope(tracer);
+    TimelineScope scope(timeline);
     model.train_on_batch(testing::random_ids({4, 6}, 67, 3), testing::random_ids({4, 6}, 67, 4));
   }
-  const json doc = tracer.document().to_json();
+  const json doc = timeline.document().to_json();
   auto tracks = slices_by_track(doc);
   for (int d = 0; d < 4; ++d) {
     EXPECT_TRUE(track_names(doc).count("device " + std::to_string(d))) << d;
@@ -150,13 +150,13 @@ TEST(Trace, TheCommunicationLaneHasItsTrack) {
   set_overlap_options({true, int64_t{16} << 10});  // several buckets
   auto model = mlp();
   model->set_distribution(std::make_shared<DataParallel>(DeviceMesh::parse("data=2")));
-  Tracer tracer;
+  TimelineRecorder timeline;
   {
-    TraceScope scope(tracer);
+    TimelineScope scope(timeline);
     model->train_on_batch(testing::random_tensor({256, 512}, 1), testing::random_ids({256}, 10, 2));
   }
   set_overlap_options(saved);
-  const json doc = tracer.document().to_json();
+  const json doc = timeline.document().to_json();
   auto tracks = slices_by_track(doc);
   const json& step = tracks[kStepsTrack].at(0);
   for (int d = 0; d < 2; ++d) {
@@ -175,34 +175,34 @@ TEST(Trace, TheCommunicationLaneHasItsTrack) {
 
 TEST(Trace, NothingIsRecordedWithoutATracer) {
   auto model = mlp();
-  Tracer tracer;
+  TimelineRecorder timeline;
   model->train_on_batch(testing::random_tensor({256, 512}, 1), testing::random_ids({256}, 10, 2));
-  EXPECT_EQ(tracer.runs(), 0);
-  EXPECT_EQ(active_tracer(), nullptr);
+  EXPECT_EQ(timeline.runs(), 0);
+  EXPECT_EQ(active_timeline(), nullptr);
 }
 
 // Scopes that end out of order (two Python context managers, say) remove
-// only themselves: a destroyed tracer is never left active.
+// only themselves: a destroyed timeline is never left active.
 TEST(Trace, ScopesThatEndOutOfOrderRemoveOnlyThemselves) {
-  Tracer a, b;
-  auto outer = std::make_unique<TraceScope>(a);
-  auto inner = std::make_unique<TraceScope>(b);
-  EXPECT_EQ(active_tracer(), &b);
+  TimelineRecorder a, b;
+  auto outer = std::make_unique<TimelineScope>(a);
+  auto inner = std::make_unique<TimelineScope>(b);
+  EXPECT_EQ(active_timeline(), &b);
   outer.reset();
-  EXPECT_EQ(active_tracer(), &b);
+  EXPECT_EQ(active_timeline(), &b);
   inner.reset();
-  EXPECT_EQ(active_tracer(), nullptr);
+  EXPECT_EQ(active_timeline(), nullptr);
 }
 
 TEST(Trace, StepRangesParseOrSayWhatIsWrong) {
-  EXPECT_EQ(parse_trace_steps("3").first, 3);
-  EXPECT_EQ(parse_trace_steps("3").last, 3);
-  EXPECT_EQ(parse_trace_steps("2:").last, INT64_MAX);
-  EXPECT_EQ(parse_trace_steps(":4").first, 1);
+  EXPECT_EQ(parse_timeline_steps("3").first, 3);
+  EXPECT_EQ(parse_timeline_steps("3").last, 3);
+  EXPECT_EQ(parse_timeline_steps("2:").last, INT64_MAX);
+  EXPECT_EQ(parse_timeline_steps(":4").first, 1);
   for (const char* bad : {"", ":", "0", "5:2", "a:b", "1:2:3", "-1"})
-    EXPECT_THROW(parse_trace_steps(bad), Error) << bad;
-  EXPECT_EQ(trace_file_of_rank("run.json", 1, true), "run.rank1.json");
-  EXPECT_EQ(trace_file_of_rank("run.json", 1, false), "run.json");
+    EXPECT_THROW(parse_timeline_steps(bad), Error) << bad;
+  EXPECT_EQ(timeline_file_of_rank("run.json", 1, true), "run.rank1.json");
+  EXPECT_EQ(timeline_file_of_rank("run.json", 1, false), "run.json");
 }
 
 // The predicted timeline is the prediction: each device's last span ends at
@@ -218,7 +218,7 @@ TEST(Trace, PredictedTimelineSpansThePrediction) {
     const Partition p = model.plan_training({4, 6}, {4, 6}, DType::I32, every_device);
     for (const char* cluster : {"cpu", "a100-80g"}) {
       const Cluster c = Cluster::named(cluster);
-      const TraceDocument doc = predicted_trace(p, c, {});
+      const TimelineDocument doc = predicted_timeline(p, c, {});
       const json j = doc.to_json();
       auto tracks = slices_by_track(j);
       double slowest = 0;
@@ -252,7 +252,7 @@ TEST(Trace, PredictedTimelineOfDevicesSharingCores) {
   c.oversubscribed_wait = 1e-5;
   ASSERT_TRUE(c.oversubscribed(p.mesh.size()));
   const StepPrediction pred = predict(p, c, {});
-  auto tracks = slices_by_track(predicted_trace(p, c, {}).to_json());
+  auto tracks = slices_by_track(predicted_timeline(p, c, {}).to_json());
   double last = 0, busy = 0;
   for (const json& s : tracks[device_track(0)]) {
     last = std::max(last, s["ts"].get<double>() + s["dur"].get<double>());

@@ -1,6 +1,6 @@
 // How a timeline names and annotates the ops of one device's program: the
-// same for a measured step (runtime/trace.h) and a predicted one
-// (runtime/trace_predicted.h), so the two open side by side.
+// same for a measured step (runtime/timeline.h) and a predicted one
+// (plan/predicted_timeline.h), so the two open side by side.
 //
 // A slice is named "<op> <layer path>" ("Einsum h.0.attn.c_attn"): the path
 // is that of the weight the op reads, else the one its first input carries
@@ -18,14 +18,14 @@
 
 namespace autoshard {
 
-struct TracedOp {
+struct TimelineOp {
   std::string name;      // "Einsum h.0.attn.c_attn"
   std::string category;  // "compute" or "collective"
   nlohmann::json args;   // shapes, flops, bytes (collectives: axis, bytes)
 };
 
 struct ProgramDescription {
-  std::vector<TracedOp> ops;  // per node (empty for leaves)
+  std::vector<TimelineOp> ops;  // per node (empty for leaves)
   // Bytes of the values alive after each node runs: every leaf (weights,
   // optimizer state, inputs) and the intermediate values not yet read for
   // the last time. The executor's buffers hold them (with reuse).

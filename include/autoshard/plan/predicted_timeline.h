@@ -1,6 +1,6 @@
 // The cost model's schedule of one step as a timeline for Perfetto (the
-// Chrome Trace Event Format of runtime/trace_events.h), with the tracks and
-// slice names of a measured step (runtime/trace.h, runtime/trace_ops.h), so
+// Chrome Trace Event Format of runtime/timeline_events.h), with the tracks and
+// slice names of a measured step (runtime/timeline.h, runtime/timeline_ops.h), so
 // a prediction and a measurement of the same plan open side by side:
 //
 //   autoshard plan --model gpt2 --mesh data=2 --predict --trace predicted.json
@@ -13,7 +13,7 @@
 #pragma once
 
 #include "autoshard/plan/cost_model.h"
-#include "autoshard/runtime/trace_events.h"
+#include "autoshard/runtime/timeline_events.h"
 
 namespace autoshard {
 
@@ -21,8 +21,8 @@ namespace autoshard {
 // lowered devices (a mesh of thousands draws a readable few), as process
 // `pid` named `process`. The "steps" slice is as long as the slowest
 // device's prediction; each device's latest span ends at its step_s.
-TraceDocument predicted_trace(const Partition& p, const Cluster& c, const PredictOptions& o,
-                              int max_devices = 64, int pid = 0,
-                              const std::string& process = "autoshard prediction");
+TimelineDocument predicted_timeline(const Partition& p, const Cluster& c, const PredictOptions& o,
+                                    int max_devices = 64, int pid = 0,
+                                    const std::string& process = "autoshard prediction");
 
 }  // namespace autoshard

@@ -1,11 +1,11 @@
-// TraceDocument: a timeline in the Chrome Trace Event Format, the JSON that
+// TimelineDocument: a timeline in the Chrome Trace Event Format, the JSON that
 // Perfetto (ui.perfetto.dev) and chrome://tracing open:
 //   {"traceEvents": [...], "displayTimeUnit": "ms"}
 // with complete events ("ph": "X", a slice with ts and dur in microseconds),
 // metadata events ("ph": "M", naming processes and threads) and counter
 // events ("ph": "C", a value over time). Both timelines autoshard writes,
-// of real steps (runtime/trace.h) and of predicted ones
-// (runtime/trace_predicted.h), are built with it, so that they open side by
+// of real steps (runtime/timeline.h) and of predicted ones
+// (plan/predicted_timeline.h), are built with it, so that they open side by
 // side with the same track and slice names.
 #pragma once
 
@@ -29,7 +29,7 @@ std::string lane_track_name(int device);  // "device 3 gradient buckets"
 // The slice of one bucket's reduction, measured or predicted.
 inline constexpr const char* kBucketSliceName = "all_reduce gradient bucket";
 
-class TraceDocument {
+class TimelineDocument {
  public:
   // Names process `pid` (a timeline holds one per process or prediction)
   // and its track `tid`; sort_index orders the tracks in the viewer.
