@@ -8,9 +8,9 @@
 //   { TimelineScope scope(timeline); model.fit(x, y); }   // or step.set_timeline(&timeline)
 //   timeline.write("steps.json");
 //
-// Tracing off costs one null check per op; on, two clock reads and a
+// Recording off costs one null check per op; on, two clock reads and a
 // record per op, named when the step ends (bench/README.md has the cost).
-// Under mpirun each process traces its own device: write() puts rank N's
+// Under mpirun each process records its own device: write() puts rank N's
 // timeline in FILE.rankN.json (timeline_file_of_rank).
 #pragma once
 
