@@ -417,7 +417,7 @@ void run_plan(PlanOptions& o) {
              what_else_might_fit(o));
   }
 
-  // The report (plan/plan_report.h), and its table's rows in the leaves' order.
+  // The report (pages/plan_report.h), and its table's rows in the leaves' order.
   nlohmann::json j = plan_report(p);
   const nlohmann::json& params = j["parameters"];
   std::vector<std::string> rows;
