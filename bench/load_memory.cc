@@ -44,7 +44,7 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/distribution.h"
 #include "io/keras/hdf5_file.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 
 using namespace autoshard;
 

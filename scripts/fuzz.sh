@@ -17,20 +17,20 @@ share=$(( (seconds + 9) / 10 ))
 # with, and the libraries it links. Keras's HDF5 reader widens bfloat16 with
 # safetensors.cc's bf16_to_float, which brings the tensor helpers along.
 tensors="src/tensor/tensor.cc src/tensor/large_array.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
-keras="src/io/keras/hdf5_file.cc src/io/keras/zip_archive.cc src/io/keras/architecture.cc
+keras="src/io/keras/hdf5_file.cc src/io/zip_archive.cc src/io/keras/architecture.cc
   src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
 declare -A sources=(
   [safetensors]="src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
   [config]="src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc
     src/nn/models/config_reader.cc src/io/checkpoint_state.cc"
-  [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/json_field.cc
-    src/io/tokenizer/bpe.cc src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
+  [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/bpe.cc
+    src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
     src/io/tokenizer/normalizers.cc src/io/tokenizer/pre_tokenizers.cc
     src/io/tokenizer/post_processors.cc src/io/tokenizer/decoders.cc src/io/tokenizer/unicode.cc"
-  [problem]="src/plan/problem.cc src/plan/problem_reader.cc src/plan/reduced.cc
-    src/plan/solver.cc src/plan/mip.cc src/runtime/memory.cc"
-  [cluster]="src/plan/cluster.cc src/runtime/memory.cc src/tensor/mesh.cc"
-  [npy]="src/io/npy.cc src/io/safetensors.cc src/runtime/memory.cc $tensors"
+  [problem]="src/solver/problem.cc src/solver/problem_reader.cc src/solver/reduced.cc
+    src/solver/solver.cc src/solver/mip.cc"
+  [cluster]="src/plan/cluster.cc src/tensor/mesh.cc"
+  [npy]="src/io/npy.cc src/io/zip_archive.cc src/io/safetensors.cc $tensors"
   [keras_zip]="$keras"
   [keras_h5]="$keras"
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"

@@ -18,7 +18,7 @@
 #include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/npy.h"
 #include "cli_runner.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -343,19 +343,19 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- K01: an empty member of a .keras zip ----
 
 TEST_F(BadInputFiles, EmptyKerasMembersAreOneLine) {
-  const keras::ZipArchive real(kKeras);
+  const ZipArchive real(kKeras);
   for (const char* empty : {"config.json", "metadata.json"}) {
     const fs::path parts = dir(std::string("parts-") + empty);
     std::vector<std::pair<std::string, std::string>> members;
     for (const std::string& name : real.names()) {
-      const keras::ZipMember m = real.open_member(name);
+      const ZipMember m = real.open_member(name);
       std::string bytes(m.size, '\0');
       m.read(0, m.size, bytes.data());
       put_file(parts / name, name == empty ? "" : bytes);
       members.emplace_back(name, (parts / name).string());
     }
     const fs::path file = dir(std::string("empty-") + empty + ".keras");
-    keras::write_stored_zip(file.string(), members);
+    write_stored_zip(file.string(), members);
     put_file(dir("x.npy"), npy_bytes(Tensor::zeros({2, 7})));
     const cli_runner::Result r = run("predict --model " + file.string() + " --x " +
                                      dir("x.npy").string() + " --out " + dir("p.npy").string());

@@ -28,7 +28,7 @@
 #include "autoshard/error.h"
 #include "cli_runner.h"
 #include "io/keras/hdf5_file.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -186,8 +186,8 @@ TEST_P(Hdf5References, LegacyH5IsRefused) {
 
 TEST_P(Hdf5References, KerasWeightsAreRefused) {
   // The .keras's members, its model.weights.h5 changed, zipped again.
-  const keras::ZipArchive zip(std::string(AUTOSHARD_TEST_DATA) +
-                              "/keras_files/batch_normalization_dense.keras");
+  const ZipArchive zip(std::string(AUTOSHARD_TEST_DATA) +
+                       "/keras_files/batch_normalization_dense.keras");
   std::vector<std::pair<std::string, std::string>> members;
   for (const char* name : {"metadata.json", "config.json", "model.weights.h5"}) {
     const fs::path at = dir_ / "model" / name;
@@ -196,7 +196,7 @@ TEST_P(Hdf5References, KerasWeightsAreRefused) {
   }
   change(dir_ / "model" / "model.weights.h5", kKeras3Kernel, GetParam().replace);
   const fs::path model = dir_ / "model" / "model.keras";
-  keras::write_stored_zip(model.string(), members);
+  write_stored_zip(model.string(), members);
   expect_refused(model, kKeras3Kernel, GetParam().needle);
 }
 

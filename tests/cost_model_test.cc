@@ -12,10 +12,10 @@
 #include "autoshard/error.h"
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/cluster.h"
-#include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/overlap.h"
+#include "autoshard/solver/solver.h"
 #include "ir/op_def.h"
 
 namespace autoshard {

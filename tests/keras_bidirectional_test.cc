@@ -15,7 +15,7 @@
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 #include "keras_fixtures.h"
 #include "test_util.h"
 
@@ -31,7 +31,7 @@ using nlohmann::json;
 
 // `in` (a .keras) with its config.json edited by `edit`, written to `out`.
 void edit_keras(const fs::path& in, const fs::path& out, const std::function<void(json&)>& edit) {
-  keras::ZipArchive zip(in.string());
+  ZipArchive zip(in.string());
   const fs::path parts = out.string() + ".parts";
   fs::create_directories(parts);
   std::vector<std::pair<std::string, std::string>> members;
@@ -45,7 +45,7 @@ void edit_keras(const fs::path& in, const fs::path& out, const std::function<voi
     std::ofstream((parts / name).string(), std::ios::binary) << text;
     members.emplace_back(name, (parts / name).string());
   }
-  keras::write_stored_zip(out.string(), members);
+  write_stored_zip(out.string(), members);
 }
 
 // The Bidirectional layer entry of a Keras 3 config.

@@ -18,7 +18,7 @@
 #include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 #include "keras_fixtures.h"
 #include "test_util.h"
 
@@ -112,7 +112,7 @@ TEST(KerasConvert, ArchitectureInEachFormsOwnTerms) {
   ScratchDir dir("keras_convert_form");
   KerasModel k = load_keras_model(kKerasFileFixtures + "/two_outputs.h5");
   save_keras_model(k, (dir.path / "m.keras").string());
-  keras::ZipArchive zip((dir.path / "m.keras").string());
+  ZipArchive zip((dir.path / "m.keras").string());
   const json config = json::parse(zip.read_text("config.json", 1 << 20));
   EXPECT_EQ(config.at("module"), "keras");
   EXPECT_EQ(config.at("class_name"), "Functional");

@@ -17,7 +17,7 @@
 #include "autoshard/plan/distribution.h"
 #include "io/keras/hdf5_file.h"
 #include "io/keras/weight_table.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 #include "test_util.h"
 
 namespace autoshard {

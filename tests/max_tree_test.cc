@@ -1,8 +1,8 @@
-// The solver's memory profile (plan/max_tree.h: a segment tree with range
+// The solver's memory profile (solver/max_tree.h: a segment tree with range
 // add and range max) against a plain array under random range updates: the
 // largest usage, the largest over any range and the first segment at the
 // peak agree after every update.
-#include "plan/max_tree.h"
+#include "solver/max_tree.h"
 
 #include <gtest/gtest.h>
 

@@ -13,9 +13,9 @@
 #include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
-#include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
+#include "autoshard/solver/solver.h"
 #include "ir/op_def.h"
 
 namespace autoshard {

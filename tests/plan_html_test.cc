@@ -1,8 +1,8 @@
-// The picture of a plan (plan/plan_html.h, `autoshard plan --html`): the
+// The picture of a plan (pages/plan_html.h, `autoshard plan --html`): the
 // page is well formed, has one element per device and per weight (a
 // repeated block's weights once, with their count), draws uneven splits by
 // array_split's sizes, and escapes every name.
-#include "plan/plan_html.h"
+#include "pages/plan_html.h"
 
 #include <gtest/gtest.h>
 

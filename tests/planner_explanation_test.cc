@@ -13,8 +13,8 @@
 #include "autoshard/plan/alternative.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/distribution.h"
-#include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
+#include "autoshard/solver/solver.h"
 
 namespace autoshard {
 namespace {

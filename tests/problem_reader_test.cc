@@ -1,4 +1,4 @@
-// The IOPDDL reader's own JSON scanner (plan/json_scan.h) against nlohmann's
+// The IOPDDL reader's own JSON scanner (solver/json_scan.h) against nlohmann's
 // parser, which it replaced for speed: on hand-picked corner cases and on
 // thousands of random edits of a real problem's text, the scanner rejects as
 // invalid JSON exactly what nlohmann rejects, and what it reads holds the
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard {
 namespace {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard::testing {
 

@@ -12,8 +12,8 @@
 #include <random>
 #include <set>
 
-#include "autoshard/plan/screen.h"
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/screen.h"
+#include "autoshard/solver/solver.h"
 #include "sharding_problems.h"
 
 namespace autoshard {

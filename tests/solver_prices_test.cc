@@ -1,4 +1,4 @@
-// The solver's price step (plan/prices.h) on its own: Polyak's rule raises
+// The solver's price step (solver/prices.h) on its own: Polyak's rule raises
 // an answer's Lagrangian value by theta times the gap to the target, in
 // whatever units the costs and usages come (the rule it replaced took 40
 // rounds to find S's scale), and no price goes below zero.
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "plan/prices.h"
+#include "solver/prices.h"
 
 namespace autoshard::solver {
 namespace {

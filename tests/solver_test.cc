@@ -2,7 +2,7 @@
 // and without memory limits, feasible or not), the contest format read and
 // written, and a proof of infeasibility when even the smallest usages
 // overflow.
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/solver.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

@@ -2,7 +2,9 @@
 // (.keras config.json and metadata.json, a legacy .h5's model_config,
 // TensorFlow.js model.json, KerasHub presets, Hugging Face configs and
 // tokenizers, cluster files, layout maps, checkpoints, logs), and typed reads
-// of its members that fail with one error naming the file and the field.
+// of its members that fail with one error naming the file and the field:
+// json_member and json_*_or for one flat object, JsonField for walking a
+// tree with its path (a tokenizer's stages).
 //
 // The parser refuses nesting deeper than kMaxJsonDepth while it parses: the
 // JSON library's parser is iterative, but copying, printing and walking a
@@ -10,11 +12,15 @@
 // overflow the stack after parsing. Below every layer, like error.h.
 #pragma once
 
+#include <cctype>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "autoshard/error.h"
 
@@ -67,6 +73,27 @@ inline std::string library_words(const nlohmann::json::exception& e) {
     if (const size_t at = what.find(quoting); at != what.npos) what = what.substr(0, at);
   if (e.id == 406) return "a number is out of range (a double's)";
   return std::string(what);
+}
+
+// A value as an error message shows it: its kind, and short values whole
+// ("the string \"x\"", "the number 5").
+inline std::string describe_value(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string: {
+      const std::string s = j.get<std::string>();
+      return s.size() <= 40 ? "the string " + j.dump() : "a string of " + std::to_string(s.size());
+    }
+    case nlohmann::json::value_t::boolean:
+      return j.get<bool>() ? "true" : "false";
+    default:
+      return "the number " + j.dump();
+  }
 }
 }  // namespace json_detail
 
@@ -156,6 +183,146 @@ inline double json_number_or(const nlohmann::json& obj, std::string_view key, do
   AS_CHECK(v->is_number(), where, ": '", key, "' must be a number, not ", json_type_phrase(*v));
   return v->get<double>();
 }
+
+// A value of a JSON file together with where it sits in that file, so that a
+// value of the wrong type or out of range is one error naming the file and
+// the JSON path ("t/tokenizer.json: model.merges[3] must be a string, not
+// the number 5") instead of a library exception, and so that every reader
+// of a nested file (a tokenizer's stages) reads its options the same way.
+// Nesting is bounded here, once for all the readers that recurse (Sequence
+// inside Sequence). The free functions above are for flat objects; this is
+// for walking a tree.
+class JsonField {
+ public:
+  /// How deep a reader may follow nesting: tokenizer files nest two or three
+  /// levels; the bound keeps loading linear and the stack small.
+  static constexpr int kMaxDepth = 64;
+
+  /// The whole file's value; `file` names it in errors ("" for built-in
+  /// values, whose errors name their reader).
+  JsonField(const nlohmann::json& root, std::string file)
+      : JsonField(root, std::make_shared<const std::string>(std::move(file)), "", 0) {}
+
+  const nlohmann::json& json() const { return *value_; }
+  /// "model.vocab" ("the file" at the root; a deep path shortened).
+  std::string path() const {
+    if (path_.empty()) return "the file";
+    if (path_.size() <= 160) return path_;
+    return path_.substr(0, 60) + " ... " + path_.substr(path_.size() - 60);
+  }
+  /// "FILE: PATH", the start of an error about this value.
+  std::string where() const { return file_->empty() ? path() : *file_ + ": " + path(); }
+  /// "FILE", for errors about the file as a whole.
+  const std::string& file() const { return *file_; }
+
+  /// Absent or JSON null.
+  bool is_null() const { return value_->is_null(); }
+  /// Whether this object has `key`, not null (false for null; an error for
+  /// anything but an object).
+  bool has(std::string_view key) const {
+    if (value_->is_null()) return false;
+    if (!value_->is_object()) fail_type("an object");
+    return json_member(*value_, key) != nullptr;
+  }
+
+  /// The member `key` of this object (null when absent); an error unless
+  /// this is an object.
+  JsonField operator[](std::string_view key) const {
+    static const nlohmann::json null;
+    if (!value_->is_object()) fail_type("an object");
+    const auto it = value_->find(key);
+    return child(it == value_->end() ? null : *it, path_of(key));
+  }
+  /// The elements of this array; an error for anything else.
+  std::vector<JsonField> elements() const {
+    if (!value_->is_array()) fail_type("an array");
+    std::vector<JsonField> out;
+    out.reserve(value_->size());
+    for (size_t i = 0; i < value_->size(); ++i)
+      out.push_back(child((*value_)[i], path_ + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+  /// The members of this object, by key (the JSON library keeps them
+  /// sorted); an error for anything else.
+  std::vector<std::pair<std::string, JsonField>> members() const {
+    if (!value_->is_object()) fail_type("an object");
+    std::vector<std::pair<std::string, JsonField>> out;
+    out.reserve(value_->size());
+    for (const auto& [key, value] : value_->items())
+      out.emplace_back(key, child(value, path_of(key)));
+    return out;
+  }
+  /// The number of elements or members (0 for null).
+  size_t size() const { return value_->is_structured() ? value_->size() : 0; }
+
+  std::string string() const {
+    if (!value_->is_string()) fail_type("a string");
+    return value_->get<std::string>();
+  }
+  bool flag() const {
+    if (!value_->is_boolean()) fail_type("true or false");
+    return value_->get<bool>();
+  }
+  /// A whole number in [lo, hi] (a fraction, 1e30 or a string is an error).
+  int64_t integer(int64_t lo, int64_t hi) const {
+    const auto out_of_range = [&] { fail_type(cat("a whole number from ", lo, " to ", hi)); };
+    if (value_->is_number_unsigned()) {
+      const uint64_t v = value_->get<uint64_t>();
+      if (v > static_cast<uint64_t>(hi) || static_cast<int64_t>(v) < lo) out_of_range();
+      return static_cast<int64_t>(v);
+    }
+    if (!value_->is_number_integer()) out_of_range();
+    const int64_t v = value_->get<int64_t>();
+    if (v < lo || v > hi) out_of_range();
+    return v;
+  }
+  /// Member `key` when present and not null, else `otherwise`.
+  std::string string_or(std::string_view key, const std::string& otherwise) const {
+    return has(key) ? (*this)[key].string() : otherwise;
+  }
+  bool flag_or(std::string_view key, bool otherwise) const {
+    return has(key) ? (*this)[key].flag() : otherwise;
+  }
+  int64_t integer_or(std::string_view key, int64_t otherwise, int64_t lo, int64_t hi) const {
+    return has(key) ? (*this)[key].integer(lo, hi) : otherwise;
+  }
+  /// The "type" member of an object (a tokenizer stage's; "" when absent).
+  std::string type() const {
+    if (!value_->is_object()) fail_type("an object with a \"type\"");
+    return string_or("type", "");
+  }
+
+  /// Throws "FILE: PATH must be WHAT, not <this value>".
+  [[noreturn]] void fail_type(const std::string& what) const {
+    fail(where(), " must be ", what, ", not ", json_detail::describe_value(*value_));
+  }
+
+ private:
+  JsonField(const nlohmann::json& value, std::shared_ptr<const std::string> file, std::string path,
+            int depth)
+      : value_(&value), file_(std::move(file)), path_(std::move(path)), depth_(depth) {}
+
+  JsonField child(const nlohmann::json& value, std::string path) const {
+    // Checked on the way down, so recursion over a hostile file stops early.
+    AS_CHECK(depth_ < kMaxDepth, where(), " nests more than ", kMaxDepth,
+             " levels deep; a tokenizer's stages nest a few levels at most");
+    return JsonField(value, file_, std::move(path), depth_ + 1);
+  }
+
+  // The path of the member `key`: plain when the key is a name
+  // ("model.vocab"), quoted otherwise.
+  std::string path_of(std::string_view key) const {
+    bool plain = !key.empty();
+    for (char c : key) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!plain) return path_ + "[" + nlohmann::json(std::string(key)).dump() + "]";
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
+
+  const nlohmann::json* value_;              // owned by the caller's root value
+  std::shared_ptr<const std::string> file_;  // shared: a vocabulary has many fields
+  std::string path_;
+  int depth_ = 0;
+};
 
 // Runs `read` (code reading a JSON document from `where`) so that a JSON
 // library exception it lets escape (a value of the wrong type, a missing

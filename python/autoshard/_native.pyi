@@ -193,7 +193,7 @@ def keras_layout_map(path: str, axis_names: list[str], axis_sizes: list[int],
 
 def __getattr__(name: str) -> Any: ...  # layer and optimizer factories
 
-# A timeline of the steps run inside `with` (runtime/trace.h), written on exit.
+# A timeline of the steps run inside `with` (runtime/timeline.h), written on exit.
 class Trace:
     def __init__(self, path: str, steps: str = "") -> None: ...
     def __enter__(self) -> "Trace": ...

@@ -1,6 +1,6 @@
 // autoshard.plan's native part: how a model would be laid out over a mesh by
 // AutoShard, its predicted step time and memory per device, and why. The
-// report is `autoshard plan --json --predict`'s (autoshard/plan/plan_report.h
+// report is `autoshard plan --json --predict`'s (autoshard/pages/plan_report.h
 // builds both from the same Partition; the Python tests compare the two on
 // the same model). Nothing is allocated for the weights.
 #define PYBIND11_DETAILED_ERROR_MESSAGES
@@ -17,14 +17,14 @@
 #include "autoshard/io/language_model.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
+#include "autoshard/pages/plan_report.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
-#include "autoshard/plan/plan_report.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
-#include "plan/plan_figures.h"
-#include "plan/plan_html.h"
+#include "pages/plan_figures.h"
+#include "pages/plan_html.h"
 #include "py_model.h"
 
 namespace py = pybind11;
@@ -118,7 +118,7 @@ std::pair<std::string, std::shared_ptr<Distribution>> plan_model(Model& model, c
   nlohmann::json j = plan_report(p);
   j["reasons"] = dist->reasons();
   j["predicted"] = prediction_json(model, p, r, s);
-  // The picture's figures (plan/plan_figures.h): Plan keeps them apart from
+  // The picture's figures (pages/plan_figures.h): Plan keeps them apart from
   // the report, which stays `autoshard plan --json`'s.
   j["figures"] = plan_figures(p, Cluster::named(r.options.cluster), r.options.bf16);
   return {j.dump(), dist};
@@ -175,7 +175,7 @@ void bind_plan(py::module_& m) {
       [](const std::string& report, const std::string& title) {
         return plan_html_fragment(nlohmann::json::parse(report), title);
       },
-      "report"_a, "title"_a, "The picture of a plan (plan/plan_html.h) as an HTML fragment");
+      "report"_a, "title"_a, "The picture of a plan (pages/plan_html.h) as an HTML fragment");
   m.def(
       "plan_keras",
       [](PyModel& p, const std::optional<DeviceMesh>& mesh, int devices,

@@ -1,5 +1,5 @@
 // autoshard.trace(path, steps=""): the timeline of the training steps run in
-// a `with` block (runtime/trace.h), written to `path` when the block ends,
+// a `with` block (runtime/timeline.h), written to `path` when the block ends,
 // as `autoshard train --trace` writes it (under mpirun: path.rankN.json).
 #include <pybind11/pybind11.h>
 
@@ -11,7 +11,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -24,16 +24,16 @@ using autoshard::cat;
 class PyTrace {
  public:
   PyTrace(const std::string& path, const std::string& steps)
-      : tracer_(parse_trace_steps(steps.empty() ? "1:" : steps, "steps")) {
+      : timeline_(parse_timeline_steps(steps.empty() ? "1:" : steps, "steps")) {
     AS_CHECK(path.ends_with(".json"), "autoshard.trace: '", path,
              "' must end in .json (a Chrome Trace Event Format file for Perfetto)");
     const World& world = World::process();
-    path_ = trace_file_of_rank(path, world.rank(), world.distributed());
+    path_ = timeline_file_of_rank(path, world.rank(), world.distributed());
   }
 
   void enter() {
     AS_CHECK(!scope_, "autoshard.trace: this trace is already recording");
-    scope_ = std::make_unique<TraceScope>(tracer_);
+    scope_ = std::make_unique<TimelineScope>(timeline_);
   }
   // Ends the recording and writes the file (through a temporary: a failed
   // write leaves no half file).
@@ -42,11 +42,12 @@ class PyTrace {
     const World& world = World::process();
     const std::string process =
         world.distributed() ? cat("autoshard rank ", world.rank()) : std::string("autoshard");
-    const std::string text = tracer_.document(world.rank(), process).dump();
+    const std::string text = timeline_.document(world.rank(), process).dump();
     const std::string tmp = path_ + ".tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      AS_CHECK(out.good(), "autoshard.trace: '", path_, "' cannot be written (is its directory there?)");
+      AS_CHECK(out.good(), "autoshard.trace: '", path_,
+               "' cannot be written (is its directory there?)");
       out << text;
       out.close();
       AS_CHECK(out.good(), "autoshard.trace: writing '", path_, "' failed");
@@ -55,11 +56,11 @@ class PyTrace {
   }
 
   const std::string& path() const { return path_; }
-  int64_t runs() const { return tracer_.runs(); }
+  int64_t runs() const { return timeline_.runs(); }
 
  private:
-  Tracer tracer_;
-  std::unique_ptr<TraceScope> scope_;
+  TimelineRecorder timeline_;
+  std::unique_ptr<TimelineScope> scope_;
   std::string path_;
 };
 

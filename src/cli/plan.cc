@@ -14,10 +14,10 @@
 #include "autoshard/error.h"
 #include "autoshard/io/keras_variables.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/pages/plan_report.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
-#include "autoshard/plan/plan_report.h"
-#include "autoshard/plan/predicted_trace.h"
+#include "autoshard/plan/predicted_timeline.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"
 #include "autoshard/runtime/memory.h"
@@ -27,9 +27,9 @@
 #include "cli/options.h"
 #include "cli/output_file.h"
 #include "cli/plan_pipeline.h"
+#include "pages/plan_figures.h"
+#include "pages/plan_html.h"
 #include "plan/layout_map_export.h"
-#include "plan/plan_figures.h"
-#include "plan/plan_html.h"
 
 namespace autoshard::cli {
 namespace {
@@ -42,8 +42,8 @@ struct PlanOptions : CommonOptions {
   std::string dtype = "f32";
   bool overwrite = false;         // --out and --export-problem may replace files
   std::string export_layout_map;  // FILE.json or FILE.py: the plan as a Keras LayoutMap
-  std::string html;               // FILE.html: the plan as a picture (plan/plan_html.h)
-  std::string trace;       // FILE.json: the predicted step as a timeline (plan/predicted_trace.h)
+  std::string html;               // FILE.html: the plan as a picture (pages/plan_html.h)
+  std::string trace;  // FILE.json: the predicted step as a timeline (plan/predicted_timeline.h)
   PipelineFlags pipeline;  // a mesh with a pipe axis (cli/plan_pipeline.h)
 };
 
@@ -394,8 +394,8 @@ void run_plan(PlanOptions& o) {
     predicted = predict(p, *cluster, {bf16, tokens, flops});
     if (!o.trace.empty())
       write_output_file(o.trace, "--trace",
-                        predicted_trace(p, *cluster, {bf16, tokens, flops}, 64, 0,
-                                        "autoshard prediction on " + cluster->name)
+                        predicted_timeline(p, *cluster, {bf16, tokens, flops}, 64, 0,
+                                           "autoshard prediction on " + cluster->name)
                             .dump(),
                         o.overwrite);
     // In-process devices share one process: its memory is every device's.
@@ -417,7 +417,7 @@ void run_plan(PlanOptions& o) {
              what_else_might_fit(o));
   }
 
-  // The report (plan/plan_report.h), and its table's rows in the leaves' order.
+  // The report (pages/plan_report.h), and its table's rows in the leaves' order.
   nlohmann::json j = plan_report(p);
   const nlohmann::json& params = j["parameters"];
   std::vector<std::string> rows;

@@ -9,11 +9,11 @@
 
 #include "autoshard/error.h"
 #include "cli/commands.h"
-#include "cli/headless_chromium.h"
 #include "cli/output_file.h"
 #include "cli/training_log.h"
-#include "plan/html_writer.h"
-#include "plan/svg_chart.h"
+#include "pages/headless_chromium.h"
+#include "pages/html_writer.h"
+#include "pages/svg_chart.h"
 
 namespace autoshard::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "autoshard/error.h"
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/solver.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 

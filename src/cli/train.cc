@@ -25,7 +25,7 @@
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/runtime/overlap.h"
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -507,24 +507,25 @@ void traced(const TrainOptions& o, const std::function<void()>& train) {
     AS_CHECK(o.trace_steps.empty(), "--trace-steps needs --trace FILE.json (where to write them)");
     return train();
   }
-  const TraceSteps steps = parse_trace_steps(o.trace_steps.empty() ? "1:" : o.trace_steps);
+  const TimelineSteps steps = parse_timeline_steps(o.trace_steps.empty() ? "1:" : o.trace_steps);
   const World& world = World::process();
-  const std::string path = trace_file_of_rank(o.trace, world.rank(), world.distributed());
+  const std::string path = timeline_file_of_rank(o.trace, world.rank(), world.distributed());
   AS_CHECK(o.trace.ends_with(".json"), "--trace '", o.trace,
            "' must end in .json (a Chrome Trace Event Format file for Perfetto)");
   check_output_path(path, "--trace", o.overwrite);
-  Tracer tracer(steps);
+  TimelineRecorder timeline(steps);
   auto write = [&] {
     const std::string process =
         world.distributed() ? cat("autoshard rank ", world.rank()) : std::string("autoshard");
-    write_output_file(path, "--trace", tracer.document(world.rank(), process).dump(), o.overwrite);
+    write_output_file(path, "--trace", timeline.document(world.rank(), process).dump(),
+                      o.overwrite);
     if (world.leader())
       std::fprintf(stderr, "trace of %lld runs written to %s%s\n",
-                   static_cast<long long>(tracer.runs()), path.c_str(),
+                   static_cast<long long>(timeline.runs()), path.c_str(),
                    world.distributed() ? " (one file per rank)" : "");
   };
   try {
-    TraceScope scope(tracer);
+    TimelineScope scope(timeline);
     train();
   } catch (const Interrupted&) {
     write();

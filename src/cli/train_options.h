@@ -40,7 +40,7 @@ struct TrainOptions : CommonOptions {
   bool resume = false;
   int64_t sample = -1;  // bytes to generate at the end; -1: 300 for byte data
   std::string sampling = "random";
-  std::string trace;            // --trace FILE.json: a timeline of the steps (runtime/trace.h)
+  std::string trace;            // --trace FILE.json: a timeline of the steps (runtime/timeline.h)
   std::string trace_steps;      // --trace-steps a:b (default: every step)
   int64_t microbatches = 0;     // --microbatches M of a pipe mesh (0: as many as stages)
   int64_t microbatch_size = 0;  // or --microbatch-size b sequences per data replica

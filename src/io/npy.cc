@@ -1,11 +1,11 @@
 // NumPy's .npy format (numpy/lib/format.py documents it): the magic
 // "\x93NUMPY", a version, a header length, a Python dict literal
 // {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } and the raw
-// elements. An .npz is a zip of such files, read here through libzip.
+// elements. An .npz is a zip of such files, read and written here through
+// the one zip wrapper (io/zip_archive.h).
 #include "autoshard/io/npy.h"
 
 #include <sys/resource.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,8 @@
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/safetensors.h"  // half_to_float
-#include "autoshard/runtime/memory.h"
+#include "autoshard/memory_size.h"
+#include "io/zip_archive.h"
 
 namespace autoshard {
 namespace {
@@ -376,55 +377,31 @@ std::string file_where(const std::string& path, const std::string& what) {
   return cat(what, " '", path, "'");
 }
 
-// ---- .npz through libzip ----
+// ---- .npz through the zip wrapper (io/zip_archive.h) ----
 
-struct ZipCloser {
-  void operator()(zip_t* z) const { zip_discard(z); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
-
-std::unique_ptr<zip_t, ZipCloser> open_zip(const std::string& path, const std::string& where) {
-  int code = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
-  if (z == nullptr) {
-    zip_error_t error;
-    zip_error_init_with_code(&error, code);
-    const std::string message = zip_error_strerror(&error);
-    zip_error_fini(&error);
-    fail(where, ": not a readable .npz (zip) file: ", message);
-  }
-  return std::unique_ptr<zip_t, ZipCloser>(z);
-}
-
-// Member `index`'s array, after its sizes were checked.
-NpyArray read_member(zip_t* z, zip_uint64_t index, const zip_stat_t& st, const std::string& where,
-                     ArrayBudget& budget) {
-  AS_CHECK((st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE) &&
-               (st.valid & ZIP_STAT_COMP_METHOD),
-           where, ": the zip entry lacks its sizes");
-  AS_CHECK(!(st.valid & ZIP_STAT_ENCRYPTION_METHOD) || st.encryption_method == ZIP_EM_NONE, where,
-           ": the zip entry is encrypted");
-  AS_CHECK(st.comp_method == ZIP_CM_STORE || st.comp_method == ZIP_CM_DEFLATE, where,
-           ": the zip entry's compression method ", st.comp_method,
+// Entry `e`'s array (entry `index` of `zip`), after its sizes were checked.
+NpyArray read_member(const ZipReader& zip, int64_t index, const ZipEntry& e,
+                     const std::string& where, ArrayBudget& budget) {
+  AS_CHECK(e.has_size && e.has_compressed_size && e.has_method, where,
+           ": the zip entry lacks its sizes");
+  AS_CHECK(!e.encrypted, where, ": the zip entry is encrypted");
+  AS_CHECK(e.stored() || e.deflated(), where, ": the zip entry's compression method ", e.method,
            " is not stored or deflate (np.savez and np.savez_compressed write those)");
-  if (st.comp_method == ZIP_CM_STORE)
-    AS_CHECK(st.size == st.comp_size, where, ": a stored zip entry declares ", st.size,
-             " bytes but holds ", st.comp_size);
+  if (e.stored())
+    AS_CHECK(e.size == e.compressed_size, where, ": a stored zip entry declares ", e.size,
+             " bytes but holds ", e.compressed_size);
   else
-    AS_CHECK(st.size <= st.comp_size * kMaxDeflateRatio + 4096, where, ": the zip entry claims ",
-             st.size, " bytes from ", st.comp_size,
+    AS_CHECK(e.size <= e.compressed_size * kMaxDeflateRatio + 4096, where,
+             ": the zip entry claims ", e.size, " bytes from ", e.compressed_size,
              " compressed, more than deflate can give (a zip bomb?)");
-  std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(z, index, 0));
-  AS_CHECK(f, where, ": the zip entry cannot be opened: ", zip_strerror(z));
-  zip_file_t* file = f.get();
+  std::optional<ZipStream> file = zip.open_entry(index);
+  AS_CHECK(file, where, ": the zip entry cannot be opened: ", zip.error());
   const ByteReader read = [&](char* to, size_t n) -> size_t {
-    const zip_int64_t got = zip_fread(file, to, n);
-    AS_CHECK(got >= 0, where, ": reading the zip entry failed: ", zip_file_strerror(file));
+    const int64_t got = file->read(to, n);
+    AS_CHECK(got >= 0, where, ": reading the zip entry failed: ", file->error());
     return static_cast<size_t>(got);
   };
-  return read_array(read, st.size, where, budget);
+  return read_array(read, e.size, where, budget);
 }
 
 }  // namespace
@@ -491,24 +468,23 @@ NpyArray read_npy(const std::string& path, const std::string& what) {
 std::map<std::string, NpyArray> read_npz(const std::string& path, const std::string& what) {
   const std::string where = file_where(path, what);
   input_file_size(path, what);  // a regular file
-  auto z = open_zip(path, where);
-  const zip_int64_t count = zip_get_num_entries(z.get(), 0);
+  std::string why;
+  const std::optional<ZipReader> zip = ZipReader::open(path, why);
+  AS_CHECK(zip, where, ": not a readable .npz (zip) file: ", why);
+  const int64_t count = zip->entry_count();
   AS_CHECK(count >= 0 && count <= kMaxMembers, where, ": the zip holds ", count,
            " entries, more than the ", kMaxMembers, " arrays accepted");
   std::map<std::string, NpyArray> out;
   ArrayBudget budget;  // the file's arrays together
-  for (zip_int64_t i = 0; i < count; ++i) {
-    zip_stat_t st;
-    zip_stat_init(&st);
-    AS_CHECK(zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0 && (st.valid & ZIP_STAT_NAME),
-             where, ": zip entry ", i, " cannot be read: ", zip_strerror(z.get()));
-    const std::string name = st.name;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::optional<ZipEntry> e = zip->entry(i);
+    AS_CHECK(e && e->has_name, where, ": zip entry ", i, " cannot be read: ", zip->error());
+    const std::string& name = e->name;
     AS_CHECK(name.size() > 4 && name.ends_with(".npy"), where, ": zip entry '", name,
              "' is not an .npy array (an .npz holds NAME.npy entries, as np.savez writes)");
     const std::string key = name.substr(0, name.size() - 4);
     AS_CHECK(!out.contains(key), where, ": array '", key, "' appears twice");
-    out.emplace(
-        key, read_member(z.get(), zip_uint64_t(i), st, cat(where, " array '", key, "'"), budget));
+    out.emplace(key, read_member(*zip, i, *e, cat(where, " array '", key, "'"), budget));
   }
   AS_CHECK(!out.empty(), where, ": the .npz holds no arrays");
   return out;
@@ -574,50 +550,15 @@ std::string npy_bytes(const Tensor& tensor) {
 }
 
 std::string npz_bytes(const std::vector<std::pair<std::string, Tensor>>& arrays) {
-  zip_error_t error;
-  zip_error_init(&error);
-  zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &error);
-  AS_CHECK(buffer, "npz: cannot make a zip in memory: ", zip_error_strerror(&error));
-  zip_t* z = zip_open_from_source(buffer, ZIP_TRUNCATE, &error);
-  if (z == nullptr) {
-    zip_source_free(buffer);
-    fail("npz: cannot make a zip in memory: ", zip_error_strerror(&error));
-  }
-  zip_source_keep(buffer);           // read back after zip_close
-  std::vector<std::string> members;  // alive until zip_close writes them
-  members.reserve(arrays.size());
-  for (const auto& [name, tensor] : arrays) {
-    members.push_back(npy_bytes(tensor));
-    zip_source_t* s = zip_source_buffer(z, members.back().data(), members.back().size(), 0);
-    const zip_int64_t index =
-        s ? zip_file_add(z, (name + ".npy").c_str(), s, ZIP_FL_ENC_UTF_8) : -1;
-    if (index < 0) {
-      if (s) zip_source_free(s);
-      const std::string message = zip_strerror(z);
-      zip_discard(z);
-      zip_source_free(buffer);
-      fail("npz: cannot add array '", name, "': ", message);
-    }
-    zip_set_file_compression(z, zip_uint64_t(index), ZIP_CM_STORE, 0);
-  }
-  if (zip_close(z) != 0) {
-    const std::string message = zip_strerror(z);
-    zip_discard(z);
-    zip_source_free(buffer);
-    fail("npz: writing the zip failed: ", message);
-  }
-  std::string out;
-  zip_stat_t st;
-  zip_stat_init(&st);
-  bool ok = zip_source_stat(buffer, &st) == 0 && zip_source_open(buffer) == 0;
-  if (ok) {
-    out.resize(st.size);
-    ok = zip_source_read(buffer, out.data(), st.size) == zip_int64_t(st.size);
-    zip_source_close(buffer);
-  }
-  zip_source_free(buffer);
-  AS_CHECK(ok, "npz: reading the zip back from memory failed");
-  return out;
+  ZipWriter zip;
+  AS_CHECK(zip.create_in_memory(), "npz: cannot make a zip in memory: ", zip.error());
+  for (const auto& [name, tensor] : arrays)
+    AS_CHECK(zip.add_bytes(name + ".npy", npy_bytes(tensor)), "npz: cannot add array '", name,
+             "': ", zip.error());
+  AS_CHECK(zip.close(), "npz: writing the zip failed: ", zip.error());
+  std::optional<std::string> out = zip.bytes();
+  AS_CHECK(out, "npz: reading the zip back from memory failed");
+  return std::move(*out);
 }
 
 }  // namespace autoshard

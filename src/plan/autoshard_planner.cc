@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -21,9 +22,9 @@
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
-#include "autoshard/plan/screen.h"
-#include "autoshard/plan/solver.h"
 #include "autoshard/plan/strategy_problem.h"
+#include "autoshard/solver/screen.h"
+#include "autoshard/solver/solver.h"
 #include "autoshard/tensor/parallel.h"
 
 namespace autoshard {
@@ -280,80 +281,105 @@ void AutoShard::prepare(const Graph& g, StrategyProblem sp) {
   prepared_ = true;
 }
 
-std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devices,
-                                                       const std::string& batch_dim_name,
-                                                       const AutoShardOptions& options,
-                                                       std::vector<std::string>* why) {
-  AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
-  const Cluster cluster = Cluster::for_this_run(options.cluster, options.hosts);
-  // Screening: each shape's problem gets one round of the solver (its first
-  // answer is usually within a percent of its last; one round does not
-  // depend on the clock, so the screen is deterministic), and a longer
-  // search limited in work when that finds nothing (screen.h), the shapes
-  // spread over the cores. A shape is dropped only on a proof that nothing
-  // fits; one whose search found nothing is still planned in full when no
-  // screened shape fits.
+namespace {
+
+// plan_for_devices' search over mesh shapes. Screening: each shape's problem
+// gets one round of the solver (its first answer is usually within a percent
+// of its last; one round does not depend on the clock, so the screen is
+// deterministic), and a longer search limited in work when that finds
+// nothing (screen.h), the shapes spread over the cores. A shape is dropped
+// only on a proof that nothing fits; one whose search found nothing is still
+// planned in full when no screened shape fits.
+//
+// It sees AutoShard through two calls that plan_for_devices hands it: posing
+// the step on a mesh, and preparing a plan from a posed problem.
+struct MeshSearch {
   struct Screened {
     std::optional<__int128> cost;
     std::string line;
     std::optional<StrategyProblem> problem;  // kept for planning in full
     bool proven_none = false;                // nothing fits: proven
   };
+  // The last shape screened on a chain of three-axis shapes.
+  struct Chain {
+    int data, model, seq;
+    bool from_data;  // where the next seq devices come from
+    __int128 cost;
+  };
+
+  // The step posed on `mesh` (errors: the shape is refused).
+  std::function<StrategyProblem(const DeviceMesh& mesh)> pose;
+  // A plan prepared on `mesh` with options `each` from the problem posed.
+  std::function<std::shared_ptr<AutoShard>(const DeviceMesh& mesh, const AutoShardOptions& each,
+                                           StrategyProblem posed)>
+      prepare;
+  const std::string& batch_dim_name;
+  const AutoShardOptions& options;
   std::vector<DeviceMesh> shapes;
-  std::vector<Screened> screened;
-  const auto screen = [&](const std::vector<DeviceMesh>& more) {
-    const size_t first = shapes.size();
-    shapes.insert(shapes.end(), more.begin(), more.end());
-    screened.resize(shapes.size());
-    parallel_for(int64_t(more.size()), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t k = int64_t(first) + begin; k < int64_t(first) + end; ++k) {
-        try {
-          const AutoShard candidate(shapes[k], batch_dim_name, options);
-          StrategyProblem sp = candidate.pose(g, cluster);
-          const Screening r = screen_problem(sp.problem, options.seed);
-          if (r.verdict == Screening::Verdict::kFits) {
-            screened[k].problem = std::move(sp);
-            screened[k].cost = r.cost;
-            screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
-          } else if (r.verdict == Screening::Verdict::kNoneFits) {
-            screened[k].proven_none = true;
-            screened[k].line = "nothing fits (proven: " + r.why + ")";
-          } else {
-            screened[k].problem = std::move(sp);  // a candidate still
-            screened[k].line = "not screened: " + r.why;
-          }
-        } catch (const Error& e) {
-          screened[k].line = e.what();
-          screened[k].proven_none = true;  // the shape itself is refused
+  std::vector<Screened> screened;  // per shape
+
+  void screen(const std::vector<DeviceMesh>& more);
+  std::vector<size_t> best_screened(size_t count) const;
+  void screen_two_axes(int devices);
+  void screen_third_axis();
+  std::shared_ptr<AutoShard> plan_finalists(int devices);
+  [[noreturn]] void fail_none_fits(int devices) const;
+};
+
+void MeshSearch::screen(const std::vector<DeviceMesh>& more) {
+  const size_t first = shapes.size();
+  shapes.insert(shapes.end(), more.begin(), more.end());
+  screened.resize(shapes.size());
+  parallel_for(int64_t(more.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = int64_t(first) + begin; k < int64_t(first) + end; ++k) {
+      try {
+        StrategyProblem sp = pose(shapes[k]);
+        const Screening r = screen_problem(sp.problem, options.seed);
+        if (r.verdict == Screening::Verdict::kFits) {
+          screened[k].problem = std::move(sp);
+          screened[k].cost = r.cost;
+          screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
+        } else if (r.verdict == Screening::Verdict::kNoneFits) {
+          screened[k].proven_none = true;
+          screened[k].line = "nothing fits (proven: " + r.why + ")";
+        } else {
+          screened[k].problem = std::move(sp);  // a candidate still
+          screened[k].line = "not screened: " + r.why;
         }
+      } catch (const Error& e) {
+        screened[k].line = e.what();
+        screened[k].proven_none = true;  // the shape itself is refused
       }
-    });
-  };
-  const auto best_screened = [&](size_t count) {
-    std::vector<size_t> order;
-    for (size_t k = 0; k < shapes.size(); ++k)
-      if (screened[k].cost) order.push_back(k);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return *screened[a].cost < *screened[b].cost; });
-    if (order.size() > count) order.resize(count);
-    return order;
-  };
-  // First data x model, every factorisation. Then a third axis (one any op
-  // may split on, e.g. the sequence of Megatron-SP) where it pays: from the
-  // best two-axis shape, its devices are taken from the data or the model
-  // axis, 2 then more, for as long as the screened cost falls.
-  // (Three-axis problems cost five times as much to pose and solve as
-  // two-axis ones; screening them all took most of the planning time.) Axis
-  // names mean nothing to the solver but the batch axis of the inputs.
+    }
+  });
+}
+
+std::vector<size_t> MeshSearch::best_screened(size_t count) const {
+  std::vector<size_t> order;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    if (screened[k].cost) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return *screened[a].cost < *screened[b].cost; });
+  if (order.size() > count) order.resize(count);
+  return order;
+}
+
+// First data x model, every factorisation. Axis names mean nothing to the
+// solver but the batch axis of the inputs.
+void MeshSearch::screen_two_axes(int devices) {
   std::vector<DeviceMesh> pairs;
   for (int d = 1; d <= devices; ++d)
     if (devices % d == 0) pairs.push_back(DeviceMesh({d, devices / d}, {batch_dim_name, "model"}));
   screen(pairs);
-  struct Chain {
-    int data, model, seq;  // the last shape screened on this chain
-    bool from_data;        // where the next seq devices come from
-    __int128 cost;
-  };
+}
+
+// Then a third axis (one any op may split on, e.g. the sequence of
+// Megatron-SP) where it pays: from the best two-axis shape, its devices are
+// taken from the data or the model axis, 2 then more, for as long as the
+// screened cost falls. (Three-axis problems cost five times as much to pose
+// and solve as two-axis ones; screening them all took most of the planning
+// time.)
+void MeshSearch::screen_third_axis() {
   std::vector<Chain> chains;
   for (size_t k : best_screened(1))
     for (bool from_data : {true, false})
@@ -396,10 +422,13 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
       }
     }
   }
-  // The two best screened shapes are planned in full (the memory check
-  // included), side by side when this is one process (under mpirun one after
-  // the other: each plan broadcasts the leader's answer to the ranks);
-  // further down the list only while none of them fits.
+}
+
+// The two best screened shapes are planned in full (the memory check
+// included), side by side when this is one process (under mpirun one after
+// the other: each plan broadcasts the leader's answer to the ranks); further
+// down the list only while none of them fits. The best of those, or null.
+std::shared_ptr<AutoShard> MeshSearch::plan_finalists(int devices) {
   std::vector<size_t> order = best_screened(shapes.size());
   for (size_t k = 0; k < shapes.size(); ++k)  // found nothing, proved nothing: last
     if (!screened[k].cost && screened[k].problem) order.push_back(k);
@@ -415,8 +444,8 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
               ? options.time_limit_s * share
               : std::max(0.25, default_time_limit(screened[k].problem->problem) * share);
       each.deterministic = each.deterministic || counted;
-      auto candidate = std::make_shared<AutoShard>(shapes[k], batch_dim_name, each);
-      candidate->prepare(g, std::move(*screened[k].problem));  // posed by the screen
+      // Posed by the screen.
+      auto candidate = prepare(shapes[k], each, std::move(*screened[k].problem));
       screened[k].line += "; " + candidate->reasons().front();
       full[i] = std::move(candidate);
     } catch (const std::exception& e) {
@@ -447,21 +476,47 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   for (const auto& candidate : full)
     if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))
       best = candidate;
+  return best;
+}
+
+void MeshSearch::fail_none_fits(int devices) const {
+  const auto proven = std::count_if(screened.begin(), screened.end(),
+                                    [](const Screened& s) { return s.proven_none; });
+  if (size_t(proven) == shapes.size())
+    fail("AutoShard: no mesh of ", devices,
+         " devices fits this step (proven for every shape); give more memory per device, more "
+         "devices, a smaller batch, or --recompute");
+  fail("AutoShard: no plan found that fits on a mesh of ", devices, " devices (proven for ", proven,
+       " of ", shapes.size(),
+       " shapes; for the others none was found in the time given: more --plan-time may find "
+       "one); or give more memory per device, more devices, a smaller batch, or --recompute");
+}
+
+}  // namespace
+
+std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devices,
+                                                       const std::string& batch_dim_name,
+                                                       const AutoShardOptions& options,
+                                                       std::vector<std::string>* why) {
+  AS_CHECK(devices >= 1, "AutoShard: need at least one device, got ", devices);
+  const Cluster cluster = Cluster::for_this_run(options.cluster, options.hosts);
+  const auto pose = [&](const DeviceMesh& mesh) {
+    return AutoShard(mesh, batch_dim_name, options).pose(g, cluster);
+  };
+  const auto prepare = [&](const DeviceMesh& mesh, const AutoShardOptions& each,
+                           StrategyProblem posed) {
+    auto candidate = std::make_shared<AutoShard>(mesh, batch_dim_name, each);
+    candidate->prepare(g, std::move(posed));
+    return candidate;
+  };
+  MeshSearch search{pose, prepare, batch_dim_name, options, {}, {}};
+  search.screen_two_axes(devices);
+  search.screen_third_axis();
+  std::shared_ptr<AutoShard> best = search.plan_finalists(devices);
   if (why)
-    for (size_t k = 0; k < shapes.size(); ++k)
-      why->push_back(shapes[k].to_string() + ": " + screened[k].line);
-  if (!best) {
-    const auto proven = std::count_if(screened.begin(), screened.end(),
-                                      [](const Screened& s) { return s.proven_none; });
-    if (size_t(proven) == shapes.size())
-      fail("AutoShard: no mesh of ", devices,
-           " devices fits this step (proven for every shape); give more memory per device, more "
-           "devices, a smaller batch, or --recompute");
-    fail("AutoShard: no plan found that fits on a mesh of ", devices, " devices (proven for ",
-         proven, " of ", shapes.size(),
-         " shapes; for the others none was found in the time given: more --plan-time may find "
-         "one); or give more memory per device, more devices, a smaller batch, or --recompute");
-  }
+    for (size_t k = 0; k < search.shapes.size(); ++k)
+      why->push_back(search.shapes[k].to_string() + ": " + search.screened[k].line);
+  if (!best) search.fail_none_fits(devices);
   best->options_ = options;
   return best;
 }

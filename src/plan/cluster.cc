@@ -12,9 +12,9 @@
 
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
-#include "autoshard/json.h"
 #include "autoshard/input_file.h"
-#include "autoshard/runtime/memory.h"
+#include "autoshard/json.h"
+#include "autoshard/memory_size.h"
 
 namespace autoshard {
 

@@ -1,7 +1,7 @@
 #include "autoshard/runtime/compiled_step.h"
 
 #include "autoshard/error.h"
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -49,18 +49,18 @@ void CompiledStep::bind_input(int leaf, const Tensor& whole) {
 }
 
 void CompiledStep::run(const StepContext& ctx) {
-  Tracer* tracer = tracer_ ? tracer_ : active_tracer();
-  if (tracer && !tracer->traces(ctx.step)) tracer = nullptr;
+  TimelineRecorder* timeline = timeline_ ? timeline_ : active_timeline();
+  if (timeline && !timeline->records(ctx.step)) timeline = nullptr;
   if (sharded_)
-    sharded_->set_tracer(tracer);
+    sharded_->set_timeline(timeline);
   else
-    exec_->set_tracer(tracer);
-  const int64_t begin = tracer ? Tracer::now_ns() : 0;
+    exec_->set_timeline(timeline);
+  const int64_t begin = timeline ? TimelineRecorder::now_ns() : 0;
   if (sharded_)
     sharded_->run(ctx);
   else
     exec_->run(ctx);
-  if (tracer) tracer->add_run(ctx.step, updates_, begin, Tracer::now_ns());
+  if (timeline) timeline->add_run(ctx.step, updates_, begin, TimelineRecorder::now_ns());
 }
 
 const Tensor& CompiledStep::output(size_t i) const {

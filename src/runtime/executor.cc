@@ -9,7 +9,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/runtime/overlap.h"
-#include "autoshard/runtime/trace.h"
+#include "autoshard/runtime/timeline.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -206,8 +206,9 @@ void Executor::bind(int node, const Tensor& value) {
   values_[node] = value;
 }
 
-void Executor::set_tracer(Tracer* tracer, int device, const std::vector<std::string>* axis_names) {
-  tracer_ = tracer;
+void Executor::set_timeline(TimelineRecorder* timeline, int device,
+                            const std::vector<std::string>* axis_names) {
+  timeline_ = timeline;
   trace_device_ = device;
   axis_names_ = axis_names;
 }
@@ -219,7 +220,7 @@ void Executor::run(const StepContext& step) {
   accumulating.accumulate = true;
   std::vector<OpSpan> spans;
   std::vector<LaneSpan> lane;  // the buckets' reductions, when tracing
-  if (tracer_) {
+  if (timeline_) {
     if (!described_)
       described_ = std::make_shared<const ProgramDescription>(describe_program(
           graph_, outputs_, axis_names_ ? *axis_names_ : std::vector<std::string>{}));
@@ -229,7 +230,7 @@ void Executor::run(const StepContext& step) {
   FinishBuckets finish_buckets{buckets_.get(), comm_};
   for (int i : schedule_) {
     const Node& node = graph_.node(i);
-    if (buckets_ && buckets_->before(i, values_, *comm_, *groups_, tracer_ ? &lane : nullptr))
+    if (buckets_ && buckets_->before(i, values_, *comm_, *groups_, timeline_ ? &lane : nullptr))
       continue;
     if (node.is_leaf()) {
       AS_CHECK(values_[i].numel() == numel(node.shape) && values_[i].raw() != nullptr,
@@ -253,22 +254,22 @@ void Executor::run(const StepContext& step) {
     if (into >= 0) values_[i] = values_[into];
     const KernelContext& run_ctx =
         (sum >= 0 && step.microbatch > 0) || into >= 0 ? accumulating : ctx;
-    if (!profile_ && !tracer_) {
+    if (!profile_ && !timeline_) {
       def.kernel(node, in_ptrs_[i], values_[i], run_ctx);
       continue;
     }
-    const int64_t t0 = Tracer::now_ns();
+    const int64_t t0 = TimelineRecorder::now_ns();
     def.kernel(node, in_ptrs_[i], values_[i], run_ctx);
-    const int64_t t1 = Tracer::now_ns();
-    if (tracer_) spans.push_back({i, t0, t1});
+    const int64_t t1 = TimelineRecorder::now_ns();
+    if (timeline_) spans.push_back({i, t0, t1});
     if (profile_) {
       profile_->seconds[size_t(node.op)] += double(t1 - t0) / 1e9;
       profile_->calls[size_t(node.op)] += 1;
     }
   }
-  if (tracer_) {
-    tracer_->add_ops(trace_device_, described_, std::move(spans));
-    tracer_->add_lane(trace_device_, std::move(lane));
+  if (timeline_) {
+    timeline_->add_ops(trace_device_, described_, std::move(spans));
+    timeline_->add_lane(trace_device_, std::move(lane));
   }
 }
 

@@ -60,7 +60,7 @@ void ShardedExecutor::run(const StepContext& ctx) {
     Executor& e = *executors_[devices_[0]];
     e.set_communicator(placement_ ? placement_->comm : mpi_.get(), &groups_[devices_[0]]);
     e.set_profile(profile_);
-    e.set_tracer(tracer_, devices_[0], &mesh().axis_names());
+    e.set_timeline(timeline_, devices_[0], &mesh().axis_names());
     e.run(ctx);
     return;
   }
@@ -72,7 +72,7 @@ void ShardedExecutor::run(const StepContext& ctx) {
     Executor& e = *executors_[device];
     e.set_communicator(&comm, &groups_[device]);
     e.set_profile(device == 0 ? profile_ : nullptr);
-    e.set_tracer(tracer_, device, &mesh().axis_names());
+    e.set_timeline(timeline_, device, &mesh().axis_names());
     e.run(ctx);
   });
 }

@@ -13,15 +13,15 @@
 
 #include "autoshard/error.h"
 #include "io/keras/hdf5_file.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 
 namespace keras_fuzz {
 
 // The input bytes as an in-memory member (copied: libFuzzer's buffer is
 // only valid during the call, as is this member).
-inline autoshard::keras::ZipMember member_of(const uint8_t* data, size_t size) {
+inline autoshard::ZipMember member_of(const uint8_t* data, size_t size) {
   auto bytes = std::make_shared<std::string>(reinterpret_cast<const char*>(data), size);
-  autoshard::keras::ZipMember m;
+  autoshard::ZipMember m;
   m.size = size;
   m.read = [bytes](uint64_t offset, uint64_t n, void* dst) {
     AS_CHECK(offset <= bytes->size() && n <= bytes->size() - offset, "fuzz: read past the end");

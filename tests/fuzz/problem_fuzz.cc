@@ -9,8 +9,8 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/plan/problem.h"
-#include "autoshard/plan/solver.h"
+#include "autoshard/solver/problem.h"
+#include "autoshard/solver/solver.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

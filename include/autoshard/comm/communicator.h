@@ -94,7 +94,7 @@ class Communicator {
   // buffers alive). Never throws.
   virtual bool abandon_all_reduces() noexcept { return true; }
   // When reduction `ticket` ran (steady_clock nanoseconds), once
-  // wait_all_reduce(ticket) has returned: for timelines (runtime/trace.h).
+  // wait_all_reduce(ticket) has returned: for timelines (runtime/timeline.h).
   // {0, 0} where it is not known (this default: nothing runs apart).
   virtual std::pair<int64_t, int64_t> all_reduce_span(int64_t ticket) const {
     (void)ticket;

@@ -1,6 +1,6 @@
 // LaneSpans: when each of the last reductions started on a communicator's
 // async lane (Communicator::start_all_reduce) ran, by ticket, so a timeline
-// (runtime/trace.h) can draw the communication thread. A fixed ring: memory
+// (runtime/timeline.h) can draw the communication thread. A fixed ring: memory
 // stays bounded however long a run goes untraced.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace autoshard {
 
 class LaneSpans {
  public:
-  // steady_clock nanoseconds, the clock of runtime/trace.h.
+  // steady_clock nanoseconds, the clock of runtime/timeline.h.
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())

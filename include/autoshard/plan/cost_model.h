@@ -73,7 +73,7 @@ struct PredictedSpan {
 
 // Prices device `device`'s program of a partition (it must have been
 // lowered); with `timeline`, also says where each op falls
-// (plan/predicted_trace.h draws it).
+// (plan/predicted_timeline.h draws it).
 StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
                        int device = 0, std::vector<PredictedSpan>* timeline = nullptr);
 

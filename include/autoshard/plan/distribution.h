@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autoshard/ir/graph.h"
-#include "autoshard/plan/problem.h"
+#include "autoshard/solver/problem.h"
 #include "autoshard/tensor/mesh.h"
 #include "autoshard/tensor/sharding.h"
 

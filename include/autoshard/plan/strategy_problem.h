@@ -39,8 +39,8 @@
 
 #include "autoshard/ir/graph.h"
 #include "autoshard/plan/cluster.h"
-#include "autoshard/plan/problem.h"
 #include "autoshard/shard/partitioner.h"
+#include "autoshard/solver/problem.h"
 
 namespace autoshard {
 

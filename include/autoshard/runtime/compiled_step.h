@@ -44,9 +44,9 @@ class CompiledStep {
   // Output `i`, whole.
   const Tensor& output(size_t i) const;
   void set_profile(OpProfile* profile);
-  // Records the runs of the steps `tracer` asks for (runtime/trace.h);
-  // null: the innermost TraceScope's tracer, if any.
-  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // Records the runs of the steps `timeline` asks for (runtime/timeline.h);
+  // null: the innermost TimelineScope's timeline, if any.
+  void set_timeline(TimelineRecorder* timeline) { timeline_ = timeline; }
   // Bytes of the intermediate buffers of this process's devices (made on the
   // first run).
   size_t planned_bytes() const;
@@ -57,7 +57,7 @@ class CompiledStep {
   std::vector<int> devices_{0};
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<ShardedExecutor> sharded_;
-  Tracer* tracer_ = nullptr;
+  TimelineRecorder* timeline_ = nullptr;
   bool updates_ = false;  // a training step (it updates weights)
 };
 

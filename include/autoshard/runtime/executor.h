@@ -16,7 +16,7 @@ namespace autoshard {
 
 class Communicator;
 struct CommGroup;
-class Tracer;
+class TimelineRecorder;
 class BucketRunner;
 struct OpSpan;
 struct ProgramDescription;
@@ -89,10 +89,10 @@ class Executor {
   void set_overlap(int64_t bucket_bytes);
   // Times every kernel into `profile` on subsequent runs (null: stop).
   void set_profile(OpProfile* profile) { profile_ = profile; }
-  // Records the next runs' ops into `tracer` as device `device`'s, with the
-  // mesh's axis names (null: stop; runtime/trace.h).
-  void set_tracer(Tracer* tracer, int device = 0,
-                  const std::vector<std::string>* axis_names = nullptr);
+  // Records the next runs' ops into `timeline` as device `device`'s, with the
+  // mesh's axis names (null: stop; runtime/timeline.h).
+  void set_timeline(TimelineRecorder* timeline, int device = 0,
+                    const std::vector<std::string>* axis_names = nullptr);
   const Tensor& value(int node) const { return values_[node]; }
 
   // Bytes of intermediate buffers after reuse (allocated on the first run).
@@ -109,7 +109,7 @@ class Executor {
   std::vector<std::vector<Tensor*>> in_ptrs_;
   size_t planned_bytes_ = 0;
   OpProfile* profile_ = nullptr;
-  Tracer* tracer_ = nullptr;
+  TimelineRecorder* timeline_ = nullptr;
   int trace_device_ = 0;
   const std::vector<std::string>* axis_names_ = nullptr;
   std::shared_ptr<const ProgramDescription> described_;  // made on the first traced run

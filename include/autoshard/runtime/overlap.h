@@ -87,7 +87,7 @@ class BucketRunner {
   // `node` is a member all-reduce: its result is already in place (the
   // executor's value of it is a view of the bucket's buffer), skip it.
   // With `lane`, each bucket waited for is recorded there as the
-  // communication lane ran it (for timelines, runtime/trace.h).
+  // communication lane ran it (for timelines, runtime/timeline.h).
   bool before(int node, std::vector<Tensor>& values, Communicator& comm,
               const std::vector<CommGroup>& groups, std::vector<LaneSpan>* lane = nullptr);
   // At the end of a run: on an error, stops what is still running before

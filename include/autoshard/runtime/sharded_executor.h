@@ -44,7 +44,7 @@ class ShardedExecutor {
   const Tensor& output(int k) const;
   void set_profile(OpProfile* profile) { profile_ = profile; }
   // Records every device's ops of the next runs (null: stop).
-  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  void set_timeline(TimelineRecorder* timeline) { timeline_ = timeline; }
   // Intermediate buffer bytes of this process's devices together.
   size_t planned_bytes() const;
 
@@ -57,7 +57,7 @@ class ShardedExecutor {
   std::vector<std::vector<CommGroup>> groups_;
   std::vector<std::unique_ptr<Executor>> executors_;
   OpProfile* profile_ = nullptr;
-  Tracer* tracer_ = nullptr;
+  TimelineRecorder* timeline_ = nullptr;
 };
 
 }  // namespace autoshard

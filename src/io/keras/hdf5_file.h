@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "autoshard/tensor/tensor.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 
 namespace autoshard::keras {
 

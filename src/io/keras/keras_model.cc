@@ -19,7 +19,7 @@
 #include "io/keras/layer_factory.h"
 #include "io/keras/optimizer_state.h"
 #include "io/keras/weight_table.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 
 namespace autoshard {
 

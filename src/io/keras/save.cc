@@ -20,7 +20,7 @@
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
 #include "io/keras/optimizer_state.h"
-#include "io/keras/zip_archive.h"
+#include "io/zip_archive.h"
 
 namespace autoshard {
 

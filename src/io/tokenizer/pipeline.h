@@ -14,13 +14,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/tokenizer/json_field.h"
+#include "autoshard/json.h"
 
 namespace autoshard {
 class Tokenizer;
 }
 
 namespace autoshard::tokenizer {
+
+using Json = nlohmann::json;
 
 /// Text to text (Unicode normalisation, lowercasing, "▁" for spaces, ...).
 using Normalizer = std::function<std::string(std::string)>;
