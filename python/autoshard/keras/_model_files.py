@@ -1,4 +1,6 @@
-"""keras.saving: ``model.save``, ``load_model``, ``save_weights`` and ``load_weights``.
+"""Keras files of models built in Python: what ``model.save``,
+``save_weights``, ``load_weights`` and ``load_model`` do (keras.saving is
+their public face).
 
 Files are read and written by the C++ readers and writers of Keras files
 (autoshard/io/keras_model.h; docs/keras-files.md): a Keras 3 ``.keras`` zip,
@@ -19,11 +21,7 @@ import zipfile
 
 from .. import _native
 from . import activations as _activations
-from . import losses as _losses
-from . import metrics as _metrics
-from . import optimizers as _optimizers
-
-__all__ = ["load_model", "save_model", "save_weights", "load_weights"]
+from . import layers as _layers
 
 _KERAS_EXTENSIONS = {".keras": "keras", ".h5": "h5", ".hdf5": "h5"}
 
@@ -47,12 +45,11 @@ def _check_readable(filepath):
         pass
 
 
-def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
-    """Keras's load_model: a Model from a ``.keras`` file, a legacy ``.h5``
-    or a TensorFlow.js ``model.json`` (or its directory), compiled with the
-    file's compile config when it has one and ``compile`` is true."""
-    from .models import Model
-
+def read_model_file(filepath, compile=True, custom_objects=None):
+    """The KerasFile of a ``.keras`` file, a legacy ``.h5`` or a TensorFlow.js
+    ``model.json`` (or its directory), with the optimizer's state when
+    ``compile`` (its moments and step count, when the file holds them for its
+    compile config: training resumes)."""
     if custom_objects:
         raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
                          "code from a model file)")
@@ -61,36 +58,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     if not _native.KerasFile.format_of(path):
         raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
                          "TensorFlow.js model.json or its directory)")
-    # With compile, the optimizer's state too (its moments and step count,
-    # when the file holds them for its compile config): training resumes.
-    kf = _native.KerasFile.read(path, True, bool(compile))
-    model = Model.__new__(Model)
-    model._compiled = None
-    model.stop_training = False
-    model.history = None
-    model._native = kf.take_model()
-    model._keras_file = kf
-    model._outputs_are_list = len(kf.outputs) > 1
-    model._after_build()
-    if compile and kf.has_compile:
-        _compile_from_file(model, kf)
-    return model
-
-
-def _compile_from_file(model, kf):
-    optimizer, losses, loss_weights, metrics = kf.compile_objects()
-    opt = _optimizers.Optimizer(optimizer)
-    wrapped = []
-    for native in losses:
-        loss = _losses.Loss.__new__(_losses.Loss)
-        loss.name, loss._native = "loss", native
-        wrapped.append(loss)
-    model.optimizer = opt
-    model._compiled = (opt, wrapped, list(loss_weights) or None,
-                       [_metrics.Metric(m) for m in metrics])
-    model._compile_native()
-    kf.restore_iterations(model._native)
-    model._compiled_from_file = model._compiled
+    return _native.KerasFile.read(path, True, bool(compile))
 
 
 # --- saving -----------------------------------------------------------------
@@ -338,8 +306,6 @@ def _layer_config(layer):
     if args is None:
         raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
                          "keras.layers; it cannot be written")
-    from . import layers as _layers
-
     config = {"name": layer.name, "trainable": True, "dtype": "float32"}
     for key, value in args.items():
         if (key in ("name", "input_shape", "trainable", "dtype") or value is None
@@ -365,20 +331,23 @@ def _input_entry(tensor):
             "registered_name": None, "name": name, "inbound_nodes": []}
 
 
-def _sequential_config(model):
-    first = _input_entry(model._input)
+def sequential_config(name, input_tensor, layers):
+    """A Sequential's Keras 3 architecture: its input, then its layers."""
+    first = _input_entry(input_tensor)
     del first["name"], first["inbound_nodes"]  # a Sequential's entries are bare layers
     entries = [first]
-    entries += [_layer_config(layer) for layer in model.layers]
+    entries += [_layer_config(layer) for layer in layers]
     shape = entries[0]["config"]["batch_shape"]
     return {"module": "keras", "class_name": "Sequential",
-            "config": {"name": model.name, "trainable": True, "layers": entries},
+            "config": {"name": name, "trainable": True, "layers": entries},
             "registered_name": None, "build_config": {"input_shape": shape}}
 
 
-def _functional_config(model):
-    # Every call reachable from the outputs, in the order they were made.
-    calls, seen, stack = [], set(), list(model._output_tensors)
+def functional_config(name, inputs, outputs):
+    """A functional model's Keras 3 architecture from its input and output
+    KerasTensors: every call reachable from the outputs, in the order they
+    were made."""
+    calls, seen, stack = [], set(), list(outputs)
     while stack:
         t = stack.pop()
         if id(t) in seen:
@@ -401,7 +370,7 @@ def _functional_config(model):
         return {"class_name": "__keras_tensor__",
                 "config": {"shape": None, "dtype": "float32", "keras_history": history}}
 
-    entries = [_input_entry(t) for t in model._input_tensors]
+    entries = [_input_entry(t) for t in inputs]
     for layer, outs in layers.values():
         entry = _layer_config(layer)
         entry["name"] = layer.name
@@ -414,23 +383,18 @@ def _functional_config(model):
         entries.append(entry)
     endpoint = lambda t: [t._history[0].name, node_of[id(t)], 0] if t._history else [t.name, 0, 0]
     return {"module": "keras", "class_name": "Functional",
-            "config": {"name": model.name, "trainable": True, "layers": entries,
-                       "input_layers": [endpoint(t) for t in model._input_tensors],
-                       "output_layers": [endpoint(t) for t in model._output_tensors]},
+            "config": {"name": name, "trainable": True, "layers": entries,
+                       "input_layers": [endpoint(t) for t in inputs],
+                       "output_layers": [endpoint(t) for t in outputs]},
             "registered_name": "Functional"}
 
 
 def model_config(model):
     """The Keras 3 architecture (config.json less compile_config) of a model
-    built in Python."""
-    from .models import Sequential
-
+    built in Python (Model._keras_architecture: functional_config or
+    sequential_config)."""
     model._built()
-    if isinstance(model, Sequential):
-        return _sequential_config(model)
-    if not hasattr(model, "_output_tensors"):
-        raise ValueError(f"save: model '{model.name}' has no Keras architecture to write")
-    return _functional_config(model)
+    return model._keras_architecture()
 
 
 _LOSS_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error",

@@ -8,7 +8,7 @@ to build functional models, or listed in a Sequential.
 from .. import _checks, _native
 from . import activations as _activations
 from . import utils as _utils
-from .models import Input, InputLayer, KerasTensor
+from .tensors import Input, InputLayer, KerasTensor
 
 __all__ = [
     "Layer", "InputLayer", "Input", "Dense", "Embedding", "Conv1D", "Conv2D", "DepthwiseConv2D",
