@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_layer.h"
+#include "autoshard/json.h"
 
 namespace autoshard::keras {
 
@@ -113,3 +115,18 @@ BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
 }
 
 }  // namespace autoshard::keras
+
+namespace autoshard {
+
+Layer keras_layer(const std::string& class_name, const nlohmann::json& config, uint64_t seed) {
+  keras::LayerSpec spec;
+  spec.cls = class_name;
+  spec.config = config;
+  spec.name = json_string_or(config, "name", "", "keras.layers." + class_name);
+  keras::BuildContext ctx;
+  ctx.where = "keras.layers";
+  ctx.seed = seed;
+  return keras::build_layer(spec, ctx).layer;
+}
+
+}  // namespace autoshard
