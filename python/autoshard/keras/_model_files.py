@@ -265,27 +265,9 @@ def _keras_file_of(model, fmt="keras"):
 
 def _keras2(config):
     """Keras 2's form of a Keras 3 model config (what .h5 files and
-    TensorFlow.js hold): inputs' batch_input_shape, inbound nodes as
-    [[layer, node, tensor, {}], ...] lists."""
-    def ref(t):
-        return list(t["config"]["keras_history"]) + [{}]
-
-    def node(call):
-        arg = call["args"][0]
-        return [ref(t) for t in arg] if isinstance(arg, list) else [ref(arg)]
-
-    layers = []
-    for entry in config["config"]["layers"]:
-        entry = {k: v for k, v in entry.items() if k not in ("module", "registered_name")}
-        layer_config = dict(entry["config"])
-        if entry["class_name"] == "InputLayer":
-            layer_config["batch_input_shape"] = layer_config.pop("batch_shape")
-        entry["config"] = layer_config
-        if "inbound_nodes" in entry:
-            entry["inbound_nodes"] = [node(c) for c in entry["inbound_nodes"]]
-        layers.append(entry)
-    out = {"class_name": config["class_name"], "config": dict(config["config"], layers=layers)}
-    return out
+    TensorFlow.js hold), converted by the C++ writers' own conversion."""
+    name = config["config"].get("name", "model")
+    return json.loads(_native.keras2_architecture(json.dumps(config), f"model '{name}'"))
 
 
 # Constructor arguments of our classes that Keras's class of that name does
