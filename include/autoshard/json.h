@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -323,6 +325,20 @@ class JsonField {
   std::string path_;
   int depth_ = 0;
 };
+// `v` as an int64 when it is a whole number: an integer, or a float with no
+// fraction well inside int64's range (3.0 counts); nullopt for anything else
+// (1.5, "3", true, an unsigned one past INT64_MAX). Callers word the error.
+inline std::optional<int64_t> json_whole_number(const nlohmann::json& v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::abs(d) < 9.0e18 && d == static_cast<double>(static_cast<int64_t>(d)))
+      return static_cast<int64_t>(d);
+    return std::nullopt;
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) return std::nullopt;
+  if (!v.is_number_integer()) return std::nullopt;
+  return v.get<int64_t>();
+}
 
 // Runs `read` (code reading a JSON document from `where`) so that a JSON
 // library exception it lets escape (a value of the wrong type, a missing

@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "autoshard/error.h"
-#include "autoshard/json.h"
+#include "autoshard/io/keras_architecture.h"
 #include "autoshard/io/keras_model.h"
+#include "autoshard/json.h"
 #include "py_model.h"
 
 namespace py = pybind11;
@@ -157,6 +158,11 @@ void bind_saving(py::module_& m) {
             save_keras_model(f.k, path, format);
           },
           "model"_a, "path"_a, "format"_a = "");
+  // Keras 2's form of a Keras 3 architecture (JSON text in and out): what a
+  // TensorFlow.js model.json of a model built in Python holds.
+  m.def("keras2_architecture", [](const std::string& keras3, const std::string& where) {
+    return keras2_architecture(parse_json_text(keras3, where), where).dump();
+  });
 }
 
 }  // namespace autoshard::python

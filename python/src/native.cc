@@ -17,17 +17,16 @@
 #include <system_error>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_layer.h"
+#include "autoshard/json.h"
 #include "autoshard/nn/callbacks.h"
 #include "autoshard/nn/conv_layers.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/merge_layers.h"
 #include "autoshard/nn/metrics.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/nn/normalization_layers.h"
-#include "autoshard/nn/pooling_layers.h"
 #include "autoshard/nn/recurrent_layers.h"
-#include "autoshard/nn/reshaping_layers.h"
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/memory.h"
@@ -219,6 +218,8 @@ Initializer init(const std::string& name) {
   return Initializer::from_name(name);
 }
 
+// Symbolic tensors, Layer, the Keras layer table (keras_layer) and the
+// per-class bindings of Dense, Embedding, the convolutions and Activation.
 void bind_layers(py::module_& m) {
   py::class_<SymbolicTensor>(m, "SymbolicTensor")
       .def_property_readonly("shape", [](const SymbolicTensor& s) { return s.node().shape; })
@@ -237,6 +238,14 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("name", &Layer::name)
       .def("__call__", [](const Layer& l, const SymbolicTensor& x) { return l(x); })
       .def("__call__", [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l(xs); });
+  // A layer from its Keras 3 config (JSON text) through the Keras layer
+  // table the file readers use (autoshard/io/keras_layer.h).
+  m.def(
+      "keras_layer",
+      [](const std::string& class_name, const std::string& config, uint64_t seed) {
+        return keras_layer(class_name, parse_json_text(config, "keras.layers." + class_name), seed);
+      },
+      "class_name"_a, "config"_a, "seed"_a = 0);
 
   m.def(
       "Dense",
@@ -297,61 +306,16 @@ void bind_layers(py::module_& m) {
       "kind"_a, "filters"_a, "kernel_size"_a, "strides"_a, "padding"_a, "dilation_rate"_a,
       "groups"_a, "depth_multiplier"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a,
       "bias_initializer"_a, "name"_a);
-  m.def(
-      "Pooling",
-      [](const std::string& kind, std::vector<int64_t> pool_size, std::vector<int64_t> strides,
-         const std::string& padding, const std::string& name) -> Layer {
-        PoolingOptions o =
-            PoolingOptions().pool_size(pool_size).strides(strides).padding(padding).name(name);
-        if (kind == "MaxPooling1D") return MaxPooling1D(o);
-        if (kind == "MaxPooling2D") return MaxPooling2D(o);
-        if (kind == "AveragePooling1D") return AveragePooling1D(o);
-        if (kind == "AveragePooling2D") return AveragePooling2D(o);
-        fail("unknown pooling layer '", kind, "'");
-      },
-      "kind"_a, "pool_size"_a, "strides"_a, "padding"_a, "name"_a);
-  m.def(
-      "GlobalPooling",
-      [](const std::string& kind, bool keepdims, const std::string& name) -> Layer {
-        GlobalPoolingOptions o = GlobalPoolingOptions().keepdims(keepdims).name(name);
-        if (kind == "GlobalAveragePooling1D") return GlobalAveragePooling1D(o);
-        if (kind == "GlobalAveragePooling2D") return GlobalAveragePooling2D(o);
-        if (kind == "GlobalMaxPooling1D") return GlobalMaxPooling1D(o);
-        if (kind == "GlobalMaxPooling2D") return GlobalMaxPooling2D(o);
-        fail("unknown global pooling layer '", kind, "'");
-      },
-      "kind"_a, "keepdims"_a, "name"_a);
-  m.def(
-      "Merge",
-      [](const std::string& kind, int64_t axis, const std::string& name) -> Layer {
-        if (kind == "Add") return Add(name);
-        if (kind == "Subtract") return Subtract(name);
-        if (kind == "Multiply") return Multiply(name);
-        if (kind == "Average") return Average(name);
-        if (kind == "Maximum") return Maximum(name);
-        if (kind == "Minimum") return Minimum(name);
-        if (kind == "Concatenate") return Concatenate(axis, name);
-        fail("unknown merge layer '", kind, "'");
-      },
-      "kind"_a, "axis"_a, "name"_a);
-  m.def("Flatten", [](const std::string& name) -> Layer { return Flatten(name); });
-  m.def("Reshape",
-        [](const Shape& s, const std::string& name) -> Layer { return Reshape(s, name); });
-  m.def("Permute",
-        [](const std::vector<int64_t>& d, const std::string& n) -> Layer { return Permute(d, n); });
-  m.def("RepeatVector",
-        [](int64_t n, const std::string& name) -> Layer { return RepeatVector(n, name); });
-  m.def("Rescaling", [](double scale, double offset, const std::string& name) -> Layer {
-    return Rescaling(scale, offset, name);
-  });
-  m.def("Dropout", [](double rate, uint64_t seed, const std::string& name) -> Layer {
-    return Dropout(rate, seed, name);
-  });
   m.def("Activation", [](const std::string& activation, const std::string& name) -> Layer {
     check_activation(activation);
     return Activation(activation, name);
   });
   m.def("check_activation", &check_activation);
+}
+
+// The layers whose Python classes still have bindings of their own (they
+// take initializers, or are not in the Keras layer table yet).
+void bind_normalization_and_recurrent_layers(py::module_& m) {
   m.def(
       "LayerNormalization",
       [](double epsilon, bool center, bool scale, bool rms, const std::string& name) -> Layer {
@@ -558,53 +522,11 @@ void bind_distribution(py::module_& m) {
   m.def("distribution", &distribution);
 }
 
-void bind_model(py::module_& m) {
+// Model's per-batch and weight methods (evaluate, predict, train_on_batch,
+// weights, summary).
+void bind_model_batches(py::class_<PyModel>& model) {
   using Release = py::call_guard<py::gil_scoped_release>;
-  py::class_<PyModel>(m, "Model")
-      .def_static("functional",
-                  [](const std::vector<SymbolicTensor>& inputs,
-                     const std::vector<SymbolicTensor>& outputs, const std::string& name) {
-                    return make_model(std::make_unique<Model>(inputs, outputs, name), inputs);
-                  })
-      .def_static("sequential",
-                  [](const SymbolicTensor& input, const std::vector<Layer>& layers,
-                     const std::string& name) {
-                    return make_model(std::make_unique<Sequential>(input, layers, name), {input});
-                  })
-      .def_readonly("input_names", &PyModel::input_names)
-      .def_property_readonly("name", [](const PyModel& p) { return p.model->name(); })
-      .def_property_readonly("output_names",
-                             [](const PyModel& p) { return p.model->output_names(); })
-      .def("compile",
-           [](PyModel& p, std::shared_ptr<Optimizer> opt, std::vector<Loss> losses,
-              std::vector<double> loss_weights, std::vector<Metric> metrics) {
-             p.model->compile(std::move(opt), std::move(losses), std::move(loss_weights),
-                              std::move(metrics));
-           })
-      .def("set_seed", [](PyModel& p, uint64_t seed) { p.model->set_seed(seed); })
-      .def(
-          "fit",
-          [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
-             bool verbose, const py::object& hooks, int epoch_offset, int total_epochs) {
-            ModelInputs in = inputs_of(p, x, true);
-            ModelTargets tg = targets_of(p, y, true);
-            FitOptions o{.batch_size = batch_size, .epochs = epochs, .verbose = false};
-            if (verbose)
-              o.callbacks.push_back(std::make_shared<OffsetBar>(epoch_offset, total_epochs));
-            if (!hooks.is_none())
-              o.callbacks.push_back(std::make_shared<PyCallback>(hooks, epoch_offset));
-            History h;
-            {
-              py::gil_scoped_release release;
-              h = p.model->fit(in, tg, std::move(o));
-            }
-            py::dict out;
-            out["loss"] = h.loss;
-            for (const auto& [k, v] : h.metrics) out[py::str(k)] = v;
-            return out;
-          },
-          "x"_a, "y"_a, "batch_size"_a, "epochs"_a, "verbose"_a, "hooks"_a, "epoch_offset"_a,
-          "total_epochs"_a)
+  model
       // evaluate and predict run one batch per engine call, so that Ctrl-C
       // (Python's handler, run by PyErr_CheckSignals) stops them between
       // batches as it stops fit.
@@ -703,6 +625,56 @@ void bind_model(py::module_& m) {
           "summary", [](PyModel& p) { return p.model->summary(); }, Release());
 }
 
+void bind_model(py::module_& m) {
+  py::class_<PyModel> model(m, "Model");
+  model
+      .def_static("functional",
+                  [](const std::vector<SymbolicTensor>& inputs,
+                     const std::vector<SymbolicTensor>& outputs, const std::string& name) {
+                    return make_model(std::make_unique<Model>(inputs, outputs, name), inputs);
+                  })
+      .def_static("sequential",
+                  [](const SymbolicTensor& input, const std::vector<Layer>& layers,
+                     const std::string& name) {
+                    return make_model(std::make_unique<Sequential>(input, layers, name), {input});
+                  })
+      .def_readonly("input_names", &PyModel::input_names)
+      .def_property_readonly("name", [](const PyModel& p) { return p.model->name(); })
+      .def_property_readonly("output_names",
+                             [](const PyModel& p) { return p.model->output_names(); })
+      .def("compile",
+           [](PyModel& p, std::shared_ptr<Optimizer> opt, std::vector<Loss> losses,
+              std::vector<double> loss_weights, std::vector<Metric> metrics) {
+             p.model->compile(std::move(opt), std::move(losses), std::move(loss_weights),
+                              std::move(metrics));
+           })
+      .def("set_seed", [](PyModel& p, uint64_t seed) { p.model->set_seed(seed); })
+      .def(
+          "fit",
+          [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
+             bool verbose, const py::object& hooks, int epoch_offset, int total_epochs) {
+            ModelInputs in = inputs_of(p, x, true);
+            ModelTargets tg = targets_of(p, y, true);
+            FitOptions o{.batch_size = batch_size, .epochs = epochs, .verbose = false};
+            if (verbose)
+              o.callbacks.push_back(std::make_shared<OffsetBar>(epoch_offset, total_epochs));
+            if (!hooks.is_none())
+              o.callbacks.push_back(std::make_shared<PyCallback>(hooks, epoch_offset));
+            History h;
+            {
+              py::gil_scoped_release release;
+              h = p.model->fit(in, tg, std::move(o));
+            }
+            py::dict out;
+            out["loss"] = h.loss;
+            for (const auto& [k, v] : h.metrics) out[py::str(k)] = v;
+            return out;
+          },
+          "x"_a, "y"_a, "batch_size"_a, "epochs"_a, "verbose"_a, "hooks"_a, "epoch_offset"_a,
+          "total_epochs"_a);
+  bind_model_batches(model);
+}
+
 // OSError(errno, message[, path]): Python picks the subclass of the errno.
 void set_os_error(int code, const std::string& message, const std::string& path) {
   py::object args =
@@ -759,6 +731,7 @@ PYBIND11_MODULE(_native, m) {
   // (Local: other extensions' exceptions are theirs to translate.)
   py::register_local_exception_translator(translate_engine_error);
   bind_layers(m);
+  bind_normalization_and_recurrent_layers(m);
   bind_training(m);
   bind_distribution(m);
   bind_model(m);

@@ -131,7 +131,7 @@ class _FailingWriter:
 @pytest.mark.parametrize("name,fmt", [("m.keras", None), ("m.h5", None), ("web", "tfjs")])
 def test_a_save_that_fails_while_writing_leaves_what_was_there(tmp_path, monkeypatch, name,
                                                                 fmt):
-    from autoshard.keras import saving
+    from autoshard.keras import _model_files as saving  # where model.save finds it
 
     target = tmp_path / name
     if fmt == "tfjs":
@@ -262,7 +262,7 @@ def test_a_folder_a_save_cannot_write_in_is_named(tmp_path, monkeypatch):
 
 
 def test_a_file_that_appears_during_a_save_without_overwrite_is_kept(tmp_path, monkeypatch):
-    from autoshard.keras import saving
+    from autoshard.keras import _model_files as saving  # where model.save finds it
 
     target = tmp_path / "m.keras"
     real = saving._keras_file_of

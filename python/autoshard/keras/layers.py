@@ -5,10 +5,12 @@ fixed then, as in Keras) and called on KerasTensors (keras.Input's results)
 to build functional models, or listed in a Sequential.
 """
 
+import json
+
 from .. import _checks, _native
 from . import activations as _activations
 from . import utils as _utils
-from .models import Input, InputLayer, KerasTensor
+from .tensors import Input, InputLayer, KerasTensor
 
 __all__ = [
     "Layer", "InputLayer", "Input", "Dense", "Embedding", "Conv1D", "Conv2D", "DepthwiseConv2D",
@@ -91,6 +93,13 @@ def _symbolic(t, layer):
                          "keras.Input(...) results to build a model (eager calls on arrays are "
                          "not supported)")
     return t._native
+
+
+def _from_table(class_name, config, seed=0):
+    """The engine's layer of Keras class ``class_name`` from its Keras 3
+    config (checked here first, as each class's arguments), built by the
+    Keras layer table the file readers use (autoshard/io/keras_layer.h)."""
+    return _native.keras_layer(class_name, json.dumps(config), seed)
 
 
 class Dense(Layer):
@@ -179,9 +188,11 @@ class _Pool(Layer):
         if not isinstance(padding, str):
             raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
                             f"{_checks.shown(padding)}")
-        strides = [] if strides is None else _ints(strides, self._rank, "strides", kind)
-        super().__init__(_native.Pooling(kind, _ints(pool_size, self._rank, "pool_size", kind),
-                                         strides, padding, _name(name, kind)), input_shape)
+        config = {"name": _name(name, kind),
+                  "pool_size": _ints(pool_size, self._rank, "pool_size", kind), "padding": padding}
+        if strides is not None:  # None: the pool size, as Keras
+            config["strides"] = _ints(strides, self._rank, "strides", kind)
+        super().__init__(_from_table(kind, config), input_shape)
 
 
 class MaxPooling1D(_Pool):
@@ -205,8 +216,8 @@ class _GlobalPool(Layer):
 
     def __init__(self, data_format=None, keepdims=False, name=None, **kwargs):
         _no_extra(kwargs, self._kind)
-        super().__init__(_native.GlobalPooling(self._kind, bool(keepdims),
-                                               _name(name, self._kind)))
+        super().__init__(_from_table(self._kind, {"name": _name(name, self._kind),
+                                                  "keepdims": bool(keepdims)}))
 
 
 class GlobalAveragePooling1D(_GlobalPool):
@@ -228,7 +239,7 @@ class GlobalMaxPooling2D(_GlobalPool):
 class Flatten(Layer):
     def __init__(self, data_format=None, name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Flatten")
-        super().__init__(_native.Flatten(_name(name, "Flatten")), input_shape)
+        super().__init__(_from_table("Flatten", {"name": _name(name, "Flatten")}), input_shape)
 
 
 class Reshape(Layer):
@@ -240,29 +251,31 @@ class Reshape(Layer):
         # -1 is Keras's dimension inferred from the others.
         target = [_checks.integer(d, f"target_shape[{i}]", "Reshape", -1)
                   for i, d in enumerate(target_shape)]
-        super().__init__(_native.Reshape(target, _name(name, "Reshape")), input_shape)
+        super().__init__(_from_table("Reshape", {"name": _name(name, "Reshape"),
+                                                 "target_shape": target}), input_shape)
 
 
 class Permute(Layer):
     def __init__(self, dims, name=None, **kwargs):
         _no_extra(kwargs, "Permute")
-        super().__init__(_native.Permute(list(_checks.shape(dims, "dims", "Permute")),
-                                         _name(name, "Permute")))
+        super().__init__(_from_table("Permute", {"name": _name(name, "Permute"),
+                                                 "dims": list(_checks.shape(dims, "dims",
+                                                                            "Permute"))}))
 
 
 class RepeatVector(Layer):
     def __init__(self, n, name=None, **kwargs):
         _no_extra(kwargs, "RepeatVector")
-        super().__init__(_native.RepeatVector(_int(n, "n", "RepeatVector"),
-                                              _name(name, "RepeatVector")))
+        super().__init__(_from_table("RepeatVector", {"name": _name(name, "RepeatVector"),
+                                                      "n": _int(n, "n", "RepeatVector")}))
 
 
 class Rescaling(Layer):
     def __init__(self, scale, offset=0.0, name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Rescaling")
-        super().__init__(_native.Rescaling(_checks.number(scale, "scale", "Rescaling"),
-                                           _checks.number(offset, "offset", "Rescaling"),
-                                           _name(name, "Rescaling")), input_shape)
+        super().__init__(_from_table("Rescaling", {
+            "name": _name(name, "Rescaling"), "scale": _checks.number(scale, "scale", "Rescaling"),
+            "offset": _checks.number(offset, "offset", "Rescaling")}), input_shape)
 
 
 class Dropout(Layer):
@@ -270,8 +283,9 @@ class Dropout(Layer):
         _no_extra(kwargs, "Dropout")
         if noise_shape is not None:
             raise ValueError("Dropout: noise_shape is not supported")
-        super().__init__(_native.Dropout(_rate(rate, "rate", "Dropout"), _seed(seed, "Dropout"),
-                                         _name(name, "Dropout")))
+        super().__init__(_from_table("Dropout", {"name": _name(name, "Dropout"),
+                                                 "rate": _rate(rate, "rate", "Dropout")},
+                                     _seed(seed, "Dropout")))
 
 
 class Activation(Layer):
@@ -384,7 +398,7 @@ class _Merge(Layer):
 
     def __init__(self, name=None, **kwargs):
         _no_extra(kwargs, self._kind)
-        super().__init__(_native.Merge(self._kind, -1, _name(name, self._kind)))
+        super().__init__(_from_table(self._kind, {"name": _name(name, self._kind)}))
 
 
 class Add(_Merge):
@@ -414,10 +428,9 @@ class Minimum(_Merge):
 class Concatenate(Layer):
     def __init__(self, axis=-1, name=None, **kwargs):
         _no_extra(kwargs, "Concatenate")
-        super().__init__(_native.Merge("Concatenate",
-                                       _checks.integer(axis, "axis", "Concatenate", -2**31,
-                                                       _checks.INT32_MAX),
-                                       _name(name, "Concatenate")))
+        super().__init__(_from_table("Concatenate", {
+            "name": _name(name, "Concatenate"),
+            "axis": _checks.integer(axis, "axis", "Concatenate", -2**31, _checks.INT32_MAX)}))
 
 
 def _no_extra(kwargs, layer):

@@ -16,6 +16,14 @@ class Loss:
                                     _checks.number(label_smoothing, "label_smoothing", where, 0, 1),
                                     _checks.number(delta, "delta", where, above=0))
 
+    @classmethod
+    def from_native(cls, native, name="loss"):
+        """A Loss around the engine's loss ``native`` (one a model file's
+        compile config gave)."""
+        loss = cls.__new__(cls)
+        loss.name, loss._native = name, native
+        return loss
+
 
 class SparseCategoricalCrossentropy(Loss):
     def __init__(self, from_logits=False, name="sparse_categorical_crossentropy", **kwargs):

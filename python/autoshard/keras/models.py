@@ -6,7 +6,6 @@ engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
 import functools
-import itertools
 import math
 import numbers
 import threading
@@ -14,83 +13,27 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
+from . import _model_files
 from . import callbacks as _callbacks
 from . import losses as _losses
 from . import metrics as _metrics
 from . import optimizers as _optimizers
 from . import utils as _utils
-
-
-_tensor_count = itertools.count()
-
-
-class KerasTensor:
-    """A symbolic tensor of a functional model (keras.Input's result, a layer's output)."""
-
-    def __init__(self, native, history=None):
-        self._native = native
-        # (layer, its input KerasTensor or list of them) for a layer's
-        # output, None for an input; the count orders calls (model.save).
-        self._history = history
-        self._order = next(_tensor_count)
-
-    @property
-    def shape(self):
-        return (None,) + tuple(self._native.shape) if self._native.is_input else None
-
-    @property
-    def dtype(self):
-        return self._native.dtype
-
-    @property
-    def name(self):
-        return self._native.name
-
-    def __repr__(self):
-        return f"<KerasTensor name={self.name}>"
-
-
-def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None, name=None,
-          tensor=None, optional=False):
-    """keras.Input: a model input of per-example ``shape`` (no batch dimension)."""
-    if batch_shape is not None:
-        shape = _checks.shape(batch_shape, "batch_shape", "Input", allow_none_first=True)[1:]
-    if shape is None:
-        raise ValueError("Input: give shape (per example, without the batch dimension)")
-    if sparse or tensor is not None or optional:
-        raise ValueError("Input: sparse, tensor and optional inputs are not supported")
-    if isinstance(shape, (tuple, list)) and any(d is None for d in shape):
-        raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
-    shape = _checks.shape(shape, "shape", "Input")
-    try:
-        dtype = np.dtype(dtype or "float32").name
-    except TypeError:
-        raise ValueError(f"Input: dtype must be 'float32' or 'int32', got "
-                         f"{_checks.shown(dtype)}") from None
-    return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
-
+from .layers import Layer
+from .tensors import Input, InputLayer, KerasTensor
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
-    """keras.models.load_model: see keras.saving.load_model."""
-    from . import saving
-
-    return saving.load_model(filepath, custom_objects=custom_objects, compile=compile,
-                             safe_mode=safe_mode)
+    """Keras's load_model: a Model from a ``.keras`` file, a legacy ``.h5``
+    or a TensorFlow.js ``model.json`` (or its directory), compiled with the
+    file's compile config when it has one and ``compile`` is true."""
+    kf = _model_files.read_model_file(filepath, compile, custom_objects)
+    return Model.from_keras_file(kf, compile)
 
 
 def save_model(model, filepath, overwrite=True, **kwargs):
     """keras.models.save_model: model.save(filepath, overwrite)."""
     model.save(filepath, overwrite=overwrite, **kwargs)
-
-
-class InputLayer:
-    """keras.layers.InputLayer, for a Sequential's first entry."""
-
-    def __init__(self, shape=None, batch_size=None, dtype=None, batch_shape=None, name=None,
-                 input_shape=None, **kwargs):
-        self.output = Input(shape if shape is not None else input_shape, dtype=dtype,
-                            batch_shape=batch_shape, name=name)
 
 
 def _by_name(values, names, what, arg, missing_text, role):
@@ -261,10 +204,7 @@ class Model:
     def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
         if kwargs:
             raise ValueError(f"Model: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        self._compiled = None
-        self.stop_training = False
-        self.history = None
-        self._keras_file = None  # what a Keras file said of a model loaded from it
+        self._start()
         if inputs is None and outputs is None and type(self) is not Model:
             self._native = None  # a Sequential builds itself
             return
@@ -277,6 +217,44 @@ class Model:
                                                 [t._native for t in self._output_tensors],
                                                 _checks.name(name, "Model") or "functional")
         self._after_build()
+
+    def _start(self, keras_file=None):
+        """The state every model starts with, however it is made."""
+        self._compiled = None
+        self.stop_training = False
+        self.history = None
+        self._keras_file = keras_file  # what a Keras file said of a model loaded from it
+
+    @classmethod
+    def from_keras_file(cls, kf, compile=True):
+        """The model a KerasFile (autoshard._native, as load_model reads it)
+        holds, compiled with its compile config when it has one and
+        ``compile`` is true (its optimizer's state restored)."""
+        model = cls.__new__(cls)
+        model._start(keras_file=kf)
+        model._native = kf.take_model()
+        model._outputs_are_list = len(kf.outputs) > 1
+        model._after_build()
+        if compile and kf.has_compile:
+            model._compile_from_keras_file(kf)
+        return model
+
+    def _compile_from_keras_file(self, kf):
+        optimizer, losses, loss_weights, metrics = kf.compile_objects()
+        self.optimizer = _optimizers.Optimizer(optimizer)
+        self._compiled = (self.optimizer, [_losses.Loss.from_native(n) for n in losses],
+                          list(loss_weights) or None, [_metrics.Metric(m) for m in metrics])
+        self._compile_native()
+        kf.restore_iterations(self._native)
+        # The file's compile config is written again as the file had it.
+        self._compiled_from_file = self._compiled
+
+    def _keras_architecture(self):
+        """The Keras 3 architecture model.save writes (_model_files)."""
+        if not hasattr(self, "_output_tensors"):
+            raise ValueError(f"save: model '{self.name}' has no Keras architecture to write")
+        return _model_files.functional_config(self.name, self._input_tensors,
+                                              self._output_tensors)
 
     # --- building -------------------------------------------------------------
 
@@ -699,23 +677,17 @@ class Model:
     def save(self, filepath, overwrite=True, zipped=None, **kwargs):
         """Keras's save: a ``.keras`` zip (or a legacy ``.h5``) of the
         architecture, the compile config and the current weights."""
-        from . import saving
-
-        saving.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+        _model_files.save_model(self, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
 
     @_one_call_at_a_time
     def save_weights(self, filepath, overwrite=True):
         """Keras 3's save_weights: the weights alone, as a ``.weights.h5`` file."""
-        from . import saving
-
-        saving.save_weights(self, filepath, overwrite=overwrite)
+        _model_files.save_weights(self, filepath, overwrite=overwrite)
 
     @_one_call_at_a_time
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """Keras 3's load_weights from a ``.weights.h5`` (or a whole ``.keras``) file."""
-        from . import saving
-
-        saving.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
+        _model_files.load_weights(self, filepath, skip_mismatch=skip_mismatch, **kwargs)
 
     @_one_call_at_a_time
     def count_params(self):
@@ -764,8 +736,6 @@ class Sequential(Model):
             self.add(layer)
 
     def add(self, layer):
-        from .layers import Layer
-
         if self._native is not None:
             raise ValueError("Sequential.add after the model was built is not supported")
         if not isinstance(layer, (Layer, KerasTensor, InputLayer)):
@@ -813,6 +783,9 @@ class Sequential(Model):
         except BaseException:
             self._input = None  # not kept: the next call infers it again
             raise
+
+    def _keras_architecture(self):
+        return _model_files.sequential_config(self.name, self._input, self._layers)
 
     def _build_from_shape(self, shape):
         if self._native is not None:

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_architecture.h"
 #include "autoshard/json.h"
 
 namespace autoshard::keras {
@@ -612,3 +613,12 @@ json convert_architecture(const json& model, Dialect from, Dialect to) {
 }
 
 }  // namespace autoshard::keras
+
+namespace autoshard {
+
+nlohmann::json keras2_architecture(const nlohmann::json& keras3_model, const std::string& where) {
+  keras::parse_model(keras3_model, keras::Dialect::Keras3, where);  // what the conversion relies on
+  return keras::convert_architecture(keras3_model, keras::Dialect::Keras3, keras::Dialect::Keras2);
+}
+
+}  // namespace autoshard

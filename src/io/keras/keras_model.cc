@@ -16,7 +16,7 @@
 #include "io/keras/architecture.h"
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
-#include "io/keras/layer_factory.h"
+#include "io/keras/layer_table.h"
 #include "io/keras/optimizer_state.h"
 #include "io/keras/weight_table.h"
 #include "io/zip_archive.h"

@@ -1,0 +1,512 @@
+"""Keras files of models built in Python: what ``model.save``,
+``save_weights``, ``load_weights`` and ``load_model`` do (keras.saving is
+their public face).
+
+Files are read and written by the C++ readers and writers of Keras files
+(autoshard/io/keras_model.h; docs/keras-files.md): a Keras 3 ``.keras`` zip,
+a Keras 2 ``.h5`` and, for loading (or ``save_format="tfjs"``), a
+TensorFlow.js ``model.json`` or its directory. A model built in Python is
+described to them by the Keras 3 ``config.json`` this module writes from
+its layers' constructor arguments and calls; a model loaded from a file
+keeps that file's description. Missing or unreadable files raise OSError,
+files whose content autoshard cannot use raise ValueError.
+"""
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+
+from .. import _native
+from . import activations as _activations
+from . import layers as _layers
+from . import optimizers as _optimizers
+
+_KERAS_EXTENSIONS = {".keras": "keras", ".h5": "h5", ".hdf5": "h5"}
+
+
+# --- loading ----------------------------------------------------------------
+
+
+def _check_readable(filepath):
+    path = os.fspath(filepath)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory (a Keras model file was expected)",
+                                path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.json")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(2, "a TensorFlow.js model directory holds a model.json; "
+                                    "this one has none", path)
+    elif not os.path.isfile(path):
+        raise OSError(f"'{path}' is not a regular file (a Keras model file was expected)")
+    with open(path, "rb"):  # PermissionError and the like, as an OSError
+        pass
+
+
+def read_model_file(filepath, compile=True, custom_objects=None):
+    """The KerasFile of a ``.keras`` file, a legacy ``.h5`` or a TensorFlow.js
+    ``model.json`` (or its directory), with the optimizer's state when
+    ``compile`` (its moments and step count, when the file holds them for its
+    compile config: training resumes)."""
+    if custom_objects:
+        raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
+                         "code from a model file)")
+    path = _path(filepath, "load_model")
+    _check_readable(path)
+    if not _native.KerasFile.format_of(path):
+        raise ValueError(f"load_model: '{path}' is not a Keras model file (.keras, .h5 or a "
+                         "TensorFlow.js model.json or its directory)")
+    return _native.KerasFile.read(path, True, bool(compile))
+
+
+# --- saving -----------------------------------------------------------------
+
+
+def _format_of(path, save_format):
+    if save_format is not None:
+        fmt = {"keras": "keras", "h5": "h5", "tf": None, "tfjs": "tfjs"}.get(save_format)
+        if fmt is None:
+            raise ValueError(f"save: save_format must be 'keras', 'h5' or 'tfjs', not "
+                             f"{save_format!r}")
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _KERAS_EXTENSIONS:
+        raise ValueError(f"Invalid filepath extension for saving: '{path}'. Add a `.keras` "
+                         "extension for the native Keras format (recommended) or a `.h5` "
+                         "extension (or pass save_format='tfjs' for a TensorFlow.js directory)")
+    return _KERAS_EXTENSIONS[ext]
+
+
+def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, **kwargs):
+    """Writes ``model`` to ``filepath`` (see Model.save)."""
+    if kwargs.pop("include_optimizer", True) is not True or kwargs:
+        raise ValueError(f"save: unsupported argument(s) {', '.join(sorted(kwargs)) or 'include_optimizer=False'}")
+    if zipped is False:
+        raise ValueError("save: zipped=False (an unzipped .keras directory) is not supported")
+    path = _path(filepath, "save")
+    fmt = _format_of(path, save_format)
+    native = model._built()
+    kf = _keras_file_of(model, fmt)
+    if fmt == "tfjs":
+        _save_directory(path, overwrite, lambda out: kf.save(native, out, fmt), "save")
+    else:
+        _save_file(path, overwrite, lambda out: kf.save(native, out, fmt), "save")
+
+
+def _leader():
+    # Under mpirun every rank calls save (the weights are gathered, a
+    # collective) and rank 0 alone writes.
+    return _native.world_rank() == 0
+
+
+# What a save may touch (docs/python.md, "Bad input and what a save may
+# touch"): the file it was asked for, or in a TensorFlow.js directory the
+# files that format writes (model.json, its weight shards), each written
+# under a temporary name beside it and renamed into place once complete. A
+# directory is never deleted nor made where a file was asked for, and a
+# failed save leaves what was there.
+
+
+def _path(filepath, what):
+    """``filepath`` as a str (bytes decoded as the file system does); an
+    empty path or one with a NUL byte is refused here, before a temporary
+    name is made of it."""
+    try:
+        path = os.fsdecode(os.fspath(filepath))
+    except TypeError:
+        raise TypeError(f"{what}: filepath must be a path (str or os.PathLike), got "
+                        f"{type(filepath).__name__}") from None
+    if not path:
+        raise ValueError(f"{what}: filepath is empty; give a file's path")
+    if "\0" in path:
+        raise ValueError(f"{what}: filepath {path!r} holds a NUL byte, which no file name "
+                         "can hold")
+    return path
+
+
+def _through_link(path):
+    # A symbolic link is written through, as Keras's open(path, "wb") does:
+    # the file it names is replaced and the link kept.
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
+def _check_folder(path):
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "No such directory to save into", folder)
+    return folder
+
+
+def _staging(folder):
+    # A fresh temporary directory (the new files' temporary names) in
+    # `folder`, so that renaming out of it replaces atomically; ranks that
+    # do not write keep theirs out of the user's folder.
+    try:
+        return tempfile.TemporaryDirectory(prefix=".autoshard-save-",
+                                           dir=folder if _leader() else None)
+    except OSError as e:
+        # The user's folder, not the temporary name, is what to fix.
+        raise type(e)(e.errno, f"cannot write in the folder ({e.strerror}; a save writes "
+                      "its files there under temporary names first)", folder) from None
+
+
+def _save_file(path, overwrite, write, what):
+    """Writes the file ``path`` with ``write(temporary path)``, then renames
+    it into place: a file there is replaced when ``overwrite`` (Keras's
+    rule), a directory never. A symbolic link is written through."""
+    path = _through_link(path)
+    folder = _check_folder(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"{what}: a directory is there, and a file was "
+                                "asked for (a directory is never replaced): choose another "
+                                "path", path)
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(errno.EEXIST, f"{what}: the file exists; pass overwrite=True "
+                                  "to replace it", path)
+        if not os.path.isfile(path):
+            raise OSError(errno.EEXIST, f"{what}: something that is not a regular file is "
+                          "there; it is never replaced: choose another path", path)
+    with _staging(folder) as tmp:
+        out = os.path.join(tmp, os.path.basename(path))
+        write(out)
+        if _leader():
+            _place(out, path, overwrite, what)
+
+
+def _place(out, path, overwrite, what):
+    """Moves the written file ``out`` to ``path``. Without ``overwrite``, by
+    a hard link, which fails if a file appeared at ``path`` since it was
+    checked (os.replace would replace it); where the file system has no
+    hard links, by os.replace after that check."""
+    if overwrite:
+        os.replace(out, path)
+        return
+    try:
+        os.link(out, path)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{what}: the file exists; pass overwrite=True "
+                              "to replace it", path) from None
+    except OSError:
+        os.replace(out, path)
+
+
+def _save_directory(path, overwrite, write, what):
+    """Writes a TensorFlow.js model directory with ``write(temporary
+    directory)``. A new directory is renamed into place; into one that
+    exists (empty, or not empty with ``overwrite``), only the files the
+    format wrote are moved, each replacing the file of its name, the weight
+    shards before model.json. Other files in it are left as they are."""
+    _check_folder(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, f"{what}: a TensorFlow.js model is a directory "
+                                 "(model.json and its weight shards), and a file is there (it "
+                                 "is never replaced): choose another path", path)
+    existing = os.path.isdir(path)
+    if existing and os.listdir(path) and not overwrite:
+        raise FileExistsError(errno.ENOTEMPTY, f"{what}: the directory is not empty; pass "
+                              "overwrite=True to replace the model.json and weight shards in "
+                              "it (its other files are left as they are)", path)
+    staging_folder = path if existing else os.path.dirname(os.path.abspath(path))
+    with _staging(staging_folder) as tmp:
+        out = os.path.join(tmp, "model")
+        write(out)
+        if not _leader():
+            return
+        if not existing:
+            os.rename(out, path)  # fails, replacing nothing, if one appeared meanwhile
+            return
+        names = sorted(os.listdir(out), key=lambda n: (n == "model.json", n))
+        for name in names:
+            target = os.path.join(path, name)
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise IsADirectoryError(errno.EISDIR, f"{what}: a directory is where the "
+                                        f"TensorFlow.js file '{name}' goes (it is never "
+                                        "replaced)", target)
+        for name in names:
+            os.replace(os.path.join(out, name), os.path.join(path, name))
+
+
+def _keras_file_of(model, fmt="keras"):
+    """The KerasFile describing ``model`` with its current compile config: a
+    model built in Python is described by its Keras 3 config (for .keras)
+    or Keras 2's form of it (.h5, TensorFlow.js), read without weights."""
+    kf = model._keras_file
+    if kf is None:
+        config = model_config(model)
+        with tempfile.TemporaryDirectory(prefix="autoshard-save-") as tmp:
+            if fmt == "keras":
+                described = os.path.join(tmp, "model.keras")
+                with zipfile.ZipFile(described, "w") as z:
+                    z.writestr("config.json", json.dumps(config))
+                where = f"Keras file '{described}': "
+            else:  # a TensorFlow.js model.json without weights holds Keras 2's form
+                described = os.path.join(tmp, "model.json")
+                with open(described, "w") as f:
+                    json.dump({"format": "layers-model", "modelTopology": _keras2(config)}, f)
+                where = f"TensorFlow.js model '{described}': "
+            try:
+                kf = _native.KerasFile.read(described, False)
+            except ValueError as e:
+                # The reader names the config file written here; name the model.
+                message = str(e).replace(where, "")
+                raise ValueError(f"save: model '{model.name}' cannot be written as a Keras "
+                                 f"file: {message}") from None
+    if model._compiled is not None and model._compiled is not getattr(
+            model, "_compiled_from_file", None):
+        kf.set_compile(json.dumps(compile_config(model)))
+    return kf
+
+
+# --- Keras 3 config of a model built in Python --------------------------------
+
+
+def _keras2(config):
+    """Keras 2's form of a Keras 3 model config (what .h5 files and
+    TensorFlow.js hold), converted by the C++ writers' own conversion."""
+    name = config["config"].get("name", "model")
+    return json.loads(_native.keras2_architecture(json.dumps(config), f"model '{name}'"))
+
+
+# Constructor arguments of our classes that Keras's class of that name does
+# not have (our convolutions share one constructor).
+_NOT_KERAS = {
+    "Conv1D": {"depth_multiplier"},
+    "Conv2D": {"depth_multiplier"},
+    "Conv2DTranspose": {"depth_multiplier", "groups"},
+    "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
+    "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
+    "SimpleRNN": {"recurrent_activation"},
+}
+
+
+def _layer_config(layer):
+    """A layer's Keras 3 config from its constructor's arguments."""
+    args = getattr(layer, "_init_args", None)
+    if args is None:
+        raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
+                         "keras.layers; it cannot be written")
+    config = {"name": layer.name, "trainable": True, "dtype": "float32"}
+    for key, value in args.items():
+        if (key in ("name", "input_shape", "trainable", "dtype") or value is None
+                or key in _NOT_KERAS.get(type(layer).__name__, ())):
+            continue
+        if key.endswith("activation"):
+            value = _activations.name_of(value) or "linear"
+        elif key.endswith("initializer"):
+            value = _layers._initializer(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        config[key] = value
+    return {"module": "keras.layers", "class_name": type(layer).__name__, "config": config,
+            "registered_name": None}
+
+
+def _input_entry(tensor):
+    name = tensor.name
+    dtype = "int32" if tensor.dtype in ("i32", "int32") else "float32"
+    config = {"batch_shape": [None] + list(tensor._native.shape), "dtype": dtype,
+              "sparse": False, "name": name}
+    return {"module": "keras.layers", "class_name": "InputLayer", "config": config,
+            "registered_name": None, "name": name, "inbound_nodes": []}
+
+
+def sequential_config(name, input_tensor, layers):
+    """A Sequential's Keras 3 architecture: its input, then its layers."""
+    first = _input_entry(input_tensor)
+    del first["name"], first["inbound_nodes"]  # a Sequential's entries are bare layers
+    entries = [first]
+    entries += [_layer_config(layer) for layer in layers]
+    shape = entries[0]["config"]["batch_shape"]
+    return {"module": "keras", "class_name": "Sequential",
+            "config": {"name": name, "trainable": True, "layers": entries},
+            "registered_name": None, "build_config": {"input_shape": shape}}
+
+
+def functional_config(name, inputs, outputs):
+    """A functional model's Keras 3 architecture from its input and output
+    KerasTensors: every call reachable from the outputs, in the order they
+    were made."""
+    calls, seen, stack = [], set(), list(outputs)
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t._history is not None:
+            calls.append(t)
+            layer_inputs = t._history[1]
+            stack.extend(layer_inputs if isinstance(layer_inputs, list) else [layer_inputs])
+    calls.sort(key=lambda t: t._order)
+    node_of, layers = {}, {}
+    for t in calls:
+        layer = t._history[0]
+        node_of[id(t)] = len(layers.setdefault(id(layer), (layer, []))[1])
+        layers[id(layer)][1].append(t)
+
+    def ref(t):
+        source = t._history[0].name if t._history is not None else t.name
+        history = [source, node_of.get(id(t), 0), 0]
+        return {"class_name": "__keras_tensor__",
+                "config": {"shape": None, "dtype": "float32", "keras_history": history}}
+
+    entries = [_input_entry(t) for t in inputs]
+    for layer, outs in layers.values():
+        entry = _layer_config(layer)
+        entry["name"] = layer.name
+        nodes = []
+        for t in outs:
+            args = t._history[1]
+            arg = [ref(a) for a in args] if isinstance(args, list) else ref(args)
+            nodes.append({"args": [arg], "kwargs": {}})
+        entry["inbound_nodes"] = nodes
+        entries.append(entry)
+    endpoint = lambda t: [t._history[0].name, node_of[id(t)], 0] if t._history else [t.name, 0, 0]
+    return {"module": "keras", "class_name": "Functional",
+            "config": {"name": name, "trainable": True, "layers": entries,
+                       "input_layers": [endpoint(t) for t in inputs],
+                       "output_layers": [endpoint(t) for t in outputs]},
+            "registered_name": "Functional"}
+
+
+def model_config(model):
+    """The Keras 3 architecture (config.json less compile_config) of a model
+    built in Python (Model._keras_architecture: functional_config or
+    sequential_config)."""
+    model._built()
+    return model._keras_architecture()
+
+
+_LOSS_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error",
+                 "huber_loss": "huber"}
+_LOSS_CLASSES = {"SparseCategoricalCrossentropy": "sparse_categorical_crossentropy",
+                 "CategoricalCrossentropy": "categorical_crossentropy",
+                 "BinaryCrossentropy": "binary_crossentropy",
+                 "MeanSquaredError": "mean_squared_error",
+                 "MeanAbsoluteError": "mean_absolute_error", "Huber": "huber"}
+
+
+def _loss_config(loss):
+    if isinstance(loss, str):
+        return {"name": _LOSS_ALIASES.get(loss, loss)}
+    kind = _LOSS_CLASSES.get(type(loss).__name__)
+    args = getattr(loss, "_init_args", None)
+    if kind is None or args is None:
+        raise ValueError(f"save: loss {loss!r} cannot be written in a compile config")
+    out = {"name": kind}
+    for key in ("from_logits", "label_smoothing", "delta"):
+        if key in args:
+            out[key] = args[key]
+    return out
+
+
+def _optimizer_config(optimizer):
+    args = getattr(optimizer, "_init_args", None)
+    if args is None:
+        raise ValueError(f"save: optimizer {optimizer!r} cannot be written in a compile config")
+    config = {k: v for k, v in args.items() if v is not None and k != "name"}
+    clip = config.pop("clipnorm", None) or config.pop("global_clipnorm", None)
+    if clip:
+        config["global_clipnorm"] = clip
+    if optimizer._schedule is not None:  # Keras writes the schedule, serialized
+        config["learning_rate"] = _optimizers.schedules.serialize(optimizer._schedule)
+    else:
+        config["learning_rate"] = optimizer.learning_rate  # as now (schedulers change it)
+    return type(optimizer).__name__, config
+
+
+def compile_config(model):
+    """The compile config in the form KerasFile.set_compile takes."""
+    optimizer, loss, loss_weights, metrics = model._compiled
+    outputs = model.output_names
+    if isinstance(loss, dict):
+        loss = [loss[n] for n in outputs]
+    losses = [_loss_config(l) for l in (loss if isinstance(loss, (list, tuple)) else [loss])]
+    if isinstance(loss_weights, dict):
+        loss_weights = [loss_weights.get(n, 1.0) for n in outputs]
+    if isinstance(metrics, dict):
+        metrics = [m for n in outputs for m in (metrics.get(n) or [])]
+    names = [m if isinstance(m, str) else m.name for m in (metrics or [])]
+    cls, config = _optimizer_config(optimizer)
+    return {"optimizer": cls, "optimizer_config": config, "losses": losses,
+            "loss_weights": [float(w) for w in (loss_weights or [])], "metrics": names}
+
+
+# --- weights alone ------------------------------------------------------------
+
+
+def _check_weights_path(path, what):
+    if not path.endswith(".weights.h5"):
+        raise ValueError(f"{what}: the filename must end in `.weights.h5`, got '{path}'")
+
+
+def save_weights(model, filepath, overwrite=True):
+    """Keras 3's save_weights: the ``model.weights.h5`` of the ``.keras`` file
+    ``model.save`` would write, alone."""
+    path = _path(filepath, "save_weights")
+    _check_weights_path(path, "save_weights")
+    native = model._built()
+    kf = _keras_file_of(model)
+    if kf.format != "keras":
+        raise ValueError("save_weights: a model loaded from a .h5 or TensorFlow.js file has no "
+                         "Keras 3 weights layout; save it whole with model.save('....h5')")
+
+    def write(out):
+        whole = out + ".keras"
+        kf.save(native, whole, "keras")
+        if not _leader():
+            return
+        with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
+                open(out, "xb") as dst:
+            shutil.copyfileobj(src, dst)
+
+    _save_file(path, overwrite, write, "save_weights")
+
+
+def load_weights(model, filepath, skip_mismatch=False, **kwargs):
+    """Keras 3's load_weights: a ``.weights.h5`` written by save_weights (or
+    Keras) for this architecture, or a whole ``.keras`` file's weights."""
+    if skip_mismatch or kwargs:
+        raise ValueError("load_weights: skip_mismatch and other arguments are not supported")
+    path = _path(filepath, "load_weights")
+    _check_readable(path)
+    native = model._built()
+    if path.endswith(".keras"):
+        source = _native.KerasFile.read(path, True).take_model()
+    else:
+        _check_weights_path(path, "load_weights")
+        kf = _keras_file_of(model)
+        if kf.format != "keras":
+            raise ValueError("load_weights: a .weights.h5 file follows the Keras 3 layout; "
+                             "this model was loaded from a .h5 or TensorFlow.js file")
+        with tempfile.TemporaryDirectory(prefix="autoshard-weights-") as tmp:
+            whole = os.path.join(tmp, "model.keras")
+            with zipfile.ZipFile(whole, "w") as z:
+                z.writestr("config.json", kf.architecture)
+                z.write(path, "model.weights.h5")
+            try:
+                source = _native.KerasFile.read(whole, True).take_model()
+            except ValueError as e:
+                # The reader names the .keras file made here; name the user's.
+                message = str(e).replace(f"Keras file '{whole}': model.weights.h5: ", "")
+                message = message.replace(f"Keras file '{whole}': model.weights.h5 ", "it ")
+                message = message.replace(whole, path)
+                raise ValueError(f"load_weights: '{path}': {message}") from None
+    mine = list(dict.fromkeys(list(native.weight_paths()) +
+                              list(native.non_trainable_weight_paths())))
+    theirs = set(source.weight_paths()) | set(source.non_trainable_weight_paths())
+    missing = [p for p in mine if p not in theirs]
+    if missing or len(theirs) != len(mine):
+        raise ValueError(f"load_weights: '{path}' holds the weights of another architecture "
+                         f"(missing: {', '.join(missing[:5]) or 'none'}; it has {len(theirs)} "
+                         f"weights, the model {len(mine)})")
+    values = [source.get_weight(p) for p in mine]
+    for p, v in zip(mine, values):
+        if tuple(v.shape) != tuple(native.weight_shape(p)):
+            raise ValueError(f"load_weights: weight '{p}' is {tuple(v.shape)} in '{path}', "
+                             f"{tuple(native.weight_shape(p))} in the model")
+    for p, v in zip(mine, values):
+        native.set_weight(p, v)

@@ -1,0 +1,212 @@
+#include "io/keras/layer_config.h"
+
+#include "autoshard/error.h"
+#include "autoshard/json.h"
+
+namespace autoshard::keras {
+
+using nlohmann::json;
+
+LayerConfig::LayerConfig(const LayerSpec& spec, const BuildContext& ctx)
+    : spec_(spec),
+      c_(spec.config),
+      layer_(shown_name(spec.name)),
+      cls_(shown_name(spec.cls)),
+      ctx_(ctx) {
+  AS_CHECK(c_.is_object(), ctx.where, ": layer '", layer_, "' (", cls_,
+           "): config must be an object");
+  for (const char* k : {"name", "batch_input_shape", "batch_shape", "input_shape", "input_dim",
+                        "build_config", "input_length", "implementation", "unroll", "seed",
+                        "zero_output_for_mask", "sparse", "ragged", "module"})
+    used_.insert(k);
+  check_common();
+}
+
+std::string LayerConfig::at(const std::string& field) const {
+  return cat(ctx_.where, ": layer '", layer_, "' (", cls_, "): field '", field, "'");
+}
+
+void LayerConfig::bad(const std::string& field, const json& value, const std::string& why) const {
+  fail(ctx_.where, ": layer '", layer_, "' (", cls_, "): field '", field,
+       "' = ", value.dump().substr(0, 200), " ", why);
+}
+
+bool LayerConfig::has(const std::string& k) const {
+  return json_member(c_, k) != nullptr;
+}
+
+const json& LayerConfig::raw(const std::string& k) {
+  used_.insert(k);
+  return c_.at(k);
+}
+
+int64_t LayerConfig::integer(const std::string& k, std::optional<int64_t> def) {
+  used_.insert(k);
+  if (!has(k)) {
+    if (def) return *def;
+    fail(ctx_.where, ": layer '", layer_, "' (", cls_, ") has no field '", k, "'");
+  }
+  const json& v = c_.at(k);
+  if (const std::optional<int64_t> n = json_whole_number(v)) return *n;
+  bad(k, v, v.is_number_unsigned() ? "is out of range" : "must be a whole number");
+}
+
+int64_t LayerConfig::positive(const std::string& k, std::optional<int64_t> def) {
+  const int64_t v = integer(k, def);
+  if (v <= 0 || v > (1LL << 31)) bad(k, c_.at(k), "must be a positive size");
+  return v;
+}
+
+double LayerConfig::number(const std::string& k, double def) {
+  used_.insert(k);
+  const json* v = json_member(c_, k);
+  if (!v) return def;
+  if (!v->is_number()) bad(k, *v, "must be a number");
+  return v->get<double>();
+}
+
+double LayerConfig::epsilon() {
+  const double eps = number("epsilon", 1e-3);
+  if (!(eps > 0))
+    bad("epsilon", c_.at("epsilon"), "must be above 0 (it keeps the normalisation finite)");
+  return eps;
+}
+
+bool LayerConfig::boolean(const std::string& k, bool def) {
+  used_.insert(k);
+  const json* v = json_member(c_, k);
+  if (!v) return def;
+  if (!v->is_boolean()) bad(k, *v, "must be true or false");
+  return v->get<bool>();
+}
+
+std::string LayerConfig::string(const std::string& k, const std::string& def) {
+  used_.insert(k);
+  const json* v = json_member(c_, k);
+  if (!v) return def;
+  if (!v->is_string()) bad(k, *v, "must be a string");
+  return v->get<std::string>();
+}
+
+std::vector<int64_t> LayerConfig::sizes(const std::string& k, size_t n, std::vector<int64_t> def) {
+  used_.insert(k);
+  const json* found = json_member(c_, k);
+  if (!found) return def;
+  const json& v = *found;
+  std::vector<int64_t> out;
+  if (v.is_number_integer()) {
+    out.assign(n, v.get<int64_t>());
+  } else if (v.is_array() && v.size() == n) {
+    for (const json& e : v) {
+      if (!e.is_number_integer()) bad(k, v, "must be whole numbers");
+      out.push_back(e.get<int64_t>());
+    }
+  } else {
+    bad(k, v, "must be a whole number or a list of " + std::to_string(n));
+  }
+  for (int64_t x : out)
+    if (x <= 0 || x > (1 << 20)) bad(k, v, "must be positive sizes");
+  return out;
+}
+
+void LayerConfig::expect(const std::string& k, const json& expected, const std::string& why) {
+  used_.insert(k);
+  if (!c_.contains(k)) return;
+  const json& v = c_.at(k);
+  if (v == expected) return;
+  if (v.is_null() && (expected.is_null() || expected == json(false))) return;
+  if (v.is_number() && expected.is_number() && v.get<double>() == expected.get<double>()) return;
+  bad(k, v, why.empty() ? "is not supported (only " + expected.dump() + ")" : why);
+}
+
+void LayerConfig::training_only(const std::string& k) {
+  used_.insert(k);
+  if (!has(k) || ctx_.inference) return;
+  bad(k, c_.at(k),
+      "is not supported for training (regularizers and constraints are not implemented); "
+      "predict and evaluate accept it");
+}
+
+std::string LayerConfig::activation_name(const std::string& k, const std::string& def) {
+  used_.insert(k);
+  if (!c_.contains(k)) return def == "linear" ? "" : def;
+  return activation_of(c_.at(k), layer_, k, ctx_);
+}
+
+void LayerConfig::channels_last() {
+  expect("data_format", "channels_last", "is not supported (autoshard's layers are channels_last)");
+}
+
+void LayerConfig::weight_extras(const std::vector<std::string>& weights) {
+  for (const std::string& w : weights) {
+    initializer(w + "_initializer");
+    training_only(w + "_regularizer");
+    training_only(w + "_constraint");
+  }
+  expect("lora_rank", nullptr);
+  expect("lora_alpha", nullptr, "is not supported (LoRA)");
+  expect("quantization_config", nullptr);
+}
+
+void LayerConfig::finish() const {
+  for (const auto& [k, v] : c_.items())
+    if (!used_.count(k))
+      fail(ctx_.where, ": layer '", layer_, "' (", cls_, "): field '", k,
+           "' = ", v.dump().substr(0, 200), " is not supported");
+}
+
+void LayerConfig::check_common() {
+  used_.insert("dtype");
+  if (const json* d = json_member(c_, "dtype")) {
+    std::string name = d->is_string() ? d->get<std::string>() : "";
+    if (d->is_object() && d->contains("config") && d->at("config").is_object())
+      name = json_string_or(d->at("config"), "name", "", at("dtype.config"));
+    if (name != "float32") bad("dtype", *d, "is not supported (float32 only)");
+  }
+  used_.insert("trainable");
+  if (c_.contains("trainable") && c_.at("trainable") == json(false) && !ctx_.inference)
+    bad("trainable", false, "(a frozen layer) is not supported for training");
+  training_only("activity_regularizer");
+}
+
+std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
+                                    const std::string& k3_group, const std::string& tfjs_prefix) {
+  std::vector<WeightRole> roles;
+  for (size_t i = 0; i < names.size(); ++i)
+    roles.push_back({names[i], k3_group + "vars/" + std::to_string(i), tfjs_prefix + names[i]});
+  return roles;
+}
+
+std::string activation_of(const json& value, const std::string& layer, const std::string& field,
+                          const BuildContext& ctx) {
+  std::string name;
+  if (value.is_null()) return "";
+  if (value.is_string()) {
+    name = value.get<std::string>();
+  } else if (value.is_object() && value.contains("class_name") &&
+             value.at("class_name") == "function" && value.contains("config") &&
+             value.at("config").is_string() &&
+             (!json_member(value, "module") || value.at("module") == "keras.activations")) {
+    name = value.at("config").get<std::string>();
+  } else {
+    fail(ctx.where, ": layer '", layer, "': field '", field, "' = ", value.dump().substr(0, 200),
+         " is not a built-in activation (custom functions are code and are not run)");
+  }
+  if (name == "linear" || name.empty()) return "";
+  if (name == "hard_sigmoid" && ctx.dialect != Dialect::Keras3)
+    fail(ctx.where, ": layer '", layer, "': field '", field,
+         "' = \"hard_sigmoid\" is Keras 2's and TensorFlow.js's clip(0.2 x + 0.5, 0, 1), which "
+         "autoshard does not have (it has Keras 3's relu6(x + 3) / 6)");
+  if (name == "gelu" && ctx.dialect == Dialect::TFJS) name = "gelu";
+  if (name == "gelu_new") name = "gelu_tanh";
+  if (name == "swish") name = "silu";
+  try {
+    check_activation(name);
+  } catch (const Error&) {
+    fail(ctx.where, ": layer '", layer, "': field '", field, "' = \"", name,
+         "\" is not an activation autoshard has");
+  }
+  return name;
+}
+
+}  // namespace autoshard::keras

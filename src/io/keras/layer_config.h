@@ -1,0 +1,120 @@
+// One Keras layer's config as the layer table's builders read it: every
+// field is read, checked or known to be harmless, and a value the C++ layer
+// does not support is an error naming the layer, the field and the value,
+// never ignored. Initializers are accepted as they are (the file's weights
+// replace the draws); regularizers, constraints and frozen layers change
+// training, so they are refused unless the model is only run forward.
+//
+//   LayerConfig f(spec, ctx);
+//   const int64_t units = f.positive("units");
+//   const std::string act = f.activation_name("activation");
+//   f.finish();  // a field nobody read is "... is not supported"
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autoshard/nn/layers.h"
+#include "io/keras/architecture.h"
+
+namespace autoshard::keras {
+
+// One weight of a layer, in Keras's order of the layer's variables
+// (trainable ones first, as Keras saves them).
+struct WeightRole {
+  std::string cpp;   // the C++ path relative to the layer ("kernel", "forward_lstm.kernel")
+  std::string k3;    // Keras 3's dataset relative to the layer's group ("vars/0", "cell/vars/1")
+  std::string tfjs;  // TF.js's name relative to the layer ("kernel", "forward_lstm/kernel")
+};
+
+// What a builder needs besides the config: the file's dialect (defaults
+// differ between Keras 2, Keras 3 and TF.js), whether the model only runs
+// forward, the file (for errors) and the seed of random layers.
+struct BuildContext {
+  Dialect dialect = Dialect::Keras3;
+  bool inference = false;  // accept training-only fields (regularizers, constraints)
+  std::string where;       // the file, for errors
+  uint64_t seed = 0;
+};
+
+// A built layer and its weights' names in each format.
+struct BuiltLayer {
+  BuiltLayer(Layer l, std::vector<WeightRole> w = {})  // NOLINT: implicit, for `return {layer}`
+      : layer(std::move(l)), weights(std::move(w)) {}
+  Layer layer;
+  std::vector<WeightRole> weights;
+};
+
+// A layer's config with a record of the fields read. The reads name the
+// field and its value when the value has the wrong type or range.
+class LayerConfig {
+ public:
+  // Checks what every layer shares (dtype float32, trainable, the activity
+  // regularizer) and marks the fields that change nothing here as read.
+  LayerConfig(const LayerSpec& spec, const BuildContext& ctx);
+
+  const std::string& name() const { return spec_.name; }  // as the file gives it
+  const std::string& cls() const { return spec_.cls; }
+  const BuildContext& ctx() const { return ctx_; }
+
+  // "FILE: layer 'NAME' (CLASS): field 'FIELD'", the start of a message.
+  std::string at(const std::string& field) const;
+  [[noreturn]] void bad(const std::string& field, const nlohmann::json& value,
+                        const std::string& why) const;
+  bool has(const std::string& k) const;
+  const nlohmann::json& raw(const std::string& k);
+
+  // A whole number (3.0 counts); absent: `def`, or an error without one.
+  int64_t integer(const std::string& k, std::optional<int64_t> def = std::nullopt);
+  // A whole number in [1, 2^31].
+  int64_t positive(const std::string& k, std::optional<int64_t> def = std::nullopt);
+  double number(const std::string& k, double def);
+  // A normalisation's epsilon (Keras's default 1e-3): above 0, as it keeps
+  // 1 / sqrt(variance + epsilon) finite; a negative one makes NaN.
+  double epsilon();
+  bool boolean(const std::string& k, bool def);
+  std::string string(const std::string& k, const std::string& def);
+  // An int or a list of `n` ints (Keras's kernel_size, strides, ...).
+  std::vector<int64_t> sizes(const std::string& k, size_t n, std::vector<int64_t> def);
+  // The field must hold `expected` (or be absent).
+  void expect(const std::string& k, const nlohmann::json& expected, const std::string& why = "");
+  // Fields that change only training (regularizers, constraints).
+  void training_only(const std::string& k);
+  void initializer(const std::string& k) { used_.insert(k); }
+  // The activation autoshard applies ("" for linear); absent: `def`.
+  std::string activation_name(const std::string& k, const std::string& def = "linear");
+  void channels_last();
+  // The extras of a layer with these weights ("kernel", "bias"): their
+  // initializers (accepted), regularizers and constraints (training only),
+  // and no LoRA or quantization.
+  void weight_extras(const std::vector<std::string>& weights);
+  // Throws naming the first field nobody read.
+  void finish() const;
+
+ private:
+  void check_common();
+
+  const LayerSpec& spec_;
+  const nlohmann::json& c_;
+  std::string layer_, cls_;  // as messages show them (escaped, long ones cut)
+  const BuildContext& ctx_;
+  std::set<std::string> used_;
+};
+
+// Roles of weights saved as plain variables: names[i] is Keras 3's
+// "<k3_group>vars/<i>" and TF.js's "<tfjs_prefix><name>".
+std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
+                                    const std::string& k3_group = "",
+                                    const std::string& tfjs_prefix = "");
+
+// The activation autoshard applies for a Keras activation value (a name, or
+// Keras 3's serialized function), checked; "" for linear.
+std::string activation_of(const nlohmann::json& value, const std::string& layer,
+                          const std::string& field, const BuildContext& ctx);
+
+}  // namespace autoshard::keras

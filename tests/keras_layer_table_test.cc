@@ -1,0 +1,106 @@
+// The Keras layer table (src/io/keras/layer_table.h): every class the
+// readers support has exactly one entry, and a config goes to the C++ layer
+// through it with the same checks whichever file format it came from.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "autoshard/error.h"
+#include "io/keras/layer_table.h"
+
+namespace autoshard::keras {
+namespace {
+
+TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
+  const std::vector<std::string> expected = {"Activation",
+                                             "Add",
+                                             "Average",
+                                             "AveragePooling1D",
+                                             "AveragePooling2D",
+                                             "BatchNormalization",
+                                             "Bidirectional",
+                                             "Concatenate",
+                                             "Conv1D",
+                                             "Conv2D",
+                                             "Conv2DTranspose",
+                                             "Cropping2D",
+                                             "Dense",
+                                             "DepthwiseConv2D",
+                                             "Dropout",
+                                             "ELU",
+                                             "Embedding",
+                                             "Flatten",
+                                             "GRU",
+                                             "GlobalAveragePooling1D",
+                                             "GlobalAveragePooling2D",
+                                             "GlobalMaxPooling1D",
+                                             "GlobalMaxPooling2D",
+                                             "GroupNormalization",
+                                             "LSTM",
+                                             "LayerNormalization",
+                                             "LeakyReLU",
+                                             "MaxPooling1D",
+                                             "MaxPooling2D",
+                                             "Maximum",
+                                             "Minimum",
+                                             "Multiply",
+                                             "Permute",
+                                             "ReLU",
+                                             "RepeatVector",
+                                             "Rescaling",
+                                             "Reshape",
+                                             "SeparableConv2D",
+                                             "SimpleRNN",
+                                             "Softmax",
+                                             "SpatialDropout1D",
+                                             "SpatialDropout2D",
+                                             "Subtract",
+                                             "UpSampling2D",
+                                             "ZeroPadding2D"};
+  EXPECT_EQ(layer_table().classes(), expected);
+}
+
+TEST(KerasLayerTable, BuildsFromAKeras3ConfigAndNamesTheWeights) {
+  LayerSpec spec;
+  spec.cls = "Dense";
+  spec.name = "d";
+  spec.config = {{"name", "d"},
+                 {"units", 3},
+                 {"activation", "relu"},
+                 {"use_bias", true},
+                 {"kernel_initializer", {{"class_name", "GlorotUniform"}}}};
+  const BuiltLayer built = build_layer(spec, BuildContext{});
+  EXPECT_EQ(built.layer.name(), "d");
+  ASSERT_EQ(built.weights.size(), 2u);
+  EXPECT_EQ(built.weights[0].cpp, "kernel");
+  EXPECT_EQ(built.weights[1].k3, "vars/1");
+}
+
+TEST(KerasLayerTable, RefusesUnknownClassesAndUnreadFields) {
+  LayerSpec spec;
+  spec.cls = "NoSuchLayer";
+  spec.name = "n";
+  spec.config = nlohmann::json::object();
+  BuildContext ctx;
+  ctx.where = "m.keras";
+  try {
+    build_layer(spec, ctx);
+    FAIL() << "built an unknown class";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m.keras: layer 'n' of class 'NoSuchLayer' is not supported yet");
+  }
+  spec.cls = "Flatten";
+  spec.config = {{"surprise", 1}};
+  try {
+    build_layer(spec, ctx);
+    FAIL() << "accepted a field nobody read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m.keras: layer 'n' (Flatten): field 'surprise' = 1 is not supported");
+  }
+}
+
+}  // namespace
+}  // namespace autoshard::keras
