@@ -27,7 +27,8 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"optim", {"tensor", "ir"}},
     {"nn", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim"}},
     {"io", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn"}},
-    {"cli", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io"}},
+    {"models", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io"}},
+    {"cli", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io", "models"}},
 };
 
 // The layer a quoted include names, or "" for one that belongs to no layer.

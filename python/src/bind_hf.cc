@@ -15,10 +15,10 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/bert_formats.h"
-#include "autoshard/io/language_model.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
+#include "autoshard/models/bert/formats.h"
+#include "autoshard/models/language_model.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
@@ -519,16 +519,8 @@ void bind_language_model(py::module_& m) {
                              [](const LanguageModel& lm) { return lm.config().vocab_size(); })
       .def_property_readonly("max_positions",
                              [](const LanguageModel& lm) { return lm.config().max_positions(); })
-      .def_property_readonly("model_type", [](const LanguageModel& lm) {
-        return std::visit(
-            [](const auto& c) -> std::string {
-              using C = std::decay_t<decltype(c)>;
-              if constexpr (std::is_same_v<C, GPT2Config>) return "gpt2";
-              if constexpr (std::is_same_v<C, OPTConfig>) return "opt";
-              if constexpr (std::is_same_v<C, LlamaConfig>) return c.model_type;
-            },
-            lm.config().config);
-      });
+      .def_property_readonly("model_type",
+                             [](const LanguageModel& lm) { return lm.config().model_type(); });
 
   // The process's MPI world (mpirun starts one process per rank).
   m.def("world_rank", [] { return World::process().rank(); });
