@@ -28,7 +28,9 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"nn", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim"}},
     {"io", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn"}},
     {"models", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io"}},
-    {"cli", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io", "models"}},
+    {"app", {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io", "models"}},
+    {"cli",
+     {"tensor", "comm", "ir", "shard", "runtime", "plan", "optim", "nn", "io", "models", "app"}},
 };
 
 // The layer a quoted include names, or "" for one that belongs to no layer.

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "autoshard/app/training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/token_data.h"
@@ -281,14 +282,12 @@ class LanguageModel {
 
   // The optimizer of `autoshard train` (AdamW, beta_2 0.95, cosine decay).
   std::shared_ptr<Optimizer> optimizer(const FitSettings& s) const {
-    const double lr = s.lr.value_or(cfg_.vocab_size() == 256 ? 6e-3 : 6e-4);
-    auto o = AdamW(
-        {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = s.weight_decay, .clipnorm = s.clip});
-    if (s.schedule == "cosine") {
-      const int64_t warmup = s.warmup >= 0 ? s.warmup : std::min<int64_t>(100, s.steps / 20);
-      o->schedule = cosine_decay(lr, std::max<int64_t>(1, s.steps - warmup), 0.1, warmup);
-    }
-    return o;
+    return language_model_optimizer({.learning_rate = s.lr,
+                                     .schedule = s.schedule,
+                                     .warmup = s.warmup,
+                                     .weight_decay = s.weight_decay,
+                                     .clipnorm = s.clip},
+                                    s.steps, cfg_.vocab_size());
   }
 
   // Builds the model for sequences of `seq`, compiled with `optimizer` to

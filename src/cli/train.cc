@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "autoshard/app/training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
@@ -138,14 +139,12 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const LanguageModelConfig& cfg) {
-  const double lr = o.lr.value_or(cfg.vocab_size() == 256 ? 6e-3 : 6e-4);
-  auto optimizer = AdamW(
-      {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
-  if (o.schedule == "cosine") {
-    const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 20);
-    optimizer->schedule = cosine_decay(lr, std::max<int64_t>(1, o.steps - warmup), 0.1, warmup);
-  }
-  return optimizer;
+  return language_model_optimizer({.learning_rate = o.lr,
+                                   .schedule = o.schedule,
+                                   .warmup = o.warmup,
+                                   .weight_decay = o.weight_decay,
+                                   .clipnorm = o.clip},
+                                  o.steps, cfg.vocab_size());
 }
 
 // What a checkpoint records of the run, and what a resumed run must share
