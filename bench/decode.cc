@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "autoshard/error.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/tensor/parallel.h"
 #include "ir/ops/quantized_gemv.h"
 

@@ -13,8 +13,8 @@
 #include "autoshard/comm/world.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/ir/blas_core.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 
 using namespace autoshard;
 

@@ -36,12 +36,12 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/keras_model.h"
-#include "autoshard/io/language_model.h"
-#include "autoshard/io/llama_formats.h"
 #include "autoshard/io/tensor_mapping.h"
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/keras_hub_model.h"
+#include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/formats.h"
 #include "autoshard/plan/distribution.h"
 #include "io/keras/hdf5_file.h"
 #include "io/zip_archive.h"
@@ -299,7 +299,7 @@ void make_preset(const std::string& dir, const std::string& config_path, int sha
   const LlamaConfig cfg = LlamaConfig::from_json_file(config_path);
   {
     Llama model(cfg, 1);
-    keras_hub::save_preset(model, cfg, dir);
+    keras_hub::save_preset(model, *config_of_model(model), dir);
   }
   const std::string single = dir + "/model.weights.h5";
   auto file = keras::H5File::open(single, single);
@@ -311,7 +311,7 @@ void make_preset(const std::string& dir, const std::string& config_path, int sha
   }
   nlohmann::json weight_map = nlohmann::json::object();
   int k = 0;
-  for (const keras_hub::Variable& v : keras_hub::variables_of(cfg).variables) {
+  for (const keras_hub::Variable& v : keras_hub::llama_variables(cfg).variables) {
     Tensor t(v.keras_shape);
     file->read_block(v.h5_path, std::vector<int64_t>(v.keras_shape.size(), 0), v.keras_shape,
                      t.f32());

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "autoshard/io/gpt2_formats.h"
-#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/npy.h"
+#include "autoshard/models/gpt2/formats.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "cli_runner.h"
 #include "io/zip_archive.h"
 #include "test_util.h"
@@ -499,8 +499,7 @@ INSTANTIATE_TEST_SUITE_P(
                                }},
                       SaveCase{"KerasHubPreset",
                                [](GPT2& m, const std::string& d, bool overwrite) {
-                                 keras_hub::save_preset(m, keras_hub::PresetConfig(m.config()), d,
-                                                        "", overwrite);
+                                 keras_hub::save_preset(m, *config_of_model(m), d, "", overwrite);
                                }}),
     [](const ::testing::TestParamInfo<SaveCase>& i) { return std::string(i.param.name); });
 

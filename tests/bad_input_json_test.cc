@@ -18,15 +18,15 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
-#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/io/tokenizer.h"
 #include "autoshard/json.h"
+#include "autoshard/models/config_reader.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
-#include "nn/models/config_reader.h"
 #include "test_util.h"
 
 namespace autoshard {

@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
-#include "autoshard/io/bert_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/models/bert/formats.h"
+#include "autoshard/models/config_reader.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/runtime/executor.h"
-#include "nn/models/config_reader.h"
 #include "test_util.h"
 
 namespace autoshard {

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "autoshard/error.h"
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "test_util.h"
 
 namespace autoshard {

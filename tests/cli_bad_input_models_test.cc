@@ -13,7 +13,7 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/io/gpt2_formats.h"
+#include "autoshard/models/gpt2/formats.h"
 #include "autoshard/parse.h"
 #include "cli_runner.h"
 #include "test_util.h"

@@ -19,8 +19,8 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
-#include "autoshard/io/gpt2_formats.h"
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/formats.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "cli_runner.h"
 #include "test_util.h"
 

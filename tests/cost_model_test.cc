@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "autoshard/error.h"
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/strategy_problem.h"
 #include "autoshard/runtime/executor.h"

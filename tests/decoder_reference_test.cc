@@ -15,17 +15,17 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/hf_checkpoint.h"
-#include "autoshard/io/language_model.h"
-#include "autoshard/io/llama_formats.h"
-#include "autoshard/io/opt_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/models/config_reader.h"
+#include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/formats.h"
+#include "autoshard/models/llama/llama.h"
+#include "autoshard/models/opt/formats.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/runtime/executor.h"
-#include "nn/models/config_reader.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -37,8 +37,8 @@ using testing::kTestData;
 
 // Each weight path and its Hugging Face tensor name.
 std::map<std::string, std::string> hf_names_of(const LanguageModelConfig& c) {
-  if (const auto* opt = std::get_if<OPTConfig>(&c.config)) return opt_hf_names(*opt);
-  return llama_hf_names(std::get<LlamaConfig>(c.config));
+  if (const auto* opt = c.get_if<OPTConfig>()) return opt_hf_names(*opt);
+  return llama_hf_names(*c.get_if<LlamaConfig>());
 }
 
 struct DecoderFixture {

@@ -5,9 +5,9 @@
 // weights; a device holds its block of each weight and its state only.
 #include <gtest/gtest.h>
 
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "small_models.h"

@@ -10,13 +10,13 @@
 #include <filesystem>
 
 #include "autoshard/error.h"
-#include "autoshard/io/language_model.h"
-#include "autoshard/io/llama_formats.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/formats.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "cli_runner.h"
 #include "ir/op_def.h"
@@ -36,7 +36,7 @@ struct Gemma2 {
   LanguageModelConfig config = LanguageModelConfig::of(kDir);
   std::unique_ptr<Model> built = config.build(x.dim(1), 0);
   Model& model = *built;
-  std::map<std::string, std::string> hf = llama_hf_names(std::get<LlamaConfig>(config.config));
+  std::map<std::string, std::string> hf = llama_hf_names(*config.get_if<LlamaConfig>());
 
   Gemma2() { load_language_model_weights(model, kDir); }
   Tensor expected(const std::string& prefix, const std::string& path, const Shape& shape) {
@@ -224,7 +224,7 @@ TEST_F(Gemma2Checkpoint, SaveAndLoadBackGiveTheSameModel) {
   const std::string out = (dir_ / "gemma2").string();
   save_hf_llama(dynamic_cast<Llama&>(f.model), out);
   const LlamaConfig again_config = llama_config_of(out);
-  const LlamaConfig& c = std::get<LlamaConfig>(f.config.config);
+  const LlamaConfig& c = *f.config.get_if<LlamaConfig>();
   EXPECT_EQ(again_config.layer_types, c.layer_types);
   EXPECT_EQ(again_config.attn_logit_softcapping, c.attn_logit_softcapping);
   EXPECT_EQ(again_config.final_logit_softcapping, c.final_logit_softcapping);

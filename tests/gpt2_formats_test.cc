@@ -2,15 +2,14 @@
 // PyTorch (tools/make_hf_gpt2_reference.py) gives PyTorch's logits on one
 // device and on meshes; exports round-trip through Hugging Face's layout and
 // llm.c's; bad files are errors naming the tensor.
-#include "autoshard/io/safetensors.h"
-#include "autoshard/io/gpt2_formats.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "autoshard/error.h"
+#include "autoshard/io/safetensors.h"
+#include "autoshard/models/gpt2/formats.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -116,7 +115,8 @@ TEST_F(Formats, BadFilesNameTheTensor) {
     EXPECT_NE(std::string(e.what()).find("a truncated or corrupt llm.c file"), std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(max_abs_diff(model.gather_weight("wte.embeddings"), before), 0.0) << "nothing half-loaded";
+  EXPECT_EQ(max_abs_diff(model.gather_weight("wte.embeddings"), before), 0.0)
+      << "nothing half-loaded";
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 #include "autoshard/io/safetensors.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/tensor/array_split.h"
 #include "test_util.h"
 

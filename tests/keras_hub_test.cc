@@ -14,12 +14,14 @@
 #include <set>
 
 #include "autoshard/error.h"
-#include "autoshard/io/bert_formats.h"
-#include "autoshard/io/keras_hub_preset.h"
-#include "autoshard/io/language_model.h"
 #include "autoshard/io/safetensors.h"
+#include "autoshard/models/bert/bert.h"
+#include "autoshard/models/bert/formats.h"
+#include "autoshard/models/keras_hub_model.h"
+#include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/formats.h"
+#include "autoshard/models/opt/formats.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/bert.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
@@ -34,9 +36,7 @@ using testing::error_of;
 using testing::kTestData;
 
 keras_hub::Variables variables_of(const LanguageModelConfig& c) {
-  if (const auto* g = std::get_if<GPT2Config>(&c.config)) return keras_hub::gpt2_variables(*g);
-  if (const auto* o = std::get_if<OPTConfig>(&c.config)) return keras_hub::opt_variables(*o);
-  return keras_hub::llama_variables(std::get<LlamaConfig>(c.config));
+  return c.keras_hub_variables();
 }
 
 // Every weight of `model` is held by exactly one Keras variable (or is a
@@ -83,7 +83,7 @@ TEST(KerasHubVariables, NamesFollowKerasHub) {
   const LanguageModelConfig c = LanguageModelConfig::of(kTestData + "/hf_llama");
   const keras_hub::Variables v = variables_of(c);
   EXPECT_EQ(v.class_name, "LlamaBackbone");
-  const LlamaConfig& l = std::get<LlamaConfig>(c.config);
+  const LlamaConfig& l = *c.get_if<LlamaConfig>();
   for (const keras_hub::Variable& var : v.variables) {
     if (var.weight != "layers.1.self_attn.q_proj.kernel") continue;
     EXPECT_EQ(var.path, "transformer_layer_1/self_attention/query/kernel");
@@ -189,7 +189,7 @@ TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
                             {"segment_ids", ref.load("segment_ids")},
                             {"padding_mask", ref.load("padding_mask")}};
     const std::string dir = kTestData + "/keras_hub/" + name;
-    const auto config = std::get<BertConfig>(keras_hub::preset_config(dir));
+    const BertConfig config = *config_as<BertConfig>(*keras_hub::preset_config(dir));
     for (const char* spec : {"", "model=3"}) {
       Bert model(config, ref.load("token_ids").dim(1));
       if (*spec)
@@ -206,12 +206,10 @@ TEST(KerasHubPreset, TextClassifiersMatchPyTorch) {
 // for boxes that cut kv heads, the query group, both, or rows past a
 // variable's row offset.
 TEST(KerasHubBlocks, HyperslabReadsGiveTheWeightsBlock) {
-  const LlamaConfig l =
-      std::get<LlamaConfig>(LanguageModelConfig::of(kTestData + "/hf_gemma").config);
+  const LlamaConfig l = *LanguageModelConfig::of(kTestData + "/hf_gemma").get_if<LlamaConfig>();
   std::vector<keras_hub::Variable> vars = keras_hub::llama_variables(l).variables;
   for (const auto& v :
-       keras_hub::opt_variables(
-           std::get<OPTConfig>(LanguageModelConfig::of(kTestData + "/hf_opt").config))
+       keras_hub::opt_variables(*LanguageModelConfig::of(kTestData + "/hf_opt").get_if<OPTConfig>())
            .variables)
     vars.push_back(v);
   uint64_t seed = 1;
@@ -325,9 +323,8 @@ TEST_F(KerasHubPresetErrors, SavedPresetsReadBack) {
     std::unique_ptr<Model> hf = p.load(p.hf);
     const LanguageModelConfig cfg = LanguageModelConfig::of(p.hf);
     const std::string out = (dir_ / name).string();
-    keras_hub::save_preset(
-        *hf, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config), out,
-        kTestData + "/keras_hub/tokenizers/sentencepiece");
+    keras_hub::save_preset(*hf, *cfg.config, out,
+                           kTestData + "/keras_hub/tokenizers/sentencepiece");
     EXPECT_TRUE(std::filesystem::exists(dir_ / name / "assets" / "tokenizer" / "vocabulary.spm"));
     std::unique_ptr<Model> back = p.load(out);
     EXPECT_EQ(max_relative_error(back->predict_on_batch(p.x), hf->predict_on_batch(p.x)), 0)
@@ -340,8 +337,8 @@ TEST_F(KerasHubPresetErrors, SavedPresetsReadBack) {
   const BertConfig c = bert_config_of(kTestData + "/hf_roberta");
   Bert hf(c, ref.load("token_ids").dim(1));
   load_bert_weights(hf, kTestData + "/hf_roberta");
-  keras_hub::save_preset(hf, c, (dir_ / "roberta").string());
-  Bert back(std::get<BertConfig>(keras_hub::preset_config((dir_ / "roberta").string())),
+  keras_hub::save_preset(hf, *config_of_model(hf), (dir_ / "roberta").string());
+  Bert back(*config_as<BertConfig>(*keras_hub::preset_config((dir_ / "roberta").string())),
             ref.load("token_ids").dim(1));
   keras_hub::load_preset_weights(back, (dir_ / "roberta").string());
   EXPECT_LT(max_relative_error(back.predict_on_batch(in), ref.load("logits")), 1e-5);

@@ -19,7 +19,7 @@
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/keras_variables.h"
-#include "autoshard/io/language_model.h"
+#include "autoshard/models/language_model.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
@@ -230,7 +230,7 @@ TEST(LayoutMapExport, KerasHubBackbonesReadBackAndTrainAsOneDevice) {
         const std::map<std::string, Shape> shapes = weight_shapes(*model);
         std::string backbone;
         const LayoutMapExport e = make_layout_map_export(
-            keras_hub_variables(config, shapes, &backbone), mesh,
+            keras_hub_variables(config.keras_hub_variables(), shapes, &backbone), mesh,
             [&](const std::string& w) { return plan->weight_layout(w, shapes.at(w)); });
         EXPECT_FALSE(backbone.empty());
         // The layers' variables share keys (transformer_layer_\d+/...).

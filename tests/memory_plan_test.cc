@@ -10,7 +10,7 @@
 #include <map>
 #include <random>
 
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/strategy_problem.h"

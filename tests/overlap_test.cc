@@ -10,8 +10,8 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/runtime/executor.h"
 #include "test_util.h"

@@ -10,8 +10,8 @@
 
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/runtime/sharded_executor.h"
 #include "test_util.h"
 

@@ -9,8 +9,8 @@
 #include <numeric>
 
 #include "autoshard/error.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/distribution.h"

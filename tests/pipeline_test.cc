@@ -12,9 +12,9 @@
 #include <tuple>
 
 #include "autoshard/error.h"
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/losses.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/shard/partitioner.h"

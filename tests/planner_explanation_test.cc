@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <set>
 
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/plan/alternative.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/distribution.h"

@@ -9,10 +9,10 @@
 #include <map>
 
 #include "autoshard/error.h"
-#include "autoshard/io/llama_formats.h"
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/llama/formats.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
 #include "autoshard/plan/distribution.h"
 #include "cli_runner.h"
 #include "ir/ops/gemm.h"

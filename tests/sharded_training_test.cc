@@ -9,7 +9,7 @@
 #include <random>
 
 #include "autoshard/error.h"
-#include "autoshard/nn/models/gpt2.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/plan/cost_model.h"
 #include "test_util.h"
 

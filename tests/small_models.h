@@ -1,7 +1,7 @@
 // Small model configurations the equivalence tests share.
 #pragma once
 
-#include "autoshard/nn/models/llama.h"
+#include "autoshard/models/llama/llama.h"
 
 namespace autoshard::testing {
 

@@ -17,9 +17,9 @@
 #include <set>
 
 #include "autoshard/error.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/model.h"
-#include "autoshard/nn/models/gpt2.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/plan/predicted_timeline.h"

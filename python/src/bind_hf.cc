@@ -13,12 +13,13 @@
 #include <memory>
 #include <optional>
 
+#include "autoshard/app/training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/bert_formats.h"
-#include "autoshard/io/language_model.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
+#include "autoshard/models/bert/formats.h"
+#include "autoshard/models/language_model.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
@@ -281,14 +282,12 @@ class LanguageModel {
 
   // The optimizer of `autoshard train` (AdamW, beta_2 0.95, cosine decay).
   std::shared_ptr<Optimizer> optimizer(const FitSettings& s) const {
-    const double lr = s.lr.value_or(cfg_.vocab_size() == 256 ? 6e-3 : 6e-4);
-    auto o = AdamW(
-        {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = s.weight_decay, .clipnorm = s.clip});
-    if (s.schedule == "cosine") {
-      const int64_t warmup = s.warmup >= 0 ? s.warmup : std::min<int64_t>(100, s.steps / 20);
-      o->schedule = cosine_decay(lr, std::max<int64_t>(1, s.steps - warmup), 0.1, warmup);
-    }
-    return o;
+    return language_model_optimizer({.learning_rate = s.lr,
+                                     .schedule = s.schedule,
+                                     .warmup = s.warmup,
+                                     .weight_decay = s.weight_decay,
+                                     .clipnorm = s.clip},
+                                    s.steps, cfg_.vocab_size());
   }
 
   // Builds the model for sequences of `seq`, compiled with `optimizer` to
@@ -519,16 +518,8 @@ void bind_language_model(py::module_& m) {
                              [](const LanguageModel& lm) { return lm.config().vocab_size(); })
       .def_property_readonly("max_positions",
                              [](const LanguageModel& lm) { return lm.config().max_positions(); })
-      .def_property_readonly("model_type", [](const LanguageModel& lm) {
-        return std::visit(
-            [](const auto& c) -> std::string {
-              using C = std::decay_t<decltype(c)>;
-              if constexpr (std::is_same_v<C, GPT2Config>) return "gpt2";
-              if constexpr (std::is_same_v<C, OPTConfig>) return "opt";
-              if constexpr (std::is_same_v<C, LlamaConfig>) return c.model_type;
-            },
-            lm.config().config);
-      });
+      .def_property_readonly("model_type",
+                             [](const LanguageModel& lm) { return lm.config().model_type(); });
 
   // The process's MPI world (mpirun starts one process per rank).
   m.def("world_rank", [] { return World::process().rank(); });

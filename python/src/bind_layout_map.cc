@@ -14,7 +14,7 @@
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
 #include "autoshard/io/keras_variables.h"
-#include "autoshard/io/language_model.h"
+#include "autoshard/models/language_model.h"
 #include "plan/layout_map_export.h"
 
 namespace py = pybind11;
@@ -37,7 +37,8 @@ void bind_layout_map(py::module_& m) {
         if (is_keras_model_path(path)) {
           variables = keras_file_variables(load_keras_model(path, {.weights = false}), shapes);
         } else {
-          variables = keras_hub_variables(LanguageModelConfig::of(path), shapes, &backbone);
+          variables = keras_hub_variables(LanguageModelConfig::of(path).keras_hub_variables(),
+                                          shapes, &backbone);
         }
         LayoutMapExport e =
             make_layout_map_export(std::move(variables), mesh, [&](const std::string& w) {

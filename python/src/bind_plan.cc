@@ -14,7 +14,7 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/language_model.h"
+#include "autoshard/models/language_model.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/pages/plan_report.h"

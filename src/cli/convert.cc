@@ -11,10 +11,9 @@
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
-#include "autoshard/io/gpt2_formats.h"
-#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/keras_model.h"
-#include "autoshard/io/language_model.h"
+#include "autoshard/models/keras_hub_model.h"
+#include "autoshard/models/language_model.h"
 #include "cli/arguments.h"
 #include "cli/commands.h"
 #include "cli/output_file.h"
@@ -48,19 +47,13 @@ void convert(const ConvertOptions& o) {
   if (is_keras_model_path(o.in)) return convert_keras(o);
   const LanguageModelConfig cfg = LanguageModelConfig::of(o.model.empty() ? o.in : o.model);
   if (o.out.ends_with(".bin")) {  // llm.c: GPT-2 only
-    AS_CHECK(std::holds_alternative<GPT2Config>(cfg.config),
-             "convert: llm.c .bin files hold GPT-2 only; give OUT a directory name");
-    GPT2 model(std::get<GPT2Config>(cfg.config), std::get<GPT2Config>(cfg.config).n_positions);
-    load_gpt2_weights(model, o.in);
-    save_llmc_gpt2(model, o.out);
+    cfg.config->convert_to_file(o.in, o.out);
     return;
   }
   std::unique_ptr<Model> model = cfg.build(1, 0);
   load_language_model_weights(*model, o.in);
   if (o.keras_hub) {  // the tokenizer comes along when IN is a preset too
-    keras_hub::save_preset(
-        *model, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config),
-        o.out, keras_hub::is_preset(o.in) ? o.in : "");
+    keras_hub::save_preset(*model, *cfg.config, o.out, keras_hub::is_preset(o.in) ? o.in : "");
     return;
   }
   std::string dtype = o.dtype;

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "autoshard/io/language_model.h"
 #include "autoshard/io/tokenizer.h"
+#include "autoshard/models/language_model.h"
 #include "autoshard/plan/distribution.h"
 
 namespace autoshard::cli {
@@ -37,7 +37,7 @@ struct CommonOptions {
   std::string cluster = "cpu";
   int hosts = 0;  // > 0: price the devices as MPI ranks over this many machines
   double memory_per_device = 0;
-  double plan_time = 0;  // 0: by the size of the step
+  double plan_time = 0;             // 0: by the size of the step
   bool deterministic_plan = false;  // --deterministic: --plan-time counted in work
   bool bf16 = false;
   bool divisible = false;  // AutoShard: only splits that divide (plan --divisible)

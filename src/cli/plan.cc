@@ -243,9 +243,9 @@ size_t export_layout_map(const PlanOptions& o, const Subject& s, const Partition
   // A saved Keras model's own variables, or the KerasHub backbone's of a
   // language model (a Hugging Face directory or a KerasHub preset).
   std::string backbone;
-  std::vector<KerasVariable> variables = s.keras
-                                             ? keras_file_variables(*s.keras, shapes)
-                                             : keras_hub_variables(*s.config, shapes, &backbone);
+  std::vector<KerasVariable> variables =
+      s.keras ? keras_file_variables(*s.keras, shapes)
+              : keras_hub_variables(s.config->keras_hub_variables(), shapes, &backbone);
   std::set<std::string> covered;
   for (const KerasVariable& v : variables) covered.insert(v.weight);
   for (const auto& [path, layout] : layouts)

@@ -26,23 +26,11 @@ std::string in_stage_mesh(const DeviceMesh& full) {
 
 namespace {
 
-LanguageModelConfig with_layers(LanguageModelConfig c, int64_t layers) {
-  std::visit(
-      [&](auto& m) {
-        if constexpr (requires { m.n_layer; })
-          m.n_layer = layers;
-        else
-          m.num_hidden_layers = layers;
-      },
-      c.config);
-  return c;
-}
-
 // One trace: the model with `layers` blocks, one micro-batch of `rows`
 // sequences on the in-stage mesh, priced.
 PartCost trace_part(const CommonOptions& o, const LanguageModelConfig& config, int64_t layers,
                     int64_t rows, const Cluster& cluster, const DeviceMesh& full, bool bf16) {
-  const LanguageModelConfig cfg = with_layers(config, layers);
+  const LanguageModelConfig cfg = config.with_layers(layers);
   CommonOptions stage = o;
   stage.mesh = in_stage_mesh(full);
   stage.devices = 0;

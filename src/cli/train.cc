@@ -11,13 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "autoshard/app/training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
 #include "autoshard/io/checkpoint.h"
 #include "autoshard/io/crash_point.h"
-#include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/io/token_data.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/pipeline.h"
@@ -111,37 +112,24 @@ std::string sample_text(Model& model, const std::string& prompt, int64_t count, 
   return out;
 }
 
-// A GPT-2 config too big for this machine, named by its largest term before
+// A config too big for this machine, named by its largest term before
 // anything is traced: weights, gradients and AdamW's two moments take 16
 // bytes a parameter. (In-process devices share this one machine; under mpirun
 // the model's own check, per rank, applies.)
 void check_config_fits(const LanguageModelConfig& cfg) {
   const std::optional<int64_t> available = available_memory_bytes();
   if (!available || World::process().distributed()) return;
-  const auto* gpt2 = std::get_if<GPT2Config>(&cfg.config);
-  if (gpt2 == nullptr) {
-    const double params = cfg.parameters();
-    AS_CHECK(params * 16 <= double(*available), "model config: training the model's ", params,
-             " parameters needs ", format_bytes(params * 16),
-             " (weights, gradients, AdamW state) but ", format_bytes(double(*available)),
-             " is available");
-    return;
-  }
-  const GPT2Config& c = *gpt2;
-  const double C = double(c.n_embd);
-  const std::pair<double, std::string> terms[] = {
-      {double(c.vocab_size) * C, cat("vocab_size = ", c.vocab_size, " x n_embd = ", c.n_embd)},
-      {double(c.n_positions) * C, cat("n_positions = ", c.n_positions, " x n_embd = ", c.n_embd)},
-      {double(c.n_layer) * 12 * C * C,
-       cat("n_layer = ", c.n_layer, " x 12 n_embd^2 (n_embd = ", c.n_embd, ")")}};
+  const std::vector<SizeTerm> terms = cfg.config->size_terms();
   double params = 0;
-  for (const auto& t : terms) params += t.first;
+  for (const SizeTerm& t : terms) params += t.parameters;
   if (params * 16 <= double(*available)) return;
-  const auto& worst = *std::max_element(std::begin(terms), std::end(terms));
-  fail("model config: ", worst.second, " gives ", worst.first, " parameters; training the model's ",
-       params, " parameters needs ", format_bytes(params * 16),
-       " (weights, gradients, AdamW state) but ", format_bytes(double(*available)),
-       " is available");
+  const SizeTerm& worst = *std::max_element(
+      terms.begin(), terms.end(),
+      [](const SizeTerm& a, const SizeTerm& b) { return a.parameters < b.parameters; });
+  fail("model config: ", worst.fields, " gives ", worst.parameters,
+       " parameters; training the model's ", params, " parameters needs ",
+       format_bytes(params * 16), " (weights, gradients, AdamW state) but ",
+       format_bytes(double(*available)), " is available");
 }
 
 // SIGINT or SIGTERM during training: finish the step, save, stop.
@@ -151,14 +139,12 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const LanguageModelConfig& cfg) {
-  const double lr = o.lr.value_or(cfg.vocab_size() == 256 ? 6e-3 : 6e-4);
-  auto optimizer = AdamW(
-      {.learning_rate = lr, .beta_2 = 0.95, .weight_decay = o.weight_decay, .clipnorm = o.clip});
-  if (o.schedule == "cosine") {
-    const int64_t warmup = o.warmup >= 0 ? o.warmup : std::min<int64_t>(100, o.steps / 20);
-    optimizer->schedule = cosine_decay(lr, std::max<int64_t>(1, o.steps - warmup), 0.1, warmup);
-  }
-  return optimizer;
+  return language_model_optimizer({.learning_rate = o.lr,
+                                   .schedule = o.schedule,
+                                   .warmup = o.warmup,
+                                   .weight_decay = o.weight_decay,
+                                   .clipnorm = o.clip},
+                                  o.steps, cfg.vocab_size());
 }
 
 // What a checkpoint records of the run, and what a resumed run must share
@@ -223,9 +209,7 @@ int64_t open_checkpoints(const TrainOptions& o, Model& model,
 void save_trained(const TrainOptions& o, const LanguageModelConfig& cfg, Model& model) {
   const std::string from = o.weights.empty() ? o.model : o.weights;
   if (keras_hub::is_preset(from))
-    keras_hub::save_preset(
-        model, std::visit([](const auto& c) { return keras_hub::PresetConfig(c); }, cfg.config),
-        o.keras.save, from);
+    keras_hub::save_preset(model, *cfg.config, o.keras.save, from);
   else
     save_language_model_hf(model, o.keras.save);
   if (World::process().leader())

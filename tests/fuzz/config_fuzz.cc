@@ -9,8 +9,8 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/llama/llama.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "autoshard/error.h"
-#include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/models/keras_hub_model.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     write_file(task, input.substr(at + separator.size()));
   (void)autoshard::keras_hub::is_preset(dir);  // never throws
   try {
-    const autoshard::keras_hub::PresetConfig config = autoshard::keras_hub::preset_config(dir);
+    const auto config = autoshard::keras_hub::preset_config(dir);
     (void)config;
   } catch (const autoshard::Error&) {
   }

@@ -1,5 +1,6 @@
 // KerasHub presets' variables: for each backbone autoshard has an
-// architecture for (GPT2Backbone, BertBackbone, RobertaBackbone, OPTBackbone,
+// architecture for (each model family's table, src/models/<family>/
+// keras_hub.cc: GPT2Backbone, BertBackbone, RobertaBackbone, OPTBackbone,
 // LlamaBackbone, MistralBackbone, QwenBackbone, GemmaBackbone, with the
 // TextClassifier heads of BERT and RoBERTa), every Keras variable and the
 // autoshard weight it holds.
@@ -26,10 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "autoshard/nn/models/bert.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
-#include "autoshard/nn/models/opt.h"
 #include "autoshard/tensor/tensor.h"
 
 namespace autoshard::keras_hub {
@@ -68,19 +65,5 @@ struct Variables {
   // preset (RoBERTa's one token-type row; written into the positions).
   std::vector<std::string> zero_weights;
 };
-
-// GPT2Backbone: token_embedding, position_embedding, transformer_layer_N
-// (TransformerDecoder), layer_norm.
-Variables gpt2_variables(const GPT2Config& config);
-// OPTBackbone: embeddings/{token,position}_embedding, transformer_layer_N,
-// layer_norm; the head is tied (KerasHub has no untied OPT).
-Variables opt_variables(const OPTConfig& config);
-// BertBackbone / RobertaBackbone with the TextClassifier head (BERT: the
-// backbone's pooled_dense then logits; RoBERTa: pooled_dense and logits, both
-// in the task). Masked-LM heads are not mapped.
-Variables bert_variables(const BertConfig& config);
-// LlamaBackbone (llama), MistralBackbone (mistral), QwenBackbone (qwen2) and
-// GemmaBackbone (gemma, gemma2), by config.model_type.
-Variables llama_variables(const LlamaConfig& config);
 
 }  // namespace autoshard::keras_hub

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "autoshard/io/keras_hub.h"
 #include "autoshard/io/keras_model.h"
-#include "autoshard/io/language_model.h"
 #include "plan/layout_map_export.h"
 
 namespace autoshard {
@@ -31,14 +31,13 @@ namespace autoshard {
 std::vector<KerasVariable> keras_file_variables(const KerasModel& model,
                                                 const std::map<std::string, Shape>& weight_shapes);
 
-// Every variable of the KerasHub backbone (and task head) a language model's
-// config describes (keras_hub.h: GPT2Backbone, OPTBackbone, LlamaBackbone,
-// MistralBackbone, QwenBackbone, GemmaBackbone), keyed by its exact path;
+// Every variable of a KerasHub backbone (and task head) `table` (a model
+// family's, LanguageModelConfig::keras_hub_variables()), keyed by its exact path;
 // each autoshard dimension lies in the Keras dimension keras_dims() names
 // (a query kernel's split over its heads splits the heads dimension).
 // `weight_shapes` (the plan's, by autoshard path) must agree with the
 // table. `class_name` receives the backbone's class.
-std::vector<KerasVariable> keras_hub_variables(const LanguageModelConfig& config,
+std::vector<KerasVariable> keras_hub_variables(const keras_hub::Variables& table,
                                                const std::map<std::string, Shape>& weight_shapes,
                                                std::string* class_name = nullptr);
 

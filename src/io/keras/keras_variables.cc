@@ -135,20 +135,9 @@ std::vector<KerasVariable> keras_file_variables(const KerasModel& model,
   return out;
 }
 
-std::vector<KerasVariable> keras_hub_variables(const LanguageModelConfig& config,
+std::vector<KerasVariable> keras_hub_variables(const keras_hub::Variables& table,
                                                const std::map<std::string, Shape>& weight_shapes,
                                                std::string* class_name) {
-  const keras_hub::Variables table = std::visit(
-      [](const auto& c) {
-        using C = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<C, GPT2Config>)
-          return keras_hub::gpt2_variables(c);
-        else if constexpr (std::is_same_v<C, OPTConfig>)
-          return keras_hub::opt_variables(c);
-        else
-          return keras_hub::llama_variables(c);
-      },
-      config.config);
   if (class_name) *class_name = table.class_name;
   std::vector<KerasVariable> out;
   for (const keras_hub::Variable& kv : table.variables) {

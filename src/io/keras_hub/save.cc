@@ -1,5 +1,5 @@
 // Writes a model as a KerasHub preset: config.json (the backbone's
-// KerasHub config, the inverse of config.cc), metadata.json,
+// KerasHub config, which each model family writes), metadata.json,
 // model.weights.h5 at the datasets of keras_hub.h, task.json and
 // task.weights.h5 for a TextClassifier, and the tokenizer files of the
 // preset it came from. The directory appears whole or not at all.
@@ -40,118 +40,6 @@ json layer(const std::string& module, const std::string& cls, json config) {
           {"class_name", cls},
           {"config", config},
           {"registered_name", "keras_hub>" + cls}};
-}
-
-// GemmaBackbone's Gemma 2 fields: both post norms, the soft caps, the query
-// scale (head_dim, or hidden / heads) and the sliding window on the even
-// layers (KerasHub's alternation) or on none.
-void gemma2_fields(const LlamaConfig& c, json& j) {
-  AS_CHECK(c.post_norms, "KerasHub preset: a gemma2 model without its post norms");
-  const double scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : c.head_dim;
-  AS_CHECK(scalar == double(c.head_dim) || scalar == double(c.hidden_size / c.num_attention_heads),
-           "KerasHub preset: GemmaBackbone scales queries by head_dim or hidden / heads "
-           "(query_head_dim_normalize); query_pre_attn_scalar is ",
-           scalar);
-  // Which layers slide: none, or exactly the even ones.
-  std::vector<bool> slides(size_t(c.num_hidden_layers));
-  bool sliding = false, alternating = true;
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    slides[size_t(i)] = c.sliding_window > 0 &&
-                        (c.layer_types.empty() || c.layer_types[size_t(i)] == "sliding_attention");
-    sliding = sliding || slides[size_t(i)];
-    alternating = alternating && slides[size_t(i)] == (i % 2 == 0);
-  }
-  AS_CHECK(!sliding || alternating,
-           "KerasHub preset: GemmaBackbone slides its window on the even layers (or none)");
-  j.update({{"query_head_dim_normalize", scalar == double(c.head_dim)},
-            {"use_post_ffw_norm", true},
-            {"use_post_attention_norm", true},
-            {"final_logit_soft_cap",
-             c.final_logit_softcapping > 0 ? json(c.final_logit_softcapping) : json(nullptr)},
-            {"attention_logit_soft_cap",
-             c.attn_logit_softcapping > 0 ? json(c.attn_logit_softcapping) : json(nullptr)},
-            {"use_sliding_window_attention", sliding},
-            {"sliding_window_size", c.sliding_window > 0 ? c.sliding_window : 4096}});
-}
-
-// The backbone's KerasHub config; what KerasHub cannot express is an error.
-json backbone_config(const PresetConfig& config) {
-  return std::visit(
-      [](const auto& c) -> json {
-        using C = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<C, GPT2Config>) {
-          return {{"vocabulary_size", c.vocab_size},
-                  {"num_layers", c.n_layer},
-                  {"num_heads", c.n_head},
-                  {"hidden_dim", c.n_embd},
-                  {"intermediate_dim", 4 * c.n_embd},
-                  {"dropout", c.dropout},
-                  {"max_sequence_length", c.n_positions}};
-        } else if constexpr (std::is_same_v<C, OPTConfig>) {
-          AS_CHECK(c.tie_word_embeddings,
-                   "KerasHub preset: KerasHub's OPTBackbone ties its head to the embeddings; "
-                   "this OPT has an lm_head of its own (save it as a Hugging Face directory)");
-          return {{"vocabulary_size", c.vocab_size},
-                  {"num_layers", c.num_hidden_layers},
-                  {"num_heads", c.num_attention_heads},
-                  {"hidden_dim", c.hidden_size},
-                  {"intermediate_dim", c.ffn_dim},
-                  {"dropout", c.dropout},
-                  {"max_sequence_length", c.max_position_embeddings}};
-        } else if constexpr (std::is_same_v<C, BertConfig>) {
-          json j = {{"vocabulary_size", c.vocab_size},         {"num_layers", c.num_hidden_layers},
-                    {"num_heads", c.num_attention_heads},      {"hidden_dim", c.hidden_size},
-                    {"intermediate_dim", c.intermediate_size}, {"dropout", c.dropout}};
-          if (c.roberta()) {
-            AS_CHECK(c.type_vocab_size == 1 && c.pad_token_id == 1,
-                     "KerasHub preset: RobertaBackbone has no token types and numbers positions "
-                     "from 2 (type_vocab_size 1, pad_token_id 1)");
-            j["max_sequence_length"] = c.max_position_embeddings - 2;
-          } else {
-            j["max_sequence_length"] = c.max_position_embeddings;
-            j["num_segments"] = c.type_vocab_size;
-          }
-          return j;
-        } else {
-          const bool gemma = c.model_type == "gemma" || c.model_type == "gemma2";
-          json j = {{"vocabulary_size", c.vocab_size},
-                    {"num_layers", c.num_hidden_layers},
-                    {"num_query_heads", c.num_attention_heads},
-                    {"num_key_value_heads", c.num_key_value_heads},
-                    {"hidden_dim", c.hidden_size},
-                    {"layer_norm_epsilon", c.rms_norm_eps},
-                    {"dropout", 0.0}};
-          if (gemma) {
-            j.update({{"intermediate_dim", 2 * c.intermediate_size}, {"head_dim", c.head_dim}});
-            if (c.model_type == "gemma2") gemma2_fields(c, j);
-            return j;
-          }
-          AS_CHECK(c.head_dim * c.num_attention_heads == c.hidden_size,
-                   "KerasHub preset: KerasHub's ", c.model_type,
-                   " backbone has head_dim = hidden / heads; this model's head_dim is ",
-                   c.head_dim);
-          j["intermediate_dim"] = c.intermediate_size;
-          j["rope_max_wavelength"] = c.rope_theta;
-          if (c.model_type == "llama") {
-            j["tie_word_embeddings"] = c.tie_word_embeddings;
-            if (c.rope_factor > 0)
-              j.update(
-                  {{"rope_frequency_adjustment_factor", c.rope_factor},
-                   {"rope_low_freq_factor", c.rope_low_freq_factor},
-                   {"rope_high_freq_factor", c.rope_high_freq_factor},
-                   {"rope_pretraining_sequence_length", int64_t(c.rope_original_max_positions)}});
-          } else if (c.model_type == "mistral") {
-            AS_CHECK(!c.tie_word_embeddings, "KerasHub preset: MistralBackbone is untied");
-            j["sliding_window"] = c.sliding_window > 0 ? c.sliding_window : 4096;
-          } else {  // qwen2
-            j["tie_word_embeddings"] = c.tie_word_embeddings;
-            j["use_sliding_window_attention"] = c.sliding_window > 0;
-            j["sliding_window_size"] = c.sliding_window > 0 ? c.sliding_window : 32768;
-          }
-          return j;
-        }
-      },
-      config);
 }
 
 std::string family_of(const std::string& backbone) {
@@ -205,12 +93,12 @@ void copy_tokenizer(const fs::path& from, const fs::path& out) {
 
 }  // namespace
 
-void save_preset(Model& model, const PresetConfig& config, const std::string& dir,
-                 const std::string& tokenizer_from, bool overwrite) {
-  const Variables v = variables_of(config);
+void save_preset(Model& model, const Variables& v, const json& backbone_config,
+                 const json& task_fields, const std::string& dir, const std::string& tokenizer_from,
+                 bool overwrite) {
   const json backbone = layer(cat("keras_hub.src.models.", family_of(v.class_name), ".",
                                   family_of(v.class_name), "_backbone"),
-                              v.class_name, backbone_config(config));
+                              v.class_name, backbone_config);
   write_directory_atomically(
       dir,
       [&](const fs::path& out) {
@@ -221,12 +109,8 @@ void save_preset(Model& model, const PresetConfig& config, const std::string& di
                                {"date_saved", "autoshard"}};
         write_text((out / "metadata.json").string(), metadata.dump(2) + "\n");
         json task_config = {{"backbone", backbone}, {"preprocessor", nullptr}};
-        bool has_task = false;
-        if (const auto* b = std::get_if<BertConfig>(&config)) {
-          task_config.update(
-              {{"num_classes", b->num_labels}, {"activation", nullptr}, {"dropout", 0.0}});
-          has_task = true;
-        }
+        const bool has_task = task_fields.is_object() && !task_fields.empty();
+        if (has_task) task_config.update(task_fields);
         write_text(
             (out / "task.json").string(),
             layer("keras_hub.src.models." + family_of(v.class_name), v.task_class_name, task_config)

@@ -10,10 +10,6 @@
 #include "autoshard/input_file.h"
 #include "autoshard/io/keras_hub_preset.h"
 #include "autoshard/json.h"
-#include "autoshard/nn/models/bert.h"
-#include "autoshard/nn/models/gpt2.h"
-#include "autoshard/nn/models/llama.h"
-#include "autoshard/nn/models/opt.h"
 #include "io/keras/hdf5_file.h"
 #include "io/keras_hub/blocks.h"
 
@@ -129,37 +125,6 @@ WeightSource zero_source() {
 }
 
 }  // namespace
-
-Variables variables_of(const PresetConfig& config) {
-  return std::visit(
-      [](const auto& c) -> Variables {
-        using C = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<C, GPT2Config>)
-          return gpt2_variables(c);
-        else if constexpr (std::is_same_v<C, OPTConfig>)
-          return opt_variables(c);
-        else if constexpr (std::is_same_v<C, BertConfig>)
-          return bert_variables(c);
-        else
-          return llama_variables(c);
-      },
-      config);
-}
-
-void load_preset_weights(Model& model, const std::string& dir) {
-  PresetConfig config;
-  if (auto* g = dynamic_cast<GPT2*>(&model))
-    config = g->config();
-  else if (auto* l = dynamic_cast<Llama*>(&model))
-    config = l->config();
-  else if (auto* o = dynamic_cast<OPT*>(&model))
-    config = o->config();
-  else if (auto* b = dynamic_cast<Bert*>(&model))
-    config = b->config();
-  else
-    fail("internal: model '", model.name(), "' has no KerasHub backbone");
-  load_preset_weights(model, dir, variables_of(config));
-}
 
 void load_preset_weights(Model& model, const std::string& dir, const Variables& variables) {
   bool task = false;

@@ -1,0 +1,64 @@
+// BERT and RoBERTa in the registry (autoshard/models/registry.h): encoders,
+// read from KerasHub's BertBackbone and RobertaBackbone with their
+// TextClassifier heads (the commands run decoders, so no model_type here;
+// Hugging Face directories load through formats.h).
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/models/bert/formats.h"
+#include "autoshard/models/config_reader.h"
+#include "autoshard/models/registry.h"
+
+namespace autoshard {
+
+namespace {
+
+class BertEncoder final : public ConfigOf<BertConfig, FamilyConfig> {
+ public:
+  using ConfigOf::ConfigOf;
+  const ModelFamily& family() const override { return bert_family(); }
+  keras_hub::Variables keras_hub_variables() const override {
+    return keras_hub::bert_variables(config_);
+  }
+  nlohmann::json keras_hub_backbone() const override {
+    return keras_hub::bert_backbone_config(config_);
+  }
+  // The TextClassifier: its classes; logits, no dropout at inference.
+  nlohmann::json keras_hub_task() const override {
+    return {{"num_classes", config_.num_labels}, {"activation", nullptr}, {"dropout", 0.0}};
+  }
+};
+
+class BertFamily final : public ModelFamily {
+ public:
+  const char* name() const override { return "bert"; }
+  std::vector<std::string> keras_hub_backbones() const override {
+    return {"BertBackbone", "RobertaBackbone"};
+  }
+  bool encoder() const override { return true; }
+  nlohmann::json keras_hub_to_hf(const std::string& backbone, keras_hub::Fields& f) const override {
+    return keras_hub::bert_hf_fields(f, backbone == "RobertaBackbone");
+  }
+  std::shared_ptr<const FamilyConfig> read_keras_hub(const ConfigReader& reader) const override {
+    return std::make_shared<BertEncoder>(BertConfig::from_reader(reader));
+  }
+  std::shared_ptr<const FamilyConfig> config_of(const Model& model) const override {
+    const auto* bert = dynamic_cast<const Bert*>(&model);
+    return bert ? std::make_shared<BertEncoder>(bert->config()) : nullptr;
+  }
+  void load_weights(Model& model, const std::string& path) const override {
+    load_bert_weights(dynamic_cast<Bert&>(model), path);
+  }
+  void save_hf(Model& model, const std::string& dir, const HfSaveOptions& options) const override {
+    save_hf_bert(dynamic_cast<Bert&>(model), dir, options);
+  }
+};
+
+}  // namespace
+
+const ModelFamily& bert_family() {
+  static const BertFamily family;
+  return family;
+}
+
+}  // namespace autoshard

@@ -1,0 +1,84 @@
+#include "autoshard/models/registry.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "autoshard/error.h"
+#include "autoshard/models/bert/bert.h"
+#include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/llama/llama.h"
+#include "autoshard/models/opt/opt.h"
+
+namespace autoshard {
+
+const std::vector<const ModelFamily*>& model_families() {
+  // One line a family. The first reads bare model names and config.json
+  // files without a model_type.
+  static const std::vector<const ModelFamily*> families = {
+      &gpt2_family(),
+      &llama_family(),
+      &opt_family(),
+      &bert_family(),
+  };
+  return families;
+}
+
+const ModelFamily* family_of_model_type(const std::string& model_type) {
+  for (const ModelFamily* f : model_families()) {
+    const std::vector<std::string> types = f->model_types();
+    if (std::find(types.begin(), types.end(), model_type) != types.end()) return f;
+  }
+  return nullptr;
+}
+
+const ModelFamily* family_of_backbone(const std::string& class_name) {
+  for (const ModelFamily* f : model_families()) {
+    const std::vector<std::string> classes = f->keras_hub_backbones();
+    if (std::find(classes.begin(), classes.end(), class_name) != classes.end()) return f;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const FamilyConfig> config_of_model(const Model& model) {
+  for (const ModelFamily* f : model_families())
+    if (std::shared_ptr<const FamilyConfig> c = f->config_of(model)) return c;
+  fail("internal: model '", model.name(), "' belongs to no model family");
+}
+
+// What a family or config without the capability answers.
+
+nlohmann::json FamilyConfig::keras_hub_task() const {
+  return nlohmann::json::object();
+}
+
+void DecoderConfig::convert_to_file(const std::string&, const std::string&) const {
+  fail("convert: llm.c .bin files hold GPT-2 only; give OUT a directory name");
+}
+
+std::shared_ptr<const DecoderConfig> ModelFamily::read_hf(const ConfigReader&) const {
+  fail("internal: model family '", name(), "' reads no decoder config");
+}
+
+std::shared_ptr<const DecoderConfig> ModelFamily::named(const std::string&) const {
+  return nullptr;
+}
+
+std::shared_ptr<const DecoderConfig> ModelFamily::read_file(const std::string&) const {
+  return nullptr;
+}
+
+bool ModelFamily::keras_hub_task_matches(const std::string& backbone,
+                                         const std::string& task_class) const {
+  const std::string family = backbone.substr(0, backbone.size() - std::string("Backbone").size());
+  return task_class == family + (encoder() ? "TextClassifier" : "CausalLM");
+}
+
+void ModelFamily::load_weights(Model& model, const std::string&) const {
+  fail("internal: no weight loader for model '", model.name(), "'");
+}
+
+void ModelFamily::save_hf(Model& model, const std::string&, const HfSaveOptions&) const {
+  fail("internal: no Hugging Face writer for model '", model.name(), "'");
+}
+
+}  // namespace autoshard
