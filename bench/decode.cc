@@ -19,9 +19,8 @@
 // bandwidth drifts by a fifth between minutes, which separate runs would
 // take for a difference of the formats. The f32 turns read the same blocks
 // (holding the rounded values: no kernel's speed depends on the values)
-// with the compact copies switched off (ir/ops/quantized_gemv.h's
-// QuantizedReadsOff). Every turn checks that decode read the compact
-// copies exactly when it should.
+// with the compact copies taken off (QuantizedWeights::pause). Every turn checks that decode read
+// the compact copies exactly when it should.
 //
 // --profile prints the time of each primitive over the measured decodes
 // (device 0's, on a mesh).
@@ -181,7 +180,7 @@ void measure(Model& model, const LlamaConfig& cfg, Options& o, OpProfile* profil
     for (int round = 0; round < 3; ++round) take_turn(o.formats[0], *held);
     return;
   }
-  // Each compact format against f32 on the same blocks (QuantizedReadsOff),
+  // Each compact format against f32 on the same blocks (QuantizedWeights::pause),
   // five rounds of a turn each, f32 first in even rounds and second in odd
   // ones so that a steady drift does not lean the ratio one way. A second
   // format is rounded from the first's values (int8 from bf16's): no
@@ -190,10 +189,11 @@ void measure(Model& model, const LlamaConfig& cfg, Options& o, OpProfile* profil
   const QuantizedWeights none;  // f32's bytes
   for (size_t k = 1; k < o.formats.size(); ++k) {
     Turns& f = o.formats[k];
-    const QuantizedWeights q = quantize_weights(model, f.dtype);
+    QuantizedWeights q = quantize_weights(model, f.dtype);
     auto f32_turn = [&] {
-      const QuantizedReadsOff off;
+      q.pause();
       take_turn(f32, none);
+      q.resume();
     };
     for (int round = 0; round < 5; ++round) {
       if (round % 2 == 0) f32_turn();

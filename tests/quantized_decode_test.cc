@@ -1,6 +1,7 @@
 // Decoding over bf16 and int8 weights: the vectorised matrix-vector kernels
 // (f32's too) against their plain loops on odd sizes, the formats' rounding
-// bounds, the sgemm hook that routes one-row products to them, greedy tokens
+// bounds, the compact copies a tensor's storage holds and the sgemm and
+// einsum paths that read them in one-row products, greedy tokens
 // equal on every mesh (the Llama fixture and GPT-2's test preset), and the
 // CLI flag.
 #include <gtest/gtest.h>
@@ -9,11 +10,13 @@
 #include <map>
 
 #include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/llama/formats.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/executor.h"
 #include "cli_runner.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/quantized_gemv.h"
@@ -147,47 +150,75 @@ TEST(QuantizedGemv, RoundTripErrorBounds) {
   EXPECT_EQ(bf16_widen(bf16_round(INFINITY)), INFINITY);
 }
 
-// sgemm's one-row and one-column products over a registered block read the
-// compact copy (alpha, beta and strides included); an unregistered matrix,
-// or one seen with another shape, stays on BLAS.
-TEST(QuantizedGemv, SgemmRoutesRegisteredBlocks) {
+// sgemm's one-row and one-column products over a matrix handed with its
+// compact copy read the copy (alpha, beta and strides included); without
+// one, or seen with another shape, the matrix stays on the f32 path.
+TEST(QuantizedGemv, SgemmReadsTheCompactCopyItIsHanded) {
   const int64_t K = 45, N = 29;
   for (bool outputs_first : {true, false}) {
-    auto m = std::make_shared<QuantizedMatrix>(
-        random_matrix(WeightsDType::Int8, N, K, outputs_first, 11));
+    const QuantizedMatrix m = random_matrix(WeightsDType::Int8, N, K, outputs_first, 11);
     Tensor block({outputs_first ? N : K, outputs_first ? K : N});
     for (int64_t o = 0; o < N; ++o)
       for (int64_t i = 0; i < K; ++i) {
         const int64_t at = outputs_first ? o * K + i : i * N + o;
-        block.f32()[at] = int8_value(m->codes[at], m->scales[o]);
+        block.f32()[at] = int8_value(m.codes[at], m.scales[o]);
       }
     const Tensor x = testing::random_tensor({K}, 13);
     std::vector<float> blas(N, 1.0f), ours(N, 1.0f), col(2 * N, 1.0f);
     const int64_t ld = outputs_first ? K : N;
-    // C[1, N] = 2 x op(W) + 0.5 C on f32, then on the registered copy.
+    // C[1, N] = 2 x op(W) + 0.5 C on f32, then on the compact copy.
     sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, blas.data(), N, 2.0f, 0.5f);
     const int64_t calls = quantized_gemv_calls();
-    register_quantized(block, m);
-    sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, ours.data(), N, 2.0f, 0.5f);
+    sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, ours.data(), N, 2.0f, 0.5f,
+          INT_MAX, {.b = &m});
     EXPECT_EQ(quantized_gemv_calls(), calls + 1);
     EXPECT_LT(max_relative_error(Tensor::from({N}, ours), Tensor::from({N}, blas)), 1e-5);
     // C[N, 1] (stride 2) = op(W) x: the weight as the first operand.
-    sgemm(!outputs_first, false, N, 1, K, block.f32(), ld, x.f32(), 1, col.data(), 2);
+    sgemm(!outputs_first, false, N, 1, K, block.f32(), ld, x.f32(), 1, col.data(), 2, 1.0f, 0.0f,
+          INT_MAX, {.a = &m});
     EXPECT_EQ(quantized_gemv_calls(), calls + 2);
     for (int64_t o = 0; o < N; ++o) EXPECT_NEAR(col[2 * o], (blas[o] - 0.5f) / 2, 1e-4);
-    // With reads off the block is read in f32 (its values are the rounded ones).
-    {
-      const QuantizedReadsOff off;
-      std::vector<float> f32(N, 1.0f);
-      sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, f32.data(), N, 2.0f, 0.5f);
-      EXPECT_EQ(quantized_gemv_calls(), calls + 2);
-      EXPECT_EQ(f32, blas);
-    }
-    // Another shape over the same address is not this block.
-    sgemm(false, outputs_first, 1, N - 1, K, x.f32(), K, block.f32(), ld, ours.data(), N);
+    // The copy of the other operand is not read.
+    std::vector<float> f32(N, 1.0f);
+    sgemm(false, outputs_first, 1, N, K, x.f32(), K, block.f32(), ld, f32.data(), N, 2.0f, 0.5f,
+          INT_MAX, {.a = &m});
     EXPECT_EQ(quantized_gemv_calls(), calls + 2);
-    unregister_quantized(block.f32());
+    EXPECT_EQ(f32, blas);
+    // Another shape over the same matrix is not this copy.
+    sgemm(false, outputs_first, 1, N - 1, K, x.f32(), K, block.f32(), ld, ours.data(), N, 1.0f,
+          0.0f, INT_MAX, {.b = &m});
+    EXPECT_EQ(quantized_gemv_calls(), calls + 2);
   }
+}
+
+// A tensor's compact copy is its storage's: copies and reshapes see it, a
+// clone does not, and the einsum kernel's one-row product reads it.
+TEST(QuantizedGemv, EinsumReadsTheCompactCopyOfItsOperandsStorage) {
+  const int64_t K = 40, N = 24;
+  auto m = std::make_shared<QuantizedMatrix>(
+      random_matrix(WeightsDType::Int8, N, K, /*outputs_first=*/false, 5));
+  Tensor w({K, N});
+  for (int64_t i = 0; i < K * N; ++i) w.f32()[i] = int8_value(m->codes[i], m->scales[i % N]);
+  const Tensor shared = w;
+  w.set_quantized(m);
+  EXPECT_EQ(shared.quantized(), m.get());
+  EXPECT_EQ(w.reshaped({K * N}).quantized(), m.get());
+  EXPECT_EQ(w.clone().quantized(), nullptr);
+  Graph g;
+  const Value x = g.input("x", {1, 1, K});
+  const Value weight = g.parameter("w", {K, N});
+  const Value y = ops::einsum("btc,cd->btd", x, weight);
+  Executor exec(g, {y.id});
+  exec.bind(x.id, testing::random_tensor({1, 1, K}, 3));
+  exec.bind(weight.id, w);
+  const int64_t calls = quantized_gemv_calls();
+  exec.run({1, 0});
+  EXPECT_EQ(quantized_gemv_calls(), calls + 1);
+  const Tensor compact = exec.value(y.id).clone();
+  w.set_quantized(nullptr);
+  exec.run({1, 0});
+  EXPECT_EQ(quantized_gemv_calls(), calls + 1);
+  EXPECT_LT(max_relative_error(compact, exec.value(y.id)), 1e-5);
 }
 
 // One-row f32 products (a decode step's over f32 weights and over the
@@ -239,7 +270,7 @@ void expect_same_tokens_on_every_mesh(Make make, WeightsDType dtype,
     const QuantizedWeights q = quantize_weights(*model, dtype);
     const int64_t calls = quantized_gemv_calls();
     const Generation g = generate(*model, prompt, {.max_new_tokens = 8, .temperature = 0});
-    EXPECT_GT(q.registered_blocks(), 0);
+    EXPECT_GT(q.compact_blocks(), 0);
     EXPECT_GT(quantized_gemv_calls(), calls);  // decode read the compact copies
     if (first.empty())
       first = g.output_ids;
@@ -274,7 +305,7 @@ TEST(QuantizedDecode, Gpt2GreedyTokensAreTheSameOnEveryMesh) {
 // On one device a model that has run is rounded in place and decodes on
 // its compact copies from the next step (bench/decode.cc times the formats
 // in turns on one model so): the same tokens as a model rounded before its
-// first step; with the copies dropped, or switched off, no compact reads.
+// first step; with the copies dropped, or paused, no compact reads.
 TEST(QuantizedDecode, OneDeviceRoundsAModelThatHasRun) {
   const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
   const std::vector<int32_t> prompt{3, 17, 29, 5};
@@ -286,14 +317,17 @@ TEST(QuantizedDecode, OneDeviceRoundsAModelThatHasRun) {
   const std::vector<int32_t> want = generate(before, prompt, greedy).output_ids;
   generate(after, prompt, greedy);  // f32
   {
-    const QuantizedWeights late = quantize_weights(after, WeightsDType::Int8);
+    QuantizedWeights late = quantize_weights(after, WeightsDType::Int8);
     int64_t calls = quantized_gemv_calls();
     EXPECT_EQ(generate(after, prompt, greedy).output_ids, want);
     EXPECT_GT(quantized_gemv_calls(), calls);
-    const QuantizedReadsOff off;
+    late.pause();
     calls = quantized_gemv_calls();
     generate(after, prompt, greedy);
     EXPECT_EQ(quantized_gemv_calls(), calls);
+    late.resume();
+    EXPECT_EQ(generate(after, prompt, greedy).output_ids, want);
+    EXPECT_GT(quantized_gemv_calls(), calls);
   }
   const int64_t calls = quantized_gemv_calls();
   generate(after, prompt, greedy);

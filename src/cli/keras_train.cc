@@ -181,8 +181,11 @@ void add_keras_train_options(CLI::App* cmd, TrainOptions& o) {
   add_keras_overrides(cmd, k.overrides, /*with_optimizer=*/true);
 }
 
-void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
-  const bool printer = World::process().leader();
+namespace {
+
+// The flags checked before anything is read: those that go together, and
+// the output paths (cli/output_file.h's rule).
+void check_keras_train_flags(TrainOptions& o, const CLI::App& cmd, bool printer) {
   refuse_gpt_flags(cmd);
   AS_CHECK(cmd.count("--epochs") == 0 || cmd.count("--steps") == 0,
            "give --epochs or --steps, not both");
@@ -191,13 +194,88 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
   if (!o.log.empty() && printer && !o.resume) check_output_path(o.log, "--log", o.overwrite);
   AS_CHECK(!o.checkpoint_dir.empty() || (o.save_every == 0 && !o.resume),
            "--save-every and --resume need --checkpoint-dir");
-  KerasOverrides overrides = o.keras.overrides;
-  overrides.lr = o.lr;
-  const bool file_optimizer = overrides.optimizer.empty();
   AS_CHECK(!o.keras.x.empty() && !o.keras.y.empty(),
            "training a Keras model needs --x and --y (NumPy files)");
   AS_CHECK(o.keras.validation_x.empty() == o.keras.validation_y.empty(),
            "give --validation-x and --validation-y together");
+}
+
+// The file's optimizer state: resumed (the model counts its steps on), or
+// why it is not used.
+void resume_file_optimizer(const KerasModel& k, Model& model, bool printer) {
+  if (k.has_optimizer_state) model.set_iterations(k.iterations);
+  if (printer && k.has_optimizer_state)
+    std::fprintf(stderr, "optimizer %s resumed from the file's state after %lld steps\n",
+                 one_line(k.compile.optimizer).c_str(), static_cast<long long>(k.iterations));
+  else if (printer && !k.optimizer_state_note.empty() &&
+           k.optimizer_state_note != "the file holds no optimizer state")
+    std::fprintf(stderr, "note: the file's optimizer state is not used (%s); %s starts from zero\n",
+                 one_line(k.optimizer_state_note).c_str(), one_line(k.compile.optimizer).c_str());
+}
+
+// The graph a distribution is planned on: the training step, or with
+// several inputs or outputs the forward pass, which stands for it.
+Graph keras_plan_graph(const KerasModel& k, Model& model, const Data& data, int64_t batch) {
+  if (k.inputs.size() == 1 && k.outputs.size() == 1) {
+    Shape xs = data.x.begin()->second.shape(), ys = data.y.begin()->second.shape();
+    xs[0] = ys[0] = batch;
+    return model.training_graph(xs, ys, data.y.begin()->second.dtype());
+  }
+  Graph g;
+  model.trace_forward(g, batch, true);
+  return g;
+}
+
+// One step on the rows [begin, end) of the epoch's `order` (in order when
+// not shuffled): its loss and metrics, and its time.
+struct KerasStep {
+  double loss = NAN;
+  Logs logs;
+  double seconds = 0;
+};
+
+KerasStep fit_rows(Model& model, const Data& data, const std::vector<int64_t>& order, int64_t begin,
+                   int64_t end, bool shuffle, int64_t step) {
+  const std::vector<int64_t> rows(order.begin() + begin, order.begin() + end);
+  const NamedArrays xb = shuffle ? take_rows(data.x, rows) : slice_rows(data.x, begin, end);
+  const NamedArrays yb = shuffle ? take_rows(data.y, rows) : slice_rows(data.y, begin, end);
+  const auto t0 = std::chrono::steady_clock::now();
+  const History h = model.fit(ModelInputs(xb), ModelTargets(yb),
+                              {.batch_size = end - begin, .epochs = 1, .verbose = false});
+  KerasStep out;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.loss = h.loss.at(0);
+  AS_CHECK(std::isfinite(out.loss), "training diverged: the loss is ",
+           std::isnan(out.loss) ? "nan" : "infinite", " at step ", step + 1,
+           " (lower --lr, clip with --clip, or check the data)");
+  out.logs = {{"loss", out.loss}};
+  for (const auto& [name, values] : h.metrics) out.logs[name] = values.at(0);
+  return out;
+}
+
+// The --log line of step `step` (0-based) over `rows` examples.
+void write_keras_log_line(std::ofstream& log, int64_t step, int epoch, const KerasStep& s,
+                          int64_t rows, const Optimizer& optimizer, const Model& model) {
+  nlohmann::json line = {{"step", step + 1},
+                         {"epoch", epoch + 1},
+                         {"loss", s.loss},
+                         {"lr", optimizer.learning_rate_at(model.iterations())},
+                         {"step_ms", s.seconds * 1e3},
+                         {"examples_per_second", double(rows) / s.seconds},
+                         {"peak_rss_bytes", peak_rss_bytes()}};
+  for (const auto& [name, v] : s.logs)
+    if (name != "loss") line[name] = v;
+  log << line.dump() << "\n" << std::flush;
+}
+
+}  // namespace
+
+void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
+  const bool printer = World::process().leader();
+  check_keras_train_flags(o, cmd, printer);
+  KerasOverrides overrides = o.keras.overrides;
+  overrides.lr = o.lr;
+  const bool file_optimizer = overrides.optimizer.empty();
   // The data first: its shapes fill the dimensions the file leaves open.
   std::map<std::string, NpyArray> raw_x = read_arrays(o.keras.x, "--x");
   KerasModel k = load_keras_for(o, {.weights = true,
@@ -207,14 +285,7 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
   Model& model = *k.model;
   const KerasCompiled compiled = compile_keras(k, overrides, /*training=*/true);
   Optimizer& optimizer = *compiled.optimizer;
-  if (file_optimizer && k.has_optimizer_state) model.set_iterations(k.iterations);
-  if (printer && file_optimizer && k.has_optimizer_state)
-    std::fprintf(stderr, "optimizer %s resumed from the file's state after %lld steps\n",
-                 one_line(k.compile.optimizer).c_str(), static_cast<long long>(k.iterations));
-  else if (printer && file_optimizer && !k.optimizer_state_note.empty() &&
-           k.optimizer_state_note != "the file holds no optimizer state")
-    std::fprintf(stderr, "note: the file's optimizer state is not used (%s); %s starts from zero\n",
-                 one_line(k.optimizer_state_note).c_str(), one_line(k.compile.optimizer).c_str());
+  if (file_optimizer) resume_file_optimizer(k, model, printer);
   infer_output_shapes(k);
   const Data data = read_data(k, o.keras, compiled.losses, std::move(raw_x));
   const int64_t batch = std::min(o.batch, data.n);
@@ -223,16 +294,8 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
       cmd.count("--steps") ? o.steps : int64_t{std::max(1, o.keras.epochs)} * per_epoch;
   const int epochs = static_cast<int>((total + per_epoch - 1) / per_epoch);
   apply_schedule_flags(o, cmd, optimizer, total);  // before any step is traced
-  model.set_distribution(keras_distribution(o, model, [&]() {
-    if (k.inputs.size() == 1 && k.outputs.size() == 1) {
-      Shape xs = data.x.begin()->second.shape(), ys = data.y.begin()->second.shape();
-      xs[0] = ys[0] = batch;
-      return model.training_graph(xs, ys, data.y.begin()->second.dtype());
-    }
-    Graph g;  // several inputs or outputs: the forward pass stands for the step
-    model.trace_forward(g, batch, true);
-    return g;
-  }));
+  model.set_distribution(
+      keras_distribution(o, model, [&]() { return keras_plan_graph(k, model, data, batch); }));
   check_layout_map(o, model.distribution_strategy().get(), model);
   std::unique_ptr<CheckpointManager> manager;
   const int64_t start = open_checkpoints(o, model, data.n, manager);
@@ -264,36 +327,13 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
       progress.epoch_begin(epoch, per_epoch);
     }
     const int64_t begin = b * batch, end = std::min(data.n, begin + batch);
-    const std::vector<int64_t> rows(order.begin() + begin, order.begin() + end);
-    const NamedArrays xb = shuffle ? take_rows(data.x, rows) : slice_rows(data.x, begin, end);
-    const NamedArrays yb = shuffle ? take_rows(data.y, rows) : slice_rows(data.y, begin, end);
-    const auto t0 = std::chrono::steady_clock::now();
-    const History h = model.fit(ModelInputs(xb), ModelTargets(yb),
-                                {.batch_size = end - begin, .epochs = 1, .verbose = false});
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double loss = h.loss.at(0);
-    AS_CHECK(std::isfinite(loss), "training diverged: the loss is ",
-             std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
-             " (lower --lr, clip with --clip, or check the data)");
-    Logs batch_logs{{"loss", loss}};
-    for (const auto& [name, values] : h.metrics) batch_logs[name] = values.at(0);
-    epoch_means.add(batch_logs, end - begin);
+    const KerasStep s = fit_rows(model, data, order, begin, end, shuffle, step);
+    const double loss = s.loss;
+    epoch_means.add(s.logs, end - begin);
     if (step == start) first = loss;
     last = loss;
     progress.step_end(b + 1, epoch_means.means());
-    if (log.is_open()) {
-      nlohmann::json line = {{"step", step + 1},
-                             {"epoch", epoch + 1},
-                             {"loss", loss},
-                             {"lr", optimizer.learning_rate_at(model.iterations())},
-                             {"step_ms", secs * 1e3},
-                             {"examples_per_second", double(end - begin) / secs},
-                             {"peak_rss_bytes", peak_rss_bytes()}};
-      for (const auto& [name, v] : batch_logs)
-        if (name != "loss") line[name] = v;
-      log << line.dump() << "\n" << std::flush;
-    }
+    if (log.is_open()) write_keras_log_line(log, step, epoch, s, end - begin, optimizer, model);
     crash_point("train.step");
     if (manager && manager->maybe_save(model, step + 1, run_state(o, model, step + 1, data.n),
                                        {{"loss", loss}}))

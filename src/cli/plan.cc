@@ -314,11 +314,9 @@ bool prices_pipelines(const PlanOptions& o) {
          !o.divisible && o.html.empty() && o.trace.empty();
 }
 
-void run_plan(PlanOptions& o) {
-  // Under mpirun every rank plans (and predicts its run as ranks); rank 0 prints.
-  if (!World::process().leader() && !std::freopen("/dev/null", "w", stdout))
-    fail("cannot silence rank ", World::process().rank(), "'s output");
-  // Output paths are checked before planning (cli/output_file.h's rule).
+// The output paths and the flags that go with them, checked before any
+// planning (cli/output_file.h's rule).
+void check_plan_outputs(const PlanOptions& o) {
   if (!o.out.empty()) check_output_path(o.out, "--out", o.overwrite);
   if (!o.export_problem.empty())
     check_output_path(o.export_problem, "--export-problem", o.overwrite);
@@ -334,6 +332,134 @@ void run_plan(PlanOptions& o) {
     AS_CHECK(layout_map_format(o.export_layout_map) != "", "--export-layout-map '",
              o.export_layout_map, "' must end in .json or .py (the form to write)");
   }
+}
+
+// The devices whose programs are lowered: device 0, or with --trace, which
+// draws every device, all of them (up to 64).
+std::vector<int> lowered_devices(const PlanOptions& o, const Distribution& dist) {
+  std::vector<int> lowered{0};
+  if (!o.trace.empty()) {
+    lowered.resize(size_t(std::min(dist.mesh().size(), 64)));
+    std::iota(lowered.begin(), lowered.end(), 0);
+  }
+  return lowered;
+}
+
+// --predict: the step priced on `cluster` (and drawn for --trace), with the
+// memory of this process's in-process devices.
+StepPrediction predict_plan(const PlanOptions& o, const Subject& subject, const Partition& p,
+                            const Cluster& cluster) {
+  Model& model = *subject.model;
+  const bool bf16 = o.dtype == "bf16";
+  // Tokens and model FLOPs: a Keras model's example counts as one token.
+  const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
+  const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),
+                                                    double(o.batch), double(o.seq))
+                                      : 6 * double(model.count_params()) * double(o.batch);
+  StepPrediction predicted = predict(p, cluster, {bf16, tokens, flops});
+  if (!o.trace.empty())
+    write_output_file(o.trace, "--trace",
+                      predicted_timeline(p, cluster, {bf16, tokens, flops}, 64, 0,
+                                         "autoshard prediction on " + cluster.name)
+                          .dump(),
+                      o.overwrite);
+  // In-process devices share one process: its memory is every device's.
+  if (p.mesh.size() <= 64)
+    predicted.process_bytes =
+        in_process_bytes(model.plan_training(subject.x, subject.y, subject.y_dtype,
+                                             World::process().local_devices(p.mesh)),
+                         cluster, bf16);
+  return predicted;
+}
+
+// What only AutoShard has, added to the report `j` (pages/plan_report.h): its
+// reasons (and the pipelines' that lost), the problem it solved
+// (--export-problem) and, with --divisible, the splits it gave up. Returns
+// those lost splits.
+std::vector<std::string> add_autoshard_findings(const PlanOptions& o, Subject& subject,
+                                                const Partition& p, Distribution& dist,
+                                                const std::vector<std::string>& pipe_why,
+                                                nlohmann::json& j) {
+  auto* a = dynamic_cast<AutoShard*>(&dist);
+  if (a) {
+    j["reasons"] = a->reasons();
+    for (const std::string& l : pipe_why) j["reasons"].push_back("pipeline " + l);
+    if (!o.export_problem.empty())
+      write_output_file(o.export_problem, "--export-problem", a->problem().to_json() + "\n",
+                        o.overwrite);
+  } else {
+    AS_CHECK(o.export_problem.empty(),
+             "--export-problem needs --plan auto (only AutoShard poses a problem)");
+  }
+  std::vector<std::string> lost;
+  if (a && o.divisible) {
+    lost = lost_splits(subject, p, *a);
+    j["lost_splits"] = lost;
+  }
+  return lost;
+}
+
+// The largest device's bytes of one kind (plan_report's "bytes_per_device").
+double largest_device_bytes(const nlohmann::json& report, const char* what) {
+  return report["bytes_per_device"][what].get<double>();
+}
+
+// The report as text: the weights' table (in the leaves' order), AutoShard's
+// reasons, lost splits, the collectives of one step, memory and prediction.
+void print_plan(const PlanOptions& o, const Subject& subject, const Partition& p,
+                const nlohmann::json& j, const std::vector<std::string>& lost,
+                const StepPrediction* predicted, const Cluster* cluster, size_t exported) {
+  const DeviceMesh& mesh = p.mesh;
+  const std::string batch = subject.config
+                                ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
+                                : "x " + shape_str(subject.x);
+  std::printf("plan %s for %s on mesh %s (%d devices), %s%s\n\n", o.plan.c_str(), o.model.c_str(),
+              mesh.to_string().c_str(), mesh.size(), batch.c_str(), o.zero1 ? ", ZeRO-1" : "");
+  std::printf("%-40s %-16s %-20s %s\n", "parameter", "shape", "layout", "bytes/device");
+  const nlohmann::json& params = j["parameters"];
+  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
+    const std::string& path = p.leaf_name[id];
+    if (!params.contains(path)) continue;
+    std::printf("%-40s %-16s %-20s %s\n", path.c_str(), shape_str(p.global_shape[id]).c_str(),
+                p.sharding[id].to_string(mesh).c_str(),
+                format_in_mib(params[path]["bytes_per_device"].get<double>()).c_str());
+  }
+  if (j.contains("reasons")) {
+    std::printf("\nwhy (AutoShard):\n");
+    for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
+  }
+  if (!lost.empty()) {
+    std::printf("\n--divisible (splits that divide only):\n");
+    for (const std::string& line : lost) std::printf("  %s\n", line.c_str());
+  }
+  std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
+  for (const CollectiveRecord& c : p.collectives) {
+    auto& t = totals[{c.kind, c.axis}];
+    t.first += 1;
+    t.second += c.bytes;
+  }
+  std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind",
+              "axis", "count", "bytes");
+  for (const auto& [key, t] : totals)
+    std::printf("  %-16s %-8s %6d %14s\n", key.first.c_str(), key.second.c_str(), t.first,
+                format_in_mib(double(t.second)).c_str());
+  auto largest = [&j](const char* what) { return format_in_mib(largest_device_bytes(j, what)); };
+  std::printf(
+      "\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
+      "  activations      %s (planned buffers of the step)\n  total            %s\n",
+      largest("weights").c_str(), largest("optimizer_state").c_str(),
+      largest("activations").c_str(), largest("total").c_str());
+  if (predicted) print_prediction(*predicted, *cluster, o.dtype == "bf16");
+  if (exported > 0)
+    std::printf("\nKeras LayoutMap of %zu variables written to %s\n", exported,
+                o.export_layout_map.c_str());
+}
+
+void run_plan(PlanOptions& o) {
+  // Under mpirun every rank plans (and predicts its run as ranks); rank 0 prints.
+  if (!World::process().leader() && !std::freopen("/dev/null", "w", stdout))
+    fail("cannot silence rank ", World::process().rank(), "'s output");
+  check_plan_outputs(o);
   if (pipeline_requested(o, o.pipeline)) {
     AS_CHECK(o.export_layout_map.empty() && o.export_problem.empty() && !o.divisible &&
                  o.html.empty() && o.trace.empty(),
@@ -373,40 +499,16 @@ void run_plan(PlanOptions& o) {
   }
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
-  // --trace draws every device (up to 64): lower them all, not device 0 alone.
-  std::vector<int> lowered{0};
-  if (!o.trace.empty()) {
-    lowered.resize(size_t(std::min(dist->mesh().size(), 64)));
-    std::iota(lowered.begin(), lowered.end(), 0);
-  }
-  const Partition p = model.plan_training(subject.x, subject.y, subject.y_dtype, lowered);
-  const DeviceMesh& mesh = p.mesh;
-  const bool bf16 = o.dtype == "bf16";
+  const Partition p =
+      model.plan_training(subject.x, subject.y, subject.y_dtype, lowered_devices(o, *dist));
   std::optional<StepPrediction> predicted;
   std::optional<Cluster> cluster;
   if (o.predict) {
     cluster = priced_on;
-    // Tokens and model FLOPs: a Keras model's example counts as one token.
-    const double tokens = subject.config ? double(o.batch) * double(o.seq) : double(o.batch);
-    const double flops = subject.config ? model_flops(*subject.config, double(model.count_params()),
-                                                      double(o.batch), double(o.seq))
-                                        : 6 * double(model.count_params()) * double(o.batch);
-    predicted = predict(p, *cluster, {bf16, tokens, flops});
-    if (!o.trace.empty())
-      write_output_file(o.trace, "--trace",
-                        predicted_timeline(p, *cluster, {bf16, tokens, flops}, 64, 0,
-                                           "autoshard prediction on " + cluster->name)
-                            .dump(),
-                        o.overwrite);
-    // In-process devices share one process: its memory is every device's.
-    if (mesh.size() <= 64)
-      predicted->process_bytes =
-          in_process_bytes(model.plan_training(subject.x, subject.y, subject.y_dtype,
-                                               World::process().local_devices(mesh)),
-                           *cluster, bf16);
+    predicted = predict_plan(o, subject, p, *cluster);
     const bool fits = predicted->memory.total() <= cluster->memory_bytes;
     if (piped && (!fits || piped->predicted.step_s < predicted->step_s))
-      return show_pipeline(cat(mesh.to_string(), " ", predicted->step_s, " s, ",
+      return show_pipeline(cat(p.mesh.to_string(), " ", predicted->step_s, " s, ",
                                format_in_mib(predicted->memory.total()), " per device",
                                fits ? "" : " (does not fit)"));
     AS_CHECK(fits, "the plan does not fit: ", format_in_mib(predicted->memory.total()),
@@ -417,49 +519,19 @@ void run_plan(PlanOptions& o) {
              what_else_might_fit(o));
   }
 
-  // The report (pages/plan_report.h), and its table's rows in the leaves' order.
+  // The report (pages/plan_report.h).
   nlohmann::json j = plan_report(p);
-  const nlohmann::json& params = j["parameters"];
-  std::vector<std::string> rows;
-  for (size_t id = 0; id < p.leaf_name.size(); ++id) {
-    const std::string& path = p.leaf_name[id];
-    if (!params.contains(path)) continue;
-    rows.push_back(path + "|" + shape_str(p.global_shape[id]) + "|" +
-                   p.sharding[id].to_string(mesh) + "|" +
-                   format_in_mib(params[path]["bytes_per_device"].get<double>()));
-  }
-  std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> totals;
-  for (const CollectiveRecord& c : p.collectives) {
-    auto& t = totals[{c.kind, c.axis}];
-    t.first += 1;
-    t.second += c.bytes;
-  }
-  // The largest device's bytes (plan_report's "bytes_per_device").
-  auto largest = [&j](const char* what) { return j["bytes_per_device"][what].get<double>(); };
-  if (auto* a = dynamic_cast<AutoShard*>(dist.get())) {
-    j["reasons"] = a->reasons();
-    for (const std::string& l : pipe_why) j["reasons"].push_back("pipeline " + l);
-    if (!o.export_problem.empty())
-      write_output_file(o.export_problem, "--export-problem", a->problem().to_json() + "\n",
-                        o.overwrite);
-  } else {
-    AS_CHECK(o.export_problem.empty(),
-             "--export-problem needs --plan auto (only AutoShard poses a problem)");
-  }
+  const std::vector<std::string> lost = add_autoshard_findings(o, subject, p, *dist, pipe_why, j);
   if (predicted) j["predicted"] = prediction_report(*predicted);
-  std::vector<std::string> lost;
-  if (auto* a = dynamic_cast<AutoShard*>(dist.get()); a && o.divisible) {
-    lost = lost_splits(subject, p, *a);
-    j["lost_splits"] = lost;
-  }
   size_t exported = 0;
   if (!o.export_layout_map.empty()) {
     const auto* a = dynamic_cast<const AutoShard*>(dist.get());
-    exported = export_layout_map(o, subject, p, *dist,
-                                 predicted ? predicted->step_s
-                                 : a       ? a->predicted_step_s()
-                                           : 0,
-                                 predicted ? predicted->memory.total() : largest("total"), lost);
+    exported = export_layout_map(
+        o, subject, p, *dist,
+        predicted ? predicted->step_s
+        : a       ? a->predicted_step_s()
+                  : 0,
+        predicted ? predicted->memory.total() : largest_device_bytes(j, "total"), lost);
   }
   if (!o.out.empty()) write_output_file(o.out, "--out", j.dump(2) + "\n", o.overwrite);
   if (!o.html.empty()) write_plan_html(o, subject, p, j);
@@ -467,40 +539,8 @@ void run_plan(PlanOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  const std::string batch = subject.config
-                                ? "B=" + std::to_string(o.batch) + " T=" + std::to_string(o.seq)
-                                : "x " + shape_str(subject.x);
-  std::printf("plan %s for %s on mesh %s (%d devices), %s%s\n\n", o.plan.c_str(), o.model.c_str(),
-              mesh.to_string().c_str(), mesh.size(), batch.c_str(), o.zero1 ? ", ZeRO-1" : "");
-  std::printf("%-40s %-16s %-20s %s\n", "parameter", "shape", "layout", "bytes/device");
-  for (const std::string& r : rows) {
-    size_t a = r.find('|'), b = r.find('|', a + 1), c = r.find('|', b + 1);
-    std::printf("%-40s %-16s %-20s %s\n", r.substr(0, a).c_str(),
-                r.substr(a + 1, b - a - 1).c_str(), r.substr(b + 1, c - b - 1).c_str(),
-                r.substr(c + 1).c_str());
-  }
-  if (j.contains("reasons")) {
-    std::printf("\nwhy (AutoShard):\n");
-    for (const auto& line : j["reasons"]) std::printf("  %s\n", line.get<std::string>().c_str());
-  }
-  if (!lost.empty()) {
-    std::printf("\n--divisible (splits that divide only):\n");
-    for (const std::string& line : lost) std::printf("  %s\n", line.c_str());
-  }
-  std::printf("\ncollectives of one training step (device 0):\n  %-16s %-8s %6s %14s\n", "kind",
-              "axis", "count", "bytes");
-  for (const auto& [key, t] : totals)
-    std::printf("  %-16s %-8s %6d %14s\n", key.first.c_str(), key.second.c_str(), t.first,
-                format_in_mib(double(t.second)).c_str());
-  std::printf(
-      "\nmemory per device (largest device):\n  weights          %s\n  optimizer state  %s\n"
-      "  activations      %s (planned buffers of the step)\n  total            %s\n",
-      format_in_mib(largest("weights")).c_str(), format_in_mib(largest("optimizer_state")).c_str(),
-      format_in_mib(largest("activations")).c_str(), format_in_mib(largest("total")).c_str());
-  if (predicted) print_prediction(*predicted, *cluster, bf16);
-  if (exported > 0)
-    std::printf("\nKeras LayoutMap of %zu variables written to %s\n", exported,
-                o.export_layout_map.c_str());
+  print_plan(o, subject, p, j, lost, predicted ? &*predicted : nullptr,
+             cluster ? &*cluster : nullptr, exported);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/graph.h"
 #include "autoshard/plan/distribution.h"
-#include "ir/ops/quantized_gemv.h"
 #include "tensor/quantize.h"
 
 namespace autoshard {
@@ -123,11 +122,27 @@ Generation generate(Model& model, const std::vector<int32_t>& prompt, const Gene
 struct QuantizedWeights::State {
   WeightsDType dtype = WeightsDType::F32;
   std::map<std::string, Weight> weights;
+  // The device blocks given a compact copy, with their copies.
+  struct Block {
+    Tensor f32;
+    std::shared_ptr<const QuantizedMatrix> copy;
+  };
   std::mutex mutex;  // guards `blocks` (devices may make their blocks at once)
-  std::vector<const float*> blocks;
-  ~State() {
-    for (const float* b : blocks) unregister_quantized(b);
+  std::vector<Block> blocks;
+  bool paused = false;
+
+  void attach(Tensor block, std::shared_ptr<const QuantizedMatrix> copy) {
+    std::lock_guard lock(mutex);
+    if (!paused) block.set_quantized(copy);
+    blocks.push_back({std::move(block), std::move(copy)});
   }
+  // Takes the copies off their blocks (those another QuantizedWeights has
+  // since given its own copy keep it).
+  void detach() {
+    for (Block& b : blocks)
+      if (b.f32.quantized() == b.copy.get()) b.f32.set_quantized(nullptr);
+  }
+  ~State() { detach(); }
 };
 
 QuantizedWeights::QuantizedWeights() : state_(std::make_shared<State>()) {}
@@ -140,9 +155,22 @@ WeightsDType QuantizedWeights::dtype() const {
 const std::map<std::string, QuantizedWeights::Weight>& QuantizedWeights::weights() const {
   return state_->weights;
 }
-int64_t QuantizedWeights::registered_blocks() const {
+int64_t QuantizedWeights::compact_blocks() const {
   std::lock_guard lock(state_->mutex);
   return static_cast<int64_t>(state_->blocks.size());
+}
+
+void QuantizedWeights::pause() {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->paused) state_->detach();
+  state_->paused = true;
+}
+
+void QuantizedWeights::resume() {
+  std::lock_guard lock(state_->mutex);
+  if (state_->paused)
+    for (State::Block& b : state_->blocks) b.f32.set_quantized(b.copy);
+  state_->paused = false;
 }
 
 namespace {
@@ -322,10 +350,7 @@ QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
       const Tensor block = block_of_rounded(*rounded, Sharding::replicated(whole.rank()),
                                             DeviceMesh(), 0, dtype, q.get());
       model.set_weight(path, block);
-      if (o != Orientation::Neither) {
-        register_quantized(whole, std::move(q));
-        state->blocks.push_back(whole.f32());
-      }
+      if (o != Orientation::Neither) state->attach(whole, std::move(q));
       continue;
     }
     WeightSource source;
@@ -338,9 +363,7 @@ QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
       q->dtype = dtype;
       q->outputs_first = o == Orientation::OutputsFirst;
       Tensor block = block_of_rounded(*rounded, layout, mesh, device, dtype, q.get());
-      register_quantized(block, std::move(q));
-      std::lock_guard lock(state->mutex);
-      state->blocks.push_back(block.f32());
+      state->attach(block, std::move(q));
       return block;
     };
     sources[path] = std::move(source);

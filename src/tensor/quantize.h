@@ -1,5 +1,6 @@
-// Element conversions of the weight formats (autoshard/tensor/weights_dtype.h)
-// and int8's scale rule (weight-only quantization: activations stay f32 but
+// Element conversions of the weight formats (autoshard/tensor/weights_dtype.h),
+// a matrix held in one of them (the compact copy a tensor may hold:
+// Tensor::quantized) and int8's scale rule (weight-only quantization: activations stay f32 but
 // for the 16-bit fixed-point input of the int8 product, see
 // quantized_gemv.cc); the matrix-vector kernels that read the formats are
 // in src/ir/ops/quantized_gemv.h.
@@ -19,8 +20,10 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "autoshard/tensor/weights_dtype.h"
+#include "tensor/large_array.h"
 
 namespace autoshard {
 
@@ -50,5 +53,25 @@ inline int8_t int8_code(float x, float scale) {
 inline float int8_value(int8_t code, float scale) {
   return static_cast<float>(code) * scale;
 }
+
+// One device's block of a weight as a matrix of `outputs` x `inner` (the
+// contraction), in bf16 or int8: the compact copy that a tensor's storage
+// may hold beside its f32 values (Tensor::quantized).
+struct QuantizedMatrix {
+  WeightsDType dtype = WeightsDType::BF16;
+  int64_t outputs = 0, inner = 0;
+  // Layout of the elements: [outputs, inner] (a tied head's [vocab, width],
+  // an einsum's "btc,vc->btv") or [inner, outputs] (a Dense kernel [in,
+  // out]), row-major, as the f32 block.
+  bool outputs_first = false;
+  // On huge pages when large, as tensors are (tensor/large_array.h).
+  std::vector<uint16_t, LargeArrayAllocator<uint16_t>> bf16;  // bf16 elements
+  std::vector<int8_t, LargeArrayAllocator<int8_t>> codes;     // int8 elements
+  std::vector<float> scales;                                  // int8: one per output
+  // Bytes a product reads from this matrix.
+  int64_t bytes() const {
+    return int64_t(bf16.size()) * 2 + int64_t(codes.size()) + int64_t(scales.size()) * 4;
+  }
+};
 
 }  // namespace autoshard

@@ -44,22 +44,42 @@ std::vector<int64_t> strides_of(const Shape& shape) {
   return strides;
 }
 
-namespace {
 // Zero-filled storage, 64-byte aligned so kernels can use aligned vector
-// loads (large tensors on huge pages: tensor/large_array.h).
-std::shared_ptr<std::byte> allocate(size_t bytes, const Shape& shape) {
-  void* p = allocate_array(bytes);
-  if (p == nullptr)
-    fail("out of memory: a tensor of shape ", shape_str(shape), " needs ", bytes, " bytes (",
-         bytes >> 20, " MiB)");
-  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
-                                    [bytes](std::byte* q) { free_array(q, bytes); });
-}
-}  // namespace
+// loads (large tensors on huge pages: tensor/large_array.h), with the
+// compact copy of its values when it has one.
+struct Tensor::Storage {
+  std::byte* data = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<const QuantizedMatrix> quantized;
+  Storage(size_t n, const Shape& shape)
+      : data(static_cast<std::byte*>(allocate_array(n))), bytes(n) {
+    if (data == nullptr)
+      fail("out of memory: a tensor of shape ", shape_str(shape), " needs ", n, " bytes (", n >> 20,
+           " MiB)");
+  }
+  ~Storage() { free_array(data, bytes); }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
 
 Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
   numel_ = autoshard::numel(shape_);
-  storage_ = allocate(nbytes(), shape_);
+  auto storage = std::make_shared<Storage>(nbytes(), shape_);
+  record_ = storage.get();
+  // The aliasing constructor: the record's count, its bytes' address.
+  storage_ = std::shared_ptr<std::byte>(std::move(storage), record_->data);
+}
+
+const QuantizedMatrix* Tensor::quantized() const {
+  return record_ ? record_->quantized.get() : nullptr;
+}
+
+void Tensor::set_quantized(std::shared_ptr<const QuantizedMatrix> copy) {
+  AS_CHECK(record_ != nullptr, "a borrowed tensor ", shape_str(shape_),
+           " cannot hold a compact copy of its values");
+  AS_CHECK(dtype_ == DType::F32, "only an f32 tensor holds a compact copy, not ",
+           dtype_name(dtype_), shape_str(shape_));
+  record_->quantized = std::move(copy);
 }
 
 void Tensor::dtype_mismatch(DType want) const {

@@ -64,10 +64,11 @@ int32_t choose_token(std::span<const float> logits, const GenerationOptions& opt
 // so a block split over any mesh keeps its channels' scales and every mesh
 // computes with the same weights). Each device's f32 block then holds the
 // dequantized values (read by prefill's GEMM, the embedding gather and
-// evaluation: the same numbers as the decode kernels'), and, beside it, its
-// compact copy, which one-row products (a decode step's) read instead,
-// dequantizing in the kernel (ir/ops/quantized_gemv.h). Destroying this
-// object stops the compact reads; the f32 blocks keep the rounded values.
+// evaluation: the same numbers as the decode kernels'), and its storage
+// holds the compact copy (Tensor::quantized), which the einsum kernel's
+// one-row products (a decode step's) read instead, dequantizing in the
+// kernel (ir/ops/quantized_gemv.h). Destroying this object takes the
+// copies off the blocks; the f32 blocks keep the rounded values.
 class QuantizedWeights {
  public:
   struct Weight {
@@ -82,9 +83,17 @@ class QuantizedWeights {
   WeightsDType dtype() const;
   // The weights rounded, by path (for bandwidth figures).
   const std::map<std::string, Weight>& weights() const;
-  // Device blocks whose compact copy products read (made on the model's
-  // first step after quantize_weights).
-  int64_t registered_blocks() const;
+  // Device blocks that hold a compact copy (made on the model's first step
+  // after quantize_weights).
+  int64_t compact_blocks() const;
+  // Takes the compact copies off their blocks until resume(): products read
+  // the f32 blocks, which hold the same rounded values (the numbers are
+  // the compact kernels' up to summation order, and int8's input, which its
+  // kernel rounds to 16-bit fixed point). bench/decode.cc times f32 and a
+  // compact format in turns on one model so, without rounding the weights
+  // again for each turn. Call them while no step runs.
+  void pause();
+  void resume();
 
   struct State;
 

@@ -2,7 +2,9 @@
 //
 // Tensors are the concrete values that flow through the executor and that the
 // user hands in (weights, batches). Shapes are static and use int64 dims.
-// Copies share storage; use clone() for a deep copy.
+// Copies share storage; use clone() for a deep copy. A weight's storage may
+// also hold a compact copy of its values in bf16 or int8 (quantized()),
+// which a decode step's products read instead of the f32 values.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,9 @@ constexpr DType dtype_of<int32_t>() {
 }
 
 using Shape = std::vector<int64_t>;
+
+// A matrix's values in bf16 or int8 (src/tensor/quantize.h).
+struct QuantizedMatrix;
 
 // The most elements one value may have (2^60): byte counts of any dtype then
 // fit in int64 with room to spare, and larger shapes are errors, never wraps.
@@ -104,6 +109,18 @@ class Tensor {
   std::vector<float> to_vector() const;  // f32 only
   float item() const;                    // single-element f32
 
+  // The weights format of this f32 tensor's storage: null (f32, the usual
+  // case) or its values in bf16 or int8 as a matrix (weight-only
+  // quantization, made by nn/generation.h's quantize_weights). The f32
+  // values then hold the same numbers dequantized, for every kernel that
+  // reads f32; the one-row products of the einsum kernel read the compact
+  // copy instead (ir/ops/gemm.h). Held with the storage, so every tensor
+  // sharing it (copies, reshapes, the executor's bindings) sees it; a copy
+  // made by clone() does not. Set it while no kernel reads the tensor; a
+  // borrowed tensor cannot hold one.
+  const QuantizedMatrix* quantized() const;
+  void set_quantized(std::shared_ptr<const QuantizedMatrix> copy);
+
  private:
   void expect_dtype(DType want) const {
     if (dtype_ != want) [[unlikely]]
@@ -111,10 +128,15 @@ class Tensor {
   }
   [[noreturn]] void dtype_mismatch(DType want) const;
 
+  // The storage's own record (its compact copy); null for borrowed memory.
+  // It lives as long as storage_, which shares its reference count.
+  struct Storage;
+
   Shape shape_;
   DType dtype_ = DType::F32;
   int64_t numel_ = 0;
   std::shared_ptr<std::byte> storage_;
+  Storage* record_ = nullptr;
 };
 
 // Largest |a - b| over max |b| (or 1 if b is all zeros): the relative error

@@ -228,16 +228,22 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
   // Accumulating (a fused gradient sum): BLAS adds into the output, or the
   // permuted product is added after.
   const float beta = ctx.accumulate && c_copy.empty() ? 1.0f : 0.0f;
+  // An operand read in place whose storage holds a compact copy (a
+  // quantized weight, Tensor::quantized): a one-row product reads the copy
+  // when this product's matrix is that whole operand (sgemm checks the shape).
+  const QuantizedMatrix* qa = a_copy.empty() ? in[0]->quantized() : nullptr;
+  const QuantizedMatrix* qb = b_copy.empty() ? in[1]->quantized() : nullptr;
   if (M > 0 && N > 0) {
     int64_t oa = 0, ob = 0, oc = 0;
     for (int64_t t = 0; t < batches; ++t) {
+      const CompactOperands compact{oa == 0 ? qa : nullptr, ob == 0 ? qb : nullptr};
       if (!c_transposed) {
         sgemm(ma.trans, mb.trans, M, N, K, a.data + oa, ma.ld, b.data + ob, mb.ld, c_data + oc,
-              mc.ld, 1.0f, beta);
+              mc.ld, 1.0f, beta, INT_MAX, compact);
       } else {
         // C^T (N x M) = op(B)^T op(A)^T.
         sgemm(!mb.trans, !ma.trans, N, M, K, b.data + ob, mb.ld, a.data + oa, ma.ld, c_data + oc,
-              mc.ld, 1.0f, beta);
+              mc.ld, 1.0f, beta, INT_MAX, {compact.b, compact.a});
       }
       for (size_t d = nb; d-- > 0;) {
         oa += bsa[d], ob += bsb[d], oc += bsc[d];

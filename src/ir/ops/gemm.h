@@ -5,8 +5,9 @@
 // cannot be expressed to BLAS and is an error. A single row of C runs as a
 // matrix-vector product (ir/ops/quantized_gemv.h; OpenBLAS 0.3.21's GEMM
 // packs B first: twice the traffic of a decode step's weights). A one-row
-// (or one-column) product over a weight registered in bf16 or int8 reads that
-// compact copy instead. Larger products are split over the calling thread's
+// (or one-column) product over a weight whose storage holds a bf16 or int8
+// copy (Tensor::quantized; the caller hands it over) reads that compact
+// copy instead. Larger products are split over the calling thread's
 // cores (parallel_blas_gemm), each piece on one OpenBLAS thread.
 #pragma once
 
@@ -33,9 +34,18 @@ void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float a
                         const float* a, int lda, const float* b, int ldb, float beta, float* c,
                         int ldc);
 
+// The compact copies (Tensor::quantized) of A and B as whole matrices, or
+// null: a one-row product reads B's, a one-column product A's, when the
+// copy has the product's shape.
+struct CompactOperands {
+  const QuantizedMatrix* a = nullptr;
+  const QuantizedMatrix* b = nullptr;
+};
+
 inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                  float alpha = 1.0f, float beta = 0.0f, int64_t max_dim = INT_MAX) {
+                  float alpha = 1.0f, float beta = 0.0f, int64_t max_dim = INT_MAX,
+                  CompactOperands compact = {}) {
   AS_CHECK(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX, "a matrix row of more than ",
            INT_MAX, " elements is beyond BLAS's int sizes (lda ", lda, ", ldb ", ldb, ", ldc ", ldc,
            ")");
@@ -47,22 +57,25 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
         const float* a = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
         const float* b = trans_b ? B + j0 * ldb + k0 : B + k0 * ldb + j0;
         const float c_beta = k0 == 0 ? beta : 1.0f;
+        // A block of a matrix is that matrix's copy only when it is the whole.
+        const QuantizedMatrix* qa = i0 == 0 && k0 == 0 ? compact.a : nullptr;
+        const QuantizedMatrix* qb = j0 == 0 && k0 == 0 ? compact.b : nullptr;
         // One row (a decode step): a matrix-vector product reads B once. (Empty
         // blocks stay with GEMM: BLAS rejects GEMV's zero leading dimensions.)
         if (m == 1 && n > 0 && k > 0 && ldb > 0 && lda > 0) {
           // C[1, n] = a op(B): B is [n, k] when transposed, else [k, n].
-          if (try_quantized_gemv(trans_b, n, k, b, ldb, a, trans_a ? lda : 1, alpha, c_beta,
-                                 C + i0 * ldc + j0, 1))
+          if (quantized_gemv_if_fits(qb, trans_b, n, k, ldb, a, trans_a ? lda : 1, alpha, c_beta,
+                                     C + i0 * ldc + j0, 1))
             continue;
           f32_gemv(trans_b, n, k, b, ldb, a, trans_a ? lda : 1, alpha, c_beta, C + i0 * ldc + j0,
                    1);
           continue;
         }
-        // C[m, 1] = op(A) b over a registered weight A (the einsum kernel
+        // C[m, 1] = op(A) b over a compact weight A (the einsum kernel
         // computing C^T): A is [k, m] when transposed, else [m, k].
         if (n == 1 && m > 1 && k > 0 &&
-            try_quantized_gemv(!trans_a, m, k, a, lda, b, trans_b ? 1 : ldb, alpha, c_beta,
-                               C + i0 * ldc + j0, ldc))
+            quantized_gemv_if_fits(qa, !trans_a, m, k, lda, b, trans_b ? 1 : ldb, alpha, c_beta,
+                                   C + i0 * ldc + j0, ldc))
           continue;
         parallel_blas_gemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n),
                            static_cast<int>(k), alpha, a, static_cast<int>(lda), b,

@@ -9,9 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 
 #include "autoshard/tensor/parallel.h"
 #include "tensor/vec16.h"
@@ -339,31 +336,9 @@ void strided(int64_t outputs, int64_t inner, const float* x, int64_t incx, float
     }
 }
 
-struct Registry {
-  std::shared_mutex mutex;
-  struct Entry {
-    Tensor block;  // keeps the key's storage alive
-    std::shared_ptr<const QuantizedMatrix> matrix;
-  };
-  std::unordered_map<const float*, Entry> entries;
-  std::atomic<int64_t> size{0};
-  std::atomic<int64_t> calls{0};
-  std::atomic<int> reads_off{0};  // QuantizedReadsOff scopes alive
-};
-
-Registry& registry() {
-  static Registry r;
-  return r;
-}
-
-std::shared_ptr<const QuantizedMatrix> find(const float* w) {
-  Registry& r = registry();
-  if (r.size.load(std::memory_order_relaxed) == 0 || r.reads_off.load(std::memory_order_relaxed))
-    return nullptr;
-  std::shared_lock lock(r.mutex);
-  auto it = r.entries.find(w);
-  return it == r.entries.end() ? nullptr : it->second.matrix;
-}
+// Products on a compact copy, for tests and the bench (a statistic, read by
+// no kernel).
+std::atomic<int64_t> compact_products{0};
 
 }  // namespace
 
@@ -381,43 +356,17 @@ void quantized_gemv_reference(const QuantizedMatrix& w, const float* x, float* y
     gemv_reference(w, w.codes.data(), x, y);
 }
 
-void register_quantized(const Tensor& block, std::shared_ptr<const QuantizedMatrix> w) {
-  Registry& r = registry();
-  std::unique_lock lock(r.mutex);
-  r.entries[block.f32()] = {block, std::move(w)};
-  r.size = static_cast<int64_t>(r.entries.size());
-}
-
-void unregister_quantized(const float* block) {
-  Registry& r = registry();
-  std::unique_lock lock(r.mutex);
-  r.entries.erase(block);
-  r.size = static_cast<int64_t>(r.entries.size());
-}
-
-int64_t quantized_registered() {
-  return registry().size.load();
-}
-
-QuantizedReadsOff::QuantizedReadsOff() {
-  registry().reads_off.fetch_add(1);
-}
-QuantizedReadsOff::~QuantizedReadsOff() {
-  registry().reads_off.fetch_sub(1);
-}
-
 int64_t quantized_gemv_calls() {
-  return registry().calls.load();
+  return compact_products.load();
 }
 
-bool try_quantized_gemv(bool rows_are_outputs, int64_t outputs, int64_t inner, const float* w,
-                        int64_t ldw, const float* x, int64_t incx, float alpha, float beta,
-                        float* y, int64_t incy) {
-  const std::shared_ptr<const QuantizedMatrix> m = find(w);
+bool quantized_gemv_if_fits(const QuantizedMatrix* m, bool rows_are_outputs, int64_t outputs,
+                            int64_t inner, int64_t ldw, const float* x, int64_t incx, float alpha,
+                            float beta, float* y, int64_t incy) {
   if (!m || m->outputs_first != rows_are_outputs || m->outputs != outputs || m->inner != inner ||
       ldw != (rows_are_outputs ? inner : outputs))
     return false;
-  registry().calls.fetch_add(1, std::memory_order_relaxed);
+  compact_products.fetch_add(1, std::memory_order_relaxed);
   strided(outputs, inner, x, incx, alpha, beta, y, incy,
           [&](const float* xc, float* yc) { quantized_gemv(*m, xc, yc); });
   return true;
