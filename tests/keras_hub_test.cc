@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -313,6 +314,74 @@ class KerasHubPresetErrors : public testing::TempDirTest {
     });
   }
 };
+
+// Renames, in an HDF5 file, every group named `from` to `to` (its parent
+// kept): how a preset saved by another Keras version lays out the same
+// layers. Written on libhdf5 directly, apart from the reader under test.
+int rename_groups(const std::string& file, const std::map<std::string, std::string>& names) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << file;
+  std::vector<std::string> found;
+  H5Ovisit(
+      f, H5_INDEX_NAME, H5_ITER_NATIVE,
+      [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+        if (info->type == H5O_TYPE_GROUP)
+          static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &found, H5O_INFO_BASIC);
+  int renamed = 0;
+  // Deepest first, so that a parent's rename does not move a path still to do.
+  std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
+    return std::count(a.begin(), a.end(), '/') > std::count(b.begin(), b.end(), '/');
+  });
+  for (const std::string& path : found) {
+    const size_t slash = path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+    const auto it = names.find(path.substr(parent.size()));
+    if (it == names.end()) continue;
+    EXPECT_GE(H5Lmove(f, path.c_str(), f, (parent + it->second).c_str(), H5P_DEFAULT, H5P_DEFAULT),
+              0);
+    ++renamed;
+  }
+  H5Fclose(f);
+  return renamed;
+}
+
+// Keras >= 3.3 stores MultiHeadAttention's sublayers under their public
+// names (query_dense, ...), Keras 3.0-3.2 under the private ones
+// (_query_dense, ...): a preset saved either way reads the same weights,
+// and the writer writes what current Keras writes.
+TEST_F(KerasHubPresetErrors, PresetsOfEitherKerasLayoutRead) {
+  const std::map<std::string, std::string> to_public = {{"_query_dense", "query_dense"},
+                                                        {"_key_dense", "key_dense"},
+                                                        {"_value_dense", "value_dense"},
+                                                        {"_output_dense", "output_dense"}};
+  for (const char* name : {"gpt2", "opt"}) {
+    DecoderPair p{name};
+    const std::filesystem::path copy = dir_ / (std::string(name) + "_keras33");
+    std::filesystem::copy(p.preset, copy);
+    EXPECT_GT(rename_groups((copy / "model.weights.h5").string(), to_public), 0) << name;
+    const Tensor logits = p.load(p.hf)->predict_on_batch(p.x);
+    EXPECT_EQ(max_relative_error(p.load(copy.string())->predict_on_batch(p.x), logits), 0) << name;
+    EXPECT_EQ(max_relative_error(p.load(p.preset)->predict_on_batch(p.x), logits), 0) << name;
+  }
+  // What the writer writes: the public names.
+  DecoderPair gpt2{"gpt2"};
+  const LanguageModelConfig cfg = LanguageModelConfig::of(gpt2.hf);
+  const std::string out = (dir_ / "written").string();
+  keras_hub::save_preset(*gpt2.load(gpt2.hf), *cfg.config, out,
+                         kTestData + "/keras_hub/tokenizers/sentencepiece");
+  const std::map<std::string, std::string> to_private = {{"query_dense", "_query_dense"}};
+  EXPECT_GT(rename_groups(out + "/model.weights.h5", to_private), 0);
+  // Neither layout: the error names both paths and what the group holds.
+  const std::map<std::string, std::string> gone = {{"_query_dense", "query_proj"}};
+  rename_groups(out + "/model.weights.h5", gone);
+  const std::string e = load_error(out);
+  EXPECT_NE(e.find("/_self_attention_layer/query_dense/vars/0' (nor '"), std::string::npos) << e;
+  EXPECT_NE(e.find("_self_attention_layer' holds: "), std::string::npos) << e;
+  EXPECT_NE(e.find("query_proj"), std::string::npos) << e;
+}
 
 // A preset written by save_preset reads back to the same weights, from a
 // preset (its tokenizer copied) and from a Hugging Face directory; RoBERTa's

@@ -34,6 +34,18 @@ variables as vars/0, vars/1, ...). See docs/keras-hub.md.
                                  dim 4, random weights, as a Hugging Face
                                  directory beside its preset
 
+MultiHeadAttention's sublayers (GPT-2, OPT, BERT, RoBERTa): saving_lib
+walks a layer's public attributes before its private ones (saving_lib.py
+`_name_key`: private attributes are visited last), and since Keras 3.3
+MultiHeadAttention has the properties query_dense, key_dense, value_dense
+and output_dense (keras/src/layers/attention/multi_head_attention.py), so
+current Keras writes ".../_self_attention_layer/query_dense/vars/0" where
+Keras 3.0-3.2 wrote "_query_dense". `--keras-layout 3.3` (the default)
+writes the former, `--keras-layout 3.0` the latter; the committed fixtures
+were written with 3.0, and tests/keras_hub_test.cc renames their groups to
+read the 3.3 form too. KerasHub's own attention layers (Llama, Mistral,
+Qwen, Gemma) keep "_query_dense" in every version.
+
 RoBERTa: KerasHub's RobertaBackbone has no token-type embedding; Hugging
 Face adds its single row to every token, so the preset's positions hold
 position row s + 2 plus that row (exact for every token that is not padding).
@@ -41,6 +53,7 @@ position row s + 2 plus that row (exact for every token that is not padding).
 Run with Debian's python3-h5py and python3-torch:
     /usr/bin/python3 tools/make_keras_hub_presets.py
 """
+import argparse
 import json
 import os
 import re
@@ -191,9 +204,9 @@ def gpt2():
         L.put(g + "/_self_attention_layer_norm", w[p + "ln_1.weight"], w[p + "ln_1.bias"])
         qkv, qkv_b = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
         for j, attr in enumerate(["_query_dense", "_key_dense", "_value_dense"]):
-            L.put(g + "/_self_attention_layer/" + attr, qkv[:, j * C:(j + 1) * C].reshape(C, H, D),
+            L.put(g + "/_self_attention_layer/" + mha(attr), qkv[:, j * C:(j + 1) * C].reshape(C, H, D),
                   qkv_b[j * C:(j + 1) * C].reshape(H, D))
-        L.put(g + "/_self_attention_layer/_output_dense",
+        L.put(g + "/_self_attention_layer/" + mha("_output_dense"),
               w[p + "attn.c_proj.weight"].reshape(H, D, C), w[p + "attn.c_proj.bias"])
         L.put(g + "/_feedforward_layer_norm", w[p + "ln_2.weight"], w[p + "ln_2.bias"])
         L.put(g + "/_feedforward_intermediate_dense", w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"])
@@ -219,10 +232,10 @@ def opt():
         L.put(g + "/_self_attention_layer_norm", w[p + "self_attn_layer_norm.weight"],
               w[p + "self_attn_layer_norm.bias"])
         for attr, t in [("_query_dense", "q_proj"), ("_key_dense", "k_proj"), ("_value_dense", "v_proj")]:
-            L.put(g + "/_self_attention_layer/" + attr,
+            L.put(g + "/_self_attention_layer/" + mha(attr),
                   w[p + f"self_attn.{t}.weight"].T.reshape(C, H, D),
                   w[p + f"self_attn.{t}.bias"].reshape(H, D))
-        L.put(g + "/_self_attention_layer/_output_dense",
+        L.put(g + "/_self_attention_layer/" + mha("_output_dense"),
               w[p + "self_attn.out_proj.weight"].T.reshape(H, D, C), w[p + "self_attn.out_proj.bias"])
         L.put(g + "/_feedforward_layer_norm", w[p + "final_layer_norm.weight"],
               w[p + "final_layer_norm.bias"])
@@ -257,10 +270,10 @@ def encoder(name):
     for i in range(c["num_hidden_layers"]):
         g, p = L.layer("TransformerEncoder"), f"{b}encoder.layer.{i}."
         for attr, t in [("_query_dense", "query"), ("_key_dense", "key"), ("_value_dense", "value")]:
-            L.put(g + "/_self_attention_layer/" + attr,
+            L.put(g + "/_self_attention_layer/" + mha(attr),
                   w[p + f"attention.self.{t}.weight"].T.reshape(C, H, D),
                   w[p + f"attention.self.{t}.bias"].reshape(H, D))
-        L.put(g + "/_self_attention_layer/_output_dense",
+        L.put(g + "/_self_attention_layer/" + mha("_output_dense"),
               w[p + "attention.output.dense.weight"].T.reshape(H, D, C),
               w[p + "attention.output.dense.bias"])
         L.put(g + "/_self_attention_layer_norm", w[p + "attention.output.LayerNorm.weight"],
@@ -499,7 +512,21 @@ def gemma2_hf():
     return d
 
 
+# Where MultiHeadAttention's sublayers go: "3.3" (public names) or "3.0".
+KERAS_LAYOUT = "3.3"
+
+
+def mha(attr):
+    """A MultiHeadAttention sublayer's group name ("_query_dense") in KERAS_LAYOUT."""
+    return attr.lstrip("_") if KERAS_LAYOUT == "3.3" else attr
+
+
 def main():
+    global KERAS_LAYOUT
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keras-layout", choices=["3.0", "3.3"], default="3.3",
+                        help="the Keras version whose model.weights.h5 layout to write")
+    KERAS_LAYOUT = parser.parse_args().keras_layout
     os.makedirs(OUT, exist_ok=True)
     tokenizers()
     gpt2()

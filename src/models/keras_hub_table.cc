@@ -13,7 +13,8 @@ void multi_head_attention(Table& t, const std::string& path, const std::string& 
   const std::pair<const char*, const std::string*> qkv[] = {
       {"query", &n.q}, {"key", &n.k}, {"value", &n.v}};
   for (auto [name, ours] : qkv) {
-    const std::string p = cat(path, "/", name), g = cat(h5, "/_", name, "_dense/vars/");
+    // Keras >= 3.3's public names of MultiHeadAttention's sublayers (io/keras_hub.h).
+    const std::string p = cat(path, "/", name), g = cat(h5, "/", name, "_dense/vars/");
     if (n.heads_first)
       t.add(*ours + ".kernel", p + "/kernel", g + "0", {C, H, D}, {C, H, D}, {1, 2, 0});
     else
@@ -21,7 +22,7 @@ void multi_head_attention(Table& t, const std::string& path, const std::string& 
     const bool has_bias = std::string(name) != "key" || n.key_bias;
     t.same(has_bias ? *ours + ".bias" : "", p + "/bias", g + "1", {H, D});
   }
-  const std::string p = path + "/attention_output", g = h5 + "/_output_dense/vars/";
+  const std::string p = path + "/attention_output", g = h5 + "/output_dense/vars/";
   if (n.heads_first)
     t.add(n.o + ".kernel", p + "/kernel", g + "0", {H, D, C}, {H, D, C}, {2, 0, 1});
   else

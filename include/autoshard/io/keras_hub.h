@@ -12,8 +12,20 @@
 // task.weights.h5): the functional model's `layers` list names each layer's
 // group after its class in snake case, numbered by repetition
 // ("layers/llama_transformer_decoder_1"), nested layers go by the attribute
-// that holds them ("_self_attention_layer/_query_dense"), and a layer's own
-// variables are "vars/0", "vars/1", ... in its variables' order.
+// that holds them, public attributes before private ones, so that a layer
+// reachable by both is stored under its public name (saving_lib.py
+// `_walk_saveable` and `_name_key`: "private attributes are visited last"),
+// and a layer's own variables are "vars/0", "vars/1", ... in its variables'
+// order. Keras's MultiHeadAttention (GPT-2, BERT, RoBERTa and OPT's
+// attention, through KerasHub's TransformerEncoder/Decoder and
+// CachedMultiHeadAttention) exposes its sublayers as the properties
+// query_dense, key_dense, value_dense and output_dense since Keras 3.3
+// (keras/src/layers/attention/multi_head_attention.py), so presets saved
+// since then hold "_self_attention_layer/query_dense/vars/0" where Keras
+// 3.0-3.2 wrote "_self_attention_layer/_query_dense/vars/0". The tables name
+// what current Keras writes; the reader takes either (other_keras_layout).
+// KerasHub's own attention classes (Llama, Mistral, Qwen, Gemma) have no
+// such properties: "_query_dense" in every version.
 //
 // Keras stores kernels (in, out) and EinsumDense kernels with heads as their
 // own dims (Llama's query (hidden, heads, head_dim), Gemma's
@@ -57,6 +69,12 @@ struct Variable {
 };
 
 // A backbone's (and head's) variables, in saving order.
+// `h5_path` in the other layout Keras has written for it: a
+// MultiHeadAttention sublayer's public name ("query_dense", Keras >= 3.3)
+// for its private one ("_query_dense", Keras 3.0-3.2) and back; "" for a
+// path that has one layout only.
+std::string other_keras_layout(const std::string& h5_path);
+
 struct Variables {
   std::string class_name;       // "LlamaBackbone"
   std::string task_class_name;  // "LlamaCausalLM", "BertTextClassifier"

@@ -36,17 +36,45 @@ class PresetFiles {
     if (task) open("task.weights.h5", task_files_);
   }
 
-  // The open file holding `dataset`, or an error naming it and the variable.
-  std::shared_ptr<H5File> holding(const Variable& v) const {
+  // The open file holding `v`'s dataset, and the dataset's path there: the
+  // table's, or the same variable in the other layout Keras has written
+  // (other_keras_layout); an error naming both and what the group holds
+  // when neither is there.
+  std::pair<std::shared_ptr<H5File>, std::string> holding(const Variable& v) const {
+    const std::string other = other_keras_layout(v.h5_path);
     for (const auto& f : v.task ? task_files_ : files_)
-      if (f->is_dataset(v.h5_path)) return f;
+      for (const std::string& path : {v.h5_path, other})
+        if (!path.empty() && f->is_dataset(path)) return {f, path};
     fail("KerasHub preset '", dir_, "': ", v.task ? "task.weights.h5" : "the model weights",
-         " have no dataset '", v.h5_path, "' (Keras variable '", v.path, "'",
-         v.weight.empty() ? "" : cat(", autoshard weight '", v.weight, "'"),
-         "); the preset was saved by another KerasHub layout or is incomplete");
+         " have no dataset '", v.h5_path, "'", other.empty() ? "" : cat(" (nor '", other, "')"),
+         " (Keras variable '", v.path, "'",
+         v.weight.empty() ? "" : cat(", autoshard weight '", v.weight, "'"), ")",
+         present_near(v.h5_path, v.task),
+         "; the preset was saved by another KerasHub layout or is incomplete");
   }
 
  private:
+  // What the nearest group that exists above `h5_path` holds, for the error.
+  std::string present_near(std::string path, bool task) const {
+    while (!path.empty()) {
+      const size_t slash = path.rfind('/');
+      path = slash == std::string::npos ? "" : path.substr(0, slash);
+      for (const auto& f : task ? task_files_ : files_)
+        if (!path.empty() && f->is_group(path)) {
+          std::string names;
+          for (const std::string& c : f->children(path)) {
+            if (names.size() > 300) {
+              names += ", ...";
+              break;
+            }
+            names += (names.empty() ? "" : ", ") + c;
+          }
+          return cat("; group '", path, "' holds: ", names.empty() ? "nothing" : names);
+        }
+    }
+    return "";
+  }
+
   // The shard files of a model.weights.json index: its weight_map's values
   // (a file name, or a list of them for a variable spread over shards).
   std::vector<std::string> shard_names(const fs::path& index) const {
@@ -126,14 +154,27 @@ WeightSource zero_source() {
 
 }  // namespace
 
+std::string other_keras_layout(const std::string& h5_path) {
+  for (const char* name : {"query_dense", "key_dense", "value_dense", "output_dense"}) {
+    const std::string pub = cat("/", name, "/"), priv = cat("/_", name, "/");
+    if (const size_t at = h5_path.find(priv); at != std::string::npos)
+      return h5_path.substr(0, at) + pub + h5_path.substr(at + priv.size());
+    if (const size_t at = h5_path.find(pub); at != std::string::npos)
+      return h5_path.substr(0, at) + priv + h5_path.substr(at + pub.size());
+  }
+  return "";
+}
+
 void load_preset_weights(Model& model, const std::string& dir, const Variables& variables) {
   bool task = false;
   for (const Variable& v : variables.variables) task = task || v.task;
   const PresetFiles files(dir, task);
   std::map<std::string, WeightSource> sources;
   for (const Variable& v : variables.variables) {
-    const std::shared_ptr<H5File> file = files.holding(v);  // Keras-only ones must exist too
-    if (!v.weight.empty()) sources[v.weight] = variable_source(file, v);
+    auto [file, h5_path] = files.holding(v);  // Keras-only ones must exist too
+    Variable found = v;
+    found.h5_path = h5_path;
+    if (!v.weight.empty()) sources[v.weight] = variable_source(file, found);
   }
   for (const std::string& w : variables.zero_weights) sources[w] = zero_source();
   for (const std::string& w : model.weight_paths())
