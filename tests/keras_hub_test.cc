@@ -329,7 +329,7 @@ int rename_groups(const std::string& file, const std::map<std::string, std::stri
           static_cast<std::vector<std::string>*>(data)->push_back(name);
         return 0;
       },
-      &found, H5O_INFO_BASIC);
+      &found);
   int renamed = 0;
   // Deepest first, so that a parent's rename does not move a path still to do.
   std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
