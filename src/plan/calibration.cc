@@ -12,6 +12,7 @@
 #include "autoshard/comm/mpi_communicator.h"
 #include "autoshard/comm/thread_communicator.h"
 #include "autoshard/comm/world.h"
+#include "autoshard/ir/blas_core.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/runtime/executor.h"
 
@@ -54,8 +55,10 @@ double gemm_seconds(int64_t m, int64_t n, int64_t k, double seconds) {
   std::vector<float> a(m * k, 1.0f), b(k * n, 0.5f), c(m * n);
   return time_it(
       [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
-                    a.data(), int(k), b.data(), int(n), 0.0f, c.data(), int(n));
+        // The products the engine runs (a private OpenBLAS copy when NumPy
+        // loaded the shared one first: ir/blas_core.h).
+        blas::sgemm(false, false, int(m), int(n), int(k), 1.0f, a.data(), int(k), b.data(),
+                    int(n), 0.0f, c.data(), int(n));
       },
       seconds);
 }
