@@ -21,8 +21,8 @@ keras="src/io/keras/hdf5_file.cc src/io/zip_archive.cc src/io/keras/architecture
   src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
 declare -A sources=(
   [safetensors]="src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
-  [config]="src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc
-    src/nn/models/config_reader.cc src/io/checkpoint_state.cc"
+  [config]="src/models/gpt2/config.cc src/models/llama/config.cc src/models/config_reader.cc
+    src/io/checkpoint_state.cc"
   [tokenizer]="src/io/tokenizer/hf_tokenizer.cc src/io/tokenizer/bpe.cc
     src/io/tokenizer/wordpiece.cc src/io/tokenizer/subword_models.cc
     src/io/tokenizer/normalizers.cc src/io/tokenizer/pre_tokenizers.cc
@@ -34,11 +34,18 @@ declare -A sources=(
   [keras_zip]="$keras"
   [keras_h5]="$keras"
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"
-  [keras_hub_preset]="src/io/keras_hub/config.cc src/nn/models/config_reader.cc
-    src/nn/models/gpt2_config.cc src/nn/models/llama_config.cc src/nn/models/opt_config.cc
-    src/nn/models/bert_config.cc"
+  [keras_hub_preset]="src/io/keras_hub/config.cc src/models/config_reader.cc
+    src/models/keras_hub_model.cc src/models/keras_hub_table.cc src/models/registry.cc
+    $(echo src/models/{gpt2,llama,opt,bert}/{config,family,keras_hub}.cc)"
 )
+# The config readers reach the model families through their registry
+# entries, whose other functions (building a model, reading its weights) pull
+# in the whole library: those stay unresolved, and reading a config never
+# calls them.
+configs_only="-no-pie -Wl,--unresolved-symbols=ignore-all"
 declare -A libs=(
+  [config]="$configs_only"
+  [keras_hub_preset]="$configs_only"
   [tokenizer]="-licui18n -licuuc"
   [problem]="$(pkg-config --libs cbc) -lz"
   [npy]="-lzip"

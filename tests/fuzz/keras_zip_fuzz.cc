@@ -11,6 +11,7 @@
 #include "keras_fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace autoshard;
   using namespace autoshard::keras;
   keras_fuzz::MemFile file(data, size);
   try {
