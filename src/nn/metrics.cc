@@ -115,6 +115,7 @@ namespace {
 struct Pairs {
   const float *p, *t;
   int64_t rows, width;
+  Tensor widened = {};  // integer targets as f32, when `t` points into them
 };
 
 Pairs pairs_of(const Tensor& predictions, const Tensor& targets, const std::string& metric) {
@@ -210,10 +211,11 @@ Pairs matrices_of(const Tensor& predictions, const Tensor& targets, const std::s
   AS_CHECK(predictions.rank() == 2, metric, " needs 2-D predictions (batch, outputs), got ",
            shape_str(predictions.shape()));
   if (targets.dtype() != DType::I32) return pairs_of(predictions, targets, metric);
-  static thread_local Tensor widened;  // i32 labels as f32, alive while the pairs are read
-  widened = Tensor(targets.shape());
+  Tensor widened(targets.shape());
   std::copy(targets.i32(), targets.i32() + targets.numel(), widened.f32());
-  return pairs_of(predictions, widened, metric);
+  Pairs x = pairs_of(predictions, widened, metric);
+  x.widened = std::move(widened);  // shares the storage `x.t` points into
+  return x;
 }
 
 // F-beta from one class's counts, with Keras's 1e-7 guards.
