@@ -126,3 +126,16 @@ def test_multiclass_and_regression_metrics_against_numpy():
 def test_unsupported_arguments_are_named(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_a_saved_model_with_these_metrics_loads_and_reports_them(tmp_path):
+    m = _binary_model()
+    m.compile("sgd", "binary_crossentropy",
+              metrics=[keras.metrics.AUC(), keras.metrics.Precision(), keras.metrics.R2Score()])
+    path = str(tmp_path / "m.keras")
+    m.save(path)
+    want = m.evaluate(X, Y, batch_size=5, verbose=0, return_dict=True)
+    got = keras.models.load_model(path).evaluate(X, Y, batch_size=5, verbose=0, return_dict=True)
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k] == pytest.approx(want[k], abs=1e-9)

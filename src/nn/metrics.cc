@@ -323,6 +323,15 @@ Metric by_name(const std::string& name) {
   if (name == "top_k_categorical_accuracy") return top_k_categorical_accuracy(5);
   if (name == "mape" || name == "mean_absolute_percentage_error")
     return mean_absolute_percentage_error();
+  // The confusion metrics and R2 with Keras's defaults, by the names Keras
+  // logs them under (what a saved compile config lists).
+  if (name == "auc") return auc();
+  if (name == "precision") return precision();
+  if (name == "recall") return recall();
+  if (name == "r2_score") return r2_score();
+  for (ConfusionCell cell : {ConfusionCell::TruePositives, ConfusionCell::FalsePositives,
+                             ConfusionCell::TrueNegatives, ConfusionCell::FalseNegatives})
+    if (name == confusion_count(cell).name) return confusion_count(cell);
   if (name == "sparse_top_k_categorical_accuracy") return sparse_top_k_categorical_accuracy(5);
   if (name.starts_with("top_")) {
     const std::string k = name.substr(4);
@@ -333,7 +342,8 @@ Metric by_name(const std::string& name) {
   fail("unknown metric '", name,
        "' (known: accuracy, sparse_categorical_accuracy, sparse_top_k_categorical_accuracy, "
        "top_K, categorical_accuracy, top_k_categorical_accuracy, binary_accuracy, mae, mse, "
-       "mape)");
+       "mape, auc, precision, recall, true_positives, false_positives, true_negatives, "
+       "false_negatives, r2_score)");
 }
 
 }  // namespace autoshard::metrics
