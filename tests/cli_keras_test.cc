@@ -253,7 +253,7 @@ TEST(CliKeras, ResumedTrainingContinuesTheSameRun) {
   for (size_t s = 0; s < 5; ++s) EXPECT_NEAR(a[s], b[s], 1e-5 * std::max(1.0, a[s])) << s;
   const Result again = run(base + "--steps 6 --seed 8 --resume " + ckpt);
   EXPECT_EQ(again.code, 1);
-  EXPECT_NE(again.output.find("was trained with seed 7"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("was trained with --seed 7"), std::string::npos) << again.output;
 }
 
 // Bad data and flags: exit 1 and one line naming what is wrong.

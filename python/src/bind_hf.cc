@@ -13,7 +13,7 @@
 #include <memory>
 #include <optional>
 
-#include "autoshard/app/training.h"
+#include "autoshard/app/language_model_training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/token_data.h"
@@ -160,12 +160,7 @@ class LanguageModel {
         placement_(std::move(placement)) {
     if (!weights_.empty()) {
       const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-      // (A KerasHub preset keeps them in model.weights.h5, or in the shards
-      // its model.weights.json index lists.)
-      AS_CHECK(fs::is_regular_file(path) || fs::exists(dir / "model.safetensors") ||
-                   fs::exists(dir / "model.safetensors.index.json") ||
-                   fs::exists(dir / "model.weights.h5") || fs::exists(dir / "model.weights.json"),
-               "'", path,
+      AS_CHECK(fs::is_regular_file(path) || holds_language_model_weights(dir.string()), "'", path,
                "' has no weights (model.safetensors or model.safetensors.index.json; a KerasHub "
                "preset's model.weights.h5 or model.weights.json); use "
                "autoshard.LanguageModel.from_config for a model with initial weights");
@@ -238,19 +233,22 @@ class LanguageModel {
     std::vector<double> losses;
     py::gil_scoped_release release;
     build(s.seq, optimizer(s), {}, s.batch);
-    Tensor x, y;
-    for (int64_t step = 0; step < s.steps; ++step) {
-      data.batch(step, s.batch, s.seq, x, y);
-      const double loss = model_->train_on_batch(x, y);
-      AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
-               std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
-               " (lower learning_rate, clip harder with clipnorm, or check the tokens)");
-      losses.push_back(loss);
-      py::gil_scoped_acquire gil;
-      step_boundary([&] {
-        if (!on_step.is_none()) on_step(step, loss);
-      });
-    }
+    const LanguageModelSteps steps{
+        .end = s.steps,
+        .batch = s.batch,
+        .seq = s.seq,
+        .error_prefix = "fit: ",
+        .divergence_advice = "lower learning_rate, clip harder with clipnorm, or check the tokens"};
+    train_language_model_steps(
+        data, steps, [&](const Tensor& x, const Tensor& y) { return model_->train_on_batch(x, y); },
+        [&](const LanguageModelStep& step) {
+          losses.push_back(step.loss);
+          py::gil_scoped_acquire gil;
+          step_boundary([&] {
+            if (!on_step.is_none()) on_step(step.index, step.loss);
+          });
+          return true;
+        });
     return losses;
   }
 

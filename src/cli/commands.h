@@ -6,14 +6,6 @@
 
 namespace autoshard::cli {
 
-// A run stopped by SIGINT or SIGTERM after saving what it had: main reports
-// it and exits with 128 + the signal, as shells do.
-struct Interrupted {
-  int signal;
-  std::string message;
-  Interrupted(int s, std::string m) : signal(s), message(std::move(m)) {}
-};
-
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_plan_command(CLI::App& app);

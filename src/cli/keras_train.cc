@@ -11,13 +11,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 
+#include "autoshard/app/training_run.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/checkpoint.h"
@@ -32,11 +32,6 @@
 
 namespace autoshard::cli {
 namespace {
-
-volatile std::sig_atomic_t keras_stop_signal = 0;
-extern "C" void on_keras_stop_signal(int sig) {
-  keras_stop_signal = sig;
-}
 
 // GPT training's flags mean nothing to a Keras model: an error, not ignored.
 void refuse_gpt_flags(const CLI::App& cmd) {
@@ -96,38 +91,11 @@ nlohmann::json run_state(const TrainOptions& o, const Model& model, int64_t step
           {"plan", o.plan}};
 }
 
-// Opens --checkpoint-dir; with --resume restores its latest checkpoint and
-// returns the step to continue from.
-int64_t open_checkpoints(const TrainOptions& o, Model& model, int64_t n,
-                         std::unique_ptr<CheckpointManager>& manager) {
-  if (o.checkpoint_dir.empty()) return 0;
-  AS_CHECK(
-      !std::filesystem::exists(o.checkpoint_dir) || std::filesystem::is_directory(o.checkpoint_dir),
-      "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
-  manager = std::make_unique<CheckpointManager>(
-      CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
-  const std::optional<int64_t> latest = manager->latest_step();
-  if (!o.resume) {
-    AS_CHECK(!latest, "--checkpoint-dir '", o.checkpoint_dir,
-             "' already holds checkpoints of an earlier run (up to step ", latest.value_or(0),
-             "); continue that run with --resume, or give a new or empty directory");
-    return 0;
-  }
-  AS_CHECK(latest, "--resume: no checkpoint in '", o.checkpoint_dir,
-           "' to resume from (run without --resume to start from scratch)");
-  const nlohmann::json saved = read_state(manager->path_of(*latest));
-  const nlohmann::json now = run_state(o, model, 0, n);
-  for (const char* key : {"batch", "sampling", "seed", "examples"})
-    AS_CHECK(!saved.contains(key) || saved[key] == now[key], "--resume: the checkpoint in '",
-             o.checkpoint_dir, "' was trained with ", key, " ", saved[key].dump(),
-             ", this run has ", now[key].dump(), " (resume with the same value and data)");
-  const nlohmann::json state = manager->restore(model);
-  const int64_t start = state.value("data_position", state["step"].get<int64_t>());
-  if (World::process().leader())
-    std::fprintf(stderr, "resumed from %s at step %lld\n", manager->path_of(*latest).c_str(),
-                 static_cast<long long>(start));
-  return start;
-}
+// The settings a resumed run must share with its checkpoint.
+const std::vector<ResumeSetting> kKerasResumeSettings = {{"batch", "--batch"},
+                                                         {"sampling", "--sampling"},
+                                                         {"seed", "--seed"},
+                                                         {"examples", "examples in --x"}};
 
 // The flags that replace the file's learning rate schedule and clipping.
 void apply_schedule_flags(const TrainOptions& o, const CLI::App& cmd, Optimizer& optimizer,
@@ -297,8 +265,10 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
   model.set_distribution(
       keras_distribution(o, model, [&]() { return keras_plan_graph(k, model, data, batch); }));
   check_layout_map(o, model.distribution_strategy().get(), model);
-  std::unique_ptr<CheckpointManager> manager;
-  const int64_t start = open_checkpoints(o, model, data.n, manager);
+  RunCheckpoints checkpoints(
+      {o.checkpoint_dir, o.save_every, o.keep, o.resume}, model,
+      [&](int64_t step) { return run_state(o, model, step, data.n); }, kKerasResumeSettings);
+  const int64_t start = checkpoints.start();
   std::ofstream log;
   if (!o.log.empty() && printer) log = open_output_stream(o.log, "--log", o.overwrite, o.resume);
   const auto& dist = model.distribution_strategy();
@@ -309,14 +279,12 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
                  static_cast<long long>(model.count_params()), static_cast<long long>(data.n),
                  static_cast<long long>(batch),
                  dist ? ("mesh " + dist->mesh().to_string()).c_str() : "1 device");
-  std::signal(SIGINT, on_keras_stop_signal);
-  std::signal(SIGTERM, on_keras_stop_signal);
+  stop_training_on_signals();
   KerasProgress progress(o.keras.verbose, printer, epochs);
   const bool shuffle = o.sampling == "random";
   std::vector<int64_t> order;
   EpochMeans epoch_means;
   double first = NAN, last = NAN;
-  int64_t saved = manager ? manager->latest_step().value_or(-1) : -1;
   int64_t step = start;
   for (; step < total; ++step) {
     const int epoch = static_cast<int>(step / per_epoch);
@@ -335,9 +303,7 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
     progress.step_end(b + 1, epoch_means.means());
     if (log.is_open()) write_keras_log_line(log, step, epoch, s, end - begin, optimizer, model);
     crash_point("train.step");
-    if (manager && manager->maybe_save(model, step + 1, run_state(o, model, step + 1, data.n),
-                                       {{"loss", loss}}))
-      saved = step + 1;
+    checkpoints.after_step(step + 1, loss);
     if (b + 1 == per_epoch || step + 1 == total) {
       Logs logs = epoch_means.means();
       if (!data.val_x.empty())
@@ -346,17 +312,9 @@ void run_keras_train(TrainOptions& o, const CLI::App& cmd) {
           logs["val_" + name] = v;
       progress.epoch_end(logs);
     }
-    if (const int sig = static_cast<int>(World::process().max(keras_stop_signal)); sig != 0) {
-      ++step;
-      if (manager && saved != step) manager->save(model, step, run_state(o, model, step, data.n));
-      if (manager) manager->wait_until_finished();
-      throw Interrupted(sig, cat("stopped by signal ", sig, " after step ", step,
-                                 manager ? cat("; saved in ", manager->path_of(step)) : ""));
-    }
+    if (const int sig = training_stop_signal(); sig != 0) checkpoints.stop(sig, step + 1);
   }
-  if (manager && saved != step && step > 0)
-    manager->save(model, step, run_state(o, model, step, data.n));
-  if (manager) manager->wait_until_finished();
+  checkpoints.finish(step);
   if (!o.keras.save.empty()) {
     save_keras_model(k, o.keras.save, "", /*with_optimizer=*/true);
     if (printer) std::fprintf(stderr, "saved the trained model to %s\n", o.keras.save.c_str());

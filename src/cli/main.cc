@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 
+#include "autoshard/app/training_run.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/environment.h"
 #include "autoshard/error.h"
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
     // One format for every usage error: a line naming the problem, exit 1.
     const std::string what = std::string(e.what()) + " (see 'autoshard --help')";
     return report("error: ", what.c_str());
-  } catch (const autoshard::cli::Interrupted& e) {
+  } catch (const autoshard::Interrupted& e) {
     if (autoshard::World::process().leader())
       std::fprintf(stderr, "autoshard: %s\n", e.message.c_str());
     autoshard::World::process().finalize();

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,7 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "autoshard/app/training.h"
+#include "autoshard/app/language_model_training.h"
+#include "autoshard/app/training_run.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
@@ -132,12 +132,6 @@ void check_config_fits(const LanguageModelConfig& cfg) {
        format_bytes(double(*available)), " is available");
 }
 
-// SIGINT or SIGTERM during training: finish the step, save, stop.
-volatile std::sig_atomic_t stop_signal = 0;
-extern "C" void on_stop_signal(int sig) {
-  stop_signal = sig;
-}
-
 std::shared_ptr<Optimizer> make_optimizer(const TrainOptions& o, const LanguageModelConfig& cfg) {
   return language_model_optimizer({.learning_rate = o.lr,
                                    .schedule = o.schedule,
@@ -161,47 +155,22 @@ nlohmann::json run_state(const TrainOptions& o, const Model& model, int64_t step
           {"plan", o.plan}};
 }
 
-void check_resumable(const nlohmann::json& state, const TrainOptions& o, const std::string& dir) {
-  auto same = [&](const char* key, const nlohmann::json& now, const char* flag) {
-    if (!state.contains(key)) return;
-    AS_CHECK(state[key] == now, "--resume: the checkpoint in '", dir, "' was trained with ", flag,
-             " ", state[key].dump(), ", this run has ", now.dump(),
-             " (resume with the same value, or start a new run)");
-  };
-  same("batch", o.batch, "--batch");
-  same("seq", o.seq, "--seq");
-  same("sampling", o.sampling, "--sampling");
-  same("seed", o.seed, "--seed");
-}
+// The settings a resumed run must share with its checkpoint.
+const std::vector<ResumeSetting> kLanguageModelResumeSettings = {
+    {"batch", "--batch"}, {"seq", "--seq"}, {"sampling", "--sampling"}, {"seed", "--seed"}};
 
-// Opens the checkpoint directory, resuming from its latest checkpoint when
-// asked; returns the step training starts at.
-int64_t open_checkpoints(const TrainOptions& o, Model& model,
-                         std::unique_ptr<CheckpointManager>& manager) {
-  if (o.checkpoint_dir.empty()) return 0;
-  AS_CHECK(
-      !std::filesystem::exists(o.checkpoint_dir) || std::filesystem::is_directory(o.checkpoint_dir),
-      "--checkpoint-dir '", o.checkpoint_dir, "' is a file, not a directory");
-  manager = std::make_unique<CheckpointManager>(
-      CheckpointOptions{.directory = o.checkpoint_dir, .save_every = o.save_every, .keep = o.keep});
-  // One run per directory: a new run there would mix its steps with the
-  // earlier run's (which --resume would then pick from, and --keep prune).
-  if (!o.resume) {
-    const std::optional<int64_t> earlier = manager->latest_step();
-    AS_CHECK(!earlier, "--checkpoint-dir '", o.checkpoint_dir,
-             "' already holds checkpoints of an earlier run (up to step ", earlier.value_or(0),
-             "); continue that run with --resume, or give a new or empty directory");
-    return 0;
-  }
-  AS_CHECK(manager->latest_step(), "--resume: no checkpoint in '", o.checkpoint_dir,
-           "' to resume from (run without --resume to start from scratch)");
-  check_resumable(read_state(manager->path_of(*manager->latest_step())), o, o.checkpoint_dir);
-  nlohmann::json state = manager->restore(model);
-  const int64_t start = state.value("data_position", state["step"].get<int64_t>());
-  if (World::process().leader())
-    std::fprintf(stderr, "resumed from %s at step %lld\n",
-                 manager->path_of(*manager->latest_step()).c_str(), static_cast<long long>(start));
-  return start;
+// The run's first line: the model, the data and where it runs.
+void print_run_header(const TrainOptions& o, Model& model, const TokenData& data, bool piped) {
+  if (!World::process().leader()) return;
+  const auto& dist = model.distribution_strategy();
+  const std::string where =
+      piped  ? cat("mesh ", o.mesh, " (", o.pipe_schedule, ", ", o.microbatches, " micro-batches)")
+      : dist ? "mesh " + dist->mesh().to_string()
+             : std::string("1 device");
+  std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
+               o.model.c_str(), static_cast<long long>(model.count_params()), data.source().c_str(),
+               static_cast<long long>(data.size()), static_cast<long long>(o.batch),
+               static_cast<long long>(o.seq), where.c_str());
 }
 
 // --save: the trained weights as a KerasHub preset when they came from one
@@ -326,6 +295,82 @@ std::shared_ptr<Distribution> choose_pipeline_or_mesh(TrainOptions& o, Model& mo
   return nullptr;
 }
 
+// The first and last losses of the steps run, and the step after the last.
+struct StepLosses {
+  double first = NAN, last = NAN;
+  int64_t end = 0;
+};
+
+// The steps from checkpoints.start(): printed, logged (--log), checkpointed,
+// stopped by SIGINT or SIGTERM after the step they arrive in.
+StepLosses run_steps(const TrainOptions& o, Model& model, PipelineTrainer* pipeline,
+                     const TokenData& data, const Optimizer& optimizer,
+                     RunCheckpoints& checkpoints) {
+  const bool printer = World::process().leader();
+  const int64_t start = checkpoints.start();
+  std::ofstream log;
+  if (!o.log.empty() && printer) log = open_output_stream(o.log, "--log", o.overwrite, o.resume);
+  stop_training_on_signals();
+  const bool tty = ::isatty(STDERR_FILENO);
+  StepLosses losses;
+  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, pipeline != nullptr);
+  const LanguageModelSteps steps{
+      .first = start,
+      .end = o.steps,
+      .batch = o.batch,
+      .seq = o.seq,
+      .row_begin = row_begin,
+      .row_end = row_end,
+      .error_prefix = "",
+      .divergence_advice = "lower --lr, clip harder with --clip, or check the data"};
+  auto train_on_batch = [&](const Tensor& x, const Tensor& y) {
+    return pipeline ? pipeline->train_on_batch(x, y) : model.train_on_batch(x, y);
+  };
+  losses.end =
+      train_language_model_steps(data, steps, train_on_batch, [&](const LanguageModelStep& s) {
+        if (s.index == start) losses.first = s.loss;
+        losses.last = s.loss;
+        const double tps = double(o.batch * o.seq) / s.seconds;
+        if (printer && (tty || s.index % 10 == 0 || s.index + 1 == o.steps))
+          std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s",
+                       tty ? "\r" : "", static_cast<long long>(s.index + 1),
+                       static_cast<long long>(o.steps), s.loss, s.seconds * 1e3, tps,
+                       tty ? "   " : "\n");
+        if (log.is_open())
+          log << nlohmann::json{{"step", s.index + 1},
+                                {"loss", s.loss},
+                                {"lr", optimizer.learning_rate_at(s.index + 1)},
+                                {"step_ms", s.seconds * 1e3},
+                                {"tokens_per_second", tps},
+                                {"peak_rss_bytes", peak_rss_bytes()}}
+                     .dump()
+              << "\n"
+              << std::flush;
+        crash_point("train.step");
+        checkpoints.after_step(s.index + 1, s.loss);
+        if (const int sig = training_stop_signal(); sig != 0) checkpoints.stop(sig, s.index + 1);
+        return true;
+      });
+  return losses;
+}
+
+// A byte-level model's sample after training (--sample characters).
+void print_sample(const TrainOptions& o, const LanguageModelConfig& cfg, Model& model, bool piped) {
+  const bool printer = World::process().leader();
+  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size() == 256 ? 300 : 0);
+  if (sample > 0 && cfg.vocab_size() == 256 && piped && World::process().distributed()) {
+    if (printer)
+      std::printf(
+          "no sample: each rank holds only its stage's weights (generate from a "
+          "checkpoint, --checkpoint-dir)\n");
+  } else if (sample > 0 && cfg.vocab_size() == 256) {
+    // Every rank takes part in generating (the forward pass is sharded).
+    const std::string prompt = "The ";
+    const std::string text = sample_text(model, prompt, sample, o.seq, o.temperature);
+    if (printer) std::printf("sample: %s%s\n", prompt.c_str(), text.c_str());
+  }
+}
+
 void run_train(TrainOptions& o) {
   // Under mpirun only rank 0 prints and writes the log. Its path is checked
   // before any long work; a resumed run appends to its log.
@@ -361,87 +406,19 @@ void run_train(TrainOptions& o) {
                  "note: --model %s gives the architecture only: training starts from random "
                  "weights (--weights %s starts from the directory's)\n",
                  o.model.c_str(), o.model.c_str());
-  std::unique_ptr<CheckpointManager> manager;
-  const int64_t start = open_checkpoints(o, model, manager);
-  std::ofstream log;
-  if (!o.log.empty() && printer) log = open_output_stream(o.log, "--log", o.overwrite, o.resume);
-  const auto& dist = model.distribution_strategy();
-  if (printer)
-    std::fprintf(stderr, "model %s: %lld parameters | data %s: %lld tokens | B=%lld T=%lld | %s\n",
-                 o.model.c_str(), static_cast<long long>(model.count_params()),
-                 data.source().c_str(), static_cast<long long>(data.size()),
-                 static_cast<long long>(o.batch), static_cast<long long>(o.seq),
-                 pipeline ? cat("mesh ", o.mesh, " (", o.pipe_schedule, ", ", o.microbatches,
-                                " micro-batches)")
-                                .c_str()
-                 : dist ? ("mesh " + dist->mesh().to_string()).c_str()
-                        : "1 device");
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  const bool tty = ::isatty(STDERR_FILENO);
-  Tensor x, y;
-  double first = NAN, last = NAN;
-  int64_t saved = manager ? manager->latest_step().value_or(-1) : -1;
-  int64_t step = start;
-  const auto [row_begin, row_end] = own_rows(model, o.batch, o.seq, pipeline != nullptr);
-  for (; step < o.steps; ++step) {
-    data.batch(step, o.batch, o.seq, x, y, row_begin, row_end);
-    auto t0 = std::chrono::steady_clock::now();
-    double loss = pipeline ? pipeline->train_on_batch(x, y) : model.train_on_batch(x, y);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    AS_CHECK(std::isfinite(loss), "training diverged: the loss is ",
-             std::isnan(loss) ? "nan" : "infinite", " at step ", step + 1,
-             " (lower --lr, clip harder with --clip, or check the data)");
-    double tps = double(o.batch * o.seq) / secs;
-    if (step == start) first = loss;
-    last = loss;
-    if (printer && (tty || step % 10 == 0 || step + 1 == o.steps))
-      std::fprintf(stderr, "%sstep %5lld/%lld | loss %.4f | %.1f ms | %.0f tok/s%s",
-                   tty ? "\r" : "", static_cast<long long>(step + 1),
-                   static_cast<long long>(o.steps), loss, secs * 1e3, tps, tty ? "   " : "\n");
-    if (log.is_open())
-      log << nlohmann::json{{"step", step + 1},
-                            {"loss", loss},
-                            {"lr", optimizer->learning_rate_at(step + 1)},
-                            {"step_ms", secs * 1e3},
-                            {"tokens_per_second", tps},
-                            {"peak_rss_bytes", peak_rss_bytes()}}
-                 .dump()
-          << "\n"
-          << std::flush;
-    crash_point("train.step");
-    if (manager &&
-        manager->maybe_save(model, step + 1, run_state(o, model, step + 1), {{"loss", loss}}))
-      saved = step + 1;
-    // Every rank stops at the same step when any rank was signalled.
-    if (const int sig = static_cast<int>(World::process().max(stop_signal)); sig != 0) {
-      ++step;
-      if (manager && saved != step) manager->save(model, step, run_state(o, model, step));
-      if (manager) manager->wait_until_finished();
-      throw Interrupted(sig, cat("stopped by signal ", sig, " after step ", step,
-                                 manager ? cat("; saved in ", manager->path_of(step)) : ""));
-    }
-  }
-  // The last step is always saved (--save-every or not).
-  if (manager && saved != step && step > 0) manager->save(model, step, run_state(o, model, step));
-  if (manager) manager->wait_until_finished();
+  RunCheckpoints checkpoints(
+      {o.checkpoint_dir, o.save_every, o.keep, o.resume}, model,
+      [&](int64_t step) { return run_state(o, model, step); }, kLanguageModelResumeSettings);
+  const int64_t start = checkpoints.start();
+  print_run_header(o, model, data, pipeline != nullptr);
+  const StepLosses losses = run_steps(o, model, pipeline.get(), data, *optimizer, checkpoints);
+  checkpoints.finish(losses.end);
   if (!o.keras.save.empty()) save_trained(o, cfg, model);
-  if (printer && tty) std::fprintf(stderr, "\n");
+  if (printer && ::isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   if (printer && o.steps > start)
-    std::printf("loss %.4f -> %.4f over %lld steps\n", first, last,
+    std::printf("loss %.4f -> %.4f over %lld steps\n", losses.first, losses.last,
                 static_cast<long long>(o.steps - start));
-  const int64_t sample = o.sample >= 0 ? o.sample : (cfg.vocab_size() == 256 ? 300 : 0);
-  if (sample > 0 && cfg.vocab_size() == 256 && pipeline && World::process().distributed()) {
-    if (printer)
-      std::printf(
-          "no sample: each rank holds only its stage's weights (generate from a "
-          "checkpoint, --checkpoint-dir)\n");
-  } else if (sample > 0 && cfg.vocab_size() == 256) {
-    // Every rank takes part in generating (the forward pass is sharded).
-    const std::string prompt = "The ";
-    const std::string text = sample_text(model, prompt, sample, o.seq, o.temperature);
-    if (printer) std::printf("sample: %s%s\n", prompt.c_str(), text.c_str());
-  }
+  print_sample(o, cfg, model, pipeline != nullptr);
 }
 
 void run_eval(EvalOptions& o) {
