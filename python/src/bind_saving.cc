@@ -106,6 +106,19 @@ void bind_saving(py::module_& m) {
             return f;
           },
           "path"_a, "weights"_a = true, "optimizer_state"_a = false)
+      // A model's Keras config (JSON text) as if read from a file of
+      // `format`, with a save_weights file's weights when given.
+      .def_static(
+          "of_config",
+          [](const std::string& config, const std::string& format, const std::string& where,
+             const std::string& weights_h5) {
+            const nlohmann::json parsed = parse_json_text(config, where);
+            auto f = std::make_shared<KerasFile>();
+            py::gil_scoped_release release;
+            f->k = keras_model_of_config(parsed, format, where, weights_h5);
+            return f;
+          },
+          "config"_a, "format"_a, "where"_a, "weights_h5"_a = "")
       .def_static("format_of", &keras_format_of)
       // The model read, as a Python model (once: the file keeps its names).
       .def("take_model",
@@ -157,7 +170,17 @@ void bind_saving(py::module_& m) {
             check_same_weights(*f.k.model, f.k);
             save_keras_model(f.k, path, format);
           },
-          "model"_a, "path"_a, "format"_a = "");
+          "model"_a, "path"_a, "format"_a = "")
+      // Keras 3's save_weights: model.weights.h5 alone.
+      .def(
+          "save_weights",
+          [](KerasFile& f, PyModel& p, const std::string& path) {
+            py::gil_scoped_release release;
+            Borrow borrow(p, f.k);
+            check_same_weights(*f.k.model, f.k);
+            save_keras_weights(f.k, path);
+          },
+          "model"_a, "path"_a);
   // Keras 2's form of a Keras 3 architecture (JSON text in and out): what a
   // TensorFlow.js model.json of a model built in Python holds.
   m.def("keras2_architecture", [](const std::string& keras3, const std::string& where) {

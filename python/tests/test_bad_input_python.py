@@ -584,7 +584,7 @@ def test_load_weights_errors_name_the_users_file_not_a_temporary(tmp_path, damag
     with pytest.raises(ValueError) as e:
         model.load_weights(path)
     message = str(e.value)
-    assert message.startswith(f"load_weights: '{path}': ") and "autoshard-weights" not in message
+    assert message.startswith(f"load_weights: '{path}'") and "autoshard-weights" not in message
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
 
 

@@ -126,6 +126,16 @@ struct KerasLoadOptions {
 // layer and the field or weight.
 KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& options = {});
 
+// The model a Keras config held in memory describes (what Python's models
+// hold), as if read from a file of `format` ("keras": Keras 3's form of the
+// config; "h5" or "tfjs": Keras 2's), uncompiled, with the initializers'
+// draws; or, given `weights_h5`, with the weights of a Keras 3 save_weights
+// file (layers/<name>/vars/<i>, as a .keras file's model.weights.h5).
+// Errors start with `where` ("save: model 'm'"), followed by the weights
+// file's name when one is read ("load_weights: 'w.weights.h5': ...").
+KerasModel keras_model_of_config(const nlohmann::json& model_config, const std::string& format,
+                                 const std::string& where, const std::string& weights_h5 = "");
+
 // True when `path` is an existing file or directory load_keras_model reads:
 // a .keras or .h5 file, a TensorFlow.js model.json (recognised by its
 // content: a JSON object with "modelTopology" or "weightsManifest"), or a
@@ -149,5 +159,11 @@ std::string keras_format_of(const std::string& path);
 // the leader writes.
 void save_keras_model(KerasModel& model, const std::string& out, const std::string& format = "",
                       bool with_optimizer = true);
+
+// Keras 3's save_weights: the model.weights.h5 that save_keras_model would
+// put in a .keras file, alone (no optimizer state). The model must have
+// Keras 3's weight layout (read from or described as a .keras model).
+// Atomic and never replacing `out`, as save_keras_model.
+void save_keras_weights(KerasModel& model, const std::string& out);
 
 }  // namespace autoshard

@@ -15,9 +15,7 @@ files whose content autoshard cannot use raise ValueError.
 import errno
 import json
 import os
-import shutil
 import tempfile
-import zipfile
 
 from .. import _native
 from . import activations as _activations
@@ -237,24 +235,11 @@ def _keras_file_of(model, fmt="keras"):
     kf = model._keras_file
     if kf is None:
         config = model_config(model)
-        with tempfile.TemporaryDirectory(prefix="autoshard-save-") as tmp:
-            if fmt == "keras":
-                described = os.path.join(tmp, "model.keras")
-                with zipfile.ZipFile(described, "w") as z:
-                    z.writestr("config.json", json.dumps(config))
-                where = f"Keras file '{described}': "
-            else:  # a TensorFlow.js model.json without weights holds Keras 2's form
-                described = os.path.join(tmp, "model.json")
-                with open(described, "w") as f:
-                    json.dump({"format": "layers-model", "modelTopology": _keras2(config)}, f)
-                where = f"TensorFlow.js model '{described}': "
-            try:
-                kf = _native.KerasFile.read(described, False)
-            except ValueError as e:
-                # The reader names the config file written here; name the model.
-                message = str(e).replace(where, "")
-                raise ValueError(f"save: model '{model.name}' cannot be written as a Keras "
-                                 f"file: {message}") from None
+        if fmt != "keras":  # .h5 and TensorFlow.js files hold Keras 2's form
+            config = _keras2(config)
+        kf = _native.KerasFile.of_config(
+            json.dumps(config), "keras" if fmt == "keras" else "tfjs",
+            f"save: model '{model.name}' cannot be written as a Keras file")
     if model._compiled is not None and model._compiled is not getattr(
             model, "_compiled_from_file", None):
         kf.set_compile(json.dumps(compile_config(model)))
@@ -455,13 +440,7 @@ def save_weights(model, filepath, overwrite=True):
                          "Keras 3 weights layout; save it whole with model.save('....h5')")
 
     def write(out):
-        whole = out + ".keras"
-        kf.save(native, whole, "keras")
-        if not _leader():
-            return
-        with zipfile.ZipFile(whole) as z, z.open("model.weights.h5") as src, \
-                open(out, "xb") as dst:
-            shutil.copyfileobj(src, dst)
+        kf.save_weights(native, out)
 
     _save_file(path, overwrite, write, "save_weights")
 
@@ -482,19 +461,8 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
         if kf.format != "keras":
             raise ValueError("load_weights: a .weights.h5 file follows the Keras 3 layout; "
                              "this model was loaded from a .h5 or TensorFlow.js file")
-        with tempfile.TemporaryDirectory(prefix="autoshard-weights-") as tmp:
-            whole = os.path.join(tmp, "model.keras")
-            with zipfile.ZipFile(whole, "w") as z:
-                z.writestr("config.json", kf.architecture)
-                z.write(path, "model.weights.h5")
-            try:
-                source = _native.KerasFile.read(whole, True).take_model()
-            except ValueError as e:
-                # The reader names the .keras file made here; name the user's.
-                message = str(e).replace(f"Keras file '{whole}': model.weights.h5: ", "")
-                message = message.replace(f"Keras file '{whole}': model.weights.h5 ", "it ")
-                message = message.replace(whole, path)
-                raise ValueError(f"load_weights: '{path}': {message}") from None
+        source = _native.KerasFile.of_config(kf.architecture, "keras", "load_weights:",
+                                             path).take_model()
     mine = list(dict.fromkeys(list(native.weight_paths()) +
                               list(native.non_trainable_weight_paths())))
     theirs = set(source.weight_paths()) | set(source.non_trainable_weight_paths())

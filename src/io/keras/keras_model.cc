@@ -409,6 +409,49 @@ bool is_keras_model_path(const std::string& path) {
 
 namespace {
 
+// The model `model_config` describes, with the weights `files` hold (when
+// options.weights), into `k` (its path, format and version already set).
+KerasModel build_keras_model(KerasModel k, BuildContext ctx, const json& model_config,
+                             const json& compile_config, const FileWeights& files,
+                             const std::string& where, const KerasLoadOptions& options) {
+  ctx.where = where;
+  const ModelSpec spec = parse_model(model_config, ctx.dialect, where);
+  k.architecture = model_config;
+  k.compile = read_compile_config(compile_config, ctx.dialect, where);
+  Built b = build_model(spec, ctx, options);
+  k.inputs = b.inputs;
+  k.outputs = b.outputs;
+  k.compile_json = compile_config;
+  k.compile_as_read = k.compile;
+  for (const auto& [layer, roles] : b.roles)
+    for (const WeightRole& r : roles)
+      k.weight_names.push_back({layer->name + "." + r.cpp, layer->name,
+                                layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs});
+  if (options.weights) {
+    std::map<std::string, Shape> shapes;
+    std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where, shapes);
+    if (options.optimizer_state) {
+      const std::vector<std::string> frozen = b.model->non_trainable_weight_paths();
+      std::vector<std::string> trainable;
+      for (const KerasWeightName& w : k.weight_names)
+        if (std::find(frozen.begin(), frozen.end(), w.cpp) == frozen.end())
+          trainable.push_back(w.cpp);
+      const FileOptimizerState state = file_optimizer_state(files, where);
+      k.optimizer_state_note =
+          add_optimizer_sources(k.compile, files.dialect, state, trainable, shapes, sources);
+      k.has_optimizer_state = k.optimizer_state_note.empty();
+      if (k.has_optimizer_state) {
+        k.iterations = state.iterations;
+        b.model->set_iterations(state.iterations);
+      }
+    }
+    b.model->load_weights(sources);
+  }
+  k.model = std::move(b.model);
+  // The sources keep the HDF5 file, its zip member and the archive open.
+  return k;
+}
+
 KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& options) {
   KerasModel k;
   k.path = path;
@@ -478,42 +521,7 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
                        json_path, &files.tfjs_optimizer);
     }
   }
-  ctx.where = where;
-  const ModelSpec spec = parse_model(model_config, ctx.dialect, where);
-  k.architecture = model_config;
-  k.compile = read_compile_config(compile_config, ctx.dialect, where);
-  Built b = build_model(spec, ctx, options);
-  k.inputs = b.inputs;
-  k.outputs = b.outputs;
-  k.compile_json = compile_config;
-  k.compile_as_read = k.compile;
-  for (const auto& [layer, roles] : b.roles)
-    for (const WeightRole& r : roles)
-      k.weight_names.push_back({layer->name + "." + r.cpp, layer->name,
-                                layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs});
-  if (options.weights) {
-    std::map<std::string, Shape> shapes;
-    std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where, shapes);
-    if (options.optimizer_state) {
-      const std::vector<std::string> frozen = b.model->non_trainable_weight_paths();
-      std::vector<std::string> trainable;
-      for (const KerasWeightName& w : k.weight_names)
-        if (std::find(frozen.begin(), frozen.end(), w.cpp) == frozen.end())
-          trainable.push_back(w.cpp);
-      const FileOptimizerState state = file_optimizer_state(files, where);
-      k.optimizer_state_note =
-          add_optimizer_sources(k.compile, files.dialect, state, trainable, shapes, sources);
-      k.has_optimizer_state = k.optimizer_state_note.empty();
-      if (k.has_optimizer_state) {
-        k.iterations = state.iterations;
-        b.model->set_iterations(state.iterations);
-      }
-    }
-    b.model->load_weights(sources);
-  }
-  k.model = std::move(b.model);
-  // The sources keep the HDF5 file, its zip member and the archive open.
-  return k;
+  return build_keras_model(std::move(k), ctx, model_config, compile_config, files, where, options);
 }
 
 }  // namespace
@@ -522,6 +530,28 @@ KerasModel load_keras_model(const std::string& path, const KerasLoadOptions& opt
   // The backstop for a JSON value read unchecked: one error naming the file.
   return with_json_errors("Keras model '" + path + "'",
                           [&] { return read_keras_model(path, options); });
+}
+
+KerasModel keras_model_of_config(const nlohmann::json& model_config, const std::string& format,
+                                 const std::string& where, const std::string& weights_h5) {
+  const std::string named = weights_h5.empty() ? where : where + " '" + weights_h5 + "'";
+  return with_json_errors(named, [&] {
+    KerasModel k;
+    k.format = format;
+    BuildContext ctx;
+    FileWeights files;
+    files.dialect = ctx.dialect = format == "keras" ? Dialect::Keras3
+                                  : format == "h5"  ? Dialect::Keras2
+                                                    : Dialect::TFJS;
+    KerasLoadOptions options;
+    options.weights = !weights_h5.empty();
+    if (options.weights) {
+      AS_CHECK(format == "keras", named, ": a weights file follows Keras 3's layout; this model ",
+               "was described in the ", format, " format");
+      files.h5 = H5File::open(weights_h5, where);
+    }
+    return build_keras_model(std::move(k), ctx, model_config, json(), files, named, options);
+  });
 }
 
 }  // namespace autoshard

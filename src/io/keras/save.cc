@@ -152,6 +152,24 @@ std::vector<Tensor> gather_all(KerasModel& k) {
   return values;
 }
 
+// Keras 3's model.weights.h5: layers/<name>/vars/<i>, and the optimizer's
+// variables when given (keras/src/saving/saving_lib.py, _save_state).
+void write_keras3_weights(const KerasModel& k, const std::vector<Tensor>& values,
+                          const std::optional<OptimizerVars>& optimizer, const fs::path& path) {
+  H5Writer h5(path.string());
+  h5.group("vars");  // the model's own (none), as Keras writes it
+  for (size_t i = 0; i < values.size(); ++i) h5.dataset(k.weight_names[i].keras3, values[i]);
+  if (optimizer) {
+    // Keras 3's optimizer.variables: iteration, learning_rate, the slots.
+    h5.group("optimizer/vars");
+    h5.int64_scalar("optimizer/vars/0", optimizer->iterations);
+    h5.dataset("optimizer/vars/1", Tensor::scalar(static_cast<float>(optimizer->learning_rate)));
+    for (size_t i = 0; i < optimizer->slots.size(); ++i)
+      h5.dataset("optimizer/vars/" + std::to_string(i + 2), optimizer->slots[i].second);
+  }
+  h5.close();
+}
+
 // Keras 3: config.json (architecture + compile_config), metadata.json and
 // model.weights.h5 (layers/<name>/vars/<i>, as the file was read) stored
 // in a zip.
@@ -168,20 +186,7 @@ void write_keras3(const KerasModel& k, const std::vector<Tensor>& values,
                      {"date_saved", today()}};
   write_text(dir / "config.json", config.dump());
   write_text(dir / "metadata.json", meta.dump());
-  {
-    H5Writer h5((dir / "model.weights.h5").string());
-    h5.group("vars");  // the model's own (none), as Keras writes it
-    for (size_t i = 0; i < values.size(); ++i) h5.dataset(k.weight_names[i].keras3, values[i]);
-    if (optimizer) {
-      // Keras 3's optimizer.variables: iteration, learning_rate, the slots.
-      h5.group("optimizer/vars");
-      h5.int64_scalar("optimizer/vars/0", optimizer->iterations);
-      h5.dataset("optimizer/vars/1", Tensor::scalar(static_cast<float>(optimizer->learning_rate)));
-      for (size_t i = 0; i < optimizer->slots.size(); ++i)
-        h5.dataset("optimizer/vars/" + std::to_string(i + 2), optimizer->slots[i].second);
-    }
-    h5.close();
-  }
+  write_keras3_weights(k, values, optimizer, dir / "model.weights.h5");
   write_stored_zip(zip_path.string(), {{"metadata.json", (dir / "metadata.json").string()},
                                        {"config.json", (dir / "config.json").string()},
                                        {"model.weights.h5", (dir / "model.weights.h5").string()}});
@@ -345,6 +350,21 @@ void save_keras_model(KerasModel& k, const std::string& out, const std::string& 
       write_keras3(k, values, optimizer, parts.path(), aside.path(), where);
     }
   }
+  aside.publish(path);
+}
+
+void save_keras_weights(KerasModel& k, const std::string& out) {
+  AS_CHECK(k.model, "save_weights: the Keras model holds no model");
+  AS_CHECK(k.format == "keras", "save_weights: a model read from a ", k.format,
+           " file has no Keras 3 weights layout; save it whole");
+  const fs::path path(out);
+  std::error_code ec;
+  AS_CHECK(!fs::exists(fs::symlink_status(path, ec)), "'", out,
+           "' exists; autoshard never replaces it: remove it or choose another path");
+  const std::vector<Tensor> values = gather_all(k);  // every rank: a collective
+  if (!World::process().leader()) return;
+  Aside aside(path);
+  write_keras3_weights(k, values, std::nullopt, aside.path());
   aside.publish(path);
 }
 
