@@ -19,6 +19,7 @@
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
 #include "autoshard/models/bert/formats.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
@@ -262,6 +263,45 @@ class LanguageModel {
         *model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
+  // KerasHub's CausalLM.compile(optimizer=...): the optimizer of
+  // train_on_batch (python/autoshard/keras_hub). The model it compiles is
+  // kept while batches keep their length, and with it the optimizer's state.
+  void compile(std::shared_ptr<Optimizer> optimizer) {
+    AS_CHECK(optimizer, "compile: give an optimizer");
+    optimizer_ = std::move(optimizer);
+  }
+
+  // One optimizer step on token ids x [B, T] against the next tokens y
+  // [B, T] (a preprocessed CausalLM batch); the batch's loss before it.
+  double train_on_batch(const py::handle& x, const py::handle& y) {
+    AS_CHECK(optimizer_, "fit: compile() the model first");
+    Tensor xs = to_tensor(x, DType::I32, "x"), ys = to_tensor(y, DType::I32, "y");
+    AS_CHECK(xs.rank() == 2 && xs.shape() == ys.shape(), "fit: token_ids ", shape_str(xs.shape()),
+             " and y ", shape_str(ys.shape()), " must be [batch, tokens] of one shape");
+    AS_CHECK(xs.dim(1) <= cfg_.max_positions(), "fit: sequences of ", xs.dim(1),
+             " tokens exceed the model's ", cfg_.max_positions_field(), " (", cfg_.max_positions(),
+             ")");
+    check_ids(xs, "fit: token_ids");
+    check_ids(ys, "fit: y");
+    py::gil_scoped_release release;
+    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get())
+      build(xs.dim(1), optimizer_, {}, xs.dim(0));
+    const double loss = model_->train_on_batch(xs, ys);
+    AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite",
+             " (lower the learning rate, or check the token ids)");
+    return loss;
+  }
+
+  // Writes a KerasHub preset (autoshard/models/keras_hub_model.h), with the
+  // tokenizer files of the preset it was loaded from.
+  void save_preset(const std::string& dir, bool overwrite) {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    const std::string tokenizer_from = keras_hub::is_preset(weights_) ? weights_ : "";
+    keras_hub::save_preset(*model_, *cfg_.config, dir, tokenizer_from, overwrite);
+  }
+
   int64_t count_params() {
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
@@ -298,6 +338,7 @@ class LanguageModel {
   void build(int64_t seq, std::shared_ptr<Optimizer> optimizer, std::function<Graph()> step,
              int64_t batch = 1) {
     cfg_.bytes_per_parameter = optimizer ? 16 : 4;
+    const Optimizer* optimizer_ptr = optimizer.get();
     std::unique_ptr<Model> next = cfg_.build(seq, seed_);
     Model& m = *next;
     if (optimizer) m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
@@ -316,6 +357,7 @@ class LanguageModel {
       load_language_model_weights(*model_, weights_);
     }
     built_seq_ = seq;
+    trained_with_ = optimizer_ptr;
   }
 
   LanguageModelConfig cfg_;
@@ -324,53 +366,132 @@ class LanguageModel {
   Placement placement_;
   std::unique_ptr<Model> model_;
   int64_t built_seq_ = 0;
+  std::shared_ptr<Optimizer> optimizer_;     // compile()'s
+  const Optimizer* trained_with_ = nullptr;  // the optimizer model_ was compiled with
 };
 
+// The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
+// preset of a BertBackbone or RobertaBackbone with its TextClassifier.
+BertConfig encoder_config(const std::string& dir) {
+  if (!keras_hub::is_preset(dir)) return bert_config_of(dir);
+  const std::shared_ptr<const FamilyConfig> config = keras_hub::preset_config(dir);
+  const BertConfig* bert = config_as<BertConfig>(*config);
+  AS_CHECK(bert, "KerasHub preset '", dir, "' is not a BertBackbone or RobertaBackbone");
+  return *bert;
+}
+
 // A BERT or RoBERTa encoder with its head (sequence classification or masked
-// LM) from a Hugging Face directory: logits, built for each sequence length
-// asked (the weights carried over).
+// LM) from a Hugging Face directory or a KerasHub preset: logits, built for
+// each sequence length asked (the weights carried over), and KerasHub's
+// TextClassifier training steps.
 class Encoder {
  public:
   Encoder(const std::string& dir, uint64_t seed, Placement placement)
-      : cfg_(bert_config_of(dir)), dir_(dir), seed_(seed), placement_(std::move(placement)) {
+      : cfg_(encoder_config(dir)),
+        dir_(dir),
+        preset_(keras_hub::is_preset(dir)),
+        seed_(seed),
+        placement_(std::move(placement)) {
     placement_.check();
   }
   const BertConfig& config() const { return cfg_; }
 
   py::array logits(const py::handle& ids, const py::handle& segments, const py::handle& mask) {
-    Tensor x = to_tensor(ids, DType::I32, "token_ids");
-    AS_CHECK(x.rank() == 2, "logits: token_ids must be [batch, tokens], not of rank ", x.rank());
-    for (int64_t i = 0; i < x.numel(); ++i)
-      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, "logits: token_ids hold ",
-               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
-    Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
-                                  : to_tensor(segments, DType::I32, "segment_ids");
-    Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
-                              : to_tensor(mask, DType::F32, "padding_mask");
-    AS_CHECK(s.shape() == x.shape() && m.shape() == x.shape(),
-             "logits: segment_ids and padding_mask must have token_ids' shape ",
-             shape_str(x.shape()));
+    ModelInputs x = inputs(ids, segments, mask, "logits");
+    const int64_t seq = x.tensors().at("token_ids").dim(1);
     Tensor out;
     {
       py::gil_scoped_release release;
-      if (!model_ || seq_ != x.dim(1)) build(x.dim(1));
-      out = model_->predict_on_batch(
-          ModelInputs{{"token_ids", x}, {"segment_ids", s}, {"padding_mask", m}});
+      if (!model_ || seq_ != seq) build(seq, nullptr);
+      out = model_->predict_on_batch(x);
     }
     return to_numpy(out);
+  }
+
+  // KerasHub's TextClassifier.compile(optimizer=...), for train_on_batch.
+  void compile(std::shared_ptr<Optimizer> optimizer) {
+    AS_CHECK(optimizer, "compile: give an optimizer");
+    optimizer_ = std::move(optimizer);
+  }
+
+  // One optimizer step (sparse categorical cross-entropy of the logits)
+  // against class ids `labels` [B]; the batch's loss before it.
+  double train_on_batch(const py::handle& ids, const py::handle& segments, const py::handle& mask,
+                        const py::handle& labels) {
+    AS_CHECK(optimizer_, "fit: compile() the model first");
+    AS_CHECK(!cfg_.masked_lm, "fit: autoshard trains the TextClassifier head, not a masked LM");
+    ModelInputs x = inputs(ids, segments, mask, "fit");
+    const Tensor& token_ids = x.tensors().at("token_ids");
+    Tensor y = to_tensor(labels, DType::I32, "y");
+    AS_CHECK(y.rank() == 1 && y.dim(0) == token_ids.dim(0), "fit: y must hold one class id per ",
+             "sequence, shape [", token_ids.dim(0), "], not ", shape_str(y.shape()));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < cfg_.num_labels, "fit: y holds ", y.i32()[i],
+               ", not a class id of the head's ", cfg_.num_labels, " classes (0 to ",
+               cfg_.num_labels - 1, ")");
+    py::gil_scoped_release release;
+    if (!model_ || seq_ != token_ids.dim(1) || trained_with_ != optimizer_.get())
+      build(token_ids.dim(1), optimizer_);
+    const double loss = model_->train_on_batch(x, y);
+    AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite", " (lower the learning rate)");
+    return loss;
   }
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
     py::gil_scoped_release release;
-    if (!model_) build(std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset()));
+    if (!model_) build(default_seq(), nullptr);
     save_hf_bert(*model_, dir,
                  {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
+  // Writes a KerasHub preset (the backbone, task.json and the head's
+  // task.weights.h5), with the tokenizer files of the preset it came from.
+  void save_preset(const std::string& dir, bool overwrite) {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    keras_hub::save_preset(*model_, *config_of_model(*model_), dir, preset_ ? dir_ : "", overwrite);
+  }
+
+  std::string mesh() const {
+    if (!model_ || !model_->distribution_strategy()) return "";
+    return model_->distribution_strategy()->mesh().to_string();
+  }
+
  private:
-  void build(int64_t seq) {
+  int64_t default_seq() const {
+    return std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset());
+  }
+
+  // KerasHub's input dict: token_ids [B, T], segment_ids (default 0) and
+  // padding_mask (default 1) of the same shape.
+  ModelInputs inputs(const py::handle& ids, const py::handle& segments, const py::handle& mask,
+                     const std::string& what) const {
+    Tensor x = to_tensor(ids, DType::I32, "token_ids");
+    AS_CHECK(x.rank() == 2, what, ": token_ids must be [batch, tokens], not of rank ", x.rank());
+    AS_CHECK(x.dim(1) <= cfg_.max_position_embeddings - cfg_.position_offset(), what,
+             ": sequences of ", x.dim(1), " tokens exceed the model's ",
+             cfg_.max_position_embeddings - cfg_.position_offset(), " positions");
+    for (int64_t i = 0; i < x.numel(); ++i)
+      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, what, ": token_ids hold ",
+               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
+    Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
+                                  : to_tensor(segments, DType::I32, "segment_ids");
+    Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
+                              : to_tensor(mask, DType::F32, "padding_mask");
+    AS_CHECK(s.shape() == x.shape() && m.shape() == x.shape(), what,
+             ": segment_ids and padding_mask must have token_ids' shape ", shape_str(x.shape()));
+    return ModelInputs{{"token_ids", x}, {"segment_ids", s}, {"padding_mask", m}};
+  }
+
+  // Builds the model for sequences of `seq`, compiled with `optimizer` to
+  // train (null: to run), with the weights of the model it replaces (else
+  // the directory's).
+  void build(int64_t seq, std::shared_ptr<Optimizer> optimizer) {
+    const Optimizer* optimizer_ptr = optimizer.get();
     auto next = std::make_unique<Bert>(cfg_, seq, seed_);
+    if (optimizer) next->compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
     std::swap(model_, next);
     try {
       model_->set_distribution(distribution_of(placement_, bert_megatron_layout(), [&] {
@@ -385,18 +506,24 @@ class Encoder {
     if (next) {
       for (const std::string& path : next->weight_paths())
         model_->set_weight(path, next->gather_weight(path));
+    } else if (preset_) {
+      keras_hub::load_preset_weights(*model_, dir_);
     } else {
       load_bert_weights(*model_, dir_);
     }
     seq_ = seq;
+    trained_with_ = optimizer_ptr;
   }
 
   BertConfig cfg_;
   std::string dir_;
+  bool preset_;
   uint64_t seed_;
   Placement placement_;
   std::unique_ptr<Bert> model_;
   int64_t seq_ = 0;
+  std::shared_ptr<Optimizer> optimizer_;
+  const Optimizer* trained_with_ = nullptr;
 };
 
 void bind_encoder(py::module_& m) {
@@ -412,6 +539,11 @@ void bind_encoder(py::module_& m) {
       .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
       .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
+      .def("compile", &Encoder::compile, "optimizer"_a)
+      .def("train_on_batch", &Encoder::train_on_batch, "token_ids"_a, "segment_ids"_a,
+           "padding_mask"_a, "labels"_a)
+      .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a)
+      .def_property_readonly("mesh", &Encoder::mesh)
       .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
       .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
       .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })
@@ -513,6 +645,9 @@ void bind_language_model(py::module_& m) {
       .def("save", &LanguageModel::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
       .def("count_params", &LanguageModel::count_params)
+      .def("compile", &LanguageModel::compile, "optimizer"_a)
+      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a)
+      .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a)
       .def_property_readonly("mesh", &LanguageModel::mesh)
       .def_property_readonly("vocab_size",
                              [](const LanguageModel& lm) { return lm.config().vocab_size(); })
@@ -520,6 +655,15 @@ void bind_language_model(py::module_& m) {
                              [](const LanguageModel& lm) { return lm.config().max_positions(); })
       .def_property_readonly("model_type",
                              [](const LanguageModel& lm) { return lm.config().model_type(); });
+
+  // The KerasHub backbone classes of the registered families and whether each
+  // is an encoder (python/autoshard/keras_hub names its classes after them).
+  m.def("keras_hub_backbones", [] {
+    std::vector<std::pair<std::string, bool>> classes;
+    for (const ModelFamily* f : model_families())
+      for (const std::string& c : f->keras_hub_backbones()) classes.emplace_back(c, f->encoder());
+    return classes;
+  });
 
   // The process's MPI world (mpirun starts one process per rank).
   m.def("world_rank", [] { return World::process().rank(); });
