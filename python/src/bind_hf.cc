@@ -459,6 +459,12 @@ class Encoder {
     return model_->distribution_strategy()->mesh().to_string();
   }
 
+  int64_t count_params() {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    return model_->count_params();
+  }
+
  private:
   int64_t default_seq() const {
     return std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset());
@@ -544,6 +550,7 @@ void bind_encoder(py::module_& m) {
            "padding_mask"_a, "labels"_a)
       .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a)
       .def_property_readonly("mesh", &Encoder::mesh)
+      .def("count_params", &Encoder::count_params)
       .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
       .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
       .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })

@@ -553,6 +553,10 @@ class TextClassifier(_Task):
     def num_classes(self):
         return self._native.num_labels
 
+    @property
+    def vocab_size(self):
+        return self._native.vocab_size
+
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """TextClassifier.compile: the optimizer ("auto": Adam(5e-5)); the
         loss is the sparse categorical cross-entropy of the logits."""
