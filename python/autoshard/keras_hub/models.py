@@ -181,10 +181,10 @@ class Backbone:
     def count_params(self):
         return self._task.count_params()
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, max_shard_size=10):
         """Writes the preset (config.json, model.weights.h5, the task files and
         the tokenizer's); see CausalLM.save_to_preset."""
-        self._task.save_to_preset(preset_dir)
+        self._task.save_to_preset(preset_dir, max_shard_size)
 
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(
@@ -247,14 +247,17 @@ class _Task:
         self._optimizer = _optimizers.get(spec)
         self._native.compile(self._optimizer._native)
 
-    def save_to_preset(self, preset_dir):
+    def save_to_preset(self, preset_dir, max_shard_size=10):
         """Writes a KerasHub preset (Backbone.save_to_preset / Task.save_to_preset:
         config.json, metadata.json, task.json, model.weights.h5 and, for a
         classifier, task.weights.h5), with the tokenizer files of the preset
         it was loaded from. A directory that exists and is not empty is
         refused (FileExistsError), as is a path that is a file: no file of
         the user's is replaced or deleted; the preset appears whole or not
-        at all."""
+        at all. ``max_shard_size`` (GB, KerasHub's argument) is checked and
+        not used: the weights go in one model.weights.h5."""
+        if max_shard_size is not None:
+            _checks.number(max_shard_size, "max_shard_size", "save_to_preset", above=0)
         directory, _ = _hf._save_target(preset_dir, False)
         self._native.save_preset(directory, False)
 
