@@ -16,6 +16,7 @@
 #include "autoshard/app/training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_variables.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
 #include "autoshard/models/bert/formats.h"
@@ -26,6 +27,7 @@
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "convert.h"
+#include "plan/layout_map_export.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -77,14 +79,18 @@ struct Placement {
   std::string plan = "auto";
   std::string cluster = "cpu";
   double memory_per_device = 0;
+  // plan "layout_map": ModelParallel with these weight layouts (a Keras
+  // LayoutMap translated by autoshard.keras_hub).
+  LayoutMap layout_map = {};
 
   // The distribution is made per build: a bad mesh or plan fails at once.
   void check() const {
     AS_CHECK(mesh.empty() || devices == 0, "give either mesh or devices, not both");
     AS_CHECK(devices >= 0, "devices must be 0 (one, or one per MPI rank) or more, not ", devices);
     if (!mesh.empty()) DeviceMesh::parse(mesh);
-    AS_CHECK(plan == "auto" || plan == "data" || plan == "fsdp" || plan == "megatron" ||
-                 plan == "megatron-sp" || fs::is_regular_file(plan),
+    AS_CHECK(plan != "layout_map" || !mesh.empty(), "a layout map needs a mesh");
+    AS_CHECK(plan == "auto" || plan == "layout_map" || plan == "data" || plan == "fsdp" ||
+                 plan == "megatron" || plan == "megatron-sp" || fs::is_regular_file(plan),
              "plan '", plan,
              "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
              "name exists");
@@ -126,6 +132,7 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
     return std::make_shared<FullyShardedDataParallel>(
         mesh, model >= 0 && mesh.axis_size(model) > 1 ? megatron : LayoutMap{});
   }
+  if (p.plan == "layout_map") return std::make_shared<ModelParallel>(mesh, p.layout_map);
   if (p.plan == "megatron" || p.plan == "megatron-sp") {
     auto d = std::make_shared<ModelParallel>(mesh, megatron);
     if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
@@ -135,6 +142,63 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
            "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
            "name exists");
   return std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(p.plan));
+}
+
+// A weight layout map from (key, axes) pairs, as Python passes it.
+using LayoutEntries = std::vector<std::pair<std::string, std::vector<TensorLayout::Axes>>>;
+LayoutMap layout_map_of(const LayoutEntries& entries) {
+  LayoutMap map;
+  for (const auto& [key, axes] : entries) map[key] = TensorLayout(axes);
+  return map;
+}
+
+// How `model` (of a registered family) is laid out now, for
+// autoshard.keras_hub's `plan`: the mesh, the distribution, each Keras
+// variable's layout (over Keras's dims: LayoutMap tuples) with the autoshard
+// weight it is and that weight's sharding, and AutoShard's reasons.
+py::dict plan_report(Model& model) {
+  py::dict out;
+  const std::shared_ptr<Distribution>& d = model.distribution_strategy();
+  out["mesh"] = d ? d->mesh().to_string() : "";
+  out["distribution"] = !d                                      ? "one device"
+                        : dynamic_cast<AutoShard*>(d.get())     ? "AutoShard"
+                        : dynamic_cast<ModelParallel*>(d.get()) ? "ModelParallel"
+                        : dynamic_cast<DataParallel*>(d.get())  ? "DataParallel"
+                                                                : "other";
+  const keras_hub::Variables table = config_of_model(model)->keras_hub_variables();
+  std::map<std::string, Shape> shapes;
+  for (const keras_hub::Variable& v : table.variables)
+    if (!v.weight.empty()) shapes[v.weight] = v.weight_shape();
+  py::list variables;
+  for (const KerasVariable& v : keras_hub_variables(table, shapes)) {
+    const Sharding s = !d || v.weight.empty() ? Sharding::replicated(v.weight_shape.size())
+                                              : d->weight_layout(v.weight, v.weight_shape);
+    const DeviceMesh mesh = d ? d->mesh() : DeviceMesh({1}, {"data"});
+    std::vector<py::object> keras;
+    for (const TensorLayout::Axes& a : keras_layout(v, s, mesh).axes) {
+      if (a.empty())
+        keras.push_back(py::none());
+      else if (a.size() == 1)
+        keras.push_back(py::str(a[0]));
+      else
+        keras.push_back(py::tuple(py::cast(a)));
+    }
+    variables.append(py::dict("path"_a = v.path, "shape"_a = v.shape, "weight"_a = v.weight,
+                              "sharding"_a = s.to_string(mesh),
+                              "layout"_a = py::tuple(py::cast(keras))));
+  }
+  out["variables"] = variables;
+  const auto* autoshard = dynamic_cast<const AutoShard*>(d.get());
+  out["reasons"] = autoshard ? autoshard->reasons() : std::vector<std::string>{};
+  out["predicted_step_s"] = autoshard ? autoshard->predicted_step_s() : 0.0;
+  return out;
+}
+
+// Whether the model's distribution is an AutoShard that has not yet planned
+// (it plans at the first step).
+bool unplanned(const Model& model) {
+  const auto* autoshard = dynamic_cast<const AutoShard*>(model.distribution_strategy().get());
+  return autoshard && !autoshard->prepared();
 }
 
 // What fit() takes: `autoshard train`'s options.
@@ -210,7 +274,14 @@ class LanguageModel {
     Tensor out;
     {
       py::gil_scoped_release release;
-      if (!model_ || built_seq_ != x.dim(1)) build(x.dim(1), nullptr, {});
+      // (AutoShard choosing the mesh plans this forward pass: the model
+      // is not compiled to train.)
+      if (!model_ || built_seq_ != x.dim(1))
+        build(x.dim(1), nullptr, [&] {
+          Graph g;
+          model_->trace_forward(g, x.dim(0), false);
+          return g;
+        });
       out = model_->predict_on_batch(x);
     }
     return to_numpy(out);
@@ -306,6 +377,17 @@ class LanguageModel {
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     return model_->count_params();
+  }
+
+  // The layouts the model runs with: those of its first step since it was
+  // built (fit's, generate's), or, before any, of generation's.
+  py::dict plan() {
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+      if (unplanned(*model_)) model_->prepare_generation(1, 1, 1);
+    }
+    return plan_report(*model_);
   }
 
   std::string mesh() const {
@@ -465,6 +547,22 @@ class Encoder {
     return model_->count_params();
   }
 
+  // The layouts the model runs with: those of its first step since it was
+  // built, or, before any, of a forward pass over one sequence.
+  py::dict plan() {
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(default_seq(), nullptr);
+      if (unplanned(*model_)) {
+        const Shape shape{1, seq_};
+        model_->predict_on_batch(ModelInputs{{"token_ids", Tensor::zeros(shape, DType::I32)},
+                                             {"segment_ids", Tensor::zeros(shape, DType::I32)},
+                                             {"padding_mask", Tensor::full(shape, 1.0f)}});
+      }
+    }
+    return plan_report(*model_);
+  }
+
  private:
   int64_t default_seq() const {
     return std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset());
@@ -536,12 +634,15 @@ void bind_encoder(py::module_& m) {
   py::class_<Encoder>(m, "Encoder")
       .def(py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
                        const std::string& plan, const std::string& cluster,
-                       double memory_per_device) {
+                       double memory_per_device, const LayoutEntries& layout_map) {
              return std::make_unique<Encoder>(
-                 dir, seed, Placement{mesh, devices, plan, cluster, memory_per_device});
+                 dir, seed,
+                 Placement{mesh, devices, plan, cluster, memory_per_device,
+                           layout_map_of(layout_map)});
            }),
            "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-           "memory_per_device"_a)
+           "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
+      .def("plan", &Encoder::plan)
       .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
       .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
@@ -595,13 +696,16 @@ void bind_language_model(py::module_& m) {
   py::class_<LanguageModel>(m, "LanguageModel")
       .def(py::init([](const std::string& path, bool load_weights, uint64_t seed,
                        const std::string& mesh, int devices, const std::string& plan,
-                       const std::string& cluster, double memory_per_device) {
+                       const std::string& cluster, double memory_per_device,
+                       const LayoutEntries& layout_map) {
              return std::make_unique<LanguageModel>(
                  path, load_weights, seed,
-                 Placement{mesh, devices, plan, cluster, memory_per_device});
+                 Placement{mesh, devices, plan, cluster, memory_per_device,
+                           layout_map_of(layout_map)});
            }),
            "path"_a, "load_weights"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-           "memory_per_device"_a)
+           "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
+      .def("plan", &LanguageModel::plan)
       .def(
           "generate",
           [](LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_new_tokens,

@@ -365,3 +365,91 @@ def test_bad_calls_are_one_clear_error():
     classifier.compile()
     with pytest.raises(Exception, match="not a class id"):
         classifier.fit(cx, cy + 3)
+
+
+# sharding="auto", the plan, and a Keras LayoutMap (keras-hub#2806)
+
+
+def test_sharding_auto_plans_on_the_devices_and_equals_one_device():
+    one = causal_lm("llama")
+    x, y = lm_batch(one.vocab_size)
+    auto = causal_lm("llama", sharding="auto")  # AutoShard picks the mesh's shape
+    np.testing.assert_allclose(auto(x), one(x), rtol=1e-5, atol=1e-5)
+    mesh = autoshard.keras.distribution.DeviceMesh((1, 2), ("data", "model"))
+    on_mesh = causal_lm("llama", sharding=mesh)
+    assert on_mesh.plan.mesh == "data=1,model=2" and on_mesh.plan.distribution == "AutoShard"
+    np.testing.assert_allclose(on_mesh(x), one(x), rtol=1e-5, atol=1e-5)
+
+
+def test_the_plan_lists_every_keras_variable_with_its_layout():
+    lm = causal_lm("llama", mesh="model=2")
+    x, y = lm_batch(lm.vocab_size)
+    lm.compile(optimizer="adam")
+    lm.fit(x, y, batch_size=8)  # the training step is what AutoShard planned
+    plan = lm.plan
+    names = set(plan.variables)
+    assert names == {p for p, _, _ in autoshard._native.keras_hub_variables(preset("llama"))}
+    query = plan.variables["transformer_layer_0/self_attention/query/kernel"]
+    assert query["shape"] == [24, 6, 4] and query["weight"] == "layers.0.self_attn.q_proj.kernel"
+    assert len(plan.layout_map[query["path"]]) == 3
+    split = [p for p in names if p not in plan.replicated]
+    assert split and all(any(a is not None for a in plan.layout_map[p]) for p in split)
+    text = repr(plan)
+    assert text.startswith(f"AutoShard on model=2: {len(split)} of {len(names)} variables split")
+    assert "transformer_layer_1/feedforward_output_dense/kernel" in text
+    assert any(r.startswith("predicted") for r in plan.explanation) and plan.predicted_step_s > 0
+    assert keras_hub.models.GPT2CausalLM.from_preset(preset("gpt2")).plan.distribution == \
+        "one device"
+
+
+def model_parallel(entries):
+    dist = autoshard.keras.distribution
+    mesh = dist.DeviceMesh((1, 2), ("data", "model"))
+    layout_map = dist.LayoutMap(mesh)
+    for key, layout in entries.items():
+        layout_map[key] = layout
+    return dist.ModelParallel(layout_map=layout_map, batch_dim_name="data")
+
+
+def test_a_keras_layout_map_lays_out_the_preset_as_keras_would():
+    # KerasHub's own style of keys (regular expressions over variable.path).
+    mp = model_parallel({"token_embedding/embeddings": ("model", None),
+                         r"self_attention/(query|key|value)/kernel": (None, "model", None),
+                         r"attention_output/kernel": ("model", None, None),
+                         r"feedforward_(gate|intermediate)_dense/kernel": (None, "model"),
+                         r"feedforward_output_dense/kernel": ("model", None)})
+    lm = causal_lm("llama", distribution=mp)
+    plan = lm.plan
+    assert plan.distribution == "ModelParallel"
+    assert plan.layout_map["transformer_layer_1/self_attention/key/kernel"] == \
+        (None, "model", None)
+    assert plan.layout_map["token_embedding/embeddings"] == ("model", None)
+    assert "sequence_output_layernorm/scale" in plan.replicated
+    one = causal_lm("llama")
+    x, y = lm_batch(one.vocab_size)
+    np.testing.assert_allclose(lm(x), one(x), rtol=1e-5, atol=1e-5)
+    for m in (lm, one):
+        m.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    np.testing.assert_allclose(lm.fit(x, y, batch_size=4).steps, one.fit(x, y, batch_size=4).steps,
+                               rtol=1e-4)
+    # The same map set globally (keras.distribution.set_distribution).
+    with mp.scope():
+        assert causal_lm("llama").plan.distribution == "ModelParallel"
+
+
+def test_a_layout_map_key_that_matches_nothing_is_an_error():
+    # Keras 3.0-era paths ("_query_dense") or a typo would leave the weights
+    # they name replicated without a word; here it is an error naming the key.
+    mp = model_parallel({r"self_attention/query/kernel": (None, "model", None),
+                         r"decoder_block_\d+/attention/query/kernel": (None, "model", None)})
+    with pytest.raises(ValueError, match=r"'decoder_block_\\\\d\+/attention/query/kernel' match "
+                                         "no variable of this preset"):
+        causal_lm("llama", distribution=mp)
+    two = model_parallel({"query/kernel": (None, "model", None),
+                          "self_attention/query": (None, "model", None)})
+    with pytest.raises(ValueError, match="matches several keys"):
+        causal_lm("llama", distribution=two)
+    with pytest.raises(ValueError, match="names 2 dimensions; the variable has 3"):
+        causal_lm("llama", distribution=model_parallel({"query/kernel": (None, "model")}))
+    with pytest.raises(ValueError, match="not both"):
+        causal_lm("llama", distribution=mp, mesh="model=2")
