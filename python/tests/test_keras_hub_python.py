@@ -334,7 +334,7 @@ def test_bad_presets_and_classes_are_one_clear_error(tmp_path):
         keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=2)
     with pytest.raises(ValueError, match="unsupported argument.*colour"):
         keras_hub.models.GPT2CausalLM.from_preset(preset("gpt2"), colour=1)
-    with pytest.raises(ValueError, match="sharding must be None, \"auto\"):
+    with pytest.raises(ValueError, match='sharding must be None, "auto"'):
         keras_hub.models.GPT2CausalLM.from_preset(preset("gpt2"), sharding="magic")
 
 
