@@ -379,6 +379,20 @@ class LanguageModel {
     return model_->count_params();
   }
 
+  // Lays the model out anew (autoshard.TensorParallel over a KerasHub
+  // model): the weights are kept, the optimizer's state is not.
+  void set_placement(Placement p) {
+    p.check();
+    placement_ = std::move(p);
+    if (!model_) return;
+    py::gil_scoped_release release;
+    build(built_seq_, nullptr, [&] {
+      Graph g;
+      model_->trace_forward(g, 1, false);
+      return g;
+    });
+  }
+
   // The layouts the model runs with: those of its first step since it was
   // built (fit's, generate's), or, before any, of generation's.
   py::dict plan() {
@@ -547,6 +561,15 @@ class Encoder {
     return model_->count_params();
   }
 
+  // Lays the model out anew, keeping the weights (not the optimizer's state).
+  void set_placement(Placement p) {
+    p.check();
+    placement_ = std::move(p);
+    if (!model_) return;
+    py::gil_scoped_release release;
+    build(seq_, nullptr);
+  }
+
   // The layouts the model runs with: those of its first step since it was
   // built, or, before any, of a forward pass over one sequence.
   py::dict plan() {
@@ -643,6 +666,13 @@ void bind_encoder(py::module_& m) {
            "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
            "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
       .def("plan", &Encoder::plan)
+      .def(
+          "set_placement",
+          [](Encoder& e, const std::string& mesh, int devices, const std::string& plan,
+             const LayoutEntries& layout_map) {
+            e.set_placement({mesh, devices, plan, "cpu", 0, layout_map_of(layout_map)});
+          },
+          "mesh"_a, "devices"_a, "plan"_a, "layout_map"_a = LayoutEntries{})
       .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
       .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
@@ -706,6 +736,13 @@ void bind_language_model(py::module_& m) {
            "path"_a, "load_weights"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
            "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
       .def("plan", &LanguageModel::plan)
+      .def(
+          "set_placement",
+          [](LanguageModel& lm, const std::string& mesh, int devices, const std::string& plan,
+             const LayoutEntries& layout_map) {
+            lm.set_placement({mesh, devices, plan, "cpu", 0, layout_map_of(layout_map)});
+          },
+          "mesh"_a, "devices"_a, "plan"_a, "layout_map"_a = LayoutEntries{})
       .def(
           "generate",
           [](LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_new_tokens,

@@ -453,3 +453,41 @@ def test_a_layout_map_key_that_matches_nothing_is_an_error():
         causal_lm("llama", distribution=model_parallel({"query/kernel": (None, "model")}))
     with pytest.raises(ValueError, match="not both"):
         causal_lm("llama", distribution=mp, mesh="model=2")
+
+
+# autoshard.TensorParallel over KerasHub models (several inputs)
+
+
+def test_the_keras_tensor_parallel_quick_start_runs_and_equals_one_device():
+    # TensorParallelKeras(BertBackbone.from_preset(...)), compile, fit on the dict.
+    x, y = classification_task()
+    x = {"token_ids": x["token_ids"], "segment_ids": x["segment_ids"]}  # no padding_mask
+    tp = autoshard.TensorParallel(keras_hub.models.BertBackbone.from_preset(preset("bert")),
+                                  world_size=2)
+    tp.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = tp.fit(x, y, batch_size=8, epochs=4)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert tp.plan.mesh and np.prod(tp.device_mesh.shape) == 2 and "BertBackbone" in repr(tp)
+    one = keras_hub.models.BertTextClassifier.from_preset(preset("bert"))
+    one.compile(optimizer="adam")
+    np.testing.assert_allclose(history.steps, one.fit(x, y, batch_size=8, epochs=4).steps,
+                               rtol=1e-3)
+    np.testing.assert_allclose(tp.predict(x), one.predict(x), rtol=1e-3, atol=1e-4)
+    assert tp.evaluate(x, y)[1] == one.evaluate(x, y)[1]
+
+
+def test_tensor_parallel_keeps_a_causal_lms_trained_weights():
+    lm = causal_lm("gpt2")
+    x, y = lm_batch(lm.vocab_size)
+    lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    lm.fit(x, y, batch_size=8)
+    before = lm(x)
+    tp = autoshard.TensorParallel(lm, world_size=2)
+    tp.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    np.testing.assert_allclose(tp.predict(x), before, rtol=1e-5, atol=1e-5)
+    loss = lm.evaluate(x, y)[0]
+    assert tp.fit(x, y, batch_size=8).steps[0] == pytest.approx(loss, rel=1e-5)
+    with pytest.raises(ValueError, match="sparse categorical cross-entropy"):
+        tp.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match="metric 'auc'"):
+        tp.compile(optimizer="adam", metrics=["auc"])
