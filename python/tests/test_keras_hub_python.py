@@ -8,9 +8,11 @@ device for the sharded runs, and NumPy for the loss."""
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -491,3 +493,18 @@ def test_tensor_parallel_keeps_a_causal_lms_trained_weights():
         tp.compile(optimizer="adam", loss="mse")
     with pytest.raises(ValueError, match="metric 'auc'"):
         tp.compile(optimizer="adam", metrics=["auc"])
+
+
+def test_the_example_runs_on_the_tiny_presets():
+    repo = os.path.join(DATA, "..", "..")
+    env = dict(os.environ, PYTHONPATH=os.path.join(repo, "python") + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, os.path.join(repo, "examples", "keras_hub_finetune.py")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "variables split" in text and "transformer_layer_0/" in text  # the plan
+    losses = [float(v) for v in re.findall(r"epoch \d+: loss ([0-9.]+)", text)]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    assert float(re.search(r"largest logit difference: (\S+)", text).group(1)) < 1e-5
+    assert re.search(r"tensor parallel on \S+: loss [0-9.]+ -> [0-9.]+, accuracy", text)
