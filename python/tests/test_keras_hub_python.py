@@ -83,7 +83,7 @@ def test_the_classes_are_the_registrys_families():
     assert issubclass(keras_hub.models.BertTextClassifier, keras_hub.models.TextClassifier)
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("mesh", MESHES + ["data=2"])
 @pytest.mark.parametrize("name", sorted(DECODERS))
 def test_a_causal_lm_is_its_hugging_face_directory(name, mesh):
     lm = causal_lm(name, mesh=mesh)
