@@ -16,7 +16,7 @@ An ``autoshard.keras_hub`` model (a Backbone, CausalLM or TextClassifier,
 whose inputs are KerasHub's dict of token_ids, segment_ids and
 padding_mask) is laid out the same way by its engine (the Keras work's
 quick start: ``TensorParallel(BertBackbone.from_preset(p), world_size=2)``,
-then compile and fit on the dict; keras_hub/models.py ``tensor_parallel``).
+then compile and fit on the dict; keras_hub/_tensor_parallel.py).
 """
 
 from .plan import plan as _plan
@@ -46,7 +46,7 @@ class TensorParallel:
                  use_parameter_sharding=True, **kwargs):
         from . import list_devices
         from .keras.models import Model
-        from .keras_hub import models as hub
+        from .keras_hub import _tensor_parallel as hub
 
         if kwargs:
             raise ValueError(f"TensorParallel: unsupported argument(s) "
@@ -81,7 +81,7 @@ class TensorParallel:
     def device_mesh(self):
         """The mesh AutoShard chose (a keras.distribution.DeviceMesh), after compile()."""
         if self._hub is not None and self.plan is not None:
-            from .keras_hub import models as hub
+            from .keras_hub import _tensor_parallel as hub
 
             return hub.device_mesh_of(self.plan.mesh)
         return self.distribution.device_mesh if self.distribution else None
@@ -91,7 +91,7 @@ class TensorParallel:
         from .keras.distribution import DeviceMesh, Distribution
 
         if self._hub is not None:
-            from .keras_hub import models as hub
+            from .keras_hub import _tensor_parallel as hub
 
             self.plan = hub.tensor_parallel(self._hub, self.world_size, optimizer, loss, metrics,
                                             kwargs)
