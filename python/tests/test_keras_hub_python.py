@@ -367,6 +367,10 @@ def test_bad_calls_are_one_clear_error():
     classifier.compile()
     with pytest.raises(Exception, match="not a class id"):
         classifier.fit(cx, cy + 3)
+    with pytest.raises(NotImplementedError, match="enable_lora: autoshard does not run LoRA"):
+        lm.backbone.enable_lora(rank=4)
+    with pytest.raises(NotImplementedError, match="hidden states are not exposed"):
+        lm.backbone({"token_ids": x["token_ids"]})
 
 
 # sharding="auto", the plan, and a Keras LayoutMap (keras-hub#2806)

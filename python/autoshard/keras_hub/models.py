@@ -163,6 +163,16 @@ class Backbone:
         the tokenizer's); see CausalLM.save_to_preset."""
         self._task.save_to_preset(preset_dir, max_shard_size)
 
+    def enable_lora(self, rank, target_names=None):
+        """Not yet: KerasHub's LoRA (Keras's Dense/EinsumDense enable_lora:
+        kernel + lora_alpha / rank * lora_kernel_a @ lora_kernel_b, the
+        base weights frozen) needs adapters in the engine's models."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.enable_lora: autoshard does not run LoRA adapters yet; "
+            "fine-tune every weight with fit() (docs/keras-hub.md, departures)")
+
+    save_lora_weights = load_lora_weights = enable_lora
+
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(
             f"{type(self).__name__}: autoshard runs a backbone with its task's head; call the "
