@@ -242,6 +242,15 @@ def classification_task(n=16, t=6, vocab=97):
             "padding_mask": np.ones_like(ids)}, y
 
 
+def test_from_pretrained_reads_an_encoder_preset_too():
+    model = autoshard.from_pretrained(preset("roberta"))
+    x, _ = classification_task(vocab=model.vocab_size)
+    assert isinstance(model, autoshard.EncoderModel)
+    np.testing.assert_array_equal(
+        model(x["token_ids"]),
+        keras_hub.models.RobertaTextClassifier.from_preset(preset("roberta"))(x))
+
+
 def test_a_text_classifier_learns_and_sharded_equals_one_device():
     x, y = classification_task()
     runs = {}
