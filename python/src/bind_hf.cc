@@ -22,6 +22,7 @@
 #include "autoshard/models/bert/formats.h"
 #include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
@@ -328,6 +329,8 @@ class LanguageModel {
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
+    AS_CHECK(lora_rank() == 0, "save: a model with LoRA adapters is not saved yet (the adapters ",
+             "would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     save_language_model_hf(
@@ -364,9 +367,64 @@ class LanguageModel {
     return loss;
   }
 
+  // KerasHub's Backbone.enable_lora(rank): the Llama family's query and
+  // value projections get LoRA adapters (autoshard/models/llama/llama.h),
+  // every other weight frozen; the model is built again with its weights.
+  void enable_lora(int64_t rank, double alpha) {
+    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
+    AS_CHECK(c, "enable_lora: autoshard runs LoRA on the Llama family (Llama, Llama 3, Mistral, ",
+             "Qwen, Gemma); this model is ", cfg_.model_type());
+    AS_CHECK(c->lora_rank == 0, "enable_lora: LoRA is already enabled (rank ", c->lora_rank, ")");
+    AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
+    AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
+    LlamaConfig lora = *c;
+    lora.lora_rank = rank;
+    lora.lora_alpha = alpha;
+    py::gil_scoped_release release;
+    // The weights come from the model built now (the readers know no adapters).
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    cfg_.config = llama_decoder(lora);
+    build(built_seq_, nullptr, [&] {
+      Graph g;
+      model_->trace_forward(g, 1, false);
+      return g;
+    });
+  }
+
+  int64_t lora_rank() const {
+    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
+    return c ? c->lora_rank : 0;
+  }
+
+  // A weight's whole value ("layers.0.self_attn.q_proj.lora_kernel_b").
+  py::array weight(const std::string& path) {
+    Tensor w;
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+      w = model_->gather_weight(path);
+    }
+    return to_numpy(w);
+  }
+
+  void set_weight(const std::string& path, const py::handle& value) {
+    Tensor w = to_tensor(value, DType::F32, path);
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    model_->set_weight(path, w);
+  }
+
+  std::vector<std::string> weight_paths() {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    return model_->weight_paths();
+  }
+
   // Writes a KerasHub preset (autoshard/models/keras_hub_model.h), with the
   // tokenizer files of the preset it was loaded from.
   void save_preset(const std::string& dir, bool overwrite) {
+    AS_CHECK(lora_rank() == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
+             "(the adapters would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     const std::string tokenizer_from = keras_hub::is_preset(weights_) ? weights_ : "";
@@ -796,6 +854,11 @@ void bind_language_model(py::module_& m) {
       .def("compile", &LanguageModel::compile, "optimizer"_a)
       .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a)
       .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a)
+      .def("enable_lora", &LanguageModel::enable_lora, "rank"_a, "lora_alpha"_a)
+      .def_property_readonly("lora_rank", &LanguageModel::lora_rank)
+      .def("weight", &LanguageModel::weight, "path"_a)
+      .def("weight_paths", &LanguageModel::weight_paths)
+      .def("set_weight", &LanguageModel::set_weight, "path"_a, "value"_a)
       .def_property_readonly("mesh", &LanguageModel::mesh)
       .def_property_readonly("vocab_size",
                              [](const LanguageModel& lm) { return lm.config().vocab_size(); })

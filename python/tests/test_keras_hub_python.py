@@ -376,8 +376,6 @@ def test_bad_calls_are_one_clear_error():
     classifier.compile()
     with pytest.raises(Exception, match="not a class id"):
         classifier.fit(cx, cy + 3)
-    with pytest.raises(NotImplementedError, match="enable_lora: autoshard does not run LoRA"):
-        lm.backbone.enable_lora(rank=4)
     with pytest.raises(NotImplementedError, match="hidden states are not exposed"):
         lm.backbone({"token_ids": x["token_ids"]})
 
@@ -521,3 +519,83 @@ def test_the_example_runs_on_the_tiny_presets():
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert float(re.search(r"largest logit difference: (\S+)", text).group(1)) < 1e-5
     assert re.search(r"tensor parallel on \S+: loss [0-9.]+ -> [0-9.]+, accuracy", text)
+
+
+# LoRA (backbone.enable_lora, the Llama family)
+
+
+def lora_fit(name, mesh=None, epochs=3):
+    lm = causal_lm(name, mesh=mesh)
+    x, y = lm_batch(lm.vocab_size)
+    lm.backbone.enable_lora(rank=4)
+    lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2), sampler="greedy")
+    return lm, x, y, lm.fit(x, y, batch_size=4, epochs=epochs)
+
+
+def merged(lm, name):
+    """A model without adapters whose query and value kernels are the LoRA
+    model's merged as Keras defines it, kernel + alpha / rank * a @ b
+    (einsum_dense.py), computed here in NumPy in Keras's (C, heads, D) form."""
+    plain = causal_lm(name)
+    native = lm._native
+    for path in native.weight_paths():
+        if ".lora_kernel_" in path:
+            continue
+        w = native.weight(path)
+        if path.endswith(("q_proj.kernel", "v_proj.kernel")):
+            scope = path[: -len("kernel")]
+            a, b = native.weight(scope + "lora_kernel_a"), native.weight(scope + "lora_kernel_b")
+            delta = (a @ b) * (4 / 4)  # [C, heads, D]; lora_alpha = rank
+            # autoshard's kernels are [heads..., D, C] (q: [K, G, D, C]).
+            w = w + np.moveaxis(delta, 0, -1).reshape(w.shape)
+        plain._native.set_weight(path, w)
+    return plain
+
+
+@pytest.mark.parametrize("name", ["gemma", "llama"])
+def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
+    lm = causal_lm(name)
+    x, y = lm_batch(lm.vocab_size)
+    before = lm(x)
+    paths_before = set(lm._native.weight_paths())
+    lm.backbone.enable_lora(rank=4)
+    np.testing.assert_array_equal(lm(x), before)  # b starts at zeros
+    paths = lm._native.weight_paths()
+    adapters = [p for p in paths if ".lora_kernel_" in p]
+    assert set(paths) - set(adapters) == paths_before and len(adapters) == 8  # 2 layers, q and v
+    start = {p: lm._native.weight(p).copy() for p in paths}
+    lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2), sampler="greedy")
+    history = lm.fit(x, y, batch_size=4, epochs=3)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    changed = {p for p in paths if not np.array_equal(start[p], lm._native.weight(p))}
+    assert changed == set(adapters)
+    np.testing.assert_allclose(merged(lm, name)(x), lm(x), rtol=1e-4, atol=1e-5)
+    # generate runs with the adapters: its first new token is the logits' argmax.
+    prompt = {"token_ids": x["token_ids"][:1], "padding_mask": np.ones((1, 8))}
+    prompt["padding_mask"][:, 5:] = 0
+    out = lm.generate(prompt, stop_token_ids=None)["token_ids"][0]
+    assert out[5] == lm({"token_ids": x["token_ids"][:1, :5]})[0, -1].argmax()
+
+
+@pytest.mark.parametrize("mesh", MESHES[1:])
+def test_sharded_lora_equals_one_device(mesh):
+    _, x, _, one = lora_fit("gemma")
+    lm, _, _, sharded = lora_fit("gemma", mesh=mesh)
+    np.testing.assert_allclose(sharded.steps, one.steps, rtol=1e-4)
+    assert any(".lora_kernel_" in line for line in lm.plan.explanation)  # planned like any weight
+
+
+def test_lora_errors_are_clear(tmp_path):
+    with pytest.raises(Exception, match="LoRA on the Llama family.*gpt2"):
+        causal_lm("gpt2").backbone.enable_lora(4)
+    with pytest.raises(NotImplementedError, match="query and value projections only"):
+        causal_lm("gemma").backbone.enable_lora(4, target_names=["ffw_linear"])
+    lm = causal_lm("llama")
+    lm.backbone.enable_lora(2)
+    with pytest.raises(Exception, match="already enabled"):
+        lm.backbone.enable_lora(2)
+    with pytest.raises(Exception, match="LoRA adapters is not saved yet"):
+        lm.save_to_preset(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(NotImplementedError, match="save_lora_weights"):
+        lm.backbone.save_lora_weights(str(tmp_path / "lora.h5"))

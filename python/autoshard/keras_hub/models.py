@@ -163,15 +163,37 @@ class Backbone:
         the tokenizer's); see CausalLM.save_to_preset."""
         self._task.save_to_preset(preset_dir, max_shard_size)
 
-    def enable_lora(self, rank, target_names=None):
-        """Not yet: KerasHub's LoRA (Keras's Dense/EinsumDense enable_lora:
-        kernel + lora_alpha / rank * lora_kernel_a @ lora_kernel_b, the
-        base weights frozen) needs adapters in the engine's models."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.enable_lora: autoshard does not run LoRA adapters yet; "
-            "fine-tune every weight with fit() (docs/keras-hub.md, departures)")
+    # KerasHub's LoRA targets (Backbone.get_lora_target_names): the attention's
+    # query and value projections.
+    _LORA_TARGETS = ("query_dense", "value_dense", "query", "value")
 
-    save_lora_weights = load_lora_weights = enable_lora
+    def enable_lora(self, rank, target_names=None, *, lora_alpha=None):
+        """KerasHub's Backbone.enable_lora: LoRA adapters of ``rank`` on the
+        query and value projections (Keras's EinsumDense.enable_lora:
+        kernel + lora_alpha / rank * lora_kernel_a @ lora_kernel_b, b from
+        zeros, ``lora_alpha`` defaulting to ``rank``), every other weight
+        frozen: ``fit`` then trains the adapters only, and ``generate`` runs
+        with them. The Llama family (Llama, Llama 3, Mistral, Qwen, Gemma)."""
+        where = f"{type(self).__name__}.enable_lora"
+        if target_names is not None and not set(target_names) <= set(self._LORA_TARGETS):
+            raise NotImplementedError(f"{where}: autoshard puts adapters on the query and value "
+                                      f"projections only ({', '.join(self._LORA_TARGETS)}), "
+                                      f"not {sorted(set(target_names))}")
+        rank = _checks.integer(rank, "rank", where, 1, _checks.INT32_MAX)
+        alpha = rank if lora_alpha is None else _checks.number(lora_alpha, "lora_alpha", where,
+                                                              above=0)
+        native = self._task._native
+        if not isinstance(self._task, CausalLM):
+            raise NotImplementedError(f"{where}: autoshard runs LoRA on the Llama family's "
+                                      f"causal LMs, not on a {self.class_name}")
+        native.enable_lora(rank, float(alpha))
+        self._task._optimizer = None  # a new optimizer for the adapters alone
+
+    def save_lora_weights(self, filepath):
+        raise NotImplementedError(f"{type(self).__name__}.save_lora_weights: not implemented yet "
+                                  "(nor save_to_preset of a model with adapters)")
+
+    load_lora_weights = save_lora_weights
 
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(
