@@ -519,6 +519,8 @@ def test_the_example_runs_on_the_tiny_presets():
     assert len(losses) == 3 and losses[-1] < losses[0]
     assert float(re.search(r"largest logit difference: (\S+)", text).group(1)) < 1e-5
     assert re.search(r"tensor parallel on \S+: loss [0-9.]+ -> [0-9.]+, accuracy", text)
+    before, after = map(float, re.search(r"lora: loss ([0-9.]+) -> ([0-9.]+)", text).groups())
+    assert after < before and "lora generated:" in text
 
 
 # LoRA (backbone.enable_lora, the Llama family)
