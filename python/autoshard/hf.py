@@ -436,6 +436,19 @@ def _model_type(path):
     return j.get("model_type") if isinstance(j, dict) else None
 
 
+def _encoder_preset(path):
+    """Whether ``path`` is a KerasHub preset of an encoder (BertBackbone, RobertaBackbone)."""
+    config = os.path.join(path, "config.json") if os.path.isdir(path) else None
+    if config is None or not os.path.isfile(config):
+        return False
+    try:
+        j = _checks.read_json(config, "model config")
+    except ValueError:
+        return False
+    cls = j.get("class_name") if isinstance(j, dict) else None
+    return bool(dict(_native.keras_hub_backbones()).get(cls, False))
+
+
 def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", seed=0,
                     cluster="cpu", memory_per_device=0):
     """A decoder (LanguageModel), or for BERT and RoBERTa an EncoderModel,
@@ -458,7 +471,7 @@ def from_pretrained(path, mesh=None, dtype="float32", devices=0, plan="auto", se
                                 "model directory)")
     seed, devices, memory_per_device = _placement(seed, devices, memory_per_device,
                                                   "from_pretrained")
-    if _model_type(path) in ("bert", "roberta"):
+    if _model_type(path) in ("bert", "roberta") or _encoder_preset(path):
         native = _native.Encoder(path, seed, _mesh_spec(mesh), devices, str(plan), str(cluster),
                                  memory_per_device)
         return EncoderModel(native, path, _directory_tokenizer(path))

@@ -11,6 +11,12 @@ the model under that plan; ``fit`` / ``evaluate`` / ``predict`` then run
 sharded. The numbers are those of the same model under
 ``keras.distribution.set_distribution(AutoShard(mesh=...))`` on the mesh
 chosen (``tp.plan.mesh``).
+
+An ``autoshard.keras_hub`` model (a Backbone, CausalLM or TextClassifier,
+whose inputs are KerasHub's dict of token_ids, segment_ids and
+padding_mask) is laid out the same way by its engine (the Keras work's
+quick start: ``TensorParallel(BertBackbone.from_preset(p), world_size=2)``,
+then compile and fit on the dict; keras_hub/_tensor_parallel.py).
 """
 
 from .plan import plan as _plan
@@ -40,13 +46,15 @@ class TensorParallel:
                  use_parameter_sharding=True, **kwargs):
         from . import list_devices
         from .keras.models import Model
+        from .keras_hub import _tensor_parallel as hub
 
         if kwargs:
             raise ValueError(f"TensorParallel: unsupported argument(s) "
                              f"{', '.join(sorted(kwargs))}")
-        if not isinstance(model, Model):
-            raise ValueError(f"TensorParallel wraps an autoshard.keras model, not "
-                             f"{type(model).__name__}")
+        self._hub = hub.task_of(model)  # a keras_hub model's task, else None
+        if self._hub is None and not isinstance(model, Model):
+            raise ValueError(f"TensorParallel wraps an autoshard.keras or autoshard.keras_hub "
+                             f"model, not {type(model).__name__}")
         if distributed_backend not in _BACKENDS:
             raise ValueError(f"TensorParallel: distributed_backend {distributed_backend!r} is "
                              "unknown (autoshard's engine runs every backend's part)")
@@ -72,12 +80,22 @@ class TensorParallel:
     @property
     def device_mesh(self):
         """The mesh AutoShard chose (a keras.distribution.DeviceMesh), after compile()."""
+        if self._hub is not None and self.plan is not None:
+            from .keras_hub import _tensor_parallel as hub
+
+            return hub.device_mesh_of(self.plan.mesh)
         return self.distribution.device_mesh if self.distribution else None
 
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, **kwargs):
         """Plans the model over ``world_size`` devices, then compiles it under the plan."""
         from .keras.distribution import DeviceMesh, Distribution
 
+        if self._hub is not None:
+            from .keras_hub import _tensor_parallel as hub
+
+            self.plan = hub.tensor_parallel(self._hub, self.world_size, optimizer, loss, metrics,
+                                            kwargs)
+            return
         self.model.compile(optimizer, loss, loss_weights=loss_weights, metrics=metrics,
                            **kwargs)  # on one device: planning prices its training step
         self.plan = _plan(self.model, self.world_size, self._batch_size, cluster=self._cluster,
@@ -92,7 +110,7 @@ class TensorParallel:
     def _compiled(self, what):
         if self.plan is None:
             raise ValueError(f"TensorParallel: call compile() before {what}()")
-        return self.model
+        return self.model if self._hub is None else self._hub
 
     def fit(self, *args, **kwargs):
         """The model's fit, sharded by the plan (returns its History)."""
@@ -116,4 +134,5 @@ class TensorParallel:
     def __repr__(self):
         mesh = self.device_mesh
         where = f"mesh {dict(zip(mesh.axis_names, mesh.shape))}" if mesh else "not compiled"
-        return f"<TensorParallel {self.model.name!r} world_size={self.world_size} {where}>"
+        name = getattr(self.model, "name", type(self.model).__name__)
+        return f"<TensorParallel {name!r} world_size={self.world_size} {where}>"

@@ -16,15 +16,19 @@
 #include "autoshard/app/language_model_training.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
+#include "autoshard/io/keras_variables.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
 #include "autoshard/models/bert/formats.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
+#include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "convert.h"
+#include "plan/layout_map_export.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -76,14 +80,18 @@ struct Placement {
   std::string plan = "auto";
   std::string cluster = "cpu";
   double memory_per_device = 0;
+  // plan "layout_map": ModelParallel with these weight layouts (a Keras
+  // LayoutMap translated by autoshard.keras_hub).
+  LayoutMap layout_map = {};
 
   // The distribution is made per build: a bad mesh or plan fails at once.
   void check() const {
     AS_CHECK(mesh.empty() || devices == 0, "give either mesh or devices, not both");
     AS_CHECK(devices >= 0, "devices must be 0 (one, or one per MPI rank) or more, not ", devices);
     if (!mesh.empty()) DeviceMesh::parse(mesh);
-    AS_CHECK(plan == "auto" || plan == "data" || plan == "fsdp" || plan == "megatron" ||
-                 plan == "megatron-sp" || fs::is_regular_file(plan),
+    AS_CHECK(plan != "layout_map" || !mesh.empty(), "a layout map needs a mesh");
+    AS_CHECK(plan == "auto" || plan == "layout_map" || plan == "data" || plan == "fsdp" ||
+                 plan == "megatron" || plan == "megatron-sp" || fs::is_regular_file(plan),
              "plan '", plan,
              "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
              "name exists");
@@ -125,6 +133,7 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
     return std::make_shared<FullyShardedDataParallel>(
         mesh, model >= 0 && mesh.axis_size(model) > 1 ? megatron : LayoutMap{});
   }
+  if (p.plan == "layout_map") return std::make_shared<ModelParallel>(mesh, p.layout_map);
   if (p.plan == "megatron" || p.plan == "megatron-sp") {
     auto d = std::make_shared<ModelParallel>(mesh, megatron);
     if (p.plan == "megatron-sp") d->sequence_parallel_axis = "model";
@@ -134,6 +143,63 @@ std::shared_ptr<Distribution> distribution_of(const Placement& p, const LayoutMa
            "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that "
            "name exists");
   return std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(p.plan));
+}
+
+// A weight layout map from (key, axes) pairs, as Python passes it.
+using LayoutEntries = std::vector<std::pair<std::string, std::vector<TensorLayout::Axes>>>;
+LayoutMap layout_map_of(const LayoutEntries& entries) {
+  LayoutMap map;
+  for (const auto& [key, axes] : entries) map[key] = TensorLayout(axes);
+  return map;
+}
+
+// How `model` (of a registered family) is laid out now, for
+// autoshard.keras_hub's `plan`: the mesh, the distribution, each Keras
+// variable's layout (over Keras's dims: LayoutMap tuples) with the autoshard
+// weight it is and that weight's sharding, and AutoShard's reasons.
+py::dict plan_report(Model& model) {
+  py::dict out;
+  const std::shared_ptr<Distribution>& d = model.distribution_strategy();
+  out["mesh"] = d ? d->mesh().to_string() : "";
+  out["distribution"] = !d                                      ? "one device"
+                        : dynamic_cast<AutoShard*>(d.get())     ? "AutoShard"
+                        : dynamic_cast<ModelParallel*>(d.get()) ? "ModelParallel"
+                        : dynamic_cast<DataParallel*>(d.get())  ? "DataParallel"
+                                                                : "other";
+  const keras_hub::Variables table = config_of_model(model)->keras_hub_variables();
+  std::map<std::string, Shape> shapes;
+  for (const keras_hub::Variable& v : table.variables)
+    if (!v.weight.empty()) shapes[v.weight] = v.weight_shape();
+  py::list variables;
+  for (const KerasVariable& v : keras_hub_variables(table, shapes)) {
+    const Sharding s = !d || v.weight.empty() ? Sharding::replicated(v.weight_shape.size())
+                                              : d->weight_layout(v.weight, v.weight_shape);
+    const DeviceMesh mesh = d ? d->mesh() : DeviceMesh({1}, {"data"});
+    std::vector<py::object> keras;
+    for (const TensorLayout::Axes& a : keras_layout(v, s, mesh).axes) {
+      if (a.empty())
+        keras.push_back(py::none());
+      else if (a.size() == 1)
+        keras.push_back(py::str(a[0]));
+      else
+        keras.push_back(py::tuple(py::cast(a)));
+    }
+    variables.append(py::dict("path"_a = v.path, "shape"_a = v.shape, "weight"_a = v.weight,
+                              "sharding"_a = s.to_string(mesh),
+                              "layout"_a = py::tuple(py::cast(keras))));
+  }
+  out["variables"] = variables;
+  const auto* autoshard = dynamic_cast<const AutoShard*>(d.get());
+  out["reasons"] = autoshard ? autoshard->reasons() : std::vector<std::string>{};
+  out["predicted_step_s"] = autoshard ? autoshard->predicted_step_s() : 0.0;
+  return out;
+}
+
+// Whether the model's distribution is an AutoShard that has not yet planned
+// (it plans at the first step).
+bool unplanned(const Model& model) {
+  const auto* autoshard = dynamic_cast<const AutoShard*>(model.distribution_strategy().get());
+  return autoshard && !autoshard->prepared();
 }
 
 // What fit() takes: `autoshard train`'s options.
@@ -204,7 +270,14 @@ class LanguageModel {
     Tensor out;
     {
       py::gil_scoped_release release;
-      if (!model_ || built_seq_ != x.dim(1)) build(x.dim(1), nullptr, {});
+      // (AutoShard choosing the mesh plans this forward pass: the model
+      // is not compiled to train.)
+      if (!model_ || built_seq_ != x.dim(1))
+        build(x.dim(1), nullptr, [&] {
+          Graph g;
+          model_->trace_forward(g, x.dim(0), false);
+          return g;
+        });
       out = model_->predict_on_batch(x);
     }
     return to_numpy(out);
@@ -254,16 +327,137 @@ class LanguageModel {
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
+    AS_CHECK(lora_rank() == 0, "save: a model with LoRA adapters is not saved yet (the adapters ",
+             "would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     save_language_model_hf(
         *model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
+  // KerasHub's CausalLM.compile(optimizer=...): the optimizer of
+  // train_on_batch (python/autoshard/keras_hub). The model it compiles is
+  // kept while batches keep their length, and with it the optimizer's state.
+  void compile(std::shared_ptr<Optimizer> optimizer) {
+    AS_CHECK(optimizer, "compile: give an optimizer");
+    optimizer_ = std::move(optimizer);
+  }
+
+  // One optimizer step on token ids x [B, T] against the next tokens y
+  // [B, T] (a preprocessed CausalLM batch); the batch's loss before it.
+  double train_on_batch(const py::handle& x, const py::handle& y) {
+    AS_CHECK(optimizer_, "fit: compile() the model first");
+    Tensor xs = to_tensor(x, DType::I32, "x"), ys = to_tensor(y, DType::I32, "y");
+    AS_CHECK(xs.rank() == 2 && xs.shape() == ys.shape(), "fit: token_ids ", shape_str(xs.shape()),
+             " and y ", shape_str(ys.shape()), " must be [batch, tokens] of one shape");
+    AS_CHECK(xs.dim(1) <= cfg_.max_positions(), "fit: sequences of ", xs.dim(1),
+             " tokens exceed the model's ", cfg_.max_positions_field(), " (", cfg_.max_positions(),
+             ")");
+    check_ids(xs, "fit: token_ids");
+    check_ids(ys, "fit: y");
+    py::gil_scoped_release release;
+    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get())
+      build(xs.dim(1), optimizer_, {}, xs.dim(0));
+    const double loss = model_->train_on_batch(xs, ys);
+    AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite",
+             " (lower the learning rate, or check the token ids)");
+    return loss;
+  }
+
+  // KerasHub's Backbone.enable_lora(rank): the Llama family's query and
+  // value projections get LoRA adapters (autoshard/models/llama/llama.h),
+  // every other weight frozen; the model is built again with its weights.
+  void enable_lora(int64_t rank, double alpha) {
+    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
+    AS_CHECK(c, "enable_lora: autoshard runs LoRA on the Llama family (Llama, Llama 3, Mistral, ",
+             "Qwen, Gemma); this model is ", cfg_.model_type());
+    AS_CHECK(c->lora_rank == 0, "enable_lora: LoRA is already enabled (rank ", c->lora_rank, ")");
+    AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
+    AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
+    LlamaConfig lora = *c;
+    lora.lora_rank = rank;
+    lora.lora_alpha = alpha;
+    py::gil_scoped_release release;
+    // The weights come from the model built now (the readers know no adapters).
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    cfg_.config = llama_decoder(lora);
+    build(built_seq_, nullptr, [&] {
+      Graph g;
+      model_->trace_forward(g, 1, false);
+      return g;
+    });
+  }
+
+  int64_t lora_rank() const {
+    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
+    return c ? c->lora_rank : 0;
+  }
+
+  // A weight's whole value ("layers.0.self_attn.q_proj.lora_kernel_b").
+  py::array weight(const std::string& path) {
+    Tensor w;
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+      w = model_->gather_weight(path);
+    }
+    return to_numpy(w);
+  }
+
+  void set_weight(const std::string& path, const py::handle& value) {
+    Tensor w = to_tensor(value, DType::F32, path);
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    model_->set_weight(path, w);
+  }
+
+  std::vector<std::string> weight_paths() {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    return model_->weight_paths();
+  }
+
+  // Writes a KerasHub preset (autoshard/models/keras_hub_model.h), with the
+  // tokenizer files of the preset it was loaded from.
+  void save_preset(const std::string& dir, bool overwrite) {
+    AS_CHECK(lora_rank() == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
+             "(the adapters would be lost)");
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    const std::string tokenizer_from = keras_hub::is_preset(weights_) ? weights_ : "";
+    keras_hub::save_preset(*model_, *cfg_.config, dir, tokenizer_from, overwrite);
+  }
+
   int64_t count_params() {
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     return model_->count_params();
+  }
+
+  // Lays the model out anew (autoshard.TensorParallel over a KerasHub
+  // model): the weights are kept, the optimizer's state is not.
+  void set_placement(Placement p) {
+    p.check();
+    placement_ = std::move(p);
+    if (!model_) return;
+    py::gil_scoped_release release;
+    build(built_seq_, nullptr, [&] {
+      Graph g;
+      model_->trace_forward(g, 1, false);
+      return g;
+    });
+  }
+
+  // The layouts the model runs with: those of its first step since it was
+  // built (fit's, generate's), or, before any, of generation's.
+  py::dict plan() {
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+      if (unplanned(*model_)) model_->prepare_generation(1, 1, 1);
+    }
+    return plan_report(*model_);
   }
 
   std::string mesh() const {
@@ -296,6 +490,7 @@ class LanguageModel {
   void build(int64_t seq, std::shared_ptr<Optimizer> optimizer, std::function<Graph()> step,
              int64_t batch = 1) {
     cfg_.bytes_per_parameter = optimizer ? 16 : 4;
+    const Optimizer* optimizer_ptr = optimizer.get();
     std::unique_ptr<Model> next = cfg_.build(seq, seed_);
     Model& m = *next;
     if (optimizer) m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
@@ -314,6 +509,7 @@ class LanguageModel {
       load_language_model_weights(*model_, weights_);
     }
     built_seq_ = seq;
+    trained_with_ = optimizer_ptr;
   }
 
   LanguageModelConfig cfg_;
@@ -322,53 +518,163 @@ class LanguageModel {
   Placement placement_;
   std::unique_ptr<Model> model_;
   int64_t built_seq_ = 0;
+  std::shared_ptr<Optimizer> optimizer_;     // compile()'s
+  const Optimizer* trained_with_ = nullptr;  // the optimizer model_ was compiled with
 };
 
+// The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
+// preset of a BertBackbone or RobertaBackbone with its TextClassifier.
+BertConfig encoder_config(const std::string& dir) {
+  if (!keras_hub::is_preset(dir)) return bert_config_of(dir);
+  const std::shared_ptr<const FamilyConfig> config = keras_hub::preset_config(dir);
+  const BertConfig* bert = config_as<BertConfig>(*config);
+  AS_CHECK(bert, "KerasHub preset '", dir, "' is not a BertBackbone or RobertaBackbone");
+  return *bert;
+}
+
 // A BERT or RoBERTa encoder with its head (sequence classification or masked
-// LM) from a Hugging Face directory: logits, built for each sequence length
-// asked (the weights carried over).
+// LM) from a Hugging Face directory or a KerasHub preset: logits, built for
+// each sequence length asked (the weights carried over), and KerasHub's
+// TextClassifier training steps.
 class Encoder {
  public:
   Encoder(const std::string& dir, uint64_t seed, Placement placement)
-      : cfg_(bert_config_of(dir)), dir_(dir), seed_(seed), placement_(std::move(placement)) {
+      : cfg_(encoder_config(dir)),
+        dir_(dir),
+        preset_(keras_hub::is_preset(dir)),
+        seed_(seed),
+        placement_(std::move(placement)) {
     placement_.check();
   }
   const BertConfig& config() const { return cfg_; }
 
   py::array logits(const py::handle& ids, const py::handle& segments, const py::handle& mask) {
-    Tensor x = to_tensor(ids, DType::I32, "token_ids");
-    AS_CHECK(x.rank() == 2, "logits: token_ids must be [batch, tokens], not of rank ", x.rank());
-    for (int64_t i = 0; i < x.numel(); ++i)
-      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, "logits: token_ids hold ",
-               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
-    Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
-                                  : to_tensor(segments, DType::I32, "segment_ids");
-    Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
-                              : to_tensor(mask, DType::F32, "padding_mask");
-    AS_CHECK(s.shape() == x.shape() && m.shape() == x.shape(),
-             "logits: segment_ids and padding_mask must have token_ids' shape ",
-             shape_str(x.shape()));
+    ModelInputs x = inputs(ids, segments, mask, "logits");
+    const int64_t seq = x.tensors().at("token_ids").dim(1);
     Tensor out;
     {
       py::gil_scoped_release release;
-      if (!model_ || seq_ != x.dim(1)) build(x.dim(1));
-      out = model_->predict_on_batch(
-          ModelInputs{{"token_ids", x}, {"segment_ids", s}, {"padding_mask", m}});
+      if (!model_ || seq_ != seq) build(seq, nullptr);
+      out = model_->predict_on_batch(x);
     }
     return to_numpy(out);
+  }
+
+  // KerasHub's TextClassifier.compile(optimizer=...), for train_on_batch.
+  void compile(std::shared_ptr<Optimizer> optimizer) {
+    AS_CHECK(optimizer, "compile: give an optimizer");
+    optimizer_ = std::move(optimizer);
+  }
+
+  // One optimizer step (sparse categorical cross-entropy of the logits)
+  // against class ids `labels` [B]; the batch's loss before it.
+  double train_on_batch(const py::handle& ids, const py::handle& segments, const py::handle& mask,
+                        const py::handle& labels) {
+    AS_CHECK(optimizer_, "fit: compile() the model first");
+    AS_CHECK(!cfg_.masked_lm, "fit: autoshard trains the TextClassifier head, not a masked LM");
+    ModelInputs x = inputs(ids, segments, mask, "fit");
+    const Tensor& token_ids = x.tensors().at("token_ids");
+    Tensor y = to_tensor(labels, DType::I32, "y");
+    AS_CHECK(y.rank() == 1 && y.dim(0) == token_ids.dim(0), "fit: y must hold one class id per ",
+             "sequence, shape [", token_ids.dim(0), "], not ", shape_str(y.shape()));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < cfg_.num_labels, "fit: y holds ", y.i32()[i],
+               ", not a class id of the head's ", cfg_.num_labels, " classes (0 to ",
+               cfg_.num_labels - 1, ")");
+    py::gil_scoped_release release;
+    if (!model_ || seq_ != token_ids.dim(1) || trained_with_ != optimizer_.get())
+      build(token_ids.dim(1), optimizer_);
+    const double loss = model_->train_on_batch(x, y);
+    AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite", " (lower the learning rate)");
+    return loss;
   }
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
     py::gil_scoped_release release;
-    if (!model_) build(std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset()));
+    if (!model_) build(default_seq(), nullptr);
     save_hf_bert(*model_, dir,
                  {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
+  // Writes a KerasHub preset (the backbone, task.json and the head's
+  // task.weights.h5), with the tokenizer files of the preset it came from.
+  void save_preset(const std::string& dir, bool overwrite) {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    keras_hub::save_preset(*model_, *config_of_model(*model_), dir, preset_ ? dir_ : "", overwrite);
+  }
+
+  std::string mesh() const {
+    if (!model_ || !model_->distribution_strategy()) return "";
+    return model_->distribution_strategy()->mesh().to_string();
+  }
+
+  int64_t count_params() {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    return model_->count_params();
+  }
+
+  // Lays the model out anew, keeping the weights (not the optimizer's state).
+  void set_placement(Placement p) {
+    p.check();
+    placement_ = std::move(p);
+    if (!model_) return;
+    py::gil_scoped_release release;
+    build(seq_, nullptr);
+  }
+
+  // The layouts the model runs with: those of its first step since it was
+  // built, or, before any, of a forward pass over one sequence.
+  py::dict plan() {
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(default_seq(), nullptr);
+      if (unplanned(*model_)) {
+        const Shape shape{1, seq_};
+        model_->predict_on_batch(ModelInputs{{"token_ids", Tensor::zeros(shape, DType::I32)},
+                                             {"segment_ids", Tensor::zeros(shape, DType::I32)},
+                                             {"padding_mask", Tensor::full(shape, 1.0f)}});
+      }
+    }
+    return plan_report(*model_);
+  }
+
  private:
-  void build(int64_t seq) {
+  int64_t default_seq() const {
+    return std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset());
+  }
+
+  // KerasHub's input dict: token_ids [B, T], segment_ids (default 0) and
+  // padding_mask (default 1) of the same shape.
+  ModelInputs inputs(const py::handle& ids, const py::handle& segments, const py::handle& mask,
+                     const std::string& what) const {
+    Tensor x = to_tensor(ids, DType::I32, "token_ids");
+    AS_CHECK(x.rank() == 2, what, ": token_ids must be [batch, tokens], not of rank ", x.rank());
+    AS_CHECK(x.dim(1) <= cfg_.max_position_embeddings - cfg_.position_offset(), what,
+             ": sequences of ", x.dim(1), " tokens exceed the model's ",
+             cfg_.max_position_embeddings - cfg_.position_offset(), " positions");
+    for (int64_t i = 0; i < x.numel(); ++i)
+      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, what, ": token_ids hold ",
+               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
+    Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
+                                  : to_tensor(segments, DType::I32, "segment_ids");
+    Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
+                              : to_tensor(mask, DType::F32, "padding_mask");
+    AS_CHECK(s.shape() == x.shape() && m.shape() == x.shape(), what,
+             ": segment_ids and padding_mask must have token_ids' shape ", shape_str(x.shape()));
+    return ModelInputs{{"token_ids", x}, {"segment_ids", s}, {"padding_mask", m}};
+  }
+
+  // Builds the model for sequences of `seq`, compiled with `optimizer` to
+  // train (null: to run), with the weights of the model it replaces (else
+  // the directory's).
+  void build(int64_t seq, std::shared_ptr<Optimizer> optimizer) {
+    const Optimizer* optimizer_ptr = optimizer.get();
     auto next = std::make_unique<Bert>(cfg_, seq, seed_);
+    if (optimizer) next->compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
     std::swap(model_, next);
     try {
       model_->set_distribution(distribution_of(placement_, bert_megatron_layout(), [&] {
@@ -383,33 +689,55 @@ class Encoder {
     if (next) {
       for (const std::string& path : next->weight_paths())
         model_->set_weight(path, next->gather_weight(path));
+    } else if (preset_) {
+      keras_hub::load_preset_weights(*model_, dir_);
     } else {
       load_bert_weights(*model_, dir_);
     }
     seq_ = seq;
+    trained_with_ = optimizer_ptr;
   }
 
   BertConfig cfg_;
   std::string dir_;
+  bool preset_;
   uint64_t seed_;
   Placement placement_;
   std::unique_ptr<Bert> model_;
   int64_t seq_ = 0;
+  std::shared_ptr<Optimizer> optimizer_;
+  const Optimizer* trained_with_ = nullptr;
 };
 
 void bind_encoder(py::module_& m) {
   py::class_<Encoder>(m, "Encoder")
       .def(py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
                        const std::string& plan, const std::string& cluster,
-                       double memory_per_device) {
+                       double memory_per_device, const LayoutEntries& layout_map) {
              return std::make_unique<Encoder>(
-                 dir, seed, Placement{mesh, devices, plan, cluster, memory_per_device});
+                 dir, seed,
+                 Placement{mesh, devices, plan, cluster, memory_per_device,
+                           layout_map_of(layout_map)});
            }),
            "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-           "memory_per_device"_a)
+           "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
+      .def("plan", &Encoder::plan)
+      .def(
+          "set_placement",
+          [](Encoder& e, const std::string& mesh, int devices, const std::string& plan,
+             const LayoutEntries& layout_map) {
+            e.set_placement({mesh, devices, plan, "cpu", 0, layout_map_of(layout_map)});
+          },
+          "mesh"_a, "devices"_a, "plan"_a, "layout_map"_a = LayoutEntries{})
       .def("logits", &Encoder::logits, "token_ids"_a, "segment_ids"_a, "padding_mask"_a)
       .def("save", &Encoder::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
+      .def("compile", &Encoder::compile, "optimizer"_a)
+      .def("train_on_batch", &Encoder::train_on_batch, "token_ids"_a, "segment_ids"_a,
+           "padding_mask"_a, "labels"_a)
+      .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a)
+      .def_property_readonly("mesh", &Encoder::mesh)
+      .def("count_params", &Encoder::count_params)
       .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
       .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
       .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })
@@ -454,13 +782,23 @@ void bind_language_model(py::module_& m) {
   py::class_<LanguageModel>(m, "LanguageModel")
       .def(py::init([](const std::string& path, bool load_weights, uint64_t seed,
                        const std::string& mesh, int devices, const std::string& plan,
-                       const std::string& cluster, double memory_per_device) {
+                       const std::string& cluster, double memory_per_device,
+                       const LayoutEntries& layout_map) {
              return std::make_unique<LanguageModel>(
                  path, load_weights, seed,
-                 Placement{mesh, devices, plan, cluster, memory_per_device});
+                 Placement{mesh, devices, plan, cluster, memory_per_device,
+                           layout_map_of(layout_map)});
            }),
            "path"_a, "load_weights"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-           "memory_per_device"_a)
+           "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
+      .def("plan", &LanguageModel::plan)
+      .def(
+          "set_placement",
+          [](LanguageModel& lm, const std::string& mesh, int devices, const std::string& plan,
+             const LayoutEntries& layout_map) {
+            lm.set_placement({mesh, devices, plan, "cpu", 0, layout_map_of(layout_map)});
+          },
+          "mesh"_a, "devices"_a, "plan"_a, "layout_map"_a = LayoutEntries{})
       .def(
           "generate",
           [](LanguageModel& lm, const std::vector<int32_t>& prompt, int64_t max_new_tokens,
@@ -511,6 +849,14 @@ void bind_language_model(py::module_& m) {
       .def("save", &LanguageModel::save, "directory"_a, "dtype"_a, "max_shard_bytes"_a,
            "overwrite"_a = false)
       .def("count_params", &LanguageModel::count_params)
+      .def("compile", &LanguageModel::compile, "optimizer"_a)
+      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a)
+      .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a)
+      .def("enable_lora", &LanguageModel::enable_lora, "rank"_a, "lora_alpha"_a)
+      .def_property_readonly("lora_rank", &LanguageModel::lora_rank)
+      .def("weight", &LanguageModel::weight, "path"_a)
+      .def("weight_paths", &LanguageModel::weight_paths)
+      .def("set_weight", &LanguageModel::set_weight, "path"_a, "value"_a)
       .def_property_readonly("mesh", &LanguageModel::mesh)
       .def_property_readonly("vocab_size",
                              [](const LanguageModel& lm) { return lm.config().vocab_size(); })
@@ -518,6 +864,15 @@ void bind_language_model(py::module_& m) {
                              [](const LanguageModel& lm) { return lm.config().max_positions(); })
       .def_property_readonly("model_type",
                              [](const LanguageModel& lm) { return lm.config().model_type(); });
+
+  // The KerasHub backbone classes of the registered families and whether each
+  // is an encoder (python/autoshard/keras_hub names its classes after them).
+  m.def("keras_hub_backbones", [] {
+    std::vector<std::pair<std::string, bool>> classes;
+    for (const ModelFamily* f : model_families())
+      for (const std::string& c : f->keras_hub_backbones()) classes.emplace_back(c, f->encoder());
+    return classes;
+  });
 
   // The process's MPI world (mpirun starts one process per rank).
   m.def("world_rank", [] { return World::process().rank(); });

@@ -715,6 +715,7 @@ void bind_progress(py::module_& m);    // bind_progress.cc
 void bind_hf(py::module_& m);          // bind_hf.cc
 void bind_plan(py::module_& m);        // bind_plan.cc
 void bind_layout_map(py::module_& m);  // bind_layout_map.cc
+void bind_keras_hub(py::module_& m);   // bind_keras_hub.cc
 void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc
 void bind_schedules(py::module_& m);   // bind_schedules.cc
@@ -740,6 +741,7 @@ PYBIND11_MODULE(_native, m) {
   bind_hf(m);
   bind_plan(m);
   bind_layout_map(m);
+  bind_keras_hub(m);
   bind_trace(m);
   bind_blas(m);
   bind_schedules(m);

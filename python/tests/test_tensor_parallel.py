@@ -83,5 +83,5 @@ def test_tensor_parallel_arguments():
                 dict(nonsense=1)):
         with pytest.raises(ValueError):
             autoshard.TensorParallel(model, **bad)
-    with pytest.raises(ValueError, match="autoshard.keras model"):
+    with pytest.raises(ValueError, match="autoshard.keras or autoshard.keras_hub model"):
         autoshard.TensorParallel(object(), world_size=2)

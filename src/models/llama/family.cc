@@ -59,9 +59,13 @@ class LlamaDecoder final : public ConfigOf<LlamaConfig> {
   }
 };
 
+}  // namespace
+
 std::shared_ptr<const DecoderConfig> llama_decoder(LlamaConfig config) {
   return std::make_shared<LlamaDecoder>(std::move(config));
 }
+
+namespace {
 
 class LlamaFamily final : public ModelFamily {
  public:

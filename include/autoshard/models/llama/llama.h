@@ -27,6 +27,7 @@
 //   norm.gamma [C]    lm_head.kernel [V, C] (absent when tied)
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 namespace autoshard {
 
 class ConfigReader;
+class DecoderConfig;
 class ModelFamily;
 
 struct LlamaConfig {
@@ -70,6 +72,12 @@ struct LlamaConfig {
   // pre_/post_feedforward_layernorm the MLP's input and output, each before
   // the residual add.
   bool post_norms = false;
+  // LoRA (KerasHub's Backbone.enable_lora, Keras's EinsumDense.enable_lora):
+  // rank > 0 adds to the query and value projections the adapters
+  // lora_kernel_a [C, heads, rank] and lora_kernel_b [rank, head_dim], the
+  // kernel plus lora_alpha / rank * a @ b, and freezes every other weight.
+  int64_t lora_rank = 0;
+  double lora_alpha = 0;
 
   // A Hugging Face config.json of model_type llama, mistral or qwen2. Values
   // this code does not run (another activation, a rope scaling other than
@@ -114,5 +122,8 @@ class Llama : public Model {
 
 // The family in the registry (autoshard/models/registry.h).
 const ModelFamily& llama_family();
+// A LlamaConfig as the registry's decoder config (a LoRA model's, from
+// Python's enable_lora).
+std::shared_ptr<const DecoderConfig> llama_decoder(LlamaConfig config);
 
 }  // namespace autoshard
