@@ -19,6 +19,28 @@ namespace autoshard {
 namespace {
 // The input of a generation step that holds its tokens' positions [T].
 constexpr const char* kPositions = "positions";
+
+// The shape targets of `target` shape and dtype take against predictions of
+// `predicted` shape, as Keras reshapes them before a loss or metric:
+// numbers by squeeze_or_expand_to_same_rank (keras/src/losses/loss.py; ranks
+// that differ by one where the longer one ends in 1: (n,) targets against
+// (n, 1) predictions become (n, 1)), class ids (i32) by
+// sparse_categorical_crossentropy (keras/src/backend/*/nn.py: ids [..., 1]
+// lose their last axis). Any other shape is left for the loss to judge.
+Shape keras_target_shape(const Shape& predicted, const Shape& target, DType dtype) {
+  const auto same_but_last = [](const Shape& longer, const Shape& shorter) {
+    return longer.size() == shorter.size() + 1 && longer.back() == 1 &&
+           std::equal(shorter.begin(), shorter.end(), longer.begin());
+  };
+  if (dtype == DType::I32) {
+    if (!target.empty() && target.size() == predicted.size() && target.back() == 1 &&
+        predicted.back() != 1)
+      return Shape(target.begin(), target.end() - 1);
+    return target;
+  }
+  if (same_but_last(predicted, target) || same_but_last(target, predicted)) return predicted;
+  return target;
+}
 }  // namespace
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
@@ -242,8 +264,10 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
     AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),
              " targets for ", outs.size(), " outputs");
     std::vector<Value> ys;
-    for (size_t k = 0; k < y_shapes.size(); ++k)
-      ys.push_back(g.input(target_input(k), y_shapes[k], y_dtypes[k]));
+    for (size_t k = 0; k < y_shapes.size(); ++k) {
+      const Value y = g.input(target_input(k), y_shapes[k], y_dtypes[k]);
+      ys.push_back(ops::reshape(y, keras_target_shape(outs[k].shape(), y_shapes[k], y_dtypes[k])));
+    }
     result = total_loss(outs, ys);
   }
   // Read after the step: every output for metrics; when predicting, the
@@ -550,7 +574,10 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
     const std::vector<std::string> names = output_names();
     for (size_t k = 0; k < y->size(); ++k)
       for (const Metric& m : metrics_) {
-        const Metric::Sums batch = m.accumulate(step.output(1 + k), (*y)[k]);
+        const Tensor& out = step.output(1 + k);
+        const Tensor& target = (*y)[k];
+        const Metric::Sums batch = m.accumulate(
+            out, target.reshaped(keras_target_shape(out.shape(), target.shape(), target.dtype())));
         const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
         MetricSums& running = (*totals)[name];
         if (running.sums.empty()) running = {Metric::Sums(batch.size(), 0.0), m.result};
