@@ -308,7 +308,7 @@ def _layer_config(layer):
 def _input_entry(tensor):
     name = tensor.name
     dtype = "int32" if tensor.dtype in ("i32", "int32") else "float32"
-    config = {"batch_shape": [None] + list(tensor._native.shape), "dtype": dtype,
+    config = {"batch_shape": list(tensor.shape), "dtype": dtype,
               "sparse": False, "name": name}
     return {"module": "keras.layers", "class_name": "InputLayer", "config": config,
             "registered_name": None, "name": name, "inbound_nodes": []}
