@@ -72,8 +72,8 @@ def test_python_equals_the_cpp_api_bit_for_bit(tmp_path, mesh):
     rng = np.random.default_rng(5)
     weights = [(rng.normal(size=w.shape) * 0.1).astype(np.float32) for w in model.get_weights()]
     model.set_weights(weights)
-    for path, w in zip(model.weights, weights):
-        np.save(tmp_path / f"{path}.npy", w)
+    for variable, w in zip(model.weights, weights):
+        np.save(tmp_path / f"{variable.path.replace('/', '.')}.npy", w)  # the C++ paths
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     history = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)

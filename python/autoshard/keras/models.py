@@ -14,8 +14,9 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _datasets, _functional, _model_files
+from . import _datasets, _functional, _model_files, _variables
 from . import callbacks as _callbacks
+from . import distribution as _distribution
 from . import losses as _losses
 from . import metrics as _metrics
 from . import optimizers as _optimizers
@@ -409,7 +410,12 @@ class Model:
                    for i, w in enumerate(loss_weights or [])]
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
         self._metric_names = [m.name for m in natives]
-        self._native.compile(optimizer._native, losses, weights, natives)
+        def variables():
+            keys = list(self._native.weight_paths())
+            return keys, _variables.keras_paths(self, keys)
+
+        with _distribution.for_model(variables, self.name):
+            self._native.compile(optimizer._native, losses, weights, natives)
         optimizer._model_native = self._native  # optimizer.iterations: this model's steps
 
     def _engine(self, what, call, *args):
@@ -778,7 +784,8 @@ class Model:
 
     @property
     def weights(self):
-        return list(self._built().weight_paths())
+        """Keras 3's model.weights: Variables with Keras's ``path`` ("d1/kernel")."""
+        return _variables.model_variables(self)
 
     @_one_call_at_a_time
     def get_weights(self):
