@@ -102,3 +102,13 @@ def test_a_key_every_match_of_which_has_an_exact_key_is_named():
     set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
     with pytest.raises(ValueError, match="key 'd1/.\\*' lays out no variable"):
         _mlp()
+
+
+def test_a_layer_output_key_is_accepted_with_a_warning():
+    # The distribution guide's layout_map["d2/output"]: Keras lays out that
+    # layer's output; the engine chooses activation layouts itself.
+    layout_map = _guide_map()
+    layout_map["d2/output"] = ("data", None)
+    set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+    with pytest.warns(UserWarning, match="'d2/output' lays out a layer's output"):
+        _mlp()

@@ -7,6 +7,7 @@ import contextlib
 import difflib
 import math
 import re
+import warnings
 
 import numpy as np
 
@@ -149,7 +150,7 @@ class LayoutMap:
     def _to_native(self):
         return _native.LayoutMap([(k, native_axes(v.axes)) for k, v in self._entries.items()])
 
-    def _resolved(self, keys, paths, model_name):
+    def _resolved(self, keys, paths, model_name, outputs=()):
         """This map for one model's weights, Keras's lookup run on Keras 3's
         variable paths (``paths``; the engine's dotted ``keys`` are matched
         too, autoshard's older spelling): the engine's map of each weight's
@@ -172,6 +173,13 @@ class LayoutMap:
                 raise ValueError(f"LayoutMap: key {k!r} lays out no variable of model "
                                  f"'{model_name}': each variable it matches has a key of its "
                                  "exact path, which wins (Keras's rule); delete it")
+            if k not in used and any(k == o or re.search(k, o) for o in outputs):
+                # Keras's layout of a layer's output ("d2/output", the
+                # distribution guide's): the engine derives activation
+                # layouts from the weights' and its plan.
+                warnings.warn(f"LayoutMap: key {k!r} lays out a layer's output; autoshard "
+                              "chooses activation layouts itself and ignores it", stacklevel=3)
+                continue
             if k not in used:
                 near = difflib.get_close_matches(k, paths, n=3, cutoff=0)
                 raise ValueError(f"LayoutMap: key {k!r} matches no variable of model "
@@ -257,11 +265,11 @@ class ModelParallel(Distribution):
         self.layout_map = layout_map
         self._batch_dim = batch_dim_name
 
-    def _for_model(self, keys, paths, model_name):
+    def _for_model(self, keys, paths, model_name, outputs=()):
         """The engine's distribution for one model: the layout map resolved
-        against its variables (LayoutMap._resolved)."""
+        against its variables and layer outputs (LayoutMap._resolved)."""
         return _native.ModelParallel(self.device_mesh._native,
-                                     self.layout_map._resolved(keys, paths, model_name),
+                                     self.layout_map._resolved(keys, paths, model_name, outputs),
                                      self._batch_dim)
 
 
@@ -303,12 +311,13 @@ def distribution():
 def for_model(variables, model_name):
     """While a model compiles: the distribution set now, made for that
     model's weights where it depends on them (a ModelParallel's layout
-    map); ``variables()`` gives their engine keys and Keras 3 paths."""
+    map); ``variables()`` gives their engine keys, their Keras 3 paths and
+    the model's layer outputs ("d2/output")."""
     if not isinstance(_current, ModelParallel):
         yield
         return
-    keys, paths = variables()
-    _native.set_distribution(_current._for_model(keys, paths, model_name))
+    keys, paths, outputs = variables()
+    _native.set_distribution(_current._for_model(keys, paths, model_name, outputs))
     try:
         yield
     finally:
