@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import autoshard.keras as keras
-from autoshard.keras.distribution import (DataParallel, DeviceMesh, LayoutMap, ModelParallel,
-                                          set_distribution)
+from autoshard.keras.distribution import (AutoShard, DataParallel, DeviceMesh, LayoutMap,
+                                          ModelParallel, set_distribution)
 
 
 def _sequence_model(length):
@@ -149,4 +149,7 @@ def test_sharded_runs_equal_one_device():
     layout_map["d1.kernel"] = (None, "model")
     layout_map["lstm.kernel"] = (None, "model")
     set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+    np.testing.assert_allclose(_losses_at_two_lengths(), one, rtol=1e-5)
+    # AutoShard plans each traced shape's step on a 2x2 mesh
+    set_distribution(AutoShard(DeviceMesh((2, 2), ("data", "model"))))
     np.testing.assert_allclose(_losses_at_two_lengths(), one, rtol=1e-5)
