@@ -90,6 +90,9 @@ def test_nested_models_share_weights_both_ways():
     decoder = keras.Model(dec_in, keras.layers.Dense(6, name="dec")(dec_in), name="decoder")
     x_in = keras.Input((6,))
     autoencoder = keras.Model(x_in, decoder(encoder(x_in)))
+    # Keras lists a nested model as one layer
+    assert [l.name for l in autoencoder.layers][1:] == ["encoder", "decoder"]
+    assert autoencoder.get_layer("encoder") is encoder
     autoencoder.compile(keras.optimizers.Adam(0.02), "mse")
     x = np.random.default_rng(1).normal(size=(40, 6)).astype(np.float32)
     history = autoencoder.fit(x, x, epochs=10, verbose=0).history["loss"]

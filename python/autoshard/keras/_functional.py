@@ -49,10 +49,11 @@ def _input_layer(tensor):
     return layer
 
 
-def model_layers(model):
+def model_layers(model, flat=False):
     """Keras's model.layers: a functional model's InputLayers, then each
-    layer once, in call order; a Sequential's layers."""
-    if hasattr(model, "_layers"):
+    layer once, in call order (a nested model's calls as that model, unless
+    ``flat``); a Sequential's layers."""
+    if hasattr(model, "_layers"):  # a Sequential (whose entries are layers only)
         return list(model._layers)
     inputs = getattr(model, "_input_tensors", None)
     if inputs is None:
@@ -60,7 +61,7 @@ def model_layers(model):
     out = [_input_layer(t) for t in inputs]
     seen = set()
     for t in calls(model._output_tensors):
-        layer = t._history[0]
+        layer = t._history[0] if flat else t.__dict__.get("_nested_in") or t._history[0]
         if id(layer) not in seen:
             seen.add(id(layer))
             out.append(layer)
@@ -103,6 +104,7 @@ def call_model(model, inputs):
         t = inputs[0] if isinstance(inputs, (list, tuple)) and len(inputs) == 1 else inputs
         for layer in model._layers:
             t = layer(t)
+            t._nested_in = model  # the outer model's layers list this model
         return t
     given = list(inputs.values()) if isinstance(inputs, dict) else (
         list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
@@ -114,6 +116,7 @@ def call_model(model, inputs):
         layer, args = t._history
         mapped = [made[id(a)] for a in args] if isinstance(args, list) else made[id(args)]
         made[id(t)] = layer(mapped)
+        made[id(t)]._nested_in = model  # the outer model's layers list this model
     outs = [made[id(t)] for t in model._output_tensors]
     return outs if model._outputs_are_list else outs[0]
 
@@ -132,7 +135,7 @@ def mark_changed(model):
     holds its layers' current values now."""
     stamp = next(_stamps)
     seen = model.__dict__.setdefault("_layer_stamps", {})
-    for layer in model_layers(model):
+    for layer in model_layers(model, flat=True):
         layer._holder = (weakref.ref(model), stamp)
         seen[id(layer)] = stamp
 
@@ -144,7 +147,7 @@ def pull_shared(model):
     if native is None:
         return
     seen = model.__dict__.setdefault("_layer_stamps", {})
-    for layer in model_layers(model):
+    for layer in model_layers(model, flat=True):
         holder = layer.__dict__.get("_holder")
         if holder is None or seen.get(id(layer)) == holder[1]:
             continue

@@ -31,12 +31,12 @@ def _label(layer, show_shapes, show_dtype, show_layer_names, show_layer_activati
 def _edges(model):
     """(from layer, to layer) pairs: each call's arguments' makers."""
     if hasattr(model, "_layers"):  # a Sequential: a chain
-        chain = _functional.model_layers(model)
+        chain = _functional.model_layers(model, flat=True)
         inputs = getattr(model, "_input", None)
         if inputs is not None:
             chain = [_functional._input_layer(inputs)] + chain
         return chain, list(zip(chain, chain[1:]))
-    layers = _functional.model_layers(model)
+    layers = _functional.model_layers(model, flat=True)
     edges = []
     for t in _functional.calls(model._output_tensors):
         layer, args = t._history

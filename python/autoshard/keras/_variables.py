@@ -21,7 +21,7 @@ def keras_paths(model, keys):
     from . import _functional
 
     cells = {}
-    for layer in _functional.model_layers(model):
+    for layer in _functional.model_layers(model, flat=True):
         cell = _CELLS.get(type(layer).__name__)
         if cell:
             cells[layer.name] = cell

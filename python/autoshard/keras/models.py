@@ -412,7 +412,8 @@ class Model:
         self._metric_names = [m.name for m in natives]
         def variables():
             keys = list(self._native.weight_paths())
-            outputs = [f"{layer.name}/output" for layer in _functional.model_layers(self)]
+            outputs = [f"{layer.name}/output"
+                       for layer in _functional.model_layers(self, flat=True)]
             return keys, _variables.keras_paths(self, keys), outputs
 
         with _distribution.for_model(variables, self.name):
