@@ -153,3 +153,10 @@ def test_sharded_runs_equal_one_device():
     # AutoShard plans each traced shape's step on a 2x2 mesh
     set_distribution(AutoShard(DeviceMesh((2, 2), ("data", "model"))))
     np.testing.assert_allclose(_losses_at_two_lengths(), one, rtol=1e-5)
+
+
+def test_planning_one_shape_needs_every_size():
+    import autoshard
+
+    with pytest.raises(ValueError, match=r"per example \(-1: a size known only from data\)"):
+        autoshard.plan(_sequence_model(None), 2, 4)

@@ -252,6 +252,11 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
 }
 
 std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training) {
+  for (const InputSpec& spec : input_specs_)  // fixed by the batch when it is traced
+    AS_CHECK(!has_unknown_dims({spec}), "Model ", name_, ": input '", spec.name, "' is ",
+             shape_str(spec.shape),
+             " per example (-1: a size known only from data); this needs every size: give "
+             "data, or an Input of known shape");
   Trace trace(graph, training, seed_);
   std::vector<Value> inputs;
   for (size_t i = 0; i < input_specs_.size(); ++i) {
