@@ -160,3 +160,14 @@ def test_planning_one_shape_needs_every_size():
 
     with pytest.raises(ValueError, match=r"per example \(-1: a size known only from data\)"):
         autoshard.plan(_sequence_model(None), 2, 4)
+
+
+def test_a_sequential_built_for_an_unknown_length():
+    model = keras.Sequential([keras.layers.Dense(3, name="d"),
+                              keras.layers.GlobalAveragePooling1D(name="p")])
+    model.build((None, None, 4))
+    w, b = model.get_weights()
+    for length in (2, 7):
+        x = np.random.default_rng(length).normal(size=(3, length, 4)).astype(np.float32)
+        np.testing.assert_allclose(model.predict(x, verbose=0), (x @ w + b).mean(1), rtol=1e-5,
+                                   atol=1e-6)

@@ -845,12 +845,13 @@ class Model:
     def build(self, input_shape):
         """Builds the model for inputs of ``input_shape`` (batch dimension
         first, None or a number); a built model stays as it is."""
-        shape = _checks.shape(input_shape, "input_shape", "build", allow_none_first=True)
+        # None after the batch: a size known only from data (a sequence's length).
+        shape = _checks.shape(input_shape, "input_shape", "build", allow_none=True)
         if len(shape) < 2:
             raise ValueError(f"build: input_shape must be (batch, features...), got {shape}")
         # What one example of that shape takes, against the memory there is,
         # before anything is made of that size.
-        need = math.prod(shape[1:]) * 4
+        need = math.prod(d for d in shape[1:] if d is not None) * 4
         have = _native.available_memory_bytes()
         if have is not None and need > have:
             raise ValueError(f"build: one example of input_shape {shape} needs "
