@@ -81,8 +81,8 @@ def test_python_equals_the_cpp_api_bit_for_bit(tmp_path, mesh):
     out = tmp_path / "out"
     np.testing.assert_array_equal(np.float32(history.history["loss"]), np.load(out / "loss.npy"))
     np.testing.assert_array_equal(model.predict(x, batch_size=16), np.load(out / "pred.npy"))
-    for path, w in zip(model.weights, model.get_weights()):
-        np.testing.assert_array_equal(w, np.load(out / f"{path}.npy"))
+    for variable, w in zip(model.weights, model.get_weights()):
+        np.testing.assert_array_equal(w, np.load(out / f"{variable.path.replace('/', '.')}.npy"))
 
 
 def assert_trains_like_one_device(distribution, atol):
