@@ -13,11 +13,13 @@ next runs or shows them.
 
 import itertools
 import json
+import os
 import weakref
+import zipfile
 
 from .. import _checks
 from . import _registry
-from .tensors import InputLayer, KerasTensor
+from .tensors import Input, InputLayer, KerasTensor
 
 # --- the graph of calls --------------------------------------------------------
 
@@ -184,8 +186,6 @@ def _tensor_refs(args):
 def functional_from_config(cls, config, custom_objects=None, what="from_config"):
     """A functional model (of class ``cls``) from Keras 3's config of one:
     its layers made from their configs, called as the config records."""
-    from .tensors import Input
-
     tensors, layers = {}, {}
     for entry in config["layers"]:
         if entry["class_name"] == "InputLayer":
@@ -215,8 +215,7 @@ def functional_from_config(cls, config, custom_objects=None, what="from_config")
 
 
 def sequential_from_config(cls, config, custom_objects=None, what="from_config"):
-    from .tensors import Input
-
+    """A Sequential (of class ``cls``) from Keras 3's config of one."""
     entries = list(config["layers"])
     first = []
     if entries and entries[0]["class_name"] == "InputLayer":
@@ -250,9 +249,6 @@ def custom_model_config(filepath, custom_objects):
     """The architecture of a ``.keras`` file that names classes of Python
     code (in ``custom_objects`` or the registry), else None (the C++ reader
     reads the file, and refuses classes it does not know by name)."""
-    import os
-    import zipfile
-
     try:  # a path load_model refuses, or a file it cannot read, is its to name
         path = os.fspath(filepath)
         if not (isinstance(path, str) and path.endswith(".keras") and zipfile.is_zipfile(path)):

@@ -23,8 +23,8 @@ body_features = keras.layers.GlobalAveragePooling1D()(embed(body_input))
 
 # A small nested model over the tags.
 tags_in = keras.Input(shape=(num_tags,))
-tag_encoder = keras.Model(tags_in, keras.layers.Dense(8, activation="relu", name="tag_dense")(tags_in),
-                          name="tag_encoder")
+tag_features = keras.layers.Dense(8, activation="relu", name="tag_dense")(tags_in)
+tag_encoder = keras.Model(tags_in, tag_features, name="tag_encoder")
 
 x = keras.layers.concatenate([title_features, body_features, tag_encoder(tags_input)])
 priority = keras.layers.Dense(1, name="priority")(x)
