@@ -24,6 +24,7 @@ packages=(
   clang libclang-rt-14-dev    # libFuzzer for the safetensors reader (scripts/fuzz.sh)
   python3-dev python3-numpy pybind11-dev python3-pybind11  # the Python package (python/)
   python3-pytest              # its tests (python/tests, run by ctest)
+  graphviz                    # keras.utils.plot_model (its `dot` draws the PNG or SVG)
   python3-venv python3-pip python3-setuptools  # `pip install ./python`, the README's way in
 )
 if [ "${AUTOSHARD_WITH_TORCH:-0}" = 1 ]; then

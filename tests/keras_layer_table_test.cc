@@ -27,6 +27,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Cropping2D",
                                              "Dense",
                                              "DepthwiseConv2D",
+                                             "Dot",
                                              "Dropout",
                                              "ELU",
                                              "Embedding",

@@ -208,6 +208,21 @@ TEST(ShardedTraining, PrimeHiddenSizeMlpWithFit) {
   EXPECT_LT(max_relative_error(got_w, want_w), 1e-4);
 }
 
+// Keras 3 spells variable paths with "/" ("d1/kernel"), the engine with
+// "." ("d1.kernel"): a key matches either spelling (the distribution
+// guide's keys), exactly or as a regex.
+TEST(Distribution, KerasSlashKeysMatchDottedPaths) {
+  LayoutMap map;
+  map["d1/kernel"] = {std::nullopt, "model"};
+  map["^d2/b.*$"] = {"model"};
+  ASSERT_TRUE(map.lookup("d1.kernel").has_value());
+  EXPECT_EQ(map.lookup("d1.kernel")->axes[1], TensorLayout::Axes{"model"});
+  EXPECT_TRUE(map.lookup("d2.bias").has_value());
+  EXPECT_FALSE(map.lookup("d2.kernel").has_value());
+  EXPECT_TRUE(map.unmatched({"d1.kernel", "d2.bias"}).empty());
+  EXPECT_EQ(map.unmatched({"d1.kernel"}), std::vector<std::string>{"^d2/b.*$"});
+}
+
 TEST(Distribution, BadLayoutsAreClearErrors) {
   DeviceMesh mesh({2}, {"model"});
   LayoutMap unknown_axis;

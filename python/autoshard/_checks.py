@@ -93,9 +93,10 @@ def number(value, name, where, minimum=None, maximum=None, above=None, below=Non
     return f
 
 
-def shape(value, name, where, allow_none_first=False):
+def shape(value, name, where, allow_none_first=False, allow_none=False):
     """A shape: a tuple or list of positive integers (the first may be None
-    where ``allow_none_first``: a batch dimension)."""
+    where ``allow_none_first``: a batch dimension; any where ``allow_none``:
+    sizes known only when data arrives)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     if type(value).__name__ == "ndarray" and getattr(value, "ndim", None) == 1:
@@ -105,7 +106,7 @@ def shape(value, name, where, allow_none_first=False):
                         f"{shown(value)}")
     out = []
     for i, d in enumerate(value):
-        if d is None and i == 0 and allow_none_first:
+        if d is None and (allow_none or (i == 0 and allow_none_first)):
             out.append(None)
             continue
         out.append(integer(d, f"{name}[{i}]", where, minimum=1))

@@ -99,6 +99,7 @@ void bind_saving(py::module_& m) {
             KerasLoadOptions o;
             o.weights = weights;
             o.optimizer_state = optimizer_state;
+            o.unknown_dims = true;  // keras.Input(shape=(None, ...)): traced per batch shape
             {
               py::gil_scoped_release release;
               f->k = load_keras_model(path, o);

@@ -474,7 +474,7 @@ ARGUMENTS = [
     ("fit y dict without the output", _fit_dict_y, ValueError,
      "fit: y has no targets for the model's output"),
     ("fit x generator", _fit_generator, ValueError,
-     r"fit: x must be a NumPy array \(or lists of numbers\), got a generator \(datasets"),
+     r"fit: each batch must be a tuple \(x, y\)"),
     ("predict x object", lambda: _model().predict(object(), verbose=0), ValueError,
      "predict: x must be a NumPy array"),
     ("set_random_seed(2**70)", lambda: keras.utils.set_random_seed(2**70), ValueError,

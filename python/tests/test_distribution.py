@@ -72,8 +72,8 @@ def test_python_equals_the_cpp_api_bit_for_bit(tmp_path, mesh):
     rng = np.random.default_rng(5)
     weights = [(rng.normal(size=w.shape) * 0.1).astype(np.float32) for w in model.get_weights()]
     model.set_weights(weights)
-    for path, w in zip(model.weights, weights):
-        np.save(tmp_path / f"{path}.npy", w)
+    for variable, w in zip(model.weights, weights):
+        np.save(tmp_path / f"{variable.path.replace('/', '.')}.npy", w)  # the C++ paths
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
     history = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
@@ -81,8 +81,8 @@ def test_python_equals_the_cpp_api_bit_for_bit(tmp_path, mesh):
     out = tmp_path / "out"
     np.testing.assert_array_equal(np.float32(history.history["loss"]), np.load(out / "loss.npy"))
     np.testing.assert_array_equal(model.predict(x, batch_size=16), np.load(out / "pred.npy"))
-    for path, w in zip(model.weights, model.get_weights()):
-        np.testing.assert_array_equal(w, np.load(out / f"{path}.npy"))
+    for variable, w in zip(model.weights, model.get_weights()):
+        np.testing.assert_array_equal(w, np.load(out / f"{variable.path.replace('/', '.')}.npy"))
 
 
 def assert_trains_like_one_device(distribution, atol):

@@ -34,6 +34,41 @@ void check_same_shape(const char* loss, Value predictions, Value targets) {
            " do not match predictions ", shape_str(predictions.shape()));
 }
 
+// Keras's checks of the two cross-entropies' targets
+// (keras/src/backend/numpy/nn.py, categorical_crossentropy and
+// sparse_categorical_crossentropy), with the likely mix-up named: one-hot
+// targets given to the sparse loss, class ids to the categorical one.
+void check_one_hot_targets(Value predictions, Value targets) {
+  const Shape& p = predictions.shape();
+  const Shape& t = targets.shape();
+  if (p == t || p.empty()) return;
+  const int64_t classes = p.back();
+  AS_CHECK(Shape(p.begin(), p.end() - 1) != t && (t.empty() || t.back() != 1 || classes == 1),
+           "CategoricalCrossentropy: targets ", shape_str(t), " do not match predictions ",
+           shape_str(p),
+           ": they look like class ids, and this loss takes one-hot targets of "
+           "the predictions' shape (use sparse_categorical_crossentropy, or "
+           "keras.utils.to_categorical(y, ",
+           classes, "))");
+}
+
+void check_class_id_targets(Value predictions, Value targets) {
+  const Shape& p = predictions.shape();
+  const Shape& t = targets.shape();
+  AS_CHECK(!p.empty(), "SparseCategoricalCrossentropy: predictions need a class axis, got ",
+           shape_str(p));
+  if (Shape(p.begin(), p.end() - 1) == t) return;
+  AS_CHECK(p != t, "SparseCategoricalCrossentropy: targets ", shape_str(t),
+           " do not match predictions ", shape_str(p),
+           ": they look one-hot (the predictions' shape), and this loss takes class ids of "
+           "shape ",
+           shape_str(Shape(p.begin(), p.end() - 1)),
+           " (use categorical_crossentropy, or y.argmax(axis=-1))");
+  fail("SparseCategoricalCrossentropy: targets ", shape_str(t), " do not match predictions ",
+       shape_str(p), " (class ids need the predictions' shape up to the last axis, ",
+       shape_str(Shape(p.begin(), p.end() - 1)), ")");
+}
+
 void check_options(const char* loss, const CrossentropyOptions& o) {
   AS_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, loss,
            ": label_smoothing must be in [0, 1], got ", o.label_smoothing);
@@ -68,6 +103,7 @@ Value mean_squared_error(Value predictions, Value targets) {
 Loss CategoricalCrossentropy(CrossentropyOptions o) {
   check_options("CategoricalCrossentropy", o);
   return [o](Value p, Value t) {
+    check_one_hot_targets(p, t);
     check_same_shape("CategoricalCrossentropy", p, t);
     AS_CHECK(p.rank() >= 1, "CategoricalCrossentropy: predictions need a class axis");
     Graph& g = *p.graph;
@@ -84,6 +120,7 @@ Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
   return [o](Value p, Value t) {
     AS_CHECK(t.dtype() == DType::I32, "SparseCategoricalCrossentropy: targets must be i32 ",
              "class ids, got ", dtype_name(t.dtype()));
+    check_class_id_targets(p, t);
     if (o.from_logits) return sparse_categorical_crossentropy(p, t);
     // -log(q_t) of the normalised, clipped probabilities q: the softmax
     // cross-entropy of log q, whose log-sum-exp is log(sum q) = 0 (up to the

@@ -82,6 +82,64 @@ class ConcatenateImpl : public LayerImpl {
   int64_t axis_;
 };
 
+// x / ||x|| along `axis`, as keras.ops.normalize (keras/src/ops/nn.py,
+// order 2): x * min(rsqrt(sum x^2), 1 / epsilon).
+Value l2_normalized(Value x, int64_t axis) {
+  Shape keep = x.shape();
+  keep[axis] = 1;
+  Value sum = ops::reshape(ops::reduce_sum(x * x, {axis}), keep);
+  Value inverse = composed::clip(ops::unary(sum, UnaryFn::Rsqrt), 0, 1e7);
+  return x * ops::broadcast_to(inverse, x.shape());
+}
+
+class DotImpl : public LayerImpl {
+ public:
+  DotImpl(std::vector<int64_t> axes, bool normalize, std::string name)
+      : LayerImpl(std::move(name)), axes_(std::move(axes)), normalize_(normalize) {
+    AS_CHECK(axes_.size() == 2, "Dot ", this->name(), ": axes must be one axis or two, got ",
+             axes_.size());
+  }
+
+  Value call(Trace&, const std::vector<Value>& inputs) override {
+    AS_CHECK(inputs.size() == 2, "Dot ", name(), " needs exactly 2 inputs, got ", inputs.size());
+    Value a = inputs[0], b = inputs[1];
+    const int64_t ax = axis(a, axes_[0]), bx = axis(b, axes_[1]);
+    AS_CHECK(a.dim(0) == b.dim(0) && a.dim(int(ax)) == b.dim(int(bx)), "Dot ", name(), ": inputs ",
+             shape_str(a.shape()), " and ", shape_str(b.shape()),
+             " differ in the batch or along axes ", axes_[0], " and ", axes_[1]);
+    if (normalize_) a = l2_normalized(a, ax), b = l2_normalized(b, bx);
+    // The batch is 'a', the summed axis 'z', every other axis its own letter.
+    std::string out = "a";
+    char next = 'b';
+    const auto letters = [&](Value v, int64_t summed) {
+      std::string e = "a";
+      for (int64_t d = 1; d < v.rank(); ++d) {
+        if (d == summed) {
+          e += 'z';
+          continue;
+        }
+        e += next;
+        out += next++;
+      }
+      return e;
+    };
+    const std::string ea = letters(a, ax), eb = letters(b, bx);
+    Value y = ops::einsum(ea + "," + eb + "->" + out, a, b);
+    return y.rank() == 1 ? ops::reshape(y, {y.dim(0), 1}) : y;
+  }
+
+ private:
+  int64_t axis(Value v, int64_t given) const {
+    const int64_t a = given < 0 ? given + v.rank() : given;
+    AS_CHECK(a >= 1 && a < v.rank() && v.rank() <= 12, "Dot ", name(), ": axis ", given,
+             " is not an axis after the batch of ", shape_str(v.shape()));
+    return a;
+  }
+
+  std::vector<int64_t> axes_;
+  bool normalize_;
+};
+
 }  // namespace
 
 Subtract::Subtract(std::string name)
@@ -101,5 +159,9 @@ Minimum::Minimum(std::string name)
                                         &composed::minimum)) {}
 Concatenate::Concatenate(int64_t axis, std::string name)
     : Layer(std::make_shared<ConcatenateImpl>(axis, layer_name_or_default(name, "concatenate"))) {}
+
+Dot::Dot(std::vector<int64_t> axes, bool normalize, std::string name)
+    : Layer(std::make_shared<DotImpl>(std::move(axes), normalize,
+                                      layer_name_or_default(name, "dot"))) {}
 
 }  // namespace autoshard

@@ -1,5 +1,6 @@
 #include "autoshard/nn/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,85 @@ namespace autoshard {
 namespace {
 // The input of a generation step that holds its tokens' positions [T].
 constexpr const char* kPositions = "positions";
+
+// The shape targets of `target` shape and dtype take against predictions of
+// `predicted` shape, as Keras reshapes them before a loss or metric:
+// numbers by squeeze_or_expand_to_same_rank (keras/src/losses/loss.py; ranks
+// that differ by one where the longer one ends in 1: (n,) targets against
+// (n, 1) predictions become (n, 1)), class ids (i32) by
+// sparse_categorical_crossentropy (keras/src/backend/*/nn.py: ids [..., 1]
+// lose their last axis). Any other shape is left for the loss to judge.
+Shape keras_target_shape(const Shape& predicted, const Shape& target, DType dtype) {
+  const auto same_but_last = [](const Shape& longer, const Shape& shorter) {
+    return longer.size() == shorter.size() + 1 && longer.back() == 1 &&
+           std::equal(shorter.begin(), shorter.end(), longer.begin());
+  };
+  if (dtype == DType::I32) {
+    if (!target.empty() && target.size() == predicted.size() && target.back() == 1 &&
+        predicted.back() != 1)
+      return Shape(target.begin(), target.end() - 1);
+    return target;
+  }
+  if (same_but_last(predicted, target) || same_but_last(target, predicted)) return predicted;
+  return target;
+}
+
+// Input dimensions left unknown (keras.Input(shape=(None, 16)): -1) are
+// fixed per batch: each distinct batch shape is traced and compiled once
+// (the step cache is keyed by the concrete shapes) on the one WeightStore.
+bool has_unknown_dims(const std::vector<InputSpec>& specs) {
+  for (const InputSpec& s : specs)
+    if (std::count(s.shape.begin(), s.shape.end(), -1) > 0) return true;
+  return false;
+}
+
+bool fits_spec(const Shape& example, const Shape& spec) {
+  return example.size() == spec.size() &&
+         std::equal(example.begin(), example.end(), spec.begin(),
+                    [](int64_t d, int64_t s) { return s == -1 || d == s; });
+}
+
+// The input specs with their unknown dimensions fixed while one trace runs
+// (the trace reads the specs' shapes), restored afterwards.
+class FixedInputShapes {
+ public:
+  FixedInputShapes(std::vector<InputSpec>& specs, const std::vector<Shape>& examples)
+      : specs_(specs) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      saved_.push_back(specs[i].shape);
+      specs[i].shape = examples[i];
+    }
+  }
+  ~FixedInputShapes() {
+    for (size_t i = 0; i < specs_.size(); ++i) specs_[i].shape = saved_[i];
+  }
+  FixedInputShapes(const FixedInputShapes&) = delete;
+  FixedInputShapes& operator=(const FixedInputShapes&) = delete;
+
+ private:
+  std::vector<InputSpec>& specs_;
+  std::vector<Shape> saved_;
+};
+
+// The specs' shapes with every unknown dimension `length`: what the weights
+// are made from before data arrives (two lengths, so that a weight whose
+// shape depends on one is found then).
+std::vector<Shape> probe_shapes(const std::vector<InputSpec>& specs, int64_t length) {
+  std::vector<Shape> out;
+  for (const InputSpec& s : specs) {
+    Shape shape = s.shape;
+    std::replace(shape.begin(), shape.end(), int64_t{-1}, length);
+    out.push_back(shape);
+  }
+  return out;
+}
+constexpr int64_t kProbeLengths[] = {64, 128};  // powers of 2: pooled and upsampled alike
+
+// The layer a weight path belongs to ("encoder.dense.kernel" -> "encoder.dense").
+std::string layer_of(const std::string& weight) {
+  const size_t dot = weight.rfind('.');
+  return dot == std::string::npos ? weight : weight.substr(0, dot);
+}
 }  // namespace
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
@@ -172,6 +252,11 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
 }
 
 std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training) {
+  for (const InputSpec& spec : input_specs_)  // fixed by the batch when it is traced
+    AS_CHECK(!has_unknown_dims({spec}), "Model ", name_, ": input '", spec.name, "' is ",
+             shape_str(spec.shape),
+             " per example (-1: a size known only from data); this needs every size: give "
+             "data, or an Input of known shape");
   Trace trace(graph, training, seed_);
   std::vector<Value> inputs;
   for (size_t i = 0; i < input_specs_.size(); ++i) {
@@ -209,6 +294,14 @@ void Model::declare_state(const Graph& graph, const std::map<std::string, Initia
     if (leaf.is_slot() && optimizer_)
       if (const double v = optimizer_->slot_initial_value(leaf.slot); v != 0)
         init = Initializer::constant(v);
+    if (!leaf.is_slot() && store_.contains({leaf.name, ""}))
+      AS_CHECK(store_.shape({leaf.name, ""}) == leaf.shape, "Model ", name_, ": weight '",
+               leaf.name, "' is ", shape_str(store_.shape({leaf.name, ""})),
+               " for one input shape and ", shape_str(leaf.shape), " for another: layer '",
+               layer_of(leaf.name),
+               "' needs an input dimension that keras.Input leaves unknown (None); give the "
+               "Input that dimension, or reduce it before the layer (GlobalAveragePooling "
+               "instead of Flatten)");
     store_.declare({leaf.name, leaf.slot}, leaf.shape, init);
   }
 }
@@ -227,13 +320,16 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
     AS_CHECK(x_dtypes[i] == spec.dtype, "Model ", name_, ": ", which, " must be ",
              dtype_name(spec.dtype), ", got ", dtype_name(x_dtypes[i]));
     const Shape& x_shape = x_shapes[i];
-    AS_CHECK(x_shape.size() == spec.shape.size() + 1 &&
-                 std::equal(x_shape.begin() + 1, x_shape.end(), spec.shape.begin()),
+    AS_CHECK(!x_shape.empty() && fits_spec(Shape(x_shape.begin() + 1, x_shape.end()), spec.shape),
              "Model ", name_, ": ", which, " of shape ", shape_str(x_shape),
-             " does not match the model's input shape [batch] + ", shape_str(spec.shape));
+             " does not match the model's input shape [batch] + ", shape_str(spec.shape),
+             has_unknown_dims(input_specs_) ? " (-1: any size)" : "");
     AS_CHECK(x_shape[0] == x_shapes[0][0], "Model ", name_, ": inputs of ", x_shapes[0][0], " and ",
              x_shape[0], " examples in one batch");
   }
+  std::vector<Shape> examples;  // each input's shape without the batch dimension
+  for (const Shape& x : x_shapes) examples.emplace_back(x.begin() + 1, x.end());
+  const FixedInputShapes fixed(input_specs_, examples);
   Traced t;
   Graph& g = t.graph;
   const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train);
@@ -242,8 +338,10 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
     AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),
              " targets for ", outs.size(), " outputs");
     std::vector<Value> ys;
-    for (size_t k = 0; k < y_shapes.size(); ++k)
-      ys.push_back(g.input(target_input(k), y_shapes[k], y_dtypes[k]));
+    for (size_t k = 0; k < y_shapes.size(); ++k) {
+      const Value y = g.input(target_input(k), y_shapes[k], y_dtypes[k]);
+      ys.push_back(ops::reshape(y, keras_target_shape(outs[k].shape(), y_shapes[k], y_dtypes[k])));
+    }
     result = total_loss(outs, ys);
   }
   // Read after the step: every output for metrics; when predicting, the
@@ -345,6 +443,9 @@ CompiledStep& Model::compiled(Mode mode, const Batch& x, const Batch* y) {
       y_dtypes.push_back(t.dtype());
     }
   if (CompiledStep* step = cache_.find(key.str())) return *step;
+  // Weights come from the probe shapes first, whatever the first batch's
+  // shape: a layer that needs an unknown dimension fails at once.
+  if (has_unknown_dims(input_specs_)) ensure_built();
   return compile(key.str(), trace_step(mode, shapes, dtypes, y_shapes, y_dtypes));
 }
 
@@ -550,7 +651,10 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
     const std::vector<std::string> names = output_names();
     for (size_t k = 0; k < y->size(); ++k)
       for (const Metric& m : metrics_) {
-        const Metric::Sums batch = m.accumulate(step.output(1 + k), (*y)[k]);
+        const Tensor& out = step.output(1 + k);
+        const Tensor& target = (*y)[k];
+        const Metric::Sums batch = m.accumulate(
+            out, target.reshaped(keras_target_shape(out.shape(), target.shape(), target.dtype())));
         const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
         MetricSums& running = (*totals)[name];
         if (running.sums.empty()) running = {Metric::Sums(batch.size(), 0.0), m.result};
@@ -704,8 +808,16 @@ std::vector<Tensor> Model::predict_outputs(const ModelInputs& inputs, int64_t ba
 
 void Model::ensure_built() {
   if (!store_.weight_paths().empty()) return;
-  Graph g;
-  trace_forward(g, 1, false);
+  if (!has_unknown_dims(input_specs_)) {
+    Graph g;
+    trace_forward(g, 1, false);
+    return;
+  }
+  for (int64_t length : kProbeLengths) {
+    const FixedInputShapes fixed(input_specs_, probe_shapes(input_specs_, length));
+    Graph g;
+    trace_forward(g, 1, false);
+  }
 }
 
 std::vector<std::string> Model::weight_paths() {

@@ -74,13 +74,29 @@ TensorLayout& LayoutMap::operator[](const std::string& key) {
   return entries_.back().second;
 }
 
+namespace {
+// A weight path as Keras 3's Variable.path spells it: "/" between the layer
+// and its weight ("d1.kernel" is "d1/kernel"). Keys match either spelling,
+// so the distribution guide's layout_map["d1/kernel"] and autoshard's
+// "d1.kernel" both reach the weight (a "." in a key matches any character).
+std::string keras_spelling(std::string path) {
+  std::replace(path.begin(), path.end(), '.', '/');
+  return path;
+}
+
+bool key_matches(const std::string& key, const std::regex& re, const std::string& path) {
+  const std::string keras = keras_spelling(path);
+  return key == path || key == keras || std::regex_search(path, re) || std::regex_search(keras, re);
+}
+}  // namespace
+
 std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
   for (const auto& [k, v] : entries_)
-    if (k == path) return v;
+    if (k == path || k == keras_spelling(path)) return v;
   const std::string* found = nullptr;
   std::optional<TensorLayout> result;
   for (const auto& [k, v] : entries_) {
-    if (!std::regex_search(path, std::regex(k))) continue;
+    if (!key_matches(k, std::regex(k), path)) continue;
     if (found)
       fail("weight '", path, "' matches two layout map keys, '", *found, "' and '", k,
            "'; make the keys more specific");
@@ -95,7 +111,7 @@ std::vector<std::string> LayoutMap::unmatched(const std::vector<std::string>& pa
   for (const auto& [key, layout] : entries_) {
     const std::regex re(key);
     bool used = false;
-    for (const std::string& p : paths) used = used || p == key || std::regex_search(p, re);
+    for (const std::string& p : paths) used = used || key_matches(key, re, p);
     if (!used) out.push_back(key);
   }
   return out;

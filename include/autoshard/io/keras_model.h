@@ -118,6 +118,10 @@ struct KerasLoadOptions {
   // Per input name, the per-example shape for dimensions the file leaves
   // open (None: a sequence of any length); the known ones must agree.
   std::map<std::string, Shape> input_shapes = {};
+  // Keep the dimensions the file leaves open (and input_shapes does not
+  // give) unknown, -1: the model then traces each batch shape as it comes
+  // (keras.Input(shape=(None, 16)) in Python). Without it they are an error.
+  bool unknown_dims = false;
 };
 
 // Reads a `.keras` file, a `.h5`/`.hdf5` file, a TensorFlow.js `model.json`

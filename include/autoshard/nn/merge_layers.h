@@ -3,9 +3,11 @@
 //
 //   SymbolicTensor y = Concatenate()({a, b});      // along the last axis
 //   SymbolicTensor d = Subtract()({a, b});         // a - b
+//   SymbolicTensor s = Dot({1, 1}, true)({a, b});  // cosine similarity, (batch, 1)
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "autoshard/nn/layers.h"
 
@@ -42,6 +44,17 @@ class Minimum : public Layer {
 class Concatenate : public Layer {
  public:
   explicit Concatenate(int64_t axis = -1, std::string name = "");
+};
+
+// Keras's Dot: the dot products of two inputs' examples along one axis of
+// each (`axes`: the first input's, then the second's; negative from the
+// end, never the batch), after an L2 normalisation along them where
+// `normalize` (then the cosine similarity). The output holds the first
+// input's other axes, then the second's: (batch, m, n) for (batch, m, d) and
+// (batch, n, d) on axes {2, 2}, and (batch, 1) for two vectors.
+class Dot : public Layer {
+ public:
+  explicit Dot(std::vector<int64_t> axes, bool normalize = false, std::string name = "");
 };
 
 }  // namespace autoshard

@@ -44,14 +44,12 @@ def _check_readable(filepath):
         pass
 
 
-def read_model_file(filepath, compile=True, custom_objects=None):
+def read_model_file(filepath, compile=True):
     """The KerasFile of a ``.keras`` file, a legacy ``.h5`` or a TensorFlow.js
     ``model.json`` (or its directory), with the optimizer's state when
     ``compile`` (its moments and step count, when the file holds them for its
-    compile config: training resumes)."""
-    if custom_objects:
-        raise ValueError("load_model: custom_objects are not supported (autoshard never runs "
-                         "code from a model file)")
+    compile config: training resumes). Classes of Python code (custom
+    objects) are not read here: models.load_model rebuilds those."""
     path = _path(filepath, "load_model")
     _check_readable(path)
     if not _native.KerasFile.format_of(path):
@@ -286,14 +284,16 @@ def _layer_config(layer):
         elif isinstance(value, tuple):
             value = list(value)
         config[key] = value
-    return {"module": "keras.layers", "class_name": type(layer).__name__, "config": config,
-            "registered_name": None}
+    registered = getattr(type(layer), "_registered_name", None)  # keras.saving's registry
+    return {"module": None if registered else "keras.layers",
+            "class_name": type(layer).__name__, "config": config,
+            "registered_name": registered}
 
 
 def _input_entry(tensor):
     name = tensor.name
     dtype = "int32" if tensor.dtype in ("i32", "int32") else "float32"
-    config = {"batch_shape": [None] + list(tensor._native.shape), "dtype": dtype,
+    config = {"batch_shape": list(tensor.shape), "dtype": dtype,
               "sparse": False, "name": name}
     return {"module": "keras.layers", "class_name": "InputLayer", "config": config,
             "registered_name": None, "name": name, "inbound_nodes": []}

@@ -4,8 +4,10 @@ devices. A distribution set when a model is compiled (or, for a Sequential
 without an Input, first run) applies to it."""
 
 import contextlib
+import difflib
 import math
 import re
+import warnings
 
 import numpy as np
 
@@ -148,6 +150,45 @@ class LayoutMap:
     def _to_native(self):
         return _native.LayoutMap([(k, native_axes(v.axes)) for k, v in self._entries.items()])
 
+    def _resolved(self, keys, paths, model_name, outputs=()):
+        """This map for one model's weights, Keras's lookup run on Keras 3's
+        variable paths (``paths``; the engine's dotted ``keys`` are matched
+        too, autoshard's older spelling): the engine's map of each weight's
+        exact key to its layout. A key that matches no variable is a
+        ValueError naming it and the nearest paths: a rename would
+        otherwise leave the weights replicated without a word
+        (keras-hub#2806)."""
+        used, out = set(), []
+        for key, path in zip(keys, paths):
+            found = [k for k in (path, key) if k in self._entries][:1] or [
+                k for k in self._entries if re.search(k, path) or re.search(k, key)]
+            if len(found) > 1:
+                raise ValueError(f"LayoutMap: variable '{path}' matches several keys {found}; "
+                                 "make them exclusive")
+            if found:
+                used.add(found[0])
+                out.append(("^" + re.escape(key) + "$", native_axes(self._entries[found[0]].axes)))
+        for k in self._entries:
+            if k not in used and any(re.search(k, p) for p in paths):
+                raise ValueError(f"LayoutMap: key {k!r} lays out no variable of model "
+                                 f"'{model_name}': each variable it matches has a key of its "
+                                 "exact path, which wins (Keras's rule); delete it")
+            if k not in used and any(k == o or re.search(k, o) for o in outputs):
+                # Keras's layout of a layer's output ("d2/output", the
+                # distribution guide's): the engine derives activation
+                # layouts from the weights' and its plan.
+                warnings.warn(f"LayoutMap: key {k!r} lays out a layer's output; autoshard "
+                              "chooses activation layouts itself and ignores it", stacklevel=3)
+                continue
+            if k not in used:
+                near = difflib.get_close_matches(k, paths, n=3, cutoff=0)
+                raise ValueError(f"LayoutMap: key {k!r} matches no variable of model "
+                                 f"'{model_name}' (nearest: {', '.join(near) or 'none'}); keys "
+                                 "are regular expressions searched in Keras 3's variable paths "
+                                 "(model.weights[i].path, such as 'dense/kernel'): fix the key "
+                                 "or delete it")
+        return _native.LayoutMap(out)
+
 
 def _mesh(value, where, name):
     if not isinstance(value, DeviceMesh):
@@ -222,6 +263,14 @@ class ModelParallel(Distribution):
         super().__init__(_native.ModelParallel(device_mesh._native, layout_map._to_native(),
                                                batch_dim_name), device_mesh)
         self.layout_map = layout_map
+        self._batch_dim = batch_dim_name
+
+    def _for_model(self, keys, paths, model_name, outputs=()):
+        """The engine's distribution for one model: the layout map resolved
+        against its variables and layer outputs (LayoutMap._resolved)."""
+        return _native.ModelParallel(self.device_mesh._native,
+                                     self.layout_map._resolved(keys, paths, model_name, outputs),
+                                     self._batch_dim)
 
 
 class AutoShard(Distribution):
@@ -256,3 +305,20 @@ def set_distribution(value):
 def distribution():
     """The distribution set now, or None."""
     return _current
+
+
+@contextlib.contextmanager
+def for_model(variables, model_name):
+    """While a model compiles: the distribution set now, made for that
+    model's weights where it depends on them (a ModelParallel's layout
+    map); ``variables()`` gives their engine keys, their Keras 3 paths and
+    the model's layer outputs ("d2/output")."""
+    if not isinstance(_current, ModelParallel):
+        yield
+        return
+    keys, paths, outputs = variables()
+    _native.set_distribution(_current._for_model(keys, paths, model_name, outputs))
+    try:
+        yield
+    finally:
+        _native.set_distribution(_current._native)

@@ -8,6 +8,7 @@ to build functional models, or listed in a Sequential.
 import json
 
 from .. import _checks, _native
+from . import _functional
 from . import activations as _activations
 from . import utils as _utils
 from .tensors import Input, InputLayer, KerasTensor
@@ -19,7 +20,8 @@ __all__ = [
     "GlobalMaxPooling2D", "Flatten", "Reshape", "Permute", "RepeatVector", "Rescaling", "Dropout",
     "Activation", "ReLU", "Softmax", "LayerNormalization", "BatchNormalization",
     "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Add", "Subtract",
-    "Multiply", "Average", "Maximum", "Minimum", "Concatenate",
+    "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot", "add", "subtract",
+    "multiply", "average", "maximum", "minimum", "concatenate", "dot",
 ]
 
 
@@ -85,6 +87,16 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}>"
+
+    @property
+    def output(self):
+        """The result of the layer's first call (Keras 3's node 0)."""
+        return _functional.layer_output(self, "output")
+
+    @property
+    def input(self):
+        """The argument of the layer's first call."""
+        return _functional.layer_output(self, "input")
 
 
 def _symbolic(t, layer):
@@ -431,6 +443,55 @@ class Concatenate(Layer):
         super().__init__(_from_table("Concatenate", {
             "name": _name(name, "Concatenate"),
             "axis": _checks.integer(axis, "axis", "Concatenate", -2**31, _checks.INT32_MAX)}))
+
+
+class Dot(Layer):
+    """keras.layers.Dot(axes, normalize): dot products of two inputs' examples."""
+
+    def __init__(self, axes, normalize=False, name=None, **kwargs):
+        _no_extra(kwargs, "Dot")
+        if isinstance(axes, (tuple, list)):
+            if len(axes) != 2:
+                raise ValueError(f"Dot: axes must be an integer or a pair, got {tuple(axes)}")
+            axes = [_checks.integer(a, f"axes[{i}]", "Dot", -64, 64) for i, a in enumerate(axes)]
+        else:
+            axes = _checks.integer(axes, "axes", "Dot", -64, 64)
+        super().__init__(_from_table("Dot", {"name": _name(name, "Dot"), "axes": axes,
+                                             "normalize": bool(normalize)}))
+
+
+# Keras's functional forms of the merge layers (keras/src/layers/merging/):
+# a new layer, called on the list of inputs.
+def add(inputs, **kwargs):
+    return Add(**kwargs)(inputs)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)
+
+
+def maximum(inputs, **kwargs):
+    return Maximum(**kwargs)(inputs)
+
+
+def minimum(inputs, **kwargs):
+    return Minimum(**kwargs)(inputs)
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)
+
+
+def dot(inputs, axes=-1, normalize=False, **kwargs):
+    return Dot(axes=axes, normalize=normalize, **kwargs)(inputs)
 
 
 def _no_extra(kwargs, layer):

@@ -6,6 +6,7 @@ engine's. Inputs are copied once into the engine; outputs are new arrays.
 """
 
 import functools
+import json
 import math
 import numbers
 import threading
@@ -13,8 +14,9 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _model_files
+from . import _datasets, _functional, _model_files, _variables
 from . import callbacks as _callbacks
+from . import distribution as _distribution
 from . import losses as _losses
 from . import metrics as _metrics
 from . import optimizers as _optimizers
@@ -27,8 +29,20 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
     """Keras's load_model: a Model from a ``.keras`` file, a legacy ``.h5``
     or a TensorFlow.js ``model.json`` (or its directory), compiled with the
     file's compile config when it has one and ``compile`` is true."""
-    kf = _model_files.read_model_file(filepath, compile, custom_objects)
+    config = _functional.custom_model_config(filepath, custom_objects)
+    if config is not None:
+        # Classes of Python code (custom_objects, the registry): the model is
+        # rebuilt here from its config and the file's weights loaded into it.
+        model = _functional.model_from_config(config, custom_objects, "load_model")
+        model.load_weights(filepath)
+        return model
+    kf = _model_files.read_model_file(filepath, compile)
     return Model.from_keras_file(kf, compile)
+
+
+# keras.models' functions on configs (_functional).
+clone_model = _functional.clone_model
+model_from_json = _functional.model_from_json
 
 
 def save_model(model, filepath, overwrite=True, **kwargs):
@@ -80,8 +94,9 @@ def _arrays(given, name, what, rows=True):
         if a.dtype == object and a.ndim == 0 and value is not None:
             # Not an array at all: a generator, a dataset, a keras Sequence.
             raise ValueError(f"{what}: {label} must be a NumPy array (or lists of numbers), "
-                             f"got {_checks.shown(value)} (datasets, generators and "
-                             "keras.utils.PyDataset are not supported)")
+                             f"got {_checks.shown(value)} (batches come as x alone: a "
+                             "keras.utils.PyDataset or a generator of (x, y); tf.data is not "
+                             "supported)")
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{what}: {label} must hold numbers, not NumPy dtype {a.dtype}")
         if rows and a.ndim < 1:
@@ -193,9 +208,19 @@ def _one_call_at_a_time(method):
             with _LOCK_OF_LOCKS:
                 lock = self.__dict__.setdefault("_engine_lock", threading.RLock())
         with lock:
-            return method(self, *args, **kwargs)
+            # Keras shares a layer's weights between the models that hold
+            # it: take those another model changed, and say when this one
+            # changes them (_functional).
+            _functional.pull_shared(self)
+            result = method(self, *args, **kwargs)
+            if method.__name__ in _CHANGES_WEIGHTS:
+                _functional.mark_changed(self)
+            return result
 
     return run
+
+
+_CHANGES_WEIGHTS = ("fit", "train_on_batch", "set_weights", "load_weights")
 
 
 class Model:
@@ -255,6 +280,59 @@ class Model:
             raise ValueError(f"save: model '{self.name}' has no Keras architecture to write")
         return _model_files.functional_config(self.name, self._input_tensors,
                                               self._output_tensors)
+
+    # --- the functional surface (_functional) -----------------------------------
+
+    @property
+    def layers(self):
+        """Keras's model.layers: the InputLayers, then each layer in call order."""
+        return _functional.model_layers(self)
+
+    def get_layer(self, name=None, index=None):
+        return _functional.get_layer(self, name, index)
+
+    @property
+    def inputs(self):
+        return list(getattr(self, "_input_tensors", None) or self._symbolic_ends()[0])
+
+    @property
+    def outputs(self):
+        return list(getattr(self, "_output_tensors", None) or self._symbolic_ends()[1])
+
+    @property
+    def input(self):
+        inputs = self.inputs
+        return inputs[0] if len(inputs) == 1 else inputs
+
+    @property
+    def output(self):
+        outputs = self.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _symbolic_ends(self):
+        raise ValueError(f"model '{self.name}' was loaded from a file: its inputs, outputs and "
+                         "layers are the file's (build it in Python, or with "
+                         "keras.models.model_from_json, to reach them)")
+
+    def __call__(self, inputs, training=None, mask=None):
+        """On KerasTensors: the model's layers called on them (a nested
+        model; its weights shared). On arrays: its predictions."""
+        if _functional.is_symbolic(inputs):
+            return _functional.call_model(self, inputs)
+        return self.predict(inputs, verbose=0)
+
+    def get_config(self):
+        """Keras 3's config of the model (its layers' configs and calls)."""
+        return self._keras_architecture()["config"]
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A model of ``config`` (get_config's) with new layers and weights."""
+        return _functional.functional_from_config(cls, config, custom_objects)
+
+    def to_json(self, **kwargs):
+        """Keras's to_json: the architecture model_from_json reads back."""
+        return json.dumps(self._keras_architecture(), **kwargs)
 
     # --- building -------------------------------------------------------------
 
@@ -332,7 +410,14 @@ class Model:
                    for i, w in enumerate(loss_weights or [])]
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
         self._metric_names = [m.name for m in natives]
-        self._native.compile(optimizer._native, losses, weights, natives)
+        def variables():
+            keys = list(self._native.weight_paths())
+            outputs = [f"{layer.name}/output"
+                       for layer in _functional.model_layers(self, flat=True)]
+            return keys, _variables.keras_paths(self, keys), outputs
+
+        with _distribution.for_model(variables, self.name):
+            self._native.compile(optimizer._native, losses, weights, natives)
         optimizer._model_native = self._native  # optimizer.iterations: this model's steps
 
     def _engine(self, what, call, *args):
@@ -426,9 +511,11 @@ class Model:
         A loss that turns NaN or infinite stops it with a ValueError naming the
         epoch and batch (unless a TerminateOnNaN callback stops it first)."""
         self._check_compiled("fit")
-        if class_weight is not None or sample_weight is not None or steps_per_epoch is not None:
+        dataset = _datasets.is_dataset(x)
+        if class_weight is not None or sample_weight is not None or (
+                steps_per_epoch is not None and not dataset):
             raise ValueError("fit: class_weight, sample_weight and steps_per_epoch are not "
-                             "supported")
+                             "supported (steps_per_epoch: with a PyDataset or generator only)")
         batch_size = _batch_size(batch_size, "batch_size", "fit")
         epochs = _checks.integer(epochs, "epochs", "fit", 0, _checks.INT32_MAX)
         initial_epoch = _checks.integer(initial_epoch, "initial_epoch", "fit", 0,
@@ -441,6 +528,12 @@ class Model:
                                             "fit", default=batch_size)
         verbose = _verbose(verbose, "fit")
         given = _callback_objects(callbacks, "fit")
+        if dataset:
+            if y is not None or validation_split:
+                raise ValueError("fit: x is a PyDataset or generator, whose batches hold the "
+                                 "targets: y and validation_split must not be given with it")
+            return self._fit_dataset(x, epochs, initial_epoch, steps_per_epoch, verbose, given,
+                                     validation_data, validation_steps, validation_freq)
         xs = _arrays(self._inputs(x, "fit"), "x", "fit")
         ys = self._target_arrays(y, "fit")
         n = _examples(xs, ys, "fit")
@@ -479,6 +572,44 @@ class Model:
                                  hooks, epoch, epochs)
         except _callbacks.StopTraining:
             hooks.stopped()  # a batch's hook stopped it: that epoch still ends
+        hooks.train_end()
+        self.history = history
+        return history
+
+    def _fit_dataset(self, data, epochs, initial_epoch, steps, verbose, given, validation_data,
+                     validation_steps, validation_freq):
+        """fit on a PyDataset or generator (_datasets): each epoch's batches
+        drawn, joined and run by the engine in the dataset's batches."""
+        first = _datasets.draw(data, steps, "fit")
+        if first is None:
+            raise ValueError("fit: the dataset gave no batches")
+        validation = None
+        if validation_data is not None:
+            vb = first[2]
+            if _datasets.is_dataset(validation_data):
+                got = _datasets.draw(validation_data, validation_steps, "fit")
+                if got is None:
+                    raise ValueError("fit: validation_data gave no batches")
+                validation_data, vb = got[:2], got[2]
+            vx, vy = self._validation_arrays(validation_data)
+            validation = (vx, vy, vb, validation_freq)
+        n = _examples(_arrays(self._inputs(first[0], "fit"), "x", "fit"), {}, "fit")
+        hooks, history = self._fit_hooks(given, verbose, epochs, -(-n // first[2]), validation)
+        self.stop_training = False
+        hooks.train_begin()
+        try:
+            for epoch in range(initial_epoch, epochs):
+                got = first if epoch == initial_epoch else _datasets.draw(data, steps, "fit")
+                if got is None:
+                    break  # an exhausted generator ends training, as in Keras
+                xs = _arrays(self._inputs(got[0], "fit"), "x", "fit")
+                ys = self._target_arrays(got[1], "fit")
+                _examples(xs, ys, "fit")
+                self._engine("fit", self._native.fit, xs, ys, got[2], 1, False, hooks, epoch,
+                             epochs)
+                _datasets.end_epoch(data)
+        except _callbacks.StopTraining:
+            hooks.stopped()
         hooks.train_end()
         self.history = history
         return history
@@ -538,6 +669,12 @@ class Model:
                  steps=None, callbacks=None, return_dict=False):
         """Keras's evaluate: the loss, or [loss, *metrics] (a dict with return_dict)."""
         self._check_compiled("evaluate")
+        if _datasets.is_dataset(x):
+            got = _datasets.draw(x, steps, "evaluate")
+            if got is None:
+                raise ValueError("evaluate: the dataset gave no batches")
+            return self.evaluate(got[0], got[1], got[2], verbose, sample_weight, None, callbacks,
+                                 return_dict)
         if sample_weight is not None or steps is not None:
             raise ValueError("evaluate: sample_weight and steps are not supported")
         verbose = _verbose(verbose, "evaluate")
@@ -569,6 +706,11 @@ class Model:
     @_one_call_at_a_time
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras's predict: an (N, ...) array, or a list of them for several outputs."""
+        if _datasets.is_dataset(x):
+            got = _datasets.draw(x, steps, "predict", with_targets=False)
+            if got is None:
+                raise ValueError("predict: the dataset gave no batches")
+            return self.predict(got[0], got[2], verbose, None, callbacks)
         if steps is not None:
             raise ValueError("predict: steps is not supported (the whole of x is predicted)")
         batch_size = _batch_size(batch_size, "batch_size", "predict")
@@ -644,7 +786,8 @@ class Model:
 
     @property
     def weights(self):
-        return list(self._built().weight_paths())
+        """Keras 3's model.weights: Variables with Keras's ``path`` ("d1/kernel")."""
+        return _variables.model_variables(self)
 
     @_one_call_at_a_time
     def get_weights(self):
@@ -702,12 +845,13 @@ class Model:
     def build(self, input_shape):
         """Builds the model for inputs of ``input_shape`` (batch dimension
         first, None or a number); a built model stays as it is."""
-        shape = _checks.shape(input_shape, "input_shape", "build", allow_none_first=True)
+        # None after the batch: a size known only from data (a sequence's length).
+        shape = _checks.shape(input_shape, "input_shape", "build", allow_none=True)
         if len(shape) < 2:
             raise ValueError(f"build: input_shape must be (batch, features...), got {shape}")
         # What one example of that shape takes, against the memory there is,
         # before anything is made of that size.
-        need = math.prod(shape[1:]) * 4
+        need = math.prod(d for d in shape[1:] if d is not None) * 4
         have = _native.available_memory_bytes()
         if have is not None and need > have:
             raise ValueError(f"build: one example of input_shape {shape} needs "
@@ -755,6 +899,18 @@ class Sequential(Model):
     @property
     def layers(self):
         return list(self._layers)
+
+    def _symbolic_ends(self):
+        """A Sequential's input and output KerasTensors (its layers called
+        on its input once, as Keras's Sequential builds its graph)."""
+        self._built()
+        if self.__dict__.get("_output_tensor") is None:
+            self._output_tensor = _functional.call_model(self, self._input)
+        return [self._input], [self._output_tensor]
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return _functional.sequential_from_config(cls, config, custom_objects)
 
     def _build_when_ready(self):
         if self._input is None or self._native is not None:

@@ -23,10 +23,14 @@ class KerasTensor:
         # output, None for an input; the count orders calls (model.save).
         self._history = history
         self._order = next(_tensor_count)
+        if history is not None:  # layer.output / layer.input: Keras 3 reads the first call's
+            history[0].__dict__.setdefault("_outputs_made", []).append(self)
 
     @property
     def shape(self):
-        return (None,) + tuple(self._native.shape) if self._native.is_input else None
+        if not self._native.is_input:
+            return None
+        return (None,) + tuple(None if d == -1 else d for d in self._native.shape)
 
     @property
     def dtype(self):
@@ -44,20 +48,21 @@ def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None
           tensor=None, optional=False):
     """keras.Input: a model input of per-example ``shape`` (no batch dimension)."""
     if batch_shape is not None:
-        shape = _checks.shape(batch_shape, "batch_shape", "Input", allow_none_first=True)[1:]
+        shape = _checks.shape(batch_shape, "batch_shape", "Input", allow_none=True)[1:]
     if shape is None:
         raise ValueError("Input: give shape (per example, without the batch dimension)")
     if sparse or tensor is not None or optional:
         raise ValueError("Input: sparse, tensor and optional inputs are not supported")
-    if isinstance(shape, (tuple, list)) and any(d is None for d in shape):
-        raise ValueError(f"Input: every dimension of shape must be known, got {tuple(shape)}")
-    shape = _checks.shape(shape, "shape", "Input")
+    # None: a size known only when data arrives (a sequence's length); the
+    # model traces and compiles its step once per distinct batch shape.
+    shape = _checks.shape(shape, "shape", "Input", allow_none=True)
     try:
         dtype = np.dtype(dtype or "float32").name
     except TypeError:
         raise ValueError(f"Input: dtype must be 'float32' or 'int32', got "
                          f"{_checks.shown(dtype)}") from None
-    return KerasTensor(_native.Input(list(shape), dtype, _checks.name(name, "Input")))
+    return KerasTensor(_native.Input([-1 if d is None else d for d in shape], dtype,
+                                     _checks.name(name, "Input")))
 
 
 class InputLayer:
@@ -67,3 +72,14 @@ class InputLayer:
                  input_shape=None, **kwargs):
         self.output = Input(shape if shape is not None else input_shape, dtype=dtype,
                             batch_shape=batch_shape, name=name)
+
+    @property
+    def name(self):
+        return self.output.name
+
+    @property
+    def input(self):
+        return self.output
+
+    def __repr__(self):
+        return f"<InputLayer name={self.name}>"

@@ -139,3 +139,16 @@ def pad_sequences(sequences, maxlen=None, dtype="int32", padding="pre", truncati
         else:
             out[i, :len(kept)] = kept
     return out
+
+
+# keras.utils' names for the saving registry (keras.saving's are the same).
+from ._registry import (get_registered_name, get_registered_object,  # noqa: E402
+                        register_keras_serializable)
+
+# keras.utils.PyDataset (and Keras 2's name for it, Sequence).
+from ._datasets import PyDataset  # noqa: E402
+
+Sequence = PyDataset
+
+# keras.utils.plot_model and model_to_dot (Graphviz's dot).
+from ._plot import model_to_dot, plot_model  # noqa: E402

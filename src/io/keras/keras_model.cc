@@ -151,8 +151,9 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
       }
     }
     for (int64_t d : shape)
-      AS_CHECK(d >= 0, ctx.where, ": input '", in.name, "' has a dimension of any size (None) in ",
-               shape_str(in.shape), "; give the data so that its size is known");
+      AS_CHECK(d >= 0 || options.unknown_dims, ctx.where, ": input '", in.name,
+               "' has a dimension of any size (None) in ", shape_str(in.shape),
+               "; give the data so that its size is known");
     tensors[in.name + ":0"] = Input(shape, s.dtype, in.name);
     inputs.push_back(tensors[in.name + ":0"]);
     b.inputs.push_back(s);

@@ -1,5 +1,5 @@
 // Keras's merging layers: Add, Subtract, Multiply, Average, Maximum,
-// Minimum and Concatenate.
+// Minimum, Concatenate and Dot.
 #include "autoshard/nn/merge_layers.h"
 #include "io/keras/layer_table.h"
 
@@ -24,6 +24,17 @@ void add_merge_layers(LayerTable& table) {
   table.add("Minimum", keras_merge<Minimum>());
   table.add("Concatenate", [](LayerConfig& f) -> BuiltLayer {
     return {Concatenate(f.integer("axis", -1), f.name())};
+  });
+  // Keras's Dot(axes, normalize): axes one integer or a pair.
+  table.add("Dot", [](LayerConfig& f) -> BuiltLayer {
+    const nlohmann::json& axes = f.raw("axes");
+    std::vector<int64_t> both;
+    if (axes.is_number_integer()) both = {axes.get<int64_t>(), axes.get<int64_t>()};
+    if (axes.is_array() && axes.size() == 2 && axes[0].is_number_integer() &&
+        axes[1].is_number_integer())
+      both = {axes[0].get<int64_t>(), axes[1].get<int64_t>()};
+    if (both.empty()) f.bad("axes", axes, "one axis or a pair of axes");
+    return {Dot(both, f.boolean("normalize", false), f.name())};
   });
 }
 
