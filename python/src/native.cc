@@ -719,6 +719,7 @@ void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc
 void bind_schedules(py::module_& m);   // bind_schedules.cc
 void bind_metrics(py::module_& m);     // bind_metrics.cc
+void bind_ops(py::module_& m);         // bind_ops.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -744,4 +745,5 @@ PYBIND11_MODULE(_native, m) {
   bind_blas(m);
   bind_schedules(m);
   bind_metrics(m);
+  bind_ops(m);
 }

@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 
 from .. import _native
+from . import _custom_layers
 from . import activations as _activations
 from . import layers as _layers
 from . import optimizers as _optimizers
@@ -285,6 +286,8 @@ _NOT_KERAS = {
 
 def _layer_config(layer):
     """A layer's Keras 3 config from its constructor's arguments."""
+    if isinstance(getattr(layer, "_variables", None), list):  # a custom layer
+        return _custom_layers.keras_config(layer)
     args = getattr(layer, "_init_args", None)
     if args is None:
         raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "

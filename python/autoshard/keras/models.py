@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _model_files
+from . import _custom_models, _model_files
 from . import callbacks as _callbacks
 from . import losses as _losses
 from . import metrics as _metrics
@@ -207,6 +207,8 @@ class Model:
         self._start()
         if inputs is None and outputs is None and type(self) is not Model:
             self._native = None  # a Sequential builds itself
+            if hasattr(type(self), "call"):  # a subclassed model, built at its first data
+                _custom_models.start(self, _checks.name(name, "Model"))
             return
         if inputs is None or outputs is None:
             raise ValueError("Model needs inputs and outputs (subclassed models are not supported)")
@@ -273,7 +275,8 @@ class Model:
         return self._native
 
     def _build_from(self, x, what="fit"):
-        pass
+        if hasattr(self, "_call_layer"):
+            _custom_models.build_from_data(self, x, what, _arrays)
 
     @property
     def name(self):
@@ -718,7 +721,15 @@ class Model:
         self._built()
 
     def _build_from_shape(self, shape):
-        pass
+        if hasattr(self, "_call_layer") and self._native is None:
+            _custom_models.build_from_shape(self, shape)
+
+    @property
+    def layers(self):
+        """A subclassed model's layers (its attributes, in assignment order)."""
+        if hasattr(self, "_call_layer"):
+            return _custom_models.layers_of(self)
+        raise AttributeError("layers")
 
 
 class Sequential(Model):
