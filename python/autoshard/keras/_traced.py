@@ -48,6 +48,11 @@ def value_of(variable):
     return value
 
 
+def dtype_name(value):
+    """A native Value's dtype by Keras's name (float32, int32)."""
+    return {"f32": "float32", "i32": "int32"}.get(value.dtype, value.dtype)
+
+
 class TensorOperators:
     """Python's operators on tensors, as keras.ops (x * 2, x + y, -x, x[:, 0])."""
 
@@ -142,14 +147,18 @@ class TracedTensor(TensorOperators):
 
     def __init__(self, value):
         self._value = value
+        # Read now: the graph the value belongs to is gone after its trace
+        # (a traceback's repr of the tensor must not reach it).
+        self._shape = tuple(value.shape)
+        self._dtype = dtype_name(value)
 
     @property
     def shape(self):
-        return tuple(self._value.shape)
+        return self._shape
 
     @property
     def dtype(self):
-        return self._value.dtype
+        return self._dtype
 
     def __len__(self):
         return self.shape[0]

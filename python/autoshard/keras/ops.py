@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import _native
-from ._traced import TracedTensor, Variable, current_trace
+from ._traced import TracedTensor, Variable, current_trace, dtype_name
 from .tensors import KerasTensor
 
 _t = _native.traced
@@ -68,8 +68,19 @@ def _keras_op(numpy_fn):
 
 def _symbolic(op, args, kwargs):
     """``op`` on keras.Input results: a layer of the functional model that
-    runs ``op`` on its inputs when the model is traced."""
+    runs ``op`` on its inputs when the model is traced (a split: one layer
+    per part, each taking its part)."""
     from .layers import OpLayer
+    if op.__name__ in ("split", "array_split"):
+        sections = args[1] if len(args) > 1 else kwargs["indices_or_sections"]
+        count = sections if isinstance(sections, int) else len(sections) + 1
+
+        def part(i):
+            def take_part(*a, **k):
+                return op(*a, **k)[i]
+            take_part.__name__ = op.__name__
+            return OpLayer(take_part, args, kwargs).output
+        return [part(i) for i in range(count)]
     return OpLayer(op, args, kwargs).output
 
 
@@ -695,6 +706,10 @@ def squeeze(x, axis=None):
 def _slice(x, axis, begin, end):
     """Positions [begin, end) of ``axis`` (pad with negative amounts crops)."""
     shape = _shape(x)
+    if dtype_name(_v(x)) != "float32":
+        raise ValueError("slicing and splitting int32 tensors inside a layer's call is not "
+                         "supported (int32 tensors are ids: give them whole to Embedding, "
+                         "take or one_hot)")
     if begin == 0 and end == shape[axis]:
         return x if isinstance(x, TracedTensor) else _w(_v(x))
     lo = [0] * len(shape)
@@ -874,7 +889,7 @@ def _np_one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
 @_keras_op(_np_one_hot)
 def one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
     v = _v(x)
-    if v.dtype != "int32":
+    if dtype_name(v) != "int32":
         raise ValueError("ops.one_hot inside a layer's call takes int32 ids (an int32 input "
                          "or ops.arange); float class ids cannot be converted there")
     out = _w(_t.gather(_eye(int(num_classes)), v))
@@ -999,7 +1014,7 @@ def _np_cast(x, dtype):
 @_keras_op(_np_cast)
 def cast(x, dtype):
     want = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    have = _v(x).dtype
+    have = dtype_name(_v(x))
     floats = ("float16", "bfloat16", "float32", "float64", "bool")
     if (have == "float32" and want in floats) or (have == "int32" and "int" in want):
         return x if isinstance(x, TracedTensor) else _w(_v(x))
