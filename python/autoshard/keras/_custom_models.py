@@ -27,7 +27,12 @@ class _ModelCall(Layer):
         self._model_ref = model
 
     def call(self, inputs, training=None):
-        call = self._model_ref.call
+        model = self._model_ref
+        if not hasattr(model, "_call_layer"):  # a Sequential: its layers in turn
+            for layer in model._layers:
+                inputs = layer(inputs, training=training)
+            return inputs
+        call = model.call
         if "training" in inspect.signature(call).parameters:
             return call(inputs, training=training)
         return call(inputs)
@@ -97,3 +102,12 @@ def layers_of(model):
         if isinstance(getattr(layer, "_variables", None), list):
             out += [sub for sub in layers_of(layer) if sub not in out]
     return out
+
+
+def call_in_trace(model, inputs, kwargs):
+    """A Sequential or subclassed model called inside a custom layer's call:
+    traced as a layer named after the model (its weights under its scope)."""
+    layer = model.__dict__.get("_as_layer")
+    if layer is None:
+        layer = model.__dict__["_as_layer"] = _ModelCall(model, model.name)
+    return layer(inputs, **kwargs)

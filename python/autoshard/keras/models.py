@@ -724,6 +724,17 @@ class Model:
         if hasattr(self, "_call_layer") and self._native is None:
             _custom_models.build_from_shape(self, shape)
 
+    def __call__(self, inputs, training=None):
+        """A Sequential or subclassed model called inside a custom layer's
+        call: traced like a layer (keras/_custom_models.py)."""
+        from ._custom_layers import any_traced
+        if isinstance(self, Sequential) or hasattr(self, "_call_layer"):
+            if any_traced(inputs):
+                return _custom_models.call_in_trace(self, inputs, {"training": training})
+        raise ValueError(f"model '{self.name}' is called on {type(inputs).__name__}: models are "
+                         "called on tensors only inside a custom layer's call here (use "
+                         "predict() for arrays)")
+
     @property
     def layers(self):
         """A subclassed model's layers (its attributes, in assignment order)."""

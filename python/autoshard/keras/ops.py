@@ -53,8 +53,8 @@ def _keras_op(numpy_fn):
                 return traced_fn(*args, **kwargs)
             if any(isinstance(a, KerasTensor) for a in flat):
                 return _symbolic(op, args, kwargs)
-            if current_trace() is not None and numpy_fn is None:
-                return traced_fn(*args, **kwargs)  # constants made inside a call (arange)
+            if current_trace() is not None and traced_fn.__name__ in _CREATION:
+                return traced_fn(*args, **kwargs)  # tensors made inside a call (arange)
             if numpy_fn is None:
                 raise ValueError(f"ops.{traced_fn.__name__} is supported inside a layer's call "
                                  "only")
@@ -64,6 +64,10 @@ def _keras_op(numpy_fn):
         return op
 
     return wrap
+
+
+# Ops that make a tensor from numbers: traced when called inside a call.
+_CREATION = {"arange", "zeros", "ones", "full", "eye"}
 
 
 def _symbolic(op, args, kwargs):
