@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 
 from .. import _native
-from . import _custom_layers
+from . import _custom_layers, _custom_saving
 from . import activations as _activations
 from . import layers as _layers
 from . import optimizers as _optimizers
@@ -88,6 +88,8 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
     if zipped is False:
         raise ValueError("save: zipped=False (an unzipped .keras directory) is not supported")
     path = _path(filepath, "save")
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.save(model, path, overwrite, _save_file)
     fmt = _format_of(path, save_format)
     native = model._built()
     kf = _keras_file_of(model, fmt)
@@ -451,6 +453,8 @@ def save_weights(model, filepath, overwrite=True):
     ``model.save`` would write, alone."""
     path = _path(filepath, "save_weights")
     _check_weights_path(path, "save_weights")
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.save_weights(model, path, overwrite, _save_file)
     native = model._built()
     kf = _keras_file_of(model)
     if kf.format != "keras":
@@ -477,6 +481,8 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
     path = _path(filepath, "load_weights")
     _check_readable(path)
     native = model._built()
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.load_weights(model, path)
     if path.endswith(".keras"):
         source = _native.KerasFile.read(path, True).take_model()
     else:
