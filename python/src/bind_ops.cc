@@ -19,6 +19,7 @@
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/initializer.h"
 #include "autoshard/nn/layers.h"
+#include "autoshard/nn/losses.h"
 #include "autoshard/nn/trace.h"
 
 namespace py = pybind11;
@@ -81,6 +82,22 @@ void bind_values(py::module_& m) {
           "name"_a, "shape"_a, "initializer"_a, "a"_a = 0.0, "b"_a = 0.0, "trainable"_a = true);
   m.def("PyLayer", [](const std::string& name, py::object fn) {
     return Layer(std::make_shared<PyLayerImpl>(name, std::move(fn)));
+  });
+  // A loss whose value is `fn(trace, predictions, targets)` (Python, with
+  // the GIL; a Trace of the loss's graph for its constants).
+  m.def("PyLoss", [](py::object fn) -> Loss {
+    std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* o) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    });
+    return [held](Value predictions, Value targets) {
+      py::gil_scoped_acquire gil;
+      Trace trace(*predictions.graph, true, 0);
+      py::object out =
+          (*held)(py::cast(&trace, py::return_value_policy::reference), predictions, targets);
+      AS_CHECK(py::isinstance<Value>(out), "a custom loss must return a tensor");
+      return out.cast<Value>();
+    };
   });
   m.def("default_layer_name", &default_layer_name);
   // A stock layer called inside a custom layer's call: traced under its own

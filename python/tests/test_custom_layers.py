@@ -385,3 +385,52 @@ def test_errors_name_the_problem():
     model = keras.Model(inp, Branches()(inp))
     with pytest.raises(TypeError, match="ops.where"):
         model.predict(np.zeros((1, 3), np.float32), verbose=0)
+
+
+def huber_like(y_true, y_pred):
+    error = y_pred - y_true
+    return ops.mean(ops.where(ops.abs(error) < 0.5, 0.5 * error ** 2,
+                              0.5 * (ops.abs(error) - 0.25)), axis=-1)
+
+
+class WeightedSquares(keras.losses.Loss):
+    def __init__(self, weight=2.0, name="weighted_squares", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.weight = weight
+
+    def call(self, y_true, y_pred):
+        return self.weight * ops.square(y_pred - y_true)
+
+
+@pytest.mark.parametrize("loss", [huber_like, WeightedSquares()])
+def test_custom_loss_equals_numpy_and_trains_sharded_as_one_device(loss):
+    x, _ = data((6,), 4, n=20)
+    y = np.random.default_rng(9).normal(size=(20, 4)).astype(np.float32)
+    model = antirectifier_model()
+    model.compile(keras.optimizers.SGD(learning_rate=0.05), loss)
+    pred = model.predict(x, verbose=0).astype(np.float64)
+    e = pred - y
+    want = (np.where(np.abs(e) < 0.5, 0.5 * e ** 2, 0.5 * (np.abs(e) - 0.25)).mean()
+            if loss is huber_like else (2.0 * e ** 2).mean())
+    assert model.evaluate(x, y, batch_size=20, verbose=0) == pytest.approx(want, rel=1e-5)
+    start = model.get_weights()
+    h1 = model.fit(x, y, batch_size=5, epochs=3, shuffle=False, verbose=0).history["loss"]
+    assert h1[-1] < h1[0]
+    set_distribution(layout((2, 2)))
+    try:
+        sharded = antirectifier_model()
+        sharded.set_weights(start)
+        sharded.compile(keras.optimizers.SGD(learning_rate=0.05), loss)
+        h2 = sharded.fit(x, y, batch_size=5, epochs=3, shuffle=False, verbose=0)
+    finally:
+        set_distribution(None)
+    np.testing.assert_allclose(h2.history["loss"], h1, rtol=1e-5)
+
+
+def test_integer_targets_reach_a_custom_loss_as_floats():
+    x, y = data((6,), 4, n=8)
+    model = antirectifier_model()
+    model.compile("sgd", lambda t, p: ops.mean(ops.square(p - t[:, None]), axis=-1))
+    pred = model.predict(x, verbose=0)
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(
+        ((pred - y[:, None].astype(np.float64)) ** 2).mean(), rel=1e-5)
