@@ -303,6 +303,12 @@ def test_weights_variables_and_config():
     assert kernel.path == "anti2/kernel" and kernel.shape == (8, 4) and kernel.trainable
     assert layer.get_config() == {"name": "anti2", "trainable": True, "dtype": "float32",
                                   "initializer": "glorot_uniform"}
+    fresh = Antirectifier(name="anti4")
+    keras.Model(inp, fresh(inp))
+    assert fresh.get_weights()[0].shape == (8, 4)
+    np.testing.assert_array_equal(layer.get_weights()[0], model.get_weights()[0])
+    layer.set_weights([np.ones((8, 4), np.float32)])
+    np.testing.assert_array_equal(model.get_weights()[0], np.ones((8, 4)))
     clone = Antirectifier.from_config(layer.get_config() | {"name": "anti3"})
     assert clone.name == "anti3"
     assert Antirectifier().name.startswith("antirectifier")

@@ -151,7 +151,8 @@ class LayerAPI:
         shape = () if shape is None else tuple(shape)
         if any(d is None or int(d) < 0 for d in shape):
             raise ValueError(f"{where}: every dimension of shape must be known, got {shape}")
-        # Keras: float weights start glorot_uniform unless told otherwise.
+        # Float weights start glorot_uniform unless told otherwise, and the
+        # shape defaults to a scalar (keras/src/layers/layer.py, Layer.add_weight).
         spec = initializer_spec("glorot_uniform" if initializer is None else initializer, where)
         taken = {v.name for v in self._variables}
         base = name or "variable"
@@ -166,6 +167,9 @@ class LayerAPI:
     @property
     def weights(self):
         """This layer's variables, then its custom sublayers' (Keras's order)."""
+        model = getattr(self, "_model", None)
+        if not getattr(self, "built", True) and model is not None:
+            model._built().weight_paths()  # build runs at the model's first trace
         out = list(getattr(self, "_variables", []))
         for layer in tracked_layers(self):
             out += [v for v in getattr(layer, "weights", []) if v not in out]

@@ -69,9 +69,6 @@ def build_from_arrays(model, arrays):
     model._native = _native.Model.functional([t._native for t in inputs], [output._native],
                                              model._name)
     model._after_build()
-    for sub in layers_of(model):
-        sub._model = model
-    layer._model = model
 
 
 def build_from_data(model, x, what, arrays_of):
@@ -111,3 +108,18 @@ def call_in_trace(model, inputs, kwargs):
     if layer is None:
         layer = model.__dict__["_as_layer"] = _ModelCall(model, model.name)
     return layer(inputs, **kwargs)
+
+
+def attach(model):
+    """Lets the custom layers of a built ``model`` read and set their
+    weights (layer.get_weights, variable.numpy) through it."""
+    from ._custom_saving import _top_layers
+    stack = list(layers_of(model)) if hasattr(model, "_call_layer") else _top_layers(model)
+    seen = set()
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen or not isinstance(getattr(layer, "_variables", None), list):
+            continue
+        seen.add(id(layer))
+        layer._model = model
+        stack.extend(tracked_layers(layer))

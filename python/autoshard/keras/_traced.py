@@ -207,15 +207,23 @@ class Variable(TensorOperators):
     def value(self):
         return TracedTensor(value_of(self))
 
-    def numpy(self):
+    def _model(self):
+        """The built model this variable's layer is part of (traced, so
+        that the variable's path is known), or None."""
         model = getattr(self._owner, "_model", None)
+        if model is not None and self._engine_path is None:
+            model._built().weight_paths()  # the first trace names the variable
+        return model
+
+    def numpy(self):
+        model = self._model()
         if model is None or self._engine_path is None:
             raise ValueError(f"variable '{self.path}' has no values until its layer is part "
                              "of a built model")
         return model._built().get_weight(self._engine_path)
 
     def assign(self, value):
-        model = getattr(self._owner, "_model", None)
+        model = self._model()
         if model is None or self._engine_path is None or current_trace() is not None:
             raise ValueError(f"variable '{self.path}' can be assigned only outside a call, "
                              "once its layer is part of a built model (or use set_weights)")

@@ -261,6 +261,7 @@ class Model:
     # --- building -------------------------------------------------------------
 
     def _after_build(self):
+        _custom_models.attach(self)  # custom layers' get_weights read this model
         if _utils.seed() is not None:
             self._native.set_seed(_utils.seed())
         if self._compiled is not None:
