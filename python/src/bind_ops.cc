@@ -131,6 +131,8 @@ void bind_builders(py::module_& m) {
   });
   t.def("softmax", [](const Value& x) { return ops::softmax(x); });
   t.def("log_softmax", &ops::log_softmax);
+  // A Keras activation by name (keras.activations' functions on traced tensors).
+  t.def("activation", &apply_activation);
   t.def("reduce_sum", &ops::reduce_sum);
   t.def("broadcast_to", &ops::broadcast_to);
   t.def("reshape", &ops::reshape);

@@ -273,6 +273,34 @@ def test_autoshard_splits_a_custom_layer_weight():
     np.testing.assert_allclose(h2, h1, rtol=1e-5)
 
 
+class Halved(layers.Layer):
+    def call(self, x, training=None):
+        return x * 0.5 if training else x
+
+
+class Outer(layers.Layer):
+    """Passes training positionally to a custom sublayer, and a stock one."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = Halved()
+        self.drop = layers.Dropout(0.0)
+
+    def call(self, x, training=None):
+        return self.drop(self.inner(x, training), training)
+
+
+def test_training_given_positionally_reaches_sublayers():
+    inp = keras.Input((3,))
+    dense = layers.Dense(3, kernel_initializer="ones", use_bias=False)
+    model = keras.Model(inp, Outer()(dense(inp)))
+    model.compile(keras.optimizers.SGD(learning_rate=0.01), "mse")
+    x = np.ones((2, 3), np.float32)
+    y = np.zeros((2, 3), np.float32)
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(9.0)
+    assert model.train_on_batch(x, y) == pytest.approx(9.0 / 4)
+
+
 class Scaled(layers.Layer):
     """training reaches call: doubles its input while training."""
 

@@ -105,6 +105,8 @@ CASES = {  # name: (keras.ops form, NumPy reference, inputs)
                            lambda a: a, (A,)),
     "normalize": (lambda a: ops.normalize(a, axis=-1),
                   lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True), (A,)),
+    "keras_activations": (lambda a: keras.activations.relu(a) + keras.activations.softmax(a),
+                          lambda a: np.maximum(a, 0) + softmax(a), (A,)),
     "logical": (lambda a, b: ops.logical_and(a > 0, b > 0) + 2 * ops.logical_or(a > 0, b > 0)
                 + 4 * ops.logical_not(a > 0),
                 lambda a, b: ((a > 0) & (b > 0)) + 2.0 * ((a > 0) | (b > 0)) + 4.0 * (a <= 0),

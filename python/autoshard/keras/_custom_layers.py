@@ -134,6 +134,14 @@ class LayerAPI:
     def from_config(cls, config):
         return cls(**config)
 
+    def add_loss(self, loss):
+        raise ValueError(f"layer '{self.name}': add_loss is not supported; give the loss to "
+                         "compile() (a function (y_true, y_pred) of keras.ops)")
+
+    def add_metric(self, *args, **kwargs):
+        raise ValueError(f"layer '{self.name}': add_metric is not supported; give metrics to "
+                         "compile()")
+
     # --- weights ----------------------------------------------------------------
 
     def add_weight(self, shape=None, initializer=None, dtype=None, trainable=True,

@@ -82,6 +82,8 @@ class Layer(_custom_layers.LayerAPI):
 
     def __call__(self, inputs, *args, **kwargs):
         if _custom_layers.any_traced(inputs):  # inside a custom layer's call
+            if len(args) == 1 and (args[0] is None or isinstance(args[0], bool)):
+                kwargs["training"], args = args[0], ()  # layer(x, training)
             if args:
                 raise ValueError(f"layer '{self.name}': give arguments after the inputs by "
                                  "name (training=...)")

@@ -446,6 +446,17 @@ def log_softmax(x, axis=-1):
     return _last_axis(_t.log_softmax, x, axis)
 
 
+def activation(x, name):
+    """keras.activations' function ``name`` on a traced tensor or a model's
+    tensor (the engine's activation of that name)."""
+    if isinstance(x, KerasTensor):
+        def apply(t):
+            return activation(t, name)
+        apply.__name__ = name
+        return _symbolic(apply, (x,), {})
+    return _w(_t.activation(_v(x), name))
+
+
 # --- reductions ----------------------------------------------------------------------
 
 def _keep(out, x, axes, keepdims):
