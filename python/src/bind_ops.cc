@@ -20,7 +20,9 @@
 #include "autoshard/nn/initializer.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/metrics.h"
 #include "autoshard/nn/trace.h"
+#include "convert.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -98,6 +100,24 @@ void bind_values(py::module_& m) {
       AS_CHECK(py::isinstance<Value>(out), "a custom loss must return a tensor");
       return out.cast<Value>();
     };
+  });
+  // A metric whose batch sums are `fn(targets, predictions)` -> (sum, count)
+  // (Python, with the GIL, on NumPy arrays); its value is sum / count over
+  // the epoch's batches (Keras's MeanMetricWrapper).
+  m.def("PyMetric", [](const std::string& name, py::object fn) {
+    std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* o) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    });
+    Metric metric;
+    metric.name = name;
+    metric.accumulate = [held](const Tensor& predictions, const Tensor& targets) {
+      py::gil_scoped_acquire gil;
+      py::tuple sums = (*held)(to_numpy(targets), to_numpy(predictions));
+      return Metric::Sums{sums[0].cast<double>(), sums[1].cast<double>()};
+    };
+    metric.result = [](const Metric::Sums& s) { return s[1] > 0 ? s[0] / s[1] : 0.0; };
+    return metric;
   });
   m.def("default_layer_name", &default_layer_name);
   // A stock layer called inside a custom layer's call: traced under its own

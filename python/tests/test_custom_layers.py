@@ -468,3 +468,19 @@ def test_integer_targets_reach_a_custom_loss_as_floats():
     pred = model.predict(x, verbose=0)
     assert model.evaluate(x, y, verbose=0) == pytest.approx(
         ((pred - y[:, None].astype(np.float64)) ** 2).mean(), rel=1e-5)
+
+
+def mean_abs_error(y_true, y_pred):
+    return ops.mean(ops.abs(y_pred - y_true), axis=-1)
+
+
+def test_a_metric_function_is_logged_as_its_mean_over_the_epoch():
+    x, _ = data((6,), 4, n=10)
+    y = np.random.default_rng(3).normal(size=(10, 4)).astype(np.float32)
+    model = antirectifier_model()
+    model.compile(keras.optimizers.SGD(learning_rate=0.01), "mse", metrics=[mean_abs_error])
+    pred = model.predict(x, verbose=0)
+    logs = model.evaluate(x, y, batch_size=3, verbose=0, return_dict=True)
+    assert logs["mean_abs_error"] == pytest.approx(np.abs(pred - y).mean(), rel=1e-5)
+    history = model.fit(x, y, batch_size=5, epochs=2, verbose=0)
+    assert len(history.history["mean_abs_error"]) == 2
