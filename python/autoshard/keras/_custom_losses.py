@@ -8,7 +8,6 @@ Targets reach it as float32 (integer targets are cast, as for Keras's
 losses on numbers).
 """
 
-from ._custom_layers import snake_case as snake_name  # noqa: F401 (losses.py's)
 from ._traced import TracedTensor, tracing
 
 

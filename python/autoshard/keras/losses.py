@@ -2,6 +2,7 @@
 
 from .. import _checks, _native
 from . import _custom_losses
+from ._custom_layers import snake_case as _snake_case
 from . import utils as _utils
 
 
@@ -14,7 +15,7 @@ class Loss:
                  reduction="sum_over_batch_size", dtype=None):
         if kind is None or "call" in type(self).__dict__:  # a user's subclass with call
             _reduction({"reduction": reduction})
-            self.name = name or _custom_losses.snake_name(type(self).__name__)
+            self.name = name or _snake_case(type(self).__name__)
             self._native = _native.PyLoss(_custom_losses.traced_loss(self.call, self.name))
             return
         self.name = name or kind
