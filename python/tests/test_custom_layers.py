@@ -361,6 +361,7 @@ def test_subclassed_model_fits_saves_and_loads_weights(tmp_path, capsys):
     np.testing.assert_array_equal(other.predict(x, verbose=0), model.predict(x, verbose=0))
     model.summary()
     assert "res.dense" in capsys.readouterr().out
+    np.testing.assert_array_equal(model(x[:3]), model.predict(x[:3], verbose=0))
 
 
 def test_train_step_override_is_refused():

@@ -732,9 +732,12 @@ class Model:
         if isinstance(self, Sequential) or hasattr(self, "_call_layer"):
             if any_traced(inputs):
                 return _custom_models.call_in_trace(self, inputs, {"training": training})
-        raise ValueError(f"model '{self.name}' is called on {type(inputs).__name__}: models are "
-                         "called on tensors only inside a custom layer's call here (use "
-                         "predict() for arrays)")
+        if not isinstance(inputs, KerasTensor) and not (
+                isinstance(inputs, (list, tuple)) and any(isinstance(t, KerasTensor)
+                                                          for t in inputs)):
+            return self.predict_on_batch(inputs)  # model(x) on arrays: eagerly, as NumPy
+        raise ValueError(f"model '{self.name}' is called on a keras.Input result: calling a "
+                         "model inside another functional model is not supported here")
 
     @property
     def layers(self):
