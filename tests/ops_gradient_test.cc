@@ -101,6 +101,15 @@ TEST(Gradient, ScaleAndActivations) {
   check_gradient("tanh", {{3, 5}}, [](Graph&, auto& p) { return ops::tanh(p[0]); });
   check_gradient("silu", {{3, 5}}, [](Graph&, auto& p) { return ops::silu(p[0]); });
 }
+// relu_grad(x, dy) is dy masked by x > 0 (keras.ops's comparisons are
+// relu_grad(a - b, 1)): linear in dy, broadcast here, no gradient in x.
+TEST(Gradient, ReluGradThroughItsMaskedOperand) {
+  check_gradient("relu_grad", {{2, 3}},
+                 [](Graph& g, auto& p) {
+                   return g.add(Op::ReluGrad, {g.input("x", {4, 2, 3}), p[0]});
+                 },
+                 {{"x", random_tensor({4, 2, 3}, 7)}});
+}
 TEST(Gradient, ReduceAndBroadcast) {
   check_gradient("reduce_sum", {{2, 3, 4}}, [](Graph&, auto& p) {
     return ops::reduce_sum(p[0], {0, 2});

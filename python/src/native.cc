@@ -720,6 +720,8 @@ void bind_trace(py::module_& m);       // bind_trace.cc
 void bind_blas(py::module_& m);        // bind_blas.cc
 void bind_schedules(py::module_& m);   // bind_schedules.cc
 void bind_metrics(py::module_& m);     // bind_metrics.cc
+void bind_ops(py::module_& m);         // bind_ops.cc
+void bind_weights_file(py::module_& m);  // bind_weights_file.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -746,4 +748,6 @@ PYBIND11_MODULE(_native, m) {
   bind_blas(m);
   bind_schedules(m);
   bind_metrics(m);
+  bind_ops(m);
+  bind_weights_file(m);
 }

@@ -6,6 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
+from . import ops
 from . import preprocessing, saving
 from .models import Input, Model, Sequential
 
@@ -20,6 +21,7 @@ __all__ = [
     "losses",
     "metrics",
     "models",
+    "ops",
     "optimizers",
     "preprocessing",
     "saving",

@@ -18,6 +18,7 @@ import os
 import tempfile
 
 from .. import _native
+from . import _custom_layers, _custom_saving
 from . import activations as _activations
 from . import layers as _layers
 from . import optimizers as _optimizers
@@ -83,6 +84,8 @@ def save_model(model, filepath, overwrite=True, zipped=None, save_format=None, *
     if zipped is False:
         raise ValueError("save: zipped=False (an unzipped .keras directory) is not supported")
     path = _path(filepath, "save")
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.save(model, path, overwrite, _save_file)
     fmt = _format_of(path, save_format)
     native = model._built()
     kf = _keras_file_of(model, fmt)
@@ -268,6 +271,8 @@ _NOT_KERAS = {
 
 def _layer_config(layer):
     """A layer's Keras 3 config from its constructor's arguments."""
+    if isinstance(getattr(layer, "_variables", None), list):  # a custom layer
+        return _custom_layers.keras_config(layer)
     args = getattr(layer, "_init_args", None)
     if args is None:
         raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
@@ -433,6 +438,8 @@ def save_weights(model, filepath, overwrite=True):
     ``model.save`` would write, alone."""
     path = _path(filepath, "save_weights")
     _check_weights_path(path, "save_weights")
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.save_weights(model, path, overwrite, _save_file)
     native = model._built()
     kf = _keras_file_of(model)
     if kf.format != "keras":
@@ -453,6 +460,8 @@ def load_weights(model, filepath, skip_mismatch=False, **kwargs):
     path = _path(filepath, "load_weights")
     _check_readable(path)
     native = model._built()
+    if _custom_saving.uses_custom(model):
+        return _custom_saving.load_weights(model, path)
     if path.endswith(".keras"):
         source = _native.KerasFile.read(path, True).take_model()
     else:

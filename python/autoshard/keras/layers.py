@@ -8,7 +8,7 @@ to build functional models, or listed in a Sequential.
 import json
 
 from .. import _checks, _native
-from . import _functional
+from . import _custom_layers, _functional
 from . import activations as _activations
 from . import utils as _utils
 from .tensors import Input, InputLayer, KerasTensor
@@ -60,14 +60,19 @@ def _rate(value, what, layer):
 _name = _checks.name
 
 
-class Layer:
-    """A layer of the engine. Calling it on KerasTensors records a functional call."""
+class Layer(_custom_layers.LayerAPI):
+    """A layer of the engine. Calling it on KerasTensors records a functional
+    call. A user's subclass (build, add_weight, call) is a custom layer
+    traced into the step graph (keras/_custom_layers.py)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _utils.record_init_args(cls)  # model.save writes them as the layer's Keras config
 
-    def __init__(self, native, input_shape=None):
+    def __init__(self, native=None, input_shape=None, **kwargs):
+        if not isinstance(native, _native.Layer):  # Layer.__init__(self, **kwargs) of a subclass
+            self._start_custom(**({"name": native} if native is not None else {}), **kwargs)
+            return
         self._native = native
         # Keras 2's input_shape on a Sequential's first layer still works.
         self._input_shape = tuple(input_shape) if input_shape is not None else None
@@ -77,6 +82,16 @@ class Layer:
         return self._native.name
 
     def __call__(self, inputs, *args, **kwargs):
+        if _custom_layers.any_traced(inputs):  # inside a custom layer's call
+            if len(args) == 1 and (args[0] is None or isinstance(args[0], bool)):
+                kwargs["training"], args = args[0], ()  # layer(x, training)
+            if args:
+                raise ValueError(f"layer '{self.name}': give arguments after the inputs by "
+                                 "name (training=...)")
+            return self._call_traced(inputs, kwargs)
+        if isinstance(getattr(self, "_variables", None), list):  # a custom layer
+            kwargs.pop("training", None)
+            self._takes_list = isinstance(inputs, (list, tuple))
         if args or kwargs:
             raise ValueError(f"layer '{self.name}' takes its inputs only (got more arguments)")
         # The call is recorded on its result (keras_history, for model.save).
@@ -97,6 +112,44 @@ class Layer:
     def input(self):
         """The argument of the layer's first call."""
         return _functional.layer_output(self, "input")
+
+
+class OpLayer(Layer):
+    """A keras.ops call on keras.Input results in a functional model: a
+    layer that runs the op on its inputs when the model is traced."""
+
+    def __init__(self, op, args, kwargs):
+        super().__init__(name=_native.default_layer_name(op.__name__))
+        self._op, self._args, self._kwargs = op, args, kwargs
+        self._symbols = [a for a in _flatten((args, kwargs)) if isinstance(a, KerasTensor)]
+        self._result = self(self._symbols)
+
+    @property
+    def output(self):
+        return self._result
+
+    def call(self, inputs):
+        swap = {id(k): v for k, v in zip(self._symbols, inputs)}
+        put = lambda a: swap.get(id(a), a) if not isinstance(a, (list, tuple, dict)) else (  # noqa: E731
+            type(a)(put(v) for v in a) if not isinstance(a, dict) else
+            {k: put(v) for k, v in a.items()})
+        return self._op(*put(list(self._args)), **put(self._kwargs))
+
+    def get_config(self):
+        raise ValueError(f"layer '{self.name}' (keras.ops.{self._op.__name__} on a model's "
+                         "tensors) cannot be saved as a Keras config: wrap the op in a custom "
+                         "layer with get_config")
+
+
+def _flatten(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _flatten(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _flatten(v)
+    else:
+        yield value
 
 
 def _symbolic(t, layer):

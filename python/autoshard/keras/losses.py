@@ -1,6 +1,8 @@
 """keras.losses: Keras 3's loss classes (and names), the engine's losses."""
 
 from .. import _checks, _native
+from . import _custom_losses
+from ._custom_layers import snake_case as _snake_case
 from . import utils as _utils
 
 
@@ -9,7 +11,13 @@ class Loss:
         super().__init_subclass__(**kwargs)
         _utils.record_init_args(cls)  # model.save writes them as the compile config
 
-    def __init__(self, kind, from_logits=False, label_smoothing=0.0, delta=1.0, name=None):
+    def __init__(self, kind=None, from_logits=False, label_smoothing=0.0, delta=1.0, name=None,
+                 reduction="sum_over_batch_size", dtype=None):
+        if kind is None or "call" in type(self).__dict__:  # a user's subclass with call
+            _reduction({"reduction": reduction})
+            self.name = name or _snake_case(type(self).__name__)
+            self._native = _native.PyLoss(_custom_losses.traced_loss(self.call, self.name))
+            return
         self.name = name or kind
         where = type(self).__name__
         self._native = _native.loss(kind, bool(from_logits),
@@ -63,6 +71,18 @@ class Huber(Loss):
         super().__init__("huber", delta=delta, name=name)
 
 
+class LossFunctionWrapper(Loss):
+    """Keras's wrapper of a loss function ``fn(y_true, y_pred, **kwargs)``
+    of keras.ops (what compile makes of a function)."""
+
+    def __init__(self, fn, reduction="sum_over_batch_size", name=None, dtype=None, **kwargs):
+        _reduction({"reduction": reduction})
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "loss")
+        self._native = _native.PyLoss(_custom_losses.traced_loss(
+            lambda y_true, y_pred: fn(y_true, y_pred, **kwargs), self.name))
+
+
 def _reduction(kwargs):
     if kwargs.pop("reduction", "sum_over_batch_size") != "sum_over_batch_size":
         raise ValueError("losses: only reduction='sum_over_batch_size' is supported")
@@ -77,10 +97,12 @@ def get(identifier):
     """A Loss from a Loss object or a Keras name ("sparse_categorical_crossentropy", "mse", ...)."""
     if isinstance(identifier, Loss):
         return identifier
+    if callable(identifier) and not isinstance(identifier, type):
+        return LossFunctionWrapper(identifier)
     if isinstance(identifier, str):
         loss = Loss.__new__(Loss)
         loss.name = identifier
         loss._native = _native.loss_by_name(_ALIASES.get(identifier, identifier))
         return loss
-    raise ValueError(f"loss must be a Keras loss name or a keras.losses object, "
-                     f"not {identifier!r}")
+    raise ValueError(f"loss must be a Keras loss name, a keras.losses object or a function "
+                     f"(y_true, y_pred), not {identifier!r}")

@@ -7,6 +7,8 @@ logged under the name it was given (``metrics=["acc"]`` logs ``acc``, as
 Keras does).
 """
 
+import numpy as np
+
 from .. import _checks, _native
 
 
@@ -178,12 +180,28 @@ class R2Score(Metric):
             name)
 
 
+class MeanMetricWrapper(Metric):
+    """Keras's wrapper of a metric function ``fn(y_true, y_pred)``: the mean
+    of what it returns over every element of the epoch's batches. ``fn``
+    runs eagerly on each batch's NumPy arrays (keras.ops computes on them)."""
+
+    def __init__(self, fn, name=None, dtype=None, **kwargs):
+        def sums(y_true, y_pred):
+            values = np.asarray(fn(y_true, y_pred, **kwargs), np.float64)
+            return float(values.sum()), float(values.size)
+
+        super().__init__(_native.PyMetric(name or getattr(fn, "__name__", "metric"), sums))
+
+
 def get(identifier):
-    """A Metric from a Metric object or a Keras name ("accuracy", "acc", "mae", ...),
-    logged under that name."""
+    """A Metric from a Metric object, a Keras name ("accuracy", "acc", "mae",
+    ...) or a function (y_true, y_pred), logged under that name."""
     if isinstance(identifier, Metric):
         return identifier
+    if callable(identifier) and not isinstance(identifier, type):
+        return MeanMetricWrapper(identifier)
     if isinstance(identifier, str):
         return Metric(_native.metric_by_name(identifier), identifier)
-    raise ValueError(f"metric must be a Keras metric name or a keras.metrics object, "
+    raise ValueError(f"metric must be a Keras metric name, a keras.metrics object or a "
+                     "function (y_true, y_pred), "
                      f"not {identifier!r}")

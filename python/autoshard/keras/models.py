@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _datasets, _functional, _model_files, _variables
+from . import _custom_models, _datasets, _functional, _model_files, _variables
 from . import callbacks as _callbacks
 from . import distribution as _distribution
 from . import losses as _losses
@@ -232,6 +232,8 @@ class Model:
         self._start()
         if inputs is None and outputs is None and type(self) is not Model:
             self._native = None  # a Sequential builds itself
+            if hasattr(type(self), "call"):  # a subclassed model, built at its first data
+                _custom_models.start(self, _checks.name(name, "Model"))
             return
         if inputs is None or outputs is None:
             raise ValueError("Model needs inputs and outputs (subclassed models are not supported)")
@@ -285,7 +287,10 @@ class Model:
 
     @property
     def layers(self):
-        """Keras's model.layers: the InputLayers, then each layer in call order."""
+        """Keras's model.layers: the InputLayers, then each layer in call order
+        (a subclassed model's: its attributes, in assignment order)."""
+        if hasattr(self, "_call_layer"):
+            return _custom_models.layers_of(self)
         return _functional.model_layers(self)
 
     def get_layer(self, name=None, index=None):
@@ -316,7 +321,11 @@ class Model:
 
     def __call__(self, inputs, training=None, mask=None):
         """On KerasTensors: the model's layers called on them (a nested
-        model; its weights shared). On arrays: its predictions."""
+        model; its weights shared). Inside a custom layer's call: traced like
+        a layer (keras/_custom_models.py). On arrays: its predictions."""
+        from ._custom_layers import any_traced
+        if (isinstance(self, Sequential) or hasattr(self, "_call_layer")) and any_traced(inputs):
+            return _custom_models.call_in_trace(self, inputs, {"training": training})
         if _functional.is_symbolic(inputs):
             return _functional.call_model(self, inputs)
         return self.predict(inputs, verbose=0)
@@ -337,6 +346,7 @@ class Model:
     # --- building -------------------------------------------------------------
 
     def _after_build(self):
+        _custom_models.attach(self)  # custom layers' get_weights read this model
         if _utils.seed() is not None:
             self._native.set_seed(_utils.seed())
         if self._compiled is not None:
@@ -351,7 +361,8 @@ class Model:
         return self._native
 
     def _build_from(self, x, what="fit"):
-        pass
+        if hasattr(self, "_call_layer"):
+            _custom_models.build_from_data(self, x, what, _arrays)
 
     @property
     def name(self):
@@ -862,7 +873,8 @@ class Model:
         self._built()
 
     def _build_from_shape(self, shape):
-        pass
+        if hasattr(self, "_call_layer") and self._native is None:
+            _custom_models.build_from_shape(self, shape)
 
 
 class Sequential(Model):

@@ -8,13 +8,14 @@ import itertools
 import numpy as np
 
 from .. import _checks, _native
+from ._traced import TensorOperators
 
 __all__ = ["Input", "InputLayer", "KerasTensor"]
 
 _tensor_count = itertools.count()
 
 
-class KerasTensor:
+class KerasTensor(TensorOperators):
     """A symbolic tensor of a functional model (keras.Input's result, a layer's output)."""
 
     def __init__(self, native, history=None):

@@ -168,6 +168,15 @@ void relu_grad_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, con
 std::vector<Value> relu_vjp(Graph& g, int id, Value dy) {
   return {g.add(Op::ReluGrad, {g.value(g.node(id).inputs[0]), dy})};
 }
+// relu_grad(x, dy) is dy masked by x > 0: linear in dy (the same mask on
+// the gradient), flat in x almost everywhere (no gradient). keras.ops's
+// comparisons are relu_grad(a - b, 1), so a mask computed from weights
+// takes no gradient, as a comparison's result in Keras.
+std::vector<Value> relu_grad_vjp(Graph& g, int id, Value d) {
+  const Node& n = g.node(id);
+  const Value x = g.value(n.inputs[0]), dy = g.value(n.inputs[1]);
+  return {Value(), ops::sum_to(g.add(Op::ReluGrad, {x, d}), dy.shape())};
+}
 
 void tanh_kernel(const Node&, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   unary_apply(*in[0], out, [](float x) { return fast_tanh(x); });
@@ -355,6 +364,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   t[size_t(Op::ReluGrad)] = {.name = "relu_grad",
                              .infer = binary_infer,
                              .kernel = relu_grad_kernel,
+                             .vjp = relu_grad_vjp,
                              .shard = nonlinear_rule,
                              .loops = broadcast_loops,
                              .cost = one_flop};

@@ -1,0 +1,269 @@
+"""Custom layers: subclasses of keras.layers.Layer with build, add_weight and
+call, traced into the engine's one step graph.
+
+A custom layer is one engine layer (autoshard._native.PyLayer) whose call
+runs the Python ``call`` while the engine traces the step: its inputs are
+TracedTensors, keras.ops turns what it does into graph primitives, and the
+stock layers it calls trace their own ops under its name scope. ``build``
+runs at the first trace, when the input shapes are known (the batch
+dimension given as None, as in Keras); the weights it adds are declared
+again in every trace under the layer's scope, so their paths are
+``<layer>.<weight>`` (``<layer>.<sublayer>.kernel`` for sublayers), the
+engine's form of Keras 3's ``<layer>/<weight>``, and they are saved,
+loaded, planned and sharded like a stock layer's.
+
+LayerAPI holds what Keras's Layer offers a subclass; keras.layers.Layer
+inherits it.
+"""
+
+import inspect
+import re
+
+import numpy as np
+
+from .. import _native
+from ._traced import TracedTensor, Variable, current_trace, declare, tracing
+from .tensors import KerasTensor
+
+
+def snake_case(name):
+    """Keras's to_snake_case (keras/src/utils/naming.py), for default names."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+_INITIALIZER_ARGS = {  # Keras class -> (engine kind, argument names for a and b)
+    "Zeros": ("zeros", ()), "Ones": ("ones", ()), "GlorotUniform": ("glorot_uniform", ()),
+    "Orthogonal": ("orthogonal", ()), "Constant": ("constant", ("value",)),
+    "RandomNormal": ("random_normal", ("mean", "stddev")),
+    "RandomUniform": ("random_uniform", ("minval", "maxval")),
+}
+_INITIALIZER_DEFAULTS = {"random_normal": (0.0, 0.05), "random_uniform": (-0.05, 0.05)}
+
+
+def initializer_spec(value, what):
+    """(kind, a, b) for Trace.weight from a Keras initializer (name or object)."""
+    if isinstance(value, str):
+        kind = {"uniform": "random_uniform", "normal": "random_normal"}.get(value, value)
+        return (kind,) + _INITIALIZER_DEFAULTS.get(kind, (0.0, 0.0))
+    if isinstance(value, (int, float)):
+        return ("constant", float(value), 0.0)
+    entry = _INITIALIZER_ARGS.get(type(value).__name__)
+    if entry is None:
+        raise ValueError(f"{what}: initializer {type(value).__name__} is not supported (give "
+                         f"one of {', '.join(sorted(_INITIALIZER_ARGS))} or its name)")
+    kind, names = entry
+    args = [float(getattr(value, n)) for n in names] + [0.0, 0.0]
+    return (kind, args[0], args[1])
+
+
+def tracked_layers(obj):
+    """The layers held in ``obj``'s attributes (and lists, tuples and dicts
+    of them), in assignment order: Keras's tracked sublayers."""
+    from .layers import Layer
+    out = []
+    for value in vars(obj).values():
+        items = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, (list, tuple)) else [value]
+        out += [v for v in items if isinstance(v, Layer) and v is not obj]
+    return out
+
+
+def _native_value(out, layer_name):
+    if isinstance(out, TracedTensor):
+        return out._value
+    if isinstance(out, Variable):
+        return out.value()._value
+    if isinstance(out, (list, tuple, dict)):
+        raise ValueError(f"layer '{layer_name}': call returned a {type(out).__name__}; a custom "
+                         "layer here returns one tensor (split it into several layers)")
+    from . import ops
+    return ops.convert_to_tensor(out)._value
+
+
+def _input_shape(x):
+    if isinstance(x, list):
+        return [_input_shape(t) for t in x]
+    return (None,) + tuple(x.shape[1:])
+
+
+class LayerAPI:
+    """What keras.layers.Layer offers a subclass (build, add_weight, call,
+    get_config, weights, ...); stock layers are engine layers and ignore it."""
+
+    def _start_custom(self, name=None, trainable=True, dtype=None, **kwargs):
+        kwargs.pop("input_shape", None)
+        kwargs.pop("autocast", None)
+        if kwargs:
+            raise ValueError(f"{type(self).__name__}: unsupported Layer argument(s) "
+                             f"{', '.join(sorted(kwargs))}")
+        if trainable is not True:
+            raise ValueError(f"{type(self).__name__}: trainable=False is not supported for "
+                             "custom layers")
+        if dtype not in (None, "float32"):
+            raise ValueError(f"{type(self).__name__}: only float32 layers are supported")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{type(self).__name__}: name must be a string, got {name!r}")
+        self.built = False
+        self._variables = []
+        self._takes_list = False
+        self._pending_kwargs = {}
+        self.trainable = True
+        self._input_shape = None
+        name = name or _native.default_layer_name(snake_case(type(self).__name__))
+        self._native = _native.PyLayer(name, self._trace_call)
+
+    # --- what subclasses override -------------------------------------------------
+
+    def build(self, input_shape):
+        """Creates the layer's weights for inputs of ``input_shape``."""
+
+    def call(self, inputs, *args, **kwargs):
+        raise NotImplementedError(f"layer '{self.name}' ({type(self).__name__}) defines no "
+                                  "call(inputs)")
+
+    def compute_output_shape(self, input_shape):
+        raise NotImplementedError(f"{type(self).__name__}.compute_output_shape is not defined")
+
+    def get_config(self):
+        """Keras's base config: name, trainable and dtype."""
+        return {"name": self.name, "trainable": True, "dtype": "float32"}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def add_loss(self, loss):
+        raise ValueError(f"layer '{self.name}': add_loss is not supported; give the loss to "
+                         "compile() (a function (y_true, y_pred) of keras.ops)")
+
+    def add_metric(self, *args, **kwargs):
+        raise ValueError(f"layer '{self.name}': add_metric is not supported; give metrics to "
+                         "compile()")
+
+    # --- weights ----------------------------------------------------------------
+
+    def add_weight(self, shape=None, initializer=None, dtype=None, trainable=True,
+                   autocast=True, regularizer=None, constraint=None, aggregation="none",
+                   overwrite_with_gradient=False, name=None, **kwargs):
+        """Keras 3's add_weight: a Variable of this layer, made in ``build``
+        (or ``__init__``) and read in ``call``."""
+        where = f"layer '{self.name}': add_weight"
+        if regularizer is not None or constraint is not None:
+            raise ValueError(f"{where}: regularizer and constraint are not supported")
+        if dtype not in (None, "float32", np.float32):
+            raise ValueError(f"{where}: only float32 weights are supported, got dtype {dtype}")
+        if kwargs:
+            raise ValueError(f"{where}: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        shape = () if shape is None else tuple(shape)
+        if any(d is None or int(d) < 0 for d in shape):
+            raise ValueError(f"{where}: every dimension of shape must be known, got {shape}")
+        # Float weights start glorot_uniform unless told otherwise, and the
+        # shape defaults to a scalar (keras/src/layers/layer.py, Layer.add_weight).
+        spec = initializer_spec("glorot_uniform" if initializer is None else initializer, where)
+        taken = {v.name for v in self._variables}
+        base = name or "variable"
+        unique = base if base not in taken else next(
+            f"{base}_{i}" for i in range(1, len(taken) + 2) if f"{base}_{i}" not in taken)
+        var = Variable(self, unique, shape, spec, trainable)
+        self._variables.append(var)
+        return var
+
+    add_variable = add_weight
+
+    @property
+    def weights(self):
+        """This layer's variables, then its custom sublayers' (Keras's order)."""
+        model = getattr(self, "_model", None)
+        if not getattr(self, "built", True) and model is not None:
+            model._built().weight_paths()  # build runs at the model's first trace
+        out = list(getattr(self, "_variables", []))
+        for layer in tracked_layers(self):
+            out += [v for v in getattr(layer, "weights", []) if v not in out]
+        return out
+
+    @property
+    def trainable_weights(self):
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self):
+        return [v for v in self.weights if not v.trainable]
+
+    @property
+    def variables(self):
+        return self.weights
+
+    def get_weights(self):
+        return [v.numpy() for v in self.weights]
+
+    def set_weights(self, weights):
+        weights = list(weights)
+        if len(weights) != len(self.weights):
+            raise ValueError(f"layer '{self.name}': set_weights got {len(weights)} arrays for "
+                             f"{len(self.weights)} weights")
+        for v, w in zip(self.weights, weights):
+            v.assign(w)
+
+    # --- tracing ------------------------------------------------------------------
+
+    def _trace_call(self, trace, values):
+        """The engine's call of this layer in a trace (PyLayer): runs build
+        once, declares the weights, runs ``call`` on TracedTensors."""
+        with tracing(trace):
+            inputs = [TracedTensor(v) for v in values]
+            x = inputs if self._takes_list or len(inputs) > 1 else inputs[0]
+            if not self.built:
+                self._input_shape = _input_shape(x)
+                self.build(self._input_shape)
+                self.built = True
+            for var in self._variables:
+                declare(var, trace.weight(var.name, list(var.shape), *var._initializer,
+                                          trainable=var.trainable))
+                var._engine_path = trace.path(var.name)
+            kwargs, self._pending_kwargs = self._pending_kwargs, {}
+            params = inspect.signature(self.call).parameters
+            if "training" in params:
+                kwargs.setdefault("training", trace.training)
+            if "mask" in params:
+                kwargs.setdefault("mask", None)
+            return _native_value(self.call(x, **kwargs), self.name)
+
+    def _call_traced(self, inputs, kwargs):
+        """This layer called inside another custom layer's call."""
+        trace = current_trace()
+        items = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        from . import ops
+        values = [ops.convert_to_tensor(t)._value for t in items]
+        if isinstance(getattr(self, "_variables", None), list):  # a custom layer
+            self._takes_list = isinstance(inputs, (list, tuple))
+            self._pending_kwargs = dict(kwargs)
+        elif set(kwargs) - {"training", "mask"}:
+            raise ValueError(f"layer '{self.name}' takes its inputs (and training) only, got "
+                             f"{', '.join(sorted(kwargs))}")
+        return TracedTensor(_native.call_layer(self._native, trace, values))
+
+
+def any_traced(inputs):
+    items = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    return any(isinstance(t, (TracedTensor, Variable)) for t in items)
+
+
+def any_symbolic(inputs):
+    items = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    return any(isinstance(t, KerasTensor) for t in items)
+
+
+def keras_config(layer):
+    """A custom layer's entry in a Keras 3 architecture: its class, module
+    and get_config(), under the name Keras registers it by (the class's
+    ``_keras_registered_name`` where register_keras_serializable set one,
+    else the class name, as Keras's get_registered_name)."""
+    cls = type(layer)
+    config = layer.get_config()
+    if not isinstance(config, dict):
+        raise ValueError(f"save: {cls.__name__}.get_config() must return a dict, got "
+                         f"{type(config).__name__}")
+    return {"module": cls.__module__, "class_name": cls.__name__, "config": config,
+            "registered_name": getattr(cls, "_keras_registered_name", None) or cls.__name__}
