@@ -649,6 +649,13 @@ void bind_model(py::module_& m) {
                               std::move(metrics));
            })
       .def("set_seed", [](PyModel& p, uint64_t seed) { p.model->set_seed(seed); })
+      // Keras's trainable = False: the scopes (layer names) whose weights
+      // take no gradient; Python sets them at compile (Keras 3's rule).
+      .def(
+          "set_frozen",
+          [](PyModel& p, std::set<std::string> scopes) { p.model->set_frozen(std::move(scopes)); },
+          py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("frozen", [](const PyModel& p) { return p.model->frozen(); })
       .def(
           "fit",
           [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
@@ -710,15 +717,17 @@ void translate_engine_error(std::exception_ptr p) {
 
 }  // namespace
 
-void bind_saving(py::module_& m);      // bind_saving.cc
-void bind_progress(py::module_& m);    // bind_progress.cc
-void bind_hf(py::module_& m);          // bind_hf.cc
-void bind_plan(py::module_& m);        // bind_plan.cc
-void bind_layout_map(py::module_& m);  // bind_layout_map.cc
-void bind_trace(py::module_& m);       // bind_trace.cc
-void bind_blas(py::module_& m);        // bind_blas.cc
-void bind_schedules(py::module_& m);   // bind_schedules.cc
-void bind_metrics(py::module_& m);     // bind_metrics.cc
+void bind_saving(py::module_& m);          // bind_saving.cc
+void bind_progress(py::module_& m);        // bind_progress.cc
+void bind_hf(py::module_& m);              // bind_hf.cc
+void bind_plan(py::module_& m);            // bind_plan.cc
+void bind_layout_map(py::module_& m);      // bind_layout_map.cc
+void bind_trace(py::module_& m);           // bind_trace.cc
+void bind_blas(py::module_& m);            // bind_blas.cc
+void bind_schedules(py::module_& m);       // bind_schedules.cc
+void bind_metrics(py::module_& m);         // bind_metrics.cc
+void bind_regularizers(py::module_& m);    // bind_regularizers.cc
+void bind_sample_weights(py::module_& m);  // bind_sample_weights.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -744,4 +753,6 @@ PYBIND11_MODULE(_native, m) {
   bind_blas(m);
   bind_schedules(m);
   bind_metrics(m);
+  bind_regularizers(m);
+  bind_sample_weights(m);
 }

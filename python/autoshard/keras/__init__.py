@@ -6,7 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
-from . import preprocessing, saving
+from . import constraints, preprocessing, regularizers, saving
 from .models import Input, Model, Sequential
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Sequential",
     "activations",
     "callbacks",
+    "constraints",
     "distribution",
     "layers",
     "losses",
@@ -22,6 +23,7 @@ __all__ = [
     "models",
     "optimizers",
     "preprocessing",
+    "regularizers",
     "saving",
     "utils",
 ]

@@ -12,6 +12,8 @@ class Loss:
     def __init__(self, kind, from_logits=False, label_smoothing=0.0, delta=1.0, name=None):
         self.name = name or kind
         where = type(self).__name__
+        # What the sample-weighted form of the loss is made from (_native.sample_weighted_loss).
+        self._spec = (kind, bool(from_logits), float(label_smoothing), float(delta))
         self._native = _native.loss(kind, bool(from_logits),
                                     _checks.number(label_smoothing, "label_smoothing", where, 0, 1),
                                     _checks.number(delta, "delta", where, above=0))
@@ -81,6 +83,7 @@ def get(identifier):
         loss = Loss.__new__(Loss)
         loss.name = identifier
         loss._native = _native.loss_by_name(_ALIASES.get(identifier, identifier))
+        loss._spec = (_ALIASES.get(identifier, identifier), False, 0.0, 1.0)
         return loss
     raise ValueError(f"loss must be a Keras loss name or a keras.losses object, "
                      f"not {identifier!r}")
