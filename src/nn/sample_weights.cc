@@ -22,7 +22,7 @@ Value crop_last(Value x, int64_t drop, bool keep_last) {
   return ops::pad(x, lo, hi);
 }
 
-Value mean_all(Value x) {
+Value mean_of_all(Value x) {
   std::vector<int64_t> axes;
   for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
   return axes.empty() ? x : ops::reduce_mean(x, axes);
@@ -48,7 +48,7 @@ Loss sample_weighted(const std::string& kind, CrossentropyOptions options, doubl
     // Each example's weight over its values (Keras's squeeze_or_expand_to_same_rank).
     Shape spread = weights.shape();
     while (spread.size() < size_t(values.rank())) spread.push_back(1);
-    return mean_all(values * ops::broadcast_to(ops::reshape(weights, spread), values.shape()));
+    return mean_of_all(values * ops::broadcast_to(ops::reshape(weights, spread), values.shape()));
   };
 }
 

@@ -376,9 +376,13 @@ class Model:
         state stay)."""
         if bool(self.__dict__.get("_weights_in_targets")) != on:
             self._weights_in_targets = on
-            self._compile_native()
+            try:
+                self._compile_native()
+            except BaseException:
+                self._weights_in_targets = not on  # the engine keeps the mode it had
+                raise
 
-    def _weighted_targets(self, ys, what, sample_weight=None, class_weight=None, label="y"):
+    def _weighted_targets(self, ys, what, sample_weight=None, class_weight=None):
         """ys with the sample weights packed in (_sample_weights.pack) and
         the model in its sample-weighted mode; ys as they are, and the plain
         mode, without weights."""
