@@ -173,3 +173,19 @@ def test_bad_regularizers_and_constraints_are_refused():
         layers.Dense(2, recurrent_regularizer="l2")
     with pytest.raises(ValueError, match="l2"):
         regularizers.L2(-1.0)
+
+
+def test_a_file_with_an_unknown_regularizer_names_the_layer_and_field(tmp_path):
+    import zipfile
+
+    path = str(tmp_path / "m.keras")
+    model_with(kernel_regularizer=regularizers.L2(0.01)).save(path)
+    bad = str(tmp_path / "bad.keras")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "config.json":
+                data = data.replace(b'"L2"', b'"L7"')
+            dst.writestr(item, data)
+    with pytest.raises(ValueError, match=r"layer 'd'.*kernel_regularizer.*'l7' is not supported"):
+        keras.models.load_model(bad)
