@@ -135,11 +135,16 @@ def penalized():
                       bias_constraint=constraints.NonNeg())
 
 
-def test_sharded_equals_one_device():
+def orthogonal():
+    return model_with(lr=0.2, kernel_regularizer=regularizers.OrthogonalRegularizer(0.3))
+
+
+@pytest.mark.parametrize("make", [penalized, orthogonal])
+def test_sharded_equals_one_device(make):
     x, y = data(n=10)
-    single = penalized()
+    single = make()
     set_distribution(sharded())
-    split = penalized()
+    split = make()
     set_distribution(None)
     split.set_weights(single.get_weights())
     h1 = single.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0)
