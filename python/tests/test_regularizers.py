@@ -194,3 +194,23 @@ def test_a_file_with_an_unknown_regularizer_names_the_layer_and_field(tmp_path):
             dst.writestr(item, data)
     with pytest.raises(ValueError, match=r"layer 'd'.*kernel_regularizer.*'l7' is not supported"):
         keras.models.load_model(bad)
+
+
+def test_a_wrappers_inner_regularizer_is_refused_not_ignored(tmp_path):
+    import json
+    import os
+    import shutil
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "tests", "data", "keras_layers", "tfjs")
+    shutil.copy(os.path.join(here, "bidirectional_sum.weights.bin"), tmp_path)
+    with open(os.path.join(here, "bidirectional_sum.json")) as f:
+        doc = json.load(f)
+    bidi = next(l for l in doc["modelTopology"]["config"]["layers"]
+                if l["class_name"] == "Bidirectional")
+    bidi["config"]["layer"]["config"]["kernel_regularizer"] = {"class_name": "L2",
+                                                               "config": {"l2": 0.01}}
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="layer's kernel_regularizer is not supported"):
+        keras.models.load_model(str(path))

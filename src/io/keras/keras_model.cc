@@ -165,6 +165,18 @@ void penalties_of(const LayerSpec& l, const std::vector<WeightRole>& roles,
   }
   if (!l.config.is_object()) return;
   const std::string at = where + ": layer '" + l.name + "'";
+  // A wrapper's inner layers (Bidirectional's forward and backward layer)
+  // keep theirs in their own configs: not applied yet, so refused.
+  for (const char* inner : {"layer", "backward_layer"}) {
+    const json* c = json_member(l.config, inner);
+    const json* cc = c && c->is_object() ? json_member(*c, "config") : nullptr;
+    if (!cc || !cc->is_object()) continue;
+    for (const auto& [key, value] : cc->items())
+      AS_CHECK(value.is_null() || (key.find("_regularizer") == std::string::npos &&
+                                   key.find("_constraint") == std::string::npos),
+               at, ": ", inner, "'s ", key,
+               " is not supported (regularizers and constraints inside a wrapper)");
+  }
   for (const auto& [key, value] : l.config.items()) {
     if (value.is_null()) continue;
     for (const char* suffix : {"_regularizer", "_constraint"}) {
