@@ -649,6 +649,13 @@ void bind_model(py::module_& m) {
                               std::move(metrics));
            })
       .def("set_seed", [](PyModel& p, uint64_t seed) { p.model->set_seed(seed); })
+      // Keras's trainable = False: the scopes (layer names) whose weights
+      // take no gradient; Python sets them at compile (Keras 3's rule).
+      .def(
+          "set_frozen",
+          [](PyModel& p, std::set<std::string> scopes) { p.model->set_frozen(std::move(scopes)); },
+          py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("frozen", [](const PyModel& p) { return p.model->frozen(); })
       .def(
           "fit",
           [](PyModel& p, const py::dict& x, const py::dict& y, int64_t batch_size, int epochs,
@@ -722,6 +729,8 @@ void bind_schedules(py::module_& m);   // bind_schedules.cc
 void bind_metrics(py::module_& m);     // bind_metrics.cc
 void bind_ops(py::module_& m);         // bind_ops.cc
 void bind_weights_file(py::module_& m);  // bind_weights_file.cc
+void bind_regularizers(py::module_& m);    // bind_regularizers.cc
+void bind_sample_weights(py::module_& m);  // bind_sample_weights.cc
 }  // namespace autoshard::python
 
 PYBIND11_MODULE(_native, m) {
@@ -750,4 +759,6 @@ PYBIND11_MODULE(_native, m) {
   bind_metrics(m);
   bind_ops(m);
   bind_weights_file(m);
+  bind_regularizers(m);
+  bind_sample_weights(m);
 }

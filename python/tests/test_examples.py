@@ -37,3 +37,23 @@ def test_quickstart_notebook_runs_with_one_device_losses_on_the_mesh():
     # Its rendered page is committed beside it (tools/render_notebook.py).
     page = open(os.path.join(REPO, "examples", "quickstart_notebook.html"), encoding="utf-8").read()
     assert "largest difference" in page and "<iframe srcdoc=" in page
+
+
+def test_transfer_learning_example_freezes_then_fine_tunes():
+    env = dict(os.environ, AUTOSHARD_EXAMPLE_EPOCHS="3",
+               PYTHONPATH=os.path.join(REPO, "python") + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    script = os.path.join(REPO, "examples", "keras_transfer_learning.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=180,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "trainable: ['head_b.kernel', 'head_b.bias']" in text
+    assert "base unchanged: True" in text  # frozen: no step moved the base
+    assert "base trained: True" in text  # unfrozen and recompiled: it trains
+    head = re.search(r"head trained: loss ([0-9.]+) -> ([0-9.]+)", text)
+    assert float(head.group(2)) < float(head.group(1))
+    # Adam's slots for the head alone (32 * 3 + 3 floats, twice), on each of the 4 devices
+    # at most.
+    state = int(re.search(r"optimizer state per device: (\d+) bytes", text).group(1))
+    assert 0 < state <= 2 * (32 * 3 + 3) * 4

@@ -48,7 +48,9 @@ SymbolicTensor::Node::~Node() {
 
 Value Layer::operator()(Trace& trace, const std::vector<Value>& inputs) const {
   Trace::Scope scope(trace, impl_->name());
-  return impl_->call(trace, inputs);
+  Value out = impl_->call(trace, inputs);
+  if (const Trace::Penalty* penalty = trace.activity_penalty()) trace.add_loss((*penalty)(out));
+  return out;
 }
 
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) const {

@@ -5,6 +5,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/optim/composed_ops.h"
+#include "nn/loss_values.h"
 
 namespace autoshard::losses {
 
@@ -100,20 +101,67 @@ Value mean_squared_error(Value predictions, Value targets) {
   return ops::reduce_mean(d * d, all_axes(d));
 }
 
+// ---- each loss's values: their mean is the loss (Keras's
+// "sum_over_batch_size"); sample_weights.cc weights them ----
+
+namespace {
+
+Value categorical_values(const CrossentropyOptions& o, Value p, Value t) {
+  check_one_hot_targets(p, t);
+  check_same_shape("CategoricalCrossentropy", p, t);
+  AS_CHECK(p.rank() >= 1, "CategoricalCrossentropy: predictions need a class axis");
+  Graph& g = *p.graph;
+  const int64_t classes = p.dim(-1), last = p.rank() - 1;
+  if (o.label_smoothing > 0)
+    t = ops::scale(t, 1 - o.label_smoothing) +
+        scalar(g, o.label_smoothing / static_cast<double>(classes));
+  Value log_p = o.from_logits ? ops::log_softmax(p) : log(normalized_probabilities(p));
+  return ops::scale(ops::reduce_sum(t * log_p, {last}), -1.0);
+}
+
+Value binary_values(const CrossentropyOptions& o, Value p, Value t) {
+  check_same_shape("BinaryCrossentropy", p, t);
+  Graph& g = *p.graph;
+  if (o.label_smoothing > 0)
+    t = ops::scale(t, 1 - o.label_smoothing) + scalar(g, 0.5 * o.label_smoothing);
+  if (o.from_logits)  // softplus(x) - t x = -(t log s(x) + (1 - t) log(1 - s(x)))
+    return ops::unary(p, UnaryFn::Softplus) - t * p;
+  Value q = composed::clip(p, kEpsilon, 1 - kEpsilon);
+  Value one = scalar(g, 1.0);
+  return ops::scale(t * log(q) + (one - t) * log(one - q), -1.0);
+}
+
+Value huber_values(double delta, Value p, Value t) {
+  check_same_shape("Huber", p, t);
+  Value a = ops::unary(p - t, UnaryFn::Abs);
+  // q = min(|e|, delta): 0.5 q^2 + delta (|e| - q) is both branches at once.
+  Value q = a - ops::relu(a - scalar(*p.graph, delta));
+  return ops::scale(q * q, 0.5) + ops::scale(a - q, delta);
+}
+
+}  // namespace
+
+Value loss_values(const std::string& kind, const CrossentropyOptions& o, double delta, Value p,
+                  Value t) {
+  if (kind == "categorical_crossentropy" || kind == "sparse_categorical_crossentropy")
+    return categorical_values(o, p, t);
+  if (kind == "binary_crossentropy") return binary_values(o, p, t);
+  if (kind == "mse" || kind == "mean_squared_error") {
+    check_same_shape("MeanSquaredError", p, t);
+    Value d = p - t;
+    return d * d;
+  }
+  if (kind == "mae" || kind == "mean_absolute_error") {
+    check_same_shape("MeanAbsoluteError", p, t);
+    return ops::unary(p - t, UnaryFn::Abs);
+  }
+  if (kind == "huber") return huber_values(delta, p, t);
+  fail("unknown loss '", kind, "'");
+}
+
 Loss CategoricalCrossentropy(CrossentropyOptions o) {
   check_options("CategoricalCrossentropy", o);
-  return [o](Value p, Value t) {
-    check_one_hot_targets(p, t);
-    check_same_shape("CategoricalCrossentropy", p, t);
-    AS_CHECK(p.rank() >= 1, "CategoricalCrossentropy: predictions need a class axis");
-    Graph& g = *p.graph;
-    const int64_t classes = p.dim(-1), last = p.rank() - 1;
-    if (o.label_smoothing > 0)
-      t = ops::scale(t, 1 - o.label_smoothing) +
-          scalar(g, o.label_smoothing / static_cast<double>(classes));
-    Value log_p = o.from_logits ? ops::log_softmax(p) : log(normalized_probabilities(p));
-    return ops::scale(mean_all(ops::reduce_sum(t * log_p, {last})), -1.0);
-  };
+  return [o](Value p, Value t) { return mean_all(categorical_values(o, p, t)); };
 }
 
 Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
@@ -131,18 +179,7 @@ Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
 
 Loss BinaryCrossentropy(CrossentropyOptions o) {
   check_options("BinaryCrossentropy", o);
-  return [o](Value p, Value t) {
-    check_same_shape("BinaryCrossentropy", p, t);
-    Graph& g = *p.graph;
-    if (o.label_smoothing > 0)
-      t = ops::scale(t, 1 - o.label_smoothing) + scalar(g, 0.5 * o.label_smoothing);
-    if (o.from_logits)  // softplus(x) - t x = -(t log s(x) + (1 - t) log(1 - s(x)))
-      return mean_all(ops::unary(p, UnaryFn::Softplus) - t * p);
-    Value q = composed::clip(p, kEpsilon, 1 - kEpsilon);
-    Value one = scalar(g, 1.0);
-    Value ll = t * log(q) + (one - t) * log(one - q);
-    return ops::scale(mean_all(ll), -1.0);
-  };
+  return [o](Value p, Value t) { return mean_all(binary_values(o, p, t)); };
 }
 
 Loss MeanSquaredError() {
@@ -153,21 +190,12 @@ Loss MeanSquaredError() {
 }
 
 Loss MeanAbsoluteError() {
-  return [](Value p, Value t) {
-    check_same_shape("MeanAbsoluteError", p, t);
-    return mean_all(ops::unary(p - t, UnaryFn::Abs));
-  };
+  return [](Value p, Value t) { return mean_all(loss_values("mae", {}, 1.0, p, t)); };
 }
 
 Loss Huber(double delta) {
   AS_CHECK(std::isfinite(delta) && delta > 0, "Huber: delta must be positive, got ", delta);
-  return [delta](Value p, Value t) {
-    check_same_shape("Huber", p, t);
-    Value a = ops::unary(p - t, UnaryFn::Abs);
-    // q = min(|e|, delta): 0.5 q^2 + delta (|e| - q) is both branches at once.
-    Value q = a - ops::relu(a - scalar(*p.graph, delta));
-    return mean_all(ops::scale(q * q, 0.5) + ops::scale(a - q, delta));
-  };
+  return [delta](Value p, Value t) { return mean_all(huber_values(delta, p, t)); };
 }
 
 Loss by_name(const std::string& name) {

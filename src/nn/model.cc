@@ -251,13 +251,16 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
   return trace_outputs(graph, batch_size, training).at(0);
 }
 
-std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training) {
+std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training,
+                                        std::vector<Value>* penalties) {
   for (const InputSpec& spec : input_specs_)  // fixed by the batch when it is traced
     AS_CHECK(!has_unknown_dims({spec}), "Model ", name_, ": input '", spec.name, "' is ",
              shape_str(spec.shape),
              " per example (-1: a size known only from data); this needs every size: give "
              "data, or an Input of known shape");
   Trace trace(graph, training, seed_);
+  trace.freeze(frozen_);
+  if (penalties) trace.penalize(weight_penalties_, activity_penalties_);
   std::vector<Value> inputs;
   for (size_t i = 0; i < input_specs_.size(); ++i) {
     Shape shape = input_specs_[i].shape;
@@ -268,7 +271,31 @@ std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool t
       symbolic_outputs_.empty() ? std::vector<Value>{call(trace, inputs)} : replay(trace, inputs);
   non_trainable_.insert(trace.non_trainable().begin(), trace.non_trainable().end());
   declare_state(graph, trace.initializers());
+  if (penalties) *penalties = trace.losses();
   return outs;
+}
+
+void Model::set_frozen(std::set<std::string> scopes) {
+  frozen_ = std::move(scopes);
+  cache_.clear();
+  // The moving statistics and the frozen weights, traced again.
+  non_trainable_.clear();
+  if (!store_.weight_paths().empty()) {
+    Graph g;
+    trace_forward(g, 1, false);
+  }
+}
+
+void Model::set_regularizers(std::map<std::string, Trace::Penalty> weights,
+                             std::map<std::string, Trace::Penalty> activities) {
+  weight_penalties_ = std::move(weights);
+  activity_penalties_ = std::move(activities);
+  cache_.clear();
+}
+
+void Model::set_constraints(std::map<std::string, Trace::Penalty> weights) {
+  constraints_ = std::move(weights);
+  cache_.clear();
 }
 
 // sum_k weight_k * loss_k(output_k, target_k).
@@ -332,7 +359,9 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   const FixedInputShapes fixed(input_specs_, examples);
   Traced t;
   Graph& g = t.graph;
-  const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train);
+  std::vector<Value> penalties;
+  const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train,
+                                                mode == Mode::Predict ? nullptr : &penalties);
   Value result = outs[0];
   if (mode != Mode::Predict) {
     AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),
@@ -343,6 +372,9 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
       ys.push_back(ops::reshape(y, keras_target_shape(outs[k].shape(), y_shapes[k], y_dtypes[k])));
     }
     result = total_loss(outs, ys);
+    // Keras's compute_loss adds the model's losses (regularizers) in
+    // training and evaluation alike.
+    for (const Value& p : penalties) result = result + p;
   }
   // Read after the step: every output for metrics; when predicting, the
   // outputs after the first (the result).
@@ -355,6 +387,12 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
     for (int id : g.parameters())
       if (!non_trainable_.count(g.node(id).leaf().name)) params.push_back(g.value(id));
     optimizer_->append_update(g, params, gradients(result, params));
+    // Keras's optimizer.apply: each constrained weight becomes
+    // constraint(weight) after its update (traced after it, so it reads
+    // the updated value).
+    for (const Value& p : params)
+      if (auto c = constraints_.find(p.node().leaf().name); c != constraints_.end())
+        composed::assign(p, c->second(p));
     declare_state(g, {});  // the optimizer's slots
     if (recompute_) {
       Recomputed r = recompute_regions(g, result.id);

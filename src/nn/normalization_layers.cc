@@ -53,7 +53,9 @@ class BatchNormImpl : public LayerImpl {
     Value moving_var =
         t.weight("moving_variance", {channels}, o_.moving_variance_initializer_, false);
     Value mean = moving_mean, var = moving_var;
-    if (t.training()) {
+    // Keras 3's BatchNormalization.call: batch statistics only when
+    // training and trainable; frozen, it normalises as in inference.
+    if (t.training() && !t.frozen()) {
       mean = ops::reduce_mean(x, reduce);
       Value centered = x - spread(mean);
       var = ops::reduce_mean(centered * centered, reduce);

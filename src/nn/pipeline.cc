@@ -511,6 +511,9 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   p->rows = rows;
   p->weight = double(rows) / double(batch);
   Graph& g = p->global;
+  AS_CHECK(model_.weight_penalties_.empty() && model_.activity_penalties_.empty() &&
+               model_.constraints_.empty(),
+           "pipeline: regularizers and constraints are not supported in pipelined training");
   const std::vector<Value> outs = model_.trace_outputs(g, rows, /*training=*/true);
   AS_CHECK(outs.size() == 1, "pipeline: models with one output only (this one has ", outs.size(),
            ")");

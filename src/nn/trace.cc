@@ -13,9 +13,36 @@ std::string Trace::path(const std::string& name) const {
 
 Value Trace::weight(const std::string& name, Shape shape, Initializer init, bool trainable) {
   std::string full = path(name);
-  initializers_.emplace(full, init);
-  if (!trainable) non_trainable_.insert(full);
-  return graph_.parameter(full, std::move(shape));
+  const bool first = initializers_.emplace(full, init).second;
+  if (!trainable || frozen()) non_trainable_.insert(full);
+  Value w = graph_.parameter(full, std::move(shape));
+  if (auto it = weight_penalties_.find(full); first && it != weight_penalties_.end())
+    add_loss(it->second(w));
+  return w;
+}
+
+bool Trace::frozen() const {
+  if (frozen_.empty()) return false;
+  std::string scope;
+  for (const std::string& s : prefix_) {
+    scope += scope.empty() ? s : "." + s;
+    if (frozen_.count(scope)) return true;
+  }
+  return false;
+}
+
+void Trace::penalize(std::map<std::string, Penalty> weights,
+                     std::map<std::string, Penalty> activities) {
+  weight_penalties_ = std::move(weights);
+  activity_penalties_ = std::move(activities);
+}
+
+const Trace::Penalty* Trace::activity_penalty() const {
+  if (activity_penalties_.empty() || prefix_.empty()) return nullptr;
+  std::string scope;
+  for (const std::string& s : prefix_) scope += scope.empty() ? s : "." + s;
+  auto it = activity_penalties_.find(scope);
+  return it == activity_penalties_.end() ? nullptr : &it->second;
 }
 
 void Trace::use_cache(Value positions, int64_t cache_length) {

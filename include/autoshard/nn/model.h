@@ -162,6 +162,21 @@ class Model {
   // moving_variance): updated by the training step itself, saved and loaded
   // with the others.
   std::vector<std::string> non_trainable_weight_paths();
+  // Keras's trainable = False on layers (by name) or nested models (by
+  // scope): their weights take no gradient, no optimizer slot and no
+  // collective, and a frozen BatchNormalization runs in inference mode
+  // (Trace::freeze). Replaces the set before; the next step is traced anew.
+  void set_frozen(std::set<std::string> scopes);
+  const std::set<std::string>& frozen() const { return frozen_; }
+  // Keras's regularizers: penalties on weights by path and on layers'
+  // outputs by layer scope, added to the training and evaluation loss
+  // (Trace::penalize).
+  void set_regularizers(std::map<std::string, Trace::Penalty> weights,
+                        std::map<std::string, Trace::Penalty> activities);
+  // Keras's kernel_constraint and bias_constraint, by weight path: after
+  // each optimizer update the weight becomes constraint(weight).
+  void set_constraints(std::map<std::string, Trace::Penalty> weights);
+
   // The whole value of a weight ("h.0.mlp.c_fc.kernel") or optimizer slot
   // ("optimizer.m.h.0.mlp.c_fc.kernel"). On one device it shares the live
   // storage; on a mesh it is assembled from the devices' blocks (a copy).
@@ -235,7 +250,10 @@ class Model {
   Traced trace_step(Mode mode, const std::vector<Shape>& x_shapes,
                     const std::vector<DType>& x_dtypes, const std::vector<Shape>& y_shapes,
                     const std::vector<DType>& y_dtypes);
-  std::vector<Value> trace_outputs(Graph& graph, int64_t batch_size, bool training);
+  // The forward pass's outputs; `penalties`, when given, receives the
+  // regularizers' loss terms.
+  std::vector<Value> trace_outputs(Graph& graph, int64_t batch_size, bool training,
+                                   std::vector<Value>* penalties = nullptr);
   std::vector<Value> replay(Trace& trace, const std::vector<Value>& inputs);
   Value total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets);
   PartitionRequest leaf_layouts(const Graph& g);
@@ -262,6 +280,8 @@ class Model {
   std::vector<double> loss_weights_;
   // Weights traced as non-trainable (Trace::weight's trainable = false).
   std::set<std::string> non_trainable_;
+  std::set<std::string> frozen_;  // set_frozen
+  std::map<std::string, Trace::Penalty> weight_penalties_, activity_penalties_, constraints_;
   std::vector<Metric> metrics_;
   std::shared_ptr<Distribution> dist_;
   uint64_t seed_ = 0;

@@ -5,6 +5,7 @@
 // model code also runs a generation step over a key-value cache.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -33,6 +34,29 @@ class Trace {
   const std::map<std::string, Initializer>& initializers() const { return initializers_; }
   // Paths of the non-trainable weights declared so far.
   const std::set<std::string>& non_trainable() const { return non_trainable_; }
+
+  // Keras's trainable = False: every weight declared under one of these
+  // scopes (a layer's name, "base" for a nested model, "base.conv" for one
+  // of its layers) is non-trainable, and layers under them read frozen()
+  // (a frozen BatchNormalization normalises with its moving statistics
+  // and keeps them, Keras 3's rule).
+  void freeze(std::set<std::string> scopes) { frozen_ = std::move(scopes); }
+  // Whether the current scope is frozen.
+  bool frozen() const;
+
+  // A function of a tensor to a scalar term of the training loss (Keras's
+  // regularizers).
+  using Penalty = std::function<Value(Value)>;
+  // Keras's kernel_regularizer and bias_regularizer (`weights`, by weight
+  // path: each weight's penalty is added once, when it is first declared)
+  // and activity_regularizer (`activities`, by layer path: added on the
+  // layer's output at each call).
+  void penalize(std::map<std::string, Penalty> weights, std::map<std::string, Penalty> activities);
+  // The activity penalty of the layer whose scope is current, or null.
+  const Penalty* activity_penalty() const;
+  // Keras's layer.add_loss: a scalar term the training loss adds.
+  void add_loss(Value term) { losses_.push_back(term); }
+  const std::vector<Value>& losses() const { return losses_; }
 
   // Generation: the traced tokens sit at `positions` [T] (i32) of sequences
   // whose keys and values stay in buffers of `cache_length` positions
@@ -77,6 +101,9 @@ class Trace {
   std::vector<std::string> prefix_;
   std::map<std::string, Initializer> initializers_;
   std::set<std::string> non_trainable_;
+  std::set<std::string> frozen_;
+  std::map<std::string, Penalty> weight_penalties_, activity_penalties_;
+  std::vector<Value> losses_;
   Value cache_positions_;
   int64_t cache_length_ = 0;
 };

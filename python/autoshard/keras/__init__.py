@@ -6,8 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
-from . import ops
-from . import preprocessing, saving
+from . import constraints, ops, preprocessing, regularizers, saving
 from .models import Input, Model, Sequential
 
 __all__ = [
@@ -16,6 +15,7 @@ __all__ = [
     "Sequential",
     "activations",
     "callbacks",
+    "constraints",
     "distribution",
     "layers",
     "losses",
@@ -24,6 +24,7 @@ __all__ = [
     "ops",
     "optimizers",
     "preprocessing",
+    "regularizers",
     "saving",
     "utils",
 ]

@@ -277,7 +277,8 @@ def _layer_config(layer):
     if args is None:
         raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
                          "keras.layers; it cannot be written")
-    config = {"name": layer.name, "trainable": True, "dtype": "float32"}
+    config = {"name": layer.name, "trainable": bool(getattr(layer, "trainable", True)),
+              "dtype": "float32"}
     for key, value in args.items():
         if (key in ("name", "input_shape", "trainable", "dtype") or value is None
                 or key in _NOT_KERAS.get(type(layer).__name__, ())):
@@ -286,6 +287,8 @@ def _layer_config(layer):
             value = _activations.name_of(value) or "linear"
         elif key.endswith("initializer"):
             value = _layers._initializer(value)
+        elif key.endswith(("_regularizer", "_constraint")):
+            value = _penalty_config(key, value)
         elif isinstance(value, tuple):
             value = list(value)
         config[key] = value
@@ -293,6 +296,14 @@ def _layer_config(layer):
     return {"module": None if registered else "keras.layers",
             "class_name": type(layer).__name__, "config": config,
             "registered_name": registered}
+
+
+def _penalty_config(key, value):
+    """A regularizer or constraint as Keras 3 serializes it in a layer's config."""
+    from . import constraints, regularizers
+
+    module = regularizers if key.endswith("_regularizer") else constraints
+    return module.serialize(module.get(value))
 
 
 def _input_entry(tensor):

@@ -81,6 +81,20 @@ class Layer(_custom_layers.LayerAPI):
     def name(self):
         return self._native.name
 
+    # Keras's trainable (a constructor argument of every layer, or set
+    # later): a frozen layer's weights take no gradient, no optimizer state
+    # and no all-reduce. Read by the model at compile (Keras 3: a change
+    # after compile needs a recompile).
+    @property
+    def trainable(self):
+        if "_trainable" in self.__dict__:
+            return self._trainable
+        return bool(getattr(self, "_init_args", {}).get("trainable", True))
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = bool(value)  # as Keras's Layer.trainable setter
+
     def __call__(self, inputs, *args, **kwargs):
         if _custom_layers.any_traced(inputs):  # inside a custom layer's call
             if len(args) == 1 and (args[0] is None or isinstance(args[0], bool)):
@@ -547,10 +561,37 @@ def dot(inputs, axes=-1, normalize=False, **kwargs):
     return Dot(axes=axes, normalize=normalize, **kwargs)(inputs)
 
 
+# The weights whose Keras <weight>_regularizer and <weight>_constraint each
+# layer class takes (every layer takes an activity_regularizer).
+_PENALIZED = {
+    "Dense": ("kernel", "bias"), "Conv1D": ("kernel", "bias"), "Conv2D": ("kernel", "bias"),
+    "Conv2DTranspose": ("kernel", "bias"), "DepthwiseConv2D": ("depthwise", "bias"),
+    "SeparableConv2D": ("depthwise", "pointwise", "bias"), "Embedding": ("embeddings",),
+    "LSTM": ("kernel", "recurrent", "bias"), "GRU": ("kernel", "recurrent", "bias"),
+    "SimpleRNN": ("kernel", "recurrent", "bias"), "LayerNormalization": ("gamma", "beta"),
+    "BatchNormalization": ("gamma", "beta"), "GroupNormalization": ("gamma", "beta"),
+}
+
+
+def _check_penalties(kwargs, layer):
+    """Checks and takes the regularizer and constraint arguments (kept in
+    _init_args; the model applies them at compile, Model._push_penalties)."""
+    from . import constraints, regularizers
+
+    for key in [k for k in kwargs if k.endswith(("_regularizer", "_constraint"))]:
+        weight, _, kind = key.rpartition("_")
+        if not (key == "activity_regularizer" or weight in _PENALIZED.get(layer, ())):
+            continue  # an argument this layer does not have: refused below
+        try:
+            (regularizers if kind == "regularizer" else constraints).get(kwargs.pop(key))
+        except ValueError as e:
+            raise ValueError(f"{layer}: {key}: {e}") from None
+
+
 def _no_extra(kwargs, layer):
     # Keras's common arguments with no effect here are accepted; others are errors.
-    if kwargs.pop("trainable", True) is not True:
-        raise ValueError(f"{layer}: trainable=False is not supported")
+    kwargs.pop("trainable", None)  # kept in _init_args: Layer.trainable reads it
+    _check_penalties(kwargs, layer)
     if kwargs.pop("dtype", None) not in (None, "float32"):
         raise ValueError(f"{layer}: only float32 layers are supported")
     if kwargs:

@@ -20,6 +20,8 @@ class Loss:
             return
         self.name = name or kind
         where = type(self).__name__
+        # What the sample-weighted form of the loss is made from (_native.sample_weighted_loss).
+        self._spec = (kind, bool(from_logits), float(label_smoothing), float(delta))
         self._native = _native.loss(kind, bool(from_logits),
                                     _checks.number(label_smoothing, "label_smoothing", where, 0, 1),
                                     _checks.number(delta, "delta", where, above=0))
@@ -103,6 +105,7 @@ def get(identifier):
         loss = Loss.__new__(Loss)
         loss.name = identifier
         loss._native = _native.loss_by_name(_ALIASES.get(identifier, identifier))
+        loss._spec = (_ALIASES.get(identifier, identifier), False, 0.0, 1.0)
         return loss
     raise ValueError(f"loss must be a Keras loss name, a keras.losses object or a function "
                      f"(y_true, y_pred), not {identifier!r}")

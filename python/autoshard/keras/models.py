@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _custom_models, _datasets, _functional, _model_files, _variables
+from . import _custom_models, _datasets, _functional, _model_files, _sample_weights, _variables
 from . import callbacks as _callbacks
 from . import distribution as _distribution
 from . import losses as _losses
@@ -261,6 +261,7 @@ class Model:
         model._start(keras_file=kf)
         model._native = kf.take_model()
         model._outputs_are_list = len(kf.outputs) > 1
+        model._file_frozen = set(model._native.frozen)  # the file's "trainable": false layers
         model._after_build()
         if compile and kf.has_compile:
             model._compile_from_keras_file(kf)
@@ -379,8 +380,10 @@ class Model:
     # --- compile ---------------------------------------------------------------
 
     @_one_call_at_a_time
-    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, **kwargs):
-        """Keras's compile: optimizer and loss by name or object; metrics a list."""
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
+                weighted_metrics=None, **kwargs):
+        """Keras's compile: optimizer and loss by name or object; metrics a list;
+        weighted_metrics weighed by fit's and evaluate's sample weights."""
         for k in ("jit_compile", "auto_scale_loss", "run_eagerly", "steps_per_execution"):
             kwargs.pop(k, None)
         if kwargs:
@@ -392,6 +395,9 @@ class Model:
         # input compiles the engine's model at its first batch).
         _named_objects(loss, "loss", _losses.get)
         _named_objects(metrics, "metrics", _metrics.get)
+        _named_objects(weighted_metrics, "weighted_metrics", _metrics.get)
+        self._weighted_metrics = weighted_metrics
+        self._frozen_at_compile = None  # read anew by _push_frozen
         self.optimizer = _optimizers.get(optimizer)
         self._compiled = (self.optimizer, loss, loss_weights, metrics)
         # A Sequential with its input is built now, under the distribution
@@ -420,6 +426,7 @@ class Model:
         weights = [_checks.number(w, f"loss_weights[{i}]", "compile", minimum=0)
                    for i, w in enumerate(loss_weights or [])]
         natives = [m._native for m in _named_objects(metrics, "metrics", _metrics.get)]
+        losses, natives = self._weighting(objects, losses, natives)
         self._metric_names = [m.name for m in natives]
         def variables():
             keys = list(self._native.weight_paths())
@@ -427,9 +434,80 @@ class Model:
                        for layer in _functional.model_layers(self, flat=True)]
             return keys, _variables.keras_paths(self, keys), outputs
 
+        self._push_frozen()
+        self._push_penalties()
         with _distribution.for_model(variables, self.name):
             self._native.compile(optimizer._native, losses, weights, natives)
         optimizer._model_native = self._native  # optimizer.iterations: this model's steps
+
+    def _weighting(self, objects, losses, natives):
+        """The losses and metrics for targets that carry sample weights (in
+        the sample-weighted mode, _use_sample_weights), with the weighted
+        metrics: plain without weights, as Keras's."""
+        weighted = self.__dict__.get("_weighted_metrics")
+        weighted = [m._native for m in _named_objects(weighted, "weighted_metrics", _metrics.get)]
+        names = {m.name for m in natives}
+        logged = lambda m: f"weighted_{m.name}" if m.name in names else m.name  # Keras's names
+        if not self.__dict__.get("_weights_in_targets"):
+            return losses, natives + [_native.renamed_metric(m, logged(m)) for m in weighted]
+        kinds = set(self._class_id_targets)
+        specs = [getattr(l, "_spec", None) for l in objects]
+        if None in specs or None in kinds or len(kinds) != 1:
+            raise ValueError("sample_weight and class_weight need the model compiled in Python "
+                             "with a keras.losses loss (not one read from a file), and outputs "
+                             "whose targets are all class ids or all numbers")
+        ids = kinds.pop()
+        if ids and len(self._native.output_names) > 1:
+            raise ValueError("sample_weight and class_weight with class-id targets need a model "
+                             "of one output")
+        losses = [_native.sample_weighted_loss(*spec) for spec in specs]
+        natives = [_native.metric_without_weights(m, ids) for m in natives]
+        natives += [_native.sample_weighted_metric(m, ids, logged(m)) for m in weighted]
+        return losses, natives
+
+    def _use_sample_weights(self, on):
+        """Compiles the engine's model for targets with (or without) their
+        sample weights, when that changes (the weights and the optimizer's
+        state stay)."""
+        if bool(self.__dict__.get("_weights_in_targets")) != on:
+            self._weights_in_targets = on
+            try:
+                self._compile_native()
+            except BaseException:
+                self._weights_in_targets = not on  # the engine keeps the mode it had
+                raise
+
+    def _weighted_targets(self, ys, what, sample_weight=None, class_weight=None):
+        """ys with the sample weights packed in (_sample_weights.pack) and
+        the model in its sample-weighted mode; ys as they are, and the plain
+        mode, without weights."""
+        names = list(self._native.output_names)
+        n = len(next(iter(ys.values())))
+        if class_weight is not None and sample_weight is not None:
+            raise ValueError(f"{what}: give class_weight or sample_weight, not both (Keras "
+                             "refuses both too)")
+        if class_weight is not None:
+            if len(names) > 1:
+                raise ValueError(f"{what}: class_weight is for models of one output; give "
+                                 "sample_weight per output")
+            weights = {names[0]: _sample_weights.class_weights_to_sample_weights(
+                ys[names[0]], class_weight, what)}
+        elif sample_weight is not None:
+            weights = _sample_weights.per_output(sample_weight, names, n, what)
+        else:
+            self._use_sample_weights(False)
+            return ys
+        self._use_sample_weights(True)
+        return self._pack(ys, weights, what)
+
+    def _pack(self, ys, weights, what):
+        ids = dict(zip(self._native.output_names, self._class_id_targets))
+        classes = (_native.first_output_shape(self._native)[-1] if any(ids.values())
+                   else None)
+        try:
+            return _sample_weights.pack(ys, weights, ids, classes)
+        except ValueError as e:
+            raise ValueError(f"{what}: y: {e}") from None
 
     def _engine(self, what, call, *args):
         """``call(*args)``, an engine call on the user's data: its messages
@@ -523,10 +601,9 @@ class Model:
         epoch and batch (unless a TerminateOnNaN callback stops it first)."""
         self._check_compiled("fit")
         dataset = _datasets.is_dataset(x)
-        if class_weight is not None or sample_weight is not None or (
-                steps_per_epoch is not None and not dataset):
-            raise ValueError("fit: class_weight, sample_weight and steps_per_epoch are not "
-                             "supported (steps_per_epoch: with a PyDataset or generator only)")
+        if steps_per_epoch is not None and not dataset:
+            raise ValueError("fit: steps_per_epoch is supported with a PyDataset or generator "
+                             "only")
         batch_size = _batch_size(batch_size, "batch_size", "fit")
         epochs = _checks.integer(epochs, "epochs", "fit", 0, _checks.INT32_MAX)
         initial_epoch = _checks.integer(initial_epoch, "initial_epoch", "fit", 0,
@@ -548,6 +625,10 @@ class Model:
         xs = _arrays(self._inputs(x, "fit"), "x", "fit")
         ys = self._target_arrays(y, "fit")
         n = _examples(xs, ys, "fit")
+        if (sample_weight is None and class_weight is None and isinstance(validation_data, (
+                tuple, list)) and len(validation_data) == 3 and validation_data[2] is not None):
+            sample_weight = np.ones(n, dtype=np.float32)  # weighted validation, the same mode
+        ys = self._weighted_targets(ys, "fit", sample_weight, class_weight)
         validation = None
         if validation_data is not None:
             vx, vy = self._validation_arrays(validation_data)
@@ -632,11 +713,14 @@ class Model:
                    else _checks.shown(data))
             raise ValueError("fit: validation_data must be a tuple (x_val, y_val) or (x_val, "
                              f"y_val, sample_weight_val), got {got}")
-        if len(data) == 3 and data[2] is not None:
-            raise ValueError("fit: sample weights in validation_data are not supported")
         vx = _arrays(self._inputs(data[0], "fit"), "validation_data[0]", "fit")
         vy = self._target_arrays(data[1], "fit", "validation_data[1]")
-        _examples(vx, vy, "fit", "validation_data[0]")
+        n = _examples(vx, vy, "fit", "validation_data[0]")
+        if self.__dict__.get("_weights_in_targets"):
+            names = list(self._native.output_names)
+            weights = ({} if len(data) < 3 or data[2] is None else _sample_weights.per_output(
+                data[2], names, n, "fit", "validation_data[2]"))
+            vy = self._pack(vy, weights, "fit")
         return vx, vy
 
     def _fit_hooks(self, callbacks, verbose, epochs, steps, validation):
@@ -686,14 +770,15 @@ class Model:
                 raise ValueError("evaluate: the dataset gave no batches")
             return self.evaluate(got[0], got[1], got[2], verbose, sample_weight, None, callbacks,
                                  return_dict)
-        if sample_weight is not None or steps is not None:
-            raise ValueError("evaluate: sample_weight and steps are not supported")
+        if steps is not None:
+            raise ValueError("evaluate: steps is not supported")
         verbose = _verbose(verbose, "evaluate")
         batch_size = _batch_size(batch_size, "batch_size", "evaluate")
         given = _callback_objects(callbacks, "evaluate")
         xs = _arrays(self._inputs(x, "evaluate"), "x", "evaluate")
         ys = self._target_arrays(y, "evaluate")
         n = _examples(xs, ys, "evaluate")
+        ys = self._weighted_targets(ys, "evaluate", sample_weight)
         steps = -(-n // batch_size)
         params = {"verbose": verbose, "epochs": 1, "steps": steps}
         hooks = _callbacks.CallbackList(given, model=self, params=params)
@@ -762,11 +847,10 @@ class Model:
         """One optimizer step; returns that batch's loss (before the step). A
         loss that is NaN or infinite is a ValueError (the step was taken)."""
         self._check_compiled("train_on_batch")
-        if sample_weight is not None or class_weight is not None:
-            raise ValueError("train_on_batch: sample_weight and class_weight are not supported")
         xs = _arrays(self._inputs(x, "train_on_batch"), "x", "train_on_batch")
         ys = self._target_arrays(y, "train_on_batch")
         n = _examples(xs, ys, "train_on_batch")
+        ys = self._weighted_targets(ys, "train_on_batch", sample_weight, class_weight)
         if not self._metric_names:
             loss = self._engine("train_on_batch", self._native.train_on_batch, xs, ys)
             _check_loss(loss, "train_on_batch")
@@ -781,17 +865,128 @@ class Model:
     @_one_call_at_a_time
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         self._check_compiled("test_on_batch")
-        if sample_weight is not None:
-            raise ValueError("test_on_batch: sample_weight is not supported")
         xs = _arrays(self._inputs(x, "test_on_batch"), "x", "test_on_batch")
         ys = self._target_arrays(y, "test_on_batch")
         n = _examples(xs, ys, "test_on_batch")
+        ys = self._weighted_targets(ys, "test_on_batch", sample_weight)
         if not self._metric_names:
             loss = self._engine("test_on_batch", self._native.test_on_batch, xs, ys)
             return {"loss": loss} if return_dict else loss
         logs = _callbacks._loss_first(self._engine("test_on_batch", self._native.evaluate, xs,
                                                    ys, n))
         return logs if return_dict else list(logs.values())
+
+    # --- frozen layers (trainable) ----------------------------------------------
+
+    @property
+    def trainable(self):
+        return self.__dict__.get("_trainable", True)
+
+    @trainable.setter
+    def trainable(self, value):
+        # Keras's Layer.trainable setter: every layer of the model follows.
+        self._trainable = bool(value)
+        for layer in self._python_layers():
+            layer.trainable = self._trainable
+        self._file_frozen = set()  # a file's frozen layers follow too
+
+    def _python_layers(self):
+        """The model's layers as Python objects (none for a model read from a file)."""
+        if "_layers" in self.__dict__:
+            return list(self._layers)
+        return _called_layers(self.__dict__.get("_output_tensors", []))
+
+    def _frozen_scopes(self):
+        """The scopes (layer names) whose weights are frozen now: the
+        layers whose trainable is False, a non-trainable nested model whole
+        (Keras 3's Layer.trainable_weights is empty when the layer is not
+        trainable), everything when the model is not trainable."""
+        scopes = set(self.__dict__.get("_file_frozen", ()))
+        if not self.trainable:
+            scopes |= {p.split(".")[0] for p in self._built().weight_paths()}
+        for layer in self._python_layers():
+            scopes |= _frozen_of(layer)
+        return scopes
+
+    def _push_frozen(self):
+        # Keras 3 fixes trainability at compile: the engine learns it then
+        # (an engine recompile for sample weights keeps compile's).
+        scopes = self.__dict__.get("_frozen_at_compile")
+        if scopes is None:
+            scopes = self._frozen_at_compile = self._frozen_scopes()
+        if scopes != set(self._native.frozen):
+            self._native.set_frozen(scopes)
+
+    def _penalties(self):
+        """The layers' regularizers and constraints as Python objects:
+        (weights: path -> Regularizer, activities: layer -> Regularizer,
+        constraints: path -> Constraint)."""
+        from . import constraints, regularizers
+
+        paths = set(self._built().weight_paths())
+        weights, activities, bounds = {}, {}, {}
+        for layer, prefix in _layers_with_scopes(self._python_layers(), ""):
+            for key, value in getattr(layer, "_init_args", {}).items():
+                if value is None or not key.endswith(("_regularizer", "_constraint")):
+                    continue
+                weight, _, kind = key.rpartition("_")
+                if key == "activity_regularizer":
+                    activities[prefix + layer.name] = regularizers.get(value)
+                    continue
+                # The engine's weight: "kernel", "recurrent_kernel", a
+                # DepthwiseConv2D's "depthwise" kernel.
+                names = [weight, weight + "_kernel"] + (["kernel"] if weight == "depthwise" else [])
+                path = next((f"{prefix}{layer.name}.{n}" for n in names
+                             if f"{prefix}{layer.name}.{n}" in paths), None)
+                if path is None:
+                    continue  # no such weight (a bias_regularizer without a bias)
+                if kind == "regularizer":
+                    weights[path] = regularizers.get(value)
+                else:
+                    bounds[path] = constraints.get(value)
+        return weights, activities, bounds
+
+    def _push_penalties(self):
+        # A model read from a file keeps the file's (set by the reader).
+        if not self._python_layers():
+            return
+        weights, activities, bounds = self._penalties()
+        where = "compile"
+        _native.set_regularizers(self._native, {k: r._engine(where) for k, r in weights.items()},
+                                 {k: r._engine(where) for k, r in activities.items()})
+        _native.set_constraints(self._native, {k: c._engine(where) for k, c in bounds.items()})
+
+    @property
+    def losses(self):
+        """Keras's model.losses: the weight regularizers' penalties on the
+        current weights (NumPy float32 scalars; the activity penalties
+        exist only inside a step, where the engine adds them to the loss)."""
+        weights = self._penalties()[0]
+        native = self._built()
+        return [r(native.get_weight(p)) for p, r in weights.items()]
+
+    def _split_weights(self):
+        """(trainable, non-trainable) weight paths as trainable is set now."""
+        native = self._built()
+        frozen, compiled = self._frozen_scopes(), set(native.frozen)
+        # The moving statistics: non-trainable in the engine, frozen or not.
+        statistics = {p for p in native.non_trainable_weight_paths() if not _under(p, compiled)}
+        paths = list(native.weight_paths())
+        fixed = [p for p in paths if _under(p, frozen) or p in statistics]
+        return [p for p in paths if p not in set(fixed)], fixed
+
+    @property
+    def trainable_weights(self):
+        """Keras's model.trainable_weights (weight paths, as model.weights)."""
+        return self._split_weights()[0]
+
+    @property
+    def non_trainable_weights(self):
+        """The frozen weights and the moving statistics (weight paths)."""
+        return self._split_weights()[1]
+
+    trainable_variables = trainable_weights
+    non_trainable_variables = non_trainable_weights
 
     # --- weights ---------------------------------------------------------------
 
@@ -875,6 +1070,51 @@ class Model:
     def _build_from_shape(self, shape):
         if hasattr(self, "_call_layer") and self._native is None:
             _custom_models.build_from_shape(self, shape)
+
+
+def _under(path, scopes):
+    return any(path.startswith(s + ".") for s in scopes)
+
+
+def _frozen_of(layer):
+    """The frozen scopes of one of a model's layers (a nested model's:
+    itself when not trainable, else its frozen layers; their names are
+    given plain and under the nested model's scope)."""
+    if not getattr(layer, "trainable", True):
+        return {layer.name}
+    if not isinstance(layer, Model):
+        return set()
+    inner = set()
+    for sub in layer._python_layers():
+        inner |= _frozen_of(sub)
+    return inner | {f"{layer.name}.{s}" for s in inner}
+
+
+def _layers_with_scopes(layers, prefix):
+    """(layer, its weights' scope prefix) for layers and nested models' layers."""
+    for layer in layers:
+        if isinstance(layer, Model):
+            yield from _layers_with_scopes(layer._python_layers(), f"{prefix}{layer.name}.")
+            yield from _layers_with_scopes(layer._python_layers(), prefix)
+        else:
+            yield layer, prefix
+
+
+def _called_layers(outputs):
+    """The layers called on the way to ``outputs`` (KerasTensors), in call order."""
+    seen, stack, calls = set(), list(outputs), []
+    while stack:
+        t = stack.pop()
+        if id(t) in seen or t._history is None:
+            continue
+        seen.add(id(t))
+        calls.append(t)
+        inputs = t._history[1]
+        stack.extend(inputs if isinstance(inputs, list) else [inputs])
+    layers = {}
+    for t in sorted(calls, key=lambda t: t._order):
+        layers.setdefault(id(t._history[0]), t._history[0])
+    return list(layers.values())
 
 
 class Sequential(Model):

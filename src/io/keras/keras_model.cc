@@ -12,6 +12,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/input_file.h"
+#include "autoshard/io/keras_regularizers.h"
 #include "autoshard/json.h"
 #include "io/keras/architecture.h"
 #include "io/keras/compile_config.h"
@@ -123,6 +124,81 @@ void make_calls(const ModelSpec& spec, const std::map<std::string, Layer>& layer
              "' is called on tensors no layer makes (a cycle or an unknown layer)");
 }
 
+// The scopes of the layers a file saved with "trainable": false (Keras's
+// frozen layers, nested models' by "<model>.<layer>"), for Model::set_frozen.
+void frozen_scopes(const ModelSpec& spec, const std::string& prefix, std::set<std::string>& out) {
+  for (const LayerSpec& l : spec.layers) {
+    const json* trainable = l.config.is_object() ? json_member(l.config, "trainable") : nullptr;
+    if (trainable && *trainable == json(false))
+      out.insert(prefix + l.name);
+    else if (l.nested)
+      frozen_scopes(*l.nested, prefix + l.name + ".", out);
+  }
+}
+
+// A layer's regularizers and constraints (Keras's "<w>_regularizer",
+// "<w>_constraint" and "activity_regularizer"), for Model::set_regularizers
+// and set_constraints.
+struct Penalties {
+  std::map<std::string, Trace::Penalty> weights, activities, constraints;
+};
+
+// The weight a "<w>_..." field is about: the role named w or w_kernel (a
+// DepthwiseConv2D's "depthwise" is its kernel, by TF.js's name).
+const WeightRole* role_named(const std::vector<WeightRole>& roles, const std::string& w) {
+  for (const WeightRole& r : roles)
+    if (r.cpp == w || r.cpp == w + "_kernel" || r.tfjs == w + "_kernel") return &r;
+  return nullptr;
+}
+
+void penalties_of(const LayerSpec& l, const std::vector<WeightRole>& roles,
+                  const std::string& prefix, const std::string& where, Penalties& out) {
+  if (l.nested) {  // each inner layer, on its roles ("inner.kernel" -> "kernel")
+    for (const LayerSpec& inner : l.nested->layers) {
+      std::vector<WeightRole> own;
+      for (const WeightRole& r : roles)
+        if (r.cpp.rfind(inner.name + ".", 0) == 0)
+          own.push_back({r.cpp.substr(inner.name.size() + 1), r.k3, r.tfjs});
+      penalties_of(inner, own, prefix + l.name + ".", where, out);
+    }
+    return;
+  }
+  if (!l.config.is_object()) return;
+  const std::string at = where + ": layer '" + l.name + "'";
+  // A wrapper's inner layers (Bidirectional's forward and backward layer)
+  // keep theirs in their own configs: not applied yet, so refused.
+  for (const char* inner : {"layer", "backward_layer"}) {
+    const json* c = json_member(l.config, inner);
+    const json* cc = c && c->is_object() ? json_member(*c, "config") : nullptr;
+    if (!cc || !cc->is_object()) continue;
+    for (const auto& [key, value] : cc->items())
+      AS_CHECK(value.is_null() || (key.find("_regularizer") == std::string::npos &&
+                                   key.find("_constraint") == std::string::npos),
+               at, ": ", inner, "'s ", key,
+               " is not supported (regularizers and constraints inside a wrapper)");
+  }
+  for (const auto& [key, value] : l.config.items()) {
+    if (value.is_null()) continue;
+    for (const char* suffix : {"_regularizer", "_constraint"}) {
+      const size_t n = std::char_traits<char>::length(suffix);
+      if (key.size() <= n || key.compare(key.size() - n, n, suffix) != 0) continue;
+      const std::string w = key.substr(0, key.size() - n);
+      const bool constraint = suffix[1] == 'c';
+      if (w == "activity" && !constraint) {
+        out.activities[prefix + l.name] = keras_regularizer(value, at + ": " + key);
+        continue;
+      }
+      const WeightRole* r = role_named(roles, w);
+      if (!r) continue;  // no such weight (a bias_regularizer without a bias)
+      const std::string path = prefix + l.name + "." + r->cpp;
+      if (constraint)
+        out.constraints[path] = keras_constraint(value, at + ": " + key);
+      else
+        out.weights[path] = keras_regularizer(value, at + ": " + key);
+    }
+  }
+}
+
 Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoadOptions& options) {
   Built b;
   // Inputs feeding an Embedding take token ids (TF.js says float32 for them).
@@ -177,6 +253,14 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
   AS_CHECK(!outputs.empty(), ctx.where, ": the model has no outputs");
   b.model = std::make_unique<Model>(inputs, outputs, spec.name.empty() ? "model" : spec.name);
   b.model->set_seed(options.seed);
+  std::set<std::string> frozen;
+  frozen_scopes(spec, "", frozen);
+  if (!frozen.empty()) b.model->set_frozen(std::move(frozen));
+  Penalties p;
+  for (const auto& [layer, roles] : b.roles) penalties_of(*layer, roles, "", ctx.where, p);
+  if (!p.weights.empty() || !p.activities.empty())
+    b.model->set_regularizers(std::move(p.weights), std::move(p.activities));
+  if (!p.constraints.empty()) b.model->set_constraints(std::move(p.constraints));
   return b;
 }
 

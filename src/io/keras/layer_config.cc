@@ -1,6 +1,7 @@
 #include "io/keras/layer_config.h"
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_regularizers.h"
 #include "autoshard/json.h"
 
 namespace autoshard::keras {
@@ -119,12 +120,16 @@ void LayerConfig::expect(const std::string& k, const json& expected, const std::
   bad(k, v, why.empty() ? "is not supported (only " + expected.dump() + ")" : why);
 }
 
-void LayerConfig::training_only(const std::string& k) {
+void LayerConfig::penalty(const std::string& k) {
   used_.insert(k);
-  if (!has(k) || ctx_.inference) return;
-  bad(k, c_.at(k),
-      "is not supported for training (regularizers and constraints are not implemented); "
-      "predict and evaluate accept it");
+  if (!has(k) || c_.at(k).is_null()) return;
+  // Checked now, so that an unknown one is an error naming the layer; the
+  // model's reader applies them (regularizers_of in keras_model.cc).
+  const bool constraint = k.size() > 11 && k.compare(k.size() - 11, 11, "_constraint") == 0;
+  if (constraint)
+    keras_constraint(c_.at(k), at(k));
+  else
+    keras_regularizer(c_.at(k), at(k));
 }
 
 std::string LayerConfig::activation_name(const std::string& k, const std::string& def) {
@@ -140,8 +145,8 @@ void LayerConfig::channels_last() {
 void LayerConfig::weight_extras(const std::vector<std::string>& weights) {
   for (const std::string& w : weights) {
     initializer(w + "_initializer");
-    training_only(w + "_regularizer");
-    training_only(w + "_constraint");
+    penalty(w + "_regularizer");
+    penalty(w + "_constraint");
   }
   expect("lora_rank", nullptr);
   expect("lora_alpha", nullptr, "is not supported (LoRA)");
@@ -163,10 +168,12 @@ void LayerConfig::check_common() {
       name = json_string_or(d->at("config"), "name", "", at("dtype.config"));
     if (name != "float32") bad("dtype", *d, "is not supported (float32 only)");
   }
+  // trainable: false (a frozen layer) is read by the model's reader
+  // (frozen_scopes in keras_model.cc); anything but a boolean is an error.
   used_.insert("trainable");
-  if (c_.contains("trainable") && c_.at("trainable") == json(false) && !ctx_.inference)
-    bad("trainable", false, "(a frozen layer) is not supported for training");
-  training_only("activity_regularizer");
+  if (c_.contains("trainable") && !c_.at("trainable").is_boolean())
+    bad("trainable", c_.at("trainable"), "must be true or false");
+  penalty("activity_regularizer");
 }
 
 std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,

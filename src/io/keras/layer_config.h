@@ -2,8 +2,8 @@
 // field is read, checked or known to be harmless, and a value the C++ layer
 // does not support is an error naming the layer, the field and the value,
 // never ignored. Initializers are accepted as they are (the file's weights
-// replace the draws); regularizers, constraints and frozen layers change
-// training, so they are refused unless the model is only run forward.
+// replace the draws); regularizers, constraints and trainable are checked
+// here and applied by the model's reader (keras_model.cc).
 //
 //   LayerConfig f(spec, ctx);
 //   const int64_t units = f.positive("units");
@@ -83,14 +83,14 @@ class LayerConfig {
   std::vector<int64_t> sizes(const std::string& k, size_t n, std::vector<int64_t> def);
   // The field must hold `expected` (or be absent).
   void expect(const std::string& k, const nlohmann::json& expected, const std::string& why = "");
-  // Fields that change only training (regularizers, constraints).
-  void training_only(const std::string& k);
+  // A regularizer or constraint field (null or absent: none), checked.
+  void penalty(const std::string& k);
   void initializer(const std::string& k) { used_.insert(k); }
   // The activation autoshard applies ("" for linear); absent: `def`.
   std::string activation_name(const std::string& k, const std::string& def = "linear");
   void channels_last();
   // The extras of a layer with these weights ("kernel", "bias"): their
-  // initializers (accepted), regularizers and constraints (training only),
+  // initializers (accepted), regularizers and constraints (checked),
   // and no LoRA or quantization.
   void weight_extras(const std::vector<std::string>& weights);
   // Throws naming the first field nobody read.

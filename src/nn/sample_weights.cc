@@ -1,0 +1,133 @@
+#include "autoshard/nn/sample_weights.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "nn/loss_values.h"
+
+namespace autoshard {
+
+namespace {
+
+// x without the last `drop` entries (or, with keep_last, only the last one)
+// of its last axis: Pad's negative sizes crop.
+Value crop_last(Value x, int64_t drop, bool keep_last) {
+  std::vector<int64_t> lo(x.rank(), 0), hi(x.rank(), 0);
+  if (keep_last)
+    lo.back() = -(x.dim(-1) - 1);
+  else
+    hi.back() = -drop;
+  return ops::pad(x, lo, hi);
+}
+
+Value mean_of_all(Value x) {
+  std::vector<int64_t> axes;
+  for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
+  return axes.empty() ? x : ops::reduce_mean(x, axes);
+}
+
+}  // namespace
+
+namespace losses {
+
+Loss sample_weighted(const std::string& kind, CrossentropyOptions options, double delta) {
+  by_name(kind);  // an unknown name is an error now
+  return [=](Value p, Value packed) {
+    AS_CHECK(packed.dtype() == DType::F32 && packed.rank() >= 1 && packed.dim(-1) >= 2,
+             "sample-weighted ", kind, ": targets must carry their weights (f32 [..., k + 1]), ",
+             "got ", dtype_name(packed.dtype()), shape_str(packed.shape()));
+    Shape per_example = packed.shape();
+    per_example.pop_back();
+    Value weights = ops::reshape(crop_last(packed, 0, true), per_example);
+    Value t = crop_last(packed, 1, false);  // one-hot for the sparse crossentropy
+    Value values = loss_values(kind, options, delta, p, t);
+    AS_CHECK(values.rank() >= weights.rank(), "sample-weighted ", kind, ": weights ",
+             shape_str(weights.shape()), " for values ", shape_str(values.shape()));
+    // Each example's weight over its values (Keras's squeeze_or_expand_to_same_rank).
+    Shape spread = weights.shape();
+    while (spread.size() < size_t(values.rank())) spread.push_back(1);
+    return mean_of_all(values * ops::broadcast_to(ops::reshape(weights, spread), values.shape()));
+  };
+}
+
+}  // namespace losses
+
+namespace metrics {
+
+namespace {
+
+struct Unpacked {
+  Tensor targets;
+  std::vector<float> weights;  // one per row of `targets`' leading axes
+};
+
+// Packed targets [..., k + 1] -> the targets [..., k] (for class ids, sent
+// one-hot: i32 [...], the argmax) and the weights.
+Unpacked unpack(const Tensor& packed, bool class_ids) {
+  AS_CHECK(packed.dtype() == DType::F32 && packed.rank() >= 1 && packed.shape().back() >= 2,
+           "a sample-weighted metric needs targets that carry their weights, got ",
+           dtype_name(packed.dtype()), shape_str(packed.shape()));
+  const int64_t width = packed.shape().back(), k = width - 1, rows = packed.numel() / width;
+  Shape shape = packed.shape();
+  if (class_ids)
+    shape.pop_back();
+  else
+    shape.back() = k;
+  Unpacked u{Tensor(shape, class_ids ? DType::I32 : DType::F32), std::vector<float>(rows)};
+  const float* src = packed.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = src + r * width;
+    if (class_ids)
+      u.targets.i32()[r] = static_cast<int32_t>(std::max_element(row, row + k) - row);
+    else
+      std::memcpy(u.targets.f32() + r * k, row, k * sizeof(float));
+    u.weights[r] = row[k];
+  }
+  return u;
+}
+
+// Row r of x's leading axis (its first dimension), as a batch of one.
+Tensor row_of(const Tensor& x, int64_t r) {
+  Shape shape = x.shape();
+  const int64_t n = x.numel() / shape[0];
+  shape[0] = 1;
+  Tensor out(shape, x.dtype());
+  std::memcpy(static_cast<char*>(out.raw()),
+              static_cast<const char*>(x.raw()) + r * n * dtype_size(x.dtype()),
+              n * dtype_size(x.dtype()));
+  return out;
+}
+
+}  // namespace
+
+Metric without_weights(Metric m, bool class_ids) {
+  auto inner = m.accumulate;
+  m.accumulate = [inner, class_ids](const Tensor& p, const Tensor& packed) {
+    return inner(p, unpack(packed, class_ids).targets);
+  };
+  return m;
+}
+
+Metric sample_weighted(Metric m, bool class_ids) {
+  auto inner = m.accumulate;
+  m.accumulate = [inner, class_ids](const Tensor& p, const Tensor& packed) {
+    const Unpacked u = unpack(packed, class_ids);
+    const int64_t examples = p.shape().at(0);
+    AS_CHECK(int64_t(u.weights.size()) == examples, "weighted metrics take one weight per ",
+             "example (", examples, "), got ", u.weights.size());
+    Metric::Sums total;
+    for (int64_t r = 0; r < examples; ++r) {
+      const Metric::Sums one = inner(row_of(p, r), row_of(u.targets, r));
+      if (total.empty()) total.assign(one.size(), 0.0);
+      for (size_t i = 0; i < one.size(); ++i) total[i] += double(u.weights[r]) * one[i];
+    }
+    return total;
+  };
+  return m;
+}
+
+}  // namespace metrics
+
+}  // namespace autoshard
