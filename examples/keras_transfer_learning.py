@@ -73,16 +73,16 @@ pretrained.save(path)
 
 # %%
 saved = keras.models.load_model(path)
-by_path = dict(zip(saved.weights, saved.get_weights()))
+by_path = dict(zip([v.path for v in saved.weights], saved.get_weights()))
 model = keras.Sequential([keras.Input((32,)), *base_layers(), layers.Dense(3, name="head_b")])
-model.set_weights([by_path.get(p, w) for p, w in zip(model.weights, model.get_weights())])
+model.set_weights([by_path.get(v.path, w) for v, w in zip(model.weights, model.get_weights())])
 for layer in model.layers[:-1]:
     layer.trainable = False
 model.compile(keras.optimizers.Adam(1e-2),
               keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
-print("trainable:", model.trainable_weights)
-print("frozen:", model.non_trainable_weights)
+print("trainable:", [v.path for v in model.trainable_weights])
+print("frozen:", [v.path for v in model.non_trainable_weights])
 plan = autoshard.plan(model, mesh, batch=64, cluster="a100-80g")
 print(f"optimizer state per device: {plan.memory_per_device['optimizer_state']} bytes "
       "(the head's only)")

@@ -106,7 +106,8 @@ def data(shape, classes, n=21, seed=0):
 
 def test_custom_layer_forward_equals_numpy():
     model = antirectifier_model()
-    assert model.weights == ["d1.kernel", "d1.bias", "anti.kernel", "d2.kernel", "d2.bias"]
+    assert [v.path for v in model.weights] == ["d1/kernel", "d1/bias", "anti/kernel", "d2/kernel",
+                                              "d2/bias"]
     rng = np.random.default_rng(1)
     weights = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
     model.set_weights(weights)
@@ -124,7 +125,7 @@ def test_transformer_block_forward_equals_numpy():
     rng = np.random.default_rng(2)
     weights = [rng.normal(size=w.shape).astype(np.float32) * 0.3 for w in model.get_weights()]
     model.set_weights(weights)
-    paths = model.weights
+    paths = [v.path.replace("/", ".") for v in model.weights]
     assert paths[0].startswith("block.") and paths[-1] == "head.bias"
     w = dict(zip(paths, [a.astype(np.float64) for a in weights]))
     x = rng.normal(size=(3, 5, 8)).astype(np.float32)
@@ -183,21 +184,26 @@ def test_one_sgd_step_follows_the_finite_difference_gradient():
     assert np.abs(start[2] - model.get_weights()[2]).max() > 1e-4  # the custom weight moved
 
 
-def layout(mesh_shape):
+# Each model's own keys: a key that matches no variable is an error.
+LAYOUT_KEYS = {
+    "antirectifier": {"d1/kernel": (None, "model"), "anti/kernel": ("model", None)},
+    "transformer": {"block/dense.*kernel": (None, "model"), "head/kernel": ("model", None)},
+    "residual_mlp": {"residual_mlp.*kernel": (None, "model")},
+}
+
+
+def layout(mesh_shape, name):
     mesh = DeviceMesh(mesh_shape, ("data", "model"))
     layout_map = LayoutMap(mesh)
-    layout_map["d1.kernel"] = (None, "model")
-    layout_map["anti.kernel"] = ("model", None)
-    layout_map["block.dense.*kernel"] = (None, "model")
-    layout_map["residual_mlp.*kernel"] = (None, "model")
-    layout_map["head.kernel"] = ("model", None)
+    for key, value in LAYOUT_KEYS[name].items():
+        layout_map[key] = value
     return ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 
 DISTRIBUTIONS = {
-    "data=2": lambda: DataParallel(devices=["cpu:0", "cpu:1"]),
-    "model=2": lambda: layout((1, 2)),
-    "data=2,model=2": lambda: layout((2, 2)),
+    "data=2": lambda name: DataParallel(devices=["cpu:0", "cpu:1"]),
+    "model=2": lambda name: layout((1, 2), name),
+    "data=2,model=2": lambda name: layout((2, 2), name),
 }
 MODELS = {
     "antirectifier": (antirectifier_model, (6,), 4),
@@ -223,7 +229,7 @@ def test_sharded_training_equals_one_device(name, mesh):
     single = make()
     single.build((None,) + shape)
     start = single.get_weights()
-    set_distribution(DISTRIBUTIONS[mesh]())
+    set_distribution(DISTRIBUTIONS[mesh](name))
     try:
         sharded = make()
         sharded.build((None,) + shape)
@@ -261,10 +267,16 @@ def test_autoshard_splits_a_custom_layer_weight():
     assert "model" in plan.layouts["mixer.w"] + plan.layouts["mixer.v"], plan.layouts
     # And TensorParallel trains it as one device does.
     x, y = data((512,), 10, n=16)
-    single = keras.Model(inp, out)
+    # Models of their own layers (models built on the same layers share
+    # their weights, as in Keras).
+    def make():
+        i = keras.Input((512,))
+        return keras.Model(i, layers.Dense(10, name="head")(WideMixer(name="mixer")(i)))
+
+    single = make()
     single.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     start = single.get_weights()
-    tp_model = keras.Model(inp, out)
+    tp_model = make()
     tp_model.set_weights(start)
     tp = autoshard.TensorParallel(tp_model, world_size=4, batch_size=8, cluster="a100-80g")
     tp.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -326,7 +338,7 @@ def test_weights_variables_and_config():
     layer = Antirectifier(name="anti2")
     inp = keras.Input((4,))
     model = keras.Model(inp, layer(inp))
-    assert model.weights == ["anti2.kernel"]
+    assert [v.path for v in model.weights] == ["anti2/kernel"]
     (kernel,) = layer.weights
     assert kernel.path == "anti2/kernel" and kernel.shape == (8, 4) and kernel.trainable
     assert layer.get_config() == {"name": "anti2", "trainable": True, "dtype": "float32",
@@ -351,7 +363,7 @@ def test_subclassed_model_fits_saves_and_loads_weights(tmp_path, capsys):
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert [l.name for l in model.layers][0].startswith("dense")
     assert len(model.layers) == 4
-    assert model.weights[0].startswith("res.dense")
+    assert model.weights[0].path.startswith("res/dense")
     loss, acc = model.evaluate(x, y, verbose=0)
     path = str(tmp_path / "res.weights.h5")
     model.save_weights(path)
@@ -451,7 +463,7 @@ def test_custom_loss_equals_numpy_and_trains_sharded_as_one_device(loss):
     start = model.get_weights()
     h1 = model.fit(x, y, batch_size=5, epochs=3, shuffle=False, verbose=0).history["loss"]
     assert h1[-1] < h1[0]
-    set_distribution(layout((2, 2)))
+    set_distribution(layout((2, 2), "antirectifier"))
     try:
         sharded = antirectifier_model()
         sharded.set_weights(start)

@@ -48,7 +48,7 @@ def test_transfer_learning_example_freezes_then_fine_tunes():
                          env=env)
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert "trainable: ['head_b.kernel', 'head_b.bias']" in text
+    assert "trainable: ['head_b/kernel', 'head_b/bias']" in text
     assert "base unchanged: True" in text  # frozen: no step moved the base
     assert "base trained: True" in text  # unfrozen and recompiled: it trains
     head = re.search(r"head trained: loss ([0-9.]+) -> ([0-9.]+)", text)

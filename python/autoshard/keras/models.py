@@ -977,13 +977,15 @@ class Model:
 
     @property
     def trainable_weights(self):
-        """Keras's model.trainable_weights (weight paths, as model.weights)."""
-        return self._split_weights()[0]
+        """Keras's model.trainable_weights: Variables, as model.weights."""
+        keys = set(self._split_weights()[0])
+        return [v for v in self.weights if v._key in keys]
 
     @property
     def non_trainable_weights(self):
-        """The frozen weights and the moving statistics (weight paths)."""
-        return self._split_weights()[1]
+        """The frozen weights and the moving statistics (Variables)."""
+        keys = set(self._split_weights()[1])
+        return [v for v in self.weights if v._key in keys]
 
     trainable_variables = trainable_weights
     non_trainable_variables = non_trainable_weights

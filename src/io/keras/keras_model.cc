@@ -630,6 +630,7 @@ KerasModel keras_model_of_config(const nlohmann::json& model_config, const std::
                                                     : Dialect::TFJS;
     KerasLoadOptions options;
     options.weights = !weights_h5.empty();
+    options.unknown_dims = true;  // Python's models: keras.Input(shape=(None, ...)) kept
     if (options.weights) {
       AS_CHECK(format == "keras", named, ": a weights file follows Keras 3's layout; this model ",
                "was described in the ", format, " format");
