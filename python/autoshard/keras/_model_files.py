@@ -18,7 +18,7 @@ import os
 import tempfile
 
 from .. import _native
-from . import _custom_layers, _custom_saving
+from . import _custom_layers, _custom_saving, _functional
 from . import activations as _activations
 from . import layers as _layers
 from . import optimizers as _optimizers
@@ -331,17 +331,7 @@ def functional_config(name, inputs, outputs):
     """A functional model's Keras 3 architecture from its input and output
     KerasTensors: every call reachable from the outputs, in the order they
     were made."""
-    calls, seen, stack = [], set(), list(outputs)
-    while stack:
-        t = stack.pop()
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        if t._history is not None:
-            calls.append(t)
-            layer_inputs = t._history[1]
-            stack.extend(layer_inputs if isinstance(layer_inputs, list) else [layer_inputs])
-    calls.sort(key=lambda t: t._order)
+    calls = _functional.calls(outputs)
     node_of, layers = {}, {}
     for t in calls:
         layer = t._history[0]
