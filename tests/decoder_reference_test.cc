@@ -5,7 +5,8 @@
 // AdamW steps, on one device and on meshes that split the 2 kv heads of the
 // llama over 3 and 4 devices (and qwen2's single kv head, OPT's 6 heads over
 // 4), planned by AutoShard and by the Megatron layout; greedy generation over
-// the key-value cache.
+// the key-value cache. Phi-3 (tools/make_phi3_reference.py) is the Llama
+// family's blocks on fused checkpoint tensors.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -22,6 +23,8 @@
 #include "autoshard/models/llama/formats.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/models/opt/formats.h"
+#include "autoshard/models/phi3/phi3.h"
+#include "autoshard/models/registry.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
@@ -38,7 +41,26 @@ using testing::kTestData;
 // Each weight path and its Hugging Face tensor name.
 std::map<std::string, std::string> hf_names_of(const LanguageModelConfig& c) {
   if (const auto* opt = c.get_if<OPTConfig>()) return opt_hf_names(*opt);
+  if (c.model_type() == "phi3") return phi3_hf_names(*c.get_if<LlamaConfig>());
   return llama_hf_names(*c.get_if<LlamaConfig>());
+}
+
+// Where a weight starts in its checkpoint tensor: 0, or, in a tensor that
+// fuses several (Phi-3's qkv_proj and gate_up_proj), after the parts before
+// it in Hugging Face's order.
+int64_t offset_in_tensor(Model& model, const std::map<std::string, std::string>& hf,
+                         const std::string& path) {
+  const std::vector<std::string> order = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"};
+  auto rank = [&](const std::string& p) {
+    for (size_t i = 0; i < order.size(); ++i)
+      if (p.find("." + order[i] + ".") != std::string::npos) return int64_t(i);
+    return int64_t(-1);
+  };
+  int64_t offset = 0;
+  for (const auto& [other, tensor] : hf)
+    if (tensor == hf.at(path) && rank(other) < rank(path))
+      offset += model.gather_weight(other).numel();
+  return offset;
 }
 
 struct DecoderFixture {
@@ -56,7 +78,12 @@ struct DecoderFixture {
   }
   // A reference tensor of `prefix` + the weight's Hugging Face name, in the weight's shape.
   Tensor expected(const std::string& prefix, const std::string& path, const Shape& shape) {
-    return ref.load(prefix + hf.at(path)).reshaped(shape);
+    const Tensor whole = ref.load(prefix + hf.at(path));
+    if (whole.numel() == numel(shape)) return whole.reshaped(shape);
+    Tensor part(shape);
+    const int64_t offset = offset_in_tensor(model, hf, path);
+    std::copy_n(whole.f32() + offset, part.numel(), part.f32());
+    return part;
   }
 };
 
@@ -148,7 +175,7 @@ TEST_P(DecoderReference, GreedyGenerationMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DecoderReference,
-                         ::testing::Values("llama", "qwen2", "gemma", "mistral", "opt"));
+                         ::testing::Values("llama", "qwen2", "gemma", "mistral", "opt", "phi3"));
 
 }  // namespace
 }  // namespace autoshard
@@ -183,6 +210,26 @@ TEST(LlamaConfig, UnsupportedValuesAreErrorsNamingTheField) {
   EXPECT_EQ(error_of([&] { Llama(mistral, 9); }), "");
 }
 
+TEST(Phi3Config, WhatItDoesNotRunIsAnErrorNamingTheField) {
+  const std::string base =
+      R"("model_type": "phi3", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 12,
+         "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 16)";
+  auto parse = [&](const std::string& extra) {
+    return error_of([&] { phi3_config(ConfigReader("{" + base + extra + "}", "c.json")); });
+  };
+  EXPECT_EQ(parse(R"(, "rope_scaling": null, "sliding_window": null, "resid_pdrop": 0.0)"), "");
+  EXPECT_NE(parse(R"(, "rope_scaling": {"type": "longrope"})").find("longrope"), std::string::npos);
+  EXPECT_NE(parse(R"(, "partial_rotary_factor": 0.75)").find("partial_rotary_factor"),
+            std::string::npos);
+  EXPECT_NE(parse(R"(, "resid_pdrop": 0.1)").find("resid_pdrop"), std::string::npos);
+  EXPECT_NE(parse(R"(, "hidden_act": "gelu")").find("hidden_act"), std::string::npos);
+  EXPECT_NE(parse(R"(, "num_attention_heads": 3)").find("multiple"), std::string::npos);
+  // A Phi-3 directory is the phi3 family's, and its models are its own.
+  const LanguageModelConfig c = LanguageModelConfig::of(kTestData + "/hf_phi3");
+  EXPECT_EQ(std::string(c.family().name()), "phi3");
+  EXPECT_EQ(std::string(config_of_model(*c.build(4, 0))->family().name()), "phi3");
+}
+
 class DecoderCheckpoint : public testing::TempDirTest {
  protected:
   // A copy of the qwen2 directory to break.
@@ -196,13 +243,10 @@ class DecoderCheckpoint : public testing::TempDirTest {
 // config.json (gemma's activation and norm, OPT's position rows included)
 // the same logits.
 TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
-  for (const char* name : {"llama", "gemma", "opt"}) {
+  for (const char* name : {"llama", "gemma", "opt", "phi3"}) {
     DecoderFixture f(name);
     const std::string out = (dir_ / name).string();
-    if (auto* opt = dynamic_cast<OPT*>(&f.model))
-      save_hf_opt(*opt, out);
-    else
-      save_hf_llama(dynamic_cast<Llama&>(f.model), out);
+    save_language_model_hf(f.model, out);
     std::unique_ptr<Model> again = LanguageModelConfig::of(out).build(f.x.dim(1), /*seed=*/5);
     load_language_model_weights(*again, out);
     for (const std::string& path : f.model.weight_paths())
@@ -210,6 +254,26 @@ TEST_F(DecoderCheckpoint, SaveAndLoadBackGiveTheSameModel) {
           << name << " " << path;
     EXPECT_LT(max_relative_error(again->predict_on_batch(f.x), f.ref.load("logits")), 1e-5) << name;
   }
+}
+
+// Phi-3's fused tensors are written whole, the same values as the file read
+// (their parts in Hugging Face's order), also when shards split the tensors
+// between files: a fused tensor's parts stay in one.
+TEST_F(DecoderCheckpoint, Phi3WritesItsFusedTensorsAsRead) {
+  DecoderFixture f("phi3");
+  const SafetensorsFile original(f.dir + "/model.safetensors");
+  for (const uint64_t shard_bytes : {uint64_t{0}, uint64_t{4096}}) {
+    const std::string out = (dir_ / ("phi3_" + std::to_string(shard_bytes))).string();
+    save_language_model_hf(f.model, out, {.max_shard_bytes = shard_bytes});
+    const HFCheckpoint saved(out);
+    for (const SafetensorsEntry& e : original.entries())
+      EXPECT_EQ(max_relative_error(saved.file_of(e.name)->load(e.name), original.load(e.name)), 0)
+          << e.name << " (shards of " << shard_bytes << " bytes)";
+    std::unique_ptr<Model> again = LanguageModelConfig::of(out).build(f.x.dim(1), 5);
+    load_language_model_weights(*again, out);
+    EXPECT_LT(max_relative_error(again->predict_on_batch(f.x), f.ref.load("logits")), 1e-5);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "phi3_4096" / "model.safetensors.index.json"));
 }
 
 // Saving in the checkpoints' own dtypes (the llama's BF16 from a mesh of 3

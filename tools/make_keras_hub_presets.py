@@ -33,6 +33,9 @@ variables as vars/0, vars/1, ...). See docs/keras-hub.md.
                                  of the same sizes and rope scaling with head
                                  dim 4, random weights, as a Hugging Face
                                  directory beside its preset
+  tests/data/keras_hub/phi3/     Phi3Backbone from tests/data/hf_phi3 (its fused
+                                 qkv_proj and gate_up_proj sliced); `--only
+                                 phi3` writes it alone
 
 MultiHeadAttention's sublayers (GPT-2, OPT, BERT, RoBERTa): saving_lib
 walks a layer's public attributes before its private ones (saving_lib.py
@@ -393,6 +396,46 @@ def decoder(name, hf_dir, shards=1, bf16=False):
                  bf16=bf16)
 
 
+def phi3():
+    """KerasHub's Phi3Backbone (keras-hub's models/phi3/phi3_backbone.py,
+    phi3_decoder.py, phi3_attention.py) from tests/data/hf_phi3: the fused
+    qkv_proj sliced into query, key and value (heads x head_dim, then kv
+    heads x head_dim twice) and gate_up_proj into gate and up, as keras-hub's
+    utils/transformers/convert_phi3.py does."""
+    hf_dir = os.path.join(ROOT, "hf_phi3")
+    c = json.load(open(os.path.join(hf_dir, "config.json")))
+    w = {k.removeprefix("model."): v for k, v in load_hf(hf_dir).items()}
+    C, H, K, I = (c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"],
+                  c["intermediate_size"])
+    D = C // H
+    L = Layers()
+    L.put(L.layer("ReversibleEmbedding"), w["embed_tokens.weight"], w["lm_head.weight"].T)
+    for i in range(c["num_hidden_layers"]):
+        p = f"layers.{i}."
+        qkv = w[p + "self_attn.qkv_proj.weight"]
+        q, k, v = qkv[:H * D], qkv[H * D:(H + K) * D], qkv[(H + K) * D:]
+        gate, up = w[p + "mlp.gate_up_proj.weight"][:I], w[p + "mlp.gate_up_proj.weight"][I:]
+        g = L.layer("Phi3Decoder")
+        L.put(g + "/pre_attention_layernorm", w[p + "input_layernorm.weight"])
+        L.put(g + "/attention/query_dense", q.T.reshape(C, H, D))
+        L.put(g + "/attention/key_dense", k.T.reshape(C, K, D))
+        L.put(g + "/attention/value_dense", v.T.reshape(C, K, D))
+        L.put(g + "/attention/output_dense", w[p + "self_attn.o_proj.weight"].T.reshape(H, D, C))
+        L.put(g + "/post_attention_layernorm", w[p + "post_attention_layernorm.weight"])
+        L.put(g + "/feedforward_intermediate_dense", up.T)
+        L.put(g + "/feedforward_gate_dense", gate.T)
+        L.put(g + "/feedforward_output_dense", w[p + "mlp.down_proj.weight"].T)
+    L.put(L.layer("Phi3LayerNorm"), w["norm.weight"])
+    config = dict(vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"],
+                  hidden_dim=C, intermediate_dim=I, num_query_heads=H, num_key_value_heads=K,
+                  layer_norm_epsilon=c["rms_norm_eps"], dropout=0.0,
+                  max_sequence_length=c["max_position_embeddings"],
+                  pretraining_sequence_length=c["original_max_position_embeddings"],
+                  rope_max_wavelength=c["rope_theta"], rope_scaling_type=None,
+                  rope_scaling_short_factor=None, rope_scaling_long_factor=None)
+    write_preset("phi3", "phi3", "Phi3Backbone", config, L)
+
+
 def llama_hf():
     """A Llama with head_dim = hidden / heads, as a Hugging Face directory."""
     src = json.load(open(os.path.join(ROOT, "hf_llama", "config.json")))
@@ -526,8 +569,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keras-layout", choices=["3.0", "3.3"], default="3.3",
                         help="the Keras version whose model.weights.h5 layout to write")
-    KERAS_LAYOUT = parser.parse_args().keras_layout
+    parser.add_argument("--only", choices=["phi3"],
+                        help="write this preset alone (the others stay as committed)")
+    args = parser.parse_args()
+    KERAS_LAYOUT = args.keras_layout
     os.makedirs(OUT, exist_ok=True)
+    if args.only:
+        return {"phi3": phi3}[args.only]()
     tokenizers()
     gpt2()
     opt()
@@ -538,6 +586,7 @@ def main():
         decoder(name, os.path.join(ROOT, "hf_" + name))
     decoder("gemma2", gemma2_hf())
     decoder("gemma", os.path.join(ROOT, "hf_gemma"), bf16=True)
+    phi3()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ import pytest
 import autoshard
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data")
-DECODERS = ["hf_gpt2", "hf_llama", "hf_mistral", "hf_qwen2", "hf_gemma", "hf_gemma2", "hf_opt"]
+DECODERS = ["hf_gpt2", "hf_llama", "hf_mistral", "hf_qwen2", "hf_gemma", "hf_gemma2", "hf_opt",
+            "hf_phi3"]
 
 
 def cli():

@@ -16,7 +16,7 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tes
 HUB = os.path.join(DATA, "keras_hub")
 # preset -> the Hugging Face directory holding its weights
 PAIRS = {"llama": os.path.join(HUB, "hf_llama"), "gemma": os.path.join(DATA, "hf_gemma"),
-         "qwen2": os.path.join(DATA, "hf_qwen2")}
+         "qwen2": os.path.join(DATA, "hf_qwen2"), "phi3": os.path.join(DATA, "hf_phi3")}
 
 
 @pytest.mark.parametrize("mesh", [None, "model=2"])

@@ -13,8 +13,11 @@ namespace fs = std::filesystem;
 std::map<std::string, TensorMapping> hf_reshape_layout(const std::vector<HfTensor>& tensors) {
   std::map<std::string, TensorMapping> m;
   for (const HfTensor& t : tensors) {
+    // The weight as one row of the file tensor's elements, from its offset.
     TensorMapping map = TensorMapping::plain(t.file.name);
     map.file_shape = t.file.shape;
+    map.row_stride = numel(t.file.shape);
+    map.col_offset = t.offset;
     m[t.weight] = map;
   }
   return m;
@@ -51,7 +54,13 @@ void write_hf_reshaped(Model& model, const fs::path& dir, const std::vector<HfTe
   // Tensors in order, a new shard whenever the next would overflow this one.
   std::vector<std::vector<const HfTensor*>> shards(1);
   uint64_t filled = 0, total = 0;
-  for (const HfTensor& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const HfTensor& t = tensors[i];
+    // A later part of a fused tensor goes where its first part went.
+    if (i > 0 && tensors[i - 1].file.name == t.file.name) {
+      shards.back().push_back(&t);
+      continue;
+    }
     const uint64_t bytes = static_cast<uint64_t>(numel(t.file.shape)) * elem;
     if (options.max_shard_bytes > 0 && !shards.back().empty() &&
         filled + bytes > options.max_shard_bytes) {
@@ -72,7 +81,8 @@ void write_hf_reshaped(Model& model, const fs::path& dir, const std::vector<HfTe
     std::vector<FileTensor> files;
     std::vector<HfTensor> mine;
     for (const HfTensor* t : shards[k]) {
-      files.push_back({t->file.name, t->file.shape, options.dtype});
+      if (files.empty() || files.back().name != t->file.name)
+        files.push_back({t->file.name, t->file.shape, options.dtype});
       mine.push_back(*t);
       weight_map[t->file.name] = file;
     }

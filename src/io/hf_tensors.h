@@ -1,6 +1,7 @@
-// Models whose every weight is one Hugging Face tensor, reshaped (the Llama
-// family, OPT): the list of (weight, tensor) pairs is the whole format;
-// loading and saving follow from it.
+// Models whose every weight is one Hugging Face tensor reshaped, or a run of
+// one (the Llama family, OPT; Phi-3's fused qkv_proj and gate_up_proj): the
+// list of (weight, tensor) pairs is the whole format; loading and saving
+// follow from it.
 #pragma once
 
 #include <filesystem>
@@ -15,10 +16,14 @@
 
 namespace autoshard {
 
-// A weight and the Hugging Face tensor (name, shape) that holds it.
+// A weight and the Hugging Face tensor (name, shape) that holds it: the
+// whole tensor, or (fused tensors) the run of the weight's element count
+// from element `offset` (Phi-3's k_proj: the rows after q_proj's in
+// qkv_proj). Parts of one tensor are listed one after another.
 struct HfTensor {
   std::string weight;
   FileTensor file;
+  int64_t offset = 0;
 };
 
 // Each weight read from its tensor, same element order.

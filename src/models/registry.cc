@@ -8,6 +8,7 @@
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/models/opt/opt.h"
+#include "autoshard/models/phi3/phi3.h"
 
 namespace autoshard {
 
@@ -16,9 +17,8 @@ const std::vector<const ModelFamily*>& model_families() {
   // files without a model_type.
   static const std::vector<const ModelFamily*> families = {
       &gpt2_family(),
-      &llama_family(),
-      &opt_family(),
-      &bert_family(),
+      &phi3_family(),  // before llama: its models are Llamas of model_type phi3
+      &llama_family(), &opt_family(), &bert_family(),
   };
   return families;
 }
