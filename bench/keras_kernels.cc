@@ -5,8 +5,11 @@
 //        [64, 32, 2048] -> [1, 32, 2048], and ZeroPadding2D on [64, 32, 32, 64];
 //   unary: sigmoid and its gradient on [32, 512], next to the Tanh op's loop;
 //   conv: the ResNet benchmark's 3x3 convolutions (batch 64, 'same') in
-//        GFLOP/s, forward and both gradients, next to one sgemm of the
-//        forward's shape (im2col's column matrix already made).
+//        GFLOP/s (the direct convolution's multiply-adds x 2 over the time),
+//        forward and both gradients as the op runs them (Winograd F(2x2,
+//        3x3) for forward and input gradient), the im2col + GEMM kernels
+//        beside them, and one sgemm of the forward's shape (im2col's
+//        column matrix already made).
 //
 //   bench_keras_kernels [--repeats 200]
 // Prints microseconds per call on stderr and a JSON object on stdout.
@@ -101,18 +104,24 @@ int main(int argc, char** argv) {
         best_us(reps, [&] { conv_backward_input(g, 0, ys.data(), w.data(), xs.data()); });
     const double dw =
         best_us(reps, [&] { conv_backward_filter(g, 0, xs.data(), ys.data(), w.data()); });
+    const double fwd_gemm =
+        best_us(reps, [&] { conv_forward_gemm(g, 0, xs.data(), w.data(), ys.data()); });
+    const double din_gemm =
+        best_us(reps, [&] { conv_backward_input_gemm(g, 0, ys.data(), w.data(), xs.data()); });
     const double gemm = best_us(reps, [&] {
       sgemm(false, false, 64 * hw * hw, c, 9 * c, col.data(), 9 * c, w.data(), c, ys.data(), c);
     });
     const std::string name =
         "conv 3x3 " + std::to_string(hw) + "x" + std::to_string(hw) + "x" + std::to_string(c);
     std::fprintf(stderr,
-                 "%-34s GFLOP/s: forward %5.1f  input grad %5.1f  filter grad %5.1f  its sgemm "
-                 "alone %5.1f\n",
-                 name.c_str(), flops / fwd * 1e-3, flops / din * 1e-3, flops / dw * 1e-3,
-                 flops / gemm * 1e-3);
+                 "%-34s GFLOP/s: forward %5.1f (im2col %5.1f)  input grad %5.1f (im2col %5.1f)  "
+                 "filter grad %5.1f  its sgemm alone %5.1f\n",
+                 name.c_str(), flops / fwd * 1e-3, flops / fwd_gemm * 1e-3, flops / din * 1e-3,
+                 flops / din_gemm * 1e-3, flops / dw * 1e-3, flops / gemm * 1e-3);
     out[name] = {{"forward_gflops", flops / fwd * 1e-3},
+                 {"forward_im2col_gflops", flops / fwd_gemm * 1e-3},
                  {"input_grad_gflops", flops / din * 1e-3},
+                 {"input_grad_im2col_gflops", flops / din_gemm * 1e-3},
                  {"filter_grad_gflops", flops / dw * 1e-3},
                  {"sgemm_gflops", flops / gemm * 1e-3}};
   }

@@ -12,6 +12,7 @@
 #include "ir/einsum_equation.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/vision_kernels.h"
+#include "ir/ops/winograd.h"
 #include "test_util.h"
 
 namespace autoshard {
@@ -459,9 +460,10 @@ TEST(Gradient, PoolingPadAndUnary) {
                  [](Graph&, auto& p) { return ops::log_softmax(p[0]); });
 }
 
-// The fast kernels (im2col + GEMM, pointwise straight into GEMM) against the
-// plain loops, over strides, dilations, negative padding (a device's band),
-// groups and a split channel offset.
+// The fast kernels (im2col + GEMM, pointwise straight into GEMM, Winograd
+// for 3x3 with wide channels) against the plain loops, over strides,
+// dilations, negative padding (a device's band), groups and a split channel
+// offset.
 TEST(Convolution, FastKernelsMatchThePlainLoops) {
   struct Case {
     ConvGeometry g;
@@ -487,9 +489,17 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
       {geo(5, 5, 3, 1, 1, 1, 6, 4, 2, 2), 0},   // 2 groups
       {geo(5, 5, 3, 1, 1, 1, 6, 3, 2, 3), 2},   // 2 groups of 3, channels 2..4 held
       {geo(1, 9, 3, 2, 1, 1, 4, 8, 4, 2), 0},   // depthwise 1-D, multiplier 2
+      // Winograd F(2x2, 3x3) (ir/ops/winograd.h): same and valid padding,
+      // odd output sizes (a tile cut off), a band, wide channels.
+      {geo(9, 7, 3, 1, 1, 1, 16, 17, 1, 17), 0},
+      {geo(8, 6, 3, 1, 1, 0, 20, 16, 1, 16), 0},
+      {geo(7, 10, 3, 1, 1, -1, 16, 24, 1, 24), 0},
+      {geo(4, 4, 3, 1, 1, 1, 64, 40, 1, 40), 0},
   };
+  int winograd = 0;
   for (const Case& c : cases) {
     const ConvGeometry& g = c.g;
+    winograd += winograd_suits(g);
     const int64_t x_n = g.batch * g.in_h * g.in_w * g.cin;
     const int64_t y_n = g.batch * g.out_h * g.out_w * g.cout;
     const int64_t w_n = g.k_h * g.k_w * g.group_in * g.cout;
@@ -506,6 +516,7 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
     conv_backward_input_reference(g, 0, dy.f32(), w.f32(), dx2.f32());
     EXPECT_LT(max_relative_error(dx1, dx2), 1e-5) << "input, case " << &c - cases.data();
   }
+  EXPECT_EQ(winograd, 4);  // the last four cases run F(2x2, 3x3)
 }
 
 // A convolution's forward value against a loop written here from Keras's

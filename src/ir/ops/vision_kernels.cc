@@ -7,6 +7,7 @@
 
 #include "autoshard/tensor/parallel.h"
 #include "ir/ops/gemm.h"
+#include "ir/ops/winograd.h"
 #include "tensor/lanes.h"
 
 namespace autoshard {
@@ -191,7 +192,14 @@ void conv_backward_filter_reference(const ConvGeometry& g, int64_t offset, const
 
 // im2col + one GEMM per group segment and chunk of the batch. Depthwise
 // (one input channel per group) has no reduction worth a GEMM: plain loop.
+// Winograd where it suits (ir/ops/winograd.h), else im2col + GEMM.
 void conv_forward(const ConvGeometry& g, int64_t offset, const float* x, const float* w, float* y) {
+  if (winograd_suits(g)) return conv3x3_winograd(g, x, w, y);
+  conv_forward_gemm(g, offset, x, w, y);
+}
+
+void conv_forward_gemm(const ConvGeometry& g, int64_t offset, const float* x, const float* w,
+                       float* y) {
   if (g.group_in == 1 && g.groups > 1) return conv_forward_reference(g, offset, x, w, y);
   const int64_t P = positions(g), K = taps(g) * g.group_in, step = chunk_of(g);
   const std::vector<Segment> segs = segments(g, offset);
@@ -216,6 +224,12 @@ void conv_forward(const ConvGeometry& g, int64_t offset, const float* x, const f
 // depthwise gradient).
 void conv_backward_input(const ConvGeometry& g, int64_t offset, const float* dy, const float* w,
                          float* dx) {
+  if (winograd_suits(g)) return conv3x3_winograd_backward_input(g, dy, w, dx);
+  conv_backward_input_gemm(g, offset, dy, w, dx);
+}
+
+void conv_backward_input_gemm(const ConvGeometry& g, int64_t offset, const float* dy,
+                              const float* w, float* dx) {
   if (g.groups > 1 && (offset != 0 || g.cin != g.groups * g.group_in || g.group_in == 1))
     return conv_backward_input_reference(g, offset, dy, w, dx);
   const int64_t P = positions(g), K = taps(g) * g.group_in, step = chunk_of(g);
