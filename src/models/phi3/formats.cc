@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
+std::vector<HfTensor> phi3_hf_tensors(const LlamaConfig& c) {
   const int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t Q = c.num_attention_heads * c.head_dim, KV = c.num_key_value_heads * c.head_dim;
   std::vector<HfTensor> t = {{"embed_tokens.embeddings", {"model.embed_tokens.weight", {V, C}}},
@@ -46,7 +46,7 @@ std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
 
 void write_hf_phi3(Llama& model, const fs::path& dir, const HfSaveOptions& options) {
   const LlamaConfig& c = model.config();
-  write_hf_reshaped(model, dir, hf_tensors(c), options);
+  write_hf_reshaped(model, dir, phi3_hf_tensors(c), options);
   nlohmann::json cfg = {{"architectures", {"Phi3ForCausalLM"}},
                         {"model_type", "phi3"},
                         {"vocab_size", c.vocab_size},
@@ -73,11 +73,11 @@ void write_hf_phi3(Llama& model, const fs::path& dir, const HfSaveOptions& optio
 }  // namespace
 
 std::map<std::string, std::string> phi3_hf_names(const LlamaConfig& config) {
-  return hf_names(hf_tensors(config));
+  return hf_names(phi3_hf_tensors(config));
 }
 
 void load_phi3_weights(Llama& model, const std::string& path) {
-  load_hf_reshaped(model, path, hf_tensors(model.config()));
+  load_hf_reshaped(model, path, phi3_hf_tensors(model.config()));
 }
 
 void save_hf_phi3(Llama& model, const std::string& dir, const HfSaveOptions& options) {
