@@ -25,6 +25,7 @@
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/sample_weights.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "convert.h"
@@ -305,6 +306,7 @@ class LanguageModel {
     data.validate(s.batch, s.seq, cfg_.vocab_size());
     std::vector<double> losses;
     py::gil_scoped_release release;
+    weighted_ = false;
     build(s.seq, optimizer(s), {}, s.batch);
     const LanguageModelSteps steps{
         .end = s.steps,
@@ -344,8 +346,11 @@ class LanguageModel {
   }
 
   // One optimizer step on token ids x [B, T] against the next tokens y
-  // [B, T] (a preprocessed CausalLM batch); the batch's loss before it.
-  double train_on_batch(const py::handle& x, const py::handle& y) {
+  // [B, T] (a preprocessed CausalLM batch), each position's loss weighted by
+  // `weights` [B, T] when given (KerasHub's sample_weight=padding_mask:
+  // Keras's sum_over_batch_size, the weighted sum over B * T); the batch's
+  // loss before it.
+  double train_on_batch(const py::handle& x, const py::handle& y, const py::handle& weights) {
     AS_CHECK(optimizer_, "fit: compile() the model first");
     Tensor xs = to_tensor(x, DType::I32, "x"), ys = to_tensor(y, DType::I32, "y");
     AS_CHECK(xs.rank() == 2 && xs.shape() == ys.shape(), "fit: token_ids ", shape_str(xs.shape()),
@@ -355,9 +360,14 @@ class LanguageModel {
              ")");
     check_ids(xs, "fit: token_ids");
     check_ids(ys, "fit: y");
+    const bool weighted = !weights.is_none();
+    if (weighted) ys = packed_targets(ys, to_tensor(weights, DType::F32, "sample_weight"));
     py::gil_scoped_release release;
-    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get())
+    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get() ||
+        weighted_ != weighted) {
+      weighted_ = weighted;
       build(xs.dim(1), optimizer_, {}, xs.dim(0));
+    }
     const double loss = model_->train_on_batch(xs, ys);
     AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
              std::isnan(loss) ? "nan" : "infinite",
@@ -472,6 +482,23 @@ class LanguageModel {
                ", outside the model's vocabulary of ", cfg_.vocab_size());
   }
 
+  // Next tokens y [B, T] with their weights w [B, T] as the sample-weighted
+  // loss takes them (autoshard/nn/sample_weights.h): one-hot, then the weight.
+  Tensor packed_targets(const Tensor& y, const Tensor& w) const {
+    AS_CHECK(w.shape() == y.shape(), "fit: sample_weight ", shape_str(w.shape()),
+             " must have y's shape ", shape_str(y.shape()));
+    const int64_t V = cfg_.vocab_size(), n = y.numel();
+    Tensor packed = Tensor::zeros({y.dim(0), y.dim(1), V + 1}, DType::F32);
+    float* p = packed.f32();
+    for (int64_t i = 0; i < n; ++i) {
+      AS_CHECK(std::isfinite(w.f32()[i]) && w.f32()[i] >= 0,
+               "fit: sample weights must be finite and 0 or more, not ", w.f32()[i]);
+      p[i * (V + 1) + y.i32()[i]] = 1.0f;
+      p[i * (V + 1) + V] = w.f32()[i];
+    }
+    return packed;
+  }
+
   // The optimizer of `autoshard train` (AdamW, beta_2 0.95, cosine decay).
   std::shared_ptr<Optimizer> optimizer(const FitSettings& s) const {
     return language_model_optimizer({.learning_rate = s.lr,
@@ -493,7 +520,14 @@ class LanguageModel {
     const Optimizer* optimizer_ptr = optimizer.get();
     std::unique_ptr<Model> next = cfg_.build(seq, seed_);
     Model& m = *next;
-    if (optimizer) m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    const int64_t V = cfg_.vocab_size();
+    if (optimizer && weighted_)
+      m.compile(std::move(optimizer),
+                losses::sample_weighted("sparse_categorical_crossentropy", {.from_logits = true}));
+    else if (optimizer)
+      m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    if (!step && weighted_)
+      step = [&] { return m.training_graph({batch, seq}, {batch, seq, V + 1}, DType::F32); };
     if (!step) step = [&] { return m.training_graph({batch, seq}, {batch, seq}); };
     std::swap(model_, next);  // `step` may read model_
     try {
@@ -520,6 +554,7 @@ class LanguageModel {
   int64_t built_seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;     // compile()'s
   const Optimizer* trained_with_ = nullptr;  // the optimizer model_ was compiled with
+  bool weighted_ = false;                    // model_'s loss takes sample weights
 };
 
 // The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
@@ -850,7 +885,8 @@ void bind_language_model(py::module_& m) {
            "overwrite"_a = false)
       .def("count_params", &LanguageModel::count_params)
       .def("compile", &LanguageModel::compile, "optimizer"_a)
-      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a)
+      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a,
+           "sample_weight"_a = py::none())
       .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a)
       .def("enable_lora", &LanguageModel::enable_lora, "rank"_a, "lora_alpha"_a)
       .def_property_readonly("lora_rank", &LanguageModel::lora_rank)

@@ -599,5 +599,127 @@ def test_lora_errors_are_clear(tmp_path):
     with pytest.raises(Exception, match="LoRA adapters is not saved yet"):
         lm.save_to_preset(tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    with pytest.raises(NotImplementedError, match="save_lora_weights"):
+    with pytest.raises(ValueError, match="must end in .lora.h5"):
         lm.backbone.save_lora_weights(str(tmp_path / "lora.h5"))
+    with pytest.raises(ValueError, match="no LoRA-enabled layers"):
+        causal_lm("llama").backbone.save_lora_weights(tmp_path / "x.lora.h5")
+
+
+# LoRA files (Backbone.save_lora_weights / load_lora_weights)
+
+
+@pytest.mark.parametrize("mesh", [None, "model=2"])
+def test_saved_lora_weights_reload_into_a_fresh_model(tmp_path, mesh):
+    lm, x, _, _ = lora_fit("llama")
+    path = tmp_path / "adapter.lora.h5"
+    lm.backbone.save_lora_weights(path)
+    # KerasHub's layout (read by the generic HDF5 reader, not the LoRA one):
+    # lora/vars/rank, then lora/<i>/vars/lora_kernel_{a,b} per adapted layer.
+    names = sorted(name for name, _ in autoshard._native.read_weights_h5(str(path)))
+    assert names == sorted(f"lora/{i}/vars/lora_kernel_{k}" for i in range(4) for k in "ab")
+    stored = dict(autoshard._native.read_weights_h5(str(path)))
+    np.testing.assert_array_equal(stored["lora/1/vars/lora_kernel_b"],
+                                  lm._native.weight("layers.0.self_attn.v_proj.lora_kernel_b"))
+    fresh = causal_lm("llama", mesh=mesh)
+    assert not np.allclose(fresh(x), lm(x), atol=1e-4)  # the adapters changed the logits
+    fresh.backbone.load_lora_weights(str(path))  # enables LoRA at the file's rank
+    assert fresh._native.lora_rank == 4
+    if mesh is None:
+        np.testing.assert_array_equal(fresh(x), lm(x))
+    np.testing.assert_allclose(fresh(x), lm(x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(merged(fresh, "llama")(x), lm(x), rtol=1e-4, atol=1e-5)
+
+
+def test_lora_files_never_replace_a_file_and_check_what_they_load(tmp_path):
+    lm, _, _, _ = lora_fit("llama", epochs=1)
+    path = tmp_path / "mine.lora.h5"
+    path.write_bytes(b"the user's file")
+    with pytest.raises(FileExistsError, match="exists"):
+        lm.backbone.save_lora_weights(path)
+    assert path.read_bytes() == b"the user's file"
+    assert os.listdir(tmp_path) == ["mine.lora.h5"]  # no temporary left behind
+    good = tmp_path / "good.lora.h5"
+    lm.backbone.save_lora_weights(good)
+    other = causal_lm("llama")
+    other.backbone.enable_lora(2)
+    with pytest.raises(ValueError, match="rank of .* is 4.*rank=2"):
+        other.backbone.load_lora_weights(good)
+    with pytest.raises(ValueError, match="holds 4 adapted layers.*has 8|lora_kernel_a of shape"):
+        causal_lm("gemma").backbone.load_lora_weights(good)
+    with pytest.raises(FileNotFoundError):
+        other.backbone.load_lora_weights(tmp_path / "none.lora.h5")
+    # A file numbered by KerasHub's own layer walk (no autoshard order
+    # attribute) is refused rather than mapped to the wrong layers.
+    foreign = tmp_path / "keras.lora.h5"
+    autoshard._native.write_lora_h5(str(foreign), 4, "", [])
+    with pytest.raises(ValueError, match="KerasHub's layer walk"):
+        other.backbone.load_lora_weights(foreign)
+    plain = tmp_path / "plain.lora.h5"
+    autoshard._native.write_weights_h5(str(plain), [("lora/0/vars/lora_kernel_a",
+                                                     np.zeros((2, 2), np.float32))])
+    with pytest.raises(Exception, match="no lora/vars/rank"):
+        other.backbone.load_lora_weights(plain)
+
+
+# Padded batches (KerasHub's sample_weight=padding_mask)
+
+
+def padded_batch(vocab, ends, seed=1):
+    x, y = lm_batch(vocab, n=len(ends), seed=seed)
+    t = x["token_ids"].shape[1]
+    mask = (np.arange(t) < np.array(ends)[:, None]).astype(np.int32)
+    junk = tokens(vocab, y.shape, seed + 7)
+    x["token_ids"] = np.where(mask == 1, x["token_ids"], junk)
+    return {"token_ids": x["token_ids"], "padding_mask": mask}, np.where(mask == 1, y, junk[:, ::-1])
+
+
+def test_a_padded_batch_trains_on_the_loss_of_its_unpadded_sequences():
+    lm = causal_lm("llama")
+    lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    ends = [8, 5, 3, 8]
+    x, y = padded_batch(lm.vocab_size, ends)
+    # The reference: each sequence alone, unpadded, its per-token losses
+    # summed, over every position of the batch (Keras's sum_over_batch_size
+    # with sample_weight: keras/src/losses/loss.py reduce_values).
+    total = 0.0
+    for row, n in enumerate(ends):
+        logits = lm({"token_ids": x["token_ids"][row:row + 1, :n]})[0].astype(np.float64)
+        log_z = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        total += (log_z - logits[np.arange(n), y[row, :n]]).sum()
+    expected = total / y.size
+    assert lm.evaluate(x, y)[0] == pytest.approx(expected, rel=1e-5)
+    history = lm.fit(x, y, batch_size=4, epochs=2, shuffle=False)
+    assert history.steps[0] == pytest.approx(expected, rel=1e-4)
+    # What the padded positions hold changes nothing.
+    other = causal_lm("llama")
+    other.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    x2, y2 = padded_batch(other.vocab_size, ends)
+    mask = x2["padding_mask"] == 1
+    x2["token_ids"] = np.where(mask, x2["token_ids"], 0)
+    y2 = np.where(mask, y2, 1)
+    np.testing.assert_allclose(other.fit(x2, y2, batch_size=4, epochs=2, shuffle=False).steps,
+                               history.steps, rtol=1e-5)
+    np.testing.assert_allclose(other(x2)[mask], lm(x)[mask], rtol=1e-4, atol=1e-5)
+
+
+def test_a_sharded_padded_fit_equals_one_device():
+    runs = []
+    for mesh in (None, "model=2"):
+        lm = causal_lm("gpt2", mesh=mesh)
+        lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+        x, y = padded_batch(lm.vocab_size, [8, 2, 6, 7])
+        w = x["padding_mask"] * 0.5  # the preprocessor's sample_weight, given explicitly
+        runs.append(lm.fit(x, y, sample_weight=w, batch_size=2, epochs=2).steps)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4)
+
+
+def test_padding_on_the_left_or_bad_weights_are_clear_errors():
+    lm = causal_lm("llama")
+    x, y = padded_batch(lm.vocab_size, [8, 5])
+    left = dict(x, padding_mask=x["padding_mask"][:, ::-1])
+    with pytest.raises(ValueError, match="pad each sequence on the right"):
+        lm.fit(left, y)
+    with pytest.raises(ValueError, match="sample_weight has shape"):
+        lm.fit(x, y, sample_weight=np.ones((2, 3)))
+    with pytest.raises(ValueError, match="finite and 0 or more"):
+        lm.fit(x, y, sample_weight=-np.ones(2))
