@@ -220,6 +220,57 @@ def test_save_to_preset_never_touches_the_users_files(tmp_path):
     assert (tmp_path / "empty" / "model.weights.h5").exists()
 
 
+def test_save_to_preset_in_shards_as_keras_writes_them(tmp_path):
+    lm = causal_lm("llama")
+    x, _ = lm_batch(lm.vocab_size)
+    small = 1.5e-5  # GB (about 16 KB): several shards
+    assert lm.count_params() * 4 > 3 * small * 2**30
+    lm.save_to_preset(tmp_path / "sharded", max_shard_size=small)
+    files = sorted(os.listdir(tmp_path / "sharded"))
+    shards = [f for f in files if re.fullmatch(r"model_\d{5}\.weights\.h5", f)]
+    assert len(shards) > 2 and shards[0] == "model_00000.weights.h5"
+    assert "model.weights.h5" not in files and "model.weights.json" in files
+    # Keras's ShardedH5IOStore index: {"metadata": {"total_size"}, "weight_map":
+    # {"/<layer>/vars": shard}}; a layer that fits in a shard lies whole in
+    # the shard named, a larger one (the untied embedding's two tables)
+    # starts there and goes on in the next, as Keras splits it.
+    index = json.load(open(tmp_path / "sharded" / "model.weights.json"))
+    assert set(index["weight_map"].values()) == set(shards)
+    seen, where = {}, {}
+    for shard in shards:
+        held = autoshard._native.read_weights_h5(str(tmp_path / "sharded" / shard))
+        for name, value in held:
+            assert name not in seen
+            seen[name] = value
+            where.setdefault("/" + name.rsplit("/", 1)[0], []).append((shard, value.size * 4))
+        assert sum(v.size * 4 for _, v in held) <= small * 2**30  # Keras's accounting
+    assert set(where) == set(index["weight_map"])
+    for group, parts in where.items():
+        assert parts[0][0] == index["weight_map"][group]
+        assert len({s for s, _ in parts}) == 1 or sum(n for _, n in parts) > small * 2**30
+    assert index["metadata"]["total_size"] == sum(v.size * 4 for v in seen.values())
+    lm.save_to_preset(tmp_path / "whole")  # the default, 10 GB: one file
+    assert not (tmp_path / "whole" / "model.weights.json").exists()
+    whole = dict(autoshard._native.read_weights_h5(str(tmp_path / "whole" / "model.weights.h5")))
+    assert set(whole) == set(seen)
+    for name, value in whole.items():
+        np.testing.assert_array_equal(seen[name], value)
+    again = keras_hub.models.LlamaCausalLM.from_preset(tmp_path / "sharded", mesh="model=2")
+    np.testing.assert_allclose(again(x), lm(x), rtol=1e-5, atol=1e-6)
+    clf = keras_hub.models.BertTextClassifier.from_preset(preset("bert"))
+    xc, _ = classification_task(vocab=clf.vocab_size)
+    clf.save_to_preset(tmp_path / "bert", max_shard_size=small)
+    assert (tmp_path / "bert" / "model.weights.json").exists()
+    assert (tmp_path / "bert" / "task.weights.h5").exists()  # the head: one file, as KerasHub
+    np.testing.assert_allclose(keras_hub.models.BertTextClassifier.from_preset(
+        tmp_path / "bert")(xc), clf(xc), rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="more than max_shard_size"):
+        lm.save_to_preset(tmp_path / "tiny", max_shard_size=1e-9)
+    assert not (tmp_path / "tiny").exists()
+    with pytest.raises(ValueError, match="max_shard_size"):
+        lm.save_to_preset(tmp_path / "neg", max_shard_size=-1)
+
+
 # BERT's classifier
 
 
@@ -276,6 +327,47 @@ def test_a_classifier_saves_to_a_preset_and_loads_back(tmp_path):
     again = keras_hub.models.TextClassifier.from_preset(tmp_path / "out")
     assert type(again).__name__ == "TextClassifier"
     np.testing.assert_allclose(again(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_num_classes_other_than_the_presets_gives_a_fresh_head(tmp_path):
+    preset_model = keras_hub.models.BertTextClassifier.from_preset(preset("bert"))
+    x, y = classification_task(vocab=preset_model.vocab_size)
+    model = keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=5)
+    assert model.num_classes == 5 and model(x).shape == (len(y), 5)
+    native, old = model._native, preset_model._native
+    head = [p for p in native.weight_paths() if p.startswith("classifier.")]
+    assert head and set(native.weight_paths()) == set(old.weight_paths())
+    for p in native.weight_paths():
+        if p not in head:  # the backbone (and BERT's pooler): the preset's
+            np.testing.assert_array_equal(native.weight(p), old.weight(p))
+    # The preset's head in the first classes of the fresh one gives the
+    # preset's logits there: the backbone is the preset's.
+    for p in head:
+        w, w_old = native.weight(p), old.weight(p)
+        axis = [i for i, (a, b) in enumerate(zip(w.shape, w_old.shape)) if a != b][0]
+        index = [slice(None)] * w.ndim
+        index[axis] = slice(0, w_old.shape[axis])
+        w[tuple(index)] = w_old
+        native.set_weight(p, w)
+    np.testing.assert_allclose(model(x)[:, :old.num_labels], preset_model(x), rtol=1e-5,
+                               atol=1e-6)
+    # It trains, sharded as on one device, and saves as a preset of 5 classes.
+    runs = []
+    for mesh in (None, "model=2"):
+        m = keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=5,
+                                                            mesh=mesh)
+        m.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+        history = m.fit(x, y, batch_size=8, epochs=8)
+        runs.append(history.steps)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-3)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 2
+    assert m.evaluate(x, y)[1] == 1.0
+    m.save_to_preset(tmp_path / "five")
+    again = keras_hub.models.TextClassifier.from_preset(tmp_path / "five")
+    assert again.num_classes == 5
+    np.testing.assert_allclose(again(x), m(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="num_classes"):
+        keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=0)
 
 
 def test_the_generic_classes_take_any_family():
@@ -341,8 +433,6 @@ def test_bad_presets_and_classes_are_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match="T5Backbone, which autoshard has no architecture for "
                                          r"\(it has GPT2Backbone.*RobertaBackbone\)"):
         keras_hub.models.Backbone.from_preset(d)
-    with pytest.raises(ValueError, match="num_classes=2, but the preset's head"):
-        keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=2)
     with pytest.raises(ValueError, match="unsupported argument.*colour"):
         keras_hub.models.GPT2CausalLM.from_preset(preset("gpt2"), colour=1)
     with pytest.raises(ValueError, match='sharding must be None, "auto"'):
@@ -361,10 +451,10 @@ def test_bad_calls_are_one_clear_error():
                     stop_token_ids=None)
     with pytest.raises(ValueError, match="give y"):
         lm.fit(x)
-    padded = dict(x, padding_mask=np.concatenate([x["padding_mask"][:, :-1],
-                                                 np.zeros((8, 1), np.int32)], 1))
-    with pytest.raises(ValueError, match="padded batches"):
-        lm.fit(padded, y)
+    gapped = dict(x, padding_mask=np.concatenate([np.zeros((8, 1), np.int32),
+                                                 x["padding_mask"][:, 1:]], 1))
+    with pytest.raises(ValueError, match="pad each sequence on the right"):
+        lm.fit(gapped, y)
     with pytest.raises(ValueError, match="unknown input.*segment_ids"):
         lm(dict(x, segment_ids=x["token_ids"]))
     with pytest.raises(ValueError, match="loss"):
@@ -521,9 +611,11 @@ def test_the_example_runs_on_the_tiny_presets():
     assert re.search(r"tensor parallel on \S+: loss [0-9.]+ -> [0-9.]+, accuracy", text)
     before, after = map(float, re.search(r"lora: loss ([0-9.]+) -> ([0-9.]+)", text).groups())
     assert after < before and "lora generated:" in text
+    assert float(re.search(r"reloaded adapters, largest logit difference: (\S+)",
+                           text).group(1)) < 1e-4
 
 
-# LoRA (backbone.enable_lora, the Llama family)
+# LoRA (backbone.enable_lora: GPT-2, OPT, BERT, the Llama family)
 
 
 def lora_fit(name, mesh=None, epochs=3):
@@ -538,23 +630,26 @@ def merged(lm, name):
     """A model without adapters whose query and value kernels are the LoRA
     model's merged as Keras defines it, kernel + alpha / rank * a @ b
     (einsum_dense.py), computed here in NumPy in Keras's (C, heads, D) form."""
-    plain = causal_lm(name)
+    plain = causal_lm(name) if name in DECODERS else type(lm).from_preset(preset(name))
     native = lm._native
-    for path in native.weight_paths():
+    paths = native.weight_paths()
+    for path in paths:
         if ".lora_kernel_" in path:
             continue
         w = native.weight(path)
-        if path.endswith(("q_proj.kernel", "v_proj.kernel")):
-            scope = path[: -len("kernel")]
+        scope = path[: -len("kernel")]
+        if scope + "lora_kernel_a" in paths:
             a, b = native.weight(scope + "lora_kernel_a"), native.weight(scope + "lora_kernel_b")
             delta = (a @ b) * (4 / 4)  # [C, heads, D]; lora_alpha = rank
-            # autoshard's kernels are [heads..., D, C] (q: [K, G, D, C]).
-            w = w + np.moveaxis(delta, 0, -1).reshape(w.shape)
+            # Keras's kernels are [C, heads, D] (GPT-2's MultiHeadAttention
+            # too); the Hugging Face layouts' [heads..., D, C] (q: [K, G, D, C]).
+            w = w + (delta if delta.shape == w.shape else
+                     np.moveaxis(delta, 0, -1).reshape(w.shape))
         plain._native.set_weight(path, w)
     return plain
 
 
-@pytest.mark.parametrize("name", ["gemma", "llama"])
+@pytest.mark.parametrize("name", ["gemma", "llama", "gpt2", "opt"])
 def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
     lm = causal_lm(name)
     x, y = lm_batch(lm.vocab_size)
@@ -579,17 +674,16 @@ def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
     assert out[5] == lm({"token_ids": x["token_ids"][:1, :5]})[0, -1].argmax()
 
 
-@pytest.mark.parametrize("mesh", MESHES[1:])
-def test_sharded_lora_equals_one_device(mesh):
-    _, x, _, one = lora_fit("gemma")
-    lm, _, _, sharded = lora_fit("gemma", mesh=mesh)
+@pytest.mark.parametrize("name,mesh", [("gemma", m) for m in MESHES[1:]] +
+                         [("gpt2", "model=2"), ("opt", "data=2,model=2")])
+def test_sharded_lora_equals_one_device(name, mesh):
+    _, x, _, one = lora_fit(name)
+    lm, _, _, sharded = lora_fit(name, mesh=mesh)
     np.testing.assert_allclose(sharded.steps, one.steps, rtol=1e-4)
     assert any(".lora_kernel_" in line for line in lm.plan.explanation)  # planned like any weight
 
 
 def test_lora_errors_are_clear(tmp_path):
-    with pytest.raises(Exception, match="LoRA on the Llama family.*gpt2"):
-        causal_lm("gpt2").backbone.enable_lora(4)
     with pytest.raises(NotImplementedError, match="query and value projections only"):
         causal_lm("gemma").backbone.enable_lora(4, target_names=["ffw_linear"])
     lm = causal_lm("llama")
@@ -603,6 +697,45 @@ def test_lora_errors_are_clear(tmp_path):
         lm.backbone.save_lora_weights(str(tmp_path / "lora.h5"))
     with pytest.raises(ValueError, match="no LoRA-enabled layers"):
         causal_lm("llama").backbone.save_lora_weights(tmp_path / "x.lora.h5")
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_lora_on_an_encoder_trains_the_adapters_and_the_head(name, tmp_path):
+    cls = getattr(keras_hub.models, f"{name.capitalize() if name == 'bert' else 'Roberta'}"
+                                    "TextClassifier")
+    model = cls.from_preset(preset(name))
+    x, y = classification_task(vocab=model.vocab_size)
+    before = model(x)
+    paths_before = set(model._native.weight_paths())
+    model.backbone.enable_lora(rank=4)
+    np.testing.assert_array_equal(model(x), before)
+    paths = model._native.weight_paths()
+    adapters = {p for p in paths if ".lora_kernel_" in p}
+    assert set(paths) - adapters == paths_before
+    assert {p.split(".lora_kernel_")[0].rsplit(".", 1)[1] for p in adapters} == {"query", "value"}
+    start = {p: model._native.weight(p).copy() for p in paths}
+    model.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    history = model.fit(x, y, batch_size=8, epochs=4)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    changed = {p for p in paths if not np.array_equal(start[p], model._native.weight(p))}
+    # KerasHub freezes the backbone (BERT's pooler with it), not the task's head.
+    head = {p for p in paths if p.startswith(("classifier.", "classifier"))}
+    assert head and changed == adapters | head, sorted(changed ^ (adapters | head))
+    np.testing.assert_allclose(merged(model, name)(x), model(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="LoRA adapters is not saved yet"):
+        model.save_to_preset(tmp_path / "out")
+    model.backbone.save_lora_weights(tmp_path / "enc.lora.h5")
+    again = cls.from_preset(preset(name))
+    again.backbone.load_lora_weights(tmp_path / "enc.lora.h5")
+    for p in adapters:
+        np.testing.assert_array_equal(again._native.weight(p), model._native.weight(p))
+    sharded = cls.from_preset(preset(name), mesh="model=2")
+    sharded.backbone.enable_lora(rank=4)
+    sharded.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    for p in adapters:  # the same starting adapters (a is random)
+        sharded._native.set_weight(p, start[p])
+    np.testing.assert_allclose(sharded.fit(x, y, batch_size=8, epochs=4).steps, history.steps,
+                               rtol=1e-3)
 
 
 # LoRA files (Backbone.save_lora_weights / load_lora_weights)

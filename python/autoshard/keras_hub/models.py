@@ -172,8 +172,10 @@ class Backbone:
         query and value projections (Keras's EinsumDense.enable_lora:
         kernel + lora_alpha / rank * lora_kernel_a @ lora_kernel_b, b from
         zeros, ``lora_alpha`` defaulting to ``rank``), every other weight
-        frozen: ``fit`` then trains the adapters only, and ``generate`` runs
-        with them. The Llama family (Llama, Llama 3, Mistral, Qwen, Gemma)."""
+        of the backbone frozen: ``fit`` then trains the adapters (and a
+        TextClassifier's head, which is not the backbone's) only, and
+        ``generate`` runs with them. Every family: GPT-2, OPT, BERT,
+        RoBERTa and the Llama family (Llama, Llama 3, Mistral, Qwen, Gemma)."""
         where = f"{type(self).__name__}.enable_lora"
         if target_names is not None and not set(target_names) <= set(self._LORA_TARGETS):
             raise NotImplementedError(f"{where}: autoshard puts adapters on the query and value "
@@ -182,11 +184,7 @@ class Backbone:
         rank = _checks.integer(rank, "rank", where, 1, _checks.INT32_MAX)
         alpha = rank if lora_alpha is None else _checks.number(lora_alpha, "lora_alpha", where,
                                                               above=0)
-        native = self._task._native
-        if not isinstance(self._task, CausalLM):
-            raise NotImplementedError(f"{where}: autoshard runs LoRA on the Llama family's "
-                                      f"causal LMs, not on a {self.class_name}")
-        native.enable_lora(rank, float(alpha))
+        self._task._native.enable_lora(rank, float(alpha))
         self._task._optimizer = None  # a new optimizer for the adapters alone
 
     def save_lora_weights(self, filepath):
@@ -350,12 +348,15 @@ class _Task:
         it was loaded from. A directory that exists and is not empty is
         refused (FileExistsError), as is a path that is a file: no file of
         the user's is replaced or deleted; the preset appears whole or not
-        at all. ``max_shard_size`` (GB, KerasHub's argument) is checked and
-        not used: the weights go in one model.weights.h5."""
+        at all. A backbone of more than ``max_shard_size`` GB (KerasHub's
+        argument; None: never) is written in shards as Keras's
+        ShardedH5IOStore writes them: model_00000.weights.h5, ... and their
+        index model.weights.json."""
         if max_shard_size is not None:
-            _checks.number(max_shard_size, "max_shard_size", "save_to_preset", above=0)
+            max_shard_size = _checks.number(max_shard_size, "max_shard_size", "save_to_preset",
+                                            above=0)
         directory, _ = _hf._save_target(preset_dir, False)
-        self._native.save_preset(directory, False)
+        self._native.save_preset(directory, False, float(max_shard_size or 0))
 
     def __repr__(self):
         return f"<keras_hub.models.{type(self).__name__} ({self._class_name}) from {self._path!r}>"
@@ -666,12 +667,14 @@ class TextClassifier(_Task):
             _hf._check_dtype(dtype)
         placement = _placement(path, mesh, distribution, sharding, where)
         seed = _hf._seed(seed, where)
-        native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args()))
-        if num_classes is not None and num_classes != native.num_labels:
-            raise ValueError(f"{where}: num_classes={num_classes}, but the preset's head "
-                             f"(task.json, task.weights.h5) has {native.num_labels}; autoshard "
-                             "loads the head from the preset (a new head of another size is "
-                             "not supported)")
+        if num_classes is not None:
+            num_classes = _checks.integer(num_classes, "num_classes", where, 1,
+                                          _checks.INT32_MAX)
+        # num_classes other than the preset's head's: a fresh head of that
+        # many classes on the preset's backbone (KerasHub's Task.from_preset
+        # builds the task anew around the loaded backbone).
+        native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args(),
+                                                     num_labels=num_classes or 0))
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed
