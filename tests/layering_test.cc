@@ -94,7 +94,8 @@ const std::vector<PrivateException> kPrivateExceptions = {
     {"io/keras/hdf5_file.h",
      {"python"},
      "model.weights.h5 of models with custom layers, written and read by weight name: the Keras "
-     "file readers build models from configs, and a custom layer's config is Python code"},
+     "file readers build models from configs, and a custom layer's config is Python code; and "
+     "KerasHub's .lora.h5 adapter files (save_lora_weights), which hold no model"},
     {"io/",
      {"bench"},
      "bench/load_memory.cc measures the memory of the .keras reader (its zip and HDF5 readers)"},

@@ -96,6 +96,9 @@ class TensorParallel:
             self.plan = hub.tensor_parallel(self._hub, self.world_size, optimizer, loss, metrics,
                                             kwargs)
             return
+        if len(getattr(self.model, "inputs", ()) or ()) > 1:
+            self._compile_several_inputs(optimizer, loss, loss_weights, metrics, kwargs)
+            return
         self.model.compile(optimizer, loss, loss_weights=loss_weights, metrics=metrics,
                            **kwargs)  # on one device: planning prices its training step
         self.plan = _plan(self.model, self.world_size, self._batch_size, cluster=self._cluster,
@@ -107,8 +110,25 @@ class TensorParallel:
             self.model.compile(optimizer, loss, loss_weights=loss_weights, metrics=metrics,
                                **kwargs)
 
+    def _compile_several_inputs(self, optimizer, loss, loss_weights, metrics, kwargs):
+        """A model of several inputs (a dict or list of them): AutoShard lays
+        it out on the mesh data=1, model=world_size, choosing every layout at
+        the first step (keras.distribution.AutoShard); autoshard.plan, which
+        also chooses the mesh's shape and reports the plan, prices models of
+        one input only, so ``plan`` is None here (docs/python.md,
+        "TensorParallel")."""
+        from .keras.distribution import AutoShard, DeviceMesh
+
+        mesh = DeviceMesh((1, self.world_size), ("data", "model"))
+        self.distribution = AutoShard(mesh, memory_per_device=self._memory,
+                                      cluster=self._cluster)
+        with self.distribution.scope():
+            self.model.compile(optimizer, loss, loss_weights=loss_weights, metrics=metrics,
+                               **kwargs)
+        self._several_inputs = True
+
     def _compiled(self, what):
-        if self.plan is None:
+        if self.plan is None and not getattr(self, "_several_inputs", False):
             raise ValueError(f"TensorParallel: call compile() before {what}()")
         return self.model if self._hub is None else self._hub
 

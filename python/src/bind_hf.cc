@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "autoshard/app/language_model_training.h"
 #include "autoshard/comm/world.h"
@@ -20,11 +21,14 @@
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
 #include "autoshard/models/bert/formats.h"
+#include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
 #include "autoshard/models/llama/llama.h"
+#include "autoshard/models/opt/opt.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/sample_weights.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "convert.h"
@@ -305,6 +309,7 @@ class LanguageModel {
     data.validate(s.batch, s.seq, cfg_.vocab_size());
     std::vector<double> losses;
     py::gil_scoped_release release;
+    weighted_ = false;
     build(s.seq, optimizer(s), {}, s.batch);
     const LanguageModelSteps steps{
         .end = s.steps,
@@ -344,8 +349,11 @@ class LanguageModel {
   }
 
   // One optimizer step on token ids x [B, T] against the next tokens y
-  // [B, T] (a preprocessed CausalLM batch); the batch's loss before it.
-  double train_on_batch(const py::handle& x, const py::handle& y) {
+  // [B, T] (a preprocessed CausalLM batch), each position's loss weighted by
+  // `weights` [B, T] when given (KerasHub's sample_weight=padding_mask:
+  // Keras's sum_over_batch_size, the weighted sum over B * T); the batch's
+  // loss before it.
+  double train_on_batch(const py::handle& x, const py::handle& y, const py::handle& weights) {
     AS_CHECK(optimizer_, "fit: compile() the model first");
     Tensor xs = to_tensor(x, DType::I32, "x"), ys = to_tensor(y, DType::I32, "y");
     AS_CHECK(xs.rank() == 2 && xs.shape() == ys.shape(), "fit: token_ids ", shape_str(xs.shape()),
@@ -355,9 +363,14 @@ class LanguageModel {
              ")");
     check_ids(xs, "fit: token_ids");
     check_ids(ys, "fit: y");
+    const bool weighted = !weights.is_none();
+    if (weighted) ys = packed_targets(ys, to_tensor(weights, DType::F32, "sample_weight"));
     py::gil_scoped_release release;
-    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get())
+    if (!model_ || built_seq_ != xs.dim(1) || trained_with_ != optimizer_.get() ||
+        weighted_ != weighted) {
+      weighted_ = weighted;
       build(xs.dim(1), optimizer_, {}, xs.dim(0));
+    }
     const double loss = model_->train_on_batch(xs, ys);
     AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
              std::isnan(loss) ? "nan" : "infinite",
@@ -365,23 +378,18 @@ class LanguageModel {
     return loss;
   }
 
-  // KerasHub's Backbone.enable_lora(rank): the Llama family's query and
-  // value projections get LoRA adapters (autoshard/models/llama/llama.h),
-  // every other weight frozen; the model is built again with its weights.
+  // KerasHub's Backbone.enable_lora(rank): the query and value projections
+  // get LoRA adapters (autoshard/nn/lora.h), every other weight frozen; the
+  // model is built again with its weights.
   void enable_lora(int64_t rank, double alpha) {
-    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
-    AS_CHECK(c, "enable_lora: autoshard runs LoRA on the Llama family (Llama, Llama 3, Mistral, ",
-             "Qwen, Gemma); this model is ", cfg_.model_type());
-    AS_CHECK(c->lora_rank == 0, "enable_lora: LoRA is already enabled (rank ", c->lora_rank, ")");
+    AS_CHECK(lora_rank() == 0, "enable_lora: LoRA is already enabled (rank ", lora_rank(), ")");
     AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
     AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
-    LlamaConfig lora = *c;
-    lora.lora_rank = rank;
-    lora.lora_alpha = alpha;
+    std::shared_ptr<const DecoderConfig> with_lora = lora_config({rank, alpha});
     py::gil_scoped_release release;
     // The weights come from the model built now (the readers know no adapters).
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
-    cfg_.config = llama_decoder(lora);
+    cfg_.config = with_lora;
     build(built_seq_, nullptr, [&] {
       Graph g;
       model_->trace_forward(g, 1, false);
@@ -390,8 +398,10 @@ class LanguageModel {
   }
 
   int64_t lora_rank() const {
-    const LlamaConfig* c = cfg_.get_if<LlamaConfig>();
-    return c ? c->lora_rank : 0;
+    if (const LlamaConfig* c = cfg_.get_if<LlamaConfig>()) return c->lora_rank;
+    if (const GPT2Config* c = cfg_.get_if<GPT2Config>()) return c->lora.rank;
+    if (const OPTConfig* c = cfg_.get_if<OPTConfig>()) return c->lora.rank;
+    return 0;
   }
 
   // A weight's whole value ("layers.0.self_attn.q_proj.lora_kernel_b").
@@ -419,14 +429,15 @@ class LanguageModel {
   }
 
   // Writes a KerasHub preset (autoshard/models/keras_hub_model.h), with the
-  // tokenizer files of the preset it was loaded from.
-  void save_preset(const std::string& dir, bool overwrite) {
+  // tokenizer files of the preset it was loaded from; a backbone of more than
+  // `max_shard_gb` GB (> 0) in shards.
+  void save_preset(const std::string& dir, bool overwrite, double max_shard_gb) {
     AS_CHECK(lora_rank() == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
              "(the adapters would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     const std::string tokenizer_from = keras_hub::is_preset(weights_) ? weights_ : "";
-    keras_hub::save_preset(*model_, *cfg_.config, dir, tokenizer_from, overwrite);
+    keras_hub::save_preset(*model_, *cfg_.config, dir, tokenizer_from, overwrite, max_shard_gb);
   }
 
   int64_t count_params() {
@@ -472,6 +483,45 @@ class LanguageModel {
                ", outside the model's vocabulary of ", cfg_.vocab_size());
   }
 
+  // The config with LoRA adapters of `lora` (each family its own fields).
+  std::shared_ptr<const DecoderConfig> lora_config(const LoraOptions& lora) const {
+    if (const LlamaConfig* c = cfg_.get_if<LlamaConfig>()) {
+      LlamaConfig with = *c;
+      with.lora_rank = lora.rank;
+      with.lora_alpha = lora.alpha;
+      return llama_decoder(with);
+    }
+    if (const GPT2Config* c = cfg_.get_if<GPT2Config>()) {
+      GPT2Config with = *c;
+      with.lora = lora;
+      return gpt2_decoder(with);
+    }
+    if (const OPTConfig* c = cfg_.get_if<OPTConfig>()) {
+      OPTConfig with = *c;
+      with.lora = lora;
+      return opt_decoder(with);
+    }
+    fail("enable_lora: autoshard runs LoRA on GPT-2, OPT and the Llama family (Llama, Llama 3, ",
+         "Mistral, Qwen, Gemma); this model is ", cfg_.model_type());
+  }
+
+  // Next tokens y [B, T] with their weights w [B, T] as the sample-weighted
+  // loss takes them (autoshard/nn/sample_weights.h): one-hot, then the weight.
+  Tensor packed_targets(const Tensor& y, const Tensor& w) const {
+    AS_CHECK(w.shape() == y.shape(), "fit: sample_weight ", shape_str(w.shape()),
+             " must have y's shape ", shape_str(y.shape()));
+    const int64_t V = cfg_.vocab_size(), n = y.numel();
+    Tensor packed = Tensor::zeros({y.dim(0), y.dim(1), V + 1}, DType::F32);
+    float* p = packed.f32();
+    for (int64_t i = 0; i < n; ++i) {
+      AS_CHECK(std::isfinite(w.f32()[i]) && w.f32()[i] >= 0,
+               "fit: sample weights must be finite and 0 or more, not ", w.f32()[i]);
+      p[i * (V + 1) + y.i32()[i]] = 1.0f;
+      p[i * (V + 1) + V] = w.f32()[i];
+    }
+    return packed;
+  }
+
   // The optimizer of `autoshard train` (AdamW, beta_2 0.95, cosine decay).
   std::shared_ptr<Optimizer> optimizer(const FitSettings& s) const {
     return language_model_optimizer({.learning_rate = s.lr,
@@ -493,7 +543,14 @@ class LanguageModel {
     const Optimizer* optimizer_ptr = optimizer.get();
     std::unique_ptr<Model> next = cfg_.build(seq, seed_);
     Model& m = *next;
-    if (optimizer) m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    const int64_t V = cfg_.vocab_size();
+    if (optimizer && weighted_)
+      m.compile(std::move(optimizer),
+                losses::sample_weighted("sparse_categorical_crossentropy", {.from_logits = true}));
+    else if (optimizer)
+      m.compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    if (!step && weighted_)
+      step = [&] { return m.training_graph({batch, seq}, {batch, seq, V + 1}, DType::F32); };
     if (!step) step = [&] { return m.training_graph({batch, seq}, {batch, seq}); };
     std::swap(model_, next);  // `step` may read model_
     try {
@@ -520,6 +577,7 @@ class LanguageModel {
   int64_t built_seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;     // compile()'s
   const Optimizer* trained_with_ = nullptr;  // the optimizer model_ was compiled with
+  bool weighted_ = false;                    // model_'s loss takes sample weights
 };
 
 // The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
@@ -538,13 +596,23 @@ BertConfig encoder_config(const std::string& dir) {
 // TextClassifier training steps.
 class Encoder {
  public:
-  Encoder(const std::string& dir, uint64_t seed, Placement placement)
+  // `num_labels` other than the preset's (0: the preset's) gives a
+  // classifier a fresh head of that many classes (KerasHub's
+  // TextClassifier.from_preset(num_classes=N)): the backbone's weights are
+  // loaded, the head's are new.
+  Encoder(const std::string& dir, uint64_t seed, Placement placement, int64_t num_labels = 0)
       : cfg_(encoder_config(dir)),
         dir_(dir),
         preset_(keras_hub::is_preset(dir)),
         seed_(seed),
-        placement_(std::move(placement)) {
+        placement_(std::move(placement)),
+        preset_labels_(cfg_.num_labels) {
     placement_.check();
+    AS_CHECK(num_labels >= 0, "num_classes must be positive, not ", num_labels);
+    if (num_labels == 0 || num_labels == cfg_.num_labels) return;
+    AS_CHECK(preset_ && !cfg_.masked_lm, "num_classes: a new head of ", num_labels,
+             " classes is made for a KerasHub TextClassifier preset only");
+    cfg_.num_labels = num_labels;
   }
   const BertConfig& config() const { return cfg_; }
 
@@ -592,18 +660,59 @@ class Encoder {
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
+    AS_CHECK(cfg_.lora.rank == 0, "save: a model with LoRA adapters is not saved yet (the ",
+             "adapters would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(default_seq(), nullptr);
     save_hf_bert(*model_, dir,
                  {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
-  // Writes a KerasHub preset (the backbone, task.json and the head's
-  // task.weights.h5), with the tokenizer files of the preset it came from.
-  void save_preset(const std::string& dir, bool overwrite) {
+  // KerasHub's Backbone.enable_lora(rank) on the encoder: adapters on each
+  // layer's query and value, the backbone frozen, the head left trainable.
+  void enable_lora(int64_t rank, double alpha) {
+    AS_CHECK(cfg_.lora.rank == 0, "enable_lora: LoRA is already enabled (rank ", cfg_.lora.rank,
+             ")");
+    AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
+    AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
     py::gil_scoped_release release;
     if (!model_) build(default_seq(), nullptr);
-    keras_hub::save_preset(*model_, *config_of_model(*model_), dir, preset_ ? dir_ : "", overwrite);
+    cfg_.lora = {rank, alpha};
+    build(seq_, nullptr);  // the weights carried over, the adapters at their start
+  }
+  int64_t lora_rank() const { return cfg_.lora.rank; }
+
+  // A weight's whole value, set, and every weight's path (as LanguageModel's).
+  py::array weight(const std::string& path) {
+    Tensor w;
+    {
+      py::gil_scoped_release release;
+      if (!model_) build(default_seq(), nullptr);
+      w = model_->gather_weight(path);
+    }
+    return to_numpy(w);
+  }
+  void set_weight(const std::string& path, const py::handle& value) {
+    Tensor w = to_tensor(value, DType::F32, path);
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    model_->set_weight(path, w);
+  }
+  std::vector<std::string> weight_paths() {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    return model_->weight_paths();
+  }
+
+  // Writes a KerasHub preset (the backbone, task.json and the head's
+  // task.weights.h5), with the tokenizer files of the preset it came from.
+  void save_preset(const std::string& dir, bool overwrite, double max_shard_gb) {
+    AS_CHECK(cfg_.lora.rank == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
+             "(the adapters would be lost)");
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    keras_hub::save_preset(*model_, *config_of_model(*model_), dir, preset_ ? dir_ : "", overwrite,
+                           max_shard_gb);
   }
 
   std::string mesh() const {
@@ -689,6 +798,8 @@ class Encoder {
     if (next) {
       for (const std::string& path : next->weight_paths())
         model_->set_weight(path, next->gather_weight(path));
+    } else if (preset_ && cfg_.num_labels != preset_labels_) {
+      load_backbone_only(seq);
     } else if (preset_) {
       keras_hub::load_preset_weights(*model_, dir_);
     } else {
@@ -698,11 +809,28 @@ class Encoder {
     trained_with_ = optimizer_ptr;
   }
 
+  // The preset's backbone into model_, whose head (of other classes than the
+  // preset's) keeps its initial weights: the preset is read into a model
+  // with its own head (on one device), whose other weights are copied over.
+  void load_backbone_only(int64_t seq) {
+    BertConfig preset = cfg_;
+    preset.num_labels = preset_labels_;
+    preset.lora = {};
+    Bert source(preset, seq, seed_);
+    keras_hub::load_preset_weights(source, dir_);
+    std::set<std::string> head;
+    for (const keras_hub::Variable& v : config_of_model(source)->keras_hub_variables().variables)
+      if (v.task) head.insert(v.weight);
+    for (const std::string& path : source.weight_paths())
+      if (!head.count(path)) model_->set_weight(path, source.gather_weight(path));
+  }
+
   BertConfig cfg_;
   std::string dir_;
   bool preset_;
   uint64_t seed_;
   Placement placement_;
+  int64_t preset_labels_;  // the preset's head's classes
   std::unique_ptr<Bert> model_;
   int64_t seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;
@@ -711,16 +839,18 @@ class Encoder {
 
 void bind_encoder(py::module_& m) {
   py::class_<Encoder>(m, "Encoder")
-      .def(py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
-                       const std::string& plan, const std::string& cluster,
-                       double memory_per_device, const LayoutEntries& layout_map) {
-             return std::make_unique<Encoder>(
-                 dir, seed,
-                 Placement{mesh, devices, plan, cluster, memory_per_device,
-                           layout_map_of(layout_map)});
-           }),
-           "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-           "memory_per_device"_a, "layout_map"_a = LayoutEntries{})
+      .def(
+          py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
+                      const std::string& plan, const std::string& cluster, double memory_per_device,
+                      const LayoutEntries& layout_map, int64_t num_labels) {
+            return std::make_unique<Encoder>(
+                dir, seed,
+                Placement{mesh, devices, plan, cluster, memory_per_device,
+                          layout_map_of(layout_map)},
+                num_labels);
+          }),
+          "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
+          "memory_per_device"_a, "layout_map"_a = LayoutEntries{}, "num_labels"_a = 0)
       .def("plan", &Encoder::plan)
       .def(
           "set_placement",
@@ -735,7 +865,13 @@ void bind_encoder(py::module_& m) {
       .def("compile", &Encoder::compile, "optimizer"_a)
       .def("train_on_batch", &Encoder::train_on_batch, "token_ids"_a, "segment_ids"_a,
            "padding_mask"_a, "labels"_a)
-      .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a)
+      .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a,
+           "max_shard_gb"_a = 0.0)
+      .def("enable_lora", &Encoder::enable_lora, "rank"_a, "lora_alpha"_a)
+      .def_property_readonly("lora_rank", &Encoder::lora_rank)
+      .def("weight", &Encoder::weight, "path"_a)
+      .def("weight_paths", &Encoder::weight_paths)
+      .def("set_weight", &Encoder::set_weight, "path"_a, "value"_a)
       .def_property_readonly("mesh", &Encoder::mesh)
       .def("count_params", &Encoder::count_params)
       .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
@@ -850,8 +986,10 @@ void bind_language_model(py::module_& m) {
            "overwrite"_a = false)
       .def("count_params", &LanguageModel::count_params)
       .def("compile", &LanguageModel::compile, "optimizer"_a)
-      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a)
-      .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a)
+      .def("train_on_batch", &LanguageModel::train_on_batch, "x"_a, "y"_a,
+           "sample_weight"_a = py::none())
+      .def("save_preset", &LanguageModel::save_preset, "directory"_a, "overwrite"_a,
+           "max_shard_gb"_a = 0.0)
       .def("enable_lora", &LanguageModel::enable_lora, "rank"_a, "lora_alpha"_a)
       .def_property_readonly("lora_rank", &LanguageModel::lora_rank)
       .def("weight", &LanguageModel::weight, "path"_a)

@@ -220,6 +220,57 @@ def test_save_to_preset_never_touches_the_users_files(tmp_path):
     assert (tmp_path / "empty" / "model.weights.h5").exists()
 
 
+def test_save_to_preset_in_shards_as_keras_writes_them(tmp_path):
+    lm = causal_lm("llama")
+    x, _ = lm_batch(lm.vocab_size)
+    small = 1.5e-5  # GB (about 16 KB): several shards
+    assert lm.count_params() * 4 > 3 * small * 2**30
+    lm.save_to_preset(tmp_path / "sharded", max_shard_size=small)
+    files = sorted(os.listdir(tmp_path / "sharded"))
+    shards = [f for f in files if re.fullmatch(r"model_\d{5}\.weights\.h5", f)]
+    assert len(shards) > 2 and shards[0] == "model_00000.weights.h5"
+    assert "model.weights.h5" not in files and "model.weights.json" in files
+    # Keras's ShardedH5IOStore index: {"metadata": {"total_size"}, "weight_map":
+    # {"/<layer>/vars": shard}}; a layer that fits in a shard lies whole in
+    # the shard named, a larger one (the untied embedding's two tables)
+    # starts there and goes on in the next, as Keras splits it.
+    index = json.load(open(tmp_path / "sharded" / "model.weights.json"))
+    assert set(index["weight_map"].values()) == set(shards)
+    seen, where = {}, {}
+    for shard in shards:
+        held = autoshard._native.read_weights_h5(str(tmp_path / "sharded" / shard))
+        for name, value in held:
+            assert name not in seen
+            seen[name] = value
+            where.setdefault("/" + name.rsplit("/", 1)[0], []).append((shard, value.size * 4))
+        assert sum(v.size * 4 for _, v in held) <= small * 2**30  # Keras's accounting
+    assert set(where) == set(index["weight_map"])
+    for group, parts in where.items():
+        assert parts[0][0] == index["weight_map"][group]
+        assert len({s for s, _ in parts}) == 1 or sum(n for _, n in parts) > small * 2**30
+    assert index["metadata"]["total_size"] == sum(v.size * 4 for v in seen.values())
+    lm.save_to_preset(tmp_path / "whole")  # the default, 10 GB: one file
+    assert not (tmp_path / "whole" / "model.weights.json").exists()
+    whole = dict(autoshard._native.read_weights_h5(str(tmp_path / "whole" / "model.weights.h5")))
+    assert set(whole) == set(seen)
+    for name, value in whole.items():
+        np.testing.assert_array_equal(seen[name], value)
+    again = keras_hub.models.LlamaCausalLM.from_preset(tmp_path / "sharded", mesh="model=2")
+    np.testing.assert_allclose(again(x), lm(x), rtol=1e-5, atol=1e-6)
+    clf = keras_hub.models.BertTextClassifier.from_preset(preset("bert"))
+    xc, _ = classification_task(vocab=clf.vocab_size)
+    clf.save_to_preset(tmp_path / "bert", max_shard_size=small)
+    assert (tmp_path / "bert" / "model.weights.json").exists()
+    assert (tmp_path / "bert" / "task.weights.h5").exists()  # the head: one file, as KerasHub
+    np.testing.assert_allclose(keras_hub.models.BertTextClassifier.from_preset(
+        tmp_path / "bert")(xc), clf(xc), rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="more than max_shard_size"):
+        lm.save_to_preset(tmp_path / "tiny", max_shard_size=1e-9)
+    assert not (tmp_path / "tiny").exists()
+    with pytest.raises(ValueError, match="max_shard_size"):
+        lm.save_to_preset(tmp_path / "neg", max_shard_size=-1)
+
+
 # BERT's classifier
 
 
@@ -276,6 +327,47 @@ def test_a_classifier_saves_to_a_preset_and_loads_back(tmp_path):
     again = keras_hub.models.TextClassifier.from_preset(tmp_path / "out")
     assert type(again).__name__ == "TextClassifier"
     np.testing.assert_allclose(again(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_num_classes_other_than_the_presets_gives_a_fresh_head(tmp_path):
+    preset_model = keras_hub.models.BertTextClassifier.from_preset(preset("bert"))
+    x, y = classification_task(vocab=preset_model.vocab_size)
+    model = keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=5)
+    assert model.num_classes == 5 and model(x).shape == (len(y), 5)
+    native, old = model._native, preset_model._native
+    head = [p for p in native.weight_paths() if p.startswith("classifier.")]
+    assert head and set(native.weight_paths()) == set(old.weight_paths())
+    for p in native.weight_paths():
+        if p not in head:  # the backbone (and BERT's pooler): the preset's
+            np.testing.assert_array_equal(native.weight(p), old.weight(p))
+    # The preset's head in the first classes of the fresh one gives the
+    # preset's logits there: the backbone is the preset's.
+    for p in head:
+        w, w_old = native.weight(p), old.weight(p)
+        axis = [i for i, (a, b) in enumerate(zip(w.shape, w_old.shape)) if a != b][0]
+        index = [slice(None)] * w.ndim
+        index[axis] = slice(0, w_old.shape[axis])
+        w[tuple(index)] = w_old
+        native.set_weight(p, w)
+    np.testing.assert_allclose(model(x)[:, :old.num_labels], preset_model(x), rtol=1e-5,
+                               atol=1e-6)
+    # It trains, sharded as on one device, and saves as a preset of 5 classes.
+    runs = []
+    for mesh in (None, "model=2"):
+        m = keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=5,
+                                                            mesh=mesh)
+        m.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+        history = m.fit(x, y, batch_size=8, epochs=8)
+        runs.append(history.steps)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-3)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 2
+    assert m.evaluate(x, y)[1] == 1.0
+    m.save_to_preset(tmp_path / "five")
+    again = keras_hub.models.TextClassifier.from_preset(tmp_path / "five")
+    assert again.num_classes == 5
+    np.testing.assert_allclose(again(x), m(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="num_classes"):
+        keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=0)
 
 
 def test_the_generic_classes_take_any_family():
@@ -341,8 +433,6 @@ def test_bad_presets_and_classes_are_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match="T5Backbone, which autoshard has no architecture for "
                                          r"\(it has GPT2Backbone.*RobertaBackbone\)"):
         keras_hub.models.Backbone.from_preset(d)
-    with pytest.raises(ValueError, match="num_classes=2, but the preset's head"):
-        keras_hub.models.BertTextClassifier.from_preset(preset("bert"), num_classes=2)
     with pytest.raises(ValueError, match="unsupported argument.*colour"):
         keras_hub.models.GPT2CausalLM.from_preset(preset("gpt2"), colour=1)
     with pytest.raises(ValueError, match='sharding must be None, "auto"'):
@@ -361,10 +451,10 @@ def test_bad_calls_are_one_clear_error():
                     stop_token_ids=None)
     with pytest.raises(ValueError, match="give y"):
         lm.fit(x)
-    padded = dict(x, padding_mask=np.concatenate([x["padding_mask"][:, :-1],
-                                                 np.zeros((8, 1), np.int32)], 1))
-    with pytest.raises(ValueError, match="padded batches"):
-        lm.fit(padded, y)
+    gapped = dict(x, padding_mask=np.concatenate([np.zeros((8, 1), np.int32),
+                                                 x["padding_mask"][:, 1:]], 1))
+    with pytest.raises(ValueError, match="pad each sequence on the right"):
+        lm.fit(gapped, y)
     with pytest.raises(ValueError, match="unknown input.*segment_ids"):
         lm(dict(x, segment_ids=x["token_ids"]))
     with pytest.raises(ValueError, match="loss"):
@@ -521,9 +611,11 @@ def test_the_example_runs_on_the_tiny_presets():
     assert re.search(r"tensor parallel on \S+: loss [0-9.]+ -> [0-9.]+, accuracy", text)
     before, after = map(float, re.search(r"lora: loss ([0-9.]+) -> ([0-9.]+)", text).groups())
     assert after < before and "lora generated:" in text
+    assert float(re.search(r"reloaded adapters, largest logit difference: (\S+)",
+                           text).group(1)) < 1e-4
 
 
-# LoRA (backbone.enable_lora, the Llama family)
+# LoRA (backbone.enable_lora: GPT-2, OPT, BERT, the Llama family)
 
 
 def lora_fit(name, mesh=None, epochs=3):
@@ -538,23 +630,26 @@ def merged(lm, name):
     """A model without adapters whose query and value kernels are the LoRA
     model's merged as Keras defines it, kernel + alpha / rank * a @ b
     (einsum_dense.py), computed here in NumPy in Keras's (C, heads, D) form."""
-    plain = causal_lm(name)
+    plain = causal_lm(name) if name in DECODERS else type(lm).from_preset(preset(name))
     native = lm._native
-    for path in native.weight_paths():
+    paths = native.weight_paths()
+    for path in paths:
         if ".lora_kernel_" in path:
             continue
         w = native.weight(path)
-        if path.endswith(("q_proj.kernel", "v_proj.kernel")):
-            scope = path[: -len("kernel")]
+        scope = path[: -len("kernel")]
+        if scope + "lora_kernel_a" in paths:
             a, b = native.weight(scope + "lora_kernel_a"), native.weight(scope + "lora_kernel_b")
             delta = (a @ b) * (4 / 4)  # [C, heads, D]; lora_alpha = rank
-            # autoshard's kernels are [heads..., D, C] (q: [K, G, D, C]).
-            w = w + np.moveaxis(delta, 0, -1).reshape(w.shape)
+            # Keras's kernels are [C, heads, D] (GPT-2's MultiHeadAttention
+            # too); the Hugging Face layouts' [heads..., D, C] (q: [K, G, D, C]).
+            w = w + (delta if delta.shape == w.shape else
+                     np.moveaxis(delta, 0, -1).reshape(w.shape))
         plain._native.set_weight(path, w)
     return plain
 
 
-@pytest.mark.parametrize("name", ["gemma", "llama"])
+@pytest.mark.parametrize("name", ["gemma", "llama", "gpt2", "opt"])
 def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
     lm = causal_lm(name)
     x, y = lm_batch(lm.vocab_size)
@@ -579,17 +674,16 @@ def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
     assert out[5] == lm({"token_ids": x["token_ids"][:1, :5]})[0, -1].argmax()
 
 
-@pytest.mark.parametrize("mesh", MESHES[1:])
-def test_sharded_lora_equals_one_device(mesh):
-    _, x, _, one = lora_fit("gemma")
-    lm, _, _, sharded = lora_fit("gemma", mesh=mesh)
+@pytest.mark.parametrize("name,mesh", [("gemma", m) for m in MESHES[1:]] +
+                         [("gpt2", "model=2"), ("opt", "data=2,model=2")])
+def test_sharded_lora_equals_one_device(name, mesh):
+    _, x, _, one = lora_fit(name)
+    lm, _, _, sharded = lora_fit(name, mesh=mesh)
     np.testing.assert_allclose(sharded.steps, one.steps, rtol=1e-4)
     assert any(".lora_kernel_" in line for line in lm.plan.explanation)  # planned like any weight
 
 
 def test_lora_errors_are_clear(tmp_path):
-    with pytest.raises(Exception, match="LoRA on the Llama family.*gpt2"):
-        causal_lm("gpt2").backbone.enable_lora(4)
     with pytest.raises(NotImplementedError, match="query and value projections only"):
         causal_lm("gemma").backbone.enable_lora(4, target_names=["ffw_linear"])
     lm = causal_lm("llama")
@@ -599,5 +693,166 @@ def test_lora_errors_are_clear(tmp_path):
     with pytest.raises(Exception, match="LoRA adapters is not saved yet"):
         lm.save_to_preset(tmp_path / "out")
     assert not (tmp_path / "out").exists()
-    with pytest.raises(NotImplementedError, match="save_lora_weights"):
+    with pytest.raises(ValueError, match="must end in .lora.h5"):
         lm.backbone.save_lora_weights(str(tmp_path / "lora.h5"))
+    with pytest.raises(ValueError, match="no LoRA-enabled layers"):
+        causal_lm("llama").backbone.save_lora_weights(tmp_path / "x.lora.h5")
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_lora_on_an_encoder_trains_the_adapters_and_the_head(name, tmp_path):
+    cls = getattr(keras_hub.models, f"{name.capitalize() if name == 'bert' else 'Roberta'}"
+                                    "TextClassifier")
+    model = cls.from_preset(preset(name))
+    x, y = classification_task(vocab=model.vocab_size)
+    before = model(x)
+    paths_before = set(model._native.weight_paths())
+    model.backbone.enable_lora(rank=4)
+    np.testing.assert_array_equal(model(x), before)
+    paths = model._native.weight_paths()
+    adapters = {p for p in paths if ".lora_kernel_" in p}
+    assert set(paths) - adapters == paths_before
+    assert {p.split(".lora_kernel_")[0].rsplit(".", 1)[1] for p in adapters} == {"query", "value"}
+    start = {p: model._native.weight(p).copy() for p in paths}
+    model.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    history = model.fit(x, y, batch_size=8, epochs=4)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    changed = {p for p in paths if not np.array_equal(start[p], model._native.weight(p))}
+    # KerasHub freezes the backbone (BERT's pooler with it), not the task's head.
+    head = {p for p in paths if p.startswith(("classifier.", "classifier"))}
+    assert head and changed == adapters | head, sorted(changed ^ (adapters | head))
+    np.testing.assert_allclose(merged(model, name)(x), model(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="LoRA adapters is not saved yet"):
+        model.save_to_preset(tmp_path / "out")
+    model.backbone.save_lora_weights(tmp_path / "enc.lora.h5")
+    again = cls.from_preset(preset(name))
+    again.backbone.load_lora_weights(tmp_path / "enc.lora.h5")
+    for p in adapters:
+        np.testing.assert_array_equal(again._native.weight(p), model._native.weight(p))
+    sharded = cls.from_preset(preset(name), mesh="model=2")
+    sharded.backbone.enable_lora(rank=4)
+    sharded.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    for p in adapters:  # the same starting adapters (a is random)
+        sharded._native.set_weight(p, start[p])
+    np.testing.assert_allclose(sharded.fit(x, y, batch_size=8, epochs=4).steps, history.steps,
+                               rtol=1e-3)
+
+
+# LoRA files (Backbone.save_lora_weights / load_lora_weights)
+
+
+@pytest.mark.parametrize("mesh", [None, "model=2"])
+def test_saved_lora_weights_reload_into_a_fresh_model(tmp_path, mesh):
+    lm, x, _, _ = lora_fit("llama")
+    path = tmp_path / "adapter.lora.h5"
+    lm.backbone.save_lora_weights(path)
+    # KerasHub's layout (read by the generic HDF5 reader, not the LoRA one):
+    # lora/vars/rank, then lora/<i>/vars/lora_kernel_{a,b} per adapted layer.
+    names = sorted(name for name, _ in autoshard._native.read_weights_h5(str(path)))
+    assert names == sorted(f"lora/{i}/vars/lora_kernel_{k}" for i in range(4) for k in "ab")
+    stored = dict(autoshard._native.read_weights_h5(str(path)))
+    np.testing.assert_array_equal(stored["lora/1/vars/lora_kernel_b"],
+                                  lm._native.weight("layers.0.self_attn.v_proj.lora_kernel_b"))
+    fresh = causal_lm("llama", mesh=mesh)
+    assert not np.allclose(fresh(x), lm(x), atol=1e-4)  # the adapters changed the logits
+    fresh.backbone.load_lora_weights(str(path))  # enables LoRA at the file's rank
+    assert fresh._native.lora_rank == 4
+    if mesh is None:
+        np.testing.assert_array_equal(fresh(x), lm(x))
+    np.testing.assert_allclose(fresh(x), lm(x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(merged(fresh, "llama")(x), lm(x), rtol=1e-4, atol=1e-5)
+
+
+def test_lora_files_never_replace_a_file_and_check_what_they_load(tmp_path):
+    lm, _, _, _ = lora_fit("llama", epochs=1)
+    path = tmp_path / "mine.lora.h5"
+    path.write_bytes(b"the user's file")
+    with pytest.raises(FileExistsError, match="exists"):
+        lm.backbone.save_lora_weights(path)
+    assert path.read_bytes() == b"the user's file"
+    assert os.listdir(tmp_path) == ["mine.lora.h5"]  # no temporary left behind
+    good = tmp_path / "good.lora.h5"
+    lm.backbone.save_lora_weights(good)
+    other = causal_lm("llama")
+    other.backbone.enable_lora(2)
+    with pytest.raises(ValueError, match="rank of .* is 4.*rank=2"):
+        other.backbone.load_lora_weights(good)
+    with pytest.raises(ValueError, match="holds 4 adapted layers.*has 8|lora_kernel_a of shape"):
+        causal_lm("gemma").backbone.load_lora_weights(good)
+    with pytest.raises(FileNotFoundError):
+        other.backbone.load_lora_weights(tmp_path / "none.lora.h5")
+    # A file numbered by KerasHub's own layer walk (no autoshard order
+    # attribute) is refused rather than mapped to the wrong layers.
+    foreign = tmp_path / "keras.lora.h5"
+    autoshard._native.write_lora_h5(str(foreign), 4, "", [])
+    with pytest.raises(ValueError, match="KerasHub's layer walk"):
+        other.backbone.load_lora_weights(foreign)
+    plain = tmp_path / "plain.lora.h5"
+    autoshard._native.write_weights_h5(str(plain), [("lora/0/vars/lora_kernel_a",
+                                                     np.zeros((2, 2), np.float32))])
+    with pytest.raises(Exception, match="no lora/vars/rank"):
+        other.backbone.load_lora_weights(plain)
+
+
+# Padded batches (KerasHub's sample_weight=padding_mask)
+
+
+def padded_batch(vocab, ends, seed=1):
+    x, y = lm_batch(vocab, n=len(ends), seed=seed)
+    t = x["token_ids"].shape[1]
+    mask = (np.arange(t) < np.array(ends)[:, None]).astype(np.int32)
+    junk = tokens(vocab, y.shape, seed + 7)
+    x["token_ids"] = np.where(mask == 1, x["token_ids"], junk)
+    return {"token_ids": x["token_ids"], "padding_mask": mask}, np.where(mask == 1, y, junk[:, ::-1])
+
+
+def test_a_padded_batch_trains_on_the_loss_of_its_unpadded_sequences():
+    lm = causal_lm("llama")
+    lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    ends = [8, 5, 3, 8]
+    x, y = padded_batch(lm.vocab_size, ends)
+    # The reference: each sequence alone, unpadded, its per-token losses
+    # summed, over every position of the batch (Keras's sum_over_batch_size
+    # with sample_weight: keras/src/losses/loss.py reduce_values).
+    total = 0.0
+    for row, n in enumerate(ends):
+        logits = lm({"token_ids": x["token_ids"][row:row + 1, :n]})[0].astype(np.float64)
+        log_z = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
+        total += (log_z - logits[np.arange(n), y[row, :n]]).sum()
+    expected = total / y.size
+    assert lm.evaluate(x, y)[0] == pytest.approx(expected, rel=1e-5)
+    history = lm.fit(x, y, batch_size=4, epochs=2, shuffle=False)
+    assert history.steps[0] == pytest.approx(expected, rel=1e-4)
+    # What the padded positions hold changes nothing.
+    other = causal_lm("llama")
+    other.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    x2, y2 = padded_batch(other.vocab_size, ends)
+    mask = x2["padding_mask"] == 1
+    x2["token_ids"] = np.where(mask, x2["token_ids"], 0)
+    y2 = np.where(mask, y2, 1)
+    np.testing.assert_allclose(other.fit(x2, y2, batch_size=4, epochs=2, shuffle=False).steps,
+                               history.steps, rtol=1e-5)
+    np.testing.assert_allclose(other(x2)[mask], lm(x)[mask], rtol=1e-4, atol=1e-5)
+
+
+def test_a_sharded_padded_fit_equals_one_device():
+    runs = []
+    for mesh in (None, "model=2"):
+        lm = causal_lm("gpt2", mesh=mesh)
+        lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+        x, y = padded_batch(lm.vocab_size, [8, 2, 6, 7])
+        w = x["padding_mask"] * 0.5  # the preprocessor's sample_weight, given explicitly
+        runs.append(lm.fit(x, y, sample_weight=w, batch_size=2, epochs=2).steps)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-4)
+
+
+def test_padding_on_the_left_or_bad_weights_are_clear_errors():
+    lm = causal_lm("llama")
+    x, y = padded_batch(lm.vocab_size, [8, 5])
+    left = dict(x, padding_mask=x["padding_mask"][:, ::-1])
+    with pytest.raises(ValueError, match="pad each sequence on the right"):
+        lm.fit(left, y)
+    with pytest.raises(ValueError, match="sample_weight has shape"):
+        lm.fit(x, y, sample_weight=np.ones((2, 3)))
+    with pytest.raises(ValueError, match="finite and 0 or more"):
+        lm.fit(x, y, sample_weight=-np.ones(2))

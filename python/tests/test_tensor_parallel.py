@@ -72,6 +72,40 @@ def test_tensor_parallel_equals_autoshard_distribution_and_one_device():
     assert tp_history["loss"][-1] < tp_history["loss"][0]  # it learns
 
 
+def two_input_model(as_dict):
+    # A functional model of two inputs (Keras's multi-input example, small).
+    title, body = keras.Input((12,), name="title"), keras.Input((8,), name="body")
+    h = keras.layers.Concatenate()([keras.layers.Dense(16, activation="relu")(title),
+                                    keras.layers.Dense(16, activation="relu")(body)])
+    out = keras.layers.Dense(4, activation="softmax")(h)
+    return keras.Model({"title": title, "body": body} if as_dict else [title, body], out)
+
+
+@pytest.mark.parametrize("as_dict", [True, False])
+def test_tensor_parallel_takes_models_of_several_inputs(as_dict):
+    rng = np.random.default_rng(3)
+    title = rng.normal(size=(32, 12)).astype(np.float32)
+    body = rng.normal(size=(32, 8)).astype(np.float32)
+    y = (np.abs(title[:, :4]) + np.abs(body[:, :4])).argmax(axis=1).astype(np.int64)
+    x = {"title": title, "body": body} if as_dict else [title, body]
+    keras.utils.set_random_seed(11)
+    reference = two_input_model(as_dict)
+    start = reference.get_weights()
+    model = two_input_model(as_dict)
+    model.set_weights(start)
+    tp = autoshard.TensorParallel(model, world_size=2)
+    tp_history, tp_eval, tp_pred = train(tp, x, y)
+    assert tuple(tp.device_mesh.shape) == (1, 2) and tp.plan is None
+    assert isinstance(tp.distribution, AutoShard)
+    one_history, one_eval, one_pred = train(reference, x, y)
+    np.testing.assert_allclose(tp_history["loss"], one_history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(tp_eval["loss"], one_eval["loss"], rtol=1e-5)
+    np.testing.assert_allclose(tp_pred, one_pred, rtol=1e-4, atol=1e-6)
+    assert tp_history["loss"][-1] < tp_history["loss"][0]
+    for a, b in zip(tp.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_tensor_parallel_arguments():
     model = make_model()
     tp = autoshard.TensorParallel(model, world_size=2, distributed_backend="jax",

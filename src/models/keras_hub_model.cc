@@ -107,9 +107,9 @@ void load_preset_weights(Model& model, const std::string& dir) {
 }
 
 void save_preset(Model& model, const FamilyConfig& config, const std::string& dir,
-                 const std::string& tokenizer_from, bool overwrite) {
+                 const std::string& tokenizer_from, bool overwrite, double max_shard_gb) {
   save_preset(model, config.keras_hub_variables(), config.keras_hub_backbone(),
-              config.keras_hub_task(), dir, tokenizer_from, overwrite);
+              config.keras_hub_task(), dir, tokenizer_from, overwrite, max_shard_gb);
 }
 
 }  // namespace autoshard::keras_hub

@@ -6,6 +6,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/lora.h"
 #include "ir/einsum_equation.h"
 #include "tensor/rng.h"
 
@@ -290,6 +291,10 @@ class MultiHeadAttentionImpl : public LayerImpl {
     Value q = (*query_)(t, q_in);
     Value k = (*key_)(t, kv_in);
     Value v = (*value_)(t, kv_in);
+    if (lora_.enabled()) {  // LoraMultiHeadAttention (autoshard/nn/lora.h)
+      q = q + lora_update(t, lora_, q_in, q, "query");
+      v = v + lora_update(t, lora_, kv_in, v, "value");
+    }
     const double scale = 1.0 / std::sqrt(double(key_dim_));
     Value context;
     // The fused op never forms the scores, at the price of recomputing them
@@ -316,6 +321,7 @@ class MultiHeadAttentionImpl : public LayerImpl {
     if (o_.use_bias_) out = out + t.weight("bias", {q_in.dim(2)}, Initializer::zeros());
     return out;
   }
+  LoraOptions lora_;
 
  private:
   int64_t heads_, key_dim_, value_dim_;
@@ -361,6 +367,12 @@ LayerNormalization::LayerNormalization(LayerNormalizationOptions o)
     : Layer(std::make_shared<LayerNormImpl>(std::move(o))) {}
 MultiHeadAttention::MultiHeadAttention(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o)
     : Layer(std::make_shared<MultiHeadAttentionImpl>(heads, key_dim, std::move(o))) {}
+Layer LoraMultiHeadAttention(int64_t heads, int64_t key_dim, MultiHeadAttentionOptions o,
+                             LoraOptions lora) {
+  auto impl = std::make_shared<MultiHeadAttentionImpl>(heads, key_dim, std::move(o));
+  impl->lora_ = lora;
+  return Layer(impl);
+}
 Dropout::Dropout(double rate, uint64_t seed, std::string name)
     : Layer(std::make_shared<DropoutImpl>(rate, seed, std::move(name))) {}
 Activation::Activation(std::string act, std::string name)

@@ -37,10 +37,14 @@ void load_preset_weights(Model& model, const std::string& dir, const Variables& 
 // too), model.weights.h5 at the datasets of `variables`; the tokenizer files
 // of the preset `tokenizer_from`, if given. An existing non-empty `dir` is
 // refused unless `overwrite`, which replaces only the files written; a path
-// that is a file is refused.
+// that is a file is refused. A backbone of more than `max_shard_gb` GB
+// (> 0; KerasHub's save_to_preset(max_shard_size)) is written in shards,
+// model_00000.weights.h5, ..., listed by model.weights.json, as Keras's
+// ShardedH5IOStore writes them (keras/src/saving/saving_lib.py).
 void save_preset(Model& model, const Variables& variables, const nlohmann::json& backbone_config,
                  const nlohmann::json& task_fields, const std::string& dir,
-                 const std::string& tokenizer_from = "", bool overwrite = false);
+                 const std::string& tokenizer_from = "", bool overwrite = false,
+                 double max_shard_gb = 0);
 
 // Whether the preset has a tokenizer (tokenizer.json and assets/tokenizer/).
 bool has_preset_tokenizer(const std::string& dir);

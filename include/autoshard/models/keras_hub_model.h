@@ -22,8 +22,10 @@ void load_preset_weights(Model& model, const std::string& dir);
 // Writes `model` (built from `config`) as a KerasHub preset in `dir`
 // (keras_hub_preset.h's save_preset), with the tokenizer files of the preset
 // `tokenizer_from`, if given. A model KerasHub cannot express (an untied
-// OPT, a Llama whose head_dim is not hidden / heads) is an error.
+// OPT, a Llama whose head_dim is not hidden / heads) is an error. A backbone
+// of more than `max_shard_gb` GB (> 0) is written in shards (keras_hub_preset.h).
 void save_preset(Model& model, const FamilyConfig& config, const std::string& dir,
-                 const std::string& tokenizer_from = "", bool overwrite = false);
+                 const std::string& tokenizer_from = "", bool overwrite = false,
+                 double max_shard_gb = 0);
 
 }  // namespace autoshard::keras_hub

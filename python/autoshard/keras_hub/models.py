@@ -172,8 +172,10 @@ class Backbone:
         query and value projections (Keras's EinsumDense.enable_lora:
         kernel + lora_alpha / rank * lora_kernel_a @ lora_kernel_b, b from
         zeros, ``lora_alpha`` defaulting to ``rank``), every other weight
-        frozen: ``fit`` then trains the adapters only, and ``generate`` runs
-        with them. The Llama family (Llama, Llama 3, Mistral, Qwen, Gemma)."""
+        of the backbone frozen: ``fit`` then trains the adapters (and a
+        TextClassifier's head, which is not the backbone's) only, and
+        ``generate`` runs with them. Every family: GPT-2, OPT, BERT,
+        RoBERTa and the Llama family (Llama, Llama 3, Mistral, Qwen, Gemma)."""
         where = f"{type(self).__name__}.enable_lora"
         if target_names is not None and not set(target_names) <= set(self._LORA_TARGETS):
             raise NotImplementedError(f"{where}: autoshard puts adapters on the query and value "
@@ -182,18 +184,72 @@ class Backbone:
         rank = _checks.integer(rank, "rank", where, 1, _checks.INT32_MAX)
         alpha = rank if lora_alpha is None else _checks.number(lora_alpha, "lora_alpha", where,
                                                               above=0)
-        native = self._task._native
-        if not isinstance(self._task, CausalLM):
-            raise NotImplementedError(f"{where}: autoshard runs LoRA on the Llama family's "
-                                      f"causal LMs, not on a {self.class_name}")
-        native.enable_lora(rank, float(alpha))
+        self._task._native.enable_lora(rank, float(alpha))
         self._task._optimizer = None  # a new optimizer for the adapters alone
 
     def save_lora_weights(self, filepath):
-        raise NotImplementedError(f"{type(self).__name__}.save_lora_weights: not implemented yet "
-                                  "(nor save_to_preset of a model with adapters)")
+        """KerasHub's Backbone.save_lora_weights (keras_hub/src/models/
+        backbone.py): the adapters in an HDF5 file whose name ends in
+        ``.lora.h5``, laid out as KerasHub's (Keras's H5IOStore):
+        ``lora/vars/rank`` and, per adapted layer i, ``lora/i/vars/
+        lora_kernel_a`` and ``lora_kernel_b``. autoshard numbers the layers
+        query then value of each transformer layer in turn (KerasHub by its
+        own walk of the layers: docs/keras-hub.md, "LoRA files"). A file
+        already at ``filepath`` is never replaced (FileExistsError): the new
+        file is written beside it and linked into place whole."""
+        from ..keras import _model_files
 
-    load_lora_weights = save_lora_weights
+        where = f"{type(self).__name__}.save_lora_weights"
+        native = self._task._native
+        if not getattr(native, "lora_rank", 0):
+            raise ValueError(f"{where}: there are no LoRA-enabled layers in this model; call "
+                             "enable_lora(rank) first")
+        path = _model_files._path(filepath, where)
+        if not path.endswith(".lora.h5"):
+            raise ValueError(f"{where}: the filename must end in .lora.h5 (KerasHub's rule); "
+                             f"received filepath={path!r}")
+        adapters = [(native.weight(s + "lora_kernel_a"), native.weight(s + "lora_kernel_b"))
+                    for s in _adapter_scopes(native)]
+        _model_files._save_file(
+            path, False,
+            lambda out: _native.write_lora_h5(out, native.lora_rank, _LORA_ORDER, adapters),
+            where)
+
+    def load_lora_weights(self, filepath):
+        """KerasHub's Backbone.load_lora_weights: enables LoRA at the file's
+        rank (if not enabled; else the ranks must match) and sets each
+        adapter from the file written by save_lora_weights."""
+        from ..keras import _model_files
+
+        where = f"{type(self).__name__}.load_lora_weights"
+        path = _model_files._path(filepath, where)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{where}: no file '{path}'")
+        rank, order, adapters = _native.read_lora_h5(path)
+        if order != _LORA_ORDER:
+            raise ValueError(
+                f"{where}: '{path}' numbers its adapters by KerasHub's layer walk (it was not "
+                "written by autoshard's save_lora_weights), which autoshard does not map to its "
+                "layers; load it in KerasHub and save_to_preset the merged model instead")
+        native = self._task._native
+        if not getattr(native, "lora_rank", 0):
+            self.enable_lora(int(rank))
+        elif native.lora_rank != rank:
+            raise ValueError(f"{where}: the LoRA rank of '{path}' is {rank}, but the model was "
+                             f"given enable_lora(rank={native.lora_rank}); both must match")
+        scopes = _adapter_scopes(native)
+        if len(scopes) != len(adapters):
+            raise ValueError(f"{where}: '{path}' holds {len(adapters)} adapted layers, this "
+                             f"model has {len(scopes)}")
+        for scope, (a, b) in zip(scopes, adapters):
+            for name, value in (("lora_kernel_a", a), ("lora_kernel_b", b)):
+                want = tuple(native.weight(scope + name).shape)
+                if tuple(value.shape) != want:
+                    raise ValueError(f"{where}: '{path}' holds {name} of shape "
+                                     f"{tuple(value.shape)} for {scope}{name}, which is {want}")
+        for scope, (a, b) in zip(scopes, adapters):
+            native.set_weight(scope + "lora_kernel_a", a)
+            native.set_weight(scope + "lora_kernel_b", b)
 
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(
@@ -203,6 +259,28 @@ class Backbone:
 
     def __repr__(self):
         return f"<keras_hub.models.{type(self).__name__} ({self.class_name}) on autoshard>"
+
+
+# The order of save_lora_weights's layer indices (the "lora" group's
+# autoshard_adapter_order attribute): each transformer layer's query
+# adapter, then its value adapter, layer by layer.
+_LORA_ORDER = "query,value per transformer layer"
+
+
+def _adapter_scopes(native):
+    """The adapted projections' weight scopes ("layers.0.self_attn.q_proj.")
+    in _LORA_ORDER: by transformer layer, the query before the value."""
+    import re
+
+    suffix = "lora_kernel_a"
+    scopes = [p[: -len(suffix)] for p in native.weight_paths() if p.endswith("." + suffix)]
+
+    def key(scope):
+        layer = re.search(r"\d+", scope)
+        value = re.search(r"(^|\.)(v_proj|value)[._]", scope) is not None
+        return (int(layer.group()) if layer else -1, value)
+
+    return sorted(scopes, key=key)
 
 
 class _Task:
@@ -270,12 +348,15 @@ class _Task:
         it was loaded from. A directory that exists and is not empty is
         refused (FileExistsError), as is a path that is a file: no file of
         the user's is replaced or deleted; the preset appears whole or not
-        at all. ``max_shard_size`` (GB, KerasHub's argument) is checked and
-        not used: the weights go in one model.weights.h5."""
+        at all. A backbone of more than ``max_shard_size`` GB (KerasHub's
+        argument; None: never) is written in shards as Keras's
+        ShardedH5IOStore writes them: model_00000.weights.h5, ... and their
+        index model.weights.json."""
         if max_shard_size is not None:
-            _checks.number(max_shard_size, "max_shard_size", "save_to_preset", above=0)
+            max_shard_size = _checks.number(max_shard_size, "max_shard_size", "save_to_preset",
+                                            above=0)
         directory, _ = _hf._save_target(preset_dir, False)
-        self._native.save_preset(directory, False)
+        self._native.save_preset(directory, False, float(max_shard_size or 0))
 
     def __repr__(self):
         return f"<keras_hub.models.{type(self).__name__} ({self._class_name}) from {self._path!r}>"
@@ -445,14 +526,18 @@ class CausalLM(_Task):
             shuffle=True, **kwargs):
         """Keras's fit on KerasHub's preprocessed batches: ``x``
         ``{"token_ids", "padding_mask"}`` [n, tokens], ``y`` the next tokens
-        [n, tokens]; ``sample_weight`` (if given) all ones. Batches of
-        ``batch_size`` (default 32) in an order shuffled per epoch from the
-        model's seed. Returns a History."""
+        [n, tokens]. Each position's loss is weighted by ``sample_weight``
+        ([n, tokens] or [n]; the CausalLMPreprocessor's third output), else
+        by ``padding_mask``, so padded positions add nothing (as KerasHub's
+        preprocessor gives sample_weight=padding_mask); padding is on the
+        right, as KerasHub's preprocessors pad. Batches of ``batch_size``
+        (default 32) in an order shuffled per epoch from the model's seed.
+        Returns a History."""
         import numpy as np
 
         if kwargs:
             raise ValueError(f"fit: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        x, y = self._xy(x, y, sample_weight, "fit")
+        x, y, w = self._xy(x, y, sample_weight, "fit")
         batch_size = _checks.integer(32 if batch_size is None else batch_size, "batch_size",
                                      "fit", 1, _checks.INT32_MAX)
         epochs = _checks.integer(epochs, "epochs", "fit", 0, _checks.INT32_MAX)
@@ -462,7 +547,8 @@ class CausalLM(_Task):
         for epoch in range(epochs):
             losses, sizes = [], []
             for rows in _batches(len(x), batch_size, shuffle, epoch, self.seed):
-                losses.append(self._native.train_on_batch(x[rows], y[rows]))
+                losses.append(self._native.train_on_batch(
+                    x[rows], y[rows], None if w is None else w[rows]))
                 sizes.append(len(rows))
             history.steps += losses
             history.epoch.append(epoch)
@@ -484,12 +570,7 @@ class CausalLM(_Task):
         if y.shape != token_ids.shape:
             raise ValueError(f"{where}: y has shape {y.shape}, token_ids {token_ids.shape}; "
                              "give one target per token")
-        weights = [w for w in (mask, sample_weight) if w is not None]
-        if where == "fit" and any(not np.all(np.asarray(w) == 1) for w in weights):
-            raise ValueError("fit: padded batches (0s in padding_mask or sample_weight) are not "
-                             "supported yet: the engine's loss has no sample weights; give "
-                             "batches of full sequences")
-        return token_ids, y
+        return token_ids, y, _position_weights(mask, sample_weight, y.shape, where)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  return_dict=False, **kwargs):
@@ -501,9 +582,8 @@ class CausalLM(_Task):
 
         if kwargs:
             raise ValueError(f"evaluate: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        token_ids, y = self._xy(x, y, None, "evaluate")
-        w = (np.ones(y.shape) if sample_weight is None
-             else np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), y.shape))
+        token_ids, y, w = self._xy(x, y, sample_weight, "evaluate")
+        w = np.ones(y.shape) if w is None else w.astype(np.float64)
         logits = self._native.logits(token_ids).astype(np.float64)
         top = logits.max(-1, keepdims=True)
         log_z = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
@@ -513,6 +593,36 @@ class CausalLM(_Task):
         accuracy = float(hits.sum() / w.sum()) if w.sum() else 0.0
         result = {"loss": loss, "sparse_categorical_accuracy": accuracy}
         return result if return_dict else [loss, accuracy]
+
+
+def _position_weights(mask, sample_weight, shape, where):
+    """Each position's loss weight [n, tokens] (float32), or None when all
+    are 1 (the unweighted loss: the same value, without the one-hot targets
+    the weighted one needs): ``sample_weight`` ([n, tokens], or [n] spread
+    over each sequence) if given, else ``padding_mask``. The mask must pad on
+    the right (1s, then 0s), as KerasHub's preprocessors do: the engine's
+    causal attention lets no position see a later one, so right padding
+    changes nothing before it; left padding would need the mask in the
+    attention."""
+    import numpy as np
+
+    ends = mask.sum(1)
+    if np.any(mask != (np.arange(mask.shape[1]) < ends[:, None])):
+        raise ValueError(f"{where}: padding_mask must pad each sequence on the right (1s, then "
+                         "0s), as KerasHub's CausalLMPreprocessor does; left-padded or gapped "
+                         "masks are not supported")
+    if sample_weight is None:
+        w = mask.astype(np.float32)
+    else:
+        w = np.asarray(sample_weight, dtype=np.float32)
+        if w.ndim == 1 and w.shape[0] == shape[0]:
+            w = np.repeat(w[:, None], shape[1], 1)
+        if w.shape != tuple(shape):
+            raise ValueError(f"{where}: sample_weight has shape {w.shape}; give one weight per "
+                             f"token {tuple(shape)} or per sequence ({shape[0]},)")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError(f"{where}: sample_weight must be finite and 0 or more")
+    return None if np.all(w == 1) else w
 
 
 def _lm_inputs(inputs, where):
@@ -557,12 +667,14 @@ class TextClassifier(_Task):
             _hf._check_dtype(dtype)
         placement = _placement(path, mesh, distribution, sharding, where)
         seed = _hf._seed(seed, where)
-        native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args()))
-        if num_classes is not None and num_classes != native.num_labels:
-            raise ValueError(f"{where}: num_classes={num_classes}, but the preset's head "
-                             f"(task.json, task.weights.h5) has {native.num_labels}; autoshard "
-                             "loads the head from the preset (a new head of another size is "
-                             "not supported)")
+        if num_classes is not None:
+            num_classes = _checks.integer(num_classes, "num_classes", where, 1,
+                                          _checks.INT32_MAX)
+        # num_classes other than the preset's head's: a fresh head of that
+        # many classes on the preset's backbone (KerasHub's Task.from_preset
+        # builds the task anew around the loaded backbone).
+        native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args(),
+                                                     num_labels=num_classes or 0))
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed

@@ -75,6 +75,10 @@ Value Bert::attention(Trace& t, const Block& b, Value x, Value key_bias) const {
     q = b.query(t, x);
     k = with_softmax_ignored_bias(t, b.key(t, x), "key");
     v = b.value(t, x);
+    if (c.lora.enabled()) {
+      q = q + lora_update(t, c.lora, x, q, "query");
+      v = v + lora_update(t, c.lora, x, v, "value");
+    }
   }
   Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), 1.0 / std::sqrt(c.head_dim()));
   Value probs = ops::softmax(scores + key_bias);             // [B, H, S, S]
@@ -133,6 +137,9 @@ Value Bert::call(Trace& t, const std::vector<Value>& inputs) {
     x = b.output_norm(t, x + training_dropout(t, b.output(t, h), c.dropout, "dropout"));
     g.close_region();
   }
+  // LoRA freezes the backbone (the encoder, and BERT's pooler below), not
+  // the task's head: KerasHub's Backbone.enable_lora.
+  if (c.lora.enabled()) freeze_all_but_adapters(t);
   return c.masked_lm ? masked_lm_head(t, x) : classification_head(t, x);
 }
 
@@ -153,6 +160,7 @@ Value Bert::classification_head(Trace& t, Value x) const {
     Trace::Scope pooler(t, "pooler");
     pooled = ops::tanh(dense(t, first, c.hidden_size, "dense"));
   }
+  if (c.lora.enabled()) freeze_all_but_adapters(t);
   return dense(t, training_dropout(t, pooled, c.dropout, "dropout"), c.num_labels, "classifier");
 }
 

@@ -57,9 +57,13 @@ class Gpt2Decoder final : public ConfigOf<GPT2Config> {
   }
 };
 
+}  // namespace
+
 std::shared_ptr<const DecoderConfig> gpt2_decoder(GPT2Config config) {
   return std::make_shared<Gpt2Decoder>(std::move(config));
 }
+
+namespace {
 
 class Gpt2Family final : public ModelFamily {
  public:

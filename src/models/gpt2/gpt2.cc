@@ -48,16 +48,17 @@ GPT2::GPT2(GPT2Config c, int64_t seq_len, uint64_t seed)
     return LayerNormalization(LayerNormalizationOptions().epsilon(c.layer_norm_epsilon).name(name));
   };
   for (int64_t i = 0; i < c.n_layer; ++i) {
+    const auto attention = MultiHeadAttentionOptions()
+                               .use_causal_mask(true)
+                               .key_bias(false)
+                               .dropout(c.dropout)
+                               .kernel_initializer(normal)
+                               .output_kernel_initializer(residual)
+                               .name("attn");
     blocks_.push_back(
         Block{ln("ln_1"),
-              MultiHeadAttention(c.n_head, c.head_dim(),
-                                 MultiHeadAttentionOptions()
-                                     .use_causal_mask(true)
-                                     .key_bias(false)
-                                     .dropout(c.dropout)
-                                     .kernel_initializer(normal)
-                                     .output_kernel_initializer(residual)
-                                     .name("attn")),
+              c.lora.enabled() ? LoraMultiHeadAttention(c.n_head, c.head_dim(), attention, c.lora)
+                               : MultiHeadAttention(c.n_head, c.head_dim(), attention),
               ln("ln_2"),
               Dense(4 * c.n_embd,
                     DenseOptions().activation("gelu_tanh").kernel_initializer(normal).name("c_fc")),
@@ -99,6 +100,7 @@ Value GPT2::call(Trace& t, const std::vector<Value>& inputs) {
     wte = t.weight("embeddings", {config_.vocab_size, config_.n_embd},
                    Initializer::normal(0.0, 0.02));
   }
+  if (config_.lora.enabled()) freeze_all_but_adapters(t);
   return ops::einsum("btc,vc->btv", x, wte);  // logits [B, T, V], tied to the embedding
 }
 

@@ -5,6 +5,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/layers.h"
+#include "autoshard/nn/lora.h"
 #include "models/hf_layers.h"
 
 namespace autoshard {
@@ -33,38 +34,6 @@ Layer rms_norm(const LlamaConfig& c, const char* name) {
                                 .gamma_offset(c.norm_gamma_offset)
                                 .epsilon(c.rms_norm_eps)
                                 .name(name));
-}
-
-// LoRA's part of projection `scope`'s output `y` [B, T, heads..., D] for
-// input x [B, T, C]: x @ (alpha / rank * a @ b) with a [C, heads, rank] and
-// b [rank, D], the update Keras adds to the kernel (keras/src/layers/core/
-// einsum_dense.py, the `kernel` property: kernel + lora_alpha / lora_rank *
-// matmul(lora_kernel_a, lora_kernel_b)); a from he_uniform over Keras's
-// fan-in of that shape, b zeros, so the model starts as it was.
-Value lora_update(Trace& t, const LlamaConfig& c, Value x, const Value& y, const char* scope) {
-  Trace::Scope s(t, scope);
-  const int64_t C = c.hidden_size, r = c.lora_rank, D = c.head_dim;
-  int64_t heads = 1;  // y's dims between [B, T] and D
-  for (int i = 2; i + 1 < y.rank(); ++i) heads *= y.dim(i);
-  const double limit = std::sqrt(6.0 / double(C * heads));
-  Value a = t.weight("lora_kernel_a", {C, heads, r}, Initializer::uniform(-limit, limit));
-  Value b = t.weight("lora_kernel_b", {r, D}, Initializer::zeros());
-  Value u = ops::einsum("bthr,rd->bthd", ops::einsum("btc,chr->bthr", x, a), b);
-  return ops::scale(ops::reshape(u, y.shape()), c.lora_alpha / double(r));
-}
-
-// With LoRA every weight but the adapters is frozen (KerasHub's
-// Backbone.enable_lora: the backbone's layers made non-trainable, then the
-// query and value layers' enable_lora): each is declared again, as found,
-// non-trainable.
-void freeze_all_but_adapters(Trace& t) {
-  Graph& g = t.graph();
-  for (int id : g.parameters()) {
-    const LeafAttrs& leaf = g.node(id).leaf();
-    if (leaf.buffer || leaf.is_slot() || leaf.name.find(".lora_kernel_") != std::string::npos)
-      continue;
-    t.weight(leaf.name, leaf.shape, Initializer::zeros(), /*trainable=*/false);
-  }
 }
 
 }  // namespace
@@ -107,12 +76,13 @@ Value Llama::attention(Trace& t, const Block& b, Value x, Value positions, int64
                          .low_freq_factor = c.rope_low_freq_factor,
                          .high_freq_factor = c.rope_high_freq_factor,
                          .original_max_positions = c.rope_original_max_positions};
+  const LoraOptions lora{c.lora_rank, c.lora_alpha};
   Value q = b.q_proj(t, x);
-  if (c.lora_rank > 0) q = q + lora_update(t, c, x, q, "q_proj");
+  if (lora.enabled()) q = q + lora_update(t, lora, x, q, "q_proj");
   q = ops::rotary(q, positions, rope);
   Value k = ops::rotary(b.k_proj(t, x), positions, rope);
   Value v = b.v_proj(t, x);
-  if (c.lora_rank > 0) v = v + lora_update(t, c, x, v, "v_proj");
+  if (lora.enabled()) v = v + lora_update(t, lora, x, v, "v_proj");
   // Mistral's and Gemma 2's sliding window: each query sees its last
   // `window` keys; Gemma 2's scores soft-capped.
   Value o = t.causal_attention(q, k, v, c.attention_scale(), window, c.attn_logit_softcapping);

@@ -59,9 +59,13 @@ class OptDecoder final : public ConfigOf<OPTConfig> {
   }
 };
 
+}  // namespace
+
 std::shared_ptr<const DecoderConfig> opt_decoder(OPTConfig config) {
   return std::make_shared<OptDecoder>(std::move(config));
 }
+
+namespace {
 
 class OptFamily final : public ModelFamily {
  public:

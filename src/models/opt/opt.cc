@@ -80,9 +80,13 @@ Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
     {
       Value h = b.self_attn_layer_norm(t, x);
       Trace::Scope attn(t, "self_attn");
-      Value k = with_softmax_ignored_bias(t, b.k_proj(t, h), "k_proj");  // [B, T, H, D]
-      Value o = t.causal_attention(b.q_proj(t, h), k, b.v_proj(t, h),
-                                   1.0 / std::sqrt(double(c.head_dim())));
+      Value q = b.q_proj(t, h), v = b.v_proj(t, h);  // [B, T, H, D]
+      if (c.lora.enabled()) {
+        q = q + lora_update(t, c.lora, h, q, "q_proj");
+        v = v + lora_update(t, c.lora, h, v, "v_proj");
+      }
+      Value k = with_softmax_ignored_bias(t, b.k_proj(t, h), "k_proj");
+      Value o = t.causal_attention(q, k, v, 1.0 / std::sqrt(double(c.head_dim())));
       x = x + training_dropout(t, b.out_proj(t, o), c.dropout, "attn_drop");
     }
     Value h = b.fc2(t, ops::relu(b.fc1(t, b.final_layer_norm(t, x))));
@@ -96,6 +100,7 @@ Value OPT::call(Trace& t, const std::vector<Value>& inputs) {
     head = t.weight(c.tie_word_embeddings ? "embeddings" : "kernel", {c.vocab_size, c.hidden_size},
                     Initializer::normal(0.0, 0.02));
   }
+  if (c.lora.enabled()) freeze_all_but_adapters(t);
   return ops::einsum("btc,vc->btv", x, head);  // logits [B, T, V]
 }
 

@@ -32,6 +32,7 @@
 
 #include <string>
 
+#include "autoshard/nn/lora.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/plan/distribution.h"
 
@@ -50,6 +51,10 @@ struct BertConfig {
   double layer_norm_eps = 1e-12;
   double dropout = 0.0;    // hidden_dropout_prob, while training
   bool masked_lm = false;  // the head: masked LM (architectures *ForMaskedLM), else classification
+  // LoRA on the attention's query and value projections; the
+  // task's head stays trainable (autoshard/nn/lora.h,
+  // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
+  LoraOptions lora;
 
   // A Hugging Face config.json of model_type bert or roberta; num_labels
   // from "num_labels" or "id2label". Other activations, relative position

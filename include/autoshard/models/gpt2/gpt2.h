@@ -14,20 +14,26 @@
 //   ln_f.gamma/beta [C]
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "autoshard/nn/lora.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/plan/distribution.h"
 
 namespace autoshard {
 
 class ConfigReader;
+class DecoderConfig;
 class ModelFamily;
 
 struct GPT2Config {
   int64_t n_layer = 12, n_head = 12, n_embd = 768, vocab_size = 50257, n_positions = 1024;
   double dropout = 0.0;  // resid, embedding and attention dropout
   double layer_norm_epsilon = 1e-5;
+  // LoRA on the attention's query and value projections (autoshard/nn/lora.h,
+  // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
+  LoraOptions lora;
 
   // "test" (2 layers, 3 heads, width 24, vocabulary 67: awkward on purpose),
   // "tiny" and "mini" (byte vocabulary), "gpt2", "gpt2-medium", "gpt2-large",
@@ -69,5 +75,7 @@ class GPT2 : public Model {
 
 // The family in the registry (autoshard/models/registry.h).
 const ModelFamily& gpt2_family();
+// The registry's config of a GPT-2 (src/models/gpt2/family.cc).
+std::shared_ptr<const DecoderConfig> gpt2_decoder(GPT2Config config);
 
 }  // namespace autoshard

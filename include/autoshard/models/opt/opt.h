@@ -18,14 +18,17 @@
 //   final_layer_norm.gamma/beta [C]    lm_head.kernel [V, C] (absent when tied)
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "autoshard/nn/lora.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/plan/distribution.h"
 
 namespace autoshard {
 
 class ConfigReader;
+class DecoderConfig;
 class ModelFamily;
 
 struct OPTConfig {
@@ -34,6 +37,9 @@ struct OPTConfig {
   int64_t max_position_embeddings = 2048;
   double dropout = 0.0;  // on the embeddings' sum and each block's two outputs
   bool tie_word_embeddings = true;
+  // LoRA on the attention's query and value projections (autoshard/nn/lora.h,
+  // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
+  LoraOptions lora;
 
   // A Hugging Face config.json of model_type "opt". What this code does not
   // run is an error naming the field: post-LayerNorm blocks
@@ -73,5 +79,7 @@ class OPT : public Model {
 
 // The family in the registry (autoshard/models/registry.h).
 const ModelFamily& opt_family();
+// The registry's config of an OPT (src/models/opt/family.cc).
+std::shared_ptr<const DecoderConfig> opt_decoder(OPTConfig config);
 
 }  // namespace autoshard
