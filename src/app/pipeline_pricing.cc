@@ -1,5 +1,7 @@
 #include "autoshard/app/pipeline_pricing.h"
 
+#include <algorithm>
+
 #include "autoshard/app/named_distribution.h"
 #include "autoshard/error.h"
 #include "autoshard/nn/losses.h"
@@ -36,21 +38,41 @@ void check_zero1_inside(const PipelineRun& run, const DeviceMesh& inside) {
            "(e.g. --mesh data=2) or drop --zero1");
 }
 
-// One trace: the model with `layers` blocks, one micro-batch of `rows`
-// sequences on the in-stage mesh, priced.
+// What AutoShard may plan a trace under: the memory of the stage it stands
+// for. A stage's device holds up to `stage_blocks` blocks at one
+// micro-batch in its memory M; a trace of t blocks at x micro-batches is
+// max(1, t / stage_blocks) x x such stages' worth, so it gets that many
+// times M. (One device's memory for every trace refused plans whose stages
+// fit: the trace of two blocks at twice the micro-batch is larger than a
+// stage of two blocks.) The pipeline's prediction then checks each stage
+// against M itself.
+AutoShardOptions trace_budget(const PipelineRun& run, int64_t layers, int stage_blocks,
+                              int64_t multiple) {
+  AutoShardOptions o = run.autoshard;
+  const double device = o.memory_per_device > 0 ? o.memory_per_device : run.cluster.memory_bytes;
+  const double stages = std::max(1.0, double(layers) / double(stage_blocks));
+  if (device > 0) o.memory_per_device = device * stages * double(multiple);
+  return o;
+}
+
+// One trace: the model with `layers` blocks, `multiple` micro-batches of
+// `rows` sequences on the in-stage mesh, priced.
 PartCost trace_part(const PipelineRun& run, const LanguageModelConfig& config, int64_t layers,
-                    int64_t rows, const DeviceMesh& full) {
+                    int64_t rows, int64_t multiple, const DeviceMesh& full) {
   const LanguageModelConfig cfg = config.with_layers(layers);
   std::unique_ptr<Model> model = cfg.build(run.seq, run.seed);
   model->set_recompute(run.recompute);
   model->compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
   const DeviceMesh inside = in_stage_mesh(full);
   check_zero1_inside(run, inside);
-  std::shared_ptr<Distribution> dist =
-      named_distribution(run.stage_plan, inside, cfg, run.autoshard);
+  const int stages = full.axis_size(full.axis_index("pipe"));
+  const int stage_blocks = int((config.layers() + stages - 1) / stages);
+  std::shared_ptr<Distribution> dist = named_distribution(
+      run.stage_plan, inside, cfg, trace_budget(run, layers, stage_blocks, multiple));
   dist->zero1 = run.zero1;
   model->set_distribution(dist);
-  const Partition p = model->plan_training({rows, run.seq}, {rows, run.seq}, DType::I32);
+  const Shape x{rows * multiple, run.seq};
+  const Partition p = model->plan_training(x, x, DType::I32);
   return part_cost(p, run.cluster, full, dist->batch_dim_name(), run.bf16);
 }
 
@@ -70,9 +92,9 @@ PricedPipeline price_pipeline(const PipelineRun& run, const LanguageModelConfig&
   const int64_t rows = run.batch / shape.microbatches;  // one micro-batch, every replica
   check_pipeline_shape(shape, int(config.layers()));
   PartCost block, base;
-  split_parts(trace_part(run, config, 1, rows, full), trace_part(run, config, 2, rows, full),
-              trace_part(run, config, 1, 2 * rows, full),
-              trace_part(run, config, 2, 2 * rows, full), block, base);
+  split_parts(trace_part(run, config, 1, rows, 1, full), trace_part(run, config, 2, rows, 1, full),
+              trace_part(run, config, 1, rows, 2, full), trace_part(run, config, 2, rows, 2, full),
+              block, base);
   PricedPipeline r;
   r.mesh = full;
   r.shape = shape;
