@@ -199,6 +199,24 @@ TEST_F(Cli, AutoShardInsideStagesPlansInTheStagesMemoryTogether) {
   EXPECT_EQ(staged.code, 0) << staged.output;
 }
 
+// mini on pipe=2,model=2 with 8 micro-batches of one sequence fits 5 MB per
+// device only as stages holding their own share (the whole step on model=2
+// needs 19 MB; PipelineCost's AutoShardInsideTheStagesPlansUnderTheStages-
+// OwnMemory prices this pipeline): it plans and trains there with one
+// device's losses. (Training's AutoShard plans the whole model on one
+// micro-batch under the stages' memory together.)
+TEST_F(Cli, APipelineThatFitsOnlyAsStagesTrainsAsOneDevice) {
+  const std::string args = "train --model mini --batch 8 --seq 64 --steps 2 --sample 0 ";
+  const std::string one = (dir_ / "one.jsonl").string(), piped = (dir_ / "piped.jsonl").string();
+  ASSERT_EQ(run(args + "--log " + one).code, 0);
+  const Result r = run(
+      args + "--mesh pipe=2,model=2 --microbatches 8 --memory-per-device 5000000 --log " + piped);
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_losses(piped, logged_losses(one), 2);
+  const Result alone = run(args + "--mesh model=2 --memory-per-device 5000000");
+  EXPECT_NE(alone.code, 0) << alone.output;
+}
+
 TEST_F(Cli, TrainsAPipelineAndResumesItOnAnotherMesh) {
   // A constant learning rate: --steps 2 and --steps 4 take the same steps.
   const std::string args =

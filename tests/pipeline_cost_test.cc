@@ -211,6 +211,43 @@ TEST(PipelineCost, PipeOfOneIsThePlanWithoutIt) {
   EXPECT_EQ(a.dump(), b.dump());
 }
 
+// A cluster of `memory_bytes` per device whose links make the model axis
+// cheap (so AutoShard would rather split than replicate only for memory).
+std::string cluster_of_memory(double memory_bytes) {
+  const auto dir = std::filesystem::temp_directory_path() / "autoshard_pipeline_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / cat("memory-", int64_t(memory_bytes), ".json")).string();
+  std::ofstream(path)
+      << R"({"name": "tight", "device": {"flops": {"f32": 50e9},)"
+      << R"( "gemm_efficiency": [[1e9, 0.8]], "memory_bytes": )" << memory_bytes
+      << R"(, "memory_bandwidth": 2e10}, "shared_cores": 0, "links": [{"name":)"
+      << R"( "fast", "devices_per_group": 0, "bandwidth": 1e10, "latency_s": 1e-5}]})";
+  return path;
+}
+
+// AutoShard inside the stages plans each trace under the memory of the
+// stages it stands for, not one device's for every trace. mini's stages on
+// pipe=2,model=2 fit 5 MB (Megatron's layout: 4.96 MB on the larger;
+// AutoShard's now 4.05 MB, and faster), but
+// the trace of two blocks at twice the micro-batch needs 5.67 MB at least:
+// under one device's memory AutoShard found no plan for it, and the
+// pipeline was refused though each stage holding its own share fits.
+TEST(PipelineCost, AutoShardInsideTheStagesPlansUnderTheStagesOwnMemory) {
+  const std::string args =
+      "plan --json --predict --model mini --mesh pipe=2,model=2 --plan auto --batch 8 --seq 64 "
+      "--plan-time 0.2 --deterministic --cluster ";
+  const cli_runner::Result r = cli_runner::run(args + cluster_of_memory(5e6));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  const nlohmann::json& p = j["predicted"];
+  EXPECT_LE(p["peak_bytes_per_device"].get<double>(), 5e6);
+  for (const auto& s : p["per_stage"]) EXPECT_LE(s["peak_bytes"].get<double>(), 5e6);
+  // Where no stage can fit (3 MB), the plan is refused in one line.
+  const cli_runner::Result none = cli_runner::run(args + cluster_of_memory(3e6));
+  EXPECT_EQ(none.code, 1) << none.output;
+  EXPECT_EQ(cli_runner::count(none.output, "\n"), 1) << none.output;
+}
+
 // --devices N prices pipelines beside the meshes without a pipe axis and
 // keeps the faster plan that fits. GPT-3 175B on 1024 A100s fits only in
 // pipelines or in plans at the edge of memory: a pipeline wins, predicted

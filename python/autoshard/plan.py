@@ -84,7 +84,9 @@ def plan(model, mesh_or_devices, batch, cluster=None, dtype="float32", memory_pe
         as ``"mini"``, a config.json or a model directory).
     mesh_or_devices: a ``keras.distribution.DeviceMesh`` (batches split over
         ``batch_dim_name``, default its first axis), or a number of devices
-        whose mesh AutoShard chooses (as ``autoshard plan --devices N``).
+        whose mesh AutoShard chooses (as ``autoshard plan --devices N
+        --predict``: for a language model, pipelines too, and a pipelined
+        plan where one is faster).
     batch: examples (sequences) per step. seq: a language model's tokens per
         sequence (default min(128, its positions)).
     cluster: what plans are priced on: ``"cpu"`` (this machine, the
@@ -144,6 +146,12 @@ def _seconds(s):
 class Plan:
     """AutoShard's plan of a training step.
 
+    A language model planned on a number of devices may come back as a
+    pipeline (``mesh`` has a ``pipe`` axis; ``pipeline`` says its schedule,
+    micro-batches and stages), where one is predicted faster than every plan
+    without a pipe axis, or is the only one that fits; as ``autoshard plan
+    --devices N --predict`` chooses.
+
     Attributes:
         mesh: ``{axis name: size}``.
         layouts: ``{weight path: (axis name or None per dimension)}``.
@@ -155,6 +163,14 @@ class Plan:
             each weight's layout against its next best, then the meshes tried).
         collectives: the step's collectives on device 0 (kind, axis, value, bytes).
         predicted: the cost model's whole prediction (compute, communication, ...).
+        pipeline: None, or for a pipeline ``schedule``, ``stages``,
+            ``microbatches``, ``microbatch_size`` (sequences per data
+            replica), ``virtual_stages`` and ``per_stage`` (each stage's
+            blocks, time per micro-batch, memory).
+        stage_plan: a pipeline's layout inside each stage (``"megatron"``
+            or ``"auto"``); None without a pipe axis. A pipeline's
+            ``layouts``, ``shapes`` and ``collectives`` are empty (each
+            stage's plan is priced, not kept).
     """
 
     def __init__(self, report, distribution=None):
@@ -164,16 +180,28 @@ class Plan:
         self._report = report
         self._distribution = distribution  # AutoShard, planned (for TensorParallel)
         self.mesh = dict(report["mesh"])
+        self.explanation = list(report.get("reasons", []))
+        self.predicted = dict(report["predicted"])
+        self.step_time = float(self.predicted["step_s"])
+        if "parameters" not in report:  # a pipeline (app/pipeline_pricing.h's report)
+            self._pipeline_attributes()
+            return
+        self.pipeline = self.stage_plan = None
         params = report["parameters"]
         # (None, "model") per weight; a dimension over several axes as a tuple.
         self.layouts = {p: tuple(tuple(a) if isinstance(a, list) else a for a in v["layout"])
                         for p, v in params.items()}
         self.shapes = {p: tuple(v["shape"]) for p, v in params.items()}
-        self.step_time = float(report["predicted"]["step_s"])
         self.memory_per_device = dict(report["bytes_per_device"])
-        self.explanation = list(report.get("reasons", []))
         self.collectives = list(report["collectives"])
-        self.predicted = dict(report["predicted"])
+
+    def _pipeline_attributes(self):
+        p = self.predicted
+        self.pipeline = {k: p[k] for k in ("schedule", "stages", "microbatches",
+                                           "microbatch_size", "virtual_stages", "per_stage")}
+        self.stage_plan = self._report["plan"]
+        self.layouts, self.shapes, self.collectives = {}, {}, []
+        self.memory_per_device = dict(p["memory_bytes"], total=p["peak_bytes_per_device"])
 
     def to_dict(self):
         """The report as ``autoshard plan --json --predict`` prints it (a deep copy)."""
@@ -198,7 +226,24 @@ class Plan:
         return [("weights", m["weights"]), ("optimizer state", m["optimizer_state"]),
                 ("activations", m["activations"]), ("total", m["total"])]
 
+    def _pipeline_repr(self):
+        p = self.pipeline
+        lines = [f"Plan on mesh {self._mesh_str()}: a pipeline, predicted step "
+                 f"{_seconds(self.step_time)}, {_mib(self.memory_per_device['total'])} per device",
+                 f"schedule {p['schedule']}, {p['stages']} stages, {p['microbatches']} "
+                 f"micro-batches of {p['microbatch_size']} per replica, {self.stage_plan} inside "
+                 "the stages", "", "stage  blocks   per micro-batch  memory/device"]
+        for st in p["per_stage"]:
+            blocks = f"{st['layers'][0]}-{st['layers'][1]}"
+            lines.append(f"{st['stage']:<6} {blocks:<8} {_seconds(st['microbatch_s']):<16} "
+                         f"{_mib(st['peak_bytes'])}")
+        if self.explanation:
+            lines += ["", "why:"] + [f"  {r}" for r in self.explanation]
+        return "\n".join(lines)
+
     def __repr__(self):
+        if self.pipeline is not None:
+            return self._pipeline_repr()
         header = ("weight", "shape", "layout", "bytes/device")
         rows = [header] + self._rows()
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
@@ -215,7 +260,10 @@ class Plan:
     def _repr_html_(self):
         """The plan as a picture (``autoshard plan --html``'s page): the mesh, each
         weight's blocks coloured by device, the predicted step by op kind and
-        mesh axis, memory over the step and the alternatives rejected."""
+        mesh axis, memory over the step and the alternatives rejected. A
+        pipeline has no picture yet: None (a notebook shows its repr)."""
+        if self.pipeline is not None:
+            return None
         report = dict(self._report)
         if self._figures is not None:
             report["figures"] = self._figures

@@ -2,7 +2,10 @@
 // AutoShard, its predicted step time and memory per device, and why. The
 // report is `autoshard plan --json --predict`'s (autoshard/pages/plan_report.h
 // builds both from the same Partition; the Python tests compare the two on
-// the same model). Nothing is allocated for the weights.
+// the same model). A language model on a device count also considers
+// pipelines, as the command does, and reports the one that wins as the
+// command does (app/pipeline_pricing.h's pipeline_report). Nothing is
+// allocated for the weights.
 #define PYBIND11_DETAILED_ERROR_MESSAGES
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,6 +15,7 @@
 #include <numeric>
 #include <optional>
 
+#include "autoshard/app/pipeline_choice.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/models/language_model.h"
@@ -41,6 +45,10 @@ struct PlanRequest {
   std::string batch_dim_name;  // empty: "data" (or the mesh's first axis)
   AutoShardOptions options;
   PredictOptions predict;  // tokens and model FLOPs per step, for the rates
+  // A language model on a device count: the fastest pipeline that fits (if
+  // any) and a line per pipeline priced.
+  std::optional<PricedPipeline> pipeline;
+  std::vector<std::string> pipeline_why;
 };
 
 // The training step of one batch, as the planner sees it.
@@ -81,9 +89,8 @@ std::shared_ptr<AutoShard> make_autoshard(Model& model, const PlanRequest& r, co
   return std::make_shared<AutoShard>(DeviceMesh({1, 1}, {"data", "model"}), "data", r.options);
 }
 
-// The cost model's prediction on the cluster; the plan must fit its memory.
-nlohmann::json prediction_json(Model& model, const Partition& p, const PlanRequest& r,
-                               const Step& s) {
+// The cost model's prediction on the cluster.
+StepPrediction predict_step(Model& model, const Partition& p, const PlanRequest& r, const Step& s) {
   const Cluster cluster = Cluster::named(r.options.cluster);
   PredictOptions o = r.predict;
   o.bf16 = r.options.bf16;
@@ -93,35 +100,86 @@ nlohmann::json prediction_json(Model& model, const Partition& p, const PlanReque
     pr.process_bytes = in_process_bytes(
         model.plan_training(s.x, s.y, s.y_dtype, World::process().local_devices(p.mesh)), cluster,
         o.bf16);
-  const double limit =
-      r.options.memory_per_device > 0 ? r.options.memory_per_device : cluster.memory_bytes;
+  return pr;
+}
+
+double memory_limit(const PlanRequest& r) {
+  return r.options.memory_per_device > 0 ? r.options.memory_per_device
+                                         : Cluster::named(r.options.cluster).memory_bytes;
+}
+
+// The plan must fit the memory per device.
+void check_fits(const StepPrediction& pr, const PlanRequest& r) {
+  const double limit = memory_limit(r);
   AS_CHECK(pr.memory.total() <= limit,
            "plan: the plan does not fit: ", format_in_mib(pr.memory.total()),
            " per device (weights ", format_in_mib(pr.memory.weights), ", optimizer state ",
            format_in_mib(pr.memory.optimizer_state), ", activations ",
            format_in_mib(pr.memory.activations), ") but ",
-           r.options.memory_per_device > 0 ? std::string("memory_per_device is ")
-                                           : "cluster '" + cluster.name + "' has ",
+           r.options.memory_per_device > 0
+               ? std::string("memory_per_device is ")
+               : "cluster '" + Cluster::named(r.options.cluster).name + "' has ",
            format_in_mib(limit), "; use more devices or a smaller batch");
-  return prediction_report(pr);
+}
+
+// A pipeline's report, `autoshard plan --json --predict`'s when it wins:
+// the shapes priced and the plan without a pipe axis are its reasons.
+std::pair<std::string, std::shared_ptr<Distribution>> pipelined(const PlanRequest& r,
+                                                                const std::string& unpiped) {
+  std::vector<std::string> why = r.pipeline_why;
+  why.push_back(unpiped);
+  return {pipeline_report(*r.pipeline, why).dump(), nullptr};
 }
 
 // Plans `model` (compiled) and reports as `autoshard plan --json --predict`
 // does; the model keeps the distribution it had. Also returns AutoShard,
 // planned, for models that are to train under it (autoshard.TensorParallel).
+// Where `r` holds a pipeline that is faster (or the only plan that fits),
+// its report instead, and no distribution.
 std::pair<std::string, std::shared_ptr<Distribution>> plan_model(Model& model, const PlanRequest& r,
                                                                  const Step& s) {
   DistributionRestorer restore(model);
-  std::shared_ptr<AutoShard> dist = make_autoshard(model, r, s);
+  std::shared_ptr<AutoShard> dist;
+  try {
+    dist = make_autoshard(model, r, s);
+  } catch (const Error& e) {
+    // Only AutoShard's "nothing fits" gives way to a pipeline that does.
+    if (!r.pipeline || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
+    return pipelined(r, cat("without a pipe axis: ", e.what()));
+  }
   model.set_distribution(dist);
   const Partition p = model.plan_training(s.x, s.y, s.y_dtype);
+  const StepPrediction pr = predict_step(model, p, r, s);
+  const UnpipedStep unpiped{p.mesh.to_string(), pr.step_s, pr.memory.total(),
+                            pr.memory.total() <= memory_limit(r)};
+  if (r.pipeline && pipeline_is_faster(*r.pipeline, unpiped))
+    return pipelined(r, unpiped_line(unpiped));
+  check_fits(pr, r);
   nlohmann::json j = plan_report(p);
   j["reasons"] = dist->reasons();
-  j["predicted"] = prediction_json(model, p, r, s);
+  for (const std::string& l : r.pipeline_why) j["reasons"].push_back(l);
+  j["predicted"] = prediction_report(pr);
   // The picture's figures (pages/plan_figures.h): Plan keeps them apart from
   // the report, which stays `autoshard plan --json`'s.
   j["figures"] = plan_figures(p, Cluster::named(r.options.cluster), r.options.bf16);
   return {j.dump(), dist};
+}
+
+// --devices N for a language model: the pipelines `autoshard plan --devices
+// N --predict` prices beside AutoShard's plan without a pipe axis
+// (app/pipeline_choice.h), on the same cluster and limits.
+void price_pipelines(PlanRequest& r, const LanguageModelConfig& cfg, int64_t batch, int64_t seq,
+                     uint64_t seed) {
+  if (r.mesh || r.devices <= 1) return;
+  PipelineRun run;
+  run.batch = batch;
+  run.seq = seq;
+  run.seed = seed;
+  run.bf16 = r.options.bf16;
+  run.autoshard = r.options;
+  run.cluster = Cluster::named(r.options.cluster);
+  run.memory_per_device = r.options.memory_per_device;
+  r.pipeline = choose_pipeline(run, cfg, r.devices, r.pipeline_why);
 }
 
 PlanRequest request(const std::optional<DeviceMesh>& mesh, int devices,
@@ -213,6 +271,7 @@ void bind_plan(py::module_& m) {
         r.predict.tokens = double(batch) * double(seq);
         r.predict.model_flops =
             lm_flops(cfg, double(model->count_params()), double(batch), double(seq));
+        price_pipelines(r, cfg, batch, seq, seed);
         return plan_model(*model, r, s).first;
       },
       "model"_a, "mesh"_a, "devices"_a, "batch"_a, "seq"_a, "seed"_a, "cluster"_a, "bf16"_a,

@@ -38,17 +38,57 @@ def test_language_model_plan_equals_the_cli(where):
     mesh_or_devices = 4 if where[0] == "--devices" else DeviceMesh((2, 2), ("data", "model"))
     p = autoshard.plan("test", mesh_or_devices, batch=8, cluster=CLUSTER)
     want = cli_plan("--model", "test", "--batch", "8", *where)
-    # The command also prices pipelines for --devices (the plan without a
-    # pipe axis won here); autoshard.plan does not consider them yet.
+    # Both price pipelines for a device count (the plan without a pipe axis
+    # won here): their lines are among the reasons.
     piped = [r for r in want.get("reasons", []) if r.startswith("pipeline ")]
     assert (where[0] == "--devices") == bool(piped)
-    want["reasons"] = [r for r in want["reasons"] if not r.startswith("pipeline ")]
+    assert p.pipeline is None and p.stage_plan is None
     assert p.to_dict() == want  # every key: layouts, collectives, memory, reasons, prediction
     assert p.layouts == {k: tuple(v["layout"]) for k, v in want["parameters"].items()}
     assert p.step_time == want["predicted"]["step_s"]
     assert p.memory_per_device == want["bytes_per_device"]
     assert p.explanation == want["reasons"]
     assert p.mesh == want["mesh"]
+
+
+# A cluster whose links are so slow that splitting a step's values over a data
+# or model axis costs more than sending one micro-batch's activations between
+# two stages (cli_test.cc's TrainDevicesChoosesAPipelineWhereOneIsPredictedFaster).
+SLOW_LINKS = {"name": "slow",
+              "device": {"flops": {"f32": 50e9}, "gemm_efficiency": [[1e9, 0.8]],
+                         "memory_bytes": 8589934592, "memory_bandwidth": 2e10},
+              "shared_cores": 0,
+              "links": [{"name": "slow", "devices_per_group": 0, "bandwidth": 1e8,
+                         "latency_s": 1e-5}]}
+
+
+def test_devices_choose_a_pipeline_where_one_is_faster(tmp_path):
+    cluster = tmp_path / "slow.json"
+    cluster.write_text(json.dumps(SLOW_LINKS))
+    args = ["--model", "mini", "--batch", "8", "--seq", "32"]
+    p = autoshard.plan("mini", 2, batch=8, seq=32, cluster=str(cluster))
+    out = subprocess.run([CLI, "plan", "--json", "--predict", "--cluster", str(cluster), *args,
+                          "--devices", "2"], capture_output=True, text=True, timeout=60,
+                         check=True)
+    want = json.loads(out.stdout)
+    assert p.to_dict() == want  # the same pipeline, prediction and reasons
+    assert p.mesh == {"data": 1, "pipe": 2, "model": 1}
+    assert p.pipeline["stages"] == 2 and p.pipeline["microbatches"] == 8
+    assert [s["layer_count"] for s in p.pipeline["per_stage"]] == [2, 2]  # mini's 4 blocks
+    assert p.step_time == want["predicted"]["step_s"]
+    assert p.memory_per_device["total"] == want["predicted"]["peak_bytes_per_device"]
+    assert p.layouts == {} and p.collectives == []
+    # Faster than the best plan without a pipe axis, planned on its own.
+    unpiped = p.explanation[-1]
+    assert unpiped.startswith("without a pipe axis: ")
+    mesh = dict(a.split("=") for a in unpiped.split()[4].split(","))
+    alone = autoshard.plan("mini", DeviceMesh(tuple(int(n) for n in mesh.values()),
+                                              tuple(mesh)), batch=8, seq=32, cluster=str(cluster))
+    assert p.step_time < alone.step_time
+    assert "a pipeline" in repr(p) and "1f1b, 2 stages, 8 micro-batches" in repr(p)
+    assert p._repr_html_() is None
+    # On this machine's own cluster the plan without a pipe axis is faster.
+    assert autoshard.plan("mini", 2, batch=8, seq=32).pipeline is None
 
 
 def test_keras_model_plan():

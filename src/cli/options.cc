@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "autoshard/app/named_distribution.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/keras_hub_preset.h"
@@ -96,18 +97,6 @@ void check_zero1(const CommonOptions& o, const DeviceMesh* mesh) {
            "; give a mesh with one (e.g. --mesh data=2) or drop --zero1");
 }
 
-// ZeRO-3 over the data axis; beside a model axis, inside Megatron's layout.
-std::shared_ptr<Distribution> fsdp_distribution(const DeviceMesh& mesh,
-                                                const LanguageModelConfig& config) {
-  const int data = mesh.axis_index("data"), model = mesh.axis_index("model");
-  AS_CHECK(data >= 0 && mesh.axis_size(data) > 1, "--plan fsdp splits every weight over the ",
-           "data axis, and mesh ", mesh.to_string(), " has none of more than one device; give ",
-           "one (e.g. --mesh data=4) or another --plan");
-  const bool tensor_parallel = model >= 0 && mesh.axis_size(model) > 1;
-  return std::make_shared<FullyShardedDataParallel>(
-      mesh, tensor_parallel ? config.megatron_layout() : LayoutMap{});
-}
-
 }  // namespace
 
 // The model's config: --model, or the config of --weights when --model was
@@ -173,25 +162,9 @@ std::shared_ptr<Distribution> make_distribution(const CommonOptions& o, Model& m
     return nullptr;
   }
   if (!chosen) check_zero1(o, &mesh);  // AutoShard's own meshes may shard state without it
-  std::shared_ptr<Distribution> d;
-  if (o.plan == "auto") {
-    auto a = chosen ? chosen : std::make_shared<AutoShard>(mesh, "data", auto_options);
-    a->explain_mesh(why);
-    d = a;
-  } else if (o.plan == "data") {
-    d = std::make_shared<DataParallel>(mesh);
-  } else if (o.plan == "fsdp") {
-    d = fsdp_distribution(mesh, config);
-  } else if (o.plan == "megatron" || o.plan == "megatron-sp") {
-    d = std::make_shared<ModelParallel>(mesh, config.megatron_layout());
-    if (o.plan == "megatron-sp") d->sequence_parallel_axis = "model";
-  } else {
-    AS_CHECK(
-        std::filesystem::is_regular_file(o.plan), "--plan '", o.plan,
-        "' is none of auto, data, fsdp, megatron, megatron-sp, and no layout map file of that name "
-        "exists");
-    d = std::make_shared<ModelParallel>(mesh, LayoutMap::from_json_file(o.plan));
-  }
+  std::shared_ptr<Distribution> d =
+      chosen ? chosen : named_distribution(o.plan, mesh, config, auto_options);
+  if (auto* a = dynamic_cast<AutoShard*>(d.get())) a->explain_mesh(why);
   d->zero1 = o.zero1;
   return d;
 }

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "autoshard/app/pipeline_choice.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/io/keras_variables.h"
@@ -306,7 +307,7 @@ void write_plan_html(const PlanOptions& o, const Subject& s, const Partition& p,
 }
 
 // --devices N --predict for a language model under AutoShard: pipelines of
-// N devices are priced too (cli/plan_pipeline.h) and the faster plan that
+// N devices are priced too (app/pipeline_choice.h) and the faster plan that
 // fits is shown; not with the outputs only a plan without a pipe axis has.
 bool prices_pipelines(const PlanOptions& o) {
   return o.mesh.empty() && o.devices > 1 && o.predict && o.plan == "auto" &&
@@ -383,7 +384,7 @@ std::vector<std::string> add_autoshard_findings(const PlanOptions& o, Subject& s
   auto* a = dynamic_cast<AutoShard*>(&dist);
   if (a) {
     j["reasons"] = a->reasons();
-    for (const std::string& l : pipe_why) j["reasons"].push_back("pipeline " + l);
+    for (const std::string& l : pipe_why) j["reasons"].push_back(l);
     if (!o.export_problem.empty())
       write_output_file(o.export_problem, "--export-problem", a->problem().to_json() + "\n",
                         o.overwrite);
@@ -477,11 +478,14 @@ void run_plan(PlanOptions& o) {
   std::optional<PricedPipeline> piped;
   // What --predict prices on (read once; without --predict, nothing).
   const Cluster priced_on = o.predict ? Cluster::for_this_run(o.cluster, o.hosts) : Cluster{};
-  if (prices_pipelines(o))
-    piped = choose_pipeline(o, o.devices, priced_on, o.dtype == "bf16", pipe_why);
+  if (prices_pipelines(o)) {
+    CommonOptions priced = o;
+    const LanguageModelConfig config = model_config(priced);
+    piped = choose_pipeline(pipeline_run(priced, priced_on, o.dtype == "bf16"), config, o.devices,
+                            pipe_why);
+  }
   auto show_pipeline = [&](const std::string& unpiped) {
-    for (std::string& l : pipe_why) l = "pipeline " + l;
-    pipe_why.push_back("without a pipe axis: " + unpiped);
+    pipe_why.push_back(unpiped);
     report_pipeline(o, *piped, priced_on, o.dtype == "bf16",
                     {o.json, o.predict, o.overwrite, o.out, o.dtype}, pipe_why);
   };
@@ -495,7 +499,7 @@ void run_plan(PlanOptions& o) {
   } catch (const Error& e) {
     // Only AutoShard's "nothing fits" gives way to a pipeline that does.
     if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
-    return show_pipeline(e.what());
+    return show_pipeline(cat("without a pipe axis: ", e.what()));
   }
   model.set_distribution(dist);
   check_layout_map(o, dist.get(), model);
@@ -507,10 +511,9 @@ void run_plan(PlanOptions& o) {
     cluster = priced_on;
     predicted = predict_plan(o, subject, p, *cluster);
     const bool fits = predicted->memory.total() <= cluster->memory_bytes;
-    if (piped && (!fits || piped->predicted.step_s < predicted->step_s))
-      return show_pipeline(cat(p.mesh.to_string(), " ", predicted->step_s, " s, ",
-                               format_in_mib(predicted->memory.total()), " per device",
-                               fits ? "" : " (does not fit)"));
+    const UnpipedStep unpiped{p.mesh.to_string(), predicted->step_s, predicted->memory.total(),
+                              fits};
+    if (piped && pipeline_is_faster(*piped, unpiped)) return show_pipeline(unpiped_line(unpiped));
     AS_CHECK(fits, "the plan does not fit: ", format_in_mib(predicted->memory.total()),
              " per device (weights ", format_in_mib(predicted->memory.weights),
              ", optimizer state ", format_in_mib(predicted->memory.optimizer_state),

@@ -2,90 +2,15 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <variant>
 
 #include "autoshard/error.h"
-#include "autoshard/nn/losses.h"
-#include "autoshard/optim/optimizers.h"
-#include "autoshard/plan/pipeline.h"
 #include "autoshard/runtime/memory.h"
 #include "cli/keras_command.h"
 #include "cli/output_file.h"
 
 namespace autoshard::cli {
 
-std::string in_stage_mesh(const DeviceMesh& full) {
-  std::string spec;
-  for (int a = 0; a < full.rank(); ++a) {
-    if (full.axis_names()[size_t(a)] == "pipe") continue;
-    spec += (spec.empty() ? "" : ",") + full.axis_names()[size_t(a)] + "=" +
-            std::to_string(full.axis_size(a));
-  }
-  return spec.empty() ? "data=1,model=1" : spec;
-}
-
 namespace {
-
-// One trace: the model with `layers` blocks, one micro-batch of `rows`
-// sequences on the in-stage mesh, priced.
-PartCost trace_part(const CommonOptions& o, const LanguageModelConfig& config, int64_t layers,
-                    int64_t rows, const Cluster& cluster, const DeviceMesh& full, bool bf16) {
-  const LanguageModelConfig cfg = config.with_layers(layers);
-  CommonOptions stage = o;
-  stage.mesh = in_stage_mesh(full);
-  stage.devices = 0;
-  stage.batch = rows;
-  std::unique_ptr<Model> model = cfg.build(o.seq, o.seed);
-  model->set_recompute(o.recompute);
-  model->compile(AdamW({.clipnorm = 1.0}), losses::sparse_categorical_crossentropy);
-  std::shared_ptr<Distribution> dist = make_distribution(stage, *model, cfg);
-  model->set_distribution(dist);
-  const Partition p = model->plan_training({rows, o.seq}, {rows, o.seq}, DType::I32);
-  return part_cost(p, cluster, full, dist->batch_dim_name(), bf16);
-}
-
-nlohmann::json memory_json(const MemoryPrediction& m) {
-  return {{"weights", m.weights},
-          {"optimizer_state", m.optimizer_state},
-          {"inputs", m.inputs},
-          {"activations", m.activations}};
-}
-
-nlohmann::json pipeline_json(const PipelinePrediction& p, const PipelineShape& s, int64_t b,
-                             double p2p_s) {
-  nlohmann::json stages = nlohmann::json::array();
-  for (size_t k = 0; k < p.stages.size(); ++k) {
-    const StagePrediction& st = p.stages[k];
-    stages.push_back({{"stage", k},
-                      {"layers", {st.first_layer, st.first_layer + st.layers - 1}},
-                      {"layer_count", st.layers},
-                      {"microbatch_s", st.microbatch_s},
-                      {"p2p_s", st.p2p_s},
-                      {"optimizer_s", st.optimizer_s},
-                      {"gradient_sync_s", st.sync_s},
-                      {"in_flight", st.in_flight},
-                      {"peak_bytes", st.memory.total()},
-                      {"memory_bytes", memory_json(st.memory)}});
-  }
-  const StagePrediction& big = p.largest_memory();
-  return {{"schedule", pipeline_schedule_name(s.schedule)},
-          {"stages", s.stages},
-          {"microbatches", s.microbatches},
-          {"microbatch_size", b},
-          {"virtual_stages", s.virtual_stages},
-          {"bubble_fraction", p.bubble_fraction},
-          {"p2p_bytes", p.p2p_bytes},
-          {"p2p_s", p2p_s},
-          {"per_stage", stages},
-          {"step_s", p.step_s},
-          {"pipeline_s", p.pipeline_s},
-          {"optimizer_s", p.optimizer_s},
-          {"gradient_sync_s", p.sync_s},
-          {"tokens_per_s", p.tokens_per_s},
-          {"model_flops_per_device_per_s", p.model_flops_per_device_per_s},
-          {"peak_bytes_per_device", big.memory.total()},
-          {"memory_bytes", memory_json(big.memory)}};
-}
 
 void print_pipeline(const PipelinePrediction& p, const PipelineShape& s, int64_t b,
                     const std::string& model, const DeviceMesh& full, const Cluster& c, bool bf16) {
@@ -115,13 +40,6 @@ void print_pipeline(const PipelinePrediction& p, const PipelineShape& s, int64_t
       "  p2p send         %s per micro-batch\n",
       p.step_s, p.pipeline_s, p.optimizer_s, p.sync_s, p.tokens_per_s,
       p.model_flops_per_device_per_s, format_in_mib(p.p2p_bytes).c_str());
-}
-
-// Model FLOPs of a training step: 6 per parameter per token, plus
-// attention's scores and weighted sums (plan.cc counts them alike).
-double step_model_flops(const LanguageModelConfig& c, double batch, double seq) {
-  return 6 * c.parameters() * batch * seq +
-         12 * double(c.layers()) * batch * seq * seq * double(c.attention_width());
 }
 
 }  // namespace
@@ -158,8 +76,28 @@ bool pipeline_requested(CommonOptions& o, const PipelineFlags& f) {
     return false;
   }
   if (mesh.axis_size(pipe) > 1 || flags) return true;
-  o.mesh = in_stage_mesh(mesh);  // pipe=1 and nothing else: the plan without it
+  o.mesh = in_stage_mesh(mesh).to_string();  // pipe=1 and nothing else: the plan without it
   return false;
+}
+
+PipelineRun pipeline_run(const CommonOptions& o, const Cluster& cluster, bool bf16) {
+  PipelineRun run;
+  run.batch = o.batch;
+  run.seq = o.seq;
+  run.seed = o.seed;
+  run.recompute = o.recompute;
+  run.zero1 = o.zero1;
+  run.bf16 = bf16;
+  run.stage_plan = o.plan;
+  run.autoshard = {.cluster = o.cluster,
+                   .hosts = o.hosts,
+                   .bf16 = bf16,
+                   .memory_per_device = o.memory_per_device,
+                   .time_limit_s = o.plan_time,
+                   .deterministic = o.deterministic_plan,
+                   .divisible = o.divisible};
+  run.cluster = cluster;
+  return run;
 }
 
 namespace {
@@ -181,170 +119,11 @@ int64_t microbatch_count(const CommonOptions& o, const PipelineFlags& f, int64_t
   return o.batch / (b * data);
 }
 
-int64_t data_size(const DeviceMesh& full) {
-  const int a = full.axis_index("data");
-  return a < 0 ? 1 : full.axis_size(a);
-}
-
-std::string fit_error(const PricedPipeline& p, const Cluster& cluster) {
-  const StagePrediction& big = p.predicted.largest_memory();
-  const size_t k = size_t(&big - p.predicted.stages.data());
-  return cat("stage ", k, " needs ", format_in_mib(big.memory.total()), " per device (weights ",
-             format_in_mib(big.memory.weights), ", optimizer state ",
-             format_in_mib(big.memory.optimizer_state), ", activations ",
-             format_in_mib(big.memory.activations), ") but cluster '", cluster.name, "' has ",
-             format_in_mib(cluster.memory_bytes));
-}
-
 }  // namespace
-
-PricedPipeline price_pipeline(const CommonOptions& o, const LanguageModelConfig& config,
-                              const DeviceMesh& full, const PipelineShape& shape,
-                              const Cluster& cluster, bool bf16) {
-  const int pipe = full.axis_index("pipe");
-  const int64_t data = data_size(full);
-  const int64_t rows = o.batch / shape.microbatches;  // one micro-batch, every replica
-  check_pipeline_shape(shape, int(config.layers()));
-  PartCost block, base;
-  split_parts(trace_part(o, config, 1, rows, cluster, full, bf16),
-              trace_part(o, config, 2, rows, cluster, full, bf16),
-              trace_part(o, config, 1, 2 * rows, cluster, full, bf16),
-              trace_part(o, config, 2, 2 * rows, cluster, full, bf16), block, base);
-  PricedPipeline r;
-  r.mesh = full;
-  r.shape = shape;
-  r.microbatch_size = rows / data;
-  r.stage_plan = o.plan;
-  r.plan_time = o.plan_time;
-  r.deterministic_plan = o.deterministic_plan;
-  r.p2p_bytes =
-      double(rows / data) * double(o.seq) * double(config.attention_width()) * (bf16 ? 2 : 4);
-  r.p2p_s = p2p_seconds(cluster, full, pipe, r.p2p_bytes);
-  r.predicted =
-      predict_pipeline(block, base, int(config.layers()), shape, r.p2p_bytes, r.p2p_s,
-                       double(o.batch) * double(o.seq),
-                       step_model_flops(config, double(o.batch), double(o.seq)), full.size());
-  r.fits = r.predicted.largest_memory().memory.total() <= cluster.memory_bytes;
-  return r;
-}
-
-namespace {
-
-// A line of --devices' explanation: the shape priced and what it came to.
-std::string priced_line(const PricedPipeline& p) {
-  const PipelineShape& s = p.shape;
-  std::string l = cat(p.mesh.to_string(), " ", pipeline_schedule_name(s.schedule));
-  if (s.virtual_stages > 1) l += cat(" v=", s.virtual_stages);
-  l += cat(", ", s.microbatches, " micro-batches of ", p.microbatch_size);
-  if (p.mesh.size() > s.stages)
-    l += cat(", ", p.stage_plan == "auto" ? "AutoShard" : p.stage_plan, " inside the stages");
-  if (p.stage_plan == "auto" && p.plan_time > 0)
-    l += cat(" (--plan-time ", p.plan_time, p.deterministic_plan ? " --deterministic)" : ")");
-  l += ": ";
-  const double bytes = p.predicted.largest_memory().memory.total();
-  return l + (p.fits ? cat(p.predicted.step_s, " s, ", format_in_mib(bytes), " per device")
-                     : cat("does not fit (", format_in_mib(bytes), " per device)"));
-}
-
-// Prices candidates for choose_pipeline, keeping the fastest that fits; a
-// shape the cluster or the options refuse is a line of `why`, not an error.
-struct PipelineSearch {
-  const CommonOptions& stage;  // the in-stage plan's options
-  const LanguageModelConfig& config;
-  const Cluster& cluster;
-  bool bf16;
-  std::vector<std::string>& why;
-  std::optional<PricedPipeline> best;
-
-  void price(const DeviceMesh& full, const PipelineShape& shape) {
-    try {
-      cluster.check_mesh(full);
-      PricedPipeline p = price_pipeline(stage, config, full, shape, cluster, bf16);
-      why.push_back(priced_line(p));
-      if (p.fits && (!best || p.predicted.step_s < best->predicted.step_s)) best = std::move(p);
-    } catch (const Error& e) {
-      why.push_back(cat(full.to_string(), ": ", e.what()));
-    }
-  }
-};
-
-}  // namespace
-
-// AutoShard's solver limit for each of the four traces that price its layouts
-// inside the stages, unless --plan-time is given: 0.1 s of work, counted
-// (--deterministic), so that the choice does not depend on the clock and
-// `--plan auto --plan-time 0.1 --deterministic` on the chosen shape predicts
-// the same step. The solver's own default (0.25 s or more per trace) made
-// this pass most of the 5 s that GPT-3 175B on 1024 devices may take.
-constexpr double kInsideStagesPlanTime = 0.1;
-
-std::optional<PricedPipeline> choose_pipeline(const CommonOptions& o, int devices,
-                                              const Cluster& cluster, bool bf16,
-                                              std::vector<std::string>& why) {
-  CommonOptions stage = o;
-  const LanguageModelConfig config = model_config(stage);
-  stage.devices = 0;
-  stage.plan = "megatron";
-  stage.bf16 = bf16;  // AutoShard inside the stages prices what the stages run
-  const int layers = int(config.layers());
-  const int node = cluster.links.empty() || cluster.links.front().devices_per_group <= 0
-                       ? devices
-                       : cluster.links.front().devices_per_group;
-  PipelineSearch search{stage, config, cluster, bf16, why, std::nullopt};
-  // Stages P from 2 to the blocks; tensor parallel groups T inside a node
-  // (T divides the node's devices); the rest data parallel (ZeRO-1 needs
-  // two or more), a micro-batch of one sequence per replica, 1F1B. Data
-  // outermost, the pipe axis between.
-  for (int P = 2; P <= std::min(devices, layers); ++P) {
-    if (devices % P) continue;
-    for (int T = 1; T <= devices / P && T <= node; ++T) {
-      const int D = devices / P / T;
-      if ((devices / P) % T || node % T || o.batch % D || (o.zero1 && D < 2)) continue;
-      search.price(DeviceMesh({D, P, T}, {"data", "pipe", "model"}), {P, o.batch / D});
-    }
-  }
-  if (!search.best) return std::nullopt;
-  // Around the best shape: larger micro-batches, and interleaving.
-  const DeviceMesh mesh = search.best->mesh;
-  const PipelineShape around = search.best->shape;
-  const int P = around.stages;
-  const int64_t D = data_size(mesh);
-  for (int64_t b : {2, 4})
-    if (o.batch % (b * D) == 0 && o.batch / (b * D) >= P)
-      search.price(mesh, {P, o.batch / (b * D), 1, PipelineSchedule::OneFOneB});
-  if (around.microbatches % P == 0 && layers >= 2 * P)
-    search.price(mesh, {P, around.microbatches, 2, PipelineSchedule::Interleaved});
-  // The fastest shape again with AutoShard's layouts inside the stages in
-  // place of Megatron's (Alpa's intra-operator pass, on the shape the
-  // inter-operator search chose).
-  if (search.best->mesh.size() > P) {
-    CommonOptions planned = stage;
-    planned.plan = "auto";
-    if (planned.plan_time == 0) {
-      planned.plan_time = kInsideStagesPlanTime;
-      planned.deterministic_plan = true;
-    }
-    PipelineSearch inside{planned, config, cluster, bf16, why, search.best};
-    inside.price(search.best->mesh, search.best->shape);
-    return inside.best;
-  }
-  return search.best;
-}
 
 void report_pipeline(const CommonOptions& o, const PricedPipeline& p, const Cluster& cluster,
                      bool bf16, const PipelineOutput& out, const std::vector<std::string>& why) {
-  nlohmann::json mesh_json = nlohmann::json::object();
-  for (int a = 0; a < p.mesh.rank(); ++a)
-    mesh_json[p.mesh.axis_names()[size_t(a)]] = p.mesh.axis_size(a);
-  nlohmann::json j = {
-      {"mesh", mesh_json},
-      {"plan", p.stage_plan},
-      {"predicted", pipeline_json(p.predicted, p.shape, p.microbatch_size, p.p2p_s)}};
-  if (p.stage_plan == "auto" && p.plan_time > 0) {
-    j["plan_time"] = p.plan_time;
-    j["deterministic"] = p.deterministic_plan;
-  }
-  if (!why.empty()) j["reasons"] = why;
+  const nlohmann::json j = pipeline_report(p, why);
   if (!out.out.empty()) write_output_file(out.out, "--out", j.dump(2) + "\n", out.overwrite);
   if (out.json) {
     std::printf("%s\n", j.dump(2).c_str());
@@ -376,9 +155,11 @@ void run_pipeline_plan(CommonOptions& o, const PipelineFlags& f, const PipelineO
   shape.stages = full.axis_size(full.axis_index("pipe"));
   shape.schedule = parse_pipeline_schedule(f.schedule.empty() ? "1f1b" : f.schedule);
   shape.virtual_stages = f.virtual_stages;
-  shape.microbatches = microbatch_count(o, f, data_size(full));
-  const PricedPipeline p = price_pipeline(o, config, full, shape, cluster, bf16);
-  AS_CHECK(p.fits, "the plan does not fit: ", fit_error(p, cluster),
+  shape.microbatches = microbatch_count(o, f, data_parallel_size(full));
+  const PipelineRun run = pipeline_run(o, cluster, bf16);
+  const PricedPipeline p = price_pipeline(run, config, full, shape);
+  AS_CHECK(p.fits, "the plan does not fit: ",
+           pipeline_fit_error(p, run.memory_limit(), "cluster '" + cluster.name + "'"),
            "; use more stages or devices, a smaller --microbatch-size, --schedule 1f1b, "
            "--recompute or --dtype bf16");
   report_pipeline(o, p, cluster, bf16, out, {});

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "autoshard/app/language_model_training.h"
+#include "autoshard/app/pipeline_choice.h"
 #include "autoshard/app/training_run.h"
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
@@ -227,7 +228,7 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
            " needs at least as many sequences in --batch (", o.batch, ")");
   if (mesh.size() > mesh.axis_size(pipe)) {
     CommonOptions inside = o;
-    inside.mesh = in_stage_mesh(mesh);
+    inside.mesh = in_stage_mesh(mesh).to_string();
     // AutoShard plans the whole model's step on the largest micro-batch
     // (the stages take its weights' and state's layouts), which the stages
     // hold between them: its memory is the stages' together.
@@ -252,7 +253,7 @@ std::unique_ptr<PipelineTrainer> make_pipeline(TrainOptions& o, Model& model,
 }
 
 // --devices N under AutoShard, in-process: the pipelines `plan --devices N
-// --predict` prices (cli/plan_pipeline.h; each stage recomputing its
+// --predict` prices (app/pipeline_choice.h; each stage recomputing its
 // forward pass, as the stages run) beside AutoShard's plan of N devices
 // without a pipe axis, on the run's cluster; the faster that fits is
 // trained. A pipeline's mesh, micro-batches and schedule become the run's
@@ -265,7 +266,7 @@ std::shared_ptr<Distribution> choose_pipeline_or_mesh(TrainOptions& o, Model& mo
   priced.recompute = true;
   std::vector<std::string> why;
   const std::optional<PricedPipeline> piped =
-      choose_pipeline(priced, o.devices, cluster, o.bf16, why);
+      choose_pipeline(pipeline_run(priced, cluster, o.bf16), cfg, o.devices, why);
   std::shared_ptr<Distribution> dist;
   std::string unpiped = "none fits";
   try {
@@ -273,9 +274,10 @@ std::shared_ptr<Distribution> choose_pipeline_or_mesh(TrainOptions& o, Model& mo
     model.set_distribution(dist);
     const Partition p = model.plan_training({o.batch, o.seq}, {o.batch, o.seq}, DType::I32);
     const StepPrediction s = predict(p, cluster, {o.bf16, double(o.batch * o.seq), 0});
-    const bool fits = s.memory.total() <= cluster.memory_bytes;
-    if (!piped || (fits && s.step_s <= piped->predicted.step_s)) return dist;
-    unpiped = cat(p.mesh.to_string(), " ", s.step_s, " s", fits ? "" : " (does not fit)");
+    const UnpipedStep step{p.mesh.to_string(), s.step_s, s.memory.total(),
+                           s.memory.total() <= cluster.memory_bytes};
+    if (!piped || !pipeline_is_faster(*piped, step)) return dist;
+    unpiped = cat(p.mesh.to_string(), " ", s.step_s, " s", step.fits ? "" : " (does not fit)");
   } catch (const Error& e) {
     // Only AutoShard's "nothing fits" gives way to a pipeline that does.
     if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
