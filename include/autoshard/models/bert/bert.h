@@ -54,7 +54,7 @@ struct BertConfig {
   // LoRA on the attention's query and value projections; the
   // task's head stays trainable (autoshard/nn/lora.h,
   // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
-  LoraOptions lora;
+  LoraOptions lora = {};
 
   // A Hugging Face config.json of model_type bert or roberta; num_labels
   // from "num_labels" or "id2label". Other activations, relative position

@@ -33,7 +33,7 @@ struct GPT2Config {
   double layer_norm_epsilon = 1e-5;
   // LoRA on the attention's query and value projections (autoshard/nn/lora.h,
   // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
-  LoraOptions lora;
+  LoraOptions lora = {};
 
   // "test" (2 layers, 3 heads, width 24, vocabulary 67: awkward on purpose),
   // "tiny" and "mini" (byte vocabulary), "gpt2", "gpt2-medium", "gpt2-large",

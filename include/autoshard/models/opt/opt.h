@@ -39,7 +39,7 @@ struct OPTConfig {
   bool tie_word_embeddings = true;
   // LoRA on the attention's query and value projections (autoshard/nn/lora.h,
   // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
-  LoraOptions lora;
+  LoraOptions lora = {};
 
   // A Hugging Face config.json of model_type "opt". What this code does not
   // run is an error naming the field: post-LayerNorm blocks
