@@ -3,6 +3,8 @@
 #include "autoshard/io/keras_model.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -295,6 +297,19 @@ void check_variance(const StoredWeight& w, const std::string& where) {
              "; a variance is at least 0 (a negative one makes every prediction NaN)");
 }
 
+// Keras 2.13-2.15 joined a layer's path with os.path.join-like
+// tf.io.gfile.join (saving_lib.py, _save_container_state), so on Windows its
+// .keras files name the group "layers\lstm\cell" (one HDF5 name with
+// backslashes) and the variables under it "vars/0": "layers/lstm/cell/vars/0"
+// saved there is "layers\lstm\cell/vars/0". Keras 3 reads only the first.
+std::string windows_saved_path(const std::string& path) {
+  const size_t vars = path.rfind("/vars/");
+  if (vars == std::string::npos) return path;
+  std::string group = path.substr(0, vars);
+  std::replace(group.begin(), group.end(), '/', '\\');
+  return group + path.substr(vars);
+}
+
 // The WeightSources of every model weight, checked against the C++ model.
 // `shapes` receives each weight's shape.
 std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b,
@@ -318,6 +333,8 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
       StoredWeight stored;
       if (files.dialect == Dialect::Keras3) {
         name = layer->saved_group + "/" + r.k3;
+        if (!files.h5->is_dataset(name) && files.h5->is_dataset(windows_saved_path(name)))
+          name = windows_saved_path(name);
         AS_CHECK(files.h5->is_dataset(name), where, ": layer '", layer->name, "' (", layer->cls,
                  "): weight '", r.cpp, "' is missing (no '", name, "' in model.weights.h5)");
         stored = h5_weight(files.h5, name);
@@ -537,6 +554,18 @@ KerasModel build_keras_model(KerasModel k, BuildContext ctx, const json& model_c
   return k;
 }
 
+// Whether a file's writer computes Keras 2's hard_sigmoid: Keras before 3
+// and TensorFlow.js itself do (tfjs-layers' hardSigmoid), Keras 3 does not.
+// `version` is the file's keras_version ("2.15.0", "3.8.0", "" when absent:
+// files of Keras before 2.x's attribute, so Keras 2); TF.js's own files say
+// "tfjs-layers 4.22.0" there and are Keras 2's too.
+bool keras_version_is_2(const std::string& version) {
+  std::string v = version;
+  if (v.rfind("keras v", 0) == 0) v = v.substr(7);  // TF.js converter's generatedBy
+  if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return true;
+  return std::atoi(v.c_str()) < 3;
+}
+
 KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& options) {
   KerasModel k;
   k.path = path;
@@ -561,6 +590,8 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
           parse_json(zip->read_text("metadata.json", 1 << 20), where + ": metadata.json");
       k.keras_version = json_string_or(meta, "keras_version", "", where + ": metadata.json");
     }
+    // Keras 2.13-2.15 wrote .keras files too (metadata.json says "2.x").
+    ctx.keras2_hard_sigmoid = !k.keras_version.empty() && keras_version_is_2(k.keras_version);
     compile_config =
         model_config.is_object() ? model_config.value("compile_config", json()) : json();
     files.dialect = ctx.dialect = Dialect::Keras3;
@@ -580,6 +611,7 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
     if (const auto tc = files.h5->string_attribute("", "training_config"))
       compile_config = parse_json(*tc, where + ": training_config");
     k.keras_version = files.h5->string_attribute("", "keras_version").value_or("");
+    ctx.keras2_hard_sigmoid = keras_version_is_2(k.keras_version);  // Keras 3 writes .h5 too
     files.dialect = ctx.dialect = Dialect::Keras2;
   } else {
     std::string json_path = path;
@@ -597,6 +629,11 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
       model_config = model_config.at("model_config");
     }
     k.keras_version = json_string_or(model_config, "keras_version", "", where + ": modelTopology");
+    // A model converted from Keras says "keras v3.x" in generatedBy; one
+    // TF.js wrote says "TensorFlow.js tfjs-layers v4.x" (Keras 2's form).
+    const std::string by = json_string_or(doc, "generatedBy", "", where);
+    ctx.keras2_hard_sigmoid =
+        keras_version_is_2(by.rfind("keras v", 0) == 0 ? by : k.keras_version);
     if (doc.contains("trainingConfig")) compile_config = doc.at("trainingConfig");
     files.dialect = ctx.dialect = Dialect::TFJS;
     if (options.weights || options.optimizer_state) {

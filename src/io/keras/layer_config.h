@@ -40,6 +40,10 @@ struct BuildContext {
   bool inference = false;  // accept training-only fields (regularizers, constraints)
   std::string where;       // the file, for errors
   uint64_t seed = 0;
+  // The file was saved by Keras 2 or TensorFlow.js, whose hard_sigmoid is
+  // clip(0.2 x + 0.5, 0, 1) (Keras 3's is relu6(x + 3) / 6): chosen by the
+  // file's Keras version (keras_version_is_2 in keras_model.cc).
+  bool keras2_hard_sigmoid = false;
 };
 
 // A built layer and its weights' names in each format.
