@@ -1,0 +1,105 @@
+"""Keras 3's random augmentation layers inside models (issue 57): active in
+fit only, identity in predict and evaluate, seeded, a new draw each step,
+and the same draws on every mesh (sharded training equals one device's)."""
+
+import numpy as np
+import pytest
+
+import autoshard.keras as keras
+
+MESHES = [((3,), ("model",)), ((2, 2), ("data", "model"))]
+
+
+def _image(seed=0, shape=(3, 4, 2)):
+    return np.random.default_rng(seed).normal(size=(1,) + shape).astype("float32") * 10 + 50
+
+
+def _probe(layer, shape):
+    """A model whose mse against its own (flattened) input is the layer's
+    change: identity Dense, a learning rate too small to move it (each step
+    sees the layer anew)."""
+    n = int(np.prod(shape))
+    model = keras.Sequential([keras.Input(shape), layer, keras.layers.Flatten(),
+                              keras.layers.Dense(n, use_bias=False)])
+    model.set_weights([np.eye(n, dtype="float32")])
+    model.compile(keras.optimizers.SGD(1e-30), "mse")
+    return model
+
+
+def _step_losses(model, x, steps=24):
+    y = x.reshape(len(x), -1)
+    return np.asarray(model.fit(x, y, batch_size=len(x), epochs=steps, shuffle=False,
+                                verbose=0).history["loss"])
+
+
+@pytest.mark.parametrize("mode,axes", [("horizontal", (2,)), ("vertical", (1,)),
+                                       ("horizontal_and_vertical", (1, 2))])
+def test_random_flip_flips_in_training_only(mode, axes):
+    x = _image()
+    model = _probe(keras.layers.RandomFlip(mode, seed=3), x.shape[1:])
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x.reshape(1, -1))
+    assert model.evaluate(x, x.reshape(1, -1), verbose=0) == 0
+    # Each step's image is one of the flips Keras can draw.
+    flips = [x, np.flip(x, 2), np.flip(x, 1), np.flip(x, (1, 2))]
+    allowed = {0: [0], 1: [0, 2], 2: [0, 1], 3: [0, 1, 2, 3]}[sum(1 << (a - 1) for a in axes)]
+    possible = np.array([np.mean((flips[i] - x) ** 2) for i in allowed])
+    losses = _step_losses(model, x)
+    nearest = np.abs(losses[:, None] - possible[None, :]).min(axis=1)
+    assert nearest.max() < 1e-3 * possible.max()
+    assert len({int(np.argmin(np.abs(loss - possible))) for loss in losses}) == len(allowed)
+    # The same seed draws the same flips; another seed others.
+    again = _step_losses(_probe(keras.layers.RandomFlip(mode, seed=3), x.shape[1:]), x)
+    np.testing.assert_array_equal(again, losses)
+    other = _step_losses(_probe(keras.layers.RandomFlip(mode, seed=4), x.shape[1:]), x)
+    assert not np.array_equal(other, losses)
+
+
+def test_random_contrast_draws_factors_in_range():
+    x = _image(1)
+    model = _probe(keras.layers.RandomContrast(0.3, value_range=(-1e6, 1e6), seed=5),
+                   x.shape[1:])
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x.reshape(1, -1))
+    # (x - mean) * f + mean - x = (f - 1) (x - mean), the mean per image and channel.
+    spread = np.mean((x - x.mean(axis=(1, 2), keepdims=True)) ** 2)
+    change = np.sqrt(_step_losses(model, x) / spread)  # |f - 1|
+    assert change.max() <= 0.3 + 1e-4 and change.max() > 0.15 and len(set(change)) > 20
+    clipped = _probe(keras.layers.RandomContrast(0.3, value_range=(0, 255), seed=5),
+                     x.shape[1:])
+    assert np.all(np.isfinite(_step_losses(clipped, x, 4)))
+
+
+def _augmented_classifier(seed):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input((6, 6, 2)), keras.layers.RandomFlip(seed=11),
+        keras.layers.RandomContrast(0.4, value_range=(0, 1), seed=12), keras.layers.Conv2D(3, 3, activation="relu"),
+        keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+@pytest.mark.parametrize("mesh", MESHES, ids=["model3", "data2model2"])
+def test_augmentation_trains_sharded_as_on_one_device(mesh):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 1, size=(8, 6, 6, 2)).astype("float32")
+    y = rng.normal(size=(8, 2)).astype("float32")
+    one = _augmented_classifier(1)
+    shape, axes = mesh
+    distribution = keras.distribution.AutoShard(
+        keras.distribution.DeviceMesh(shape, axes),
+        batch_dim_name="data" if "data" in axes else None)
+    with distribution.scope():
+        sharded = _augmented_classifier(1)
+    sharded.set_weights(one.get_weights())
+    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    h2 = sharded.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(h2, h1, rtol=1e-4)
+
+
+def test_augmentation_errors():
+    with pytest.raises(ValueError, match="mode"):
+        keras.layers.RandomFlip("diagonal")
+    with pytest.raises(ValueError, match="factor"):
+        keras.layers.RandomContrast(1.5)
+    with pytest.raises(ValueError, match="seed"):
+        keras.layers.RandomFlip(seed=-1)
