@@ -26,10 +26,13 @@ def _probe(layer, shape):
     return model
 
 
-def _step_losses(model, x, steps=24):
-    y = x.reshape(len(x), -1)
+def _step_losses_of(model, x, y, steps):
     return np.asarray(model.fit(x, y, batch_size=len(x), epochs=steps, shuffle=False,
                                 verbose=0).history["loss"])
+
+
+def _step_losses(model, x, steps=24):
+    return _step_losses_of(model, x, x.reshape(len(x), -1), steps)
 
 
 @pytest.mark.parametrize("mode,axes", [("horizontal", (2,)), ("vertical", (1,)),
@@ -68,11 +71,39 @@ def test_random_contrast_draws_factors_in_range():
     assert np.all(np.isfinite(_step_losses(clipped, x, 4)))
 
 
+def test_random_crop_takes_one_window_per_batch_in_training():
+    x = np.concatenate([_image(2, (6, 5, 1)), _image(3, (6, 5, 1))])
+    layer = keras.layers.RandomCrop(3, 2, seed=7)
+    model = keras.Sequential([keras.Input((6, 5, 1)), layer, keras.layers.Flatten(),
+                              keras.layers.Dense(6, use_bias=False)])
+    model.set_weights([np.eye(6, dtype="float32")])
+    model.compile(keras.optimizers.SGD(1e-30), "mse")
+    windows = {(t, l): x[:, t:t + 3, l:l + 2, :].reshape(2, -1) for t in range(4)
+               for l in range(4)}
+    # Each step's loss against one window tells which window it cropped
+    # (the same for both images, as Keras crops a batch alike).
+    target = windows[(1, 2)]
+    seen = set()
+    for step in _step_losses_of(model, x, target, 30):
+        match = [k for k, v in windows.items()
+                 if abs(np.mean((v - target) ** 2) - step) < 1e-3 * (1 + step)]
+        assert len(match) == 1, step
+        seen.add(match[0])
+    assert len(seen) >= 8  # 16 windows, drawn anew each step
+    # Inference: the central window of ratio 3:2 (6x4 from 6x5), resized to 3x2.
+    centre = x[:, :, 0:4, :]
+    want = centre.reshape(2, 3, 2, 2, 2, 1).mean(axis=(2, 4))  # bilinear halving = 2x2 means
+    got = keras.Sequential([keras.Input((6, 5, 1)), keras.layers.RandomCrop(3, 2)]).predict(
+        x, verbose=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def _augmented_classifier(seed):
     keras.utils.set_random_seed(seed)
     model = keras.Sequential([
         keras.Input((6, 6, 2)), keras.layers.RandomFlip(seed=11),
-        keras.layers.RandomContrast(0.4, value_range=(0, 1), seed=12), keras.layers.Conv2D(3, 3, activation="relu"),
+        keras.layers.RandomContrast(0.4, value_range=(0, 1), seed=12),
+        keras.layers.RandomCrop(5, 4, seed=13), keras.layers.Conv2D(3, 3, activation="relu"),
         keras.layers.Flatten(), keras.layers.Dense(2)])
     model.compile(keras.optimizers.SGD(0.01), "mse")
     return model

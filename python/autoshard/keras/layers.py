@@ -677,6 +677,6 @@ from ._preprocessing_layers import (  # noqa: E402 (they subclass Layer above)
     CategoryEncoding, CenterCrop, Discretization, Normalization, Resizing)
 
 __all__ += ["Normalization", "CenterCrop", "Resizing", "CategoryEncoding", "Discretization"]
-from ._augmentation_layers import RandomContrast, RandomFlip  # noqa: E402
+from ._augmentation_layers import RandomContrast, RandomCrop, RandomFlip  # noqa: E402
 
-__all__ += ["RandomFlip", "RandomContrast"]
+__all__ += ["RandomFlip", "RandomCrop", "RandomContrast"]
