@@ -232,3 +232,47 @@ def test_padded_sequence_model_trains_sharded_as_on_one_device(mesh):
     h1 = one.fit(seq, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
     h2 = sharded.fit(seq, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(h2, h1, rtol=1e-4)
+
+
+# --- TimeDistributed -----------------------------------------------------------------------
+
+def test_time_distributed_applies_one_layer_to_every_step():
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=(3, 4, 5)).astype("float32")
+    model = keras.Sequential([keras.Input((4, 5)),
+                              keras.layers.TimeDistributed(keras.layers.Dense(2))])
+    kernel, bias = model.get_weights()  # one set for all steps
+    assert kernel.shape == (5, 2)
+    np.testing.assert_allclose(model.predict(x, verbose=0), x @ kernel + bias, rtol=1e-5,
+                               atol=1e-6)
+    frames = rng.normal(size=(2, 3, 6, 6, 2)).astype("float32")
+    conv = keras.Sequential([keras.Input((3, 6, 6, 2)),
+                             keras.layers.TimeDistributed(keras.layers.Conv2D(4, 3))])
+    plain = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(4, 3)])
+    plain.set_weights(conv.get_weights())
+    want = plain.predict(frames.reshape(6, 6, 6, 2), verbose=0).reshape(2, 3, 4, 4, 4)
+    np.testing.assert_allclose(conv.predict(frames, verbose=0), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="must be a keras.layers.Layer"):
+        keras.layers.TimeDistributed("dense")
+
+
+def _video_model():
+    keras.utils.set_random_seed(12)
+    model = keras.Sequential([
+        keras.Input((3, 6, 6, 2)), keras.layers.TimeDistributed(keras.layers.Conv2D(4, 3)),
+        keras.layers.TimeDistributed(keras.layers.Flatten()), keras.layers.LSTM(5),
+        keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.05), "mse")
+    return model
+
+
+@pytest.mark.parametrize("mesh", MESHES, ids=["model3", "data2model2"])
+def test_time_distributed_trains_sharded_as_on_one_device(mesh):
+    rng = np.random.default_rng(11)
+    frames = rng.normal(size=(4, 3, 6, 6, 2)).astype("float32")
+    y = rng.normal(size=(4, 2)).astype("float32")
+    one, sharded = _video_model(), _sharded(_video_model, mesh)
+    sharded.set_weights(one.get_weights())  # layer names (and so draws) differ
+    h1 = one.fit(frames, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
+    h2 = sharded.fit(frames, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(h2, h1, rtol=1e-4)

@@ -286,3 +286,40 @@ class Discretization(Layer):
         config = super().get_config()
         config.update({"bin_boundaries": self.bin_boundaries, "output_mode": "int"})
         return config
+
+
+class TimeDistributed(Layer):
+    """keras.layers.TimeDistributed(layer): ``layer`` applied to every step
+    of [batch, steps, ...] inputs, one set of weights for all steps
+    (keras/src/layers/rnn/time_distributed.py): the steps join the batch
+    for the inner call and are split off again."""
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(layer, Layer):
+            raise ValueError(f"TimeDistributed: layer must be a keras.layers.Layer, got "
+                             f"{type(layer).__name__}")
+        self.layer = layer
+
+    def call(self, inputs, training=None):
+        shape = inputs.shape
+        if len(shape) < 3:
+            raise ValueError(f"TimeDistributed: inputs must be [batch, steps, ...], got shape "
+                             f"{tuple(shape)}")
+        batch, steps = shape[0], shape[1]
+        joined = ops.reshape(inputs, (batch * steps,) + tuple(shape[2:]))
+        out = self.layer(joined, training=training) if _takes_training(self.layer) else \
+            self.layer(joined)
+        return ops.reshape(out, (batch, steps) + tuple(out.shape[1:]))
+
+    def get_config(self):
+        config = super().get_config()
+        config["layer"] = {"class_name": type(self.layer).__name__,
+                           "config": self.layer.get_config()}
+        return config
+
+
+def _takes_training(layer):
+    import inspect  # noqa: PLC0415
+    call = getattr(type(layer), "call", None)
+    return call is not None and "training" in inspect.signature(call).parameters

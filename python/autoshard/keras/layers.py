@@ -674,9 +674,10 @@ class Cropping2D(Layer):
 # --- Preprocessing layers (issue 57): traced layers written from Keras 3's
 # definitions (keras/_preprocessing_layers.py).
 from ._preprocessing_layers import (  # noqa: E402 (they subclass Layer above)
-    CategoryEncoding, CenterCrop, Discretization, Normalization, Resizing)
+    CategoryEncoding, CenterCrop, Discretization, Normalization, Resizing, TimeDistributed)
 
-__all__ += ["Normalization", "CenterCrop", "Resizing", "CategoryEncoding", "Discretization"]
+__all__ += ["Normalization", "CenterCrop", "Resizing", "CategoryEncoding", "Discretization",
+            "TimeDistributed"]
 from ._augmentation_layers import RandomContrast, RandomCrop, RandomFlip  # noqa: E402
 
 __all__ += ["RandomFlip", "RandomCrop", "RandomContrast"]
