@@ -276,3 +276,29 @@ def test_time_distributed_trains_sharded_as_on_one_device(mesh):
     h1 = one.fit(frames, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
     h2 = sharded.fit(frames, y, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
     np.testing.assert_allclose(h2, h1, rtol=1e-4)
+
+
+# --- saving ------------------------------------------------------------------------------
+
+def test_models_with_python_built_keras_layers_round_trip(tmp_path):
+    x = _images(5)
+    norm = keras.layers.Normalization(axis=-1)
+    norm.adapt(x)
+    model = keras.Sequential([
+        keras.Input((7, 6, 3)), norm, keras.layers.Normalization(mean=0.5, variance=4.0),
+        keras.layers.RandomFlip(seed=1), keras.layers.RandomCrop(6, 6, seed=2),
+        keras.layers.Resizing(8, 8), keras.layers.CenterCrop(6, 5),
+        keras.layers.RandomContrast(0.2, seed=3), keras.layers.Reshape((6, 15)),
+        keras.layers.TimeDistributed(keras.layers.Dense(4)), keras.layers.Flatten(),
+        keras.layers.Dense(2)])
+    model.save(tmp_path / "m.keras")
+    import zipfile  # noqa: PLC0415
+    with zipfile.ZipFile(tmp_path / "m.keras") as z:
+        entries = json.loads(z.read("config.json"))["config"]["layers"]
+    # Written as Keras writes its own layers: module keras.layers, no registered name.
+    assert {(e["module"], e["registered_name"]) for e in entries} == {("keras.layers", None)}
+    assert entries[1]["config"]["mean"] is None  # adapted statistics are weights
+    assert entries[2]["config"]["mean"] == 0.5
+    again = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert [type(l).__name__ for l in again.layers] == [type(l).__name__ for l in model.layers]

@@ -60,6 +60,8 @@ def _images(inputs, layer):
 
 
 class _RandomLayer(Layer):
+    _keras_builtin = True  # saved as keras.layers' own class
+
     def __init__(self, seed=None, data_format=None, **kwargs):
         super().__init__(**kwargs)
         if data_format not in (None, "channels_last"):

@@ -265,5 +265,8 @@ def keras_config(layer):
     if not isinstance(config, dict):
         raise ValueError(f"save: {cls.__name__}.get_config() must return a dict, got "
                          f"{type(config).__name__}")
+    if getattr(cls, "_keras_builtin", False):  # Keras's own classes written in Python here
+        return {"module": "keras.layers", "class_name": cls.__name__, "config": config,
+                "registered_name": None}
     return {"module": cls.__module__, "class_name": cls.__name__, "config": config,
             "registered_name": getattr(cls, "_keras_registered_name", None) or cls.__name__}

@@ -38,11 +38,38 @@ def _keep_axes(axis, rank, layer):
     return tuple(sorted(kept))
 
 
+def _plain(value):
+    """A config value as JSON holds it (numbers and lists)."""
+    return None if value is None else np.asarray(value, np.float32).tolist()
+
+
+def _constant(values):
+    """A traced constant of ``values`` (any shape): the engine's constants
+    are single-valued, so each distinct value fills its positions, picked
+    from positions 0 .. n-1 (one comparison per distinct value)."""
+    flat = np.asarray(values, np.float32).reshape(-1)
+    if np.all(flat == flat[0]):
+        return ops.full(values.shape, float(flat[0]))
+    positions = ops.arange(float(flat.size))
+    out = None
+    for v in np.unique(flat):
+        hits = np.flatnonzero(flat == v)
+        mask = None
+        for i in hits:
+            m = ops.equal(positions, float(i))
+            mask = m if mask is None else mask + m
+        term = mask * float(v)
+        out = term if out is None else out + term
+    return ops.reshape(out, values.shape)
+
+
 class Normalization(Layer):
     """keras.layers.Normalization: (x - mean) / max(sqrt(variance), 1e-7)
     over the kept ``axis`` (the last by default; None: one scalar mean and
     variance), from ``mean``/``variance`` or from ``adapt(data)``;
     ``invert=True`` maps normalized values back."""
+
+    _keras_builtin = True  # saved as keras.layers' own class
 
     def __init__(self, axis=-1, mean=None, variance=None, invert=False, **kwargs):
         super().__init__(**kwargs)
@@ -53,6 +80,7 @@ class Normalization(Layer):
         self.invert = bool(invert)
         self._given = None if mean is None else (np.asarray(mean, np.float32),
                                                    np.asarray(variance, np.float32))
+        self._given_config = (_plain(mean), _plain(variance))
         self._adapted = None  # (mean, variance) from adapt, pushed when the model is built
 
     def adapt(self, data, batch_size=None, steps=None):
@@ -82,43 +110,48 @@ class Normalization(Layer):
                                  f"shape {tuple(input_shape)}")
         self._broadcast = tuple(input_shape[d] if d in keep else 1 for d in range(rank))
         shape = tuple(input_shape[d] for d in keep)
+        if self._given is not None:  # Keras keeps given statistics as constants, not weights
+            self._given = tuple(np.broadcast_to(v, shape).astype(np.float32)
+                                for v in self._given)
+            return
         self.mean = self.add_weight(shape=shape, initializer="zeros", trainable=False,
                                     name="mean")
         self.variance = self.add_weight(shape=shape, initializer="ones", trainable=False,
                                         name="variance")
-
-    def _statistics(self):
-        if self._adapted is not None:
-            return self._adapted
-        return self._given
+        # Keras 3 also keeps an int "count" (vars/2), which nothing reads; a
+        # weight the step never reads cannot be sharded, so it is left out
+        # (load_weights ignores the file's).
 
     def _push_statistics(self):
-        stats = self._statistics()
-        if stats is None:
-            return
-        for var, value in zip((self.mean, self.variance), stats):
+        for var, value in zip((self.mean, self.variance), self._adapted):
             var.assign(np.broadcast_to(value, var.shape).astype(np.float32))
 
     def _attached(self):
-        """Called once the layer's model is built: the statistics become the
-        weights' values (Keras sets them in build or adapt)."""
-        if self._statistics() is not None:
+        """Called once the layer's model is built: adapted statistics become
+        the weights' values (Keras's adapt assigns them)."""
+        if self._adapted is not None:
             self._model._built().weight_paths()  # the first trace builds the layer
             self._push_statistics()
 
+    def _stats(self):
+        if self._given is not None:
+            return tuple(ops.reshape(_constant(v), self._broadcast) for v in self._given)
+        return (ops.reshape(self.mean, self._broadcast),
+                ops.reshape(self.variance, self._broadcast))
+
     def call(self, inputs):
-        mean = ops.reshape(self.mean, self._broadcast)
-        std = ops.maximum(ops.sqrt(ops.reshape(self.variance, self._broadcast)), _EPSILON)
+        mean, variance = self._stats()
+        std = ops.maximum(ops.sqrt(variance), _EPSILON)
         if self.invert:
             return ops.add(mean, ops.multiply(inputs, std))
         return ops.divide(ops.subtract(inputs, mean), std)
 
     def get_config(self):
+        # Keras 3's: the given statistics (adapted ones are the weights).
         config = super().get_config()
-        stats = self._statistics()
-        config.update({"axis": self.axis, "invert": self.invert,
-                       "mean": None if stats is None else stats[0].tolist(),
-                       "variance": None if stats is None else stats[1].tolist()})
+        given = self._given_config
+        config.update({"axis": list(self.axis) if isinstance(self.axis, tuple) else self.axis,
+                       "invert": self.invert, "mean": given[0], "variance": given[1]})
         return config
 
 
@@ -134,6 +167,8 @@ class CenterCrop(Layer):
     window, starting at (in - out) // 2 (keras/src/layers/preprocessing/
     image_preprocessing/center_crop.py). Images smaller than the window
     (which Keras resizes first) are refused."""
+
+    _keras_builtin = True  # saved as keras.layers\' own class
 
     def __init__(self, height, width, data_format=None, **kwargs):
         super().__init__(**kwargs)
@@ -191,6 +226,8 @@ class Resizing(Layer):
     """keras.layers.Resizing(height, width, interpolation="bilinear"):
     images resized to height x width ("bilinear" or "nearest")."""
 
+    _keras_builtin = True  # saved as keras.layers\' own class
+
     def __init__(self, height, width, interpolation="bilinear", crop_to_aspect_ratio=False,
                  pad_to_aspect_ratio=False, data_format=None, **kwargs):
         super().__init__(**kwargs)
@@ -224,6 +261,8 @@ class CategoryEncoding(Layer):
     or per example "multi_hot" (1 where an id occurs) or "count" vectors
     (keras/src/layers/preprocessing/category_encoding.py). Ids must lie in
     [0, num_tokens): one outside encodes as zeros here (Keras raises)."""
+
+    _keras_builtin = True  # saved as keras.layers\' own class
 
     def __init__(self, num_tokens=None, output_mode="multi_hot", sparse=False, **kwargs):
         super().__init__(**kwargs)
@@ -263,6 +302,8 @@ class Discretization(Layer):
     discretization.py, output_mode "int"), as float32 numbers (Keras: int64;
     the engine's traced ids come only from inputs)."""
 
+    _keras_builtin = True  # saved as keras.layers\' own class
+
     def __init__(self, bin_boundaries=None, num_bins=None, epsilon=0.01, output_mode="int",
                  sparse=False, **kwargs):
         super().__init__(**kwargs)
@@ -294,6 +335,8 @@ class TimeDistributed(Layer):
     (keras/src/layers/rnn/time_distributed.py): the steps join the batch
     for the inner call and are split off again."""
 
+    _keras_builtin = True  # saved as keras.layers\' own class
+
     def __init__(self, layer, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(layer, Layer):
@@ -313,10 +356,18 @@ class TimeDistributed(Layer):
         return ops.reshape(out, (batch, steps) + tuple(out.shape[1:]))
 
     def get_config(self):
+        from ._model_files import _layer_config  # noqa: PLC0415 (imports layers)
         config = super().get_config()
-        config["layer"] = {"class_name": type(self.layer).__name__,
-                           "config": self.layer.get_config()}
+        config["layer"] = _layer_config(self.layer)  # Keras's serialized inner layer
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        from ._registry import lookup  # noqa: PLC0415
+        config = dict(config)
+        inner = config.pop("layer")
+        layer = lookup(inner, None, "TimeDistributed").from_config(inner["config"])
+        return cls(layer, **config)
 
 
 def _takes_training(layer):
