@@ -134,3 +134,108 @@ def test_augmentation_errors():
         keras.layers.RandomContrast(1.5)
     with pytest.raises(ValueError, match="seed"):
         keras.layers.RandomFlip(seed=-1)
+
+
+# --- RandomTranslation and RandomZoom -------------------------------------------------------
+
+_NP_MODES = {"reflect": "symmetric", "wrap": "wrap", "nearest": "edge", "constant": "constant"}
+
+
+def _np_sample(x, axis, src, mode, fill=0.0):
+    """NumPy reference: bilinear sampling of x along ``axis`` at float
+    positions ``src`` [batch, n_out], the taps floor(src) and floor(src) + 1
+    read from x padded by ``mode`` (numpy's symmetric is TF's reflect)."""
+    n = x.shape[axis]
+    pad = [(0, 0)] * 4
+    pad[axis] = (4 * n, 4 * n)
+    kw = {"constant_values": fill} if mode == "constant" else {}
+    padded = np.pad(x, pad, mode=_NP_MODES[mode], **kw)
+    out = []
+    for b in range(len(x)):
+        s = np.clip(src[b], 0, n - 1) if mode == "nearest" else src[b]
+        low = np.floor(s)
+        frac = (s - low).reshape((-1, 1) if axis == 1 else (1, -1))[..., None]
+        lo = np.take(padded[b], (low + 4 * n).astype(int), axis=axis - 1)
+        hi = np.take(padded[b], (low + 1 + 4 * n).astype(int), axis=axis - 1)
+        out.append(lo * (1 - frac) + hi * frac)
+    return np.stack(out)
+
+
+def _fixed_probe(layer, x):
+    """The layer's training-time output, read through an identity Dense with
+    mse 0 against it: here the draws are fixed (factor ranges of width 0),
+    so the output is known and the loss against it must be 0."""
+    return _probe(layer, x.shape[1:])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "nearest", "constant"])
+def test_random_translation_shifts_as_numpy(mode):
+    x = np.random.default_rng(4).normal(size=(2, 8, 6, 2)).astype("float32")
+    layer = keras.layers.RandomTranslation((0.3125, 0.3125), (-0.25, -0.25), fill_mode=mode,
+                                           fill_value=1.5, seed=1)
+    model = _fixed_probe(layer, x)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x.reshape(2, -1))  # inference
+    rows = np.tile(np.arange(8) - 2.5, (2, 1))  # dy = 0.3125 * 8
+    cols = np.tile(np.arange(6) + 1.5, (2, 1))  # dx = -0.25 * 6
+    want = _np_sample(_np_sample(x, 1, rows, mode, 1.5), 2, cols, mode, 1.5)
+    loss = _step_losses_of(model, x, want.reshape(2, -1), 2)
+    np.testing.assert_allclose(loss, 0, atol=1e-9)
+    assert np.mean((want - x) ** 2) > 0.1  # the check would see an untranslated image
+
+
+@pytest.mark.parametrize("factors", [((0.5, 0.5), None), ((-0.25, -0.25), (0.2, 0.2))])
+def test_random_zoom_samples_as_numpy(factors):
+    x = np.random.default_rng(5).normal(size=(2, 7, 6, 1)).astype("float32")
+    height, width = factors
+    model = _fixed_probe(keras.layers.RandomZoom(height, width, seed=2), x)
+    zy = 1 + height[0]
+    zx = zy if width is None else 1 + width[0]
+    rows = np.tile((np.arange(7) - 3) * zy + 3, (2, 1))
+    cols = np.tile((np.arange(6) - 2.5) * zx + 2.5, (2, 1))
+    want = _np_sample(_np_sample(x, 1, rows, "reflect"), 2, cols, "reflect")
+    loss = _step_losses_of(model, x, want.reshape(2, -1), 2)
+    np.testing.assert_allclose(loss, 0, atol=1e-9)
+
+
+def test_random_translation_draws_per_image_and_step():
+    x = np.random.default_rng(6).normal(size=(1, 8, 1, 1)).astype("float32")
+    model = _probe(keras.layers.RandomTranslation((-0.25, 0.25), 0.0, seed=3), x.shape[1:])
+    losses = _step_losses(model, x, 16)
+    assert len(set(np.round(losses, 6))) > 8 and losses.max() > 0
+
+
+def _affine_model(seed):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input((6, 6, 2)), keras.layers.RandomTranslation(0.2, 0.3, seed=21),
+        keras.layers.RandomZoom(0.3, seed=22), keras.layers.Conv2D(3, 3, activation="relu"),
+        keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+@pytest.mark.parametrize("mesh", MESHES, ids=["model3", "data2model2"])
+def test_affine_augmentation_trains_sharded_as_on_one_device(mesh):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 1, size=(8, 6, 6, 2)).astype("float32")
+    y = rng.normal(size=(8, 2)).astype("float32")
+    one = _affine_model(1)
+    shape, axes = mesh
+    distribution = keras.distribution.AutoShard(
+        keras.distribution.DeviceMesh(shape, axes),
+        batch_dim_name="data" if "data" in axes else None)
+    with distribution.scope():
+        sharded = _affine_model(1)
+    sharded.set_weights(one.get_weights())
+    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    h2 = sharded.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(h2, h1, rtol=1e-4)
+
+
+def test_affine_errors():
+    with pytest.raises(ValueError, match="fill_mode"):
+        keras.layers.RandomTranslation(0.1, 0.1, fill_mode="mirror")
+    with pytest.raises(ValueError, match="interpolation"):
+        keras.layers.RandomZoom(0.1, interpolation="nearest")
+    with pytest.raises(ValueError, match="above -1"):
+        keras.layers.RandomZoom((-1.0, 0.2))

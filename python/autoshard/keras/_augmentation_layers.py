@@ -191,3 +191,153 @@ class RandomCrop(_RandomLayer):
         config = super().get_config()
         config.update({"height": self.height, "width": self.width})
         return config
+
+
+# --- affine sampling: RandomTranslation and RandomZoom ------------------------------------
+
+_FILL_MODES = ("reflect", "wrap", "nearest", "constant")
+
+
+def _factor_range(value, what, layer, signed=True):
+    """Keras's height_factor / width_factor: a float f (the range [-f, f])
+    or a pair (lower, upper)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{layer}: {what} must be a float or a pair, got {value!r}")
+        lower, upper = float(value[0]), float(value[1])
+    else:
+        lower, upper = -abs(float(value)), abs(float(value))
+    if lower > upper or (signed and (abs(lower) > 1 or abs(upper) > 1)):
+        raise ValueError(f"{layer}: {what} must lie in [-1, 1] with lower <= upper, got "
+                         f"{value!r}")
+    return lower, upper
+
+
+def _virtual_taps(r, n, fill_mode):
+    """The virtual positions (beyond the image too) whose pixel is row r under
+    ``fill_mode`` (tf.raw_ops.ImageProjectiveTransformV3's modes): reflect
+    "d c b a | a b c d | d c b a", wrap "a b c d | a b c d"; constant and
+    nearest read row r only at r (nearest clamps the position instead)."""
+    if fill_mode == "reflect":
+        return [t for k in range(-2, 3) for t in (r + 2 * k * n, 2 * k * n - r - 1)]
+    if fill_mode == "wrap":
+        return [r + k * n for k in range(-3, 4)]
+    return [r]
+
+
+def _sample_axis(x, axis, src, fill_mode, fill_value):
+    """Bilinear sampling of x along ``axis`` (1: rows, 2: columns) at the
+    traced positions ``src`` [batch, n_out]: output o is the sum over input
+    rows r of max(0, 1 - |src_o - t|) x[r] over r's virtual positions t (the
+    hat kernel is bilinear interpolation); a constant fill adds fill_value
+    times the weight that fell outside the image."""
+    n = x.shape[axis]
+    if fill_mode == "nearest":
+        src = ops.clip(src, 0.0, float(n - 1))
+    src = ops.expand_dims(src, -1)  # [batch, n_out, 1]
+    weights = None
+    for r in range(n):
+        hat = None
+        for t in _virtual_taps(r, n, fill_mode):
+            h = ops.relu(1.0 - ops.abs(src - float(t)))
+            hat = h if hat is None else hat + h
+        weights = hat if weights is None else ops.concatenate([weights, hat], axis=-1)
+    out = ops.einsum("bor,brwc->bowc" if axis == 1 else "bor,bhrc->bhoc", weights, x)
+    if fill_mode == "constant" and fill_value != 0:
+        outside = 1.0 - ops.sum(weights, axis=-1)  # [batch, n_out]
+        shape = (x.shape[0], -1, 1, 1) if axis == 1 else (x.shape[0], 1, -1, 1)
+        out = out + ops.reshape(outside, shape) * fill_value
+    return out
+
+
+class _AffineLayer(_RandomLayer):
+    def __init__(self, fill_mode="reflect", interpolation="bilinear", seed=None,
+                 fill_value=0.0, **kwargs):
+        super().__init__(seed=seed, **kwargs)
+        layer = type(self).__name__
+        if fill_mode not in _FILL_MODES:
+            raise ValueError(f"{layer}: fill_mode {fill_mode!r} is not one of "
+                             f"{', '.join(_FILL_MODES)}")
+        if interpolation != "bilinear":
+            raise ValueError(f"{layer}: interpolation {interpolation!r} is not supported "
+                             "(bilinear)")
+        self.fill_mode, self.interpolation = fill_mode, interpolation
+        self.fill_value = float(fill_value)
+
+    def _sample(self, x, rows, cols):
+        x = _sample_axis(x, 1, rows, self.fill_mode, self.fill_value)
+        return _sample_axis(x, 2, cols, self.fill_mode, self.fill_value)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"fill_mode": self.fill_mode, "interpolation": self.interpolation,
+                       "fill_value": self.fill_value})
+        return config
+
+
+class RandomTranslation(_AffineLayer):
+    """keras.layers.RandomTranslation(height_factor, width_factor): in
+    training each image shifted by fractions of its height and width drawn
+    in the factors' ranges, output pixel (i, j) read at (i - dy, j - dx)
+    bilinearly, beyond the image by ``fill_mode`` (keras/src/layers/
+    preprocessing/image_preprocessing/random_translation.py)."""
+
+    def __init__(self, height_factor, width_factor, fill_mode="reflect",
+                 interpolation="bilinear", seed=None, fill_value=0.0, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, **kwargs)
+        self.height_factor, self.width_factor = height_factor, width_factor
+        self._rows = _factor_range(height_factor, "height_factor", "RandomTranslation")
+        self._cols = _factor_range(width_factor, "width_factor", "RandomTranslation")
+
+    def call(self, inputs, training=None):
+        if not training:
+            return inputs
+        b, h, w, _ = _images(inputs, "RandomTranslation")
+        dy = _uniform(self, (b, 1), "dy", *self._rows) * float(h)
+        dx = _uniform(self, (b, 1), "dx", *self._cols) * float(w)
+        rows = ops.reshape(ops.arange(float(h)), (1, h)) - dy
+        cols = ops.reshape(ops.arange(float(w)), (1, w)) - dx
+        return self._sample(inputs, rows, cols)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"height_factor": self.height_factor, "width_factor": self.width_factor})
+        return config
+
+
+class RandomZoom(_AffineLayer):
+    """keras.layers.RandomZoom(height_factor, width_factor=None): in training
+    each image zoomed about its centre by 1 + a draw in the factor's range
+    (positive: out, negative: in; width_factor None: the height's zoom,
+    keeping the aspect ratio), pixel i read at z (i - (n - 1) / 2) +
+    (n - 1) / 2 (keras/src/layers/preprocessing/image_preprocessing/
+    random_zoom.py)."""
+
+    def __init__(self, height_factor, width_factor=None, fill_mode="reflect",
+                 interpolation="bilinear", seed=None, fill_value=0.0, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, **kwargs)
+        self.height_factor, self.width_factor = height_factor, width_factor
+        self._rows = _factor_range(height_factor, "height_factor", "RandomZoom", False)
+        self._cols = None if width_factor is None else _factor_range(
+            width_factor, "width_factor", "RandomZoom", False)
+        for lower, _ in filter(None, (self._rows, self._cols)):
+            if lower <= -1:
+                raise ValueError(f"RandomZoom: factors must be above -1 (a zoom of 1 + "
+                                 f"factor > 0), got {height_factor!r}, {width_factor!r}")
+
+    def call(self, inputs, training=None):
+        if not training:
+            return inputs
+        b, h, w, _ = _images(inputs, "RandomZoom")
+        zy = _uniform(self, (b, 1), "zoom_height", *self._rows) + 1.0
+        zx = zy if self._cols is None else \
+            _uniform(self, (b, 1), "zoom_width", *self._cols) + 1.0
+        cy, cx = (h - 1) / 2, (w - 1) / 2
+        rows = (ops.reshape(ops.arange(float(h)), (1, h)) - cy) * zy + cy
+        cols = (ops.reshape(ops.arange(float(w)), (1, w)) - cx) * zx + cx
+        return self._sample(inputs, rows, cols)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"height_factor": self.height_factor, "width_factor": self.width_factor})
+        return config
