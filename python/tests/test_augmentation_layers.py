@@ -10,6 +10,21 @@ import autoshard.keras as keras
 MESHES = [((3,), ("model",)), ((2, 2), ("data", "model"))]
 
 
+def _trains_alike(make, x, y, mesh):
+    """fit's losses of make() on ``mesh`` equal one device's (same weights)."""
+    one = make(1)
+    shape, axes = mesh
+    distribution = keras.distribution.AutoShard(
+        keras.distribution.DeviceMesh(shape, axes),
+        batch_dim_name="data" if "data" in axes else None)
+    with distribution.scope():
+        sharded = make(1)
+    sharded.set_weights(one.get_weights())  # layer names (and so draws) differ
+    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    h2 = sharded.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(h2, h1, rtol=1e-4)
+
+
 def _image(seed=0, shape=(3, 4, 2)):
     return np.random.default_rng(seed).normal(size=(1,) + shape).astype("float32") * 10 + 50
 
@@ -114,17 +129,7 @@ def test_augmentation_trains_sharded_as_on_one_device(mesh):
     rng = np.random.default_rng(2)
     x = rng.uniform(0, 1, size=(8, 6, 6, 2)).astype("float32")
     y = rng.normal(size=(8, 2)).astype("float32")
-    one = _augmented_classifier(1)
-    shape, axes = mesh
-    distribution = keras.distribution.AutoShard(
-        keras.distribution.DeviceMesh(shape, axes),
-        batch_dim_name="data" if "data" in axes else None)
-    with distribution.scope():
-        sharded = _augmented_classifier(1)
-    sharded.set_weights(one.get_weights())
-    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
-    h2 = sharded.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
-    np.testing.assert_allclose(h2, h1, rtol=1e-4)
+    _trains_alike(_augmented_classifier, x, y, mesh)
 
 
 def test_augmentation_errors():
@@ -219,17 +224,7 @@ def test_affine_augmentation_trains_sharded_as_on_one_device(mesh):
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1, size=(8, 6, 6, 2)).astype("float32")
     y = rng.normal(size=(8, 2)).astype("float32")
-    one = _affine_model(1)
-    shape, axes = mesh
-    distribution = keras.distribution.AutoShard(
-        keras.distribution.DeviceMesh(shape, axes),
-        batch_dim_name="data" if "data" in axes else None)
-    with distribution.scope():
-        sharded = _affine_model(1)
-    sharded.set_weights(one.get_weights())
-    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
-    h2 = sharded.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
-    np.testing.assert_allclose(h2, h1, rtol=1e-4)
+    _trains_alike(_affine_model, x, y, mesh)
 
 
 def test_affine_errors():
@@ -239,3 +234,67 @@ def test_affine_errors():
         keras.layers.RandomZoom(0.1, interpolation="nearest")
     with pytest.raises(ValueError, match="above -1"):
         keras.layers.RandomZoom((-1.0, 0.2))
+
+
+def _np_rotate(x, angle, mode, fill=0.0):
+    """NumPy reference of Keras's rotation (TF's rotation matrix): output
+    (x, y) reads (cos x - sin y + x0, sin x + cos y + y0) bilinearly from x
+    padded by ``mode``."""
+    b, h, w, c = x.shape
+    cos, sin = np.cos(angle), np.sin(angle)
+    x0 = ((w - 1) - (cos * (w - 1) - sin * (h - 1))) / 2
+    y0 = ((h - 1) - (sin * (w - 1) + cos * (h - 1))) / 2
+    ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    sx, sy = cos * xs - sin * ys + x0, sin * xs + cos * ys + y0
+    if mode == "nearest":
+        sx, sy = np.clip(sx, 0, w - 1), np.clip(sy, 0, h - 1)
+    p = 4 * max(h, w)
+    kw = {"constant_values": fill} if mode == "constant" else {}
+    padded = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), mode=_NP_MODES[mode], **kw)
+    fy, fx = np.floor(sy), np.floor(sx)
+    out = 0
+    for dy in (0, 1):
+        for dx in (0, 1):
+            wgt = (1 - np.abs(sy - fy - dy)) * (1 - np.abs(sx - fx - dx))
+            out = out + wgt[None, :, :, None] * padded[:, (fy + dy + p).astype(int),
+                                                       (fx + dx + p).astype(int)]
+    return out
+
+
+def test_random_rotation_quarter_turn_is_rot90():
+    x = np.random.default_rng(8).normal(size=(2, 5, 5, 2)).astype("float32")
+    model = _fixed_probe(keras.layers.RandomRotation((0.25, 0.25), seed=1), x)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x.reshape(2, -1))
+    want = np.rot90(x, 1, axes=(1, 2))
+    np.testing.assert_allclose(_np_rotate(x, np.pi / 2, "reflect"), want, atol=1e-6)
+    loss = _step_losses_of(model, x, want.reshape(2, -1), 2)
+    np.testing.assert_allclose(loss, 0, atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "nearest", "constant"])
+def test_random_rotation_samples_as_numpy(mode):
+    x = np.random.default_rng(9).normal(size=(2, 7, 6, 1)).astype("float32")
+    layer = keras.layers.RandomRotation((-1 / 12, -1 / 12), fill_mode=mode, fill_value=0.5,
+                                        seed=2)
+    want = _np_rotate(x, -np.pi / 6, mode, 0.5)
+    loss = _step_losses_of(_fixed_probe(layer, x), x, want.reshape(2, -1), 2)
+    np.testing.assert_allclose(loss, 0, atol=1e-10)
+    assert np.mean((want - x) ** 2) > 0.1
+
+
+def _rotating_model(seed):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input((6, 6, 2)), keras.layers.RandomRotation(0.2, seed=31),
+        keras.layers.Conv2D(3, 3, activation="relu"), keras.layers.Flatten(),
+        keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    return model
+
+
+@pytest.mark.parametrize("mesh", MESHES, ids=["model3", "data2model2"])
+def test_rotation_trains_sharded_as_on_one_device(mesh):
+    rng = np.random.default_rng(10)
+    x = rng.uniform(0, 1, size=(8, 6, 6, 2)).astype("float32")
+    y = rng.normal(size=(8, 2)).astype("float32")
+    _trains_alike(_rotating_model, x, y, mesh)

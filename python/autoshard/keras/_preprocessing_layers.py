@@ -12,7 +12,6 @@ Normalization's statistics are non-trainable weights (Keras 3's "mean" and
 import numpy as np
 
 from . import ops
-from ._custom_layers import LayerAPI  # noqa: F401 (the base of Layer)
 from .layers import Layer
 
 _EPSILON = 1e-7  # keras.config.epsilon(), Normalization's floor of the std

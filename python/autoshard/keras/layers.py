@@ -679,6 +679,7 @@ from ._preprocessing_layers import (  # noqa: E402 (they subclass Layer above)
 __all__ += ["Normalization", "CenterCrop", "Resizing", "CategoryEncoding", "Discretization",
             "TimeDistributed"]
 from ._augmentation_layers import (  # noqa: E402
-    RandomContrast, RandomCrop, RandomFlip, RandomTranslation, RandomZoom)
+    RandomContrast, RandomCrop, RandomFlip, RandomRotation, RandomTranslation, RandomZoom)
 
-__all__ += ["RandomFlip", "RandomCrop", "RandomContrast", "RandomTranslation", "RandomZoom"]
+__all__ += ["RandomFlip", "RandomCrop", "RandomContrast", "RandomTranslation", "RandomZoom",
+            "RandomRotation"]
