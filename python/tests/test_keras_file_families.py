@@ -109,3 +109,26 @@ def test_windows_keras_file_holds_backslash_groups():
         assert json.loads(z.read("metadata.json"))["keras_version"].startswith("2.")
         weights = z.read("model.weights.h5")
     assert b"layers\\lstm\\cell" in weights and b"layers/lstm" not in weights
+
+
+def test_keras3_file_with_preprocessing_layers_loads_in_python():
+    """A .keras file as Keras 3 writes an image model with augmentation,
+    an adapted Normalization (its int64 count too) and CenterCrop
+    (tools/keras_files/make_family_files.py): load_model rebuilds those
+    layers in Python; predict skips the random ones, normalizes with the
+    file's statistics and crops, as Keras does in inference."""
+    import h5py  # noqa: PLC0415
+    path = os.path.join(DIR, "keras3_preprocessing.keras")
+    with zipfile.ZipFile(path) as z, h5py.File(z.open("model.weights.h5"), "r") as h5:
+        mean, variance = h5["layers/normalization/vars/0"][()], h5["layers/normalization/vars/1"][()]
+        kernel, bias = h5["layers/dense/vars/0"][()], h5["layers/dense/vars/1"][()]
+    x = np.random.default_rng(3).normal(size=(4, 6, 6, 2)).astype("float32")
+    want = ((x - mean) / np.sqrt(variance))[:, 1:5, 1:5, :].reshape(4, -1) @ kernel + bias
+    for mesh in MESHES:
+        model = _load(path, mesh)
+        assert [type(l).__name__ for l in model.layers] == [
+            "RandomFlip", "RandomRotation", "Normalization", "CenterCrop", "Flatten", "Dense"]
+        np.testing.assert_allclose(model.predict(x, verbose=0), want, rtol=1e-4, atol=1e-5)
+    model.compile(keras.optimizers.SGD(0.01), "mse")  # trains with the augmentation on
+    losses = model.fit(x, want + 1, epochs=3, batch_size=4, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses))

@@ -17,6 +17,10 @@ so that TF.js's predictions serve as their reference:
   "layers\\lstm\\cell/vars/0". Keras 2's Sequential config (module,
   class_name, config, registered_name, build_config), metadata.json with
   keras_version "2.15.0".
+- keras3_preprocessing.keras: a Keras 3.6 image model with RandomFlip,
+  RandomRotation, an adapted Normalization (vars mean, variance and the
+  int64 count) and CenterCrop before Flatten and Dense, as Keras 3's
+  saving_lib writes it (DTypePolicy dtypes, serialized initializers).
 
 Written from the formats, not with Keras (which cannot be installed here):
 
@@ -131,15 +135,82 @@ def write_windows_keras():
             counts[layer] = i + 1
             h5.require_group(vars_group)
             h5[vars_group + "/" + str(i)] = value
-    with zipfile.ZipFile(os.path.join(DIR, "conv1d_lstm_windows.keras"), "w",
-                         zipfile.ZIP_STORED) as z:
-        z.writestr("metadata.json", json.dumps({"keras_version": "2.15.0",
-                                                "date_saved": "2024-01-15@10:00:00"}))
-        z.writestr("config.json", json.dumps(windows_config()))
-        z.writestr("model.weights.h5", buf.getvalue())
+    write_zip(os.path.join(DIR, "conv1d_lstm_windows.keras"), {
+        "metadata.json": json.dumps({"keras_version": "2.15.0",
+                                     "date_saved": "2024-01-15@10:00:00"}),
+        "config.json": json.dumps(windows_config()), "model.weights.h5": buf.getvalue()})
+
+
+POLICY = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+          "registered_name": None}
+
+
+def keras3_layer(cls, config, input_shape):
+    config = dict(config, trainable=True, dtype=POLICY)
+    return {"module": "keras.layers", "class_name": cls, "config": config,
+            "registered_name": None, "build_config": {"input_shape": input_shape}}
+
+
+def write_keras3_preprocessing():
+    shape = [None, 6, 6, 2]
+    init = {"module": "keras.initializers", "class_name": "GlorotUniform",
+            "config": {"seed": None}, "registered_name": None}
+    zeros = {"module": "keras.initializers", "class_name": "Zeros", "config": {},
+             "registered_name": None}
+    layers = [
+        {"module": "keras.layers", "class_name": "InputLayer",
+         "config": {"batch_shape": shape, "dtype": "float32", "sparse": False,
+                    "name": "input_layer"}, "registered_name": None},
+        keras3_layer("RandomFlip", {"name": "random_flip", "mode": "horizontal", "seed": None,
+                                    "data_format": "channels_last"}, shape),
+        keras3_layer("RandomRotation", {"name": "random_rotation", "factor": 0.1,
+                                        "fill_mode": "reflect", "interpolation": "bilinear",
+                                        "seed": None, "fill_value": 0.0,
+                                        "data_format": "channels_last"}, shape),
+        keras3_layer("Normalization", {"name": "normalization", "axis": [-1], "invert": False,
+                                       "mean": None, "variance": None}, shape),
+        keras3_layer("CenterCrop", {"name": "center_crop", "height": 4, "width": 4,
+                                    "data_format": "channels_last"}, shape),
+        keras3_layer("Flatten", {"name": "flatten", "data_format": "channels_last"},
+                     [None, 4, 4, 2]),
+        keras3_layer("Dense", {"name": "dense", "units": 3, "activation": "linear",
+                               "use_bias": True, "kernel_initializer": init,
+                               "bias_initializer": zeros, "kernel_regularizer": None,
+                               "bias_regularizer": None, "kernel_constraint": None,
+                               "bias_constraint": None}, [None, 32]),
+    ]
+    config = {"module": "keras", "class_name": "Sequential",
+              "config": {"name": "sequential", "trainable": True, "dtype": POLICY,
+                         "layers": layers},
+              "registered_name": None, "build_config": {"input_shape": shape}}
+    rng = np.random.default_rng(57)
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as h5:
+        h5.create_group("vars")
+        for group in ("random_flip", "random_rotation", "center_crop", "flatten"):
+            h5.create_group("layers/%s/vars" % group)
+        h5["layers/normalization/vars/0"] = np.array([1.5, -2.0], "float32")
+        h5["layers/normalization/vars/1"] = np.array([4.0, 0.25], "float32")
+        h5["layers/normalization/vars/2"] = np.int64(120)
+        h5["layers/dense/vars/0"] = rng.normal(size=(32, 3)).astype("float32")
+        h5["layers/dense/vars/1"] = rng.normal(size=(3,)).astype("float32")
+    write_zip(os.path.join(DIR, "keras3_preprocessing.keras"), {
+        "metadata.json": json.dumps({"keras_version": "3.6.0",
+                                     "date_saved": "2026-12-06@00:00:00"}),
+        "config.json": json.dumps(config), "model.weights.h5": buf.getvalue()})
+
+
+def write_zip(path, members):
+    """A stored zip of ``members`` (name -> bytes or text) with fixed dates,
+    so that rerunning the script rewrites the same bytes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
 
 
 def main():
+    write_keras3_preprocessing()
+    print("wrote keras3_preprocessing.keras")
     for name in H5_MODELS:
         write_keras2_h5(name)
         print("wrote", name + ".h5")

@@ -101,6 +101,8 @@ class LayerAPI:
         if trainable is not True:
             raise ValueError(f"{type(self).__name__}: trainable=False is not supported for "
                              "custom layers")
+        if isinstance(dtype, dict) and (dtype.get("config") or {}).get("name") == "float32":
+            dtype = "float32"  # Keras 3's serialized DTypePolicy (a file's config)
         if dtype not in (None, "float32"):
             raise ValueError(f"{type(self).__name__}: only float32 layers are supported")
         if name is not None and not isinstance(name, str):

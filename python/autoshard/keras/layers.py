@@ -30,7 +30,10 @@ def _initializer(value):
         return "zeros"
     if isinstance(value, str):
         return value
-    name = getattr(value, "_autoshard_name", None) or type(value).__name__
+    if isinstance(value, dict) and isinstance(value.get("class_name"), str):
+        name = value["class_name"]  # Keras's serialized initializer (a file's config)
+    else:
+        name = getattr(value, "_autoshard_name", None) or type(value).__name__
     # Keras's class names (GlorotUniform) to the engine's (glorot_uniform).
     snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
     return snake
@@ -592,7 +595,10 @@ def _no_extra(kwargs, layer):
     # Keras's common arguments with no effect here are accepted; others are errors.
     kwargs.pop("trainable", None)  # kept in _init_args: Layer.trainable reads it
     _check_penalties(kwargs, layer)
-    if kwargs.pop("dtype", None) not in (None, "float32"):
+    dtype = kwargs.pop("dtype", None)
+    if isinstance(dtype, dict) and (dtype.get("config") or {}).get("name") == "float32":
+        dtype = "float32"  # Keras 3's serialized DTypePolicy (a file's config)
+    if dtype not in (None, "float32"):
         raise ValueError(f"{layer}: only float32 layers are supported")
     if kwargs:
         raise ValueError(f"{layer}: unsupported argument(s) {', '.join(sorted(kwargs))} "
