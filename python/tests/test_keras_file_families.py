@@ -120,7 +120,8 @@ def test_keras3_file_with_preprocessing_layers_loads_in_python():
     import h5py  # noqa: PLC0415
     path = os.path.join(DIR, "keras3_preprocessing.keras")
     with zipfile.ZipFile(path) as z, h5py.File(z.open("model.weights.h5"), "r") as h5:
-        mean, variance = h5["layers/normalization/vars/0"][()], h5["layers/normalization/vars/1"][()]
+        mean = h5["layers/normalization/vars/0"][()]
+        variance = h5["layers/normalization/vars/1"][()]
         kernel, bias = h5["layers/dense/vars/0"][()], h5["layers/dense/vars/1"][()]
     x = np.random.default_rng(3).normal(size=(4, 6, 6, 2)).astype("float32")
     want = ((x - mean) / np.sqrt(variance))[:, 1:5, 1:5, :].reshape(4, -1) @ kernel + bias
