@@ -188,7 +188,8 @@ def test_random_translation_shifts_as_numpy(mode):
     assert np.mean((want - x) ** 2) > 0.1  # the check would see an untranslated image
 
 
-@pytest.mark.parametrize("factors", [((0.5, 0.5), None), ((-0.25, -0.25), (0.2, 0.2))])
+@pytest.mark.parametrize("factors", [((0.5, 0.5), None), ((-0.25, -0.25), (0.2, 0.2)),
+                                     ((5.0, 5.0), None)])
 def test_random_zoom_samples_as_numpy(factors):
     x = np.random.default_rng(5).normal(size=(2, 7, 6, 1)).astype("float32")
     height, width = factors
@@ -272,11 +273,12 @@ def test_random_rotation_quarter_turn_is_rot90():
 
 
 @pytest.mark.parametrize("mode", ["reflect", "wrap", "nearest", "constant"])
-def test_random_rotation_samples_as_numpy(mode):
-    x = np.random.default_rng(9).normal(size=(2, 7, 6, 1)).astype("float32")
-    layer = keras.layers.RandomRotation((-1 / 12, -1 / 12), fill_mode=mode, fill_value=0.5,
-                                        seed=2)
-    want = _np_rotate(x, -np.pi / 6, mode, 0.5)
+@pytest.mark.parametrize("shape,turn", [((7, 6), -1 / 12), ((3, 11), 0.2)])
+def test_random_rotation_samples_as_numpy(mode, shape, turn):
+    # A thin image turned far reads rows several heights beyond it.
+    x = np.random.default_rng(9).normal(size=(2,) + shape + (1,)).astype("float32")
+    layer = keras.layers.RandomRotation((turn, turn), fill_mode=mode, fill_value=0.5, seed=2)
+    want = _np_rotate(x, 2 * np.pi * turn, mode, 0.5)
     loss = _step_losses_of(_fixed_probe(layer, x), x, want.reshape(2, -1), 2)
     np.testing.assert_allclose(loss, 0, atol=1e-10)
     assert np.mean((want - x) ** 2) > 0.1

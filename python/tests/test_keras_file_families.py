@@ -133,3 +133,26 @@ def test_keras3_file_with_preprocessing_layers_loads_in_python():
     model.compile(keras.optimizers.SGD(0.01), "mse")  # trains with the augmentation on
     losses = model.fit(x, want + 1, epochs=3, batch_size=4, verbose=0).history["loss"]
     assert np.all(np.isfinite(losses))
+
+
+def test_hard_sigmoid_keeps_its_meaning_when_saved_again(tmp_path):
+    ref = _reference("hard_sigmoid_dense")
+    keras2 = keras.models.load_model(os.path.join(DIR, "hard_sigmoid_dense.h5"), compile=False)
+    for name, kw in [("again.keras", {}), ("again.h5", {}), ("web", {"save_format": "tfjs"})]:
+        keras2.save(tmp_path / name, **kw)  # the .keras metadata keeps version 2.15.0
+        again = keras.models.load_model(tmp_path / name, compile=False)
+        np.testing.assert_allclose(again.predict(ref["x"], verbose=0), ref["predictions"],
+                                   rtol=1e-4, atol=1e-5, err_msg=name)
+    # Keras 3's hard_sigmoid has no name in Keras 2's forms: refused there.
+    model = keras.Sequential([keras.Input((6,)),
+                              keras.layers.Dense(3, activation="hard_sigmoid")])
+    for name, kw in [("k3.h5", {}), ("k3web", {"save_format": "tfjs"})]:
+        with pytest.raises(ValueError, match="Keras 3's hard_sigmoid"):
+            model.save(tmp_path / name, **kw)
+    model.save(tmp_path / "k3.keras")
+    again = keras.models.load_model(tmp_path / "k3.keras")
+    np.testing.assert_array_equal(again.predict(ref["x"], verbose=0),
+                                  model.predict(ref["x"], verbose=0))
+    # Nor can a model read from a Keras 3 file be written so.
+    with pytest.raises(ValueError, match="Keras 3's hard_sigmoid"):
+        again.save(tmp_path / "k3again.h5")

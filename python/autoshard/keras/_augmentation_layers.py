@@ -213,19 +213,21 @@ def _factor_range(value, what, layer, signed=True):
     return lower, upper
 
 
-def _virtual_taps(r, n, fill_mode):
-    """The virtual positions (beyond the image too) whose pixel is row r under
-    ``fill_mode`` (tf.raw_ops.ImageProjectiveTransformV3's modes): reflect
+def _virtual_taps(r, n, fill_mode, reach):
+    """The virtual positions (beyond the image too, up to ``reach`` rows from
+    it) whose pixel is row r under ``fill_mode``
+    (tf.raw_ops.ImageProjectiveTransformV3's modes): reflect
     "d c b a | a b c d | d c b a", wrap "a b c d | a b c d"; constant and
     nearest read row r only at r (nearest clamps the position instead)."""
+    periods = int(reach) // n + 2
     if fill_mode == "reflect":
-        return [t for k in range(-2, 3) for t in (r + 2 * k * n, 2 * k * n - r - 1)]
+        return [t for k in range(-periods, periods + 1) for t in (r + 2 * k * n, 2 * k * n - r - 1)]
     if fill_mode == "wrap":
-        return [r + k * n for k in range(-3, 4)]
+        return [r + k * n for k in range(-periods, periods + 1)]
     return [r]
 
 
-def _hats(src, n, fill_mode):
+def _hats(src, n, fill_mode, reach):
     """[..., n] bilinear weights of the positions ``src`` [...] over the n
     input rows: max(0, 1 - |src - t|) summed over each row's virtual
     positions t under ``fill_mode`` (the hat kernel is bilinear
@@ -236,21 +238,21 @@ def _hats(src, n, fill_mode):
     columns = []
     for r in range(n):
         hat = None
-        for t in _virtual_taps(r, n, fill_mode):
+        for t in _virtual_taps(r, n, fill_mode, reach):
             h = ops.relu(1.0 - ops.abs(src - float(t)))
             hat = h if hat is None else hat + h
         columns.append(hat)
     return ops.concatenate(columns, axis=-1)
 
 
-def _sample_axis(x, axis, src, fill_mode, fill_value):
+def _sample_axis(x, axis, src, fill_mode, fill_value, reach):
     """Bilinear sampling of x along ``axis`` (1: rows, 2: columns) at the
     traced positions ``src`` [batch, n_out]: output o is the sum over input
     rows r of max(0, 1 - |src_o - t|) x[r] over r's virtual positions t (the
     hat kernel is bilinear interpolation); a constant fill adds fill_value
     times the weight that fell outside the image."""
     n = x.shape[axis]
-    weights = _hats(src, n, fill_mode)  # [batch, n_out, n]
+    weights = _hats(src, n, fill_mode, reach)  # [batch, n_out, n]
     out = ops.einsum("bor,brwc->bowc" if axis == 1 else "bor,bhrc->bhoc", weights, x)
     if fill_mode == "constant" and fill_value != 0:
         outside = 1.0 - ops.sum(weights, axis=-1)  # [batch, n_out]
@@ -273,9 +275,12 @@ class _AffineLayer(_RandomLayer):
         self.fill_mode, self.interpolation = fill_mode, interpolation
         self.fill_value = float(fill_value)
 
-    def _sample(self, x, rows, cols):
-        x = _sample_axis(x, 1, rows, self.fill_mode, self.fill_value)
-        return _sample_axis(x, 2, cols, self.fill_mode, self.fill_value)
+    def _sample(self, x, rows, cols, reach):
+        """x sampled at positions ``rows`` [batch, h] and ``cols`` [batch, w],
+        none farther than ``reach`` (a factor of each side) from the image."""
+        h, w = x.shape[1], x.shape[2]
+        x = _sample_axis(x, 1, rows, self.fill_mode, self.fill_value, reach * h)
+        return _sample_axis(x, 2, cols, self.fill_mode, self.fill_value, reach * w)
 
     def get_config(self):
         config = super().get_config()
@@ -306,7 +311,7 @@ class RandomTranslation(_AffineLayer):
         dx = _uniform(self, (b, 1), "dx", *self._cols) * float(w)
         rows = ops.reshape(ops.arange(float(h)), (1, h)) - dy
         cols = ops.reshape(ops.arange(float(w)), (1, w)) - dx
-        return self._sample(inputs, rows, cols)
+        return self._sample(inputs, rows, cols, 1.0)  # factors within [-1, 1]
 
     def get_config(self):
         config = super().get_config()
@@ -344,7 +349,8 @@ class RandomZoom(_AffineLayer):
         cy, cx = (h - 1) / 2, (w - 1) / 2
         rows = (ops.reshape(ops.arange(float(h)), (1, h)) - cy) * zy + cy
         cols = (ops.reshape(ops.arange(float(w)), (1, w)) - cx) * zx + cx
-        return self._sample(inputs, rows, cols)
+        uppers = [self._rows[1]] + ([self._cols[1]] if self._cols else [])
+        return self._sample(inputs, rows, cols, (1 + max(uppers)) / 2)
 
     def get_config(self):
         config = super().get_config()
@@ -397,7 +403,8 @@ class RandomRotation(_AffineLayer):
         y0 = ((h - 1) - (sin * (w - 1) + cos * (h - 1))) * 0.5
         src_x = cos * xs - sin * ys + x0  # [batch, h, w]
         src_y = sin * xs + cos * ys + y0
-        hy, hx = _hats(src_y, h, self.fill_mode), _hats(src_x, w, self.fill_mode)
+        reach = h + w  # a turned pixel lies within the image's diagonal of it
+        hy, hx = _hats(src_y, h, self.fill_mode, reach), _hats(src_x, w, self.fill_mode, reach)
         rows = ops.einsum("bijr,brck->bijck", hy, inputs)
         out = ops.einsum("bijc,bijck->bijk", hx, rows)
         if self.fill_mode == "constant" and self.fill_value != 0:
