@@ -3,8 +3,6 @@
 #include "autoshard/io/keras_model.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -552,18 +550,6 @@ KerasModel build_keras_model(KerasModel k, BuildContext ctx, const json& model_c
   k.model = std::move(b.model);
   // The sources keep the HDF5 file, its zip member and the archive open.
   return k;
-}
-
-// Whether a file's writer computes Keras 2's hard_sigmoid: Keras before 3
-// and TensorFlow.js itself do (tfjs-layers' hardSigmoid), Keras 3 does not.
-// `version` is the file's keras_version ("2.15.0", "3.8.0", "" when absent:
-// files of Keras before 2.x's attribute, so Keras 2); TF.js's own files say
-// "tfjs-layers 4.22.0" there and are Keras 2's too.
-bool keras_version_is_2(const std::string& version) {
-  std::string v = version;
-  if (v.rfind("keras v", 0) == 0) v = v.substr(7);  // TF.js converter's generatedBy
-  if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return true;
-  return std::atoi(v.c_str()) < 3;
 }
 
 KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& options) {

@@ -1,5 +1,8 @@
 #include "io/keras/layer_config.h"
 
+#include <cctype>
+#include <cstdlib>
+
 #include "autoshard/error.h"
 #include "autoshard/io/keras_regularizers.h"
 #include "autoshard/json.h"
@@ -182,6 +185,13 @@ std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
   for (size_t i = 0; i < names.size(); ++i)
     roles.push_back({names[i], k3_group + "vars/" + std::to_string(i), tfjs_prefix + names[i]});
   return roles;
+}
+
+bool keras_version_is_2(const std::string& version) {
+  std::string v = version;
+  if (v.rfind("keras v", 0) == 0) v = v.substr(7);
+  if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return true;
+  return std::atoi(v.c_str()) < 3;
 }
 
 std::string activation_of(const json& value, const std::string& layer, const std::string& field,

@@ -116,6 +116,13 @@ std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
                                     const std::string& k3_group = "",
                                     const std::string& tfjs_prefix = "");
 
+// Whether a file's writer computes Keras 2's hard_sigmoid: Keras before 3
+// and TensorFlow.js itself do (tfjs-layers' hardSigmoid), Keras 3 does not.
+// `version` is the file's keras_version ("2.15.0", "3.8.0"; "" when absent,
+// files of Keras 2 and before), TF.js's "tfjs-layers 4.22.0" (Keras 2's
+// form) or its converter's generatedBy "keras v3.8.0".
+bool keras_version_is_2(const std::string& version);
+
 // The activation autoshard applies for a Keras activation value (a name, or
 // Keras 3's serialized function), checked; "" for linear.
 std::string activation_of(const nlohmann::json& value, const std::string& layer,
