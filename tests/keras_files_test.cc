@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@ namespace {
 using testing::keras_fixture_index;
 using testing::keras_fixture_inputs;
 using testing::keras_fixture_spec;
+using testing::kKerasFileFixtures;
 using testing::kKerasLayerFixtures;
 using testing::kSharedKerasFiles;
 
@@ -141,6 +143,53 @@ TEST(KerasFiles, RealKerasFiles) {
     sharded.model->set_distribution(std::make_shared<AutoShard>(
         DeviceMesh::parse("model=3"), "data", AutoShardOptions{.time_limit_s = 0.1}));
     EXPECT_LT(max_relative_error(sharded.model->predict(x), one), 1e-5);
+  }
+}
+
+// A float tensor of nested JSON lists (the families' reference.json).
+Tensor family_tensor(const json& nested) {
+  std::vector<float> flat;
+  Shape shape;
+  std::function<void(const json&, size_t)> walk = [&](const json& v, size_t depth) {
+    if (!v.is_array()) {
+      flat.push_back(v.get<float>());
+      return;
+    }
+    if (shape.size() == depth) shape.push_back(static_cast<int64_t>(v.size()));
+    for (const json& e : v) walk(e, depth + 1);
+  };
+  walk(nested, 0);
+  Tensor t(shape);
+  std::copy(flat.begin(), flat.end(), t.f32());
+  return t;
+}
+
+// Files as Keras 2 and TF.js wrote them (docs/keras-files.md): Keras 2's
+// hard_sigmoid, a ReLU with max_value null, Keras 2.15's Windows .keras
+// (backslash group names); each predicts TF.js's recorded outputs
+// (tools/keras_fixtures/file_families.mjs), on one device and on model=3.
+TEST(KerasFiles, Keras2AndTfjsFamilies) {
+  const std::string dir = kKerasFileFixtures + "/families";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"hard_sigmoid_dense/model.json", "hard_sigmoid_dense"},
+      {"hard_sigmoid_dense.h5", "hard_sigmoid_dense"},
+      {"recurrent_keras2_gates/model.json", "recurrent_keras2_gates"},
+      {"recurrent_keras2_gates.h5", "recurrent_keras2_gates"},
+      {"relu_max_value_null/model.json", "relu_max_value_null"},
+      {"relu_max_value_null.h5", "relu_max_value_null"},
+      {"conv1d_lstm_windows.keras", "conv1d_lstm"}};
+  for (const auto& [file, name] : files) {
+    SCOPED_TRACE(file);
+    std::ifstream in(dir + "/" + name + "/reference.json");
+    const json ref = json::parse(in);
+    const Tensor x = family_tensor(ref.at("x")), want = family_tensor(ref.at("predictions"));
+    for (const char* mesh : {"", "model=3"}) {
+      KerasModel k = load_keras_model(dir + "/" + file);
+      if (*mesh)
+        k.model->set_distribution(std::make_shared<AutoShard>(
+            DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
+      EXPECT_LT(max_relative_error(k.model->predict(x), want), 1e-4) << mesh;
+    }
   }
 }
 

@@ -24,6 +24,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Conv1D",
                                              "Conv2D",
                                              "Conv2DTranspose",
+                                             "Cropping1D",
                                              "Cropping2D",
                                              "Dense",
                                              "DepthwiseConv2D",
@@ -58,6 +59,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "SpatialDropout2D",
                                              "Subtract",
                                              "UpSampling2D",
+                                             "ZeroPadding1D",
                                              "ZeroPadding2D"};
   EXPECT_EQ(layer_table().classes(), expected);
 }

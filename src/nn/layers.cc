@@ -80,6 +80,11 @@ const NamedActivation kActivations[] = {
     {"gelu_new", [](Value x) { return ops::gelu(x, true); }},
     {"sigmoid", [](Value x) { return ops::sigmoid(x); }},
     {"hard_sigmoid", [](Value x) { return ops::unary(x, UnaryFn::HardSigmoid); }},
+    // Keras 2's and TF.js's hard_sigmoid, clip(0.2 x + 0.5, 0, 1), which is
+    // Keras 3's relu6(y + 3) / 6 at y = 1.2 x (the Keras file readers pick it
+    // for files saved by Keras 2).
+    {"hard_sigmoid_keras2",
+     [](Value x) { return ops::unary(ops::scale(x, 1.2), UnaryFn::HardSigmoid); }},
     {"hard_silu", [](Value x) { return ops::unary(x, UnaryFn::HardSilu); }},
     {"hard_swish", [](Value x) { return ops::unary(x, UnaryFn::HardSilu); }},
     {"tanh", [](Value x) { return ops::tanh(x); }},

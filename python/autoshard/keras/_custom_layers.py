@@ -101,6 +101,8 @@ class LayerAPI:
         if trainable is not True:
             raise ValueError(f"{type(self).__name__}: trainable=False is not supported for "
                              "custom layers")
+        if isinstance(dtype, dict) and (dtype.get("config") or {}).get("name") == "float32":
+            dtype = "float32"  # Keras 3's serialized DTypePolicy (a file's config)
         if dtype not in (None, "float32"):
             raise ValueError(f"{type(self).__name__}: only float32 layers are supported")
         if name is not None and not isinstance(name, str):
@@ -265,5 +267,8 @@ def keras_config(layer):
     if not isinstance(config, dict):
         raise ValueError(f"save: {cls.__name__}.get_config() must return a dict, got "
                          f"{type(config).__name__}")
+    if getattr(cls, "_keras_builtin", False):  # Keras's own classes written in Python here
+        return {"module": "keras.layers", "class_name": cls.__name__, "config": config,
+                "registered_name": None}
     return {"module": cls.__module__, "class_name": cls.__name__, "config": config,
             "registered_name": getattr(cls, "_keras_registered_name", None) or cls.__name__}

@@ -122,4 +122,6 @@ def attach(model):
             continue
         seen.add(id(layer))
         layer._model = model
+        if hasattr(layer, "_attached"):  # preprocessing layers set their statistics now
+            layer._attached()
         stack.extend(tracked_layers(layer))

@@ -176,4 +176,5 @@ def load_weights(model, path):
             raise ValueError(f"load_weights: weight '{p}' has shape {want}, the file's "
                              f"'{f}' {stored[f].shape}")
     for p, f in wanted:
-        native.set_weight(p, np.ascontiguousarray(stored[f], np.float32))
+        # np.asarray (not ascontiguousarray, which makes a scalar [1]) keeps a scalar's shape.
+        native.set_weight(p, np.asarray(stored[f], np.float32, order="C"))

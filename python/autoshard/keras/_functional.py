@@ -245,6 +245,11 @@ def model_from_json(json_string, custom_objects=None):
     return model_from_config(config, custom_objects, "model_from_json")
 
 
+def _layers():
+    from . import layers  # noqa: PLC0415 (layers imports this module)
+    return layers
+
+
 def custom_model_config(filepath, custom_objects):
     """The architecture of a ``.keras`` file that names classes of Python
     code (in ``custom_objects`` or the registry), else None (the C++ reader
@@ -265,6 +270,8 @@ def custom_model_config(filepath, custom_objects):
         names = (entry.get("registered_name"), entry.get("class_name"))
         if any(n in custom or n in _registry._REGISTERED for n in names if n):
             return config
+        if getattr(getattr(_layers(), names[1] or "", None), "_keras_builtin", False):
+            return config  # Keras's layers that autoshard builds in Python
     return None
 
 

@@ -237,6 +237,10 @@ def _keras_file_of(model, fmt="keras"):
     if kf is None:
         config = model_config(model)
         if fmt != "keras":  # .h5 and TensorFlow.js files hold Keras 2's form
+            if '"hard_sigmoid"' in json.dumps(config):  # as save.cc's check_hard_sigmoid_keras2
+                raise ValueError(f"save: model '{model.name}' uses Keras 3's hard_sigmoid "
+                                 "(relu6(x + 3) / 6), which .h5 and TensorFlow.js files name "
+                                 "Keras 2's clip(0.2 x + 0.5, 0, 1): save it as .keras")
             config = _keras2(config)
         kf = _native.KerasFile.of_config(
             json.dumps(config), "keras" if fmt == "keras" else "tfjs",

@@ -30,7 +30,10 @@ def _initializer(value):
         return "zeros"
     if isinstance(value, str):
         return value
-    name = getattr(value, "_autoshard_name", None) or type(value).__name__
+    if isinstance(value, dict) and isinstance(value.get("class_name"), str):
+        name = value["class_name"]  # Keras's serialized initializer (a file's config)
+    else:
+        name = getattr(value, "_autoshard_name", None) or type(value).__name__
     # Keras's class names (GlorotUniform) to the engine's (glorot_uniform).
     snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
     return snake
@@ -592,8 +595,97 @@ def _no_extra(kwargs, layer):
     # Keras's common arguments with no effect here are accepted; others are errors.
     kwargs.pop("trainable", None)  # kept in _init_args: Layer.trainable reads it
     _check_penalties(kwargs, layer)
-    if kwargs.pop("dtype", None) not in (None, "float32"):
+    dtype = kwargs.pop("dtype", None)
+    if isinstance(dtype, dict) and (dtype.get("config") or {}).get("name") == "float32":
+        dtype = "float32"  # Keras 3's serialized DTypePolicy (a file's config)
+    if dtype not in (None, "float32"):
         raise ValueError(f"{layer}: only float32 layers are supported")
     if kwargs:
         raise ValueError(f"{layer}: unsupported argument(s) {', '.join(sorted(kwargs))} "
                          "(see docs/python.md)")
+
+
+# --- Image and sequence reshaping layers (issue 57): built by the Keras layer
+# table from their Keras 3 configs, as the file readers build them.
+__all__ += ["UpSampling2D", "ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D"]
+
+
+def _channels_last(data_format, layer):
+    if data_format not in (None, "channels_last"):
+        raise ValueError(f"{layer}: only data_format='channels_last' is supported")
+
+
+def _sides(value, what, layer, pairs):
+    """Keras's padding/cropping: an int, a pair, or (for 2D) a pair of pairs,
+    as a JSON value the layer table reads (keras/src/layers/reshaping/)."""
+    if isinstance(value, (tuple, list)) and pairs and any(isinstance(v, (tuple, list))
+                                                          for v in value):
+        if len(value) != 2:
+            raise ValueError(f"{layer}: {what} must be an int, 2 ints or 2 pairs of ints, got "
+                             f"{_checks.shown(value)}")
+        return [_ints(v, 2, f"{what}[{i}]", layer, 0) for i, v in enumerate(value)]
+    if isinstance(value, (tuple, list)):
+        return _ints(value, 2, what, layer, 0)
+    return _int(value, what, layer, 0)
+
+
+class UpSampling2D(Layer):
+    def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", name=None,
+                 **kwargs):
+        _no_extra(kwargs, "UpSampling2D")
+        _channels_last(data_format, "UpSampling2D")
+        if interpolation != "nearest":
+            raise ValueError(f"UpSampling2D: interpolation {interpolation!r} is not supported "
+                             "(nearest)")
+        super().__init__(_from_table("UpSampling2D", {
+            "name": _name(name, "UpSampling2D"), "size": _ints(size, 2, "size", "UpSampling2D"),
+            "interpolation": interpolation}))
+
+
+class ZeroPadding1D(Layer):
+    def __init__(self, padding=1, data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "ZeroPadding1D")
+        _channels_last(data_format, "ZeroPadding1D")
+        super().__init__(_from_table("ZeroPadding1D", {
+            "name": _name(name, "ZeroPadding1D"),
+            "padding": _sides(padding, "padding", "ZeroPadding1D", False)}))
+
+
+class ZeroPadding2D(Layer):
+    def __init__(self, padding=(1, 1), data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "ZeroPadding2D")
+        _channels_last(data_format, "ZeroPadding2D")
+        super().__init__(_from_table("ZeroPadding2D", {
+            "name": _name(name, "ZeroPadding2D"),
+            "padding": _sides(padding, "padding", "ZeroPadding2D", True)}))
+
+
+class Cropping1D(Layer):
+    def __init__(self, cropping=(1, 1), name=None, **kwargs):
+        _no_extra(kwargs, "Cropping1D")
+        super().__init__(_from_table("Cropping1D", {
+            "name": _name(name, "Cropping1D"),
+            "cropping": _sides(cropping, "cropping", "Cropping1D", False)}))
+
+
+class Cropping2D(Layer):
+    def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "Cropping2D")
+        _channels_last(data_format, "Cropping2D")
+        super().__init__(_from_table("Cropping2D", {
+            "name": _name(name, "Cropping2D"),
+            "cropping": _sides(cropping, "cropping", "Cropping2D", True)}))
+
+
+# --- Preprocessing layers (issue 57): traced layers written from Keras 3's
+# definitions (keras/_preprocessing_layers.py).
+from ._preprocessing_layers import (  # noqa: E402 (they subclass Layer above)
+    CategoryEncoding, CenterCrop, Discretization, Normalization, Resizing, TimeDistributed)
+
+__all__ += ["Normalization", "CenterCrop", "Resizing", "CategoryEncoding", "Discretization",
+            "TimeDistributed"]
+from ._augmentation_layers import (  # noqa: E402
+    RandomContrast, RandomCrop, RandomFlip, RandomRotation, RandomTranslation, RandomZoom)
+
+__all__ += ["RandomFlip", "RandomCrop", "RandomContrast", "RandomTranslation", "RandomZoom",
+            "RandomRotation"]

@@ -295,6 +295,19 @@ void check_variance(const StoredWeight& w, const std::string& where) {
              "; a variance is at least 0 (a negative one makes every prediction NaN)");
 }
 
+// Keras 2.13-2.15 joined a layer's path with os.path.join-like
+// tf.io.gfile.join (saving_lib.py, _save_container_state), so on Windows its
+// .keras files name the group "layers\lstm\cell" (one HDF5 name with
+// backslashes) and the variables under it "vars/0": "layers/lstm/cell/vars/0"
+// saved there is "layers\lstm\cell/vars/0". Keras 3 reads only the first.
+std::string windows_saved_path(const std::string& path) {
+  const size_t vars = path.rfind("/vars/");
+  if (vars == std::string::npos) return path;
+  std::string group = path.substr(0, vars);
+  std::replace(group.begin(), group.end(), '/', '\\');
+  return group + path.substr(vars);
+}
+
 // The WeightSources of every model weight, checked against the C++ model.
 // `shapes` receives each weight's shape.
 std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b,
@@ -318,6 +331,8 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
       StoredWeight stored;
       if (files.dialect == Dialect::Keras3) {
         name = layer->saved_group + "/" + r.k3;
+        if (!files.h5->is_dataset(name) && files.h5->is_dataset(windows_saved_path(name)))
+          name = windows_saved_path(name);
         AS_CHECK(files.h5->is_dataset(name), where, ": layer '", layer->name, "' (", layer->cls,
                  "): weight '", r.cpp, "' is missing (no '", name, "' in model.weights.h5)");
         stored = h5_weight(files.h5, name);
@@ -561,6 +576,8 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
           parse_json(zip->read_text("metadata.json", 1 << 20), where + ": metadata.json");
       k.keras_version = json_string_or(meta, "keras_version", "", where + ": metadata.json");
     }
+    // Keras 2.13-2.15 wrote .keras files too (metadata.json says "2.x").
+    ctx.keras2_hard_sigmoid = !k.keras_version.empty() && keras_version_is_2(k.keras_version);
     compile_config =
         model_config.is_object() ? model_config.value("compile_config", json()) : json();
     files.dialect = ctx.dialect = Dialect::Keras3;
@@ -580,6 +597,7 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
     if (const auto tc = files.h5->string_attribute("", "training_config"))
       compile_config = parse_json(*tc, where + ": training_config");
     k.keras_version = files.h5->string_attribute("", "keras_version").value_or("");
+    ctx.keras2_hard_sigmoid = keras_version_is_2(k.keras_version);  // Keras 3 writes .h5 too
     files.dialect = ctx.dialect = Dialect::Keras2;
   } else {
     std::string json_path = path;
@@ -597,6 +615,11 @@ KerasModel read_keras_model(const std::string& path, const KerasLoadOptions& opt
       model_config = model_config.at("model_config");
     }
     k.keras_version = json_string_or(model_config, "keras_version", "", where + ": modelTopology");
+    // A model converted from Keras says "keras v3.x" in generatedBy; one
+    // TF.js wrote says "TensorFlow.js tfjs-layers v4.x" (Keras 2's form).
+    const std::string by = json_string_or(doc, "generatedBy", "", where);
+    ctx.keras2_hard_sigmoid =
+        keras_version_is_2(by.rfind("keras v", 0) == 0 ? by : k.keras_version);
     if (doc.contains("trainingConfig")) compile_config = doc.at("trainingConfig");
     files.dialect = ctx.dialect = Dialect::TFJS;
     if (options.weights || options.optimizer_state) {

@@ -1,5 +1,8 @@
 #include "io/keras/layer_config.h"
 
+#include <cctype>
+#include <cstdlib>
+
 #include "autoshard/error.h"
 #include "autoshard/io/keras_regularizers.h"
 #include "autoshard/json.h"
@@ -184,6 +187,13 @@ std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
   return roles;
 }
 
+bool keras_version_is_2(const std::string& version) {
+  std::string v = version;
+  if (v.rfind("keras v", 0) == 0) v = v.substr(7);
+  if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return true;
+  return std::atoi(v.c_str()) < 3;
+}
+
 std::string activation_of(const json& value, const std::string& layer, const std::string& field,
                           const BuildContext& ctx) {
   std::string name;
@@ -200,10 +210,9 @@ std::string activation_of(const json& value, const std::string& layer, const std
          " is not a built-in activation (custom functions are code and are not run)");
   }
   if (name == "linear" || name.empty()) return "";
-  if (name == "hard_sigmoid" && ctx.dialect != Dialect::Keras3)
-    fail(ctx.where, ": layer '", layer, "': field '", field,
-         "' = \"hard_sigmoid\" is Keras 2's and TensorFlow.js's clip(0.2 x + 0.5, 0, 1), which "
-         "autoshard does not have (it has Keras 3's relu6(x + 3) / 6)");
+  // Keras 2.x keras/backend.py hard_sigmoid (clip(0.2 x + 0.5, 0, 1)) against
+  // Keras 3 keras/src/ops/nn.py hard_sigmoid (relu6(x + 3) / 6).
+  if (name == "hard_sigmoid" && ctx.keras2_hard_sigmoid) name = "hard_sigmoid_keras2";
   if (name == "gelu" && ctx.dialect == Dialect::TFJS) name = "gelu";
   if (name == "gelu_new") name = "gelu_tanh";
   if (name == "swish") name = "silu";

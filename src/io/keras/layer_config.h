@@ -40,6 +40,10 @@ struct BuildContext {
   bool inference = false;  // accept training-only fields (regularizers, constraints)
   std::string where;       // the file, for errors
   uint64_t seed = 0;
+  // The file was saved by Keras 2 or TensorFlow.js, whose hard_sigmoid is
+  // clip(0.2 x + 0.5, 0, 1) (Keras 3's is relu6(x + 3) / 6): chosen by the
+  // file's Keras version (keras_version_is_2 in keras_model.cc).
+  bool keras2_hard_sigmoid = false;
 };
 
 // A built layer and its weights' names in each format.
@@ -111,6 +115,13 @@ class LayerConfig {
 std::vector<WeightRole> plain_roles(const std::vector<std::string>& names,
                                     const std::string& k3_group = "",
                                     const std::string& tfjs_prefix = "");
+
+// Whether a file's writer computes Keras 2's hard_sigmoid: Keras before 3
+// and TensorFlow.js itself do (tfjs-layers' hardSigmoid), Keras 3 does not.
+// `version` is the file's keras_version ("2.15.0", "3.8.0"; "" when absent,
+// files of Keras 2 and before), TF.js's "tfjs-layers 4.22.0" (Keras 2's
+// form) or its converter's generatedBy "keras v3.8.0".
+bool keras_version_is_2(const std::string& version);
 
 // The activation autoshard applies for a Keras activation value (a name, or
 // Keras 3's serialized function), checked; "" for linear.

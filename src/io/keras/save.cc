@@ -19,6 +19,7 @@
 #include "io/keras/architecture.h"
 #include "io/keras/compile_config.h"
 #include "io/keras/hdf5_file.h"
+#include "io/keras/layer_config.h"
 #include "io/keras/optimizer_state.h"
 #include "io/zip_archive.h"
 
@@ -141,6 +142,19 @@ json keras2_architecture(const KerasModel& k) {
   return a;
 }
 
+// .h5 and TF.js files mean Keras 2's hard_sigmoid, clip(0.2 x + 0.5, 0, 1),
+// by the name (TF.js computes it so): a model whose hard_sigmoid is Keras
+// 3's (read from a Keras 3 file) cannot be written in their form. A model
+// of Keras 2's keeps its meaning in a .keras file, whose metadata carries
+// the source's version.
+void check_hard_sigmoid_keras2(const KerasModel& k, const json& keras2, const std::string& where) {
+  const bool keras3 =
+      (k.format == "keras" && k.keras_version.empty()) || !keras_version_is_2(k.keras_version);
+  AS_CHECK(!keras3 || keras2.dump().find("\"hard_sigmoid\"") == std::string::npos, where,
+           ": the model uses Keras 3's hard_sigmoid (relu6(x + 3) / 6), which .h5 and ",
+           "TensorFlow.js files name Keras 2's clip(0.2 x + 0.5, 0, 1): save it as .keras");
+}
+
 // Every model weight's current value, gathered whole (a collective).
 std::vector<Tensor> gather_all(KerasModel& k) {
   std::vector<Tensor> values;
@@ -217,10 +231,12 @@ std::vector<std::string> layer_names(const KerasModel& k) {
 void write_keras2(const KerasModel& k, const std::vector<Tensor>& values,
                   const std::optional<OptimizerVars>& optimizer, const fs::path& path,
                   const std::string& where) {
+  const json architecture = keras2_architecture(k);
+  check_hard_sigmoid_keras2(k, architecture, where);
   H5Writer h5(path.string());
   const std::string version =
       k.format == "h5" && !k.keras_version.empty() ? k.keras_version : kKeras2Version;
-  h5.string_attribute("", "model_config", keras2_architecture(k).dump());
+  h5.string_attribute("", "model_config", architecture.dump());
   const json compile = compile_for(k, Dialect::Keras2, where);
   if (!compile.is_null()) h5.string_attribute("", "training_config", compile.dump());
   h5.string_attribute("", "keras_version", version);
@@ -261,6 +277,7 @@ void write_tfjs(const KerasModel& k, const std::vector<Tensor>& values,
                 const std::optional<OptimizerVars>& optimizer, const fs::path& dir,
                 const std::string& where) {
   json topology = keras2_architecture(k);
+  check_hard_sigmoid_keras2(k, topology, where);
   topology["keras_version"] =
       k.format == "tfjs" && !k.keras_version.empty() ? k.keras_version : kTfjsVersion;
   topology["backend"] = "tensor_flow.js";

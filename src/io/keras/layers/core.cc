@@ -48,7 +48,13 @@ BuiltLayer keras_embedding(LayerConfig& f) {
 BuiltLayer keras_relu(LayerConfig& f) {
   f.expect("threshold", 0.0);
   f.expect("negative_slope", 0.0);
-  const json max = f.has("max_value") ? f.raw("max_value") : json();
+  // Keras 2 and TF.js write "max_value": null for an unbounded ReLU (has()
+  // treats null as absent; expect() marks it read).
+  json max;
+  if (f.has("max_value"))
+    max = f.raw("max_value");
+  else
+    f.expect("max_value", nullptr);
   if (max.is_null()) return {Activation("relu", f.name())};
   if (max == json(6) || max == json(6.0)) return {Activation("relu6", f.name())};
   f.bad("max_value", max, "is not supported (none or 6)");

@@ -22,6 +22,8 @@ struct KerasRnnCommon {
 KerasRnnCommon keras_rnn_common(LayerConfig& f) {
   KerasRnnCommon c;
   c.units = f.positive("units");
+  // Keras 2's RNN config always holds time_major (false: batch first).
+  f.expect("time_major", false, "is not supported (inputs are [batch, steps, features])");
   c.use_bias = f.boolean("use_bias", true);
   c.activation = f.activation_name("activation", "tanh");
   c.dropout = f.number("dropout", 0);

@@ -1,6 +1,8 @@
 // Keras's reshaping layers: Flatten, Reshape, Permute, RepeatVector,
-// ZeroPadding2D, Cropping2D, UpSampling2D; and Rescaling (a preprocessing
+// ZeroPadding1D/2D, Cropping1D/2D, UpSampling2D; and Rescaling (a preprocessing
 // layer in Keras, beside these in nn/reshaping_layers.h).
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
 #include "autoshard/nn/reshaping_layers.h"
 #include "autoshard/nn/spatial_layers.h"
 #include "io/keras/layer_table.h"
@@ -36,6 +38,40 @@ std::vector<int64_t> keras_pad_amounts(LayerConfig& f, const char* key, int64_t 
     f.bad(key, v, "is not an int, a pair or a pair of pairs");
   }
   return amounts;
+}
+
+// ZeroPadding1D and Cropping1D (keras/src/layers/reshaping/zero_padding1d.py,
+// cropping1d.py): zeros added to, or steps cut from, both ends of the
+// steps axis of [batch, steps, features].
+class KerasPad1D : public LayerImpl {
+ public:
+  KerasPad1D(std::string name, int64_t before, int64_t after, bool crop)
+      : LayerImpl(name.empty() ? default_layer_name(crop ? "cropping1d" : "zero_padding1d")
+                               : std::move(name)),
+        before_(before),
+        after_(after),
+        crop_(crop) {}
+  Value call(Trace&, const std::vector<Value>& in) override {
+    AS_CHECK(in.size() == 1 && in[0].rank() == 3, "layer ", name(),
+             " needs one [batch, steps, features] input");
+    const Value& x = in[0];
+    AS_CHECK(!crop_ || before_ + after_ < x.dim(1), "layer ", name(), ": cropping ", before_, "+",
+             after_, " steps leaves nothing of ", x.dim(1));
+    const int64_t s = crop_ ? -1 : 1;
+    return ops::pad(x, {0, s * before_, 0}, {0, s * after_, 0});
+  }
+
+ private:
+  int64_t before_, after_;
+  bool crop_;
+};
+
+BuiltLayer keras_pad1d(LayerConfig& f, bool crop) {
+  const char* key = crop ? "cropping" : "padding";
+  const std::vector<int64_t> v = keras_pad_amounts(f, key, 1);  // Keras's default: 1 each end
+  if (v.size() > 2) f.bad(key, f.raw(key), "must be an int or a pair (before, after)");
+  f.channels_last();
+  return {Layer(std::make_shared<KerasPad1D>(f.name(), v[0], v.back(), crop))};
 }
 
 BuiltLayer keras_upsampling2d(LayerConfig& f) {
@@ -89,6 +125,8 @@ void add_reshaping_layers(LayerTable& table) {
     return {Cropping2D(keras_pad_amounts(f, "cropping", 0), f.name())};
   });
   table.add("UpSampling2D", keras_upsampling2d);
+  table.add("ZeroPadding1D", [](LayerConfig& f) { return keras_pad1d(f, false); });
+  table.add("Cropping1D", [](LayerConfig& f) { return keras_pad1d(f, true); });
   table.add("Flatten", [](LayerConfig& f) -> BuiltLayer {
     f.channels_last();
     return {Flatten(f.name())};
