@@ -240,9 +240,8 @@ void bind_layers(py::module_& m) {
       .def("__call__", [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l(xs); })
       // A layer of several outputs (return_state): all of them.
       .def_property_readonly("output_count", &Layer::output_count)
-      .def("outputs", [](const Layer& l, const std::vector<SymbolicTensor>& xs) {
-        return l.outputs(xs);
-      });
+      .def("outputs",
+           [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l.outputs(xs); });
   // A layer from its Keras 3 config (JSON text) through the Keras layer
   // table the file readers use (autoshard/io/keras_layer.h).
   m.def(
@@ -382,7 +381,7 @@ void bind_normalization_and_recurrent_layers(py::module_& m) {
                                  .recurrent_activation(recurrent_activation)
                                  .use_bias(use_bias)
                                  .return_sequences(return_sequences)
-                                .return_state(return_state)
+                                 .return_state(return_state)
                                  .go_backwards(go_backwards)
                                  .dropout(dropout)
                                  .recurrent_dropout(recurrent_dropout)
@@ -726,18 +725,18 @@ void translate_engine_error(std::exception_ptr p) {
 
 }  // namespace
 
-void bind_saving(py::module_& m);      // bind_saving.cc
-void bind_progress(py::module_& m);    // bind_progress.cc
-void bind_hf(py::module_& m);          // bind_hf.cc
-void bind_plan(py::module_& m);        // bind_plan.cc
-void bind_layout_map(py::module_& m);  // bind_layout_map.cc
-void bind_keras_hub(py::module_& m);   // bind_keras_hub.cc
-void bind_trace(py::module_& m);       // bind_trace.cc
-void bind_blas(py::module_& m);        // bind_blas.cc
-void bind_schedules(py::module_& m);   // bind_schedules.cc
-void bind_metrics(py::module_& m);     // bind_metrics.cc
-void bind_ops(py::module_& m);         // bind_ops.cc
-void bind_weights_file(py::module_& m);  // bind_weights_file.cc
+void bind_saving(py::module_& m);          // bind_saving.cc
+void bind_progress(py::module_& m);        // bind_progress.cc
+void bind_hf(py::module_& m);              // bind_hf.cc
+void bind_plan(py::module_& m);            // bind_plan.cc
+void bind_layout_map(py::module_& m);      // bind_layout_map.cc
+void bind_keras_hub(py::module_& m);       // bind_keras_hub.cc
+void bind_trace(py::module_& m);           // bind_trace.cc
+void bind_blas(py::module_& m);            // bind_blas.cc
+void bind_schedules(py::module_& m);       // bind_schedules.cc
+void bind_metrics(py::module_& m);         // bind_metrics.cc
+void bind_ops(py::module_& m);             // bind_ops.cc
+void bind_weights_file(py::module_& m);    // bind_weights_file.cc
 void bind_regularizers(py::module_& m);    // bind_regularizers.cc
 void bind_sample_weights(py::module_& m);  // bind_sample_weights.cc
 }  // namespace autoshard::python

@@ -1,4 +1,5 @@
 #include "autoshard/nn/layers.h"
+
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -66,7 +67,8 @@ std::vector<Value> Layer::outputs(Trace& trace, const std::vector<Value>& inputs
   AS_CHECK(static_cast<int>(outs.size()) == impl_->output_count(), "layer ", name(), " made ",
            outs.size(), " outputs, not ", impl_->output_count());
   if (!trace.mask(outs[0]).valid())
-    if (Value mask = impl_->compute_mask(trace, inputs); mask.valid()) trace.set_mask(outs[0], mask);
+    if (Value mask = impl_->compute_mask(trace, inputs); mask.valid())
+      trace.set_mask(outs[0], mask);
   if (const Trace::Penalty* penalty = trace.activity_penalty()) trace.add_loss((*penalty)(outs[0]));
   return outs;
 }

@@ -206,7 +206,9 @@ Loss MeanAbsoluteError() {
 Loss Huber(double delta) {
   AS_CHECK(std::isfinite(delta) && delta > 0, "Huber: delta must be positive, got ", delta);
   return KerasLoss{[delta](Value p, Value t) { return mean_all(huber_values(delta, p, t)); },
-                   "huber", {}, delta};
+                   "huber",
+                   {},
+                   delta};
 }
 
 Loss by_name(const std::string& name) {

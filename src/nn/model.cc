@@ -131,7 +131,7 @@ std::vector<std::string> Model::output_names() const {
   // Keras names an output by the layer making it; another output of a layer
   // of several (an LSTM's states) adds its index, as names must differ here.
   for (const SymbolicTensor& s : symbolic_outputs_)
-    names.push_back(!s.node().layer     ? s.node().name
+    names.push_back(!s.node().layer   ? s.node().name
                     : s.node().output ? cat(s.node().layer->name(), "_", s.node().output)
                                       : s.node().layer->name());
   return names;
@@ -379,9 +379,8 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   Traced t;
   Graph& g = t.graph;
   std::vector<Value> penalties, masks;
-  const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train,
-                                                mode == Mode::Predict ? nullptr : &penalties,
-                                                &masks);
+  const std::vector<Value> outs = trace_outputs(
+      g, x_shapes[0][0], mode == Mode::Train, mode == Mode::Predict ? nullptr : &penalties, &masks);
   Value result = outs[0];
   if (mode != Mode::Predict) {
     AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),

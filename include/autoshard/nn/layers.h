@@ -92,7 +92,7 @@ struct SymbolicTensor::Node {
   // Output `output` of the layer's call; for output > 0, inputs holds the
   // node of output 0 (the call itself) only.
   int output = 0;
-  Shape shape;                   // Inputs only
+  Shape shape;  // Inputs only
   DType dtype = DType::F32;
   std::string name;
 };

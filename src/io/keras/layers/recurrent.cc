@@ -139,8 +139,8 @@ BuiltLayer keras_bidirectional(LayerConfig& f) {
     LayerSpec b = inner_spec(f, "backward_layer");
     const std::string at = f.at("backward_layer.config");
     for (const char* k : {"go_backwards", "return_sequences", "return_state"}) {
-      const bool same = json_bool_or(b.config, k, false, at) == json_bool_or(inner.config, k, false,
-                                                                             f.at("layer.config"));
+      const bool same = json_bool_or(b.config, k, false, at) ==
+                        json_bool_or(inner.config, k, false, f.at("layer.config"));
       if (same != (std::string(k) != "go_backwards"))
         f.bad("backward_layer", *given,
               cat("must ", same ? "differ from" : "agree with", " the forward layer in '", k,
