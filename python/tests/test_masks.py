@@ -186,12 +186,18 @@ def test_masked_training_sharded_equals_one_device(shape):
                                rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def save(model, tmp_path, suffix):
+    """The model saved as .keras, .h5 or TF.js (a directory), and its path."""
+    path = str(tmp_path / f"m{suffix}")
+    model.save(path, **({"save_format": "tfjs"} if suffix == "_tfjs" else {}))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".keras", ".h5", "_tfjs"])
 def test_a_masked_model_saves_and_loads(tmp_path, suffix):
     model = sequences_model(pooled=True)
     seqs, x = padded()
-    path = str(tmp_path / f"m{suffix}")
-    model.save(path)
+    path = save(model, tmp_path, suffix)
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-6)

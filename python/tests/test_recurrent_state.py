@@ -31,6 +31,16 @@ def lstm_np(x, kernel, recurrent, bias, h=None, c=None, backwards=False):
     return np.stack(seq, axis=1), h, c
 
 
+def simple_rnn_np(x, kernel, recurrent, bias, backwards=False):
+    """Keras's SimpleRNN in float64: the sequence (processed order)."""
+    h = np.zeros((x.shape[0], recurrent.shape[0]))
+    seq = []
+    for t in (range(x.shape[1] - 1, -1, -1) if backwards else range(x.shape[1])):
+        h = np.tanh(x[:, t] @ kernel + h @ recurrent + bias)
+        seq.append(h)
+    return np.stack(seq, axis=1)
+
+
 def gru_np(x, kernel, recurrent, bias, backwards=False):
     """Keras 3's GRU (reset_after) in float64: the sequence (processed order)."""
     units = recurrent.shape[0]
@@ -91,8 +101,13 @@ def test_return_state_gives_the_output_and_the_final_states():
     np.testing.assert_allclose(seq, ref_seq, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(c, ref_c, rtol=1e-4, atol=1e-6)
-    gru = layers.GRU(3, return_state=True)(inp)
+    gru = layers.GRU(3, return_state=True, name="gru")(inp)
     assert len(gru) == 2  # output, h
+    gru_model = keras.Model(inp, gru)
+    out, h = gru_model.predict(x, verbose=0)
+    ref = gru_np(x.astype(np.float64), *weights_of(gru_model, "gru"))[:, -1]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(h, ref, rtol=1e-4, atol=1e-6)
 
 
 def test_an_encoder_state_starts_the_decoder():
@@ -114,12 +129,12 @@ def test_seq2seq_trains_and_gradients_reach_the_encoder():
     assert not np.allclose(weights_of(model, "encoder")[0], before)
 
 
-@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+@pytest.mark.parametrize("suffix", [".keras", ".h5", "_tfjs"])
 def test_seq2seq_saves_and_loads_with_its_states(tmp_path, suffix):
     model = seq2seq()
     enc, dec = data((3, 6, 3), 2), data((3, 4, 3), 3)
     path = str(tmp_path / f"s2s{suffix}")
-    model.save(path)
+    model.save(path, **({"save_format": "tfjs"} if suffix == "_tfjs" else {}))
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded.predict([enc, dec], verbose=0),
                                model.predict([enc, dec], verbose=0), rtol=1e-6, atol=1e-7)
@@ -142,7 +157,7 @@ def bidirectional_own_backward():
     inp = keras.Input((5, 3))
     bi = layers.Bidirectional(
         layers.LSTM(4, return_sequences=True, name="fw"),
-        backward_layer=layers.GRU(2, return_sequences=True, go_backwards=True, name="bw"),
+        backward_layer=layers.SimpleRNN(2, return_sequences=True, go_backwards=True, name="bw"),
         name="bi")
     model = keras.Model(inp, bi(inp))
     model.compile(keras.optimizers.SGD(learning_rate=0.1), "mse")
@@ -153,19 +168,19 @@ def test_bidirectional_with_its_own_backward_layer():
     model = bidirectional_own_backward()
     x = data((2, 5, 3), 6)
     weights = weights_of(model, "bi")
-    assert [w.shape for w in weights] == [(3, 16), (4, 16), (16,), (3, 6), (2, 6), (2, 6)]
+    assert [w.shape for w in weights] == [(3, 16), (4, 16), (16,), (3, 2), (2, 2), (2,)]
     fw, _, _ = lstm_np(x.astype(np.float64), *weights[:3])
-    bw = gru_np(x.astype(np.float64), *weights[3:], backwards=True)[:, ::-1]  # time order
+    bw = simple_rnn_np(x.astype(np.float64), *weights[3:], backwards=True)[:, ::-1]  # time order
     np.testing.assert_allclose(model.predict(x, verbose=0), np.concatenate([fw, bw], axis=-1),
                                rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+@pytest.mark.parametrize("suffix", [".keras", ".h5", "_tfjs"])
 def test_bidirectional_with_its_own_backward_layer_saves_and_loads(tmp_path, suffix):
     model = bidirectional_own_backward()
     x = data((2, 5, 3), 6)
     path = str(tmp_path / f"bi{suffix}")
-    model.save(path)
+    model.save(path, **({"save_format": "tfjs"} if suffix == "_tfjs" else {}))
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-6, atol=1e-7)
