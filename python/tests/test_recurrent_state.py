@@ -210,3 +210,26 @@ def test_stateful_and_mask_arguments_are_refused_with_one_line():
         layers.LSTM(3)(inp, mask=inp)
     with pytest.raises(ValueError, match="backward_layer must be an LSTM"):
         layers.Bidirectional(layers.LSTM(2), backward_layer=layers.Dense(2))
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (1, 2), (2, 2)])
+def test_seq2seq_sharded_trains_as_one_device(shape):
+    from autoshard.keras.distribution import (DeviceMesh, LayoutMap, ModelParallel,
+                                              set_distribution)
+
+    enc, dec, y = data((8, 6, 3), 2), data((8, 4, 3), 3), data((8, 4, 3), 5)
+    single = seq2seq()
+    weights = single.get_weights()
+    mesh = DeviceMesh(shape, ("data", "model"))
+    layout_map = LayoutMap(mesh)
+    layout_map[".*coder.*kernel"] = (None, "model")  # the gate columns split
+    layout_map["head.kernel"] = ("model", None)
+    set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+    sharded = seq2seq()
+    sharded.set_weights(weights)
+    set_distribution(None)
+    h1 = single.fit([enc, dec], y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h2 = sharded.fit([enc, dec], y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(single.predict([enc, dec], verbose=0),
+                               sharded.predict([enc, dec], verbose=0), rtol=1e-4, atol=1e-6)
