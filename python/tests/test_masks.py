@@ -9,7 +9,8 @@ import pytest
 
 import autoshard.keras as keras
 from autoshard.keras import layers
-from autoshard.keras.distribution import DeviceMesh, LayoutMap, ModelParallel, set_distribution
+from autoshard.keras.distribution import (AutoShard, DeviceMesh, LayoutMap, ModelParallel,
+                                          set_distribution)
 
 VOCAB, T = 9, 6
 # Right-padded id sequences of lengths 6, 3, 1, 4 (0 pads).
@@ -168,14 +169,16 @@ def layout(mesh):
     return ModelParallel(layout_map=layout_map, batch_dim_name="data")
 
 
+@pytest.mark.parametrize("planned", [False, True])
 @pytest.mark.parametrize("shape", [(2, 1), (1, 2), (2, 2)])
-def test_masked_training_sharded_equals_one_device(shape):
+def test_masked_training_sharded_equals_one_device(shape, planned):
     seqs, x = padded([6, 3, 1, 4, 2, 5, 6, 1])
     rng = np.random.default_rng(9)
     y = rng.normal(size=(len(seqs), T, 3)).astype(np.float32)
     single = sequences_model()
     weights = single.get_weights()
-    set_distribution(layout(DeviceMesh(shape, ("data", "model"))))
+    mesh = DeviceMesh(shape, ("data", "model"))
+    set_distribution(AutoShard(mesh=mesh) if planned else layout(mesh))
     sharded = sequences_model()
     sharded.set_weights(weights)
     set_distribution(None)
