@@ -233,3 +233,15 @@ def test_seq2seq_sharded_trains_as_one_device(shape):
     np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=1e-5)
     np.testing.assert_allclose(single.predict([enc, dec], verbose=0),
                                sharded.predict([enc, dec], verbose=0), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("suffix", [".h5", "_tfjs"])
+def test_a_gru_saves_its_reset_after_for_readers_whose_default_differs(tmp_path, suffix):
+    inp = keras.Input((5, 3))
+    model = keras.Model(inp, layers.GRU(2, return_state=True, name="gru")(inp))
+    path = str(tmp_path / f"gru{suffix}")
+    model.save(path, **({"save_format": "tfjs"} if suffix == "_tfjs" else {}))
+    x = data((2, 5, 3), 9)
+    for a, b in zip(keras.models.load_model(path).predict(x, verbose=0),
+                    model.predict(x, verbose=0)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

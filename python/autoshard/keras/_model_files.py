@@ -265,7 +265,8 @@ _NOT_KERAS = {
     "Conv2DTranspose": {"depth_multiplier", "groups"},
     "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
     "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
-    "SimpleRNN": {"recurrent_activation"},
+    "SimpleRNN": {"recurrent_activation", "reset_after"},
+    "LSTM": {"reset_after"},
 }
 
 

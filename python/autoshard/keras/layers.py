@@ -473,9 +473,14 @@ class _Recurrent(Layer):
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  dropout=0.0, recurrent_dropout=0.0, seed=None, return_sequences=False,
-                 return_state=False, go_backwards=False, stateful=False, name=None,
-                 input_shape=None, **kwargs):
+                 return_state=False, go_backwards=False, stateful=False, reset_after=True,
+                 name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, self._kind)
+        # GRU's reset_after (Keras 3's default, saved in its config so that
+        # TF.js and Keras 2 readers, whose default differs, read it right).
+        if not reset_after:
+            raise ValueError(f"{self._kind}: reset_after=False is not supported from Python "
+                             "(files that hold it load)")
         if stateful:
             raise ValueError(f"{self._kind}: stateful=True is not supported (state kept between "
                              "batches); pass the state on with return_state and initial_state")
