@@ -604,8 +604,10 @@ TEST(RecurrentLayers, BadOptionsAndInputsAreClearErrors) {
   Value x = g.input("x", {2, 4, 3});
   EXPECT_THROW(lstm.call_with_states(t, x, {g.input("h", {2, 3})}), Error);  // h without c
   EXPECT_THROW(lstm.call_with_states(t, x, {g.input("h2", {2, 4}), g.input("c2", {2, 4})}), Error);
+  // merge_mode none: a layer of two outputs (operator() gives the first).
   Bidirectional none(GRU(3), BidirectionalOptions().merge_mode("none"));
-  EXPECT_THROW(none(t, x), Error);
+  EXPECT_EQ(none.output_count(), 2);
+  EXPECT_EQ(none.outputs(t, {x}).size(), 2u);
   EXPECT_EQ(none.call_with_states(t, x).size(), 2u);
 }
 
