@@ -41,6 +41,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "LSTM",
                                              "LayerNormalization",
                                              "LeakyReLU",
+                                             "Masking",
                                              "MaxPooling1D",
                                              "MaxPooling2D",
                                              "Maximum",
