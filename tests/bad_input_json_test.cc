@@ -372,7 +372,7 @@ TEST_F(BadInputJson, WrongTypesNameTheFieldNotTheJsonLibrary) {
          dense(m)["backward_layer"] = dense(m)["layer"];
          dense(m)["backward_layer"]["class_name"] = 5;
        },
-       "differs from the forward layer in 'class_name'"},
+       "'class_name' must be a string"},
       {"Bidirectional backward go_backwards",
        [&](json& m) {
          bidirectional(m);

@@ -42,6 +42,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "LSTM",
                                              "LayerNormalization",
                                              "LeakyReLU",
+                                             "Masking",
                                              "MaxPooling1D",
                                              "MaxPooling2D",
                                              "Maximum",

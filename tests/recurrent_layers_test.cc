@@ -295,6 +295,48 @@ TEST(RecurrentLayers, InitialStatesAreUsed) {
   EXPECT_LT(relative_error(got[2], want.c), 1e-5);
 }
 
+// Keras's masks (Trace::mask): a masked step keeps the states, so each row
+// of a right-padded batch ends where its own sequence alone ends, both
+// ways (go_backwards starts at the padding and keeps its zero state).
+TEST(RecurrentLayers, MaskedStepsKeepTheStates) {
+  const Tensor x = testing::random_tensor({kB, kT, kFeatures}, 12);
+  const int64_t lengths[kB] = {kT, 2, 3};
+  Tensor mask({kB, kT}, DType::F32);
+  for (int64_t b = 0; b < kB; ++b)
+    for (int64_t s = 0; s < kT; ++s) mask.f32()[b * kT + s] = s < lengths[b] ? 1.0f : 0.0f;
+  const Vec xs = to_vec(x);
+  for (const CellCase& cc : cell_cases()) {
+    for (bool back : {false, true}) {
+      SCOPED_TRACE(std::string(cc.name) + (back ? " backwards" : ""));
+      RecurrentLayer layer = cc.make(false, back);
+      TracedRnn tr;
+      trace(tr,
+            [&](Trace& t, Value v) {
+              t.set_mask(v, t.graph().input("mask", {kB, kT}));
+              return layer.call_with_states(t, v);
+            },
+            {kB, kT, kFeatures});
+      tr.weights["mask"] = mask;
+      RefCell ref = ref_cell(cc.kind, kU, tr.weights, "rnn");
+      ref.reset_after = cc.reset_after;
+      ref.go_backwards = back;
+      const std::vector<Vec> got = run(tr, x);
+      for (int64_t b = 0; b < kB; ++b) {
+        const int64_t n = lengths[b];
+        Vec row;
+        for (int64_t s = 0; s < n; ++s)
+          row.insert(row.end(), xs.begin() + (b * kT + s) * kFeatures,
+                     xs.begin() + (b * kT + s + 1) * kFeatures);
+        const RefOut want = reference(ref, row, 1, n, kFeatures);
+        const Vec h(got[1].begin() + b * kU, got[1].begin() + (b + 1) * kU);
+        const Vec last(got[0].begin() + b * kU, got[0].begin() + (b + 1) * kU);
+        EXPECT_LT(relative_error(h, want.h), 1e-5) << "row " << b;
+        EXPECT_LT(relative_error(last, want.h), 1e-5) << "row " << b;
+      }
+    }
+  }
+}
+
 TEST(RecurrentLayers, BidirectionalMergesInTimeOrder) {
   const Tensor x = testing::random_tensor({kB, kT, kFeatures}, 11);
   for (const char* mode : {"concat", "sum", "mul", "ave"}) {
@@ -562,8 +604,10 @@ TEST(RecurrentLayers, BadOptionsAndInputsAreClearErrors) {
   Value x = g.input("x", {2, 4, 3});
   EXPECT_THROW(lstm.call_with_states(t, x, {g.input("h", {2, 3})}), Error);  // h without c
   EXPECT_THROW(lstm.call_with_states(t, x, {g.input("h2", {2, 4}), g.input("c2", {2, 4})}), Error);
+  // merge_mode none: a layer of two outputs (operator() gives the first).
   Bidirectional none(GRU(3), BidirectionalOptions().merge_mode("none"));
-  EXPECT_THROW(none(t, x), Error);
+  EXPECT_EQ(none.output_count(), 2);
+  EXPECT_EQ(none.outputs(t, {x}).size(), 2u);
   EXPECT_EQ(none.call_with_states(t, x).size(), 2u);
 }
 

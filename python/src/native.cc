@@ -237,7 +237,11 @@ void bind_layers(py::module_& m) {
   py::class_<Layer>(m, "Layer")
       .def_property_readonly("name", &Layer::name)
       .def("__call__", [](const Layer& l, const SymbolicTensor& x) { return l(x); })
-      .def("__call__", [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l(xs); });
+      .def("__call__", [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l(xs); })
+      // A layer of several outputs (return_state): all of them.
+      .def_property_readonly("output_count", &Layer::output_count)
+      .def("outputs",
+           [](const Layer& l, const std::vector<SymbolicTensor>& xs) { return l.outputs(xs); });
   // A layer from its Keras 3 config (JSON text) through the Keras layer
   // table the file readers use (autoshard/io/keras_layer.h).
   m.def(
@@ -262,12 +266,13 @@ void bind_layers(py::module_& m) {
       "name"_a);
   m.def(
       "Embedding",
-      [](int64_t input_dim, int64_t output_dim, const std::string& ei,
-         const std::string& name) -> Layer {
-        return Embedding(input_dim, output_dim,
-                         EmbeddingOptions().embeddings_initializer(init(ei)).name(name));
+      [](int64_t input_dim, int64_t output_dim, const std::string& ei, const std::string& name,
+         bool mask_zero) -> Layer {
+        return Embedding(
+            input_dim, output_dim,
+            EmbeddingOptions().embeddings_initializer(init(ei)).mask_zero(mask_zero).name(name));
       },
-      "input_dim"_a, "output_dim"_a, "embeddings_initializer"_a, "name"_a);
+      "input_dim"_a, "output_dim"_a, "embeddings_initializer"_a, "name"_a, "mask_zero"_a = false);
   auto conv_options = [](std::vector<int64_t> strides, const std::string& padding,
                          std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
                          const std::string& activation, bool use_bias, const std::string& ki,
@@ -369,13 +374,14 @@ void bind_normalization_and_recurrent_layers(py::module_& m) {
       [](const std::string& kind, int64_t units, const std::string& activation,
          const std::string& recurrent_activation, bool use_bias, bool return_sequences,
          bool go_backwards, double dropout, double recurrent_dropout, uint64_t seed,
-         const std::string& name) -> Layer {
+         const std::string& name, bool return_state) -> Layer {
         if (kind == "LSTM")
           return LSTM(units, LSTMOptions()
                                  .activation(activation)
                                  .recurrent_activation(recurrent_activation)
                                  .use_bias(use_bias)
                                  .return_sequences(return_sequences)
+                                 .return_state(return_state)
                                  .go_backwards(go_backwards)
                                  .dropout(dropout)
                                  .recurrent_dropout(recurrent_dropout)
@@ -387,6 +393,7 @@ void bind_normalization_and_recurrent_layers(py::module_& m) {
                                 .recurrent_activation(recurrent_activation)
                                 .use_bias(use_bias)
                                 .return_sequences(return_sequences)
+                                .return_state(return_state)
                                 .go_backwards(go_backwards)
                                 .dropout(dropout)
                                 .recurrent_dropout(recurrent_dropout)
@@ -397,6 +404,7 @@ void bind_normalization_and_recurrent_layers(py::module_& m) {
                                       .activation(activation)
                                       .use_bias(use_bias)
                                       .return_sequences(return_sequences)
+                                      .return_state(return_state)
                                       .go_backwards(go_backwards)
                                       .dropout(dropout)
                                       .recurrent_dropout(recurrent_dropout)
@@ -406,7 +414,7 @@ void bind_normalization_and_recurrent_layers(py::module_& m) {
       },
       "kind"_a, "units"_a, "activation"_a, "recurrent_activation"_a, "use_bias"_a,
       "return_sequences"_a, "go_backwards"_a, "dropout"_a, "recurrent_dropout"_a, "seed"_a,
-      "name"_a);
+      "name"_a, "return_state"_a = false);
 }
 
 void bind_training(py::module_& m) {
@@ -717,18 +725,18 @@ void translate_engine_error(std::exception_ptr p) {
 
 }  // namespace
 
-void bind_saving(py::module_& m);      // bind_saving.cc
-void bind_progress(py::module_& m);    // bind_progress.cc
-void bind_hf(py::module_& m);          // bind_hf.cc
-void bind_plan(py::module_& m);        // bind_plan.cc
-void bind_layout_map(py::module_& m);  // bind_layout_map.cc
-void bind_keras_hub(py::module_& m);   // bind_keras_hub.cc
-void bind_trace(py::module_& m);       // bind_trace.cc
-void bind_blas(py::module_& m);        // bind_blas.cc
-void bind_schedules(py::module_& m);   // bind_schedules.cc
-void bind_metrics(py::module_& m);     // bind_metrics.cc
-void bind_ops(py::module_& m);         // bind_ops.cc
-void bind_weights_file(py::module_& m);  // bind_weights_file.cc
+void bind_saving(py::module_& m);          // bind_saving.cc
+void bind_progress(py::module_& m);        // bind_progress.cc
+void bind_hf(py::module_& m);              // bind_hf.cc
+void bind_plan(py::module_& m);            // bind_plan.cc
+void bind_layout_map(py::module_& m);      // bind_layout_map.cc
+void bind_keras_hub(py::module_& m);       // bind_keras_hub.cc
+void bind_trace(py::module_& m);           // bind_trace.cc
+void bind_blas(py::module_& m);            // bind_blas.cc
+void bind_schedules(py::module_& m);       // bind_schedules.cc
+void bind_metrics(py::module_& m);         // bind_metrics.cc
+void bind_ops(py::module_& m);             // bind_ops.cc
+void bind_weights_file(py::module_& m);    // bind_weights_file.cc
 void bind_regularizers(py::module_& m);    // bind_regularizers.cc
 void bind_sample_weights(py::module_& m);  // bind_sample_weights.cc
 }  // namespace autoshard::python

@@ -7,6 +7,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/lora.h"
+#include "autoshard/nn/masking.h"
 #include "ir/einsum_equation.h"
 #include "tensor/rng.h"
 
@@ -47,11 +48,30 @@ SymbolicTensor::Node::~Node() {
   }
 }
 
+Value LayerImpl::compute_mask(Trace&, const std::vector<Value>&) {
+  return {};
+}
+
+Value LayerImpl::mask_of_first(const Trace& trace, const std::vector<Value>& inputs) {
+  return inputs.empty() ? Value{} : trace.mask(inputs[0]);
+}
+
 Value Layer::operator()(Trace& trace, const std::vector<Value>& inputs) const {
+  return outputs(trace, inputs).at(0);
+}
+
+// Keras's Layer.__call__: the call, then the output's mask from
+// compute_mask (unless the call set one), then the activity regularizer.
+std::vector<Value> Layer::outputs(Trace& trace, const std::vector<Value>& inputs) const {
   Trace::Scope scope(trace, impl_->name());
-  Value out = impl_->call(trace, inputs);
-  if (const Trace::Penalty* penalty = trace.activity_penalty()) trace.add_loss((*penalty)(out));
-  return out;
+  std::vector<Value> outs = impl_->call_outputs(trace, inputs);
+  AS_CHECK(static_cast<int>(outs.size()) == impl_->output_count(), "layer ", name(), " made ",
+           outs.size(), " outputs, not ", impl_->output_count());
+  if (!trace.mask(outs[0]).valid())
+    if (Value mask = impl_->compute_mask(trace, inputs); mask.valid())
+      trace.set_mask(outs[0], mask);
+  if (const Trace::Penalty* penalty = trace.activity_penalty()) trace.add_loss((*penalty)(outs[0]));
+  return outs;
 }
 
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) const {
@@ -59,6 +79,18 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) cons
   node->inputs = inputs;
   node->layer = std::make_shared<Layer>(*this);
   return SymbolicTensor(std::move(node));
+}
+
+std::vector<SymbolicTensor> Layer::outputs(const std::vector<SymbolicTensor>& inputs) const {
+  std::vector<SymbolicTensor> outs{(*this)(inputs)};
+  for (int k = 1; k < output_count(); ++k) {
+    auto node = std::make_shared<SymbolicTensor::Node>();
+    node->inputs = {outs[0]};
+    node->layer = outs[0].node().layer;
+    node->output = k;
+    outs.emplace_back(std::move(node));
+  }
+  return outs;
 }
 
 namespace {
@@ -142,6 +174,9 @@ class DenseImpl : public LayerImpl {
     if (o_.use_bias_) y = y + t.weight("bias", {units_}, o_.bias_initializer_);
     return apply_activation(y, o_.activation_);
   }
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
+  }
 
  private:
   int64_t units_;
@@ -202,11 +237,21 @@ class EmbeddingImpl : public LayerImpl {
       : LayerImpl(layer_name_or_default(o.name_, "embedding")),
         in_(in),
         out_(out),
-        o_(std::move(o)) {}
+        o_(std::move(o)) {
+    AS_CHECK(!o_.mask_zero_ || in_ >= 2, "Embedding ", name(),
+             ": mask_zero needs input_dim of at least 2 (id 0 is the padding), got ", in_);
+  }
   Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value ids = single(inputs, name());
     AS_CHECK(ids.dtype() == DType::I32, "Embedding ", name(), " needs i32 ids");
     return ops::gather(t.weight("embeddings", {in_, out_}, o_.embeddings_initializer_), ids);
+  }
+  // Keras's Embedding.compute_mask: ids != 0, read from a table of input_dim
+  // entries (0 for id 0, 1 for the others) with the ids' own gather.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    if (!o_.mask_zero_) return {};
+    Value keep = ops::pad(ops::constant(t.graph(), {in_ - 1}, 1.0), {1}, {0});
+    return ops::gather(keep, inputs.at(0));
   }
 
  private:
@@ -233,6 +278,9 @@ class LayerNormImpl : public LayerImpl {
     if (o_.center_) y = y + t.weight("beta", {x.dim(-1)}, Initializer::zeros());
     return y;
   }
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
+  }
 
  private:
   LayerNormalizationOptions o_;
@@ -251,6 +299,9 @@ class DropoutImpl : public LayerImpl {
     // Key the mask by the layer's path so two dropout layers never share one.
     uint64_t key = stable_hash(t.path("mask").c_str()) ^ (seed_ + t.seed() * 0x9E3779B97F4A7C15ull);
     return ops::dropout(x, rate_, key);
+  }
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
   }
 
  private:
@@ -307,13 +358,26 @@ class MultiHeadAttentionImpl : public LayerImpl {
     // faster as batched products. Dropout on the probabilities needs them
     // whole.
     const bool long_sequence = q.dim(1) * k.dim(1) >= kFusedAttentionScores;
+    // keras/src/layers/attention/multi_head_attention.py,
+    // _compute_attention_mask and _masked_softmax: the query's and the
+    // value's masks exclude pairs, their scores moved by -1e9.
+    const Value q_mask = t.mask(q_in), v_mask = t.mask(kv_in);
+    Value adder;
+    if (q_mask.valid() || v_mask.valid()) {
+      const int64_t B = q.dim(0), Tq = q.dim(1), Tk = k.dim(1);
+      Value pairs = ops::constant(t.graph(), {B, 1, Tq, Tk}, 1.0);
+      if (q_mask.valid()) pairs = pairs * ops::reshape(q_mask, {B, 1, Tq, 1});
+      if (v_mask.valid()) pairs = pairs * ops::reshape(v_mask, {B, 1, 1, Tk});
+      adder = ops::scale(pairs - ops::constant(t.graph(), {}, 1.0), 1e9);
+    }
     if (t.cached()) {  // generation: over the key-value cache
       AS_CHECK(o_.use_causal_mask_ && inputs.size() == 1, "MultiHeadAttention ", name(),
                ": only causal self-attention can generate over a key-value cache");
       context = t.causal_attention(q, k, v, scale);
-    } else if ((t.training() && o_.dropout_ > 0) || !long_sequence) {
-      Value probs = ops::softmax(ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale),
-                                 o_.use_causal_mask_);
+    } else if ((t.training() && o_.dropout_ > 0) || !long_sequence || adder.valid()) {
+      Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale);
+      if (adder.valid()) scores = scores + adder;
+      Value probs = ops::softmax(scores, o_.use_causal_mask_);
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
       probs = ops::dropout(probs, o_.dropout_, key);
       context = ops::einsum("bhqk,bkhd->bqhd", probs, v);
@@ -325,6 +389,10 @@ class MultiHeadAttentionImpl : public LayerImpl {
     Value out = ops::einsum("bqhd,hdc->bqc", context, wo);
     if (o_.use_bias_) out = out + t.weight("bias", {q_in.dim(2)}, Initializer::zeros());
     return out;
+  }
+  // Keras's supports_masking: the output keeps the query's mask.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
   }
   LoraOptions lora_;
 
@@ -344,6 +412,9 @@ class ActivationImpl : public LayerImpl {
   Value call(Trace&, const std::vector<Value>& inputs) override {
     return apply_activation(single(inputs, name()), act_);
   }
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
+  }
 
  private:
   std::string act_;
@@ -357,6 +428,9 @@ class AddImpl : public LayerImpl {
     Value sum = inputs[0];
     for (size_t i = 1; i < inputs.size(); ++i) sum = sum + inputs[i];
     return sum;
+  }
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return all_masks(t, inputs);
   }
 };
 

@@ -16,4 +16,20 @@ namespace autoshard::losses {
 Value loss_values(const std::string& kind, const CrossentropyOptions& options, double delta,
                   Value predictions, Value targets);
 
+// Each row's sparse categorical crossentropy [...] of predictions [...,
+// classes] (logits, or probabilities as Keras takes them) and i32 ids [...].
+Value class_id_values(bool from_logits, Value predictions, Value ids);
+
+// A Loss of Keras's (what by_name, the loss classes and sample_weighted
+// return): the mean as before, and what it is, so that a masked output can
+// weigh its values (losses::masked; Loss::target<KerasLoss>() finds it).
+struct KerasLoss {
+  Loss mean;
+  std::string kind;  // a name by_name knows
+  CrossentropyOptions options = {};
+  double delta = 1.0;
+  bool packed = false;  // the targets carry sample weights (sample_weights.h)
+  Value operator()(Value predictions, Value targets) const { return mean(predictions, targets); }
+};
+
 }  // namespace autoshard::losses

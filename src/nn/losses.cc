@@ -91,6 +91,11 @@ Value log(Value x) {
 
 }  // namespace
 
+Value class_id_values(bool from_logits, Value p, Value ids) {
+  check_class_id_targets(p, ids);
+  return ops::cross_entropy(from_logits ? p : log(normalized_probabilities(p)), ids);
+}
+
 Value sparse_categorical_crossentropy(Value logits, Value targets) {
   Value per_row = ops::cross_entropy(logits, targets);
   return ops::reduce_mean(per_row, all_axes(per_row));
@@ -161,11 +166,12 @@ Value loss_values(const std::string& kind, const CrossentropyOptions& o, double 
 
 Loss CategoricalCrossentropy(CrossentropyOptions o) {
   check_options("CategoricalCrossentropy", o);
-  return [o](Value p, Value t) { return mean_all(categorical_values(o, p, t)); };
+  return KerasLoss{[o](Value p, Value t) { return mean_all(categorical_values(o, p, t)); },
+                   "categorical_crossentropy", o};
 }
 
 Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
-  return [o](Value p, Value t) {
+  Loss mean = [o](Value p, Value t) {
     AS_CHECK(t.dtype() == DType::I32, "SparseCategoricalCrossentropy: targets must be i32 ",
              "class ids, got ", dtype_name(t.dtype()));
     check_class_id_targets(p, t);
@@ -175,27 +181,34 @@ Loss SparseCategoricalCrossentropy(SparseCrossentropyOptions o) {
     // clipping) and takes no gradient from the normalisation.
     return sparse_categorical_crossentropy(log(normalized_probabilities(p)), t);
   };
+  return KerasLoss{mean, "sparse_categorical_crossentropy", {.from_logits = o.from_logits}};
 }
 
 Loss BinaryCrossentropy(CrossentropyOptions o) {
   check_options("BinaryCrossentropy", o);
-  return [o](Value p, Value t) { return mean_all(binary_values(o, p, t)); };
+  return KerasLoss{[o](Value p, Value t) { return mean_all(binary_values(o, p, t)); },
+                   "binary_crossentropy", o};
 }
 
 Loss MeanSquaredError() {
-  return [](Value p, Value t) {
+  Loss mean = [](Value p, Value t) {
     check_same_shape("MeanSquaredError", p, t);
     return mean_squared_error(p, t);
   };
+  return KerasLoss{mean, "mse"};
 }
 
 Loss MeanAbsoluteError() {
-  return [](Value p, Value t) { return mean_all(loss_values("mae", {}, 1.0, p, t)); };
+  return KerasLoss{[](Value p, Value t) { return mean_all(loss_values("mae", {}, 1.0, p, t)); },
+                   "mae"};
 }
 
 Loss Huber(double delta) {
   AS_CHECK(std::isfinite(delta) && delta > 0, "Huber: delta must be positive, got ", delta);
-  return [delta](Value p, Value t) { return mean_all(huber_values(delta, p, t)); };
+  return KerasLoss{[delta](Value p, Value t) { return mean_all(huber_values(delta, p, t)); },
+                   "huber",
+                   {},
+                   delta};
 }
 
 Loss by_name(const std::string& name) {

@@ -2,6 +2,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/masking.h"
 #include "autoshard/optim/composed_ops.h"
 
 namespace autoshard {
@@ -22,6 +23,10 @@ class MergeImpl : public LayerImpl {
     Value y = inputs[0];
     for (size_t i = 1; i < inputs.size(); ++i) y = combine_(y, inputs[i]);
     return finish(y, inputs.size());
+  }
+  // Keras's Merge.compute_mask: the inputs' masks and-ed.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return all_masks(t, inputs);
   }
 
  protected:
@@ -76,6 +81,22 @@ class ConcatenateImpl : public LayerImpl {
       offset += size;
     }
     return y;
+  }
+  // Keras's Concatenate.compute_mask: along a feature axis the masks
+  // and-ed; along the masked (time) axis the masks joined, an input
+  // without one counting as all kept.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    Value any = all_masks(t, inputs);
+    if (!any.valid()) return {};
+    const int64_t axis = axis_ < 0 ? axis_ + inputs[0].rank() : axis_;
+    if (axis >= any.rank()) return any;
+    std::vector<Value> masks;
+    for (const Value& v : inputs) {
+      Value m = t.mask(v);
+      Shape lead(v.shape().begin(), v.shape().begin() + any.rank());
+      masks.push_back(m.valid() ? m : ops::constant(t.graph(), lead, 1.0));
+    }
+    return ConcatenateImpl(axis, name()).call(t, masks);
   }
 
  private:

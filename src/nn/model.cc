@@ -11,6 +11,7 @@
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/ir/recompute.h"
+#include "autoshard/nn/sample_weights.h"
 #include "autoshard/optim/composed_ops.h"
 #include "autoshard/runtime/memory.h"
 #include "autoshard/tensor/array_split.h"
@@ -127,8 +128,12 @@ Model::Model(std::vector<SymbolicTensor> inputs, std::vector<SymbolicTensor> out
 std::vector<std::string> Model::output_names() const {
   if (symbolic_outputs_.empty()) return {"output"};
   std::vector<std::string> names;
+  // Keras names an output by the layer making it; another output of a layer
+  // of several (an LSTM's states) adds its index, as names must differ here.
   for (const SymbolicTensor& s : symbolic_outputs_)
-    names.push_back(s.node().layer ? s.node().layer->name() : s.node().name);
+    names.push_back(!s.node().layer   ? s.node().name
+                    : s.node().output ? cat(s.node().layer->name(), "_", s.node().output)
+                                      : s.node().layer->name());
   return names;
 }
 
@@ -159,6 +164,8 @@ std::vector<Value> Model::replay(Trace& trace, const std::vector<Value>& inputs)
   AS_CHECK(!symbolic_outputs_.empty(), "Model ", name_,
            ": a model built without Input() must override call()");
   std::map<const SymbolicTensor::Node*, Value> done;
+  // Every output of the calls of layers of several outputs, by the call's node.
+  std::map<const SymbolicTensor::Node*, std::vector<Value>> made;
   for (size_t i = 0; i < symbolic_inputs_.size(); ++i) done[symbolic_inputs_[i].get()] = inputs[i];
   struct Pending {
     const SymbolicTensor* tensor;
@@ -181,9 +188,16 @@ std::vector<Value> Model::replay(Trace& trace, const std::vector<Value>& inputs)
         if (!done.count(in->get())) stack.push_back({in});  // p is stale from here
         continue;
       }
+      if (node.output > 0) {  // another output of the call its one input made
+        done[p.tensor->get()] = made.at(node.inputs[0].get()).at(node.output);
+        stack.pop_back();
+        continue;
+      }
       std::vector<Value> args;
       for (const SymbolicTensor& in : node.inputs) args.push_back(done.at(in.get()));
-      done[p.tensor->get()] = (*node.layer)(trace, args);
+      std::vector<Value> outs = node.layer->outputs(trace, args);
+      done[p.tensor->get()] = outs[0];
+      if (outs.size() > 1) made[p.tensor->get()] = std::move(outs);
       stack.pop_back();
     }
     return done.at(root.get());
@@ -252,7 +266,7 @@ Value Model::trace_forward(Graph& graph, int64_t batch_size, bool training) {
 }
 
 std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool training,
-                                        std::vector<Value>* penalties) {
+                                        std::vector<Value>* penalties, std::vector<Value>* masks) {
   for (const InputSpec& spec : input_specs_)  // fixed by the batch when it is traced
     AS_CHECK(!has_unknown_dims({spec}), "Model ", name_, ": input '", spec.name, "' is ",
              shape_str(spec.shape),
@@ -272,6 +286,8 @@ std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool t
   non_trainable_.insert(trace.non_trainable().begin(), trace.non_trainable().end());
   declare_state(graph, trace.initializers());
   if (penalties) *penalties = trace.losses();
+  if (masks)
+    for (const Value& o : outs) masks->push_back(trace.mask(o));
   return outs;
 }
 
@@ -299,11 +315,14 @@ void Model::set_constraints(std::map<std::string, Trace::Penalty> weights) {
 }
 
 // sum_k weight_k * loss_k(output_k, target_k).
-Value Model::total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets) {
+Value Model::total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets,
+                        const std::vector<Value>& masks) {
   Value total;
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Loss& loss = losses_.size() == 1 ? losses_[0] : losses_[k];
-    Value l = loss(outputs[k], targets[k]);
+    const bool masked = k < masks.size() && masks[k].valid();
+    Value l = masked ? losses::masked(loss, outputs[k], targets[k], masks[k])
+                     : loss(outputs[k], targets[k]);
     AS_CHECK(l.shape().empty(), "Model ", name_, ": the loss must be a scalar");
     if (!loss_weights_.empty() && loss_weights_[k] != 1.0) l = ops::scale(l, loss_weights_[k]);
     total = total.valid() ? total + l : l;
@@ -359,9 +378,9 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   const FixedInputShapes fixed(input_specs_, examples);
   Traced t;
   Graph& g = t.graph;
-  std::vector<Value> penalties;
-  const std::vector<Value> outs = trace_outputs(g, x_shapes[0][0], mode == Mode::Train,
-                                                mode == Mode::Predict ? nullptr : &penalties);
+  std::vector<Value> penalties, masks;
+  const std::vector<Value> outs = trace_outputs(
+      g, x_shapes[0][0], mode == Mode::Train, mode == Mode::Predict ? nullptr : &penalties, &masks);
   Value result = outs[0];
   if (mode != Mode::Predict) {
     AS_CHECK(y_shapes.size() == outs.size(), "Model ", name_, ": ", y_shapes.size(),
@@ -371,7 +390,7 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
       const Value y = g.input(target_input(k), y_shapes[k], y_dtypes[k]);
       ys.push_back(ops::reshape(y, keras_target_shape(outs[k].shape(), y_shapes[k], y_dtypes[k])));
     }
-    result = total_loss(outs, ys);
+    result = total_loss(outs, ys, masks);
     // Keras's compute_loss adds the model's losses (regularizers) in
     // training and evaluation alike.
     for (const Value& p : penalties) result = result + p;

@@ -2,6 +2,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/masking.h"
 
 namespace autoshard {
 namespace {
@@ -70,10 +71,17 @@ class GlobalPoolImpl : public LayerImpl {
         max_(max),
         rank_(rank),
         keepdims_(o.keepdims_) {}
-  Value call(Trace&, const std::vector<Value>& inputs) override {
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
     Value x = one_input(inputs, rank_,
                         std::string("Global") + (max_ ? "Max" : "Average") + "Pooling" +
                             std::to_string(rank_) + "D " + name());
+    // keras/src/layers/pooling/global_average_pooling1d.py: over a masked
+    // sequence, the mean of the kept steps (sum x m / sum m).
+    if (Value m = t.mask(x); m.valid() && !max_ && rank_ == 1) {
+      Value y = ops::reduce_sum(apply_mask(x, m), {1}) /
+                ops::reshape(ops::reduce_sum(m, {1}), {x.dim(0), 1});
+      return keepdims_ ? ops::reshape(y, {x.dim(0), 1, x.dim(-1)}) : y;
+    }
     Shape kept{x.dim(0)};
     std::vector<int64_t> axes;
     for (int i = 0; i < rank_; ++i) kept.push_back(1), axes.push_back(1 + i);

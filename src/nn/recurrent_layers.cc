@@ -34,6 +34,7 @@ struct RnnConfig {
   double dropout = 0, recurrent_dropout = 0;
   uint64_t seed = 0;
   bool return_sequences = false, return_state = false, go_backwards = false;
+  bool zero_output_for_mask = false;
   std::string name;
 
   int gates() const { return kind == CellKind::LSTM ? 4 : kind == CellKind::GRU ? 3 : 1; }
@@ -119,9 +120,21 @@ struct RecurrentLayer::Impl : LayerImpl {
   }
 
   Value call(Trace& t, const std::vector<Value>& inputs) override {
+    return call_outputs(t, inputs).front();
+  }
+  // [x, initial states...] -> the output, then (return_state) the states.
+  std::vector<Value> call_outputs(Trace& t, const std::vector<Value>& inputs) override {
     AS_CHECK(!inputs.empty(), c.type(), " ", name(), " needs an input");
     std::vector<Value> init(inputs.begin() + 1, inputs.end());
-    return run(t, inputs[0], init, false).front();
+    std::vector<Value> all = run(t, inputs[0], init, false);
+    all.resize(output_count());
+    return all;
+  }
+  int output_count() const override { return c.return_state ? 1 + c.states() : 1; }
+  // keras/src/layers/rnn/rnn.py, RNN.compute_mask: a returned sequence
+  // keeps the input's mask; the last step and the states have none.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return c.return_sequences ? mask_of_first(t, inputs) : Value{};
   }
 
   // The output, then the final states. `reverse_sequence`: stack a returned
@@ -216,24 +229,42 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   if (w.bias.valid()) xp = xp + w.bias;
   std::vector<Value> steps;
   split_rows(xp, steps);
+  // Keras's masked steps (keras/src/backend/jax/rnn.py, rnn): each step's
+  // mask [B, 1]; a masked step keeps the states it had, and its output is
+  // the previous h (or zeros with zero_output_for_mask).
+  std::vector<Value> step_masks;
+  if (Value mask = t.mask(x); mask.valid()) {
+    AS_CHECK(mask.shape() == (Shape{B, T}), c.type(), " ", name(), ": a mask of ",
+             shape_str(mask.shape()), " for an input ", shape_str(x.shape()), " (one per step)");
+    split_rows(ops::reshape(ops::transpose(mask, {1, 0}), {T, B, 1}), step_masks);
+  }
 
   std::vector<Value> outputs;
   for (int64_t s = 0; s < T; ++s) {
-    const Value xs = steps[c.go_backwards ? T - 1 - s : s];
+    const int64_t at = c.go_backwards ? T - 1 - s : s;
+    const Value xs = steps[at];
     const Value h = states[0];
     const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
+    std::vector<Value> next;
     switch (c.kind) {
       case CellKind::LSTM:
-        states = lstm_step(w, xs, states[1], h_in);
+        next = lstm_step(w, xs, states[1], h_in);
         break;
       case CellKind::GRU:
-        states = {gru_step(w, xs, h, h_in)};
+        next = {gru_step(w, xs, h, h_in)};
         break;
       case CellKind::SimpleRNN:
-        states = {act(xs + ops::einsum("bu,uv->bv", h_in, w.recurrent))};
+        next = {act(xs + ops::einsum("bu,uv->bv", h_in, w.recurrent))};
         break;
     }
-    outputs.push_back(states[0]);
+    if (step_masks.empty()) {
+      states = next;
+      outputs.push_back(states[0]);
+      continue;
+    }
+    const Value m = step_masks[at];
+    for (size_t i = 0; i < states.size(); ++i) states[i] = states[i] + m * (next[i] - states[i]);
+    outputs.push_back(c.zero_output_for_mask ? next[0] * m : states[0]);
   }
 
   std::vector<Value> result;
@@ -241,7 +272,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
     if (reverse_sequence) std::reverse(outputs.begin(), outputs.end());
     result.push_back(ops::transpose(stack_rows(outputs, 0, outputs.size()), {1, 0, 2}));
   } else {
-    result.push_back(states[0]);
+    result.push_back(outputs.back());
   }
   result.insert(result.end(), states.begin(), states.end());
   return result;
@@ -306,6 +337,7 @@ RnnConfig lstm_config(int64_t units, const LSTMOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
+  c.zero_output_for_mask = o.zero_output_for_mask_;
   c.name = layer_name_or_default(o.name_, "lstm");
   return c;
 }
@@ -327,6 +359,7 @@ RnnConfig gru_config(int64_t units, const GRUOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
+  c.zero_output_for_mask = o.zero_output_for_mask_;
   c.name = layer_name_or_default(o.name_, "gru");
   return c;
 }
@@ -346,6 +379,7 @@ RnnConfig simple_rnn_config(int64_t units, const SimpleRNNOptions& o) {
   c.return_sequences = o.return_sequences_;
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
+  c.zero_output_for_mask = o.zero_output_for_mask_;
   c.name = layer_name_or_default(o.name_, "simple_rnn");
   return c;
 }
@@ -376,14 +410,19 @@ struct Bidirectional::Impl : LayerImpl {
         "Bidirectional: unknown merge_mode '", merge, "' (known: concat, sum, mul, ave, none)");
     RnnConfig f = layer.c;
     f.name = "forward_" + without_prefix(layer.c.name, "forward_");
+    // keras/src/layers/rnn/bidirectional.py: masked steps of a returned
+    // sequence are zeros in both directions (force_zero_output_for_mask).
+    f.zero_output_for_mask = f.return_sequences;
     forward = std::make_shared<RecurrentLayer::Impl>(f);
     if (backward == nullptr) {
       RnnConfig b = layer.c;
       b.go_backwards = !b.go_backwards;
       b.name = "backward_" + without_prefix(layer.c.name, "backward_");
+      b.zero_output_for_mask = b.return_sequences;
       this->backward = std::make_shared<RecurrentLayer::Impl>(b);
     } else {
-      const RnnConfig& b = backward->c;
+      RnnConfig b = backward->c;
+      b.zero_output_for_mask = b.return_sequences;
       AS_CHECK(b.go_backwards != f.go_backwards, "Bidirectional ", name(),
                ": the forward and backward layers must differ in go_backwards");
       AS_CHECK(b.return_sequences == f.return_sequences && b.return_state == f.return_state,
@@ -395,11 +434,20 @@ struct Bidirectional::Impl : LayerImpl {
   }
 
   Value call(Trace& t, const std::vector<Value>& inputs) override {
-    AS_CHECK(merge != "none", "Bidirectional ", name(),
-             ": merge_mode none gives two outputs; call call_with_states instead");
+    return call_outputs(t, inputs).front();
+  }
+  std::vector<Value> call_outputs(Trace& t, const std::vector<Value>& inputs) override {
     AS_CHECK(!inputs.empty(), "Bidirectional ", name(), " needs an input");
     std::vector<Value> init(inputs.begin() + 1, inputs.end());
-    return run(t, inputs[0], init).front();
+    return run(t, inputs[0], init);
+  }
+  int output_count() const override {
+    const int states = forward->c.states() + backward->c.states();
+    return (merge == "none" ? 2 : 1) + (forward->c.return_state ? states : 0);
+  }
+  // Bidirectional.compute_mask: a returned sequence keeps the input's mask.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return forward->c.return_sequences ? mask_of_first(t, inputs) : Value{};
   }
 
   std::vector<Value> run(Trace& t, Value x, const std::vector<Value>& init) {

@@ -34,7 +34,7 @@ namespace losses {
 
 Loss sample_weighted(const std::string& kind, CrossentropyOptions options, double delta) {
   by_name(kind);  // an unknown name is an error now
-  return [=](Value p, Value packed) {
+  Loss mean = [=](Value p, Value packed) {
     AS_CHECK(packed.dtype() == DType::F32 && packed.rank() >= 1 && packed.dim(-1) >= 2,
              "sample-weighted ", kind, ": targets must carry their weights (f32 [..., k + 1]), ",
              "got ", dtype_name(packed.dtype()), shape_str(packed.shape()));
@@ -50,6 +50,43 @@ Loss sample_weighted(const std::string& kind, CrossentropyOptions options, doubl
     while (spread.size() < size_t(values.rank())) spread.push_back(1);
     return mean_of_all(values * ops::broadcast_to(ops::reshape(weights, spread), values.shape()));
   };
+  return KerasLoss{mean, kind, options, delta, true};
+}
+
+// keras/src/losses/loss.py, Loss.__call__ and apply_mask: the output's mask
+// becomes the sample weights (times any given), scaled by total / (valid +
+// epsilon), so that "sum_over_batch_size" averages over the kept steps:
+// sum(w m v) / (sum(m) + 1e-7) for values per step (per element: each
+// step's mean over them).
+Value masked(const Loss& loss, Value p, Value t, Value mask) {
+  const KerasLoss* k = loss.target<KerasLoss>();
+  AS_CHECK(k != nullptr,
+           "a masked output (Embedding mask_zero, Masking) needs one of Keras's built-in losses "
+           "(by name or class) to leave its masked steps out; this loss is another function");
+  Value steps = mask;  // each step's weight
+  if (k->packed) {
+    Shape per_example = t.shape();
+    per_example.pop_back();
+    Value weights = ops::reshape(crop_last(t, 0, true), per_example);
+    t = crop_last(t, 1, false);
+    AS_CHECK(weights.rank() <= mask.rank(), "sample weights ", shape_str(weights.shape()),
+             " for a mask ", shape_str(mask.shape()));
+    Shape spread = weights.shape();
+    while (spread.size() < size_t(mask.rank())) spread.push_back(1);
+    steps = mask * ops::broadcast_to(ops::reshape(weights, spread), mask.shape());
+  }
+  const bool ids = k->kind == "sparse_categorical_crossentropy" && !k->packed;
+  Value values = ids ? class_id_values(k->options.from_logits, p, t)
+                     : loss_values(k->kind, k->options, k->delta, p, t);
+  AS_CHECK(values.rank() >= mask.rank() &&
+               std::equal(mask.shape().begin(), mask.shape().end(), values.shape().begin()),
+           "a mask ", shape_str(mask.shape()), " for loss values ", shape_str(values.shape()));
+  Shape spread = mask.shape();
+  while (spread.size() < size_t(values.rank())) spread.push_back(1);
+  Value weighted = values * ops::broadcast_to(ops::reshape(steps, spread), values.shape());
+  // mean(w v) * total / (valid + eps), total the mask's elements.
+  const double total = double(std::max<int64_t>(1, numel(mask.shape())));
+  return mean_of_all(weighted) / (mean_of_all(mask) + ops::constant(*p.graph, {}, 1e-7 / total));
 }
 
 }  // namespace losses

@@ -1,5 +1,7 @@
 #include "autoshard/nn/trace.h"
 
+#include <algorithm>
+
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 
@@ -43,6 +45,19 @@ const Trace::Penalty* Trace::activity_penalty() const {
   for (const std::string& s : prefix_) scope += scope.empty() ? s : "." + s;
   auto it = activity_penalties_.find(scope);
   return it == activity_penalties_.end() ? nullptr : &it->second;
+}
+
+void Trace::set_mask(Value v, Value mask) {
+  AS_CHECK(mask.dtype() == DType::F32 && mask.rank() >= 1 && v.rank() >= mask.rank() &&
+               std::equal(mask.shape().begin(), mask.shape().end(), v.shape().begin()),
+           "a mask must be f32 of its value's leading dimensions ", shape_str(v.shape()), ", got ",
+           dtype_name(mask.dtype()), shape_str(mask.shape()));
+  masks_[v.id] = mask;
+}
+
+Value Trace::mask(Value v) const {
+  auto it = masks_.find(v.id);
+  return it == masks_.end() ? Value{} : it->second;
 }
 
 void Trace::use_cache(Value positions, int64_t cache_length) {

@@ -43,6 +43,21 @@ class LayerImpl {
   virtual ~LayerImpl() = default;
   const std::string& name() const { return name_; }
   virtual Value call(Trace& trace, const std::vector<Value>& inputs) = 0;
+  // Keras's compute_mask (keras/src/layers/layer.py): the mask of the
+  // (first) output from the inputs' masks (trace.mask). By default none: a
+  // layer that does not support masking drops it, as Keras's does. A layer
+  // that supports masking passes the first input's on (mask_of_first).
+  virtual Value compute_mask(Trace& trace, const std::vector<Value>& inputs);
+  // Layers of several outputs (a recurrent layer with return_state): how
+  // many, and all of them (the first is call's).
+  virtual int output_count() const { return 1; }
+  virtual std::vector<Value> call_outputs(Trace& trace, const std::vector<Value>& inputs) {
+    return {call(trace, inputs)};
+  }
+
+ protected:
+  // Keras's supports_masking = True: the first input's mask passes on.
+  static Value mask_of_first(const Trace& trace, const std::vector<Value>& inputs);
 
  private:
   std::string name_;
@@ -58,6 +73,11 @@ class Layer {
   // Records a call for a functional Model.
   SymbolicTensor operator()(const SymbolicTensor& x) const { return operator()(std::vector{x}); }
   SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) const;
+  // Every output of a layer of several outputs (output_count()), traced or
+  // recorded; operator() gives the first.
+  std::vector<Value> outputs(Trace& trace, const std::vector<Value>& inputs) const;
+  std::vector<SymbolicTensor> outputs(const std::vector<SymbolicTensor>& inputs) const;
+  int output_count() const { return impl_->output_count(); }
 
  private:
   std::shared_ptr<LayerImpl> impl_;
@@ -69,7 +89,10 @@ struct SymbolicTensor::Node {
   ~Node();
   std::vector<SymbolicTensor> inputs;
   std::shared_ptr<Layer> layer;  // null for an Input
-  Shape shape;                   // Inputs only
+  // Output `output` of the layer's call; for output > 0, inputs holds the
+  // node of output 0 (the call itself) only.
+  int output = 0;
+  Shape shape;  // Inputs only
   DType dtype = DType::F32;
   std::string name;
 };
@@ -129,6 +152,9 @@ class EinsumDense : public Layer {
 
 struct EmbeddingOptions {
   AUTOSHARD_OPTION(Initializer, embeddings_initializer, Initializer::uniform(-0.05, 0.05))
+  // Keras's mask_zero: id 0 is padding; the output's mask is ids != 0
+  // (Trace::mask), so input_dim counts the padding id too.
+  AUTOSHARD_OPTION(bool, mask_zero, false)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 

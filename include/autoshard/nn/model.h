@@ -251,11 +251,15 @@ class Model {
                     const std::vector<DType>& x_dtypes, const std::vector<Shape>& y_shapes,
                     const std::vector<DType>& y_dtypes);
   // The forward pass's outputs; `penalties`, when given, receives the
-  // regularizers' loss terms.
+  // regularizers' loss terms, `masks` each output's mask (Trace::mask;
+  // invalid where it has none).
   std::vector<Value> trace_outputs(Graph& graph, int64_t batch_size, bool training,
-                                   std::vector<Value>* penalties = nullptr);
+                                   std::vector<Value>* penalties = nullptr,
+                                   std::vector<Value>* masks = nullptr);
   std::vector<Value> replay(Trace& trace, const std::vector<Value>& inputs);
-  Value total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets);
+  // Keras's masked outputs weigh their loss by the mask (losses::masked).
+  Value total_loss(const std::vector<Value>& outputs, const std::vector<Value>& targets,
+                   const std::vector<Value>& masks = {});
   PartitionRequest leaf_layouts(const Graph& g);
   void bind_state(CompiledStep& step);
   void check_memory(const CompiledStep& step) const;

@@ -17,8 +17,9 @@
 // split it like any other op sequence: over the batch (no communication) or
 // over the units (the gate columns split, the state gathered every step).
 //
-// Differences from Keras, all documented in docs/layers.md: no masking
-// (ragged sequences), no `stateful`. As in Keras, `recurrent_initializer`
+// Masks (autoshard/nn/masking.h): a masked step keeps the states, as
+// Keras's. Differences from Keras, documented in docs/layers.md: no
+// `stateful`. As in Keras, `recurrent_initializer`
 // defaults to orthogonal and LSTM's `unit_forget_bias` starts the forget
 // gate's bias at one.
 #pragma once
@@ -56,6 +57,10 @@ struct LSTMOptions {
   // Process time backwards; a returned sequence stays in processed
   // (reversed) order, as Keras returns it.
   AUTOSHARD_OPTION(bool, go_backwards, false)
+  // Masked steps (Trace::mask) output zeros instead of the previous h
+  // (Keras's zero_output_for_mask; Bidirectional sets it with
+  // return_sequences).
+  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 
@@ -72,6 +77,7 @@ struct GRUOptions {
   AUTOSHARD_OPTION(bool, return_sequences, false)
   AUTOSHARD_OPTION(bool, return_state, false)
   AUTOSHARD_OPTION(bool, go_backwards, false)
+  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
   // true (Keras 3's default, cuDNN's form): hh = tanh(x_h + r * (h U_h + b_rh))
   // with separate input and recurrent biases; false: hh = tanh(x_h + (r * h) U_h).
   AUTOSHARD_OPTION(bool, reset_after, true)
@@ -90,6 +96,7 @@ struct SimpleRNNOptions {
   AUTOSHARD_OPTION(bool, return_sequences, false)
   AUTOSHARD_OPTION(bool, return_state, false)
   AUTOSHARD_OPTION(bool, go_backwards, false)
+  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 
@@ -139,7 +146,7 @@ class SimpleRNN : public RecurrentLayer {
 
 struct BidirectionalOptions {
   // "concat" (forward then backward along the last axis), "sum", "mul",
-  // "ave", or "none" (call_with_states only: both outputs, unmerged).
+  // "ave", or "none" (two outputs, unmerged: Layer::outputs or call_with_states).
   AUTOSHARD_OPTION(std::string, merge_mode, "concat")
   AUTOSHARD_OPTION(std::string, name, "")
 };

@@ -24,6 +24,10 @@ namespace losses {
 // values, not over the weights' sum. Weights per example broadcast over its
 // values (an example's time steps, its elements for an error).
 Loss sample_weighted(const std::string& kind, CrossentropyOptions options = {}, double delta = 1.0);
+// The loss of a masked output (autoshard/nn/masking.h): Keras's output
+// mask as sample weights, so the mean is over the kept steps. `loss` must be
+// one of the losses above (by_name, a class, sample_weighted).
+Value masked(const Loss& loss, Value predictions, Value targets, Value mask);
 }  // namespace losses
 
 namespace metrics {

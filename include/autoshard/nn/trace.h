@@ -58,6 +58,16 @@ class Trace {
   void add_loss(Value term) { losses_.push_back(term); }
   const std::vector<Value>& losses() const { return losses_; }
 
+  // Keras's masks (keras/src/layers/layer.py, Layer.__call__: a tensor's
+  // _keras_mask): the mask of a value [batch, time] (f32, 1 for a step that
+  // counts, 0 for padding), set on the outputs of the layer that makes it
+  // (Embedding(mask_zero), Masking) and passed on by the layers that support
+  // masking (LayerImpl::compute_mask). A graph value like any other, so a
+  // sharded step splits it with the batch.
+  void set_mask(Value v, Value mask);
+  // The mask of `v`, or an invalid Value when it has none.
+  Value mask(Value v) const;
+
   // Generation: the traced tokens sit at `positions` [T] (i32) of sequences
   // whose keys and values stay in buffers of `cache_length` positions
   // between runs.
@@ -104,6 +114,7 @@ class Trace {
   std::set<std::string> frozen_;
   std::map<std::string, Penalty> weight_penalties_, activity_penalties_;
   std::vector<Value> losses_;
+  std::map<int, Value> masks_;  // by value id
   Value cache_positions_;
   int64_t cache_length_ = 0;
 };

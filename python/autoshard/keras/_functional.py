@@ -33,7 +33,9 @@ def calls(outputs):
         if id(t) in seen:
             continue
         seen.add(id(t))
-        if t._history is not None:
+        if t._first is not None:  # another output of a call: the call is on output 0
+            stack.append(t._first)
+        elif t._history is not None:
             found.append(t)
             args = t._history[1]
             stack.extend(args if isinstance(args, list) else [args])
@@ -202,7 +204,15 @@ def functional_from_config(cls, config, custom_objects=None, what="from_config")
             refs = _tensor_refs(node["args"][0])
             pick = lambda r: tensors[tuple(r)]  # noqa: E731
             args = [pick(r) for r in refs] if refs and isinstance(refs[0], list) else pick(refs)
-            tensors[(entry["name"], node_index, 0)] = layers[entry["name"]](args)
+            kwargs = {}
+            states = (node.get("kwargs") or {}).get("initial_state")
+            if states is not None:  # a recurrent layer's (Keras 3 writes it by name)
+                refs = _tensor_refs(states)
+                kwargs["initial_state"] = ([pick(r) for r in refs] if refs and
+                                           isinstance(refs[0], list) else [pick(refs)])
+            made = layers[entry["name"]](args, **kwargs)
+            for k, t in enumerate(made if isinstance(made, list) else [made]):
+                tensors[(entry["name"], node_index, k)] = t
 
     def ends(key):
         refs = config[key]

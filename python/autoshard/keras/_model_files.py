@@ -269,8 +269,14 @@ _NOT_KERAS = {
     "Conv2DTranspose": {"depth_multiplier", "groups"},
     "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
     "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
-    "SimpleRNN": {"recurrent_activation"},
+    "SimpleRNN": {"recurrent_activation", "reset_after"},
+    "LSTM": {"reset_after"},
 }
+
+
+def layer_config(layer):
+    """A layer's Keras 3 config ({module, class_name, config, ...})."""
+    return _layer_config(layer)
 
 
 def _layer_config(layer):
@@ -295,6 +301,8 @@ def _layer_config(layer):
             value = _penalty_config(key, value)
         elif isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, _layers.Layer):  # a wrapper's layer (Bidirectional's)
+            value = _layer_config(value)
         config[key] = value
     registered = getattr(type(layer), "_registered_name", None)  # keras.saving's registry
     return {"module": None if registered else "keras.layers",
@@ -343,10 +351,15 @@ def functional_config(name, inputs, outputs):
         layers[id(layer)][1].append(t)
 
     def ref(t):
-        source = t._history[0].name if t._history is not None else t.name
-        history = [source, node_of.get(id(t), 0), 0]
+        history = endpoint(t)
         return {"class_name": "__keras_tensor__",
                 "config": {"shape": None, "dtype": "float32", "keras_history": history}}
+
+    def endpoint(t):  # [layer, node, which output] (output k of a call: its output 0's)
+        call = t._first if t._first is not None else t
+        if call._history is None:
+            return [t.name, 0, 0]
+        return [call._history[0].name, node_of[id(call)], t._index]
 
     entries = [_input_entry(t) for t in inputs]
     for layer, outs in layers.values():
@@ -355,11 +368,15 @@ def functional_config(name, inputs, outputs):
         nodes = []
         for t in outs:
             args = t._history[1]
+            states = getattr(t, "_state_args", 0)  # a recurrent layer's initial_state
+            if states:
+                args, initial = args[:-states], args[-states:]
+                args = args[0] if len(args) == 1 else args
             arg = [ref(a) for a in args] if isinstance(args, list) else ref(args)
-            nodes.append({"args": [arg], "kwargs": {}})
+            kwargs = {"initial_state": [ref(a) for a in initial]} if states else {}
+            nodes.append({"args": [arg], "kwargs": kwargs})
         entry["inbound_nodes"] = nodes
         entries.append(entry)
-    endpoint = lambda t: [t._history[0].name, node_of[id(t)], 0] if t._history else [t.name, 0, 0]
     return {"module": "keras", "class_name": "Functional",
             "config": {"name": name, "trainable": True, "layers": entries,
                        "input_layers": [endpoint(t) for t in inputs],

@@ -19,7 +19,8 @@ __all__ = [
     "AveragePooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling1D",
     "GlobalMaxPooling2D", "Flatten", "Reshape", "Permute", "RepeatVector", "Rescaling", "Dropout",
     "Activation", "ReLU", "Softmax", "LayerNormalization", "BatchNormalization",
-    "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Add", "Subtract",
+    "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
+    "Masking", "Add", "Subtract",
     "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot", "add", "subtract",
     "multiply", "average", "maximum", "minimum", "concatenate", "dot",
 ]
@@ -111,11 +112,26 @@ class Layer(_custom_layers.LayerAPI):
             self._takes_list = isinstance(inputs, (list, tuple))
         if args or kwargs:
             raise ValueError(f"layer '{self.name}' takes its inputs only (got more arguments)")
-        # The call is recorded on its result (keras_history, for model.save).
-        if isinstance(inputs, (list, tuple)):
-            return KerasTensor(self._native([_symbolic(t, self.name) for t in inputs]),
-                               history=(self, list(inputs)))
-        return KerasTensor(self._native(_symbolic(inputs, self.name)), history=(self, inputs))
+        return self._record(inputs)
+
+    def _record(self, inputs, states=()):
+        """The call on KerasTensors, recorded on its result (keras_history,
+        for model.save); ``states``: a recurrent layer's initial_state. A
+        layer of several outputs (return_state) gives a list."""
+        many = isinstance(inputs, (list, tuple))
+        args = (list(inputs) if many else [inputs]) + list(states)
+        natives = [_symbolic(t, self.name) for t in args]
+        history = (self, args if many or states else inputs)
+        if self._native.output_count == 1:
+            out = self._native(natives if len(natives) > 1 or many else natives[0])
+            made = [KerasTensor(out, history=history)]
+        else:
+            outs = self._native.outputs(natives)
+            made = [KerasTensor(outs[0], history=history)]
+            made += [KerasTensor(o, first=made[0], index=k) for k, o in enumerate(outs) if k]
+        if states:
+            made[0]._state_args = len(states)
+        return made if len(made) > 1 else made[0]
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}>"
@@ -197,13 +213,26 @@ class Dense(Layer):
 
 class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", name=None,
-                 input_shape=None, **kwargs):
+                 input_shape=None, mask_zero=False, **kwargs):
         _no_extra(kwargs, "Embedding")
         init = _initializer(embeddings_initializer)
         init = "random_uniform" if init == "uniform" else init
+        # mask_zero: id 0 pads; the layers after it see the mask (docs/layers.md, "Masks").
         super().__init__(_native.Embedding(_int(input_dim, "input_dim", "Embedding"),
                                            _int(output_dim, "output_dim", "Embedding"), init,
-                                           _name(name, "Embedding")), input_shape)
+                                           _name(name, "Embedding"), bool(mask_zero)),
+                         input_shape)
+
+
+class Masking(Layer):
+    """keras.layers.Masking: a step whose features all equal ``mask_value``
+    is masked for the layers after it, and zeroed."""
+
+    def __init__(self, mask_value=0.0, name=None, input_shape=None, **kwargs):
+        _no_extra(kwargs, "Masking")
+        value = _checks.number(mask_value, "mask_value", "Masking")
+        super().__init__(_from_table("Masking", {"name": _name(name, "Masking"),
+                                                 "mask_value": value}), input_shape)
 
 
 class _Conv(Layer):
@@ -447,11 +476,17 @@ class _Recurrent(Layer):
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  dropout=0.0, recurrent_dropout=0.0, seed=None, return_sequences=False,
-                 return_state=False, go_backwards=False, name=None, input_shape=None, **kwargs):
+                 return_state=False, go_backwards=False, stateful=False, reset_after=True,
+                 name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, self._kind)
-        if return_state:
-            raise ValueError(f"{self._kind}: return_state=True is not supported in models "
-                             "built from Python yet")
+        # GRU's reset_after (Keras 3's default, saved in its config so that
+        # TF.js and Keras 2 readers, whose default differs, read it right).
+        if not reset_after:
+            raise ValueError(f"{self._kind}: reset_after=False is not supported from Python "
+                             "(files that hold it load)")
+        if stateful:
+            raise ValueError(f"{self._kind}: stateful=True is not supported (state kept between "
+                             "batches); pass the state on with return_state and initial_state")
         kind = self._kind
         super().__init__(_native.Recurrent(kind, _int(units, "units", kind),
                                            _activations.name_of(activation) or "linear",
@@ -459,8 +494,63 @@ class _Recurrent(Layer):
                                            bool(use_bias), bool(return_sequences),
                                            bool(go_backwards), _rate(dropout, "dropout", kind),
                                            _rate(recurrent_dropout, "recurrent_dropout", kind),
-                                           _seed(seed, kind), _name(name, kind)),
+                                           _seed(seed, kind), _name(name, kind),
+                                           bool(return_state)),
                          input_shape)
+
+    def __call__(self, inputs, initial_state=None, mask=None, training=None, **kwargs):
+        return _recurrent_call(self, inputs, initial_state, mask, training, kwargs)
+
+
+def _recurrent_call(layer, inputs, initial_state, mask, training, kwargs):
+    """Keras's RNN call: ``initial_state`` (a tensor or a list: LSTM's [h,
+    c]; Bidirectional's forward states, then backward's) starts the
+    recurrence; with return_state the result is [output, *states]."""
+    if mask is not None:
+        raise ValueError(f"layer '{layer.name}': give masks through Embedding(mask_zero=True) "
+                         "or a Masking layer, not mask=")
+    if kwargs:
+        raise ValueError(f"layer '{layer.name}' takes its inputs, initial_state and training "
+                         "only")
+    if initial_state is None:
+        return Layer.__call__(layer, inputs)
+    if _custom_layers.any_traced(inputs):
+        raise ValueError(f"layer '{layer.name}': initial_state inside a custom layer's call is "
+                         "not supported")
+    states = list(initial_state) if isinstance(initial_state, (list, tuple)) else [initial_state]
+    return layer._record(inputs, states)
+
+
+class Bidirectional(Layer):
+    """keras.layers.Bidirectional: ``layer`` (LSTM, GRU or SimpleRNN) run
+    forwards and a backward copy (or ``backward_layer``, whose options may
+    differ) run backwards, their outputs merged."""
+
+    def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, name=None,
+                 input_shape=None, **kwargs):
+        _no_extra(kwargs, "Bidirectional")
+        from . import _model_files  # noqa: PLC0415 (it imports this module)
+
+        for what, inner in (("layer", layer), ("backward_layer", backward_layer)):
+            if inner is not None and not isinstance(inner, _Recurrent):
+                raise ValueError(f"Bidirectional: {what} must be an LSTM, GRU or SimpleRNN "
+                                 f"layer, got {type(inner).__name__}")
+        if layer is None:
+            raise ValueError("Bidirectional: give the recurrent layer to wrap")
+        if weights is not None:
+            raise ValueError("Bidirectional: weights= is not supported; use set_weights")
+        if merge_mode not in ("concat", "sum", "mul", "ave", None):
+            raise ValueError(f"Bidirectional: merge_mode must be 'concat', 'sum', 'mul', 'ave' "
+                             f"or None, got {_checks.shown(merge_mode)}")
+        config = {"name": _name(name, "Bidirectional"), "merge_mode": merge_mode,
+                  "layer": _model_files.layer_config(layer)}
+        if backward_layer is not None:
+            config["backward_layer"] = _model_files.layer_config(backward_layer)
+        super().__init__(_from_table("Bidirectional", config, _seed(None, "Bidirectional")),
+                         input_shape)
+
+    def __call__(self, inputs, initial_state=None, mask=None, training=None, **kwargs):
+        return _recurrent_call(self, inputs, initial_state, mask, training, kwargs)
 
 
 class LSTM(_Recurrent):

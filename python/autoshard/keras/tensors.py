@@ -18,13 +18,16 @@ _tensor_count = itertools.count()
 class KerasTensor(TensorOperators):
     """A symbolic tensor of a functional model (keras.Input's result, a layer's output)."""
 
-    def __init__(self, native, history=None):
+    def __init__(self, native, history=None, first=None, index=0):
         self._native = native
         # (layer, its input KerasTensor or list of them) for a layer's
         # output, None for an input; the count orders calls (model.save).
         self._history = history
         self._order = next(_tensor_count)
-        if history is not None:  # layer.output / layer.input: Keras 3 reads the first call's
+        # Output ``index`` of a layer of several outputs (return_state): the
+        # call is recorded on output 0 (``first``), the others point at it.
+        self._index, self._first = index, first
+        if history is not None and index == 0:  # layer.output: Keras 3 reads the first call's
             history[0].__dict__.setdefault("_outputs_made", []).append(self)
 
     @property

@@ -144,9 +144,15 @@ std::vector<TensorRef> parse_call(const json& node, const std::string& where) {
     if (node.contains("kwargs") && node.at("kwargs").is_object())
       for (const auto& [k, v] : node.at("kwargs").items()) {
         if (v.is_null() || (k == "training" && v.is_boolean() && !v.get<bool>())) continue;
-        if (k == "mask" && v.is_array() &&
-            std::all_of(v.begin(), v.end(), [](const json& m) { return m.is_null(); }))
+        // Keras's Layer.__call__ fills `mask` from the inputs' masks: the
+        // engine propagates the same masks itself (Trace::mask).
+        if (k == "mask") continue;
+        // A recurrent layer's initial_state: tensors after its input, as
+        // Keras 2 and TF.js list them (and Layer's [x, states...] form).
+        if (k == "initial_state") {
+          collect_tensors(v, call, where);
           continue;
+        }
         fail(where, ": call argument '", k, "' = ", v.dump().substr(0, 200), " is not supported");
       }
     return call;
@@ -421,8 +427,8 @@ json nodes_to2(const json& nodes, const std::string& layer) {
       out.push_back(node);
       continue;
     }
-    std::vector<TensorRef> refs;
-    collect_tensors(node.value("args", json::array()), refs, "layer '" + layer + "'");
+    // The arguments, then a recurrent layer's initial_state (Keras 2 lists them so).
+    const std::vector<TensorRef> refs = parse_call(node, "layer '" + layer + "'");
     json call = json::array();
     for (const TensorRef& r : refs) call.push_back({r.layer, r.node, r.tensor, json::object()});
     out.push_back(call);

@@ -58,9 +58,13 @@ struct Built {
   std::vector<std::pair<const LayerSpec*, std::vector<WeightRole>>> roles;
 };
 
-// The key of a tensor in build_model's map: "layer:node".
+// The key of a call in make_calls's map: "layer:node"; of a tensor in
+// build_model's map: "layer:node:tensor" (which output of that call).
 std::string tensor_key(const std::string& layer, size_t node) {
   return layer + ":" + std::to_string(node);
+}
+std::string tensor_key(const TensorRef& r) {
+  return tensor_key(r.layer, r.node) + ":" + std::to_string(r.tensor);
 }
 
 // Makes every layer call of `spec` on the tensors it reads, adding what each
@@ -90,10 +94,8 @@ void make_calls(const ModelSpec& spec, const std::map<std::string, Layer>& layer
       ++calls[id].waiting;
     }
     for (const TensorRef& r : l.calls[calls[id].index]) {
-      AS_CHECK(r.tensor == 0, where, ": layer '", l.name, "' reads output ", r.tensor,
-               " of layer '", r.layer, "'; layers of several outputs are not supported yet");
+      if (tensors.count(tensor_key(r))) continue;
       const std::string key = tensor_key(r.layer, r.node);
-      if (tensors.count(key)) continue;
       const auto it = maker.find(key);
       AS_CHECK(it != maker.end(), where, ": layer '", l.name,
                "' is called on tensors no layer makes (a cycle or an unknown layer)");
@@ -110,10 +112,16 @@ void make_calls(const ModelSpec& spec, const std::map<std::string, Layer>& layer
     ready.pop();
     const LayerSpec& l = spec.layers[call.layer];
     std::vector<SymbolicTensor> args;
-    for (const TensorRef& r : l.calls[call.index])
-      args.push_back(tensors.at(tensor_key(r.layer, r.node)));
+    for (const TensorRef& r : l.calls[call.index]) {
+      auto it = tensors.find(tensor_key(r));
+      AS_CHECK(it != tensors.end(), where, ": layer '", l.name, "' reads output ", r.tensor,
+               " of layer '", r.layer, "', which has no such output");
+      args.push_back(it->second);
+    }
     AS_CHECK(!args.empty(), where, ": layer '", l.name, "' is called on nothing");
-    tensors[tensor_key(l.name, call.index)] = layers.at(l.name)(args);
+    const std::vector<SymbolicTensor> outs = layers.at(l.name).outputs(args);
+    for (size_t k = 0; k < outs.size(); ++k)
+      tensors[tensor_key(TensorRef{l.name, int(call.index), int(k)})] = outs[k];
     ++made;
     for (size_t n : call.next)
       if (--calls[n].waiting == 0) ready.push(n);
@@ -207,7 +215,7 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
     if (l.cls == "Embedding")
       for (const auto& call : l.calls)
         for (const TensorRef& r : call) token_inputs.insert(r.layer);
-  std::map<std::string, SymbolicTensor> tensors;  // "layer:node"
+  std::map<std::string, SymbolicTensor> tensors;  // "layer:node:tensor"
   std::vector<SymbolicTensor> inputs;
   for (const InputLayerSpec& in : spec.inputs) {
     KerasTensorSpec s{in.name, in.shape, dtype_of(in.dtype, in.name, ctx.where), in.dtype};
@@ -230,8 +238,9 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
       AS_CHECK(d >= 0 || options.unknown_dims, ctx.where, ": input '", in.name,
                "' has a dimension of any size (None) in ", shape_str(in.shape),
                "; give the data so that its size is known");
-    tensors[in.name + ":0"] = Input(shape, s.dtype, in.name);
-    inputs.push_back(tensors[in.name + ":0"]);
+    const std::string key = tensor_key(TensorRef{in.name, 0, 0});
+    tensors[key] = Input(shape, s.dtype, in.name);
+    inputs.push_back(tensors[key]);
     b.inputs.push_back(s);
   }
   std::map<std::string, Layer> layers;
@@ -243,10 +252,9 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
   make_calls(spec, layers, tensors, ctx.where);
   std::vector<SymbolicTensor> outputs;
   for (const TensorRef& r : spec.outputs) {
-    AS_CHECK(r.tensor == 0, ctx.where, ": output ", r.tensor, " of layer '", r.layer,
-             "': layers of several outputs are not supported yet");
-    auto it = tensors.find(r.layer + ":" + std::to_string(r.node));
-    AS_CHECK(it != tensors.end(), ctx.where, ": output layer '", r.layer, "' is never called");
+    auto it = tensors.find(tensor_key(r));
+    AS_CHECK(it != tensors.end(), ctx.where, ": output ", r.tensor, " of layer '", r.layer,
+             "' is never made (the layer is never called, or has fewer outputs)");
     outputs.push_back(it->second);
     b.outputs.push_back({r.layer, {}, DType::F32, "float32"});
   }

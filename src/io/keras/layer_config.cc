@@ -39,6 +39,10 @@ bool LayerConfig::has(const std::string& k) const {
   return json_member(c_, k) != nullptr;
 }
 
+bool LayerConfig::null(const std::string& k) const {
+  return c_.is_object() && c_.contains(k) && c_.at(k).is_null();
+}
+
 const json& LayerConfig::raw(const std::string& k) {
   used_.insert(k);
   return c_.at(k);

@@ -71,6 +71,9 @@ class LayerConfig {
   [[noreturn]] void bad(const std::string& field, const nlohmann::json& value,
                         const std::string& why) const;
   bool has(const std::string& k) const;
+  // Whether field `k` is there and null (Keras's None where the default is
+  // another value; has() counts null as absent).
+  bool null(const std::string& k) const;
   const nlohmann::json& raw(const std::string& k);
 
   // A whole number (3.0 counts); absent: `def`, or an error without one.

@@ -62,16 +62,25 @@ class NestedKerasModel : public LayerImpl {
              " inputs, got ", in.size());
     std::map<std::string, Value> values;
     std::map<std::string, int> calls;
-    for (size_t i = 0; i < in.size(); ++i) values[inputs_[i] + ":0"] = in[i];
+    for (size_t i = 0; i < in.size(); ++i) values[key({inputs_[i], 0, 0})] = in[i];
     for (const Step& s : steps_) {
       std::vector<Value> args;
-      for (const TensorRef& r : s.inputs) args.push_back(values.at(key(r)));
+      for (const TensorRef& r : s.inputs) {
+        auto it = values.find(key(r));
+        AS_CHECK(it != values.end(), "nested model ", name(), ": layer '", s.name,
+                 "' reads output ", r.tensor, " of '", r.layer, "', which has no such output");
+        args.push_back(it->second);
+      }
       const int k = calls[s.name]++;
-      values[s.name + ":" + std::to_string(k)] = s.layer(trace, args);
+      const std::vector<Value> outs = s.layer.outputs(trace, args);
+      for (size_t j = 0; j < outs.size(); ++j) values[key({s.name, k, int(j)})] = outs[j];
     }
     return values.at(key(outputs_.at(0)));
   }
-  static std::string key(const TensorRef& r) { return r.layer + ":" + std::to_string(r.node); }
+  // "layer:node:tensor": output `tensor` of the layer's call `node`.
+  static std::string key(const TensorRef& r) {
+    return r.layer + ":" + std::to_string(r.node) + ":" + std::to_string(r.tensor);
+  }
 
  private:
   std::vector<std::string> inputs_;

@@ -1,10 +1,11 @@
 // Keras's core, activation and regularization layers: Dense, Embedding,
-// Activation, ReLU, LeakyReLU, ELU, Softmax, Dropout.
+// Masking, Activation, ReLU, LeakyReLU, ELU, Softmax, Dropout.
 #include <functional>
 #include <memory>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/masking.h"
 #include "io/keras/layer_table.h"
 
 namespace autoshard::keras {
@@ -21,6 +22,9 @@ class KerasUnaryLayer : public LayerImpl {
   Value call(Trace&, const std::vector<Value>& in) override {
     AS_CHECK(in.size() == 1, "layer ", name(), " takes one input");
     return f_(in[0]);
+  }
+  Value compute_mask(Trace& t, const std::vector<Value>& in) override {
+    return mask_of_first(t, in);  // activations support masking
   }
 
  private:
@@ -40,9 +44,16 @@ BuiltLayer keras_dense(LayerConfig& f) {
 
 BuiltLayer keras_embedding(LayerConfig& f) {
   const int64_t in = f.positive("input_dim"), dim = f.positive("output_dim");
-  f.expect("mask_zero", false, "is not supported (masking)");
+  const bool mask_zero = f.boolean("mask_zero", false);
+  if (mask_zero && in < 2) f.bad("input_dim", in, "must be at least 2 with mask_zero (id 0 pads)");
   f.weight_extras({"embeddings"});
-  return {Embedding(in, dim, EmbeddingOptions().name(f.name())), plain_roles({"embeddings"})};
+  return {Embedding(in, dim, EmbeddingOptions().mask_zero(mask_zero).name(f.name())),
+          plain_roles({"embeddings"})};
+}
+
+// keras/src/layers/core/masking.py: Masking(mask_value).
+BuiltLayer keras_masking(LayerConfig& f) {
+  return {Masking(f.number("mask_value", 0.0), f.name())};
 }
 
 BuiltLayer keras_relu(LayerConfig& f) {
@@ -86,6 +97,7 @@ BuiltLayer keras_dropout(LayerConfig& f) {
 void add_core_layers(LayerTable& table) {
   table.add("Dense", keras_dense);
   table.add("Embedding", keras_embedding);
+  table.add("Masking", keras_masking);
   table.add("Activation", [](LayerConfig& f) -> BuiltLayer {
     return {Activation(f.activation_name("activation"), f.name())};
   });

@@ -1,5 +1,7 @@
 // Keras's recurrent layers: LSTM, GRU, SimpleRNN and the Bidirectional
 // wrapper around one of them.
+#include <optional>
+
 #include "autoshard/json.h"
 #include "autoshard/nn/recurrent_layers.h"
 #include "io/keras/layer_table.h"
@@ -16,7 +18,7 @@ struct KerasRnnCommon {
   bool use_bias;
   std::string activation;
   double dropout, recurrent_dropout;
-  bool return_sequences, go_backwards;
+  bool return_sequences, return_state, go_backwards, zero_output_for_mask;
 };
 
 KerasRnnCommon keras_rnn_common(LayerConfig& f) {
@@ -32,10 +34,11 @@ KerasRnnCommon keras_rnn_common(LayerConfig& f) {
   if (c.recurrent_dropout < 0 || c.recurrent_dropout >= 1)
     f.bad("recurrent_dropout", c.recurrent_dropout, "must be in [0, 1)");
   c.return_sequences = f.boolean("return_sequences", false);
-  if (f.boolean("return_state", false))
-    f.bad("return_state", true, "is not supported yet (a layer of several outputs)");
+  c.return_state = f.boolean("return_state", false);
   c.go_backwards = f.boolean("go_backwards", false);
-  f.expect("stateful", false, "is not supported (state kept between batches)");
+  c.zero_output_for_mask = f.boolean("zero_output_for_mask", false);
+  f.expect("stateful", false,
+           "is not supported (state kept between batches); save the model with stateful=False");
   f.weight_extras({"kernel", "recurrent", "bias"});
   return c;
 }
@@ -56,7 +59,9 @@ Options keras_rnn_options(const KerasRnnCommon& c, const LayerConfig& f) {
       .recurrent_dropout(c.recurrent_dropout)
       .seed(f.ctx().seed)
       .return_sequences(c.return_sequences)
+      .return_state(c.return_state)
       .go_backwards(c.go_backwards)
+      .zero_output_for_mask(c.zero_output_for_mask)
       .name(f.name());
 }
 
@@ -89,68 +94,84 @@ BuiltLayer keras_recurrent_entry(LayerConfig& f) {
   return {layer, roles};
 }
 
-// Keras 3 always writes Bidirectional's backward_layer: the forward layer's
-// copy with go_backwards flipped (and its own name). That one is what the
-// C++ Bidirectional builds; a backward layer configured otherwise is not.
-void check_keras_backward_layer(LayerConfig& f, const json& forward, const json& backward) {
-  auto core = [](const json& layer) {
-    json c = layer.is_object() ? layer.value("config", json::object()) : json();
-    if (c.is_object())
-      for (const char* k : {"name", "go_backwards"}) c.erase(k);
-    return c;
-  };
-  const json fc = forward.value("config", json::object());
-  const json bc = backward.is_object() ? backward.value("config", json::object()) : json();
-  // Compared as JSON values: a class_name of another type is simply another class.
-  const bool same_class = backward.is_object() && backward.contains("class_name") &&
-                          backward.at("class_name") == forward.at("class_name");
-  const bool flipped =
-      bc.is_object() && json_bool_or(bc, "go_backwards", false, f.at("backward_layer.config")) !=
-                            json_bool_or(fc, "go_backwards", false, f.at("layer.config"));
-  if (same_class && flipped && core(forward) == core(backward)) return;
-  std::string field = !same_class ? "class_name" : !flipped ? "go_backwards" : "";
-  const json fcore = core(forward), bcore = core(backward);
-  if (field.empty() && bcore.is_object() && fcore.is_object())
-    for (const auto& [k, v] : bcore.items())
-      if (fcore.value(k, json()) != v) {
-        field = k;
-        break;
-      }
-  if (field.empty()) field = "a field the forward layer has";
-  f.bad("backward_layer", backward.is_object() ? backward.value("class_name", json()) : backward,
-        "differs from the forward layer in '" + field +
-            "'; only the forward layer's mirror (go_backwards flipped) is supported");
+// The inner layer `field` ("layer" or "backward_layer") of a Bidirectional
+// as a LayerSpec: LSTM, GRU or SimpleRNN.
+LayerSpec inner_spec(LayerConfig& f, const char* field) {
+  const json& inner_json = f.raw(field);
+  if (!inner_json.is_object()) f.bad(field, inner_json, "must be an object (a recurrent layer)");
+  LayerSpec inner;
+  inner.cls = json_string_or(inner_json, "class_name", "", f.at(field));
+  inner.config = inner_json.value("config", json::object());
+  if (!inner.config.is_object()) f.bad(field, inner.config, "has a config that is not an object");
+  inner.name = json_string_or(inner.config, "name", inner.cls, f.at(field) + ".config");
+  if (inner.cls != "LSTM" && inner.cls != "GRU" && inner.cls != "SimpleRNN")
+    f.bad(field, inner.cls, "is not supported (LSTM, GRU or SimpleRNN)");
+  return inner;
 }
 
+std::string without(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
+}
+
+// keras/src/layers/rnn/bidirectional.py: a forward copy of `layer`
+// ("forward_<name>") and a backward layer, Keras 3's go_backwards copy or
+// the file's own `backward_layer`, whose options may differ (units, bias,
+// activations; _verify_layer_config: go_backwards differs, return_sequences
+// and return_state agree). Keras 3 keeps a given backward layer's name;
+// Keras 2 and TF.js prefix it with "backward_" (their wrappers.py and
+// wrappers.ts), and name its weights so.
 BuiltLayer keras_bidirectional(LayerConfig& f) {
-  const json& inner_json = f.raw("layer");
-  if (!inner_json.is_object()) f.bad("layer", inner_json, "must be an object (the inner layer)");
-  LayerSpec inner;
-  inner.cls = json_string_or(inner_json, "class_name", "", f.at("layer"));
-  inner.config = inner_json.value("config", json::object());
-  if (!inner.config.is_object()) f.bad("layer", inner.config, "has a config that is not an object");
-  inner.name = json_string_or(inner.config, "name", inner.cls, f.at("layer") + ".config");
-  if (inner.cls != "LSTM" && inner.cls != "GRU" && inner.cls != "SimpleRNN")
-    f.bad("layer", inner.cls, "is not supported (LSTM, GRU or SimpleRNN)");
-  if (f.has("backward_layer")) check_keras_backward_layer(f, inner_json, f.raw("backward_layer"));
-  const std::string merge = f.string("merge_mode", "concat");
-  if (merge != "concat" && merge != "sum" && merge != "mul" && merge != "ave")
-    f.bad("merge_mode", merge, "is not supported (concat, sum, mul or ave)");
-  std::vector<WeightRole> inner_roles;
+  LayerSpec inner = inner_spec(f, "layer");
+  // merge_mode null: the two outputs, unmerged.
+  const std::string named = f.string("merge_mode", "concat");
+  const std::string merge = f.null("merge_mode") ? "none" : named;
+  if (merge != "concat" && merge != "sum" && merge != "mul" && merge != "ave" && merge != "none")
+    f.bad("merge_mode", merge, "is not supported (concat, sum, mul, ave or null)");
+  std::vector<WeightRole> forward_roles, backward_roles;
   LayerConfig inner_config(inner, f.ctx());
-  RecurrentLayer rnn = keras_rnn(inner_config, inner_roles);
+  RecurrentLayer rnn = keras_rnn(inner_config, forward_roles);
   inner_config.finish();
   // Bidirectional names its copies forward_<name> and backward_<name>.
-  std::string base = inner.name;
-  for (const char* p : {"forward_", "backward_"})
-    if (base.rfind(p, 0) == 0) base = base.substr(std::string(p).size());
+  const std::string base = without(without(inner.name, "forward_"), "backward_");
+  const std::string forward_name = "forward_" + base;
+  std::string backward_name = "backward_" + base, backward_file_name;
+  std::optional<RecurrentLayer> backward;
+  const json* given = f.has("backward_layer") ? &f.raw("backward_layer") : nullptr;
+  if (given && !given->is_null()) {
+    LayerSpec b = inner_spec(f, "backward_layer");
+    const std::string at = f.at("backward_layer.config");
+    for (const char* k : {"go_backwards", "return_sequences", "return_state"}) {
+      const bool same = json_bool_or(b.config, k, false, at) ==
+                        json_bool_or(inner.config, k, false, f.at("layer.config"));
+      if (same != (std::string(k) != "go_backwards"))
+        f.bad("backward_layer", *given,
+              cat("must ", same ? "differ from" : "agree with", " the forward layer in '", k,
+                  "' (Keras's Bidirectional._verify_layer_config)"));
+    }
+    // The engine's path keeps the config's name in every dialect (one model,
+    // whichever file it came from); Keras 2 and TF.js name its weights
+    // "backward_<name>/...".
+    backward_name = b.name;
+    if (f.ctx().dialect != Dialect::Keras3) backward_file_name = "backward_" + b.name;
+    LayerConfig backward_config(b, f.ctx());
+    backward = keras_rnn(backward_config, backward_roles);
+    backward_config.finish();
+  } else {
+    backward_roles = forward_roles;
+  }
+  if (backward_file_name.empty()) backward_file_name = backward_name;
   std::vector<WeightRole> roles;
-  for (const char* side : {"forward", "backward"})
-    for (const WeightRole& r : inner_roles)
-      roles.push_back({std::string(side) + "_" + base + "." + r.cpp,
-                       std::string(side) + "_layer/" + r.k3,
-                       std::string(side) + "_" + base + "/" + r.tfjs});
-  return {Bidirectional(rnn, BidirectionalOptions().merge_mode(merge).name(f.name())), roles};
+  auto add_roles = [&](const char* side, const std::string& name, const std::string& file_name,
+                       const std::vector<WeightRole>& r) {
+    for (const WeightRole& w : r)
+      roles.push_back(
+          {name + "." + w.cpp, std::string(side) + "_layer/" + w.k3, file_name + "/" + w.tfjs});
+  };
+  add_roles("forward", forward_name, forward_name, forward_roles);
+  add_roles("backward", backward_name, backward_file_name, backward_roles);
+  const BidirectionalOptions o = BidirectionalOptions().merge_mode(merge).name(f.name());
+  if (backward) return {Bidirectional(rnn, *backward, o), roles};
+  return {Bidirectional(rnn, o), roles};
 }
 
 }  // namespace
