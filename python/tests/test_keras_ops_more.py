@@ -116,6 +116,20 @@ def test_cond_takes_a_python_bool_and_refuses_a_traced_predicate():
         model.predict(x, verbose=0)
 
 
+def test_cond_on_training_picks_the_branch_per_step():
+    # Keras's test_cond_raw_bool_compile: the predicate is the trace's mode.
+    class ExampleLayer(layers.Layer):
+        def call(self, x, training=False):
+            return ops.cond(training, lambda: x, lambda: x * 2.0)
+
+    model = keras.Sequential([keras.Input((4,)), ExampleLayer()])
+    model.compile(keras.optimizers.SGD(), keras.losses.MeanSquaredError())
+    x = np.ones((2, 4), np.float32)
+    y = np.zeros((2, 4), np.float32)
+    assert model.evaluate(x, y, batch_size=2, verbose=0) == pytest.approx(4.0)  # x * 2
+    assert model.train_on_batch(x, y) == pytest.approx(1.0)  # x
+
+
 def test_traced_scatter_of_ids_and_its_gradient():
     """ops.scatter with int32 indices from the data is one ScatterAdd; the
     values' gradient (a gather) equals finite differences."""
