@@ -196,3 +196,14 @@ def test_the_file_reader_draws_them(tmp_path):
     kernel, bias = fresh.get_weights()
     check_moments(kernel, *expected("uniform", SHAPE, 2.0))
     assert np.all(bias == -1.0)
+
+
+def test_a_custom_initializer_is_refused_by_name():
+    class Halves(initializers.Initializer):
+        def __call__(self, shape, dtype=None):
+            return np.full(shape, 0.5, np.float32)
+
+    with pytest.raises(ValueError, match="Halves: a custom initializer"):
+        layers.Dense(3, kernel_initializer=Halves())
+    with pytest.raises(ValueError, match="Halves: a custom initializer"):
+        keras.Sequential([keras.Input((4,)), Scaled(Halves())]).get_weights()
