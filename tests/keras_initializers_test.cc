@@ -1,5 +1,6 @@
 // Keras's initializers: glorot's fans for kernels of rank > 2, orthogonal
-// (Keras's recurrent default) and LSTM's unit_forget_bias.
+// (Keras's recurrent default), LSTM's unit_forget_bias, and the variance-scaling
+// family with its truncated normal.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +151,64 @@ TEST(KerasInitializers, WeightsAreTheSameOnAnyNumberOfCores) {
           ASSERT_EQ(block.f32()[r * width + c], drawn_in_order.f32()[r * shape[1] + first + c])
               << cores << " cores, device " << device << " at " << r << ", " << c;
     }
+  }
+}
+
+// Keras's VarianceScaling (keras/src/initializers/random_initializers.py):
+// the drawn stddev is sqrt(scale / n) (after the cut, for a truncated
+// normal), n the fan the mode picks; a truncated normal never passes
+// two of its pre-cut stddevs, and the whole range is used.
+TEST(KerasInitializers, VarianceScalingFollowsKerassFormula) {
+  using I = Initializer;
+  const Shape shape{3, 3, 40, 60};  // fan_in 360, fan_out 540
+  struct Case {
+    I init;
+    double n;
+    bool truncated;
+  };
+  const std::vector<Case> cases = {
+      {I::from_name("he_normal"), 360.0 / 2, true},
+      {I::from_name("lecun_uniform"), 360.0, false},
+      {I::from_name("glorot_normal"), 450.0, true},
+      {I::variance_scaling(3, I::FanMode::FanOut, I::Distribution::UntruncatedNormal), 540.0 / 3,
+       false},
+  };
+  for (const Case& c : cases) {
+    const std::vector<float> v = c.init.make("w", shape, 5).to_vector();
+    double sum = 0, sq = 0, top = 0;
+    for (float x : v) sum += x, sq += double(x) * x, top = std::max(top, std::fabs(double(x)));
+    const double mean = sum / double(v.size()), sd = std::sqrt(sq / double(v.size()) - mean * mean);
+    const double want = std::sqrt(1.0 / c.n);
+    EXPECT_NEAR(sd, want, 0.02 * want);
+    EXPECT_NEAR(mean, 0.0, 0.02 * want);
+    if (c.truncated) {
+      EXPECT_LE(top, 2 * want / 0.87962566103423978 + 1e-6);
+      EXPECT_GT(top, 1.9 * want / 0.87962566103423978);
+    }
+  }
+  EXPECT_THROW(I::from_name("he_normall"), Error);
+  EXPECT_THROW(I::fan_mode("fan"), Error);
+  EXPECT_THROW(I::identity().make("w", {2, 2, 2}, 0), Error);
+  const Tensor eye = I::identity(3.0).make("w", {2, 3}, 0);
+  EXPECT_EQ(eye.to_vector(), (std::vector<float>{3, 0, 0, 0, 3, 0}));
+}
+
+// A truncated normal redraws element by element: a device's block of a
+// weight holds the values of that part of the whole.
+TEST(KerasInitializers, TruncatedBlocksEqualTheWhole) {
+  const Shape shape{37, 29};
+  const Initializer init = Initializer::from_name("he_normal");
+  const Tensor whole = init.make("w", shape, 3);
+  WeightStore store(3);
+  store.declare({"w", ""}, shape, init);
+  store.place_on(DeviceMesh({3}, {"x"}), {0, 1, 2});
+  Sharding rows = Sharding::replicated(2);
+  rows.dims[0] = 0;
+  for (int device = 0; device < 3; ++device) {
+    const Tensor& block = store.block({"w", ""}, rows, device);
+    const int64_t first = rows.offsets(shape, store.mesh(), device)[0];
+    for (int64_t e = 0; e < block.numel(); ++e)
+      ASSERT_EQ(block.f32()[e], whole.f32()[first * shape[1] + e]) << device << " at " << e;
   }
 }
 

@@ -210,6 +210,18 @@ TEST(Gradient, GatherEmbedding) {
                  },
                  {{"ids", ids}});
 }
+// scatter_add (keras.ops.scatter): its values' gradient is a gather of the
+// table's gradient at their ids (repeated ids each get their row).
+TEST(Gradient, ScatterAddValues) {
+  Tensor ids = random_ids({2, 4}, 6, 7);
+  ids.i32()[1] = ids.i32()[0];  // a repeated id
+  check_gradient("scatter_add", {{2, 4, 3}},
+                 [](Graph& g, auto& p) {
+                   return g.add(Op::ScatterAdd, {g.input("ids", {2, 4}, DType::I32), p[0]},
+                                ScatterAddAttrs{{6, 3}, {}, 0});
+                 },
+                 {{"ids", ids}});
+}
 TEST(Gradient, ReshapeTransposeDropout) {
   check_gradient("reshape", {{2, 6}}, [](Graph&, auto& p) { return ops::reshape(p[0], {3, 4}); });
   check_gradient("transpose", {{2, 3, 4}}, [](Graph&, auto& p) {

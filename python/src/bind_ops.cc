@@ -58,12 +58,43 @@ UnaryFn unary_fn(const std::string& name) {
   fail("unknown elementwise function '", name, "'");
 }
 
-// Keras's initializers by kind, with their arguments (a, b: see Initializer).
-Initializer initializer_of(const std::string& kind, double a, double b) {
+// Keras's initializers by kind, with their arguments (a, b: see Initializer;
+// mode and distribution: VarianceScaling's).
+Initializer initializer_of(const std::string& kind, double a, double b, const std::string& mode,
+                           const std::string& distribution) {
   if (kind == "constant") return Initializer::constant(a);
   if (kind == "random_normal") return Initializer::normal(a, b);
   if (kind == "random_uniform") return Initializer::uniform(a, b);
+  if (kind == "truncated_normal") return Initializer::truncated_normal(a, b);
+  if (kind == "orthogonal") return Initializer::orthogonal(a);
+  if (kind == "identity") return Initializer::identity(a);
+  if (kind == "variance_scaling")
+    return Initializer::variance_scaling(a, Initializer::fan_mode(mode),
+                                         Initializer::distribution_of(distribution));
   return Initializer::from_name(kind);
+}
+
+// keras.initializers' objects hold one of these; a name (a str) converts
+// implicitly, so the stock layers' bindings take either.
+void bind_initializer(py::module_& m) {
+  py::class_<Initializer>(m, "Initializer")
+      .def(py::init(&initializer_of), "kind"_a, "a"_a = 0.0, "b"_a = 0.0, "mode"_a = "fan_in",
+           "distribution"_a = "truncated_normal")
+      .def(py::init(&Initializer::from_name), "name"_a)
+      // The values a weight at `path` of `shape` starts with under `seed`
+      // (what keras.initializers' __call__ returns).
+      .def(
+          "draw",
+          [](const Initializer& init, const Shape& shape, uint64_t seed, const std::string& path) {
+            Tensor t;
+            {
+              py::gil_scoped_release release;
+              t = init.make(path, shape, seed);
+            }
+            return to_numpy(t);
+          },
+          "shape"_a, "seed"_a = 0, "path"_a = "initializer");
+  py::implicitly_convertible<py::str, Initializer>();
 }
 
 void bind_values(py::module_& m) {
@@ -75,13 +106,16 @@ void bind_values(py::module_& m) {
       .def_property_readonly("training", &Trace::training)
       .def_property_readonly("seed", &Trace::seed)
       .def("path", &Trace::path)
+      // Keras's layer.add_loss: a scalar the training (and evaluation) loss adds.
+      .def("add_loss", &Trace::add_loss)
+      // The terms added so far in this trace (add_loss, and in training
+      // and evaluation the regularizers' penalties).
+      .def("losses", &Trace::losses)
       .def(
           "weight",
-          [](Trace& t, const std::string& name, const Shape& shape, const std::string& kind,
-             double a, double b, bool trainable) {
-            return t.weight(name, shape, initializer_of(kind, a, b), trainable);
-          },
-          "name"_a, "shape"_a, "initializer"_a, "a"_a = 0.0, "b"_a = 0.0, "trainable"_a = true);
+          [](Trace& t, const std::string& name, const Shape& shape, const Initializer& init,
+             bool trainable) { return t.weight(name, shape, init, trainable); },
+          "name"_a, "shape"_a, "initializer"_a, "trainable"_a = true);
   m.def("PyLayer", [](const std::string& name, py::object fn) {
     return Layer(std::make_shared<PyLayerImpl>(name, std::move(fn)));
   });
@@ -117,6 +151,30 @@ void bind_values(py::module_& m) {
       return Metric::Sums{sums[0].cast<double>(), sums[1].cast<double>()};
     };
     metric.result = [](const Metric::Sums& s) { return s[1] > 0 ? s[0] / s[1] : 0.0; };
+    return metric;
+  });
+  // A keras.metrics.Metric subclass: `update(targets, predictions)`
+  // (Python, with the GIL, on NumPy arrays) returns one batch's state
+  // variables, flattened; the engine adds them over the epoch's batches and
+  // `result(sums)` gives the metric of the summed state.
+  m.def("PyStatefulMetric", [](const std::string& name, py::object update, py::object result) {
+    auto hold = [](py::object o) {
+      return std::shared_ptr<py::object>(new py::object(std::move(o)), [](py::object* p) {
+        py::gil_scoped_acquire gil;
+        delete p;
+      });
+    };
+    std::shared_ptr<py::object> up = hold(std::move(update)), res = hold(std::move(result));
+    Metric metric;
+    metric.name = name;
+    metric.accumulate = [up](const Tensor& predictions, const Tensor& targets) {
+      py::gil_scoped_acquire gil;
+      return (*up)(to_numpy(targets), to_numpy(predictions)).cast<Metric::Sums>();
+    };
+    metric.result = [res](const Metric::Sums& sums) {
+      py::gil_scoped_acquire gil;
+      return (*res)(sums).cast<double>();
+    };
     return metric;
   });
   m.def("default_layer_name", &default_layer_name);
@@ -158,6 +216,11 @@ void bind_builders(py::module_& m) {
   t.def("reshape", &ops::reshape);
   t.def("transpose", &ops::transpose);
   t.def("gather", [](const Value& table, const Value& ids) { return ops::gather(table, ids); });
+  // A table of `shape` (zeros) with each row of `values` [ids..., rest]
+  // added at its id (i32): Gather's adjoint.
+  t.def("scatter_add", [](const Value& ids, const Value& values, const Shape& shape) {
+    return ids.graph->add(Op::ScatterAdd, {ids, values}, ScatterAddAttrs{shape, {}, 0});
+  });
   t.def("pad", &ops::pad);
   t.def("normalize", &ops::normalize);
   t.def("dropout", &ops::dropout);
@@ -172,6 +235,7 @@ void bind_builders(py::module_& m) {
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  bind_initializer(m);
   bind_values(m);
   bind_builders(m);
 }

@@ -91,6 +91,12 @@ py::list specs(const std::vector<KerasTensorSpec>& v) {
 }  // namespace
 
 void bind_saving(py::module_& m) {
+  // saving.py's compile config (a model with custom layers keeps it in its
+  // config.json) as engine objects: (optimizer, losses, loss_weights, metrics).
+  m.def("compile_objects_of", [](const std::string& json_text) {
+    const KerasCompileConfig c = compile_config_of(json_text);
+    return py::make_tuple(c.make_optimizer(), c.make_losses(), c.loss_weights, c.make_metrics());
+  });
   py::class_<KerasFile, std::shared_ptr<KerasFile>>(m, "KerasFile")
       .def_static(
           "read",

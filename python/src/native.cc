@@ -214,10 +214,6 @@ class OffsetBar : public Callback {
   int offset_;
 };
 
-Initializer init(const std::string& name) {
-  return Initializer::from_name(name);
-}
-
 // Symbolic tensors, Layer, the Keras layer table (keras_layer) and the
 // per-class bindings of Dense, Embedding, the convolutions and Activation.
 void bind_layers(py::module_& m) {
@@ -253,30 +249,30 @@ void bind_layers(py::module_& m) {
 
   m.def(
       "Dense",
-      [](int64_t units, const std::string& activation, bool use_bias, const std::string& ki,
-         const std::string& bi, const std::string& name) -> Layer {
+      [](int64_t units, const std::string& activation, bool use_bias, const Initializer& ki,
+         const Initializer& bi, const std::string& name) -> Layer {
         return Dense(units, DenseOptions()
                                 .activation(activation)
                                 .use_bias(use_bias)
-                                .kernel_initializer(init(ki))
-                                .bias_initializer(init(bi))
+                                .kernel_initializer(ki)
+                                .bias_initializer(bi)
                                 .name(name));
       },
       "units"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a, "bias_initializer"_a,
       "name"_a);
   m.def(
       "Embedding",
-      [](int64_t input_dim, int64_t output_dim, const std::string& ei, const std::string& name,
+      [](int64_t input_dim, int64_t output_dim, const Initializer& ei, const std::string& name,
          bool mask_zero) -> Layer {
         return Embedding(
             input_dim, output_dim,
-            EmbeddingOptions().embeddings_initializer(init(ei)).mask_zero(mask_zero).name(name));
+            EmbeddingOptions().embeddings_initializer(ei).mask_zero(mask_zero).name(name));
       },
       "input_dim"_a, "output_dim"_a, "embeddings_initializer"_a, "name"_a, "mask_zero"_a = false);
   auto conv_options = [](std::vector<int64_t> strides, const std::string& padding,
                          std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
-                         const std::string& activation, bool use_bias, const std::string& ki,
-                         const std::string& bi, const std::string& name) {
+                         const std::string& activation, bool use_bias, const Initializer& ki,
+                         const Initializer& bi, const std::string& name) {
     return ConvOptions()
         .strides(std::move(strides))
         .padding(padding)
@@ -285,8 +281,8 @@ void bind_layers(py::module_& m) {
         .depth_multiplier(depth_multiplier)
         .activation(activation)
         .use_bias(use_bias)
-        .kernel_initializer(init(ki))
-        .bias_initializer(init(bi))
+        .kernel_initializer(ki)
+        .bias_initializer(bi)
         .name(name);
   };
   m.def(
@@ -294,8 +290,8 @@ void bind_layers(py::module_& m) {
       [conv_options](const std::string& kind, int64_t filters, std::vector<int64_t> kernel_size,
                      std::vector<int64_t> strides, const std::string& padding,
                      std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
-                     const std::string& activation, bool use_bias, const std::string& ki,
-                     const std::string& bi, const std::string& name) -> Layer {
+                     const std::string& activation, bool use_bias, const Initializer& ki,
+                     const Initializer& bi, const std::string& name) -> Layer {
         ConvOptions o = conv_options(std::move(strides), padding, std::move(dilation), groups,
                                      depth_multiplier, activation, use_bias, ki, bi, name);
         if (kind == "Conv1D") {

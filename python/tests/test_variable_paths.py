@@ -112,3 +112,35 @@ def test_a_layer_output_key_is_accepted_with_a_warning():
     set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
     with pytest.warns(UserWarning, match="'d2/output' lays out a layer's output"):
         _mlp()
+
+
+@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def test_a_loaded_model_shows_the_recurrent_paths_a_built_one_does(tmp_path, suffix):
+    """A model loaded from a file names its recurrent weights under the
+    cell (lstm/lstm_cell/kernel) as Keras 3 and a model built in Python do,
+    and a LayoutMap key of that form shards the loaded model."""
+    keras.utils.set_random_seed(4)
+    x = keras.Input((5, 3))
+    h = keras.layers.LSTM(4, return_sequences=True, name="lstm")(x)
+    h = keras.layers.GRU(4, name="gru")(h)
+    model = keras.Model(x, keras.layers.Dense(2, name="d")(h))
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    built = [w.path for w in model.weights]
+    assert "lstm/lstm_cell/kernel" in built and "gru/gru_cell/recurrent_kernel" in built
+    path = str(tmp_path / f"rnn{suffix}")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert [w.path for w in loaded.weights] == built
+
+    rng = np.random.default_rng(1)
+    xs = rng.normal(size=(8, 5, 3)).astype(np.float32)
+    ys = rng.normal(size=(8, 2)).astype(np.float32)
+    one = keras.models.load_model(path).fit(xs, ys, batch_size=8, epochs=2, shuffle=False,
+                                           verbose=0).history["loss"]
+    layout_map = LayoutMap(DeviceMesh((1, 2), ("data", "model")))
+    layout_map["lstm/lstm_cell/kernel"] = (None, "model")
+    set_distribution(ModelParallel(layout_map=layout_map, batch_dim_name="data"))
+    sharded = keras.models.load_model(path).fit(xs, ys, batch_size=8, epochs=2, shuffle=False,
+                                               verbose=0).history["loss"]
+    set_distribution(None)
+    np.testing.assert_allclose(sharded, one, rtol=1e-5)

@@ -119,7 +119,73 @@ float orthogonal_value(const std::string& path, const Shape& shape, uint64_t see
   return (*matrix)[size_t(index)];
 }
 
+// A unit normal cut at +-2 (Keras's truncated_normal, as TensorFlow's and
+// JAX's: a draw beyond two standard deviations is drawn again): element e's
+// k-th try comes from stream k, so every element stays independent of the
+// others and of the sharding.
+double truncated_unit_normal(const std::string& path, uint64_t seed, uint64_t e) {
+  const uint64_t key = stable_hash(path.c_str()) ^ (seed * 0x9E3779B97F4A7C15ull);
+  for (uint64_t k = 0; k < 64; ++k) {
+    const double z = CounterRng(key, k).normal(e);
+    if (std::abs(z) <= 2.0) return z;
+  }
+  return 0.0;  // 64 misses in a row: probability 0.0455^64, never in practice
+}
+
+// Keras's VarianceScaling.__call__ (keras/src/initializers/random_initializers.py):
+// scale / max(1, n); a truncated normal's stddev sqrt(scale) / .8796..., an
+// untruncated one's sqrt(scale), a uniform's limit sqrt(3 scale).
+float variance_scaling_value(const Initializer& init, const std::string& path, const Shape& shape,
+                             uint64_t seed, uint64_t e) {
+  const auto [fan_in, fan_out] = fans(shape);
+  const double n = init.mode == Initializer::FanMode::FanIn    ? fan_in
+                   : init.mode == Initializer::FanMode::FanOut ? fan_out
+                                                               : (fan_in + fan_out) / 2;
+  const double scale = init.a / std::max(1.0, n);
+  switch (init.distribution) {
+    case Initializer::Distribution::TruncatedNormal:
+      return static_cast<float>(std::sqrt(scale) / 0.87962566103423978 *
+                                truncated_unit_normal(path, seed, e));
+    case Initializer::Distribution::UntruncatedNormal:
+      return static_cast<float>(std::sqrt(scale) * rng_of(path, seed).normal(e));
+    case Initializer::Distribution::Uniform: {
+      const double limit = std::sqrt(3.0 * scale);
+      return static_cast<float>(-limit + 2 * limit * rng_of(path, seed).uniform(e));
+    }
+  }
+  return 0.0f;
+}
+
+// Keras's IdentityInitializer: gain * eye(rows, cols), rank 2 only.
+float identity_value(double gain, const std::string& path, const Shape& shape, int64_t index) {
+  AS_CHECK(shape.size() == 2, "weight '", path,
+           "': the identity initializer makes matrices (rank 2), not ", shape_str(shape));
+  return index / shape[1] == index % shape[1] ? static_cast<float>(gain) : 0.0f;
+}
+
 }  // namespace
+
+Initializer Initializer::variance_scaling(double scale, FanMode mode, Distribution distribution) {
+  AS_CHECK(scale > 0, "variance_scaling: scale must be positive, got ", scale);
+  Initializer i = of(Kind::VarianceScaling, scale);
+  i.mode = mode, i.distribution = distribution;
+  return i;
+}
+
+Initializer::FanMode Initializer::fan_mode(const std::string& name) {
+  if (name == "fan_in") return FanMode::FanIn;
+  if (name == "fan_out") return FanMode::FanOut;
+  if (name == "fan_avg") return FanMode::FanAvg;
+  fail("variance_scaling: mode '", name, "' is not one of fan_in, fan_out, fan_avg");
+}
+
+Initializer::Distribution Initializer::distribution_of(const std::string& name) {
+  if (name == "truncated_normal") return Distribution::TruncatedNormal;
+  if (name == "untruncated_normal") return Distribution::UntruncatedNormal;
+  if (name == "uniform") return Distribution::Uniform;
+  fail("variance_scaling: distribution '", name,
+       "' is not one of truncated_normal, untruncated_normal, uniform");
+}
 
 Initializer Initializer::unit_forget_bias(int64_t units, const Initializer& rest) {
   AS_CHECK(units > 0, "unit_forget_bias: units must be positive, got ", units);
@@ -128,15 +194,28 @@ Initializer Initializer::unit_forget_bias(int64_t units, const Initializer& rest
   return i;
 }
 
+// Keras's names and aliases (keras/src/initializers/__init__.py: each class's
+// snake_case name, and uniform, normal, one, zero), with its defaults.
 Initializer Initializer::from_name(const std::string& name) {
-  if (name == "zeros") return zeros();
-  if (name == "ones") return ones();
+  using D = Distribution;
+  if (name == "zeros" || name == "zero" || name == "constant") return zeros();
+  if (name == "ones" || name == "one") return ones();
   if (name == "glorot_uniform") return glorot_uniform();
-  if (name == "random_normal") return normal(0.0, 0.05);
-  if (name == "random_uniform") return uniform(-0.05, 0.05);
-  if (name == "orthogonal") return orthogonal();
+  if (name == "glorot_normal") return variance_scaling(1, FanMode::FanAvg, D::TruncatedNormal);
+  if (name == "he_normal") return variance_scaling(2, FanMode::FanIn, D::TruncatedNormal);
+  if (name == "he_uniform") return variance_scaling(2, FanMode::FanIn, D::Uniform);
+  if (name == "lecun_normal") return variance_scaling(1, FanMode::FanIn, D::TruncatedNormal);
+  if (name == "lecun_uniform") return variance_scaling(1, FanMode::FanIn, D::Uniform);
+  if (name == "variance_scaling") return variance_scaling(1, FanMode::FanIn, D::TruncatedNormal);
+  if (name == "random_normal" || name == "normal") return normal(0.0, 0.05);
+  if (name == "random_uniform" || name == "uniform") return uniform(-0.05, 0.05);
+  if (name == "truncated_normal") return truncated_normal(0.0, 0.05);
+  if (name == "orthogonal" || name == "orthogonal_initializer") return orthogonal();
+  if (name == "identity" || name == "identity_initializer") return identity();
   fail("unknown initializer '", name,
-       "' (known: zeros, ones, glorot_uniform, random_normal, random_uniform, orthogonal)");
+       "' (known: zeros, ones, constant, glorot_uniform, glorot_normal, he_normal, he_uniform, "
+       "lecun_normal, lecun_uniform, variance_scaling, random_normal, random_uniform, "
+       "truncated_normal, orthogonal, identity)");
 }
 
 float Initializer::value(const std::string& path, const Shape& shape, uint64_t seed,
@@ -161,6 +240,12 @@ float Initializer::value(const std::string& path, const Shape& shape, uint64_t s
     }
     case Kind::Orthogonal:
       return orthogonal_value(path, shape, seed, a, index);
+    case Kind::TruncatedNormal:
+      return static_cast<float>(a + b * truncated_unit_normal(path, seed, e));
+    case Kind::VarianceScaling:
+      return variance_scaling_value(*this, path, shape, seed, e);
+    case Kind::Identity:
+      return identity_value(a, path, shape, index);
     case Kind::UnitForgetBias: {
       const auto units = static_cast<int64_t>(a);
       if (index / units == 1) return 1.0f;

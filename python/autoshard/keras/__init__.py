@@ -6,7 +6,7 @@ implemented and where they depart from Keras: docs/python.md.
 """
 
 from . import activations, callbacks, distribution, layers, losses, metrics, models, optimizers, utils
-from . import constraints, ops, preprocessing, regularizers, saving
+from . import constraints, initializers, ops, preprocessing, regularizers, saving
 from .models import Input, Model, Sequential
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "callbacks",
     "constraints",
     "distribution",
+    "initializers",
     "layers",
     "losses",
     "metrics",

@@ -33,29 +33,14 @@ def snake_case(name):
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-_INITIALIZER_ARGS = {  # Keras class -> (engine kind, argument names for a and b)
-    "Zeros": ("zeros", ()), "Ones": ("ones", ()), "GlorotUniform": ("glorot_uniform", ()),
-    "Orthogonal": ("orthogonal", ()), "Constant": ("constant", ("value",)),
-    "RandomNormal": ("random_normal", ("mean", "stddev")),
-    "RandomUniform": ("random_uniform", ("minval", "maxval")),
-}
-_INITIALIZER_DEFAULTS = {"random_normal": (0.0, 0.05), "random_uniform": (-0.05, 0.05)}
-
-
 def initializer_spec(value, what):
-    """(kind, a, b) for Trace.weight from a Keras initializer (name or object)."""
-    if isinstance(value, str):
-        kind = {"uniform": "random_uniform", "normal": "random_normal"}.get(value, value)
-        return (kind,) + _INITIALIZER_DEFAULTS.get(kind, (0.0, 0.0))
-    if isinstance(value, (int, float)):
-        return ("constant", float(value), 0.0)
-    entry = _INITIALIZER_ARGS.get(type(value).__name__)
-    if entry is None:
-        raise ValueError(f"{what}: initializer {type(value).__name__} is not supported (give "
-                         f"one of {', '.join(sorted(_INITIALIZER_ARGS))} or its name)")
-    kind, names = entry
-    args = [float(getattr(value, n)) for n in names] + [0.0, 0.0]
-    return (kind, args[0], args[1])
+    """The engine initializer for add_weight from a Keras initializer (a
+    name, a config, a number or a keras.initializers object)."""
+    from . import initializers
+    try:
+        return initializers.get(value).native()
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 def tracked_layers(obj):
@@ -137,8 +122,16 @@ class LayerAPI:
         return cls(**config)
 
     def add_loss(self, loss):
-        raise ValueError(f"layer '{self.name}': add_loss is not supported; give the loss to "
-                         "compile() (a function (y_true, y_pred) of keras.ops)")
+        """Keras's add_loss, called in ``call``: the sum of ``loss``'s
+        elements is added to the training and evaluation loss
+        (keras/src/trainers/trainer.py, _aggregate_additional_loss sums each
+        term), on every mesh as the penalties of regularizers are."""
+        trace = current_trace()
+        if trace is None:
+            raise ValueError(f"layer '{self.name}': add_loss is supported inside call(), on "
+                             "tensors computed there (from the inputs or the weights)")
+        from . import ops
+        trace.add_loss(ops.sum(ops.convert_to_tensor(loss))._value)
 
     def add_metric(self, *args, **kwargs):
         raise ValueError(f"layer '{self.name}': add_metric is not supported; give metrics to "
@@ -221,7 +214,7 @@ class LayerAPI:
                 self.build(self._input_shape)
                 self.built = True
             for var in self._variables:
-                declare(var, trace.weight(var.name, list(var.shape), *var._initializer,
+                declare(var, trace.weight(var.name, list(var.shape), var._initializer,
                                           trainable=var.trainable))
                 var._engine_path = trace.path(var.name)
             kwargs, self._pending_kwargs = self._pending_kwargs, {}
@@ -260,7 +253,7 @@ def any_symbolic(inputs):
 def keras_config(layer):
     """A custom layer's entry in a Keras 3 architecture: its class, module
     and get_config(), under the name Keras registers it by (the class's
-    ``_keras_registered_name`` where register_keras_serializable set one,
+    ``package>name`` where register_keras_serializable registered it,
     else the class name, as Keras's get_registered_name)."""
     cls = type(layer)
     config = layer.get_config()
@@ -271,4 +264,4 @@ def keras_config(layer):
         return {"module": "keras.layers", "class_name": cls.__name__, "config": config,
                 "registered_name": None}
     return {"module": cls.__module__, "class_name": cls.__name__, "config": config,
-            "registered_name": getattr(cls, "_keras_registered_name", None) or cls.__name__}
+            "registered_name": cls.__dict__.get("_registered_name") or cls.__name__}

@@ -52,15 +52,12 @@ def start(model, name):
     model._call_layer = None
 
 
-def _input_of(a, index, count):
-    dtype = "int32" if a.dtype.kind in "iub" else "float32"
-    name = None if count == 1 else f"input_{index}"
-    return Input(a.shape[1:], dtype=dtype, name=name)
-
-
-def build_from_arrays(model, arrays):
-    """Builds ``model`` for inputs like ``arrays`` (one per model input)."""
-    inputs = [_input_of(a, i, len(arrays)) for i, a in enumerate(arrays)]
+def build_from_specs(model, specs):
+    """Builds ``model`` for inputs of ``specs``: (shape without the batch
+    dimension, dtype) per model input."""
+    count = len(specs)
+    inputs = [Input(tuple(shape), dtype=dtype, name=None if count == 1 else f"input_{i}")
+              for i, (shape, dtype) in enumerate(specs)]
     layer = _ModelCall(model, model._name)
     output = layer(inputs if len(inputs) > 1 else inputs[0])
     model._call_layer = layer
@@ -69,6 +66,48 @@ def build_from_arrays(model, arrays):
     model._native = _native.Model.functional([t._native for t in inputs], [output._native],
                                              model._name)
     model._after_build()
+
+
+def build_from_arrays(model, arrays):
+    """Builds ``model`` for inputs like ``arrays`` (one per model input)."""
+    build_from_specs(model, [(a.shape[1:], "int32" if a.dtype.kind in "iub" else "float32")
+                             for a in arrays])
+
+
+def build_config(model):
+    """Keras 3's build_config of a built subclassed model (``input_shape``,
+    batch first), with each input's dtype beside it: what load_model builds
+    the rebuilt model for before reading its weights."""
+    shapes = [[None] + list(t.shape[1:]) for t in model._input_tensors]
+    dtypes = [{"f32": "float32", "i32": "int32"}.get(t.dtype, t.dtype)
+              for t in model._input_tensors]
+    one = len(shapes) == 1
+    return {"input_shape": shapes[0] if one else shapes, "input_dtype": dtypes[0] if one else dtypes}
+
+
+def build_from_config(model, config, what):
+    """Builds a subclassed model from build_config()'s dict."""
+    shapes, dtypes = config.get("input_shape"), config.get("input_dtype")
+    if not isinstance(shapes, list) or not shapes:
+        raise ValueError(f"{what}: the file holds no input shapes for model '{model.name}' "
+                         "(build_config): build the model (model.build) and use load_weights")
+    if not isinstance(shapes[0], list):
+        shapes, dtypes = [shapes], [dtypes]
+    dtypes = dtypes if isinstance(dtypes, list) and len(dtypes) == len(shapes) else \
+        ["float32"] * len(shapes)
+    build_from_specs(model, [(s[1:], d or "float32") for s, d in zip(shapes, dtypes)])
+
+
+def from_config(cls, config):
+    """A subclassed model from its config: ``cls(**config)``, as Keras's
+    Model.from_config revives a class that is not functional."""
+    config = {k: v for k, v in config.items() if k not in ("trainable", "dtype")}
+    try:
+        return cls(**config)
+    except TypeError as e:
+        raise TypeError(f"Unable to revive model {cls.__name__} from its config {config}: {e} "
+                        "(define get_config() returning its __init__ arguments, or "
+                        "from_config)") from None
 
 
 def build_from_data(model, x, what, arrays_of):

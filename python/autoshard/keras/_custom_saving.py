@@ -111,9 +111,11 @@ def _architecture(model):
         cls = type(model)
         get_config = getattr(model, "get_config", None)
         config = get_config() if callable(get_config) else {}
+        from . import _custom_models
         return {"module": cls.__module__, "class_name": cls.__name__,
                 "config": {"name": model.name, "trainable": True, **(config or {})},
-                "registered_name": getattr(cls, "_keras_registered_name", None) or cls.__name__}
+                "registered_name": cls.__dict__.get("_registered_name") or cls.__name__,
+                "build_config": _custom_models.build_config(model)}
     from . import _model_files
     return _model_files.model_config(model)
 
@@ -152,6 +154,29 @@ def save(model, path, overwrite, save_file):
 
 def save_weights(model, path, overwrite, save_file):
     save_file(path, overwrite, lambda out: _write_weights(model, out), "save_weights")
+
+
+def restore(model, config, path, compile):
+    """load_model's rest for a model rebuilt in Python from a file's
+    config: a subclassed model built for the saved inputs (its
+    build_config), the file's weights read into it, and compiled with the
+    file's compile config (if ``compile``; one that names what only Python
+    code defines, such as a custom loss, leaves the model uncompiled with a
+    warning, as Keras's load_model warns)."""
+    from . import _custom_models
+    if getattr(model, "_call_layer", 1) is None:  # a subclassed model not built yet
+        _custom_models.build_from_config(model, config.get("build_config") or {}, "load_model")
+    model.load_weights(path)
+    compile_config = config.get("compile_config")
+    if compile and compile_config:
+        try:
+            objects = _native.compile_objects_of(json.dumps(compile_config))
+        except Exception as e:  # noqa: BLE001 (the engine's error, reported as a warning)
+            import warnings
+            warnings.warn(f"load_model: '{os.path.basename(path)}' was not compiled ({e}); "
+                          "call compile()", stacklevel=3)
+            return
+        model._compile_from_objects(objects)
 
 
 def load_weights(model, path):

@@ -274,15 +274,24 @@ def custom_model_config(filepath, custom_objects):
         return None
     if not isinstance(config, dict):
         return None
-    entries = (config.get("config") or {}).get("layers") or []
     custom = custom_objects or {}
-    for entry in entries:
+
+    def python_class(entry):
+        """Whether the entry, or a layer of a model it holds, names a class
+        of Python code (a subclassed model is the file's top entry)."""
+        if not isinstance(entry, dict):
+            return False
         names = (entry.get("registered_name"), entry.get("class_name"))
-        if any(n in custom or n in _registry._REGISTERED for n in names if n):
-            return config
-        if getattr(getattr(_layers(), names[1] or "", None), "_keras_builtin", False):
-            return config  # Keras's layers that autoshard builds in Python
-    return None
+        if any(isinstance(n, str) and (n in custom or n in _registry._REGISTERED)
+               for n in names):
+            return True
+        if isinstance(names[1], str) and getattr(getattr(_layers(), names[1], None),
+                                                  "_keras_builtin", False):
+            return True  # Keras's layers that autoshard builds in Python
+        inner = entry.get("config")
+        return isinstance(inner, dict) and any(python_class(e) for e in inner.get("layers") or [])
+
+    return config if python_class(config) else None
 
 
 def clone_model(model, input_tensors=None, clone_function=None, call_function=None,

@@ -20,6 +20,7 @@ import tempfile
 from .. import _native
 from . import _custom_layers, _custom_saving, _functional
 from . import activations as _activations
+from . import initializers as _initializers
 from . import layers as _layers
 from . import optimizers as _optimizers
 
@@ -296,7 +297,8 @@ def _layer_config(layer):
         if key.endswith("activation"):
             value = _activations.name_of(value) or "linear"
         elif key.endswith("initializer"):
-            value = _layers._initializer(value)
+            value = value if isinstance(value, str) else _initializers.serialize(
+                _initializers.get(value))
         elif key.endswith(("_regularizer", "_constraint")):
             value = _penalty_config(key, value)
         elif isinstance(value, tuple):

@@ -188,7 +188,7 @@ class Variable(TensorOperators):
         self._owner = owner
         self.name = name
         self._shape = tuple(int(d) for d in shape)
-        self._initializer = initializer  # (kind, a, b) for Trace.weight
+        self._initializer = initializer  # the engine initializer, for Trace.weight
         self.trainable = bool(trainable)
         self.dtype = dtype
         self._engine_path = None  # set when first traced

@@ -9,6 +9,8 @@ a recurrent layer builds its cell in its own scope, so an LSTM's kernel is
 the same names with Keras's separators.
 """
 
+import json
+
 import numpy as np
 
 # Keras 3's cell of each recurrent layer (keras/src/layers/rnn/): its
@@ -20,7 +22,7 @@ def keras_paths(model, keys):
     """Keras 3's path of each engine weight key of ``model``."""
     from . import _functional
 
-    cells = {}
+    cells = _file_cells(model)
     for layer in _functional.model_layers(model, flat=True):
         cell = _CELLS.get(type(layer).__name__)
         if cell:
@@ -32,6 +34,33 @@ def keras_paths(model, keys):
         if layer in cells and "." not in weight:
             path = f"{layer.replace('.', '/')}/{cells[layer]}/{weight}"
         out.append(path)
+    return out
+
+
+def _file_cells(model):
+    """Layer name -> its cell's scope for the recurrent layers of the
+    architecture a model was loaded with (a loaded model has no Python
+    layers to ask; its file names each layer's class)."""
+    kf = getattr(model, "_keras_file", None)
+    if kf is None:
+        return {}
+    try:
+        architecture = json.loads(kf.architecture)
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+
+    def walk(entry):
+        if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+            return
+        config = entry["config"]
+        cell = _CELLS.get(entry.get("class_name"))
+        if cell and isinstance(config.get("name"), str):
+            out[config["name"]] = cell
+        for sub in config.get("layers") or []:  # a functional model's, a Sequential's
+            walk(sub)
+
+    walk(architecture)
     return out
 
 

@@ -10,6 +10,7 @@ import json
 from .. import _checks, _native
 from . import _custom_layers, _functional
 from . import activations as _activations
+from . import initializers as _initializers
 from . import utils as _utils
 from .tensors import Input, InputLayer, KerasTensor
 
@@ -27,17 +28,9 @@ __all__ = [
 
 
 def _initializer(value):
-    if value is None:
-        return "zeros"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("class_name"), str):
-        name = value["class_name"]  # Keras's serialized initializer (a file's config)
-    else:
-        name = getattr(value, "_autoshard_name", None) or type(value).__name__
-    # Keras's class names (GlorotUniform) to the engine's (glorot_uniform).
-    snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
-    return snake
+    """The engine initializer of a layer argument (a name, a config or a
+    keras.initializers object; None: zeros)."""
+    return _initializers.native(value)
 
 
 def _ints(value, rank, what, layer="layer", minimum=1):
@@ -216,7 +209,6 @@ class Embedding(Layer):
                  input_shape=None, mask_zero=False, **kwargs):
         _no_extra(kwargs, "Embedding")
         init = _initializer(embeddings_initializer)
-        init = "random_uniform" if init == "uniform" else init
         # mask_zero: id 0 pads; the layers after it see the mask (docs/layers.md, "Masks").
         super().__init__(_native.Embedding(_int(input_dim, "input_dim", "Embedding"),
                                            _int(output_dim, "output_dim", "Embedding"), init,

@@ -10,10 +10,22 @@ Keras does).
 import numpy as np
 
 from .. import _checks, _native
+from . import _custom_metrics
 
 
-class Metric:
-    def __init__(self, native, name=None):
+class Metric(_custom_metrics.MetricAPI):
+    """Keras's Metric. The stock metrics here are the engine's; a subclass
+    with ``update_state``/``result`` (and state from ``add_variable``) is a
+    custom metric (_custom_metrics.py): its update runs on each batch's
+    targets and predictions, and its state is summed over the epoch."""
+
+    def __init__(self, *args, **kwargs):
+        if args and isinstance(args[0], _native.Metric):  # a stock metric: (native, name)
+            self._stock(*args, **kwargs)
+        else:  # Keras's Metric(dtype=None, name=None), from a subclass
+            _custom_metrics.start(self, *args, **kwargs)
+
+    def _stock(self, native, name=None):
         if name is not None and name != native.name:
             native = _native.metric_named(native, _checks.name(name, "metrics"))
         self._native = native

@@ -14,7 +14,8 @@ import threading
 import numpy as np
 
 from .. import _checks, _native
-from . import _custom_models, _datasets, _functional, _model_files, _sample_weights, _variables
+from . import _added_losses, _custom_models, _custom_saving, _datasets, _functional
+from . import _model_files, _sample_weights, _variables
 from . import callbacks as _callbacks
 from . import distribution as _distribution
 from . import losses as _losses
@@ -34,7 +35,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
         # Classes of Python code (custom_objects, the registry): the model is
         # rebuilt here from its config and the file's weights loaded into it.
         model = _functional.model_from_config(config, custom_objects, "load_model")
-        model.load_weights(filepath)
+        _custom_saving.restore(model, config, filepath, compile)
         return model
     kf = _model_files.read_model_file(filepath, compile)
     return Model.from_keras_file(kf, compile)
@@ -268,14 +269,19 @@ class Model:
         return model
 
     def _compile_from_keras_file(self, kf):
-        optimizer, losses, loss_weights, metrics = kf.compile_objects()
+        self._compile_from_objects(kf.compile_objects())
+        kf.restore_iterations(self._native)
+        # The file's compile config is written again as the file had it.
+        self._compiled_from_file = self._compiled
+
+    def _compile_from_objects(self, objects):
+        """Compiles with a file's compile config as engine objects
+        (optimizer, losses, loss_weights, metrics)."""
+        optimizer, losses, loss_weights, metrics = objects
         self.optimizer = _optimizers.Optimizer(optimizer)
         self._compiled = (self.optimizer, [_losses.Loss.from_native(n) for n in losses],
                           list(loss_weights) or None, [_metrics.Metric(m) for m in metrics])
         self._compile_native()
-        kf.restore_iterations(self._native)
-        # The file's compile config is written again as the file had it.
-        self._compiled_from_file = self._compiled
 
     def _keras_architecture(self):
         """The Keras 3 architecture model.save writes (_model_files)."""
@@ -329,6 +335,7 @@ class Model:
             return _custom_models.call_in_trace(self, inputs, {"training": training})
         if _functional.is_symbolic(inputs):
             return _functional.call_model(self, inputs)
+        self._last_call_inputs = inputs  # what model.losses' add_loss terms are of
         return self.predict(inputs, verbose=0)
 
     def get_config(self):
@@ -338,6 +345,8 @@ class Model:
     @classmethod
     def from_config(cls, config, custom_objects=None):
         """A model of ``config`` (get_config's) with new layers and weights."""
+        if hasattr(cls, "call") and "layers" not in config:  # a subclassed model's
+            return _custom_models.from_config(cls, config)
         return _functional.functional_from_config(cls, config, custom_objects)
 
     def to_json(self, **kwargs):
@@ -960,10 +969,12 @@ class Model:
     def losses(self):
         """Keras's model.losses: the weight regularizers' penalties on the
         current weights (NumPy float32 scalars; the activity penalties
-        exist only inside a step, where the engine adds them to the loss)."""
+        exist only inside a step, where the engine adds them to the loss),
+        then the custom layers' add_loss terms of the last model(x) call."""
         weights = self._penalties()[0]
         native = self._built()
-        return [r(native.get_weight(p)) for p, r in weights.items()]
+        return [r(native.get_weight(p)) for p, r in weights.items()] + \
+            _added_losses.added_losses(self)
 
     def _split_weights(self):
         """(trainable, non-trainable) weight paths as trainable is set now."""

@@ -75,9 +75,12 @@ def _symbolic(op, args, kwargs):
     runs ``op`` on its inputs when the model is traced (a split: one layer
     per part, each taking its part)."""
     from .layers import OpLayer
-    if op.__name__ in ("split", "array_split"):
-        sections = args[1] if len(args) > 1 else kwargs["indices_or_sections"]
-        count = sections if isinstance(sections, int) else len(sections) + 1
+    if op.__name__ in ("split", "array_split", "top_k"):
+        if op.__name__ == "top_k":  # (values, indices)
+            count = 2
+        else:
+            sections = args[1] if len(args) > 1 else kwargs["indices_or_sections"]
+            count = sections if isinstance(sections, int) else len(sections) + 1
 
         def part(i):
             def take_part(*a, **k):
@@ -322,7 +325,15 @@ def where(condition, x1=None, x2=None):
         raise ValueError("ops.where(condition) (the indices form) is not supported inside a "
                          "layer's call: give x1 and x2")
     c = not_equal(condition, 0.0)
-    return add(multiply(c, x1), multiply(subtract(1.0, c), x2))
+    return add(_select(c, x1), _select(subtract(1.0, c), x2))
+
+
+def _select(mask, x):
+    """x where mask (0 or 1) is 1, else 0, broadcast together: relu_grad
+    is the engine's select (``mask <= 0 ? 0 : x``), so an infinity or a NaN
+    where the mask is 0 never reaches the result (a product would give NaN),
+    and x's gradient is masked the same way; the mask takes none."""
+    return _w(_t.relu_grad(_v(mask), _v(x)))
 
 
 @_keras_op(np.maximum)
@@ -1097,6 +1108,85 @@ def is_tensor(x):
     return isinstance(x, (TracedTensor, Variable, KerasTensor, np.ndarray))
 
 
+# --- products, sorting, scatters and branches -----------------------------------------
+
+def _np_prod(x, axis=None, keepdims=False, dtype=None):
+    return np.prod(x, axis=_np_axis(axis), keepdims=keepdims, dtype=dtype)
+
+
+def _prod_axis(x, a):
+    """The product along axis ``a`` (kept, as one): halves multiplied
+    pairwise, log2(n) products, each with its gradient and split like any
+    elementwise product."""
+    n = _shape(x)[a]
+    if n == 0:
+        shape = list(_shape(x))
+        shape[a] = 1
+        return _w(_t.constant(_trace(), shape, 1.0))
+    while n > 1:
+        half = n // 2
+        y = multiply(_slice(x, a, 0, half), _slice(x, a, half, 2 * half))
+        x = concatenate([y, _slice(x, a, 2 * half, n)], a) if n % 2 else y
+        n = _shape(x)[a]
+    return x
+
+
+@_keras_op(_np_prod)
+def prod(x, axis=None, keepdims=False, dtype=None):
+    x = x if _is_traced(x) else _w(_v(x))
+    shape = _shape(x)
+    axes = _axes(axis, len(shape))
+    for a in axes:
+        x = _prod_axis(x, a)
+    return x if keepdims else reshape(x, [d for i, d in enumerate(shape) if i not in axes])
+
+
+def _to_last(x, axis):
+    """(x with ``axis`` moved last, the permutation that moves it back)."""
+    rank = len(_shape(x))
+    a = _axis(axis, rank)
+    perm = [i for i in range(rank) if i != a] + [a]
+    back = list(range(rank - 1))
+    back.insert(a, rank - 1)
+    return transpose(x, perm), back
+
+
+def _sorted_places(x):
+    """P [..., n, n]: P[..., i, k] = 1 where element i of the last axis is
+    the k-th smallest (ties in index order, a stable sort). The rank of i is
+    the count of elements below it, and of equal ones before it: n^2
+    comparisons, composed of elementwise ops that split over every other
+    axis (no primitive sort)."""
+    n = _shape(x)[-1]
+    xi, xj = expand_dims(x, -1), expand_dims(x, -2)  # [..., i, 1], [..., 1, j]
+    before = subtract(1.0, _w(_upper(n)))  # [i, j]: 1 where j < i
+    rank = sum(add(less(xj, xi), multiply(equal(xj, xi), before)), -1)  # [..., i]
+    return equal(expand_dims(rank, -1), _positions(n, 0, 1))  # [..., i, k]
+
+
+def _np_sort(x, axis=-1):
+    return np.sort(x, axis=axis, kind="stable")
+
+
+@_keras_op(_np_sort)
+def sort(x, axis=-1):
+    moved, back = _to_last(x, axis)
+    places = _sorted_places(moved)
+    out = sum(_select(places, expand_dims(moved, -1)), -2)  # [..., k]
+    return transpose(out, back)
+
+
+@_keras_op(lambda x, axis=-1: np.argsort(x, axis=axis, kind="stable").astype(np.int32))
+def argsort(x, axis=-1):
+    # Float32 positions inside a call (the engine's integers are ids only),
+    # as argmax's; int32 eagerly, as Keras.
+    moved, back = _to_last(x, axis)
+    places = _sorted_places(moved)
+    n = _shape(moved)[-1]
+    out = sum(multiply(places, reshape(_positions(n, 0, 1), (n, 1))), -2)
+    return transpose(out, back)
+
+
 def _np_top_k(x, k, sorted=True):  # noqa: A002
     x = np.asarray(x)
     idx = np.argsort(-x, axis=-1, kind="stable")[..., :k]
@@ -1105,14 +1195,125 @@ def _np_top_k(x, k, sorted=True):  # noqa: A002
 
 @_keras_op(_np_top_k)
 def top_k(x, k, sorted=True):  # noqa: A002
-    raise ValueError("ops.top_k is computed eagerly only (on NumPy arrays), not inside a "
-                     "layer's call")
+    """(values, indices) of the k largest along the last axis, largest
+    first (ties: the lower index first, as TensorFlow's); the indices are
+    float32 inside a call (docs/python.md)."""
+    n = _shape(x)[-1]
+    if not 1 <= int(k) <= n:
+        raise ValueError(f"ops.top_k: k={k} must be in [1, {n}] (the last axis)")
+    places = _slice(_sorted_places(negative(x)), len(_shape(x)), 0, int(k))
+    values = sum(_select(places, expand_dims(x, -1)), -2)
+    indices = sum(multiply(places, reshape(_positions(n, 0, 1), (n, 1))), -2)
+    return values, indices
 
 
-@_keras_op(lambda x, indices, axis=None: np.take_along_axis(x, np.asarray(indices), axis))
+def _np_take_along_axis(x, indices, axis=None):
+    return np.take_along_axis(np.asarray(x), np.asarray(indices).astype(np.int64), axis)
+
+
+@_keras_op(_np_take_along_axis)
 def take_along_axis(x, indices, axis=None):
-    raise ValueError("ops.take_along_axis is computed eagerly only (on NumPy arrays), not "
-                     "inside a layer's call")
+    """x's elements at ``indices`` along ``axis`` (NumPy's broadcasting of
+    the other axes): each index picks its element by a comparison with the
+    positions and a select, so x's gradient reaches the elements picked.
+    Indices are float32 (argsort's, top_k's) or int32 ids."""
+    if axis is None:
+        x, indices, axis = reshape(x, (-1,)), reshape(indices, (-1,)), 0
+    x = x if _is_traced(x) else _w(_v(x))
+    moved, back = _to_last(x, axis)
+    n = _shape(moved)[-1]
+    if _is_traced(indices):
+        idx, _ = _to_last(indices, axis)
+        if dtype_name(_v(idx)) == "int32":
+            picks = _w(_t.gather(_eye(n), _v(idx)))  # [..., m, n]
+        else:
+            picks = equal(expand_dims(idx, -1), _positions(n, 0, 1))
+    else:  # a NumPy array of indices: their one-hot rows, made here
+        idx = np.moveaxis(np.asarray(indices, np.int64) % builtins.max(n, 1), axis, -1)
+        picks = _constant_one_hot(idx, n)
+    out = sum(_select(picks, expand_dims(moved, -2)), -1)
+    return transpose(out, back)
+
+
+def _constant_one_hot(idx, n):
+    """The one-hot rows [*idx.shape, n] of constant indices: rows of the
+    identity taken by slicing (constants with differing values cannot enter
+    a traced call)."""
+    rows = take(_w(_eye(n)), idx.reshape(-1), axis=0)  # [len, n]
+    return reshape(rows, list(idx.shape) + [n])
+
+
+def cond(pred, true_fn, false_fn):
+    """Keras's ops.cond: ``true_fn()`` if ``pred`` else ``false_fn()``. The
+    predicate must be known while tracing (a Python bool, a number, a NumPy
+    value): the step graph is one static program, so a branch taken on a
+    traced tensor's value is refused; compute both and pick with ops.where."""
+    if _is_traced(pred) or isinstance(pred, KerasTensor):
+        raise ValueError(
+            "ops.cond: the predicate is a tensor computed by the model (a branch on data), "
+            "which autoshard's one static step graph cannot take; compute both branches and "
+            "pick with ops.where(pred, true_value, false_value), or give a Python bool")
+    p = np.asarray(pred)
+    if p.size != 1:
+        raise ValueError(f"ops.cond: the predicate must be one value, got shape {p.shape}")
+    return true_fn() if bool(p.reshape(-1)[0]) else false_fn()
+
+
+__all__.append("cond")
+
+
+def _np_scatter(indices, values, shape):
+    out = np.zeros(tuple(shape), np.float32)
+    idx = np.asarray(indices).astype(np.int64)
+    np.add.at(out, tuple(np.moveaxis(idx, -1, 0)), np.asarray(values, np.float32))
+    return out
+
+
+def _np_scatter_update(inputs, indices, updates):
+    out = np.array(inputs, copy=True)
+    idx = np.asarray(indices).astype(np.int64)
+    out[tuple(np.moveaxis(idx, -1, 0))] = updates
+    return out
+
+
+@_keras_op(_np_scatter)
+def scatter(indices, values, shape):
+    """A tensor of ``shape``, zeros but for ``values`` at ``indices`` [...,
+    depth] (the coordinates of the first ``depth`` axes; repeated indices
+    add, as TensorFlow's scatter_nd). Traced int32 indices of depth 1 are
+    one ScatterAdd (split over the table's rows like an embedding's
+    gradient); NumPy indices of any depth a one-hot product."""
+    shape = [int(d) for d in _as_list(shape)]
+    values = values if _is_traced(values) else _w(_v(values))
+    if _is_traced(indices):
+        idx = _v(indices)
+        if dtype_name(idx) != "int32" or idx.shape[-1] != 1:
+            raise ValueError("ops.scatter inside a layer's call takes traced indices as int32 "
+                             "of depth 1 ([..., 1], rows of the first axis); give indices of "
+                             "more axes as a NumPy array")
+        ids = _t.reshape(idx, list(idx.shape[:-1]))
+        return _w(_t.scatter_add(ids, _v(values), shape))
+    idx = np.asarray(indices).astype(np.int64)
+    depth = idx.shape[-1]
+    rows = math.prod(shape[:depth])
+    flat = np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), shape[:depth], mode="wrap")
+    picks = _constant_one_hot(flat, rows)  # [..., rows]
+    lead = len(flat.shape)
+    letters = _LETTERS[:lead]
+    rest = _LETTERS[lead:lead + len(shape) - depth]
+    out = einsum(f"{letters}z,{letters}{rest}->z{rest}", picks, values)
+    return reshape(out, shape)
+
+
+@_keras_op(_np_scatter_update)
+def scatter_update(inputs, indices, updates):
+    """``inputs`` with the elements (or slices) at ``indices`` replaced by
+    ``updates``: a select between the scattered updates and the inputs, so
+    each takes its own gradient."""
+    shape = list(_shape(inputs))
+    hit = scatter(indices, ones_like(updates), shape)
+    return add(_select(hit, scatter(indices, updates, shape)),
+               _select(subtract(1.0, hit), inputs))
 
 
 __all__ += ["convert_to_tensor", "convert_to_numpy", "shape", "size", "is_tensor"]

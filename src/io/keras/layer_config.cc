@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_regularizers.h"
@@ -10,6 +11,72 @@
 namespace autoshard::keras {
 
 using nlohmann::json;
+
+namespace {
+
+// Keras's initializer classes by their config's class_name
+// (keras/src/initializers/random_initializers.py, constant_initializers.py);
+// nullopt for a class autoshard lacks.
+std::optional<Initializer> initializer_of_class(const std::string& cls, const json& c) {
+  using I = Initializer;
+  auto num = [&c](const char* k, double def) {
+    const json* v = json_member(c, k);
+    return v && v->is_number() ? v->get<double>() : def;
+  };
+  auto str = [&c](const char* k, const char* def) {
+    const json* v = json_member(c, k);
+    return v && v->is_string() ? v->get<std::string>() : std::string(def);
+  };
+  if (cls == "Constant") return I::constant(num("value", 0));
+  if (cls == "RandomNormal") return I::normal(num("mean", 0), num("stddev", 0.05));
+  if (cls == "TruncatedNormal") return I::truncated_normal(num("mean", 0), num("stddev", 0.05));
+  if (cls == "RandomUniform") return I::uniform(num("minval", -0.05), num("maxval", 0.05));
+  if (cls == "Orthogonal" || cls == "OrthogonalInitializer") return I::orthogonal(num("gain", 1));
+  if (cls == "Identity" || cls == "IdentityInitializer") return I::identity(num("gain", 1));
+  if (cls == "VarianceScaling") {
+    std::string d = str("distribution", "truncated_normal");
+    if (d == "normal") d = "truncated_normal";  // Keras's alias
+    return I::variance_scaling(num("scale", 1), I::fan_mode(str("mode", "fan_in")),
+                               I::distribution_of(d));
+  }
+  // The rest take no arguments but a seed: their snake_case names.
+  std::string snake;
+  for (char ch : cls) {
+    if (std::isupper(static_cast<unsigned char>(ch)) && !snake.empty()) snake += '_';
+    snake += char(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  for (const char* known : {"zeros", "ones", "glorot_uniform", "glorot_normal", "he_normal",
+                            "he_uniform", "lecun_normal", "lecun_uniform"})
+    if (snake == known) return I::from_name(snake);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Initializer LayerConfig::initializer_or(const std::string& k, const Initializer& def) {
+  used_.insert(k);
+  const json* v = json_member(c_, k);
+  if (!v || v->is_null()) return def;
+  if (v->is_string()) {  // a name autoshard lacks: a custom function's
+    try {
+      return Initializer::from_name(v->get<std::string>());
+    } catch (const Error&) {
+      return def;
+    }
+  }
+  try {
+    const json* cls = json_member(*v, "class_name");
+    if (cls && cls->is_string()) {
+      const json* c = json_member(*v, "config");
+      const json empty = json::object();
+      return initializer_of_class(cls->get<std::string>(), c && c->is_object() ? *c : empty)
+          .value_or(def);
+    }
+  } catch (const Error& e) {
+    bad(k, *v, e.what());
+  }
+  return def;
+}
 
 LayerConfig::LayerConfig(const LayerSpec& spec, const BuildContext& ctx)
     : spec_(spec),

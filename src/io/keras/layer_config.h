@@ -93,6 +93,11 @@ class LayerConfig {
   // A regularizer or constraint field (null or absent: none), checked.
   void penalty(const std::string& k);
   void initializer(const std::string& k) { used_.insert(k); }
+  // The initializer a field names (Keras's name, or {class_name, config});
+  // absent, null or a class autoshard lacks (a custom one): `def`. A file's
+  // weights replace the draws, so only a model built from its config alone
+  // (model_from_json, the command line's fresh train) starts from these.
+  Initializer initializer_or(const std::string& k, const Initializer& def);
   // The activation autoshard applies ("" for linear); absent: `def`.
   std::string activation_name(const std::string& k, const std::string& def = "linear");
   void channels_last();

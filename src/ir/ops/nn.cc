@@ -332,10 +332,25 @@ std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
           Value{}};
 }
 
+// Each row of dy went to its id's row of the table, so its gradient is that
+// row of the table's gradient (keras.ops.scatter's gradient in its values).
+std::vector<Value> scatter_add_vjp(Graph& g, int id, Value d) {
+  const Node& n = g.node(id);
+  return {Value{}, g.add(Op::Gather, {d, g.value(n.inputs[0])},
+                         GatherAttrs{{}, n.attr<ScatterAddAttrs>().id_offset})};
+}
+
 ShapeAndType scatter_add_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 2);
   AS_CHECK(input_dtype(g, n, 0) == DType::I32, "scatter_add: ids must be i32");
-  return {n.attr<ScatterAddAttrs>().table_shape, DType::F32};
+  const Shape& table = n.attr<ScatterAddAttrs>().table_shape;
+  AS_CHECK(!table.empty(), "scatter_add: the table needs at least one axis");
+  Shape rows = input_shape(g, n, 0);
+  rows.insert(rows.end(), table.begin() + 1, table.end());
+  AS_CHECK(input_shape(g, n, 1) == rows, "scatter_add: values of shape ",
+           shape_str(input_shape(g, n, 1)), " must be the ids' shape and a table row's, ",
+           shape_str(rows));
+  return {table, DType::F32};
 }
 
 void scatter_add_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
@@ -701,6 +716,7 @@ void register_nn_ops(std::vector<OpDef>& t) {
   t[size_t(Op::ScatterAdd)] = {.name = "scatter_add",
                                .infer = scatter_add_infer,
                                .kernel = scatter_add_kernel,
+                               .vjp = scatter_add_vjp,
                                .shard = scatter_add_rule,
                                .localize = scatter_add_localize,
                                .loops = scatter_add_loops,

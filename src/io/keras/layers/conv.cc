@@ -19,6 +19,8 @@ ConvOptions keras_conv_options(LayerConfig& f, size_t rank) {
   o.dilation_rate(f.sizes("dilation_rate", rank, std::vector<int64_t>(rank, 1)));
   o.activation(f.activation_name("activation"));
   o.use_bias(f.boolean("use_bias", true)).name(f.name());
+  o.kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()));
+  o.bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
   return o;
 }
 

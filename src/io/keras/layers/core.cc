@@ -35,10 +35,14 @@ BuiltLayer keras_dense(LayerConfig& f) {
   const int64_t units = f.positive("units");
   const bool bias = f.boolean("use_bias", true);
   const std::string act = f.activation_name("activation");
+  const DenseOptions o =
+      DenseOptions()
+          .kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()))
+          .bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
   f.weight_extras({"kernel", "bias"});
   std::vector<std::string> w = {"kernel"};
   if (bias) w.push_back("bias");
-  return {Dense(units, DenseOptions().activation(act).use_bias(bias).name(f.name())),
+  return {Dense(units, DenseOptions(o).activation(act).use_bias(bias).name(f.name())),
           plain_roles(w)};
 }
 
@@ -46,8 +50,12 @@ BuiltLayer keras_embedding(LayerConfig& f) {
   const int64_t in = f.positive("input_dim"), dim = f.positive("output_dim");
   const bool mask_zero = f.boolean("mask_zero", false);
   if (mask_zero && in < 2) f.bad("input_dim", in, "must be at least 2 with mask_zero (id 0 pads)");
+  const Initializer init =
+      f.initializer_or("embeddings_initializer", Initializer::uniform(-0.05, 0.05));
   f.weight_extras({"embeddings"});
-  return {Embedding(in, dim, EmbeddingOptions().mask_zero(mask_zero).name(f.name())),
+  return {Embedding(
+              in, dim,
+              EmbeddingOptions().mask_zero(mask_zero).embeddings_initializer(init).name(f.name())),
           plain_roles({"embeddings"})};
 }
 
