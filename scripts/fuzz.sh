@@ -36,7 +36,7 @@ declare -A sources=(
   [keras_tfjs]="$keras src/io/keras/weight_table.cc"
   [keras_hub_preset]="src/io/keras_hub/config.cc src/models/config_reader.cc
     src/models/keras_hub_model.cc src/models/keras_hub_table.cc src/models/registry.cc
-    $(echo src/models/{gpt2,llama,opt,bert}/{config,family,keras_hub}.cc)"
+    $(echo src/models/{gpt2,llama,opt,bert,phi3}/{config,family,keras_hub}.cc)"
 )
 # The config readers reach the model families through their registry
 # entries, whose other functions (building a model, reading its weights) pull
