@@ -51,7 +51,9 @@ TEST_F(SolveLimits, OneSecondOnASeveralMegabyteProblemAnswersWithinOnePointOne) 
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("best: cost"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("went to starting and reading"), std::string::npos) << r.output;
+#ifndef AUTOSHARD_SANITIZED  // instrumented code is several times slower
   EXPECT_LT(r.seconds, 1.1) << r.output;
+#endif
 }
 
 // --deterministic counts the limit in work (the same answer on every run):
@@ -67,7 +69,9 @@ TEST_F(SolveLimits, DeterministicBudgetRunsWithinOnePointFiveItsNominalSeconds) 
   ASSERT_EQ(r.code, 0) << r.output;
   RecordProperty("wall_s", std::to_string(r.seconds));
   RecordProperty("cpu_s", std::to_string(cpu));
+#ifndef AUTOSHARD_SANITIZED  // instrumented code is several times slower
   EXPECT_LT(cpu, 1.5) << r.output;
+#endif
   const cli_runner::Result again =
       cli_runner::run("solve " + problem + " --time-limit 1 --deterministic");
   ASSERT_EQ(again.code, 0) << again.output;
