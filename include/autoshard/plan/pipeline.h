@@ -1,5 +1,6 @@
-// Pipeline parallelism in the cost model (prediction only: no command
-// executes a pipeline yet). A mesh axis named "pipe" of size P cuts the
+// Pipeline parallelism in the cost model: the price of a pipeline shape
+// (app/pipeline_pricing.h chooses among them; nn/pipeline.h executes the
+// chosen one). A mesh axis named "pipe" of size P cuts the
 // model's repeated blocks into P consecutive stages (the embeddings go with
 // the first, the head and loss with the last); each stage is laid out over
 // the other axes (the in-stage mesh, data x model) as a whole model is today.
