@@ -8,14 +8,13 @@
 #include "autoshard/input_file.h"
 #include "io/files.h"
 #include "io/hf_tensors.h"
+#include "models/llama/hf_tensors.h"
 
 namespace autoshard {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
+std::vector<HfTensor> llama_hf_tensors(const LlamaConfig& c) {
   const int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t Q = c.num_attention_heads * c.head_dim, KV = c.num_key_value_heads * c.head_dim;
   std::vector<HfTensor> t = {{"embed_tokens.embeddings", {"model.embed_tokens.weight", {V, C}}},
@@ -49,9 +48,11 @@ std::vector<HfTensor> hf_tensors(const LlamaConfig& c) {
   return t;
 }
 
+namespace {
+
 void write_hf_llama(Llama& model, const fs::path& dir, const HfSaveOptions& options) {
   const LlamaConfig& c = model.config();
-  write_hf_reshaped(model, dir, hf_tensors(c), options);
+  write_hf_reshaped(model, dir, llama_hf_tensors(c), options);
   nlohmann::json cfg = {{"model_type", c.model_type},
                         {"vocab_size", c.vocab_size},
                         {"hidden_size", c.hidden_size},
@@ -91,11 +92,11 @@ void write_hf_llama(Llama& model, const fs::path& dir, const HfSaveOptions& opti
 }  // namespace
 
 std::map<std::string, Shape> llama_hf_shapes(const LlamaConfig& config) {
-  return hf_shapes(hf_tensors(config));
+  return hf_shapes(llama_hf_tensors(config));
 }
 
 std::map<std::string, std::string> llama_hf_names(const LlamaConfig& config) {
-  return hf_names(hf_tensors(config));
+  return hf_names(llama_hf_tensors(config));
 }
 
 LlamaConfig llama_config_of(const std::string& dir) {
@@ -105,7 +106,7 @@ LlamaConfig llama_config_of(const std::string& dir) {
 void load_llama_weights(Llama& model, const std::string& path) {
   // Older checkpoints store each layer's rotary frequencies; they follow
   // from the config.
-  load_hf_reshaped(model, path, hf_tensors(model.config()),
+  load_hf_reshaped(model, path, llama_hf_tensors(model.config()),
                    [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); });
 }
 

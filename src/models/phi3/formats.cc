@@ -5,6 +5,7 @@
 // `mlp.gate_up_proj.weight` [2 x intermediate, hidden] (Phi3MLP's chunk(2):
 // gate first). Each autoshard weight is a run of its fused tensor's rows,
 // so every device still reads only its own bytes.
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "autoshard/models/phi3/phi3.h"
 #include "io/files.h"
 #include "io/hf_tensors.h"
+#include "models/llama/hf_tensors.h"
 
 namespace autoshard {
 
@@ -20,27 +22,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Llama's tensors with each layer's q, k, v and gate, up parts of one
+// fused tensor, in that order (Llama's list has them one after another).
 std::vector<HfTensor> phi3_hf_tensors(const LlamaConfig& c) {
-  const int64_t C = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
   const int64_t Q = c.num_attention_heads * c.head_dim, KV = c.num_key_value_heads * c.head_dim;
-  std::vector<HfTensor> t = {{"embed_tokens.embeddings", {"model.embed_tokens.weight", {V, C}}},
-                             {"norm.gamma", {"model.norm.weight", {C}}}};
-  if (!c.tie_word_embeddings) t.push_back({"lm_head.kernel", {"lm_head.weight", {V, C}}});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string ours = "layers." + std::to_string(i) + ".", hf = "model." + ours;
-    t.push_back({ours + "input_layernorm.gamma", {hf + "input_layernorm.weight", {C}}});
-    t.push_back(
-        {ours + "post_attention_layernorm.gamma", {hf + "post_attention_layernorm.weight", {C}}});
-    const FileTensor qkv{hf + "self_attn.qkv_proj.weight", {Q + 2 * KV, C}};
-    t.push_back({ours + "self_attn.q_proj.kernel", qkv, 0});
-    t.push_back({ours + "self_attn.k_proj.kernel", qkv, Q * C});
-    t.push_back({ours + "self_attn.v_proj.kernel", qkv, (Q + KV) * C});
-    t.push_back({ours + "self_attn.o_proj.kernel", {hf + "self_attn.o_proj.weight", {C, Q}}});
-    const FileTensor gate_up{hf + "mlp.gate_up_proj.weight", {2 * I, C}};
-    t.push_back({ours + "mlp.gate_proj.kernel", gate_up, 0});
-    t.push_back({ours + "mlp.up_proj.kernel", gate_up, I * C});
-    t.push_back({ours + "mlp.down_proj.kernel", {hf + "mlp.down_proj.weight", {C, I}}});
-  }
+  struct Part {
+    const char *name, *fused;
+    int64_t rows, offset;
+  };
+  const Part parts[] = {
+      {"self_attn.q_proj.weight", "self_attn.qkv_proj.weight", Q + 2 * KV, 0},
+      {"self_attn.k_proj.weight", "self_attn.qkv_proj.weight", Q + 2 * KV, Q},
+      {"self_attn.v_proj.weight", "self_attn.qkv_proj.weight", Q + 2 * KV, Q + KV},
+      {"mlp.gate_proj.weight", "mlp.gate_up_proj.weight", 2 * I, 0},
+      {"mlp.up_proj.weight", "mlp.gate_up_proj.weight", 2 * I, I}};
+  std::vector<HfTensor> t = llama_hf_tensors(c);
+  for (HfTensor& h : t)
+    for (const Part& p : parts)
+      if (h.file.name.ends_with(std::string(".") + p.name)) {
+        const std::string layer = h.file.name.substr(0, h.file.name.size() - strlen(p.name));
+        h.file = {layer + p.fused, {p.rows, C}};
+        h.offset = p.offset * C;
+      }
   return t;
 }
 
