@@ -16,6 +16,8 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
+#include "autoshard/nn/losses.h"
+#include "autoshard/optim/optimizers.h"
 #include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
 #include "keras_fixtures.h"
@@ -31,6 +33,7 @@ using testing::kKerasFileFixtures;
 using testing::kKerasLayerFixtures;
 using testing::kSharedKerasFiles;
 
+using testing::random_tensor;
 using testing::ScratchDir;
 
 namespace fs = std::filesystem;
@@ -190,6 +193,51 @@ TEST(KerasFiles, Keras2AndTfjsFamilies) {
             DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
       EXPECT_LT(max_relative_error(k.model->predict(x), want), 1e-4) << mesh;
     }
+  }
+}
+
+// A .keras file as Keras 3 writes an image model with augmentation, an
+// adapted Normalization (mean, variance and the int64 count) and CenterCrop
+// (tools/keras_files/make_family_files.py) predicts as Keras does in
+// inference: the random layers pass images through, the statistics
+// normalize, the crop keeps the centre. The reference is computed here
+// from the loaded weights; training it is refused, naming the layer.
+TEST(KerasFiles, PreprocessingLayersPredictAsInInference) {
+  const std::string file = kKerasFileFixtures + "/families/keras3_preprocessing.keras";
+  const Tensor x = random_tensor({4, 6, 6, 2}, 3);
+  KerasModel one = load_keras_model(file);
+  const Tensor mean = one.model->gather_weight("normalization.mean");
+  const Tensor variance = one.model->gather_weight("normalization.variance");
+  const Tensor kernel = one.model->gather_weight("dense.kernel");
+  const Tensor bias = one.model->gather_weight("dense.bias");
+  ASSERT_EQ(kernel.shape(), (Shape{32, 3}));
+  Tensor want({4, 3});
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t o = 0; o < 3; ++o) {
+      double sum = bias.f32()[o];
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 4; ++j)
+          for (int64_t c = 0; c < 2; ++c) {
+            const int64_t at = ((b * 6 + i + 1) * 6 + j + 1) * 2 + c;
+            const double v = (x.f32()[at] - mean.f32()[c]) / std::sqrt(variance.f32()[c]);
+            sum += v * kernel.f32()[((i * 4 + j) * 2 + c) * 3 + o];
+          }
+      want.f32()[b * 3 + o] = static_cast<float>(sum);
+    }
+  for (const char* mesh : {"", "model=3", "data=2,model=2"}) {
+    KerasModel k = load_keras_model(file);
+    if (*mesh)
+      k.model->set_distribution(std::make_shared<AutoShard>(
+          DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
+    EXPECT_LT(max_relative_error(k.model->predict(x), want), 1e-5) << mesh;
+  }
+  one.model->compile(SGD(), losses::mean_squared_error);
+  try {
+    one.model->train_on_batch(x, want);
+    ADD_FAILURE() << "trained through RandomFlip";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RandomFlip layer 'random_flip'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -96,7 +96,7 @@ std::string optimizer_class(const std::string& name) {
 KerasCompiled compile_keras(KerasModel& k, const KerasOverrides& over, bool training) {
   KerasCompileConfig c = k.compile;
   if (!over.loss.empty()) {
-    c.losses = {nlohmann::json{{"name", over.loss}}};
+    c.losses = {KerasCompileConfig::loss_named(over.loss)};
     c.loss_weights.clear();
   }
   if (!over.optimizer.empty()) {

@@ -67,6 +67,9 @@ struct KerasCompileConfig {
   std::shared_ptr<Optimizer> make_optimizer() const;
   std::vector<Loss> make_losses() const;
   std::vector<Metric> make_metrics() const;
+  // A loss named as Keras's compile takes it ("mse", "MeanSquaredError",
+  // "sparse_categorical_crossentropy") in the form `losses` holds.
+  static nlohmann::json loss_named(const std::string& name);
 };
 
 // Where one model weight lives in each format (what save writes).

@@ -444,6 +444,10 @@ std::shared_ptr<Optimizer> KerasCompileConfig::make_optimizer() const {
   return with_schedule(optimizer_of(*this, schedule ? schedule(1) : -1), schedule);
 }
 
+nlohmann::json KerasCompileConfig::loss_named(const std::string& name) {
+  return keras::loss_of(name, "--loss");
+}
+
 std::vector<Loss> KerasCompileConfig::make_losses() const {
   AS_CHECK(!losses.empty(), "the model file has no loss in its compile config; give one");
   std::vector<Loss> out;

@@ -227,6 +227,10 @@ void LayerConfig::weight_extras(const std::vector<std::string>& weights) {
   expect("quantization_config", nullptr);
 }
 
+void LayerConfig::accept_remaining_fields() {
+  for (const auto& [k, v] : c_.items()) used_.insert(k);
+}
+
 void LayerConfig::finish() const {
   for (const auto& [k, v] : c_.items())
     if (!used_.count(k))

@@ -105,6 +105,9 @@ class LayerConfig {
   // initializers (accepted), regularizers and constraints (checked),
   // and no LoRA or quantization.
   void weight_extras(const std::vector<std::string>& weights);
+  // Marks every field as read: for layers whose config changes nothing in
+  // what autoshard runs (an augmentation layer in inference).
+  void accept_remaining_fields();
   // Throws naming the first field nobody read.
   void finish() const;
 

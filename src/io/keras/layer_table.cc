@@ -35,6 +35,7 @@ const LayerTable& layer_table() {
     add_normalization_layers(t);
     add_merge_layers(t);
     add_recurrent_layers(t);
+    add_preprocessing_layers(t);
     return t;
   }();
   return table;
