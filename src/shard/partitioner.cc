@@ -62,23 +62,33 @@ std::string value_name(const Graph& g, int id) {
   return cat("%", id, " ", op_name(n.op), shape_str(n.shape));
 }
 
+// Sharding::validate with its message built only when it fails: a plan's
+// every decision is checked, tens of thousands for a large model.
+template <typename... Parts>
+void validate_layout(const Sharding& s, const DeviceMesh& mesh, int rank, const Parts&... what) {
+  try {
+    s.validate(mesh, rank, "");
+  } catch (const Error&) {
+    s.validate(mesh, rank, cat(what...));
+  }
+}
+
 // Checks a decision a planner fixed against the op it is for.
 void check_decision(const Graph& g, const Node& n, const ShardDecision& d, const DeviceMesh& mesh) {
   AS_CHECK(d.inputs.size() == n.inputs.size(), "plan for ", op_name(n.op), " gives ",
            d.inputs.size(), " input layouts for ", n.inputs.size(), " inputs");
   for (size_t k = 0; k < n.inputs.size(); ++k) {
-    d.inputs[k].validate(mesh, static_cast<int>(g.node(n.inputs[k]).shape.size()),
-                         cat("plan for ", op_name(n.op), " input ", k));
+    const int rank = static_cast<int>(g.node(n.inputs[k]).shape.size());
+    validate_layout(d.inputs[k], mesh, rank, "plan for ", op_name(n.op), " input ", k);
     if (k < d.via.size() && d.via[k])
-      d.via[k]->validate(mesh, static_cast<int>(g.node(n.inputs[k]).shape.size()),
-                         cat("plan for ", op_name(n.op), " input ", k, " (via)"));
+      validate_layout(*d.via[k], mesh, rank, "plan for ", op_name(n.op), " input ", k, " (via)");
   }
   AS_CHECK(d.via.size() <= n.inputs.size(), "plan for ", op_name(n.op), " gives ", d.via.size(),
            " staging layouts for ", n.inputs.size(), " inputs");
   AS_CHECK(takes_partial(op_def(n.op).linearity, d.inputs, d.output), "plan for ", op_name(n.op),
            ": partial inputs only where the op is linear in them, and the output partial over "
            "the same axes");
-  d.output.validate(mesh, static_cast<int>(n.shape.size()), cat("plan for ", op_name(n.op)));
+  validate_layout(d.output, mesh, static_cast<int>(n.shape.size()), "plan for ", op_name(n.op));
 }
 
 // Builds one device's local graph.
@@ -173,7 +183,8 @@ class Lowering {
     const int local = p_.local_of[device_][id];
     if (from == to) return local;
     const int region = consumer ? consumer->region : -1, block = consumer ? consumer->block : -1;
-    auto key = std::make_tuple(id, to.to_string(mesh_), region, block);
+    const CacheKey key{id,      region,     block,
+                       to.dims, to.partial, to.partial.empty() ? -1 : int(to.partial_op)};
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     if (via && *via != from && *via != to)
       return cache_[key] = convert(reshard(id, *via, consumer), *via, to, id);
@@ -249,7 +260,10 @@ class Lowering {
   bool record_;
   Graph& local_;
   std::vector<int> coords_;
-  std::map<std::tuple<int, std::string, int, int>, int> cache_;
+  // (value, consumer's region and block, the layout converted into: its
+  // dims, partial axes and their op when partial), as Sharding's == sees it.
+  using CacheKey = std::tuple<int, int, int, std::vector<int>, std::vector<int>, int>;
+  std::map<CacheKey, int> cache_;
 };
 
 }  // namespace

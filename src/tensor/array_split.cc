@@ -22,12 +22,18 @@ std::vector<int64_t> split_sizes(int64_t n, int64_t parts) {
 }
 
 std::vector<int64_t> nested_split_sizes(int64_t n, const std::vector<int64_t>& parts) {
-  std::vector<int64_t> sizes{n};
+  // Finest first in place: the partitioner asks this of every collective,
+  // over axes of up to thousands of members.
+  int64_t total = 1;
+  for (int64_t k : parts) total *= k;
+  std::vector<int64_t> sizes(size_t(total), n);
+  int64_t count = 1;  // blocks so far, sizes[0, count)
   for (int64_t k : parts) {
-    std::vector<int64_t> finer;
-    for (int64_t s : sizes)
-      for (int64_t i = 0; i < k; ++i) finer.push_back(split_size(s, k, i));
-    sizes = std::move(finer);
+    for (int64_t b = count - 1; b >= 0; --b) {
+      const int64_t s = sizes[size_t(b)];
+      for (int64_t i = k - 1; i >= 0; --i) sizes[size_t(b * k + i)] = split_size(s, k, i);
+    }
+    count *= k;
   }
   return sizes;
 }
