@@ -212,7 +212,7 @@ class OffsetBar : public Callback {
 };
 
 // Symbolic tensors, Layer and the Keras layer table (keras_layer), which
-// builds every Python layer class but MultiHeadAttention.
+// builds every stock Python layer class from its Keras 3 config.
 void bind_layers(py::module_& m) {
   py::class_<SymbolicTensor>(m, "SymbolicTensor")
       .def_property_readonly("shape", [](const SymbolicTensor& s) { return s.node().shape; })
@@ -245,24 +245,6 @@ void bind_layers(py::module_& m) {
       "class_name"_a, "config"_a, "seed"_a = 0);
 
   m.def("check_activation", &check_activation);
-}
-
-// MultiHeadAttention, the one Python layer class with a binding of its own:
-// the Keras layer table has no entry for it yet (its weights' paths in
-// Keras 3's files differ between versions).
-void bind_multi_head_attention(py::module_& m) {
-  m.def(
-      "MultiHeadAttention",
-      [](int64_t heads, int64_t key_dim, int64_t value_dim, double dropout, bool use_bias,
-         const std::string& name) -> Layer {
-        return MultiHeadAttention(heads, key_dim,
-                                  MultiHeadAttentionOptions()
-                                      .value_dim(value_dim)
-                                      .dropout(dropout)
-                                      .use_bias(use_bias)
-                                      .name(name));
-      },
-      "num_heads"_a, "key_dim"_a, "value_dim"_a, "dropout"_a, "use_bias"_a, "name"_a);
 }
 
 void bind_training(py::module_& m) {
@@ -599,7 +581,6 @@ PYBIND11_MODULE(_native, m) {
   // (Local: other extensions' exceptions are theirs to translate.)
   py::register_local_exception_translator(translate_engine_error);
   bind_layers(m);
-  bind_multi_head_attention(m);
   bind_training(m);
   bind_distribution(m);
   bind_model(m);

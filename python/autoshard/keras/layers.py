@@ -480,10 +480,12 @@ class MultiHeadAttention(Layer):
                  **kwargs):
         _no_extra(kwargs, "MultiHeadAttention")
         where = "MultiHeadAttention"
-        super().__init__(_native.MultiHeadAttention(
-            _int(num_heads, "num_heads", where), _int(key_dim, "key_dim", where),
-            0 if value_dim is None else _int(value_dim, "value_dim", where),
-            _rate(dropout, "dropout", where), bool(use_bias), _name(name, where)))
+        config = {"name": _name(name, where), "num_heads": _int(num_heads, "num_heads", where),
+                  "key_dim": _int(key_dim, "key_dim", where),
+                  "dropout": _rate(dropout, "dropout", where), "use_bias": bool(use_bias)}
+        if value_dim is not None:
+            config["value_dim"] = _int(value_dim, "value_dim", where)
+        super().__init__(_from_table(where, config))
 
     def __call__(self, query, value=None, key=None, **kwargs):
         if key is not None or kwargs:
@@ -785,6 +787,59 @@ class Cropping2D(Layer):
         super().__init__(_from_table("Cropping2D", {
             "name": _name(name, "Cropping2D"),
             "cropping": _sides(cropping, "cropping", "Cropping2D", True)}))
+
+
+# --- Attention (issue 55's "one more Keras layer"): built by the Keras layer
+# table (src/io/keras/layers/attention.cc), as the file readers build it.
+__all__ += ["Attention"]
+
+
+class Attention(Layer):
+    """keras.layers.Attention: dot-product (Luong-style) attention of a query
+    over a value, called on [query, value] or [query, value, key]
+    (keras/src/layers/attention/attention.py). Masks come from the inputs
+    (Embedding(mask_zero=True), Masking); use_causal_mask and
+    return_attention_scores are call arguments, as in Keras."""
+
+    def __init__(self, use_scale=False, score_mode="dot", dropout=0.0, seed=None, name=None,
+                 **kwargs):
+        _no_extra(kwargs, "Attention")
+        if score_mode not in ("dot", "concat"):
+            raise ValueError("Invalid value for argument score_mode. Expected one of {'dot', "
+                             f"'concat'}}. Received: score_mode={score_mode}")
+        self._config = {"name": _name(name, "Attention"), "use_scale": bool(use_scale),
+                        "score_mode": score_mode, "dropout": _rate(dropout, "dropout",
+                                                                   "Attention")}
+        self._seed = _seed(seed, "Attention")
+        self._call_args = None  # the call arguments of the first call
+        super().__init__(_from_table("Attention", self._config, self._seed))
+
+    def __call__(self, inputs, mask=None, training=None, return_attention_scores=False,
+                 use_causal_mask=False, **kwargs):
+        if mask is not None:
+            raise ValueError(f"layer '{self.name}': give masks through "
+                             "Embedding(mask_zero=True) or a Masking layer, not mask=")
+        if kwargs:
+            raise ValueError(f"layer '{self.name}': unsupported call argument(s) "
+                             f"{', '.join(sorted(kwargs))}")
+        if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
+            raise ValueError("Attention layer must be called on a list of inputs, namely "
+                             "[query, value] or [query, value, key]")
+        args = {k: True for k, v in (("use_causal_mask", use_causal_mask),
+                                     ("return_attention_scores", return_attention_scores)) if v}
+        if self._call_args is None:
+            self._call_args = args
+            if args:  # the table reads call arguments as fields (a file's node kwargs)
+                self._native = _from_table("Attention", {**self._config, "name": self.name,
+                                                         **args}, self._seed)
+        elif args != self._call_args:
+            raise ValueError(f"layer '{self.name}': every call must give the same "
+                             "use_causal_mask and return_attention_scores as the first")
+        out = Layer.__call__(self, list(inputs))
+        first = out[0] if isinstance(out, list) else out
+        if isinstance(first, KerasTensor):
+            first._call_kwargs = args  # written as the node's kwargs by model.save
+        return out
 
 
 # --- Preprocessing layers (issue 57): traced layers written from Keras 3's
