@@ -15,6 +15,7 @@ namespace {
 TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
   const std::vector<std::string> expected = {"Activation",
                                              "Add",
+                                             "AdditiveAttention",
                                              "Attention",
                                              "Average",
                                              "AveragePooling1D",
@@ -48,6 +49,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "MaxPooling2D",
                                              "Maximum",
                                              "Minimum",
+                                             "MultiHeadAttention",
                                              "Multiply",
                                              "Permute",
                                              "ReLU",

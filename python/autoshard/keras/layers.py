@@ -791,7 +791,7 @@ class Cropping2D(Layer):
 
 # --- Attention (issue 55's "one more Keras layer"): built by the Keras layer
 # table (src/io/keras/layers/attention.cc), as the file readers build it.
-__all__ += ["Attention"]
+__all__ += ["Attention", "AdditiveAttention"]
 
 
 class Attention(Layer):
@@ -801,18 +801,22 @@ class Attention(Layer):
     (Embedding(mask_zero=True), Masking); use_causal_mask and
     return_attention_scores are call arguments, as in Keras."""
 
+    _kind = "Attention"
+
     def __init__(self, use_scale=False, score_mode="dot", dropout=0.0, seed=None, name=None,
                  **kwargs):
-        _no_extra(kwargs, "Attention")
-        if score_mode not in ("dot", "concat"):
-            raise ValueError("Invalid value for argument score_mode. Expected one of {'dot', "
-                             f"'concat'}}. Received: score_mode={score_mode}")
-        self._config = {"name": _name(name, "Attention"), "use_scale": bool(use_scale),
-                        "score_mode": score_mode, "dropout": _rate(dropout, "dropout",
-                                                                   "Attention")}
-        self._seed = _seed(seed, "Attention")
+        kind = self._kind
+        _no_extra(kwargs, kind)
+        self._config = {"name": _name(name, kind), "use_scale": bool(use_scale),
+                        "dropout": _rate(dropout, "dropout", kind)}
+        if kind == "Attention":  # AdditiveAttention has no score_mode
+            if score_mode not in ("dot", "concat"):
+                raise ValueError("Invalid value for argument score_mode. Expected one of "
+                                 f"{{'dot', 'concat'}}. Received: score_mode={score_mode}")
+            self._config["score_mode"] = score_mode
+        self._seed = _seed(seed, kind)
         self._call_args = None  # the call arguments of the first call
-        super().__init__(_from_table("Attention", self._config, self._seed))
+        super().__init__(_from_table(kind, self._config, self._seed))
 
     def __call__(self, inputs, mask=None, training=None, return_attention_scores=False,
                  use_causal_mask=False, **kwargs):
@@ -830,8 +834,8 @@ class Attention(Layer):
         if self._call_args is None:
             self._call_args = args
             if args:  # the table reads call arguments as fields (a file's node kwargs)
-                self._native = _from_table("Attention", {**self._config, "name": self.name,
-                                                         **args}, self._seed)
+                self._native = _from_table(self._kind, {**self._config, "name": self.name,
+                                                        **args}, self._seed)
         elif args != self._call_args:
             raise ValueError(f"layer '{self.name}': every call must give the same "
                              "use_causal_mask and return_attention_scores as the first")
@@ -840,6 +844,17 @@ class Attention(Layer):
         if isinstance(first, KerasTensor):
             first._call_kwargs = args  # written as the node's kwargs by model.save
         return out
+
+
+class AdditiveAttention(Attention):
+    """keras.layers.AdditiveAttention (additive_attention.py): Bahdanau-style
+    scores sum(scale * tanh(query + key), -1), ``scale`` a weight of the
+    query's last dimension (``use_scale``, the default)."""
+
+    _kind = "AdditiveAttention"
+
+    def __init__(self, use_scale=True, dropout=0.0, seed=None, name=None, **kwargs):
+        super().__init__(use_scale=use_scale, dropout=dropout, seed=seed, name=name, **kwargs)
 
 
 # --- Preprocessing layers (issue 57): traced layers written from Keras 3's

@@ -1,7 +1,7 @@
 // Keras's attention layers: MultiHeadAttention (the C++ layer of
-// autoshard/nn/layers.h) and Attention, the dot-product (Luong-style) layer
-// composed here from existing ops: einsum, softmax, tanh, a sum and the
-// Dropout layer.
+// autoshard/nn/layers.h), and Attention, the dot-product (Luong-style)
+// layer, with AdditiveAttention (Bahdanau-style scores), composed here from
+// existing ops: einsum, softmax, tanh, a sum and the Dropout layer.
 // keras/src/layers/attention/attention.py, class Attention:
 //   scores  "dot":    q k^T, times the scalar weight `scale` (use_scale);
 //           "concat": concat_score_weight * sum(tanh(scale * (q + k)), -1)
@@ -27,7 +27,8 @@ namespace {
 
 struct KerasAttentionOptions {
   bool use_scale = false;
-  bool concat = false;  // score_mode "concat" (else "dot")
+  bool concat = false;    // score_mode "concat" (else "dot")
+  bool additive = false;  // AdditiveAttention's scores
   double dropout = 0;
   uint64_t seed = 0;
   bool causal = false;
@@ -94,6 +95,7 @@ class KerasAttention : public LayerImpl {
  private:
   // _calculate_scores: [B, Tq, Tv].
   Value scores(Trace& t, const Value& q, const Value& k) {
+    if (o_.additive) return additive_scores(t, q, k);
     std::optional<Value> scale;
     if (o_.use_scale) scale = t.weight("scale", {}, Initializer::ones());
     if (!o_.concat) {
@@ -107,6 +109,16 @@ class KerasAttention : public LayerImpl {
     return ops::reduce_sum(ops::tanh(sum), {3}) * weight;
   }
 
+  // AdditiveAttention._calculate_scores: sum(scale * tanh(q + k), -1), its
+  // scale a weight [dim] (glorot_uniform) with use_scale, else 1.
+  Value additive_scores(Trace& t, const Value& q, const Value& k) {
+    const Value sum = ops::tanh(ops::reshape(q, {q.dim(0), q.dim(1), 1, q.dim(2)}) +
+                                ops::reshape(k, {k.dim(0), 1, k.dim(1), k.dim(2)}));
+    if (!o_.use_scale) return ops::reduce_sum(sum, {3});
+    return ops::einsum("bqkd,d->bqk", sum,
+                       t.weight("scale", {q.dim(2)}, Initializer::glorot_uniform()));
+  }
+
   KerasAttentionOptions o_;
   Layer dropout_;
 };
@@ -114,12 +126,18 @@ class KerasAttention : public LayerImpl {
 // Keras 3's Attention config (get_config: use_scale, score_mode, dropout;
 // seed) and its call arguments use_causal_mask and return_attention_scores.
 // Weights in build's order: scale (use_scale), concat_score_weight.
-BuiltLayer keras_attention(LayerConfig& f) {
+// AdditiveAttention (additive_attention.py): use_scale defaults to true,
+// no score_mode.
+BuiltLayer keras_attention(LayerConfig& f, bool additive) {
   KerasAttentionOptions o;
-  o.use_scale = f.boolean("use_scale", false);
-  const std::string mode = f.string("score_mode", "dot");
-  if (mode != "dot" && mode != "concat") f.bad("score_mode", mode, "must be \"dot\" or \"concat\"");
-  o.concat = mode == "concat";
+  o.additive = additive;
+  o.use_scale = f.boolean("use_scale", additive);
+  if (!additive) {
+    const std::string mode = f.string("score_mode", "dot");
+    if (mode != "dot" && mode != "concat")
+      f.bad("score_mode", mode, "must be \"dot\" or \"concat\"");
+    o.concat = mode == "concat";
+  }
   o.dropout = f.number("dropout", 0);
   if (o.dropout < 0 || o.dropout >= 1) f.bad("dropout", o.dropout, "must be in [0, 1)");
   o.seed = f.ctx().seed;
@@ -170,7 +188,8 @@ BuiltLayer keras_multi_head_attention(LayerConfig& f) {
 }  // namespace
 
 void add_attention_layers(LayerTable& table) {
-  table.add("Attention", keras_attention);
+  table.add("Attention", [](LayerConfig& f) { return keras_attention(f, false); });
+  table.add("AdditiveAttention", [](LayerConfig& f) { return keras_attention(f, true); });
   table.add("MultiHeadAttention", keras_multi_head_attention);
 }
 
