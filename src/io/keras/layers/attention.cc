@@ -55,7 +55,7 @@ Value keras_causal_softmax(Value s) {
 class KerasAttention : public LayerImpl {
  public:
   KerasAttention(std::string name, KerasAttentionOptions o)
-      : LayerImpl(layer_name_or_default(name, "attention")),
+      : LayerImpl(layer_name_or_default(name, o.additive ? "additive_attention" : "attention")),
         o_(o),
         dropout_(Dropout(o.dropout, o.seed, "dropout")) {}
 
