@@ -15,11 +15,14 @@ namespace {
 TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
   const std::vector<std::string> expected = {"Activation",
                                              "Add",
+                                             "AdditiveAttention",
+                                             "Attention",
                                              "Average",
                                              "AveragePooling1D",
                                              "AveragePooling2D",
                                              "BatchNormalization",
                                              "Bidirectional",
+                                             "CenterCrop",
                                              "Concatenate",
                                              "Conv1D",
                                              "Conv2D",
@@ -47,8 +50,16 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "MaxPooling2D",
                                              "Maximum",
                                              "Minimum",
+                                             "MultiHeadAttention",
                                              "Multiply",
+                                             "Normalization",
                                              "Permute",
+                                             "RandomBrightness",
+                                             "RandomContrast",
+                                             "RandomFlip",
+                                             "RandomRotation",
+                                             "RandomTranslation",
+                                             "RandomZoom",
                                              "ReLU",
                                              "RepeatVector",
                                              "Rescaling",
@@ -103,6 +114,35 @@ TEST(KerasLayerTable, RefusesUnknownClassesAndUnreadFields) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "m.keras: layer 'n' (Flatten): field 'surprise' = 1 is not supported");
+  }
+}
+
+// A file's call arguments (a Keras 3 node's kwargs) reach the builder as
+// fields: Attention's return_attention_scores makes a layer of two outputs,
+// and a layer that has no such argument refuses it by name.
+TEST(KerasLayerTable, ReadsCallArgumentsAsFields) {
+  LayerSpec spec;
+  spec.cls = "Attention";
+  spec.name = "a";
+  spec.config = {{"name", "a"}, {"use_scale", true}, {"score_mode", "concat"}, {"dropout", 0.0}};
+  const BuiltLayer plain = build_layer(spec, BuildContext{});
+  EXPECT_EQ(plain.layer.output_count(), 1);
+  ASSERT_EQ(plain.weights.size(), 2u);
+  EXPECT_EQ(plain.weights[1].cpp, "concat_score_weight");
+  EXPECT_EQ(plain.weights[1].k3, "vars/1");
+  spec.call_kwargs = {{"use_causal_mask", true}, {"return_attention_scores", true}};
+  EXPECT_EQ(build_layer(spec, BuildContext{}).layer.output_count(), 2);
+  spec.cls = "Flatten";
+  spec.config = nlohmann::json::object();
+  spec.call_kwargs = {{"use_causal_mask", true}};
+  BuildContext ctx;
+  ctx.where = "m.keras";
+  try {
+    build_layer(spec, ctx);
+    FAIL() << "Flatten took use_causal_mask";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m.keras: layer 'a' (Flatten): field 'use_causal_mask' = true is not supported");
   }
 }
 

@@ -20,13 +20,10 @@
 #include "autoshard/io/keras_layer.h"
 #include "autoshard/json.h"
 #include "autoshard/nn/callbacks.h"
-#include "autoshard/nn/conv_layers.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/metrics.h"
 #include "autoshard/nn/model.h"
-#include "autoshard/nn/normalization_layers.h"
-#include "autoshard/nn/recurrent_layers.h"
 #include "autoshard/optim/keras_optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/memory.h"
@@ -214,8 +211,8 @@ class OffsetBar : public Callback {
   int offset_;
 };
 
-// Symbolic tensors, Layer, the Keras layer table (keras_layer) and the
-// per-class bindings of Dense, Embedding, the convolutions and Activation.
+// Symbolic tensors, Layer and the Keras layer table (keras_layer), which
+// builds every stock Python layer class from its Keras 3 config.
 void bind_layers(py::module_& m) {
   py::class_<SymbolicTensor>(m, "SymbolicTensor")
       .def_property_readonly("shape", [](const SymbolicTensor& s) { return s.node().shape; })
@@ -247,170 +244,7 @@ void bind_layers(py::module_& m) {
       },
       "class_name"_a, "config"_a, "seed"_a = 0);
 
-  m.def(
-      "Dense",
-      [](int64_t units, const std::string& activation, bool use_bias, const Initializer& ki,
-         const Initializer& bi, const std::string& name) -> Layer {
-        return Dense(units, DenseOptions()
-                                .activation(activation)
-                                .use_bias(use_bias)
-                                .kernel_initializer(ki)
-                                .bias_initializer(bi)
-                                .name(name));
-      },
-      "units"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a, "bias_initializer"_a,
-      "name"_a);
-  m.def(
-      "Embedding",
-      [](int64_t input_dim, int64_t output_dim, const Initializer& ei, const std::string& name,
-         bool mask_zero) -> Layer {
-        return Embedding(
-            input_dim, output_dim,
-            EmbeddingOptions().embeddings_initializer(ei).mask_zero(mask_zero).name(name));
-      },
-      "input_dim"_a, "output_dim"_a, "embeddings_initializer"_a, "name"_a, "mask_zero"_a = false);
-  auto conv_options = [](std::vector<int64_t> strides, const std::string& padding,
-                         std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
-                         const std::string& activation, bool use_bias, const Initializer& ki,
-                         const Initializer& bi, const std::string& name) {
-    return ConvOptions()
-        .strides(std::move(strides))
-        .padding(padding)
-        .dilation_rate(std::move(dilation))
-        .groups(groups)
-        .depth_multiplier(depth_multiplier)
-        .activation(activation)
-        .use_bias(use_bias)
-        .kernel_initializer(ki)
-        .bias_initializer(bi)
-        .name(name);
-  };
-  m.def(
-      "Conv",
-      [conv_options](const std::string& kind, int64_t filters, std::vector<int64_t> kernel_size,
-                     std::vector<int64_t> strides, const std::string& padding,
-                     std::vector<int64_t> dilation, int64_t groups, int64_t depth_multiplier,
-                     const std::string& activation, bool use_bias, const Initializer& ki,
-                     const Initializer& bi, const std::string& name) -> Layer {
-        ConvOptions o = conv_options(std::move(strides), padding, std::move(dilation), groups,
-                                     depth_multiplier, activation, use_bias, ki, bi, name);
-        if (kind == "Conv1D") {
-          AS_CHECK(kernel_size.size() == 1, "Conv1D's kernel_size must be one integer");
-          return Conv1D(filters, kernel_size[0], o);
-        }
-        if (kind == "Conv2D") return Conv2D(filters, kernel_size, o);
-        if (kind == "DepthwiseConv2D") return DepthwiseConv2D(kernel_size, o);
-        if (kind == "SeparableConv2D") return SeparableConv2D(filters, kernel_size, o);
-        if (kind == "Conv2DTranspose") return Conv2DTranspose(filters, kernel_size, o);
-        fail("unknown convolution layer '", kind, "'");
-      },
-      "kind"_a, "filters"_a, "kernel_size"_a, "strides"_a, "padding"_a, "dilation_rate"_a,
-      "groups"_a, "depth_multiplier"_a, "activation"_a, "use_bias"_a, "kernel_initializer"_a,
-      "bias_initializer"_a, "name"_a);
-  m.def("Activation", [](const std::string& activation, const std::string& name) -> Layer {
-    check_activation(activation);
-    return Activation(activation, name);
-  });
   m.def("check_activation", &check_activation);
-}
-
-// The layers whose Python classes still have bindings of their own (they
-// take initializers, or are not in the Keras layer table yet).
-void bind_normalization_and_recurrent_layers(py::module_& m) {
-  m.def(
-      "LayerNormalization",
-      [](double epsilon, bool center, bool scale, bool rms, const std::string& name) -> Layer {
-        return LayerNormalization(LayerNormalizationOptions()
-                                      .epsilon(epsilon)
-                                      .center(center)
-                                      .scale(scale)
-                                      .rms_scaling(rms)
-                                      .name(name));
-      },
-      "epsilon"_a, "center"_a, "scale"_a, "rms_scaling"_a, "name"_a);
-  m.def(
-      "BatchNormalization",
-      [](int64_t axis, double momentum, double epsilon, bool center, bool scale,
-         const std::string& name) -> Layer {
-        return BatchNormalization(BatchNormalizationOptions()
-                                      .axis(axis)
-                                      .momentum(momentum)
-                                      .epsilon(epsilon)
-                                      .center(center)
-                                      .scale(scale)
-                                      .name(name));
-      },
-      "axis"_a, "momentum"_a, "epsilon"_a, "center"_a, "scale"_a, "name"_a);
-  m.def(
-      "GroupNormalization",
-      [](int64_t groups, double epsilon, bool center, bool scale,
-         const std::string& name) -> Layer {
-        return GroupNormalization(GroupNormalizationOptions()
-                                      .groups(groups)
-                                      .epsilon(epsilon)
-                                      .center(center)
-                                      .scale(scale)
-                                      .name(name));
-      },
-      "groups"_a, "epsilon"_a, "center"_a, "scale"_a, "name"_a);
-  m.def(
-      "MultiHeadAttention",
-      [](int64_t heads, int64_t key_dim, int64_t value_dim, double dropout, bool use_bias,
-         const std::string& name) -> Layer {
-        return MultiHeadAttention(heads, key_dim,
-                                  MultiHeadAttentionOptions()
-                                      .value_dim(value_dim)
-                                      .dropout(dropout)
-                                      .use_bias(use_bias)
-                                      .name(name));
-      },
-      "num_heads"_a, "key_dim"_a, "value_dim"_a, "dropout"_a, "use_bias"_a, "name"_a);
-  m.def(
-      "Recurrent",
-      [](const std::string& kind, int64_t units, const std::string& activation,
-         const std::string& recurrent_activation, bool use_bias, bool return_sequences,
-         bool go_backwards, double dropout, double recurrent_dropout, uint64_t seed,
-         const std::string& name, bool return_state) -> Layer {
-        if (kind == "LSTM")
-          return LSTM(units, LSTMOptions()
-                                 .activation(activation)
-                                 .recurrent_activation(recurrent_activation)
-                                 .use_bias(use_bias)
-                                 .return_sequences(return_sequences)
-                                 .return_state(return_state)
-                                 .go_backwards(go_backwards)
-                                 .dropout(dropout)
-                                 .recurrent_dropout(recurrent_dropout)
-                                 .seed(seed)
-                                 .name(name));
-        if (kind == "GRU")
-          return GRU(units, GRUOptions()
-                                .activation(activation)
-                                .recurrent_activation(recurrent_activation)
-                                .use_bias(use_bias)
-                                .return_sequences(return_sequences)
-                                .return_state(return_state)
-                                .go_backwards(go_backwards)
-                                .dropout(dropout)
-                                .recurrent_dropout(recurrent_dropout)
-                                .seed(seed)
-                                .name(name));
-        if (kind == "SimpleRNN")
-          return SimpleRNN(units, SimpleRNNOptions()
-                                      .activation(activation)
-                                      .use_bias(use_bias)
-                                      .return_sequences(return_sequences)
-                                      .return_state(return_state)
-                                      .go_backwards(go_backwards)
-                                      .dropout(dropout)
-                                      .recurrent_dropout(recurrent_dropout)
-                                      .seed(seed)
-                                      .name(name));
-        fail("unknown recurrent layer '", kind, "'");
-      },
-      "kind"_a, "units"_a, "activation"_a, "recurrent_activation"_a, "use_bias"_a,
-      "return_sequences"_a, "go_backwards"_a, "dropout"_a, "recurrent_dropout"_a, "seed"_a,
-      "name"_a, "return_state"_a = false);
 }
 
 void bind_training(py::module_& m) {
@@ -747,7 +581,6 @@ PYBIND11_MODULE(_native, m) {
   // (Local: other extensions' exceptions are theirs to translate.)
   py::register_local_exception_translator(translate_engine_error);
   bind_layers(m);
-  bind_normalization_and_recurrent_layers(m);
   bind_training(m);
   bind_distribution(m);
   bind_model(m);

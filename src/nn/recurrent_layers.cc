@@ -320,17 +320,19 @@ int RecurrentLayer::state_count() const {
 
 namespace {
 
-RnnConfig lstm_config(int64_t units, const LSTMOptions& o) {
+// The record of a cell of `kind` from the options every recurrent layer
+// shares (RecurrentOptions); the callers add their layer's own.
+template <typename Self>
+RnnConfig rnn_config(CellKind kind, int64_t units, const RecurrentOptions<Self>& o,
+                     const char* default_name) {
   RnnConfig c;
-  c.kind = CellKind::LSTM;
+  c.kind = kind;
   c.units = units;
   c.activation = o.activation_.empty() ? "linear" : o.activation_;
-  c.recurrent_activation = o.recurrent_activation_.empty() ? "linear" : o.recurrent_activation_;
   c.use_bias = o.use_bias_;
   c.kernel_init = o.kernel_initializer_;
   c.recurrent_init = o.recurrent_initializer_;
   c.bias_init = o.bias_initializer_;
-  c.unit_forget_bias = o.unit_forget_bias_;
   c.dropout = o.dropout_;
   c.recurrent_dropout = o.recurrent_dropout_;
   c.seed = o.seed_;
@@ -338,49 +340,25 @@ RnnConfig lstm_config(int64_t units, const LSTMOptions& o) {
   c.return_state = o.return_state_;
   c.go_backwards = o.go_backwards_;
   c.zero_output_for_mask = o.zero_output_for_mask_;
-  c.name = layer_name_or_default(o.name_, "lstm");
+  c.name = layer_name_or_default(o.name_, default_name);
+  return c;
+}
+
+std::string gate_activation(const std::string& a) {
+  return a.empty() ? "linear" : a;
+}
+
+RnnConfig lstm_config(int64_t units, const LSTMOptions& o) {
+  RnnConfig c = rnn_config(CellKind::LSTM, units, o, "lstm");
+  c.recurrent_activation = gate_activation(o.recurrent_activation_);
+  c.unit_forget_bias = o.unit_forget_bias_;
   return c;
 }
 
 RnnConfig gru_config(int64_t units, const GRUOptions& o) {
-  RnnConfig c;
-  c.kind = CellKind::GRU;
-  c.units = units;
-  c.activation = o.activation_.empty() ? "linear" : o.activation_;
-  c.recurrent_activation = o.recurrent_activation_.empty() ? "linear" : o.recurrent_activation_;
-  c.use_bias = o.use_bias_;
-  c.kernel_init = o.kernel_initializer_;
-  c.recurrent_init = o.recurrent_initializer_;
-  c.bias_init = o.bias_initializer_;
+  RnnConfig c = rnn_config(CellKind::GRU, units, o, "gru");
+  c.recurrent_activation = gate_activation(o.recurrent_activation_);
   c.reset_after = o.reset_after_;
-  c.dropout = o.dropout_;
-  c.recurrent_dropout = o.recurrent_dropout_;
-  c.seed = o.seed_;
-  c.return_sequences = o.return_sequences_;
-  c.return_state = o.return_state_;
-  c.go_backwards = o.go_backwards_;
-  c.zero_output_for_mask = o.zero_output_for_mask_;
-  c.name = layer_name_or_default(o.name_, "gru");
-  return c;
-}
-
-RnnConfig simple_rnn_config(int64_t units, const SimpleRNNOptions& o) {
-  RnnConfig c;
-  c.kind = CellKind::SimpleRNN;
-  c.units = units;
-  c.activation = o.activation_.empty() ? "linear" : o.activation_;
-  c.use_bias = o.use_bias_;
-  c.kernel_init = o.kernel_initializer_;
-  c.recurrent_init = o.recurrent_initializer_;
-  c.bias_init = o.bias_initializer_;
-  c.dropout = o.dropout_;
-  c.recurrent_dropout = o.recurrent_dropout_;
-  c.seed = o.seed_;
-  c.return_sequences = o.return_sequences_;
-  c.return_state = o.return_state_;
-  c.go_backwards = o.go_backwards_;
-  c.zero_output_for_mask = o.zero_output_for_mask_;
-  c.name = layer_name_or_default(o.name_, "simple_rnn");
   return c;
 }
 
@@ -391,7 +369,8 @@ LSTM::LSTM(int64_t units, LSTMOptions o)
 GRU::GRU(int64_t units, GRUOptions o)
     : RecurrentLayer(std::make_shared<Impl>(gru_config(units, o))) {}
 SimpleRNN::SimpleRNN(int64_t units, SimpleRNNOptions o)
-    : RecurrentLayer(std::make_shared<Impl>(simple_rnn_config(units, o))) {}
+    : RecurrentLayer(
+          std::make_shared<Impl>(rnn_config(CellKind::SimpleRNN, units, o, "simple_rnn"))) {}
 
 // ---- Bidirectional ----
 

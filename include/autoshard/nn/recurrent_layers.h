@@ -32,73 +32,66 @@
 
 namespace autoshard {
 
-struct LSTMOptions {
-  AUTOSHARD_OPTION(std::string, activation, "tanh")
+// An option every recurrent layer has: its setter returns the layer's own
+// options type (`Self`), so that LSTMOptions().dropout(0.1).unit_forget_bias(false)
+// chains the shared and the layer's own options in any order.
+#define AUTOSHARD_RNN_OPTION(Type, field, init) \
+  Type field##_ = init;                         \
+  Self& field(Type v) {                         \
+    field##_ = std::move(v);                    \
+    return static_cast<Self&>(*this);           \
+  }
+
+// The options LSTM, GRU and SimpleRNN share, written once (Keras 3's RNN
+// arguments; keras/src/layers/rnn/lstm.py, gru.py, simple_rnn.py). The
+// Keras layer table reads them from a config (src/io/keras/layers/recurrent.cc)
+// and the layers read them into their one record (src/nn/recurrent_layers.cc).
+template <typename Self>
+struct RecurrentOptions {
+  AUTOSHARD_RNN_OPTION(std::string, activation, "tanh")
+  AUTOSHARD_RNN_OPTION(bool, use_bias, true)
+  AUTOSHARD_RNN_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
+  AUTOSHARD_RNN_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
+  AUTOSHARD_RNN_OPTION(Initializer, bias_initializer, Initializer::zeros())
+  // Fraction of the inputs (one mask over features, the same at every time
+  // step, as Keras draws it) and of the state fed to the recurrent product
+  // dropped while training.
+  AUTOSHARD_RNN_OPTION(double, dropout, 0.0)
+  AUTOSHARD_RNN_OPTION(double, recurrent_dropout, 0.0)
+  AUTOSHARD_RNN_OPTION(uint64_t, seed, 0)
+  // The whole output sequence [batch, time, units] instead of the last step.
+  AUTOSHARD_RNN_OPTION(bool, return_sequences, false)
+  // call_with_states also returns the final states (LSTM: h, c; the others:
+  // h); operator() always returns the output only.
+  AUTOSHARD_RNN_OPTION(bool, return_state, false)
+  // Process time backwards; a returned sequence stays in processed
+  // (reversed) order, as Keras returns it.
+  AUTOSHARD_RNN_OPTION(bool, go_backwards, false)
+  // Masked steps (Trace::mask) output zeros instead of the previous h
+  // (Keras's zero_output_for_mask; Bidirectional sets it with
+  // return_sequences).
+  AUTOSHARD_RNN_OPTION(bool, zero_output_for_mask, false)
+  AUTOSHARD_RNN_OPTION(std::string, name, "")
+};
+
+#undef AUTOSHARD_RNN_OPTION
+
+struct LSTMOptions : RecurrentOptions<LSTMOptions> {
   AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
-  AUTOSHARD_OPTION(bool, use_bias, true)
-  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
-  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
   // Keras's: the forget gate's initial bias is one, the other gates' come
   // from bias_initializer (Initializer::unit_forget_bias); a loaded or set
   // bias is used as given either way.
   AUTOSHARD_OPTION(bool, unit_forget_bias, true)
-  // Fraction of the inputs (one mask over features, the same at every time
-  // step, as Keras draws it) and of the state fed to the recurrent product
-  // dropped while training.
-  AUTOSHARD_OPTION(double, dropout, 0.0)
-  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
-  AUTOSHARD_OPTION(uint64_t, seed, 0)
-  // The whole output sequence [batch, time, units] instead of the last step.
-  AUTOSHARD_OPTION(bool, return_sequences, false)
-  // call_with_states also returns the final states (h, c); operator() always
-  // returns the output only.
-  AUTOSHARD_OPTION(bool, return_state, false)
-  // Process time backwards; a returned sequence stays in processed
-  // (reversed) order, as Keras returns it.
-  AUTOSHARD_OPTION(bool, go_backwards, false)
-  // Masked steps (Trace::mask) output zeros instead of the previous h
-  // (Keras's zero_output_for_mask; Bidirectional sets it with
-  // return_sequences).
-  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
-  AUTOSHARD_OPTION(std::string, name, "")
 };
 
-struct GRUOptions {
-  AUTOSHARD_OPTION(std::string, activation, "tanh")
+struct GRUOptions : RecurrentOptions<GRUOptions> {
   AUTOSHARD_OPTION(std::string, recurrent_activation, "sigmoid")
-  AUTOSHARD_OPTION(bool, use_bias, true)
-  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
-  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
-  AUTOSHARD_OPTION(double, dropout, 0.0)
-  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
-  AUTOSHARD_OPTION(uint64_t, seed, 0)
-  AUTOSHARD_OPTION(bool, return_sequences, false)
-  AUTOSHARD_OPTION(bool, return_state, false)
-  AUTOSHARD_OPTION(bool, go_backwards, false)
-  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
   // true (Keras 3's default, cuDNN's form): hh = tanh(x_h + r * (h U_h + b_rh))
   // with separate input and recurrent biases; false: hh = tanh(x_h + (r * h) U_h).
   AUTOSHARD_OPTION(bool, reset_after, true)
-  AUTOSHARD_OPTION(std::string, name, "")
 };
 
-struct SimpleRNNOptions {
-  AUTOSHARD_OPTION(std::string, activation, "tanh")
-  AUTOSHARD_OPTION(bool, use_bias, true)
-  AUTOSHARD_OPTION(Initializer, kernel_initializer, Initializer::glorot_uniform())
-  AUTOSHARD_OPTION(Initializer, recurrent_initializer, Initializer::orthogonal())
-  AUTOSHARD_OPTION(Initializer, bias_initializer, Initializer::zeros())
-  AUTOSHARD_OPTION(double, dropout, 0.0)
-  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
-  AUTOSHARD_OPTION(uint64_t, seed, 0)
-  AUTOSHARD_OPTION(bool, return_sequences, false)
-  AUTOSHARD_OPTION(bool, return_state, false)
-  AUTOSHARD_OPTION(bool, go_backwards, false)
-  AUTOSHARD_OPTION(bool, zero_output_for_mask, false)
-  AUTOSHARD_OPTION(std::string, name, "")
-};
+struct SimpleRNNOptions : RecurrentOptions<SimpleRNNOptions> {};
 
 // What LSTM, GRU and SimpleRNN share. As a Layer it takes [x] or, as Keras's
 // list form, [x, initial states...] and returns the output (the last step's

@@ -376,6 +376,7 @@ def functional_config(name, inputs, outputs):
                 args = args[0] if len(args) == 1 else args
             arg = [ref(a) for a in args] if isinstance(args, list) else ref(args)
             kwargs = {"initial_state": [ref(a) for a in initial]} if states else {}
+            kwargs.update(getattr(t, "_call_kwargs", {}))  # Attention's use_causal_mask, ...
             nodes.append({"args": [arg], "kwargs": kwargs})
         entry["inbound_nodes"] = nodes
         entries.append(entry)

@@ -270,3 +270,14 @@ def get(identifier):
 def native(identifier, default="zeros"):
     """The engine initializer for a layer argument (None: ``default``)."""
     return get(default if identifier is None else identifier).native()
+
+
+def table_config(identifier, default):
+    """The Keras 3 config the layer table reads for a layer's initializer
+    argument (None: ``default``): {class_name, config} of the stock class
+    the initializer is (a subclass of one: that class, with its
+    arguments). A custom initializer is refused here, as native() refuses it."""
+    init = get(default if identifier is None else identifier)
+    init.native()  # a Python function drawing values: refused with native()'s message
+    cls = next(c for c in type(init).__mro__ if _CLASSES.get(c.__name__) is c)
+    return {"class_name": cls.__name__, "config": cls.get_config(init)}

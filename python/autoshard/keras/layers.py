@@ -193,27 +193,34 @@ def _from_table(class_name, config, seed=0):
     return _native.keras_layer(class_name, json.dumps(config), seed)
 
 
+def _init(value, default):
+    """A layer's initializer argument as the Keras config the table reads."""
+    return _initializers.table_config(value, default)
+
+
 class Dense(Layer):
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, **kwargs):
         _no_extra(kwargs, "Dense")
-        super().__init__(_native.Dense(_int(units, "units", "Dense"),
-                                       _activations.name_of(activation), bool(use_bias),
-                                       _initializer(kernel_initializer),
-                                       _initializer(bias_initializer), _name(name, "Dense")),
-                         input_shape)
+        super().__init__(_from_table("Dense", {
+            "name": _name(name, "Dense"), "units": _int(units, "units", "Dense"),
+            "activation": _activations.name_of(activation) or "linear",
+            "use_bias": bool(use_bias),
+            "kernel_initializer": _init(kernel_initializer, "zeros"),
+            "bias_initializer": _init(bias_initializer, "zeros")}), input_shape)
 
 
 class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", name=None,
                  input_shape=None, mask_zero=False, **kwargs):
         _no_extra(kwargs, "Embedding")
-        init = _initializer(embeddings_initializer)
+        init = _init(embeddings_initializer, "zeros")
         # mask_zero: id 0 pads; the layers after it see the mask (docs/layers.md, "Masks").
-        super().__init__(_native.Embedding(_int(input_dim, "input_dim", "Embedding"),
-                                           _int(output_dim, "output_dim", "Embedding"), init,
-                                           _name(name, "Embedding"), bool(mask_zero)),
-                         input_shape)
+        super().__init__(_from_table("Embedding", {
+            "name": _name(name, "Embedding"),
+            "input_dim": _int(input_dim, "input_dim", "Embedding"),
+            "output_dim": _int(output_dim, "output_dim", "Embedding"),
+            "embeddings_initializer": init, "mask_zero": bool(mask_zero)}), input_shape)
 
 
 class Masking(Layer):
@@ -242,16 +249,29 @@ class _Conv(Layer):
         if not isinstance(padding, str):
             raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
                             f"{_checks.shown(padding)}")
-        super().__init__(
-            _native.Conv(kind, _int(filters, "filters", kind, int(kind != "DepthwiseConv2D")),
-                         _ints(kernel_size, self._rank, "kernel_size", kind),
-                         _ints(strides, self._rank, "strides", kind), padding,
-                         _ints(dilation_rate, self._rank, "dilation_rate", kind),
-                         _int(groups, "groups", kind),
-                         _int(depth_multiplier, "depth_multiplier", kind),
-                         _activations.name_of(activation), bool(use_bias),
-                         _initializer(kernel_initializer), _initializer(bias_initializer),
-                         _name(name, kind)), input_shape)
+        # Keras 3's config of each class (keras/src/layers/convolutional/):
+        # filters but for DepthwiseConv2D, groups for the plain convolutions,
+        # depth_multiplier for the depthwise ones.
+        config = {"name": _name(name, kind), "kernel_size": _ints(kernel_size, self._rank,
+                                                                   "kernel_size", kind),
+                  "strides": _ints(strides, self._rank, "strides", kind), "padding": padding,
+                  "dilation_rate": _ints(dilation_rate, self._rank, "dilation_rate", kind),
+                  "activation": _activations.name_of(activation) or "linear",
+                  "use_bias": bool(use_bias),
+                  "kernel_initializer": _init(kernel_initializer, "zeros"),
+                  "bias_initializer": _init(bias_initializer, "zeros")}
+        groups = _int(groups, "groups", kind)
+        multiplier = _int(depth_multiplier, "depth_multiplier", kind)
+        if kind != "DepthwiseConv2D":
+            config["filters"] = _int(filters, "filters", kind)
+        if kind in ("DepthwiseConv2D", "SeparableConv2D"):
+            config["depth_multiplier"] = multiplier
+        elif multiplier != 1:
+            raise ValueError(f"{kind}: depth_multiplier is an argument of DepthwiseConv2D and "
+                             "SeparableConv2D only")
+        if kind in ("Conv1D", "Conv2D") or groups != 1:
+            config["groups"] = groups
+        super().__init__(_from_table(kind, config), input_shape)
 
 
 class Conv1D(_Conv):
@@ -394,20 +414,24 @@ class Dropout(Layer):
 class Activation(Layer):
     def __init__(self, activation, name=None, **kwargs):
         _no_extra(kwargs, "Activation")
-        super().__init__(_native.Activation(_activations.name_of(activation) or "linear",
-                                            _name(name, "Activation")))
+        super().__init__(_from_table("Activation", {
+            "name": _name(name, "Activation"),
+            "activation": _activations.name_of(activation) or "linear"}))
 
 
 class ReLU(Activation):
     def __init__(self, name=None, **kwargs):
-        super().__init__("relu", name=name, **kwargs)
+        _no_extra(kwargs, "ReLU")
+        Layer.__init__(self, _from_table("ReLU", {"name": _name(name, "ReLU")}))
 
 
 class Softmax(Activation):
     def __init__(self, axis=-1, name=None, **kwargs):
         if axis != -1:
             raise ValueError("Softmax: only axis=-1 is supported")
-        super().__init__("softmax", name=name, **kwargs)
+        _no_extra(kwargs, "Softmax")
+        Layer.__init__(self, _from_table("Softmax", {"name": _name(name, "Softmax"),
+                                                     "axis": -1}))
 
 
 class LayerNormalization(Layer):
@@ -416,9 +440,11 @@ class LayerNormalization(Layer):
         _no_extra(kwargs, "LayerNormalization")
         if axis not in (-1, [-1], (-1,)):
             raise ValueError("LayerNormalization: only axis=-1 is supported")
-        super().__init__(_native.LayerNormalization(
-            _checks.number(epsilon, "epsilon", "LayerNormalization", above=0), bool(center),
-            bool(scale), bool(rms_scaling), _name(name, "LayerNormalization")))
+        where = "LayerNormalization"
+        super().__init__(_from_table(where, {
+            "name": _name(name, where), "axis": -1,
+            "epsilon": _checks.number(epsilon, "epsilon", where, above=0),
+            "center": bool(center), "scale": bool(scale), "rms_scaling": bool(rms_scaling)}))
 
 
 class BatchNormalization(Layer):
@@ -426,11 +452,12 @@ class BatchNormalization(Layer):
                  **kwargs):
         _no_extra(kwargs, "BatchNormalization")
         where = "BatchNormalization"
-        super().__init__(_native.BatchNormalization(
-            _checks.integer(axis, "axis", where, -2**31, _checks.INT32_MAX),
-            _checks.number(momentum, "momentum", where, minimum=0, maximum=1),
-            _checks.number(epsilon, "epsilon", where, above=0), bool(center), bool(scale),
-            _name(name, where)))
+        super().__init__(_from_table(where, {
+            "name": _name(name, where),
+            "axis": _checks.integer(axis, "axis", where, -2**31, _checks.INT32_MAX),
+            "momentum": _checks.number(momentum, "momentum", where, minimum=0, maximum=1),
+            "epsilon": _checks.number(epsilon, "epsilon", where, above=0),
+            "center": bool(center), "scale": bool(scale)}))
 
 
 class GroupNormalization(Layer):
@@ -440,9 +467,10 @@ class GroupNormalization(Layer):
         if axis != -1:
             raise ValueError("GroupNormalization: only axis=-1 is supported")
         where = "GroupNormalization"
-        super().__init__(_native.GroupNormalization(
-            _int(groups, "groups", where), _checks.number(epsilon, "epsilon", where, above=0),
-            bool(center), bool(scale), _name(name, where)))
+        super().__init__(_from_table(where, {
+            "name": _name(name, where), "groups": _int(groups, "groups", where), "axis": -1,
+            "epsilon": _checks.number(epsilon, "epsilon", where, above=0),
+            "center": bool(center), "scale": bool(scale)}))
 
 
 class MultiHeadAttention(Layer):
@@ -452,10 +480,12 @@ class MultiHeadAttention(Layer):
                  **kwargs):
         _no_extra(kwargs, "MultiHeadAttention")
         where = "MultiHeadAttention"
-        super().__init__(_native.MultiHeadAttention(
-            _int(num_heads, "num_heads", where), _int(key_dim, "key_dim", where),
-            0 if value_dim is None else _int(value_dim, "value_dim", where),
-            _rate(dropout, "dropout", where), bool(use_bias), _name(name, where)))
+        config = {"name": _name(name, where), "num_heads": _int(num_heads, "num_heads", where),
+                  "key_dim": _int(key_dim, "key_dim", where),
+                  "dropout": _rate(dropout, "dropout", where), "use_bias": bool(use_bias)}
+        if value_dim is not None:
+            config["value_dim"] = _int(value_dim, "value_dim", where)
+        super().__init__(_from_table(where, config))
 
     def __call__(self, query, value=None, key=None, **kwargs):
         if key is not None or kwargs:
@@ -480,15 +510,15 @@ class _Recurrent(Layer):
             raise ValueError(f"{self._kind}: stateful=True is not supported (state kept between "
                              "batches); pass the state on with return_state and initial_state")
         kind = self._kind
-        super().__init__(_native.Recurrent(kind, _int(units, "units", kind),
-                                           _activations.name_of(activation) or "linear",
-                                           _activations.name_of(recurrent_activation) or "linear",
-                                           bool(use_bias), bool(return_sequences),
-                                           bool(go_backwards), _rate(dropout, "dropout", kind),
-                                           _rate(recurrent_dropout, "recurrent_dropout", kind),
-                                           _seed(seed, kind), _name(name, kind),
-                                           bool(return_state)),
-                         input_shape)
+        config = {"name": _name(name, kind), "units": _int(units, "units", kind),
+                  "activation": _activations.name_of(activation) or "linear",
+                  "use_bias": bool(use_bias), "dropout": _rate(dropout, "dropout", kind),
+                  "recurrent_dropout": _rate(recurrent_dropout, "recurrent_dropout", kind),
+                  "return_sequences": bool(return_sequences), "return_state": bool(return_state),
+                  "go_backwards": bool(go_backwards)}
+        if kind != "SimpleRNN":  # SimpleRNN has no gates
+            config["recurrent_activation"] = _activations.name_of(recurrent_activation) or "linear"
+        super().__init__(_from_table(kind, config, _seed(seed, kind)), input_shape)
 
     def __call__(self, inputs, initial_state=None, mask=None, training=None, **kwargs):
         return _recurrent_call(self, inputs, initial_state, mask, training, kwargs)
@@ -757,6 +787,74 @@ class Cropping2D(Layer):
         super().__init__(_from_table("Cropping2D", {
             "name": _name(name, "Cropping2D"),
             "cropping": _sides(cropping, "cropping", "Cropping2D", True)}))
+
+
+# --- Attention (issue 55's "one more Keras layer"): built by the Keras layer
+# table (src/io/keras/layers/attention.cc), as the file readers build it.
+__all__ += ["Attention", "AdditiveAttention"]
+
+
+class Attention(Layer):
+    """keras.layers.Attention: dot-product (Luong-style) attention of a query
+    over a value, called on [query, value] or [query, value, key]
+    (keras/src/layers/attention/attention.py). Masks come from the inputs
+    (Embedding(mask_zero=True), Masking); use_causal_mask and
+    return_attention_scores are call arguments, as in Keras."""
+
+    _kind = "Attention"
+
+    def __init__(self, use_scale=False, score_mode="dot", dropout=0.0, seed=None, name=None,
+                 **kwargs):
+        kind = self._kind
+        _no_extra(kwargs, kind)
+        self._config = {"name": _name(name, kind), "use_scale": bool(use_scale),
+                        "dropout": _rate(dropout, "dropout", kind)}
+        if kind == "Attention":  # AdditiveAttention has no score_mode
+            if score_mode not in ("dot", "concat"):
+                raise ValueError("Invalid value for argument score_mode. Expected one of "
+                                 f"{{'dot', 'concat'}}. Received: score_mode={score_mode}")
+            self._config["score_mode"] = score_mode
+        self._seed = _seed(seed, kind)
+        self._call_args = None  # the call arguments of the first call
+        super().__init__(_from_table(kind, self._config, self._seed))
+
+    def __call__(self, inputs, mask=None, training=None, return_attention_scores=False,
+                 use_causal_mask=False, **kwargs):
+        if mask is not None:
+            raise ValueError(f"layer '{self.name}': give masks through "
+                             "Embedding(mask_zero=True) or a Masking layer, not mask=")
+        if kwargs:
+            raise ValueError(f"layer '{self.name}': unsupported call argument(s) "
+                             f"{', '.join(sorted(kwargs))}")
+        if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
+            raise ValueError("Attention layer must be called on a list of inputs, namely "
+                             "[query, value] or [query, value, key]")
+        args = {k: True for k, v in (("use_causal_mask", use_causal_mask),
+                                     ("return_attention_scores", return_attention_scores)) if v}
+        if self._call_args is None:
+            self._call_args = args
+            if args:  # the table reads call arguments as fields (a file's node kwargs)
+                self._native = _from_table(self._kind, {**self._config, "name": self.name,
+                                                        **args}, self._seed)
+        elif args != self._call_args:
+            raise ValueError(f"layer '{self.name}': every call must give the same "
+                             "use_causal_mask and return_attention_scores as the first")
+        out = Layer.__call__(self, list(inputs))
+        first = out[0] if isinstance(out, list) else out
+        if isinstance(first, KerasTensor):
+            first._call_kwargs = args  # written as the node's kwargs by model.save
+        return out
+
+
+class AdditiveAttention(Attention):
+    """keras.layers.AdditiveAttention (additive_attention.py): Bahdanau-style
+    scores sum(scale * tanh(query + key), -1), ``scale`` a weight of the
+    query's last dimension (``use_scale``, the default)."""
+
+    _kind = "AdditiveAttention"
+
+    def __init__(self, use_scale=True, dropout=0.0, seed=None, name=None, **kwargs):
+        super().__init__(use_scale=use_scale, dropout=dropout, seed=seed, name=name, **kwargs)
 
 
 # --- Preprocessing layers (issue 57): traced layers written from Keras 3's

@@ -137,7 +137,10 @@ void collect_tensors(const json& arg, std::vector<TensorRef>& out, const std::st
   }
 }
 
-std::vector<TensorRef> parse_call(const json& node, const std::string& where) {
+// `kwargs`, when given, collects the call arguments that are not tensors
+// (the layer's builder reads them); without it they are refused.
+std::vector<TensorRef> parse_call(const json& node, const std::string& where,
+                                  json* kwargs = nullptr) {
   std::vector<TensorRef> call;
   if (node.is_object()) {  // Keras 3
     collect_tensors(node.value("args", json::array()), call, where);
@@ -151,6 +154,10 @@ std::vector<TensorRef> parse_call(const json& node, const std::string& where) {
         // Keras 2 and TF.js list them (and Layer's [x, states...] form).
         if (k == "initial_state") {
           collect_tensors(v, call, where);
+          continue;
+        }
+        if (kwargs && v.is_primitive()) {
+          (*kwargs)[k] = v;
           continue;
         }
         fail(where, ": call argument '", k, "' = ", v.dump().substr(0, 200), " is not supported");
@@ -285,8 +292,15 @@ ModelSpec parse_functional(const json& config, Dialect dialect, const std::strin
     AS_CHECK(names.insert(layer.name).second, where, ": two layers are named '", layer.name, "'");
     const json& nodes = l.contains("inbound_nodes") ? l.at("inbound_nodes") : kEmptyArray;
     AS_CHECK(nodes.is_array(), where, ": layer '", layer.name, "': inbound_nodes must be a list");
-    for (const json& node : nodes)
-      layer.calls.push_back(parse_call(node, where + ": layer '" + layer.name + "'"));
+    for (const json& node : nodes) {
+      const std::string at = where + ": layer '" + layer.name + "'";
+      json kwargs = json::object();
+      layer.calls.push_back(parse_call(node, at, &kwargs));
+      AS_CHECK(layer.calls.size() == 1 || kwargs == layer.call_kwargs, at, ": call arguments ",
+               kwargs.dump().substr(0, 200), " differ from its first call's ",
+               layer.call_kwargs.dump().substr(0, 200), " (one set per layer is supported)");
+      layer.call_kwargs = kwargs;
+    }
     spec.layers.push_back(std::move(layer));
   }
   AS_CHECK(config.contains("input_layers"), where, ": the model has no 'input_layers'");

@@ -41,6 +41,10 @@ struct LayerSpec {
   // Keras 3's group of this layer in model.weights.h5, relative to its
   // container ("layers/conv2d_1"): by class name and count, not layer name.
   std::string saved_group;
+  // Keras 3 call arguments that are not tensors (Attention's
+  // use_causal_mask, ...), the same for every call: the layer table's
+  // builders read them as fields of the config (build_layer).
+  nlohmann::json call_kwargs = nlohmann::json::object();
 };
 
 struct InputLayerSpec {

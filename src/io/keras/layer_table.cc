@@ -35,6 +35,7 @@ const LayerTable& layer_table() {
     add_normalization_layers(t);
     add_merge_layers(t);
     add_recurrent_layers(t);
+    add_attention_layers(t);
     add_preprocessing_layers(t);
     return t;
   }();
@@ -110,10 +111,23 @@ BuiltLayer build_nested_model(const LayerSpec& spec, const BuildContext& ctx) {
   return {Layer(std::make_shared<NestedKerasModel>(name, inputs, steps, m.outputs)), roles};
 }
 
+// `spec` with its call arguments (LayerSpec::call_kwargs) as config fields.
+LayerSpec with_call_arguments(const LayerSpec& spec, const BuildContext& ctx) {
+  LayerSpec merged = spec;
+  for (const auto& [k, v] : spec.call_kwargs.items()) {
+    AS_CHECK(!merged.config.contains(k), ctx.where, ": layer '", shown_name(spec.name),
+             "': call argument '", k, "' is also a field of its config");
+    merged.config[k] = v;
+  }
+  merged.call_kwargs = nlohmann::json::object();
+  return merged;
+}
+
 }  // namespace
 
 BuiltLayer build_layer(const LayerSpec& spec, const BuildContext& ctx) {
   if (spec.nested) return build_nested_model(spec, ctx);
+  if (!spec.call_kwargs.empty()) return build_layer(with_call_arguments(spec, ctx), ctx);
   LayerConfig f(spec, ctx);  // the checks every layer shares come first
   const LayerBuilder* build = layer_table().find(spec.cls);
   if (!build)

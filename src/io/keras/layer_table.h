@@ -6,7 +6,7 @@
 //
 // The entries live in one file per Keras layer family under
 // src/io/keras/layers/ (core, conv, pooling, reshaping, normalization,
-// merge, recurrent, preprocessing); each family's file has one add_*_layers function,
+// merge, recurrent, attention, preprocessing); each family's file has one add_*_layers function,
 // called by layer_table() below. To add a Keras layer: one builder and one
 // `table.add("ClassName", ...)` line in its family's file (docs/architecture.md,
 // "Keras layers").
@@ -54,6 +54,7 @@ void add_reshaping_layers(LayerTable& table);      // Flatten, Reshape, ZeroPadd
 void add_normalization_layers(LayerTable& table);  // BatchNormalization, LayerNormalization, ...
 void add_merge_layers(LayerTable& table);          // Add, Concatenate, ...
 void add_recurrent_layers(LayerTable& table);      // LSTM, GRU, SimpleRNN, Bidirectional
+void add_attention_layers(LayerTable& table);      // Attention
 void add_preprocessing_layers(LayerTable& table);  // Normalization, CenterCrop, RandomFlip, ...
 
 }  // namespace autoshard::keras

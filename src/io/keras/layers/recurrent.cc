@@ -12,80 +12,59 @@ using nlohmann::json;
 
 namespace {
 
-// The options LSTM, GRU and SimpleRNN share, read in one order for all three.
-struct KerasRnnCommon {
-  int64_t units;
-  bool use_bias;
-  std::string activation;
-  double dropout, recurrent_dropout;
-  bool return_sequences, return_state, go_backwards, zero_output_for_mask;
-};
-
-KerasRnnCommon keras_rnn_common(LayerConfig& f) {
-  KerasRnnCommon c;
-  c.units = f.positive("units");
-  // Keras 2's RNN config always holds time_major (false: batch first).
-  f.expect("time_major", false, "is not supported (inputs are [batch, steps, features])");
-  c.use_bias = f.boolean("use_bias", true);
-  c.activation = f.activation_name("activation", "tanh");
-  c.dropout = f.number("dropout", 0);
-  c.recurrent_dropout = f.number("recurrent_dropout", 0);
-  if (c.dropout < 0 || c.dropout >= 1) f.bad("dropout", c.dropout, "must be in [0, 1)");
-  if (c.recurrent_dropout < 0 || c.recurrent_dropout >= 1)
-    f.bad("recurrent_dropout", c.recurrent_dropout, "must be in [0, 1)");
-  c.return_sequences = f.boolean("return_sequences", false);
-  c.return_state = f.boolean("return_state", false);
-  c.go_backwards = f.boolean("go_backwards", false);
-  c.zero_output_for_mask = f.boolean("zero_output_for_mask", false);
-  f.expect("stateful", false,
-           "is not supported (state kept between batches); save the model with stateful=False");
-  f.weight_extras({"kernel", "recurrent", "bias"});
-  return c;
-}
-
 // Keras 2 and TF.js default the gates to hard_sigmoid, Keras 3 to sigmoid.
 std::string keras_recurrent_activation(LayerConfig& f) {
   return f.activation_name("recurrent_activation",
                            f.ctx().dialect == Dialect::Keras3 ? "sigmoid" : "hard_sigmoid");
 }
 
-// The options of an LSTMOptions, GRUOptions or SimpleRNNOptions that `c` gives.
-template <typename Options>
-Options keras_rnn_options(const KerasRnnCommon& c, const LayerConfig& f) {
-  return Options()
-      .activation(c.activation)
-      .use_bias(c.use_bias)
-      .dropout(c.dropout)
-      .recurrent_dropout(c.recurrent_dropout)
-      .seed(f.ctx().seed)
-      .return_sequences(c.return_sequences)
-      .return_state(c.return_state)
-      .go_backwards(c.go_backwards)
-      .zero_output_for_mask(c.zero_output_for_mask)
-      .name(f.name());
+// The options LSTM, GRU and SimpleRNN share (RecurrentOptions), read in one
+// order for all three; the weights' roles: Keras 3 saves them under the
+// layer's cell.
+template <typename Self>
+Self keras_rnn_options(LayerConfig& f, std::vector<WeightRole>& roles) {
+  Self o;
+  // Keras 2's RNN config always holds time_major (false: batch first).
+  f.expect("time_major", false, "is not supported (inputs are [batch, steps, features])");
+  o.use_bias(f.boolean("use_bias", true));
+  o.activation(f.activation_name("activation", "tanh"));
+  o.dropout(f.number("dropout", 0));
+  o.recurrent_dropout(f.number("recurrent_dropout", 0));
+  if (o.dropout_ < 0 || o.dropout_ >= 1) f.bad("dropout", o.dropout_, "must be in [0, 1)");
+  if (o.recurrent_dropout_ < 0 || o.recurrent_dropout_ >= 1)
+    f.bad("recurrent_dropout", o.recurrent_dropout_, "must be in [0, 1)");
+  o.return_sequences(f.boolean("return_sequences", false));
+  o.return_state(f.boolean("return_state", false));
+  o.go_backwards(f.boolean("go_backwards", false));
+  o.zero_output_for_mask(f.boolean("zero_output_for_mask", false));
+  f.expect("stateful", false,
+           "is not supported (state kept between batches); save the model with stateful=False");
+  f.weight_extras({"kernel", "recurrent", "bias"});
+  o.seed(f.ctx().seed).name(f.name());
+  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
+  if (o.use_bias_) names.push_back("bias");
+  for (size_t i = 0; i < names.size(); ++i)
+    roles.push_back({names[i], "cell/vars/" + std::to_string(i), names[i]});
+  return o;
 }
 
 // The layer `f` configures (f.cls(): LSTM, GRU or SimpleRNN), and its
-// weights' roles: Keras 3 saves them under the layer's cell.
+// weights' roles.
 RecurrentLayer keras_rnn(LayerConfig& f, std::vector<WeightRole>& roles) {
-  const KerasRnnCommon c = keras_rnn_common(f);
-  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
-  if (c.use_bias) names.push_back("bias");
-  for (size_t i = 0; i < names.size(); ++i)
-    roles.push_back({names[i], "cell/vars/" + std::to_string(i), names[i]});
+  const int64_t units = f.positive("units");
   if (f.cls() == "LSTM") {
-    LSTMOptions o = keras_rnn_options<LSTMOptions>(c, f);
+    LSTMOptions o = keras_rnn_options<LSTMOptions>(f, roles);
     o.recurrent_activation(keras_recurrent_activation(f));
     o.unit_forget_bias(f.boolean("unit_forget_bias", true));
-    return LSTM(c.units, o);
+    return LSTM(units, o);
   }
   if (f.cls() == "GRU") {
-    GRUOptions o = keras_rnn_options<GRUOptions>(c, f);
+    GRUOptions o = keras_rnn_options<GRUOptions>(f, roles);
     o.recurrent_activation(keras_recurrent_activation(f));
     o.reset_after(f.boolean("reset_after", f.ctx().dialect != Dialect::TFJS));
-    return GRU(c.units, o);
+    return GRU(units, o);
   }
-  return SimpleRNN(c.units, keras_rnn_options<SimpleRNNOptions>(c, f));
+  return SimpleRNN(units, keras_rnn_options<SimpleRNNOptions>(f, roles));
 }
 
 BuiltLayer keras_recurrent_entry(LayerConfig& f) {
