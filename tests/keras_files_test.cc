@@ -16,9 +16,9 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_model.h"
+#include "autoshard/io/safetensors.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
-#include "autoshard/io/safetensors.h"
 #include "autoshard/plan/distribution.h"
 #include "keras_fixtures.h"
 #include "test_util.h"
@@ -227,8 +227,8 @@ TEST(KerasFiles, PreprocessingLayersPredictAsInInference) {
   for (const char* mesh : {"", "model=3", "data=2,model=2"}) {
     KerasModel k = load_keras_model(file);
     if (*mesh)
-      k.model->set_distribution(std::make_shared<AutoShard>(
-          DeviceMesh::parse(mesh), "data", AutoShardOptions{.time_limit_s = 0.1}));
+      k.model->set_distribution(std::make_shared<AutoShard>(DeviceMesh::parse(mesh), "data",
+                                                            AutoShardOptions{.time_limit_s = 0.1}));
     EXPECT_LT(max_relative_error(k.model->predict(x), want), 1e-5) << mesh;
   }
   one.model->compile(SGD(), losses::mean_squared_error);

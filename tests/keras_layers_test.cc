@@ -357,3 +357,31 @@ TEST(FunctionalModel, SharedLayersSeveralOutputsAndLossWeights) {
 
 }  // namespace
 }  // namespace autoshard
+
+// Keras's causal mask is top-left aligned whatever the lengths
+// (multi_head_attention.py, _compute_causal_mask): query i attends to value
+// positions j <= i. Checked by dependence: moving value j changes output
+// row i exactly when j <= i, for fewer, as many and more queries than values.
+TEST(MultiHeadAttention, CausalMaskIsTopLeftForAnyLengths) {
+  for (const auto& [tq, tk] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {5, 3}, {4, 4}}) {
+    SCOPED_TRACE(std::to_string(tq) + " queries, " + std::to_string(tk) + " values");
+    auto q_in = Input({tq, 6}, DType::F32, "q"), v_in = Input({tk, 6}, DType::F32, "v");
+    auto out = MultiHeadAttention(2, 4, MultiHeadAttentionOptions().use_causal_mask(true))(
+        std::vector{q_in, v_in});
+    Model model({q_in, v_in}, out);
+    model.set_seed(3);
+    const Tensor q = random_tensor({2, tq, 6}, 71), v = random_tensor({2, tk, 6}, 72);
+    const Tensor base = model.predict(ModelInputs{{"q", q}, {"v", v}});
+    for (int64_t j = 0; j < tk; ++j) {
+      Tensor moved = v.clone();
+      for (int64_t c = 0; c < 6; ++c) moved.f32()[j * 6 + c] += 1.0f;  // example 0, position j
+      const Tensor got = model.predict(ModelInputs{{"q", q}, {"v", moved}});
+      for (int64_t i = 0; i < tq; ++i) {
+        double change = 0;
+        for (int64_t c = 0; c < 6; ++c)
+          change = std::max<double>(change, std::abs(got.f32()[i * 6 + c] - base.f32()[i * 6 + c]));
+        EXPECT_EQ(change > 1e-5, j <= i) << "row " << i << ", value " << j << ": " << change;
+      }
+    }
+  }
+}

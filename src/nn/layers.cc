@@ -6,6 +6,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/causal_softmax.h"
 #include "autoshard/nn/lora.h"
 #include "autoshard/nn/masking.h"
 #include "ir/einsum_equation.h"
@@ -374,10 +375,13 @@ class MultiHeadAttentionImpl : public LayerImpl {
       AS_CHECK(o_.use_causal_mask_ && inputs.size() == 1, "MultiHeadAttention ", name(),
                ": only causal self-attention can generate over a key-value cache");
       context = t.causal_attention(q, k, v, scale);
-    } else if ((t.training() && o_.dropout_ > 0) || !long_sequence || adder.valid()) {
+    } else if ((t.training() && o_.dropout_ > 0) || !long_sequence || adder.valid() ||
+               (o_.use_causal_mask_ && q.dim(1) != k.dim(1))) {
       Value scores = ops::scale(ops::einsum("bqhd,bkhd->bhqk", q, k), scale);
       if (adder.valid()) scores = scores + adder;
-      Value probs = ops::softmax(scores, o_.use_causal_mask_);
+      // Keras's causal mask is top-left aligned (autoshard/nn/causal_softmax.h).
+      Value probs =
+          o_.use_causal_mask_ ? keras_causal_softmax(scores) : ops::softmax(scores, false);
       uint64_t key = stable_hash(t.path("attention_dropout").c_str()) + t.seed();
       probs = ops::dropout(probs, o_.dropout_, key);
       context = ops::einsum("bhqk,bkhd->bqhd", probs, v);

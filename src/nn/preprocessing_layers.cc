@@ -46,8 +46,8 @@ class NormalizationImpl : public LayerImpl {
       AS_CHECK(o_.mean_->size() == o_.variance_->size() && !o_.mean_->empty(), "Normalization ",
                name(), ": mean and variance must hold as many values, got ", o_.mean_->size(),
                " and ", o_.variance_->size());
-      AS_CHECK(static_cast<int64_t>(o_.mean_->size()) <= kMostGivenValues, "Normalization ",
-               name(), ": given statistics hold at most ", kMostGivenValues,
+      AS_CHECK(static_cast<int64_t>(o_.mean_->size()) <= kMostGivenValues, "Normalization ", name(),
+               ": given statistics hold at most ", kMostGivenValues,
                " values here; adapt the layer instead (its statistics are then weights)");
       for (double v : *o_.variance_)
         AS_CHECK(std::isfinite(v) && v >= 0, "Normalization ", name(),
@@ -112,8 +112,8 @@ class CenterCropImpl : public LayerImpl {
  public:
   CenterCropImpl(int64_t height, int64_t width, std::string name)
       : LayerImpl(std::move(name)), height_(height), width_(width) {
-    AS_CHECK(height > 0 && width > 0, "CenterCrop: height and width must be positive, got ",
-             height, " and ", width);
+    AS_CHECK(height > 0 && width > 0, "CenterCrop: height and width must be positive, got ", height,
+             " and ", width);
   }
 
   Value call(Trace&, const std::vector<Value>& inputs) override {
@@ -126,8 +126,7 @@ class CenterCropImpl : public LayerImpl {
              " are smaller than the crop ", height_, "x", width_,
              " (Keras resizes them first; add a Resizing layer before)");
     const int64_t top = (h - height_) / 2, left = (w - width_) / 2;
-    return ops::pad(x, {0, -top, -left, 0},
-                    {0, -(h - height_ - top), -(w - width_ - left), 0});
+    return ops::pad(x, {0, -top, -left, 0}, {0, -(h - height_ - top), -(w - width_ - left), 0});
   }
 
  private:
@@ -167,7 +166,6 @@ CenterCrop::CenterCrop(int64_t height, int64_t width, std::string name)
                                              layer_name_or_default(name, "center_crop"))) {}
 
 InferencePassThrough::InferencePassThrough(std::string name, std::string keras_class)
-    : Layer(std::make_shared<InferencePassThroughImpl>(std::move(name), std::move(keras_class))) {
-}
+    : Layer(std::make_shared<InferencePassThroughImpl>(std::move(name), std::move(keras_class))) {}
 
 }  // namespace autoshard

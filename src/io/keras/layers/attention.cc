@@ -18,6 +18,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/nn/causal_softmax.h"
 #include "autoshard/nn/trace.h"
 #include "io/keras/layer_table.h"
 
@@ -34,23 +35,6 @@ struct KerasAttentionOptions {
   bool causal = false;
   bool return_scores = false;
 };
-
-// Softmax over the last axis of scores [B, Tq, Tv] with Keras's causal mask
-// (query i sees keys j <= i, the top-left triangle). The softmax op's causal
-// form aligns a wide block bottom-right (for generation over a cache), so a
-// query block of Tq < Tv rows is padded to a square and cropped back; of
-// Tq > Tv rows, the rows past Tv see every key.
-Value keras_causal_softmax(Value s) {
-  const int64_t tq = s.dim(1), tv = s.dim(2);
-  if (tq <= tv) {
-    const Value square = ops::pad(s, {0, 0, 0}, {0, tv - tq, 0});
-    return ops::pad(ops::softmax(square, true), {0, 0, 0}, {0, tq - tv, 0});
-  }
-  const Value top = ops::pad(s, {0, 0, 0}, {0, tv - tq, 0});  // rows [0, Tv)
-  const Value bottom = ops::pad(s, {0, -tv, 0}, {0, 0, 0});   // rows [Tv, Tq)
-  return ops::pad(ops::softmax(top, true), {0, 0, 0}, {0, tq - tv, 0}) +
-         ops::pad(ops::softmax(bottom), {0, tv, 0}, {0, 0, 0});
-}
 
 class KerasAttention : public LayerImpl {
  public:
