@@ -219,3 +219,55 @@ def test_masked_lm_bad_input_is_one_clear_error():
         model(bad)
     with pytest.raises(ValueError, match="cross-entropy"):
         model.compile(loss="mse")
+
+
+def preset_with_tokenizer(tmp_path):
+    """The BERT fixture with the WordPiece tokenizer preset's files (its 24
+    ids lie in the fixture's vocabulary)."""
+    import shutil
+
+    out = tmp_path / "bert_text"
+    shutil.copytree(BERT, out)
+    words = os.path.join(HUB, "tokenizers", "wordpiece")
+    shutil.copy(os.path.join(words, "tokenizer.json"), out)
+    shutil.copytree(os.path.join(words, "assets"), out / "assets")
+    return out
+
+
+def test_text_goes_through_kerashubs_masking(tmp_path):
+    import math
+
+    model = keras_hub.models.BertMaskedLM.from_preset(preset_with_tokenizer(tmp_path))
+    pre = model.preprocessor
+    assert pre.sequence_length == 20  # the backbone's positions (no preprocessor.json)
+    texts = ["hello worlds, hello world.", "don't", "unaffable cafe !", "a b c hello"] * 50
+    x, y, w = pre(texts)
+    tok = model.tokenizer
+    cls, sep, pad, mask = (tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]"))
+    masked = replaced = chosen = 0
+    for row, text in enumerate(texts):
+        body = tok.encode(text, add_special_tokens=False)
+        n = len(body)
+        original = [cls, *body, sep] + [pad] * (20 - n - 2)
+        count = math.ceil(0.15 * n)  # RandomItemSelector: ceil(rate * selectable)
+        pos = x["mask_positions"][row]
+        assert list(w[row]) == [1] * count + [0] * (96 - count)
+        assert all(1 <= p <= n for p in pos[:count]) and list(pos[:count]) == sorted(pos[:count])
+        assert list(y[row, :count]) == [original[p] for p in pos[:count]]
+        assert list(x["padding_mask"][row]) == [True] * (n + 2) + [False] * (18 - n)
+        unchosen = [i for i in range(20) if i not in set(pos[:count])]
+        assert [x["token_ids"][row, i] for i in unchosen] == [original[i] for i in unchosen]
+        got = x["token_ids"][row, pos[:count]]
+        masked += int((got == mask).sum())
+        replaced += int((got != mask).sum())
+        chosen += count
+    assert 0.7 < masked / chosen < 0.9  # mask_token_rate 0.8; the rest random or kept
+    model.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+    history = model.fit(texts[:16], batch_size=8, epochs=2)
+    assert len(history.steps) == 4 and all(np.isfinite(history.steps))
+    assert len(model.evaluate(texts[:8])) == 2
+    assert model.predict(texts[:2]).shape == (2, 96, V)
+    with pytest.raises(ValueError, match="labels come from the masking"):
+        model.fit(texts[:4], np.zeros((4, 96), np.int32))
+    with pytest.raises(ValueError, match="no tokenizer"):
+        masked_lm().fit(texts[:4])

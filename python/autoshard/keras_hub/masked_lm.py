@@ -14,10 +14,11 @@ cross-entropy of the logits, weighted accuracy). See docs/keras-hub.md,
 
 from .. import _checks, _native
 from .. import hf as _hf
-from .models import _Task, History, _batches, _check_loss, _int_array, _tokenizer
+from .models import (_Task, History, _batches, _check_loss, _int_array, _sequence_length,
+                     _tokenizer)
 from .sharding import placement as _placement
 
-__all__ = ["MaskedLM", "BertMaskedLM"]
+__all__ = ["MaskedLM", "BertMaskedLM", "MaskedLMPreprocessor", "BertMaskedLMPreprocessor"]
 
 
 class MaskedLM(_Task):
@@ -47,6 +48,12 @@ class MaskedLM(_Task):
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed
+        # The preset's preprocessor (preprocessor.json's sequence_length,
+        # KerasHub's default 512; at most the backbone's positions).
+        positions = config.get("config", {}).get("max_sequence_length", 512)
+        length = min(_sequence_length(path) or 512, positions)
+        model.preprocessor = None if model.tokenizer is None else BertMaskedLMPreprocessor(
+            model.tokenizer, sequence_length=length, seed=seed)
         return model
 
     @property
@@ -70,6 +77,8 @@ class MaskedLM(_Task):
         (segment_ids and padding_mask optional)."""
         import numpy as np
 
+        if _is_text(inputs):
+            inputs = self._preprocess(inputs, None, None, "call")[0]
         token_ids, segments, mask, positions = _masked_lm_inputs(inputs, "call")
         logits = self._native.logits(token_ids, segments, mask)  # [batch, tokens, vocabulary]
         # MaskedLMHead.call gathers before its dense layers; they act per
@@ -91,6 +100,8 @@ class MaskedLM(_Task):
 
         if kwargs:
             raise ValueError(f"fit: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        if _is_text(x):
+            x, y, sample_weight = self._preprocess(x, y, sample_weight, "fit")
         inputs, y, w = self._xyw(x, y, sample_weight, "fit")
         batch_size = _checks.integer(32 if batch_size is None else batch_size, "batch_size",
                                      "fit", 1, _checks.INT32_MAX)
@@ -120,6 +131,8 @@ class MaskedLM(_Task):
 
         if kwargs:
             raise ValueError(f"evaluate: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        if _is_text(x):
+            x, y, sample_weight = self._preprocess(x, y, sample_weight, "evaluate")
         _, y, w = self._xyw(x, y, sample_weight, "evaluate")
         logits = np.asarray(self(x), dtype=np.float64)
         top = logits.max(-1, keepdims=True)
@@ -131,14 +144,21 @@ class MaskedLM(_Task):
         result = {"loss": loss, "sparse_categorical_accuracy": accuracy}
         return result if return_dict else [loss, accuracy]
 
+    def _preprocess(self, x, y, sample_weight, where):
+        """Text through the preset's preprocessor: (x, y, sample_weight)."""
+        if self.preprocessor is None:
+            raise ValueError(f"{where}: this preset has no tokenizer (tokenizer.json and "
+                             "assets/), so it takes preprocessed dicts with mask_positions")
+        return self.preprocessor(x, y, sample_weight)
+
     def _xyw(self, x, y, sample_weight, where):
         import numpy as np
 
         inputs = _masked_lm_inputs(x, where)
         positions = inputs[3]
         if y is None:
-            raise ValueError(f"{where}: give y, the original token id at each of mask_positions "
-                             "(autoshard does not preprocess text for a MaskedLM)")
+            raise ValueError(f"{where}: give y, the original token id at each of "
+                             "mask_positions (or text, which the preprocessor masks)")
         y = _int_array(y, "y", where, 2)
         if y.shape != positions.shape:
             raise ValueError(f"{where}: y has shape {y.shape}, mask_positions "
@@ -155,6 +175,11 @@ class MaskedLM(_Task):
             if not np.all(np.isfinite(w)) or np.any(w < 0):
                 raise ValueError(f"{where}: sample_weight must be finite and 0 or more")
         return inputs, y, w
+
+
+def _is_text(x):
+    return isinstance(x, str) or (isinstance(x, (list, tuple)) and bool(x) and
+                                  all(isinstance(t, str) for t in x))
 
 
 def _masked_lm_inputs(inputs, where):
@@ -206,6 +231,91 @@ def _spread_over_tokens(positions, y, w, tokens):
         labels[row, p] = y[row, col]
         weights[row, p] += w[row, col] * tokens / masks
     return labels, weights
+
+
+class MaskedLMPreprocessor:
+    """KerasHub's MaskedLMPreprocessor (keras_hub/src/models/
+    masked_lm_preprocessor.py; BertMaskedLMPreprocessor) for single
+    segments: each text tokenized, packed as ``[CLS] tokens [SEP]`` then
+    padding to ``sequence_length`` (truncating the tokens), and masked as
+    its MaskedLMMaskGenerator masks (tf_text's RandomItemSelector and
+    MaskValuesChooser): ``ceil(mask_selection_rate * n)`` of the n tokens
+    that are not special, at most ``mask_selection_length``, chosen at
+    random; each becomes [MASK] with ``mask_token_rate``, a random id with
+    ``random_token_rate``, else stays. Returns ``(x, y, sample_weight)``:
+    x with ``mask_positions`` (ascending, padded with 0 to
+    ``mask_selection_length``), y the original ids there, sample_weight 1
+    for a masked token and 0 for padding. The draws are NumPy's (seeded),
+    not TensorFlow's."""
+
+    def __init__(self, tokenizer, sequence_length=512, mask_selection_rate=0.15,
+                 mask_selection_length=96, mask_token_rate=0.8, random_token_rate=0.1, seed=0):
+        where = "MaskedLMPreprocessor"
+        self.tokenizer = tokenizer
+        self.sequence_length = _checks.integer(sequence_length, "sequence_length", where, 3,
+                                               _checks.INT32_MAX)
+        self.mask_selection_rate = _checks.number(mask_selection_rate, "mask_selection_rate",
+                                                  where, 0, 1)
+        self.mask_selection_length = _checks.integer(mask_selection_length,
+                                                     "mask_selection_length", where, 1,
+                                                     _checks.INT32_MAX)
+        self.mask_token_rate = _checks.number(mask_token_rate, "mask_token_rate", where, 0, 1)
+        self.random_token_rate = _checks.number(random_token_rate, "random_token_rate", where,
+                                                0, 1 - self.mask_token_rate)
+        ids = {t: tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")}
+        missing = [t for t, i in ids.items() if i is None]
+        if missing:
+            raise ValueError(f"{where}: the tokenizer has no {', '.join(missing)} (a "
+                             "BertTokenizer's special tokens)")
+        self._cls, self._sep, self._pad, self._mask = (ids[t] for t in
+                                                       ("[CLS]", "[SEP]", "[PAD]", "[MASK]"))
+        self._seed, self._calls = seed, 0
+
+    def __call__(self, x, y=None, sample_weight=None):
+        import math
+
+        import numpy as np
+
+        texts = [x] if isinstance(x, str) else list(x)
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("MaskedLMPreprocessor: give a text or a list of texts (one "
+                             "segment each; pairs are not supported)")
+        if y is not None or sample_weight is not None:
+            raise ValueError("MaskedLMPreprocessor: the labels come from the masking; give no y "
+                             "or sample_weight with text")
+        rng = np.random.default_rng([self._seed, self._calls])
+        self._calls += 1
+        n, T, K = len(texts), self.sequence_length, self.mask_selection_length
+        token_ids = np.full((n, T), self._pad, np.int32)
+        positions = np.zeros((n, K), np.int32)
+        labels = np.zeros((n, K), np.int32)
+        weights = np.zeros((n, K), np.float32)
+        lengths = []
+        for row, text in enumerate(texts):
+            body = self.tokenizer.encode(text, add_special_tokens=False)[:T - 2]
+            packed = [self._cls, *body, self._sep]
+            token_ids[row, :len(packed)] = packed
+            lengths.append(len(packed))
+            selectable = np.arange(1, len(packed) - 1)
+            count = min(math.ceil(len(selectable) * self.mask_selection_rate), K)
+            chosen = np.sort(rng.permutation(selectable)[:count])
+            positions[row, :count] = chosen
+            labels[row, :count] = token_ids[row, chosen]
+            weights[row, :count] = 1
+            draw = rng.random(count)
+            masked = draw < self.mask_token_rate
+            randomised = ~masked & (draw < self.mask_token_rate + self.random_token_rate)
+            token_ids[row, chosen[masked]] = self._mask
+            token_ids[row, chosen[randomised]] = rng.integers(
+                0, self.tokenizer.vocab_size, int(randomised.sum()))
+        padding_mask = np.arange(T) < np.array(lengths)[:, None]  # the packed tokens
+        x = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+             "padding_mask": padding_mask, "mask_positions": positions}
+        return x, labels, weights
+
+
+BertMaskedLMPreprocessor = type("BertMaskedLMPreprocessor", (MaskedLMPreprocessor,),
+                                {"__module__": __name__})
 
 
 BertMaskedLM = type("BertMaskedLM", (MaskedLM,),
