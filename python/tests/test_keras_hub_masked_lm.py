@@ -239,6 +239,7 @@ def test_text_goes_through_kerashubs_masking(tmp_path):
 
     model = keras_hub.models.BertMaskedLM.from_preset(preset_with_tokenizer(tmp_path))
     pre = model.preprocessor
+    assert isinstance(pre, keras_hub.models.BertMaskedLMPreprocessor)
     assert pre.sequence_length == 20  # the backbone's positions (no preprocessor.json)
     texts = ["hello worlds, hello world.", "don't", "unaffable cafe !", "a b c hello"] * 50
     x, y, w = pre(texts)

@@ -819,9 +819,10 @@ globals().update(_CLASSES)
 __all__ += sorted(_CLASSES)
 
 
-from .masked_lm import MaskedLM, BertMaskedLM  # noqa: E402 (they build on the classes above)
+from .masked_lm import (BertMaskedLM, BertMaskedLMPreprocessor, MaskedLM,  # noqa: E402
+                        MaskedLMPreprocessor)  # (they build on the classes above)
 
-__all__ += ["MaskedLM", "BertMaskedLM"]
+__all__ += ["MaskedLM", "BertMaskedLM", "MaskedLMPreprocessor", "BertMaskedLMPreprocessor"]
 
 
 def __getattr__(name):
