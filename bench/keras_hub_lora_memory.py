@@ -3,14 +3,14 @@ weights made here) through autoshard.keras_hub, against the sum of what it
 must hold: the frozen weights, the adapters, the optimizer's state of the
 adapters and the training step's activations.
 
-    python3 bench/keras_hub_lora_memory.py make DIR [--layers 18]   # the preset
+    python3 bench/keras_hub_lora_memory.py make DIR [--layers 18] [--vocab 256000]   # the preset
     python3 bench/keras_hub_lora_memory.py run DIR [--seq 128] [--batch 1] [--steps 2]
 
 ``make`` writes a GemmaBackbone preset of Gemma 2B's shapes (KerasHub's
 gemma_2b_en config: vocabulary 256000, hidden 2048, 18 layers, 8 query
 heads, 1 key-value head, head_dim 256, intermediate_dim 32768) with
-autoshard's initial (seeded) weights in f32; ``--layers`` makes fewer
-layers. ``run`` is KerasHub's LoRA recipe (``from_preset``,
+autoshard's initial (seeded) weights in f32; ``--layers`` and ``--vocab``
+make a smaller model of the same layer shapes. ``run`` is KerasHub's LoRA recipe (``from_preset``,
 ``backbone.enable_lora(rank=4)``, ``compile``, ``fit``), in its own
 process, printing the peak resident memory (VmHWM) after each phase and one
 JSON line. bench/README.md records a run.
@@ -42,10 +42,10 @@ def peak_rss():
     return 0
 
 
-def make(directory, layers):
+def make(directory, layers, vocab):
     import autoshard.keras_hub as keras_hub
 
-    config = dict(GEMMA_2B, num_layers=layers)
+    config = dict(GEMMA_2B, num_layers=layers, vocabulary_size=vocab)
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump({"module": "keras_hub.src.models.gemma.gemma_backbone",
@@ -92,8 +92,6 @@ def run(directory, seq, batch, steps, rank):
     lm = keras_hub.models.GemmaCausalLM.from_preset(directory)
     phases["from_preset"] = peak_rss()
     lm.backbone.enable_lora(rank=rank)
-    lora = adapter_parameters(config, rank)
-    base = lm.count_params() - lora  # builds the model; fit's first step reads the weights
     phases["enable_lora"] = peak_rss()
     lm.compile(optimizer=autoshard.keras.optimizers.Adam(1e-4))
     rng = np.random.default_rng(0)
@@ -102,6 +100,11 @@ def run(directory, seq, batch, steps, rank):
     history = lm.fit(x, tokens[:, 1:], batch_size=batch, epochs=1, shuffle=False)
     phases["fit"] = peak_rss()
     seconds = time.time() - start
+    # Counted after fit: a call that builds the model before it (count_params,
+    # a forward pass) makes fit build it anew for training, copying the weights
+    # over, which holds both copies for a moment (twice the weights).
+    lora = adapter_parameters(config, rank)
+    base = lm.count_params() - lora
     weights, adapters = 4 * base, 4 * lora
     optimizer = 2 * adapters  # Adam's two slots, for the adapters alone
     activations = activation_bytes(config, batch, seq)
@@ -126,13 +129,14 @@ def main():
     parser.add_argument("mode", choices=["make", "run"])
     parser.add_argument("directory")
     parser.add_argument("--layers", type=int, default=GEMMA_2B["num_layers"])
+    parser.add_argument("--vocab", type=int, default=GEMMA_2B["vocabulary_size"])
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--rank", type=int, default=4)
     args = parser.parse_args()
     if args.mode == "make":
-        make(args.directory, args.layers)
+        make(args.directory, args.layers, args.vocab)
     else:
         run(args.directory, args.seq, args.batch, args.steps, args.rank)
 
