@@ -227,6 +227,7 @@ def preset_with_tokenizer(tmp_path):
     import shutil
 
     out = tmp_path / "bert_text"
+    out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(BERT, out)
     words = os.path.join(HUB, "tokenizers", "wordpiece")
     shutil.copy(os.path.join(words, "tokenizer.json"), out)
@@ -272,3 +273,7 @@ def test_text_goes_through_kerashubs_masking(tmp_path):
         model.fit(texts[:4], np.zeros((4, 96), np.int32))
     with pytest.raises(ValueError, match="no tokenizer"):
         masked_lm().fit(texts[:4])
+    plain = keras_hub.models.BertMaskedLM.from_preset(preset_with_tokenizer(tmp_path / "b"),
+                                                      preprocessor=None)  # KerasHub's opt-out
+    with pytest.raises(ValueError, match="no tokenizer"):
+        plain.predict(texts[:1])

@@ -34,9 +34,12 @@ class MaskedLM(_Task):
     @classmethod
     def _load(cls, path, config, load_weights, mesh, distribution, sharding, dtype, seed, kwargs,
               where):
-        kwargs.pop("preprocessor", None)
+        preprocessor = kwargs.pop("preprocessor", "auto")  # None: preprocessed input only
         if kwargs:
             raise ValueError(f"{where}: unsupported argument(s) {', '.join(sorted(kwargs))}")
+        if not (preprocessor in (None, "auto") or isinstance(preprocessor, MaskedLMPreprocessor)):
+            raise TypeError(f"{where}: preprocessor must be a BertMaskedLMPreprocessor or None, "
+                            f"not {_checks.shown(preprocessor)}")
         if not load_weights:
             raise ValueError(f"{where}: load_weights=False is not supported for encoders")
         if dtype is not None:
@@ -54,6 +57,8 @@ class MaskedLM(_Task):
         length = min(_sequence_length(path) or 512, positions)
         model.preprocessor = None if model.tokenizer is None else BertMaskedLMPreprocessor(
             model.tokenizer, sequence_length=length, seed=seed)
+        if preprocessor != "auto":
+            model.preprocessor = preprocessor
         return model
 
     @property
@@ -147,8 +152,10 @@ class MaskedLM(_Task):
     def _preprocess(self, x, y, sample_weight, where):
         """Text through the preset's preprocessor: (x, y, sample_weight)."""
         if self.preprocessor is None:
-            raise ValueError(f"{where}: this preset has no tokenizer (tokenizer.json and "
-                             "assets/), so it takes preprocessed dicts with mask_positions")
+            raise ValueError(f"{where}: this model has no preprocessor (its preset has no "
+                             "tokenizer: tokenizer.json and assets/; or from_preset was given "
+                             "preprocessor=None), so it takes preprocessed dicts with "
+                             "mask_positions")
         return self.preprocessor(x, y, sample_weight)
 
     def _xyw(self, x, y, sample_weight, where):
