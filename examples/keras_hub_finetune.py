@@ -6,7 +6,7 @@
 # Keras tensor-parallel quick start on a BERT preset. Notebook cells (`# %%`);
 # runs as a script too (python/tests/test_keras_hub_python.py runs it on the
 # tiny presets of tests/data/keras_hub). Give other presets with
-# AUTOSHARD_GPT2_PRESET, AUTOSHARD_GEMMA_PRESET and AUTOSHARD_BERT_PRESET
+# AUTOSHARD_GPT2_PRESET and AUTOSHARD_BERT_PRESET
 # (local directories).
 
 # %%
@@ -21,7 +21,6 @@ import autoshard.keras_hub as keras_hub  # was: import keras_hub
 HUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "keras_hub")
 GPT2 = os.environ.get("AUTOSHARD_GPT2_PRESET", os.path.join(HUB, "gpt2"))
 BERT = os.environ.get("AUTOSHARD_BERT_PRESET", os.path.join(HUB, "bert"))
-GEMMA = os.environ.get("AUTOSHARD_GEMMA_PRESET", os.path.join(HUB, "gemma"))
 
 # %% [markdown]
 # ## Load sharded: `sharding="auto"` (keras-hub#2806)
@@ -60,32 +59,8 @@ with tempfile.TemporaryDirectory() as tmp:
           float(np.abs(again(x) - lm(x)).max()))
 
 # %% [markdown]
-# ## LoRA: KerasHub's most used recipe
-# `GemmaCausalLM.from_preset(..., sharding="auto")`, `enable_lora(rank=4)`,
-# `fit` (the adapters only), `generate` (with them).
-
-# %%
-gemma = keras_hub.models.GemmaCausalLM.from_preset(GEMMA, sharding="auto")
-gemma.backbone.enable_lora(rank=4)
-gemma.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2), sampler="greedy")
-tokens = rng.integers(0, gemma.vocab_size, (16, 9))
-history = gemma.fit({"token_ids": tokens[:, :-1]}, tokens[:, 1:], batch_size=8, epochs=3)
-print(f"lora: loss {history.history['loss'][0]:.4f} -> {history.history['loss'][-1]:.4f}, "
-      f"{gemma.count_params()} parameters")
-print("lora generated:", gemma.generate(prompt, stop_token_ids=None)["token_ids"][0].tolist())
-
-# %% [markdown]
-# The adapters alone go in a `.lora.h5` file (`save_lora_weights`), which
-# `load_lora_weights` puts on a fresh model (enabling LoRA at its rank).
-
-# %%
-with tempfile.TemporaryDirectory() as tmp:
-    gemma.backbone.save_lora_weights(os.path.join(tmp, "adapter.lora.h5"))
-    fresh = keras_hub.models.GemmaCausalLM.from_preset(GEMMA)
-    fresh.backbone.load_lora_weights(os.path.join(tmp, "adapter.lora.h5"))
-    check = {"token_ids": tokens[:2, :-1]}
-    print("reloaded adapters, largest logit difference:",
-          float(np.abs(fresh(check) - gemma(check)).max()))
+# LoRA fine-tuning (`enable_lora`, `save_lora_weights`) has its own
+# notebook: examples/keras_hub_lora.py.
 
 # %% [markdown]
 # ## The Keras tensor-parallel quick start

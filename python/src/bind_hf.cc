@@ -387,7 +387,16 @@ class LanguageModel {
     AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
     std::shared_ptr<const DecoderConfig> with_lora = lora_config({rank, alpha});
     py::gil_scoped_release release;
-    // The weights come from the model built now (the readers know no adapters).
+    if (!model_ && (weights_.empty() || keras_hub::is_preset(weights_))) {
+      // Not built yet: the model is built with its adapters at first use and
+      // reads the preset (which has none: they keep their start) straight
+      // into its shards, with no model of the base weights beside it (the
+      // copy below holds both: twice the weights at its peak).
+      cfg_.config = with_lora;
+      return;
+    }
+    // The weights come from the model built now (Hugging Face's reader
+    // knows no adapters).
     if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
     cfg_.config = with_lora;
     build(built_seq_, nullptr, [&] {
@@ -600,15 +609,31 @@ class Encoder {
   // classifier a fresh head of that many classes (KerasHub's
   // TextClassifier.from_preset(num_classes=N)): the backbone's weights are
   // loaded, the head's are new.
-  Encoder(const std::string& dir, uint64_t seed, Placement placement, int64_t num_labels = 0)
+  // `masked_lm` asks for KerasHub's BertMaskedLM head (true) or a
+  // classifier (false) where the preset's task is the other: the backbone
+  // is loaded and the head is new, as KerasHub's Task.from_preset builds a
+  // task of another class around the preset's backbone.
+  Encoder(const std::string& dir, uint64_t seed, Placement placement, int64_t num_labels = 0,
+          std::optional<bool> masked_lm = std::nullopt)
       : cfg_(encoder_config(dir)),
         dir_(dir),
         preset_(keras_hub::is_preset(dir)),
         seed_(seed),
         placement_(std::move(placement)),
-        preset_labels_(cfg_.num_labels) {
+        preset_labels_(cfg_.num_labels),
+        preset_masked_lm_(cfg_.masked_lm) {
     placement_.check();
     AS_CHECK(num_labels >= 0, "num_classes must be positive, not ", num_labels);
+    if (masked_lm && *masked_lm != cfg_.masked_lm) {
+      AS_CHECK(preset_ && !cfg_.roberta(), "a new ",
+               *masked_lm ? "masked-LM head" : "classification head",
+               " is made for a KerasHub BertBackbone preset only");
+      AS_CHECK(*masked_lm || num_labels > 0, "TextClassifier.from_preset: the preset's task is ",
+               "BertMaskedLM; give num_classes for the classifier's new head");
+      cfg_.masked_lm = *masked_lm;
+      cfg_.masked_lm_keeps_pooler = *masked_lm;
+      cfg_.masked_lm_norm_eps = *masked_lm ? keras_hub::keras_hub_masked_lm_epsilon : 0;
+    }
     if (num_labels == 0 || num_labels == cfg_.num_labels) return;
     AS_CHECK(preset_ && !cfg_.masked_lm, "num_classes: a new head of ", num_labels,
              " classes is made for a KerasHub TextClassifier preset only");
@@ -639,7 +664,7 @@ class Encoder {
   double train_on_batch(const py::handle& ids, const py::handle& segments, const py::handle& mask,
                         const py::handle& labels) {
     AS_CHECK(optimizer_, "fit: compile() the model first");
-    AS_CHECK(!cfg_.masked_lm, "fit: autoshard trains the TextClassifier head, not a masked LM");
+    AS_CHECK(!cfg_.masked_lm, "fit: this is a masked LM; train it with train_masked_lm");
     ModelInputs x = inputs(ids, segments, mask, "fit");
     const Tensor& token_ids = x.tensors().at("token_ids");
     Tensor y = to_tensor(labels, DType::I32, "y");
@@ -653,6 +678,38 @@ class Encoder {
     if (!model_ || seq_ != token_ids.dim(1) || trained_with_ != optimizer_.get())
       build(token_ids.dim(1), optimizer_);
     const double loss = model_->train_on_batch(x, y);
+    AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
+             std::isnan(loss) ? "nan" : "infinite", " (lower the learning rate)");
+    return loss;
+  }
+
+  // One optimizer step of a masked LM: the original token ids `labels`
+  // [B, S] at the positions whose `weights` [B, S] are not 0, each
+  // position's loss times its weight, summed and divided by B * S (Keras's
+  // sum_over_batch_size with sample weights); the batch's loss before it.
+  double train_masked_lm(const py::handle& ids, const py::handle& segments, const py::handle& mask,
+                         const py::handle& labels, const py::handle& weights) {
+    AS_CHECK(optimizer_, "fit: compile() the model first");
+    AS_CHECK(cfg_.masked_lm, "fit: this is a classifier, not a masked LM");
+    ModelInputs x = inputs(ids, segments, mask, "fit");
+    const Tensor& token_ids = x.tensors().at("token_ids");
+    Tensor y = to_tensor(labels, DType::I32, "y"), w = to_tensor(weights, DType::F32, "weights");
+    AS_CHECK(y.shape() == token_ids.shape() && w.shape() == y.shape(),
+             "fit: labels and weights must have token_ids' shape ", shape_str(token_ids.shape()));
+    const int64_t V = cfg_.vocab_size;
+    Tensor packed = Tensor::zeros({y.dim(0), y.dim(1), V + 1}, DType::F32);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < V, "fit: y holds ", y.i32()[i],
+               ", outside the model's vocabulary of ", V);
+      AS_CHECK(std::isfinite(w.f32()[i]) && w.f32()[i] >= 0,
+               "fit: sample weights must be finite and 0 or more, not ", w.f32()[i]);
+      packed.f32()[i * (V + 1) + y.i32()[i]] = 1.0f;  // one-hot, then the weight
+      packed.f32()[i * (V + 1) + V] = w.f32()[i];
+    }
+    py::gil_scoped_release release;
+    if (!model_ || seq_ != token_ids.dim(1) || trained_with_ != optimizer_.get())
+      build(token_ids.dim(1), optimizer_);
+    const double loss = model_->train_on_batch(x, packed);
     AS_CHECK(std::isfinite(loss), "fit: training diverged: the loss is ",
              std::isnan(loss) ? "nan" : "infinite", " (lower the learning rate)");
     return loss;
@@ -783,7 +840,11 @@ class Encoder {
   void build(int64_t seq, std::shared_ptr<Optimizer> optimizer) {
     const Optimizer* optimizer_ptr = optimizer.get();
     auto next = std::make_unique<Bert>(cfg_, seq, seed_);
-    if (optimizer) next->compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
+    if (optimizer && cfg_.masked_lm)  // targets packed with their weights (train_masked_lm)
+      next->compile(std::move(optimizer), losses::sample_weighted("sparse_categorical_crossentropy",
+                                                                  {.from_logits = true}));
+    else if (optimizer)
+      next->compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
     std::swap(model_, next);
     try {
       model_->set_distribution(distribution_of(placement_, bert_megatron_layout(), [&] {
@@ -798,7 +859,8 @@ class Encoder {
     if (next) {
       for (const std::string& path : next->weight_paths())
         model_->set_weight(path, next->gather_weight(path));
-    } else if (preset_ && cfg_.num_labels != preset_labels_) {
+    } else if (preset_ &&
+               (cfg_.num_labels != preset_labels_ || cfg_.masked_lm != preset_masked_lm_)) {
       load_backbone_only(seq);
     } else if (preset_) {
       keras_hub::load_preset_weights(*model_, dir_);
@@ -813,16 +875,17 @@ class Encoder {
   // preset's) keeps its initial weights: the preset is read into a model
   // with its own head (on one device), whose other weights are copied over.
   void load_backbone_only(int64_t seq) {
-    BertConfig preset = cfg_;
-    preset.num_labels = preset_labels_;
-    preset.lora = {};
+    const BertConfig preset = encoder_config(dir_);
     Bert source(preset, seq, seed_);
     keras_hub::load_preset_weights(source, dir_);
     std::set<std::string> head;
     for (const keras_hub::Variable& v : config_of_model(source)->keras_hub_variables().variables)
       if (v.task) head.insert(v.weight);
+    const std::vector<std::string> ours = model_->weight_paths();
+    const std::set<std::string> wanted(ours.begin(), ours.end());
     for (const std::string& path : source.weight_paths())
-      if (!head.count(path)) model_->set_weight(path, source.gather_weight(path));
+      if (!head.count(path) && wanted.count(path))
+        model_->set_weight(path, source.gather_weight(path));
   }
 
   BertConfig cfg_;
@@ -831,6 +894,7 @@ class Encoder {
   uint64_t seed_;
   Placement placement_;
   int64_t preset_labels_;  // the preset's head's classes
+  bool preset_masked_lm_;  // the preset's head is BertMaskedLM's
   std::unique_ptr<Bert> model_;
   int64_t seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;
@@ -839,18 +903,19 @@ class Encoder {
 
 void bind_encoder(py::module_& m) {
   py::class_<Encoder>(m, "Encoder")
-      .def(
-          py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
-                      const std::string& plan, const std::string& cluster, double memory_per_device,
-                      const LayoutEntries& layout_map, int64_t num_labels) {
-            return std::make_unique<Encoder>(
-                dir, seed,
-                Placement{mesh, devices, plan, cluster, memory_per_device,
-                          layout_map_of(layout_map)},
-                num_labels);
-          }),
-          "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
-          "memory_per_device"_a, "layout_map"_a = LayoutEntries{}, "num_labels"_a = 0)
+      .def(py::init([](const std::string& dir, uint64_t seed, const std::string& mesh, int devices,
+                       const std::string& plan, const std::string& cluster,
+                       double memory_per_device, const LayoutEntries& layout_map,
+                       int64_t num_labels, std::optional<bool> masked_lm) {
+             return std::make_unique<Encoder>(
+                 dir, seed,
+                 Placement{mesh, devices, plan, cluster, memory_per_device,
+                           layout_map_of(layout_map)},
+                 num_labels, masked_lm);
+           }),
+           "directory"_a, "seed"_a, "mesh"_a, "devices"_a, "plan"_a, "cluster"_a,
+           "memory_per_device"_a, "layout_map"_a = LayoutEntries{}, "num_labels"_a = 0,
+           "masked_lm"_a = py::none())
       .def("plan", &Encoder::plan)
       .def(
           "set_placement",
@@ -865,6 +930,8 @@ void bind_encoder(py::module_& m) {
       .def("compile", &Encoder::compile, "optimizer"_a)
       .def("train_on_batch", &Encoder::train_on_batch, "token_ids"_a, "segment_ids"_a,
            "padding_mask"_a, "labels"_a)
+      .def("train_masked_lm", &Encoder::train_masked_lm, "token_ids"_a, "segment_ids"_a,
+           "padding_mask"_a, "labels"_a, "weights"_a)
       .def("save_preset", &Encoder::save_preset, "directory"_a, "overwrite"_a,
            "max_shard_gb"_a = 0.0)
       .def("enable_lora", &Encoder::enable_lora, "rank"_a, "lora_alpha"_a)

@@ -56,7 +56,9 @@ void read_task(const fs::path& dir, const ModelFamily& model_family, const std::
   Fields f(task.value("config", json::object()), where + " \"config\"", cls);
   ignore_layer_fields(f);
   for (const char* k : {"backbone", "preprocessor", "compile_config"}) f.ignore(k);
-  if (encoder) {
+  if (encoder && cls == family + "MaskedLM") {
+    hf["architectures"] = {family + "ForMaskedLM"};  // the head in task.weights.h5
+  } else if (encoder) {
     hf["num_labels"] = f.size("num_classes");
     hf["architectures"] = {family + "ForSequenceClassification"};
     f.real("dropout", 0);  // off in inference; autoshard's classifier dropout follows the backbone

@@ -106,6 +106,15 @@ def _tokenizer_class(path):
     return j.get("class_name") if isinstance(j, dict) else None
 
 
+def _task_class(path):
+    """task.json's class_name, or None."""
+    p = os.path.join(path, "task.json")
+    if not os.path.isfile(p):
+        return None
+    j = _checks.read_json(p, "KerasHub task.json")
+    return j.get("class_name") if isinstance(j, dict) else None
+
+
 def _sequence_length(path):
     """preprocessor.json's sequence_length, or None."""
     p = os.path.join(path, "preprocessor.json")
@@ -146,6 +155,8 @@ class Backbone:
         path, config = _preset_dir(preset, cls)
         encoder = _check_class(cls, config["class_name"])
         task_cls = TextClassifier if encoder else CausalLM
+        if encoder and (_task_class(path) or "").endswith("MaskedLM"):
+            from .masked_lm import MaskedLM as task_cls  # the preset's task: BertMaskedLM
         task = task_cls._load(path, config, load_weights, mesh, distribution, sharding, dtype,
                               seed, kwargs, f"{cls.__name__}.from_preset")
         task.backbone = cls(task)
@@ -362,6 +373,21 @@ class _Task:
         return f"<keras_hub.models.{type(self).__name__} ({self._class_name}) from {self._path!r}>"
 
 
+def _check_loss(loss, what):
+    """compile's loss: "auto", its name, or the object KerasHub's guides pass,
+    ``keras.losses.SparseCategoricalCrossentropy(from_logits=True)`` (the
+    tasks' "auto" in causal_lm.py, text_classifier.py, masked_lm.py); the
+    engine trains on that loss only."""
+    spec = getattr(loss, "_spec", None)
+    if isinstance(loss, str) and loss in ("auto", "sparse_categorical_crossentropy"):
+        return
+    if spec is not None and spec[:3] == ("sparse_categorical_crossentropy", True, 0.0):
+        return
+    raise ValueError(f"compile: {what} trains on the sparse categorical cross-entropy of its "
+                     "logits (loss=\"auto\", or keras.losses.SparseCategoricalCrossentropy("
+                     f"from_logits=True)), not {_checks.shown(loss)}")
+
+
 def _batches(n, batch_size, shuffle, epoch, seed):
     import numpy as np
 
@@ -426,9 +452,7 @@ class CausalLM(_Task):
             kwargs.pop(k, None)
         if kwargs:
             raise ValueError(f"compile: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        if loss not in ("auto", "sparse_categorical_crossentropy"):
-            raise ValueError("compile: a CausalLM trains on the sparse categorical cross-entropy "
-                             f"of its logits (loss=\"auto\"), not {_checks.shown(loss)}")
+        _check_loss(loss, "a CausalLM")
         self.sampler = _samplers.get(sampler)
         self._optimizer_spec = optimizer
         self._optimizer = None
@@ -674,7 +698,8 @@ class TextClassifier(_Task):
         # many classes on the preset's backbone (KerasHub's Task.from_preset
         # builds the task anew around the loaded backbone).
         native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args(),
-                                                     num_labels=num_classes or 0))
+                                                     num_labels=num_classes or 0,
+                                                     masked_lm=False))
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed
@@ -695,10 +720,7 @@ class TextClassifier(_Task):
             kwargs.pop(k, None)
         if kwargs:
             raise ValueError(f"compile: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        if loss not in ("auto", "sparse_categorical_crossentropy"):
-            raise ValueError("compile: a TextClassifier trains on the sparse categorical "
-                             f"cross-entropy of its logits (loss=\"auto\"), not "
-                             f"{_checks.shown(loss)}")
+        _check_loss(loss, "a TextClassifier")
         self._optimizer_spec = optimizer
         self._optimizer = None
 
@@ -797,11 +819,17 @@ globals().update(_CLASSES)
 __all__ += sorted(_CLASSES)
 
 
+from .masked_lm import (BertMaskedLM, BertMaskedLMPreprocessor, MaskedLM,  # noqa: E402
+                        MaskedLMPreprocessor)  # (they build on the classes above)
+
+__all__ += ["MaskedLM", "BertMaskedLM", "MaskedLMPreprocessor", "BertMaskedLMPreprocessor"]
+
+
 def __getattr__(name):
     if name.endswith(("Backbone", "CausalLM", "TextClassifier", "MaskedLM", "Preprocessor",
                       "Tokenizer", "Seq2SeqLM")):
         raise AttributeError(
             f"keras_hub.models.{name}: autoshard has no such KerasHub class; it has the "
             f"families of the backbones {_known()} (their Backbone, CausalLM or "
-            "TextClassifier classes)")
+            "TextClassifier classes) and BertMaskedLM")
     raise AttributeError(f"module 'autoshard.keras_hub.models' has no attribute '{name}'")

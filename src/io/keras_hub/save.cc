@@ -4,6 +4,7 @@
 // of keras_hub.h, task.json and
 // task.weights.h5 for a TextClassifier, and the tokenizer files of the
 // preset it came from. The directory appears whole or not at all.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -220,7 +221,10 @@ void save_preset(Model& model, const Variables& v, const json& backbone_config,
                     .dump(2) +
                 "\n");
         write_backbone_weights(model, v, out, max_shard_gb);
-        if (has_task) write_weights(model, v, out, true);
+        // A classifier's head, BertMaskedLM's mlm_head (whose config is the backbone's alone).
+        const bool task_weights = std::any_of(v.variables.begin(), v.variables.end(),
+                                              [](const Variable& var) { return var.task; });
+        if (task_weights) write_weights(model, v, out, true);
         // The tokenizer of the preset the model came from, unchanged.
         if (!tokenizer_from.empty() && World::process().leader())
           filesystem_step("copying the preset's tokenizer",

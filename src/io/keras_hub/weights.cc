@@ -177,8 +177,11 @@ void load_preset_weights(Model& model, const std::string& dir, const Variables& 
     if (!v.weight.empty()) sources[v.weight] = variable_source(file, found);
   }
   for (const std::string& w : variables.zero_weights) sources[w] = zero_source();
+  // LoRA adapters (autoshard/nn/lora.h) are not in a preset: they keep
+  // their initial values (b zeros: the model is the preset's).
   for (const std::string& w : model.weight_paths())
-    AS_CHECK(sources.count(w), "internal: weight '", w, "' has no KerasHub variable");
+    AS_CHECK(sources.count(w) || w.find(".lora_kernel_") != std::string::npos, "internal: weight '",
+             w, "' has no KerasHub variable");
   model.load_weights(sources);
 }
 

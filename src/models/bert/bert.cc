@@ -143,12 +143,15 @@ Value Bert::call(Trace& t, const std::vector<Value>& inputs) {
   return c.masked_lm ? masked_lm_head(t, x) : classification_head(t, x);
 }
 
+// The first token of each sequence ([CLS] / <s>): [S, B, C] row 0, [B, C].
+Value Bert::first_token(Trace& t, Value x) const {
+  return ops::reshape(ops::gather(ops::transpose(x, {1, 0, 2}), ops::iota(t.graph(), {1})),
+                      {x.dim(0), config_.hidden_size});
+}
+
 Value Bert::classification_head(Trace& t, Value x) const {
   const BertConfig& c = config_;
-  const int64_t B = x.dim(0);
-  // The first token of each sequence: [S, B, C] row 0.
-  Value first = ops::reshape(ops::gather(ops::transpose(x, {1, 0, 2}), ops::iota(t.graph(), {1})),
-                             {B, c.hidden_size});
+  Value first = first_token(t, x);
   if (c.roberta()) {
     Trace::Scope head(t, "classifier");
     Value h = ops::tanh(
@@ -165,9 +168,20 @@ Value Bert::classification_head(Trace& t, Value x) const {
 }
 
 // dense + GELU + LayerNorm, then the tied word embeddings and a bias:
-// logits [B, S, V].
+// logits [B, S, V] (KerasHub's MaskedLMHead gathers the masked positions
+// first; the head is per position, so its logits are these rows).
 Value Bert::masked_lm_head(Trace& t, Value x) const {
   const BertConfig& c = config_;
+  if (c.masked_lm_keeps_pooler) {
+    // The pooler, frozen (declared non-trainable before the dense layer
+    // reads it), enters as 0 * its output, as GPT-2's key bias does.
+    Trace::Scope pooler(t, "pooler");
+    t.weight("dense.kernel", {c.hidden_size, c.hidden_size}, Initializer::zeros(), false);
+    t.weight("dense.bias", {c.hidden_size}, Initializer::zeros(), false);
+    Value pooled = ops::tanh(dense(t, first_token(t, x), c.hidden_size, "dense"));
+    x = x + ops::broadcast_to(ops::reshape(ops::scale(pooled, 0.0), {x.dim(0), 1, c.hidden_size}),
+                              x.shape());
+  }
   Value words;
   {
     Trace::Scope e(t, "embeddings.word_embeddings");
@@ -180,7 +194,9 @@ Value Bert::masked_lm_head(Trace& t, Value x) const {
     if (!c.roberta()) transform.emplace(t, "transform");
     h = ops::gelu(hf_projection("bsc,oc->bso", {-1, c.hidden_size}, "dense", "o")(t, x),
                   /*tanh_approximation=*/false);
-    h = layer_norm(c, c.roberta() ? "layer_norm" : "LayerNorm")(t, h);
+    h = LayerNormalization(LayerNormalizationOptions()
+                               .epsilon(c.masked_lm_epsilon())
+                               .name(c.roberta() ? "layer_norm" : "LayerNorm"))(t, h);
   }
   Value bias = t.weight("bias", {c.vocab_size}, Initializer::zeros());
   return ops::einsum("bsc,vc->bsv", h, words) + bias;

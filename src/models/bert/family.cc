@@ -24,7 +24,9 @@ class BertEncoder final : public ConfigOf<BertConfig, FamilyConfig> {
     return keras_hub::bert_backbone_config(config_);
   }
   // The TextClassifier: its classes; logits, no dropout at inference.
+  // BertMaskedLM's config has no fields beyond its backbone's.
   nlohmann::json keras_hub_task() const override {
+    if (config_.masked_lm) return nlohmann::json::object();
     return {{"num_classes", config_.num_labels}, {"activation", nullptr}, {"dropout", 0.0}};
   }
 };
@@ -39,8 +41,19 @@ class BertFamily final : public ModelFamily {
   nlohmann::json keras_hub_to_hf(const std::string& backbone, keras_hub::Fields& f) const override {
     return keras_hub::bert_hf_fields(f, backbone == "RobertaBackbone");
   }
+  // BertBackbone's tasks: BertTextClassifier and BertMaskedLM.
+  bool keras_hub_task_matches(const std::string& backbone,
+                              const std::string& task_class) const override {
+    return ModelFamily::keras_hub_task_matches(backbone, task_class) ||
+           (backbone == "BertBackbone" && task_class == "BertMaskedLM");
+  }
   std::shared_ptr<const FamilyConfig> read_keras_hub(const ConfigReader& reader) const override {
-    return std::make_shared<BertEncoder>(BertConfig::from_reader(reader));
+    BertConfig c = BertConfig::from_reader(reader);
+    if (c.masked_lm) {  // BertMaskedLM (keras_hub_model.cc's read_task)
+      c.masked_lm_keeps_pooler = true;
+      c.masked_lm_norm_eps = keras_hub::keras_hub_masked_lm_epsilon;
+    }
+    return std::make_shared<BertEncoder>(c);
   }
   std::shared_ptr<const FamilyConfig> config_of(const Model& model) const override {
     const auto* bert = dynamic_cast<const Bert*>(&model);

@@ -59,6 +59,10 @@ std::vector<HfTensor> hf_tensors(const BertConfig& c) {
 
 void write_hf_bert(Bert& model, const fs::path& dir, const HfSaveOptions& options) {
   const BertConfig& c = model.config();
+  AS_CHECK(!c.masked_lm || c.masked_lm_epsilon() == c.layer_norm_eps,
+           "save: a Hugging Face masked LM's head normalises with layer_norm_eps (",
+           c.layer_norm_eps, "), and this one (KerasHub's BertMaskedLM) with ",
+           c.masked_lm_epsilon(), "; save it as a KerasHub preset (save_to_preset)");
   write_hf_reshaped(model, dir, hf_tensors(c), options);
   const nlohmann::json cfg = {{"model_type", c.model_type},
                               {"architectures",

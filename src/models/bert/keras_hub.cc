@@ -13,15 +13,46 @@ namespace autoshard::keras_hub {
 
 using nlohmann::json;
 
+namespace {
+
+// BertMaskedLM's head (keras_hub/src/models/bert/bert_masked_lm.py: a
+// MaskedLMHead named "mlm_head" over the backbone's token_embedding, tied),
+// in task.weights.h5 as Task.save_task_weights writes it
+// (keras_hub/src/models/task.py; keras/src/saving/saving_lib.py): the
+// functional task's layers list names the head's group after its class,
+// masked_lm_head; its own variable (output_bias) is vars/0; its sublayers
+// built in MaskedLMHead.build are private attributes, _intermediate_dense
+// (kernel, bias) and _intermediate_layer_norm (gamma, beta); the public
+// token_embedding is the backbone's, skipped.
+void masked_lm_head(Table& t, const BertConfig& c) {
+  const int64_t C = c.hidden_size;
+  const std::string ours = "cls.predictions.", h5 = "layers/masked_lm_head/";
+  t.transposed(ours + "transform.dense.kernel", "mlm_head/intermediate_dense/kernel",
+               h5 + "_intermediate_dense/vars/0", C, C, true);
+  t.same(ours + "transform.dense.bias", "mlm_head/intermediate_dense/bias",
+         h5 + "_intermediate_dense/vars/1", {C}, true);
+  t.same(ours + "transform.LayerNorm.gamma", "mlm_head/intermediate_layer_norm/gamma",
+         h5 + "_intermediate_layer_norm/vars/0", {C}, true);
+  t.same(ours + "transform.LayerNorm.beta", "mlm_head/intermediate_layer_norm/beta",
+         h5 + "_intermediate_layer_norm/vars/1", {C}, true);
+  t.same(ours + "bias", "mlm_head/output_bias", h5 + "vars/0", {c.vocab_size}, true);
+}
+
+}  // namespace
+
 Variables bert_variables(const BertConfig& c) {
-  AS_CHECK(!c.masked_lm, "KerasHub presets: the masked-LM head of ", c.model_type,
-           " is not mapped (TextClassifier heads are)");
+  AS_CHECK(!c.masked_lm || (!c.roberta() && c.masked_lm_keeps_pooler &&
+                            c.masked_lm_epsilon() == keras_hub_masked_lm_epsilon),
+           "KerasHub presets: a ", c.roberta() ? "RoBERTa" : "Hugging Face BERT",
+           " masked LM has no KerasHub form here (KerasHub's BertMaskedLM keeps the pooler and "
+           "normalises its head with epsilon 1e-5)");
   const int64_t C = c.hidden_size, H = c.num_attention_heads, D = c.head_dim();
   const int64_t I = c.intermediate_size, L = c.num_labels;
   const bool rob = c.roberta();
   Table t;
   t.out.class_name = rob ? "RobertaBackbone" : "BertBackbone";
-  t.out.task_class_name = rob ? "RobertaTextClassifier" : "BertTextClassifier";
+  t.out.task_class_name =
+      rob ? "RobertaTextClassifier" : (c.masked_lm ? "BertMaskedLM" : "BertTextClassifier");
   if (rob) {
     // TokenAndPositionEmbedding; Hugging Face numbers positions from
     // pad_token_id + 1, KerasHub from 0; no token types.
@@ -61,6 +92,10 @@ Variables bert_variables(const BertConfig& c) {
   const std::string logits = rob ? "classifier.out_proj" : "classifier";
   t.transposed(pooled + ".kernel", "pooled_dense/kernel", "layers/dense/vars/0", C, C, rob);
   t.same(pooled + ".bias", "pooled_dense/bias", "layers/dense/vars/1", {C}, rob);
+  if (c.masked_lm) {
+    masked_lm_head(t, c);
+    return t.out;
+  }
   const std::string lg = rob ? "layers/dense_1/vars/" : "layers/dense/vars/";
   t.transposed(logits + ".kernel", "logits/kernel", lg + "0", C, L, true);
   t.same(logits + ".bias", "logits/bias", lg + "1", {L}, true);

@@ -51,6 +51,14 @@ struct BertConfig {
   double layer_norm_eps = 1e-12;
   double dropout = 0.0;    // hidden_dropout_prob, while training
   bool masked_lm = false;  // the head: masked LM (architectures *ForMaskedLM), else classification
+  // The masked-LM head's LayerNorm epsilon; 0: layer_norm_eps (Hugging
+  // Face's). KerasHub's BertMaskedLM keeps MaskedLMHead's default, 1e-5
+  // (keras_hub/src/layers/modeling/masked_lm_head.py).
+  double masked_lm_norm_eps = 0;
+  // BERT with the masked-LM head keeps its pooler (pooler.dense), frozen
+  // and unused, as KerasHub's BertBackbone holds pooled_dense whatever its
+  // task; Hugging Face's BertForMaskedLM has none.
+  bool masked_lm_keeps_pooler = false;
   // LoRA on the attention's query and value projections; the
   // task's head stays trainable (autoshard/nn/lora.h,
   // KerasHub's Backbone.enable_lora; Python's enable_lora sets it).
@@ -66,6 +74,9 @@ struct BertConfig {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   // The first position row a sequence reads (RoBERTa's offset).
   int64_t position_offset() const { return roberta() ? pad_token_id + 1 : 0; }
+  double masked_lm_epsilon() const {
+    return masked_lm_norm_eps > 0 ? masked_lm_norm_eps : layer_norm_eps;
+  }
 };
 
 // Megatron-LM's layout over `model`: heads and the MLP's hidden units split,
@@ -87,6 +98,7 @@ class Bert : public Model {
   Value attention(Trace& t, const Block& b, Value x, Value key_bias) const;
   Value classification_head(Trace& t, Value x) const;
   Value masked_lm_head(Trace& t, Value x) const;
+  Value first_token(Trace& t, Value x) const;
   BertConfig config_;
   std::vector<Block> blocks_;
 };

@@ -31,9 +31,15 @@ namespace keras_hub {
 
 class Fields;
 
+// The epsilon of KerasHub's MaskedLMHead's LayerNorm (its default, which
+// BertMaskedLM keeps: keras_hub/src/layers/modeling/masked_lm_head.py).
+inline constexpr double keras_hub_masked_lm_epsilon = 1e-5;
+
 // BertBackbone / RobertaBackbone with the TextClassifier head (BERT: the
 // backbone's pooled_dense then logits; RoBERTa: pooled_dense and logits, both
-// in the task). Masked-LM heads are not mapped.
+// in the task), or BertBackbone with BertMaskedLM's head (mlm_head, in the
+// task; its config masked_lm with masked_lm_keeps_pooler and the head's
+// epsilon keras_hub_masked_lm_epsilon). RoBERTa's masked LM is not mapped.
 Variables bert_variables(const BertConfig& config);
 // The backbone's KerasHub config (config.json's "config"); what KerasHub
 // cannot express is an error.
