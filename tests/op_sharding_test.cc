@@ -176,6 +176,12 @@ std::vector<OpCase> cases() {
       {Op::Einsum,
        {{{5, 3, 7}}, {{7, 3, 2}}},
        [](Graph&, auto& x) { return ops::einsum("btc,chd->bthd", x[0], x[1]); }},
+      {Op::QuantizedEinsum,  // no compact copy bound: the f32 values, as a resharded block
+       {{{5, 3, 7}}, {{7, 3, 2}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::QuantizedEinsum, {x[0], x[1]},
+                      EinsumAttrs{"btc", "chd", "bthd", 1, WeightsDType::Int8});
+       }},
       binary(Op::Add, {7}),
       binary(Op::Sub, {5, 1}),
       binary(Op::Mul, {5, 7}),

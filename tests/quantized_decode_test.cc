@@ -1,7 +1,8 @@
 // Decoding over bf16 and int8 weights: the vectorised matrix-vector kernels
 // (f32's too) against their plain loops on odd sizes, the formats' rounding
 // bounds, the compact copies a tensor's storage holds and the sgemm and
-// einsum paths that read them in one-row products, greedy tokens
+// QuantizedEinsum paths that read them in one-row products, the generation
+// graph that holds them, greedy tokens
 // equal on every mesh (the Llama fixture and GPT-2's test preset), and the
 // CLI flag.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <map>
 
 #include "autoshard/error.h"
+#include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/llama/formats.h"
@@ -18,6 +20,7 @@
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/executor.h"
 #include "cli_runner.h"
+#include "ir/op_def.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/quantized_gemv.h"
 #include "tensor/quantize.h"
@@ -192,8 +195,11 @@ TEST(QuantizedGemv, SgemmReadsTheCompactCopyItIsHanded) {
 }
 
 // A tensor's compact copy is its storage's: copies and reshapes see it, a
-// clone does not, and the einsum kernel's one-row product reads it.
-TEST(QuantizedGemv, EinsumReadsTheCompactCopyOfItsOperandsStorage) {
+// clone does not. Only a QuantizedEinsum reads it (ops::einsum makes one
+// over a weight the graph holds in a compact format, Graph::hold_weights),
+// in its one-row products, agreeing with the plain einsum over the f32
+// values (the reference); a plain einsum over the same storage never reads it.
+TEST(QuantizedGemv, OnlyAQuantizedEinsumReadsTheCompactCopy) {
   const int64_t K = 40, N = 24;
   auto m = std::make_shared<QuantizedMatrix>(
       random_matrix(WeightsDType::Int8, N, K, /*outputs_first=*/false, 5));
@@ -204,21 +210,59 @@ TEST(QuantizedGemv, EinsumReadsTheCompactCopyOfItsOperandsStorage) {
   EXPECT_EQ(shared.quantized(), m.get());
   EXPECT_EQ(w.reshaped({K * N}).quantized(), m.get());
   EXPECT_EQ(w.clone().quantized(), nullptr);
+  for (int64_t rows : {1, 3}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    Graph held, plain;
+    held.hold_weights({{"w", WeightsDType::Int8}});
+    const Value hy =
+        ops::einsum("btc,cd->btd", held.input("x", {1, rows, K}), held.parameter("w", {K, N}));
+    const Value py =
+        ops::einsum("btc,cd->btd", plain.input("x", {1, rows, K}), plain.parameter("w", {K, N}));
+    ASSERT_EQ(hy.node().op, Op::QuantizedEinsum);
+    EXPECT_EQ(hy.node().attr<EinsumAttrs>().compact_operand, 1);
+    EXPECT_EQ(held.node(held.find_parameter("w")).leaf().format, WeightsDType::Int8);
+    ASSERT_EQ(py.node().op, Op::Einsum);
+    const Tensor x = testing::random_tensor({1, rows, K}, 3);
+    Executor hx(held, {hy.id}), px(plain, {py.id});
+    hx.bind(held.find_input("x"), x);
+    hx.bind(held.find_parameter("w"), w);
+    px.bind(plain.find_input("x"), x);
+    px.bind(plain.find_parameter("w"), w);
+    const int64_t calls = quantized_gemv_calls();
+    px.run({1, 0});
+    EXPECT_EQ(quantized_gemv_calls(), calls);
+    hx.run({1, 0});
+    EXPECT_EQ(quantized_gemv_calls(), calls + (rows == 1 ? 1 : 0));
+    EXPECT_LT(max_relative_error(hx.value(hy.id), px.value(py.id)), 1e-5);
+  }
+}
+
+// A held weight's products are priced at its format's bytes in one-row
+// products (f32's otherwise) and take no gradient: one line naming the
+// weight and the fix.
+TEST(QuantizedGemv, QuantizedEinsumCostAndGradient) {
+  const int64_t K = 64, N = 32;
   Graph g;
-  const Value x = g.input("x", {1, 1, K});
-  const Value weight = g.parameter("w", {K, N});
-  const Value y = ops::einsum("btc,cd->btd", x, weight);
-  Executor exec(g, {y.id});
-  exec.bind(x.id, testing::random_tensor({1, 1, K}, 3));
-  exec.bind(weight.id, w);
-  const int64_t calls = quantized_gemv_calls();
-  exec.run({1, 0});
-  EXPECT_EQ(quantized_gemv_calls(), calls + 1);
-  const Tensor compact = exec.value(y.id).clone();
-  w.set_quantized(nullptr);
-  exec.run({1, 0});
-  EXPECT_EQ(quantized_gemv_calls(), calls + 1);
-  EXPECT_LT(max_relative_error(compact, exec.value(y.id)), 1e-5);
+  g.hold_weights({{"w", WeightsDType::Int8}});
+  const Value x = g.parameter("x", {1, 1, K});
+  const Value y = ops::einsum("btc,cd->btd", x, g.parameter("w", {K, N}));
+  const Value z = ops::einsum("btc,cd->btd", x, g.parameter("v", {K, N}));
+  const std::vector<Shape> in{{1, 1, K}, {K, N}};
+  const OpCost held = op_def(Op::QuantizedEinsum).cost(y.node(), {in, y.shape()});
+  const OpCost f32 = op_def(Op::Einsum).cost(z.node(), {in, z.shape()});
+  EXPECT_EQ(held.flops, f32.flops);
+  EXPECT_DOUBLE_EQ(f32.bytes - held.bytes, 3.0 * K * N - 4.0 * N);  // codes + a scale per output
+  const std::vector<Shape> prefill{{1, 5, K}, {K, N}};
+  EXPECT_EQ(op_def(Op::QuantizedEinsum).cost(y.node(), {prefill, {1, 5, N}}).bytes,
+            op_def(Op::Einsum).cost(z.node(), {prefill, {1, 5, N}}).bytes);
+  try {
+    gradients(ops::reduce_sum(y, {0, 1, 2}), {x});
+    FAIL() << "a held weight's product took a gradient";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 'w' is held in int8"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("train on f32 weights"), std::string::npos) << e.what();
+  }
 }
 
 // One-row f32 products (a decode step's over f32 weights and over the
@@ -353,6 +397,35 @@ TEST(QuantizedDecode, RoundedWeightsAreTheModelsWeights) {
   EXPECT_GT(err, 0);
   EXPECT_LT(err, 0.5 / 127 + 1e-6);
   EXPECT_EQ(q.weights().at(path).bytes, a.numel() + a.dim(0) * 4);  // codes + a scale per output
+}
+
+// The generation step's graph says which weights are held and how: every
+// product over a rounded kernel is a QuantizedEinsum of its format while
+// the QuantizedWeights is active, and a plain einsum again once paused.
+TEST(QuantizedDecode, TheGenerationGraphHoldsTheWeights) {
+  const LlamaConfig config = llama_config_of(kTestData + "/hf_llama");
+  Llama model(config, 16);
+  load_llama_weights(model, kTestData + "/hf_llama");
+  auto count = [&](Op op) {
+    const Graph g = model.generation_graph(1, 1, 4);
+    int n = 0, held = 0;
+    for (int id = 0; id < g.size(); ++id) {
+      n += g.node(id).op == op;
+      held += g.node(id).is_weight() && g.node(id).leaf().format == WeightsDType::BF16;
+    }
+    return std::pair{n, held};
+  };
+  const int products = count(Op::Einsum).first;
+  EXPECT_EQ(count(Op::QuantizedEinsum).first, 0);
+  QuantizedWeights q = quantize_weights(model, WeightsDType::BF16);
+  const auto [quantized, held] = count(Op::QuantizedEinsum);
+  EXPECT_GT(quantized, 0);
+  EXPECT_EQ(quantized + count(Op::Einsum).first, products);
+  EXPECT_EQ(held, int(model.held_weights()->formats().size()));
+  q.pause();
+  EXPECT_EQ(count(Op::QuantizedEinsum).first, 0);
+  q.resume();
+  EXPECT_EQ(count(Op::QuantizedEinsum).first, quantized);
 }
 
 TEST(QuantizedDecode, BadWeightsDTypeIsOneErrorLine) {

@@ -27,6 +27,14 @@ Value einsum(const std::string& equation, Value a, Value b) {
   EinsumEquation e = parse_einsum(equation);
   auto [ra, ta] = presum(a, e.a, e.b + e.out);
   auto [rb, tb] = presum(b, e.b, ta + e.out);
+  // A product over a weight held in a compact format (Graph::hold_weights)
+  // says so: b first, the usual place of a layer's kernel.
+  for (int k : {1, 0}) {
+    const Node& operand = (k == 0 ? ra : rb).node();
+    if (operand.is_weight() && operand.leaf().format != WeightsDType::F32)
+      return a.graph->add(Op::QuantizedEinsum, {ra, rb},
+                          EinsumAttrs{ta, tb, e.out, k, operand.leaf().format});
+  }
   return a.graph->add(Op::Einsum, {ra, rb}, EinsumAttrs{ta, tb, e.out});
 }
 

@@ -87,7 +87,9 @@ Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {
              shape_str(nodes_[id].shape), " and ", shape_str(shape));
     return Value{this, id};
   }
-  return add(Op::Parameter, {}, LeafAttrs{path, "", std::move(shape), dtype});
+  LeafAttrs leaf{path, "", std::move(shape), dtype};
+  if (auto it = weight_formats_.find(path); it != weight_formats_.end()) leaf.format = it->second;
+  return add(Op::Parameter, {}, std::move(leaf));
 }
 
 Value Graph::optimizer_slot(const std::string& slot, const std::string& weight_path, Shape shape) {
@@ -145,6 +147,8 @@ std::string Graph::to_string() const {
     const Node& n = nodes_[i];
     out << "%" << i << " = " << op_name(n.op);
     if (n.is_leaf()) out << "[" << n.leaf().key() << "]";
+    if (n.is_leaf() && n.leaf().format != WeightsDType::F32)
+      out << "[held in " << weights_dtype_name(n.leaf().format) << "]";
     if (const auto* e = std::get_if<EinsumAttrs>(&n.attrs)) out << "[" << e->equation() << "]";
     out << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", " : "") << "%" << n.inputs[k];

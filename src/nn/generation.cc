@@ -122,6 +122,10 @@ Generation generate(Model& model, const std::vector<int32_t>& prompt, const Gene
 struct QuantizedWeights::State {
   WeightsDType dtype = WeightsDType::F32;
   std::map<std::string, Weight> weights;
+  // The weights with compact copies, as the model's generation steps hold
+  // them (Model::held_weights; the model may be gone before this).
+  std::weak_ptr<Model::HeldWeights> model;
+  std::vector<std::string> held;
   // The device blocks given a compact copy, with their copies.
   struct Block {
     Tensor f32;
@@ -136,11 +140,17 @@ struct QuantizedWeights::State {
     if (!paused) block.set_quantized(copy);
     blocks.push_back({std::move(block), std::move(copy)});
   }
+  // The model's next generation steps read the compact copies (or not).
+  void hold(bool on) {
+    if (std::shared_ptr<Model::HeldWeights> m = model.lock())
+      for (const std::string& path : held) on ? m->hold(path, dtype) : m->release(path, dtype);
+  }
   // Takes the copies off their blocks (those another QuantizedWeights has
-  // since given its own copy keep it).
+  // since given its own copy keep it) and the formats off the model's graphs.
   void detach() {
     for (Block& b : blocks)
       if (b.f32.quantized() == b.copy.get()) b.f32.set_quantized(nullptr);
+    hold(false);
   }
   ~State() { detach(); }
 };
@@ -168,8 +178,10 @@ void QuantizedWeights::pause() {
 
 void QuantizedWeights::resume() {
   std::lock_guard lock(state_->mutex);
-  if (state_->paused)
+  if (state_->paused) {
     for (State::Block& b : state_->blocks) b.f32.set_quantized(b.copy);
+    state_->hold(true);
+  }
   state_->paused = false;
 }
 
@@ -343,6 +355,7 @@ QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
                                                int64_t(rounded->codes.size()) +
                                                int64_t(rounded->scales.size()) * 4};
     const Orientation o = orientation(outputs);
+    if (o != Orientation::Neither) state->held.push_back(path);
     if (one_device) {  // `whole` is the live block: round it in place
       auto q = std::make_shared<QuantizedMatrix>();
       q->dtype = dtype;
@@ -369,6 +382,8 @@ QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
     sources[path] = std::move(source);
   }
   model.load_weights(sources);
+  state->model = model.held_weights();
+  state->hold(true);
   return result;
 }
 

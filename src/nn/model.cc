@@ -626,6 +626,7 @@ Model::Traced Model::trace_generation(int64_t batch, int64_t T, int64_t cache_le
            " positions");
   Traced t;
   Graph& g = t.graph;
+  g.hold_weights({held_->formats().begin(), held_->formats().end()});
   Trace trace(g, /*training=*/false, seed_);
   Value x = g.input("x", {batch, T}, DType::I32);
   trace.use_cache(g.input(kPositions, {T}, DType::I32), cache_length);
@@ -658,7 +659,8 @@ Tensor Model::predict_cached(const Tensor& tokens, int64_t start, int64_t cache_
 }
 
 CompiledStep& Model::generation_step(int64_t batch, int64_t T, int64_t cache_length) {
-  const std::string key = "generate" + shape_str({batch, T}) + std::to_string(cache_length);
+  const std::string key =
+      "generate" + shape_str({batch, T}) + std::to_string(cache_length) + held_->signature();
   if (CompiledStep* step = cache_.find(key)) return *step;
   return compile(key, trace_generation(batch, T, cache_length));
 }
@@ -669,6 +671,26 @@ void Model::prepare_generation(int64_t batch, int64_t T, int64_t cache_length) {
 
 Graph Model::generation_graph(int64_t batch, int64_t T, int64_t cache_length) {
   return trace_generation(batch, T, cache_length).graph;
+}
+
+void Model::HeldWeights::hold(const std::string& path, WeightsDType format) {
+  formats_[path] = format;
+  update();
+}
+
+void Model::HeldWeights::release(const std::string& path, WeightsDType format) {
+  if (auto it = formats_.find(path); it != formats_.end() && it->second == format) {
+    formats_.erase(it);
+    update();
+  }
+}
+
+// A hash of every (path, format): generation keys stay short however many
+// weights are held.
+void Model::HeldWeights::update() {
+  std::string all;
+  for (const auto& [path, format] : formats_) all += path + "=" + weights_dtype_name(format) + ";";
+  signature_ = formats_.empty() ? "" : " held " + std::to_string(std::hash<std::string>{}(all));
 }
 
 std::vector<std::string> Model::buffer_paths() {

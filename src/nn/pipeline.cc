@@ -22,6 +22,7 @@
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/compiled_step.h"
+#include "autoshard/runtime/pipeline_stages.h"
 #include "autoshard/runtime/sharded_executor.h"
 #include "autoshard/tensor/array_split.h"
 #include "autoshard/tensor/parallel.h"
@@ -30,42 +31,6 @@
 namespace autoshard {
 
 namespace {
-
-constexpr int kLeaf = -1, kConstant = -2;
-// A value travels under tag (its stage x kTagsPerStage + its index among the
-// stage's outputs); its gradient back under that plus kGradientTag. The
-// update's exchanges of shared weights' gradients (mpirun) take one tag each
-// from kExchangeTag, below 2^15 (the tags every MPI allows).
-constexpr int kTagsPerStage = 64, kGradientTag = 8192, kExchangeTag = 2 * kGradientTag;
-int value_tag(int stage, size_t index) {
-  return stage * kTagsPerStage + static_cast<int>(index);
-}
-
-// The stage that computes each node of a forward-and-loss graph: a block's
-// nodes their block's stage, other nodes the latest stage of their inputs
-// (embeddings the first, the head and loss the last). Parameters and inputs
-// (kLeaf) and nodes without inputs (kConstant) are made by every stage that
-// reads them.
-std::vector<int> assign_stages(const Graph& g, const std::vector<int64_t>& blocks_per_stage) {
-  std::vector<int> stage_of_block;
-  for (size_t s = 0; s < blocks_per_stage.size(); ++s)
-    stage_of_block.insert(stage_of_block.end(), blocks_per_stage[s], static_cast<int>(s));
-  std::vector<int> stage(g.size(), kLeaf);
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (n.is_leaf()) continue;
-    if (n.inputs.empty()) {
-      stage[id] = kConstant;
-      continue;
-    }
-    int after = 0;
-    for (int in : n.inputs) after = std::max(after, stage[in]);
-    stage[id] = n.region >= 0 ? stage_of_block.at(n.region) : after;
-    AS_CHECK(stage[id] >= after, "pipeline: block ", n.region, " reads a value of stage ", after,
-             ", after its own stage ", stage[id], " (blocks must follow one another)");
-  }
-  return stage;
-}
 
 // Blocks per (virtual) stage, balanced by the cost model's time of the
 // forward pass on this machine (the backward pass follows it): the blocks
@@ -114,159 +79,13 @@ std::vector<int64_t> agreed_blocks(const Graph& g, int stages) {
   return out;
 }
 
-// One stage's nodes for one micro-batch, copied from the forward-and-loss
-// graph: values of earlier stages become inputs ("pipe.<id>"), values later
-// stages read are its outputs.
-struct StageGraph {
-  Graph graph;
-  std::vector<int> ins, outs;  // global ids received and sent on, in id order
-  std::map<int, int> local;    // global id -> id in `graph`
-  int loss = -1;               // in `graph` (the last stage)
-};
-
-// Where a micro-batch's rows sit in the batch, for dropout's masks (keyed
-// by the element's index in the whole batch, as on one device).
-struct Rows {
-  int64_t batch = 0, start = 0, count = 0;
-};
-
-StageGraph copy_stage(const Graph& g, const std::vector<int>& stage, int s, int loss,
-                      const Rows& rows) {
-  StageGraph sg;
-  auto local_of = [&](int id) {
-    if (auto it = sg.local.find(id); it != sg.local.end()) return it->second;
-    const Node& n = g.node(id);
-    Value v;
-    if (n.is_parameter()) {
-      v = sg.graph.parameter(n.leaf().name, n.shape, n.dtype);
-    } else if (n.is_input()) {
-      v = sg.graph.input(n.leaf().name, n.shape, n.dtype);
-    } else if (stage[id] == kConstant) {
-      v = sg.graph.add(n.op, {}, n.attrs);
-    } else {
-      v = sg.graph.input(cat("pipe.", id), n.shape, n.dtype);
-      sg.ins.push_back(id);
-    }
-    return sg.local[id] = v.id;
-  };
-  for (int id = 0; id < g.size(); ++id) {
-    if (stage[id] != s) continue;
-    const Node& n = g.node(id);
-    std::vector<Value> inputs;
-    for (int in : n.inputs) inputs.push_back(sg.graph.value(local_of(in)));
-    OpAttrs attrs = n.attrs;
-    if (const auto place = op_def(n.op).place_block; place && rows.count < rows.batch) {
-      AS_CHECK(!n.shape.empty() && n.shape[0] == rows.count, "pipeline: a ", op_def(n.op).name,
-               " of shape ", shape_str(n.shape),
-               " is not batch first; micro-batches cannot draw its values as one device does");
-      ShardOrigin rows_block{n.shape, std::vector<int64_t>(n.shape.size(), 0)};
-      rows_block.global_shape[0] = rows.batch;
-      rows_block.offsets[0] = rows.start;
-      place(attrs, rows_block);
-    }
-    sg.local[id] = sg.graph.add(n.op, std::move(inputs), std::move(attrs)).id;
-  }
-  std::sort(sg.ins.begin(), sg.ins.end());
-  for (int id = 0; id < g.size(); ++id) {
-    if (stage[id] < 0) continue;
-    for (int in : g.node(id).inputs)
-      if (stage[in] == s && stage[id] > s &&
-          std::find(sg.outs.begin(), sg.outs.end(), in) == sg.outs.end())
-        sg.outs.push_back(in);
-  }
-  std::sort(sg.outs.begin(), sg.outs.end());
-  if (stage[loss] == s) sg.loss = sg.local.at(loss);
-  return sg;
-}
-
-// Whether a step's program reads leaf `id` (a partitioned program drops the
-// leaves nothing it computes needs).
-bool used(const CompiledStep& step, int id) {
-  return !step.partition() || step.partition()->local_of[step.devices().front()][id] >= 0;
-}
-
-// Binds a whole input where the step reads it.
-void bind_if_used(CompiledStep& step, int id, const Tensor& whole) {
-  if (used(step, id)) step.bind_input(id, whole);
-}
-
-// Binds a pass's inputs: the values it received, and its micro-batch's rows
-// of the model's input `x` and target `y` (global ids).
-void bind_inputs(CompiledStep& exec, const StageGraph& graph, const std::vector<Tensor>& received,
-                 int x, const Tensor& xs, int y, const Tensor& ys) {
-  for (size_t k = 0; k < graph.ins.size(); ++k)
-    bind_if_used(exec, graph.local.at(graph.ins[k]), received[k]);
-  if (auto it = graph.local.find(x); it != graph.local.end()) bind_if_used(exec, it->second, xs);
-  if (auto it = graph.local.find(y); it != graph.local.end()) bind_if_used(exec, it->second, ys);
-}
-
-// sum += t, over the calling thread's cores (a gradient of every weight
-// per micro-batch).
-void add_into(Tensor& sum, const Tensor& t) {
-  float* s = sum.f32();
-  const float* v = t.f32();
-  parallel_for(sum.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) s[i] += v[i];
-  });
-}
-
-// Values travel as 4-byte words (i32 positions as their bit patterns).
-void send_tensor(Communicator& comm, const Tensor& t, int dst, int tag) {
-  comm.send(static_cast<const float*>(t.raw()), t.numel(), dst, tag);
-}
-Tensor recv_tensor(Communicator& comm, const Shape& shape, DType dtype, int src, int tag) {
-  Tensor t(shape, dtype);
-  comm.recv(static_cast<float*>(t.raw()), t.numel(), src, tag);
-  return t;
-}
-
 }  // namespace
 
-// One stage's forward and backward programs for one micro-batch shape (the
-// graphs move into the steps; their ids stay).
-struct StagePrograms {
-  StageGraph forward, backward;
-  std::unique_ptr<CompiledStep> run_forward, run_backward;
-  std::vector<std::string> weights;   // trained weights the stage reads
-  std::vector<int> weight_gradients;  // per weight: its gradient (backward)
-  std::vector<int> sums;              // per weight: the input its gradients add into (backward)
-  std::vector<int> gradient_of_in;    // per received value: its output index, or -1 (no gradient)
-  std::vector<int> dy;                // per sent value: its gradient's input (backward), or -1
-  std::vector<int> gradients_out;     // the backward program's outputs: received values' gradients
-};
-
-struct PipelineTrainer::Programs {
-  // The stages after its own that read value `id`, in order.
-  std::vector<int> readers(int id) const {
-    std::vector<int> out;
-    for (size_t c = stage[id] + 1; c < stages.size(); ++c)
-      if (std::count(stages[c].forward.ins.begin(), stages[c].forward.ins.end(), id))
-        out.push_back(static_cast<int>(c));
-    return out;
-  }
-  // Value `id`'s index among its stage's outputs.
-  size_t out_index(int id) const {
-    const std::vector<int>& outs = stages[stage[id]].forward.outs;
-    return static_cast<size_t>(std::find(outs.begin(), outs.end(), id) - outs.begin());
-  }
-
+// A micro-batch shape's stages and what the trainer needs of it.
+struct PipelineTrainer::Programs : StagedPrograms {
   int64_t batch = 0, rows = 0;
-  int64_t start = -1;      // -1 when no dropout (any micro-batch of `rows`)
-  double weight = 0;       // the micro-batch's share of the batch loss
-  std::vector<int> stage;  // per node of the forward-and-loss graph
-  Graph global;
-  int x = -1, y = -1;  // the global graph's input and target
-  std::vector<StagePrograms> stages;
-};
-
-// What one step's stages share: the micro-batches and their programs, and
-// what each stage gives back.
-struct PipelineTrainer::Step {
-  std::vector<Programs*> programs;  // per micro-batch
-  std::vector<Tensor> xs, ys;       // per micro-batch: its rows of the batch
-  StepContext ctx;
-  std::vector<int64_t> backward_passes;  // per (virtual) stage: run so far this step
-  std::vector<double> losses;            // per micro-batch (the last stage's)
+  int64_t start = -1;  // -1 when no dropout (any micro-batch of `rows`)
+  double weight = 0;   // the micro-batch's share of the batch loss
 };
 
 struct PipelineTrainer::Update {
@@ -356,12 +175,6 @@ void PipelineTrainer::place_on_ranks() {
   model_.store_.place_on(inside, {in_stage_});
 }
 
-// The rank (in-process: the stage thread) running stage `s`'s device with
-// this process's device inside the stages.
-int PipelineTrainer::peer(int s) const {
-  return pipe_ranks_[s % shape_.stages];
-}
-
 // Whether this process runs stage s (in-process: every stage).
 bool PipelineTrainer::runs(int s) const {
   return device_ < 0 || s % shape_.stages == device_;
@@ -388,7 +201,7 @@ std::unique_ptr<CompiledStep> PipelineTrainer::compile(Graph graph, const std::v
   // The model's weights and state; a backward program may not read a
   // weight whose gradient needs no value of it (a bias before a sent value).
   for (int id : step->graph().parameters()) {
-    if (!used(*step, id)) continue;
+    if (!reads_leaf(*step, id)) continue;
     const LeafAttrs& leaf = step->graph().node(id).leaf();
     for (int d : step->devices())
       step->bind(d, id, model_.store_.block({leaf.name, leaf.slot}, step->layout(id), d));
@@ -543,7 +356,7 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   if (stage_blocks_.empty()) stage_blocks_ = agreed_blocks(g, V);
   sums_.resize(V);
   p->stage = assign_stages(g, stage_blocks_);
-  const Rows batch_rows{x.shape()[0], start, rows};
+  const StageRows batch_rows{x.shape()[0], start, rows};
   p->stages.resize(V);
   for (int s = 0; s < V; ++s) {
     StagePrograms& sp = p->stages[s];
@@ -597,17 +410,23 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     xs.push_back(slice_axis(x, 0, starts[m], sizes[m]));
     ys.push_back(slice_axis(y, 0, starts[m], sizes[m]));
   }
-  Step step{
-      .programs = std::move(programs),
+  PipelineStep step{
+      .programs = {programs.begin(), programs.end()},
       .xs = std::move(xs),
       .ys = std::move(ys),
       .ctx = {model_.iterations_ + 1, model_.optimizer_->learning_rate_at(model_.iterations_ + 1)},
       .backward_passes = std::vector<int64_t>(P * shape_.virtual_stages, 0),
       .losses = std::vector<double>(M, 0)};
   peak_in_flight_.assign(P, 0);
+  // Each device runs its passes in its schedule's order (its own stage, or
+  // under the interleaved schedule its stages d, d + P, ...).
+  const StageRunner runner(pipe_ranks_);
+  auto run_device = [&](int d, Communicator& comm) {
+    peak_in_flight_[d] = runner.run_device(pipe_schedule(shape_, d), comm, step);
+  };
   if (mpi_) {
     // Under mpirun each rank is one device of one stage.
-    run_device(device_, *mpi_, step);
+    run_device(device_, *mpi_);
   } else {
     // The stages share the cores: each its share for its kernels and the
     // devices inside it (a ShardedExecutor divides its caller's).
@@ -615,18 +434,18 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     const int share = std::max(1, machine_cores() / P);
     world_->run([&](int s, Communicator& comm) {
       IntraOpThreadsScope cores_of_this_stage(share);
-      run_device(s, comm, step);
+      run_device(s, comm);
     });
   }
   if (mpi_) {
     share_losses(step);
-    update_on_ranks(*step.programs.front(), step.ctx);
+    update_on_ranks(*programs.front(), step.ctx);
   } else {
-    apply_update(step.programs.front()->global, step.ctx);
+    apply_update(programs.front()->global, step.ctx);
   }
   ++model_.iterations_;
   double loss = 0;
-  for (int64_t m = 0; m < M; ++m) loss += step.programs[m]->weight * step.losses[m];
+  for (int64_t m = 0; m < M; ++m) loss += programs[m]->weight * step.losses[m];
   return loss;
 }
 
@@ -637,79 +456,9 @@ std::vector<CollectiveRecord> PipelineTrainer::backward_collectives(int stage) c
   return p ? p->collectives : std::vector<CollectiveRecord>{};
 }
 
-// Device d's work of one step, in its schedule's order (its own stage, or
-// under the interleaved schedule its stages d, d + P, ...).
-void PipelineTrainer::run_device(int d, Communicator& comm, Step& step) {
-  Held held;
-  for (const PipeUnit& u : pipe_schedule(shape_, d)) {
-    if (u.kind == 'F') {
-      forward_pass(u.stage, u.microbatch, comm, step, held);
-      peak_in_flight_[d] = std::max<int64_t>(peak_in_flight_[d], held.size());
-    } else {
-      backward_pass(u.stage, u.microbatch, comm, step, held);
-    }
-  }
-}
-
-// Stage s's forward pass of micro-batch m: receives the values earlier
-// stages send it, runs, sends its outputs to the later stages that read
-// them; keeps what it received for the backward pass.
-void PipelineTrainer::forward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  Programs& prog = *step.programs[m];
-  StagePrograms& sp = prog.stages[s];
-  const StageGraph& graph = sp.forward;
-  std::vector<Tensor> received;
-  for (int id : graph.ins) {
-    const int from = prog.stage[id];
-    const Node& n = prog.global.node(id);
-    received.push_back(
-        recv_tensor(comm, n.shape, n.dtype, peer(from), value_tag(from, prog.out_index(id))));
-  }
-  bind_inputs(*sp.run_forward, graph, received, prog.x, step.xs[m], prog.y, step.ys[m]);
-  sp.run_forward->run(step.ctx);
-  for (size_t k = 0; k < graph.outs.size(); ++k)
-    for (int c : prog.readers(graph.outs[k]))
-      send_tensor(comm, sp.run_forward->output(k), peer(c), value_tag(s, k));
-  if (graph.loss >= 0) step.losses[m] = sp.run_forward->output(graph.outs.size()).item();
-  held[{s, m}] = std::move(received);
-}
-
-// Stage s's backward pass of micro-batch m: its forward pass again from what
-// it kept, then the gradients of its weights (accumulated) and of the values
-// it received (sent back), given the gradients of its outputs that the
-// stages reading them sent.
-void PipelineTrainer::backward_pass(int s, int64_t m, Communicator& comm, Step& step, Held& held) {
-  Programs& prog = *step.programs[m];
-  StagePrograms& sp = prog.stages[s];
-  const StageGraph& graph = sp.backward;
-  CompiledStep& exec = *sp.run_backward;
-  bind_inputs(exec, graph, held.at({s, m}), prog.x, step.xs[m], prog.y, step.ys[m]);
-  std::vector<Tensor> dys;  // kept alive through the run
-  for (size_t k = 0; k < graph.outs.size(); ++k) {
-    if (sp.dy[k] < 0) continue;
-    const Node& n = prog.global.node(graph.outs[k]);
-    Tensor dy = Tensor::zeros(n.shape);
-    for (int c : prog.readers(graph.outs[k]))  // in stage order
-      add_into(dy, recv_tensor(comm, n.shape, DType::F32, peer(c), kGradientTag + value_tag(s, k)));
-    bind_if_used(exec, sp.dy[k], dy);
-    dys.push_back(std::move(dy));
-  }
-  // The stage's first backward pass of the step starts its gradient sums.
-  StepContext ctx = step.ctx;
-  ctx.microbatch = step.backward_passes[s]++;
-  exec.run(ctx);
-  for (size_t k = 0; k < graph.ins.size(); ++k) {
-    if (sp.gradient_of_in[k] < 0) continue;
-    const int id = graph.ins[k], from = prog.stage[id];
-    send_tensor(comm, exec.output(sp.gradient_of_in[k]), peer(from),
-                kGradientTag + value_tag(from, prog.out_index(id)));
-  }
-  held.erase({s, m});
-}
-
 // The batch's losses on every rank: the last stage's (its first device's:
 // every device of a stage holds them).
-void PipelineTrainer::share_losses(Step& step) {
+void PipelineTrainer::share_losses(PipelineStep& step) {
   std::vector<float> losses(step.losses.begin(), step.losses.end());
   if (in_stage_ != 0) std::fill(losses.begin(), losses.end(), 0.0f);
   World::process().sum(losses.data(), static_cast<int64_t>(losses.size()));
@@ -859,7 +608,7 @@ void PipelineTrainer::build_rank_step() {
   u.update = compile(std::move(g), {}, like, {{sumsq.id, Sharding::replicated(0)}});
   for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.update, grads[k].id, u.weights[k]);
   // A replicated scalar: every device reads the one written each step.
-  if (used(*u.update, sumsq.id))
+  if (reads_leaf(*u.update, sumsq.id))
     for (int d : u.update->devices()) u.update->bind(d, sumsq.id, u.sumsq);
 }
 
@@ -944,7 +693,7 @@ void PipelineTrainer::apply_update(const Graph& traced, const StepContext& ctx) 
     update_->step = compile(std::move(g), {}, like, layouts);
     for (const auto& [input, name, s] : reads) bind_sums(*update_->step, {input}, {name}, s);
     for (int id : update_->zeros)
-      bind_if_used(*update_->step, id, Tensor::zeros(update_->step->graph().node(id).shape));
+      bind_if_read(*update_->step, id, Tensor::zeros(update_->step->graph().node(id).shape));
   }
   update_->step->run(ctx);
 }

@@ -31,6 +31,10 @@ enum class Op : uint8_t {
   Constant,   // FillAttrs: every element = value
   Iota,       // IotaAttrs: i32 0, 1, ... along the last axis
   Einsum,     // EinsumAttrs: two operands, "btc,cd->btd"
+  // EinsumAttrs: an einsum one of whose operands (compact_operand) is a
+  // weight held in bf16 or int8 (compact_format) besides its dequantized f32
+  // values: one-row products (a decode step's) read the compact copy
+  QuantizedEinsum,
   Add,
   Sub,
   Mul,
@@ -178,6 +182,13 @@ class Graph {
   Value input(const std::string& name, Shape shape, DType dtype = DType::F32);
   // A buffer (LeafAttrs::buffer) at `path`; unique by path like parameters.
   Value buffer(const std::string& path, Shape shape);
+  // Weights declared from now on at these paths are held in these formats
+  // (LeafAttrs::format), and ops::einsum makes a QuantizedEinsum of a
+  // product that reads one: a generation step's graph over weights that
+  // quantize_weights (nn/generation.h) rounded says so.
+  void hold_weights(std::unordered_map<std::string, WeightsDType> formats) {
+    weight_formats_ = std::move(formats);
+  }
 
   const Node& node(int id) const { return nodes_[id]; }
   int size() const { return static_cast<int>(nodes_.size()); }
@@ -209,6 +220,7 @@ class Graph {
  private:
   std::deque<Node> nodes_;  // a deque: references survive push_back
   std::unordered_map<std::string, int> parameter_ids_, input_ids_;
+  std::unordered_map<std::string, WeightsDType> weight_formats_;  // hold_weights
   int current_region_ = -1, regions_ = 0, current_block_ = -1;
 };
 

@@ -10,6 +10,7 @@
 
 #include "autoshard/tensor/reduce_op.h"
 #include "autoshard/tensor/tensor.h"
+#include "autoshard/tensor/weights_dtype.h"
 
 namespace autoshard {
 
@@ -26,6 +27,10 @@ struct LeafAttrs {
   // State a model keeps between runs but neither trains nor saves (the keys
   // and values of a generation's cache): "buffer.<path>".
   bool buffer = false;
+  // A weight held for decoding in bf16 or int8 besides its f32 values
+  // (nn/generation.h's quantize_weights; Graph::hold_weights): the products
+  // that read it are QuantizedEinsum ops. F32 for everything else.
+  WeightsDType format = WeightsDType::F32;
   bool is_slot() const { return !slot.empty(); }
   // The key in state files: the path, or "optimizer.<slot>.<path>".
   std::string key() const {
@@ -45,6 +50,10 @@ struct IotaAttrs {
 // A parsed two-operand einsum "a,b->out" (each a string of letters).
 struct EinsumAttrs {
   std::string a, b, out;
+  // QuantizedEinsum only: the operand (0: a, 1: b) that is a weight held in
+  // `compact_format` (LeafAttrs::format); -1 and F32 for an Einsum.
+  int compact_operand = -1;
+  WeightsDType compact_format = WeightsDType::F32;
   std::string equation() const { return a + "," + b + "->" + out; }
 };
 

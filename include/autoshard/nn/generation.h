@@ -65,10 +65,13 @@ int32_t choose_token(std::span<const float> logits, const GenerationOptions& opt
 // computes with the same weights). Each device's f32 block then holds the
 // dequantized values (read by prefill's GEMM, the embedding gather and
 // evaluation: the same numbers as the decode kernels'), and its storage
-// holds the compact copy (Tensor::quantized), which the einsum kernel's
-// one-row products (a decode step's) read instead, dequantizing in the
-// kernel (ir/ops/quantized_gemv.h). Destroying this object takes the
-// copies off the blocks; the f32 blocks keep the rounded values.
+// holds the compact copy (Tensor::quantized). The model's generation
+// steps hold those weights in the format (Model::held_weights): their
+// products are QuantizedEinsum ops, whose one-row products (a decode
+// step's) read the copies, dequantizing in the kernel
+// (ir/ops/quantized_gemv.h). Destroying this object takes the copies off
+// the blocks and the formats off the model's graphs; the f32 blocks keep
+// the rounded values.
 class QuantizedWeights {
  public:
   struct Weight {
@@ -86,9 +89,9 @@ class QuantizedWeights {
   // Device blocks that hold a compact copy (made on the model's first step
   // after quantize_weights).
   int64_t compact_blocks() const;
-  // Takes the compact copies off their blocks until resume(): products read
-  // the f32 blocks, which hold the same rounded values (the numbers are
-  // the compact kernels' up to summation order, and int8's input, which its
+  // Takes the compact copies off their blocks, and the formats off the
+  // generation graphs, until resume(): products read the f32 blocks, which hold the same rounded
+  // values (the numbers are the compact kernels' up to summation order, and int8's input, which its
   // kernel rounds to 16-bit fixed point). bench/decode.cc times f32 and a
   // compact format in turns on one model so, without rounding the weights
   // again for each turn. Call them while no step runs.

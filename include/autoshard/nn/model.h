@@ -23,6 +23,7 @@
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/compiled_step.h"
+#include "autoshard/tensor/weights_dtype.h"
 
 namespace autoshard {
 
@@ -124,6 +125,25 @@ class Model {
   Graph generation_graph(int64_t batch, int64_t T, int64_t cache_length);
   // Paths of the buffers a generation step keeps ("h.0.attn.key_cache", ...).
   std::vector<std::string> buffer_paths();
+  // The weights held in bf16 or int8 for decoding, by path, as
+  // quantize_weights (nn/generation.h) sets them: generation steps are
+  // traced with them (Graph::hold_weights), so their products are
+  // QuantizedEinsum ops, and traced anew when the set changes. Shared with
+  // the QuantizedWeights that holds them, which may outlive the model.
+  class HeldWeights {
+   public:
+    void hold(const std::string& path, WeightsDType format);
+    void release(const std::string& path, WeightsDType format);  // if held in `format`
+    const std::map<std::string, WeightsDType>& formats() const { return formats_; }
+    // Tells one set from another in the steps' keys ("" when none).
+    const std::string& signature() const { return signature_; }
+
+   private:
+    void update();
+    std::map<std::string, WeightsDType> formats_;
+    std::string signature_;
+  };
+  const std::shared_ptr<HeldWeights>& held_weights() const { return held_; }
 
   History fit(const ModelInputs& x, const ModelTargets& y, FitOptions options = {});
   // Mean loss over batches of batch_size (a last partial batch included).
@@ -295,6 +315,7 @@ class Model {
   // blocks, zeros when made.
   std::map<std::string, std::map<int, Tensor>> buffers_;
   int64_t iterations_ = 0;
+  std::shared_ptr<HeldWeights> held_ = std::make_shared<HeldWeights>();
   StepCache cache_;
 };
 

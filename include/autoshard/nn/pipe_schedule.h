@@ -17,17 +17,9 @@
 #include <vector>
 
 #include "autoshard/plan/pipeline.h"
+#include "autoshard/runtime/pipeline_stages.h"  // PipeUnit, PipeWork
 
 namespace autoshard {
-
-// One pass: 'F' or 'B', of (virtual) stage `stage`, for one micro-batch.
-struct PipeUnit {
-  char kind;
-  int stage;
-  int64_t microbatch;
-  bool operator==(const PipeUnit&) const = default;
-};
-using PipeWork = std::vector<PipeUnit>;
 
 // Device `device`'s passes of one step, in order (`s` as
 // check_pipeline_shape accepts it; interleaved with v = 1 is 1F1B).

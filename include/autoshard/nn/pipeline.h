@@ -48,6 +48,7 @@ struct Value;
 class Model;
 class ThreadWorld;
 struct MeshPlacement;
+struct PipelineStep;
 struct StagePrograms;
 struct StepContext;
 
@@ -79,7 +80,6 @@ class PipelineTrainer {
 
  private:
   struct Programs;
-  struct Step;
   // A stage's gradients of one weight summed over a step's micro-batches,
   // in the layout its backward program leaves them (partial sums over a
   // data axis included: the update reduces them once), a block per device.
@@ -87,16 +87,9 @@ class PipelineTrainer {
     Sharding layout;
     std::map<int, Tensor> blocks;  // by in-stage device
   };
-  // Values a stage received for a micro-batch, kept from its forward pass
-  // to its backward pass: by (stage, micro-batch).
-  using Held = std::map<std::pair<int, int64_t>, std::vector<Tensor>>;
-  void run_device(int device, Communicator& comm, Step& step);
-  void forward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
-  void backward_pass(int stage, int64_t m, Communicator& comm, Step& step, Held& held);
   void place_on_ranks();
-  int peer(int stage) const;
   bool runs(int stage) const;
-  void share_losses(Step& step);
+  void share_losses(PipelineStep& step);
   struct RankUpdate;
   Sharding weight_layout(const std::string& name) const;
   void bind_reduced(CompiledStep& step, int id, const std::string& name);

@@ -4,7 +4,8 @@
 // user hands in (weights, batches). Shapes are static and use int64 dims.
 // Copies share storage; use clone() for a deep copy. A weight's storage may
 // also hold a compact copy of its values in bf16 or int8 (quantized()),
-// which a decode step's products read instead of the f32 values.
+// which a decode step's QuantizedEinsum products read instead of the f32
+// values.
 #pragma once
 
 #include <cstddef>
@@ -113,8 +114,9 @@ class Tensor {
   // case) or its values in bf16 or int8 as a matrix (weight-only
   // quantization, made by nn/generation.h's quantize_weights). The f32
   // values then hold the same numbers dequantized, for every kernel that
-  // reads f32; the one-row products of the einsum kernel read the compact
-  // copy instead (ir/ops/gemm.h). Held with the storage, so every tensor
+  // reads f32; the one-row products of QuantizedEinsum (the op a graph
+  // makes of a product over a weight it holds in that format,
+  // Graph::hold_weights) read the compact copy instead. Held with the storage, so every tensor
   // sharing it (copies, reshapes, the executor's bindings) sees it; a copy
   // made by clone() does not. Set it while no kernel reads the tensor; a
   // borrowed tensor cannot hold one.

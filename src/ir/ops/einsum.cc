@@ -147,9 +147,13 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
   }
 }
 
-void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
-                   const KernelContext& ctx) {
-  const EinsumAttrs& e = node.attr<EinsumAttrs>();
+// The product of `e` over in[0] and in[1] into `out`; `qa` and `qb`, when
+// given, are the compact copies of the operands' storage (QuantizedEinsum's
+// weight), which a one-row product reads when this product's matrix is that
+// whole operand (sgemm checks the shape).
+void run_einsum(const EinsumAttrs& e, std::span<Tensor* const> in, Tensor& out,
+                const KernelContext& ctx, const QuantizedMatrix* qa_in,
+                const QuantizedMatrix* qb_in) {
   std::map<char, int64_t> size;
   for (size_t i = 0; i < e.a.size(); ++i) size[e.a[i]] = in[0]->shape()[i];
   for (size_t i = 0; i < e.b.size(); ++i) size[e.b[i]] = in[1]->shape()[i];
@@ -228,11 +232,9 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
   // Accumulating (a fused gradient sum): BLAS adds into the output, or the
   // permuted product is added after.
   const float beta = ctx.accumulate && c_copy.empty() ? 1.0f : 0.0f;
-  // An operand read in place whose storage holds a compact copy (a
-  // quantized weight, Tensor::quantized): a one-row product reads the copy
-  // when this product's matrix is that whole operand (sgemm checks the shape).
-  const QuantizedMatrix* qa = a_copy.empty() ? in[0]->quantized() : nullptr;
-  const QuantizedMatrix* qb = b_copy.empty() ? in[1]->quantized() : nullptr;
+  // A compact copy describes its operand only where it is read in place.
+  const QuantizedMatrix* qa = a_copy.empty() ? qa_in : nullptr;
+  const QuantizedMatrix* qb = b_copy.empty() ? qb_in : nullptr;
   if (M > 0 && N > 0) {
     int64_t oa = 0, ob = 0, oc = 0;
     for (int64_t t = 0; t < batches; ++t) {
@@ -259,6 +261,25 @@ void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
   }
 }
 
+void einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
+                   const KernelContext& ctx) {
+  run_einsum(node.attr<EinsumAttrs>(), in, out, ctx, nullptr, nullptr);
+}
+
+// The weight's compact copy, held with its storage (Tensor::quantized, made
+// by quantize_weights), read by the one-row products; larger products, and a
+// block without a copy of the graph's format (one made before
+// quantize_weights on a mesh, or a weight the partitioner resharded), read
+// the f32 values, which hold the same rounded numbers.
+void quantized_einsum_kernel(const Node& node, std::span<Tensor* const> in, Tensor& out,
+                             const KernelContext& ctx) {
+  const EinsumAttrs& e = node.attr<EinsumAttrs>();
+  const QuantizedMatrix* copy = in[size_t(e.compact_operand)]->quantized();
+  if (copy != nullptr && copy->dtype != e.compact_format) copy = nullptr;
+  run_einsum(e, in, out, ctx, e.compact_operand == 0 ? copy : nullptr,
+             e.compact_operand == 1 ? copy : nullptr);
+}
+
 std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
   const EinsumAttrs& e = n.attr<EinsumAttrs>();
@@ -272,12 +293,12 @@ std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
 // operands disagree, the larger operand's split wins. A split contracted
 // letter leaves partial sums over its axis. Partial sums of one operand pass
 // through, since einsum is linear in each operand.
-ShardDecision einsum_rule(const ShardQuery& q) {
+// `a_first`: a's letters keep their splits.
+ShardDecision einsum_rule_keeping(const ShardQuery& q, bool a_first) {
   const EinsumAttrs& e = q.node.attr<EinsumAttrs>();
   const Sharding& sa = q.inputs[0];
   const Sharding& sb = q.inputs[1];
-  const bool a_larger =
-      numel(input_shape(q.graph, q.node, 0)) >= numel(input_shape(q.graph, q.node, 1));
+  const bool a_larger = a_first;
   std::map<char, int> axis;
   auto axis_in = [](const std::string& term, const Sharding& s, char c) {
     size_t i = term.find(c);
@@ -314,6 +335,17 @@ ShardDecision einsum_rule(const ShardQuery& q) {
   for (char c : e.a)
     if (e.out.find(c) == std::string::npos) add_partial(partial, axis[c]);
   return {{ra, rb}, Sharding{layout(e.out), partial}};
+}
+
+ShardDecision einsum_rule(const ShardQuery& q) {
+  return einsum_rule_keeping(
+      q, numel(input_shape(q.graph, q.node, 0)) >= numel(input_shape(q.graph, q.node, 1)));
+}
+
+// The held weight keeps its layout whatever the sizes: its blocks are where
+// the compact copies are (a resharded weight would be read as f32).
+ShardDecision quantized_einsum_rule(const ShardQuery& q) {
+  return einsum_rule_keeping(q, q.node.attr<EinsumAttrs>().compact_operand == 0);
 }
 
 // One loop per letter: letters of the output are parallel, the others are
@@ -356,6 +388,50 @@ OpCost einsum_cost(const Node& n, const CostShapes& s) {
           .packed_bytes = operands};
 }
 
+ShapeAndType quantized_einsum_infer(const Graph& g, const Node& n) {
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
+  AS_CHECK(
+      (e.compact_operand == 0 || e.compact_operand == 1) && e.compact_format != WeightsDType::F32,
+      "internal: a quantized einsum '", e.equation(),
+      "' needs a compact operand (0 or 1) held in bf16 or int8");
+  return einsum_infer(g, n);
+}
+
+// A weight held for decoding takes no gradient: its f32 values are rounded
+// ones, and training them would leave the compact copy stale.
+std::vector<Value> quantized_einsum_vjp(Graph& g, int id, Value) {
+  const Node& n = g.node(id);
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
+  const Node& w = g.node(n.inputs[size_t(e.compact_operand)]);
+  fail("gradients: weight '", w.is_leaf() ? w.leaf().name : std::string("?"), "' is held in ",
+       weights_dtype_name(e.compact_format),
+       " for decoding (quantize_weights), which has no gradient; train on f32 weights (drop the "
+       "QuantizedWeights, or quantize after training)");
+}
+
+// Einsum's work, with the weight read in its format when the product has
+// one row for each of its output channels (a decode step's matrix-vector
+// product, which packs nothing); larger products read its f32 values.
+OpCost quantized_einsum_cost(const Node& n, const CostShapes& s) {
+  OpCost c = einsum_cost(n, s);
+  const EinsumAttrs& e = n.attr<EinsumAttrs>();
+  const int w = e.compact_operand;
+  const std::string& wt = w == 0 ? e.a : e.b;
+  const std::string& xt = w == 0 ? e.b : e.a;
+  double rows = 1, channels = 1;
+  for (size_t i = 0; i < xt.size(); ++i)
+    if (wt.find(xt[i]) == std::string::npos && e.out.find(xt[i]) != std::string::npos)
+      rows *= double(s.inputs[size_t(1 - w)][i]);
+  for (size_t i = 0; i < wt.size(); ++i)
+    if (e.out.find(wt[i]) != std::string::npos) channels *= double(s.inputs[size_t(w)][i]);
+  if (rows != 1) return c;
+  const double weight = elements(s.inputs[size_t(w)]);
+  const double scales = e.compact_format == WeightsDType::Int8 ? 4 * channels : 0;
+  c.bytes += weight * (weights_dtype_bytes(e.compact_format) - 4) + scales;
+  c.packed_bytes = 0;
+  return c;
+}
+
 }  // namespace
 
 void register_einsum_op(std::vector<OpDef>& t) {
@@ -368,6 +444,14 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .cost = einsum_cost,
                            .accumulates = true,
                            .makes_weight_gradient = true};
+  t[size_t(Op::QuantizedEinsum)] = {.name = "quantized_einsum",
+                                    .infer = quantized_einsum_infer,
+                                    .kernel = quantized_einsum_kernel,
+                                    .vjp = quantized_einsum_vjp,
+                                    .shard = quantized_einsum_rule,
+                                    .loops = einsum_loops,
+                                    .cost = quantized_einsum_cost,
+                                    .accumulates = true};
 }
 
 }  // namespace autoshard

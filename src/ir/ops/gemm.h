@@ -5,9 +5,9 @@
 // cannot be expressed to BLAS and is an error. A single row of C runs as a
 // matrix-vector product (ir/ops/quantized_gemv.h; OpenBLAS 0.3.21's GEMM
 // packs B first: twice the traffic of a decode step's weights). A one-row
-// (or one-column) product over a weight whose storage holds a bf16 or int8
-// copy (Tensor::quantized; the caller hands it over) reads that compact
-// copy instead. Larger products are split over the calling thread's
+// (or one-column) product handed the bf16 or int8 copy of its weight (by
+// QuantizedEinsum's kernel, the one op whose graph says its weight is held
+// so) reads that compact copy instead. Larger products are split over the calling thread's
 // cores (parallel_blas_gemm), each piece on one OpenBLAS thread.
 #pragma once
 
@@ -34,9 +34,9 @@ void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float a
                         const float* a, int lda, const float* b, int ldb, float beta, float* c,
                         int ldc);
 
-// The compact copies (Tensor::quantized) of A and B as whole matrices, or
-// null: a one-row product reads B's, a one-column product A's, when the
-// copy has the product's shape.
+// The compact copies of A and B as whole matrices, handed by the caller
+// (QuantizedEinsum), or null: a one-row product reads B's, a one-column
+// product A's, when the copy has the product's shape.
 struct CompactOperands {
   const QuantizedMatrix* a = nullptr;
   const QuantizedMatrix* b = nullptr;

@@ -5,15 +5,16 @@
 // read a decode step's f32 weights at about half the copy bandwidth on a
 // 2-core Intel Xeon VM).
 //
-// How a weight reaches these kernels: the graph keeps every weight as an f32
-// tensor (training, prefill and every op other than a one-row product read
-// those f32 values, which quantize_weights (nn/generation.h) sets to the
-// dequantized ones, so all paths compute with the same weights). Its
-// storage may hold a compact copy beside (Tensor::quantized); the einsum
-// kernel hands its operands' copies to sgemm (gemm.h), which runs the
-// kernel below on a copy when a product has one row (or one column) and
-// the copy has the product's shape. A matrix without one (activations, the
-// key-value cache) takes the f32 path.
+// How a weight reaches these kernels: quantize_weights (nn/generation.h)
+// sets its f32 values to the dequantized ones (training, prefill and every
+// op other than a one-row product read those, so all paths compute with the
+// same weights), keeps a compact copy beside them in its storage
+// (Tensor::quantized) and has the model's generation graph say so: the
+// weight's leaf carries its format and its products are QuantizedEinsum
+// ops (einsum.cc), whose kernel hands the copy to sgemm (gemm.h), which
+// runs the kernel below when a product has one row (or one column) and the
+// copy has the product's shape. A plain einsum (activations, the key-value
+// cache, f32 weights) takes the f32 path.
 #pragma once
 
 #include <cstdint>
