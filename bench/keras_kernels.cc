@@ -7,7 +7,7 @@
 //   conv: the ResNet benchmark's 3x3 convolutions (batch 64, 'same') in
 //        GFLOP/s (the direct convolution's multiply-adds x 2 over the time),
 //        forward and both gradients as the op runs them (Winograd F(2x2,
-//        3x3) for forward and input gradient), the im2col + GEMM kernels
+//        3x3) where it suits), the im2col + GEMM kernels
 //        beside them, and one sgemm of the forward's shape (im2col's
 //        column matrix already made).
 //
@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
         best_us(reps, [&] { conv_forward_gemm(g, 0, xs.data(), w.data(), ys.data()); });
     const double din_gemm =
         best_us(reps, [&] { conv_backward_input_gemm(g, 0, ys.data(), w.data(), xs.data()); });
+    const double dw_gemm =
+        best_us(reps, [&] { conv_backward_filter_gemm(g, 0, xs.data(), ys.data(), w.data()); });
     const double gemm = best_us(reps, [&] {
       sgemm(false, false, 64 * hw * hw, c, 9 * c, col.data(), 9 * c, w.data(), c, ys.data(), c);
     });
@@ -115,14 +117,16 @@ int main(int argc, char** argv) {
         "conv 3x3 " + std::to_string(hw) + "x" + std::to_string(hw) + "x" + std::to_string(c);
     std::fprintf(stderr,
                  "%-34s GFLOP/s: forward %5.1f (im2col %5.1f)  input grad %5.1f (im2col %5.1f)  "
-                 "filter grad %5.1f  its sgemm alone %5.1f\n",
+                 "filter grad %5.1f (im2col %5.1f)  its sgemm alone %5.1f\n",
                  name.c_str(), flops / fwd * 1e-3, flops / fwd_gemm * 1e-3, flops / din * 1e-3,
-                 flops / din_gemm * 1e-3, flops / dw * 1e-3, flops / gemm * 1e-3);
+                 flops / din_gemm * 1e-3, flops / dw * 1e-3, flops / dw_gemm * 1e-3,
+                 flops / gemm * 1e-3);
     out[name] = {{"forward_gflops", flops / fwd * 1e-3},
                  {"forward_im2col_gflops", flops / fwd_gemm * 1e-3},
                  {"input_grad_gflops", flops / din * 1e-3},
                  {"input_grad_im2col_gflops", flops / din_gemm * 1e-3},
                  {"filter_grad_gflops", flops / dw * 1e-3},
+                 {"filter_grad_im2col_gflops", flops / dw_gemm * 1e-3},
                  {"sgemm_gflops", flops / gemm * 1e-3}};
   }
   std::printf("%s\n", out.dump().c_str());

@@ -269,6 +269,22 @@ std::vector<OpCase> cases() {
       {Op::Rotary,
        {{{4, 5, 3, 6}}, {{5}, K::Ids, 40}},
        [](Graph&, auto& x) { return ops::rotary(x[0], x[1], RotaryAttrs{.theta = 50.0}); }},
+      {Op::LstmCell,
+       {{{5, 4, 7}}, {{5, 4, 7}}, {{2, 5, 7}}},
+       [](Graph&, auto& x) { return ops::lstm_cell(x[0], x[1], x[2]); }},
+      {Op::LstmCell,  // a mask of any value: state + m (next - state)
+       {{{5, 4, 7}}, {{5, 4, 7}}, {{2, 5, 7}}, {{5, 1}}},
+       [](Graph&, auto& x) { return ops::lstm_cell(x[0], x[1], x[2], x[3]); }},
+      {Op::LstmCellGrad,
+       {{{5, 4, 7}}, {{5, 4, 7}}, {{2, 5, 7}}, {{5, 1}}, {{2, 5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::LstmCellGrad, {x[0], x[1], x[2], x[3], x[4]});
+       }},
+      {Op::LstmCellStateGrad,
+       {{{5, 4, 7}}, {{5, 4, 7}}, {{2, 5, 7}}, {{2, 5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::LstmCellStateGrad, {x[0], x[1], x[2], x[3]});
+       }},
       unary(Op::Silu),
       binary(Op::SiluGrad, {5, 7}),
       {Op::Normalize, {{{5, 7}}}, [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5); }},

@@ -171,6 +171,21 @@ TEST(Gradient, Rotary) {
 // Rotary against the formula written out: head dim 4, pairs (0, 2) and (1, 3)
 // turned by position * theta^(-2i/4); Llama 3's scaling divides the long
 // wavelengths by the factor and leaves the short ones.
+TEST(Gradient, LstmCell) {
+  const std::vector<Shape> shapes{{3, 4, 5}, {3, 4, 5}, {2, 3, 5}};
+  check_gradient("lstm_cell", shapes,
+                 [](Graph&, auto& p) { return ops::lstm_cell(p[0], p[1], p[2]); });
+  Tensor mask({3, 1});
+  mask.f32()[0] = 1.0f;
+  mask.f32()[1] = 0.0f;
+  mask.f32()[2] = 0.25f;  // any value interpolates between the state and the step
+  check_gradient("lstm_cell masked", shapes,
+                 [](Graph& g, auto& p) {
+                   return ops::lstm_cell(p[0], p[1], p[2], g.parameter("mask", {3, 1}));
+                 },
+                 {{"mask", mask}});
+}
+
 TEST(Rotary, TurnsPairsByPositionTimesFrequency) {
   Graph g;
   Value x = g.input("x", {1, 2, 1, 4});

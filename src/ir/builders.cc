@@ -125,6 +125,11 @@ Value cache_write(Value cache, Value rows, Value positions) {
 Value rotary(Value x, Value positions, RotaryAttrs attrs) {
   return x.graph->add(Op::Rotary, {x, positions}, attrs);
 }
+Value lstm_cell(Value x, Value r, Value state, Value mask) {
+  std::vector<Value> in{x, r, state};
+  if (mask.valid()) in.push_back(mask);
+  return x.graph->add(Op::LstmCell, in);
+}
 Value normalize(Value x, double epsilon, bool center) {
   return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon, center});
 }

@@ -169,6 +169,7 @@ void register_optimizer_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);
 void register_unary_ops(std::vector<OpDef>& table);
 void register_vision_ops(std::vector<OpDef>& table);
+void register_recurrent_ops(std::vector<OpDef>& table);
 
 // Helpers shared by the op files.
 const Shape& input_shape(const Graph& g, const Node& n, int i);

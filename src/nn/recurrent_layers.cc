@@ -160,6 +160,17 @@ struct RecurrentLayer::Impl : LayerImpl {
   // new states. `h_in` is h as the recurrent product sees it (after
   // recurrent dropout).
   std::vector<Value> lstm_step(const Weights& w, Value xp, Value c, Value h_in) const;
+  // Keras's default LSTM (tanh, sigmoid) runs each step as one LstmCell op
+  // (ops::lstm_cell); other activations compose lstm_step's ops.
+  bool fused_lstm() const {
+    return c.kind == CellKind::LSTM && c.activation == "tanh" &&
+           c.recurrent_activation == "sigmoid";
+  }
+  // The steps of a fused LSTM, in the order they run: the outputs; `states`
+  // goes in as the initial (h, c) and comes out as the final one.
+  std::vector<Value> fused_lstm_steps(const Weights& w, const std::vector<Value>& steps,
+                                      const std::vector<Value>& step_masks, Value recurrent_mask,
+                                      std::vector<Value>& states) const;
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
   // Gate k's columns [k U, (k + 1) U) of z [B, G U].
   Value gate(Value z, int k, int n = 1) const { return slice(z, 1, k * c.units, n * c.units); }
@@ -240,7 +251,9 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   }
 
   std::vector<Value> outputs;
-  for (int64_t s = 0; s < T; ++s) {
+  if (fused_lstm()) outputs = fused_lstm_steps(w, steps, step_masks, recurrent_mask, states);
+  const int64_t composed_steps = fused_lstm() ? 0 : T;  // the other cells' steps
+  for (int64_t s = 0; s < composed_steps; ++s) {
     const int64_t at = c.go_backwards ? T - 1 - s : s;
     const Value xs = steps[at];
     const Value h = states[0];
@@ -276,6 +289,31 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   }
   result.insert(result.end(), states.begin(), states.end());
   return result;
+}
+
+std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
+                                                          const std::vector<Value>& steps,
+                                                          const std::vector<Value>& step_masks,
+                                                          Value recurrent_mask,
+                                                          std::vector<Value>& states) const {
+  const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
+  const Shape z{B, 4, U}, one{1, B, U};
+  // The state [2, B, U]: h then c, one value from step to step.
+  Value state = concat(ops::reshape(states[0], one), ops::reshape(states[1], one), 0);
+  Value h = states[0];
+  std::vector<Value> outputs;
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t at = c.go_backwards ? T - 1 - s : s;
+    const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
+    const Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);
+    const Value m = step_masks.empty() ? Value{} : step_masks[at];
+    state = ops::lstm_cell(ops::reshape(steps[at], z), ops::reshape(r, z), state, m);
+    h = row(state, 0);
+    // A mask is 0 or 1, so h * m is the new h of a stepped row and 0 elsewhere.
+    outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
+  }
+  states = {h, row(state, 1)};
+  return outputs;
 }
 
 std::vector<Value> RecurrentLayer::Impl::lstm_step(const Weights& w, Value xp, Value cs,

@@ -76,6 +76,12 @@ enum class Op : uint8_t {
   Rotary,         // RotaryAttrs: (x [b, t, ..., d], positions [t] i32) -> x's shape
   CacheWrite,     // (cache [b, s, ...], rows [b, t, ...], positions [t] i32) writes
                   //   rows[:, i] into cache[:, positions[i]] in place -> the cache
+  // Keras's LSTM step, fused (ops::lstm_cell): (x [b, 4, u], r [b, 4, u], state [2, b, u][,
+  // mask [b, 1]]) -> the next state; its gradients, of (x, r, state[, mask], dnext [2, b, u]):
+  // dz [b, 4, u] (of x and r alike) and dstate [2, b, u]
+  LstmCell,
+  LstmCellGrad,
+  LstmCellStateGrad,
   // Vision ops, channels last (x [b, *spatial, c], 1 or 2 spatial dims):
   Conv,            // ConvAttrs: (x [b, *s, cin], w [*k, cin/groups, cout]) -> [b, *o, cout]
   ConvGradInput,   // ConvAttrs: (dy [b, *o, cout], w) -> dx [b, *s, cin] (attrs.shape)

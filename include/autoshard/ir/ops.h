@@ -81,6 +81,12 @@ Value cache_write(Value cache, Value rows, Value positions);
 // Rotary position embedding of x [b, t, ..., d] (heads in the middle) at
 // `positions` [t] (i32): pairs (i, i + d/2) turned by position * inv_freq[i].
 Value rotary(Value x, Value positions, RotaryAttrs attrs);
+// One step of Keras's LSTM (activation tanh, recurrent_activation sigmoid)
+// in one kernel: z = x + r [b, 4, u] holds the gates i, f, c, o; state
+// [2, b, u] holds h then c. Returns the next state: c' = f c + i tanh(c_z),
+// h' = o tanh(c'); with `mask` [b, 1] each row becomes state + m (next -
+// state), so a masked step (m = 0) carries the state over.
+Value lstm_cell(Value x, Value r, Value state, Value mask = {});
 Value normalize(Value x, double epsilon, bool center = true);
 // Per-row softmax cross-entropy; targets are i32 class ids. Traced as three
 // steps (row maxima, statistics, loss) so a split class axis shards cleanly.

@@ -251,8 +251,15 @@ void conv_backward_input_gemm(const ConvGeometry& g, int64_t offset, const float
 }
 
 // dw_segment += col^T . dy_segment over chunks of the batch.
+// Winograd where it suits (ir/ops/winograd.h), else im2col + GEMM.
 void conv_backward_filter(const ConvGeometry& g, int64_t offset, const float* x, const float* dy,
                           float* dw) {
+  if (winograd_suits(g)) return conv3x3_winograd_backward_filter(g, x, dy, dw);
+  conv_backward_filter_gemm(g, offset, x, dy, dw);
+}
+
+void conv_backward_filter_gemm(const ConvGeometry& g, int64_t offset, const float* x,
+                               const float* dy, float* dw) {
   if (g.group_in == 1 && g.groups > 1) return conv_backward_filter_reference(g, offset, x, dy, dw);
   const int64_t P = positions(g), K = taps(g) * g.group_in, step = chunk_of(g);
   const std::vector<Segment> segs = segments(g, offset);

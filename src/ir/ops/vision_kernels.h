@@ -35,12 +35,14 @@ void conv_backward_input(const ConvGeometry& g, int64_t offset, const float* dy,
 void conv_backward_filter(const ConvGeometry& g, int64_t offset, const float* x, const float* dy,
                           float* dw);
 
-// The im2col + GEMM kernels alone (conv_forward and conv_backward_input
-// choose between them and Winograd's, ir/ops/winograd.h).
+// The im2col + GEMM kernels alone (conv_forward and both gradients choose
+// between them and Winograd's, ir/ops/winograd.h).
 void conv_forward_gemm(const ConvGeometry& g, int64_t offset, const float* x, const float* w,
                        float* y);
 void conv_backward_input_gemm(const ConvGeometry& g, int64_t offset, const float* dy,
                               const float* w, float* dx);
+void conv_backward_filter_gemm(const ConvGeometry& g, int64_t offset, const float* x,
+                               const float* dy, float* dw);
 
 // The plain loops (the definitions above, written out).
 void conv_forward_reference(const ConvGeometry& g, int64_t offset, const float* x, const float* w,

@@ -132,6 +132,78 @@ void transform_output(const ConvGeometry& g, const float* m, int64_t t0, int64_t
   });
 }
 
+// D[p, t, co] = (A e A^T)[p] for the 2x2 block e of dy at each tile t in
+// [t0, t1) (zeros past out_h and out_w), A = [1 0; 1 1; 1 -1; 0 -1]: the
+// adjoint of transform_output, for the filter gradient.
+void transform_gradient(const ConvGeometry& g, const float* dy, int64_t t0, int64_t t1, float* d) {
+  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cout, count = t1 - t0;
+  parallel_for(count, 1, [&](int64_t a, int64_t b) {
+    std::vector<float> e(kOut * kOut * C), r(kTile * kOut * C);
+    for (int64_t t = a; t < b; ++t) {
+      const int64_t tile = t0 + t, n = tile / (th * tw);
+      const int64_t h0 = (tile / tw) % th * kOut, w0 = tile % tw * kOut;
+      for (int i = 0; i < kOut; ++i)
+        for (int j = 0; j < kOut; ++j) {
+          float* dst = e.data() + (i * kOut + j) * C;
+          if (h0 + i < g.out_h && w0 + j < g.out_w)
+            std::copy_n(dy + ((n * g.out_h + h0 + i) * g.out_w + w0 + j) * C, C, dst);
+          else
+            std::fill_n(dst, C, 0.0f);
+        }
+      // Rows: r[i][j] = (A e)[i][j].
+      for (int j = 0; j < kOut; ++j) {
+        const float *e0 = e.data() + j * C, *e1 = e.data() + (kOut + j) * C;
+        float* out[4];
+        for (int i = 0; i < kTile; ++i) out[i] = r.data() + (i * kOut + j) * C;
+        for (int64_t k = 0; k < C; ++k) {
+          out[0][k] = e0[k];
+          out[1][k] = e0[k] + e1[k];
+          out[2][k] = e0[k] - e1[k];
+          out[3][k] = -e1[k];
+        }
+      }
+      // Columns, written to D's planes.
+      for (int i = 0; i < kTile; ++i) {
+        const float *r0 = r.data() + i * kOut * C, *r1 = r0 + C;
+        float* out[4];
+        for (int j = 0; j < kTile; ++j) out[j] = d + ((i * kTile + j) * count + t) * C;
+        for (int64_t k = 0; k < C; ++k) {
+          out[0][k] = r0[k];
+          out[1][k] = r0[k] + r1[k];
+          out[2][k] = r0[k] - r1[k];
+          out[3][k] = -r1[k];
+        }
+      }
+    }
+  });
+}
+
+// dw[., ., ci, co] = G^T M G for the 4x4 points M[p, ci, co], G as in
+// transform_kernel (its adjoint).
+void transform_filter_gradient(const ConvGeometry& g, const float* m, float* dw) {
+  const int64_t ci_n = g.cin, co_n = g.cout, plane = ci_n * co_n;
+  parallel_for(ci_n, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ci = c0; ci < c1; ++ci)
+      for (int64_t co = 0; co < co_n; ++co) {
+        const float* in = m + ci * co_n + co;
+        float t[3][4];
+        for (int c = 0; c < 4; ++c) {
+          const float m0 = in[c * plane], m1 = in[(4 + c) * plane], m2 = in[(8 + c) * plane],
+                      m3 = in[(12 + c) * plane];
+          t[0][c] = m0 + 0.5f * (m1 + m2);
+          t[1][c] = 0.5f * (m1 - m2);
+          t[2][c] = 0.5f * (m1 + m2) + m3;
+        }
+        for (int r = 0; r < 3; ++r) {
+          float* out = dw + (r * 3 * ci_n + ci) * co_n + co;
+          out[0] = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+          out[plane] = 0.5f * (t[r][1] - t[r][2]);
+          out[2 * plane] = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+        }
+      }
+  });
+}
+
 // Tiles per pass: V and M stay near 4M floats (16 MiB), within a large L3.
 int64_t tiles_per_pass(const ConvGeometry& g) {
   const int64_t per = kPoints * (g.cin + g.cout);
@@ -179,6 +251,27 @@ void conv3x3_winograd_backward_input(const ConvGeometry& g, const float* dy, con
   t.pad_h = 2 - g.pad_h, t.pad_w = 2 - g.pad_w;
   t.cin = g.cout, t.cout = g.cin, t.group_in = g.cout, t.group_out = g.cin;
   winograd(t, dy, w, true, dx);
+}
+
+void conv3x3_winograd_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
+                                      float* dw) {
+  // The forward pass is linear in the kernel: y = A^T [(G k G^T) . V] A per
+  // tile, so dk = G^T [(A dy A^T) . V] G summed over the tiles: per point,
+  // M[p] [cin, cout] = V[p]^T D[p] over all tiles, 16 GEMMs.
+  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), step = tiles_per_pass(g);
+  std::vector<float> v(kPoints * std::min(step, total) * g.cin);
+  std::vector<float> d(kPoints * std::min(step, total) * g.cout);
+  std::vector<float> m(kPoints * g.cin * g.cout);
+  for (int64_t t0 = 0; t0 < total; t0 += step) {
+    const int64_t t1 = std::min(total, t0 + step), count = t1 - t0;
+    transform_input(g, x, t0, t1, v.data());
+    transform_gradient(g, dy, t0, t1, d.data());
+    for (int p = 0; p < kPoints; ++p)
+      sgemm(true, false, g.cin, g.cout, count, v.data() + p * count * g.cin, g.cin,
+            d.data() + p * count * g.cout, g.cout, m.data() + p * g.cin * g.cout, g.cout, 1.0f,
+            t0 == 0 ? 0.0f : 1.0f);
+  }
+  transform_filter_gradient(g, m.data(), dw);
 }
 
 }  // namespace autoshard

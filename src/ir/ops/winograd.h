@@ -32,4 +32,10 @@ void conv3x3_winograd(const ConvGeometry& g, const float* x, const float* w, flo
 void conv3x3_winograd_backward_input(const ConvGeometry& g, const float* dy, const float* w,
                                      float* dx);
 
+// dw [3, 3, cin, cout] of a convolution winograd_suits, from x and dy: the
+// adjoint of conv3x3_winograd in the kernel (16 GEMMs [cin, tiles] x
+// [tiles, cout] where im2col's is [9 cin, tiles x 4] x [tiles x 4, cout]).
+void conv3x3_winograd_backward_filter(const ConvGeometry& g, const float* x, const float* dy,
+                                      float* dw);
+
 }  // namespace autoshard
