@@ -100,6 +100,15 @@ std::string layer_of(const std::string& weight) {
   const size_t dot = weight.rfind('.');
   return dot == std::string::npos ? weight : weight.substr(0, dot);
 }
+
+// Whether a step's program reads leaf `id`: a partitioned program drops the
+// leaves nothing it computes needs (a weight a layer declares but never
+// uses, in a forward pass), and binds only what it reads; one device binds
+// every leaf.
+bool step_reads(const CompiledStep& step, int id) {
+  const Partition* p = step.partition();
+  return !p || p->local_of[step.devices().front()][id] >= 0;
+}
 }  // namespace
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
@@ -472,6 +481,7 @@ Tensor& Model::buffer_block(const LeafAttrs& leaf, const Sharding& layout, int d
 // Binds every parameter of the step to this process's blocks of it.
 void Model::bind_state(CompiledStep& step) {
   for (int id : step.graph().parameters()) {
+    if (!step_reads(step, id)) continue;
     const LeafAttrs& leaf = step.graph().node(id).leaf();
     for (int d : step.devices())
       step.bind(d, id,
@@ -699,9 +709,12 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
                          MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
-  for (size_t i = 0; i < x.size(); ++i) step.bind_input(g.find_input(graph_input(i)), x[i]);
+  auto bind = [&](int id, const Tensor& whole) {
+    if (step_reads(step, id)) step.bind_input(id, whole);
+  };
+  for (size_t i = 0; i < x.size(); ++i) bind(g.find_input(graph_input(i)), x[i]);
   if (y)
-    for (size_t k = 0; k < y->size(); ++k) step.bind_input(g.find_input(target_input(k)), (*y)[k]);
+    for (size_t k = 0; k < y->size(); ++k) bind(g.find_input(target_input(k)), (*y)[k]);
   step.set_profile(profile);
   step.run(ctx);
   if (totals && y && !metrics_.empty()) {
