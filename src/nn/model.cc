@@ -406,8 +406,16 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   }
   // Read after the step: every output for metrics; when predicting, the
   // outputs after the first (the result).
-  if (mode != Mode::Predict && !metrics_.empty())
+  if (mode != Mode::Predict && !metrics_.empty()) {
     for (const Value& o : outs) t.predictions.push_back(o.id);
+    // Then the masks, for the mean metrics (Keras's MeanMetricWrapper).
+    metric_masks_.assign(outs.size(), -1);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (masks[k].valid()) {
+        metric_masks_[k] = int(t.predictions.size()) + 1;  // output 0 is the result
+        t.predictions.push_back(masks[k].id);
+      }
+  }
   if (mode == Mode::Predict)
     for (size_t k = 1; k < outs.size(); ++k) t.predictions.push_back(outs[k].id);
   if (mode == Mode::Train) {
@@ -722,9 +730,12 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
     for (size_t k = 0; k < y->size(); ++k)
       for (const Metric& m : metrics_) {
         const Tensor& out = step.output(1 + k);
-        const Tensor& target = (*y)[k];
-        const Metric::Sums batch = m.accumulate(
-            out, target.reshaped(keras_target_shape(out.shape(), target.shape(), target.dtype())));
+        const Tensor target =
+            (*y)[k].reshaped(keras_target_shape(out.shape(), (*y)[k].shape(), (*y)[k].dtype()));
+        const int mask = k < metric_masks_.size() ? metric_masks_[k] : -1;
+        const Metric::Sums batch = mask >= 0 && m.mean
+                                       ? metrics::masked_sums(m, out, target, step.output(mask))
+                                       : m.accumulate(out, target);
         const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
         MetricSums& running = (*totals)[name];
         if (running.sums.empty()) running = {Metric::Sums(batch.size(), 0.0), m.result};
