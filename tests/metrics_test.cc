@@ -11,6 +11,7 @@
 #include "autoshard/error.h"
 #include "autoshard/nn/layers.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/nn/sample_weights.h"
 #include "autoshard/plan/distribution.h"
 #include "test_util.h"
 
@@ -84,6 +85,30 @@ TEST(Metrics, TiesOneHotAndBinaryTargets) {
   bad.i32()[0] = 3;
   EXPECT_THROW(metrics::sparse_categorical_accuracy().of(p, bad), Error);
   EXPECT_THROW(metrics::by_name("f1"), Error);
+}
+
+// A masked output's mean metric (Keras's MeanMetricWrapper, the mask as
+// sample weights): masked steps add nothing and each example adds its mean
+// over the steps; weighed by 1 / steps, so the epoch's metric is the mean
+// over the kept steps. A metric that is not a mean ignores masks.
+TEST(Metrics, MaskedStepsAreLeftOut) {
+  // [2 examples, 3 steps, 2 classes]; the argmax is right at steps (0, 0),
+  // (0, 2) and (1, 1), wrong elsewhere.
+  const Tensor p = Tensor::from({2, 3, 2}, {0.9f, 0.1f, 0.2f, 0.8f, 0.6f, 0.4f,  //
+                                            0.3f, 0.7f, 0.7f, 0.3f, 0.1f, 0.9f});
+  const Tensor y = Tensor::from_ints({2, 3}, {0, 0, 0, 0, 0, 0});
+  const Tensor mask = Tensor::from({2, 3}, {1, 0, 1, 0, 1, 0});  // keeps the right ones
+  const Metric accuracy = metrics::sparse_categorical_accuracy();
+  const Metric::Sums sums = metrics::masked_sums(accuracy, p, y, mask);
+  ASSERT_EQ(sums.size(), 2u);
+  EXPECT_NEAR(sums[0], 3.0 / 3, 1e-12);  // 3 right steps, each 1/3 of its example
+  EXPECT_NEAR(sums[1], 3.0 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(accuracy.result(sums), 1.0);
+  EXPECT_NEAR(accuracy.of(p, y), 0.5, 1e-12);  // unmasked: 3 of 6
+  const Tensor none = Tensor::zeros({2, 3});
+  EXPECT_EQ(metrics::masked_sums(accuracy, p, y, none), Metric::Sums({0.0, 0.0}));
+  EXPECT_THROW(metrics::masked_sums(metrics::precision(), p, y, mask), Error);
+  EXPECT_THROW(metrics::masked_sums(accuracy, p, y, Tensor::zeros({3, 2})), Error);
 }
 
 // A two-layer classifier of 4 classes.

@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,15 @@ void bind_values(py::module_& m) {
       // The terms added so far in this trace (add_loss, and in training
       // and evaluation the regularizers' penalties).
       .def("losses", &Trace::losses)
+      // Keras's masks (nn/masking.h): a value's mask (f32 [batch, time], 1
+      // where a step counts), None without one; set_mask gives one.
+      .def("mask",
+           [](const Trace& t, Value v) -> std::optional<Value> {
+             Value m = t.mask(v);
+             if (!m.valid()) return std::nullopt;
+             return m;
+           })
+      .def("set_mask", &Trace::set_mask)
       .def(
           "weight",
           [](Trace& t, const std::string& name, const Shape& shape, const Initializer& init,
@@ -151,6 +161,7 @@ void bind_values(py::module_& m) {
       return Metric::Sums{sums[0].cast<double>(), sums[1].cast<double>()};
     };
     metric.result = [](const Metric::Sums& s) { return s[1] > 0 ? s[0] / s[1] : 0.0; };
+    metric.mean = true;  // a masked output's masked steps are left out
     return metric;
   });
   // A keras.metrics.Metric subclass: `update(targets, predictions)`

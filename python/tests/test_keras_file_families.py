@@ -1,7 +1,8 @@
 """Files as users' Keras 2 and TensorFlow.js wrote them (issue 57, "real
 files"): Keras 2's hard_sigmoid chosen by the file's Keras version, a ReLU
-whose max_value is null, and the .keras files Keras 2.15 saved on Windows
-(backslashes in the weights' group names). The references are TF.js's
+whose max_value is null, the .keras files Keras 2.15 saved on Windows
+(backslashes in the weights' group names), and masks (Embedding mask_zero
+and Masking before recurrent layers, on padded batches). The references are TF.js's
 predictions and SGD losses (tools/keras_fixtures/file_families.mjs); the
 .h5 and Windows .keras forms hold the same weights
 (tools/keras_files/make_family_files.py)."""
@@ -29,14 +30,20 @@ FILES = [
     ("relu_max_value_null.h5", "relu_max_value_null"),
     ("conv1d_lstm/model.json", "conv1d_lstm"),
     ("conv1d_lstm_windows.keras", "conv1d_lstm"),
+    ("masked_embedding_rnn/model.json", "masked_embedding_rnn"),
+    ("masking_lstm/model.json", "masking_lstm"),
 ]
+INT_INPUTS = {"masked_embedding_rnn"}  # ids for an Embedding
 MESHES = [None, ((3,), ("model",)), ((2, 2), ("data", "model"))]
 
 
 def _reference(name):
     with open(os.path.join(DIR, name, "reference.json")) as f:
         ref = json.load(f)
-    return {k: np.asarray(v, dtype="float32") if k != "sgd" else v for k, v in ref.items()}
+    ref = {k: np.asarray(v, dtype="float32") if k != "sgd" else v for k, v in ref.items()}
+    if name in INT_INPUTS:
+        ref["x"] = ref["x"].astype(np.int32)
+    return ref
 
 
 def _load(path, mesh):
@@ -156,3 +163,20 @@ def test_hard_sigmoid_keeps_its_meaning_when_saved_again(tmp_path):
     # Nor can a model read from a Keras 3 file be written so.
     with pytest.raises(ValueError, match="Keras 3's hard_sigmoid"):
         again.save(tmp_path / "k3again.h5")
+
+
+@pytest.mark.parametrize("name", ["masked_embedding_rnn", "masking_lstm"])
+def test_the_masked_files_skip_the_padding_wherever_it_is(name):
+    """The padding of the TF.js references is masked: each sequence padded
+    at the start instead predicts what TF.js predicted for it padded at the
+    end (masked steps keep the state; the files fix the length)."""
+    ref = _reference(name)
+    model = keras.models.load_model(os.path.join(DIR, name, "model.json"), compile=False)
+    x = ref["x"]
+    kept = x != 0 if x.ndim == 2 else (x != 0).any(-1)
+    left = np.zeros_like(x)
+    for i, n in enumerate(kept.sum(1)):
+        left[i, x.shape[1] - n:] = x[i, :n]
+    assert not np.array_equal(left, x)
+    np.testing.assert_allclose(model.predict(left, verbose=0), ref["predictions"], rtol=1e-4,
+                               atol=1e-5)

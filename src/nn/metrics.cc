@@ -51,7 +51,7 @@ Metric mean_metric(const std::string& name,
             const Total t = total(predictions, targets);
             return Metric::Sums{t.sum, double(t.count)};
           },
-          [](const Metric::Sums& sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0.0; }};
+          [](const Metric::Sums& sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0.0; }, true};
 }
 
 }  // namespace

@@ -100,6 +100,15 @@ std::string layer_of(const std::string& weight) {
   const size_t dot = weight.rfind('.');
   return dot == std::string::npos ? weight : weight.substr(0, dot);
 }
+
+// Whether a step's program reads leaf `id`: a partitioned program drops the
+// leaves nothing it computes needs (a weight a layer declares but never
+// uses, in a forward pass), and binds only what it reads; one device binds
+// every leaf.
+bool step_reads(const CompiledStep& step, int id) {
+  const Partition* p = step.partition();
+  return !p || p->local_of[step.devices().front()][id] >= 0;
+}
 }  // namespace
 
 Model::Model(std::vector<SymbolicTensor> inputs, SymbolicTensor output, std::string name)
@@ -397,8 +406,16 @@ Model::Traced Model::trace_step(Mode mode, const std::vector<Shape>& x_shapes,
   }
   // Read after the step: every output for metrics; when predicting, the
   // outputs after the first (the result).
-  if (mode != Mode::Predict && !metrics_.empty())
+  if (mode != Mode::Predict && !metrics_.empty()) {
     for (const Value& o : outs) t.predictions.push_back(o.id);
+    // Then the masks, for the mean metrics (Keras's MeanMetricWrapper).
+    metric_masks_.assign(outs.size(), -1);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (masks[k].valid()) {
+        metric_masks_[k] = int(t.predictions.size()) + 1;  // output 0 is the result
+        t.predictions.push_back(masks[k].id);
+      }
+  }
   if (mode == Mode::Predict)
     for (size_t k = 1; k < outs.size(); ++k) t.predictions.push_back(outs[k].id);
   if (mode == Mode::Train) {
@@ -472,6 +489,7 @@ Tensor& Model::buffer_block(const LeafAttrs& leaf, const Sharding& layout, int d
 // Binds every parameter of the step to this process's blocks of it.
 void Model::bind_state(CompiledStep& step) {
   for (int id : step.graph().parameters()) {
+    if (!step_reads(step, id)) continue;
     const LeafAttrs& leaf = step.graph().node(id).leaf();
     for (int d : step.devices())
       step.bind(d, id,
@@ -721,9 +739,12 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
                          MetricTotals* totals) {
   CompiledStep& step = compiled(mode, x, y);
   const Graph& g = step.graph();
-  for (size_t i = 0; i < x.size(); ++i) step.bind_input(g.find_input(graph_input(i)), x[i]);
+  auto bind = [&](int id, const Tensor& whole) {
+    if (step_reads(step, id)) step.bind_input(id, whole);
+  };
+  for (size_t i = 0; i < x.size(); ++i) bind(g.find_input(graph_input(i)), x[i]);
   if (y)
-    for (size_t k = 0; k < y->size(); ++k) step.bind_input(g.find_input(target_input(k)), (*y)[k]);
+    for (size_t k = 0; k < y->size(); ++k) bind(g.find_input(target_input(k)), (*y)[k]);
   step.set_profile(profile);
   step.run(ctx);
   if (totals && y && !metrics_.empty()) {
@@ -731,9 +752,12 @@ CompiledStep& Model::run(Mode mode, const Batch& x, const Batch* y, const StepCo
     for (size_t k = 0; k < y->size(); ++k)
       for (const Metric& m : metrics_) {
         const Tensor& out = step.output(1 + k);
-        const Tensor& target = (*y)[k];
-        const Metric::Sums batch = m.accumulate(
-            out, target.reshaped(keras_target_shape(out.shape(), target.shape(), target.dtype())));
+        const Tensor target =
+            (*y)[k].reshaped(keras_target_shape(out.shape(), (*y)[k].shape(), (*y)[k].dtype()));
+        const int mask = k < metric_masks_.size() ? metric_masks_[k] : -1;
+        const Metric::Sums batch = mask >= 0 && m.mean
+                                       ? metrics::masked_sums(m, out, target, step.output(mask))
+                                       : m.accumulate(out, target);
         const std::string name = y->size() == 1 ? m.name : names[k] + "_" + m.name;
         MetricSums& running = (*totals)[name];
         if (running.sums.empty()) running = {Metric::Sums(batch.size(), 0.0), m.result};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <vector>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -137,7 +139,52 @@ Tensor row_of(const Tensor& x, int64_t r) {
   return out;
 }
 
+// Rows `keep` of x, its leading `lead` dimensions flattened into rows:
+// [keep.size(), the dimensions after them].
+Tensor rows_at(const Tensor& x, int lead, const std::vector<int64_t>& keep) {
+  Shape shape(x.shape().begin() + lead, x.shape().end());
+  const int64_t row = numel(shape) * int64_t(dtype_size(x.dtype()));
+  shape.insert(shape.begin(), int64_t(keep.size()));
+  Tensor out(shape, x.dtype());
+  for (size_t i = 0; i < keep.size(); ++i)
+    std::memcpy(static_cast<char*>(out.raw()) + int64_t(i) * row,
+                static_cast<const char*>(x.raw()) + keep[i] * row, row);
+  return out;
+}
+
+bool leads_with(const Tensor& x, const Tensor& mask) {
+  return x.rank() >= mask.rank() &&
+         std::equal(mask.shape().begin(), mask.shape().end(), x.shape().begin());
+}
+
 }  // namespace
+
+Metric::Sums masked_sums(const Metric& m, const Tensor& p, const Tensor& t, const Tensor& mask) {
+  AS_CHECK(m.mean, "metric ", m.name, ": only a mean metric leaves masked steps out");
+  AS_CHECK(mask.dtype() == DType::F32 && mask.rank() >= 1 && leads_with(p, mask), "metric ", m.name,
+           ": a mask ", shape_str(mask.shape()), " for predictions ", shape_str(p.shape()));
+  AS_CHECK(leads_with(t, mask), "metric ", m.name, ": the targets ", shape_str(t.shape()),
+           " of a masked output must have its steps ", shape_str(mask.shape()),
+           " as their leading dimensions");
+  const int64_t steps = mask.dim(0) > 0 ? mask.numel() / mask.dim(0) : 1;
+  // The steps by their weight (a mask is 0 or 1): the metric runs once on
+  // each weight's steps, and its sums add up times that weight.
+  std::map<float, std::vector<int64_t>> by_weight;
+  for (int64_t r = 0; r < mask.numel(); ++r)
+    if (mask.f32()[r] != 0) by_weight[mask.f32()[r]].push_back(r);
+  Metric::Sums total;
+  for (const auto& [weight, keep] : by_weight) {
+    const Metric::Sums one =
+        m.accumulate(rows_at(p, mask.rank(), keep), rows_at(t, mask.rank(), keep));
+    if (total.empty()) total.assign(one.size(), 0.0);
+    // Keras averages each example's weighted values over its steps.
+    for (size_t i = 0; i < one.size(); ++i) total[i] += double(weight) / double(steps) * one[i];
+  }
+  if (total.empty() && mask.numel() > 0)  // every step masked: sums of the right size, all 0
+    total.assign(m.accumulate(rows_at(p, mask.rank(), {0}), rows_at(t, mask.rank(), {0})).size(),
+                 0.0);
+  return total;
+}
 
 Metric without_weights(Metric m, bool class_ids) {
   auto inner = m.accumulate;

@@ -65,6 +65,34 @@ const MODELS = {
       return tf.layers.dense({units: 2, name: 'dense'}).apply(h);
     },
   },
+  // (After the others, so that their seeds stay.)
+  // Masks (issue 57): Embedding(mask_zero) ids padded with 0 at the end,
+  // through an LSTM of sequences and a GRU to its last state; and Masking
+  // over float steps. TF.js's losses ignore masks, so the outputs are the
+  // last states (no masked steps in the loss), as Keras's losses agree.
+  masked_embedding_rnn: {
+    input: [6],
+    dtype: 'int32',
+    lengths: [6, 3, 1, 4, 2, 5],
+    vocab: 10,
+    build: (x) => {
+      let h = tf.layers.embedding({inputDim: 10, outputDim: 4, maskZero: true, name: 'embedding'})
+                  .apply(x);
+      h = tf.layers.lstm({units: 5, returnSequences: true, recurrentActivation: 'sigmoid',
+                          name: 'lstm'}).apply(h);
+      h = tf.layers.gru({units: 3, recurrentActivation: 'sigmoid', name: 'gru'}).apply(h);
+      return tf.layers.dense({units: 2, name: 'dense'}).apply(h);
+    },
+  },
+  masking_lstm: {
+    input: [5, 3],
+    lengths: [5, 2, 4, 1, 3, 5],
+    build: (x) => {
+      let h = tf.layers.masking({maskValue: 0, name: 'masking'}).apply(x);
+      h = tf.layers.lstm({units: 4, recurrentActivation: 'sigmoid', name: 'lstm'}).apply(h);
+      return tf.layers.dense({units: 2, name: 'dense'}).apply(h);
+    },
+  },
 };
 
 const BATCH = 6;
@@ -85,16 +113,33 @@ async function save(model, dir) {
   }));
 }
 
+// Sequences of spec.lengths padded with zeros at the end: ids in [1, vocab)
+// (int32), or float steps in [-4, 4] (0 pads them for Masking).
+function paddedInputs(spec, rand) {
+  const [steps, ...features] = spec.input;
+  const width = features.reduce((a, b) => a * b, 1);
+  const values = new Float32Array(BATCH * steps * width);
+  spec.lengths.forEach((length, i) => {
+    for (let j = 0; j < length * width; ++j)
+      values[i * steps * width + j] =
+          spec.vocab ? 1 + Math.floor(rand() * (spec.vocab - 1)) : 8 * rand() - 4;
+  });
+  return tf.tensor(values, [BATCH, ...spec.input], spec.dtype ?? 'float32');
+}
+
 async function makeFamily(name, spec, seed) {
   const rand = generator(seed);
-  const x = tf.input({shape: spec.input, name: 'x'});
+  const x = tf.input({shape: spec.input, name: 'x', dtype: spec.dtype ?? 'float32'});
   const model = tf.model({inputs: x, outputs: spec.build(x), name});
   for (const w of model.weights) {
     const n = w.shape.reduce((a, b) => a * b, 1);
     w.write(tf.tensor(Float32Array.from({length: n}, () => 2 * rand() - 1), w.shape));
   }
-  const xs = tf.tensor(Float32Array.from({length: BATCH * spec.input.reduce((a, b) => a * b, 1)},
-                                         () => 8 * rand() - 4), [BATCH, ...spec.input]);
+  const xs = spec.lengths ? paddedInputs(spec, rand)
+                         : tf.tensor(Float32Array.from(
+                                         {length: BATCH * spec.input.reduce((a, b) => a * b, 1)},
+                                         () => 8 * rand() - 4),
+                                     [BATCH, ...spec.input]);
   const predicted = model.predict(xs);
   const ys = tf.tensor(Float32Array.from({length: predicted.size}, () => 2 * rand() - 1),
                        predicted.shape);

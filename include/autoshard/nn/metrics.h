@@ -30,6 +30,11 @@ struct Metric {
   std::function<Sums(const Tensor& predictions, const Tensor& targets)> accumulate;
   // The metric from the sums over an epoch's batches.
   std::function<double(const Sums& sums)> result;
+  // Keras's MeanMetricWrapper (the accuracies, the errors, a metric
+  // function): a mean of per-example values, whose masked outputs leave
+  // their masked steps out (metrics::masked_sums); other metrics (the
+  // confusion counts, AUC, F-scores, R2) ignore masks, as Keras's do.
+  bool mean = false;
 
   // The metric of one batch alone.
   double of(const Tensor& predictions, const Tensor& targets) const {

@@ -307,6 +307,9 @@ class Model {
   std::set<std::string> frozen_;  // set_frozen
   std::map<std::string, Trace::Penalty> weight_penalties_, activity_penalties_, constraints_;
   std::vector<Metric> metrics_;
+  // Per output, which step output holds its mask for the metrics (-1: it
+  // has none); the same for every trace of the model.
+  std::vector<int> metric_masks_;
   std::shared_ptr<Distribution> dist_;
   uint64_t seed_ = 0;
   bool recompute_ = false;

@@ -37,6 +37,15 @@ Metric without_weights(Metric m, bool class_ids);
 // Keras's weighted metric: what each example adds to `m`'s sums, times its
 // weight (a weighted mean: sum w v / sum w; weighted confusion counts).
 Metric sample_weighted(Metric m, bool class_ids);
+// What a batch of a masked output adds to the sums of a mean metric
+// (Metric::mean): Keras's MeanMetricWrapper.update_state takes the mask of
+// the predictions as sample weights (keras/src/metrics/reduction_metrics.py),
+// so each step [batch, time] counts with its mask's weight and a masked step
+// not at all. `mask` holds the predictions' leading dimensions; `targets`
+// those too (any sample weights packed in them apply as well). As Keras's
+// reduce_to_samplewise_values, each example adds its mean over the steps.
+Metric::Sums masked_sums(const Metric& m, const Tensor& predictions, const Tensor& targets,
+                         const Tensor& mask);
 }  // namespace metrics
 
 }  // namespace autoshard

@@ -67,6 +67,13 @@ def _native_value(out, layer_name):
     return ops.convert_to_tensor(out)._value
 
 
+def _mask_of(trace, value):
+    """The Keras mask of a traced value, as a TracedTensor (f32: 1 where a
+    step counts), or None."""
+    mask = trace.mask(value)
+    return None if mask is None else TracedTensor(mask)
+
+
 def _input_shape(x):
     if isinstance(x, list):
         return [_input_shape(t) for t in x]
@@ -112,6 +119,24 @@ class LayerAPI:
 
     def compute_output_shape(self, input_shape):
         raise NotImplementedError(f"{type(self).__name__}.compute_output_shape is not defined")
+
+    def compute_mask(self, inputs, previous_mask):
+        """Keras's default: the input's mask passes on (used only where the
+        layer supports masking)."""
+        return previous_mask
+
+    @property
+    def supports_masking(self):
+        """Keras's rule (keras/src/layers/layer.py, Layer.__init__): a layer
+        supports masking when it defines compute_mask, or says so."""
+        said = self.__dict__.get("_supports_masking")
+        if said is not None:
+            return said
+        return type(self).compute_mask is not LayerAPI.compute_mask
+
+    @supports_masking.setter
+    def supports_masking(self, value):
+        self.__dict__["_supports_masking"] = bool(value)
 
     def get_config(self):
         """Keras's base config: name, trainable and dtype."""
@@ -208,7 +233,10 @@ class LayerAPI:
         once, declares the weights, runs ``call`` on TracedTensors."""
         with tracing(trace):
             inputs = [TracedTensor(v) for v in values]
-            x = inputs if self._takes_list or len(inputs) > 1 else inputs[0]
+            several = self._takes_list or len(inputs) > 1
+            x = inputs if several else inputs[0]
+            masks = [_mask_of(trace, v) for v in values]
+            input_mask = masks if several else masks[0]
             if not self.built:
                 self._input_shape = _input_shape(x)
                 self.build(self._input_shape)
@@ -221,9 +249,36 @@ class LayerAPI:
             params = inspect.signature(self.call).parameters
             if "training" in params:
                 kwargs.setdefault("training", trace.training)
-            if "mask" in params:
-                kwargs.setdefault("mask", None)
-            return _native_value(self.call(x, **kwargs), self.name)
+            # Keras's Layer.__call__ (keras/src/layers/layer.py, "Populate
+            # mask argument"): a call that takes `mask` gets the input's
+            # (a list input: theirs), and that is the previous mask.
+            if "mask" in params and kwargs.get("mask") is None:
+                kwargs["mask"] = input_mask
+            previous = kwargs["mask"] if kwargs.get("mask") is not None else input_mask
+            out = _native_value(self.call(x, **kwargs), self.name)
+            self._set_output_mask(trace, x, out, previous)
+            return out
+
+    def _set_output_mask(self, trace, inputs, out, previous):
+        """Keras's _set_mask_metadata: a layer that supports masking gives
+        its output compute_mask(inputs, previous_mask) unless the output has
+        a mask already (a sublayer's); one that does not drops the mask."""
+        if not self.supports_masking or trace.mask(out) is not None:
+            return
+        mask = self.compute_mask(inputs, previous)
+        if isinstance(mask, (list, tuple)):  # one output: the first (Keras zips them)
+            mask = mask[0] if mask else None
+        if mask is None:
+            return
+        from . import ops
+        mask = ops.convert_to_tensor(mask)
+        shape, lead = tuple(mask.shape), tuple(out.shape)[:len(mask.shape)]
+        if mask.dtype != "float32" or not shape or shape != lead:
+            raise ValueError(f"layer '{self.name}': compute_mask must return a boolean mask of "
+                             f"the output's leading dimensions {tuple(out.shape)[:2]} (or "
+                             f"None), got {mask.dtype} {shape}")
+        # A mask is boolean in Keras: it takes no gradient.
+        trace.set_mask(out, ops.stop_gradient(ops.not_equal(mask, 0.0))._value)
 
     def _call_traced(self, inputs, kwargs):
         """This layer called inside another custom layer's call."""
