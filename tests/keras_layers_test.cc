@@ -355,9 +355,6 @@ TEST(FunctionalModel, SharedLayersSeveralOutputsAndLossWeights) {
   }
 }
 
-}  // namespace
-}  // namespace autoshard
-
 // Keras's causal mask is top-left aligned whatever the lengths
 // (multi_head_attention.py, _compute_causal_mask): query i attends to value
 // positions j <= i. Checked by dependence: moving value j changes output
@@ -366,8 +363,8 @@ TEST(MultiHeadAttention, CausalMaskIsTopLeftForAnyLengths) {
   for (const auto& [tq, tk] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {5, 3}, {4, 4}}) {
     SCOPED_TRACE(std::to_string(tq) + " queries, " + std::to_string(tk) + " values");
     auto q_in = Input({tq, 6}, DType::F32, "q"), v_in = Input({tk, 6}, DType::F32, "v");
-    auto out = MultiHeadAttention(2, 4, MultiHeadAttentionOptions().use_causal_mask(true))(
-        std::vector{q_in, v_in});
+    auto out = MultiHeadAttention(
+        2, 4, MultiHeadAttentionOptions().use_causal_mask(true))(std::vector{q_in, v_in});
     Model model({q_in, v_in}, out);
     model.set_seed(3);
     const Tensor q = random_tensor({2, tq, 6}, 71), v = random_tensor({2, tk, 6}, 72);
@@ -385,3 +382,6 @@ TEST(MultiHeadAttention, CausalMaskIsTopLeftForAnyLengths) {
     }
   }
 }
+
+}  // namespace
+}  // namespace autoshard
