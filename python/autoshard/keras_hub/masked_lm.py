@@ -14,8 +14,8 @@ cross-entropy of the logits, weighted accuracy). See docs/keras-hub.md,
 
 from .. import _checks, _native
 from .. import hf as _hf
-from .models import (_Task, History, _batches, _check_loss, _int_array, _sequence_length,
-                     _tokenizer)
+from .models import (_Task, History, _batches, _check_loss, _encoder_inputs, _int_array,
+                     _sequence_length, _tokenizer)
 from .sharding import placement as _placement
 
 __all__ = ["MaskedLM", "BertMaskedLM", "MaskedLMPreprocessor", "BertMaskedLMPreprocessor"]
@@ -194,21 +194,7 @@ def _masked_lm_inputs(inputs, where):
     [n, masks] of KerasHub's MaskedLM dict, checked."""
     import numpy as np
 
-    keys = {"token_ids", "segment_ids", "padding_mask", "mask_positions"}
-    if not isinstance(inputs, dict) or not {"token_ids", "mask_positions"} <= set(inputs):
-        raise ValueError(f"{where}: give KerasHub's dict {{\"token_ids\", \"segment_ids\", "
-                         f"\"padding_mask\", \"mask_positions\"}}, not {_checks.shown(inputs)}")
-    unknown = set(inputs) - keys
-    if unknown:
-        raise ValueError(f"{where}: unknown input(s) {', '.join(sorted(unknown))}; a MaskedLM "
-                         "takes token_ids, segment_ids, padding_mask and mask_positions")
-    token_ids = _int_array(inputs["token_ids"], "token_ids", where, 2)
-    segments = inputs.get("segment_ids")
-    segments = np.zeros_like(token_ids) if segments is None else _int_array(
-        segments, "segment_ids", where, 2)
-    mask = inputs.get("padding_mask")
-    mask = np.ones(token_ids.shape, np.float32) if mask is None else np.asarray(
-        mask, dtype=np.float32)
+    token_ids, segments, mask = _encoder_inputs(inputs, where, ("mask_positions",), "MaskedLM")
     positions = _int_array(inputs["mask_positions"], "mask_positions", where, 2)
     if positions.shape[0] != token_ids.shape[0]:
         raise ValueError(f"{where}: mask_positions has {positions.shape[0]} rows, token_ids "

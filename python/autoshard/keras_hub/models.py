@@ -778,16 +778,22 @@ class TextClassifier(_Task):
         return result if return_dict else [loss, accuracy]
 
 
-def _encoder_inputs(inputs, where):
+def _encoder_inputs(inputs, where, extra=(), task="TextClassifier"):
+    """token_ids, segment_ids (zeros if absent) and padding_mask (ones if
+    absent) [n, tokens] of KerasHub's dict, checked; ``extra`` keys (a
+    MaskedLM's mask_positions) must be there too and are left to the caller."""
     import numpy as np
 
-    if not isinstance(inputs, dict) or "token_ids" not in inputs:
-        raise ValueError(f"{where}: give KerasHub's dict {{\"token_ids\", \"segment_ids\", "
-                         f"\"padding_mask\"}}, not {_checks.shown(inputs)}")
-    unknown = set(inputs) - {"token_ids", "segment_ids", "padding_mask"}
+    names = ["token_ids", "segment_ids", "padding_mask", *extra]
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    if not isinstance(inputs, dict) or not {"token_ids", *extra} <= set(inputs):
+        shown = ", ".join(f'"{k}"' for k in names)
+        raise ValueError(f"{where}: give KerasHub's dict {{{shown}}}, not "
+                         f"{_checks.shown(inputs)}")
+    unknown = set(inputs) - set(names)
     if unknown:
         raise ValueError(f"{where}: unknown input(s) {', '.join(sorted(unknown))}; a "
-                         "TextClassifier takes token_ids, segment_ids and padding_mask")
+                         f"{task} takes {listed}")
     token_ids = _int_array(inputs["token_ids"], "token_ids", where, 2)
     segments = inputs.get("segment_ids")
     segments = np.zeros_like(token_ids) if segments is None else _int_array(
