@@ -75,7 +75,7 @@ def _sparse_targets(loss):
 
 
 def plan(model, mesh_or_devices, batch, cluster=None, dtype="float32", memory_per_device=None,
-         *, seq=None, plan_time=None, batch_dim_name=None, seed=0):
+         *, seq=None, plan_time=None, deterministic=False, batch_dim_name=None, seed=0):
     """Plans ``model``'s training step with AutoShard and returns a :class:`Plan`.
 
     model: a compiled ``autoshard.keras`` model (one input, one output; the
@@ -94,6 +94,9 @@ def plan(model, mesh_or_devices, batch, cluster=None, dtype="float32", memory_pe
     dtype: ``"float32"``, or ``"bfloat16"`` to price mixed precision.
     memory_per_device: bytes (or ``"16GiB"``) each device may hold (default:
         the cluster's). plan_time: seconds the solver may take.
+    deterministic: the solver's limits counted in work rather than seconds
+        (``autoshard plan --deterministic``): the same plan on every run and
+        machine, however busy, at about ``plan_time`` seconds on an idle one.
 
     Bad arguments raise ValueError; a plan that does not fit raises
     ValueError naming what might.
@@ -108,7 +111,8 @@ def plan(model, mesh_or_devices, batch, cluster=None, dtype="float32", memory_pe
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**64 - 1:
         raise ValueError(f"plan: seed must be an integer from 0 to 2**64 - 1, not {seed!r}")
     args = dict(cluster=str(cluster or "cpu"), bf16=_bf16(dtype),
-                memory_per_device=_bytes(memory_per_device), plan_time=float(plan_time or 0))
+                memory_per_device=_bytes(memory_per_device), plan_time=float(plan_time or 0),
+                deterministic=bool(deterministic))
     if isinstance(model, str):
         if batch_dim_name not in (None, "data"):
             raise ValueError("plan: a language model's batches split over 'data'")

@@ -184,7 +184,7 @@ void price_pipelines(PlanRequest& r, const LanguageModelConfig& cfg, int64_t bat
 
 PlanRequest request(const std::optional<DeviceMesh>& mesh, int devices,
                     const std::string& batch_dim_name, const std::string& cluster, bool bf16,
-                    double memory_per_device, double plan_time) {
+                    double memory_per_device, double plan_time, bool deterministic) {
   AS_CHECK(mesh || (devices >= 1 && devices <= kMaxMeshDevices),
            "plan: devices must be between 1 and ", kMaxMeshDevices, ", not ", devices);
   AS_CHECK(memory_per_device >= 0, "plan: memory_per_device must be positive (bytes)");
@@ -196,7 +196,8 @@ PlanRequest request(const std::optional<DeviceMesh>& mesh, int devices,
   r.options = {.cluster = cluster,
                .bf16 = bf16,
                .memory_per_device = memory_per_device,
-               .time_limit_s = plan_time};
+               .time_limit_s = plan_time,
+               .deterministic = deterministic};
   return r;
 }
 
@@ -238,25 +239,28 @@ void bind_plan(py::module_& m) {
       "plan_keras",
       [](PyModel& p, const std::optional<DeviceMesh>& mesh, int devices,
          const std::string& batch_dim_name, int64_t batch, bool sparse_targets,
-         const std::string& cluster, bool bf16, double memory_per_device, double plan_time) {
+         const std::string& cluster, bool bf16, double memory_per_device, double plan_time,
+         bool deterministic) {
         AS_CHECK(p.input_names.size() == 1 && p.model->output_names().size() == 1,
                  "plan: models of one input and one output only (this one has ",
                  p.input_names.size(), " and ", p.model->output_names().size(), ")");
         PlanRequest r =
-            request(mesh, devices, batch_dim_name, cluster, bf16, memory_per_device, plan_time);
+            request(mesh, devices, batch_dim_name, cluster, bf16, memory_per_device, plan_time,
+                    deterministic);
         py::gil_scoped_release release;
         const Step s = keras_step(*p.model, batch, sparse_targets);
         r.predict.tokens = double(batch);
         return plan_model(*p.model, r, s);
       },
       "model"_a, "mesh"_a, "devices"_a, "batch_dim_name"_a, "batch"_a, "sparse_targets"_a,
-      "cluster"_a, "bf16"_a, "memory_per_device"_a, "plan_time"_a);
+      "cluster"_a, "bf16"_a, "memory_per_device"_a, "plan_time"_a, "deterministic"_a);
   m.def(
       "plan_language_model",
       [](const std::string& name, const std::optional<DeviceMesh>& mesh, int devices, int64_t batch,
          int64_t seq, uint64_t seed, const std::string& cluster, bool bf16,
-         double memory_per_device, double plan_time) {
-        PlanRequest r = request(mesh, devices, "data", cluster, bf16, memory_per_device, plan_time);
+         double memory_per_device, double plan_time, bool deterministic) {
+        PlanRequest r = request(mesh, devices, "data", cluster, bf16, memory_per_device, plan_time,
+                                deterministic);
         py::gil_scoped_release release;
         LanguageModelConfig cfg = LanguageModelConfig::of(name);
         cfg.bytes_per_parameter = 0;  // nothing is allocated
@@ -275,7 +279,7 @@ void bind_plan(py::module_& m) {
         return plan_model(*model, r, s).first;
       },
       "model"_a, "mesh"_a, "devices"_a, "batch"_a, "seq"_a, "seed"_a, "cluster"_a, "bf16"_a,
-      "memory_per_device"_a, "plan_time"_a);
+      "memory_per_device"_a, "plan_time"_a, "deterministic"_a);
 }
 
 }  // namespace autoshard::python
