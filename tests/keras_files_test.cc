@@ -20,6 +20,8 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
+#include "io/keras/hdf5_file.h"
+#include "io/zip_archive.h"
 #include "keras_fixtures.h"
 #include "test_util.h"
 
@@ -239,6 +241,61 @@ TEST(KerasFiles, PreprocessingLayersPredictAsInInference) {
     EXPECT_NE(std::string(e.what()).find("RandomFlip layer 'random_flip'"), std::string::npos)
         << e.what();
   }
+}
+
+// Normalization's int count (Keras 3's vars/2; Keras 2 lists "count:0"
+// after mean and variance among the layer's weights) is kept as the file
+// has it and written back: Keras compares a layer's number of variables
+// with the file's when it loads (Layer.load_own_variables; Keras 2's
+// load_weights), so a file without it would not load there. A tf-keras
+// 2.15 .h5 (tools/keras_files/make_family_files.py) predicts from its
+// statistics; its count, 50, and the Keras 3 fixture's, 120, survive saves
+// to .keras and .h5, as libhdf5 reads the written datasets.
+TEST(KerasFiles, NormalizationCountIsKeptThroughSaves) {
+  const std::string dir = kKerasFileFixtures + "/families";
+  KerasModel k2 = load_keras_model(dir + "/keras2_normalization.h5");
+  ASSERT_EQ(k2.counters.size(), 1u);
+  EXPECT_EQ(k2.counters[0].value, 50);
+  const Tensor x = random_tensor({5, 3}, 7);
+  const Tensor kernel = k2.model->gather_weight("dense.kernel");
+  const Tensor bias = k2.model->gather_weight("dense.bias");
+  const float mean[3] = {0.5f, -1.0f, 2.0f}, sd[3] = {2.0f, 0.5f, 3.0f};
+  Tensor want({5, 2});
+  for (int64_t b = 0; b < 5; ++b)
+    for (int64_t o = 0; o < 2; ++o) {
+      double sum = bias.f32()[o];
+      for (int64_t i = 0; i < 3; ++i)
+        sum += (x.f32()[b * 3 + i] - mean[i]) / sd[i] * kernel.f32()[i * 2 + o];
+      want.f32()[b * 2 + o] = static_cast<float>(sum);
+    }
+  EXPECT_LT(max_relative_error(k2.model->predict(x), want), 1e-5);
+
+  KerasModel k3 = load_keras_model(dir + "/keras3_preprocessing.keras");
+  ASSERT_EQ(k3.counters.size(), 1u);
+  EXPECT_EQ(k3.counters[0].value, 120);
+  ScratchDir out("keras_normalization_count");
+  for (auto [k, count] : {std::pair<KerasModel*, int64_t>{&k2, 50}, {&k3, 120}}) {
+    const fs::path keras = out.path / (std::to_string(count) + ".keras");
+    const fs::path h5 = out.path / (std::to_string(count) + ".h5");
+    save_keras_model(*k, keras.string());
+    save_keras_model(*k, h5.string());
+    ZipArchive zip(keras.string());
+    auto weights = keras::H5File::open(zip.open_member("model.weights.h5"), "model.weights.h5");
+    EXPECT_EQ(weights->read_int("layers/normalization/vars/2"), count);
+    auto legacy = keras::H5File::open(h5.string(), "h5");
+    EXPECT_EQ(legacy->strings_attribute("model_weights/normalization", "weight_names"),
+              (std::vector<std::string>{"normalization/mean:0", "normalization/variance:0",
+                                        "normalization/count:0"}));
+    EXPECT_EQ(legacy->read_int("model_weights/normalization/normalization/count:0"), count);
+    for (const fs::path& file : {keras, h5}) {
+      KerasModel back = load_keras_model(file.string());
+      ASSERT_EQ(back.counters.size(), 1u);
+      EXPECT_EQ(back.counters[0].value, count) << file;
+    }
+  }
+  EXPECT_LT(max_relative_error(load_keras_model((out.path / "50.keras").string()).model->predict(x),
+                               want),
+            1e-5);
 }
 
 // A file naming code is refused with the layer and class, never run.

@@ -22,5 +22,6 @@ class Plan:
 def plan(model: Union[Model, str], mesh_or_devices: Union[DeviceMesh, int], batch: int,
          cluster: Optional[str] = ..., dtype: str = ...,
          memory_per_device: Union[int, float, str, None] = ..., *, seq: Optional[int] = ...,
-         plan_time: Optional[float] = ..., batch_dim_name: Optional[str] = ...,
+         plan_time: Optional[float] = ..., deterministic: bool = ...,
+         batch_dim_name: Optional[str] = ...,
          seed: int = ...) -> Plan: ...

@@ -223,5 +223,5 @@ def test_stubs_name_what_exists():
     # The functions' parameters as the stubs give them.
     assert list(inspect.signature(autoshard.plan).parameters) == [
         "model", "mesh_or_devices", "batch", "cluster", "dtype", "memory_per_device", "seq",
-        "plan_time", "batch_dim_name", "seed"]
+        "plan_time", "deterministic", "batch_dim_name", "seed"]
     assert "plan_keras" in _native.plan_keras.__doc__ and "plan_language_model" in dir(_native)

@@ -21,6 +21,11 @@ so that TF.js's predictions serve as their reference:
   RandomRotation, an adapted Normalization (vars mean, variance and the
   int64 count) and CenterCrop before Flatten and Dense, as Keras 3's
   saving_lib writes it (DTypePolicy dtypes, serialized initializers).
+- keras2_normalization.h5: tf-keras 2.15's legacy .h5 of an adapted
+  Normalization before a Dense. tf-keras's Normalization.build adds mean,
+  variance and an int64 scalar "count" (keras/layers/preprocessing/
+  normalization.py), and legacy_h5_format.save_weights_to_hdf5_group lists
+  all three in the layer's weight_names, count last.
 
 Written from the formats, not with Keras (which cannot be installed here):
 
@@ -200,6 +205,46 @@ def write_keras3_preprocessing():
         "config.json": json.dumps(config), "model.weights.h5": buf.getvalue()})
 
 
+def write_keras2_normalization():
+    layers = [
+        {"class_name": "Normalization",
+         "config": {"name": "normalization", "trainable": True, "dtype": "float32",
+                    "batch_input_shape": [None, 3], "axis": [-1], "invert": False,
+                    "mean": None, "variance": None}},
+        {"class_name": "Dense",
+         "config": {"name": "dense", "trainable": True, "dtype": "float32", "units": 2,
+                    "activation": "linear", "use_bias": True,
+                    "kernel_initializer": {"class_name": "GlorotUniform",
+                                           "config": {"seed": None}},
+                    "bias_initializer": {"class_name": "Zeros", "config": {}},
+                    "kernel_regularizer": None, "bias_regularizer": None,
+                    "activity_regularizer": None, "kernel_constraint": None,
+                    "bias_constraint": None}},
+    ]
+    rng = np.random.default_rng(2015)
+    weights = {
+        "normalization": [("normalization/mean:0", np.array([0.5, -1.0, 2.0], "float32")),
+                          ("normalization/variance:0", np.array([4.0, 0.25, 9.0], "float32")),
+                          ("normalization/count:0", np.int64(50))],
+        "dense": [("dense/kernel:0", rng.normal(size=(3, 2)).astype("float32")),
+                  ("dense/bias:0", rng.normal(size=(2,)).astype("float32"))],
+    }
+    with h5py.File(os.path.join(DIR, "keras2_normalization.h5"), "w") as h5:
+        h5.attrs["model_config"] = json.dumps({
+            "class_name": "Sequential", "config": {"name": "sequential", "layers": layers}})
+        h5.attrs["keras_version"] = b"2.15.0"
+        h5.attrs["backend"] = b"tensorflow"
+        mw = h5.create_group("model_weights")
+        mw.attrs["layer_names"] = np.array([b"normalization", b"dense"])
+        mw.attrs["keras_version"] = b"2.15.0"
+        mw.attrs["backend"] = b"tensorflow"
+        for layer, ws in weights.items():
+            g = mw.create_group(layer)
+            g.attrs["weight_names"] = np.array([n.encode() for n, _ in ws])
+            for n, v in ws:
+                g[n] = v
+
+
 def write_zip(path, members):
     """A stored zip of ``members`` (name -> bytes or text) with fixed dates,
     so that rerunning the script rewrites the same bytes."""
@@ -211,6 +256,8 @@ def write_zip(path, members):
 def main():
     write_keras3_preprocessing()
     print("wrote keras3_preprocessing.keras")
+    write_keras2_normalization()
+    print("wrote keras2_normalization.h5")
     for name in H5_MODELS:
         write_keras2_h5(name)
         print("wrote", name + ".h5")

@@ -80,6 +80,15 @@ struct KerasWeightName {
   std::string tfjs;    // TF.js's name ("dense/kernel"); Keras 2's is it + ":0"
 };
 
+// An int scalar Keras saves beside a layer's weights that nothing here
+// computes with (Normalization's count, which only Keras 2's adapt reads):
+// read from the file and written back as it was, because Keras refuses a
+// file whose layer has fewer variables than it builds.
+struct KerasCounter {
+  KerasWeightName name;
+  int64_t value = 0;  // 0 where the file had none (as Keras 3's adapt leaves it)
+};
+
 struct KerasModel {
   std::unique_ptr<Model> model;
   std::vector<KerasTensorSpec> inputs;
@@ -101,6 +110,7 @@ struct KerasModel {
   std::string optimizer_state_note;
   // Every model weight's names in the three formats, in the layers' order.
   std::vector<KerasWeightName> weight_names;
+  std::vector<KerasCounter> counters;  // in the layers' order
   // The compile config as the file held it (null: none), and `compile` as
   // it was read: save writes the file's own back while `compile` is
   // unchanged, and `compile` in the output format's form once it changed.

@@ -56,6 +56,8 @@ struct Built {
   std::vector<KerasTensorSpec> inputs, outputs;
   // Per layer: its built roles.
   std::vector<std::pair<const LayerSpec*, std::vector<WeightRole>>> roles;
+  // Per layer that has some: its counters (BuiltLayer::counters).
+  std::vector<std::pair<const LayerSpec*, std::vector<WeightRole>>> counters;
 };
 
 // The key of a call in make_calls's map: "layer:node"; of a tensor in
@@ -248,6 +250,7 @@ Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoa
     BuiltLayer built = build_layer(l, ctx);
     layers.emplace(l.name, built.layer);
     b.roles.emplace_back(&l, built.weights);
+    if (!built.counters.empty()) b.counters.emplace_back(&l, built.counters);
   }
   make_calls(spec, layers, tensors, ctx.where);
   std::vector<SymbolicTensor> outputs;
@@ -316,6 +319,38 @@ std::string windows_saved_path(const std::string& path) {
   return group + path.substr(vars);
 }
 
+// Whether Keras 2's weight `name` ("model_weights/norm/norm/count:0") is a
+// counter of layer `layer`: by its last name, as weights are matched.
+bool names_a_counter(const std::string& name, const std::vector<KerasCounter>& counters,
+                     const std::string& layer) {
+  return std::any_of(counters.begin(), counters.end(), [&](const KerasCounter& c) {
+    return c.name.layer == layer && last_component(name) == last_component(c.name.tfjs);
+  });
+}
+
+// The counters' values as the file holds them (Keras 2 lists a layer's among
+// its weights, in order); a file that has none (written by a Keras before the
+// variable, or by autoshard before 2026-12) leaves 0, as Keras 3's adapt does.
+void read_counters(KerasModel& k, const FileWeights& files, const std::string& root) {
+  std::map<std::string, std::vector<std::string>> legacy;  // per layer: its counters' names
+  for (KerasCounter& c : k.counters) {
+    if (files.dialect == Dialect::Keras3) {
+      std::string name = c.name.keras3;
+      if (!files.h5->is_dataset(name)) name = windows_saved_path(name);
+      if (files.h5->is_dataset(name)) c.value = files.h5->read_int(name);
+    } else if (files.dialect == Dialect::Keras2) {
+      if (!legacy.count(c.name.layer))
+        for (const std::string& name : keras2_names(*files.h5, root, c.name.layer))
+          if (names_a_counter(name, k.counters, c.name.layer))
+            legacy[c.name.layer].push_back(name);
+      std::vector<std::string>& names = legacy[c.name.layer];
+      if (names.empty()) continue;
+      if (files.h5->is_dataset(names.front())) c.value = files.h5->read_int(names.front());
+      names.erase(names.begin());
+    }
+  }
+}
+
 // The WeightSources of every model weight, checked against the C++ model.
 // `shapes` receives each weight's shape.
 std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b,
@@ -328,6 +363,9 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
     std::vector<std::string> legacy;
     if (files.dialect == Dialect::Keras2) {
       legacy = keras2_names(*files.h5, root, layer->name);
+      std::erase_if(legacy, [&](const std::string& n) {
+        return names_a_counter(n, k.counters, layer->name);
+      });
       AS_CHECK(legacy.size() == roles.size(), where, ": layer '", layer->name, "' (", layer->cls,
                ") has ", legacy.size(), " weights in the file, the architecture needs ",
                roles.size(), " (a missing weight, or weights of another model)");
@@ -370,6 +408,7 @@ std::map<std::string, WeightSource> weight_sources(KerasModel& k, const Built& b
       k.weights.emplace_back(cpp, name);
     }
   }
+  read_counters(k, files, root);
   // Every C++ weight has its source, and no more.
   const std::vector<std::string> paths = b.model->weight_paths();
   for (const std::string& p : paths)
@@ -535,6 +574,10 @@ KerasModel build_keras_model(KerasModel k, BuildContext ctx, const json& model_c
     for (const WeightRole& r : roles)
       k.weight_names.push_back({layer->name + "." + r.cpp, layer->name,
                                 layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs});
+  for (const auto& [layer, counters] : b.counters)
+    for (const WeightRole& r : counters)
+      k.counters.push_back({{layer->name + "." + r.cpp, layer->name,
+                             layer->saved_group + "/" + r.k3, layer->name + "/" + r.tfjs}});
   if (options.weights) {
     std::map<std::string, Shape> shapes;
     std::map<std::string, WeightSource> sources = weight_sources(k, b, files, where, shapes);

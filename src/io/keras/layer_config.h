@@ -48,10 +48,16 @@ struct BuildContext {
 
 // A built layer and its weights' names in each format.
 struct BuiltLayer {
-  BuiltLayer(Layer l, std::vector<WeightRole> w = {})  // NOLINT: implicit, for `return {layer}`
-      : layer(std::move(l)), weights(std::move(w)) {}
+  BuiltLayer(Layer l, std::vector<WeightRole> w = {},  // NOLINT: implicit, for `return {layer}`
+             std::vector<WeightRole> c = {})
+      : layer(std::move(l)), weights(std::move(w)), counters(std::move(c)) {}
   Layer layer;
   std::vector<WeightRole> weights;
+  // Int scalars Keras saves after the weights that nothing here computes
+  // with (Normalization's count): read and written back as they are, so
+  // that Keras, which checks a layer's count of variables when it loads
+  // (Layer.load_own_variables; Keras 2's load_weights), takes our files.
+  std::vector<WeightRole> counters;
 };
 
 // A layer's config with a record of the fields read. The reads name the

@@ -96,19 +96,23 @@ BuiltLayer build_nested_model(const LayerSpec& spec, const BuildContext& ctx) {
   AS_CHECK(m.outputs.size() == 1, ctx.where, ": nested model '", name, "' has ", m.outputs.size(),
            " outputs; nested models of one output are supported");
   std::vector<NestedKerasModel::Step> steps;
-  std::vector<WeightRole> roles;
+  std::vector<WeightRole> roles, counters;
   std::vector<std::string> inputs;
   for (const InputLayerSpec& in : m.inputs) inputs.push_back(in.name);
   // Calls in dependency order (the config lists them so for Keras).
   for (const LayerSpec& l : m.layers) {
     BuiltLayer b = build_layer(l, ctx);
-    for (const WeightRole& r : b.weights)
-      roles.push_back({l.name + "." + r.cpp, l.saved_group + "/" + r.k3, l.name + "/" + r.tfjs});
+    const auto inner = [&](const WeightRole& r) -> WeightRole {
+      return {l.name + "." + r.cpp, l.saved_group + "/" + r.k3, l.name + "/" + r.tfjs};
+    };
+    for (const WeightRole& r : b.weights) roles.push_back(inner(r));
+    for (const WeightRole& r : b.counters) counters.push_back(inner(r));
     AS_CHECK(l.calls.size() == 1, ctx.where, ": layer '", l.name, "' inside nested model '", name,
              "' is called ", l.calls.size(), " times; once is supported");
     steps.push_back({b.layer, l.calls[0], l.name});
   }
-  return {Layer(std::make_shared<NestedKerasModel>(name, inputs, steps, m.outputs)), roles};
+  return {Layer(std::make_shared<NestedKerasModel>(name, inputs, steps, m.outputs)), roles,
+          counters};
 }
 
 // `spec` with its call arguments (LayerSpec::call_kwargs) as config fields.

@@ -173,6 +173,7 @@ void write_keras3_weights(const KerasModel& k, const std::vector<Tensor>& values
   H5Writer h5(path.string());
   h5.group("vars");  // the model's own (none), as Keras writes it
   for (size_t i = 0; i < values.size(); ++i) h5.dataset(k.weight_names[i].keras3, values[i]);
+  for (const KerasCounter& c : k.counters) h5.int64_scalar(c.name.keras3, c.value);
   if (optimizer) {
     // Keras 3's optimizer.variables: iteration, learning_rate, the slots.
     h5.group("optimizer/vars");
@@ -255,6 +256,13 @@ void write_keras2(const KerasModel& k, const std::vector<Tensor>& values,
       if (w.layer != layer) continue;
       names.push_back(w.tfjs + ":0");
       h5.dataset(group + "/" + names.back(), values[i]);
+    }
+    // Keras 2 lists the int64 count after mean and variance (tf-keras's
+    // Normalization.build adds it last).
+    for (const KerasCounter& c : k.counters) {
+      if (c.name.layer != layer) continue;
+      names.push_back(c.name.tfjs + ":0");
+      h5.int64_scalar(group + "/" + names.back(), c.value);
     }
     h5.strings_attribute(group, "weight_names", names);
   }
