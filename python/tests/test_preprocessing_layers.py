@@ -111,6 +111,41 @@ def _images(seed=2):
     return np.random.default_rng(seed).normal(size=(4, 7, 6, 3)).astype("float32")
 
 
+def _saved_weights(path, tmp_path):
+    """A .keras file's model.weights.h5, every dataset by path (libhdf5)."""
+    import zipfile  # noqa: PLC0415
+
+    from autoshard import _native  # noqa: PLC0415
+    with zipfile.ZipFile(path) as z:
+        return dict(_native.read_weights_h5(z.extract("model.weights.h5", tmp_path / "x")))
+
+
+def test_normalization_saves_keras_int_count(tmp_path):
+    # Keras's Normalization.build adds an int "count" after mean and
+    # variance (vars/2), and Keras refuses a file whose layer holds fewer
+    # variables than it builds: written as an int, 0 after adapt (Keras 3's
+    # adapt leaves it), and a file's own count (120 in the Keras 3 fixture)
+    # kept through load and save.
+    norm = keras.layers.Normalization()
+    norm.adapt(_features())
+    model = keras.Sequential([keras.Input((5,)), norm, keras.layers.Dense(2)])
+    model.save(tmp_path / "m.keras")
+    saved = _saved_weights(tmp_path / "m.keras", tmp_path)
+    group = f"layers/{norm.name}/vars/"
+    assert saved[group + "2"] == 0 and isinstance(saved[group + "2"], int)
+    assert sorted(k for k in saved if k.startswith(group)) == [group + str(i) for i in range(3)]
+    fixture = os.path.join(DATA, "..", "keras_files", "families", "keras3_preprocessing.keras")
+    again = keras.models.load_model(fixture)
+    again.save(tmp_path / "again.keras")
+    assert _saved_weights(tmp_path / "again.keras", tmp_path)["layers/normalization/vars/2"] == 120
+    # Given statistics are constants: no variables, no count.
+    constant = keras.layers.Normalization(mean=1.0, variance=4.0)
+    given = keras.Sequential([keras.Input((5,)), constant, keras.layers.Dense(2)])
+    given.save(tmp_path / "given.keras")
+    assert not any(k.startswith(f"layers/{constant.name}/")
+                   for k in _saved_weights(tmp_path / "given.keras", tmp_path))
+
+
 def test_center_crop_takes_the_centre():
     img = _images()
     model = keras.Sequential([keras.Input((7, 6, 3)), keras.layers.CenterCrop(4, 3)])

@@ -120,9 +120,29 @@ def _architecture(model):
     return _model_files.model_config(model)
 
 
+def _counter_paths(model, weights):
+    """(layer, file paths) of Keras's int variables that follow a top
+    layer's weights (Normalization's count, vars/2): Keras checks a layer's
+    number of variables when it loads a file."""
+    if hasattr(model, "_call_layer"):
+        return []
+    out = []
+    for layer in _top_layers(model):
+        counters = getattr(layer, "_keras_counters", None)
+        if counters is None or not counters():
+            continue
+        group = f"layers/{layer.name}/vars/"
+        first = sum(f.startswith(group) for f in weights)
+        out.append((layer, [f"{group}{first + i}" for i in range(len(counters()))]))
+    return out
+
+
 def _write_weights(model, out):
     native = model._built()
-    _native.write_weights_h5(out, [(f, native.get_weight(p)) for p, f in layout(model)])
+    entries = [(f, native.get_weight(p)) for p, f in layout(model)]
+    for layer, paths in _counter_paths(model, [f for f, _ in entries]):
+        entries += list(zip(paths, layer._keras_counters()))
+    _native.write_weights_h5(out, entries)
 
 
 def save(model, path, overwrite, save_file):
@@ -203,3 +223,5 @@ def load_weights(model, path):
     for p, f in wanted:
         # np.asarray (not ascontiguousarray, which makes a scalar [1]) keeps a scalar's shape.
         native.set_weight(p, np.asarray(stored[f], np.float32, order="C"))
+    for layer, paths in _counter_paths(model, [f for _, f in wanted]):
+        layer._set_keras_counters([stored.get(f, 0) for f in paths])

@@ -81,6 +81,7 @@ class Normalization(Layer):
                                                    np.asarray(variance, np.float32))
         self._given_config = (_plain(mean), _plain(variance))
         self._adapted = None  # (mean, variance) from adapt, pushed when the model is built
+        self._count = 0  # Keras's int count: a file's, else 0 (Keras 3's adapt leaves it so)
 
     def adapt(self, data, batch_size=None, steps=None):
         """Computes the mean and (population) variance of ``data`` over every
@@ -117,9 +118,18 @@ class Normalization(Layer):
                                     name="mean")
         self.variance = self.add_weight(shape=shape, initializer="ones", trainable=False,
                                         name="variance")
-        # Keras 3 also keeps an int "count" (vars/2), which nothing reads; a
-        # weight the step never reads cannot be sharded, so it is left out
-        # (load_weights ignores the file's).
+        # Keras 3 also keeps an int "count" (vars/2), which only Keras 2's
+        # adapt reads: not a weight of the step, but saved after these two
+        # (_keras_counters), as Keras counts a layer's variables on load.
+
+    def _keras_counters(self):
+        """Keras's int variables saved after the weights: the count of an
+        adapted layer (keras/src/layers/preprocessing/normalization.py,
+        Normalization.build); none with given statistics."""
+        return [] if self._given is not None else [self._count]
+
+    def _set_keras_counters(self, values):
+        (self._count,) = (int(v) for v in values)
 
     def _push_statistics(self):
         for var, value in zip((self.mean, self.variance), self._adapted):
