@@ -182,7 +182,8 @@ TEST(KerasFiles, Keras2AndTfjsFamilies) {
       {"recurrent_keras2_gates.h5", "recurrent_keras2_gates"},
       {"relu_max_value_null/model.json", "relu_max_value_null"},
       {"relu_max_value_null.h5", "relu_max_value_null"},
-      {"conv1d_lstm_windows.keras", "conv1d_lstm"}};
+      {"conv1d_lstm_windows.keras", "conv1d_lstm"},
+      {"conv_lstm2d/model.json", "conv_lstm2d"}};
   for (const auto& [file, name] : files) {
     SCOPED_TRACE(file);
     std::ifstream in(dir + "/" + name + "/reference.json");

@@ -27,6 +27,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Conv1D",
                                              "Conv2D",
                                              "Conv2DTranspose",
+                                             "ConvLSTM2D",
                                              "Cropping1D",
                                              "Cropping2D",
                                              "Dense",

@@ -1,8 +1,8 @@
 """Files as users' Keras 2 and TensorFlow.js wrote them (issue 57, "real
 files"): Keras 2's hard_sigmoid chosen by the file's Keras version, a ReLU
 whose max_value is null, the .keras files Keras 2.15 saved on Windows
-(backslashes in the weights' group names), and masks (Embedding mask_zero
-and Masking before recurrent layers, on padded batches). The references are TF.js's
+(backslashes in the weights' group names), masks (Embedding mask_zero
+and Masking before recurrent layers, on padded batches) and ConvLSTM2D. The references are TF.js's
 predictions and SGD losses (tools/keras_fixtures/file_families.mjs); the
 .h5 and Windows .keras forms hold the same weights
 (tools/keras_files/make_family_files.py)."""
@@ -32,6 +32,7 @@ FILES = [
     ("conv1d_lstm_windows.keras", "conv1d_lstm"),
     ("masked_embedding_rnn/model.json", "masked_embedding_rnn"),
     ("masking_lstm/model.json", "masking_lstm"),
+    ("conv_lstm2d/model.json", "conv_lstm2d"),
 ]
 INT_INPUTS = {"masked_embedding_rnn"}  # ids for an Embedding
 MESHES = [None, ((3,), ("model",)), ((2, 2), ("data", "model"))]

@@ -1,19 +1,15 @@
 // LSTM, GRU, SimpleRNN and Bidirectional, composed from einsum, pad (which
 // crops with negative counts) and elementwise ops (see recurrent_layers.h).
 //
-// A time step is a crop of the time-major input projection [T, B, G U], a
-// gate a crop of its step's columns. A crop's gradient is a pad to the
-// whole, so the T steps are split off by a binary tree of crops: every level
-// of the tree moves the sequence once (T log T in all, where T crops of the
-// whole sequence would move it T times over). The output sequence is
-// stacked by the same tree the other way: two runs of steps concatenated by
-// two pads and an add.
+// A time step is a crop of the time-major input projection [T, B, G U]
+// (nn/sequence_steps.h), a gate a crop of its step's columns.
 #include "autoshard/nn/recurrent_layers.h"
 
 #include <algorithm>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "nn/sequence_steps.h"
 #include "tensor/rng.h"
 
 namespace autoshard {
@@ -61,53 +57,6 @@ void check_config(const RnnConfig& c) {
   check_rnn_activation(c.activation, c.type(), "activation");
   if (c.kind != CellKind::SimpleRNN)
     check_rnn_activation(c.recurrent_activation, c.type(), "recurrent_activation");
-}
-
-// ---- taking sequences apart and putting them together ----
-
-// [begin, begin + n) of x along `axis`: a crop.
-Value slice(Value x, int axis, int64_t begin, int64_t n) {
-  std::vector<int64_t> lo(x.rank(), 0), hi(x.rank(), 0);
-  lo[axis] = -begin;
-  hi[axis] = -(x.dim(axis) - begin - n);
-  return ops::pad(x, lo, hi);
-}
-
-// Row i of x [n, ...] without its first axis.
-Value row(Value x, int64_t i) {
-  Shape rest(x.shape().begin() + 1, x.shape().end());
-  return ops::reshape(slice(x, 0, i, 1), rest);
-}
-
-// Every row of x [n, ...] as its own value [...], by halving (see the top).
-void split_rows(Value x, std::vector<Value>& out) {
-  const int64_t n = x.dim(0);
-  if (n == 1) {
-    out.push_back(row(x, 0));
-    return;
-  }
-  const int64_t half = (n + 1) / 2;
-  split_rows(slice(x, 0, 0, half), out);
-  split_rows(slice(x, 0, half, n - half), out);
-}
-
-// a then b along `axis`: each padded to the whole, then added.
-Value concat(Value a, Value b, int axis) {
-  std::vector<int64_t> zero(a.rank(), 0), after = zero, before = zero;
-  after[axis] = b.dim(axis);
-  before[axis] = a.dim(axis);
-  return ops::pad(a, zero, after) + ops::pad(b, before, zero);
-}
-
-// The values [...] stacked along a new first axis, by halving.
-Value stack_rows(const std::vector<Value>& v, size_t lo, size_t hi) {
-  if (hi - lo == 1) {
-    Shape s = v[lo].shape();
-    s.insert(s.begin(), 1);
-    return ops::reshape(v[lo], s);
-  }
-  const size_t mid = lo + (hi - lo + 1) / 2;
-  return concat(stack_rows(v, lo, mid), stack_rows(v, mid, hi), 0);
 }
 
 }  // namespace
@@ -173,7 +122,7 @@ struct RecurrentLayer::Impl : LayerImpl {
                                       std::vector<Value>& states) const;
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
   // Gate k's columns [k U, (k + 1) U) of z [B, G U].
-  Value gate(Value z, int k, int n = 1) const { return slice(z, 1, k * c.units, n * c.units); }
+  Value gate(Value z, int k, int n = 1) const { return sequence::slice(z, 1, k * c.units, n * c.units); }
   Value act(Value x) const { return apply_activation(x, c.activation); }
   Value recurrent_act(Value x) const { return apply_activation(x, c.recurrent_activation); }
   uint64_t mask_key(Trace& t, const char* what) const {
@@ -187,14 +136,14 @@ RecurrentLayer::Impl::Weights RecurrentLayer::Impl::weights(Trace& t, int64_t in
   w.kernel = t.weight("kernel", {in, G * U}, c.kernel_init);
   w.recurrent = t.weight("recurrent_kernel", {U, G * U}, c.recurrent_init);
   if (c.kind == CellKind::GRU && !c.reset_after) {
-    w.recurrent_zr = slice(w.recurrent, 1, 0, 2 * U);
-    w.recurrent_h = slice(w.recurrent, 1, 2 * U, U);
+    w.recurrent_zr = sequence::slice(w.recurrent, 1, 0, 2 * U);
+    w.recurrent_h = sequence::slice(w.recurrent, 1, 2 * U, U);
   }
   if (!c.use_bias) return w;
   if (c.kind == CellKind::GRU && c.reset_after) {
     Value both = t.weight("bias", {2, G * U}, c.bias_init);
-    w.bias = row(both, 0);
-    w.recurrent_bias = row(both, 1);
+    w.bias = sequence::row(both, 0);
+    w.recurrent_bias = sequence::row(both, 1);
   } else {
     const bool forget_one = c.kind == CellKind::LSTM && c.unit_forget_bias;
     w.bias = t.weight("bias", {G * U},
@@ -239,7 +188,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   Value xp = ops::einsum("btk,kv->tbv", x, w.kernel);
   if (w.bias.valid()) xp = xp + w.bias;
   std::vector<Value> steps;
-  split_rows(xp, steps);
+  sequence::split_rows(xp, steps);
   // Keras's masked steps (keras/src/backend/jax/rnn.py, rnn): each step's
   // mask [B, 1]; a masked step keeps the states it had, and its output is
   // the previous h (or zeros with zero_output_for_mask).
@@ -247,7 +196,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   if (Value mask = t.mask(x); mask.valid()) {
     AS_CHECK(mask.shape() == (Shape{B, T}), c.type(), " ", name(), ": a mask of ",
              shape_str(mask.shape()), " for an input ", shape_str(x.shape()), " (one per step)");
-    split_rows(ops::reshape(ops::transpose(mask, {1, 0}), {T, B, 1}), step_masks);
+    sequence::split_rows(ops::reshape(ops::transpose(mask, {1, 0}), {T, B, 1}), step_masks);
   }
 
   std::vector<Value> outputs;
@@ -283,7 +232,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   std::vector<Value> result;
   if (c.return_sequences) {
     if (reverse_sequence) std::reverse(outputs.begin(), outputs.end());
-    result.push_back(ops::transpose(stack_rows(outputs, 0, outputs.size()), {1, 0, 2}));
+    result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), {1, 0, 2}));
   } else {
     result.push_back(outputs.back());
   }
@@ -299,7 +248,7 @@ std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
   const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
   const Shape z{B, 4, U}, one{1, B, U};
   // The state [2, B, U]: h then c, one value from step to step.
-  Value state = concat(ops::reshape(states[0], one), ops::reshape(states[1], one), 0);
+  Value state = sequence::concat(ops::reshape(states[0], one), ops::reshape(states[1], one), 0);
   Value h = states[0];
   std::vector<Value> outputs;
   for (int64_t s = 0; s < T; ++s) {
@@ -308,11 +257,11 @@ std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
     const Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);
     const Value m = step_masks.empty() ? Value{} : step_masks[at];
     state = ops::lstm_cell(ops::reshape(steps[at], z), ops::reshape(r, z), state, m);
-    h = row(state, 0);
+    h = sequence::row(state, 0);
     // A mask is 0 or 1, so h * m is the new h of a stepped row and 0 elsewhere.
     outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
   }
-  states = {h, row(state, 1)};
+  states = {h, sequence::row(state, 1)};
   return outputs;
 }
 
@@ -491,7 +440,7 @@ struct Bidirectional::Impl : LayerImpl {
     if (merge == "none") {
       out = {a, b};
     } else if (merge == "concat") {
-      out = {concat(a, b, a.rank() - 1)};
+      out = {sequence::concat(a, b, a.rank() - 1)};
     } else {
       AS_CHECK(a.shape() == b.shape(), "Bidirectional ", name(), ": merge_mode ", merge,
                " needs outputs of one shape, got ", shape_str(a.shape()), " and ",

@@ -3,7 +3,7 @@
 // hard_sigmoid, clip(0.2 x + 0.5, 0, 1), as an activation and as the LSTM
 // and GRU gates' default; a ReLU layer whose max_value is null; a Conv1D +
 // LSTM model that tools/keras_files/make_family_files.py also writes as the
-// .keras file Keras 2.15 saves on Windows.
+// .keras file Keras 2.15 saves on Windows; masks; ConvLSTM2D.
 //
 //   cd tools/keras_fixtures && npm ci && node file_families.mjs [OUT_DIR]
 //
@@ -90,6 +90,20 @@ const MODELS = {
     build: (x) => {
       let h = tf.layers.masking({maskValue: 0, name: 'masking'}).apply(x);
       h = tf.layers.lstm({units: 4, recurrentActivation: 'sigmoid', name: 'lstm'}).apply(h);
+      return tf.layers.dense({units: 2, name: 'dense'}).apply(h);
+    },
+  },
+  // ConvLSTM2D (issue 57): TF.js's gates default to Keras 2's hard_sigmoid
+  // (the composed step), the second layer's to sigmoid (the fused one); a
+  // 'same' layer of sequences, then a 'valid' one with a 2x3 kernel.
+  conv_lstm2d: {
+    input: [3, 5, 5, 2],
+    build: (x) => {
+      let h = tf.layers.convLstm2d({filters: 3, kernelSize: 3, padding: 'same',
+                                    returnSequences: true, name: 'conv_lstm2d'}).apply(x);
+      h = tf.layers.convLstm2d({filters: 2, kernelSize: [2, 3], recurrentActivation: 'sigmoid',
+                                name: 'conv_lstm2d_1'}).apply(h);
+      h = tf.layers.flatten({name: 'flatten'}).apply(h);
       return tf.layers.dense({units: 2, name: 'dense'}).apply(h);
     },
   },

@@ -21,7 +21,7 @@ __all__ = [
     "GlobalMaxPooling2D", "Flatten", "Reshape", "Permute", "RepeatVector", "Rescaling", "Dropout",
     "Activation", "ReLU", "Softmax", "LayerNormalization", "BatchNormalization",
     "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
-    "Masking", "Add", "Subtract",
+    "ConvLSTM2D", "Masking", "Add", "Subtract",
     "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot", "add", "subtract",
     "multiply", "average", "maximum", "minimum", "concatenate", "dot",
 ]
@@ -587,6 +587,46 @@ class SimpleRNN(_Recurrent):
     _kind = "SimpleRNN"
 
 
+class ConvLSTM2D(Layer):
+    """keras.layers.ConvLSTM2D: an LSTM whose input and recurrent transforms
+    are 2-D convolutions, over [batch, time, rows, cols, channels]
+    (docs/layers.md). Masks, stateful and dropout in training are refused."""
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                 dilation_rate=1, activation="tanh", recurrent_activation="sigmoid",
+                 use_bias=True, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 unit_forget_bias=True, dropout=0.0, recurrent_dropout=0.0, seed=None,
+                 return_sequences=False, return_state=False, go_backwards=False,
+                 stateful=False, name=None, input_shape=None, **kwargs):
+        kind = "ConvLSTM2D"
+        _no_extra(kwargs, kind)
+        if data_format not in (None, "channels_last"):
+            raise ValueError(f"{kind}: only data_format='channels_last' is supported")
+        if stateful:
+            raise ValueError(f"{kind}: stateful=True is not supported (state kept between "
+                             "batches)")
+        if not isinstance(padding, str):
+            raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
+                            f"{_checks.shown(padding)}")
+        _seed(seed, kind)
+        config = {"name": _name(name, kind), "filters": _int(filters, "filters", kind),
+                  "kernel_size": _ints(kernel_size, 2, "kernel_size", kind),
+                  "strides": _ints(strides, 2, "strides", kind), "padding": padding,
+                  "dilation_rate": _ints(dilation_rate, 2, "dilation_rate", kind),
+                  "activation": _activations.name_of(activation) or "linear",
+                  "recurrent_activation": _activations.name_of(recurrent_activation) or "linear",
+                  "use_bias": bool(use_bias), "unit_forget_bias": bool(unit_forget_bias),
+                  "kernel_initializer": _init(kernel_initializer, "zeros"),
+                  "recurrent_initializer": _init(recurrent_initializer, "zeros"),
+                  "bias_initializer": _init(bias_initializer, "zeros"),
+                  "dropout": _rate(dropout, "dropout", kind),
+                  "recurrent_dropout": _rate(recurrent_dropout, "recurrent_dropout", kind),
+                  "return_sequences": bool(return_sequences), "return_state": bool(return_state),
+                  "go_backwards": bool(go_backwards)}
+        super().__init__(_from_table(kind, config), input_shape)
+
+
 class _Merge(Layer):
     _kind = "Add"
 
@@ -683,7 +723,8 @@ _PENALIZED = {
     "Conv2DTranspose": ("kernel", "bias"), "DepthwiseConv2D": ("depthwise", "bias"),
     "SeparableConv2D": ("depthwise", "pointwise", "bias"), "Embedding": ("embeddings",),
     "LSTM": ("kernel", "recurrent", "bias"), "GRU": ("kernel", "recurrent", "bias"),
-    "SimpleRNN": ("kernel", "recurrent", "bias"), "LayerNormalization": ("gamma", "beta"),
+    "SimpleRNN": ("kernel", "recurrent", "bias"), "ConvLSTM2D": ("kernel", "recurrent", "bias"),
+    "LayerNormalization": ("gamma", "beta"),
     "BatchNormalization": ("gamma", "beta"), "GroupNormalization": ("gamma", "beta"),
 }
 

@@ -1,8 +1,9 @@
-// Keras's recurrent layers: LSTM, GRU, SimpleRNN and the Bidirectional
-// wrapper around one of them.
+// Keras's recurrent layers: LSTM, GRU, SimpleRNN, the Bidirectional
+// wrapper around one of them, and ConvLSTM2D.
 #include <optional>
 
 #include "autoshard/json.h"
+#include "autoshard/nn/conv_lstm.h"
 #include "autoshard/nn/recurrent_layers.h"
 #include "io/keras/layer_table.h"
 
@@ -153,11 +154,57 @@ BuiltLayer keras_bidirectional(LayerConfig& f) {
   return {Bidirectional(rnn, o), roles};
 }
 
+// keras/src/layers/rnn/conv_lstm2d.py (ConvLSTM2D, over ConvLSTM and
+// ConvLSTMCell in conv_lstm.py): the cell's kernel, recurrent_kernel and
+// bias, saved under the cell as an LSTM's are. Dropout is refused for
+// training only (in inference it changes nothing).
+BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
+  ConvLSTM2DOptions o;
+  const int64_t filters = f.positive("filters");
+  const std::vector<int64_t> kernel = f.sizes("kernel_size", 2, {});
+  if (kernel.empty()) f.bad("kernel_size", nullptr, "is required");
+  o.strides(f.sizes("strides", 2, {1, 1}));
+  o.padding(f.string("padding", "valid"));
+  if (o.padding_ != "valid" && o.padding_ != "same")
+    f.bad("padding", o.padding_, "is not supported (valid or same)");
+  o.dilation_rate(f.sizes("dilation_rate", 2, {1, 1}));
+  f.channels_last();
+  o.activation(f.activation_name("activation", "tanh"));
+  o.recurrent_activation(keras_recurrent_activation(f));
+  o.use_bias(f.boolean("use_bias", true));
+  o.unit_forget_bias(f.boolean("unit_forget_bias", true));
+  o.kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()));
+  o.recurrent_initializer(
+      f.initializer_or("recurrent_initializer", Initializer::orthogonal()));
+  o.bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
+  for (const char* k : {"dropout", "recurrent_dropout"}) {
+    const double rate = f.number(k, 0);
+    if (rate < 0 || rate >= 1) f.bad(k, rate, "must be in [0, 1)");
+    if (rate > 0 && !f.ctx().inference)
+      f.bad(k, rate, "is not supported in training (predict and evaluate take it)");
+  }
+  o.return_sequences(f.boolean("return_sequences", false));
+  o.return_state(f.boolean("return_state", false));
+  o.go_backwards(f.boolean("go_backwards", false));
+  f.expect("stateful", false,
+           "is not supported (state kept between batches); save the model with stateful=False");
+  f.expect("time_major", false, "is not supported (inputs are [batch, time, rows, cols, ...])");
+  f.weight_extras({"kernel", "recurrent", "bias"});
+  o.name(f.name());
+  std::vector<WeightRole> roles;
+  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
+  if (o.use_bias_) names.push_back("bias");
+  for (size_t i = 0; i < names.size(); ++i)
+    roles.push_back({names[i], "cell/vars/" + std::to_string(i), names[i]});
+  return {ConvLSTM2D(filters, kernel, o), roles};
+}
+
 }  // namespace
 
 void add_recurrent_layers(LayerTable& table) {
   for (const char* cls : {"LSTM", "GRU", "SimpleRNN"}) table.add(cls, keras_recurrent_entry);
   table.add("Bidirectional", keras_bidirectional);
+  table.add("ConvLSTM2D", keras_conv_lstm2d);
 }
 
 }  // namespace autoshard::keras

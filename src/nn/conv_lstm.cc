@@ -1,0 +1,152 @@
+// ConvLSTM2D (see conv_lstm.h): the input transform of every step as one
+// convolution, then per step the recurrent convolution and the gates.
+#include "autoshard/nn/conv_lstm.h"
+
+#include <algorithm>
+
+#include "autoshard/error.h"
+#include "autoshard/ir/ops.h"
+#include "nn/sequence_steps.h"
+
+namespace autoshard {
+namespace {
+
+// A per-dimension option of one value or two.
+std::vector<int64_t> conv_lstm_pair(std::vector<int64_t> v, const std::string& who,
+                                    const char* option) {
+  if (v.size() == 1) v.push_back(v[0]);
+  AS_CHECK(v.size() == 2, who, ": ", option, " needs 1 or 2 values, got ", v.size());
+  for (int64_t d : v) AS_CHECK(d >= 1, who, ": ", option, " must be positive, got ", d);
+  return v;
+}
+
+struct ConvLSTM2DImpl : LayerImpl {
+  ConvLSTM2DImpl(int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
+      : LayerImpl(layer_name_or_default(o.name_, "conv_lstm2d")), filters_(filters), o_(std::move(o)) {
+    const std::string who = "ConvLSTM2D " + name();
+    AS_CHECK(filters > 0, who, ": filters must be positive, got ", filters);
+    kernel_ = conv_lstm_pair(std::move(kernel), who, "kernel_size");
+    strides_ = conv_lstm_pair(o_.strides_, who, "strides");
+    dilations_ = conv_lstm_pair(o_.dilation_rate_, who, "dilation_rate");
+    AS_CHECK(o_.padding_ == "valid" || o_.padding_ == "same", who,
+             ": padding must be 'valid' or 'same', got '", o_.padding_, "'");
+    // Keras's ConvLSTMCell refuses strides above 1 with a dilation above 1.
+    for (int i = 0; i < 2; ++i)
+      AS_CHECK(strides_[i] == 1 || dilations_[i] == 1, who,
+               ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
+    check_activation(o_.activation_);
+    check_activation(o_.recurrent_activation_);
+  }
+
+  int output_count() const override { return o_.return_state_ ? 3 : 1; }
+  Value call(Trace& t, const std::vector<Value>& inputs) override {
+    return call_outputs(t, inputs).front();
+  }
+  Value compute_mask(Trace&, const std::vector<Value>&) override { return Value{}; }
+
+  // [x] -> the output, then (return_state) h and c.
+  std::vector<Value> call_outputs(Trace& t, const std::vector<Value>& inputs) override {
+    const std::string who = "ConvLSTM2D " + name();
+    AS_CHECK(inputs.size() == 1, who, " takes one input (initial states are not supported), got ",
+             inputs.size());
+    const Value x = inputs[0];
+    AS_CHECK(x.rank() == 5, who, " needs [batch, time, rows, cols, channels], got ",
+             shape_str(x.shape()));
+    AS_CHECK(!t.mask(x).valid(), who,
+             ": masked inputs are not supported (no Masking or mask_zero before it)");
+    const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(4), F = filters_;
+    Value kernel = t.weight("kernel", {kernel_[0], kernel_[1], C, 4 * F}, o_.kernel_initializer_);
+    Value recurrent = t.weight("recurrent_kernel", {kernel_[0], kernel_[1], F, 4 * F},
+                               o_.recurrent_initializer_);
+    // Every step's input transform in one convolution: [B T, rows', cols', 4F].
+    Value xp = ops::conv(ops::reshape(x, {B * T, x.dim(2), x.dim(3), C}), kernel,
+                         input_attrs(x.dim(2), x.dim(3), who));
+    if (o_.use_bias_) {
+      const Initializer bias_init = o_.unit_forget_bias_
+                                        ? Initializer::unit_forget_bias(F, o_.bias_initializer_)
+                                        : o_.bias_initializer_;
+      xp = xp + t.weight("bias", {4 * F}, bias_init);
+    }
+    const int64_t H = xp.dim(1), W = xp.dim(2), N = B * H * W;
+    // Time-major steps [B, H, W, 4F].
+    std::vector<Value> steps;
+    sequence::split_rows(
+        ops::transpose(ops::reshape(xp, {B, T, H, W, 4 * F}), {1, 0, 2, 3, 4}), steps);
+    Value h = ops::constant(t.graph(), {B, H, W, F}, 0.0);
+    Value c = ops::constant(t.graph(), {B, H, W, F}, 0.0);
+    std::vector<Value> outputs;
+    for (int64_t s = 0; s < T; ++s) {
+      const Value z_x = steps[o_.go_backwards_ ? T - 1 - s : s];
+      const Value z_h = ops::conv(h, recurrent, recurrent_attrs(H, W));
+      if (fused()) {
+        // LstmCell over the positions as rows: gates [N, 4, F], state [2, N, F].
+        const Shape one{1, N, F};
+        Value state = sequence::concat(ops::reshape(h, one), ops::reshape(c, one), 0);
+        state = ops::lstm_cell(ops::reshape(z_x, {N, 4, F}), ops::reshape(z_h, {N, 4, F}), state);
+        h = ops::reshape(sequence::row(state, 0), {B, H, W, F});
+        c = ops::reshape(sequence::row(state, 1), {B, H, W, F});
+      } else {
+        const Value z = z_x + z_h;
+        const auto gate = [&](int k) { return sequence::slice(z, 3, k * F, F); };
+        c = apply_activation(gate(1), o_.recurrent_activation_) * c +
+            apply_activation(gate(0), o_.recurrent_activation_) *
+                apply_activation(gate(2), o_.activation_);
+        h = apply_activation(gate(3), o_.recurrent_activation_) * apply_activation(c, o_.activation_);
+      }
+      outputs.push_back(h);
+    }
+    std::vector<Value> result;
+    if (o_.return_sequences_)
+      result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()),
+                                      {1, 0, 2, 3, 4}));
+    else
+      result.push_back(h);
+    if (o_.return_state_) result.insert(result.end(), {h, c});
+    return result;
+  }
+
+ private:
+  // Keras's default activations: each step's gates as one LstmCell op.
+  bool fused() const { return o_.activation_ == "tanh" && o_.recurrent_activation_ == "sigmoid"; }
+
+  ConvAttrs input_attrs(int64_t rows, int64_t cols, const std::string& who) const {
+    ConvAttrs a;
+    a.strides = strides_;
+    a.dilations = dilations_;
+    const int64_t in[2] = {rows, cols};
+    for (int i = 0; i < 2; ++i) {
+      if (o_.padding_ == "same") {
+        auto [lo, hi] = ops::same_padding(in[i], kernel_[i], strides_[i], dilations_[i]);
+        a.pad_lo.push_back(lo), a.pad_hi.push_back(hi);
+      } else {
+        const int64_t span = dilations_[i] * (kernel_[i] - 1) + 1;
+        AS_CHECK(in[i] >= span, who, ": a kernel spanning ", span, " does not fit an input of ",
+                 in[i], " with padding 'valid'");
+        a.pad_lo.push_back(0), a.pad_hi.push_back(0);
+      }
+    }
+    return a;
+  }
+  // keras/src/layers/rnn/conv_lstm.py, recurrent_conv: stride 1, 'same', no dilation.
+  ConvAttrs recurrent_attrs(int64_t rows, int64_t cols) const {
+    ConvAttrs a;
+    a.strides = a.dilations = {1, 1};
+    const int64_t in[2] = {rows, cols};
+    for (int i = 0; i < 2; ++i) {
+      auto [lo, hi] = ops::same_padding(in[i], kernel_[i], 1, 1);
+      a.pad_lo.push_back(lo), a.pad_hi.push_back(hi);
+    }
+    return a;
+  }
+
+  int64_t filters_;
+  std::vector<int64_t> kernel_, strides_, dilations_;
+  ConvLSTM2DOptions o_;
+};
+
+}  // namespace
+
+ConvLSTM2D::ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
+    : Layer(std::make_shared<ConvLSTM2DImpl>(filters, std::move(kernel_size), std::move(options))) {}
+
+}  // namespace autoshard
