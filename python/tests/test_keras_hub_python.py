@@ -771,8 +771,10 @@ def test_saved_lora_weights_reload_into_a_fresh_model(tmp_path, mesh):
     # KerasHub's layout (read by the generic HDF5 reader, not the LoRA one):
     # lora/vars/rank, then lora/<i>/vars/lora_kernel_{a,b} per adapted layer.
     names = sorted(name for name, _ in autoshard._native.read_weights_h5(str(path)))
-    assert names == sorted(f"lora/{i}/vars/lora_kernel_{k}" for i in range(4) for k in "ab")
+    assert names == sorted(["lora/vars/rank"] + [f"lora/{i}/vars/lora_kernel_{k}"
+                                                 for i in range(4) for k in "ab"])
     stored = dict(autoshard._native.read_weights_h5(str(path)))
+    assert stored["lora/vars/rank"] == 4
     np.testing.assert_array_equal(stored["lora/1/vars/lora_kernel_b"],
                                   lm._native.weight("layers.0.self_attn.v_proj.lora_kernel_b"))
     fresh = causal_lm("llama", mesh=mesh)
