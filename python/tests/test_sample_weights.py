@@ -149,3 +149,72 @@ def test_bad_weights_are_refused():
         model.fit(x, y, sample_weight=w[:5], verbose=0)
     with pytest.raises(ValueError, match="negative"):
         model.evaluate(x, y, sample_weight=-w, verbose=0)
+
+
+# Per-time-step ("temporal") weights of a sequence output, [n, steps]: Keras's
+# reduce_weighted_values weighs each step's loss (its mean over the last
+# axis) and divides by the number of steps of the batch; weighted_metrics'
+# Mean divides by the weights' sum (keras/src/metrics/reduction_metrics.py).
+
+
+def sequence_data(n=8, seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 5, 3)).astype(np.float32)
+    y = rng.normal(size=(n, 5, 2)).astype(np.float32)
+    ids = rng.integers(0, 4, size=(n, 5))
+    w = rng.uniform(0.0, 2.0, size=(n, 5)).astype(np.float32)
+    w[:, -1] = 0  # the last step counts for nothing
+    return x, y, ids, w
+
+
+def sequence_model(units=2, loss="mse", **compile_args):
+    model = keras.Sequential([keras.Input((5, 3)), layers.LSTM(4, return_sequences=True),
+                              layers.Dense(units)])
+    model.compile(keras.optimizers.SGD(learning_rate=0.1), loss, **compile_args)
+    return model
+
+
+def test_per_time_step_weights_are_numpys():
+    x, y, ids, w = sequence_data()
+    model = sequence_model(weighted_metrics=["mae"])
+    p = model.predict(x, verbose=0).astype(np.float64)
+    per_step = ((p - y) ** 2).mean(-1)
+    loss, mae = model.evaluate(x, y, sample_weight=w, batch_size=8, verbose=0)
+    np.testing.assert_allclose(loss, (per_step * w).sum() / w.size, rtol=1e-5)
+    np.testing.assert_allclose(mae, (np.abs(p - y).mean(-1) * w).sum() / w.sum(), rtol=1e-5)
+    # Sparse class ids per step, from logits.
+    sparse = sequence_model(4, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    logits = sparse.predict(x, verbose=0).astype(np.float64)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, ids[..., None], -1)[..., 0]
+    got = sparse.evaluate(x, ids, sample_weight=w, batch_size=8, verbose=0)
+    np.testing.assert_allclose(got, (nll * w).sum() / w.size, rtol=1e-5)
+
+
+def test_zero_weighted_steps_do_not_train_and_sharding_equals_one_device():
+    x, y, _, w = sequence_data()
+    single = sequence_model()
+    start = single.get_weights()
+    other = y.copy()
+    other[:, -1] += 100.0  # changes only the steps of weight 0
+    moved = sequence_model()
+    moved.set_weights(start)
+    set_distribution(keras.distribution.AutoShard(DeviceMesh((2, 2), ("data", "model")),
+                                                  batch_dim_name="data"))
+    split = sequence_model()
+    set_distribution(None)
+    split.set_weights(start)
+    h1 = single.fit(x, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h2 = split.fit(x, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h3 = moved.fit(x, other, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(h1.history["loss"], h3.history["loss"], rtol=1e-6)
+    for a, b, c in zip(single.get_weights(), split.get_weights(), moved.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-7)
+
+
+def test_per_step_weights_of_the_wrong_shape_are_refused():
+    x, y, _, w = sequence_data()
+    with pytest.raises(ValueError, match=r"does not match the targets' \(8, 5\)"):
+        sequence_model().fit(x, y, sample_weight=w[:, :3], verbose=0)

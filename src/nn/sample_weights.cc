@@ -196,11 +196,22 @@ Metric without_weights(Metric m, bool class_ids) {
 
 Metric sample_weighted(Metric m, bool class_ids) {
   auto inner = m.accumulate;
-  m.accumulate = [inner, class_ids](const Tensor& p, const Tensor& packed) {
+  const Metric plain = m;
+  m.accumulate = [inner, plain, class_ids](const Tensor& p, const Tensor& packed) {
     const Unpacked u = unpack(packed, class_ids);
     const int64_t examples = p.shape().at(0);
-    AS_CHECK(int64_t(u.weights.size()) == examples, "weighted metrics take one weight per ",
-             "example (", examples, "), got ", u.weights.size());
+    if (int64_t(u.weights.size()) != examples) {
+      // A weight per time step of a sequence output (one per example is
+      // spread over its steps): Keras's reduce_to_samplewise_values weighs
+      // each step's value and averages an example's over its steps
+      // (keras/src/metrics/reduction_metrics.py), as a mask's weights do.
+      AS_CHECK(plain.mean, "metric ", plain.name, ": weights per time step apply to mean ",
+               "metrics (Keras's MeanMetricWrapper); weigh its examples instead");
+      const int lead = packed.rank() - 1;
+      Tensor weights(Shape(packed.shape().begin(), packed.shape().begin() + lead));
+      std::copy(u.weights.begin(), u.weights.end(), weights.f32());
+      return masked_sums(plain, p, u.targets, weights);
+    }
     Metric::Sums total;
     for (int64_t r = 0; r < examples; ++r) {
       const Metric::Sums one = inner(row_of(p, r), row_of(u.targets, r));

@@ -1,6 +1,7 @@
 """Keras's sample weights for fit, evaluate, train_on_batch and
-test_on_batch: ``sample_weight`` (one weight per example, per output as a
-list or dict), ``class_weight`` (a weight per class id, Keras's
+test_on_batch: ``sample_weight`` (one weight per example, or per time step
+of a sequence output [n, steps], per output as a list or dict),
+``class_weight`` (a weight per class id, Keras's
 data_adapter_utils.class_weight_to_sample_weights) and compile's
 ``weighted_metrics``. The weights travel packed into the targets' last axis
 (autoshard/nn/sample_weights.h): [..., k] targets become [..., k + 1], class
@@ -32,8 +33,9 @@ def class_weights_to_sample_weights(y, class_weight, what):
 
 
 def per_output(sample_weight, names, n, what, label="sample_weight"):
-    """sample_weight as {output name: float32 [n]} (a list or dict per
-    output, or one array for every output of a single-output model)."""
+    """sample_weight as {output name: float32 [n] or [n, steps...]} (a list
+    or dict per output, or one array for every output of a single-output
+    model); pack checks a per-step weight's shape against the targets'."""
     if isinstance(sample_weight, dict):
         given = {k: v for k, v in sample_weight.items() if v is not None}
         unknown = [k for k in given if k not in names]
@@ -55,9 +57,9 @@ def per_output(sample_weight, names, n, what, label="sample_weight"):
             raise ValueError(f"{what}: {at} must hold numbers, not NumPy dtype {a.dtype}")
         if a.ndim == 2 and a.shape[1] == 1:
             a = a[:, 0]
-        if a.shape != (n,):
+        if a.ndim == 0 or a.shape[0] != n:
             raise ValueError(f"{what}: {at} must have one weight per example, shape ({n},), "
-                             f"got {a.shape} (per-time-step weights are not supported)")
+                             f"or one per time step, ({n}, steps), got {a.shape}")
         _checks.finite(a, at, what)
         if (a < 0).any():
             raise ValueError(f"{what}: {at} holds a negative weight ({a.min():g})")
@@ -85,6 +87,13 @@ def pack(ys, weights, class_ids, classes=None):
             t = y.astype(np.float32, copy=False)
             if t.ndim == 1:
                 t = t[:, None]  # Keras's (n,) targets of an (n, 1) output
-        spread = np.broadcast_to(w.reshape((-1,) + (1,) * (t.ndim - 1)), t.shape[:-1] + (1,))
+        # Keras's reduce_weighted_values: a weight per example spreads over
+        # its values; one per time step ([n, steps], temporal sample
+        # weights) weighs that step's loss, its rank expanded to the values'.
+        lead = t.shape[:-1]
+        if w.ndim > 1 and w.shape != lead[:w.ndim]:
+            raise ValueError(f"sample_weight of shape {w.shape} does not match the targets' "
+                             f"{lead} (one weight per example, or per time step)")
+        spread = np.broadcast_to(w.reshape(w.shape + (1,) * (t.ndim - w.ndim)), lead + (1,))
         packed[name] = np.ascontiguousarray(np.concatenate([t, spread], axis=-1))
     return packed
