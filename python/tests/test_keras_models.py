@@ -298,3 +298,19 @@ def test_bert_classifier_quick_start_learns(sharded):
     history = bert_classifier().fit(x, y, batch_size=32, epochs=6, verbose=0)
     assert list(history.history) == ["loss", "accuracy"]
     assert history.history["accuracy"][-1] > 0.95
+
+
+def test_a_stock_layers_weights_are_its_own_through_the_model():
+    # Keras's layer.weights / get_weights / set_weights on stock layers: the
+    # layer's own variables, kernel then bias, read and written in the model.
+    dense = keras.layers.Dense(3, name="d")
+    assert dense.get_weights() == []  # not in a built model yet
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, name="first"), dense])
+    kernel, bias = dense.get_weights()
+    np.testing.assert_array_equal(kernel, model.get_weights()[2])
+    assert [v.path for v in dense.weights] == ["d/kernel", "d/bias"]
+    dense.set_weights([np.ones((5, 3), np.float32), np.full(3, 2.0, np.float32)])
+    x = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    first_kernel, first_bias = model.layers[0].get_weights()
+    want = (x @ first_kernel + first_bias) @ np.ones((5, 3)) + 2.0
+    np.testing.assert_allclose(model.predict(x, verbose=0), want, rtol=1e-5)

@@ -131,7 +131,7 @@ def test_normalization_saves_keras_int_count(tmp_path):
     model = keras.Sequential([keras.Input((5,)), norm, keras.layers.Dense(2)])
     model.save(tmp_path / "m.keras")
     saved = _saved_weights(tmp_path / "m.keras", tmp_path)
-    group = f"layers/{norm.name}/vars/"
+    group = "layers/normalization/vars/"  # Keras 3 names the groups by class
     assert saved[group + "2"] == 0 and isinstance(saved[group + "2"], int)
     assert sorted(k for k in saved if k.startswith(group)) == [group + str(i) for i in range(3)]
     fixture = os.path.join(DATA, "..", "keras_files", "families", "keras3_preprocessing.keras")
@@ -142,7 +142,7 @@ def test_normalization_saves_keras_int_count(tmp_path):
     constant = keras.layers.Normalization(mean=1.0, variance=4.0)
     given = keras.Sequential([keras.Input((5,)), constant, keras.layers.Dense(2)])
     given.save(tmp_path / "given.keras")
-    assert not any(k.startswith(f"layers/{constant.name}/")
+    assert not any(k.startswith("layers/normalization/")
                    for k in _saved_weights(tmp_path / "given.keras", tmp_path))
 
 
@@ -332,7 +332,7 @@ def test_models_with_python_built_keras_layers_round_trip(tmp_path):
         entries = json.loads(z.read("config.json"))["config"]["layers"]
     # Written as Keras writes its own layers: module keras.layers, no registered name.
     assert {(e["module"], e["registered_name"]) for e in entries} == {("keras.layers", None)}
-    assert entries[1]["config"]["mean"] is None  # adapted statistics are weights
+    assert entries[1]["config"].get("mean") is None  # adapted statistics are weights
     assert entries[2]["config"]["mean"] == 0.5
     again = keras.models.load_model(tmp_path / "m.keras")
     np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))

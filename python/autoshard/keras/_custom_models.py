@@ -150,16 +150,23 @@ def call_in_trace(model, inputs, kwargs):
 
 
 def attach(model):
-    """Lets the custom layers of a built ``model`` read and set their
-    weights (layer.get_weights, variable.numpy) through it."""
+    """Lets the layers of a built ``model`` read and set their weights
+    (layer.get_weights, variable.numpy) through it, and tells the layers
+    that set weights once built (an adapted Normalization) through
+    ``_attached``."""
     from ._custom_saving import _top_layers
     stack = list(layers_of(model)) if hasattr(model, "_call_layer") else _top_layers(model)
     seen = set()
     while stack:
         layer = stack.pop()
-        if id(layer) in seen or not isinstance(getattr(layer, "_variables", None), list):
+        if id(layer) in seen:
             continue
         seen.add(id(layer))
+        if not isinstance(getattr(layer, "_variables", None), list):  # a stock layer
+            layer._model = model
+            if hasattr(layer, "_attached"):
+                layer._attached()
+            continue
         layer._model = model
         if hasattr(layer, "_attached"):  # preprocessing layers set their statistics now
             layer._attached()

@@ -303,6 +303,8 @@ def _layer_config(layer):
             value = _penalty_config(key, value)
         elif isinstance(value, tuple):
             value = list(value)
+        elif hasattr(value, "tolist"):  # a NumPy array or scalar (Normalization's mean)
+            value = value.tolist()
         elif isinstance(value, _layers.Layer):  # a wrapper's layer (Bidirectional's)
             value = _layer_config(value)
         config[key] = value

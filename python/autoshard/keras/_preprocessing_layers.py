@@ -1,20 +1,20 @@
 """Keras 3's preprocessing layers inside models: Normalization (with adapt),
 CenterCrop, Resizing, CategoryEncoding and Discretization.
 
-Each is a layer traced into the one step graph (keras/_custom_layers.py),
-written from Keras 3's definitions (keras/src/layers/preprocessing/), so a
-model holding them is planned, sharded and trained like any other: the
-batch axis may be split and every device computes the same numbers as one.
-Normalization's statistics are non-trainable weights (Keras 3's "mean" and
-"variance"), saved with the model.
+Normalization and CenterCrop are built by the Keras layer table the file
+readers use (src/io/keras/layers/preprocessing.cc); Normalization's adapted
+statistics are its non-trainable weights (Keras 3's "mean" and "variance"),
+saved with the model. The others are layers traced into the one step graph
+(keras/_custom_layers.py), written from Keras 3's definitions
+(keras/src/layers/preprocessing/). A model holding any of them is planned,
+sharded and trained like any other: the batch axis may be split and every
+device computes the same numbers as one.
 """
 
 import numpy as np
 
 from . import ops
-from .layers import Layer
-
-_EPSILON = 1e-7  # keras.config.epsilon(), Normalization's floor of the std
+from .layers import Layer, _from_table, _name, _no_extra
 
 
 def _positive(value, what, layer):
@@ -42,51 +42,39 @@ def _plain(value):
     return None if value is None else np.asarray(value, np.float32).tolist()
 
 
-def _constant(values):
-    """A traced constant of ``values`` (any shape): the engine's constants
-    are single-valued, so each distinct value fills its positions, picked
-    from positions 0 .. n-1 (one comparison per distinct value)."""
-    flat = np.asarray(values, np.float32).reshape(-1)
-    if np.all(flat == flat[0]):
-        return ops.full(values.shape, float(flat[0]))
-    positions = ops.arange(float(flat.size))
-    out = None
-    for v in np.unique(flat):
-        hits = np.flatnonzero(flat == v)
-        mask = None
-        for i in hits:
-            m = ops.equal(positions, float(i))
-            mask = m if mask is None else mask + m
-        term = mask * float(v)
-        out = term if out is None else out + term
-    return ops.reshape(out, values.shape)
-
-
 class Normalization(Layer):
     """keras.layers.Normalization: (x - mean) / max(sqrt(variance), 1e-7)
     over the kept ``axis`` (the last by default; None: one scalar mean and
     variance), from ``mean``/``variance`` or from ``adapt(data)``;
-    ``invert=True`` maps normalized values back."""
+    ``invert=True`` maps normalized values back. Built by the Keras layer
+    table (src/io/keras/layers/preprocessing.cc), as files build it: adapted
+    statistics are the non-trainable weights "mean" and "variance"."""
 
-    _keras_builtin = True  # saved as keras.layers' own class
-
-    def __init__(self, axis=-1, mean=None, variance=None, invert=False, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, axis=-1, mean=None, variance=None, invert=False, name=None,
+                 input_shape=None, **kwargs):
+        _no_extra(kwargs, "Normalization")
         if (mean is None) != (variance is None):
             raise ValueError("Normalization: give both mean and variance, or neither (and "
                              "call adapt)")
+        if axis is not None and not isinstance(axis, (int, np.integer, tuple, list)):
+            raise ValueError(f"Normalization: axis must be an int, a tuple of ints or None, "
+                             f"got {axis!r}")
         self.axis = axis
         self.invert = bool(invert)
-        self._given = None if mean is None else (np.asarray(mean, np.float32),
-                                                   np.asarray(variance, np.float32))
-        self._given_config = (_plain(mean), _plain(variance))
-        self._adapted = None  # (mean, variance) from adapt, pushed when the model is built
+        self._given = mean is not None
+        axes = None if axis is None else [int(a) for a in
+                                          ((axis,) if isinstance(axis, (int, np.integer))
+                                           else axis)]
+        super().__init__(_from_table("Normalization", {
+            "name": _name(name, "Normalization"), "axis": axes, "invert": self.invert,
+            "mean": _plain(mean), "variance": _plain(variance)}), input_shape)
+        self._adapted = None  # (mean, variance) from adapt, set once the model is built
         self._count = 0  # Keras's int count: a file's, else 0 (Keras 3's adapt leaves it so)
 
     def adapt(self, data, batch_size=None, steps=None):
         """Computes the mean and (population) variance of ``data`` over every
         axis but the kept ones, as Keras's adapt does."""
-        if self._given is not None:
+        if self._given:
             raise ValueError("Normalization: adapt is for a layer made without mean and "
                              "variance")
         x = np.asarray(data, np.float32)
@@ -98,70 +86,49 @@ class Normalization(Layer):
         mean = x.astype(np.float64).mean(axis=reduce)
         variance = x.astype(np.float64).var(axis=reduce)
         self._adapted = (mean.astype(np.float32), variance.astype(np.float32))
-        if getattr(self, "_model", None) is not None and self.built:
-            self._push_statistics()
+        if getattr(getattr(self, "_model", None), "_native", None) is not None:
+            self._attached()  # its model is built: now (else once it is)
 
-    def build(self, input_shape):
-        rank = len(input_shape)
-        keep = _keep_axes(self.axis, rank, "Normalization")
-        for d in keep:
-            if input_shape[d] is None:
-                raise ValueError(f"Normalization: axis {d} of the input must be known, got "
-                                 f"shape {tuple(input_shape)}")
-        self._broadcast = tuple(input_shape[d] if d in keep else 1 for d in range(rank))
-        shape = tuple(input_shape[d] for d in keep)
-        if self._given is not None:  # Keras keeps given statistics as constants, not weights
-            self._given = tuple(np.broadcast_to(v, shape).astype(np.float32)
-                                for v in self._given)
+    def _attached(self):
+        """Called once the layer's model is built (and by adapt after): the
+        adapted statistics become the weights' values (Keras's adapt assigns
+        them)."""
+        if self._adapted is None:
             return
-        self.mean = self.add_weight(shape=shape, initializer="zeros", trainable=False,
-                                    name="mean")
-        self.variance = self.add_weight(shape=shape, initializer="ones", trainable=False,
-                                        name="variance")
-        # Keras 3 also keeps an int "count" (vars/2), which only Keras 2's
-        # adapt reads: not a weight of the step, but saved after these two
-        # (_keras_counters), as Keras counts a layer's variables on load.
+        native = self._model._built()
+        paths = [p for p in native.non_trainable_weight_paths()
+                 if p.split(".")[-2:-1] == [self.name]]
+        for stat, value in zip(("mean", "variance"), self._adapted):
+            path = next(p for p in paths if p.endswith("." + stat))
+            # np.array (not ascontiguousarray, which makes a scalar [1]) keeps axis=None's [].
+            native.set_weight(path, np.array(
+                np.broadcast_to(value, tuple(native.weight_shape(path))), np.float32, order="C"))
 
     def _keras_counters(self):
         """Keras's int variables saved after the weights: the count of an
         adapted layer (keras/src/layers/preprocessing/normalization.py,
         Normalization.build); none with given statistics."""
-        return [] if self._given is not None else [self._count]
+        return [] if self._given else [self._count]
 
     def _set_keras_counters(self, values):
         (self._count,) = (int(v) for v in values)
 
-    def _push_statistics(self):
-        for var, value in zip((self.mean, self.variance), self._adapted):
-            var.assign(np.broadcast_to(value, var.shape).astype(np.float32))
 
-    def _attached(self):
-        """Called once the layer's model is built: adapted statistics become
-        the weights' values (Keras's adapt assigns them)."""
-        if self._adapted is not None:
-            self._model._built().weight_paths()  # the first trace builds the layer
-            self._push_statistics()
+class CenterCrop(Layer):
+    """keras.layers.CenterCrop(height, width): the central height x width
+    window, starting at (in - out) // 2 (keras/src/layers/preprocessing/
+    image_preprocessing/center_crop.py), built by the Keras layer table.
+    Images smaller than the window (which Keras resizes first) are refused."""
 
-    def _stats(self):
-        if self._given is not None:
-            return tuple(ops.reshape(_constant(v), self._broadcast) for v in self._given)
-        return (ops.reshape(self.mean, self._broadcast),
-                ops.reshape(self.variance, self._broadcast))
-
-    def call(self, inputs):
-        mean, variance = self._stats()
-        std = ops.maximum(ops.sqrt(variance), _EPSILON)
-        if self.invert:
-            return ops.add(mean, ops.multiply(inputs, std))
-        return ops.divide(ops.subtract(inputs, mean), std)
-
-    def get_config(self):
-        # Keras 3's: the given statistics (adapted ones are the weights).
-        config = super().get_config()
-        given = self._given_config
-        config.update({"axis": list(self.axis) if isinstance(self.axis, tuple) else self.axis,
-                       "invert": self.invert, "mean": given[0], "variance": given[1]})
-        return config
+    def __init__(self, height, width, data_format=None, name=None, input_shape=None, **kwargs):
+        _no_extra(kwargs, "CenterCrop")
+        if data_format not in (None, "channels_last"):
+            raise ValueError("CenterCrop: only data_format='channels_last' is supported")
+        self.height = _positive(height, "height", "CenterCrop")
+        self.width = _positive(width, "width", "CenterCrop")
+        super().__init__(_from_table("CenterCrop", {
+            "name": _name(name, "CenterCrop"), "height": self.height, "width": self.width}),
+            input_shape)
 
 
 def _image_shape(input_shape, layer):
@@ -169,36 +136,6 @@ def _image_shape(input_shape, layer):
         raise ValueError(f"{layer}: inputs must be images [batch, height, width, channels] of "
                          f"known size, got shape {tuple(input_shape)}")
     return int(input_shape[1]), int(input_shape[2])
-
-
-class CenterCrop(Layer):
-    """keras.layers.CenterCrop(height, width): the central height x width
-    window, starting at (in - out) // 2 (keras/src/layers/preprocessing/
-    image_preprocessing/center_crop.py). Images smaller than the window
-    (which Keras resizes first) are refused."""
-
-    _keras_builtin = True  # saved as keras.layers\' own class
-
-    def __init__(self, height, width, data_format=None, **kwargs):
-        super().__init__(**kwargs)
-        if data_format not in (None, "channels_last"):
-            raise ValueError("CenterCrop: only data_format='channels_last' is supported")
-        self.height = _positive(height, "height", "CenterCrop")
-        self.width = _positive(width, "width", "CenterCrop")
-
-    def call(self, inputs):
-        h, w = _image_shape(inputs.shape, "CenterCrop")
-        if h < self.height or w < self.width:
-            raise ValueError(f"CenterCrop: images of {h}x{w} are smaller than the crop "
-                             f"{self.height}x{self.width} (Keras resizes them first; add a "
-                             "Resizing layer before)")
-        top, left = (h - self.height) // 2, (w - self.width) // 2
-        return inputs[:, top:top + self.height, left:left + self.width, :]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"height": self.height, "width": self.width})
-        return config
 
 
 def _bilinear_taps(n_in, n_out):

@@ -78,6 +78,22 @@ class Layer(_custom_layers.LayerAPI):
     def name(self):
         return self._native.name
 
+    @property
+    def weights(self):
+        """Keras's layer.weights: a stock layer's Variables (kernel, then
+        bias, ...), read and written through the built model holding it;
+        none before it is in one. A custom layer's are its own (LayerAPI)."""
+        if isinstance(getattr(self, "_variables", None), list):
+            return _custom_layers.LayerAPI.weights.fget(self)
+        model = getattr(self, "_model", None)
+        if model is None:
+            return []
+        try:
+            variables = model.weights  # builds a Sequential that has its input
+        except ValueError:  # one that does not yet: no weights, as Keras's unbuilt layer
+            return []
+        return [v for v in variables if self.name in v._key.split(".")[:-1]]
+
     # Keras's trainable (a constructor argument of every layer, or set
     # later): a frozen layer's weights take no gradient, no optimizer state
     # and no all-reduce. Read by the model at compile (Keras 3: a change

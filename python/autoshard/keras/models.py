@@ -1159,6 +1159,8 @@ class Sequential(Model):
         if self._input is None and not self._layers and getattr(layer, "_input_shape", None):
             self._input = Input(layer._input_shape)
         self._layers.append(layer)
+        if not isinstance(getattr(layer, "_variables", None), list):
+            layer._model = self  # a stock layer's weights are read through its model
         self._build_when_ready()
 
     @property
