@@ -231,3 +231,60 @@ def test_attention_leaves_masked_keys_out():
     for i, s in enumerate(seqs):
         np.testing.assert_allclose(together[i], model.predict(s[None, :], verbose=0)[0],
                                    rtol=1e-5, atol=1e-6)
+
+
+def _masked_bn_model():
+    inputs = keras.Input((6, 3))
+    h = layers.Masking(0.0)(inputs)
+    h = layers.BatchNormalization(momentum=0.5, name="bn")(h)
+    out = layers.LSTM(4, name="lstm")(h)
+    model = keras.Model(inputs, out)
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    return model
+
+
+def _padded_features(seed=9):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(4, 6, 3)) * [1, 3, 5] + [2, -1, 0]).astype(np.float32)
+    lengths = [6, 2, 4, 3]
+    for i, n in enumerate(lengths):
+        x[i, n:] = 0.0  # padding, masked by Masking(0)
+    keep = np.array([[t < n for t in range(6)] for n in lengths], np.float64)
+    return x, keep
+
+
+def test_batch_normalization_takes_the_moments_of_the_kept_steps():
+    # keras/src/layers/normalization/batch_normalization.py, _moments with a
+    # mask: sum(m x) / (sum m + 1e-7), sum(m (m x - mean)^2) / (sum m + 1e-7);
+    # the moving statistics move toward them (momentum 0.5 from 0 and 1).
+    x, keep = _padded_features()
+    model = _masked_bn_model()
+    model.train_on_batch(x, np.zeros((4, 4), np.float32))
+    m = keep[..., None]
+    n = m.sum((0, 1)) + 1e-7
+    mean = (m * x).sum((0, 1)) / n
+    var = (m * (m * x - mean) ** 2).sum((0, 1)) / n
+    bn = model.get_layer("bn")
+    moving_mean, moving_var = [w for w in bn.get_weights()[2:]]
+    np.testing.assert_allclose(moving_mean, 0.5 * mean, rtol=1e-5)
+    np.testing.assert_allclose(moving_var, 0.5 + 0.5 * var, rtol=1e-5)
+    # The padding is left out: the statistics differ from every step's.
+    assert not np.allclose(moving_mean, 0.5 * x.mean((0, 1)), rtol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (2, 2)])
+def test_masked_batch_normalization_sharded_equals_one_device(shape):
+    x, _ = _padded_features()
+    y = np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32)
+    one = _masked_bn_model()
+    one.compile(keras.optimizers.SGD(0.1), "mse")
+    weights = one.get_weights()
+    with AutoShard(DeviceMesh(shape, ("data", "model")), batch_dim_name="data").scope():
+        split = _masked_bn_model()
+    split.compile(keras.optimizers.SGD(0.1), "mse")
+    split.set_weights(weights)
+    h1 = one.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    h2 = split.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(h1, h2, rtol=1e-5)
+    for a, b in zip(one.get_weights(), split.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

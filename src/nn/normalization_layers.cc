@@ -1,6 +1,8 @@
 #include "autoshard/nn/normalization_layers.h"
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -56,9 +58,14 @@ class BatchNormImpl : public LayerImpl {
     // Keras 3's BatchNormalization.call: batch statistics only when
     // training and trainable; frozen, it normalises as in inference.
     if (t.training() && !t.frozen()) {
-      mean = ops::reduce_mean(x, reduce);
-      Value centered = x - spread(mean);
-      var = ops::reduce_mean(centered * centered, reduce);
+      const Value mask = t.mask(x);
+      if (mask.valid()) {
+        std::tie(mean, var) = masked_moments(t, x, mask, reduce, axis);
+      } else {
+        mean = ops::reduce_mean(x, reduce);
+        Value centered = x - spread(mean);
+        var = ops::reduce_mean(centered * centered, reduce);
+      }
       update(moving_mean, mean);
       update(moving_var, var);
     }
@@ -70,7 +77,33 @@ class BatchNormImpl : public LayerImpl {
     return x * spread(inv) + spread(shift);
   }
 
+  // Keras's BatchNormalization supports_masking: the mask passes on.
+  Value compute_mask(Trace& t, const std::vector<Value>& inputs) override {
+    return mask_of_first(t, inputs);
+  }
+
  private:
+  // The moments of the kept steps only (keras/src/layers/normalization/
+  // batch_normalization.py, _moments with a mask): the mask [batch, time]
+  // weighs each position, sum(m x) / (sum m + 1e-7) and sum(m (m x -
+  // mean)^2) / (sum m + 1e-7), over the axes but the (last) channel axis.
+  std::pair<Value, Value> masked_moments(Trace& t, Value x, Value mask,
+                                         const std::vector<int64_t>& reduce, int64_t axis) {
+    AS_CHECK(mask.rank() == x.rank() - 1 && axis == x.rank() - 1, "BatchNormalization ", name(),
+             ": a mask ", shape_str(mask.shape()), " needs inputs of one more axis, the ",
+             "channels last; got ", shape_str(x.shape()), " with axis ", o_.axis_);
+    Shape with_channel = mask.shape();
+    with_channel.push_back(1);
+    const Value m = ops::reshape(mask, with_channel);  // [batch, time, 1]
+    const Value weighted = m * x;
+    const Value kept = ops::reduce_sum(m, reduce) + scalar(t.graph(), 1e-7);  // [1]
+    const Value mean = ops::reduce_sum(weighted, reduce) / kept;               // [channels]
+    Shape keep(x.rank(), 1);
+    keep[axis] = x.dim(static_cast<int>(axis));
+    const Value d = weighted - ops::reshape(mean, keep);
+    return {mean, ops::reduce_sum(m * (d * d), reduce) / kept};
+  }
+
   // moving = moving * momentum + batch * (1 - momentum), written in place.
   void update(Value moving, Value batch) {
     composed::assign(moving,
