@@ -12,8 +12,8 @@
 //     over "model", on model=3, model=4 and data=2,model=2 (uneven
 //     everywhere: odd sizes over 3 and 4 devices, a batch of 3 over 2); a
 //     model with BatchNormalization also on data=4 (its batch statistics are
-//     the whole batch's), and a model of 2-D convolutions also with its
-//     images' rows split over rows=3 (a band per device, halos exchanged).
+//     the whole batch's), and a model of 2-D (or 3-D) convolutions also with
+//     its images' rows split over rows=3 (a band per device, halos exchanged).
 // Time: a mesh run costs up to ~0.1 s per model and plan (AutoShard's time
 // limit, plus compiling the step), too much for every model on every mesh
 // under the sanitizers on 2 cores. So the models of kLayersOnEveryMesh (one or more
