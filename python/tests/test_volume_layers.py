@@ -274,4 +274,5 @@ def test_unsupported_options_are_one_line_errors_naming_layer_and_option():
     with pytest.raises(ValueError, match="Cropping3D.*leaves nothing"):
         model.predict(np.zeros((1, 4, 3, 3, 1), np.float32), verbose=0)
     with pytest.raises(ValueError, match="Conv3D.*needs \\[batch, depth, rows, cols, channels\\]"):
-        _model(layers.Conv3D(2, 2), (4, 4, 3))
+        _model(layers.Conv3D(2, 2), (4, 4, 3)).predict(np.zeros((1, 4, 4, 3), np.float32),
+                                                       verbose=0)

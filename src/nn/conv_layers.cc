@@ -60,7 +60,7 @@ Value conv3d_depth_taps(Value x, int64_t start, int64_t count, int64_t stride) {
   lo[1] = -start, hi[1] = end - s[1];
   if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
   if (stride == 1) return x;
-  const int64_t rest = numel(s) / (s[0] * s[1]);
+  const int64_t rest = numel(Shape(s.begin() + 2, s.end()));
   x = ops::pad(ops::reshape(x, {s[0], count, stride, rest}), {0, 0, 0, 0}, {0, 0, 1 - stride, 0});
   Shape out = s;
   out[1] = count;
@@ -183,8 +183,9 @@ class ConvImpl : public LayerImpl {
     for (int64_t i = 0; i < kd; ++i) {
       Value slices = conv3d_depth_taps(x, i * dd, out_d, sd);
       Value rows = ops::reshape(slices, {b * out_d, x.dim(2), x.dim(3), x.dim(4)});
-      Shape tap_shape(w.shape().begin() + 1, w.shape().end());
-      Value tap = ops::reshape(ops::pad(w, {-i, 0, 0, 0, 0}, {i + 1 - kd, 0, 0, 0, 0}), tap_shape);
+      const Shape tap_shape(w.shape().begin() + 1, w.shape().end());
+      Value tap = kd == 1 ? w : ops::pad(w, {-i, 0, 0, 0, 0}, {i + 1 - kd, 0, 0, 0, 0});
+      tap = ops::reshape(tap, tap_shape);
       Value z = ops::conv(rows, tap, plane);
       sum = sum.valid() ? sum + z : z;
     }
