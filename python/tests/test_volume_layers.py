@@ -186,6 +186,27 @@ def test_gradients_equal_finite_differences_of_numpy():
                                        err_msg=f"layer {layer} weight {part}")
 
 
+def test_regularizers_and_constraints_as_conv2ds():
+    """Conv3D takes Conv2D's kernel_/bias_ regularizers and constraints
+    (base_conv.py): the L2 penalty is in the loss and model.losses, and
+    NonNeg holds after a step."""
+    from autoshard.keras import constraints, regularizers
+
+    model = keras.Sequential([keras.Input((4, 4, 4, 2)), layers.Conv3D(
+        3, 2, kernel_regularizer=regularizers.L2(0.05), bias_constraint=constraints.NonNeg())])
+    model.compile(keras.optimizers.SGD(learning_rate=0.5), "mse")
+    weights = [RNG.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
+    model.set_weights(weights)
+    x = RNG.normal(size=(2, 4, 4, 4, 2)).astype(np.float32)
+    y = RNG.normal(size=(2, 3, 3, 3, 3)).astype(np.float32)
+    penalty = 0.05 * np.sum(weights[0].astype(np.float64) ** 2)
+    want = np.mean((conv3d_reference(x, *weights) - y) ** 2) + penalty
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(want, rel=1e-5)
+    np.testing.assert_allclose(model.losses, [penalty], rtol=1e-5)
+    model.train_on_batch(x, y)
+    assert np.all(model.get_weights()[1] >= 0)
+
+
 def _volume_model():
     keras.utils.set_random_seed(3)
     model = keras.Sequential([
