@@ -196,6 +196,7 @@ def test_regularizers_and_constraints_as_conv2ds():
         3, 2, kernel_regularizer=regularizers.L2(0.05), bias_constraint=constraints.NonNeg())])
     model.compile(keras.optimizers.SGD(learning_rate=0.5), "mse")
     weights = [RNG.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
+    weights[1] = -1 - np.abs(weights[1])  # negative: the constraint must act
     model.set_weights(weights)
     x = RNG.normal(size=(2, 4, 4, 4, 2)).astype(np.float32)
     y = RNG.normal(size=(2, 3, 3, 3, 3)).astype(np.float32)
