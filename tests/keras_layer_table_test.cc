@@ -20,6 +20,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Average",
                                              "AveragePooling1D",
                                              "AveragePooling2D",
+                                             "AveragePooling3D",
                                              "BatchNormalization",
                                              "Bidirectional",
                                              "CenterCrop",
@@ -27,9 +28,11 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Conv1D",
                                              "Conv2D",
                                              "Conv2DTranspose",
+                                             "Conv3D",
                                              "ConvLSTM2D",
                                              "Cropping1D",
                                              "Cropping2D",
+                                             "Cropping3D",
                                              "Dense",
                                              "DepthwiseConv2D",
                                              "Dot",
@@ -40,8 +43,10 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "GRU",
                                              "GlobalAveragePooling1D",
                                              "GlobalAveragePooling2D",
+                                             "GlobalAveragePooling3D",
                                              "GlobalMaxPooling1D",
                                              "GlobalMaxPooling2D",
+                                             "GlobalMaxPooling3D",
                                              "GroupNormalization",
                                              "LSTM",
                                              "LayerNormalization",
@@ -49,6 +54,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Masking",
                                              "MaxPooling1D",
                                              "MaxPooling2D",
+                                             "MaxPooling3D",
                                              "Maximum",
                                              "Minimum",
                                              "MultiHeadAttention",
@@ -72,8 +78,10 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "SpatialDropout2D",
                                              "Subtract",
                                              "UpSampling2D",
+                                             "UpSampling3D",
                                              "ZeroPadding1D",
-                                             "ZeroPadding2D"};
+                                             "ZeroPadding2D",
+                                             "ZeroPadding3D"};
   EXPECT_EQ(layer_table().classes(), expected);
 }
 

@@ -12,8 +12,8 @@
 //     over "model", on model=3, model=4 and data=2,model=2 (uneven
 //     everywhere: odd sizes over 3 and 4 devices, a batch of 3 over 2); a
 //     model with BatchNormalization also on data=4 (its batch statistics are
-//     the whole batch's), and a model of 2-D convolutions also with its
-//     images' rows split over rows=3 (a band per device, halos exchanged).
+//     the whole batch's), and a model of 2-D (or 3-D) convolutions also with
+//     its images' rows split over rows=3 (a band per device, halos exchanged).
 // Time: a mesh run costs up to ~0.1 s per model and plan (AutoShard's time
 // limit, plus compiling the step), too much for every model on every mesh
 // under the sanitizers on 2 cores. So the models of kLayersOnEveryMesh (one or more
@@ -97,6 +97,9 @@ const std::set<std::string> kLayersOnEveryMesh = {
     "siamese",
     "two_outputs",
     "lstm_language_model",
+    "conv3d_stride2_same",
+    "max_pooling3d_same",
+    "volume_cnn",
 };
 const char* const kLayerMeshes[] = {"model=3", "model=4", "data=2,model=2"};
 
@@ -130,10 +133,14 @@ bool trains(const json& spec) {
 bool has_batch_normalization(const json& spec) {
   return has_layer(spec, "^BatchNormalization$");
 }
-// A model of images ([rows, cols, channels] floats) with a 2-D convolution.
+// A model of images ([rows, cols, channels] floats) with a 2-D convolution,
+// or of volumes ([depth, rows, cols, channels]) with a 3-D one (whose
+// Conv2D per depth tap splits its rows the same way).
 bool convolves_images(const json& spec) {
   const json& in = spec.at("inputs").at(0);
-  return in.at("shape").size() == 3 && in.at("dtype") == "float32" && has_layer(spec, "Conv2D");
+  const size_t rank = in.at("shape").size();
+  return in.at("dtype") == "float32" && ((rank == 3 && has_layer(spec, "Conv2D")) ||
+                                         (rank == 4 && has_layer(spec, "Conv3D")));
 }
 
 // Why a fixture cannot be built ("" when it can).
@@ -179,6 +186,7 @@ std::optional<Layer> make_conv_or_pooling(const json& l, Missing& missing) {
     if (c.contains("depth_multiplier")) o.depth_multiplier(c.at("depth_multiplier"));
     if (cls == "Conv1D") return Conv1D(c.at("filters"), ints("kernel_size").at(0), o);
     if (cls == "Conv2D") return Conv2D(c.at("filters"), ints("kernel_size"), o);
+    if (cls == "Conv3D") return Conv3D(c.at("filters"), ints("kernel_size"), o);
     if (cls == "DepthwiseConv2D") return DepthwiseConv2D(ints("kernel_size"), o);
     if (cls == "SeparableConv2D") return SeparableConv2D(c.at("filters"), ints("kernel_size"), o);
     if (cls == "Conv2DTranspose") return Conv2DTranspose(c.at("filters"), ints("kernel_size"), o);
@@ -200,6 +208,8 @@ std::optional<Layer> make_conv_or_pooling(const json& l, Missing& missing) {
     if (cls == "MaxPooling2D") return MaxPooling2D(o);
     if (cls == "AveragePooling1D") return AveragePooling1D(o);
     if (cls == "AveragePooling2D") return AveragePooling2D(o);
+    if (cls == "MaxPooling3D") return MaxPooling3D(o);
+    if (cls == "AveragePooling3D") return AveragePooling3D(o);
   }
   return std::nullopt;
 }

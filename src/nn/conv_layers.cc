@@ -11,7 +11,7 @@ enum class ConvKind { Plain, Depthwise, Separable, Transpose };
 const char* base_name(ConvKind kind, int rank) {
   switch (kind) {
     case ConvKind::Plain:
-      return rank == 1 ? "conv1d" : "conv2d";
+      return rank == 1 ? "conv1d" : rank == 2 ? "conv2d" : "conv3d";
     case ConvKind::Depthwise:
       return "depthwise_conv2d";
     case ConvKind::Separable:
@@ -25,7 +25,7 @@ const char* base_name(ConvKind kind, int rank) {
 const char* class_name(ConvKind kind, int rank) {
   switch (kind) {
     case ConvKind::Plain:
-      return rank == 1 ? "Conv1D" : "Conv2D";
+      return rank == 1 ? "Conv1D" : rank == 2 ? "Conv2D" : "Conv3D";
     case ConvKind::Depthwise:
       return "DepthwiseConv2D";
     case ConvKind::Separable:
@@ -44,6 +44,27 @@ std::vector<int64_t> per_dim(std::vector<int64_t> v, int rank, const std::string
            " values, got ", v.size());
   for (int64_t x : v) AS_CHECK(x >= 1, layer, ": ", what, " must be at least 1, got ", x);
   return v;
+}
+
+const char* conv_spatial_names(int rank) {
+  return rank == 1 ? "steps" : rank == 2 ? "rows, cols" : "depth, rows, cols";
+}
+
+// Dim 1's `count` slices start, start + stride, ... of x (dim 1 cut or
+// padded to stride * count slices, then every stride-th kept by a reshape
+// and a crop): pads and reshapes, so it splits over every other dim.
+Value conv3d_depth_taps(Value x, int64_t start, int64_t count, int64_t stride) {
+  const Shape s = x.shape();
+  const int64_t end = start + stride * count;
+  std::vector<int64_t> lo(s.size(), 0), hi(s.size(), 0);
+  lo[1] = -start, hi[1] = end - s[1];
+  if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
+  if (stride == 1) return x;
+  const int64_t rest = numel(Shape(s.begin() + 2, s.end()));
+  x = ops::pad(ops::reshape(x, {s[0], count, stride, rest}), {0, 0, 0, 0}, {0, 0, 1 - stride, 0});
+  Shape out = s;
+  out[1] = count;
+  return ops::reshape(x, out);
 }
 
 class ConvImpl : public LayerImpl {
@@ -79,7 +100,7 @@ class ConvImpl : public LayerImpl {
     const std::string who = std::string(class_name(kind_, rank_)) + " " + name();
     AS_CHECK(inputs.size() == 1, who, " takes one input, got ", inputs.size());
     Value x = inputs[0];
-    AS_CHECK(x.rank() == rank_ + 2, who, " needs [batch, ", rank_ == 1 ? "steps" : "rows, cols",
+    AS_CHECK(x.rank() == rank_ + 2, who, " needs [batch, ", conv_spatial_names(rank_),
              ", channels], got ", shape_str(x.shape()));
     const int64_t in = x.dim(-1);
     Value y;
@@ -89,7 +110,7 @@ class ConvImpl : public LayerImpl {
                  " input channels");
         Value w =
             t.weight("kernel", kernel_shape(in / o_.groups_, filters_), o_.kernel_initializer_);
-        y = ops::conv(x, w, attrs(x.shape(), o_.groups_));
+        y = rank_ == 3 ? conv3d(x, w) : ops::conv(x, w, attrs(x.shape(), o_.groups_));
         break;
       }
       case ConvKind::Depthwise:
@@ -144,6 +165,33 @@ class ConvImpl : public LayerImpl {
     return a;
   }
 
+  // Conv3D (keras/src/layers/convolutional/conv3d.py, BaseConv.call: one
+  // convolution over depth, rows and cols) as a sum over the kernel's depth
+  // taps i: a Conv2D by kernel[i] of the depth slices tap i reads, each
+  // slice a batch row. Depth padding is zeros added before, as 'same' pads.
+  Value conv3d(Value x, Value w) {
+    const ConvAttrs all = attrs(x.shape(), o_.groups_);
+    ConvAttrs plane = all;
+    for (auto* v : {&plane.strides, &plane.dilations, &plane.pad_lo, &plane.pad_hi})
+      v->erase(v->begin());
+    const int64_t b = x.dim(0), kd = kernel_[0], sd = strides_[0], dd = dilations_[0];
+    std::vector<int64_t> lo(5, 0), hi(5, 0);
+    lo[1] = all.pad_lo[0], hi[1] = all.pad_hi[0];
+    if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
+    const int64_t out_d = (x.dim(1) - (dd * (kd - 1) + 1)) / sd + 1;
+    Value sum;
+    for (int64_t i = 0; i < kd; ++i) {
+      Value slices = conv3d_depth_taps(x, i * dd, out_d, sd);
+      Value rows = ops::reshape(slices, {b * out_d, x.dim(2), x.dim(3), x.dim(4)});
+      const Shape tap_shape(w.shape().begin() + 1, w.shape().end());
+      Value tap = kd == 1 ? w : ops::pad(w, {-i, 0, 0, 0, 0}, {i + 1 - kd, 0, 0, 0, 0});
+      tap = ops::reshape(tap, tap_shape);
+      Value z = ops::conv(rows, tap, plane);
+      sum = sum.valid() ? sum + z : z;
+    }
+    return ops::reshape(sum, {b, out_d, sum.dim(1), sum.dim(2), sum.dim(3)});
+  }
+
   // Keras's depthwise kernel [kh, kw, in, m] is the grouped kernel [kh, kw,
   // 1, in * m] with output channel c * m + k: a free reshape.
   Value depthwise(Trace& t, Value x, const std::string& weight) {
@@ -183,6 +231,9 @@ Conv1D::Conv1D(int64_t filters, int64_t kernel_size, ConvOptions o)
                                        std::vector<int64_t>{kernel_size}, std::move(o))) {}
 Conv2D::Conv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o)
     : Layer(std::make_shared<ConvImpl>(ConvKind::Plain, 2, filters, std::move(kernel_size),
+                                       std::move(o))) {}
+Conv3D::Conv3D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o)
+    : Layer(std::make_shared<ConvImpl>(ConvKind::Plain, 3, filters, std::move(kernel_size),
                                        std::move(o))) {}
 DepthwiseConv2D::DepthwiseConv2D(std::vector<int64_t> kernel_size, ConvOptions o)
     : Layer(std::make_shared<ConvImpl>(ConvKind::Depthwise, 2, 1, std::move(kernel_size),

@@ -19,9 +19,34 @@ std::vector<int64_t> per_dim(std::vector<int64_t> v, int rank, int64_t fallback,
 
 Value one_input(const std::vector<Value>& inputs, int rank, const std::string& who) {
   AS_CHECK(inputs.size() == 1, who, " takes one input, got ", inputs.size());
-  AS_CHECK(inputs[0].rank() == rank + 2, who, " needs [batch, ", rank == 1 ? "steps" : "rows, cols",
+  AS_CHECK(inputs[0].rank() == rank + 2, who, " needs [batch, ",
+           rank == 1   ? "steps"
+           : rank == 2 ? "rows, cols"
+                       : "depth, rows, cols",
            ", channels], got ", shape_str(inputs[0].shape()));
   return inputs[0];
+}
+
+// MaxPooling3D and AveragePooling3D (keras/src/layers/pooling/
+// max_pooling3d.py, average_pooling3d.py; BasePooling.call) from the 2-D
+// Pool op: each depth slice pooled over rows and cols (slices as batch
+// rows), then the result pooled over depth alone (rows and cols flattened
+// into one dim of window 1). A window is a box, so its positions inside x
+// are (depth positions) x (row and col positions): the mean of the slices'
+// means is the box's mean, with 'same' padding too.
+Value pool3d_by_planes(Value x, const PoolAttrs& a) {
+  const int64_t b = x.dim(0), d = x.dim(1), c = x.dim(4);
+  const PoolAttrs plane{a.max,
+                        {a.window[1], a.window[2]},
+                        {a.strides[1], a.strides[2]},
+                        {a.pad_lo[1], a.pad_lo[2]},
+                        {a.pad_hi[1], a.pad_hi[2]}};
+  Value p = ops::pool(ops::reshape(x, {b * d, x.dim(2), x.dim(3), c}), plane);
+  const int64_t rows = p.dim(1), cols = p.dim(2);
+  const PoolAttrs depth{a.max, {a.window[0], 1}, {a.strides[0], 1}, {a.pad_lo[0], 0},
+                        {a.pad_hi[0], 0}};
+  Value q = ops::pool(ops::reshape(p, {b, d, rows * cols, c}), depth);
+  return ops::reshape(q, {b, q.dim(1), rows, cols, c});
 }
 
 class PoolImpl : public LayerImpl {
@@ -50,7 +75,7 @@ class PoolImpl : public LayerImpl {
       a.pad_lo.push_back(lo);
       a.pad_hi.push_back(hi);
     }
-    return ops::pool(x, a);
+    return rank_ == 3 ? pool3d_by_planes(x, a) : ops::pool(x, a);
   }
 
  private:
@@ -88,9 +113,16 @@ class GlobalPoolImpl : public LayerImpl {
     kept.push_back(x.dim(-1));
     Value y;
     if (max_) {
-      PoolAttrs a{true, {}, {}, std::vector<int64_t>(rank_, 0), std::vector<int64_t>(rank_, 0)};
-      for (int i = 0; i < rank_; ++i) a.window.push_back(x.dim(1 + i)), a.strides.push_back(1);
-      y = ops::pool(x, a);
+      // 3-D: depth and rows as one dim of the 2-D op's window.
+      Value flat = rank_ == 3 ? ops::reshape(x, {x.dim(0), x.dim(1) * x.dim(2), x.dim(3), x.dim(4)})
+                              : x;
+      const int flat_rank = rank_ == 3 ? 2 : rank_;
+      PoolAttrs a{true, {}, {}, std::vector<int64_t>(flat_rank, 0),
+                  std::vector<int64_t>(flat_rank, 0)};
+      for (int i = 0; i < flat_rank; ++i)
+        a.window.push_back(flat.dim(1 + i)), a.strides.push_back(1);
+      y = ops::pool(flat, a);
+      if (rank_ == 3) y = ops::reshape(y, kept);
     } else {
       y = ops::reshape(ops::reduce_mean(x, axes), kept);
     }
@@ -113,6 +145,14 @@ AveragePooling1D::AveragePooling1D(PoolingOptions o)
     : Layer(std::make_shared<PoolImpl>(false, 1, std::move(o))) {}
 AveragePooling2D::AveragePooling2D(PoolingOptions o)
     : Layer(std::make_shared<PoolImpl>(false, 2, std::move(o))) {}
+MaxPooling3D::MaxPooling3D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(true, 3, std::move(o))) {}
+AveragePooling3D::AveragePooling3D(PoolingOptions o)
+    : Layer(std::make_shared<PoolImpl>(false, 3, std::move(o))) {}
+GlobalAveragePooling3D::GlobalAveragePooling3D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(false, 3, std::move(o))) {}
+GlobalMaxPooling3D::GlobalMaxPooling3D(GlobalPoolingOptions o)
+    : Layer(std::make_shared<GlobalPoolImpl>(true, 3, std::move(o))) {}
 GlobalAveragePooling1D::GlobalAveragePooling1D(GlobalPoolingOptions o)
     : Layer(std::make_shared<GlobalPoolImpl>(false, 1, std::move(o))) {}
 GlobalAveragePooling2D::GlobalAveragePooling2D(GlobalPoolingOptions o)

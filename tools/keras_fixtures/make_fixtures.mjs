@@ -115,6 +115,11 @@ function makeLayer(spec) {
       }
       return rank === 1 ? tf.layers.conv1d(args) : tf.layers.conv2d(args);
     }
+    case 'Conv3D': return tf.layers.conv3d(args);
+    case 'MaxPooling3D': return tf.layers.maxPooling3d(args);
+    case 'AveragePooling3D':
+      if (c.padding === 'same') throw new Error(`${spec.name}: TF.js's 'same' average differs`);
+      return tf.layers.averagePooling3d(args);
     case 'DepthwiseConv2D': return tf.layers.depthwiseConv2d(args);
     case 'SeparableConv2D': return tf.layers.separableConv2d(args);
     case 'Conv2DTranspose': return tf.layers.conv2dTranspose(args);

@@ -15,6 +15,8 @@ const DEFAULTS = {
            use_bias: true},
   Conv2D: {strides: [1, 1], padding: 'valid', dilation_rate: [1, 1], groups: 1,
            activation: 'linear', use_bias: true},
+  Conv3D: {strides: [1, 1, 1], padding: 'valid', dilation_rate: [1, 1, 1], groups: 1,
+           activation: 'linear', use_bias: true},
   DepthwiseConv2D: {strides: [1, 1], padding: 'valid', depth_multiplier: 1,
                     dilation_rate: [1, 1], activation: 'linear', use_bias: true},
   SeparableConv2D: {strides: [1, 1], padding: 'valid', depth_multiplier: 1,
@@ -25,6 +27,8 @@ const DEFAULTS = {
   AveragePooling1D: {padding: 'valid'},
   MaxPooling2D: {padding: 'valid'},
   AveragePooling2D: {padding: 'valid'},
+  MaxPooling3D: {padding: 'valid'},
+  AveragePooling3D: {padding: 'valid'},
   BatchNormalization: {axis: -1, momentum: 0.99, epsilon: 1e-3, center: true, scale: true},
   GroupNormalization: {axis: -1, epsilon: 1e-3, center: true, scale: true},
   LSTM: {activation: 'tanh', recurrent_activation: 'sigmoid', use_bias: true,
@@ -44,7 +48,7 @@ const DEFAULTS = {
 export function layer(class_name, name, config = {}) {
   const full = {...(DEFAULTS[class_name] ?? {}), ...config};
   // Pooling strides default to the pool size (Keras).
-  if (/Pooling[12]D$/.test(class_name) && !class_name.startsWith('Global') && !full.strides) {
+  if (/Pooling[123]D$/.test(class_name) && !class_name.startsWith('Global') && !full.strides) {
     full.strides = full.pool_size;
   }
   if (class_name === 'Bidirectional') full.layer = layer(config.layer.class_name,
@@ -279,8 +283,34 @@ function wholeModels() {
   ];
 }
 
+// Keras's 3-D layers (TF.js has Conv3D, MaxPooling3D and AveragePooling3D):
+// strides, 'same' padding and a kernel of three different extents, then a
+// small volume classifier of them. Last in the list, so the models before
+// keep their index (the C++ test rotates meshes by it).
+function volumeModels() {
+  return [
+    chain('conv3d_stride2_same', [5, 6, 7, 2], [layer('Conv3D', 'conv', {
+      filters: 4, kernel_size: [2, 3, 2], strides: [2, 1, 2], padding: 'same',
+      activation: 'tanh'})]),
+    chain('conv3d_valid', [4, 5, 6, 3], [layer('Conv3D', 'conv', {
+      filters: 3, kernel_size: [3, 2, 3]})]),
+    chain('max_pooling3d_same', [5, 6, 7, 2], [layer('MaxPooling3D', 'pool', {
+      pool_size: [2, 3, 2], strides: [2, 2, 1], padding: 'same'})]),
+    chain('average_pooling3d_valid', [5, 6, 7, 2], [layer('AveragePooling3D', 'pool', {
+      pool_size: [2, 2, 3], strides: [1, 2, 2]})]),
+    chain('volume_cnn', [6, 6, 6, 2], [
+      layer('Conv3D', 'conv_1', {filters: 4, kernel_size: [3, 3, 3], padding: 'same',
+                                 activation: 'relu'}),
+      layer('MaxPooling3D', 'pool_1', {pool_size: [2, 2, 2]}),
+      layer('Conv3D', 'conv_2', {filters: 3, kernel_size: [2, 2, 2]}),
+      layer('AveragePooling3D', 'pool_2', {pool_size: [2, 2, 2]}),
+      layer('Flatten', 'flatten'), layer('Dense', 'logits', {units: 3})],
+    [{name: 'sparse_categorical_crossentropy', from_logits: true}]),
+  ];
+}
+
 export function allModels() {
   return [...activationModels(), ...convolutionModels(), ...poolingModels(),
           ...normalizationModels(), ...recurrentModels(), ...shapeModels(), ...lossModels(),
-          ...wholeModels()];
+          ...wholeModels(), ...volumeModels()];
 }

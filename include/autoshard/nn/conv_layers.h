@@ -1,11 +1,13 @@
 // Keras 3's convolution layers, channels last (data_format "channels_last"):
-// Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose. Each is
-// one Conv op (src/ir/ops/vision.cc) plus its bias and activation, so the
-// planner can split it over batch, output channels, input channels (partial
-// sums) or its output rows (a band per device with a halo from the
-// neighbours).
+// Conv1D, Conv2D, Conv3D, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose.
+// Each is one Conv op (src/ir/ops/vision.cc) plus its bias and activation, so
+// the planner can split it over batch, output channels, input channels
+// (partial sums) or its output rows (a band per device with a halo from the
+// neighbours). Conv3D is composed of the same op: one Conv2D per tap of its
+// kernel's depth, over the input's depth slices that tap reads (as batch
+// rows), summed.
 //
-// Weights as Keras names and shapes them: Conv1D/Conv2D "kernel" [*kernel_size,
+// Weights as Keras names and shapes them: Conv1D/2D/3D "kernel" [*kernel_size,
 // in / groups, filters] and "bias" [filters]; DepthwiseConv2D "kernel" [kh, kw,
 // in, depth_multiplier]; SeparableConv2D "depthwise_kernel" [kh, kw, in,
 // depth_multiplier], "pointwise_kernel" [1, 1, in * depth_multiplier, filters];
@@ -27,7 +29,7 @@ struct ConvOptions {
   // the odd zero after, as TensorFlow), Conv1D also "causal" (zeros before only).
   AUTOSHARD_OPTION(std::string, padding, "valid")
   AUTOSHARD_OPTION(std::vector<int64_t>, dilation_rate, {1})
-  AUTOSHARD_OPTION(int64_t, groups, 1)  // Conv1D, Conv2D
+  AUTOSHARD_OPTION(int64_t, groups, 1)  // Conv1D, Conv2D, Conv3D
   // DepthwiseConv2D, SeparableConv2D: output channels per input channel.
   AUTOSHARD_OPTION(int64_t, depth_multiplier, 1)
   AUTOSHARD_OPTION(std::string, activation, "")
@@ -51,6 +53,13 @@ class Conv2D : public Layer {
  public:
   // kernel_size: {rows, cols} or one value for both.
   Conv2D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions options = {});
+};
+
+// keras.layers.Conv3D over [batch, depth, rows, cols, channels].
+class Conv3D : public Layer {
+ public:
+  // kernel_size: {depth, rows, cols} or one value for all three.
+  Conv3D(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions options = {});
 };
 
 // keras.layers.DepthwiseConv2D: each input channel convolved with its own

@@ -267,6 +267,7 @@ def _keras2(config):
 _NOT_KERAS = {
     "Conv1D": {"depth_multiplier"},
     "Conv2D": {"depth_multiplier"},
+    "Conv3D": {"depth_multiplier"},
     "Conv2DTranspose": {"depth_multiplier", "groups"},
     "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
     "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},

@@ -298,6 +298,12 @@ class Conv2D(_Conv):
     _rank, _kind = 2, "Conv2D"
 
 
+class Conv3D(_Conv):
+    """keras.layers.Conv3D over [batch, depth, rows, cols, channels]
+    (keras/src/layers/convolutional/conv3d.py)."""
+    _rank, _kind = 3, "Conv3D"
+
+
 class Conv2DTranspose(_Conv):
     _rank, _kind = 2, "Conv2DTranspose"
 
@@ -350,11 +356,20 @@ class AveragePooling2D(_Pool):
     _rank, _kind = 2, "AveragePooling2D"
 
 
+class MaxPooling3D(_Pool):
+    _rank, _kind = 3, "MaxPooling3D"
+
+
+class AveragePooling3D(_Pool):
+    _rank, _kind = 3, "AveragePooling3D"
+
+
 class _GlobalPool(Layer):
     _kind = ""
 
     def __init__(self, data_format=None, keepdims=False, name=None, **kwargs):
         _no_extra(kwargs, self._kind)
+        _channels_last(data_format, self._kind)
         super().__init__(_from_table(self._kind, {"name": _name(name, self._kind),
                                                   "keepdims": bool(keepdims)}))
 
@@ -373,6 +388,14 @@ class GlobalMaxPooling1D(_GlobalPool):
 
 class GlobalMaxPooling2D(_GlobalPool):
     _kind = "GlobalMaxPooling2D"
+
+
+class GlobalAveragePooling3D(_GlobalPool):
+    _kind = "GlobalAveragePooling3D"
+
+
+class GlobalMaxPooling3D(_GlobalPool):
+    _kind = "GlobalMaxPooling3D"
 
 
 class Flatten(Layer):
@@ -736,6 +759,7 @@ def dot(inputs, axes=-1, normalize=False, **kwargs):
 # layer class takes (every layer takes an activity_regularizer).
 _PENALIZED = {
     "Dense": ("kernel", "bias"), "Conv1D": ("kernel", "bias"), "Conv2D": ("kernel", "bias"),
+    "Conv3D": ("kernel", "bias"),
     "Conv2DTranspose": ("kernel", "bias"), "DepthwiseConv2D": ("depthwise", "bias"),
     "SeparableConv2D": ("depthwise", "pointwise", "bias"), "Embedding": ("embeddings",),
     "LSTM": ("kernel", "recurrent", "bias"), "GRU": ("kernel", "recurrent", "bias"),
@@ -776,7 +800,9 @@ def _no_extra(kwargs, layer):
 
 # --- Image and sequence reshaping layers (issue 57): built by the Keras layer
 # table from their Keras 3 configs, as the file readers build them.
-__all__ += ["UpSampling2D", "ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D"]
+__all__ += ["UpSampling2D", "ZeroPadding1D", "ZeroPadding2D", "Cropping1D", "Cropping2D",
+            "Conv3D", "MaxPooling3D", "AveragePooling3D", "GlobalAveragePooling3D",
+            "GlobalMaxPooling3D", "UpSampling3D", "ZeroPadding3D", "Cropping3D"]
 
 
 def _channels_last(data_format, layer):
@@ -784,17 +810,18 @@ def _channels_last(data_format, layer):
         raise ValueError(f"{layer}: only data_format='channels_last' is supported")
 
 
-def _sides(value, what, layer, pairs):
-    """Keras's padding/cropping: an int, a pair, or (for 2D) a pair of pairs,
-    as a JSON value the layer table reads (keras/src/layers/reshaping/)."""
+def _sides(value, what, layer, pairs, rank=2):
+    """Keras's padding/cropping: an int, a pair (1D), or for 2D/3D `rank`
+    ints or `rank` pairs, as a JSON value the layer table reads
+    (keras/src/layers/reshaping/)."""
     if isinstance(value, (tuple, list)) and pairs and any(isinstance(v, (tuple, list))
                                                           for v in value):
-        if len(value) != 2:
-            raise ValueError(f"{layer}: {what} must be an int, 2 ints or 2 pairs of ints, got "
-                             f"{_checks.shown(value)}")
+        if len(value) != rank:
+            raise ValueError(f"{layer}: {what} must be an int, {rank} ints or {rank} pairs of "
+                             f"ints, got {_checks.shown(value)}")
         return [_ints(v, 2, f"{what}[{i}]", layer, 0) for i, v in enumerate(value)]
     if isinstance(value, (tuple, list)):
-        return _ints(value, 2, what, layer, 0)
+        return _ints(value, rank, what, layer, 0)
     return _int(value, what, layer, 0)
 
 
@@ -844,6 +871,39 @@ class Cropping2D(Layer):
         super().__init__(_from_table("Cropping2D", {
             "name": _name(name, "Cropping2D"),
             "cropping": _sides(cropping, "cropping", "Cropping2D", True)}))
+
+
+class UpSampling3D(Layer):
+    """keras/src/layers/reshaping/up_sampling3d.py: each of depth, rows and
+    cols repeated size[i] times."""
+
+    def __init__(self, size=(2, 2, 2), data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "UpSampling3D")
+        _channels_last(data_format, "UpSampling3D")
+        super().__init__(_from_table("UpSampling3D", {
+            "name": _name(name, "UpSampling3D"), "size": _ints(size, 3, "size", "UpSampling3D")}))
+
+
+class ZeroPadding3D(Layer):
+    """keras/src/layers/reshaping/zero_padding3d.py."""
+
+    def __init__(self, padding=((1, 1), (1, 1), (1, 1)), data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "ZeroPadding3D")
+        _channels_last(data_format, "ZeroPadding3D")
+        super().__init__(_from_table("ZeroPadding3D", {
+            "name": _name(name, "ZeroPadding3D"),
+            "padding": _sides(padding, "padding", "ZeroPadding3D", True, 3)}))
+
+
+class Cropping3D(Layer):
+    """keras/src/layers/reshaping/cropping3d.py."""
+
+    def __init__(self, cropping=((1, 1), (1, 1), (1, 1)), data_format=None, name=None, **kwargs):
+        _no_extra(kwargs, "Cropping3D")
+        _channels_last(data_format, "Cropping3D")
+        super().__init__(_from_table("Cropping3D", {
+            "name": _name(name, "Cropping3D"),
+            "cropping": _sides(cropping, "cropping", "Cropping3D", True, 3)}))
 
 
 # --- Attention (issue 55's "one more Keras layer"): built by the Keras layer

@@ -1,5 +1,9 @@
-// Keras's convolution layers: Conv1D, Conv2D, Conv2DTranspose,
-// DepthwiseConv2D and SeparableConv2D (channels_last).
+// Keras's convolution layers: Conv1D, Conv2D, Conv3D, Conv2DTranspose,
+// DepthwiseConv2D and SeparableConv2D (channels_last). The plain ones share
+// keras/src/layers/convolutional/base_conv.py (BaseConv.__init__: filters,
+// kernel_size, strides, padding, data_format, dilation_rate, groups,
+// activation, use_bias, the kernel's and bias's initializers, regularizers
+// and constraints); conv3d.py's Conv3D adds nothing to it.
 #include "autoshard/nn/conv_layers.h"
 #include "io/keras/layer_table.h"
 
@@ -51,6 +55,7 @@ BuiltLayer keras_conv(LayerConfig& f, size_t rank) {
   const int64_t filters = f.positive("filters");
   const std::vector<WeightRole> roles = keras_conv_roles(o, {"kernel"}, {"kernel"});
   if (rank == 1) return {Conv1D(filters, kernel[0], o), roles};
+  if (rank == 3) return {Conv3D(filters, kernel, o), roles};
   return {Conv2D(filters, kernel, o), roles};
 }
 
@@ -86,6 +91,7 @@ BuiltLayer keras_separable_conv2d(LayerConfig& f) {
 void add_conv_layers(LayerTable& table) {
   table.add("Conv1D", [](LayerConfig& f) { return keras_conv(f, 1); });
   table.add("Conv2D", [](LayerConfig& f) { return keras_conv(f, 2); });
+  table.add("Conv3D", [](LayerConfig& f) { return keras_conv(f, 3); });
   table.add("Conv2DTranspose", keras_conv2d_transpose);
   table.add("DepthwiseConv2D", keras_depthwise_conv2d);
   table.add("SeparableConv2D", keras_separable_conv2d);

@@ -1,5 +1,7 @@
-// Keras's pooling layers: MaxPooling1D/2D, AveragePooling1D/2D and their
-// Global forms (channels_last).
+// Keras's pooling layers: MaxPooling1D/2D/3D, AveragePooling1D/2D/3D and
+// their Global forms (channels_last). keras/src/layers/pooling/
+// base_pooling.py (BasePooling.__init__: pool_size, strides (None: the pool
+// size), padding, data_format) and base_global_pooling.py (keepdims).
 #include "autoshard/nn/pooling_layers.h"
 #include "io/keras/layer_table.h"
 
@@ -39,6 +41,18 @@ void add_pooling_layers(LayerTable& table) {
   });
   table.add("AveragePooling2D", [](LayerConfig& f) -> BuiltLayer {
     return {AveragePooling2D(keras_pooling_options(f, 2))};
+  });
+  table.add("MaxPooling3D", [](LayerConfig& f) -> BuiltLayer {
+    return {MaxPooling3D(keras_pooling_options(f, 3))};
+  });
+  table.add("AveragePooling3D", [](LayerConfig& f) -> BuiltLayer {
+    return {AveragePooling3D(keras_pooling_options(f, 3))};
+  });
+  table.add("GlobalAveragePooling3D", [](LayerConfig& f) -> BuiltLayer {
+    return {GlobalAveragePooling3D(keras_global_pooling_options(f))};
+  });
+  table.add("GlobalMaxPooling3D", [](LayerConfig& f) -> BuiltLayer {
+    return {GlobalMaxPooling3D(keras_global_pooling_options(f))};
   });
   table.add("GlobalAveragePooling1D", [](LayerConfig& f) -> BuiltLayer {
     return {GlobalAveragePooling1D(keras_global_pooling_options(f))};

@@ -1,5 +1,5 @@
 // Keras's reshaping layers: Flatten, Reshape, Permute, RepeatVector,
-// ZeroPadding1D/2D, Cropping1D/2D, UpSampling2D; and Rescaling (a preprocessing
+// ZeroPadding1D/2D/3D, Cropping1D/2D/3D, UpSampling2D/3D; and Rescaling (a preprocessing
 // layer in Keras, beside these in nn/reshaping_layers.h).
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
@@ -13,11 +13,14 @@ using nlohmann::json;
 
 namespace {
 
-// ZeroPadding2D's padding or Cropping2D's cropping: an int, a pair or a pair
-// of pairs ((top, bottom), (left, right)).
-std::vector<int64_t> keras_pad_amounts(LayerConfig& f, const char* key, int64_t def) {
+// ZeroPadding2D/3D's padding or Cropping2D/3D's cropping over `rank`
+// spatial dims: an int, `rank` ints or `rank` pairs ((top, bottom), (left,
+// right)); keras/src/layers/reshaping/zero_padding3d.py and cropping3d.py,
+// __init__ (get_config writes the pairs).
+std::vector<int64_t> keras_pad_amounts(LayerConfig& f, const char* key, const json& def,
+                                       size_t rank = 2) {
   std::vector<int64_t> amounts;
-  const json v = f.has(key) ? f.raw(key) : json(def);
+  const json v = f.has(key) ? f.raw(key) : def;
   auto whole = [&](const json& e) {
     if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > (1 << 20))
       f.bad(key, v, "must be sizes >= 0");
@@ -25,17 +28,18 @@ std::vector<int64_t> keras_pad_amounts(LayerConfig& f, const char* key, int64_t 
   };
   if (v.is_number_integer()) {
     amounts = {whole(v)};
-  } else if (v.is_array() && v.size() == 2 && v[0].is_array()) {
+  } else if (v.is_array() && v.size() == rank && v[0].is_array()) {
     for (const json& pair : v) {
       if (!pair.is_array() || pair.size() != 2)
-        f.bad(key, v, "must be ((top, bottom), (left, right))");
+        f.bad(key, v, "must be " + std::to_string(rank) + " pairs (before, after)");
       amounts.push_back(whole(pair[0]));
       amounts.push_back(whole(pair[1]));
     }
-  } else if (v.is_array() && v.size() == 2) {
-    amounts = {whole(v[0]), whole(v[1])};
+  } else if (v.is_array() && v.size() == rank) {
+    for (const json& e : v) amounts.push_back(whole(e));
   } else {
-    f.bad(key, v, "is not an int, a pair or a pair of pairs");
+    f.bad(key, v, "is not an int, " + std::to_string(rank) + " ints or " + std::to_string(rank) +
+                      " pairs");
   }
   return amounts;
 }
@@ -68,7 +72,7 @@ class KerasPad1D : public LayerImpl {
 
 BuiltLayer keras_pad1d(LayerConfig& f, bool crop) {
   const char* key = crop ? "cropping" : "padding";
-  const std::vector<int64_t> v = keras_pad_amounts(f, key, 1);  // Keras's default: 1 each end
+  const std::vector<int64_t> v = keras_pad_amounts(f, key, json(1));  // Keras's default: 1 each end
   if (v.size() > 2) f.bad(key, f.raw(key), "must be an int or a pair (before, after)");
   f.channels_last();
   return {Layer(std::make_shared<KerasPad1D>(f.name(), v[0], v.back(), crop))};
@@ -80,6 +84,22 @@ BuiltLayer keras_upsampling2d(LayerConfig& f) {
   if (interpolation != "nearest")
     f.bad("interpolation", interpolation, "is not supported (nearest)");
   return {UpSampling2D(f.sizes("size", 2, {2, 2}), interpolation, f.name())};
+}
+
+// keras/src/layers/reshaping/up_sampling3d.py, __init__: size (2, 2, 2),
+// nearest only (no interpolation field).
+BuiltLayer keras_upsampling3d(LayerConfig& f) {
+  f.channels_last();
+  return {UpSampling3D(f.sizes("size", 3, {2, 2, 2}), "nearest", f.name())};
+}
+
+// Keras's default for both: ((1, 1), (1, 1), (1, 1)).
+BuiltLayer keras_pad3d(LayerConfig& f, bool crop) {
+  f.channels_last();
+  const char* key = crop ? "cropping" : "padding";
+  const std::vector<int64_t> v = keras_pad_amounts(f, key, json(1), 3);
+  if (crop) return {Cropping3D(v, f.name())};
+  return {ZeroPadding3D(v, f.name())};
 }
 
 BuiltLayer keras_reshape(LayerConfig& f) {
@@ -118,13 +138,16 @@ BuiltLayer keras_rescaling(LayerConfig& f) {
 void add_reshaping_layers(LayerTable& table) {
   table.add("ZeroPadding2D", [](LayerConfig& f) -> BuiltLayer {
     f.channels_last();
-    return {ZeroPadding2D(keras_pad_amounts(f, "padding", 1), f.name())};
+    return {ZeroPadding2D(keras_pad_amounts(f, "padding", json(1)), f.name())};
   });
   table.add("Cropping2D", [](LayerConfig& f) -> BuiltLayer {
     f.channels_last();
-    return {Cropping2D(keras_pad_amounts(f, "cropping", 0), f.name())};
+    return {Cropping2D(keras_pad_amounts(f, "cropping", json(0)), f.name())};
   });
   table.add("UpSampling2D", keras_upsampling2d);
+  table.add("ZeroPadding3D", [](LayerConfig& f) { return keras_pad3d(f, false); });
+  table.add("Cropping3D", [](LayerConfig& f) { return keras_pad3d(f, true); });
+  table.add("UpSampling3D", keras_upsampling3d);
   table.add("ZeroPadding1D", [](LayerConfig& f) { return keras_pad1d(f, false); });
   table.add("Cropping1D", [](LayerConfig& f) { return keras_pad1d(f, true); });
   table.add("Flatten", [](LayerConfig& f) -> BuiltLayer {
