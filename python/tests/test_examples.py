@@ -72,3 +72,21 @@ def test_seq2seq_example_trains_and_decodes_from_the_encoder_states():
     # Greedy decoding through the inference models (encoder states, then
     # the decoder step by step from the states it returns) reverses most digits.
     assert float(re.search(r"decoded digits right: ([0-9.]+)", out.stdout).group(1)) > 0.5
+
+
+def test_next_frame_example_runs_and_learns():
+    # Keras's conv_lstm example: ConvLSTM2D, BatchNormalization and Conv3D on
+    # clips of open length, trained on data=2,model=2 (smaller here).
+    env = dict(os.environ, AUTOSHARD_EXAMPLE_EPOCHS="3", AUTOSHARD_EXAMPLE_FILTERS="8",
+               PYTHONPATH=os.path.join(REPO, "python") + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    script = os.path.join(REPO, "examples", "keras_next_frame.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=180,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    epochs = re.findall(r"epoch \d+: loss ([0-9.]+) val_loss ([0-9.]+)", out.stdout)
+    assert len(epochs) == 3
+    assert float(epochs[-1][0]) < float(epochs[0][0])  # it learns
+    assert float(epochs[-1][1]) < float(epochs[0][1])
+    assert "trained on mesh data=2,model=2" in out.stdout
+    assert "next frame: mean abs error" in out.stdout

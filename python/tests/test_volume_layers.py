@@ -239,8 +239,9 @@ MESHES = [((1, 2), "model=2"), ((2, 1), "data=2"), ((2, 2), "data=2,model=2")]
 @pytest.mark.parametrize("plan", ["autoshard", "layout"])
 @pytest.mark.parametrize("shape,mesh_name", MESHES, ids=[m for _, m in MESHES])
 def test_training_sharded_equals_one_device(shape, mesh_name, plan):
-    x = RNG.normal(size=(6, 6, 6, 5, 2)).astype(np.float32)
-    y = RNG.normal(size=(6, 3)).astype(np.float32)
+    rng = np.random.default_rng(8)  # the same data for every mesh and plan
+    x = rng.normal(size=(6, 6, 6, 5, 2)).astype(np.float32)
+    y = rng.normal(size=(6, 3)).astype(np.float32)
     single = _volume_model()
     mesh = DeviceMesh(shape, ("data", "model"))
     set_distribution(AutoShard(mesh, batch_dim_name="data") if plan == "autoshard"
@@ -269,7 +270,11 @@ def test_a_saved_file_loads_with_its_config_and_weights(tmp_path, ext):
     x = RNG.normal(size=(2, 6, 6, 5, 2)).astype(np.float32)
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-6, atol=1e-7)
-    assert [type(layer).__name__ for layer in loaded.layers] == [
+    # Loaded by the C++ reader (every class is the table's): the file's
+    # architecture names them.
+    import json  # noqa: PLC0415
+    entries = json.loads(loaded._keras_file.architecture)["config"]["layers"]
+    assert [e["class_name"] for e in entries if e["class_name"] != "InputLayer"] == [
         type(layer).__name__ for layer in model.layers]
 
 

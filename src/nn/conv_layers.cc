@@ -1,5 +1,7 @@
 #include "autoshard/nn/conv_layers.h"
 
+#include <algorithm>
+
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 
@@ -89,10 +91,11 @@ class ConvImpl : public LayerImpl {
              ") must divide filters (", filters, ")");
     AS_CHECK(o_.depth_multiplier_ >= 1, who, ": depth_multiplier must be at least 1, got ",
              o_.depth_multiplier_);
-    // Keras refuses strides above 1 together with a dilation above 1.
-    for (int i = 0; i < rank; ++i)
-      AS_CHECK(strides_[i] == 1 || dilations_[i] == 1, who,
-               ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
+    // Keras refuses any stride above 1 together with any dilation above 1
+    // (keras/src/layers/convolutional/base_conv.py, BaseConv.__init__).
+    AS_CHECK(*std::max_element(strides_.begin(), strides_.end()) == 1 ||
+                 *std::max_element(dilations_.begin(), dilations_.end()) == 1,
+             who, ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
     check_activation(o_.activation_);
   }
 

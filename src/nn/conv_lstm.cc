@@ -30,10 +30,9 @@ struct ConvLSTM2DImpl : LayerImpl {
     dilations_ = conv_lstm_pair(o_.dilation_rate_, who, "dilation_rate");
     AS_CHECK(o_.padding_ == "valid" || o_.padding_ == "same", who,
              ": padding must be 'valid' or 'same', got '", o_.padding_, "'");
-    // Keras's ConvLSTMCell refuses strides above 1 with a dilation above 1.
-    for (int i = 0; i < 2; ++i)
-      AS_CHECK(strides_[i] == 1 || dilations_[i] == 1, who,
-               ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
+    // Keras's ConvLSTMCell refuses any stride above 1 with any dilation above 1.
+    AS_CHECK(std::max(strides_[0], strides_[1]) == 1 || std::max(dilations_[0], dilations_[1]) == 1,
+             who, ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
     check_activation(o_.activation_);
     check_activation(o_.recurrent_activation_);
   }

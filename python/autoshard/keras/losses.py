@@ -94,11 +94,83 @@ def _reduction(kwargs):
 
 _ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error", "huber_loss": "huber"}
 
+# --- Keras's loss functions (keras/src/losses/losses.py): per example, over
+# the last axis, on arrays or traced tensors. Given to compile as they are,
+# each is the engine's loss of its name (the classes' defaults).
+
+_EPSILON = 1e-7  # keras.config.epsilon(): probabilities are clipped to [eps, 1 - eps]
+
+
+def mean_squared_error(y_true, y_pred):
+    from . import ops
+    return ops.mean(ops.square(ops.subtract(y_pred, y_true)), axis=-1)
+
+
+def mean_absolute_error(y_true, y_pred):
+    from . import ops
+    return ops.mean(ops.abs(ops.subtract(y_pred, y_true)), axis=-1)
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    from . import ops
+    if label_smoothing:
+        y_true = ops.add(ops.multiply(y_true, 1.0 - label_smoothing), 0.5 * label_smoothing)
+    if from_logits:  # softplus(x) - t x
+        values = ops.subtract(ops.softplus(y_pred), ops.multiply(y_true, y_pred))
+    else:
+        p = ops.clip(y_pred, _EPSILON, 1.0 - _EPSILON)
+        values = ops.multiply(-1.0, ops.add(ops.multiply(y_true, ops.log(p)), ops.multiply(
+            ops.subtract(1.0, y_true), ops.log(ops.subtract(1.0, p)))))
+    return ops.mean(values, axis=axis)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    from . import ops
+    if label_smoothing:
+        classes = y_pred.shape[axis]
+        y_true = ops.add(ops.multiply(y_true, 1.0 - label_smoothing),
+                         label_smoothing / classes)
+    if from_logits:
+        logp = ops.log_softmax(y_pred, axis=axis)
+    else:
+        p = ops.divide(y_pred, ops.sum(y_pred, axis=axis, keepdims=True))
+        logp = ops.log(ops.clip(p, _EPSILON, 1.0 - _EPSILON))
+    return ops.multiply(-1.0, ops.sum(ops.multiply(y_true, logp), axis=axis))
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1):
+    from . import ops
+    classes = y_pred.shape[axis]
+    return categorical_crossentropy(ops.one_hot(y_true, classes), y_pred, from_logits,
+                                    axis=axis)
+
+
+def huber(y_true, y_pred, delta=1.0):
+    from . import ops
+    error = ops.abs(ops.subtract(y_pred, y_true))
+    small = ops.minimum(error, delta)
+    return ops.mean(ops.add(ops.multiply(0.5, ops.square(small)),
+                            ops.multiply(delta, ops.subtract(error, small))), axis=-1)
+
+
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+
+_FUNCTIONS = {mean_squared_error: "mean_squared_error", mean_absolute_error: "mean_absolute_error",
+              binary_crossentropy: "binary_crossentropy",
+              categorical_crossentropy: "categorical_crossentropy",
+              sparse_categorical_crossentropy: "sparse_categorical_crossentropy",
+              huber: "huber"}
+
 
 def get(identifier):
     """A Loss from a Loss object or a Keras name ("sparse_categorical_crossentropy", "mse", ...)."""
     if isinstance(identifier, Loss):
         return identifier
+    if identifier in _FUNCTIONS:  # keras.losses.binary_crossentropy: the engine's, by name
+        loss = get(_FUNCTIONS[identifier])
+        loss.name = identifier.__name__
+        return loss
     if callable(identifier) and not isinstance(identifier, type):
         return LossFunctionWrapper(identifier)
     if isinstance(identifier, str):
