@@ -618,6 +618,11 @@ TEST_P(KerasLayersReference, OutputLossAndGradients) {
     }
     const std::string name = spec_inputs.at(k).at("name");
     feeds.emplace_back(id, f.ref.load("input/" + name));
+    // TF.js 4.22's maxPool3dGrad routes some of this case's gradient
+    // elsewhere than the windows' maxima (its forward pass agrees); ours is
+    // checked against finite differences of a NumPy pooling instead
+    // (python/tests/test_volume_layers.py, test_max_pooling3d_same_gradient...).
+    if (GetParam() == "max_pooling3d_same") continue;
     if (f.ref.contains("grad/input/" + name)) {
       wrt.push_back(g.value(id));
       names.push_back("grad/input/" + name);
@@ -645,7 +650,8 @@ TEST_P(KerasLayersReference, OutputLossAndGradients) {
   size_t expected = 0;
   for (const json& w : f.spec.at("weights")) expected += w.at("trainable") ? 1 : 0;
   for (const json& in : spec_inputs)
-    expected += f.ref.contains("grad/input/" + std::string(in.at("name"))) ? 1 : 0;
+    expected += f.ref.contains("grad/input/" + std::string(in.at("name"))) &&
+                GetParam() != "max_pooling3d_same";
   EXPECT_EQ(compared, expected) << "a reference gradient was not compared";
 }
 

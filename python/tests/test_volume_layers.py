@@ -303,3 +303,45 @@ def test_unsupported_options_are_one_line_errors_naming_layer_and_option():
     with pytest.raises(ValueError, match="Conv3D.*needs \\[batch, depth, rows, cols, channels\\]"):
         _model(layers.Conv3D(2, 2), (4, 4, 3)).predict(np.zeros((1, 4, 4, 3), np.float32),
                                                        verbose=0)
+
+
+def test_max_pooling3d_same_gradient_equals_finite_differences_of_numpy():
+    """MaxPooling3D with 'same' padding (the TF.js fixture's shape, whose
+    TF.js input gradient disagrees): a 1x1x1 Conv3D before it, so the
+    kernel's gradient sums the pooling's input gradient; one SGD step of
+    rate 1 against central differences of a NumPy pooling (padding -inf)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 6, 7, 2)).astype(np.float32)
+    y = rng.normal(size=(2, 3, 3, 7, 2)).astype(np.float32)
+
+    def pooled(h):  # depth window 2 stride 2, rows 3 stride 2, cols 2 stride 1
+        hp = np.pad(h, ((0, 0), (0, 1), (0, 1), (0, 1), (0, 0)), constant_values=-np.inf)
+        out = np.zeros((2, 3, 3, 7, 2))
+        for d in range(3):
+            for r in range(3):
+                for c in range(7):
+                    out[:, d, r, c] = hp[:, 2 * d:2 * d + 2, 2 * r:2 * r + 3,
+                                         c:c + 2].max(axis=(1, 2, 3))
+        return out
+
+    model = keras.Sequential([
+        keras.Input((5, 6, 7, 2)), layers.Conv3D(2, 1, use_bias=False),
+        layers.MaxPooling3D((2, 3, 2), strides=(2, 2, 1), padding="same")])
+    model.compile(keras.optimizers.SGD(1.0), "mse")
+    w0 = rng.normal(size=(1, 1, 1, 2, 2)).astype(np.float32)
+    model.set_weights([w0])
+    np.testing.assert_allclose(model.predict(x, verbose=0), pooled(x @ w0[0, 0, 0]),
+                               rtol=1e-5, atol=1e-6)
+    model.train_on_batch(x, y)
+    moved = w0 - model.get_weights()[0]
+
+    def loss(w):
+        return ((pooled(x.astype(np.float64) @ w[0, 0, 0]) - y) ** 2).mean()
+
+    want = np.zeros(w0.shape)
+    for i in np.ndindex(w0.shape):
+        up, down = w0.astype(np.float64), w0.astype(np.float64)
+        up[i] += 1e-5
+        down[i] -= 1e-5
+        want[i] = (loss(up) - loss(down)) / 2e-5
+    np.testing.assert_allclose(moved, want, rtol=1e-4, atol=1e-6)
