@@ -10,6 +10,7 @@
 // values live at the peak, largest first, and the parts the prediction
 // reports (weights, optimizer state, inputs, planned buffers).
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <map>
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
   int64_t batch = 1536, seq = 2048;
   bool recompute = false, bf16 = false;
   double limit = 0, budget = 0;
-  int top = 12;
+  int top = 12, devices = 0;
   std::vector<std::string> meshes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -172,6 +173,8 @@ int main(int argc, char** argv) {
       limit = std::stod(next());
     else if (a == "--budget")  // bytes per device (default: the cluster's)
       budget = std::stod(next());
+    else if (a == "--devices")  // also: AutoShard's mesh search, one line per shape
+      devices = std::stoi(next());
     else if (a == "--top")
       top = std::stoi(next());
     else {
@@ -193,8 +196,11 @@ int main(int argc, char** argv) {
     so.memory_per_device = budget;
     for (int id : g.inputs()) so.fixed[id] = DataParallel(mesh).input_layout(g.node(id).shape);
     const StrategyProblem sp = build_strategy_problem(g, mesh, cluster, so);
-    const Screening screened = screen_problem(sp.problem, 0);
-    std::printf("%s: screened: %s\n", spec.c_str(),
+    const auto start = std::chrono::steady_clock::now();
+    const Screening screened = screen_problem(sp.problem, 0, 0);  // one round, as MeshSearch
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%s: screened in %.2f s: %s\n", spec.c_str(), took,
                 screened.verdict == Screening::Verdict::kFits       ? "fits"
                 : screened.verdict == Screening::Verdict::kNoneFits ? "none fits (proven)"
                                                                     : "none found");
@@ -211,6 +217,16 @@ int main(int argc, char** argv) {
     const StepPrediction pred = predict(part, cluster, {bf16});
     program_peak(part, pred, bf16, top);
     std::fflush(stdout);
+  }
+  if (devices > 0) {
+    std::vector<std::string> why;
+    const auto planned = AutoShard::plan_for_devices(
+        g, devices, "data",
+        {.cluster = cluster_name, .bf16 = bf16, .memory_per_device = budget, .time_limit_s = limit},
+        &why);
+    for (const std::string& line : why) std::printf("%s\n", line.c_str());
+    std::printf("chosen: %s, %.4f s\n", planned->mesh().to_string().c_str(),
+                planned->predicted_step_s());
   }
   return 0;
 }
