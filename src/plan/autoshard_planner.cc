@@ -286,11 +286,10 @@ namespace {
 // plan_for_devices' search over mesh shapes. Screening: each shape's problem
 // gets one round of the solver (its first answer is usually within a percent
 // of its last; one round does not depend on the clock, so the screen is
-// deterministic), the shapes spread over the cores; where that fits nothing
-// on any shape, a longer search limited in work for the shapes it found
-// nothing for (screen.h). A shape is dropped only on a proof that nothing
-// fits; one whose search found nothing is still planned in full when no
-// screened shape fits.
+// deterministic), and a longer search limited in work when that finds
+// nothing (screen.h), the shapes spread over the cores. A shape is dropped
+// only on a proof that nothing fits; one whose search found nothing is still
+// planned in full when no screened shape fits.
 //
 // It sees AutoShard through two calls that plan_for_devices hands it: posing
 // the step on a mesh, and preparing a plan from a posed problem.
@@ -320,8 +319,6 @@ struct MeshSearch {
   std::vector<Screened> screened;  // per shape
 
   void screen(const std::vector<DeviceMesh>& more);
-  void record(size_t k, const Screening& r, StrategyProblem sp);
-  void search_harder();
   std::vector<size_t> best_screened(size_t count) const;
   void screen_two_axes(int devices);
   void screen_third_axis();
@@ -337,47 +334,22 @@ void MeshSearch::screen(const std::vector<DeviceMesh>& more) {
     for (int64_t k = int64_t(first) + begin; k < int64_t(first) + end; ++k) {
       try {
         StrategyProblem sp = pose(shapes[k]);
-        // The longer search only where no shape fits (search_harder).
-        const Screening r = screen_problem(sp.problem, options.seed, 0);
-        record(k, r, std::move(sp));
+        const Screening r = screen_problem(sp.problem, options.seed);
+        if (r.verdict == Screening::Verdict::kFits) {
+          screened[k].problem = std::move(sp);
+          screened[k].cost = r.cost;
+          screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
+        } else if (r.verdict == Screening::Verdict::kNoneFits) {
+          screened[k].proven_none = true;
+          screened[k].line = "nothing fits (proven: " + r.why + ")";
+        } else {
+          screened[k].problem = std::move(sp);  // a candidate still
+          screened[k].line = "not screened: " + r.why;
+        }
       } catch (const Error& e) {
         screened[k].line = e.what();
         screened[k].proven_none = true;  // the shape itself is refused
       }
-    }
-  });
-}
-
-void MeshSearch::record(size_t k, const Screening& r, StrategyProblem sp) {
-  if (r.verdict == Screening::Verdict::kFits) {
-    screened[k].problem = std::move(sp);
-    screened[k].cost = r.cost;
-    screened[k].line = "screened at " + milliseconds(int64_t(r.cost)) + " per step";
-  } else if (r.verdict == Screening::Verdict::kNoneFits) {
-    screened[k].problem.reset();
-    screened[k].proven_none = true;
-    screened[k].line = "nothing fits (proven: " + r.why + ")";
-  } else {
-    screened[k].problem = std::move(sp);  // a candidate still
-    screened[k].line = "not screened: " + r.why;
-  }
-}
-
-// When one round fits nothing anywhere, the shapes it found nothing for get
-// the screen's longer search (screen.h). Where a shape fits, they stay
-// candidates, planned after every screened one (their search, CBC's, takes
-// seconds on a large step: GPT-3 175B on data=1024 took a minute).
-void MeshSearch::search_harder() {
-  if (!best_screened(1).empty()) return;
-  std::vector<size_t> open;
-  for (size_t k = 0; k < shapes.size(); ++k)
-    if (!screened[k].cost && screened[k].problem) open.push_back(k);
-  parallel_for(int64_t(open.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const size_t k = open[size_t(i)];
-      StrategyProblem sp = std::move(*screened[k].problem);
-      const Screening r = screen_problem(sp.problem, options.seed);
-      record(k, r, std::move(sp));
     }
   });
 }
@@ -540,7 +512,6 @@ std::shared_ptr<AutoShard> AutoShard::plan_for_devices(const Graph& g, int devic
   MeshSearch search{pose, prepare, batch_dim_name, options, {}, {}};
   search.screen_two_axes(devices);
   search.screen_third_axis();
-  search.search_harder();
   std::shared_ptr<AutoShard> best = search.plan_finalists(devices);
   if (why)
     for (size_t k = 0; k < search.shapes.size(); ++k)

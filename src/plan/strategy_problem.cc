@@ -166,7 +166,6 @@ class Builder {
     strategies();
     rep_ = tied_representatives(g_, count_);
     usages();
-    copies();
     add_nodes();
     add_edges();
     sp_.problem.usage_limit = memory_limit();
@@ -260,40 +259,6 @@ class Builder {
       if (rep_[i] != i) usage_[i] = usage_[rep_[i]];
   }
 
-  // Per representative op, per strategy: device 0's bytes of its inputs in
-  // the layouts the op reads them in. Each is a new value wherever the
-  // input's own layout differs (a weight gathered for its product, an
-  // activation gathered or moved to another split), which depends on the
-  // producer's strategy too: counted from above, as if every input were
-  // converted, except inputs whose layout is fixed and already the one read
-  // and the state an update writes in place (an update in another layout
-  // than its state's pays a conversion and a write-back: it runs in the
-  // state's own). Views run no kernel and read their input where it is.
-  void copies() {
-    copy_.assign(n_, {});
-    for (int i = 0; i < n_; ++i) {
-      const Node& node = g_.node(i);
-      if (rep_[i] != i || node.is_leaf() || op_def(node.op).aliases_input) continue;
-      const unsigned mutates = op_def(node.op).mutates;
-      std::vector<int64_t> bytes;
-      bool any = false;
-      for (const ShardDecision& d : *choices_[i]) {
-        int64_t b = 0;
-        for (size_t k = 0; k < node.inputs.size(); ++k) {
-          if (mutates >> k & 1) continue;  // a state updated in place (write-backs are priced)
-          const Node& in = g_.node(node.inputs[k]);
-          if (auto f = o_.fixed.find(node.inputs[k]); f != o_.fixed.end() && f->second == d.inputs[k])
-            continue;
-          const double element = in.dtype != DType::F32 ? double(dtype_size(in.dtype)) : o_.bf16 ? 2 : 4;
-          b += int64_t(double(numel(d.inputs[k].local_shape(in.shape, mesh_, 0))) * element);
-        }
-        bytes.push_back(b);
-        any = any || b > 0;
-      }
-      if (any) copy_[i] = std::move(bytes);
-    }
-  }
-
   // The op's compute time under each of its strategies.
   std::vector<int64_t> node_costs(int i) {
     const Node& node = g_.node(i);
@@ -363,27 +328,10 @@ class Builder {
       for (int64_t& cost : pn.cost) cost *= int64_t(m.size());
       if (m.size() == 1) {
         pn.lo = lo_[m[0]], pn.hi = hi_[m[0]], pn.usage = usage_[m[0]];
-      } else {
-        add_pieces(int(q));
+        continue;
       }
-      add_copies(int(q));
+      add_pieces(int(q));
     }
-  }
-
-  // The copies an op's conversions make live while it runs (the partitioner
-  // converts an input just before its reader): on a node of their own over
-  // the op's own time step. A tied class's ops run one after the other over
-  // a pass, while the memory held around them rises (the forward pass) or
-  // falls (the backward pass): its copies are counted at its first and its
-  // last member, where the rest of the step holds the most.
-  void add_copies(int q) {
-    const std::vector<int>& m = sp_.members[q];
-    const std::vector<int64_t>& bytes = copy_[rep_[m[0]]];
-    if (bytes.empty()) return;
-    const auto [first, last] = std::minmax_element(m.begin(), m.end());
-    const int64_t early = *first, late = *last;  // (add_shadow grows sp_.members)
-    add_shadow(q, early, early + 1, bytes);
-    if (late != early) add_shadow(q, late, late + 1, bytes);
   }
 
   // A tied class holds count(t) values at time t (a layer's saved
@@ -429,24 +377,16 @@ class Builder {
         p.nodes[q].usage = std::move(usage);
         continue;
       }
-      add_shadow(q, pieces[k].lo, pieces[k].hi, std::move(usage));
+      const int shadow = static_cast<int>(p.nodes.size());
+      p.nodes.push_back(
+          {pieces[k].lo, pieces[k].hi, std::vector<int64_t>(width, 0), std::move(usage)});
+      sp_.members.push_back({});
+      sp_.leaf.push_back(sp_.leaf[q]);
+      sp_.choices.push_back(sp_.choices[q]);
+      std::vector<int64_t> same(width * width, kForbiddenCost);
+      for (size_t s = 0; s < width; ++s) same[s * width + s] = 0;
+      p.edges.push_back({q, shadow, std::move(same)});
     }
-  }
-
-  // Memory of problem node q's strategy over [lo, hi) on a node of its own,
-  // tied to q one-to-one (no cost, the same strategy; the solver merges it
-  // back into q's decision).
-  void add_shadow(int q, int64_t lo, int64_t hi, std::vector<int64_t> usage) {
-    ShardingProblem& p = sp_.problem;
-    const size_t width = usage.size();
-    const int shadow = static_cast<int>(p.nodes.size());
-    p.nodes.push_back({lo, hi, std::vector<int64_t>(width, 0), std::move(usage)});
-    sp_.members.push_back({});
-    sp_.leaf.push_back(sp_.leaf[q]);
-    sp_.choices.push_back(sp_.choices[q]);
-    std::vector<int64_t> same(width * width, kForbiddenCost);
-    for (size_t s = 0; s < width; ++s) same[s * width + s] = 0;
-    p.edges.push_back({q, shadow, std::move(same)});
   }
 
   // Producer -> consumer conversions, priced once per tied class of edge
@@ -629,7 +569,6 @@ class Builder {
   std::vector<std::shared_ptr<const std::vector<ShardDecision>>> choices_;
   std::vector<int> count_, rep_, index_;     // strategies, representative, problem node
   std::vector<std::vector<int64_t>> usage_;  // per graph node, per strategy
-  std::vector<std::vector<int64_t>> copy_;   // per representative op, per strategy (copies())
   std::map<std::pair<int, int>, size_t> edge_of_;
   std::map<int, int> stage_value_;  // staging node -> the representative value it converts
   std::vector<Shape> local_inputs_;
