@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "autoshard/ir/graph.h"
 #include "autoshard/models/language_model.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
@@ -27,7 +28,6 @@
 #include "autoshard/runtime/executor.h"
 #include "autoshard/solver/screen.h"
 #include "autoshard/solver/solver.h"
-#include "ir/op_def.h"
 
 using namespace autoshard;
 
