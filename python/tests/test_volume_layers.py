@@ -9,7 +9,7 @@ against finite differences of that NumPy; trained sharded (model=2,
 data=2, data=2,model=2) as on one device; saved and loaded. TensorFlow.js's
 own Conv3D/MaxPooling3D/AveragePooling3D are checked in C++
 (tests/keras_layers_reference_test.cc, keras_files_test.cc; fixtures
-conv3d_*, max_pooling3d_same, average_pooling3d_valid, volume_cnn)."""
+conv3d_*, max_pooling3d_overlapping, average_pooling3d_valid, volume_cnn)."""
 
 import json
 import zipfile
@@ -125,6 +125,54 @@ def test_pooling3d_equals_numpy_loops(cls, args, reduce):
     want = pool3d_reference(x, pool, strides, args.get("padding", "valid"), reduce)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def pool3d_input_gradient(z, dy, pool, strides, padding, is_max):
+    """The gradient of the pooling of z given its output's dy: each window's
+    dy to its maximum (the first in row-major order) or spread evenly over
+    its positions inside z."""
+    b, *extents, c = z.shape
+    geometry = _padding(extents, pool, strides, (1, 1, 1), padding)
+    dz = np.zeros(z.shape)
+    for pos in np.ndindex(*dy.shape[1:4]):
+        box = tuple(slice(max(0, p * s - lo), min(n, p * s - lo + k)) for p, s, k, n, (_, lo)
+                    in zip(pos, strides, pool, extents, geometry))
+        for i, ch in np.ndindex(b, c):
+            window = z[(i, *box, ch)]
+            g = dy[(i, *pos, ch)]
+            if is_max:
+                at = np.unravel_index(np.argmax(window), window.shape)
+                dz[(i, *[bx.start + a for bx, a in zip(box, at)], ch)] += g
+            else:
+                dz[(i, *box, ch)] += g / window.size
+    return dz
+
+
+@pytest.mark.parametrize("cls,args,reduce", POOLS, ids=[str(i) for i in range(len(POOLS))])
+def test_pooling3d_gradients_equal_numpy(cls, args, reduce):
+    """A 1x1x1 Conv3D before the pooling: one SGD step of rate 1 moves its
+    kernel by x^T dz, dz the pooling's input gradient computed in NumPy.
+    (TensorFlow.js 4.22's own MaxPooling3D 'same' gradient loses part of
+    dy, as its AveragePooling 'same' one does, docs/layers.md; the TF.js
+    fixtures use 'valid' windows.)"""
+    model = keras.Sequential([keras.Input((5, 6, 7, 3)), layers.Conv3D(4, 1, use_bias=False),
+                              cls(**args)])
+    model.compile(keras.optimizers.SGD(learning_rate=1.0), "mse")
+    kernel = RNG.normal(size=(1, 1, 1, 3, 4)).astype(np.float32)
+    model.set_weights([kernel])
+    x = RNG.normal(size=(2, 5, 6, 7, 3)).astype(np.float32)
+    pool = np.broadcast_to(args.get("pool_size", 2), 3)
+    strides = np.broadcast_to(args.get("strides", pool), 3)
+    padding = args.get("padding", "valid")
+    z = x.astype(np.float64) @ kernel[0, 0, 0].astype(np.float64)
+    out = pool3d_reference(z, pool, strides, padding, reduce)
+    y = RNG.normal(size=out.shape).astype(np.float32)
+    dz = pool3d_input_gradient(z, 2 * (out - y) / y.size, pool, strides, padding,
+                               reduce is np.max)
+    want = np.einsum("bdhwi,bdhwo->io", x.astype(np.float64), dz)
+    model.train_on_batch(x, y)
+    np.testing.assert_allclose(kernel[0, 0, 0] - model.get_weights()[0][0, 0, 0], want,
+                               rtol=1e-4, atol=1e-6)
 
 
 def test_global_pooling_and_reshaping_layers_equal_numpy():
