@@ -98,7 +98,6 @@ const std::set<std::string> kLayersOnEveryMesh = {
     "two_outputs",
     "lstm_language_model",
     "conv3d_stride2_same",
-    "max_pooling3d_overlapping",
     "volume_cnn",
 };
 const char* const kLayerMeshes[] = {"model=3", "model=4", "data=2,model=2"};

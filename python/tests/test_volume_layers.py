@@ -9,7 +9,7 @@ against finite differences of that NumPy; trained sharded (model=2,
 data=2, data=2,model=2) as on one device; saved and loaded. TensorFlow.js's
 own Conv3D/MaxPooling3D/AveragePooling3D are checked in C++
 (tests/keras_layers_reference_test.cc, keras_files_test.cc; fixtures
-conv3d_*, max_pooling3d_overlapping, average_pooling3d_valid, volume_cnn)."""
+conv3d_*, average_pooling3d_valid, volume_cnn)."""
 
 import json
 import zipfile
@@ -152,9 +152,9 @@ def pool3d_input_gradient(z, dy, pool, strides, padding, is_max):
 def test_pooling3d_gradients_equal_numpy(cls, args, reduce):
     """A 1x1x1 Conv3D before the pooling: one SGD step of rate 1 moves its
     kernel by x^T dz, dz the pooling's input gradient computed in NumPy.
-    (TensorFlow.js 4.22's own MaxPooling3D 'same' gradient loses part of
-    dy, as its AveragePooling 'same' one does, docs/layers.md; the TF.js
-    fixtures use 'valid' windows.)"""
+    (TensorFlow.js 4.22's own MaxPooling3D gradient loses part of dy unless
+    its windows tile the input, docs/layers.md: its fixture is volume_cnn's
+    2x2x2 pooling of 6x6x6.)"""
     model = keras.Sequential([keras.Input((5, 6, 7, 3)), layers.Conv3D(4, 1, use_bias=False),
                               cls(**args)])
     model.compile(keras.optimizers.SGD(learning_rate=1.0), "mse")
