@@ -138,8 +138,8 @@ bool has_batch_normalization(const json& spec) {
 bool convolves_images(const json& spec) {
   const json& in = spec.at("inputs").at(0);
   const size_t rank = in.at("shape").size();
-  return in.at("dtype") == "float32" && ((rank == 3 && has_layer(spec, "Conv2D")) ||
-                                         (rank == 4 && has_layer(spec, "Conv3D")));
+  return in.at("dtype") == "float32" &&
+         ((rank == 3 && has_layer(spec, "Conv2D")) || (rank == 4 && has_layer(spec, "Conv3D")));
 }
 
 // Why a fixture cannot be built ("" when it can).
