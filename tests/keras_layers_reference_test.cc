@@ -98,7 +98,6 @@ const std::set<std::string> kLayersOnEveryMesh = {
     "two_outputs",
     "lstm_language_model",
     "conv3d_stride2_same",
-    "max_pooling3d_same",
     "volume_cnn",
 };
 const char* const kLayerMeshes[] = {"model=3", "model=4", "data=2,model=2"};
@@ -139,8 +138,8 @@ bool has_batch_normalization(const json& spec) {
 bool convolves_images(const json& spec) {
   const json& in = spec.at("inputs").at(0);
   const size_t rank = in.at("shape").size();
-  return in.at("dtype") == "float32" && ((rank == 3 && has_layer(spec, "Conv2D")) ||
-                                         (rank == 4 && has_layer(spec, "Conv3D")));
+  return in.at("dtype") == "float32" &&
+         ((rank == 3 && has_layer(spec, "Conv2D")) || (rank == 4 && has_layer(spec, "Conv3D")));
 }
 
 // Why a fixture cannot be built ("" when it can).
@@ -618,11 +617,6 @@ TEST_P(KerasLayersReference, OutputLossAndGradients) {
     }
     const std::string name = spec_inputs.at(k).at("name");
     feeds.emplace_back(id, f.ref.load("input/" + name));
-    // TF.js 4.22's maxPool3dGrad routes some of this case's gradient
-    // elsewhere than the windows' maxima (its forward pass agrees); ours is
-    // checked against finite differences of a NumPy pooling instead
-    // (python/tests/test_volume_layers.py, test_max_pooling3d_same_gradient...).
-    if (GetParam() == "max_pooling3d_same") continue;
     if (f.ref.contains("grad/input/" + name)) {
       wrt.push_back(g.value(id));
       names.push_back("grad/input/" + name);
@@ -650,8 +644,7 @@ TEST_P(KerasLayersReference, OutputLossAndGradients) {
   size_t expected = 0;
   for (const json& w : f.spec.at("weights")) expected += w.at("trainable") ? 1 : 0;
   for (const json& in : spec_inputs)
-    expected += f.ref.contains("grad/input/" + std::string(in.at("name"))) &&
-                GetParam() != "max_pooling3d_same";
+    expected += f.ref.contains("grad/input/" + std::string(in.at("name"))) ? 1 : 0;
   EXPECT_EQ(compared, expected) << "a reference gradient was not compared";
 }
 

@@ -43,8 +43,8 @@ Value pool3d_by_planes(Value x, const PoolAttrs& a) {
                         {a.pad_hi[1], a.pad_hi[2]}};
   Value p = ops::pool(ops::reshape(x, {b * d, x.dim(2), x.dim(3), c}), plane);
   const int64_t rows = p.dim(1), cols = p.dim(2);
-  const PoolAttrs depth{a.max, {a.window[0], 1}, {a.strides[0], 1}, {a.pad_lo[0], 0},
-                        {a.pad_hi[0], 0}};
+  const PoolAttrs depth{
+      a.max, {a.window[0], 1}, {a.strides[0], 1}, {a.pad_lo[0], 0}, {a.pad_hi[0], 0}};
   Value q = ops::pool(ops::reshape(p, {b, d, rows * cols, c}), depth);
   return ops::reshape(q, {b, q.dim(1), rows, cols, c});
 }
@@ -114,11 +114,11 @@ class GlobalPoolImpl : public LayerImpl {
     Value y;
     if (max_) {
       // 3-D: depth and rows as one dim of the 2-D op's window.
-      Value flat = rank_ == 3 ? ops::reshape(x, {x.dim(0), x.dim(1) * x.dim(2), x.dim(3), x.dim(4)})
-                              : x;
+      Value flat =
+          rank_ == 3 ? ops::reshape(x, {x.dim(0), x.dim(1) * x.dim(2), x.dim(3), x.dim(4)}) : x;
       const int flat_rank = rank_ == 3 ? 2 : rank_;
-      PoolAttrs a{true, {}, {}, std::vector<int64_t>(flat_rank, 0),
-                  std::vector<int64_t>(flat_rank, 0)};
+      PoolAttrs a{
+          true, {}, {}, std::vector<int64_t>(flat_rank, 0), std::vector<int64_t>(flat_rank, 0)};
       for (int i = 0; i < flat_rank; ++i)
         a.window.push_back(flat.dim(1 + i)), a.strides.push_back(1);
       y = ops::pool(flat, a);

@@ -38,8 +38,8 @@ std::vector<int64_t> keras_pad_amounts(LayerConfig& f, const char* key, const js
   } else if (v.is_array() && v.size() == rank) {
     for (const json& e : v) amounts.push_back(whole(e));
   } else {
-    f.bad(key, v, "is not an int, " + std::to_string(rank) + " ints or " + std::to_string(rank) +
-                      " pairs");
+    f.bad(key, v,
+          "is not an int, " + std::to_string(rank) + " ints or " + std::to_string(rank) + " pairs");
   }
   return amounts;
 }
