@@ -33,7 +33,9 @@ using namespace autoshard;
 
 namespace {
 
-double gb(double bytes) { return bytes / 1e9; }
+double gb(double bytes) {
+  return bytes / 1e9;
+}
 
 // The problem's values at its peak, largest first.
 void problem_peak(const Graph& g, const StrategyProblem& sp, const std::vector<int>& strategy,
@@ -63,13 +65,15 @@ void problem_peak(const Graph& g, const StrategyProblem& sp, const std::vector<i
     std::string what = "?";
     if (c >= 0) {
       const Node& node = g.node(sp.members[c].front());
-      if (int(q) != c && n.hi - n.lo == 1) what = "copies read by ";
-      else what.clear();
-      what += node.is_leaf() ? (node.is_input()            ? "input"
-                               : node.leaf().is_slot()    ? "optimizer state"
-                                                          : "weight")
-                            : std::string(op_name(node.op)) + shape_str(node.shape) +
-                                  (node.region >= 0 ? " fwd" : " bwd/other");
+      if (int(q) != c && n.hi - n.lo == 1)
+        what = "copies read by ";
+      else
+        what.clear();
+      what += node.is_leaf() ? (node.is_input()         ? "input"
+                                : node.leaf().is_slot() ? "optimizer state"
+                                                        : "weight")
+                             : std::string(op_name(node.op)) + shape_str(node.shape) +
+                                   (node.region >= 0 ? " fwd" : " bwd/other");
     }
     by[what] += n.usage[strategy[q]];
   }
@@ -122,7 +126,7 @@ void program_peak(const Partition& part, const StepPrediction& pred, bool bf16, 
         src = g.node(src).inputs[0];
       const Node* of = src >= 0 ? &g.node(src) : nullptr;
       what = "conversion " + std::string(op_name(n.op)) + shape_str(n.shape) + " of " +
-             (!of ? "?"
+             (!of             ? "?"
               : of->is_leaf() ? (of->is_input() ? "an input" : "a weight or slot")
                               : std::string(op_name(of->op)) + shape_str(of->shape));
     } else {
@@ -208,9 +212,8 @@ int main(int argc, char** argv) {
     o.deterministic = true;
     o.time_limit_s = limit > 0 ? limit : std::max(0.25, double(sp.problem.nodes.size()) / 2000);
     const SolveResult r = solve(sp.problem, o);
-    std::printf("%s: %zu problem nodes, limit %.2f GB, %s\n", spec.c_str(),
-                sp.problem.nodes.size(), gb(double(*sp.problem.usage_limit)),
-                r.feasible ? "solved" : r.why.c_str());
+    std::printf("%s: %zu problem nodes, limit %.2f GB, %s\n", spec.c_str(), sp.problem.nodes.size(),
+                gb(double(*sp.problem.usage_limit)), r.feasible ? "solved" : r.why.c_str());
     if (!r.feasible) continue;
     problem_peak(g, sp, r.strategy, top);
     const Partition part = partition(g, mesh, sp.request(r.strategy), {}, {0});

@@ -244,9 +244,8 @@ void bind_plan(py::module_& m) {
         AS_CHECK(p.input_names.size() == 1 && p.model->output_names().size() == 1,
                  "plan: models of one input and one output only (this one has ",
                  p.input_names.size(), " and ", p.model->output_names().size(), ")");
-        PlanRequest r =
-            request(mesh, devices, batch_dim_name, cluster, bf16, memory_per_device, plan_time,
-                    deterministic);
+        PlanRequest r = request(mesh, devices, batch_dim_name, cluster, bf16, memory_per_device,
+                                plan_time, deterministic);
         py::gil_scoped_release release;
         const Step s = keras_step(*p.model, batch, sparse_targets);
         r.predict.tokens = double(batch);

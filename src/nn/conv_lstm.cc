@@ -22,7 +22,9 @@ std::vector<int64_t> conv_lstm_pair(std::vector<int64_t> v, const std::string& w
 
 struct ConvLSTM2DImpl : LayerImpl {
   ConvLSTM2DImpl(int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
-      : LayerImpl(layer_name_or_default(o.name_, "conv_lstm2d")), filters_(filters), o_(std::move(o)) {
+      : LayerImpl(layer_name_or_default(o.name_, "conv_lstm2d")),
+        filters_(filters),
+        o_(std::move(o)) {
     const std::string who = "ConvLSTM2D " + name();
     AS_CHECK(filters > 0, who, ": filters must be positive, got ", filters);
     kernel_ = conv_lstm_pair(std::move(kernel), who, "kernel_size");
@@ -55,8 +57,8 @@ struct ConvLSTM2DImpl : LayerImpl {
              ": masked inputs are not supported (no Masking or mask_zero before it)");
     const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(4), F = filters_;
     Value kernel = t.weight("kernel", {kernel_[0], kernel_[1], C, 4 * F}, o_.kernel_initializer_);
-    Value recurrent = t.weight("recurrent_kernel", {kernel_[0], kernel_[1], F, 4 * F},
-                               o_.recurrent_initializer_);
+    Value recurrent =
+        t.weight("recurrent_kernel", {kernel_[0], kernel_[1], F, 4 * F}, o_.recurrent_initializer_);
     // Every step's input transform in one convolution: [B T, rows', cols', 4F].
     Value xp = ops::conv(ops::reshape(x, {B * T, x.dim(2), x.dim(3), C}), kernel,
                          input_attrs(x.dim(2), x.dim(3), who));
@@ -69,8 +71,8 @@ struct ConvLSTM2DImpl : LayerImpl {
     const int64_t H = xp.dim(1), W = xp.dim(2), N = B * H * W;
     // Time-major steps [B, H, W, 4F].
     std::vector<Value> steps;
-    sequence::split_rows(
-        ops::transpose(ops::reshape(xp, {B, T, H, W, 4 * F}), {1, 0, 2, 3, 4}), steps);
+    sequence::split_rows(ops::transpose(ops::reshape(xp, {B, T, H, W, 4 * F}), {1, 0, 2, 3, 4}),
+                         steps);
     Value h = ops::constant(t.graph(), {B, H, W, F}, 0.0);
     Value c = ops::constant(t.graph(), {B, H, W, F}, 0.0);
     std::vector<Value> outputs;
@@ -90,14 +92,15 @@ struct ConvLSTM2DImpl : LayerImpl {
         c = apply_activation(gate(1), o_.recurrent_activation_) * c +
             apply_activation(gate(0), o_.recurrent_activation_) *
                 apply_activation(gate(2), o_.activation_);
-        h = apply_activation(gate(3), o_.recurrent_activation_) * apply_activation(c, o_.activation_);
+        h = apply_activation(gate(3), o_.recurrent_activation_) *
+            apply_activation(c, o_.activation_);
       }
       outputs.push_back(h);
     }
     std::vector<Value> result;
     if (o_.return_sequences_)
-      result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()),
-                                      {1, 0, 2, 3, 4}));
+      result.push_back(
+          ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), {1, 0, 2, 3, 4}));
     else
       result.push_back(h);
     if (o_.return_state_) result.insert(result.end(), {h, c});
@@ -146,6 +149,7 @@ struct ConvLSTM2DImpl : LayerImpl {
 }  // namespace
 
 ConvLSTM2D::ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTM2DImpl>(filters, std::move(kernel_size), std::move(options))) {}
+    : Layer(std::make_shared<ConvLSTM2DImpl>(filters, std::move(kernel_size), std::move(options))) {
+}
 
 }  // namespace autoshard

@@ -97,7 +97,7 @@ class BatchNormImpl : public LayerImpl {
     const Value m = ops::reshape(mask, with_channel);  // [batch, time, 1]
     const Value weighted = m * x;
     const Value kept = ops::reduce_sum(m, reduce) + scalar(t.graph(), 1e-7);  // [1]
-    const Value mean = ops::reduce_sum(weighted, reduce) / kept;               // [channels]
+    const Value mean = ops::reduce_sum(weighted, reduce) / kept;              // [channels]
     Shape keep(x.rank(), 1);
     keep[axis] = x.dim(static_cast<int>(axis));
     const Value d = weighted - ops::reshape(mean, keep);

@@ -122,7 +122,9 @@ struct RecurrentLayer::Impl : LayerImpl {
                                       std::vector<Value>& states) const;
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
   // Gate k's columns [k U, (k + 1) U) of z [B, G U].
-  Value gate(Value z, int k, int n = 1) const { return sequence::slice(z, 1, k * c.units, n * c.units); }
+  Value gate(Value z, int k, int n = 1) const {
+    return sequence::slice(z, 1, k * c.units, n * c.units);
+  }
   Value act(Value x) const { return apply_activation(x, c.activation); }
   Value recurrent_act(Value x) const { return apply_activation(x, c.recurrent_activation); }
   uint64_t mask_key(Trace& t, const char* what) const {

@@ -341,8 +341,7 @@ void read_counters(KerasModel& k, const FileWeights& files, const std::string& r
     } else if (files.dialect == Dialect::Keras2) {
       if (!legacy.count(c.name.layer))
         for (const std::string& name : keras2_names(*files.h5, root, c.name.layer))
-          if (names_a_counter(name, k.counters, c.name.layer))
-            legacy[c.name.layer].push_back(name);
+          if (names_a_counter(name, k.counters, c.name.layer)) legacy[c.name.layer].push_back(name);
       std::vector<std::string>& names = legacy[c.name.layer];
       if (names.empty()) continue;
       if (files.h5->is_dataset(names.front())) c.value = files.h5->read_int(names.front());

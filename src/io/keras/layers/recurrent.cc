@@ -174,8 +174,7 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
   o.use_bias(f.boolean("use_bias", true));
   o.unit_forget_bias(f.boolean("unit_forget_bias", true));
   o.kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()));
-  o.recurrent_initializer(
-      f.initializer_or("recurrent_initializer", Initializer::orthogonal()));
+  o.recurrent_initializer(f.initializer_or("recurrent_initializer", Initializer::orthogonal()));
   o.bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
   for (const char* k : {"dropout", "recurrent_dropout"}) {
     const double rate = f.number(k, 0);
