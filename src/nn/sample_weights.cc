@@ -195,9 +195,8 @@ Metric without_weights(Metric m, bool class_ids) {
 }
 
 Metric sample_weighted(Metric m, bool class_ids) {
-  auto inner = m.accumulate;
-  const Metric plain = m;
-  m.accumulate = [inner, plain, class_ids](const Tensor& p, const Tensor& packed) {
+  const Metric plain = m;  // the metric on its own targets, which this one unpacks
+  m.accumulate = [plain, class_ids](const Tensor& p, const Tensor& packed) {
     const Unpacked u = unpack(packed, class_ids);
     const int64_t examples = p.shape().at(0);
     if (int64_t(u.weights.size()) != examples) {
@@ -214,7 +213,7 @@ Metric sample_weighted(Metric m, bool class_ids) {
     }
     Metric::Sums total;
     for (int64_t r = 0; r < examples; ++r) {
-      const Metric::Sums one = inner(row_of(p, r), row_of(u.targets, r));
+      const Metric::Sums one = plain.accumulate(row_of(p, r), row_of(u.targets, r));
       if (total.empty()) total.assign(one.size(), 0.0);
       for (size_t i = 0; i < one.size(); ++i) total[i] += double(u.weights[r]) * one[i];
     }

@@ -648,7 +648,6 @@ class ConvLSTM2D(Layer):
         if not isinstance(padding, str):
             raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
                             f"{_checks.shown(padding)}")
-        _seed(seed, kind)
         config = {"name": _name(name, kind), "filters": _int(filters, "filters", kind),
                   "kernel_size": _ints(kernel_size, 2, "kernel_size", kind),
                   "strides": _ints(strides, 2, "strides", kind), "padding": padding,
@@ -663,7 +662,7 @@ class ConvLSTM2D(Layer):
                   "recurrent_dropout": _rate(recurrent_dropout, "recurrent_dropout", kind),
                   "return_sequences": bool(return_sequences), "return_state": bool(return_state),
                   "go_backwards": bool(go_backwards)}
-        super().__init__(_from_table(kind, config), input_shape)
+        super().__init__(_from_table(kind, config, _seed(seed, kind)), input_shape)
 
 
 class _Merge(Layer):

@@ -19,6 +19,14 @@ std::string keras_recurrent_activation(LayerConfig& f) {
                            f.ctx().dialect == Dialect::Keras3 ? "sigmoid" : "hard_sigmoid");
 }
 
+// A recurrent cell's weights: kernel, recurrent_kernel and bias, which
+// Keras 3 saves under the layer's cell.
+std::vector<WeightRole> cell_roles(bool use_bias) {
+  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
+  if (use_bias) names.push_back("bias");
+  return plain_roles(names, "cell/");
+}
+
 // The options LSTM, GRU and SimpleRNN share (RecurrentOptions), read in one
 // order for all three; the weights' roles: Keras 3 saves them under the
 // layer's cell.
@@ -42,10 +50,8 @@ Self keras_rnn_options(LayerConfig& f, std::vector<WeightRole>& roles) {
            "is not supported (state kept between batches); save the model with stateful=False");
   f.weight_extras({"kernel", "recurrent", "bias"});
   o.seed(f.ctx().seed).name(f.name());
-  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
-  if (o.use_bias_) names.push_back("bias");
-  for (size_t i = 0; i < names.size(); ++i)
-    roles.push_back({names[i], "cell/vars/" + std::to_string(i), names[i]});
+  const std::vector<WeightRole> cell = cell_roles(o.use_bias_);
+  roles.insert(roles.end(), cell.begin(), cell.end());
   return o;
 }
 
@@ -190,12 +196,7 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
   f.expect("time_major", false, "is not supported (inputs are [batch, time, rows, cols, ...])");
   f.weight_extras({"kernel", "recurrent", "bias"});
   o.name(f.name());
-  std::vector<WeightRole> roles;
-  std::vector<std::string> names = {"kernel", "recurrent_kernel"};
-  if (o.use_bias_) names.push_back("bias");
-  for (size_t i = 0; i < names.size(); ++i)
-    roles.push_back({names[i], "cell/vars/" + std::to_string(i), names[i]});
-  return {ConvLSTM2D(filters, kernel, o), roles};
+  return {ConvLSTM2D(filters, kernel, o), cell_roles(o.use_bias_)};
 }
 
 }  // namespace
