@@ -323,6 +323,34 @@ INSTANTIATE_TEST_SUITE_P(
                                      "needed more than 512 MiB"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A child blocked at its start (a lock another thread held at the fork)
+// is replaced by a new one: the hook blocks the first child only (it marks
+// a file, which the next child finds), and the open succeeds, well before
+// the 5 s deadline the blocked child alone would have reached.
+std::string h5_block_marker;
+void h5_block_first_child() {
+  if (::open(h5_block_marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600) >= 0)
+    for (;;) ::pause();
+}
+
+TEST(Hdf5CheckChild, AChildBlockedAtItsStartIsReplaced) {
+  h5_block_marker =
+      (fs::temp_directory_path() / ("h5_blocked_" + std::to_string(::getpid()))).string();
+  fs::remove(h5_block_marker);
+  H5File::check_hook_for_tests = h5_block_first_child;
+  const std::string fixture =
+      std::string(AUTOSHARD_TEST_DATA) + "/keras_files/batch_normalization_dense.h5";
+  const auto start = std::chrono::steady_clock::now();
+  auto file = H5File::open(fixture, "Keras file");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  H5File::check_hook_for_tests = nullptr;
+  EXPECT_TRUE(fs::exists(h5_block_marker));  // the first child did block
+  EXPECT_TRUE(file->is_group("model_weights"));
+  EXPECT_LT(seconds, 4);
+  fs::remove(h5_block_marker);
+}
+
 TEST(Hdf5Open, OpensWhileAnotherThreadRunsBlas) {
   // fork() would run OpenBLAS's pthread_atfork handler, which joins its
   // worker threads and never returns while another thread is inside a BLAS

@@ -577,6 +577,26 @@ uint64_t h5_statm_bytes(pid_t pid, int field) {
   return value * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// Seconds of CPU process `pid` has used (/proc/<pid>/stat's utime and
+// stime), read without stdio; 0 when unreadable.
+double h5_cpu_seconds(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[512] = "";
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  const char* p = n > 0 ? std::strrchr(text, ')') : nullptr;  // after the command's name
+  if (!p) return 0;
+  // Fields 3 to 13, then utime and stime (proc(5)).
+  for (int field = 3; field <= 13 && p; ++field) p = std::strchr(p + 1, ' ');
+  if (!p) return 0;
+  char* end = nullptr;
+  const double ticks =
+      double(std::strtoull(p + 1, &end, 10)) + double(std::strtoull(end, nullptr, 10));
+  return ticks / double(sysconf(_SC_CLK_TCK));
+}
+
 // Forks the pre-flight child. glibc's _Fork runs no pthread_atfork
 // handlers: fork() would run OpenBLAS's, which joins its worker threads and
 // waits forever when another thread (a Python thread in NumPy, a device) is
@@ -708,6 +728,38 @@ void H5File::check_values(const std::string& path) const {
   }
 }
 
+namespace {
+
+enum class H5Child { kDone, kTime, kMemory, kBlocked };
+
+// The parent's side of the check: the child's answer (into `message`) until
+// it ends, its `seconds` are up, it holds more than `rss_limit` bytes (which
+// RLIMIT_AS misses under ASan, whose heap is reserved address space), or,
+// when `may_retry`, it has used no CPU a second after the fork (blocked).
+H5Child h5_await_child(pid_t pid, int fd, int seconds, uint64_t rss_limit, bool may_retry,
+                       std::string& message) {
+  const auto forked = std::chrono::steady_clock::now();
+  const auto deadline = forked + std::chrono::seconds(seconds);
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) > 0) {
+      char buffer[4096];
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n > 0 && message.size() < 4096) message.append(buffer, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return H5Child::kDone;
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) return H5Child::kTime;
+    if (may_retry && message.empty() && now > forked + std::chrono::seconds(1) &&
+        h5_cpu_seconds(pid) < 0.005)
+      return H5Child::kBlocked;
+    if (h5_statm_bytes(pid, 1) > rss_limit) return H5Child::kMemory;
+  }
+}
+
+}  // namespace
+
 void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
                             const std::function<int64_t()>& open) {
   // Memory: the child's own allocations up to 512 MiB plus the file's size
@@ -715,105 +767,90 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   const uint64_t budget = (uint64_t(512) << 20) + file_bytes;
   const int seconds = 5 + static_cast<int>(std::min<uint64_t>(file_bytes / (20 << 20), 1 << 20));
   const uint64_t rss_at_fork = h5_statm_bytes(getpid(), 1);
-  int fds[2];
-  AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
-  const pid_t parent = getpid();
-  const pid_t pid = h5_fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::close(fds[0]), ::close(fds[1]);
-    fail(what, ": cannot start the process that checks HDF5 files (", strerror(e),
-         "); free some memory and try again");
-  }
-  if (pid == 0) {
-    // The child: only the thread that forked is here; it holds the parent's
-    // HDF5 lock, so no other thread was inside libhdf5.
+  // A child can hang at its start on a lock another of the parent's threads
+  // held at the fork (ASan's allocator, which _Fork does not lock): one that
+  // has used no CPU a second after the fork is blocked, not reading, and the
+  // check runs again in a new child (twice; the last runs to its deadline).
+  for (int attempt = 1;; ++attempt) {
+    int fds[2];
+    AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
+    const pid_t parent = getpid();
+    const pid_t pid = h5_fork();
+    if (pid < 0) {
+      const int e = errno;
+      ::close(fds[0]), ::close(fds[1]);
+      fail(what, ": cannot start the process that checks HDF5 files (", strerror(e),
+           "); free some memory and try again");
+    }
+    if (pid == 0) {
+      // The child: only the thread that forked is here; it holds the parent's
+      // HDF5 lock, so no other thread was inside libhdf5.
+      ::close(fds[0]);
+      in_h5_check_child = true;
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(kH5ExitRefused);
+      for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU, SIGTRAP, SIGSYS})
+        signal(s, SIG_DFL);
+      signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle
+      if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) dup2(null, STDERR_FILENO);
+      h5_own_file_offsets();
+      const rlimit mem{h5_statm_bytes(getpid(), 0) + budget, RLIM_INFINITY};
+      setrlimit(RLIMIT_AS, &mem);
+      const rlimit cpu{static_cast<rlim_t>(seconds), static_cast<rlim_t>(seconds) + 1};
+      setrlimit(RLIMIT_CPU, &cpu);
+      const rlimit no_core{0, 0};  // a crash here leaves no core file behind
+      setrlimit(RLIMIT_CORE, &no_core);
+      int code = 0;
+      try {
+        if (check_hook_for_tests) check_hook_for_tests();
+        const hid_t id = static_cast<hid_t>(open());
+        AS_CHECK(id >= 0, what, " cannot be opened as HDF5; the file is damaged");
+        H5File file(id, what);
+        file.check_all();
+        h5_write_all(fds[1], "ok");
+      } catch (const Error& e) {
+        h5_write_all(fds[1], e.what());
+        code = kH5ExitRefused;
+      } catch (const std::bad_alloc&) {
+        code = kH5ExitMemory;
+      } catch (...) {
+        code = kH5ExitRefused;
+      }
+      _exit(code);  // no atexit handlers, no leak check: the parent carries on
+    }
+    ::close(fds[1]);
+    std::string message;
+    const H5Child outcome =
+        h5_await_child(pid, fds[0], seconds, rss_at_fork + budget, attempt < 3, message);
     ::close(fds[0]);
-    in_h5_check_child = true;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(kH5ExitRefused);
-    for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGXCPU, SIGTRAP, SIGSYS})
-      signal(s, SIG_DFL);
-    signal(SIGINT, SIG_IGN);  // Ctrl-C is the parent's to handle
-    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, STDERR_FILENO);
-    h5_own_file_offsets();
-    const rlimit mem{h5_statm_bytes(getpid(), 0) + budget, RLIM_INFINITY};
-    setrlimit(RLIMIT_AS, &mem);
-    const rlimit cpu{static_cast<rlim_t>(seconds), static_cast<rlim_t>(seconds) + 1};
-    setrlimit(RLIMIT_CPU, &cpu);
-    const rlimit no_core{0, 0};  // a crash here leaves no core file behind
-    setrlimit(RLIMIT_CORE, &no_core);
-    int code = 0;
-    try {
-      if (check_hook_for_tests) check_hook_for_tests();
-      const hid_t id = static_cast<hid_t>(open());
-      AS_CHECK(id >= 0, what, " cannot be opened as HDF5; the file is damaged");
-      H5File file(id, what);
-      file.check_all();
-      h5_write_all(fds[1], "ok");
-    } catch (const Error& e) {
-      h5_write_all(fds[1], e.what());
-      code = kH5ExitRefused;
-    } catch (const std::bad_alloc&) {
-      code = kH5ExitMemory;
-    } catch (...) {
-      code = kH5ExitRefused;
+    if (outcome != H5Child::kDone) kill(pid, SIGKILL);
+    int status = 0;
+    pid_t waited;
+    do waited = waitpid(pid, &status, 0);
+    while (waited < 0 && errno == EINTR);
+    if (outcome == H5Child::kBlocked) continue;
+    const std::string damaged = what + ": the HDF5 file is damaged: libhdf5 ";
+    const std::string mib = std::to_string(budget >> 20);
+    AS_CHECK(outcome != H5Child::kTime, damaged, "did not finish reading it in ", seconds, " s");
+    AS_CHECK(outcome != H5Child::kMemory, damaged, "needed more than ", mib, " MiB to read it");
+    if (waited < 0) {  // reaped by someone else (SIGCHLD ignored): the answer says
+      AS_CHECK(message == "ok", message.empty() ? damaged + "failed reading it" : message);
+      return;
     }
-    _exit(code);  // no atexit handlers, no leak check: the parent carries on
-  }
-  ::close(fds[1]);
-  // The parent: collect the child's answer until it ends, its time is up or
-  // it holds more memory than allowed (which RLIMIT_AS misses under ASan,
-  // whose heap is reserved address space).
-  enum { kDone, kTime, kMemory } outcome = kDone;
-  std::string message;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = poll(&p, 1, 20);
-    if (ready > 0) {
-      char buffer[4096];
-      const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-      if (n > 0 && message.size() < 4096) message.append(buffer, static_cast<size_t>(n));
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;
-      continue;
+    if (WIFSIGNALED(status)) {
+      const int s = WTERMSIG(status);
+      AS_CHECK(s != SIGXCPU, damaged, "did not finish reading it in ", seconds, " s");
+      AS_CHECK(s != SIGKILL, damaged, "was killed reading it (signal 9: out of memory?)");
+      fail(damaged, "crashed reading it (signal ", s, ")");
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      outcome = kTime;
-      break;
-    }
-    if (h5_statm_bytes(pid, 1) > rss_at_fork + budget) {
-      outcome = kMemory;
-      break;
-    }
+    const int code = WEXITSTATUS(status);
+    if (code == 0 && message == "ok") return;
+    AS_CHECK(code != kH5ExitMemory, damaged, "needed more than ", mib, " MiB to read it");
+    AS_CHECK(code != kH5ExitRefused || message.empty(), message);
+    fail(damaged, "failed reading it (exit status ", code, ")");
   }
-  ::close(fds[0]);
-  if (outcome != kDone) kill(pid, SIGKILL);
-  int status = 0;
-  pid_t waited;
-  do waited = waitpid(pid, &status, 0);
-  while (waited < 0 && errno == EINTR);
-  const std::string damaged = what + ": the HDF5 file is damaged: libhdf5 ";
-  const std::string mib = std::to_string(budget >> 20);
-  AS_CHECK(outcome != kTime, damaged, "did not finish reading it in ", seconds, " s");
-  AS_CHECK(outcome != kMemory, damaged, "needed more than ", mib, " MiB to read it");
-  if (waited < 0) {  // reaped by someone else (SIGCHLD ignored): the answer says
-    AS_CHECK(message == "ok", message.empty() ? damaged + "failed reading it" : message);
-    return;
-  }
-  if (WIFSIGNALED(status)) {
-    const int s = WTERMSIG(status);
-    AS_CHECK(s != SIGXCPU, damaged, "did not finish reading it in ", seconds, " s");
-    AS_CHECK(s != SIGKILL, damaged, "was killed reading it (signal 9: out of memory?)");
-    fail(damaged, "crashed reading it (signal ", s, ")");
-  }
-  const int code = WEXITSTATUS(status);
-  if (code == 0 && message == "ok") return;
-  AS_CHECK(code != kH5ExitMemory, damaged, "needed more than ", mib, " MiB to read it");
-  AS_CHECK(code != kH5ExitRefused || message.empty(), message);
-  fail(damaged, "failed reading it (exit status ", code, ")");
 }
 
 // ---- Writing ----
