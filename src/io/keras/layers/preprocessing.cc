@@ -62,8 +62,9 @@ BuiltLayer keras_normalization(LayerConfig& f) {
     f.bad(o.mean_ ? "variance" : "mean", nullptr, "comes with the other: give both or neither");
   // Adapted statistics are weights: Keras saves mean, variance and an int
   // count (vars/0..2, keras/src/layers/preprocessing/normalization.py,
-  // Normalization.build; Keras 2's int64 "count:0" likewise), which only
-  // Keras 2's adapt reads: a counter, kept as the file has it.
+  // Normalization.build; Keras 2's keras/layers/preprocessing/
+  // normalization.py adds mean, variance and an int64 "count" in that order
+  // and its update_state reads it): a counter, kept as the file has it.
   if (o.mean_) return {Normalization(o)};
   return {Normalization(o), plain_roles({"mean", "variance"}), {{"count", "vars/2", "count"}}};
 }
