@@ -59,6 +59,8 @@ def model_layers(model, flat=False):
     ``flat``); a Sequential's layers."""
     if hasattr(model, "_layers"):  # a Sequential (whose entries are layers only)
         return list(model._layers)
+    if "_file_layers" in model.__dict__:  # read by the file reader: handles
+        return list(model._file_layers)
     inputs = getattr(model, "_input_tensors", None)
     if inputs is None:
         return []

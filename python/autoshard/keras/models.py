@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _checks, _native
 from . import _added_losses, _custom_models, _custom_saving, _datasets, _functional
-from . import _model_files, _sample_weights, _variables
+from . import _file_layers, _model_files, _sample_weights, _variables
 from . import callbacks as _callbacks
 from . import distribution as _distribution
 from . import losses as _losses
@@ -262,7 +262,12 @@ class Model:
         model._start(keras_file=kf)
         model._native = kf.take_model()
         model._outputs_are_list = len(kf.outputs) > 1
-        model._file_frozen = set(model._native.frozen)  # the file's "trainable": false layers
+        model._file_layers = _file_layers.file_layers(model, json.loads(kf.architecture))
+        # The file's "trainable": false layers. Where the handles say the
+        # same, they alone say it (a handle set trainable again unfreezes).
+        model._file_frozen = set()
+        if model._frozen_scopes() != set(model._native.frozen):
+            model._file_frozen = set(model._native.frozen)
         model._after_build()
         if compile and kf.has_compile:
             model._compile_from_keras_file(kf)
@@ -900,9 +905,12 @@ class Model:
         self._file_frozen = set()  # a file's frozen layers follow too
 
     def _python_layers(self):
-        """The model's layers as Python objects (none for a model read from a file)."""
+        """The model's layers as Python objects (a model read by the file
+        reader: handles on its layers, _file_layers)."""
         if "_layers" in self.__dict__:
             return list(self._layers)
+        if "_file_layers" in self.__dict__:
+            return [h for h in self._file_layers if getattr(h, "class_name", None) != "InputLayer"]
         return _called_layers(self.__dict__.get("_output_tensors", []))
 
     def _frozen_scopes(self):
@@ -957,7 +965,7 @@ class Model:
 
     def _push_penalties(self):
         # A model read from a file keeps the file's (set by the reader).
-        if not self._python_layers():
+        if "_file_layers" in self.__dict__ or not self._python_layers():
             return
         weights, activities, bounds = self._penalties()
         where = "compile"
@@ -1095,7 +1103,7 @@ def _frozen_of(layer):
     given plain and under the nested model's scope)."""
     if not getattr(layer, "trainable", True):
         return {layer.name}
-    if not isinstance(layer, Model):
+    if not isinstance(layer, (Model, _file_layers.FileLayer)):
         return set()
     inner = set()
     for sub in layer._python_layers():

@@ -173,6 +173,12 @@ KerasCompileConfig read_compile_config(const json& config, Dialect dialect,
     }
   } else if (!opt.is_null()) {
     fail(at, ": optimizer ", opt.dump().substr(0, 200), " is not understood");
+  } else if (dialect == Dialect::Keras3 && !config.contains("optimizer")) {
+    // Keras 3 loads a compile config by calling compile(**config)
+    // (Trainer.compile_from_config, keras/src/trainers/trainer.py), so one
+    // saved without an optimizer (Keras 3.8 writes such files) compiles
+    // with compile's default, optimizer="rmsprop", at its defaults.
+    out.optimizer = "RMSprop";
   }
   // Losses: one, a list (per output) or a dict by output name (kept in order).
   const json loss = config.value("loss", json());
