@@ -102,3 +102,44 @@ def test_freezing_a_loaded_base_layer_by_layer(name):
     first = [v.numpy() for v in layers[0].weights]
     model.fit(x, y, epochs=1, batch_size=4, verbose=0)
     assert any(not np.array_equal(v.numpy(), f) for v, f in zip(layers[0].weights, first))
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if f.endswith(".keras")])
+def test_model_from_json_of_a_real_files_config(name):
+    """The file's config rebuilt in Python (model_from_json, as load_model
+    with custom_objects and clone_model do): every field newer Keras writes
+    (GRU's unroll and initializers, Dense's quantization_config, the
+    initializers' input_axes) is taken; with the file's weights set, it
+    predicts what the loaded model predicts."""
+    config = zipfile.ZipFile(SHARED / name).read("config.json").decode()
+    rebuilt = keras.models.model_from_json(config)
+    loaded = keras.models.load_model(SHARED / name, compile=False)
+    assert [layer.name for layer in rebuilt.layers] == [layer.name for layer in loaded.layers]
+    rebuilt.set_weights(loaded.get_weights())
+    x, _ = _batch(loaded, SHARED / name, 3, np.random.default_rng(2))
+    np.testing.assert_allclose(rebuilt.predict(x, verbose=0), loaded.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_keras_fields_a_class_does_not_read_go_to_the_layer_table():
+    lstm = keras.layers.LSTM(3, kernel_initializer="zeros", recurrent_initializer="zeros",
+                             unroll=True, unit_forget_bias=False, implementation=2)
+    model = keras.Sequential([keras.Input((4, 2)), lstm])
+    assert all(not np.any(w) for w in lstm.get_weights())  # no forget-gate bias of 1
+    with_forget = keras.layers.LSTM(3)
+    keras.Sequential([keras.Input((4, 2)), with_forget])
+    np.testing.assert_array_equal(with_forget.get_weights()[2][3:6], np.ones(3))
+    assert model.predict(np.ones((1, 4, 2), np.float32), verbose=0).shape == (1, 3)
+    keras.layers.Dense(2, quantization_config=None)  # Keras 3.13's field, at its default
+    with pytest.raises(ValueError, match="time_major"):
+        keras.layers.GRU(3, time_major=True)
+    with pytest.raises(ValueError, match="'bogus'"):
+        keras.layers.Dense(2, bogus=1)
+    with pytest.raises(ValueError, match="input_axes"):
+        keras.initializers.GlorotUniform(input_axes=[0])
+
+
+def test_an_initializer_the_table_does_not_draw_with_must_be_kerass_default():
+    keras.layers.BatchNormalization(gamma_initializer="ones", beta_initializer="zeros")
+    with pytest.raises(ValueError, match="gamma_initializer"):
+        keras.layers.BatchNormalization(gamma_initializer="zeros")

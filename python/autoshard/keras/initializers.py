@@ -119,7 +119,9 @@ class VarianceScaling(_Seeded):
     a truncated normal (stddev divided by .8796, the stddev of a unit normal
     cut at two), an untruncated normal, or a uniform of limit sqrt(3 scale / n)."""
 
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None,
+                 input_axes=None, output_axes=None):
+        _default_fans(type(self).__name__, input_axes, output_axes)
         if not isinstance(scale, (int, float)) or scale <= 0.0:
             raise ValueError(f"Argument `scale` must be positive float. Received: scale={scale}")
         modes = {"fan_in", "fan_out", "fan_avg"}
@@ -145,10 +147,21 @@ class VarianceScaling(_Seeded):
                 "seed": self.seed}
 
 
+def _default_fans(name, input_axes, output_axes):
+    """Newer Keras (3.12 on) lets the variance-scaling family count fan-in
+    and fan-out over chosen axes (input_axes, output_axes) and saves both,
+    null by default, in every such initializer's config. The default fans
+    are the engine's; other axes are refused."""
+    if input_axes is not None or output_axes is not None:
+        raise ValueError(f"{name}: input_axes and output_axes other than None are not "
+                         f"supported (got {input_axes!r}, {output_axes!r}); the fans are the "
+                         "default ones")
+
+
 def _preset(name, scale, mode, distribution, doc):
     class Preset(VarianceScaling):
-        def __init__(self, seed=None):
-            super().__init__(scale, mode, distribution, seed)
+        def __init__(self, seed=None, input_axes=None, output_axes=None):
+            super().__init__(scale, mode, distribution, seed, input_axes, output_axes)
 
         def get_config(self):
             return {"seed": self.seed}

@@ -222,8 +222,8 @@ def _init(value, default):
 class Dense(Layer):
     def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", name=None, input_shape=None, **kwargs):
-        _no_extra(kwargs, "Dense")
-        super().__init__(_from_table("Dense", {
+        extra = _keras_fields(kwargs, "Dense")
+        super().__init__(_from_table("Dense", extra | {
             "name": _name(name, "Dense"), "units": _int(units, "units", "Dense"),
             "activation": _activations.name_of(activation) or "linear",
             "use_bias": bool(use_bias),
@@ -234,10 +234,10 @@ class Dense(Layer):
 class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform", name=None,
                  input_shape=None, mask_zero=False, **kwargs):
-        _no_extra(kwargs, "Embedding")
+        extra = _keras_fields(kwargs, "Embedding")
         init = _init(embeddings_initializer, "zeros")
         # mask_zero: id 0 pads; the layers after it see the mask (docs/layers.md, "Masks").
-        super().__init__(_from_table("Embedding", {
+        super().__init__(_from_table("Embedding", extra | {
             "name": _name(name, "Embedding"),
             "input_dim": _int(input_dim, "input_dim", "Embedding"),
             "output_dim": _int(output_dim, "output_dim", "Embedding"),
@@ -263,7 +263,7 @@ class _Conv(Layer):
                  dilation_rate=1, groups=1, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", name=None,
                  depth_multiplier=1, input_shape=None, **kwargs):
-        _no_extra(kwargs, self._kind)
+        extra = _keras_fields(kwargs, self._kind)
         if data_format not in (None, "channels_last"):
             raise ValueError(f"{self._kind}: only data_format='channels_last' is supported")
         kind = self._kind
@@ -292,7 +292,7 @@ class _Conv(Layer):
                              "SeparableConv2D only")
         if kind in ("Conv1D", "Conv2D") or groups != 1:
             config["groups"] = groups
-        super().__init__(_from_table(kind, config), input_shape)
+        super().__init__(_from_table(kind, extra | config), input_shape)
 
 
 class Conv1D(_Conv):
@@ -481,11 +481,11 @@ class Softmax(Activation):
 class LayerNormalization(Layer):
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True, rms_scaling=False,
                  name=None, **kwargs):
-        _no_extra(kwargs, "LayerNormalization")
+        extra = _keras_fields(kwargs, "LayerNormalization")
         if axis not in (-1, [-1], (-1,)):
             raise ValueError("LayerNormalization: only axis=-1 is supported")
         where = "LayerNormalization"
-        super().__init__(_from_table(where, {
+        super().__init__(_from_table(where, extra | {
             "name": _name(name, where), "axis": -1,
             "epsilon": _checks.number(epsilon, "epsilon", where, above=0),
             "center": bool(center), "scale": bool(scale), "rms_scaling": bool(rms_scaling)}))
@@ -494,9 +494,9 @@ class LayerNormalization(Layer):
 class BatchNormalization(Layer):
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True, name=None,
                  **kwargs):
-        _no_extra(kwargs, "BatchNormalization")
+        extra = _keras_fields(kwargs, "BatchNormalization")
         where = "BatchNormalization"
-        super().__init__(_from_table(where, {
+        super().__init__(_from_table(where, extra | {
             "name": _name(name, where),
             "axis": _checks.integer(axis, "axis", where, -2**31, _checks.INT32_MAX),
             "momentum": _checks.number(momentum, "momentum", where, minimum=0, maximum=1),
@@ -507,11 +507,11 @@ class BatchNormalization(Layer):
 class GroupNormalization(Layer):
     def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True, name=None,
                  **kwargs):
-        _no_extra(kwargs, "GroupNormalization")
+        extra = _keras_fields(kwargs, "GroupNormalization")
         if axis != -1:
             raise ValueError("GroupNormalization: only axis=-1 is supported")
         where = "GroupNormalization"
-        super().__init__(_from_table(where, {
+        super().__init__(_from_table(where, extra | {
             "name": _name(name, where), "groups": _int(groups, "groups", where), "axis": -1,
             "epsilon": _checks.number(epsilon, "epsilon", where, above=0),
             "center": bool(center), "scale": bool(scale)}))
@@ -522,14 +522,14 @@ class MultiHeadAttention(Layer):
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, name=None,
                  **kwargs):
-        _no_extra(kwargs, "MultiHeadAttention")
+        extra = _keras_fields(kwargs, "MultiHeadAttention", honoured=("kernel_initializer",))
         where = "MultiHeadAttention"
         config = {"name": _name(name, where), "num_heads": _int(num_heads, "num_heads", where),
                   "key_dim": _int(key_dim, "key_dim", where),
                   "dropout": _rate(dropout, "dropout", where), "use_bias": bool(use_bias)}
         if value_dim is not None:
             config["value_dim"] = _int(value_dim, "value_dim", where)
-        super().__init__(_from_table(where, config))
+        super().__init__(_from_table(where, extra | config))
 
     def __call__(self, query, value=None, key=None, **kwargs):
         if key is not None or kwargs:
@@ -544,7 +544,8 @@ class _Recurrent(Layer):
                  dropout=0.0, recurrent_dropout=0.0, seed=None, return_sequences=False,
                  return_state=False, go_backwards=False, stateful=False, reset_after=True,
                  name=None, input_shape=None, **kwargs):
-        _no_extra(kwargs, self._kind)
+        extra = _keras_fields(kwargs, self._kind, honoured=(
+            "kernel_initializer", "recurrent_initializer", "bias_initializer"))
         # GRU's reset_after (Keras 3's default, saved in its config so that
         # TF.js and Keras 2 readers, whose default differs, read it right).
         if not reset_after:
@@ -562,7 +563,7 @@ class _Recurrent(Layer):
                   "go_backwards": bool(go_backwards)}
         if kind != "SimpleRNN":  # SimpleRNN has no gates
             config["recurrent_activation"] = _activations.name_of(recurrent_activation) or "linear"
-        super().__init__(_from_table(kind, config, _seed(seed, kind)), input_shape)
+        super().__init__(_from_table(kind, extra | config, _seed(seed, kind)), input_shape)
 
     def __call__(self, inputs, initial_state=None, mask=None, training=None, **kwargs):
         return _recurrent_call(self, inputs, initial_state, mask, training, kwargs)
@@ -788,8 +789,46 @@ def _check_penalties(kwargs, layer):
             raise ValueError(f"{layer}: {key}: {e}") from None
 
 
-def _no_extra(kwargs, layer):
-    # Keras's common arguments with no effect here are accepted; others are errors.
+# Keras's default initializers of the weights whose initializer the layer
+# table does not honour (it reads them only to check a file): the class
+# names Keras 3's layers default to (keras/src/layers/normalization/
+# batch_normalization.py and layer_normalization.py, __init__).
+_DEFAULT_INITIALIZERS = {"beta_initializer": "Zeros", "gamma_initializer": "Ones",
+                         "moving_mean_initializer": "Zeros",
+                         "moving_variance_initializer": "Ones", "bias_initializer": "Zeros"}
+
+
+def _keras_fields(kwargs, layer, honoured=()):
+    """The Keras arguments a class does not read itself, in the form of a
+    Keras 3 config, for the Keras layer table to judge: it takes every
+    field Keras writes (a file's GRU's unroll and initializers, Dense's
+    quantization_config) and refuses, naming the field, what it cannot
+    honour. An initializer the table does not draw with (not in
+    ``honoured``) must be Keras's default. Regularizers, constraints, dtype
+    and trainable are taken here as _no_extra takes them."""
+    _no_extra_common(kwargs, layer)
+    fields = {}
+    for key, value in kwargs.items():
+        if key.endswith("initializer"):
+            value = _init(value, "zeros")
+            default = _DEFAULT_INITIALIZERS.get(key)
+            if key not in honoured and value["class_name"] != default:
+                raise ValueError(f"{layer}: {key}={_checks.shown(kwargs[key])} is not supported "
+                                 f"(only Keras's default, {default or 'none'})")
+        elif key.endswith("activation") and value is not None:
+            value = _activations.name_of(value) or "linear"
+        elif isinstance(value, tuple):
+            value = list(value)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{layer}: argument {key}={_checks.shown(value)} is not supported "
+                             "(see docs/python.md)") from None
+        fields[key] = value
+    return fields
+
+
+def _no_extra_common(kwargs, layer):
     kwargs.pop("trainable", None)  # kept in _init_args: Layer.trainable reads it
     _check_penalties(kwargs, layer)
     dtype = kwargs.pop("dtype", None)
@@ -797,6 +836,11 @@ def _no_extra(kwargs, layer):
         dtype = "float32"  # Keras 3's serialized DTypePolicy (a file's config)
     if dtype not in (None, "float32"):
         raise ValueError(f"{layer}: only float32 layers are supported")
+
+
+def _no_extra(kwargs, layer):
+    # Keras's common arguments with no effect here are accepted; others are errors.
+    _no_extra_common(kwargs, layer)
     if kwargs:
         raise ValueError(f"{layer}: unsupported argument(s) {', '.join(sorted(kwargs))} "
                          "(see docs/python.md)")

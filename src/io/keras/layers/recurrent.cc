@@ -48,6 +48,11 @@ Self keras_rnn_options(LayerConfig& f, std::vector<WeightRole>& roles) {
   o.zero_output_for_mask(f.boolean("zero_output_for_mask", false));
   f.expect("stateful", false,
            "is not supported (state kept between batches); save the model with stateful=False");
+  // Keras's defaults (keras/src/layers/rnn/lstm.py, LSTMCell.__init__, and
+  // gru.py, simple_rnn.py): they draw a layer built without weights.
+  o.kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()));
+  o.recurrent_initializer(f.initializer_or("recurrent_initializer", Initializer::orthogonal()));
+  o.bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
   f.weight_extras({"kernel", "recurrent", "bias"});
   o.seed(f.ctx().seed).name(f.name());
   const std::vector<WeightRole> cell = cell_roles(o.use_bias_);
