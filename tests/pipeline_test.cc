@@ -297,7 +297,9 @@ TEST(Pipeline, RegularizersAndConstraintsGiveOneDevicesSteps) {
       const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
       EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << what << " step " << step + 1;
       // The penalties count: the same weights without them give less.
-      if (step == 0) EXPECT_GT(want - plain->train_on_batch(x, y), 0.05) << what;
+      if (step == 0) {
+        EXPECT_GT(want - plain->train_on_batch(x, y), 0.05) << what;
+      }
     }
     for (const std::string& path : one->weight_paths())
       EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-5)
