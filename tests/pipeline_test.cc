@@ -1,8 +1,8 @@
 // Pipeline parallelism executed: GPT-2 and Llama cut into 2, 3 and 4 stages
 // (uneven blocks per stage, uneven micro-batches), under GPipe and 1F1B,
-// with dropout and gradient clipping, give one device's full-batch losses and
-// weights over several AdamW steps; each stage holds no more micro-batches
-// than its schedule's bound; the schedules themselves are checked whole.
+// with dropout and gradient clipping, regularizers and constraints, give one
+// device's full-batch losses and weights over several AdamW steps; each stage holds no more
+// micro-batches than its schedule's bound; the schedules themselves are checked whole.
 #include "autoshard/nn/pipeline.h"
 
 #include <cblas.h>
@@ -15,6 +15,7 @@
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/regularizers.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/shard/partitioner.h"
@@ -255,6 +256,78 @@ TEST(Pipeline, AutoShardLaysOutTheStages) {
       EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-4)
           << inside << " " << path;
   }
+}
+
+// Keras's regularizers and constraints in stages: weight penalties (L1L2
+// on block weights of both stages, L2 on ln_f after the last block,
+// orthogonal on the position embedding before the first), L1/L2 activity
+// penalties on layers of both stages, and constraints after the update
+// (MaxNorm, NonNeg) give one device's losses and weights, on uneven
+// micro-batches and with model=2 inside the stages.
+void regularize(Model& m) {
+  m.set_regularizers({{"h.0.mlp.c_fc.kernel", regularizers::l1_l2(1e-3, 1e-2)},
+                      {"h.4.mlp.c_proj.bias", regularizers::l1_l2(0, 0.05)},
+                      {"ln_f.gamma", regularizers::l1_l2(0, 0.02)},
+                      {"wpe.embeddings", regularizers::orthogonal(0.05, true)}},
+                     {{"h.1.mlp.c_fc", regularizers::l1_l2(2e-3, 0)},
+                      {"h.4.mlp.c_proj", regularizers::l1_l2(0, 1e-2)}});
+  m.set_constraints({{"h.1.mlp.c_proj.kernel", constraints::max_norm(0.05, {0})},
+                     {"h.3.mlp.c_fc.bias", constraints::non_neg()}});
+}
+
+TEST(Pipeline, RegularizersAndConstraintsGiveOneDevicesSteps) {
+  const int64_t T = 6, steps = 3;
+  const std::vector<PipelineCase> cases = {
+      {"gpt2", 2, 3, 5, PipelineSchedule::OneFOneB},  // micro-batches 2, 2, 1
+      {"gpt2", 3, 2, 4, PipelineSchedule::GPipe, "model=2"},
+  };
+  for (const PipelineCase& c : cases) {
+    const std::string what = c.inside + " pipe=" + std::to_string(c.stages);
+    std::unique_ptr<Model> one = build_model("gpt2", T), piped = build_model("gpt2", T),
+                           plain = build_model("gpt2", T);
+    for (Model* m : {one.get(), piped.get(), plain.get()})
+      m->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+    regularize(*one);
+    regularize(*piped);
+    if (!c.inside.empty()) piped->set_distribution(inside(c));
+    PipelineTrainer pipeline(*piped, {c.stages, c.microbatches, 1, c.schedule});
+    for (int64_t step = 0; step < steps; ++step) {
+      const Tensor x = testing::random_ids({c.batch, T}, 67, 700 + step);
+      const Tensor y = testing::random_ids({c.batch, T}, 67, 800 + step);
+      const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+      EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << what << " step " << step + 1;
+      // The penalties count: the same weights without them give less.
+      if (step == 0) {
+        EXPECT_GT(want - plain->train_on_batch(x, y), 0.05) << what;
+      }
+    }
+    for (const std::string& path : one->weight_paths())
+      EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-5)
+          << what << " " << path;
+    // The constraints held after each update.
+    const Tensor capped = piped->gather_weight("h.1.mlp.c_proj.kernel");
+    const int64_t rows = capped.shape()[0], cols = capped.shape()[1];
+    for (int64_t j = 0; j < cols; ++j) {
+      double sq = 0;
+      for (int64_t i = 0; i < rows; ++i) sq += std::pow(capped.f32()[i * cols + j], 2);
+      EXPECT_LE(std::sqrt(sq), 0.05 + 1e-6) << what << " column " << j;
+    }
+    for (float v : piped->gather_weight("h.3.mlp.c_fc.bias").to_vector()) EXPECT_GE(v, 0.0f);
+  }
+}
+
+// An activity penalty that couples a batch's examples cannot be split into
+// micro-batches: refused in one line (one micro-batch computes it whole).
+TEST(Pipeline, CouplingActivityPenaltiesAreRefused) {
+  std::unique_ptr<Model> m = build_model("gpt2", 6);
+  m->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+  m->set_regularizers({}, {{"h.1.mlp.c_fc", regularizers::orthogonal(0.1, true)}});
+  const Tensor x = testing::random_ids({4, 6}, 67, 1);
+  PipelineTrainer two(*m, {2, 2, 1, PipelineSchedule::GPipe});
+  const std::string error = testing::error_of([&] { two.train_on_batch(x, x); });
+  EXPECT_NE(error.find("layer 'h.1.mlp.c_fc''s activity_regularizer couples the examples"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Pipeline, ClearErrors) {

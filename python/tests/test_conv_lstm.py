@@ -143,25 +143,34 @@ def test_gradients_match_finite_differences():
             assert abs(grad[idx] - numeric) < 1e-3 * max(1.0, abs(numeric)), (which, idx)
 
 
-def _model():
+def _model(dropout=0.0, recurrent_dropout=0.0):
+    drops = dict(dropout=dropout, recurrent_dropout=recurrent_dropout)
+    # The masks are keyed by the model's seed and the layers' paths and seeds:
+    # all the same in the models compared.
+    if dropout or recurrent_dropout:
+        keras.utils.set_random_seed(7)
     return keras.Sequential([
         keras.Input((4, 6, 6, 2)),
-        layers.ConvLSTM2D(4, 3, padding="same", return_sequences=True),
-        layers.ConvLSTM2D(2, 3, padding="same"),
+        layers.ConvLSTM2D(4, 3, padding="same", return_sequences=True, seed=5, name="first",
+                          **drops),
+        layers.ConvLSTM2D(2, 3, padding="same", seed=6, name="second", **drops),
         layers.Flatten(), layers.Dense(3)])
 
 
 @pytest.mark.parametrize("shape", [(1, 2), (2, 1), (2, 2)])
-def test_training_sharded_equals_one_device(shape):
+@pytest.mark.parametrize("drops", [(0.0, 0.0), (0.3, 0.2)])
+def test_training_sharded_equals_one_device(shape, drops):
+    # With dropout: the masks are keyed by the layer's path and seed, the
+    # same on every mesh, so training stays one device's.
     rng = np.random.default_rng(3)
     x = rng.normal(size=(8, 4, 6, 6, 2)).astype(np.float32)
     y = rng.integers(0, 3, size=8)
-    single = _model()
+    single = _model(*drops)
     weights = single.get_weights()
     dist = keras.distribution.AutoShard(keras.distribution.DeviceMesh(shape, ("data", "model")),
                                         batch_dim_name="data")
     with dist.scope():
-        sharded = _model()
+        sharded = _model(*drops)
     sharded.set_weights(weights)
     for m in (single, sharded):
         m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -171,6 +180,30 @@ def test_training_sharded_equals_one_device(shape):
     assert h1.history["loss"][-1] < h1.history["loss"][0]
     np.testing.assert_allclose(single.predict(x, verbose=0), sharded.predict(x, verbose=0),
                                rtol=1e-4, atol=1e-6)
+    for a, b in zip(single.get_weights(), sharded.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("drops", [(0.4, 0.0), (0.0, 0.4)])
+def test_dropout_acts_in_training_only(drops):
+    # A step of SGD at a negligible rate keeps the weights and reports the
+    # training loss (before its update): with dropout (input or recurrent) it is not the
+    # inference loss; predict and evaluate are the dropout-free model's.
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(4, 4, 6, 6, 2)).astype(np.float32)
+    y = rng.integers(0, 3, size=4)
+    plain, dropping = _model(), _model(*drops)
+    dropping.set_weights(plain.get_weights())
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for m in (plain, dropping):
+        m.compile(keras.optimizers.SGD(learning_rate=1e-12), loss)
+    np.testing.assert_array_equal(dropping.predict(x, verbose=0), plain.predict(x, verbose=0))
+    inference = plain.evaluate(x, y, verbose=0)
+    assert dropping.evaluate(x, y, verbose=0) == pytest.approx(inference, rel=1e-6)
+    np.testing.assert_allclose(plain.train_on_batch(x, y), inference, rtol=1e-5)
+    trained = [float(dropping.train_on_batch(x, y)) for _ in range(2)]
+    assert abs(trained[0] - inference) > 1e-3 * abs(inference)
+    assert trained[0] != trained[1]  # new masks for each batch
 
 
 def test_keras_file_round_trip(tmp_path):
@@ -196,7 +229,7 @@ def test_refusals_name_the_option():
         layers.ConvLSTM2D(2, 3, stateful=True)
     with pytest.raises(ValueError, match="channels_last"):
         layers.ConvLSTM2D(2, 3, data_format="channels_first")
-    # Keras draws four dropout masks per step; not built here (a file
-    # holding a rate still predicts: the command line reads it for inference).
-    with pytest.raises(ValueError, match="'dropout' = 0.2 is not supported in training"):
-        layers.ConvLSTM2D(2, 3, dropout=0.2)
+    with pytest.raises(ValueError, match="dropout"):
+        layers.ConvLSTM2D(2, 3, dropout=1.0)
+    with pytest.raises(ValueError, match="recurrent_dropout"):
+        layers.ConvLSTM2D(2, 3, recurrent_dropout=-0.1)

@@ -7,6 +7,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
 #include "nn/sequence_steps.h"
+#include "tensor/rng.h"
 
 namespace autoshard {
 namespace {
@@ -37,6 +38,10 @@ struct ConvLSTM2DImpl : LayerImpl {
              who, ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
     check_activation(o_.activation_);
     check_activation(o_.recurrent_activation_);
+    AS_CHECK(o_.dropout_ >= 0 && o_.dropout_ < 1, who, ": dropout must be in [0, 1), got ",
+             o_.dropout_);
+    AS_CHECK(o_.recurrent_dropout_ >= 0 && o_.recurrent_dropout_ < 1, who,
+             ": recurrent_dropout must be in [0, 1), got ", o_.recurrent_dropout_);
   }
 
   int output_count() const override { return o_.return_state_ ? 3 : 1; }
@@ -59,9 +64,14 @@ struct ConvLSTM2DImpl : LayerImpl {
     Value kernel = t.weight("kernel", {kernel_[0], kernel_[1], C, 4 * F}, o_.kernel_initializer_);
     Value recurrent =
         t.weight("recurrent_kernel", {kernel_[0], kernel_[1], F, 4 * F}, o_.recurrent_initializer_);
-    // Every step's input transform in one convolution: [B T, rows', cols', 4F].
-    Value xp = ops::conv(ops::reshape(x, {B * T, x.dim(2), x.dim(3), C}), kernel,
-                         input_attrs(x.dim(2), x.dim(3), who));
+    // Every step's input transform in one convolution: [B T, rows', cols', 4F]
+    // (with dropout, one per gate, each over its own masked copy).
+    const Shape steps_in{B * T, x.dim(2), x.dim(3), C};
+    std::vector<Value> xs;
+    for (const Value& m : gate_masks(t, {B, 1, x.dim(2), x.dim(3), C}, o_.dropout_, "dropout"))
+      xs.push_back(ops::reshape(x * m, steps_in));
+    if (xs.empty()) xs.push_back(ops::reshape(x, steps_in));
+    Value xp = gate_conv(xs, gates_of(kernel, xs.size()), input_attrs(x.dim(2), x.dim(3), who));
     if (o_.use_bias_) {
       const Initializer bias_init = o_.unit_forget_bias_
                                         ? Initializer::unit_forget_bias(F, o_.bias_initializer_)
@@ -75,10 +85,17 @@ struct ConvLSTM2DImpl : LayerImpl {
                          steps);
     Value h = ops::constant(t.graph(), {B, H, W, F}, 0.0);
     Value c = ops::constant(t.graph(), {B, H, W, F}, 0.0);
+    const std::vector<Value> h_masks =
+        gate_masks(t, {B, H, W, F}, o_.recurrent_dropout_, "recurrent_dropout");
+    const std::vector<Value> recurrent_gates =
+        gates_of(recurrent, std::max<size_t>(1, h_masks.size()));
     std::vector<Value> outputs;
     for (int64_t s = 0; s < T; ++s) {
       const Value z_x = steps[o_.go_backwards_ ? T - 1 - s : s];
-      const Value z_h = ops::conv(h, recurrent, recurrent_attrs(H, W));
+      std::vector<Value> hs;
+      for (const Value& m : h_masks) hs.push_back(h * m);
+      if (hs.empty()) hs.push_back(h);
+      const Value z_h = gate_conv(hs, recurrent_gates, recurrent_attrs(H, W));
       if (fused()) {
         // LstmCell over the positions as rows: gates [N, 4, F], state [2, N, F].
         const Shape one{1, N, F};
@@ -108,6 +125,40 @@ struct ConvLSTM2DImpl : LayerImpl {
   }
 
  private:
+  // keras/src/layers/rnn/conv_lstm.py, ConvLSTMCell: dropout_mask_count = 4,
+  // so in training DropoutRNNCell.get_dropout_mask draws four masks (i, f,
+  // c, o) at the first step and reuses them at every later one; gate k's
+  // convolution reads its input times mask k. Empty when nothing is dropped.
+  // Keyed like the LSTM's (nn/recurrent_layers.cc): by the layer's path,
+  // its seed and the model's, so every mesh draws the same masks.
+  std::vector<Value> gate_masks(Trace& t, const Shape& shape, double rate, const char* what) const {
+    std::vector<Value> masks;
+    if (!t.training() || rate <= 0) return masks;
+    for (const char* gate : {"_i", "_f", "_c", "_o"}) {
+      const std::string path = t.path(std::string(what) + gate);
+      const uint64_t key =
+          stable_hash(path.c_str()) ^ (o_.seed_ + t.seed() * 0x9E3779B97F4A7C15ull);
+      masks.push_back(ops::dropout(ops::constant(t.graph(), shape, 1.0), rate, key));
+    }
+    return masks;
+  }
+  // A kernel [kh, kw, in, 4F] whole (n == 1) or as its four gates' [kh, kw, in, F].
+  std::vector<Value> gates_of(Value w, size_t n) const {
+    if (n == 1) return {w};
+    std::vector<Value> gates;
+    for (int64_t k = 0; k < 4; ++k) gates.push_back(sequence::slice(w, 3, k * filters_, filters_));
+    return gates;
+  }
+  // conv(x, w) of one input and kernel, or the four gates' conv(x_k, w_k)
+  // side by side: [.., 4F] either way.
+  static Value gate_conv(const std::vector<Value>& xs, const std::vector<Value>& ws,
+                         const ConvAttrs& a) {
+    if (xs.size() == 1) return ops::conv(xs[0], ws[0], a);
+    std::vector<Value> z;
+    for (size_t k = 0; k < 4; ++k) z.push_back(ops::conv(xs[k], ws[k], a));
+    return sequence::concat(sequence::concat(z[0], z[1], 3), sequence::concat(z[2], z[3], 3), 3);
+  }
+
   // Keras's default activations: each step's gates as one LstmCell op.
   bool fused() const { return o_.activation_ == "tanh" && o_.recurrent_activation_ == "sigmoid"; }
 

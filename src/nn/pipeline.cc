@@ -16,6 +16,7 @@
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
 #include "autoshard/nn/model.h"
+#include "autoshard/nn/regularizers.h"
 #include "autoshard/optim/composed_ops.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/cluster.h"
@@ -239,7 +240,8 @@ void PipelineTrainer::differentiate(StagePrograms& sp, const Graph& g, double we
     sp.dy.push_back(dy.id);
     std::vector<int64_t> axes(n.shape.size());
     for (size_t a = 0; a < axes.size(); ++a) axes[a] = static_cast<int64_t>(a);
-    Value term = ops::reduce_sum(b.graph.value(b.local.at(out)) * dy, axes);
+    Value term = b.graph.value(b.local.at(out)) * dy;
+    if (!axes.empty()) term = ops::reduce_sum(term, axes);  // a scalar (a penalty) is its own sum
     objective = objective.valid() ? objective + term : term;
   }
   AS_CHECK(objective.valid() || wrt.empty(), "pipeline: stage ", s,
@@ -313,6 +315,45 @@ void PipelineTrainer::bind_sums(CompiledStep& step, const std::vector<int>& ids,
   }
 }
 
+// One micro-batch of `rows` (of `batch`) traced for training; `penalty`
+// becomes the sum of its regularizers' terms (Keras's model.losses), each
+// the micro-batch's share of the batch's as the losses are weighted
+// (rows / batch each, summing to one): a weight's penalty whole, an
+// activity's times batch / rows, for Keras 3 adds activity_regularizer
+// (output) over the whole batch, not divided by its size
+// (keras/src/layers/layer.py, Layer.__call__), and an L1/L2 term of a batch
+// is the sum of its micro-batches'. The terms are summed in the order traced
+// (a stage's, then the next one's), so each stage sends one partial sum on.
+std::vector<Value> PipelineTrainer::trace_microbatch(Graph& g, int64_t rows, int64_t batch,
+                                                     Value& penalty) {
+  std::map<std::string, Trace::Penalty> activities = model_.activity_penalties_;
+  const double share = double(batch) / double(rows);
+  for (auto& [layer, f] : activities) {
+    AS_CHECK(rows == batch || regularizers::adds_over_examples(f), "pipeline: layer '", layer,
+             "''s activity_regularizer couples the examples of a batch (OrthogonalRegularizer): "
+             "micro-batches cannot compute it; use L1/L2 or one micro-batch");
+    if (rows == batch) continue;
+    const Trace::Penalty whole = f;
+    f = [whole, share, rows, name = layer](Value v) {
+      AS_CHECK(v.rank() >= 1 && v.dim(0) == rows, "pipeline: layer '", name, "''s output ",
+               shape_str(v.shape()),
+               " is not batch first; its activity_regularizer cannot be split into micro-batches");
+      return ops::scale(whole(v), share);
+    };
+  }
+  std::swap(activities, model_.activity_penalties_);
+  std::vector<Value> outs, penalties;
+  try {
+    outs = model_.trace_outputs(g, rows, /*training=*/true, &penalties);
+  } catch (...) {
+    std::swap(activities, model_.activity_penalties_);
+    throw;
+  }
+  std::swap(activities, model_.activity_penalties_);
+  for (const Value& term : penalties) penalty = penalty.valid() ? penalty + term : term;
+  return outs;
+}
+
 PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t start,
                                                          const Tensor& x, const Tensor& y) {
   // A program holds the batch's size (the loss share, dropout's offsets).
@@ -324,10 +365,8 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   p->rows = rows;
   p->weight = double(rows) / double(batch);
   Graph& g = p->global;
-  AS_CHECK(model_.weight_penalties_.empty() && model_.activity_penalties_.empty() &&
-               model_.constraints_.empty(),
-           "pipeline: regularizers and constraints are not supported in pipelined training");
-  const std::vector<Value> outs = model_.trace_outputs(g, rows, /*training=*/true);
+  Value penalty;
+  const std::vector<Value> outs = trace_microbatch(g, rows, batch, penalty);
   AS_CHECK(outs.size() == 1, "pipeline: models with one output only (this one has ", outs.size(),
            ")");
   p->x = g.inputs().at(0);
@@ -335,7 +374,9 @@ PipelineTrainer::Programs& PipelineTrainer::programs_for(int64_t rows, int64_t s
   y_shape[0] = rows;
   const Value target = g.input("y", y_shape, y.dtype());
   p->y = target.id;
-  const int loss = model_.total_loss(outs, {target}).id;
+  Value total = model_.total_loss(outs, {target});
+  if (penalty.valid()) total = total + penalty;  // Keras's compute_loss adds model.losses
+  const int loss = total.id;
   // State written in place would be written again by each backward pass's
   // recomputation.
   AS_CHECK(composed::assign_views(g).empty(),
@@ -604,6 +645,7 @@ void PipelineTrainer::build_rank_step() {
     model_.optimizer_->append_update(g, weights, grads, sumsq);
   else
     model_.optimizer_->append_update(g, weights, grads);
+  constrain(weights);
   model_.declare_state(g, {});
   u.update = compile(std::move(g), {}, like, {{sumsq.id, Sharding::replicated(0)}});
   for (size_t k = 0; k < grads.size(); ++k) bind_reduced(*u.update, grads[k].id, u.weights[k]);
@@ -661,6 +703,15 @@ void PipelineTrainer::update_on_ranks(const Programs& prog, const StepContext& c
   u.update->run(ctx);
 }
 
+// Keras's optimizer.apply, as the model's own step does (nn/model.cc): each
+// constrained weight becomes constraint(weight) after its update (traced
+// after it, so it reads the updated value).
+void PipelineTrainer::constrain(const std::vector<Value>& weights) const {
+  for (const Value& w : weights)
+    if (auto c = model_.constraints_.find(w.node().leaf().name); c != model_.constraints_.end())
+      composed::assign(w, c->second(w));
+}
+
 // The optimizer's step on the summed gradients: one program over every
 // trained weight in the traced step's order (the clip norm sums them as one
 // device's step does; a weight no stage differentiates steps on a zero
@@ -689,6 +740,7 @@ void PipelineTrainer::apply_update(const Graph& traced, const StepContext& ctx) 
       grads.push_back(grad);
     }
     model_.optimizer_->append_update(g, weights, grads);
+    constrain(weights);
     model_.declare_state(g, {});
     update_->step = compile(std::move(g), {}, like, layouts);
     for (const auto& [input, name, s] : reads) bind_sums(*update_->step, {input}, {name}, s);

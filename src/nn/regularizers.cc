@@ -47,15 +47,27 @@ void check_factor(double v, const char* what) {
 
 namespace regularizers {
 
-Trace::Penalty l1_l2(double l1, double l2) {
-  check_factor(l1, "L1L2: l1");
-  check_factor(l2, "L1L2: l2");
-  return [l1, l2](Value w) {
+namespace {
+// A named type (not a lambda), so that adds_over_examples can recognise it.
+struct L1L2Penalty {
+  double l1, l2;
+  Value operator()(Value w) const {
     Value total = constant(*w.graph, 0.0);
     if (l1 > 0) total = total + ops::scale(sum_all(ops::unary(w, UnaryFn::Abs)), l1);
     if (l2 > 0) total = total + ops::scale(sum_all(w * w), l2);
     return total;
-  };
+  }
+};
+}  // namespace
+
+Trace::Penalty l1_l2(double l1, double l2) {
+  check_factor(l1, "L1L2: l1");
+  check_factor(l2, "L1L2: l2");
+  return L1L2Penalty{l1, l2};
+}
+
+bool adds_over_examples(const Trace::Penalty& penalty) {
+  return penalty.target<L1L2Penalty>() != nullptr;
 }
 
 Trace::Penalty orthogonal(double factor, bool rows) {

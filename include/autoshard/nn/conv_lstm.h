@@ -16,8 +16,11 @@
 // [batch * time, ...]; then one Conv per step for the recurrent transform,
 // and Keras's default activations run each step's gates as one LstmCell
 // over [batch * rows' * cols', 4 filters] (other activations compose them).
-// Not supported, each refused in one line: masks, dropout and
-// recurrent_dropout in training, stateful, channels_first.
+// In training, dropout and recurrent_dropout draw four masks each (one per
+// gate, ConvLSTMCell's dropout_mask_count) once per batch, shaped like a
+// step's input and like h, and reuse them at every step; each gate's
+// convolution then reads its own masked copy.
+// Not supported, each refused in one line: masks, stateful, channels_first.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,12 @@ struct ConvLSTM2DOptions {
   AUTOSHARD_OPTION(bool, return_state, false)
   // Steps taken last to first; a returned sequence stays in that order.
   AUTOSHARD_OPTION(bool, go_backwards, false)
+  // Fractions in [0, 1) of a step's input (dropout) and of h (recurrent
+  // dropout) dropped in training.
+  AUTOSHARD_OPTION(double, dropout, 0.0)
+  AUTOSHARD_OPTION(double, recurrent_dropout, 0.0)
+  // Keys the dropout masks (with the layer's path and the model's seed).
+  AUTOSHARD_OPTION(uint64_t, seed, 0)
   AUTOSHARD_OPTION(std::string, name, "")
 };
 

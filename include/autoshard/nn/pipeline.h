@@ -100,6 +100,8 @@ class PipelineTrainer {
   void exchange_shared();
   void update_on_ranks(const Programs& prog, const StepContext& ctx);
   Programs& programs_for(int64_t rows, int64_t start, const Tensor& x, const Tensor& y);
+  std::vector<Value> trace_microbatch(Graph& g, int64_t rows, int64_t batch, Value& penalty);
+  void constrain(const std::vector<Value>& weights) const;
   void differentiate(StagePrograms& sp, const Graph& traced, double weight, int stage);
   std::vector<Sharding> gradient_layouts(const StagePrograms& sp);
   std::map<int, Sharding> add_into_sums(StagePrograms& sp, int stage);

@@ -24,6 +24,10 @@ Trace::Penalty l1_l2(double l1, double l2);
 // columns) normalised to unit length, factor * mean |n_i . n_j| over the
 // pairs i < j.
 Trace::Penalty orthogonal(double factor, bool rows);
+// Whether `penalty` of a batch is the sum of its terms over any split of the
+// batch's examples (L1L2's sums over elements are; the orthogonal one's
+// pairs of rows are not): what pipelined micro-batches can compute apart.
+bool adds_over_examples(const Trace::Penalty& penalty);
 }  // namespace regularizers
 
 namespace constraints {

@@ -635,7 +635,8 @@ class SimpleRNN(_Recurrent):
 class ConvLSTM2D(Layer):
     """keras.layers.ConvLSTM2D: an LSTM whose input and recurrent transforms
     are 2-D convolutions, over [batch, time, rows, cols, channels]
-    (docs/layers.md). Masks, stateful and dropout in training are refused."""
+    (docs/layers.md); dropout and recurrent_dropout as Keras's ConvLSTMCell
+    applies them in training. Masks and stateful are refused."""
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
                  dilation_rate=1, activation="tanh", recurrent_activation="sigmoid",

@@ -167,8 +167,8 @@ BuiltLayer keras_bidirectional(LayerConfig& f) {
 
 // keras/src/layers/rnn/conv_lstm2d.py (ConvLSTM2D, over ConvLSTM and
 // ConvLSTMCell in conv_lstm.py): the cell's kernel, recurrent_kernel and
-// bias, saved under the cell as an LSTM's are. Dropout is refused for
-// training only (in inference it changes nothing).
+// bias, saved under the cell as an LSTM's are; dropout and
+// recurrent_dropout as ConvLSTMCell.call applies them (nn/conv_lstm.h).
 BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
   ConvLSTM2DOptions o;
   const int64_t filters = f.positive("filters");
@@ -187,12 +187,11 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
   o.kernel_initializer(f.initializer_or("kernel_initializer", Initializer::glorot_uniform()));
   o.recurrent_initializer(f.initializer_or("recurrent_initializer", Initializer::orthogonal()));
   o.bias_initializer(f.initializer_or("bias_initializer", Initializer::zeros()));
-  for (const char* k : {"dropout", "recurrent_dropout"}) {
-    const double rate = f.number(k, 0);
-    if (rate < 0 || rate >= 1) f.bad(k, rate, "must be in [0, 1)");
-    if (rate > 0 && !f.ctx().inference)
-      f.bad(k, rate, "is not supported in training (predict and evaluate take it)");
-  }
+  o.dropout(f.number("dropout", 0));
+  o.recurrent_dropout(f.number("recurrent_dropout", 0));
+  if (o.dropout_ < 0 || o.dropout_ >= 1) f.bad("dropout", o.dropout_, "must be in [0, 1)");
+  if (o.recurrent_dropout_ < 0 || o.recurrent_dropout_ >= 1)
+    f.bad("recurrent_dropout", o.recurrent_dropout_, "must be in [0, 1)");
   o.return_sequences(f.boolean("return_sequences", false));
   o.return_state(f.boolean("return_state", false));
   o.go_backwards(f.boolean("go_backwards", false));
@@ -200,7 +199,7 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
            "is not supported (state kept between batches); save the model with stateful=False");
   f.expect("time_major", false, "is not supported (inputs are [batch, time, rows, cols, ...])");
   f.weight_extras({"kernel", "recurrent", "bias"});
-  o.name(f.name());
+  o.seed(f.ctx().seed).name(f.name());
   return {ConvLSTM2D(filters, kernel, o), cell_roles(o.use_bias_)};
 }
 
