@@ -233,3 +233,59 @@ def test_refusals_name_the_option():
         layers.ConvLSTM2D(2, 3, dropout=1.0)
     with pytest.raises(ValueError, match="recurrent_dropout"):
         layers.ConvLSTM2D(2, 3, recurrent_dropout=-0.1)
+
+
+@pytest.mark.parametrize("case", [dict(kernel=3, same=True), dict(kernel=2, stride=2),
+                                  dict(kernel=3, backwards=True, sequences=True)])
+def test_conv_lstm1d_is_the_2d_cell_over_rows_of_height_one(case):
+    """ConvLSTM1D (keras/src/layers/rnn/conv_lstm1d.py) against the float64
+    reference of the 2-D cell on images of height one, with its kernels
+    [k, in, 4F] as [1, k, in, 4F]."""
+    rng = np.random.default_rng(7)
+    k, stride = case["kernel"], case.get("stride", 1)
+    x = rng.standard_normal((2, 4, 9, 3)).astype(np.float32)
+    layer = keras.layers.ConvLSTM1D(5, k, strides=stride,
+                                    padding="same" if case.get("same") else "valid",
+                                    return_sequences=case.get("sequences", False),
+                                    go_backwards=case.get("backwards", False), name="cl1")
+    model = keras.Sequential([keras.Input((4, 9, 3)), layer])
+    kernel, recurrent, bias = layer.get_weights()
+    assert kernel.shape == (k, 3, 20) and recurrent.shape == (k, 5, 20)
+    want, _, _ = reference(x[:, :, None], kernel[None], recurrent[None], bias, (1, stride),
+                           case.get("same", False), return_sequences=case.get("sequences", False),
+                           go_backwards=case.get("backwards", False))
+    got = model.predict(x, verbose=0)
+    np.testing.assert_allclose(got, want[:, :, 0] if case.get("sequences") else want[:, 0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_conv_lstm1d_trains_sharded_as_one_device_and_round_trips(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((8, 3, 7, 2)).astype(np.float32)
+    y = rng.standard_normal((8, 7, 4)).astype(np.float32)
+    def make():
+        return keras.Sequential([keras.Input((3, 7, 2)),
+                                 keras.layers.ConvLSTM1D(4, 3, padding="same", name="c")])
+
+    single = make()
+    weights = single.get_weights()
+    runs = []
+    for shape in (None, (1, 2), (2, 2)):
+        model = single
+        if shape:
+            dist = keras.distribution.AutoShard(
+                keras.distribution.DeviceMesh(shape, ("data", "model")), batch_dim_name="data")
+            with dist.scope():
+                model = make()
+            model.set_weights(weights)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        runs.append(model.fit(x, y, epochs=2, batch_size=4, shuffle=False,
+                              verbose=0).history["loss"])
+    assert runs[0][-1] < runs[0][0]
+    for r in runs[1:]:
+        np.testing.assert_allclose(r, runs[0], rtol=1e-5)
+    path = tmp_path / "c1.keras"
+    model.save(path)
+    again = keras.models.load_model(path)
+    np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)

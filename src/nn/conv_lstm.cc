@@ -1,5 +1,7 @@
-// ConvLSTM2D (see conv_lstm.h): the input transform of every step as one
-// convolution, then per step the recurrent convolution and the gates.
+// ConvLSTM2D and ConvLSTM1D (see conv_lstm.h): the input transform of every
+// step as one convolution, then per step the recurrent convolution and the
+// gates. ConvLSTM1D is the 2-D layer over rows of height one: its inputs,
+// kernels and outputs are reshaped around it (no copy of any weight).
 #include "autoshard/nn/conv_lstm.h"
 
 #include <algorithm>
@@ -12,25 +14,30 @@
 namespace autoshard {
 namespace {
 
-// A per-dimension option of one value or two.
-std::vector<int64_t> conv_lstm_pair(std::vector<int64_t> v, const std::string& who,
+// A per-dimension option of one value or `rank`, as the two of the 2-D
+// layer (rank 1: a height of one first).
+std::vector<int64_t> conv_lstm_pair(std::vector<int64_t> v, int rank, const std::string& who,
                                     const char* option) {
-  if (v.size() == 1) v.push_back(v[0]);
-  AS_CHECK(v.size() == 2, who, ": ", option, " needs 1 or 2 values, got ", v.size());
+  if (v.size() == 1 && rank == 2) v.push_back(v[0]);
+  AS_CHECK(v.size() == size_t(rank), who, ": ", option, " needs ",
+           rank == 2 ? "1 or 2 values" : "1 value", ", got ", v.size());
   for (int64_t d : v) AS_CHECK(d >= 1, who, ": ", option, " must be positive, got ", d);
+  if (rank == 1) v.insert(v.begin(), 1);
   return v;
 }
 
 struct ConvLSTM2DImpl : LayerImpl {
-  ConvLSTM2DImpl(int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
-      : LayerImpl(layer_name_or_default(o.name_, "conv_lstm2d")),
+  // rank: 2 (ConvLSTM2D) or 1 (ConvLSTM1D).
+  ConvLSTM2DImpl(int rank, int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
+      : LayerImpl(layer_name_or_default(o.name_, rank == 2 ? "conv_lstm2d" : "conv_lstm1d")),
+        rank_(rank),
         filters_(filters),
         o_(std::move(o)) {
-    const std::string who = "ConvLSTM2D " + name();
+    const std::string who = kind() + " " + name();
     AS_CHECK(filters > 0, who, ": filters must be positive, got ", filters);
-    kernel_ = conv_lstm_pair(std::move(kernel), who, "kernel_size");
-    strides_ = conv_lstm_pair(o_.strides_, who, "strides");
-    dilations_ = conv_lstm_pair(o_.dilation_rate_, who, "dilation_rate");
+    kernel_ = conv_lstm_pair(std::move(kernel), rank, who, "kernel_size");
+    strides_ = conv_lstm_pair(o_.strides_, rank, who, "strides");
+    dilations_ = conv_lstm_pair(o_.dilation_rate_, rank, who, "dilation_rate");
     AS_CHECK(o_.padding_ == "valid" || o_.padding_ == "same", who,
              ": padding must be 'valid' or 'same', got '", o_.padding_, "'");
     // Keras's ConvLSTMCell refuses any stride above 1 with any dilation above 1.
@@ -50,20 +57,31 @@ struct ConvLSTM2DImpl : LayerImpl {
   }
   Value compute_mask(Trace&, const std::vector<Value>&) override { return Value{}; }
 
-  // [x] -> the output, then (return_state) h and c.
+  // [x] -> the output, then (return_state) h and c. ConvLSTM1D's
+  // [batch, time, cols, channels] runs as rows of height one.
   std::vector<Value> call_outputs(Trace& t, const std::vector<Value>& inputs) override {
-    const std::string who = "ConvLSTM2D " + name();
+    const std::string who = kind() + " " + name();
     AS_CHECK(inputs.size() == 1, who, " takes one input (initial states are not supported), got ",
              inputs.size());
-    const Value x = inputs[0];
-    AS_CHECK(x.rank() == 5, who, " needs [batch, time, rows, cols, channels], got ",
-             shape_str(x.shape()));
-    AS_CHECK(!t.mask(x).valid(), who,
+    AS_CHECK(inputs[0].rank() == rank_ + 3, who, " needs [batch, time, ",
+             rank_ == 2 ? "rows, cols" : "steps", ", channels], got ",
+             shape_str(inputs[0].shape()));
+    AS_CHECK(!t.mask(inputs[0]).valid(), who,
              ": masked inputs are not supported (no Masking or mask_zero before it)");
+    Shape rows = inputs[0].shape();
+    if (rank_ == 1) rows.insert(rows.begin() + 2, 1);
+    const Value x = ops::reshape(inputs[0], rows);
     const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(4), F = filters_;
-    Value kernel = t.weight("kernel", {kernel_[0], kernel_[1], C, 4 * F}, o_.kernel_initializer_);
-    Value recurrent =
-        t.weight("recurrent_kernel", {kernel_[0], kernel_[1], F, 4 * F}, o_.recurrent_initializer_);
+    // Keras's kernels: [kh, kw, in, 4F], ConvLSTM1D's [k, in, 4F].
+    const auto kernel_shape = [&](int64_t in) {
+      return rank_ == 2 ? Shape{kernel_[0], kernel_[1], in, 4 * F} : Shape{kernel_[1], in, 4 * F};
+    };
+    const Shape as_2d_c{kernel_[0], kernel_[1], C, 4 * F},
+        as_2d_f{kernel_[0], kernel_[1], F, 4 * F};
+    Value kernel =
+        ops::reshape(t.weight("kernel", kernel_shape(C), o_.kernel_initializer_), as_2d_c);
+    Value recurrent = ops::reshape(
+        t.weight("recurrent_kernel", kernel_shape(F), o_.recurrent_initializer_), as_2d_f);
     // Every step's input transform in one convolution: [B T, rows', cols', 4F]
     // (with dropout, one per gate, each over its own masked copy).
     const Shape steps_in{B * T, x.dim(2), x.dim(3), C};
@@ -121,6 +139,12 @@ struct ConvLSTM2DImpl : LayerImpl {
     else
       result.push_back(h);
     if (o_.return_state_) result.insert(result.end(), {h, c});
+    if (rank_ == 1)  // the height of one dropped again
+      for (Value& r : result) {
+        Shape cols = r.shape();
+        cols.erase(cols.end() - 3);
+        r = ops::reshape(r, cols);
+      }
     return result;
   }
 
@@ -192,6 +216,9 @@ struct ConvLSTM2DImpl : LayerImpl {
     return a;
   }
 
+  std::string kind() const { return rank_ == 2 ? "ConvLSTM2D" : "ConvLSTM1D"; }
+
+  int rank_;
   int64_t filters_;
   std::vector<int64_t> kernel_, strides_, dilations_;
   ConvLSTM2DOptions o_;
@@ -200,7 +227,11 @@ struct ConvLSTM2DImpl : LayerImpl {
 }  // namespace
 
 ConvLSTM2D::ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTM2DImpl>(filters, std::move(kernel_size), std::move(options))) {
-}
+    : Layer(std::make_shared<ConvLSTM2DImpl>(2, filters, std::move(kernel_size),
+                                             std::move(options))) {}
+
+ConvLSTM1D::ConvLSTM1D(int64_t filters, int64_t kernel_size, ConvLSTM2DOptions options)
+    : Layer(std::make_shared<ConvLSTM2DImpl>(1, filters, std::vector<int64_t>{kernel_size},
+                                             std::move(options))) {}
 
 }  // namespace autoshard

@@ -1,5 +1,5 @@
-// keras.layers.ConvLSTM2D: an LSTM whose input and recurrent transforms are
-// 2-D convolutions (Shi et al. 2015), as Keras 3 computes it
+// keras.layers.ConvLSTM2D (and ConvLSTM1D, below): an LSTM whose input and
+// recurrent transforms are 2-D convolutions (Shi et al. 2015), as Keras 3 computes it
 // (keras/src/layers/rnn/conv_lstm.py, ConvLSTMCell.call):
 //
 //   x: [batch, time, rows, cols, channels]  (channels last)
@@ -62,6 +62,15 @@ class ConvLSTM2D : public Layer {
  public:
   // kernel_size: {rows, cols} or one value for both.
   ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options = {});
+};
+
+// keras.layers.ConvLSTM1D (keras/src/layers/rnn/conv_lstm1d.py): the same
+// cell over [batch, time, steps, channels] with 1-D convolutions, kernels
+// [k, channels, 4 filters] and [k, filters, 4 filters]; strides and
+// dilation_rate take one value. Runs as ConvLSTM2D over rows of height one.
+class ConvLSTM1D : public Layer {
+ public:
+  ConvLSTM1D(int64_t filters, int64_t kernel_size, ConvLSTM2DOptions options = {});
 };
 
 }  // namespace autoshard

@@ -21,7 +21,7 @@ __all__ = [
     "GlobalMaxPooling2D", "Flatten", "Reshape", "Permute", "RepeatVector", "Rescaling", "Dropout",
     "Activation", "ReLU", "Softmax", "LayerNormalization", "BatchNormalization",
     "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
-    "ConvLSTM2D", "Masking", "Add", "Subtract",
+    "ConvLSTM1D", "ConvLSTM2D", "Masking", "Add", "Subtract",
     "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot", "add", "subtract",
     "multiply", "average", "maximum", "minimum", "concatenate", "dot",
 ]
@@ -638,6 +638,8 @@ class ConvLSTM2D(Layer):
     (docs/layers.md); dropout and recurrent_dropout as Keras's ConvLSTMCell
     applies them in training. Masks and stateful are refused."""
 
+    _rank = 2
+
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
                  dilation_rate=1, activation="tanh", recurrent_activation="sigmoid",
                  use_bias=True, kernel_initializer="glorot_uniform",
@@ -645,7 +647,7 @@ class ConvLSTM2D(Layer):
                  unit_forget_bias=True, dropout=0.0, recurrent_dropout=0.0, seed=None,
                  return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, name=None, input_shape=None, **kwargs):
-        kind = "ConvLSTM2D"
+        kind = type(self)._kind_name()
         _no_extra(kwargs, kind)
         if data_format not in (None, "channels_last"):
             raise ValueError(f"{kind}: only data_format='channels_last' is supported")
@@ -656,9 +658,9 @@ class ConvLSTM2D(Layer):
             raise TypeError(f"{kind}: padding must be 'valid' or 'same', got "
                             f"{_checks.shown(padding)}")
         config = {"name": _name(name, kind), "filters": _int(filters, "filters", kind),
-                  "kernel_size": _ints(kernel_size, 2, "kernel_size", kind),
-                  "strides": _ints(strides, 2, "strides", kind), "padding": padding,
-                  "dilation_rate": _ints(dilation_rate, 2, "dilation_rate", kind),
+                  "kernel_size": _ints(kernel_size, self._rank, "kernel_size", kind),
+                  "strides": _ints(strides, self._rank, "strides", kind), "padding": padding,
+                  "dilation_rate": _ints(dilation_rate, self._rank, "dilation_rate", kind),
                   "activation": _activations.name_of(activation) or "linear",
                   "recurrent_activation": _activations.name_of(recurrent_activation) or "linear",
                   "use_bias": bool(use_bias), "unit_forget_bias": bool(unit_forget_bias),
@@ -670,6 +672,17 @@ class ConvLSTM2D(Layer):
                   "return_sequences": bool(return_sequences), "return_state": bool(return_state),
                   "go_backwards": bool(go_backwards)}
         super().__init__(_from_table(kind, config, _seed(seed, kind)), input_shape)
+
+    @classmethod
+    def _kind_name(cls):
+        return f"ConvLSTM{cls._rank}D"
+
+
+class ConvLSTM1D(ConvLSTM2D):
+    """keras.layers.ConvLSTM1D: ConvLSTM2D's cell with 1-D convolutions, over
+    [batch, time, steps, channels]."""
+
+    _rank = 1
 
 
 class _Merge(Layer):
@@ -770,6 +783,7 @@ _PENALIZED = {
     "SeparableConv2D": ("depthwise", "pointwise", "bias"), "Embedding": ("embeddings",),
     "LSTM": ("kernel", "recurrent", "bias"), "GRU": ("kernel", "recurrent", "bias"),
     "SimpleRNN": ("kernel", "recurrent", "bias"), "ConvLSTM2D": ("kernel", "recurrent", "bias"),
+    "ConvLSTM1D": ("kernel", "recurrent", "bias"),
     "LayerNormalization": ("gamma", "beta"),
     "BatchNormalization": ("gamma", "beta"), "GroupNormalization": ("gamma", "beta"),
 }

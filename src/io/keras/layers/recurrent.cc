@@ -1,5 +1,5 @@
 // Keras's recurrent layers: LSTM, GRU, SimpleRNN, the Bidirectional
-// wrapper around one of them, and ConvLSTM2D.
+// wrapper around one of them, and ConvLSTM1D/2D.
 #include <optional>
 
 #include "autoshard/json.h"
@@ -169,16 +169,20 @@ BuiltLayer keras_bidirectional(LayerConfig& f) {
 // ConvLSTMCell in conv_lstm.py): the cell's kernel, recurrent_kernel and
 // bias, saved under the cell as an LSTM's are; dropout and
 // recurrent_dropout as ConvLSTMCell.call applies them (nn/conv_lstm.h).
-BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
+// ConvLSTM1D (keras/src/layers/rnn/conv_lstm1d.py) takes the same
+// arguments with one value per size.
+BuiltLayer keras_conv_lstm(LayerConfig& f) {
+  const int rank = f.cls() == "ConvLSTM1D" ? 1 : 2;
   ConvLSTM2DOptions o;
   const int64_t filters = f.positive("filters");
-  const std::vector<int64_t> kernel = f.sizes("kernel_size", 2, {});
+  const std::vector<int64_t> kernel = f.sizes("kernel_size", rank, {});
   if (kernel.empty()) f.bad("kernel_size", nullptr, "is required");
-  o.strides(f.sizes("strides", 2, {1, 1}));
+  const std::vector<int64_t> ones(size_t(rank), 1);
+  o.strides(f.sizes("strides", rank, ones));
   o.padding(f.string("padding", "valid"));
   if (o.padding_ != "valid" && o.padding_ != "same")
     f.bad("padding", o.padding_, "is not supported (valid or same)");
-  o.dilation_rate(f.sizes("dilation_rate", 2, {1, 1}));
+  o.dilation_rate(f.sizes("dilation_rate", rank, ones));
   f.channels_last();
   o.activation(f.activation_name("activation", "tanh"));
   o.recurrent_activation(keras_recurrent_activation(f));
@@ -200,6 +204,7 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
   f.expect("time_major", false, "is not supported (inputs are [batch, time, rows, cols, ...])");
   f.weight_extras({"kernel", "recurrent", "bias"});
   o.seed(f.ctx().seed).name(f.name());
+  if (rank == 1) return {ConvLSTM1D(filters, kernel[0], o), cell_roles(o.use_bias_)};
   return {ConvLSTM2D(filters, kernel, o), cell_roles(o.use_bias_)};
 }
 
@@ -208,7 +213,8 @@ BuiltLayer keras_conv_lstm2d(LayerConfig& f) {
 void add_recurrent_layers(LayerTable& table) {
   for (const char* cls : {"LSTM", "GRU", "SimpleRNN"}) table.add(cls, keras_recurrent_entry);
   table.add("Bidirectional", keras_bidirectional);
-  table.add("ConvLSTM2D", keras_conv_lstm2d);
+  table.add("ConvLSTM1D", keras_conv_lstm);
+  table.add("ConvLSTM2D", keras_conv_lstm);
 }
 
 }  // namespace autoshard::keras
