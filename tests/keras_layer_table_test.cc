@@ -29,6 +29,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Conv2D",
                                              "Conv2DTranspose",
                                              "Conv3D",
+                                             "ConvLSTM1D",
                                              "ConvLSTM2D",
                                              "Cropping1D",
                                              "Cropping2D",
