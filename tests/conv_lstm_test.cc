@@ -16,8 +16,9 @@
 #include "autoshard/runtime/executor.h"
 #include "test_util.h"
 
-namespace autoshard {
-namespace {
+// A named namespace: the unity builds (scripts/test.sh) compile this file
+// with others whose file-local helpers share these names.
+namespace autoshard::conv_lstm_dropout_test {
 
 using Vec = std::vector<double>;
 
@@ -231,5 +232,4 @@ TEST(ConvLSTM2DDropout, RatesOutsideTheRangeAreRefused) {
   EXPECT_THROW(ConvLSTM2D(2, {3}, ConvLSTM2DOptions().recurrent_dropout(-0.1)), Error);
 }
 
-}  // namespace
-}  // namespace autoshard
+}  // namespace autoshard::conv_lstm_dropout_test
