@@ -561,16 +561,23 @@ constexpr int64_t kH5CheckBlock = int64_t(1) << 22;
 constexpr int kH5ExitRefused = 65;
 constexpr int kH5ExitMemory = 66;
 
-// Field `field` of /proc/PID/statm (0: size, 1: resident) in bytes. Plain
-// open and read: the child must not take stdio's locks (below).
-uint64_t h5_statm_bytes(pid_t pid, int field) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/statm";
+// /proc/<pid>/<name> into `text` (NUL-terminated), by plain open and read:
+// the child must not take stdio's locks (below). False when unreadable.
+template <size_t N>
+bool h5_read_proc(pid_t pid, const char* name, char (&text)[N]) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char text[128] = "";
-  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, text, N - 1);
   ::close(fd);
-  if (n <= 0) return 0;
+  text[n > 0 ? n : 0] = '\0';
+  return n > 0;
+}
+
+// Field `field` of /proc/PID/statm (0: size, 1: resident) in bytes.
+uint64_t h5_statm_bytes(pid_t pid, int field) {
+  char text[128];
+  if (!h5_read_proc(pid, "statm", text)) return 0;
   char* end = text;
   uint64_t value = std::strtoull(text, &end, 10);
   if (field == 1) value = std::strtoull(end, nullptr, 10);
@@ -580,13 +587,9 @@ uint64_t h5_statm_bytes(pid_t pid, int field) {
 // Seconds of CPU process `pid` has used (/proc/<pid>/stat's utime and
 // stime), read without stdio; 0 when unreadable.
 double h5_cpu_seconds(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char text[512] = "";
-  const ssize_t n = ::read(fd, text, sizeof text - 1);
-  ::close(fd);
-  const char* p = n > 0 ? std::strrchr(text, ')') : nullptr;  // after the command's name
+  char text[512];
+  const char* p = h5_read_proc(pid, "stat", text) ? std::strrchr(text, ')')
+                                                  : nullptr;  // after the command's name
   if (!p) return 0;
   // Fields 3 to 13, then utime and stime (proc(5)).
   for (int field = 3; field <= 13 && p; ++field) p = std::strchr(p + 1, ' ');
