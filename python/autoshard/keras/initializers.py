@@ -148,9 +148,10 @@ class VarianceScaling(_Seeded):
 
 
 def _default_fans(name, input_axes, output_axes):
-    """Newer Keras (3.12 on) lets the variance-scaling family count fan-in
-    and fan-out over chosen axes (input_axes, output_axes) and saves both,
-    null by default, in every such initializer's config. The default fans
+    """Newer Keras lets the variance-scaling family count fan-in and
+    fan-out over chosen axes (input_axes, output_axes) and saves both, null
+    by default, in every such initializer's config (a real Keras 3.15 file,
+    ../shared/keras-files/gru_forecast.keras, holds them; 3.10's do not). The default fans
     are the engine's; other axes are refused."""
     if input_axes is not None or output_axes is not None:
         raise ValueError(f"{name}: input_axes and output_axes other than None are not "
