@@ -60,6 +60,28 @@ def test_model_layers_are_the_files_layers(name):
         dense[-1](keras.Input((kernel.shape[0],)))
 
 
+def test_a_loaded_base_nests_through_the_way_its_refusal_names():
+    """Calling a loaded model on new inputs is refused, naming the way:
+    model_from_json(base.to_json()) with base's weights, which predicts as
+    base and nests under a new head (the transfer-learning recipe)."""
+    base = keras.models.load_model(SHARED / "fashion_cnn.keras")
+    inputs = keras.Input((28, 28, 1))
+    with pytest.raises(ValueError, match="model_from_json"):
+        base(inputs)
+    py = keras.models.model_from_json(base.to_json())
+    py.set_weights(base.get_weights())
+    x = np.random.default_rng(4).random((4, 28, 28, 1)).astype(np.float32)
+    np.testing.assert_allclose(py.predict(x, verbose=0), base.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+    py.trainable = False
+    model = keras.Model(inputs, keras.layers.Dense(3, name="head")(py(inputs)))
+    model.compile(optimizer="adam", loss="mse")
+    frozen = py.get_weights()
+    model.fit(x, np.zeros((4, 3), np.float32), epochs=1, verbose=0)
+    for a, b in zip(frozen, py.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_compile_config_without_an_optimizer_compiles_with_rmsprop():
     # Keras 3.8 saved this one's compile config without "optimizer"; Keras's
     # compile_from_config calls compile(**config), so compile's default

@@ -102,6 +102,15 @@ def layer_output(layer, what="output"):
 # --- a model called on tensors ---------------------------------------------------
 
 
+# A model the file reader loaded, or one of its layers, called on new
+# inputs: its weights live in that reader's engine model, so the call is
+# refused with the way to a Python model holding them.
+_FILE_MODEL_CALL = (
+    "{} was read from a file and cannot be called on new inputs; rebuild the model in "
+    "Python with its weights: py = keras.models.model_from_json(base.to_json()); "
+    "py.set_weights(base.get_weights()); then call py")
+
+
 def call_model(model, inputs):
     """``model(inputs)`` on KerasTensors: its layers called again on them
     (their weights shared, as Keras shares a nested model's), the model's
@@ -112,6 +121,8 @@ def call_model(model, inputs):
             t = layer(t)
             t._nested_in = model  # the outer model's layers list this model
         return t
+    if "_file_layers" in model.__dict__:
+        raise ValueError(_FILE_MODEL_CALL.format(f"model '{model.name}'"))
     given = list(inputs.values()) if isinstance(inputs, dict) else (
         list(inputs) if isinstance(inputs, (list, tuple)) else [inputs])
     own = model._input_tensors

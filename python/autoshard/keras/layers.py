@@ -109,11 +109,8 @@ class Layer(_custom_layers.LayerAPI):
         self._trainable = bool(value)  # as Keras's Layer.trainable setter
 
     def __call__(self, inputs, *args, **kwargs):
-        if self.__dict__.get("_file_handle"):
-            raise ValueError(f"layer '{self.name}' belongs to a model read from a file and "
-                             "cannot be called on new inputs (a call would build a new layer "
-                             "with fresh weights): call the loaded model whole, e.g. "
-                             "keras.Model(inputs, head(base(inputs)))")
+        if self.__dict__.get("_file_handle"):  # a call would build fresh weights
+            raise ValueError(_functional._FILE_MODEL_CALL.format(f"layer '{self.name}'"))
         if _custom_layers.any_traced(inputs):  # inside a custom layer's call
             if len(args) == 1 and (args[0] is None or isinstance(args[0], bool)):
                 kwargs["training"], args = args[0], ()  # layer(x, training)

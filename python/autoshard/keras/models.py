@@ -289,7 +289,10 @@ class Model:
         self._compile_native()
 
     def _keras_architecture(self):
-        """The Keras 3 architecture model.save writes (_model_files)."""
+        """The Keras 3 architecture model.save writes (_model_files); a
+        model the file reader loaded: the file's, as that reader gives it."""
+        if getattr(self, "_keras_file", None) is not None and "_file_layers" in self.__dict__:
+            return json.loads(self._keras_file.architecture)
         if not hasattr(self, "_output_tensors"):
             raise ValueError(f"save: model '{self.name}' has no Keras architecture to write")
         return _model_files.functional_config(self.name, self._input_tensors,
