@@ -163,6 +163,15 @@ std::vector<OpCase> cases() {
        [](Graph&, auto& x) {
          return ops::pad(x[0], {0, 2, 0}, {0, 1, -1});
        }},
+      {Op::Resize,
+       {{{4, 5, 7, 3}}},
+       [](Graph&, auto& x) { return ops::resize(x[0], 1, 8, false); }},
+      {Op::Resize, {{{4, 5, 7, 3}}}, [](Graph&, auto& x) { return ops::resize(x[0], 2, 3, true); }},
+      {Op::Resize,  // the adjoint (the gradient): back to 5 rows
+       {{{4, 8, 7, 3}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::Resize, {x[0]}, ResizeAttrs{1, 5, false, true});
+       }},
       {Op::Constant,
        {},
        [](Graph& g, auto&) {

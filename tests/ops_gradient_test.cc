@@ -469,6 +469,16 @@ TEST(Gradient, PoolingPadAndUnary) {
   check_gradient("pad and crop", {{2, 4, 3}}, [](Graph&, auto& p) {
     return ops::pad(p[0], {1, 0, -1}, {0, 2, 0});
   });
+  // Resizing up and down (bilinear, nearest) and the adjoint as an op.
+  check_gradient("resize bilinear", {{2, 5, 4, 3}}, [](Graph&, auto& p) {
+    return ops::resize(ops::resize(p[0], 1, 8, false), 2, 3, false);
+  });
+  check_gradient("resize nearest", {{2, 5, 4, 3}}, [](Graph&, auto& p) {
+    return ops::resize(ops::resize(p[0], 1, 3, true), 2, 7, true);
+  });
+  check_gradient("resize adjoint", {{2, 8, 3}}, [](Graph& g, auto& p) {
+    return g.add(Op::Resize, {p[0]}, ResizeAttrs{1, 5, false, true});
+  });
   for (UnaryFn fn :
        {UnaryFn::Sigmoid, UnaryFn::HardSigmoid, UnaryFn::HardSilu, UnaryFn::Relu6,
         UnaryFn::LeakyRelu, UnaryFn::Elu, UnaryFn::Selu, UnaryFn::Softplus, UnaryFn::Softsign,

@@ -23,6 +23,7 @@ const std::vector<OpDef>& op_table() {
     register_collective_ops(t);
     register_unary_ops(t);
     register_vision_ops(t);
+    register_resize_op(t);
     register_recurrent_ops(t);
     // Every op has a shape rule and a kernel; every op a global graph can
     // hold also has loops (the planner's view) and says how it shards.

@@ -169,6 +169,7 @@ void register_optimizer_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);
 void register_unary_ops(std::vector<OpDef>& table);
 void register_vision_ops(std::vector<OpDef>& table);
+void register_resize_op(std::vector<OpDef>& table);
 void register_recurrent_ops(std::vector<OpDef>& table);
 
 // Helpers shared by the op files.

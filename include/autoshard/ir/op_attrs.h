@@ -158,6 +158,16 @@ const char* unary_name(UnaryFn fn);
 struct PadAttrs {
   std::vector<int64_t> lo, hi;
 };
+// Resize: image resampling along `dim` to `size` positions with half-pixel
+// centres and no antialiasing (tf.image.resize, jax.image.resize; Keras's
+// Resizing): bilinear (two taps, clamped at the edges) or nearest. With
+// `adjoint`, the transposed map (the gradient): from `size` positions back.
+struct ResizeAttrs {
+  int dim = 1;
+  int64_t size = 1;
+  bool nearest = false;
+  bool adjoint = false;
+};
 // HaloExchange (partitioned programs only): a value split along `dim` over
 // mesh `axis` (every member's block size in `sizes`) becomes, on member i,
 // the rows [begins[i], ends[i]) of the whole: its band plus the rows its
@@ -241,6 +251,6 @@ using OpAttrs =
                  AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, RotaryAttrs,
                  EpsilonAttrs, ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs,
                  ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs, ConvAttrs,
-                 PoolAttrs, UnaryAttrs, PadAttrs, HaloAttrs, AllToAllAttrs>;
+                 PoolAttrs, UnaryAttrs, PadAttrs, ResizeAttrs, HaloAttrs, AllToAllAttrs>;
 
 }  // namespace autoshard

@@ -49,6 +49,10 @@ Value conv_grad_input(Value dy, Value w, ConvAttrs attrs);
 Value pool(Value x, PoolAttrs attrs);
 // Zeros before (`lo`) and after (`hi`) each dim; negative values crop.
 Value pad(Value x, std::vector<int64_t> lo, std::vector<int64_t> hi);
+// x resampled along `dim` to `size` positions: half-pixel centres, no
+// antialiasing, bilinear (clamped at the edges) or nearest (Keras's
+// Resizing; see ResizeAttrs). Linear in x, with its transpose as gradient.
+Value resize(Value x, int dim, int64_t size, bool nearest);
 // TensorFlow's 'same' padding of one spatial dim: the output has
 // ceil(in / stride) positions; the odd zero goes after. Returns {lo, hi}.
 std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t window, int64_t stride,
