@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "autoshard/io/keras_model.h"
 #include "autoshard/io/npy.h"
 #include "autoshard/io/safetensors.h"
 #include "cli_runner.h"
@@ -207,6 +208,31 @@ TEST_P(CliKerasFixtures, PredictAndTrainMatchTensorFlowJs) {
 
 INSTANTIATE_TEST_SUITE_P(EveryMesh, CliKerasFixtures, ::testing::ValuesIn(kEveryMesh));
 INSTANTIATE_TEST_SUITE_P(OneMesh, CliKerasFixtures, ::testing::ValuesIn(kOneMesh));
+
+// A .keras file of the Keras layer table's preprocessing layers
+// (RandomCrop, Resizing with crop and pad to the aspect ratio;
+// tools/keras_files/make_family_files.py) predicts from the command line as
+// the C++ reader does, which tests/keras_preprocessing_test.cc checks
+// against references; the categorical file reads its ids.
+TEST(CliKeras, PredictsFilesOfPreprocessingLayers) {
+  testing::ScratchDir dir("cli_keras_preprocessing");
+  for (const auto& [name, x] :
+       {std::pair<std::string, Tensor>{"keras3_resizing.keras",
+                                       testing::random_tensor({5, 7, 6, 3}, 4)},
+        {"keras3_categories.keras", testing::random_tensor({5, 3}, 5)}}) {
+    const std::string model = testing::kKerasFileFixtures + "/families/" + name;
+    const std::string xf = (dir.path / (name + ".x.npy")).string();
+    const std::string out = (dir.path / (name + ".out.npy")).string();
+    write_file(xf, npy_bytes(x));
+    const Result r =
+        run("predict --model " + model + " --x " + xf + " --out " + out + " --mesh data=2,model=2");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const Tensor want = load_keras_model(model).model->predict(x);
+    const auto got = read_arrays(out, "predictions");
+    ASSERT_EQ(got.begin()->second.tensor.shape(), want.shape()) << name;
+    EXPECT_LT(max_relative_error(got.begin()->second.tensor, want), 1e-5) << name;
+  }
+}
 
 TEST(CliKeras, EvaluatePrintsTheLossAndJson) {
   CliFixture f("loss_sparse_categorical_logits");

@@ -21,6 +21,15 @@ so that TF.js's predictions serve as their reference:
   RandomRotation, an adapted Normalization (vars mean, variance and the
   int64 count) and CenterCrop before Flatten and Dense, as Keras 3's
   saving_lib writes it (DTypePolicy dtypes, serialized initializers).
+- keras3_resizing.keras: a Keras 3.6 image model: RandomCrop (with the
+  seed Keras 3 saves), Resizing with crop_to_aspect_ratio (bilinear), Resizing with pad_to_aspect_ratio and a
+  fill_value (nearest), Flatten and Dense (resizing.py's get_config).
+- keras3_categories.keras: a Keras 3.6 model of an adapted Discretization
+  (its config holds bin_boundaries and num_bins, as Keras 3's get_config
+  writes them after adapt), a CategoryEncoding counting the buckets, and a
+  Dense.
+- keras2_category_ids.h5: tf-keras 2.15's legacy .h5 of int32 ids [batch, 1]
+  through CategoryEncoding(one_hot) and a Dense.
 - keras2_normalization.h5: tf-keras 2.15's legacy .h5 of an adapted
   Normalization before a Dense. tf-keras's Normalization.build adds mean,
   variance and an int64 scalar "count" (keras/layers/preprocessing/
@@ -205,6 +214,121 @@ def write_keras3_preprocessing():
         "config.json": json.dumps(config), "model.weights.h5": buf.getvalue()})
 
 
+def keras3_zip(name, layers, shape, weights):
+    """A Keras 3.6 .keras of a Sequential of ``layers`` (after its
+    InputLayer) and ``weights`` (group -> arrays, vars/0, vars/1, ...)."""
+    entries = [{"module": "keras.layers", "class_name": "InputLayer",
+                "config": {"batch_shape": shape, "dtype": "float32", "sparse": False,
+                           "name": "input_layer"}, "registered_name": None}] + layers
+    config = {"module": "keras", "class_name": "Sequential",
+              "config": {"name": "sequential", "trainable": True, "dtype": POLICY,
+                         "layers": entries},
+              "registered_name": None, "build_config": {"input_shape": shape}}
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as h5:
+        h5.create_group("vars")
+        for layer in layers:
+            h5.create_group("layers/%s/vars" % layer["config"]["name"])
+        for group, arrays in weights.items():
+            for i, value in enumerate(arrays):
+                h5["layers/%s/vars/%d" % (group, i)] = value
+    write_zip(os.path.join(DIR, name), {
+        "metadata.json": json.dumps({"keras_version": "3.6.0",
+                                     "date_saved": "2026-12-07@00:00:00"}),
+        "config.json": json.dumps(config), "model.weights.h5": buf.getvalue()})
+
+
+def dense3(units, inputs):
+    init = {"module": "keras.initializers", "class_name": "GlorotUniform",
+            "config": {"seed": None}, "registered_name": None}
+    zeros = {"module": "keras.initializers", "class_name": "Zeros", "config": {},
+             "registered_name": None}
+    return keras3_layer("Dense", {"name": "dense", "units": units, "activation": "linear",
+                                  "use_bias": True, "kernel_initializer": init,
+                                  "bias_initializer": zeros, "kernel_regularizer": None,
+                                  "bias_regularizer": None, "kernel_constraint": None,
+                                  "bias_constraint": None}, [None, inputs])
+
+
+def write_keras3_resizing():
+    # RandomCrop in inference: 7x6 -> the central 6x6 (rows 0-5), resized to
+    # itself; the central 6x4 of ratio 5:4 -> 5x4 (bilinear); 5x4 padded to
+    # 5x6 (ratio 6:9, a column of 0.5 each side) -> 6x9 (nearest).
+    shape = [None, 7, 6, 3]
+    resizing = {"interpolation": "bilinear", "crop_to_aspect_ratio": False,
+                "pad_to_aspect_ratio": False, "fill_mode": "constant", "fill_value": 0.0,
+                "data_format": "channels_last"}
+    layers = [
+        keras3_layer("RandomCrop", {"name": "random_crop", "height": 6, "width": 6,
+                                    "seed": 1337, "data_format": "channels_last"}, shape),
+        keras3_layer("Resizing", dict(resizing, name="resizing", height=5, width=4,
+                                      crop_to_aspect_ratio=True), [None, 6, 6, 3]),
+        keras3_layer("Resizing", dict(resizing, name="resizing_1", height=6, width=9,
+                                      interpolation="nearest", pad_to_aspect_ratio=True,
+                                      fill_value=0.5), [None, 5, 4, 3]),
+        keras3_layer("Flatten", {"name": "flatten", "data_format": "channels_last"},
+                     [None, 6, 9, 3]),
+        dense3(3, 162),
+    ]
+    rng = np.random.default_rng(571)
+    keras3_zip("keras3_resizing.keras", layers, shape, {"dense": [
+        rng.normal(size=(162, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]})
+
+
+def write_keras3_categories():
+    # Keras 3's Discretization.get_config (no trainable; dtype a string).
+    shape = [None, 3]
+    layers = [
+        {"module": "keras.layers", "class_name": "Discretization",
+         "config": {"bin_boundaries": [-0.5, 0.0, 0.5], "num_bins": 4, "epsilon": 0.01,
+                    "output_mode": "int", "sparse": False, "name": "discretization",
+                    "dtype": "float32"},
+         "registered_name": None, "build_config": {"input_shape": shape}},
+        keras3_layer("CategoryEncoding", {"name": "category_encoding", "num_tokens": 4,
+                                          "output_mode": "count"}, shape),
+        dense3(2, 4),
+    ]
+    rng = np.random.default_rng(572)
+    keras3_zip("keras3_categories.keras", layers, shape, {"dense": [
+        rng.normal(size=(4, 2)).astype("float32"), rng.normal(size=(2,)).astype("float32")]})
+
+
+def write_keras2_category_ids():
+    layers = [
+        {"class_name": "InputLayer",
+         "config": {"batch_input_shape": [None, 1], "dtype": "int32", "sparse": False,
+                    "ragged": False, "name": "ids"}},
+        {"class_name": "CategoryEncoding",
+         "config": {"name": "category_encoding", "trainable": True, "dtype": "float32",
+                    "num_tokens": 5, "output_mode": "one_hot", "sparse": False}},
+        {"class_name": "Dense",
+         "config": {"name": "dense", "trainable": True, "dtype": "float32", "units": 2,
+                    "activation": "linear", "use_bias": True,
+                    "kernel_initializer": {"class_name": "GlorotUniform",
+                                           "config": {"seed": None}},
+                    "bias_initializer": {"class_name": "Zeros", "config": {}},
+                    "kernel_regularizer": None, "bias_regularizer": None,
+                    "activity_regularizer": None, "kernel_constraint": None,
+                    "bias_constraint": None}},
+    ]
+    rng = np.random.default_rng(573)
+    with h5py.File(os.path.join(DIR, "keras2_category_ids.h5"), "w") as h5:
+        h5.attrs["model_config"] = json.dumps({
+            "class_name": "Sequential", "config": {"name": "sequential", "layers": layers}})
+        h5.attrs["keras_version"] = b"2.15.0"
+        h5.attrs["backend"] = b"tensorflow"
+        mw = h5.create_group("model_weights")
+        mw.attrs["layer_names"] = np.array([b"category_encoding", b"dense"])
+        mw.attrs["keras_version"] = b"2.15.0"
+        mw.attrs["backend"] = b"tensorflow"
+        g = mw.create_group("category_encoding")
+        g.attrs["weight_names"] = np.zeros((0,), "f8")
+        g = mw.create_group("dense")
+        g.attrs["weight_names"] = np.array([b"dense/kernel:0", b"dense/bias:0"])
+        g["dense/kernel:0"] = rng.normal(size=(5, 2)).astype("float32")
+        g["dense/bias:0"] = rng.normal(size=(2,)).astype("float32")
+
+
 def write_keras2_normalization():
     layers = [
         {"class_name": "Normalization",
@@ -254,6 +378,10 @@ def write_zip(path, members):
 
 
 def main():
+    write_keras3_resizing()
+    write_keras3_categories()
+    write_keras2_category_ids()
+    print("wrote keras3_resizing.keras, keras3_categories.keras, keras2_category_ids.h5")
     write_keras3_preprocessing()
     print("wrote keras3_preprocessing.keras")
     write_keras2_normalization()

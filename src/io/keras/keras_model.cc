@@ -211,10 +211,11 @@ void penalties_of(const LayerSpec& l, const std::vector<WeightRole>& roles,
 
 Built build_model(const ModelSpec& spec, const BuildContext& ctx, const KerasLoadOptions& options) {
   Built b;
-  // Inputs feeding an Embedding take token ids (TF.js says float32 for them).
+  // Inputs feeding an Embedding or a CategoryEncoding take ids (TF.js says
+  // float32 for them; Keras feeds them whole floats alike).
   std::set<std::string> token_inputs;
   for (const LayerSpec& l : spec.layers)
-    if (l.cls == "Embedding")
+    if (l.cls == "Embedding" || l.cls == "CategoryEncoding")
       for (const auto& call : l.calls)
         for (const TensorRef& r : call) token_inputs.insert(r.layer);
   std::map<std::string, SymbolicTensor> tensors;  // "layer:node:tensor"

@@ -244,7 +244,10 @@ void LayerConfig::check_common() {
     std::string name = d->is_string() ? d->get<std::string>() : "";
     if (d->is_object() && d->contains("config") && d->at("config").is_object())
       name = json_string_or(d->at("config"), "name", "", at("dtype.config"));
-    if (name != "float32") bad("dtype", *d, "is not supported (float32 only)");
+    // Discretization's dtype names its int output (tf-keras saves "int64"):
+    // its buckets come out here as f32 whole numbers.
+    const bool int_buckets = spec_.cls == "Discretization" && (name == "int64" || name == "int32");
+    if (name != "float32" && !int_buckets) bad("dtype", *d, "is not supported (float32 only)");
   }
   // trainable: false (a frozen layer) is read by the model's reader
   // (frozen_scopes in keras_model.cc); anything but a boolean is an error.
