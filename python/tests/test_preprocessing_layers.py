@@ -1,6 +1,6 @@
 """Keras 3's preprocessing layers inside models (issue 57): Normalization
-with adapt, CenterCrop, Resizing, CategoryEncoding and Discretization,
-against NumPy (Resizing against TensorFlow.js's resize ops,
+with adapt, CenterCrop, Resizing, CategoryEncoding and Discretization (all
+built by the Keras layer table), against NumPy (Resizing against TensorFlow.js's resize ops,
 tools/keras_fixtures/resizing_reference.mjs), and sharded as on one device;
 and the reshaping layers the Keras layer table builds (UpSampling2D,
 ZeroPadding1D/2D, Cropping1D/2D)."""
@@ -169,6 +169,27 @@ def test_resizing_matches_tensorflow_js():
                                                            ("height", "width", "interpolation")}))
 
 
+def test_resizing_crops_and_pads_to_the_aspect_ratio():
+    # keras.ops.image.resize: the central window of the target's ratio
+    # (7x6 to 5:2 keeps columns 2-3), or fill_value columns on both sides,
+    # int((int(7 * 9 / 4) - 6) / 2) = 4 each (7x6 to 4:9).
+    img = _images()
+
+    def run(layer, x):
+        return keras.Sequential([keras.Input(x.shape[1:]), layer]).predict(x, verbose=0)
+
+    np.testing.assert_allclose(
+        run(keras.layers.Resizing(5, 2, crop_to_aspect_ratio=True), img),
+        run(keras.layers.Resizing(5, 2), img[:, :, 2:4, :]), rtol=1e-6)
+    padded = np.pad(img, ((0, 0), (0, 0), (4, 4), (0, 0)), constant_values=-0.75)
+    np.testing.assert_allclose(
+        run(keras.layers.Resizing(4, 9, "nearest", pad_to_aspect_ratio=True, fill_value=-0.75),
+            img),
+        run(keras.layers.Resizing(4, 9, "nearest"), padded), atol=1e-6)  # (x - fill) + fill
+    with pytest.raises(ValueError, match="exclude each other"):
+        keras.layers.Resizing(4, 4, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True)
+
+
 def _image_model():
     keras.utils.set_random_seed(4)
     model = keras.Sequential([
@@ -215,6 +236,10 @@ def test_discretization_matches_numpy():
 def test_categorical_errors():
     with pytest.raises(ValueError, match="output_mode"):
         keras.layers.CategoryEncoding(4, output_mode="tf_idf")
+    model = keras.Sequential([keras.Input((1,), dtype="int32"),
+                              keras.layers.CategoryEncoding(4, output_mode="one_hot")])
+    with pytest.raises(ValueError, match="out of range"):  # Keras raises too
+        model.predict(np.array([[1], [4]], "int32"), verbose=0)
     with pytest.raises(ValueError, match="must increase"):
         keras.layers.Discretization([1.0, 0.0])
     with pytest.raises(ValueError, match="bin_boundaries"):
@@ -314,6 +339,35 @@ def test_time_distributed_trains_sharded_as_on_one_device(mesh):
 
 
 # --- saving ------------------------------------------------------------------------------
+
+def test_table_preprocessing_layers_save_as_keras_and_load_in_cpp(tmp_path):
+    # Built by the Keras layer table, saved with Keras's own configs, read
+    # back by the C++ reader (no Python-only layer in the file).
+    x = _images(6)
+    ids = np.array([[0, 2, 2], [1, 1, 3], [3, 0, 1], [2, 2, 2]], "int32")
+    image = keras.Sequential([
+        keras.Input((7, 6, 3)), keras.layers.RandomCrop(6, 6, seed=2),
+        keras.layers.Resizing(5, 4, crop_to_aspect_ratio=True), keras.layers.Flatten(),
+        keras.layers.Dense(2)])
+    counts = keras.Sequential([
+        keras.Input((3,), dtype="int32"), keras.layers.CategoryEncoding(4, output_mode="count"),
+        keras.layers.Dense(2)])
+    values = keras.Sequential([
+        keras.Input((5,)), keras.layers.Discretization([-1.0, 0.0, 1.0]),
+        keras.layers.Dense(2)])
+    for model, data in [(image, x), (counts, ids), (values, _features())]:
+        path = tmp_path / f"{model.layers[1].name}.keras"
+        model.save(path)
+        import zipfile  # noqa: PLC0415
+        with zipfile.ZipFile(path) as z:
+            entries = json.loads(z.read("config.json"))["config"]["layers"]
+        assert {(e["module"], e["registered_name"]) for e in entries[1:]} == {
+            ("keras.layers", None)}
+        again = keras.models.load_model(path)
+        np.testing.assert_allclose(again.predict(data, verbose=0),
+                                   model.predict(data, verbose=0), rtol=1e-6)
+    assert entries[1]["config"]["bin_boundaries"] == [-1.0, 0.0, 1.0]
+
 
 def test_models_with_python_built_keras_layers_round_trip(tmp_path):
     x = _images(5)

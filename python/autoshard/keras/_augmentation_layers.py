@@ -1,6 +1,8 @@
 """Keras 3's random augmentation layers inside models: RandomFlip,
 RandomCrop, RandomContrast, RandomTranslation, RandomZoom and
 RandomRotation (keras/src/layers/preprocessing/image_preprocessing/).
+RandomCrop is built by the Keras layer table (src/nn/preprocessing_layers.cc,
+whose draws are these layers' draws); the others are traced here.
 
 Active in training only (fit's steps); predict and evaluate pass images
 through unchanged, as Keras does. The draws come from the engine's keyed
@@ -17,8 +19,8 @@ import numpy as np
 
 from . import ops
 from ._traced import current_trace
-from ._preprocessing_layers import _positive, _resize_axis
-from .layers import Layer
+from ._preprocessing_layers import _positive
+from .layers import Layer, _from_table, _name, _no_extra
 
 _BITS = 16  # resolution of a uniform draw: 2^-16
 
@@ -140,57 +142,29 @@ class RandomContrast(_RandomLayer):
         return config
 
 
-def _draw_index(layer, name, n):
-    """A whole number drawn uniformly in [0, n) (one for the batch), as a
-    traced [1] vector: the count of k in 1 .. n-1 with u * n >= k."""
-    u = _uniform(layer, (1,), name, 0.0, float(n))
-    index = ops.zeros_like(u)
-    for k in range(1, n):
-        index = index + ops.greater_equal(u, float(k))
-    return index
-
-
-def _window(x, axis, start, size):
-    """x's rows start .. start + size - 1 along ``axis`` (1 or 2), for a
-    traced start: a product with the 0/1 matrix picking them."""
-    n = x.shape[axis]
-    rows = ops.reshape(ops.arange(float(n)), (1, n))
-    picks = ops.equal(rows, ops.reshape(ops.arange(float(size)), (size, 1)) + start)
-    return ops.einsum("ir,brwc->biwc" if axis == 1 else "jw,bhwc->bhjc", picks, x)
-
-
-class RandomCrop(_RandomLayer):
+class RandomCrop(Layer):
     """keras.layers.RandomCrop(height, width): in training one random
     height x width window for the whole batch (keras/src/layers/
     preprocessing/image_preprocessing/random_crop.py); in inference the
     largest central window of the target's aspect ratio, resized
     (bilinear) to height x width (keras/src/utils/image_utils.py,
-    smart_resize). Images smaller than the window are refused."""
+    smart_resize). Built by the Keras layer table, so files holding it
+    predict and train from the command line with the same draws
+    (src/nn/preprocessing_layers.cc). Training on images smaller than the
+    window is refused."""
 
-    def __init__(self, height, width, seed=None, **kwargs):
-        super().__init__(seed=seed, **kwargs)
+    def __init__(self, height, width, seed=None, data_format=None, name=None,
+                 input_shape=None, **kwargs):
+        _no_extra(kwargs, "RandomCrop")
+        if data_format not in (None, "channels_last"):
+            raise ValueError("RandomCrop: only data_format='channels_last' is supported")
+        _seed(seed, "RandomCrop")
+        self.seed = seed
         self.height = _positive(height, "height", "RandomCrop")
         self.width = _positive(width, "width", "RandomCrop")
-
-    def call(self, inputs, training=None):
-        _, h, w, _ = _images(inputs, "RandomCrop")
-        if h < self.height or w < self.width:
-            raise ValueError(f"RandomCrop: images of {h}x{w} are smaller than the crop "
-                             f"{self.height}x{self.width} (add a Resizing layer before)")
-        if training:
-            x = _window(inputs, 1, _draw_index(self, "top", h - self.height + 1), self.height)
-            return _window(x, 2, _draw_index(self, "left", w - self.width + 1), self.width)
-        crop_h = min(h, int(w * self.height / self.width))
-        crop_w = min(w, int(h * self.width / self.height))
-        top, left = (h - crop_h) // 2, (w - crop_w) // 2
-        x = inputs[:, top:top + crop_h, left:left + crop_w, :]
-        x = _resize_axis(x, 1, crop_h, self.height, "bilinear")
-        return _resize_axis(x, 2, crop_w, self.width, "bilinear")
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"height": self.height, "width": self.width})
-        return config
+        super().__init__(_from_table("RandomCrop", {
+            "name": _name(name, "RandomCrop"), "height": self.height, "width": self.width,
+            "seed": None if seed is None else int(seed)}), input_shape)
 
 
 # --- affine sampling: RandomTranslation and RandomZoom ------------------------------------

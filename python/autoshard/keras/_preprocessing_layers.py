@@ -1,18 +1,20 @@
 """Keras 3's preprocessing layers inside models: Normalization (with adapt),
-CenterCrop, Resizing, CategoryEncoding and Discretization.
+CenterCrop, Resizing, CategoryEncoding and Discretization, and the
+TimeDistributed wrapper.
 
-Normalization and CenterCrop are built by the Keras layer table the file
-readers use (src/io/keras/layers/preprocessing.cc); Normalization's adapted
-statistics are its non-trainable weights (Keras 3's "mean" and "variance"),
-saved with the model. The others are layers traced into the one step graph
-(keras/_custom_layers.py), written from Keras 3's definitions
-(keras/src/layers/preprocessing/). A model holding any of them is planned,
-sharded and trained like any other: the batch axis may be split and every
-device computes the same numbers as one.
+The preprocessing layers are built by the Keras layer table the file
+readers use (src/io/keras/layers/preprocessing.cc, src/nn/
+preprocessing_layers.cc): one definition with the command line.
+Normalization's adapted statistics are its non-trainable weights (Keras 3's
+"mean" and "variance"), saved with the model. TimeDistributed is traced
+into the one step graph (keras/_custom_layers.py). A model holding any of
+them is planned, sharded and trained like any other: the batch axis may be
+split and every device computes the same numbers as one.
 """
 
 import numpy as np
 
+from .. import _checks
 from . import ops
 from .layers import Layer, _from_table, _name, _no_extra
 
@@ -131,87 +133,49 @@ class CenterCrop(Layer):
             input_shape)
 
 
-def _image_shape(input_shape, layer):
-    if len(input_shape) != 4 or input_shape[1] is None or input_shape[2] is None:
-        raise ValueError(f"{layer}: inputs must be images [batch, height, width, channels] of "
-                         f"known size, got shape {tuple(input_shape)}")
-    return int(input_shape[1]), int(input_shape[2])
-
-
-def _bilinear_taps(n_in, n_out):
-    """Half-pixel bilinear sampling without antialiasing (tf.image.resize,
-    jax.image.resize with antialias=False, Keras 3's Resizing default): each
-    output position o reads src = (o + 0.5) * n_in / n_out - 0.5 between
-    rows floor(src) and floor(src) + 1 (clamped to the image)."""
-    src = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
-    low = np.floor(src)
-    lower = np.clip(low, 0, n_in - 1).astype(np.int64)
-    upper = np.clip(low + 1, 0, n_in - 1).astype(np.int64)
-    return src, low, lower, upper
-
-
-def _resize_axis(x, axis, n_in, n_out, interpolation):
-    if n_in == n_out:
-        return x
-    if interpolation == "nearest":  # half-pixel centres, rounding down
-        idx = np.minimum(np.floor((np.arange(n_out) + 0.5) * (n_in / n_out)), n_in - 1)
-        return ops.take(x, idx.astype(np.int64), axis=axis)
-    src, low, lower, upper = _bilinear_taps(n_in, n_out)
-    a = ops.take(x, lower, axis=axis)
-    b = ops.take(x, upper, axis=axis)
-    # The fractions src - floor(src) as a traced vector (positions from
-    # arange; the engine's constants are single-valued).
-    frac = ops.arange(float(n_out)) * (n_in / n_out) + (0.5 * n_in / n_out - 0.5)
-    frac = frac - ops.take(ops.arange(float(n_in + 2)) - 1.0, (low + 1).astype(np.int64))
-    shape = [1, 1, 1, 1]
-    shape[axis] = n_out
-    return a + (b - a) * ops.reshape(frac, shape)
-
-
 class Resizing(Layer):
     """keras.layers.Resizing(height, width, interpolation="bilinear"):
-    images resized to height x width ("bilinear" or "nearest")."""
-
-    _keras_builtin = True  # saved as keras.layers\' own class
+    images resized to height x width ("bilinear" or "nearest", half-pixel
+    centres, no antialiasing), after the optional crop_to_aspect_ratio or
+    pad_to_aspect_ratio (keras/src/layers/preprocessing/image_preprocessing/
+    resizing.py), built by the Keras layer table."""
 
     def __init__(self, height, width, interpolation="bilinear", crop_to_aspect_ratio=False,
-                 pad_to_aspect_ratio=False, data_format=None, **kwargs):
-        super().__init__(**kwargs)
+                 pad_to_aspect_ratio=False, fill_mode="constant", fill_value=0.0,
+                 data_format=None, name=None, input_shape=None, **kwargs):
+        _no_extra(kwargs, "Resizing")
         if data_format not in (None, "channels_last"):
             raise ValueError("Resizing: only data_format='channels_last' is supported")
         if interpolation not in ("bilinear", "nearest"):
             raise ValueError(f"Resizing: interpolation {interpolation!r} is not supported "
                              "(bilinear or nearest)")
-        if crop_to_aspect_ratio or pad_to_aspect_ratio:
-            raise ValueError("Resizing: crop_to_aspect_ratio and pad_to_aspect_ratio are not "
-                             "supported")
+        if crop_to_aspect_ratio and pad_to_aspect_ratio:
+            raise ValueError("Resizing: crop_to_aspect_ratio and pad_to_aspect_ratio exclude "
+                             "each other")
+        if fill_mode != "constant":
+            raise ValueError(f"Resizing: fill_mode {fill_mode!r} is not supported (constant)")
         self.height = _positive(height, "height", "Resizing")
         self.width = _positive(width, "width", "Resizing")
         self.interpolation = interpolation
-
-    def call(self, inputs):
-        h, w = _image_shape(inputs.shape, "Resizing")
-        x = _resize_axis(inputs, 1, h, self.height, self.interpolation)
-        return _resize_axis(x, 2, w, self.width, self.interpolation)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"height": self.height, "width": self.width,
-                       "interpolation": self.interpolation})
-        return config
+        super().__init__(_from_table("Resizing", {
+            "name": _name(name, "Resizing"), "height": self.height, "width": self.width,
+            "interpolation": interpolation, "crop_to_aspect_ratio": bool(crop_to_aspect_ratio),
+            "pad_to_aspect_ratio": bool(pad_to_aspect_ratio),
+            "fill_value": _checks.number(fill_value, "fill_value", "Resizing")}), input_shape)
 
 
 class CategoryEncoding(Layer):
-    """keras.layers.CategoryEncoding(num_tokens, output_mode): int32 token
-    ids to "one_hot" vectors (one id per example, or a trailing axis of 1),
-    or per example "multi_hot" (1 where an id occurs) or "count" vectors
-    (keras/src/layers/preprocessing/category_encoding.py). Ids must lie in
-    [0, num_tokens): one outside encodes as zeros here (Keras raises)."""
+    """keras.layers.CategoryEncoding(num_tokens, output_mode): ids to
+    "one_hot" vectors (a trailing axis of 1 replaced), or per example
+    "multi_hot" (1 where an id occurs) or "count" vectors of [batch, ids]
+    (keras/src/layers/preprocessing/category_encoding.py), built by the
+    Keras layer table. An int32 id outside [0, num_tokens) is an error when
+    the step runs, as Keras raises; float ids computed in the model encode
+    as zeros there."""
 
-    _keras_builtin = True  # saved as keras.layers\' own class
-
-    def __init__(self, num_tokens=None, output_mode="multi_hot", sparse=False, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, num_tokens=None, output_mode="multi_hot", sparse=False, name=None,
+                 input_shape=None, **kwargs):
+        _no_extra(kwargs, "CategoryEncoding")
         if num_tokens is None:
             raise ValueError("CategoryEncoding: num_tokens is needed")
         if output_mode not in ("one_hot", "multi_hot", "count"):
@@ -221,58 +185,36 @@ class CategoryEncoding(Layer):
             raise ValueError("CategoryEncoding: sparse=True is not supported")
         self.num_tokens = _positive(num_tokens, "num_tokens", "CategoryEncoding")
         self.output_mode = output_mode
-
-    def call(self, inputs):
-        shape = inputs.shape
-        if self.output_mode == "one_hot":
-            if len(shape) > 1 and shape[-1] == 1:
-                inputs = ops.squeeze(inputs, -1)
-            return ops.one_hot(inputs, self.num_tokens)
-        if len(shape) != 2:
-            raise ValueError(f"CategoryEncoding: {self.output_mode} takes [batch, ids] inputs, "
-                             f"got shape {tuple(shape)}")
-        counts = ops.sum(ops.one_hot(inputs, self.num_tokens), axis=1)
-        return counts if self.output_mode == "count" else ops.minimum(counts, 1.0)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_tokens": self.num_tokens, "output_mode": self.output_mode,
-                       "sparse": False})
-        return config
+        super().__init__(_from_table("CategoryEncoding", {
+            "name": _name(name, "CategoryEncoding"), "num_tokens": self.num_tokens,
+            "output_mode": output_mode}), input_shape)
 
 
 class Discretization(Layer):
     """keras.layers.Discretization(bin_boundaries): each value's bucket, the
     number of boundaries at or below it (bucket i holds
     boundaries[i-1] <= x < boundaries[i]; keras/src/layers/preprocessing/
-    discretization.py, output_mode "int"), as float32 numbers (Keras: int64;
-    the engine's traced ids come only from inputs)."""
-
-    _keras_builtin = True  # saved as keras.layers\' own class
+    discretization.py, output_mode "int"), as float32 numbers (Keras:
+    int64), built by the Keras layer table."""
 
     def __init__(self, bin_boundaries=None, num_bins=None, epsilon=0.01, output_mode="int",
-                 sparse=False, **kwargs):
-        super().__init__(**kwargs)
+                 sparse=False, name=None, input_shape=None, **kwargs):
+        if kwargs.get("dtype") in ("int64", "int32"):  # its int output (tf-keras saves int64)
+            kwargs.pop("dtype")
+        _no_extra(kwargs, "Discretization")
         if bin_boundaries is None:
             raise ValueError("Discretization: give bin_boundaries (adapt with num_bins is not "
                              "supported)")
         if output_mode != "int" or sparse:
             raise ValueError("Discretization: only output_mode='int' is supported")
-        bounds = [float(b) for b in bin_boundaries]
-        if any(b >= c for b, c in zip(bounds, bounds[1:])):
+        bounds = [_checks.number(b, "bin_boundaries", "Discretization")
+                  for b in bin_boundaries]
+        if any(b > c for b, c in zip(bounds, bounds[1:])):
             raise ValueError(f"Discretization: bin_boundaries must increase, got {bounds}")
         self.bin_boundaries = bounds
-
-    def call(self, inputs):
-        buckets = ops.zeros_like(inputs)
-        for b in self.bin_boundaries:
-            buckets = buckets + ops.greater_equal(inputs, b)
-        return buckets
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"bin_boundaries": self.bin_boundaries, "output_mode": "int"})
-        return config
+        super().__init__(_from_table("Discretization", {
+            "name": _name(name, "Discretization"), "bin_boundaries": bounds,
+            "output_mode": "int"}), input_shape)
 
 
 class TimeDistributed(Layer):
@@ -320,3 +262,4 @@ def _takes_training(layer):
     import inspect  # noqa: PLC0415
     call = getattr(type(layer), "call", None)
     return call is not None and "training" in inspect.signature(call).parameters
+

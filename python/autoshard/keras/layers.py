@@ -1034,8 +1034,9 @@ class AdditiveAttention(Attention):
         super().__init__(use_scale=use_scale, dropout=dropout, seed=seed, name=name, **kwargs)
 
 
-# --- Preprocessing layers (issue 57): traced layers written from Keras 3's
-# definitions (keras/_preprocessing_layers.py).
+# --- Preprocessing layers (issue 57): built by the Keras layer table
+# (keras/_preprocessing_layers.py); TimeDistributed and most augmentation
+# layers are traced layers written from Keras 3's definitions.
 from ._preprocessing_layers import (  # noqa: E402 (they subclass Layer above)
     CategoryEncoding, CenterCrop, Discretization, Normalization, Resizing, TimeDistributed)
 
