@@ -406,6 +406,26 @@ class LanguageModel {
     });
   }
 
+  // KerasHub's from_preset(dtype="bfloat16"): the frozen weights (LoRA's
+  // base, once enable_lora) held in bf16 (Model::hold_frozen_weights_in_bf16).
+  void hold_frozen_in_bf16(bool on) {
+    bf16_frozen_ = on;
+    py::gil_scoped_release release;
+    if (model_) model_->hold_frozen_weights_in_bf16(on);
+  }
+
+  // Bytes of the weights this process holds, and the dtype a weight is held in.
+  int64_t weight_bytes() {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    return model_->weight_bytes();
+  }
+  std::string weight_dtype(const std::string& path) {
+    py::gil_scoped_release release;
+    if (!model_) build(1, nullptr, [&] { return model_->generation_graph(1, 1, 1); });
+    return model_->weight_dtype(path) == DType::BF16 ? "bfloat16" : "float32";
+  }
+
   int64_t lora_rank() const {
     if (const LlamaConfig* c = cfg_.get_if<LlamaConfig>()) return c->lora_rank;
     if (const GPT2Config* c = cfg_.get_if<GPT2Config>()) return c->lora.rank;
@@ -552,6 +572,7 @@ class LanguageModel {
     const Optimizer* optimizer_ptr = optimizer.get();
     std::unique_ptr<Model> next = cfg_.build(seq, seed_);
     Model& m = *next;
+    m.hold_frozen_weights_in_bf16(bf16_frozen_);  // before any trace
     const int64_t V = cfg_.vocab_size();
     if (optimizer && weighted_)
       m.compile(std::move(optimizer),
@@ -587,6 +608,7 @@ class LanguageModel {
   std::shared_ptr<Optimizer> optimizer_;     // compile()'s
   const Optimizer* trained_with_ = nullptr;  // the optimizer model_ was compiled with
   bool weighted_ = false;                    // model_'s loss takes sample weights
+  bool bf16_frozen_ = false;                 // hold_frozen_in_bf16
 };
 
 // The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
@@ -739,6 +761,23 @@ class Encoder {
   }
   int64_t lora_rank() const { return cfg_.lora.rank; }
 
+  // As LanguageModel's: from_preset(dtype="bfloat16").
+  void hold_frozen_in_bf16(bool on) {
+    bf16_frozen_ = on;
+    py::gil_scoped_release release;
+    if (model_) model_->hold_frozen_weights_in_bf16(on);
+  }
+  int64_t weight_bytes() {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    return model_->weight_bytes();
+  }
+  std::string weight_dtype(const std::string& path) {
+    py::gil_scoped_release release;
+    if (!model_) build(default_seq(), nullptr);
+    return model_->weight_dtype(path) == DType::BF16 ? "bfloat16" : "float32";
+  }
+
   // A weight's whole value, set, and every weight's path (as LanguageModel's).
   py::array weight(const std::string& path) {
     Tensor w;
@@ -840,6 +879,7 @@ class Encoder {
   void build(int64_t seq, std::shared_ptr<Optimizer> optimizer) {
     const Optimizer* optimizer_ptr = optimizer.get();
     auto next = std::make_unique<Bert>(cfg_, seq, seed_);
+    next->hold_frozen_weights_in_bf16(bf16_frozen_);  // before any trace
     if (optimizer && cfg_.masked_lm)  // targets packed with their weights (train_masked_lm)
       next->compile(std::move(optimizer), losses::sample_weighted("sparse_categorical_crossentropy",
                                                                   {.from_logits = true}));
@@ -899,6 +939,7 @@ class Encoder {
   int64_t seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;
   const Optimizer* trained_with_ = nullptr;
+  bool bf16_frozen_ = false;  // hold_frozen_in_bf16
 };
 
 void bind_encoder(py::module_& m) {
@@ -936,6 +977,9 @@ void bind_encoder(py::module_& m) {
            "max_shard_gb"_a = 0.0)
       .def("enable_lora", &Encoder::enable_lora, "rank"_a, "lora_alpha"_a)
       .def_property_readonly("lora_rank", &Encoder::lora_rank)
+      .def("hold_frozen_in_bf16", &Encoder::hold_frozen_in_bf16, "on"_a)
+      .def("weight_bytes", &Encoder::weight_bytes)
+      .def("weight_dtype", &Encoder::weight_dtype, "path"_a)
       .def("weight", &Encoder::weight, "path"_a)
       .def("weight_paths", &Encoder::weight_paths)
       .def("set_weight", &Encoder::set_weight, "path"_a, "value"_a)
@@ -1059,6 +1103,9 @@ void bind_language_model(py::module_& m) {
            "max_shard_gb"_a = 0.0)
       .def("enable_lora", &LanguageModel::enable_lora, "rank"_a, "lora_alpha"_a)
       .def_property_readonly("lora_rank", &LanguageModel::lora_rank)
+      .def("hold_frozen_in_bf16", &LanguageModel::hold_frozen_in_bf16, "on"_a)
+      .def("weight_bytes", &LanguageModel::weight_bytes)
+      .def("weight_dtype", &LanguageModel::weight_dtype, "path"_a)
       .def("weight", &LanguageModel::weight, "path"_a)
       .def("weight_paths", &LanguageModel::weight_paths)
       .def("set_weight", &LanguageModel::set_weight, "path"_a, "value"_a)

@@ -82,7 +82,9 @@ Tensor to_tensor(const py::handle& array, DType dtype, const std::string& what, 
   return t;
 }
 
-py::array to_numpy(const Tensor& t) {
+py::array to_numpy(const Tensor& held) {
+  // A weight held in bf16 reaches NumPy as its f32 values.
+  const Tensor t = held.dtype() == DType::BF16 ? held.converted(DType::F32) : held;
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   if (t.dtype() == DType::I32) {
     py::array_t<int32_t> out(shape);

@@ -83,8 +83,14 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
 
   // Which nodes lie on a path from a wrt value to the loss.
   std::vector<bool> needs(end, false);
-  for (const Value& v : wrt)
+  for (const Value& v : wrt) {
+    const Node& n = v.node();
+    AS_CHECK(n.dtype != DType::BF16,
+             "gradients: ", n.is_leaf() ? "weight '" + n.leaf().name + "'" : cat("value ", v.id),
+             " is held in bf16, which takes no gradient (a frozen weight); train it in f32 "
+             "(leave it trainable, or do not hold frozen weights in bf16)");
     if (v.id < end) needs[v.id] = true;
+  }
   for (int i = 0; i < end; ++i)
     for (int in : g.node(i).inputs)
       if (needs[in]) needs[i] = true;

@@ -71,6 +71,8 @@ Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
          current_region_ >= 0 ? current_region_ : current_block_};
   for (const Value& v : inputs) {
     AS_CHECK(v.graph == this, "op ", op_name(op), ": input belongs to another graph");
+    if (nodes_[v.id].dtype == DType::BF16) [[unlikely]]
+      check_reads_bf16(op, v.id, n.inputs.size());
     n.inputs.push_back(v.id);
   }
   ShapeAndType st = op_def(op).infer(*this, n);
@@ -81,6 +83,46 @@ Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
   if (op == Op::Parameter) parameter_ids_.emplace(nodes_[id].leaf().key(), id);
   if (op == Op::Input) input_ids_.emplace(nodes_[id].leaf().name, id);
   return Value{this, id};
+}
+
+// What names a value in an error: a weight's path, else its op.
+std::string Graph::describe(int id) const {
+  const Node& n = nodes_[id];
+  if (n.is_leaf()) return "'" + n.leaf().key() + "'";
+  return cat("the output of ", op_name(n.op), " (node ", id, ")");
+}
+
+void Graph::check_reads_bf16(Op op, int id, size_t input) const {
+  AS_CHECK(op_def(op).reads_bf16 >> input & 1u, "op ", op_name(op), " cannot read ", describe(id),
+           ", which is held in bf16: only products (einsum) and embedding gathers read bf16 "
+           "weights; hold it in f32 (it is read by an op that needs f32 values)");
+}
+
+bool Graph::can_hold_in_bf16(int id) const {
+  const Node& w = nodes_[size_t(id)];
+  if (!w.is_weight() || w.dtype != DType::F32) return false;
+  for (size_t i = size_t(id) + 1; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (n.inputs[k] == id && !(op_def(n.op).reads_bf16 >> k & 1u)) return false;
+  }
+  return true;
+}
+
+void Graph::hold_in_bf16(int id) {
+  AS_CHECK(can_hold_in_bf16(id), "internal: ", describe(id),
+           " cannot be held in bf16 (not an f32 weight, or an op reads it as f32)");
+  Node& w = nodes_[size_t(id)];
+  w.dtype = DType::BF16;
+  std::get<LeafAttrs>(w.attrs).dtype = DType::BF16;
+  // The readers' outputs must not change (OpDef::reads_bf16's promise).
+  for (size_t i = size_t(id) + 1; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (std::find(n.inputs.begin(), n.inputs.end(), id) == n.inputs.end()) continue;
+    const ShapeAndType st = op_def(n.op).infer(*this, n);
+    AS_CHECK(st.shape == n.shape && st.dtype == n.dtype, "internal: op ", op_name(n.op),
+             " changes its output when ", describe(id), " is bf16");
+  }
 }
 
 Value Graph::parameter(const std::string& path, Shape shape, DType dtype) {

@@ -114,6 +114,12 @@ struct OpDef {
                                         int64_t begin, int64_t end) = nullptr;
   // Inputs the op writes (optimizer state): bit i set for input i.
   unsigned mutates = 0;
+  // Inputs the op may read in bf16 (bit i for input i): a frozen weight held
+  // in half the bytes (Graph::hold_in_bf16). The output's shape and dtype
+  // do not depend on it (products and gathers widen what they read to f32;
+  // slices and gathers of blocks keep bf16). Graph::add refuses a bf16
+  // input anywhere else.
+  unsigned reads_bf16 = 0;
   // The kernel honours KernelContext::accumulate (adds into its output), so
   // an accumulate op that alone reads this op's output runs fused into it.
   bool accumulates = false;

@@ -345,6 +345,10 @@ QuantizedWeights quantize_weights(Model& model, WeightsDType dtype) {
   const bool one_device = !dist || dist->mesh().size() <= 1;
   std::map<std::string, WeightSource> sources;
   for (const std::string& path : model.weight_paths()) {
+    // (Its compact copy would sit beside a widened copy, not the live storage.)
+    AS_CHECK(model.weight_dtype(path) == DType::F32, "quantize_weights: weight '", path,
+             "' is held in bf16 (Model::hold_frozen_weights_in_bf16); quantize a model whose "
+             "weights are f32 (hold_frozen_weights_in_bf16(false) first)");
     const Tensor whole = model.gather_weight(path);
     if (whole.rank() < 2) continue;  // norms and biases stay f32
     std::vector<bool> outputs(size_t(whole.rank()), false);

@@ -293,6 +293,7 @@ std::vector<Value> Model::trace_outputs(Graph& graph, int64_t batch_size, bool t
   std::vector<Value> outs =
       symbolic_outputs_.empty() ? std::vector<Value>{call(trace, inputs)} : replay(trace, inputs);
   non_trainable_.insert(trace.non_trainable().begin(), trace.non_trainable().end());
+  hold_frozen(graph, trace);
   declare_state(graph, trace.initializers());
   if (penalties) *penalties = trace.losses();
   if (masks)
@@ -309,6 +310,39 @@ void Model::set_frozen(std::set<std::string> scopes) {
     Graph g;
     trace_forward(g, 1, false);
   }
+}
+
+void Model::hold_frozen_weights_in_bf16(bool on) {
+  if (bf16_frozen_ == on) return;
+  bf16_frozen_ = on;
+  cache_.clear();
+  // Traced again: the store holds each weight as the trace says.
+  if (!store_.weight_paths().empty()) {
+    Graph g;
+    trace_forward(g, 1, false);
+  }
+}
+
+void Model::hold_frozen(Graph& graph, const Trace& trace) const {
+  if (!bf16_frozen_) return;
+  for (int id : graph.parameters()) {
+    const Node& n = graph.node(id);
+    if (!n.is_weight()) continue;
+    const std::string& path = n.leaf().name;
+    const bool frozen = non_trainable_.count(path) || trace.non_trainable().count(path);
+    if (frozen && graph.can_hold_in_bf16(id)) graph.hold_in_bf16(id);
+  }
+}
+
+DType Model::weight_dtype(const std::string& path) {
+  ensure_built();
+  return store_.dtype({path, ""});
+}
+
+int64_t Model::weight_bytes() {
+  int64_t bytes = 0;
+  for (const std::string& p : weight_paths()) bytes += store_.bytes_held({p, ""});
+  return bytes;
 }
 
 void Model::set_regularizers(std::map<std::string, Trace::Penalty> weights,
@@ -357,7 +391,10 @@ void Model::declare_state(const Graph& graph, const std::map<std::string, Initia
                "' needs an input dimension that keras.Input leaves unknown (None); give the "
                "Input that dimension, or reduce it before the layer (GlobalAveragePooling "
                "instead of Flatten)");
-    store_.declare({leaf.name, leaf.slot}, leaf.shape, init);
+    // A weight held anew in another dtype (frozen or unfrozen since the
+    // steps compiled so far were bound): they are bound again when next made.
+    if (store_.declare({leaf.name, leaf.slot}, leaf.shape, init, graph.node(id).dtype))
+      cache_.clear();
   }
 }
 
@@ -649,6 +686,7 @@ Model::Traced Model::trace_generation(int64_t batch, int64_t T, int64_t cache_le
   Value x = g.input("x", {batch, T}, DType::I32);
   trace.use_cache(g.input(kPositions, {T}, DType::I32), cache_length);
   Value out = call(trace, {x});
+  hold_frozen(g, trace);
   declare_state(g, trace.initializers());
   bool cached = false;
   for (int id : g.parameters()) cached |= g.node(id).is_buffer();

@@ -17,17 +17,37 @@ StateKey StateKey::parse(const std::string& name) {
   return {name.substr(dot + 1), name.substr(prefix.size(), dot - prefix.size())};
 }
 
-void WeightStore::declare(const StateKey& key, const Shape& shape,
-                          std::optional<Initializer> init) {
+bool WeightStore::declare(const StateKey& key, const Shape& shape, std::optional<Initializer> init,
+                          DType dtype) {
+  AS_CHECK(dtype == DType::F32 || (dtype == DType::BF16 && !key.is_slot()), "internal: '",
+           key.str(), "' cannot be held in ", dtype_name(dtype));
   auto [it, fresh] = entries_.try_emplace(key);
+  Entry& e = it->second;
   if (!fresh) {
-    AS_CHECK(it->second.shape == shape, "'", key.str(), "' declared with shapes ",
-             shape_str(it->second.shape), " and ", shape_str(shape));
-    return;
+    AS_CHECK(e.shape == shape, "'", key.str(), "' declared with shapes ", shape_str(e.shape),
+             " and ", shape_str(shape));
+    if (e.dtype == dtype) return false;
+    // Held anew (frozen or unfrozen): the blocks made keep their values,
+    // rounded to bf16 or widened back.
+    e.dtype = dtype;
+    for (auto& [d, b] : e.blocks) b = b.converted(dtype);
+    return !e.blocks.empty();
   }
-  it->second.shape = shape;
-  it->second.init = init;
+  e.shape = shape;
+  e.dtype = dtype;
+  e.init = init;
   if (!key.is_slot()) weight_order_.push_back(key.weight);
+  return false;
+}
+
+DType WeightStore::dtype(const StateKey& key) const {
+  return entry(key).dtype;
+}
+
+int64_t WeightStore::bytes_held(const StateKey& key) const {
+  int64_t bytes = 0;
+  for (const auto& [d, b] : entry(key).blocks) bytes += int64_t(b.nbytes());
+  return bytes;
 }
 
 WeightStore::Entry& WeightStore::entry(const StateKey& key) {
@@ -84,6 +104,13 @@ void WeightStore::place_on(const DeviceMesh& mesh, std::vector<int> local_device
 // counter-based draws make it equal to the same block of a whole draw.
 Tensor WeightStore::make_block(const StateKey& key, Entry& e, const Sharding& layout,
                                int device) const {
+  // The block in f32 (a source's, or drawn), then in the value's dtype: a
+  // weight held in bf16 never has more than one f32 block at a time.
+  return drawn_block(key, e, layout, device).converted(e.dtype);
+}
+
+Tensor WeightStore::drawn_block(const StateKey& key, Entry& e, const Sharding& layout,
+                                int device) const {
   if (e.source) return e.source->read(e.shape, layout, mesh_, device);
   const Shape local = layout.local_shape(e.shape, mesh_, device);
   Tensor block(local);
@@ -132,7 +159,8 @@ int64_t WeightStore::bytes_to_make(const StateKey& key, const Sharding& layout,
   const Entry& e = entry(key);
   int64_t bytes = 0;
   for (int d : devices)
-    if (!e.blocks.count(d)) bytes += numel(layout.local_shape(e.shape, mesh_, d)) * 4;
+    if (!e.blocks.count(d))
+      bytes += numel(layout.local_shape(e.shape, mesh_, d)) * int64_t(dtype_size(e.dtype));
   return bytes;
 }
 
@@ -143,21 +171,22 @@ Tensor& WeightStore::whole(const StateKey& key) {
 
 Tensor WeightStore::gather(const StateKey& key) {
   Entry& e = entry(key);
-  if (!on_mesh()) return whole(key);
+  if (!on_mesh()) return whole(key).converted(DType::F32);
   if (e.blocks.empty()) {
-    // Not placed yet: read or draw it whole.
+    // Not placed yet: read or draw it whole (rounded as its blocks will be).
     const Sharding whole_layout = Sharding::replicated(static_cast<int>(e.shape.size()));
-    return make_block(key, e, whole_layout, 0);
+    return make_block(key, e, whole_layout, 0).converted(DType::F32);
   }
   Tensor t(e.shape);
   if (!World::process().distributed()) {
-    for (const auto& [d, b] : e.blocks) write_block(t, b, *e.layout, mesh_, d);
+    for (const auto& [d, b] : e.blocks)
+      write_block(t, b.converted(DType::F32), *e.layout, mesh_, d);
     return t;
   }
   // Each rank holds one block: the writer of each block adds it, and a sum
   // over the ranks assembles the whole.
   for (const auto& [d, b] : e.blocks)
-    if (writes_block(*e.layout, d)) write_block(t, b, *e.layout, mesh_, d);
+    if (writes_block(*e.layout, d)) write_block(t, b.converted(DType::F32), *e.layout, mesh_, d);
   World::process().sum(t.f32(), t.numel());
   return t;
 }
@@ -178,7 +207,7 @@ void WeightStore::set(const StateKey& key, const Tensor& value) {
     return;
   }
   for (auto& [d, b] : e.blocks) {
-    Tensor part = block_of(value, *e.layout, mesh_, d);
+    Tensor part = block_of(value, *e.layout, mesh_, d).converted(e.dtype);
     std::memcpy(b.raw(), part.raw(), part.nbytes());
   }
 }
@@ -225,7 +254,8 @@ WeightStore::Snapshot WeightStore::snapshot(bool include_slots) {
     } else if (on_mesh() && !e.blocks.empty()) {
       s.layout = *e.layout;
       for (const auto& [d, b] : e.blocks)
-        if (writes_block(s.layout, d)) s.blocks[d] = b.clone();
+        if (writes_block(s.layout, d))
+          s.blocks[d] = b.dtype() == DType::F32 ? b.clone() : b.converted(DType::F32);
     } else {
       // One device, or not placed yet (read or drawn whole): device 0 writes it.
       s.layout = Sharding::replicated(static_cast<int>(e.shape.size()));

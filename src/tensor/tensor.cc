@@ -6,15 +6,17 @@
 #include <new>
 
 #include "autoshard/error.h"
+#include "autoshard/tensor/parallel.h"
 #include "tensor/large_array.h"
+#include "tensor/quantize.h"
 
 namespace autoshard {
 
 const char* dtype_name(DType dtype) {
-  return dtype == DType::F32 ? "f32" : "i32";
+  return dtype == DType::F32 ? "f32" : dtype == DType::I32 ? "i32" : "bf16";
 }
-size_t dtype_size(DType) {
-  return 4;
+size_t dtype_size(DType dtype) {
+  return dtype == DType::BF16 ? 2 : 4;
 }
 
 int64_t numel(const Shape& shape) {
@@ -155,6 +157,27 @@ Tensor Tensor::view(Shape shape, DType dtype) const {
 Tensor Tensor::clone() const {
   Tensor t(shape_, dtype_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+Tensor Tensor::converted(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  const bool narrow = dtype_ == DType::F32 && dtype == DType::BF16;
+  AS_CHECK(narrow || (dtype_ == DType::BF16 && dtype == DType::F32), "cannot convert ",
+           dtype_name(dtype_), shape_str(shape_), " to ", dtype_name(dtype),
+           " (only f32 <-> bf16)");
+  Tensor t(shape_, dtype);
+  parallel_for(numel_, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    if (narrow) {
+      const float* src = f32();
+      uint16_t* dst = t.data<uint16_t>();
+      for (int64_t i = begin; i < end; ++i) dst[i] = bf16_round(src[i]);
+    } else {
+      const uint16_t* src = data<uint16_t>();
+      float* dst = t.f32();
+      for (int64_t i = begin; i < end; ++i) dst[i] = bf16_widen(src[i]);
+    }
+  });
   return t;
 }
 

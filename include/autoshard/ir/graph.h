@@ -197,6 +197,15 @@ class Graph {
     weight_formats_ = std::move(formats);
   }
 
+  // A frozen weight held in bf16 (half the bytes) after it was traced:
+  // whether every op that reads it so far reads bf16 at that input
+  // (OpDef::reads_bf16: products and embedding gathers, which widen as they
+  // read), and the change itself (an internal error where it cannot be).
+  // Ops added later that read it must read bf16 too, or Graph::add throws
+  // naming the weight. Model::hold_frozen_weights_in_bf16 uses these.
+  bool can_hold_in_bf16(int id) const;
+  void hold_in_bf16(int id);
+
   const Node& node(int id) const { return nodes_[id]; }
   int size() const { return static_cast<int>(nodes_.size()); }
   Value value(int id) { return Value{this, id}; }
@@ -225,6 +234,9 @@ class Graph {
   void set_block(int b) { current_block_ = b; }
 
  private:
+  std::string describe(int id) const;
+  void check_reads_bf16(Op op, int id, size_t input) const;
+
   std::deque<Node> nodes_;  // a deque: references survive push_back
   std::unordered_map<std::string, int> parameter_ids_, input_ids_;
   std::unordered_map<std::string, WeightsDType> weight_formats_;  // hold_weights

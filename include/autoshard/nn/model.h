@@ -188,6 +188,23 @@ class Model {
   // (Trace::freeze). Replaces the set before; the next step is traced anew.
   void set_frozen(std::set<std::string> scopes);
   const std::set<std::string>& frozen() const { return frozen_; }
+  // Holds the frozen weights in bf16 from the next step on (on: half their
+  // bytes, as KerasHub's LoRA fine-tuning after from_preset(dtype=
+  // "bfloat16") holds its base weights): every non-trainable weight that only
+  // products (einsum: Dense, EinsumDense, attention projections, a head) and
+  // embedding gathers read, which widen it to f32 as they read it. Its values are
+  // rounded to bf16 once (to nearest even), as its blocks are made (read
+  // from a file or drawn) or when it is first held so; the rest (trainable
+  // weights, optimizer state, norms' scales, biases, activations) stays f32
+  // and so does the arithmetic. Off: they are widened back to f32 (keeping
+  // the rounded values). gather_weight gives their f32 values.
+  void hold_frozen_weights_in_bf16(bool on = true);
+  bool frozen_weights_in_bf16() const { return bf16_frozen_; }
+  // The dtype a weight is held in (bf16 for a frozen weight held so).
+  DType weight_dtype(const std::string& path);
+  // Bytes this process holds for the model's weights (every local device's
+  // blocks made so far, at their dtypes; optimizer state not counted).
+  int64_t weight_bytes();
   // Keras's regularizers: penalties on weights by path and on layers'
   // outputs by layer scope, added to the training and evaluation loss
   // (Trace::penalize).
@@ -292,6 +309,9 @@ class Model {
   double train_batch(const Batch& x, const Batch& y, MetricTotals* totals);
   static Logs means(double loss, const MetricTotals& totals);
   void declare_state(const Graph& graph, const std::map<std::string, Initializer>& inits);
+  // After a model's call was traced: holds its frozen weights in bf16 when
+  // asked (hold_frozen_weights_in_bf16).
+  void hold_frozen(Graph& graph, const Trace& trace) const;
   bool sharded() const;
   void ensure_built();
 
@@ -305,6 +325,7 @@ class Model {
   // Weights traced as non-trainable (Trace::weight's trainable = false).
   std::set<std::string> non_trainable_;
   std::set<std::string> frozen_;  // set_frozen
+  bool bf16_frozen_ = false;      // hold_frozen_weights_in_bf16
   std::map<std::string, Trace::Penalty> weight_penalties_, activity_penalties_, constraints_;
   std::vector<Metric> metrics_;
   // Per output, which step output holds its mask for the metrics (-1: it

@@ -36,9 +36,17 @@ class WeightStore {
   explicit WeightStore(uint64_t seed = 0) : seed_(seed) {}
   void set_seed(uint64_t seed) { seed_ = seed; }
 
-  // Declares a weight (drawn by `init` on first use) or a slot (zeros).
-  // Declaring again checks the shape.
-  void declare(const StateKey& key, const Shape& shape, std::optional<Initializer> init);
+  // Declares a weight (drawn by `init` on first use) or a slot (zeros),
+  // held in `dtype`: f32, or bf16 for a frozen weight (its values rounded
+  // to bf16 as each block is made: Model::hold_frozen_weights_in_bf16).
+  // Declaring again checks the shape; another dtype converts the blocks
+  // already made (true then: a step bound to them must be bound again).
+  bool declare(const StateKey& key, const Shape& shape, std::optional<Initializer> init,
+               DType dtype = DType::F32);
+  // The dtype a value is held in.
+  DType dtype(const StateKey& key) const;
+  // Bytes of the blocks this process holds of a value (0 before any is made).
+  int64_t bytes_held(const StateKey& key) const;
   bool contains(const StateKey& key) const { return entries_.count(key) > 0; }
   // Throws autoshard::Error naming the weight or slot when it is unknown.
   const Shape& shape(const StateKey& key) const;
@@ -52,10 +60,11 @@ class WeightStore {
   void place_on(const DeviceMesh& mesh, std::vector<int> local_devices);
   bool on_mesh() const { return mesh_.size() > 1; }
   const DeviceMesh& mesh() const { return mesh_; }
-  // The whole value, on one device (live storage: optimizer updates write it).
+  // The whole value, on one device (live storage: optimizer updates write it;
+  // bf16 for a weight held so).
   Tensor& whole(const StateKey& key);
-  // Device `device`'s block under `layout` (live storage); a value keeps one
-  // layout once placed.
+  // Device `device`'s block under `layout` (live storage, in the value's
+  // dtype); a value keeps one layout once placed.
   Tensor& block(const StateKey& key, const Sharding& layout, int device);
 
   // Bytes `devices` would newly allocate for their blocks under `layout`
@@ -63,10 +72,12 @@ class WeightStore {
   int64_t bytes_to_make(const StateKey& key, const Sharding& layout,
                         const std::vector<int>& devices) const;
 
-  // The whole value as a copy (the live storage on one device). Under mpirun
-  // this is a collective: every rank calls it for the same keys in order.
+  // The whole value as a copy (the live storage on one device), in f32 (a
+  // copy widened from a value held in bf16). Under mpirun this is a
+  // collective: every rank calls it for the same keys in order.
   Tensor gather(const StateKey& key);
-  // Writes a whole value into every block this process holds.
+  // Writes a whole f32 value into every block this process holds (rounded
+  // to bf16 for a value held so).
   void set(const StateKey& key, const Tensor& value);
   // Takes values from sources. Every source is checked first; an error
   // leaves the store as it was. Values not yet made are read later, each
@@ -74,8 +85,8 @@ class WeightStore {
   void load(const std::map<StateKey, WeightSource>& sources);
 
   // A consistent copy of every weight (and, if asked, slot) as per-device
-  // blocks, for saving while training goes on. Replicated values keep one
-  // block (the writer's); blocks of other devices are empty.
+  // blocks, in f32 (widened from bf16), for saving while training goes on. Replicated values keep
+  // one block (the writer's); blocks of other devices are empty.
   struct Snapshot {
     DeviceMesh mesh;
     struct Entry {
@@ -98,14 +109,16 @@ class WeightStore {
  private:
   struct Entry {
     Shape shape;
+    DType dtype = DType::F32;
     std::optional<Initializer> init;
-    std::optional<WeightSource> source;  // to read on first use
+    std::optional<WeightSource> source;  // to read on first use (f32 blocks)
     std::optional<Sharding> layout;      // once placed on a mesh
     std::map<int, Tensor> blocks;        // per local device (device 0 alone on one device)
   };
   Entry& entry(const StateKey& key);
   const Entry& entry(const StateKey& key) const;
   Tensor make_block(const StateKey& key, Entry& e, const Sharding& layout, int device) const;
+  Tensor drawn_block(const StateKey& key, Entry& e, const Sharding& layout, int device) const;
 
   uint64_t seed_;
   DeviceMesh mesh_;

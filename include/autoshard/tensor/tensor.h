@@ -1,11 +1,15 @@
-// Tensor: a dense, row-major, reference-counted block of f32 or i32 values.
+// Tensor: a dense, row-major, reference-counted block of f32, i32 or bf16
+// values.
 //
 // Tensors are the concrete values that flow through the executor and that the
 // user hands in (weights, batches). Shapes are static and use int64 dims.
 // Copies share storage; use clone() for a deep copy. A weight's storage may
 // also hold a compact copy of its values in bf16 or int8 (quantized()),
 // which a decode step's QuantizedEinsum products read instead of the f32
-// values.
+// values. A bf16 tensor is a frozen weight held in half the bytes
+// (Model::hold_frozen_weights_in_bf16): its elements are the top halves of
+// f32 values (uint16_t bit patterns), and the products and gathers that read
+// it widen them as they go (src/ir/ops/bf16_gemm.h).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +22,7 @@
 
 namespace autoshard {
 
-enum class DType : uint8_t { F32, I32 };
+enum class DType : uint8_t { F32, I32, BF16 };
 
 const char* dtype_name(DType dtype);
 size_t dtype_size(DType dtype);
@@ -32,6 +36,11 @@ constexpr DType dtype_of<float>() {
 template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::I32;
+}
+// bf16 elements as their bit patterns (the top 16 bits of an f32).
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::BF16;
 }
 
 using Shape = std::vector<int64_t>;
@@ -107,6 +116,10 @@ class Tensor {
   // executor's buffer reuse).
   Tensor view(Shape shape, DType dtype) const;
   Tensor clone() const;
+  // The same values in `dtype`: f32 -> bf16 rounds to nearest even (a NaN
+  // stays a NaN), bf16 -> f32 widens exactly; the same dtype returns this
+  // tensor (shared storage). Other pairs throw autoshard::Error.
+  Tensor converted(DType dtype) const;
   std::vector<float> to_vector() const;  // f32 only
   float item() const;                    // single-element f32
 

@@ -14,8 +14,8 @@ cross-entropy of the logits, weighted accuracy). See docs/keras-hub.md,
 
 from .. import _checks, _native
 from .. import hf as _hf
-from .models import (_Task, History, _batches, _check_loss, _encoder_inputs, _int_array,
-                     _sequence_length, _tokenizer)
+from .models import (_Task, History, _batches, _bfloat16, _check_loss, _encoder_inputs,
+                     _int_array, _sequence_length, _tokenizer)
 from .sharding import placement as _placement
 
 __all__ = ["MaskedLM", "BertMaskedLM", "MaskedLMPreprocessor", "BertMaskedLMPreprocessor"]
@@ -42,12 +42,12 @@ class MaskedLM(_Task):
                             f"not {_checks.shown(preprocessor)}")
         if not load_weights:
             raise ValueError(f"{where}: load_weights=False is not supported for encoders")
-        if dtype is not None:
-            _hf._check_dtype(dtype)
+        bf16 = _bfloat16(dtype, where)
         placement = _placement(path, mesh, distribution, sharding, where)
         seed = _hf._seed(seed, where)
         native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args(),
                                                      masked_lm=True))
+        native.hold_frozen_in_bf16(bf16)
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed

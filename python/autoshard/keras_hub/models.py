@@ -316,7 +316,9 @@ class _Task:
         ``distribution``: a ``keras.distribution.DataParallel`` or
         ``AutoShard`` (default: the one ``set_distribution`` set);
         ``sharding="auto"``: AutoShard's plan (the default plan on a mesh).
-        ``dtype``: None or "float32" (bfloat16 presets load as float32).
+        ``dtype``: None or "float32" (bfloat16 presets load as float32), or
+        "bfloat16": the frozen weights (LoRA's base, after
+        ``backbone.enable_lora``) held in bfloat16, read widened to float32.
         """
         path, config = _preset_dir(preset, cls)
         _check_class(cls, config["class_name"])
@@ -371,6 +373,26 @@ class _Task:
 
     def __repr__(self):
         return f"<keras_hub.models.{type(self).__name__} ({self._class_name}) from {self._path!r}>"
+
+
+def _bfloat16(dtype, where):
+    """from_preset's ``dtype``: None or "float32" hold every weight in
+    float32; "bfloat16" (KerasHub's fine-tuning dtype) holds the frozen
+    weights in bfloat16, half their bytes: once ``backbone.enable_lora``
+    froze the base, its projection kernels and embedding table (the weights
+    only products and gathers read) are rounded to bfloat16 and read widened
+    to float32, while the adapters, norms, biases, optimizer state and the
+    arithmetic stay float32 (Model::hold_frozen_weights_in_bf16)."""
+    if dtype is None:
+        return False
+    name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype)
+    if name == "bfloat16":
+        return True
+    if name in ("float32", "F32", "f32"):
+        return False
+    raise ValueError(f"{where}: dtype {name!r}: the engine computes in float32 and holds the "
+                     "weights in float32, or the frozen ones (LoRA's base) in bfloat16; pass "
+                     "dtype='float32' or 'bfloat16', or leave it out")
 
 
 def _check_loss(loss, what):
@@ -428,12 +450,12 @@ class CausalLM(_Task):
         kwargs.pop("preprocessor", None)  # the preset's tokenizer, when it has one
         if kwargs:
             raise ValueError(f"{where}: unsupported argument(s) {', '.join(sorted(kwargs))}")
-        if dtype is not None:
-            _hf._check_dtype(dtype)
+        bf16 = _bfloat16(dtype, where)
         placement = _placement(path, mesh, distribution, sharding, where)
         seed = _hf._seed(seed, where)
         native = _hf._OneCallAtATime(
             _native.LanguageModel(path, bool(load_weights), seed, *placement.args()))
+        native.hold_frozen_in_bf16(bf16)
         model = cls(native, path, config["class_name"], native.model_type)
         model.seed = seed
         return model
@@ -687,8 +709,7 @@ class TextClassifier(_Task):
             raise ValueError(f"{where}: unsupported argument(s) {', '.join(sorted(kwargs))}")
         if not load_weights:
             raise ValueError(f"{where}: load_weights=False is not supported for encoders")
-        if dtype is not None:
-            _hf._check_dtype(dtype)
+        bf16 = _bfloat16(dtype, where)
         placement = _placement(path, mesh, distribution, sharding, where)
         seed = _hf._seed(seed, where)
         if num_classes is not None:
@@ -700,6 +721,7 @@ class TextClassifier(_Task):
         native = _hf._OneCallAtATime(_native.Encoder(path, seed, *placement.args(),
                                                      num_labels=num_classes or 0,
                                                      masked_lm=False))
+        native.hold_frozen_in_bf16(bf16)
         model = cls(native, path, config["class_name"], native.model_type)
         model.tokenizer = _tokenizer(path)
         model.seed = seed

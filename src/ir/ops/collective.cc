@@ -96,6 +96,20 @@ void all_gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   }
 }
 
+// A gather or all-to-all of a bf16 block (a frozen weight the partitioner
+// lays out anew): the Communicator moves 4-byte words, so the block travels
+// widened to f32 (exact both ways) and the result is narrowed back.
+template <void (*Kernel)(const Node&, std::span<Tensor* const>, Tensor&, const KernelContext&)>
+void widened_if_bf16(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                     const KernelContext& ctx) {
+  if (in[0]->dtype() != DType::BF16) return Kernel(n, in, out, ctx);
+  Tensor wide_in = in[0]->converted(DType::F32), wide_out(out.shape(), DType::F32);
+  Tensor* ins[] = {&wide_in};
+  Kernel(n, std::span<Tensor* const>(ins), wide_out, ctx);
+  const Tensor narrow = wide_out.converted(DType::BF16);
+  if (out.nbytes()) std::memcpy(out.raw(), narrow.raw(), out.nbytes());
+}
+
 ShapeAndType reduce_scatter_infer(const Graph& g, const Node& n) {
   expect_inputs(n, 1);
   const SplitAttrs& a = n.attr<SplitAttrs>();
@@ -147,9 +161,10 @@ void slice_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const
   const int64_t row = in[0]->shape()[dim] * a.inner;
   const auto* src = static_cast<const char*>(in[0]->raw());
   auto* dst = static_cast<char*>(out.raw());
-  const size_t block = size * a.inner * 4;
+  const size_t bytes = dtype_size(out.dtype());  // bf16 blocks of a frozen weight too
+  const size_t block = size * a.inner * bytes;
   for (int64_t o = 0; o < a.outer; ++o)
-    std::memcpy(dst + o * block, src + (o * row + begin * a.inner) * 4, block);
+    std::memcpy(dst + o * block, src + (o * row + begin * a.inner) * bytes, block);
 }
 
 ShapeAndType halo_infer(const Graph& g, const Node& n) {
@@ -338,9 +353,10 @@ void register_collective_ops(std::vector<OpDef>& t) {
                               .collective = CommCost::Kind::AllReduce};
   t[size_t(Op::AllGather)] = {.name = "all_gather",
                               .infer = all_gather_infer,
-                              .kernel = all_gather_kernel,
+                              .kernel = widened_if_bf16<all_gather_kernel>,
                               .cost = collective_cost,
                               .comm = split_comm,
+                              .reads_bf16 = 0b1,
                               .local_only = true,
                               .collective = CommCost::Kind::AllGather};
   t[size_t(Op::ReduceScatter)] = {.name = "reduce_scatter",
@@ -354,6 +370,7 @@ void register_collective_ops(std::vector<OpDef>& t) {
                           .infer = slice_infer,
                           .kernel = slice_kernel,
                           .cost = slice_cost,
+                          .reads_bf16 = 0b1,
                           .local_only = true};
   t[size_t(Op::HaloExchange)] = {.name = "halo_exchange",
                                  .infer = halo_infer,
@@ -363,9 +380,10 @@ void register_collective_ops(std::vector<OpDef>& t) {
                                  .local_only = true};
   t[size_t(Op::AllToAll)] = {.name = "all_to_all",
                              .infer = all_to_all_infer,
-                             .kernel = all_to_all_kernel,
+                             .kernel = widened_if_bf16<all_to_all_kernel>,
                              .cost = collective_cost,
                              .comm = all_to_all_comm,
+                             .reads_bf16 = 0b1,
                              .local_only = true,
                              .collective = CommCost::Kind::AllToAll};
   t[size_t(Op::Assign)] = {.name = "assign",

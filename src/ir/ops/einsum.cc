@@ -10,7 +10,9 @@
 #include "autoshard/ir/ops.h"
 #include "ir/einsum_equation.h"
 #include "ir/op_def.h"
+#include "ir/ops/bf16_gemm.h"
 #include "ir/ops/gemm.h"
+#include "tensor/quantize.h"
 
 namespace autoshard {
 
@@ -66,9 +68,11 @@ ShapeAndType einsum_infer(const Graph& g, const Node& n) {
   return {out, DType::F32};
 }
 
-// One operand as seen by the GEMM: a base pointer and a stride per letter.
+// One operand as seen by the GEMM: a base pointer (f32, or bf16 for a
+// weight held so) and a stride per letter.
 struct Operand {
-  const float* data;
+  const float* data = nullptr;
+  const uint16_t* half = nullptr;
   std::map<char, int64_t> stride;
 };
 
@@ -123,9 +127,17 @@ MatrixArg matrix_arg(const Group& rows, const Group& cols) {
   return {};
 }
 
-// Copies `src` (strides per letter) into a contiguous buffer ordered by
-// `order` (adds into it with `add`).
-void gather_to(const float* src, const std::string& order, const std::map<char, int64_t>& size,
+float widened(float x) {
+  return x;
+}
+float widened(uint16_t x) {
+  return bf16_widen(x);
+}
+
+// Copies `src` (strides per letter; f32, or bf16 widened) into a contiguous
+// buffer ordered by `order` (adds into it with `add`).
+template <typename T>
+void gather_to(const T* src, const std::string& order, const std::map<char, int64_t>& size,
                const std::map<char, int64_t>& src_stride, float* dst, bool add = false) {
   const size_t r = order.size();
   std::vector<int64_t> n(r), st(r), idx(r, 0);
@@ -137,7 +149,7 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
   }
   int64_t off = 0;
   for (int64_t k = 0; k < total; ++k) {
-    dst[k] = add ? dst[k] + src[off] : src[off];
+    dst[k] = add ? dst[k] + widened(src[off]) : widened(src[off]);
     for (size_t d = r; d-- > 0;) {
       off += st[d];
       if (++idx[d] < n[d]) break;
@@ -145,6 +157,25 @@ void gather_to(const float* src, const std::string& order, const std::map<char, 
       idx[d] = 0;
     }
   }
+}
+
+Operand operand_of(const Tensor& t, const std::string& term) {
+  Operand op;
+  if (t.dtype() == DType::BF16)
+    op.half = t.data<uint16_t>();
+  else
+    op.data = t.f32();
+  op.stride = letter_strides(term, t.shape());
+  return op;
+}
+
+// The matrix at element offset `at` of an operand, as a product reads it.
+GemmOperand gemm_operand(const Operand& op, int64_t at, const MatrixArg& m) {
+  return {op.data ? op.data + at : nullptr, op.half ? op.half + at : nullptr, m.ld, m.trans};
+}
+GemmOperand transposed(GemmOperand g) {
+  g.trans = !g.trans;
+  return g;
 }
 
 // The product of `e` over in[0] and in[1] into `out`; `qa` and `qb`, when
@@ -166,18 +197,23 @@ void run_einsum(const EinsumAttrs& e, std::span<Tensor* const> in, Tensor& out,
   for (char c : e.a)
     if (e.out.find(c) == std::string::npos) k += c;
 
-  Operand a{in[0]->f32(), letter_strides(e.a, in[0]->shape())};
-  Operand b{in[1]->f32(), letter_strides(e.b, in[1]->shape())};
+  Operand a = operand_of(*in[0], e.a), b = operand_of(*in[1], e.b);
   std::map<char, int64_t> c_stride = letter_strides(e.out, out.shape());
 
-  // Copy an operand to a canonical layout when its letters do not form a matrix.
+  // Copy an operand to a canonical layout when its letters do not form a
+  // matrix (a bf16 operand is widened whole then: weights held in bf16 are
+  // laid out as matrices, so this is the rare case).
   std::vector<float> a_copy, b_copy, c_copy;
   auto canonical = [&](Operand& op, const std::string& order, std::vector<float>& buf) {
     int64_t total = 1;
     for (char c : order) total *= size.at(c);
     buf.resize(static_cast<size_t>(total));
-    gather_to(op.data, order, size, op.stride, buf.data());
+    if (op.half)
+      gather_to(op.half, order, size, op.stride, buf.data());
+    else
+      gather_to(op.data, order, size, op.stride, buf.data());
     op.data = buf.data();
+    op.half = nullptr;
     op.stride = letter_strides(order, [&] {
       Shape s;
       for (char c : order) s.push_back(size.at(c));
@@ -239,7 +275,14 @@ void run_einsum(const EinsumAttrs& e, std::span<Tensor* const> in, Tensor& out,
     int64_t oa = 0, ob = 0, oc = 0;
     for (int64_t t = 0; t < batches; ++t) {
       const CompactOperands compact{oa == 0 ? qa : nullptr, ob == 0 ? qb : nullptr};
-      if (!c_transposed) {
+      if (a.half || b.half) {
+        // A weight held in bf16: widened panel by panel (bf16_gemm.h).
+        const GemmOperand ga = gemm_operand(a, oa, ma), gb = gemm_operand(b, ob, mb);
+        if (!c_transposed)
+          gemm_widening(M, N, K, ga, gb, c_data + oc, mc.ld, beta);
+        else  // C^T (N x M) = op(B)^T op(A)^T.
+          gemm_widening(N, M, K, transposed(gb), transposed(ga), c_data + oc, mc.ld, beta);
+      } else if (!c_transposed) {
         sgemm(ma.trans, mb.trans, M, N, K, a.data + oa, ma.ld, b.data + ob, mb.ld, c_data + oc,
               mc.ld, 1.0f, beta, INT_MAX, compact);
       } else {
@@ -280,12 +323,15 @@ void quantized_einsum_kernel(const Node& node, std::span<Tensor* const> in, Tens
              e.compact_operand == 1 ? copy : nullptr);
 }
 
+// An operand held in bf16 (a frozen weight) takes no gradient; the other
+// operand's gradient reads it as bf16 (dX = dY W^T over the bf16 W).
 std::vector<Value> einsum_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
   const EinsumAttrs& e = n.attr<EinsumAttrs>();
   Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
-  return {ops::einsum(e.out + "," + e.b + "->" + e.a, dy, b),
-          ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
+  const bool a_frozen = a.dtype() == DType::BF16, b_frozen = b.dtype() == DType::BF16;
+  return {a_frozen ? Value{} : ops::einsum(e.out + "," + e.b + "->" + e.a, dy, b),
+          b_frozen ? Value{} : ops::einsum(e.a + "," + e.out + "->" + e.b, a, dy)};
 }
 
 // Letters carry mesh axes: a letter split in either operand stays split (the
@@ -442,6 +488,7 @@ void register_einsum_op(std::vector<OpDef>& t) {
                            .shard = einsum_rule,
                            .loops = einsum_loops,
                            .cost = einsum_cost,
+                           .reads_bf16 = 0b11,
                            .accumulates = true,
                            .makes_weight_gradient = true};
   t[size_t(Op::QuantizedEinsum)] = {.name = "quantized_einsum",

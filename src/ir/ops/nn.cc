@@ -10,6 +10,7 @@
 #include "autoshard/ir/ops.h"
 #include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
+#include "ir/ops/bf16_gemm.h"
 #include "tensor/fast_math.h"
 #include "tensor/lanes.h"
 
@@ -292,7 +293,9 @@ ShapeAndType gather_infer(const Graph& g, const Node& n) {
   AS_CHECK(input_dtype(g, n, 1) == DType::I32, "gather: ids must be i32");
   Shape out = input_shape(g, n, 1);
   out.insert(out.end(), table.begin() + 1, table.end());
-  return {out, input_dtype(g, n, 0)};
+  // A table held in bf16 (a frozen embedding) gives its rows widened.
+  const DType dtype = input_dtype(g, n, 0);
+  return {out, dtype == DType::BF16 ? DType::F32 : dtype};
 }
 
 // The table's rows may be a shard [offset, offset + rows) of a global table
@@ -318,7 +321,9 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
     AS_CHECK(id >= 0 && id < rs.total, "token id ", id, " is out of range for a table of ",
              rs.total, " rows");
     const int64_t row = id - rs.offset;
-    if (row >= 0 && row < rows)
+    if (row >= 0 && row < rows && table.dtype() == DType::BF16)
+      widen_block(table.data<uint16_t>(), width, row, row + 1, 0, width, out.f32() + i * width);
+    else if (row >= 0 && row < rows)
       std::memcpy(out.f32() + i * width, table.f32() + row * width, width * sizeof(float));
     else
       std::fill_n(out.f32() + i * width, width, 0.0f);
@@ -327,6 +332,7 @@ void gather_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
 
 std::vector<Value> gather_vjp(Graph& g, int id, Value dy) {
   const Node& n = g.node(id);
+  if (input_dtype(g, n, 0) == DType::BF16) return {Value{}, Value{}};  // a frozen table
   return {g.add(Op::ScatterAdd, {g.value(n.inputs[1]), dy},
                 ScatterAddAttrs{input_shape(g, n, 0), {}, n.attr<GatherAttrs>().id_offset}),
           Value{}};
@@ -712,7 +718,8 @@ void register_nn_ops(std::vector<OpDef>& t) {
                            .shard = gather_rule,
                            .localize = gather_localize,
                            .loops = gather_loops,
-                           .cost = gather_cost};
+                           .cost = gather_cost,
+                           .reads_bf16 = 0b01};
   t[size_t(Op::ScatterAdd)] = {.name = "scatter_add",
                                .infer = scatter_add_infer,
                                .kernel = scatter_add_kernel,
