@@ -4,7 +4,9 @@ must hold: the frozen weights, the adapters, the optimizer's state of the
 adapters and the training step's activations.
 
     python3 bench/keras_hub_lora_memory.py make DIR [--layers 18] [--vocab 256000]   # the preset
-    python3 bench/keras_hub_lora_memory.py run DIR [--seq 128] [--batch 1] [--steps 2]
+    python3 bench/keras_hub_lora_memory.py run DIR [--seq 128] [--batch 1] [--steps 2] \
+        [--dtype float32|bfloat16]
+    python3 bench/keras_hub_lora_memory.py compare DIR [--seq 128] ...   # both dtypes
 
 ``make`` writes a GemmaBackbone preset of Gemma 2B's shapes (KerasHub's
 gemma_2b_en config: vocabulary 256000, hidden 2048, 18 layers, 8 query
@@ -13,7 +15,12 @@ autoshard's initial (seeded) weights in f32; ``--layers`` and ``--vocab``
 make a smaller model of the same layer shapes. ``run`` is KerasHub's LoRA recipe (``from_preset``,
 ``backbone.enable_lora(rank=4)``, ``compile``, ``fit``), in its own
 process, printing the peak resident memory (VmHWM) after each phase and one
-JSON line. bench/README.md records a run.
+JSON line; ``--dtype bfloat16`` is ``from_preset(dtype="bfloat16")``, whose
+frozen base is held in bfloat16 (the weights' bytes are the engine's own
+count, ``weight_bytes``). ``compare`` runs both dtypes, each in its own
+process, and prints a table and one JSON line. A scaled-down model that
+runs in well under a minute on 2 cores: ``make DIR --layers 2 --vocab
+32000``, then ``compare DIR --seq 64``. bench/README.md records runs.
 """
 
 import argparse
@@ -79,7 +86,7 @@ def adapter_parameters(c, rank):
     return c["num_layers"] * (C * heads * rank + 2 * rank * D)
 
 
-def run(directory, seq, batch, steps, rank):
+def run(directory, seq, batch, steps, rank, dtype="float32"):
     import numpy as np
 
     import autoshard
@@ -89,7 +96,7 @@ def run(directory, seq, batch, steps, rank):
         config = json.load(f)["config"]
     phases = {}
     start = time.time()
-    lm = keras_hub.models.GemmaCausalLM.from_preset(directory)
+    lm = keras_hub.models.GemmaCausalLM.from_preset(directory, dtype=dtype)
     phases["from_preset"] = peak_rss()
     lm.backbone.enable_lora(rank=rank)
     phases["enable_lora"] = peak_rss()
@@ -105,16 +112,19 @@ def run(directory, seq, batch, steps, rank):
     # over, which holds both copies for a moment (twice the weights).
     lora = adapter_parameters(config, rank)
     base = lm.count_params() - lora
-    weights, adapters = 4 * base, 4 * lora
+    adapters = 4 * lora
+    # The base's bytes as the engine holds them (2 per weight held in
+    # bfloat16), the adapters (float32) taken out.
+    weights = lm._native.weight_bytes() - adapters
     optimizer = 2 * adapters  # Adam's two slots, for the adapters alone
     activations = activation_bytes(config, batch, seq)
     total = weights + adapters + optimizer + activations
-    report = {"layers": config["num_layers"], "parameters": base, "adapter_parameters": lora,
-              "seq": seq, "batch": batch, "steps": steps, "losses": history.steps,
-              "weights_bytes": weights, "adapters_bytes": adapters,
+    report = {"dtype": dtype, "layers": config["num_layers"], "parameters": base,
+              "adapter_parameters": lora, "seq": seq, "batch": batch, "steps": steps,
+              "losses": history.steps, "weights_bytes": weights, "adapters_bytes": adapters,
               "optimizer_bytes": optimizer, "activations_bytes_estimate": activations,
               "sum_bytes": total, "peak_rss_bytes": phases, "seconds": round(seconds, 1)}
-    for name, value in [("weights (f32)", weights), ("adapters", adapters),
+    for name, value in [(f"weights ({dtype})", weights), ("adapters", adapters),
                         ("optimizer state (Adam)", optimizer),
                         ("activations (estimate)", activations), ("sum", total)]:
         print(f"{name:24s} {value / GIB:8.3f} GiB", file=sys.stderr)
@@ -124,9 +134,37 @@ def run(directory, seq, batch, steps, rank):
     print(json.dumps(report))
 
 
+def compare(directory, seq, batch, steps, rank):
+    """Both dtypes, each in a process of its own (peak RSS is per process)."""
+    import subprocess
+
+    reports = []
+    for dtype in ("float32", "bfloat16"):
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "run", directory,
+                              "--seq", str(seq), "--batch", str(batch), "--steps", str(steps),
+                              "--rank", str(rank), "--dtype", dtype],
+                             capture_output=True, text=True, check=True)
+        reports.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"{'base dtype':10s} {'weights':>9s} {'adapters':>9s} {'Adam':>9s} "
+          f"{'activations':>11s} {'sum':>9s} {'peak RSS':>9s} {'RSS/sum':>7s}  (GiB)",
+          file=sys.stderr)
+    for r in reports:
+        peak = r["peak_rss_bytes"]["fit"]
+        print(f"{r['dtype']:10s} {r['weights_bytes'] / GIB:9.3f} {r['adapters_bytes'] / GIB:9.4f} "
+              f"{r['optimizer_bytes'] / GIB:9.4f} {r['activations_bytes_estimate'] / GIB:11.3f} "
+              f"{r['sum_bytes'] / GIB:9.3f} {peak / GIB:9.3f} {peak / r['sum_bytes']:7.2f}",
+              file=sys.stderr)
+    f32, bf16 = reports
+    print(json.dumps({"float32": f32, "bfloat16": bf16,
+                      "peak_rss_ratio": bf16["peak_rss_bytes"]["fit"] /
+                      f32["peak_rss_bytes"]["fit"],
+                      "loss_difference": max(abs(a - b) for a, b in
+                                             zip(f32["losses"], bf16["losses"]))}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["make", "run"])
+    parser.add_argument("mode", choices=["make", "run", "compare"])
     parser.add_argument("directory")
     parser.add_argument("--layers", type=int, default=GEMMA_2B["num_layers"])
     parser.add_argument("--vocab", type=int, default=GEMMA_2B["vocabulary_size"])
@@ -134,11 +172,14 @@ def main():
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--rank", type=int, default=4)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     args = parser.parse_args()
     if args.mode == "make":
         make(args.directory, args.layers, args.vocab)
+    elif args.mode == "compare":
+        compare(args.directory, args.seq, args.batch, args.steps, args.rank)
     else:
-        run(args.directory, args.seq, args.batch, args.steps, args.rank)
+        run(args.directory, args.seq, args.batch, args.steps, args.rank, args.dtype)
 
 
 if __name__ == "__main__":
