@@ -86,7 +86,7 @@ std::vector<Value> gradients(Value loss, const std::vector<Value>& wrt) {
   for (const Value& v : wrt) {
     const Node& n = v.node();
     AS_CHECK(n.dtype != DType::BF16,
-             "gradients: ", n.is_leaf() ? "weight '" + n.leaf().name + "'" : cat("value ", v.id),
+             "gradients: ", n.is_leaf() ? cat("weight '", n.leaf().name, "'") : cat("value ", v.id),
              " is held in bf16, which takes no gradient (a frozen weight); train it in f32 "
              "(leave it trainable, or do not hold frozen weights in bf16)");
     if (v.id < end) needs[v.id] = true;

@@ -88,7 +88,7 @@ Value Graph::add(Op op, std::vector<Value> inputs, OpAttrs attrs) {
 // What names a value in an error: a weight's path, else its op.
 std::string Graph::describe(int id) const {
   const Node& n = nodes_[id];
-  if (n.is_leaf()) return "'" + n.leaf().key() + "'";
+  if (n.is_leaf()) return cat("'", n.leaf().key(), "'");
   return cat("the output of ", op_name(n.op), " (node ", id, ")");
 }
 
