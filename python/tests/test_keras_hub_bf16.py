@@ -79,6 +79,28 @@ def test_a_bfloat16_base_trains_as_float32_over_rounded_weights_in_half_the_byte
     assert base > 0.5 * sum(elements.values())  # most of the model is held in half
 
 
+def test_a_bfloat16_encoder_base_trains_as_float32_over_rounded_weights():
+    def classifier(**kwargs):
+        m = keras_hub.models.BertTextClassifier.from_preset(os.path.join(HUB, "bert"), **kwargs)
+        m.backbone.enable_lora(rank=4)
+        m.compile(optimizer=autoshard.keras.optimizers.Adam(1e-2))
+        return m
+
+    held, plain = classifier(dtype="bfloat16"), classifier()
+    ids = np.random.default_rng(0).integers(0, held.vocab_size, (8, 6)).astype(np.int32)
+    x = {"token_ids": ids, "segment_ids": np.zeros((8, 6), np.int32),
+         "padding_mask": np.ones((8, 6), np.int32)}
+    y = np.arange(8) % 2
+    paths = held._native.weight_paths()
+    bf16 = [p for p in paths if held._native.weight_dtype(p) == "bfloat16"]
+    assert bf16 and not any(p.startswith("classifier") or ".lora_kernel_" in p for p in bf16)
+    for p in paths:
+        w = plain._native.weight(p)
+        plain._native.set_weight(p, bf16_round(w) if p in bf16 else held._native.weight(p))
+    np.testing.assert_allclose(held.fit(x, y, batch_size=8, epochs=3).steps,
+                               plain.fit(x, y, batch_size=8, epochs=3).steps, rtol=1e-5)
+
+
 @pytest.mark.parametrize("mesh", ["model=2", "data=2,model=2"])
 def test_a_sharded_bfloat16_base_equals_one_device(mesh):
     one = lora("gemma", dtype="bfloat16")
