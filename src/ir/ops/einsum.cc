@@ -178,6 +178,23 @@ GemmOperand transposed(GemmOperand g) {
   return g;
 }
 
+// Copies `op` into `buf` with its letters in `order` (a bf16 operand is
+// widened whole then: weights held in bf16 are laid out as matrices, so
+// this is the rare case) and makes `op` read it.
+void to_canonical(Operand& op, const std::string& order, const std::map<char, int64_t>& size,
+                  std::vector<float>& buf) {
+  Shape shape;
+  for (char c : order) shape.push_back(size.at(c));
+  buf.resize(static_cast<size_t>(numel(shape)));
+  if (op.half)
+    gather_to(op.half, order, size, op.stride, buf.data());
+  else
+    gather_to(op.data, order, size, op.stride, buf.data());
+  op.data = buf.data();
+  op.half = nullptr;
+  op.stride = letter_strides(order, shape);
+}
+
 // The product of `e` over in[0] and in[1] into `out`; `qa` and `qb`, when
 // given, are the compact copies of the operands' storage (QuantizedEinsum's
 // weight), which a one-row product reads when this product's matrix is that
@@ -200,34 +217,16 @@ void run_einsum(const EinsumAttrs& e, std::span<Tensor* const> in, Tensor& out,
   Operand a = operand_of(*in[0], e.a), b = operand_of(*in[1], e.b);
   std::map<char, int64_t> c_stride = letter_strides(e.out, out.shape());
 
-  // Copy an operand to a canonical layout when its letters do not form a
-  // matrix (a bf16 operand is widened whole then: weights held in bf16 are
-  // laid out as matrices, so this is the rare case).
+  // Copy an operand to a canonical layout when its letters do not form a matrix.
   std::vector<float> a_copy, b_copy, c_copy;
-  auto canonical = [&](Operand& op, const std::string& order, std::vector<float>& buf) {
-    int64_t total = 1;
-    for (char c : order) total *= size.at(c);
-    buf.resize(static_cast<size_t>(total));
-    if (op.half)
-      gather_to(op.half, order, size, op.stride, buf.data());
-    else
-      gather_to(op.data, order, size, op.stride, buf.data());
-    op.data = buf.data();
-    op.half = nullptr;
-    op.stride = letter_strides(order, [&] {
-      Shape s;
-      for (char c : order) s.push_back(size.at(c));
-      return s;
-    }());
-  };
   MatrixArg ma = matrix_arg(group_of(m, size, a.stride), group_of(k, size, a.stride));
   if (!ma.ok) {
-    canonical(a, batch + m + k, a_copy);
+    to_canonical(a, batch + m + k, size, a_copy);
     ma = matrix_arg(group_of(m, size, a.stride), group_of(k, size, a.stride));
   }
   MatrixArg mb = matrix_arg(group_of(k, size, b.stride), group_of(nn, size, b.stride));
   if (!mb.ok) {
-    canonical(b, batch + k + nn, b_copy);
+    to_canonical(b, batch + k + nn, size, b_copy);
     mb = matrix_arg(group_of(k, size, b.stride), group_of(nn, size, b.stride));
   }
   float* c_data = out.f32();
