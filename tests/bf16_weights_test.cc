@@ -19,6 +19,7 @@
 #include "autoshard/nn/losses.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
+#include "autoshard/runtime/sharded_executor.h"
 #include "ir/ops/bf16_gemm.h"
 #include "tensor/quantize.h"
 #include "test_util.h"
@@ -205,6 +206,50 @@ TEST(Bf16Weights, AnOpThatReadsF32RefusesABf16WeightNamingIt) {
   h.hold_in_bf16(a.id);
   EXPECT_EQ(h.node(a.id).dtype, DType::BF16);
   EXPECT_EQ(h.node(a.id).leaf().dtype, DType::BF16);
+}
+
+// A bf16 weight laid out otherwise than its product reads it: the
+// partitioner slices, gathers or moves its split (all-to-all) in bf16,
+// uneven blocks included, and the product equals one device's.
+TEST(Bf16Weights, AWeightLaidOutAnewKeepsItsValues) {
+  const DeviceMesh mesh({3}, {"model"});
+  const Sharding none{{-1, -1}, {}}, rows{{0, -1}, {}}, cols{{-1, 0}, {}};
+  struct Case {
+    Sharding from, to, x, out;
+    const char* collective;
+  };
+  const std::vector<Case> cases = {{rows, none, none, none, "all_gather"},
+                                   {rows, cols, none, cols, "all_to_all"},
+                                   {none, cols, none, cols, ""},  // a local slice
+                                   {cols, rows, cols, Sharding{{-1, -1}, {0}}, "all_to_all"}};
+  const Tensor x = random_tensor({4, 7}, 1), w = rounded(random_tensor({7, 5}, 2));
+  Graph one;
+  Value y1 = ops::einsum("bc,cd->bd", one.input("x", {4, 7}), one.parameter("w", {7, 5}));
+  const Tensor want = testing::evaluate(one, {{"x", x}, {"w", w}}, {y1.id})[0];
+  for (const Case& c : cases) {
+    const std::string what = c.from.to_string(mesh) + " -> " + c.to.to_string(mesh);
+    Graph g;
+    Value xv = g.input("x", {4, 7}), wv = g.parameter("w", {7, 5}, DType::BF16);
+    Value y = ops::einsum("bc,cd->bd", xv, wv);
+    PartitionRequest r;
+    r.leaves[xv.id] = c.x;
+    r.leaves[wv.id] = c.from;
+    r.decisions[y.id] = {{c.x, c.to}, c.out};
+    ShardedExecutor exec(g, mesh, r, {y.id});
+    const Tensor held = w.converted(DType::BF16);
+    for (int d = 0; d < mesh.size(); ++d) {
+      exec.bind(d, xv.id, block_of(x, c.x, mesh, d));
+      exec.bind(d, wv.id, block_of(held, c.from, mesh, d));
+    }
+    exec.run();
+    EXPECT_LE(max_relative_error(exec.output(0), want), 1e-6) << what;
+    if (*c.collective) {
+      bool ran = false;
+      for (const CollectiveRecord& rec : exec.partition().collectives)
+        ran |= rec.kind == c.collective;
+      EXPECT_TRUE(ran) << what;
+    }
+  }
 }
 
 // ---- LoRA on a Llama whose frozen base is held in bf16 ----
