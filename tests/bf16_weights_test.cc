@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "autoshard/error.h"
@@ -17,6 +18,7 @@
 #include "autoshard/models/llama/formats.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/nn/losses.h"
+#include "autoshard/nn/weight_store.h"
 #include "autoshard/optim/optimizers.h"
 #include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/sharded_executor.h"
@@ -249,6 +251,51 @@ TEST(Bf16Weights, AWeightLaidOutAnewKeepsItsValues) {
         ran |= rec.kind == c.collective;
       EXPECT_TRUE(ran) << what;
     }
+  }
+}
+
+// A weight held in bf16 is read from its source in bands of rows (never a
+// whole f32 block of more than 16 MiB): the values are the whole block's,
+// rounded, on one device and with either dimension split (a band inside a
+// split: nested).
+TEST(Bf16Weights, ASourceIsReadInBandsOfRowsIntoTheSameBlock) {
+  const Shape shape{4099, 2051};  // 33.6 MB of f32
+  const Tensor whole = random_tensor(shape, 9), held = whole.converted(DType::BF16);
+  struct Case {
+    DeviceMesh mesh;
+    Sharding layout;
+    int min_reads;
+  };
+  const std::vector<Case> cases = {{DeviceMesh(), Sharding{{-1, -1}, {}}, 3},
+                                   {DeviceMesh({2}, {"model"}), Sharding{{0, -1}, {}}, 4},
+                                   {DeviceMesh({2}, {"model"}), Sharding{{-1, 0}, {}}, 4}};
+  for (const Case& c : cases) {
+    const std::string what = c.layout.to_string(c.mesh);
+    int reads = 0;
+    int64_t largest = 0;
+    WeightSource src;
+    src.check = [](const std::string&, const Shape&) {};
+    src.read = [&](const Shape&, const Sharding& layout, const DeviceMesh& mesh, int device) {
+      ++reads;
+      Tensor block = block_of(whole, layout, mesh, device);
+      largest = std::max<int64_t>(largest, int64_t(block.nbytes()));
+      return block;
+    };
+    WeightStore store;
+    store.declare({"w", ""}, shape, std::nullopt, DType::BF16);
+    std::vector<int> devices(size_t(c.mesh.size()));
+    for (int d = 0; d < c.mesh.size(); ++d) devices[size_t(d)] = d;
+    store.place_on(c.mesh, devices);
+    store.load({{{"w", ""}, src}});
+    for (int d = 0; d < c.mesh.size(); ++d) {
+      const Tensor& got = store.block({"w", ""}, c.layout, d);
+      const Tensor want = block_of(held, c.layout, c.mesh, d);
+      ASSERT_EQ(got.dtype(), DType::BF16) << what;
+      ASSERT_EQ(got.shape(), want.shape()) << what;
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << what << " device " << d;
+    }
+    EXPECT_GE(reads, c.min_reads) << what;
+    EXPECT_LE(largest, int64_t{16} << 20) << what;
   }
 }
 

@@ -1,10 +1,12 @@
 #include "autoshard/nn/weight_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "autoshard/comm/world.h"
 #include "autoshard/error.h"
 #include "autoshard/tensor/parallel.h"
+#include "tensor/quantize.h"
 
 namespace autoshard {
 
@@ -102,24 +104,78 @@ void WeightStore::place_on(const DeviceMesh& mesh, std::vector<int> local_device
 
 // One device's block, drawn straight from the initializer (no whole tensor):
 // counter-based draws make it equal to the same block of a whole draw.
-Tensor WeightStore::make_block(const StateKey& key, Entry& e, const Sharding& layout,
-                               int device) const {
-  // The block in f32 (a source's, or drawn), then in the value's dtype: a
-  // weight held in bf16 never has more than one f32 block at a time.
-  return drawn_block(key, e, layout, device).converted(e.dtype);
+namespace {
+
+// f32 bytes a source hands over at a time for a weight held in bf16.
+constexpr int64_t kBandBytes = int64_t{16} << 20;
+
+// The block of a weight held in bf16, read from `source` in bands of its
+// rows, each rounded as it arrives, so no f32 copy of more than kBandBytes
+// is ever made (Gemma 2B's embedding table would be 2 GiB in f32): the
+// bands are the blocks of a mesh with one more axis, as long as there are
+// bands, that splits dimension 0 inside the layout's own split of it (a
+// tuple splits nested: array_split's rule within the block).
+Tensor read_in_bands(const WeightSource& source, const Shape& shape, const Sharding& layout,
+                     const DeviceMesh& mesh, int device) {
+  const Shape local = layout.local_shape(shape, mesh, device);
+  const int64_t f32_bytes = numel(local) * 4;
+  const int64_t bands =
+      local.empty() ? 1 : std::min(local[0], (f32_bytes + kBandBytes - 1) / kBandBytes);
+  if (bands <= 1 || mesh.rank() >= kMaxTupleAxes || mesh.size() * bands > kMaxMeshDevices)
+    return source.read(shape, layout, mesh, device).converted(DType::BF16);
+  std::vector<int> sizes = mesh.shape();
+  std::vector<std::string> names = mesh.axis_names();
+  sizes.push_back(int(bands));
+  std::string name = "bands";
+  while (std::find(names.begin(), names.end(), name) != names.end()) name += "_";
+  names.push_back(name);
+  const DeviceMesh banded(sizes, names);
+  Sharding by_band = layout;
+  std::vector<int> members = axis_members(layout.dims[0]);
+  members.push_back(mesh.rank());
+  by_band.dims[0] = tuple_axis(members);
+  Tensor block(local, DType::BF16);
+  const int64_t row_bytes = numel(local) / std::max<int64_t>(local[0], 1) * 2;
+  int64_t row = 0;
+  for (int64_t j = 0; j < bands; ++j) {
+    const Tensor part =
+        source.read(shape, by_band, banded, int(device * bands + j)).converted(DType::BF16);
+    AS_CHECK(part.rank() == int(local.size()) && row + part.dim(0) <= local[0],
+             "internal: a band of rows of ", shape_str(local), " read as ",
+             shape_str(part.shape()));
+    if (part.nbytes())
+      std::memcpy(static_cast<std::byte*>(block.raw()) + row * row_bytes, part.raw(),
+                  part.nbytes());
+    row += part.dim(0);
+  }
+  AS_CHECK(row == local[0], "internal: bands of ", row, " rows for a block of ", local[0]);
+  return block;
 }
 
+}  // namespace
+
+Tensor WeightStore::make_block(const StateKey& key, Entry& e, const Sharding& layout,
+                               int device) const {
+  // A weight held in bf16 is never whole in f32: read in bands, or drawn
+  // in bf16.
+  if (e.source && e.dtype == DType::BF16)
+    return read_in_bands(*e.source, e.shape, layout, mesh_, device);
+  return drawn_block(key, e, layout, device);
+}
+
+// The block from its source, or drawn by its initializer, in the value's dtype.
 Tensor WeightStore::drawn_block(const StateKey& key, Entry& e, const Sharding& layout,
                                 int device) const {
-  if (e.source) return e.source->read(e.shape, layout, mesh_, device);
+  if (e.source) return e.source->read(e.shape, layout, mesh_, device).converted(e.dtype);
   const Shape local = layout.local_shape(e.shape, mesh_, device);
-  Tensor block(local);
+  Tensor block(local, e.dtype);
   if (!e.init) return block;  // optimizer slots start at zero
   const std::vector<int64_t> off = layout.offsets(e.shape, mesh_, device);
   const std::vector<int64_t> gs = strides_of(e.shape), ls = strides_of(local);
   const std::string path = key.str();
   const Initializer& init = *e.init;
-  float* out = block.f32();
+  float* out = e.dtype == DType::F32 ? block.f32() : nullptr;
+  uint16_t* half = out ? nullptr : block.data<uint16_t>();
   // Every element is drawn from its own counter (its index in the whole
   // weight), so the cores fill disjoint ranges and the bits do not depend on
   // how many there are (a 1B-parameter model was two minutes on one core).
@@ -129,7 +185,11 @@ Tensor WeightStore::drawn_block(const StateKey& key, Entry& e, const Sharding& l
     for (int64_t i = begin; i < end; ++i) {
       int64_t g = 0;
       for (size_t d = 0; d < local.size(); ++d) g += (idx[d] + off[d]) * gs[d];
-      out[i] = init.value(path, e.shape, seed_, g);
+      const float v = init.value(path, e.shape, seed_, g);
+      if (out)
+        out[i] = v;
+      else
+        half[i] = bf16_round(v);
       for (size_t d = local.size(); d-- > 0;) {
         if (++idx[d] < local[d]) break;
         idx[d] = 0;
