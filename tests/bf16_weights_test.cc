@@ -390,6 +390,15 @@ TEST_P(LoraBf16Base, EqualsTheF32ModelOverRoundedBaseWeightsInHalfTheBytes) {
   EXPECT_EQ(held->weight_bytes(), 2 * held_elements + 4 * f32_elements);
   EXPECT_EQ(plain->weight_bytes(), 4 * (held_elements + f32_elements));
   EXPECT_GT(held_elements, 4 * f32_elements);  // the base is most of the model
+  // Off again: widened back with the rounded values, and training goes on.
+  const std::string q = "layers.0.self_attn.q_proj.kernel";
+  const Tensor before = held->gather_weight(q);
+  held->hold_frozen_weights_in_bf16(false);
+  EXPECT_EQ(held->weight_dtype(q), DType::F32);
+  EXPECT_EQ(max_abs_diff(held->gather_weight(q), before), 0);
+  const Tensor x = testing::random_ids({kBatch, kSeq}, 131, 60);
+  EXPECT_NEAR(held->train_on_batch(x, x), plain->train_on_batch(x, x), 1e-4);
+  EXPECT_EQ(held->weight_bytes(), 4 * (held_elements + f32_elements));
 }
 
 // Sharded (Megatron's layout: the projections split over `model`, whose
