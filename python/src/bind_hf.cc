@@ -24,8 +24,6 @@
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
-#include "autoshard/models/llama/llama.h"
-#include "autoshard/models/opt/opt.h"
 #include "autoshard/nn/generation.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/nn/sample_weights.h"
@@ -385,7 +383,7 @@ class LanguageModel {
     AS_CHECK(lora_rank() == 0, "enable_lora: LoRA is already enabled (rank ", lora_rank(), ")");
     AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
     AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
-    std::shared_ptr<const DecoderConfig> with_lora = lora_config({rank, alpha});
+    std::shared_ptr<const DecoderConfig> with_lora = cfg_.config->with_lora({rank, alpha});
     py::gil_scoped_release release;
     if (!model_ && (weights_.empty() || keras_hub::is_preset(weights_))) {
       // Not built yet: the model is built with its adapters at first use and
@@ -426,12 +424,7 @@ class LanguageModel {
     return model_->weight_dtype(path) == DType::BF16 ? "bfloat16" : "float32";
   }
 
-  int64_t lora_rank() const {
-    if (const LlamaConfig* c = cfg_.get_if<LlamaConfig>()) return c->lora_rank;
-    if (const GPT2Config* c = cfg_.get_if<GPT2Config>()) return c->lora.rank;
-    if (const OPTConfig* c = cfg_.get_if<OPTConfig>()) return c->lora.rank;
-    return 0;
-  }
+  int64_t lora_rank() const { return cfg_.config->lora_rank(); }
 
   // A weight's whole value ("layers.0.self_attn.q_proj.lora_kernel_b").
   py::array weight(const std::string& path) {
@@ -510,28 +503,6 @@ class LanguageModel {
     for (int64_t i = 0; i < x.numel(); ++i)
       AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size(), what, " holds ", x.i32()[i],
                ", outside the model's vocabulary of ", cfg_.vocab_size());
-  }
-
-  // The config with LoRA adapters of `lora` (each family its own fields).
-  std::shared_ptr<const DecoderConfig> lora_config(const LoraOptions& lora) const {
-    if (const LlamaConfig* c = cfg_.get_if<LlamaConfig>()) {
-      LlamaConfig with = *c;
-      with.lora_rank = lora.rank;
-      with.lora_alpha = lora.alpha;
-      return llama_decoder(with);
-    }
-    if (const GPT2Config* c = cfg_.get_if<GPT2Config>()) {
-      GPT2Config with = *c;
-      with.lora = lora;
-      return gpt2_decoder(with);
-    }
-    if (const OPTConfig* c = cfg_.get_if<OPTConfig>()) {
-      OPTConfig with = *c;
-      with.lora = lora;
-      return opt_decoder(with);
-    }
-    fail("enable_lora: autoshard runs LoRA on GPT-2, OPT and the Llama family (Llama, Llama 3, ",
-         "Mistral, Qwen, Gemma); this model is ", cfg_.model_type());
   }
 
   // Next tokens y [B, T] with their weights w [B, T] as the sample-weighted

@@ -29,7 +29,8 @@ DECODERS = {"gpt2": ("GPT2CausalLM", os.path.join(DATA, "hf_gpt2")),
             "gemma2": ("GemmaCausalLM", os.path.join(HUB, "hf_gemma2")),
             "opt": ("OPTCausalLM", os.path.join(DATA, "hf_opt")),
             "qwen2": ("QwenCausalLM", os.path.join(DATA, "hf_qwen2")),
-            "mistral": ("MistralCausalLM", os.path.join(DATA, "hf_mistral"))}
+            "mistral": ("MistralCausalLM", os.path.join(DATA, "hf_mistral")),
+            "phi3": ("Phi3CausalLM", os.path.join(DATA, "hf_phi3"))}
 MESHES = [None, "model=2", "data=2,model=2"]
 
 
@@ -637,7 +638,7 @@ def test_the_lora_example_runs_on_the_tiny_gemma_preset():
     assert "reloaded adapters on model=2" in text
 
 
-# LoRA (backbone.enable_lora: GPT-2, OPT, BERT, the Llama family)
+# LoRA (backbone.enable_lora: GPT-2, OPT, BERT, Phi-3, the Llama family)
 
 
 def lora_fit(name, mesh=None, epochs=3):
@@ -671,7 +672,7 @@ def merged(lm, name):
     return plain
 
 
-@pytest.mark.parametrize("name", ["gemma", "llama", "gpt2", "opt"])
+@pytest.mark.parametrize("name", ["gemma", "llama", "gpt2", "opt", "phi3"])
 def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
     lm = causal_lm(name)
     x, y = lm_batch(lm.vocab_size)
@@ -697,7 +698,7 @@ def test_lora_trains_the_adapters_only_and_is_kerass_merged_kernel(name):
 
 
 @pytest.mark.parametrize("name,mesh", [("gemma", m) for m in MESHES[1:]] +
-                         [("gpt2", "model=2"), ("opt", "data=2,model=2")])
+                         [("gpt2", "model=2"), ("opt", "data=2,model=2"), ("phi3", "model=2")])
 def test_sharded_lora_equals_one_device(name, mesh):
     _, x, _, one = lora_fit(name)
     lm, _, _, sharded = lora_fit(name, mesh=mesh)

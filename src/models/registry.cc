@@ -51,6 +51,11 @@ nlohmann::json FamilyConfig::keras_hub_task() const {
   return nlohmann::json::object();
 }
 
+std::shared_ptr<const DecoderConfig> DecoderConfig::with_lora(const LoraOptions&) const {
+  fail("enable_lora: autoshard runs LoRA on GPT-2, OPT, Phi-3 and the Llama family (Llama, ",
+       "Llama 3, Mistral, Qwen, Gemma); this model is ", model_type());
+}
+
 void DecoderConfig::convert_to_file(const std::string&, const std::string&) const {
   fail("convert: llm.c .bin files hold GPT-2 only; give OUT a directory name");
 }

@@ -15,6 +15,7 @@
 
 #include "autoshard/io/hf_checkpoint.h"
 #include "autoshard/io/keras_hub.h"
+#include "autoshard/nn/lora.h"
 #include "autoshard/nn/model.h"
 #include "autoshard/plan/distribution.h"
 
@@ -71,6 +72,12 @@ class DecoderConfig : public FamilyConfig {
   virtual std::unique_ptr<Model> build(int64_t seq_len, uint64_t seed) const = 0;
   // Megatron-LM's tensor-parallel layout for its weight paths.
   virtual LayoutMap megatron_layout(const std::string& model_axis) const = 0;
+  // The rank of its LoRA adapters (autoshard/nn/lora.h); 0 without.
+  virtual int64_t lora_rank() const { return 0; }
+  // The same config with LoRA adapters `lora` on the attention's query and
+  // value projections (KerasHub's Backbone.enable_lora); a family without
+  // them refuses.
+  virtual std::shared_ptr<const DecoderConfig> with_lora(const LoraOptions& lora) const;
   // Converts the weights at `in` into the single file `out` of a format only
   // this family has (GPT-2: llm.c's .bin); others refuse.
   virtual void convert_to_file(const std::string& in, const std::string& out) const;

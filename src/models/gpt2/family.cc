@@ -38,6 +38,12 @@ class Gpt2Decoder final : public ConfigOf<GPT2Config> {
         {double(c.n_layer) * 12 * C * C,
          cat("n_layer = ", c.n_layer, " x 12 n_embd^2 (n_embd = ", c.n_embd, ")")}};
   }
+  int64_t lora_rank() const override { return config_.lora.rank; }
+  std::shared_ptr<const DecoderConfig> with_lora(const LoraOptions& lora) const override {
+    GPT2Config c = config_;
+    c.lora = lora;
+    return std::make_shared<Gpt2Decoder>(c);
+  }
   std::shared_ptr<const DecoderConfig> with_layers(int64_t layers) const override {
     GPT2Config c = config_;
     c.n_layer = layers;

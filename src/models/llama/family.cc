@@ -46,6 +46,13 @@ class LlamaDecoder final : public ConfigOf<LlamaConfig> {
                  " parameters a layer (hidden_size = ", c.hidden_size,
                  ", intermediate_size = ", c.intermediate_size, ")")}};
   }
+  int64_t lora_rank() const override { return config_.lora_rank; }
+  std::shared_ptr<const DecoderConfig> with_lora(const LoraOptions& lora) const override {
+    LlamaConfig c = config_;
+    c.lora_rank = lora.rank;
+    c.lora_alpha = lora.alpha;
+    return std::make_shared<LlamaDecoder>(c);
+  }
   std::shared_ptr<const DecoderConfig> with_layers(int64_t layers) const override {
     LlamaConfig c = config_;
     c.num_hidden_layers = layers;

@@ -46,6 +46,12 @@ class OptDecoder final : public ConfigOf<OPTConfig> {
              " parameters a layer (hidden_size = ", c.hidden_size, ", ffn_dim = ", c.ffn_dim, ")")},
         {2 * C, "the final layer norm"}};
   }
+  int64_t lora_rank() const override { return config_.lora.rank; }
+  std::shared_ptr<const DecoderConfig> with_lora(const LoraOptions& lora) const override {
+    OPTConfig c = config_;
+    c.lora = lora;
+    return std::make_shared<OptDecoder>(c);
+  }
   std::shared_ptr<const DecoderConfig> with_layers(int64_t layers) const override {
     OPTConfig c = config_;
     c.num_hidden_layers = layers;

@@ -31,6 +31,14 @@ class Phi3Decoder final : public ConfigOf<LlamaConfig> {
   const char* layers_field() const override { return llama_->layers_field(); }
   int64_t attention_width() const override { return llama_->attention_width(); }
   std::vector<SizeTerm> size_terms() const override { return llama_->size_terms(); }
+  int64_t lora_rank() const override { return llama_->lora_rank(); }
+  // Llama's adapters; the weights stay Phi-3's (its fused tensors).
+  std::shared_ptr<const DecoderConfig> with_lora(const LoraOptions& lora) const override {
+    LlamaConfig c = config_;
+    c.lora_rank = lora.rank;
+    c.lora_alpha = lora.alpha;
+    return std::make_shared<Phi3Decoder>(c);
+  }
   std::shared_ptr<const DecoderConfig> with_layers(int64_t layers) const override {
     LlamaConfig c = config_;
     c.num_hidden_layers = layers;
