@@ -233,6 +233,29 @@ def test_every_writable_layer_round_trips(tmp_path, name, ext):
     assert np.array_equal(loaded.predict(x), model.predict(x))
 
 
+def test_a_layers_config_is_the_one_the_layer_table_built_it_from():
+    """model.save writes the Keras 3 config the layer was built from (one
+    mapping of arguments, layers._from_table), with what the model applies
+    itself (trainable, seed, regularizers and constraints)."""
+    from autoshard.keras._model_files import layer_config
+
+    conv = layer_config(L.Conv2D(4, 3, name="c"))["config"]
+    assert conv["kernel_size"] == [3, 3] and conv["strides"] == [1, 1]  # as Keras's get_config
+    assert conv["kernel_initializer"]["class_name"] == "GlorotUniform"
+    # Keras's DepthwiseConv2D and SeparableConv2D have no kernel_initializer
+    # (keras/src/layers/convolutional/depthwise_conv2d.py: depthwise_initializer).
+    for layer in (L.DepthwiseConv2D(3), L.SeparableConv2D(4, 3)):
+        assert "kernel_initializer" not in layer_config(layer)["config"]
+    with pytest.raises(ValueError, match="depthwise_initializer is"):
+        L.DepthwiseConv2D(3, kernel_initializer="zeros")
+    gru = layer_config(L.GRU(3, seed=4))["config"]  # reset_after: Keras 2 and TF.js read it so
+    assert gru["reset_after"] is True and gru["stateful"] is False and gru["seed"] == 4
+    dense = layer_config(L.Dense(2, kernel_regularizer=keras.regularizers.L2(0.5),
+                                 trainable=False))["config"]
+    assert dense["kernel_regularizer"]["config"]["l2"] == 0.5 and dense["trainable"] is False
+    assert "reset_after" not in layer_config(L.LSTM(3))["config"]
+
+
 def test_merge_layers_round_trip(tmp_path):
     a, b = keras.Input((4,)), keras.Input((4,))
     outs = [getattr(L, k)()([a, b]) for k in ("Add", "Subtract", "Multiply", "Average",

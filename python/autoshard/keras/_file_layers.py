@@ -8,15 +8,12 @@ to read one layer's weights, or to look a layer up by name. Each entry here
 is a handle on one layer of the file's architecture (Keras 3's config
 form, whatever format the file had): an object of the stock class where
 keras.layers has it (so ``isinstance(layer, keras.layers.BatchNormalization)``
-holds), built from the layer's config by the Keras layer table; its ``weights`` are the loaded
-model's; ``trainable`` starts as the file says and is read at compile, as
+holds), built from the layer's config by the Keras layer table; its
+``weights`` are the loaded model's; ``trainable`` starts as the file says and is read at compile, as
 for any layer. A handle cannot be called on new inputs: its weights belong
 to the loaded model, and a call would build a new layer with fresh ones.
 """
 
-import json
-
-from .. import _native
 from . import layers as _layers
 
 # Keras's model classes, whose configs nest layers of their own.
@@ -71,7 +68,7 @@ def _handle(entry, model):
         # every field Keras writes, as the file reader did), not by the
         # class's constructor.
         try:
-            native = _native.keras_layer(class_name, json.dumps(config), 0)
+            native = _layers._from_table(class_name, config)
         except Exception:  # noqa: BLE001 (the table refuses it here: a plain handle)
             native = None
         if native is not None:

@@ -7,7 +7,8 @@ Files are read and written by the C++ readers and writers of Keras files
 a Keras 2 ``.h5`` and, for loading (or ``save_format="tfjs"``), a
 TensorFlow.js ``model.json`` or its directory. A model built in Python is
 described to them by the Keras 3 ``config.json`` this module writes from
-its layers' constructor arguments and calls; a model loaded from a file
+the configs its layers were built from (by the Keras layer table) and its
+calls; a model loaded from a file
 keeps that file's description. Missing or unreadable files raise OSError,
 files whose content autoshard cannot use raise ValueError.
 """
@@ -262,57 +263,54 @@ def _keras2(config):
     return json.loads(_native.keras2_architecture(json.dumps(config), f"model '{name}'"))
 
 
-# Constructor arguments of our classes that Keras's class of that name does
-# not have (our convolutions share one constructor).
-_NOT_KERAS = {
-    "Conv1D": {"depth_multiplier"},
-    "Conv2D": {"depth_multiplier"},
-    "Conv3D": {"depth_multiplier"},
-    "Conv2DTranspose": {"depth_multiplier", "groups"},
-    "SeparableConv2D": {"groups", "kernel_initializer", "bias_initializer"},
-    "DepthwiseConv2D": {"groups", "filters", "kernel_initializer"},
-    "SimpleRNN": {"recurrent_activation", "reset_after"},
-    "LSTM": {"reset_after"},
-}
-
-
 def layer_config(layer):
     """A layer's Keras 3 config ({module, class_name, config, ...})."""
     return _layer_config(layer)
 
 
 def _layer_config(layer):
-    """A layer's Keras 3 config from its constructor's arguments."""
+    """A layer's Keras 3 config: the config the Keras layer table built it
+    from (layers._from_table), with what the table does not take (trainable,
+    the seed, regularizers and constraints, which the model applies);
+    a layer made otherwise (TimeDistributed, the traced augmentation
+    layers) from its constructor's arguments."""
     if isinstance(getattr(layer, "_variables", None), list):  # a custom layer
         return _custom_layers.keras_config(layer)
     args = getattr(layer, "_init_args", None)
-    if args is None:
+    table = getattr(layer, "_table_config", None)
+    if args is None and table is None:
         raise ValueError(f"save: layer '{layer.name}' ({type(layer).__name__}) was not made by "
                          "keras.layers; it cannot be written")
     config = {"name": layer.name, "trainable": bool(getattr(layer, "trainable", True)),
               "dtype": "float32"}
-    for key, value in args.items():
-        if (key in ("name", "input_shape", "trainable", "dtype") or value is None
-                or key in _NOT_KERAS.get(type(layer).__name__, ())):
+    given = (table or {}) | {k: v for k, v in (args or {}).items() if table is None or k == "seed"
+                             or k.endswith(("_regularizer", "_constraint"))}
+    for key, value in given.items():
+        if key in ("name", "input_shape", "trainable", "dtype") or value is None:
             continue
-        if key.endswith("activation"):
-            value = _activations.name_of(value) or "linear"
-        elif key.endswith("initializer"):
-            value = value if isinstance(value, str) else _initializers.serialize(
-                _initializers.get(value))
-        elif key.endswith(("_regularizer", "_constraint")):
-            value = _penalty_config(key, value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        elif hasattr(value, "tolist"):  # a NumPy array or scalar (Normalization's mean)
-            value = value.tolist()
-        elif isinstance(value, _layers.Layer):  # a wrapper's layer (Bidirectional's)
-            value = _layer_config(value)
-        config[key] = value
+        config[key] = _keras_value(key, value)
     registered = getattr(type(layer), "_registered_name", None)  # keras.saving's registry
     return {"module": None if registered else "keras.layers",
             "class_name": type(layer).__name__, "config": config,
             "registered_name": registered}
+
+
+def _keras_value(key, value):
+    """One argument as Keras 3 writes it in a layer's config."""
+    if key.endswith("activation"):
+        return _activations.name_of(value) or "linear"
+    if key.endswith("initializer"):
+        return value if isinstance(value, str) else _initializers.serialize(
+            _initializers.get(value))
+    if key.endswith(("_regularizer", "_constraint")):
+        return _penalty_config(key, value)
+    if isinstance(value, tuple):
+        return list(value)
+    if hasattr(value, "tolist"):  # a NumPy array or scalar (Normalization's mean)
+        return value.tolist()
+    if isinstance(value, _layers.Layer):  # a wrapper's layer (TimeDistributed's)
+        return _layer_config(value)
+    return value
 
 
 def _penalty_config(key, value):

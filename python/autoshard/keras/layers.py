@@ -6,6 +6,7 @@ to build functional models, or listed in a Sequential.
 """
 
 import json
+from typing import NamedTuple
 
 from .. import _checks, _native
 from . import _custom_layers, _functional
@@ -67,6 +68,8 @@ class Layer(_custom_layers.LayerAPI):
         _utils.record_init_args(cls)  # model.save writes them as the layer's Keras config
 
     def __init__(self, native=None, input_shape=None, **kwargs):
+        if isinstance(native, _Built):
+            native, self._table_config = native
         if not isinstance(native, _native.Layer):  # Layer.__init__(self, **kwargs) of a subclass
             self._start_custom(**({"name": native} if native is not None else {}), **kwargs)
             return
@@ -204,11 +207,20 @@ def _symbolic(t, layer):
     return t._native
 
 
+class _Built(NamedTuple):
+    """A layer the Keras layer table built, with the Keras 3 config it was
+    built from: the one mapping of a Keras class to a layer, and what
+    model.save writes for it (_model_files.layer_config)."""
+
+    native: object
+    config: dict
+
+
 def _from_table(class_name, config, seed=0):
     """The engine's layer of Keras class ``class_name`` from its Keras 3
     config (checked here first, as each class's arguments), built by the
     Keras layer table the file readers use (autoshard/io/keras_layer.h)."""
-    return _native.keras_layer(class_name, json.dumps(config), seed)
+    return _Built(_native.keras_layer(class_name, json.dumps(config), seed), config)
 
 
 def _init(value, default):
@@ -284,6 +296,11 @@ class _Conv(Layer):
             config["filters"] = _int(filters, "filters", kind)
         if kind in ("DepthwiseConv2D", "SeparableConv2D"):
             config["depth_multiplier"] = multiplier
+            # Keras's classes name their kernels' initializers depthwise_
+            # and pointwise_initializer (taken as extra fields).
+            if config.pop("kernel_initializer")["class_name"] != "GlorotUniform":
+                raise ValueError(f"{kind}: kernel_initializer is not an argument of Keras's "
+                                 f"{kind} (depthwise_initializer is)")
         elif multiplier != 1:
             raise ValueError(f"{kind}: depth_multiplier is an argument of DepthwiseConv2D and "
                              "SeparableConv2D only")
@@ -557,7 +574,9 @@ class _Recurrent(Layer):
                   "use_bias": bool(use_bias), "dropout": _rate(dropout, "dropout", kind),
                   "recurrent_dropout": _rate(recurrent_dropout, "recurrent_dropout", kind),
                   "return_sequences": bool(return_sequences), "return_state": bool(return_state),
-                  "go_backwards": bool(go_backwards)}
+                  "go_backwards": bool(go_backwards), "stateful": False}
+        if kind == "GRU":
+            config["reset_after"] = True
         if kind != "SimpleRNN":  # SimpleRNN has no gates
             config["recurrent_activation"] = _activations.name_of(recurrent_activation) or "linear"
         super().__init__(_from_table(kind, extra | config, _seed(seed, kind)), input_shape)
@@ -667,7 +686,7 @@ class ConvLSTM2D(Layer):
                   "dropout": _rate(dropout, "dropout", kind),
                   "recurrent_dropout": _rate(recurrent_dropout, "recurrent_dropout", kind),
                   "return_sequences": bool(return_sequences), "return_state": bool(return_state),
-                  "go_backwards": bool(go_backwards)}
+                  "go_backwards": bool(go_backwards), "stateful": False}
         super().__init__(_from_table(kind, config, _seed(seed, kind)), input_shape)
 
     @classmethod
@@ -1012,7 +1031,7 @@ class Attention(Layer):
             self._call_args = args
             if args:  # the table reads call arguments as fields (a file's node kwargs)
                 self._native = _from_table(self._kind, {**self._config, "name": self.name,
-                                                        **args}, self._seed)
+                                                        **args}, self._seed).native
         elif args != self._call_args:
             raise ValueError(f"layer '{self.name}': every call must give the same "
                              "use_causal_mask and return_attention_scores as the first")
