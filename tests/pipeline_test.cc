@@ -316,6 +316,34 @@ TEST(Pipeline, RegularizersAndConstraintsGiveOneDevicesSteps) {
   }
 }
 
+// Penalties, constraints and freezing set on the model after the pipeline's
+// first step are traced into its next one, as into the model's own steps
+// (the stages' programs were compiled without them).
+TEST(Pipeline, SettingsChangedAfterAStepAreTracedAgain) {
+  const int64_t T = 6, B = 4;
+  std::unique_ptr<Model> one = build_model("gpt2", T), piped = build_model("gpt2", T);
+  for (Model* m : {one.get(), piped.get()})
+    m->compile(make_adamw(), losses::sparse_categorical_crossentropy);
+  PipelineTrainer pipeline(*piped, {2, 2, 1, PipelineSchedule::GPipe});
+  for (int64_t step = 0; step < 4; ++step) {
+    if (step == 1) {
+      regularize(*one);
+      regularize(*piped);
+    }
+    if (step == 2) {
+      one->set_frozen({"h.0"});
+      piped->set_frozen({"h.0"});
+    }
+    const Tensor x = testing::random_ids({B, T}, 67, 900 + step);
+    const Tensor y = testing::random_ids({B, T}, 67, 950 + step);
+    const double want = one->train_on_batch(x, y), got = pipeline.train_on_batch(x, y);
+    EXPECT_NEAR(got, want, 1e-5 * std::fabs(want)) << "step " << step + 1;
+  }
+  for (const std::string& path : one->weight_paths())
+    EXPECT_LT(max_relative_error(piped->gather_weight(path), one->gather_weight(path)), 1e-5)
+        << path;
+}
+
 // An activity penalty that couples a batch's examples cannot be split into
 // micro-batches: refused in one line (one micro-batch computes it whole).
 TEST(Pipeline, CouplingActivityPenaltiesAreRefused) {

@@ -444,6 +444,13 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
   const std::vector<int64_t> sizes = split_sizes(batch, M);
   std::vector<int64_t> starts(M, 0);
   for (int64_t m = 1; m < M; ++m) starts[m] = starts[m - 1] + sizes[m - 1];
+  if (model_.cache_.clears() != traced_as_) {
+    // Traced again with the model's new settings (the stages' cut kept).
+    cache_.clear();
+    sums_.clear();
+    update_.reset();
+    rank_update_.reset();
+  }
   std::vector<Programs*> programs;
   std::vector<Tensor> xs, ys;
   for (int64_t m = 0; m < M; ++m) {
@@ -451,6 +458,7 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
     xs.push_back(slice_axis(x, 0, starts[m], sizes[m]));
     ys.push_back(slice_axis(y, 0, starts[m], sizes[m]));
   }
+  traced_as_ = model_.cache_.clears();
   PipelineStep step{
       .programs = {programs.begin(), programs.end()},
       .xs = std::move(xs),

@@ -122,6 +122,10 @@ class PipelineTrainer {
   PipelineShape shape_;
   std::vector<int64_t> stage_blocks_, peak_in_flight_;
   std::vector<std::unique_ptr<Programs>> cache_;
+  // The model's step cache's clears() when cache_ was built: a change to
+  // what the model traces (regularizers, constraints, frozen weights, a
+  // new compile) makes it stale, as it makes the model's own steps.
+  uint64_t traced_as_ = 0;
   // Per (virtual) stage: each weight's gradients summed over a step's
   // micro-batches (the backward programs add into them, the update reads).
   std::vector<std::map<std::string, GradientSum>> sums_;

@@ -4,6 +4,7 @@
 // batch shape, as Keras keeps one traced function per input signature.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,10 +67,17 @@ class StepCache {
  public:
   CompiledStep* find(const std::string& key) const;
   CompiledStep& insert(const std::string& key, std::unique_ptr<CompiledStep> step);
-  void clear() { steps_.clear(); }
+  void clear() {
+    steps_.clear();
+    ++clears_;
+  }
+  // How many times it was cleared: programs compiled elsewhere from the
+  // same model (PipelineTrainer's) are stale once this changes.
+  uint64_t clears() const { return clears_; }
 
  private:
   std::map<std::string, std::unique_ptr<CompiledStep>> steps_;
+  uint64_t clears_ = 0;
 };
 
 }  // namespace autoshard
