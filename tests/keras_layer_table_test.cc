@@ -32,6 +32,7 @@ TEST(KerasLayerTable, HoldsEveryClassTheReadersSupport) {
                                              "Conv3D",
                                              "ConvLSTM1D",
                                              "ConvLSTM2D",
+                                             "ConvLSTM3D",
                                              "Cropping1D",
                                              "Cropping2D",
                                              "Cropping3D",

@@ -289,3 +289,106 @@ def test_conv_lstm1d_trains_sharded_as_one_device_and_round_trips(tmp_path):
     again = keras.models.load_model(path)
     np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-5, atol=1e-6)
+
+
+def conv3d(x, w, stride, same):
+    """x [B, D, H, W, C], w [kd, kh, kw, C, F], TensorFlow's 'same' padding
+    (the odd zero after), by the kernel's taps."""
+    k = w.shape[:3]
+    size = x.shape[1:4]
+    if same:
+        out = [-(-n // s) for n, s in zip(size, stride)]
+        pad = [max((o - 1) * s + kk - n, 0) for o, s, kk, n in zip(out, stride, k, size)]
+        x = np.pad(x, [(0, 0)] + [(p // 2, p - p // 2) for p in pad] + [(0, 0)])
+    else:
+        out = [(n - kk) // s + 1 for n, kk, s in zip(size, k, stride)]
+    y = np.zeros((x.shape[0], *out, w.shape[-1]))
+    for a in range(k[0]):
+        for b in range(k[1]):
+            for c in range(k[2]):
+                patch = x[:, a:a + stride[0] * out[0]:stride[0],
+                          b:b + stride[1] * out[1]:stride[1],
+                          c:c + stride[2] * out[2]:stride[2]]
+                y += patch @ w[a, b, c]
+    return y
+
+
+def reference3d(x, kernel, recurrent, bias, stride, same, return_sequences, go_backwards):
+    """Keras's ConvLSTMCell.call with 3-D convolutions, in float64."""
+    x, kernel, recurrent = (v.astype(np.float64) for v in (x, kernel, recurrent))
+    F = recurrent.shape[-2]
+    sig = ACT["sigmoid"]
+    h = c = None
+    outs = []
+    steps = range(x.shape[1])
+    for t in (reversed(steps) if go_backwards else steps):
+        z = conv3d(x[:, t], kernel, stride, same) + bias
+        if h is None:
+            h = c = np.zeros(z.shape[:4] + (F,))
+        z = z + conv3d(h, recurrent, (1, 1, 1), True)
+        i, f, g, o = (z[..., k * F:(k + 1) * F] for k in range(4))
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+        outs.append(h)
+    return np.stack(outs, 1) if return_sequences else h
+
+
+@pytest.mark.parametrize("case", [dict(kernel=(2, 3, 3)),
+                                  dict(kernel=3, same=True, sequences=True),
+                                  dict(kernel=(1, 2, 2), stride=(1, 2, 2), same=True,
+                                       backwards=True)])
+def test_conv_lstm3d_matches_a_float64_3d_reference(case):
+    """ConvLSTM3D (keras/src/layers/rnn/conv_lstm3d.py) against ConvLSTMCell
+    written here with direct 3-D convolutions; kernels [kd, kh, kw, in, 4F]."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 4, 5, 4, 2)).astype(np.float32)
+    k = case["kernel"]
+    stride = case.get("stride", (1, 1, 1))
+    same = case.get("same", False)
+    layer = keras.layers.ConvLSTM3D(3, k, strides=stride, padding="same" if same else "valid",
+                                    return_sequences=case.get("sequences", False),
+                                    go_backwards=case.get("backwards", False), name="cl3")
+    model = keras.Sequential([keras.Input(x.shape[1:]), layer])
+    kernel, recurrent, bias = layer.get_weights()
+    kd, kh, kw = (k, k, k) if isinstance(k, int) else k
+    assert kernel.shape == (kd, kh, kw, 2, 12) and recurrent.shape == (kd, kh, kw, 3, 12)
+    bias = bias + rng.normal(scale=0.1, size=bias.shape).astype(np.float32)
+    model.set_weights([kernel, recurrent, bias])
+    want = reference3d(x, kernel, recurrent, bias, stride, same,
+                       case.get("sequences", False), case.get("backwards", False))
+    got = model.predict(x, verbose=0)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_lstm3d_trains_sharded_as_one_device_and_round_trips(tmp_path):
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((4, 2, 3, 4, 4, 2)).astype(np.float32)
+    y = rng.standard_normal((4, 3, 4, 4, 3)).astype(np.float32)
+
+    def make():
+        return keras.Sequential([keras.Input((2, 3, 4, 4, 2)),
+                                 keras.layers.ConvLSTM3D(3, 2, padding="same", name="c")])
+
+    single = make()
+    weights = single.get_weights()
+    runs = []
+    for shape in (None, (1, 2), (2, 2)):
+        model = single
+        if shape:
+            dist = keras.distribution.AutoShard(
+                keras.distribution.DeviceMesh(shape, ("data", "model")), batch_dim_name="data")
+            with dist.scope():
+                model = make()
+            model.set_weights(weights)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        runs.append(model.fit(x, y, epochs=2, batch_size=2, shuffle=False,
+                              verbose=0).history["loss"])
+    assert runs[0][-1] < runs[0][0]
+    for r in runs[1:]:
+        np.testing.assert_allclose(r, runs[0], rtol=1e-5)
+    path = tmp_path / "c3.keras"
+    model.save(path)
+    again = keras.models.load_model(path)
+    np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)

@@ -4,6 +4,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "nn/conv3d.h"
 
 namespace autoshard {
 namespace {
@@ -52,23 +53,6 @@ const char* conv_spatial_names(int rank) {
   return rank == 1 ? "steps" : rank == 2 ? "rows, cols" : "depth, rows, cols";
 }
 
-// Dim 1's `count` slices start, start + stride, ... of x (dim 1 cut or
-// padded to stride * count slices, then every stride-th kept by a reshape
-// and a crop): pads and reshapes, so it splits over every other dim.
-Value conv3d_depth_taps(Value x, int64_t start, int64_t count, int64_t stride) {
-  const Shape s = x.shape();
-  const int64_t end = start + stride * count;
-  std::vector<int64_t> lo(s.size(), 0), hi(s.size(), 0);
-  lo[1] = -start, hi[1] = end - s[1];
-  if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
-  if (stride == 1) return x;
-  const int64_t rest = numel(Shape(s.begin() + 2, s.end()));
-  x = ops::pad(ops::reshape(x, {s[0], count, stride, rest}), {0, 0, 0, 0}, {0, 0, 1 - stride, 0});
-  Shape out = s;
-  out[1] = count;
-  return ops::reshape(x, out);
-}
-
 class ConvImpl : public LayerImpl {
  public:
   ConvImpl(ConvKind kind, int rank, int64_t filters, std::vector<int64_t> kernel, ConvOptions o)
@@ -113,7 +97,8 @@ class ConvImpl : public LayerImpl {
                  " input channels");
         Value w =
             t.weight("kernel", kernel_shape(in / o_.groups_, filters_), o_.kernel_initializer_);
-        y = rank_ == 3 ? conv3d(x, w) : ops::conv(x, w, attrs(x.shape(), o_.groups_));
+        y = rank_ == 3 ? conv3d(x, w, attrs(x.shape(), o_.groups_))
+                       : ops::conv(x, w, attrs(x.shape(), o_.groups_));
         break;
       }
       case ConvKind::Depthwise:
@@ -168,33 +153,6 @@ class ConvImpl : public LayerImpl {
     return a;
   }
 
-  // Conv3D (keras/src/layers/convolutional/conv3d.py, BaseConv.call: one
-  // convolution over depth, rows and cols) as a sum over the kernel's depth
-  // taps i: a Conv2D by kernel[i] of the depth slices tap i reads, each
-  // slice a batch row. Depth padding is zeros added before, as 'same' pads.
-  Value conv3d(Value x, Value w) {
-    const ConvAttrs all = attrs(x.shape(), o_.groups_);
-    ConvAttrs plane = all;
-    for (auto* v : {&plane.strides, &plane.dilations, &plane.pad_lo, &plane.pad_hi})
-      v->erase(v->begin());
-    const int64_t b = x.dim(0), kd = kernel_[0], sd = strides_[0], dd = dilations_[0];
-    std::vector<int64_t> lo(5, 0), hi(5, 0);
-    lo[1] = all.pad_lo[0], hi[1] = all.pad_hi[0];
-    if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
-    const int64_t out_d = (x.dim(1) - (dd * (kd - 1) + 1)) / sd + 1;
-    Value sum;
-    for (int64_t i = 0; i < kd; ++i) {
-      Value slices = conv3d_depth_taps(x, i * dd, out_d, sd);
-      Value rows = ops::reshape(slices, {b * out_d, x.dim(2), x.dim(3), x.dim(4)});
-      const Shape tap_shape(w.shape().begin() + 1, w.shape().end());
-      Value tap = kd == 1 ? w : ops::pad(w, {-i, 0, 0, 0, 0}, {i + 1 - kd, 0, 0, 0, 0});
-      tap = ops::reshape(tap, tap_shape);
-      Value z = ops::conv(rows, tap, plane);
-      sum = sum.valid() ? sum + z : z;
-    }
-    return ops::reshape(sum, {b, out_d, sum.dim(1), sum.dim(2), sum.dim(3)});
-  }
-
   // Keras's depthwise kernel [kh, kw, in, m] is the grouped kernel [kh, kw,
   // 1, in * m] with output channel c * m + k: a free reshape.
   Value depthwise(Trace& t, Value x, const std::string& weight) {
@@ -247,5 +205,52 @@ SeparableConv2D::SeparableConv2D(int64_t filters, std::vector<int64_t> kernel_si
 Conv2DTranspose::Conv2DTranspose(int64_t filters, std::vector<int64_t> kernel_size, ConvOptions o)
     : Layer(std::make_shared<ConvImpl>(ConvKind::Transpose, 2, filters, std::move(kernel_size),
                                        std::move(o))) {}
+
+namespace {
+
+// Dim 1's `count` slices start, start + stride, ... of x (dim 1 cut or
+// padded to stride * count slices, then every stride-th kept by a reshape
+// and a crop): pads and reshapes, so it splits over every other dim.
+Value conv3d_depth_taps(Value x, int64_t start, int64_t count, int64_t stride) {
+  const Shape s = x.shape();
+  const int64_t end = start + stride * count;
+  std::vector<int64_t> lo(s.size(), 0), hi(s.size(), 0);
+  lo[1] = -start, hi[1] = end - s[1];
+  if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
+  if (stride == 1) return x;
+  const int64_t rest = numel(Shape(s.begin() + 2, s.end()));
+  x = ops::pad(ops::reshape(x, {s[0], count, stride, rest}), {0, 0, 0, 0}, {0, 0, 1 - stride, 0});
+  Shape out = s;
+  out[1] = count;
+  return ops::reshape(x, out);
+}
+
+}  // namespace
+
+// Conv3D (keras/src/layers/convolutional/conv3d.py, BaseConv.call: one
+// convolution over depth, rows and cols) as a sum over the kernel's depth
+// taps i: a Conv2D by kernel[i] of the depth slices tap i reads, each
+// slice a batch row. Depth padding is zeros added before, as 'same' pads.
+Value conv3d(Value x, Value w, const ConvAttrs& all) {
+  ConvAttrs plane = all;
+  for (auto* v : {&plane.strides, &plane.dilations, &plane.pad_lo, &plane.pad_hi})
+    v->erase(v->begin());
+  const int64_t b = x.dim(0), kd = w.dim(0), sd = all.strides[0], dd = all.dilations[0];
+  std::vector<int64_t> lo(5, 0), hi(5, 0);
+  lo[1] = all.pad_lo[0], hi[1] = all.pad_hi[0];
+  if (lo[1] != 0 || hi[1] != 0) x = ops::pad(x, lo, hi);
+  const int64_t out_d = (x.dim(1) - (dd * (kd - 1) + 1)) / sd + 1;
+  Value sum;
+  for (int64_t i = 0; i < kd; ++i) {
+    Value slices = conv3d_depth_taps(x, i * dd, out_d, sd);
+    Value rows = ops::reshape(slices, {b * out_d, x.dim(2), x.dim(3), x.dim(4)});
+    const Shape tap_shape(w.shape().begin() + 1, w.shape().end());
+    Value tap = kd == 1 ? w : ops::pad(w, {-i, 0, 0, 0, 0}, {i + 1 - kd, 0, 0, 0, 0});
+    tap = ops::reshape(tap, tap_shape);
+    Value z = ops::conv(rows, tap, plane);
+    sum = sum.valid() ? sum + z : z;
+  }
+  return ops::reshape(sum, {b, out_d, sum.dim(1), sum.dim(2), sum.dim(3)});
+}
 
 }  // namespace autoshard

@@ -1,47 +1,51 @@
-// ConvLSTM2D and ConvLSTM1D (see conv_lstm.h): the input transform of every
-// step as one convolution, then per step the recurrent convolution and the
-// gates. ConvLSTM1D is the 2-D layer over rows of height one: its inputs,
-// kernels and outputs are reshaped around it (no copy of any weight).
+// ConvLSTM1D, ConvLSTM2D and ConvLSTM3D (see conv_lstm.h): the input
+// transform of every step as one convolution, then per step the recurrent
+// convolution and the gates. ConvLSTM1D is the 2-D layer over rows of
+// height one: its inputs, kernels and outputs are reshaped around it (no
+// copy of any weight); ConvLSTM3D's convolutions are nn/conv3d.h's.
 #include "autoshard/nn/conv_lstm.h"
 
 #include <algorithm>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "nn/conv3d.h"
 #include "nn/sequence_steps.h"
 #include "tensor/rng.h"
 
 namespace autoshard {
 namespace {
 
-// A per-dimension option of one value or `rank`, as the two of the 2-D
-// layer (rank 1: a height of one first).
-std::vector<int64_t> conv_lstm_pair(std::vector<int64_t> v, int rank, const std::string& who,
-                                    const char* option) {
-  if (v.size() == 1 && rank == 2) v.push_back(v[0]);
+// A per-dimension option of one value or `rank` (rank 1: a height of one
+// first, as the 2-D layer runs it).
+std::vector<int64_t> conv_lstm_sizes(std::vector<int64_t> v, int rank, const std::string& who,
+                                     const char* option) {
+  if (v.size() == 1 && rank > 1) v.assign(size_t(rank), v[0]);
   AS_CHECK(v.size() == size_t(rank), who, ": ", option, " needs ",
-           rank == 2 ? "1 or 2 values" : "1 value", ", got ", v.size());
+           rank == 1 ? std::string("1 value") : "1 or " + std::to_string(rank) + " values",
+           ", got ", v.size());
   for (int64_t d : v) AS_CHECK(d >= 1, who, ": ", option, " must be positive, got ", d);
   if (rank == 1) v.insert(v.begin(), 1);
   return v;
 }
 
-struct ConvLSTM2DImpl : LayerImpl {
-  // rank: 2 (ConvLSTM2D) or 1 (ConvLSTM1D).
-  ConvLSTM2DImpl(int rank, int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
-      : LayerImpl(layer_name_or_default(o.name_, rank == 2 ? "conv_lstm2d" : "conv_lstm1d")),
+struct ConvLSTMImpl : LayerImpl {
+  // rank: 1, 2 or 3 (ConvLSTM1D, 2D, 3D).
+  ConvLSTMImpl(int rank, int64_t filters, std::vector<int64_t> kernel, ConvLSTM2DOptions o)
+      : LayerImpl(layer_name_or_default(o.name_, "conv_lstm" + std::to_string(rank) + "d")),
         rank_(rank),
         filters_(filters),
         o_(std::move(o)) {
     const std::string who = kind() + " " + name();
     AS_CHECK(filters > 0, who, ": filters must be positive, got ", filters);
-    kernel_ = conv_lstm_pair(std::move(kernel), rank, who, "kernel_size");
-    strides_ = conv_lstm_pair(o_.strides_, rank, who, "strides");
-    dilations_ = conv_lstm_pair(o_.dilation_rate_, rank, who, "dilation_rate");
+    kernel_ = conv_lstm_sizes(std::move(kernel), rank, who, "kernel_size");
+    strides_ = conv_lstm_sizes(o_.strides_, rank, who, "strides");
+    dilations_ = conv_lstm_sizes(o_.dilation_rate_, rank, who, "dilation_rate");
     AS_CHECK(o_.padding_ == "valid" || o_.padding_ == "same", who,
              ": padding must be 'valid' or 'same', got '", o_.padding_, "'");
     // Keras's ConvLSTMCell refuses any stride above 1 with any dilation above 1.
-    AS_CHECK(std::max(strides_[0], strides_[1]) == 1 || std::max(dilations_[0], dilations_[1]) == 1,
+    AS_CHECK(*std::max_element(strides_.begin(), strides_.end()) == 1 ||
+                 *std::max_element(dilations_.begin(), dilations_.end()) == 1,
              who, ": strides > 1 together with dilation_rate > 1 are not supported (as in Keras)");
     check_activation(o_.activation_);
     check_activation(o_.recurrent_activation_);
@@ -64,47 +68,55 @@ struct ConvLSTM2DImpl : LayerImpl {
     AS_CHECK(inputs.size() == 1, who, " takes one input (initial states are not supported), got ",
              inputs.size());
     AS_CHECK(inputs[0].rank() == rank_ + 3, who, " needs [batch, time, ",
-             rank_ == 2 ? "rows, cols" : "steps", ", channels], got ",
-             shape_str(inputs[0].shape()));
+             rank_ == 1 ? "steps" : rank_ == 2 ? "rows, cols" : "depth, rows, cols",
+             ", channels], got ", shape_str(inputs[0].shape()));
     AS_CHECK(!t.mask(inputs[0]).valid(), who,
              ": masked inputs are not supported (no Masking or mask_zero before it)");
-    Shape rows = inputs[0].shape();
-    if (rank_ == 1) rows.insert(rows.begin() + 2, 1);
-    const Value x = ops::reshape(inputs[0], rows);
-    const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(4), F = filters_;
-    // Keras's kernels: [kh, kw, in, 4F], ConvLSTM1D's [k, in, 4F].
-    const auto kernel_shape = [&](int64_t in) {
-      return rank_ == 2 ? Shape{kernel_[0], kernel_[1], in, 4 * F} : Shape{kernel_[1], in, 4 * F};
+    Shape in = inputs[0].shape();
+    if (rank_ == 1) in.insert(in.begin() + 2, 1);
+    const Value x = ops::reshape(inputs[0], in);
+    const int64_t B = x.dim(0), T = x.dim(1), C = x.dim(-1), F = filters_;
+    const Shape space(in.begin() + 2, in.end() - 1);  // [rows, cols] or [depth, rows, cols]
+    // Keras's kernels [k..., in, 4F] (ConvLSTM1D's [k, in, 4F] is [1, k, in, 4F] here).
+    const auto kernel_shape = [&](int64_t from, int64_t channels) {
+      return joined({Shape(kernel_.begin() + from, kernel_.end()), {channels, 4 * F}});
     };
-    const Shape as_2d_c{kernel_[0], kernel_[1], C, 4 * F},
-        as_2d_f{kernel_[0], kernel_[1], F, 4 * F};
-    Value kernel =
-        ops::reshape(t.weight("kernel", kernel_shape(C), o_.kernel_initializer_), as_2d_c);
+    const int64_t keras_from = rank_ == 1 ? 1 : 0;
+    Value kernel = ops::reshape(
+        t.weight("kernel", kernel_shape(keras_from, C), o_.kernel_initializer_),
+        kernel_shape(0, C));
     Value recurrent = ops::reshape(
-        t.weight("recurrent_kernel", kernel_shape(F), o_.recurrent_initializer_), as_2d_f);
-    // Every step's input transform in one convolution: [B T, rows', cols', 4F]
+        t.weight("recurrent_kernel", kernel_shape(keras_from, F), o_.recurrent_initializer_),
+        kernel_shape(0, F));
+    // Every step's input transform in one convolution: [B T, space', 4F]
     // (with dropout, one per gate, each over its own masked copy).
-    const Shape steps_in{B * T, x.dim(2), x.dim(3), C};
+    const Shape steps_in = joined({{B * T}, space, {C}});
     std::vector<Value> xs;
-    for (const Value& m : gate_masks(t, {B, 1, x.dim(2), x.dim(3), C}, o_.dropout_, "dropout"))
+    for (const Value& m : gate_masks(t, joined({{B, 1}, space, {C}}), o_.dropout_, "dropout"))
       xs.push_back(ops::reshape(x * m, steps_in));
     if (xs.empty()) xs.push_back(ops::reshape(x, steps_in));
-    Value xp = gate_conv(xs, gates_of(kernel, xs.size()), input_attrs(x.dim(2), x.dim(3), who));
+    Value xp = gate_conv(xs, gates_of(kernel, xs.size()), input_attrs(space, who));
     if (o_.use_bias_) {
       const Initializer bias_init = o_.unit_forget_bias_
                                         ? Initializer::unit_forget_bias(F, o_.bias_initializer_)
                                         : o_.bias_initializer_;
       xp = xp + t.weight("bias", {4 * F}, bias_init);
     }
-    const int64_t H = xp.dim(1), W = xp.dim(2), N = B * H * W;
-    // Time-major steps [B, H, W, 4F].
+    const Shape out_space(xp.shape().begin() + 1, xp.shape().end() - 1);
+    const Shape state_shape = joined({{B}, out_space, {F}});
+    const int64_t N = B * numel(out_space);
+    // Time-major steps [B, space', 4F].
+    std::vector<int64_t> time_first(out_space.size() + 3);
+    for (size_t d = 0; d < time_first.size(); ++d) time_first[d] = int64_t(d);
+    std::swap(time_first[0], time_first[1]);
     std::vector<Value> steps;
-    sequence::split_rows(ops::transpose(ops::reshape(xp, {B, T, H, W, 4 * F}), {1, 0, 2, 3, 4}),
+    sequence::split_rows(ops::transpose(ops::reshape(xp, joined({{B, T}, out_space, {4 * F}})),
+                                        time_first),
                          steps);
-    Value h = ops::constant(t.graph(), {B, H, W, F}, 0.0);
-    Value c = ops::constant(t.graph(), {B, H, W, F}, 0.0);
+    Value h = ops::constant(t.graph(), state_shape, 0.0);
+    Value c = ops::constant(t.graph(), state_shape, 0.0);
     const std::vector<Value> h_masks =
-        gate_masks(t, {B, H, W, F}, o_.recurrent_dropout_, "recurrent_dropout");
+        gate_masks(t, state_shape, o_.recurrent_dropout_, "recurrent_dropout");
     const std::vector<Value> recurrent_gates =
         gates_of(recurrent, std::max<size_t>(1, h_masks.size()));
     std::vector<Value> outputs;
@@ -113,17 +125,17 @@ struct ConvLSTM2DImpl : LayerImpl {
       std::vector<Value> hs;
       for (const Value& m : h_masks) hs.push_back(h * m);
       if (hs.empty()) hs.push_back(h);
-      const Value z_h = gate_conv(hs, recurrent_gates, recurrent_attrs(H, W));
+      const Value z_h = gate_conv(hs, recurrent_gates, recurrent_attrs(out_space));
       if (fused()) {
         // LstmCell over the positions as rows: gates [N, 4, F], state [2, N, F].
         const Shape one{1, N, F};
         Value state = sequence::concat(ops::reshape(h, one), ops::reshape(c, one), 0);
         state = ops::lstm_cell(ops::reshape(z_x, {N, 4, F}), ops::reshape(z_h, {N, 4, F}), state);
-        h = ops::reshape(sequence::row(state, 0), {B, H, W, F});
-        c = ops::reshape(sequence::row(state, 1), {B, H, W, F});
+        h = ops::reshape(sequence::row(state, 0), state_shape);
+        c = ops::reshape(sequence::row(state, 1), state_shape);
       } else {
         const Value z = z_x + z_h;
-        const auto gate = [&](int k) { return sequence::slice(z, 3, k * F, F); };
+        const auto gate = [&](int k) { return sequence::slice(z, z.rank() - 1, k * F, F); };
         c = apply_activation(gate(1), o_.recurrent_activation_) * c +
             apply_activation(gate(0), o_.recurrent_activation_) *
                 apply_activation(gate(2), o_.activation_);
@@ -134,8 +146,7 @@ struct ConvLSTM2DImpl : LayerImpl {
     }
     std::vector<Value> result;
     if (o_.return_sequences_)
-      result.push_back(
-          ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), {1, 0, 2, 3, 4}));
+      result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), time_first));
     else
       result.push_back(h);
     if (o_.return_state_) result.insert(result.end(), {h, c});
@@ -166,32 +177,43 @@ struct ConvLSTM2DImpl : LayerImpl {
     }
     return masks;
   }
-  // A kernel [kh, kw, in, 4F] whole (n == 1) or as its four gates' [kh, kw, in, F].
+  // A kernel [k..., in, 4F] whole (n == 1) or as its four gates' [k..., in, F].
   std::vector<Value> gates_of(Value w, size_t n) const {
     if (n == 1) return {w};
     std::vector<Value> gates;
-    for (int64_t k = 0; k < 4; ++k) gates.push_back(sequence::slice(w, 3, k * filters_, filters_));
+    for (int64_t k = 0; k < 4; ++k)
+      gates.push_back(sequence::slice(w, w.rank() - 1, k * filters_, filters_));
     return gates;
   }
   // conv(x, w) of one input and kernel, or the four gates' conv(x_k, w_k)
   // side by side: [.., 4F] either way.
-  static Value gate_conv(const std::vector<Value>& xs, const std::vector<Value>& ws,
-                         const ConvAttrs& a) {
-    if (xs.size() == 1) return ops::conv(xs[0], ws[0], a);
+  Value gate_conv(const std::vector<Value>& xs, const std::vector<Value>& ws,
+                  const ConvAttrs& a) const {
+    const auto conv = [&](const Value& x, const Value& w) {
+      return kernel_.size() == 3 ? conv3d(x, w, a) : ops::conv(x, w, a);
+    };
+    if (xs.size() == 1) return conv(xs[0], ws[0]);
     std::vector<Value> z;
-    for (size_t k = 0; k < 4; ++k) z.push_back(ops::conv(xs[k], ws[k], a));
-    return sequence::concat(sequence::concat(z[0], z[1], 3), sequence::concat(z[2], z[3], 3), 3);
+    for (size_t k = 0; k < 4; ++k) z.push_back(conv(xs[k], ws[k]));
+    const int64_t last = z[0].rank() - 1;
+    return sequence::concat(sequence::concat(z[0], z[1], last), sequence::concat(z[2], z[3], last),
+                            last);
+  }
+  // The shapes' dims one after another.
+  static Shape joined(std::initializer_list<Shape> parts) {
+    Shape shape;
+    for (const Shape& p : parts) shape.insert(shape.end(), p.begin(), p.end());
+    return shape;
   }
 
   // Keras's default activations: each step's gates as one LstmCell op.
   bool fused() const { return o_.activation_ == "tanh" && o_.recurrent_activation_ == "sigmoid"; }
 
-  ConvAttrs input_attrs(int64_t rows, int64_t cols, const std::string& who) const {
+  ConvAttrs input_attrs(const Shape& in, const std::string& who) const {
     ConvAttrs a;
     a.strides = strides_;
     a.dilations = dilations_;
-    const int64_t in[2] = {rows, cols};
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < in.size(); ++i) {
       if (o_.padding_ == "same") {
         auto [lo, hi] = ops::same_padding(in[i], kernel_[i], strides_[i], dilations_[i]);
         a.pad_lo.push_back(lo), a.pad_hi.push_back(hi);
@@ -205,18 +227,17 @@ struct ConvLSTM2DImpl : LayerImpl {
     return a;
   }
   // keras/src/layers/rnn/conv_lstm.py, recurrent_conv: stride 1, 'same', no dilation.
-  ConvAttrs recurrent_attrs(int64_t rows, int64_t cols) const {
+  ConvAttrs recurrent_attrs(const Shape& in) const {
     ConvAttrs a;
-    a.strides = a.dilations = {1, 1};
-    const int64_t in[2] = {rows, cols};
-    for (int i = 0; i < 2; ++i) {
+    a.strides = a.dilations = std::vector<int64_t>(in.size(), 1);
+    for (size_t i = 0; i < in.size(); ++i) {
       auto [lo, hi] = ops::same_padding(in[i], kernel_[i], 1, 1);
       a.pad_lo.push_back(lo), a.pad_hi.push_back(hi);
     }
     return a;
   }
 
-  std::string kind() const { return rank_ == 2 ? "ConvLSTM2D" : "ConvLSTM1D"; }
+  std::string kind() const { return "ConvLSTM" + std::to_string(rank_) + "D"; }
 
   int rank_;
   int64_t filters_;
@@ -227,11 +248,15 @@ struct ConvLSTM2DImpl : LayerImpl {
 }  // namespace
 
 ConvLSTM2D::ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTM2DImpl>(2, filters, std::move(kernel_size),
-                                             std::move(options))) {}
+    : Layer(std::make_shared<ConvLSTMImpl>(2, filters, std::move(kernel_size),
+                                           std::move(options))) {}
 
 ConvLSTM1D::ConvLSTM1D(int64_t filters, int64_t kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTM2DImpl>(1, filters, std::vector<int64_t>{kernel_size},
-                                             std::move(options))) {}
+    : Layer(std::make_shared<ConvLSTMImpl>(1, filters, std::vector<int64_t>{kernel_size},
+                                           std::move(options))) {}
+
+ConvLSTM3D::ConvLSTM3D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
+    : Layer(std::make_shared<ConvLSTMImpl>(3, filters, std::move(kernel_size),
+                                           std::move(options))) {}
 
 }  // namespace autoshard

@@ -1,4 +1,4 @@
-// keras.layers.ConvLSTM2D (and ConvLSTM1D, below): an LSTM whose input and
+// keras.layers.ConvLSTM2D (and ConvLSTM1D and ConvLSTM3D, below): an LSTM whose input and
 // recurrent transforms are 2-D convolutions (Shi et al. 2015), as Keras 3 computes it
 // (keras/src/layers/rnn/conv_lstm.py, ConvLSTMCell.call):
 //
@@ -71,6 +71,15 @@ class ConvLSTM2D : public Layer {
 class ConvLSTM1D : public Layer {
  public:
   ConvLSTM1D(int64_t filters, int64_t kernel_size, ConvLSTM2DOptions options = {});
+};
+
+// keras.layers.ConvLSTM3D (keras/src/layers/rnn/conv_lstm3d.py): the same
+// cell over [batch, time, depth, rows, cols, channels] with 3-D
+// convolutions, kernels [kd, kh, kw, channels, 4 filters] and [kd, kh, kw,
+// filters, 4 filters]; sizes take one value or three.
+class ConvLSTM3D : public Layer {
+ public:
+  ConvLSTM3D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options = {});
 };
 
 }  // namespace autoshard

@@ -16,7 +16,8 @@ import numpy as np
 # Keras 3's cell of each recurrent layer (keras/src/layers/rnn/): its
 # weights' scope inside the layer's.
 _CELLS = {"LSTM": "lstm_cell", "GRU": "gru_cell", "SimpleRNN": "simple_rnn_cell",
-          "ConvLSTM1D": "conv_lstm_cell", "ConvLSTM2D": "conv_lstm_cell"}
+          "ConvLSTM1D": "conv_lstm_cell", "ConvLSTM2D": "conv_lstm_cell",
+          "ConvLSTM3D": "conv_lstm_cell"}
 
 
 def keras_paths(model, keys):

@@ -22,7 +22,7 @@ __all__ = [
     "GlobalMaxPooling2D", "Flatten", "Reshape", "Permute", "RepeatVector", "Rescaling", "Dropout",
     "Activation", "ReLU", "Softmax", "LayerNormalization", "BatchNormalization",
     "GroupNormalization", "MultiHeadAttention", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
-    "ConvLSTM1D", "ConvLSTM2D", "Masking", "Add", "Subtract",
+    "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "Masking", "Add", "Subtract",
     "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot", "add", "subtract",
     "multiply", "average", "maximum", "minimum", "concatenate", "dot",
 ]
@@ -701,6 +701,13 @@ class ConvLSTM1D(ConvLSTM2D):
     _rank = 1
 
 
+class ConvLSTM3D(ConvLSTM2D):
+    """keras.layers.ConvLSTM3D: ConvLSTM2D's cell with 3-D convolutions, over
+    [batch, time, depth, rows, cols, channels]."""
+
+    _rank = 3
+
+
 class _Merge(Layer):
     _kind = "Add"
 
@@ -799,7 +806,7 @@ _PENALIZED = {
     "SeparableConv2D": ("depthwise", "pointwise", "bias"), "Embedding": ("embeddings",),
     "LSTM": ("kernel", "recurrent", "bias"), "GRU": ("kernel", "recurrent", "bias"),
     "SimpleRNN": ("kernel", "recurrent", "bias"), "ConvLSTM2D": ("kernel", "recurrent", "bias"),
-    "ConvLSTM1D": ("kernel", "recurrent", "bias"),
+    "ConvLSTM1D": ("kernel", "recurrent", "bias"), "ConvLSTM3D": ("kernel", "recurrent", "bias"),
     "LayerNormalization": ("gamma", "beta"),
     "BatchNormalization": ("gamma", "beta"), "GroupNormalization": ("gamma", "beta"),
 }

@@ -169,10 +169,10 @@ BuiltLayer keras_bidirectional(LayerConfig& f) {
 // ConvLSTMCell in conv_lstm.py): the cell's kernel, recurrent_kernel and
 // bias, saved under the cell as an LSTM's are; dropout and
 // recurrent_dropout as ConvLSTMCell.call applies them (nn/conv_lstm.h).
-// ConvLSTM1D (keras/src/layers/rnn/conv_lstm1d.py) takes the same
-// arguments with one value per size.
+// ConvLSTM1D and ConvLSTM3D (keras/src/layers/rnn/conv_lstm1d.py,
+// conv_lstm3d.py) take the same arguments with one or three values per size.
 BuiltLayer keras_conv_lstm(LayerConfig& f) {
-  const int rank = f.cls() == "ConvLSTM1D" ? 1 : 2;
+  const int rank = f.cls() == "ConvLSTM1D" ? 1 : f.cls() == "ConvLSTM3D" ? 3 : 2;
   ConvLSTM2DOptions o;
   const int64_t filters = f.positive("filters");
   const std::vector<int64_t> kernel = f.sizes("kernel_size", rank, {});
@@ -205,6 +205,7 @@ BuiltLayer keras_conv_lstm(LayerConfig& f) {
   f.weight_extras({"kernel", "recurrent", "bias"});
   o.seed(f.ctx().seed).name(f.name());
   if (rank == 1) return {ConvLSTM1D(filters, kernel[0], o), cell_roles(o.use_bias_)};
+  if (rank == 3) return {ConvLSTM3D(filters, kernel, o), cell_roles(o.use_bias_)};
   return {ConvLSTM2D(filters, kernel, o), cell_roles(o.use_bias_)};
 }
 
@@ -215,6 +216,7 @@ void add_recurrent_layers(LayerTable& table) {
   table.add("Bidirectional", keras_bidirectional);
   table.add("ConvLSTM1D", keras_conv_lstm);
   table.add("ConvLSTM2D", keras_conv_lstm);
+  table.add("ConvLSTM3D", keras_conv_lstm);
 }
 
 }  // namespace autoshard::keras
