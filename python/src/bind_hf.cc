@@ -20,7 +20,6 @@
 #include "autoshard/io/keras_variables.h"
 #include "autoshard/io/token_data.h"
 #include "autoshard/io/tokenizer.h"
-#include "autoshard/models/bert/formats.h"
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/language_model.h"
@@ -582,18 +581,9 @@ class LanguageModel {
   bool bf16_frozen_ = false;                 // hold_frozen_in_bf16
 };
 
-// The config of a Hugging Face BERT or RoBERTa directory, or of a KerasHub
-// preset of a BertBackbone or RobertaBackbone with its TextClassifier.
-BertConfig encoder_config(const std::string& dir) {
-  if (!keras_hub::is_preset(dir)) return bert_config_of(dir);
-  const std::shared_ptr<const FamilyConfig> config = keras_hub::preset_config(dir);
-  const BertConfig* bert = config_as<BertConfig>(*config);
-  AS_CHECK(bert, "KerasHub preset '", dir, "' is not a BertBackbone or RobertaBackbone");
-  return *bert;
-}
-
-// A BERT or RoBERTa encoder with its head (sequence classification or masked
-// LM) from a Hugging Face directory or a KerasHub preset: logits, built for
+// An encoder with its head (sequence classification or masked LM: BERT,
+// RoBERTa) from a Hugging Face directory or a KerasHub preset
+// (autoshard/models/registry.h, EncoderConfig): logits, built for
 // each sequence length asked (the weights carried over), and KerasHub's
 // TextClassifier training steps.
 class Encoder {
@@ -613,26 +603,23 @@ class Encoder {
         preset_(keras_hub::is_preset(dir)),
         seed_(seed),
         placement_(std::move(placement)),
-        preset_labels_(cfg_.num_labels),
-        preset_masked_lm_(cfg_.masked_lm) {
+        preset_labels_(cfg_->num_labels()),
+        preset_masked_lm_(cfg_->masked_lm()) {
     placement_.check();
     AS_CHECK(num_labels >= 0, "num_classes must be positive, not ", num_labels);
-    if (masked_lm && *masked_lm != cfg_.masked_lm) {
-      AS_CHECK(preset_ && !cfg_.roberta(), "a new ",
-               *masked_lm ? "masked-LM head" : "classification head",
+    if (masked_lm && *masked_lm != cfg_->masked_lm()) {
+      AS_CHECK(preset_, "a new ", *masked_lm ? "masked-LM head" : "classification head",
                " is made for a KerasHub BertBackbone preset only");
       AS_CHECK(*masked_lm || num_labels > 0, "TextClassifier.from_preset: the preset's task is ",
                "BertMaskedLM; give num_classes for the classifier's new head");
-      cfg_.masked_lm = *masked_lm;
-      cfg_.masked_lm_keeps_pooler = *masked_lm;
-      cfg_.masked_lm_norm_eps = *masked_lm ? keras_hub::keras_hub_masked_lm_epsilon : 0;
+      cfg_ = cfg_->with_head(*masked_lm, num_labels > 0 ? num_labels : cfg_->num_labels());
     }
-    if (num_labels == 0 || num_labels == cfg_.num_labels) return;
-    AS_CHECK(preset_ && !cfg_.masked_lm, "num_classes: a new head of ", num_labels,
+    if (num_labels == 0 || num_labels == cfg_->num_labels()) return;
+    AS_CHECK(preset_ && !cfg_->masked_lm(), "num_classes: a new head of ", num_labels,
              " classes is made for a KerasHub TextClassifier preset only");
-    cfg_.num_labels = num_labels;
+    cfg_ = cfg_->with_head(false, num_labels);
   }
-  const BertConfig& config() const { return cfg_; }
+  const EncoderConfig& config() const { return *cfg_; }
 
   py::array logits(const py::handle& ids, const py::handle& segments, const py::handle& mask) {
     ModelInputs x = inputs(ids, segments, mask, "logits");
@@ -657,16 +644,16 @@ class Encoder {
   double train_on_batch(const py::handle& ids, const py::handle& segments, const py::handle& mask,
                         const py::handle& labels) {
     AS_CHECK(optimizer_, "fit: compile() the model first");
-    AS_CHECK(!cfg_.masked_lm, "fit: this is a masked LM; train it with train_masked_lm");
+    AS_CHECK(!cfg_->masked_lm(), "fit: this is a masked LM; train it with train_masked_lm");
     ModelInputs x = inputs(ids, segments, mask, "fit");
     const Tensor& token_ids = x.tensors().at("token_ids");
     Tensor y = to_tensor(labels, DType::I32, "y");
     AS_CHECK(y.rank() == 1 && y.dim(0) == token_ids.dim(0), "fit: y must hold one class id per ",
              "sequence, shape [", token_ids.dim(0), "], not ", shape_str(y.shape()));
     for (int64_t i = 0; i < y.numel(); ++i)
-      AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < cfg_.num_labels, "fit: y holds ", y.i32()[i],
-               ", not a class id of the head's ", cfg_.num_labels, " classes (0 to ",
-               cfg_.num_labels - 1, ")");
+      AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < cfg_->num_labels(), "fit: y holds ", y.i32()[i],
+               ", not a class id of the head's ", cfg_->num_labels(), " classes (0 to ",
+               cfg_->num_labels() - 1, ")");
     py::gil_scoped_release release;
     if (!model_ || seq_ != token_ids.dim(1) || trained_with_ != optimizer_.get())
       build(token_ids.dim(1), optimizer_);
@@ -683,13 +670,13 @@ class Encoder {
   double train_masked_lm(const py::handle& ids, const py::handle& segments, const py::handle& mask,
                          const py::handle& labels, const py::handle& weights) {
     AS_CHECK(optimizer_, "fit: compile() the model first");
-    AS_CHECK(cfg_.masked_lm, "fit: this is a classifier, not a masked LM");
+    AS_CHECK(cfg_->masked_lm(), "fit: this is a classifier, not a masked LM");
     ModelInputs x = inputs(ids, segments, mask, "fit");
     const Tensor& token_ids = x.tensors().at("token_ids");
     Tensor y = to_tensor(labels, DType::I32, "y"), w = to_tensor(weights, DType::F32, "weights");
     AS_CHECK(y.shape() == token_ids.shape() && w.shape() == y.shape(),
              "fit: labels and weights must have token_ids' shape ", shape_str(token_ids.shape()));
-    const int64_t V = cfg_.vocab_size;
+    const int64_t V = cfg_->vocab_size();
     Tensor packed = Tensor::zeros({y.dim(0), y.dim(1), V + 1}, DType::F32);
     for (int64_t i = 0; i < y.numel(); ++i) {
       AS_CHECK(y.i32()[i] >= 0 && y.i32()[i] < V, "fit: y holds ", y.i32()[i],
@@ -710,27 +697,27 @@ class Encoder {
 
   void save(const std::string& dir, const std::string& dtype, uint64_t max_shard_bytes,
             bool overwrite) {
-    AS_CHECK(cfg_.lora.rank == 0, "save: a model with LoRA adapters is not saved yet (the ",
+    AS_CHECK(cfg_->lora_rank() == 0, "save: a model with LoRA adapters is not saved yet (the ",
              "adapters would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(default_seq(), nullptr);
-    save_hf_bert(*model_, dir,
-                 {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
+    cfg_->family().save_hf(
+        *model_, dir, {.dtype = dtype, .max_shard_bytes = max_shard_bytes, .overwrite = overwrite});
   }
 
   // KerasHub's Backbone.enable_lora(rank) on the encoder: adapters on each
   // layer's query and value, the backbone frozen, the head left trainable.
   void enable_lora(int64_t rank, double alpha) {
-    AS_CHECK(cfg_.lora.rank == 0, "enable_lora: LoRA is already enabled (rank ", cfg_.lora.rank,
-             ")");
+    AS_CHECK(cfg_->lora_rank() == 0, "enable_lora: LoRA is already enabled (rank ",
+             cfg_->lora_rank(), ")");
     AS_CHECK(rank > 0, "enable_lora: rank must be positive, not ", rank);
     AS_CHECK(alpha > 0 && std::isfinite(alpha), "enable_lora: lora_alpha must be positive");
     py::gil_scoped_release release;
     if (!model_) build(default_seq(), nullptr);
-    cfg_.lora = {rank, alpha};
+    cfg_ = cfg_->with_lora({rank, alpha});
     build(seq_, nullptr);  // the weights carried over, the adapters at their start
   }
-  int64_t lora_rank() const { return cfg_.lora.rank; }
+  int64_t lora_rank() const { return cfg_->lora_rank(); }
 
   // As LanguageModel's: from_preset(dtype="bfloat16").
   void hold_frozen_in_bf16(bool on) {
@@ -774,7 +761,7 @@ class Encoder {
   // Writes a KerasHub preset (the backbone, task.json and the head's
   // task.weights.h5), with the tokenizer files of the preset it came from.
   void save_preset(const std::string& dir, bool overwrite, double max_shard_gb) {
-    AS_CHECK(cfg_.lora.rank == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
+    AS_CHECK(cfg_->lora_rank() == 0, "save_to_preset: a model with LoRA adapters is not saved yet ",
              "(the adapters would be lost)");
     py::gil_scoped_release release;
     if (!model_) build(default_seq(), nullptr);
@@ -820,7 +807,7 @@ class Encoder {
 
  private:
   int64_t default_seq() const {
-    return std::min<int64_t>(8, cfg_.max_position_embeddings - cfg_.position_offset());
+    return std::min<int64_t>(8, cfg_->max_sequence());
   }
 
   // KerasHub's input dict: token_ids [B, T], segment_ids (default 0) and
@@ -829,12 +816,11 @@ class Encoder {
                      const std::string& what) const {
     Tensor x = to_tensor(ids, DType::I32, "token_ids");
     AS_CHECK(x.rank() == 2, what, ": token_ids must be [batch, tokens], not of rank ", x.rank());
-    AS_CHECK(x.dim(1) <= cfg_.max_position_embeddings - cfg_.position_offset(), what,
-             ": sequences of ", x.dim(1), " tokens exceed the model's ",
-             cfg_.max_position_embeddings - cfg_.position_offset(), " positions");
+    AS_CHECK(x.dim(1) <= cfg_->max_sequence(), what, ": sequences of ", x.dim(1),
+             " tokens exceed the model's ", cfg_->max_sequence(), " positions");
     for (int64_t i = 0; i < x.numel(); ++i)
-      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_.vocab_size, what, ": token_ids hold ",
-               x.i32()[i], ", outside the model's vocabulary of ", cfg_.vocab_size);
+      AS_CHECK(x.i32()[i] >= 0 && x.i32()[i] < cfg_->vocab_size(), what, ": token_ids hold ",
+               x.i32()[i], ", outside the model's vocabulary of ", cfg_->vocab_size());
     Tensor s = segments.is_none() ? Tensor::zeros(x.shape(), DType::I32)
                                   : to_tensor(segments, DType::I32, "segment_ids");
     Tensor m = mask.is_none() ? Tensor::full(x.shape(), 1.0f)
@@ -849,16 +835,16 @@ class Encoder {
   // the directory's).
   void build(int64_t seq, std::shared_ptr<Optimizer> optimizer) {
     const Optimizer* optimizer_ptr = optimizer.get();
-    auto next = std::make_unique<Bert>(cfg_, seq, seed_);
+    std::unique_ptr<Model> next = cfg_->build(seq, seed_);
     next->hold_frozen_weights_in_bf16(bf16_frozen_);  // before any trace
-    if (optimizer && cfg_.masked_lm)  // targets packed with their weights (train_masked_lm)
+    if (optimizer && cfg_->masked_lm())  // targets packed with their weights (train_masked_lm)
       next->compile(std::move(optimizer), losses::sample_weighted("sparse_categorical_crossentropy",
                                                                   {.from_logits = true}));
     else if (optimizer)
       next->compile(std::move(optimizer), losses::sparse_categorical_crossentropy);
     std::swap(model_, next);
     try {
-      model_->set_distribution(distribution_of(placement_, bert_megatron_layout(), [&] {
+      model_->set_distribution(distribution_of(placement_, cfg_->megatron_layout("model"), [&] {
         Graph g;
         model_->trace_forward(g, 1, false);
         return g;
@@ -871,12 +857,12 @@ class Encoder {
       for (const std::string& path : next->weight_paths())
         model_->set_weight(path, next->gather_weight(path));
     } else if (preset_ &&
-               (cfg_.num_labels != preset_labels_ || cfg_.masked_lm != preset_masked_lm_)) {
+               (cfg_->num_labels() != preset_labels_ || cfg_->masked_lm() != preset_masked_lm_)) {
       load_backbone_only(seq);
     } else if (preset_) {
       keras_hub::load_preset_weights(*model_, dir_);
     } else {
-      load_bert_weights(*model_, dir_);
+      cfg_->family().load_weights(*model_, dir_);
     }
     seq_ = seq;
     trained_with_ = optimizer_ptr;
@@ -886,27 +872,26 @@ class Encoder {
   // preset's) keeps its initial weights: the preset is read into a model
   // with its own head (on one device), whose other weights are copied over.
   void load_backbone_only(int64_t seq) {
-    const BertConfig preset = encoder_config(dir_);
-    Bert source(preset, seq, seed_);
-    keras_hub::load_preset_weights(source, dir_);
+    const std::unique_ptr<Model> source = encoder_config(dir_)->build(seq, seed_);
+    keras_hub::load_preset_weights(*source, dir_);
     std::set<std::string> head;
-    for (const keras_hub::Variable& v : config_of_model(source)->keras_hub_variables().variables)
+    for (const keras_hub::Variable& v : config_of_model(*source)->keras_hub_variables().variables)
       if (v.task) head.insert(v.weight);
     const std::vector<std::string> ours = model_->weight_paths();
     const std::set<std::string> wanted(ours.begin(), ours.end());
-    for (const std::string& path : source.weight_paths())
+    for (const std::string& path : source->weight_paths())
       if (!head.count(path) && wanted.count(path))
-        model_->set_weight(path, source.gather_weight(path));
+        model_->set_weight(path, source->gather_weight(path));
   }
 
-  BertConfig cfg_;
+  std::shared_ptr<const EncoderConfig> cfg_;
   std::string dir_;
   bool preset_;
   uint64_t seed_;
   Placement placement_;
   int64_t preset_labels_;  // the preset's head's classes
   bool preset_masked_lm_;  // the preset's head is BertMaskedLM's
-  std::unique_ptr<Bert> model_;
+  std::unique_ptr<Model> model_;
   int64_t seq_ = 0;
   std::shared_ptr<Optimizer> optimizer_;
   const Optimizer* trained_with_ = nullptr;
@@ -956,13 +941,12 @@ void bind_encoder(py::module_& m) {
       .def("set_weight", &Encoder::set_weight, "path"_a, "value"_a)
       .def_property_readonly("mesh", &Encoder::mesh)
       .def("count_params", &Encoder::count_params)
-      .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type; })
-      .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size; })
-      .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm; })
-      .def_property_readonly("num_labels", [](const Encoder& e) { return e.config().num_labels; })
-      .def_property_readonly("max_positions", [](const Encoder& e) {
-        return e.config().max_position_embeddings - e.config().position_offset();
-      });
+      .def_property_readonly("model_type", [](const Encoder& e) { return e.config().model_type(); })
+      .def_property_readonly("vocab_size", [](const Encoder& e) { return e.config().vocab_size(); })
+      .def_property_readonly("masked_lm", [](const Encoder& e) { return e.config().masked_lm(); })
+      .def_property_readonly("num_labels", [](const Encoder& e) { return e.config().num_labels(); })
+      .def_property_readonly("max_positions",
+                             [](const Encoder& e) { return e.config().max_sequence(); });
 }
 
 void bind_tokenizer(py::module_& m) {

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/error.h"
+#include "autoshard/io/keras_hub_preset.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/bert/bert.h"
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/models/llama/llama.h"
@@ -45,6 +47,19 @@ std::shared_ptr<const FamilyConfig> config_of_model(const Model& model) {
   fail("internal: model '", model.name(), "' belongs to no model family");
 }
 
+std::shared_ptr<const EncoderConfig> encoder_config(const std::string& dir) {
+  if (keras_hub::is_preset(dir)) {
+    auto encoder = std::dynamic_pointer_cast<const EncoderConfig>(keras_hub::preset_config(dir));
+    AS_CHECK(encoder, "KerasHub preset '", dir, "' is not a BertBackbone or RobertaBackbone");
+    return encoder;
+  }
+  // The one encoder family reads any Hugging Face encoder (its reader names
+  // a model_type it does not run); a second would be chosen by model_type.
+  for (const ModelFamily* f : model_families())
+    if (f->encoder()) return f->read_hf_encoder(dir);
+  fail("internal: no encoder family is registered");
+}
+
 // What a family or config without the capability answers.
 
 nlohmann::json FamilyConfig::keras_hub_task() const {
@@ -62,6 +77,10 @@ void DecoderConfig::convert_to_file(const std::string&, const std::string&) cons
 
 std::shared_ptr<const DecoderConfig> ModelFamily::read_hf(const ConfigReader&) const {
   fail("internal: model family '", name(), "' reads no decoder config");
+}
+
+std::shared_ptr<const EncoderConfig> ModelFamily::read_hf_encoder(const std::string&) const {
+  fail("internal: model family '", name(), "' has no encoder");
 }
 
 std::shared_ptr<const DecoderConfig> ModelFamily::named(const std::string&) const {

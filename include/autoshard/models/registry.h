@@ -83,6 +83,33 @@ class DecoderConfig : public FamilyConfig {
   virtual void convert_to_file(const std::string& in, const std::string& out) const;
 };
 
+// An encoder with its task head (BERT, RoBERTa): what autoshard.keras_hub's
+// TextClassifier and MaskedLM need to build, load and retarget any of them.
+class EncoderConfig : public FamilyConfig {
+ public:
+  // Its Hugging Face model_type ("bert", "roberta").
+  virtual std::string model_type() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The longest sequence its positions hold.
+  virtual int64_t max_sequence() const = 0;
+  // The head: a masked-LM head, else a classifier of num_labels() classes.
+  virtual bool masked_lm() const = 0;
+  virtual int64_t num_labels() const = 0;
+  // The same backbone with another head (a masked-LM head, or a classifier
+  // of `num_labels` classes), as KerasHub builds a task of another class or
+  // size around a preset's backbone; a head the family cannot put on this
+  // backbone is an error.
+  virtual std::shared_ptr<const EncoderConfig> with_head(bool masked_lm,
+                                                         int64_t num_labels) const = 0;
+  // The rank of its LoRA adapters (autoshard/nn/lora.h); 0 without.
+  virtual int64_t lora_rank() const = 0;
+  // The same config with LoRA adapters on the attention's query and value.
+  virtual std::shared_ptr<const EncoderConfig> with_lora(const LoraOptions& lora) const = 0;
+  virtual std::unique_ptr<Model> build(int64_t seq_len, uint64_t seed) const = 0;
+  // Megatron-LM's tensor-parallel layout for its weight paths.
+  virtual LayoutMap megatron_layout(const std::string& model_axis) const = 0;
+};
+
 // A family's config type C held as a DecoderConfig (or FamilyConfig); get()
 // gives it back to code that knows the family (its folder, tests).
 template <typename C, typename Base = DecoderConfig>
@@ -100,6 +127,8 @@ template <typename C>
 const C* config_as(const FamilyConfig& config) {
   if (const auto* decoder = dynamic_cast<const ConfigOf<C, DecoderConfig>*>(&config))
     return &decoder->get();
+  if (const auto* encoder = dynamic_cast<const ConfigOf<C, EncoderConfig>*>(&config))
+    return &encoder->get();
   if (const auto* other = dynamic_cast<const ConfigOf<C, FamilyConfig>*>(&config))
     return &other->get();
   return nullptr;
@@ -117,6 +146,8 @@ class ModelFamily {
   virtual std::vector<std::string> model_types() const { return {}; }
   // Its decoder's config from a Hugging Face config.json.
   virtual std::shared_ptr<const DecoderConfig> read_hf(const ConfigReader& reader) const;
+  // An encoder family's config of a Hugging Face directory (its config.json).
+  virtual std::shared_ptr<const EncoderConfig> read_hf_encoder(const std::string& dir) const;
   // A model by a bare name ("gpt2-medium"); only the first family registered
   // is asked.
   virtual std::shared_ptr<const DecoderConfig> named(const std::string& name) const;
@@ -157,5 +188,8 @@ const ModelFamily* family_of_model_type(const std::string& model_type);
 const ModelFamily* family_of_backbone(const std::string& class_name);
 // The config of a model some family built; an error for any other model.
 std::shared_ptr<const FamilyConfig> config_of_model(const Model& model);
+// The encoder (with its head) of a Hugging Face directory or a KerasHub
+// preset; an error naming the backbone for a decoder's preset.
+std::shared_ptr<const EncoderConfig> encoder_config(const std::string& dir);
 
 }  // namespace autoshard
