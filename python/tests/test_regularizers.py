@@ -55,6 +55,23 @@ def test_weight_penalties_are_added_to_the_loss_and_listed_in_model_losses():
                                        0.01 * np.abs(weights[1]).sum()]), rtol=1e-5)
 
 
+def test_a_frozen_layers_regularizers_are_not_counted():
+    """Keras 3 adds the regularizers of trainable weights only
+    (Layer._get_regularization_losses iterates trainable_weights): a frozen
+    layer's penalty leaves the loss and model.losses."""
+    x, y = data()
+    model = model_with(kernel_regularizer=regularizers.L2(0.05))
+    rng = np.random.default_rng(4)
+    weights = [rng.normal(size=w.shape).astype(np.float32) for w in model.get_weights()]
+    model.set_weights(weights)
+    _, p = forward(weights, x)
+    assert model.test_on_batch(x, y) > mse(p, y) + 0.01  # counted while trainable
+    model.get_layer("d").trainable = False
+    model.compile(keras.optimizers.SGD(learning_rate=0.1), "mse")
+    assert model.test_on_batch(x, y) == pytest.approx(mse(p, y), rel=1e-5)
+    assert model.losses == []
+
+
 def test_an_l2_step_is_numpys():
     x, y = data()
     model = model_with(kernel_regularizer=regularizers.L2(0.1))

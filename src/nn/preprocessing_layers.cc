@@ -179,8 +179,11 @@ Value pad_to_aspect(Value x, int64_t height, int64_t width, double fill) {
   else
     return x;
   if (fill == 0) return ops::pad(x, edge, edge);
-  Value f = ops::constant(*x.graph, {}, fill);
-  return ops::pad(x - f, edge, edge) + f;  // the padding holds fill
+  // The padding holds fill: pad(x) + fill * (1 - pad(ones)), so that the
+  // image's own values come through exactly ((x - f) + f would round them).
+  Graph& g = *x.graph;
+  const Value border = ops::constant(g, {}, 1.0) - ops::pad(ops::constant(g, x.shape(), 1.0), edge, edge);
+  return ops::pad(x, edge, edge) + border * ops::constant(g, {}, fill);
 }
 
 class ResizingImpl : public LayerImpl {

@@ -16,9 +16,12 @@ std::string Trace::path(const std::string& name) const {
 Value Trace::weight(const std::string& name, Shape shape, Initializer init, bool trainable) {
   std::string full = path(name);
   const bool first = initializers_.emplace(full, init).second;
-  if (!trainable || frozen()) non_trainable_.insert(full);
+  const bool trained = trainable && !frozen();
+  if (!trained) non_trainable_.insert(full);
   Value w = graph_.parameter(full, std::move(shape));
-  if (auto it = weight_penalties_.find(full); first && it != weight_penalties_.end())
+  // Keras 3 adds the regularizers of trainable weights only
+  // (keras/src/layers/layer.py, Layer._get_regularization_losses).
+  if (auto it = weight_penalties_.find(full); first && trained && it != weight_penalties_.end())
     add_loss(it->second(w));
   return w;
 }

@@ -170,7 +170,8 @@ class CategoryEncoding(Layer):
     "multi_hot" (1 where an id occurs) or "count" vectors of [batch, ids]
     (keras/src/layers/preprocessing/category_encoding.py), built by the
     Keras layer table. An int32 id outside [0, num_tokens) is an error when
-    the step runs, as Keras raises; float ids computed in the model encode
+    the step runs, as tf-keras raises (Keras 3 encodes it as zeros: a
+    departure); float ids computed in the model encode
     as zeros there."""
 
     def __init__(self, num_tokens=None, output_mode="multi_hot", sparse=False, name=None,

@@ -984,7 +984,10 @@ class Model:
         then the custom layers' add_loss terms of the last model(x) call."""
         weights = self._penalties()[0]
         native = self._built()
-        return [r(native.get_weight(p)) for p, r in weights.items()] + \
+        # Keras 3 counts the trainable weights' regularizers only
+        # (Layer._get_regularization_losses), as the engine's step does.
+        trainable = set(self._split_weights()[0])
+        return [r(native.get_weight(p)) for p, r in weights.items() if p in trainable] + \
             _added_losses.added_losses(self)
 
     def _split_weights(self):
