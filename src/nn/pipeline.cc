@@ -446,6 +446,9 @@ double PipelineTrainer::train_on_batch(const Tensor& x, const Tensor& y) {
   for (int64_t m = 1; m < M; ++m) starts[m] = starts[m - 1] + sizes[m - 1];
   if (model_.cache_.clears() != traced_as_) {
     // Traced again with the model's new settings (the stages' cut kept).
+    // Under mpirun a rank may see a clear another does not (a weight held
+    // anew in another dtype clears only where it has blocks): building the
+    // programs exchanges nothing, so ranks may rebuild at different steps.
     cache_.clear();
     sums_.clear();
     update_.reset();
