@@ -806,9 +806,7 @@ class Encoder {
   }
 
  private:
-  int64_t default_seq() const {
-    return std::min<int64_t>(8, cfg_->max_sequence());
-  }
+  int64_t default_seq() const { return std::min<int64_t>(8, cfg_->max_sequence()); }
 
   // KerasHub's input dict: token_ids [B, T], segment_ids (default 0) and
   // padding_mask (default 1) of the same shape.

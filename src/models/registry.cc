@@ -5,9 +5,9 @@
 
 #include "autoshard/error.h"
 #include "autoshard/io/keras_hub_preset.h"
-#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/bert/bert.h"
 #include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/models/keras_hub_model.h"
 #include "autoshard/models/llama/llama.h"
 #include "autoshard/models/opt/opt.h"
 #include "autoshard/models/phi3/phi3.h"

@@ -68,7 +68,9 @@ struct ConvLSTMImpl : LayerImpl {
     AS_CHECK(inputs.size() == 1, who, " takes one input (initial states are not supported), got ",
              inputs.size());
     AS_CHECK(inputs[0].rank() == rank_ + 3, who, " needs [batch, time, ",
-             rank_ == 1 ? "steps" : rank_ == 2 ? "rows, cols" : "depth, rows, cols",
+             rank_ == 1   ? "steps"
+             : rank_ == 2 ? "rows, cols"
+                          : "depth, rows, cols",
              ", channels], got ", shape_str(inputs[0].shape()));
     AS_CHECK(!t.mask(inputs[0]).valid(), who,
              ": masked inputs are not supported (no Masking or mask_zero before it)");
@@ -82,9 +84,9 @@ struct ConvLSTMImpl : LayerImpl {
       return joined({Shape(kernel_.begin() + from, kernel_.end()), {channels, 4 * F}});
     };
     const int64_t keras_from = rank_ == 1 ? 1 : 0;
-    Value kernel = ops::reshape(
-        t.weight("kernel", kernel_shape(keras_from, C), o_.kernel_initializer_),
-        kernel_shape(0, C));
+    Value kernel =
+        ops::reshape(t.weight("kernel", kernel_shape(keras_from, C), o_.kernel_initializer_),
+                     kernel_shape(0, C));
     Value recurrent = ops::reshape(
         t.weight("recurrent_kernel", kernel_shape(keras_from, F), o_.recurrent_initializer_),
         kernel_shape(0, F));
@@ -110,9 +112,8 @@ struct ConvLSTMImpl : LayerImpl {
     for (size_t d = 0; d < time_first.size(); ++d) time_first[d] = int64_t(d);
     std::swap(time_first[0], time_first[1]);
     std::vector<Value> steps;
-    sequence::split_rows(ops::transpose(ops::reshape(xp, joined({{B, T}, out_space, {4 * F}})),
-                                        time_first),
-                         steps);
+    sequence::split_rows(
+        ops::transpose(ops::reshape(xp, joined({{B, T}, out_space, {4 * F}})), time_first), steps);
     Value h = ops::constant(t.graph(), state_shape, 0.0);
     Value c = ops::constant(t.graph(), state_shape, 0.0);
     const std::vector<Value> h_masks =
@@ -146,7 +147,8 @@ struct ConvLSTMImpl : LayerImpl {
     }
     std::vector<Value> result;
     if (o_.return_sequences_)
-      result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), time_first));
+      result.push_back(
+          ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), time_first));
     else
       result.push_back(h);
     if (o_.return_state_) result.insert(result.end(), {h, c});
@@ -248,15 +250,15 @@ struct ConvLSTMImpl : LayerImpl {
 }  // namespace
 
 ConvLSTM2D::ConvLSTM2D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTMImpl>(2, filters, std::move(kernel_size),
-                                           std::move(options))) {}
+    : Layer(
+          std::make_shared<ConvLSTMImpl>(2, filters, std::move(kernel_size), std::move(options))) {}
 
 ConvLSTM1D::ConvLSTM1D(int64_t filters, int64_t kernel_size, ConvLSTM2DOptions options)
     : Layer(std::make_shared<ConvLSTMImpl>(1, filters, std::vector<int64_t>{kernel_size},
                                            std::move(options))) {}
 
 ConvLSTM3D::ConvLSTM3D(int64_t filters, std::vector<int64_t> kernel_size, ConvLSTM2DOptions options)
-    : Layer(std::make_shared<ConvLSTMImpl>(3, filters, std::move(kernel_size),
-                                           std::move(options))) {}
+    : Layer(
+          std::make_shared<ConvLSTMImpl>(3, filters, std::move(kernel_size), std::move(options))) {}
 
 }  // namespace autoshard

@@ -182,7 +182,8 @@ Value pad_to_aspect(Value x, int64_t height, int64_t width, double fill) {
   // The padding holds fill: pad(x) + fill * (1 - pad(ones)), so that the
   // image's own values come through exactly ((x - f) + f would round them).
   Graph& g = *x.graph;
-  const Value border = ops::constant(g, {}, 1.0) - ops::pad(ops::constant(g, x.shape(), 1.0), edge, edge);
+  const Value border =
+      ops::constant(g, {}, 1.0) - ops::pad(ops::constant(g, x.shape(), 1.0), edge, edge);
   return ops::pad(x, edge, edge) + border * ops::constant(g, {}, fill);
 }
 
