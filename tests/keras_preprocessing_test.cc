@@ -33,7 +33,7 @@
 #include "test_util.h"
 
 namespace autoshard {
-namespace {
+namespace keras_preprocessing_test {
 
 using nlohmann::json;
 using testing::kKerasFileFixtures;
@@ -439,5 +439,5 @@ TEST(KerasPreprocessing, CategoryIdsH5PredictsAsKeras) {
     EXPECT_LT(max_relative_error(predict_file(file, ids, mesh), want), 1e-6) << mesh;
 }
 
-}  // namespace
+}  // namespace keras_preprocessing_test
 }  // namespace autoshard
