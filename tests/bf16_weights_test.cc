@@ -27,7 +27,7 @@
 #include "test_util.h"
 
 namespace autoshard {
-namespace {
+namespace bf16_weights_test {
 
 using testing::error_of;
 using testing::kTestData;
@@ -430,5 +430,5 @@ TEST_P(LoraBf16Base, ShardedEqualsOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Tied, LoraBf16Base, ::testing::Bool());
 
-}  // namespace
+}  // namespace bf16_weights_test
 }  // namespace autoshard
