@@ -7,10 +7,10 @@ Transformer Models", Table 2), on a few GPT shapes.
 
 For each shape, `plan --plan megatron --predict --json` (a100-80g, bf16) is
 run on GPT models of 2 and 4 layers; half the difference of the predicted
-activation bytes (the executor's buffer plan at its peak) is one layer's
-share. The paper counts the activations stored for the backward pass at
-16 bits, s = sequence, b = micro-batch, h = hidden, a = heads, t = tensor
-parallel size:
+activation bytes (the executor's buffer plan, plus its gradient buckets'
+buffers: docs/cost-model.md) is one layer's share. The paper counts the
+activations stored for the backward pass at 16 bits, s = sequence,
+b = micro-batch, h = hidden, a = heads, t = tensor parallel size:
 
     no recompute, tensor parallel   sbh (10 + 24/t + 5as/(ht))
     full recompute                  2sbh   (the layer's input alone)
