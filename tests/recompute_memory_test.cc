@@ -16,7 +16,7 @@
 #include "ir/op_def.h"
 
 namespace autoshard {
-namespace {
+namespace recompute_memory_test {
 
 constexpr int64_t kBatch = 4, kSeq = 16;
 
@@ -103,5 +103,5 @@ TEST(RecomputeMemory, OneHiddenStatePerLayerAndTwoInTheGradientBuckets) {
   EXPECT_LE(per_layer_bucketed, 2 * btc + 4 * 32);
 }
 
-}  // namespace
+}  // namespace recompute_memory_test
 }  // namespace autoshard
