@@ -201,7 +201,12 @@ TEST_F(BadPlannerInput, TheTimeLimitCountsFromTheStartOfTheProcess) {
             3);
   EXPECT_EQ(limit, 1);
   EXPECT_GT(before, 0);  // the program's start and the reading were counted
-  EXPECT_NEAR(search + before, 1 - 0.04, 0.002);
+  // The search gets what is left of the limit; on a loaded machine (ASan,
+  // other jobs) starting and reading may take it all, and then nothing.
+  if (before < 1 - 0.04)
+    EXPECT_NEAR(search + before, 1 - 0.04, 0.002);
+  else
+    EXPECT_EQ(search, 0);
   // Not a timing test (machines differ): only far past the limit is wrong.
   EXPECT_LT(r.seconds, 3);
 }
