@@ -16,7 +16,8 @@ share=$(( (seconds + 9) / 10 ))
 # Each fuzzer: its harness (tests/fuzz/NAME_fuzz.cc), the sources it reads
 # with, and the libraries it links. Keras's HDF5 reader widens bfloat16 with
 # safetensors.cc's bf16_to_float, which brings the tensor helpers along.
-tensors="src/tensor/tensor.cc src/tensor/large_array.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc"
+tensors="src/tensor/tensor.cc src/tensor/large_array.cc src/tensor/sharding.cc src/tensor/mesh.cc src/tensor/array_split.cc
+  src/tensor/parallel.cc"
 keras="src/io/keras/hdf5_file.cc src/io/zip_archive.cc src/io/keras/architecture.cc
   src/io/safetensors.cc src/io/tensor_mapping.cc $tensors"
 declare -A sources=(
