@@ -181,11 +181,14 @@ def test_resizing_crops_and_pads_to_the_aspect_ratio():
     np.testing.assert_allclose(
         run(keras.layers.Resizing(5, 2, crop_to_aspect_ratio=True), img),
         run(keras.layers.Resizing(5, 2), img[:, :, 2:4, :]), rtol=1e-6)
-    padded = np.pad(img, ((0, 0), (0, 0), (4, 4), (0, 0)), constant_values=-0.75)
-    np.testing.assert_allclose(
-        run(keras.layers.Resizing(4, 9, "nearest", pad_to_aspect_ratio=True, fill_value=-0.75),
-            img),
-        run(keras.layers.Resizing(4, 9, "nearest"), padded), atol=1e-6)  # (x - fill) + fill
+    # The image's own values come through exactly, small ones beside a large
+    # fill too ((x - fill) + fill would round them).
+    small = (img * 1e-3).astype(np.float32)
+    padded = np.pad(small, ((0, 0), (0, 0), (4, 4), (0, 0)), constant_values=255.0)
+    np.testing.assert_array_equal(
+        run(keras.layers.Resizing(4, 9, "nearest", pad_to_aspect_ratio=True, fill_value=255.0),
+            small),
+        run(keras.layers.Resizing(4, 9, "nearest"), padded))
     with pytest.raises(ValueError, match="exclude each other"):
         keras.layers.Resizing(4, 4, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True)
 
