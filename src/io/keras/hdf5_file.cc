@@ -738,11 +738,14 @@ enum class H5Child { kDone, kTime, kMemory, kBlocked };
 // The parent's side of the check: the child's answer (into `message`) until
 // it ends, its `seconds` are up, it holds more than `rss_limit` bytes (which
 // RLIMIT_AS misses under ASan, whose heap is reserved address space), or,
-// when `may_retry`, it has used no CPU a second after the fork (blocked).
+// when `may_retry`, it used no CPU in a second (blocked: at its start, or
+// after a little work, on a lock held at the fork).
 H5Child h5_await_child(pid_t pid, int fd, int seconds, uint64_t rss_limit, bool may_retry,
                        std::string& message) {
   const auto forked = std::chrono::steady_clock::now();
   const auto deadline = forked + std::chrono::seconds(seconds);
+  auto looked = forked;
+  double cpu_then = 0;
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, 20) > 0) {
@@ -754,9 +757,12 @@ H5Child h5_await_child(pid_t pid, int fd, int seconds, uint64_t rss_limit, bool 
     }
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) return H5Child::kTime;
-    if (may_retry && message.empty() && now > forked + std::chrono::seconds(1) &&
-        h5_cpu_seconds(pid) < 0.005)
-      return H5Child::kBlocked;
+    if (may_retry && message.empty() && now > looked + std::chrono::seconds(1)) {
+      const double cpu = h5_cpu_seconds(pid);
+      if (cpu - cpu_then < 0.005) return H5Child::kBlocked;
+      cpu_then = cpu;
+      looked = now;
+    }
     if (h5_statm_bytes(pid, 1) > rss_limit) return H5Child::kMemory;
   }
 }
@@ -770,10 +776,11 @@ void H5File::check_in_child(const std::string& what, uint64_t file_bytes,
   const uint64_t budget = (uint64_t(512) << 20) + file_bytes;
   const int seconds = 5 + static_cast<int>(std::min<uint64_t>(file_bytes / (20 << 20), 1 << 20));
   const uint64_t rss_at_fork = h5_statm_bytes(getpid(), 1);
-  // A child can hang at its start on a lock another of the parent's threads
-  // held at the fork (ASan's allocator, which _Fork does not lock): one that
-  // has used no CPU a second after the fork is blocked, not reading, and the
-  // check runs again in a new child (twice; the last runs to its deadline).
+  // A child can hang on a lock another of the parent's threads held at the
+  // fork (ASan's allocator, which _Fork does not lock), at its start or
+  // after a little work: one that has used no CPU in a second is blocked,
+  // not reading, and the check runs again in a new child (twice; the last
+  // runs to its deadline).
   for (int attempt = 1;; ++attempt) {
     int fds[2];
     AS_CHECK(pipe2(fds, O_CLOEXEC) == 0, what, ": cannot start the HDF5 check: ", strerror(errno));
