@@ -259,14 +259,9 @@ def test_conv_lstm1d_is_the_2d_cell_over_rows_of_height_one(case):
                                rtol=1e-4, atol=1e-5)
 
 
-def test_conv_lstm1d_trains_sharded_as_one_device_and_round_trips(tmp_path):
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((8, 3, 7, 2)).astype(np.float32)
-    y = rng.standard_normal((8, 7, 4)).astype(np.float32)
-    def make():
-        return keras.Sequential([keras.Input((3, 7, 2)),
-                                 keras.layers.ConvLSTM1D(4, 3, padding="same", name="c")])
-
+def trains_sharded_as_one_device_and_round_trips(make, x, y, batch_size, path):
+    """make()'s model trained on one device, data=1,model=2 and data=2,model=2
+    (AutoShard) gives the same losses, and a .keras file of it predicts alike."""
     single = make()
     weights = single.get_weights()
     runs = []
@@ -279,16 +274,27 @@ def test_conv_lstm1d_trains_sharded_as_one_device_and_round_trips(tmp_path):
                 model = make()
             model.set_weights(weights)
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-        runs.append(model.fit(x, y, epochs=2, batch_size=4, shuffle=False,
+        runs.append(model.fit(x, y, epochs=2, batch_size=batch_size, shuffle=False,
                               verbose=0).history["loss"])
     assert runs[0][-1] < runs[0][0]
     for r in runs[1:]:
         np.testing.assert_allclose(r, runs[0], rtol=1e-5)
-    path = tmp_path / "c1.keras"
     model.save(path)
     again = keras.models.load_model(path)
     np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_conv_lstm1d_trains_sharded_as_one_device_and_round_trips(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((8, 3, 7, 2)).astype(np.float32)
+    y = rng.standard_normal((8, 7, 4)).astype(np.float32)
+
+    def make():
+        return keras.Sequential([keras.Input((3, 7, 2)),
+                                 keras.layers.ConvLSTM1D(4, 3, padding="same", name="c")])
+
+    trains_sharded_as_one_device_and_round_trips(make, x, y, 4, tmp_path / "c1.keras")
 
 
 def conv3d(x, w, stride, same):
@@ -370,25 +376,4 @@ def test_conv_lstm3d_trains_sharded_as_one_device_and_round_trips(tmp_path):
         return keras.Sequential([keras.Input((2, 3, 4, 4, 2)),
                                  keras.layers.ConvLSTM3D(3, 2, padding="same", name="c")])
 
-    single = make()
-    weights = single.get_weights()
-    runs = []
-    for shape in (None, (1, 2), (2, 2)):
-        model = single
-        if shape:
-            dist = keras.distribution.AutoShard(
-                keras.distribution.DeviceMesh(shape, ("data", "model")), batch_dim_name="data")
-            with dist.scope():
-                model = make()
-            model.set_weights(weights)
-        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-        runs.append(model.fit(x, y, epochs=2, batch_size=2, shuffle=False,
-                              verbose=0).history["loss"])
-    assert runs[0][-1] < runs[0][0]
-    for r in runs[1:]:
-        np.testing.assert_allclose(r, runs[0], rtol=1e-5)
-    path = tmp_path / "c3.keras"
-    model.save(path)
-    again = keras.models.load_model(path)
-    np.testing.assert_allclose(again.predict(x, verbose=0), model.predict(x, verbose=0),
-                               rtol=1e-5, atol=1e-6)
+    trains_sharded_as_one_device_and_round_trips(make, x, y, 2, tmp_path / "c3.keras")
