@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autoshard/tensor/parallel.h"
+#include "tensor/tile_gemm.h"
 
 namespace autoshard {
 namespace {
@@ -73,6 +74,59 @@ TEST(ParallelBlasGemm, EqualsOneBlasCallOnAnyNumberOfCores) {
             }
           }
   EXPECT_GT(checked, 500);
+}
+
+// Products of few rows on tile_gemm (thin_gemm) against tile_gemm's plain
+// loops on B laid out row-major: every transpose, C cut into uneven column
+// pieces over several core counts, accumulation. Each element is one chain
+// over the contraction however C is cut, so the bits match, except that a
+// transposed B accumulates (c + alpha sum) where the loops fuse it.
+TEST(ThinGemm, EqualsTileGemmsPlainLoopsOnAnyNumberOfCores) {
+  if (!kTileGemmVectorised) GTEST_SKIP() << "no vector tile_gemm compiled in";
+  int checked = 0;
+  for (int m : {2, 7, 32, 64})
+    for (int n : {5, 300, 600})
+      for (int k : {1, 70, 513})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) {
+            const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
+            const auto a = random_floats(size_t((ta ? k : m) * lda), 4);
+            const auto b = random_floats(size_t((tb ? n : k) * ldb), 5);
+            const auto c0 = random_floats(size_t(m * ldc), 6);
+            std::vector<float> b_rows(size_t(k * n));  // op(B) row-major
+            for (int p = 0; p < k; ++p)
+              for (int j = 0; j < n; ++j) b_rows[p * n + j] = tb ? b[j * ldb + p] : b[p * ldb + j];
+            for (float beta : {0.0f, 1.0f}) {
+              std::vector<float> want = c0;
+              tile_gemm_reference(m, n, k, 0.5f, a.data(), ta ? 1 : lda, ta ? lda : 1,
+                                  b_rows.data(), n, beta == 1.0f, want.data(), ldc);
+              for (int cores : {1, 2, 3}) {
+                IntraOpThreadsScope scope(cores);
+                std::vector<float> got = c0;
+                ASSERT_TRUE(thin_gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta,
+                                      got.data(), ldc));
+                for (int i = 0; i < m; ++i)
+                  for (int j = 0; j < ldc; ++j) {
+                    const size_t at = size_t(i) * ldc + j;
+                    if (j >= n)
+                      ASSERT_EQ(got[at], c0[at]);
+                    else if (tb && beta == 1.0f)
+                      ASSERT_NEAR(got[at], want[at], 1e-6f * (1 + std::abs(want[at])));
+                    else
+                      ASSERT_EQ(got[at], want[at])
+                          << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta "
+                          << beta << " on " << cores << " cores, at " << i << "," << j;
+                  }
+                ++checked;
+              }
+            }
+          }
+  EXPECT_EQ(checked, 4 * 3 * 3 * 4 * 2 * 3);
+  // Where it does not apply it leaves C alone and says so.
+  std::vector<float> a(65 * 8, 1.0f), b(8 * 8, 1.0f), c(65 * 8, 7.0f);
+  EXPECT_FALSE(thin_gemm(false, false, 65, 8, 8, 1, a.data(), 8, b.data(), 8, 0, c.data(), 8));
+  EXPECT_FALSE(thin_gemm(false, false, 8, 8, 8, 1, a.data(), 8, b.data(), 8, 0.5f, c.data(), 8));
+  EXPECT_EQ(c[0], 7.0f);
 }
 
 }  // namespace

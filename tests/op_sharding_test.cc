@@ -163,6 +163,16 @@ std::vector<OpCase> cases() {
        [](Graph&, auto& x) {
          return ops::pad(x[0], {0, 2, 0}, {0, 1, -1});
        }},
+      {Op::Concat,  // three runs of uneven lengths along the middle axis
+       {{{5, 2, 7}}, {{5, 3, 7}}, {{5, 1, 7}}},
+       [](Graph&, auto& x) {
+         return ops::concat({x[0], x[1], x[2]}, 1);
+       }},
+      {Op::Concat,  // along the first axis (the stacked steps of a sequence)
+       {{{2, 7}}, {{3, 7}}},
+       [](Graph&, auto& x) {
+         return ops::concat({x[0], x[1]}, 0);
+       }},
       {Op::Resize,
        {{{4, 5, 7, 3}}},
        [](Graph&, auto& x) { return ops::resize(x[0], 1, 8, false); }},

@@ -469,6 +469,9 @@ TEST(Gradient, PoolingPadAndUnary) {
   check_gradient("pad and crop", {{2, 4, 3}}, [](Graph&, auto& p) {
     return ops::pad(p[0], {1, 0, -1}, {0, 2, 0});
   });
+  check_gradient("concat", {{2, 1, 3}, {2, 3, 3}, {2, 2, 3}}, [](Graph&, auto& p) {
+    return ops::concat({p[0], p[1], p[2], p[0]}, 1);  // p[0] twice: its two crops summed
+  });
   // Resizing up and down (bilinear, nearest) and the adjoint as an op.
   check_gradient("resize bilinear", {{2, 5, 4, 3}}, [](Graph&, auto& p) {
     return ops::resize(ops::resize(p[0], 1, 8, false), 2, 3, false);

@@ -233,6 +233,7 @@ void bind_builders(py::module_& m) {
     return ids.graph->add(Op::ScatterAdd, {ids, values}, ScatterAddAttrs{shape, {}, 0});
   });
   t.def("pad", &ops::pad);
+  t.def("concat", &ops::concat);
   t.def("normalize", &ops::normalize);
   t.def("dropout", &ops::dropout);
   // The largest element over the last axis, taking no gradient.

@@ -1,5 +1,6 @@
 #include "autoshard/ir/autodiff.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -11,25 +12,73 @@ namespace autoshard {
 
 namespace {
 
-// Contributions stacked into one einsum only from this many on: a weight
-// used at every step of a recurrence, not a layer shared twice.
+// Contributions stacked into one einsum, or joined by one concat, only from
+// this many on: a weight or a sequence used at every step of a recurrence,
+// not a layer shared twice or a fused projection split in three.
 constexpr size_t kMinStacked = 4;
 
-// v[lo, hi) (one shape) stacked along a new first axis by halving: each half
-// padded to the whole and the two added, so the tree moves the values
-// log2(n) times (n crops of the whole would move them n times).
-Value stack(const std::vector<Value>& v, size_t lo, size_t hi) {
-  if (hi - lo == 1) {
-    Shape s = v[lo].shape();
+// The values (one shape) stacked along a new first axis: [n, ...].
+Value stack(const std::vector<Value>& v) {
+  std::vector<Value> rows;
+  for (const Value& x : v) {
+    Shape s = x.shape();
     s.insert(s.begin(), 1);
-    return ops::reshape(v[lo], s);
+    rows.push_back(ops::reshape(x, s));
   }
-  const size_t mid = lo + (hi - lo + 1) / 2;
-  Value a = stack(v, lo, mid), b = stack(v, mid, hi);
-  std::vector<int64_t> zero(a.rank(), 0), after = zero, before = zero;
-  after[0] = b.dim(0);
-  before[0] = a.dim(0);
-  return ops::pad(a, zero, after) + ops::pad(b, before, zero);
+  return ops::concat(rows, 0);
+}
+
+// Where a pad made by this differentiation (id >= first_new) puts its input
+// when it pads along one axis only (a crop's gradient): the axis and the
+// input's first position there; axis -1 for any other value.
+struct Placement {
+  int axis = -1;
+  int64_t begin = 0;
+};
+Placement placement(const Graph& g, Value v, int first_new) {
+  const PadAttrs* pad = v.id < first_new ? nullptr : g.node(v.id).attr_if<PadAttrs>();
+  if (pad == nullptr) return {};
+  Placement at;
+  for (size_t d = 0; d < pad->lo.size(); ++d) {
+    if (pad->lo[d] < 0 || pad->hi[d] < 0) return {};
+    if (pad->lo[d] == 0 && pad->hi[d] == 0) continue;
+    if (at.axis >= 0) return {};
+    at = {static_cast<int>(d), pad->lo[d]};
+  }
+  return at;
+}
+
+// The gradients of many crops of one value along one axis -- the steps of
+// a sequence -- are pads of disjoint runs to the whole: their sum is their
+// inputs concatenated (zeros between), moving the whole once instead of
+// once per crop. Returns the members of `parts` it joined (none when the
+// runs overlap) and appends the concatenation to `terms`.
+std::vector<size_t> join_placed(Graph& g, const std::vector<Value>& parts,
+                                std::vector<size_t> members, int axis,
+                                const std::vector<Placement>& at, std::vector<Value>& terms) {
+  std::sort(members.begin(), members.end(),
+            [&](size_t a, size_t b) { return at[a].begin < at[b].begin; });
+  const Value whole = parts[members[0]];
+  std::vector<Value> runs;
+  int64_t next = 0;
+  for (size_t k : members) {
+    const Value placed = g.value(g.node(parts[k].id).inputs[0]);
+    if (at[k].begin < next) return {};  // overlapping runs: left to the adds
+    if (at[k].begin > next) {
+      Shape gap = whole.shape();
+      gap[axis] = at[k].begin - next;
+      runs.push_back(ops::constant(g, gap, 0.0));
+    }
+    runs.push_back(placed);
+    next = at[k].begin + placed.dim(axis);
+  }
+  if (next < whole.dim(axis)) {
+    Shape gap = whole.shape();
+    gap[axis] = whole.dim(axis) - next;
+    runs.push_back(ops::constant(g, gap, 0.0));
+  }
+  terms.push_back(ops::concat(runs, axis));
+  return members;
 }
 
 // The sum of one value's gradient contributions. Einsums made by this
@@ -37,10 +86,15 @@ Value stack(const std::vector<Value>& v, size_t lo, size_t hi) {
 // same shapes -- a recurrent kernel's gradient at each time step, h_t^T dz_t
 // -- are summed as ONE einsum over their operands stacked along a new
 // contracted letter: one large product instead of T thin ones (a reduction
-// of the batch only) and T adds of the whole weight.
+// of the batch only) and T adds of the whole weight. Pads placing crops'
+// gradients along one axis are joined by one concat (join_placed).
 Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
   std::map<std::string, std::vector<size_t>> groups;
+  std::map<int, std::vector<size_t>> placed;  // by axis
+  std::vector<Placement> at(parts.size());
   for (size_t k = 0; k < parts.size(); ++k) {
+    at[k] = placement(g, parts[k], first_new);
+    if (at[k].axis >= 0) placed[at[k].axis].push_back(k);
     const Node& n = g.node(parts[k].id);
     if (parts[k].id < first_new || n.attr_if<EinsumAttrs>() == nullptr) continue;
     const Value a = g.value(n.inputs[0]), b = g.value(n.inputs[1]);
@@ -49,6 +103,10 @@ Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
   }
   std::vector<bool> stacked(parts.size(), false);
   std::vector<Value> terms;
+  for (const auto& [axis, members] : placed) {
+    if (members.size() < kMinStacked) continue;
+    for (size_t k : join_placed(g, parts, members, axis, at, terms)) stacked[k] = true;
+  }
   for (const auto& [key, members] : groups) {
     if (members.size() < kMinStacked) continue;
     const Node& first = g.node(parts[members[0]].id);
@@ -64,7 +122,7 @@ Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
     }
     terms.push_back(
         ops::einsum(std::string(1, t) + e.a + "," + std::string(1, t) + e.b + "->" + e.out,
-                    stack(as, 0, as.size()), stack(bs, 0, bs.size())));
+                    stack(as), stack(bs)));
   }
   for (size_t k = 0; k < parts.size(); ++k)
     if (!stacked[k]) terms.push_back(parts[k]);

@@ -107,13 +107,9 @@ struct ConvLSTMImpl : LayerImpl {
     const Shape out_space(xp.shape().begin() + 1, xp.shape().end() - 1);
     const Shape state_shape = joined({{B}, out_space, {F}});
     const int64_t N = B * numel(out_space);
-    // Time-major steps [B, space', 4F].
-    std::vector<int64_t> time_first(out_space.size() + 3);
-    for (size_t d = 0; d < time_first.size(); ++d) time_first[d] = int64_t(d);
-    std::swap(time_first[0], time_first[1]);
-    std::vector<Value> steps;
-    sequence::split_rows(
-        ops::transpose(ops::reshape(xp, joined({{B, T}, out_space, {4 * F}})), time_first), steps);
+    // The steps [B, space', 4F].
+    const std::vector<Value> steps =
+        sequence::split(ops::reshape(xp, joined({{B, T}, out_space, {4 * F}})), 1);
     Value h = ops::constant(t.graph(), state_shape, 0.0);
     Value c = ops::constant(t.graph(), state_shape, 0.0);
     const std::vector<Value> h_masks =
@@ -147,8 +143,7 @@ struct ConvLSTMImpl : LayerImpl {
     }
     std::vector<Value> result;
     if (o_.return_sequences_)
-      result.push_back(
-          ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), time_first));
+      result.push_back(sequence::stack(outputs, 1));
     else
       result.push_back(h);
     if (o_.return_state_) result.insert(result.end(), {h, c});

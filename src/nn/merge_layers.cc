@@ -57,7 +57,6 @@ class ConcatenateImpl : public LayerImpl {
     const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
     AS_CHECK(axis >= 1 && axis < rank, "Concatenate ", name(), ": axis ", axis_,
              " is not an axis after the batch of ", shape_str(inputs[0].shape()));
-    int64_t total = 0;
     for (const Value& v : inputs) {
       Shape a = v.shape(), b = inputs[0].shape();
       AS_CHECK(v.rank() == rank, "Concatenate ", name(), ": inputs of ranks ", rank, " and ",
@@ -65,22 +64,8 @@ class ConcatenateImpl : public LayerImpl {
       a[axis] = b[axis] = 0;
       AS_CHECK(a == b, "Concatenate ", name(), ": inputs ", shape_str(inputs[0].shape()), " and ",
                shape_str(v.shape()), " differ off the axis ", axis);
-      total += v.dim(static_cast<int>(axis));
     }
-    if (inputs.size() == 1) return inputs[0];
-    // Each input padded with zeros to its place along the axis; their sum.
-    Value y;
-    int64_t offset = 0;
-    for (const Value& v : inputs) {
-      std::vector<int64_t> lo(rank, 0), hi(rank, 0);
-      const int64_t size = v.dim(static_cast<int>(axis));
-      lo[axis] = offset;
-      hi[axis] = total - offset - size;
-      Value placed = ops::pad(v, lo, hi);
-      y = y.valid() ? y + placed : placed;
-      offset += size;
-    }
-    return y;
+    return ops::concat(inputs, axis);
   }
   // Keras's Concatenate.compute_mask: along a feature axis the masks
   // and-ed; along the masked (time) axis the masks joined, an input

@@ -189,8 +189,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   // is a run of rows.
   Value xp = ops::einsum("btk,kv->tbv", x, w.kernel);
   if (w.bias.valid()) xp = xp + w.bias;
-  std::vector<Value> steps;
-  sequence::split_rows(xp, steps);
+  const std::vector<Value> steps = sequence::split(xp, 0);
   // Keras's masked steps (keras/src/backend/jax/rnn.py, rnn): each step's
   // mask [B, 1]; a masked step keeps the states it had, and its output is
   // the previous h (or zeros with zero_output_for_mask).
@@ -198,7 +197,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   if (Value mask = t.mask(x); mask.valid()) {
     AS_CHECK(mask.shape() == (Shape{B, T}), c.type(), " ", name(), ": a mask of ",
              shape_str(mask.shape()), " for an input ", shape_str(x.shape()), " (one per step)");
-    sequence::split_rows(ops::reshape(ops::transpose(mask, {1, 0}), {T, B, 1}), step_masks);
+    step_masks = sequence::split(ops::reshape(mask, {B, T, 1}), 1);
   }
 
   std::vector<Value> outputs;
@@ -234,7 +233,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   std::vector<Value> result;
   if (c.return_sequences) {
     if (reverse_sequence) std::reverse(outputs.begin(), outputs.end());
-    result.push_back(ops::transpose(sequence::stack_rows(outputs, 0, outputs.size()), {1, 0, 2}));
+    result.push_back(sequence::stack(outputs, 1));
   } else {
     result.push_back(outputs.back());
   }

@@ -11,37 +11,34 @@ Value slice(Value x, int axis, int64_t begin, int64_t n) {
   return ops::pad(x, lo, hi);
 }
 
-Value row(Value x, int64_t i) {
-  Shape rest(x.shape().begin() + 1, x.shape().end());
-  return ops::reshape(slice(x, 0, i, 1), rest);
+Value at(Value x, int axis, int64_t i) {
+  Shape rest = x.shape();
+  rest.erase(rest.begin() + axis);
+  return ops::reshape(slice(x, axis, i, 1), rest);
 }
 
-void split_rows(Value x, std::vector<Value>& out) {
-  const int64_t n = x.dim(0);
-  if (n == 1) {
-    out.push_back(row(x, 0));
-    return;
-  }
-  const int64_t half = (n + 1) / 2;
-  split_rows(slice(x, 0, 0, half), out);
-  split_rows(slice(x, 0, half, n - half), out);
+Value row(Value x, int64_t i) {
+  return at(x, 0, i);
+}
+
+std::vector<Value> split(Value x, int axis) {
+  std::vector<Value> out;
+  for (int64_t i = 0; i < x.dim(axis); ++i) out.push_back(at(x, axis, i));
+  return out;
 }
 
 Value concat(Value a, Value b, int axis) {
-  std::vector<int64_t> zero(a.rank(), 0), after = zero, before = zero;
-  after[axis] = b.dim(axis);
-  before[axis] = a.dim(axis);
-  return ops::pad(a, zero, after) + ops::pad(b, before, zero);
+  return ops::concat({a, b}, axis);
 }
 
-Value stack_rows(const std::vector<Value>& v, size_t lo, size_t hi) {
-  if (hi - lo == 1) {
-    Shape s = v[lo].shape();
-    s.insert(s.begin(), 1);
-    return ops::reshape(v[lo], s);
+Value stack(const std::vector<Value>& v, int axis) {
+  std::vector<Value> steps;
+  for (const Value& x : v) {
+    Shape s = x.shape();
+    s.insert(s.begin() + axis, 1);
+    steps.push_back(ops::reshape(x, s));
   }
-  const size_t mid = lo + (hi - lo + 1) / 2;
-  return concat(stack_rows(v, lo, mid), stack_rows(v, mid, hi), 0);
+  return ops::concat(steps, axis);
 }
 
 }  // namespace autoshard::sequence

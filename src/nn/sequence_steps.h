@@ -1,12 +1,10 @@
 // Taking a sequence apart into its steps and putting steps back together,
 // for the recurrent layers (nn/recurrent_layers.cc, nn/conv_lstm.cc), from
-// pad (which crops with negative counts), reshape and add.
+// pad (which crops with negative counts), reshape and concat.
 //
-// A crop's gradient is a pad to the whole, so the T steps of a time-major
-// [T, ...] value are split off by a binary tree of crops: every level of the
-// tree moves the sequence once (T log T in all, where T crops of the whole
-// sequence would move it T times over). Steps are stacked by the same tree
-// the other way: two runs of steps concatenated by two pads and an add.
+// Each step is its own crop of the sequence, so the sequence moves once. A crop's gradient is a pad
+// to the whole; the T pads of one value's steps are summed by one concat of their inputs
+// (ir/autodiff.cc), not T adds of the whole.
 #pragma once
 
 #include <cstddef>
@@ -20,16 +18,19 @@ namespace autoshard::sequence {
 // [begin, begin + n) of x along `axis`: a crop.
 Value slice(Value x, int axis, int64_t begin, int64_t n);
 
+// Position i of x along `axis`, without that axis.
+Value at(Value x, int axis, int64_t i);
+
 // Row i of x [n, ...] without its first axis.
 Value row(Value x, int64_t i);
 
-// Every row of x [n, ...] as its own value [...], appended to `out` in order.
-void split_rows(Value x, std::vector<Value>& out);
+// Every position of x along `axis` as its own value, in order.
+std::vector<Value> split(Value x, int axis);
 
 // a then b along `axis`.
 Value concat(Value a, Value b, int axis);
 
-// v[lo, hi) (each [...]) stacked along a new first axis: [hi - lo, ...].
-Value stack_rows(const std::vector<Value>& v, size_t lo, size_t hi);
+// The values v (one shape) stacked along a new axis `axis`: split's inverse.
+Value stack(const std::vector<Value>& v, int axis);
 
 }  // namespace autoshard::sequence

@@ -91,6 +91,7 @@ enum class Op : uint8_t {
   Unary,           // UnaryAttrs: one elementwise function of x (sigmoid, elu, exp, ...)
   UnaryGrad,       // UnaryAttrs: (x, dy) -> dy * f'(x)
   Pad,             // PadAttrs: zeros before and after each dim (negative: cropped)
+  Concat,          // ConcatAttrs: the inputs one after another along `axis`
   Resize,          // ResizeAttrs: one dim resampled (bilinear, nearest), or the adjoint
   AdamUpdate,      // AdamAttrs: (p, g, m, v, scale) updates p, m, v in place
   SgdUpdate,       // SgdAttrs: (p, g, buf, scale) updates p, buf in place

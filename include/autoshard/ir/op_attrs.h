@@ -158,6 +158,10 @@ const char* unary_name(UnaryFn fn);
 struct PadAttrs {
   std::vector<int64_t> lo, hi;
 };
+// Concat: the inputs (equal off `axis`) one after another along `axis`.
+struct ConcatAttrs {
+  int64_t axis = 0;
+};
 // Resize: image resampling along `dim` to `size` positions with half-pixel
 // centres and no antialiasing (tf.image.resize, jax.image.resize; Keras's
 // Resizing): bilinear (two taps, clamped at the edges) or nearest. With
@@ -251,6 +255,7 @@ using OpAttrs =
                  AxesAttrs, ShapeAttrs, PermAttrs, SoftmaxAttrs, AttentionAttrs, RotaryAttrs,
                  EpsilonAttrs, ClassShardAttrs, GatherAttrs, ScatterAddAttrs, DropoutAttrs,
                  ClipAttrs, AdamAttrs, SgdAttrs, AllReduceAttrs, SplitAttrs, SliceAttrs, ConvAttrs,
-                 PoolAttrs, UnaryAttrs, PadAttrs, ResizeAttrs, HaloAttrs, AllToAllAttrs>;
+                 PoolAttrs, UnaryAttrs, PadAttrs, ConcatAttrs, ResizeAttrs, HaloAttrs,
+                 AllToAllAttrs>;
 
 }  // namespace autoshard

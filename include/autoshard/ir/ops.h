@@ -49,6 +49,9 @@ Value conv_grad_input(Value dy, Value w, ConvAttrs attrs);
 Value pool(Value x, PoolAttrs attrs);
 // Zeros before (`lo`) and after (`hi`) each dim; negative values crop.
 Value pad(Value x, std::vector<int64_t> lo, std::vector<int64_t> hi);
+// The parts (equal off `axis`) one after another along `axis`: each element
+// moves once, where pads and adds would move the whole once per part.
+Value concat(const std::vector<Value>& parts, int64_t axis);
 // x resampled along `dim` to `size` positions: half-pixel centres, no
 // antialiasing, bilinear (clamped at the edges) or nearest (Keras's
 // Resizing; see ResizeAttrs). Linear in x, with its transpose as gradient.

@@ -744,26 +744,11 @@ def _slice(x, axis, begin, end):
     return _w(_t.pad(_v(x), lo, hi))
 
 
-def _place(x, axis, begin, total):
-    """x padded with zeros along ``axis`` to ``total``, starting at ``begin``."""
-    shape = _shape(x)
-    lo = [0] * len(shape)
-    hi = [0] * len(shape)
-    lo[axis], hi[axis] = begin, total - begin - shape[axis]
-    return _w(_t.pad(_v(x), lo, hi))
-
-
 @_keras_op(lambda xs, axis=0: np.concatenate(xs, axis=axis))
 def concatenate(xs, axis=0):
     xs = [x if _is_traced(x) else _w(_v(x)) for x in xs]
     a = _axis(axis, len(_shape(xs[0])))
-    total = builtins.sum(_shape(x)[a] for x in xs)
-    out, at = None, 0
-    for x in xs:
-        part = _place(x, a, at, total)
-        out = part if out is None else add(out, part)
-        at += _shape(x)[a]
-    return out
+    return _w(_t.concat([_v(x) for x in xs], a))
 
 
 @_keras_op(lambda xs, axis=0: np.stack(xs, axis=axis))

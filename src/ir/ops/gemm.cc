@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "autoshard/ir/blas_core.h"
 #include "autoshard/tensor/parallel.h"
+#include "tensor/tile_gemm.h"
 
 namespace autoshard {
 namespace {
@@ -45,7 +47,61 @@ std::pair<int64_t, int64_t> grid(int64_t m, int64_t n, int threads) {
   return best;
 }
 
+// Columns of C per piece of a thin product: 8 pieces of an LSTM(512)'s
+// 2048 gate columns, and B's piece (k x 256) stays in the L2 cache while
+// each block of C's rows reads it.
+constexpr int64_t kThinPiece = 256;
+
+// Calls piece(j0, width) on C's columns in pieces of kThinPiece over the
+// calling thread's cores.
+template <typename Piece>
+void over_column_pieces(int64_t n, const Piece& piece) {
+  parallel_for((n + kThinPiece - 1) / kThinPiece, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p)
+      piece(p * kThinPiece, std::min(kThinPiece, n - p * kThinPiece));
+  });
+}
+
 }  // namespace
+
+bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  if (!kTileGemmVectorised || m > kThinRows || k > kThinDepth || k == 0 ||
+      (beta != 0.0f && beta != 1.0f))
+    return false;
+  const bool accumulate = beta == 1.0f;
+  // op(A)(i, p) = a[i * a_row + p * a_col].
+  const int64_t a_row = trans_a ? 1 : lda, a_col = trans_a ? lda : 1;
+  if (!trans_b) {  // B [k, n] row-major: read in place
+    over_column_pieces(n, [&](int64_t j0, int64_t width) {
+      tile_gemm(m, width, k, alpha, a, a_row, a_col, b + j0, ldb, accumulate, c + j0, ldc);
+    });
+    return true;
+  }
+  // B stored [n, k] (a gradient's W^T): C^T [n, m] = B op(A)^T, whose right
+  // operand op(A)^T [k, m] is A's storage when A is transposed and else a
+  // copy (k x m: small, as m is); each piece's rows of C^T are then
+  // transposed into C's columns.
+  thread_local std::vector<float> a_t, c_t;
+  const float* right = a;
+  int64_t ld_right = lda;
+  if (!trans_a) {
+    a_t.resize(size_t(k * m));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) a_t[p * m + i] = a[i * lda + p];
+    right = a_t.data(), ld_right = m;
+  }
+  c_t.resize(size_t(n * m));
+  float* ct = c_t.data();
+  over_column_pieces(n, [&](int64_t j0, int64_t width) {
+    tile_gemm(width, m, k, alpha, b + j0 * ldb, ldb, 1, right, ld_right, false, ct + j0 * m, m);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = j0; j < j0 + width; ++j)
+        c[i * ldc + j] = accumulate ? c[i * ldc + j] + ct[j * m + i] : ct[j * m + i];
+  });
+  return true;
+}
 
 void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                         const float* a, int lda, const float* b, int ldb, float beta, float* c,

@@ -8,7 +8,8 @@
 // (or one-column) product handed the bf16 or int8 copy of its weight (by
 // QuantizedEinsum's kernel, the one op whose graph says its weight is held
 // so) reads that compact copy instead. Larger products are split over the calling thread's
-// cores (parallel_blas_gemm), each piece on one OpenBLAS thread.
+// cores (parallel_blas_gemm), each piece on one OpenBLAS thread; products of
+// few rows run on tile_gemm instead (thin_gemm).
 #pragma once
 
 #include <cblas.h>
@@ -33,6 +34,21 @@ namespace autoshard {
 void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                         const float* a, int lda, const float* b, int ldb, float beta, float* c,
                         int ldc);
+
+// C = alpha op(A) op(B) + beta C for a product of at most kThinRows rows of
+// C and a contraction of at most kThinDepth (an LSTM step's [32, 512] x
+// [512, 2048] and its gradient), on tile_gemm (tensor/tile_gemm.h), pieces
+// of C's columns on the calling thread's cores. OpenBLAS 0.3.21 packs B into
+// panels on every call, which at 32 rows costs about what the product does;
+// tile_gemm reads B where it lies and ran 1.7-2.3x OpenBLAS's rate on these
+// shapes (docs/performance.md, "Products of few rows"). Returns false, doing
+// nothing, where it does not apply: more rows or a deeper contraction, a
+// beta other than 0 or 1, or no vector kernel compiled in. Each element of C
+// is tile_gemm's one chain over the contraction, however C is cut.
+constexpr int64_t kThinRows = 64, kThinDepth = 4096;
+bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc);
 
 // The compact copies of A and B as whole matrices, handed by the caller
 // (QuantizedEinsum), or null: a one-row product reads B's, a one-column
@@ -76,6 +92,9 @@ inline void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, c
         if (n == 1 && m > 1 && k > 0 &&
             quantized_gemv_if_fits(qa, !trans_a, m, k, lda, b, trans_b ? 1 : ldb, alpha, c_beta,
                                    C + i0 * ldc + j0, ldc))
+          continue;
+        if (thin_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c_beta, C + i0 * ldc + j0,
+                      ldc))
           continue;
         parallel_blas_gemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n),
                            static_cast<int>(k), alpha, a, static_cast<int>(lda), b,

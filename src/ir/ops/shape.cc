@@ -1,8 +1,9 @@
-// Reshape (a view) and Transpose (a copy).
+// Reshape (a view), Transpose and Concat (copies).
 #include <cstring>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/op_def.h"
 
 namespace autoshard {
@@ -159,11 +160,97 @@ LoopNest transpose_loops(const Graph& g, const Node& n) {
   return nest;
 }
 
-// A reshape is a view; a transpose moves every element once.
+// ---- Concat ----
+
+ShapeAndType concat_infer(const Graph& g, const Node& n) {
+  AS_CHECK(!n.inputs.empty(), "concat: needs at least one input");
+  const Shape& first = input_shape(g, n, 0);
+  const int64_t axis = n.attr<ConcatAttrs>().axis;
+  AS_CHECK(axis >= 0 && axis < static_cast<int64_t>(first.size()), "concat: axis ", axis, " of ",
+           shape_str(first));
+  Shape out = first;
+  out[axis] = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    Shape s = input_shape(g, n, static_cast<int>(i));
+    AS_CHECK(input_dtype(g, n, int(i)) == input_dtype(g, n, 0), "concat: input ", i, " is ",
+             dtype_name(input_dtype(g, n, int(i))), " where input 0 is ",
+             dtype_name(input_dtype(g, n, 0)), " (convert one first)");
+    AS_CHECK(s.size() == first.size(), "concat: input ", i, " ", shape_str(s), " is not of rank ",
+             first.size(), " like input 0 ", shape_str(first));
+    out[axis] += s[axis];
+    s[axis] = first[axis];
+    AS_CHECK(s == first, "concat: input ", i, " ", shape_str(input_shape(g, n, int(i))),
+             " differs from ", shape_str(first), " off the axis ", axis);
+  }
+  return {out, input_dtype(g, n, 0)};
+}
+
+// The output is `outer` slabs (the dims before the axis), each the inputs'
+// slabs one after another: one copy per (slab, input), spread over threads.
+void concat_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  const int64_t axis = n.attr<ConcatAttrs>().axis, parts = static_cast<int64_t>(in.size());
+  const Shape& s = out.shape();
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= s[d];
+  if (outer == 0 || out.numel() == 0) return;
+  const int64_t slab = static_cast<int64_t>(out.nbytes()) / outer;  // bytes per outer index
+  std::vector<int64_t> bytes(parts), offset(parts);
+  for (int64_t i = 0, at = 0; i < parts; ++i) {
+    bytes[i] = static_cast<int64_t>(in[i]->nbytes()) / outer;
+    offset[i] = at;
+    at += bytes[i];
+  }
+  auto* dst = static_cast<char*>(out.raw());
+  const int64_t copies = outer * parts;
+  parallel_for(copies, grain_for(out.numel() / copies), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t o = k / parts, i = k % parts;
+      std::memcpy(dst + o * slab + offset[i], static_cast<const char*>(in[i]->raw()) + o * bytes[i],
+                  size_t(bytes[i]));
+    }
+  });
+}
+
+// Each input's gradient is its crop of dy.
+std::vector<Value> concat_vjp(Graph& g, int id, Value dy) {
+  const int64_t axis = g.node(id).attr<ConcatAttrs>().axis;
+  std::vector<int64_t> sizes;
+  for (int in : g.node(id).inputs) sizes.push_back(g.value(in).dim(static_cast<int>(axis)));
+  std::vector<Value> grads;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> lo(dy.rank(), 0), hi(dy.rank(), 0);
+    lo[axis] = -offset;
+    hi[axis] = -(dy.dim(static_cast<int>(axis)) - offset - size);
+    grads.push_back(ops::pad(dy, lo, hi));
+    offset += size;
+  }
+  return grads;
+}
+
+// The axis stays whole (each input holds a different run of it); every
+// other dim is one loop of all inputs and the output, split freely.
+LoopNest concat_loops(const Graph&, const Node& n) {
+  const int64_t axis = n.attr<ConcatAttrs>().axis;
+  LoopNest nest;
+  for (size_t d = 0; d < n.shape.size(); ++d)
+    nest.output.push_back(
+        nest.add({n.shape[d], int64_t(d) == axis ? Loop::Kind::Whole : Loop::Kind::Parallel}));
+  std::vector<int> in = nest.output;
+  in[axis] = -1;
+  nest.inputs.assign(n.inputs.size(), in);
+  return nest;
+}
+
+ShardDecision concat_rule(const ShardQuery& q) {
+  return follow_inputs(concat_loops(q.graph, q.node), q.inputs);
+}
+
+// A reshape is a view; a transpose or a concat moves every element once.
 OpCost view_cost(const Node&, const CostShapes&) {
   return {};
 }
-OpCost transpose_cost(const Node&, const CostShapes& s) {
+OpCost copy_cost(const Node&, const CostShapes& s) {
   return streaming_cost(s, 0);
 }
 
@@ -187,7 +274,25 @@ void register_shape_ops(std::vector<OpDef>& t) {
                               .shard = transpose_rule,
                               .loops = transpose_loops,
                               .linearity = Linearity::Unary,
-                              .cost = transpose_cost};
+                              .cost = copy_cost};
+  t[size_t(Op::Concat)] = {.name = "concat",
+                           .infer = concat_infer,
+                           .kernel = concat_kernel,
+                           .vjp = concat_vjp,
+                           .shard = concat_rule,
+                           .loops = concat_loops,
+                           .linearity = Linearity::Sum,
+                           .cost = copy_cost};
 }
+
+namespace ops {
+
+Value concat(const std::vector<Value>& parts, int64_t axis) {
+  AS_CHECK(!parts.empty(), "concat: needs at least one input");
+  if (parts.size() == 1) return parts[0];
+  return parts[0].graph->add(Op::Concat, parts, ConcatAttrs{axis});
+}
+
+}  // namespace ops
 
 }  // namespace autoshard
