@@ -13,6 +13,7 @@
 #include "autoshard/models/gpt2/gpt2.h"
 #include "autoshard/nn/losses.h"
 #include "autoshard/plan/cost_model.h"
+#include "autoshard/plan/distribution.h"
 #include "autoshard/runtime/executor.h"
 #include "test_util.h"
 
@@ -94,6 +95,35 @@ DataParallelStep data_parallel_step(double clip) {
   s.partition = partition(s.graph, mesh, layouts, {loss.id}, {0});
   s.buffers = plan_buffers(s.partition.local[0], s.partition.outputs[0]);
   return s;
+}
+
+// Megatron's layout: its backward all-reduces of the LayerNorms' input
+// gradients run unbucketed where they are, beside the weight gradients'
+// buckets (over data, and gamma and beta over model), and the numbers are
+// still bitwise those of no buckets at all.
+TEST_F(Overlap, MegatronsActivationGradientsRunUnbucketedWithTheSameNumbers) {
+  const auto plan =
+      std::make_shared<ModelParallel>(DeviceMesh::parse("data=2,model=2"), gpt2_megatron_layout());
+  for (double clip : {0.0, 1.0})
+    expect_bitwise(train(plan, {true, int64_t{25} << 20}, clip), train(plan, {false, 0}, clip),
+                   "megatron clip " + std::to_string(clip));
+
+  GPT2 model(GPT2Config::preset("test"), 6, 11);
+  model.set_distribution(plan);
+  model.compile(AdamW(), losses::sparse_categorical_crossentropy);
+  const Partition p = model.plan_training({8, 6}, {8, 6});
+  const Graph& g = p.local[0];
+  const std::vector<int> order = plan_buffers(g, p.outputs[0]).schedule;
+  const Shape hidden{4, 6, GPT2Config::preset("test").n_embd};  // the batch split over data
+  int bucketed_hidden = 0, members = 0;
+  for (const GradientBucket& b : plan_gradient_buckets(g, order, int64_t{25} << 20))
+    for (int m : b.members) ++members, bucketed_hidden += g.node(m).shape == hidden;
+  int hidden_all_reduces = 0;
+  for (int i : order)
+    hidden_all_reduces += g.node(i).op == Op::AllReduce && g.node(i).shape == hidden;
+  EXPECT_GT(hidden_all_reduces, 0);
+  EXPECT_EQ(bucketed_hidden, 0);
+  EXPECT_GT(members, 0) << "the weight gradients are still bucketed";
 }
 
 TEST_F(Overlap, BucketsStartAfterTheirGradientsAndWaitBeforeTheirReaders) {

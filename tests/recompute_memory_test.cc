@@ -1,9 +1,12 @@
 // Where a recomputed GPT's memory per layer goes (issue 59): the rewrite
 // keeps one [B, T, C] value per block across the step (the block's input),
-// the buffer plan lays those under the weight gradients of the backward
-// pass, and what docs/cost-model.md measured as a second [B, T, C] value
-// per layer is the gradient buckets' buffers: Megatron's backward all-reduce
-// of each LayerNorm's input gradient, bucketed with its gamma and beta.
+// and the buffer plan lays those under the weight gradients of the backward
+// pass. What docs/cost-model.md once measured as a second [B, T, C] value
+// per layer were gradient buckets' buffers, held for the whole step:
+// Megatron's backward all-reduce of each LayerNorm's input gradient,
+// bucketed with its gamma and beta. Activation gradients now stay out of
+// the buckets (runtime/overlap.h): that all-reduce runs where it is, into
+// a buffer of the buffer plan, and only weight gradients are bucketed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,29 +64,40 @@ int alive_at_logits(const Graph& g, const BufferPlan& plan, const std::vector<in
 }
 
 struct Measured {
-  int hidden_states;    // [B, T, C] values alive when the logits are made
-  size_t planned;       // the buffer plan's bytes
-  int64_t bucketed;     // the gradient buckets' elements
-  int64_t weights = 0;  // the parameters' elements (their gradients')
+  int hidden_states;           // [B, T, C] values alive when the logits are made
+  size_t planned;              // the buffer plan's bytes
+  size_t executed;             // the executor's: the plan's and its gradient buckets'
+  int64_t bucketed = 0;        // the gradient buckets' elements
+  int hidden_all_reduces = 0;  // all-reduces of a [B, T, C] value
+  int hidden_bucketed = 0;     // those of them in a bucket
+  int64_t weights = 0;         // the parameters' elements (their gradients')
 };
 
 Measured measure(int layers) {
   const Partition p = recomputed_megatron(layers);
   const Graph& g = p.local[0];
   const BufferPlan plan = plan_buffers(g, p.outputs[0]);
-  Measured m{alive_at_logits(g, plan, p.outputs[0], {kBatch, kSeq, config(1).n_embd}),
-             plan.total_bytes(), 0};
-  for (const GradientBucket& b : plan_gradient_buckets(g, plan.schedule, 25 << 20))
+  const Shape hidden{kBatch, kSeq, config(1).n_embd};
+  const int64_t bucket_bytes = 25 << 20;  // DDP's default, the executor's
+  Executor executor(g, p.outputs[0]);
+  executor.set_overlap(bucket_bytes);
+  Measured m{alive_at_logits(g, plan, p.outputs[0], hidden), plan.total_bytes(),
+             executor.planned_bytes()};
+  for (int i : plan.schedule)
+    m.hidden_all_reduces += g.node(i).op == Op::AllReduce && g.node(i).shape == hidden;
+  for (const GradientBucket& b : plan_gradient_buckets(g, plan.schedule, bucket_bytes)) {
     m.bucketed += b.count;
+    for (int member : b.members) m.hidden_bucketed += g.node(member).shape == hidden;
+  }
   for (int id : g.parameters())
     if (!g.node(id).leaf().is_slot() && !g.node(id).leaf().buffer)
       m.weights += numel(g.node(id).shape);
   return m;
 }
 
-TEST(RecomputeMemory, OneHiddenStatePerLayerAndTwoInTheGradientBuckets) {
+TEST(RecomputeMemory, OneHiddenStatePerLayerAndNoneInTheGradientBuckets) {
   const Measured two = measure(2), four = measure(4);
-  const int64_t btc = kBatch * kSeq * config(1).n_embd;
+  const int64_t btc = kBatch * kSeq * config(1).n_embd, c = config(1).n_embd;
   // The rewrite: each block's input alone stays across the step; a second
   // value per block (a LayerNorm's output, the residual) would make this 2.
   EXPECT_EQ((four.hidden_states - two.hidden_states) / 2, 1);
@@ -94,13 +108,26 @@ TEST(RecomputeMemory, OneHiddenStatePerLayerAndTwoInTheGradientBuckets) {
   const double per_layer_planned = double(four.planned - two.planned) / 2;
   EXPECT_LE(per_layer_planned, per_layer_weights * 4);
   EXPECT_GT(per_layer_planned, per_layer_weights * 4 - double(btc) * 4 / 2);
-  // The buckets: two [B, T, C] values per layer (with each LayerNorm's
-  // gamma and beta, C each, aligned to 16 elements), each bucket a buffer
-  // of its own for the whole step. That is the 2 x [s, b, h] per layer
-  // docs/cost-model.md found under --recompute (and in every Megatron row).
+  // Per layer, six all-reduces of a [B, T, C] value: the forward's two of
+  // the row-parallel products (attention's projection, the MLP's output),
+  // run again at recomputation, and the backward's two of the LayerNorms'
+  // input gradients (the column-parallel products' partial sums)...
+  EXPECT_EQ((four.hidden_all_reduces - two.hidden_all_reduces) / 2, 6);
+  // ... and none is bucketed. The backward's two were: two buckets of
+  // [B, T, C] (with gamma and beta) per layer, each held for the whole step.
+  EXPECT_EQ(two.hidden_bucketed, 0);
+  EXPECT_EQ(four.hidden_bucketed, 0);
+  // The buckets keep the weight gradients reduced over the axis: each
+  // LayerNorm's gamma and beta (C each, aligned to 16 elements), far less
+  // than one [B, T, C] value per layer.
   const int64_t per_layer_bucketed = (four.bucketed - two.bucketed) / 2;
-  EXPECT_GE(per_layer_bucketed, 2 * btc);
-  EXPECT_LE(per_layer_bucketed, 2 * btc + 4 * 32);
+  EXPECT_GE(per_layer_bucketed, 4 * c);
+  EXPECT_LE(per_layer_bucketed, 4 * ((c + 15) / 16 * 16));
+  // What the executor holds grows per layer by the weight gradients and
+  // those buckets alone: no [B, T, C] value more than the plan.
+  const double per_layer_executed = double(four.executed - two.executed) / 2;
+  EXPECT_DOUBLE_EQ(per_layer_executed, per_layer_planned + double(per_layer_bucketed) * 4);
+  EXPECT_LT(per_layer_executed, per_layer_weights * 4 + double(btc) * 4 / 2);
 }
 
 }  // namespace recompute_memory_test

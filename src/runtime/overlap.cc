@@ -48,6 +48,38 @@ struct Candidate {
   int node, produced, read;  // the all-reduce, its input's position, its own position
 };
 
+// Per node: whether it helps make what the step leaves behind (what an
+// optimizer update, an assign or a gradient accumulation writes, and the
+// values nothing reads: its outputs, the loss), counted back from there up
+// to the ops that make a weight's gradient out of activations (a product, a
+// sum over the batch, a scatter of rows). The all-reduces marked are weight
+// gradients', the gradient norm's and the loss's. An activation gradient's
+// all-reduce (Megatron's of a LayerNorm's input gradient, [s, b, h]) lies
+// behind such an op and stays unmarked: its result is read within its
+// block's backward pass, so a bucket buffer held for the whole step would
+// cost a whole activation for a reduction with little to hide behind.
+std::vector<bool> made_for_the_step_end(const Graph& g, const std::vector<int>& schedule) {
+  std::vector<bool> read(g.size(), false), marked(g.size(), false);
+  for (int i : schedule)
+    for (int in : g.node(i).inputs) read[in] = true;
+  std::vector<int> stack;
+  for (int i : schedule) {
+    const Node& n = g.node(i);
+    if (!n.is_leaf() && (op_def(n.op).side_effect || !read[i])) stack.push_back(i);
+  }
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (marked[v]) continue;
+    marked[v] = true;
+    const Node& n = g.node(v);
+    if (n.is_leaf() || op_def(n.op).makes_weight_gradient) continue;
+    for (int in : n.inputs)
+      if (!marked[in]) stack.push_back(in);
+  }
+  return marked;
+}
+
 // The all-reduces worth starting early, in the order their inputs are made.
 std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedule) {
   std::vector<int> pos(g.size(), -1), root(g.size());
@@ -64,10 +96,11 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedu
     for (size_t j = 0; j < n.inputs.size(); ++j)
       if (op_def(n.op).mutates >> j & 1) written[root[n.inputs[j]]].push_back(k);
   }
+  const std::vector<bool> weight_side = made_for_the_step_end(g, schedule);
   std::vector<Candidate> out;
   for (int k = 0; k < static_cast<int>(schedule.size()); ++k) {
     const Node& n = g.node(schedule[k]);
-    if (op_def(n.op).collective != CommCost::Kind::AllReduce) continue;
+    if (op_def(n.op).collective != CommCost::Kind::AllReduce || !weight_side[schedule[k]]) continue;
     const int x = n.inputs[0];
     const Node& in = g.node(x);
     if (in.is_leaf() || in.dtype != DType::F32 || g.node(root[x]).is_leaf()) continue;

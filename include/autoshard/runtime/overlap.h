@@ -47,14 +47,19 @@ struct GradientBucket {
   int wait_before = -1;          // schedule position before which it is waited for
 };
 
-// The buckets of a local program run in `schedule` order. An all-reduce
-// joins one when it sums, its input is a float value computed by an op (not
-// a leaf, not written in place later) and at least one op runs between that
-// op and the all-reduce (something to hide it behind). Members are taken in
-// the order their inputs are produced; a bucket closes before it would pass
-// `bucket_bytes` (a larger gradient is a bucket of its own) or start after
-// its first result is read. Every device of a group plans the same buckets:
-// its program and its gradients' shapes are those of the other members.
+// The buckets of a local program run in `schedule` order. An all-reduce joins
+// one when it sums, its input is a float value computed by an op (not a leaf,
+// not written in place later), at least one op runs between that op and the
+// all-reduce (something to hide it behind), and it reduces a weight's gradient:
+// what an optimizer update, assign or gradient accumulation reads (or the step
+// returns, as its loss), after the op that made the gradient out of
+// activations. An activation gradient's all-reduce (Megatron's of a LayerNorm's
+// input gradient) runs where it is, blocking, in a buffer of the buffer plan:
+// in a bucket its [s, b, h] would be held for the whole step. Members are taken
+// in the order their inputs are produced; a bucket closes before it would pass
+// `bucket_bytes` (a larger gradient is a bucket of its own) or start after its
+// first result is read. Every device of a group plans the same buckets: its
+// program and its gradients' shapes are those of the other members.
 std::vector<GradientBucket> plan_gradient_buckets(const Graph& local,
                                                   const std::vector<int>& schedule,
                                                   int64_t bucket_bytes);
