@@ -173,6 +173,8 @@ std::vector<OpCase> cases() {
        [](Graph&, auto& x) {
          return ops::concat({x[0], x[1]}, 0);
        }},
+      {Op::Concat,  // 40 steps: more inputs than the bits of an op's input masks
+       std::vector<Leaf>(40, Leaf{{1, 5}}), [](Graph&, auto& x) { return ops::concat(x, 0); }},
       {Op::Resize,
        {{{4, 5, 7, 3}}},
        [](Graph&, auto& x) { return ops::resize(x[0], 1, 8, false); }},

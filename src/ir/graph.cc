@@ -93,7 +93,7 @@ std::string Graph::describe(int id) const {
 }
 
 void Graph::check_reads_bf16(Op op, int id, size_t input) const {
-  AS_CHECK(op_def(op).reads_bf16 >> input & 1u, "op ", op_name(op), " cannot read ", describe(id),
+  AS_CHECK(op_def(op).reads_bf16_input(input), "op ", op_name(op), " cannot read ", describe(id),
            ", which is held in bf16: only products (einsum) and embedding gathers read bf16 "
            "weights; hold it in f32 (it is read by an op that needs f32 values)");
 }
@@ -104,7 +104,7 @@ bool Graph::can_hold_in_bf16(int id) const {
   for (size_t i = size_t(id) + 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (n.inputs[k] == id && !(op_def(n.op).reads_bf16 >> k & 1u)) return false;
+      if (n.inputs[k] == id && !op_def(n.op).reads_bf16_input(k)) return false;
   }
   return true;
 }

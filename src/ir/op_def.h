@@ -97,7 +97,7 @@ struct OpDef {
   // The planner's view: the op's loops (see loop_nest.h). Every op of a
   // global graph has one; null only for ops of partitioned programs.
   LoopNest (*loops)(const Graph& g, const Node& n) = nullptr;
-  // How the op is linear, if at all (add and sub in all inputs together,
+  // How the op is linear, if at all (add, sub and concat in all inputs together,
   // scale, sums, dropout and views in their one input, mul in either input,
   // div in its numerator): it runs on partial sums in those inputs as well,
   // giving a partial output, so the planner may combine partial sums once
@@ -153,6 +153,11 @@ struct OpDef {
   // position). Null: the position does not matter.
   void (*place_block)(OpAttrs& attrs, const ShardOrigin& block) = nullptr;
 
+  // Whether the op writes input k, or may read it in bf16 (the masks above;
+  // any k: a concat has as many inputs as a sequence has steps, and a shift
+  // by 32 or more is undefined).
+  bool mutates_input(size_t k) const { return k < 32 && (mutates >> k & 1u); }
+  bool reads_bf16_input(size_t k) const { return k < 32 && (reads_bf16 >> k & 1u); }
   // A view of input 0: no kernel runs, the output shares its storage.
   bool is_view() const { return aliases_input && !(mutates & 1); }
   // Writes into input 0's storage and returns it (a cache write, a sum).

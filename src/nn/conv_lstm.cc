@@ -126,7 +126,7 @@ struct ConvLSTMImpl : LayerImpl {
       if (fused()) {
         // LstmCell over the positions as rows: gates [N, 4, F], state [2, N, F].
         const Shape one{1, N, F};
-        Value state = sequence::concat(ops::reshape(h, one), ops::reshape(c, one), 0);
+        Value state = ops::concat({ops::reshape(h, one), ops::reshape(c, one)}, 0);
         state = ops::lstm_cell(ops::reshape(z_x, {N, 4, F}), ops::reshape(z_h, {N, 4, F}), state);
         h = ops::reshape(sequence::row(state, 0), state_shape);
         c = ops::reshape(sequence::row(state, 1), state_shape);
@@ -193,8 +193,7 @@ struct ConvLSTMImpl : LayerImpl {
     std::vector<Value> z;
     for (size_t k = 0; k < 4; ++k) z.push_back(conv(xs[k], ws[k]));
     const int64_t last = z[0].rank() - 1;
-    return sequence::concat(sequence::concat(z[0], z[1], last), sequence::concat(z[2], z[3], last),
-                            last);
+    return ops::concat(z, last);
   }
   // The shapes' dims one after another.
   static Shape joined(std::initializer_list<Shape> parts) {

@@ -249,7 +249,7 @@ std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
   const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
   const Shape z{B, 4, U}, one{1, B, U};
   // The state [2, B, U]: h then c, one value from step to step.
-  Value state = sequence::concat(ops::reshape(states[0], one), ops::reshape(states[1], one), 0);
+  Value state = ops::concat({ops::reshape(states[0], one), ops::reshape(states[1], one)}, 0);
   Value h = states[0];
   std::vector<Value> outputs;
   for (int64_t s = 0; s < T; ++s) {
@@ -441,7 +441,7 @@ struct Bidirectional::Impl : LayerImpl {
     if (merge == "none") {
       out = {a, b};
     } else if (merge == "concat") {
-      out = {sequence::concat(a, b, a.rank() - 1)};
+      out = {ops::concat({a, b}, a.rank() - 1)};
     } else {
       AS_CHECK(a.shape() == b.shape(), "Bidirectional ", name(), ": merge_mode ", merge,
                " needs outputs of one shape, got ", shape_str(a.shape()), " and ",

@@ -27,10 +27,6 @@ std::vector<Value> split(Value x, int axis) {
   return out;
 }
 
-Value concat(Value a, Value b, int axis) {
-  return ops::concat({a, b}, axis);
-}
-
 Value stack(const std::vector<Value>& v, int axis) {
   std::vector<Value> steps;
   for (const Value& x : v) {

@@ -2,12 +2,12 @@
 // for the recurrent layers (nn/recurrent_layers.cc, nn/conv_lstm.cc), from
 // pad (which crops with negative counts), reshape and concat.
 //
-// Each step is its own crop of the sequence, so the sequence moves once. A crop's gradient is a pad
-// to the whole; the T pads of one value's steps are summed by one concat of their inputs
-// (ir/autodiff.cc), not T adds of the whole.
+// Each step is its own crop of the sequence, so the sequence moves once. A
+// crop's gradient is a pad to the whole; the T pads of one value's steps are
+// summed by one concat of their inputs (ir/autodiff.cc), not T adds of the
+// whole.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,9 +26,6 @@ Value row(Value x, int64_t i);
 
 // Every position of x along `axis` as its own value, in order.
 std::vector<Value> split(Value x, int axis);
-
-// a then b along `axis`.
-Value concat(Value a, Value b, int axis);
 
 // The values v (one shape) stacked along a new axis `axis`: split's inverse.
 Value stack(const std::vector<Value>& v, int axis);

@@ -404,7 +404,7 @@ class Builder {
       const Node& node = g_.node(i);
       for (size_t k = 0; k < node.inputs.size(); ++k) {
         const int in = node.inputs[k];
-        if (op_def(node.op).mutates >> k & 1)  // written back: its own edge
+        if (op_def(node.op).mutates_input(k))  // written back: its own edge
           ++direct[{rep_[in], rep_[i], int(k)}];
         else
           readers[{in, node.region, node.block}].push_back({i, int(k)});
@@ -517,7 +517,7 @@ class Builder {
   void add_edge(int producer, int consumer, int k, int64_t count) {
     const int u = index_[producer], v = index_[consumer];
     add_conversions(u, v, outputs(u), needs(v, k), g_.node(producer).shape, count,
-                    op_def(g_.node(consumer).op).mutates >> k & 1);
+                    op_def(g_.node(consumer).op).mutates_input(k));
   }
 
   // Adds cell(a, b) (strategy a of problem node u, b of v) to their edge.

@@ -94,7 +94,7 @@ std::vector<Candidate> candidates(const Graph& g, const std::vector<int>& schedu
     const Node& n = g.node(schedule[k]);
     if (n.is_leaf()) continue;
     for (size_t j = 0; j < n.inputs.size(); ++j)
-      if (op_def(n.op).mutates >> j & 1) written[root[n.inputs[j]]].push_back(k);
+      if (op_def(n.op).mutates_input(j)) written[root[n.inputs[j]]].push_back(k);
   }
   const std::vector<bool> weight_side = made_for_the_step_end(g, schedule);
   std::vector<Candidate> out;

@@ -134,7 +134,7 @@ class Lowering {
     // A state input updated in another layout is written back into place.
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       int in = n.inputs[k];
-      if (!(def.mutates >> k & 1) || d.inputs[k] == p_.sharding[in]) continue;
+      if (!def.mutates_input(k) || d.inputs[k] == p_.sharding[in]) continue;
       int back = convert(ins[k].id, d.inputs[k], p_.sharding[in], in);
       local_.add(Op::Assign, {local_.value(p_.local_of[device_][in]), local_.value(back)});
     }

@@ -42,10 +42,11 @@ void parallel_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float a
 // panels on every call, which at 32 rows costs about what the product does;
 // tile_gemm reads B where it lies and ran 1.7-2.3x OpenBLAS's rate on these
 // shapes (docs/performance.md, "Products of few rows"). Returns false, doing
-// nothing, where it does not apply: more rows or a deeper contraction, a
-// beta other than 0 or 1, or no vector kernel compiled in. Each element of C
-// is tile_gemm's one chain over the contraction, however C is cut.
-constexpr int64_t kThinRows = 64, kThinDepth = 4096;
+// nothing, where it does not apply: more rows or a deeper contraction, fewer
+// than kThinTransposedRows rows with B transposed, a beta other than 0 or 1,
+// or no vector kernel compiled in. Each element of C is tile_gemm's one
+// chain over the contraction, however C is cut.
+constexpr int64_t kThinRows = 64, kThinDepth = 4096, kThinTransposedRows = 16;
 bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc);

@@ -250,7 +250,7 @@ ShardDecision concat_rule(const ShardQuery& q) {
 OpCost view_cost(const Node&, const CostShapes&) {
   return {};
 }
-OpCost copy_cost(const Node&, const CostShapes& s) {
+OpCost moved_once_cost(const Node&, const CostShapes& s) {
   return streaming_cost(s, 0);
 }
 
@@ -274,7 +274,7 @@ void register_shape_ops(std::vector<OpDef>& t) {
                               .shard = transpose_rule,
                               .loops = transpose_loops,
                               .linearity = Linearity::Unary,
-                              .cost = copy_cost};
+                              .cost = moved_once_cost};
   t[size_t(Op::Concat)] = {.name = "concat",
                            .infer = concat_infer,
                            .kernel = concat_kernel,
@@ -282,7 +282,7 @@ void register_shape_ops(std::vector<OpDef>& t) {
                            .shard = concat_rule,
                            .loops = concat_loops,
                            .linearity = Linearity::Sum,
-                           .cost = copy_cost};
+                           .cost = moved_once_cost};
 }
 
 namespace ops {
