@@ -143,6 +143,14 @@ def test_integer_ops_take_ids():
     np.testing.assert_array_equal(ops.one_hot(ids, 5), np.eye(5)[ids])
 
 
+def test_concatenate_joins_many_parts_and_names_a_mismatch():
+    parts = [RNG.normal(size=(2, 1, 3)).astype(np.float32) for _ in range(40)]
+    got = traced(lambda *xs: ops.concatenate(list(xs), axis=1), *parts)
+    np.testing.assert_array_equal(got, np.concatenate(parts, axis=1))
+    with pytest.raises(ValueError, match=r"input 1 of shape \(4, 2, 4\) does not match"):
+        traced(lambda a, b: ops.concatenate([a, b], axis=1), A, A[:, :2, :4])
+
+
 def test_shape_convert_and_eager_only_ops():
     assert ops.shape(A) == (4, 3, 5)
     assert ops.convert_to_tensor([1.0, 2.0]).dtype == np.float32

@@ -748,6 +748,13 @@ def _slice(x, axis, begin, end):
 def concatenate(xs, axis=0):
     xs = [x if _is_traced(x) else _w(_v(x)) for x in xs]
     a = _axis(axis, len(_shape(xs[0])))
+    first = tuple(_shape(xs[0]))
+    for i, x in enumerate(xs[1:], 1):
+        shape = tuple(_shape(x))
+        if len(shape) != len(first) or shape[:a] + shape[a + 1:] != first[:a] + first[a + 1:]:
+            raise ValueError(f"ops.concatenate: input {i} of shape {shape} does not match input 0 "
+                             f"of shape {first} off axis {a}; every dimension but the joined "
+                             "one must be equal")
     return _w(_t.concat([_v(x) for x in xs], a))
 
 
