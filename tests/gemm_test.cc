@@ -26,6 +26,20 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
   return v;
 }
 
+// op(A) [m, k], op(B) [k, n] and C [m, n] in storage with row strides wider
+// than the operands (the padding between C's rows must stay untouched).
+struct Operands {
+  int lda, ldb, ldc;
+  std::vector<float> a, b, c0;
+};
+Operands operands(int m, int n, int k, bool ta, bool tb, unsigned seed) {
+  Operands o{(ta ? m : k) + 3, (tb ? k : n) + 5, n + 2, {}, {}, {}};
+  o.a = random_floats(size_t((ta ? k : m) * o.lda), seed);
+  o.b = random_floats(size_t((tb ? n : k) * o.ldb), seed + 1);
+  o.c0 = random_floats(size_t(m * o.ldc), seed + 2);
+  return o;
+}
+
 TEST(ParallelBlasGemm, EqualsOneBlasCallOnAnyNumberOfCores) {
   int checked = 0;
   for (int m : {1, 17, 64, 257})
@@ -34,11 +48,7 @@ TEST(ParallelBlasGemm, EqualsOneBlasCallOnAnyNumberOfCores) {
         for (bool ta : {false, true})
           for (bool tb : {false, true}) {
             if (int64_t{m} * n * k < 4096) continue;  // the small ones never split
-            // Row strides wider than the operands.
-            const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
-            const auto a = random_floats(size_t((ta ? k : m) * lda), 1);
-            const auto b = random_floats(size_t((tb ? n : k) * ldb), 2);
-            const auto c0 = random_floats(size_t(m * ldc), 3);
+            const auto [lda, ldb, ldc, a, b, c0] = operands(m, n, k, ta, tb, 1);
             for (float beta : {0.0f, 1.0f}) {
               std::vector<float> want = c0;
               cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
@@ -89,10 +99,7 @@ TEST(ThinGemm, EqualsTileGemmsPlainLoopsOnAnyNumberOfCores) {
       for (int k : {1, 70, 513})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) {
-            const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 2;
-            const auto a = random_floats(size_t((ta ? k : m) * lda), 4);
-            const auto b = random_floats(size_t((tb ? n : k) * ldb), 5);
-            const auto c0 = random_floats(size_t(m * ldc), 6);
+            const auto [lda, ldb, ldc, a, b, c0] = operands(m, n, k, ta, tb, 4);
             std::vector<float> b_rows(size_t(k * n));  // op(B) row-major
             for (int p = 0; p < k; ++p)
               for (int j = 0; j < n; ++j) b_rows[p * n + j] = tb ? b[j * ldb + p] : b[p * ldb + j];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "autoshard/error.h"
@@ -51,34 +52,31 @@ Placement placement(const Graph& g, Value v, int first_new) {
 // The gradients of many crops of one value along one axis -- the steps of
 // a sequence -- are pads of disjoint runs to the whole: their sum is their
 // inputs concatenated (zeros between), moving the whole once instead of
-// once per crop. Returns the members of `parts` it joined (none when the
-// runs overlap) and appends the concatenation to `terms`.
-std::vector<size_t> join_placed(Graph& g, const std::vector<Value>& parts,
-                                std::vector<size_t> members, int axis,
-                                const std::vector<Placement>& at, std::vector<Value>& terms) {
+// once per crop. Nothing when runs overlap (left to the adds).
+std::optional<Value> joined_crops(Graph& g, const std::vector<Value>& parts,
+                                  std::vector<size_t> members, int axis,
+                                  const std::vector<Placement>& at) {
   std::sort(members.begin(), members.end(),
             [&](size_t a, size_t b) { return at[a].begin < at[b].begin; });
-  const Value whole = parts[members[0]];
+  std::vector<Value> placed;
+  for (size_t k : members) placed.push_back(g.value(g.node(parts[k].id).inputs[0]));
+  for (size_t i = 1; i < members.size(); ++i)
+    if (at[members[i]].begin < at[members[i - 1]].begin + placed[i - 1].dim(axis)) return {};
+  const Shape whole = parts[members[0]].shape();
+  auto zeros = [&](int64_t from, int64_t to) {
+    Shape gap = whole;
+    gap[axis] = to - from;
+    return ops::constant(g, gap, 0.0);
+  };
   std::vector<Value> runs;
   int64_t next = 0;
-  for (size_t k : members) {
-    const Value placed = g.value(g.node(parts[k].id).inputs[0]);
-    if (at[k].begin < next) return {};  // overlapping runs: left to the adds
-    if (at[k].begin > next) {
-      Shape gap = whole.shape();
-      gap[axis] = at[k].begin - next;
-      runs.push_back(ops::constant(g, gap, 0.0));
-    }
-    runs.push_back(placed);
-    next = at[k].begin + placed.dim(axis);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (at[members[i]].begin > next) runs.push_back(zeros(next, at[members[i]].begin));
+    runs.push_back(placed[i]);
+    next = at[members[i]].begin + placed[i].dim(axis);
   }
-  if (next < whole.dim(axis)) {
-    Shape gap = whole.shape();
-    gap[axis] = whole.dim(axis) - next;
-    runs.push_back(ops::constant(g, gap, 0.0));
-  }
-  terms.push_back(ops::concat(runs, axis));
-  return members;
+  if (next < whole[axis]) runs.push_back(zeros(next, whole[axis]));
+  return ops::concat(runs, axis);
 }
 
 // The sum of one value's gradient contributions. Einsums made by this
@@ -87,7 +85,7 @@ std::vector<size_t> join_placed(Graph& g, const std::vector<Value>& parts,
 // -- are summed as ONE einsum over their operands stacked along a new
 // contracted letter: one large product instead of T thin ones (a reduction
 // of the batch only) and T adds of the whole weight. Pads placing crops'
-// gradients along one axis are joined by one concat (join_placed).
+// gradients along one axis are joined by one concat (joined_crops).
 Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
   std::map<std::string, std::vector<size_t>> groups;
   std::map<int, std::vector<size_t>> placed;  // by axis
@@ -105,7 +103,10 @@ Value sum_parts(Graph& g, const std::vector<Value>& parts, int first_new) {
   std::vector<Value> terms;
   for (const auto& [axis, members] : placed) {
     if (members.size() < kMinStacked) continue;
-    for (size_t k : join_placed(g, parts, members, axis, at, terms)) stacked[k] = true;
+    if (std::optional<Value> joined = joined_crops(g, parts, members, axis, at)) {
+      terms.push_back(*joined);
+      for (size_t k : members) stacked[k] = true;
+    }
   }
   for (const auto& [key, members] : groups) {
     if (members.size() < kMinStacked) continue;
