@@ -9,6 +9,7 @@
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/einsum_equation.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/vision_kernels.h"
@@ -535,6 +536,10 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
       {geo(8, 6, 3, 1, 1, 0, 20, 16, 1, 16), 0},
       {geo(7, 10, 3, 1, 1, -1, 16, 24, 1, 24), 0},
       {geo(4, 4, 3, 1, 1, 1, 64, 40, 1, 40), 0},
+      // Blocked (ir/ops/winograd.cc): 48 tiles in blocks of 24, two partial
+      // sums of the filter gradient; then channels too wide for blocks.
+      {geo(8, 7, 3, 1, 1, 1, 128, 136, 1, 136), 0},
+      {geo(5, 4, 3, 1, 1, 1, 257, 256, 1, 256), 0},
   };
   int winograd = 0;
   for (const Case& c : cases) {
@@ -556,7 +561,30 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
     conv_backward_input_reference(g, 0, dy.f32(), w.f32(), dx2.f32());
     EXPECT_LT(max_relative_error(dx1, dx2), 1e-5) << "input, case " << &c - cases.data();
   }
-  EXPECT_EQ(winograd, 4);  // the last four cases run F(2x2, 3x3)
+  EXPECT_EQ(winograd, 6);  // the last six cases run F(2x2, 3x3)
+}
+
+// Winograd's blocks and the filter gradient's partial sums are cut by the
+// geometry alone, so any number of cores gives the same bits.
+TEST(Convolution, WinogradGivesTheSameBitsOnAnyNumberOfCores) {
+  ConvGeometry g;
+  g.batch = 2, g.in_h = g.out_h = 12, g.in_w = g.out_w = 10, g.k_h = g.k_w = 3;
+  g.pad_h = g.pad_w = 1, g.cin = g.group_in = 48, g.cout = g.group_out = 40;
+  ASSERT_TRUE(winograd_suits(g));
+  const int64_t x_n = 2 * 12 * 10 * 48, y_n = 2 * 12 * 10 * 40, w_n = 9 * 48 * 40;
+  Tensor x = random_tensor({x_n}, 4), w = random_tensor({w_n}, 5), dy = random_tensor({y_n}, 6);
+  auto run = [&](int cores) {
+    IntraOpThreadsScope scope(cores);
+    Tensor y({y_n}), dx({x_n}), dw({w_n});
+    conv_forward(g, 0, x.f32(), w.f32(), y.f32());
+    conv_backward_input(g, 0, dy.f32(), w.f32(), dx.f32());
+    conv_backward_filter(g, 0, x.f32(), dy.f32(), dw.f32());
+    return std::vector<Tensor>{y, dx, dw};
+  };
+  const std::vector<Tensor> one = run(1);
+  for (int cores : {2, 3})
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(max_abs_diff(run(cores)[i], one[i]), 0.0) << cores << " cores, output " << i;
 }
 
 // A convolution's forward value against a loop written here from Keras's

@@ -5,6 +5,7 @@
 
 #include "autoshard/tensor/parallel.h"
 #include "ir/ops/gemm.h"
+#include "tensor/tile_gemm.h"
 
 namespace autoshard {
 
@@ -20,17 +21,14 @@ int64_t tiles_w(const ConvGeometry& g) {
   return (g.out_w + kOut - 1) / kOut;
 }
 
-// U[p, ci, co] = (G k G^T)[p] for the 3x3 kernel k of channels (ci, co),
-// G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]. k is w[., ., ci, co], or with
-// `turned` (the input gradient's kernel) w[2 - ., 2 - ., co, ci] of a w
-// whose channels are the other way round.
 // This thread's scratch `which`, at least `elements` long, kept between
 // calls: a fresh vector of V, M and U per convolution (16 MiB and more)
 // was faulted in and zeroed on every call, which made a ResNet-18 step
 // 1.75x slower with Winograd than without (bench_keras_layers --model
 // resnet, 2.66 s against 1.52 s) though each kernel alone was faster.
-// A thread that ran Winograd keeps up to about 48 MiB (U, V, M, or the
-// filter gradient's points: each sized by tiles_per_pass or 16 cin cout).
+// A thread that ran Winograd keeps U (16 cin cout floats), and V, M and the
+// filter gradient's sums: up to 16 MiB each on the planes path and for the
+// sums, about 512 KiB together on a core's blocks.
 float* scratch(int which, int64_t elements) {
   thread_local std::vector<float> buffers[4];
   std::vector<float>& b = buffers[which];
@@ -38,13 +36,20 @@ float* scratch(int which, int64_t elements) {
   return b.data();
 }
 
-// U[p, ci, co] = (G k G^T)[p] of each 3x3 kernel k (in scratch 0).
+// U[p, ci, co] = (G k G^T)[p] for the 3x3 kernel k of channels (ci, co),
+// G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], in scratch 0. k is w[., ., ci,
+// co], or with `turned` (the input gradient's kernel) w[2 - ., 2 - ., co,
+// ci] of a w whose channels are the other way round. The inner loop runs along the channel w holds
+// contiguously (co, or ci when turned): the other order read the input gradient's kernel a float
+// per cache line, 5% of a ResNet-18 step.
 const float* transform_kernel(const ConvGeometry& g, const float* w, bool turned) {
   const int64_t ci_n = g.cin, co_n = g.cout, plane = ci_n * co_n;
+  const int64_t outer_n = turned ? co_n : ci_n, inner_n = turned ? ci_n : co_n;
   float* u = scratch(0, kPoints * plane);
-  parallel_for(ci_n, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ci = c0; ci < c1; ++ci)
-      for (int64_t co = 0; co < co_n; ++co) {
+  parallel_for(outer_n, 1, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t i = 0; i < inner_n; ++i) {
+        const int64_t ci = turned ? i : o, co = turned ? o : i;
         float k[3][3], t[4][3];
         for (int r = 0; r < 3; ++r)
           for (int c = 0; c < 3; ++c)
@@ -68,129 +73,134 @@ const float* transform_kernel(const ConvGeometry& g, const float* w, bool turned
   return u;
 }
 
-// V[p, t, ci] = (B^T d B)[p] for each tile t in [t0, t1) of the batch
-// (d: the tile's 4x4 inputs, zeros outside x), B^T = [1 0 -1 0; 0 1 1 0;
-// 0 -1 1 0; 0 1 0 -1]. Channels innermost, so each step is a vector op.
-void transform_input(const ConvGeometry& g, const float* x, int64_t t0, int64_t t1, float* v) {
-  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cin, count = t1 - t0;
-  parallel_for(count, 1, [&](int64_t a, int64_t b) {
-    std::vector<float> d(kPoints * C), s(kPoints * C);
-    for (int64_t t = a; t < b; ++t) {
-      const int64_t tile = t0 + t, n = tile / (th * tw);
-      const int64_t h0 = (tile / tw) % th * kOut - g.pad_h, w0 = tile % tw * kOut - g.pad_w;
-      for (int r = 0; r < kTile; ++r)
-        for (int c = 0; c < kTile; ++c) {
-          float* dst = d.data() + (r * kTile + c) * C;
-          const int64_t ih = h0 + r, iw = w0 + c;
-          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
-            std::fill_n(dst, C, 0.0f);
-          else
-            std::copy_n(x + ((n * g.in_h + ih) * g.in_w + iw) * C, C, dst);
-        }
-      // Rows: s[i][c] = (B^T d)[i][c].
-      auto row = [&](const float* src, float* dst, int64_t stride) {
-        for (int64_t k = 0; k < C; ++k) {
-          const float d0 = src[k], d1 = src[stride + k], d2 = src[2 * stride + k],
-                      d3 = src[3 * stride + k];
-          dst[k] = d0 - d2;
-          dst[stride + k] = d1 + d2;
-          dst[2 * stride + k] = d2 - d1;
-          dst[3 * stride + k] = d1 - d3;
-        }
-      };
-      for (int c = 0; c < kTile; ++c) row(d.data() + c * C, s.data() + c * C, kTile * C);
-      // Columns, written to V's planes.
-      for (int i = 0; i < kTile; ++i) {
-        const float* si = s.data() + i * kTile * C;
-        float* out[4];
-        for (int j = 0; j < kTile; ++j) out[j] = v + ((i * kTile + j) * count + t) * C;
-        for (int64_t k = 0; k < C; ++k) {
-          const float s0 = si[k], s1 = si[C + k], s2 = si[2 * C + k], s3 = si[3 * C + k];
-          out[0][k] = s0 - s2;
-          out[1][k] = s1 + s2;
-          out[2][k] = s2 - s1;
-          out[3][k] = s1 - s3;
-        }
+// The tile transforms below are sequential: they run inside the chunks of
+// the callers' parallel loops. Each handles the `count` tiles first, first +
+// 1, ... of the batch (numbered over batch, rows, columns) and reads or
+// writes them as rows 0..count-1 of 16 planes (one per point p) of
+// `plane_rows` rows each, channels innermost, so each step is a vector op.
+
+// V[p, t, ci] = (B^T d B)[p] for each tile t (d: the tile's 4x4 inputs,
+// zeros outside x), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+void transform_input(const ConvGeometry& g, const float* x, int64_t first, int64_t count,
+                     int64_t plane_rows, float* v) {
+  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cin;
+  thread_local std::vector<float> d, s;
+  d.resize(static_cast<size_t>(kPoints * C)), s.resize(static_cast<size_t>(kPoints * C));
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t tile = first + t, n = tile / (th * tw);
+    const int64_t h0 = (tile / tw) % th * kOut - g.pad_h, w0 = tile % tw * kOut - g.pad_w;
+    for (int r = 0; r < kTile; ++r)
+      for (int c = 0; c < kTile; ++c) {
+        float* dst = d.data() + (r * kTile + c) * C;
+        const int64_t ih = h0 + r, iw = w0 + c;
+        if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
+          std::fill_n(dst, C, 0.0f);
+        else
+          std::copy_n(x + ((n * g.in_h + ih) * g.in_w + iw) * C, C, dst);
+      }
+    // Rows: s[i][c] = (B^T d)[i][c].
+    auto row = [&](const float* src, float* dst, int64_t stride) {
+      for (int64_t k = 0; k < C; ++k) {
+        const float d0 = src[k], d1 = src[stride + k], d2 = src[2 * stride + k],
+                    d3 = src[3 * stride + k];
+        dst[k] = d0 - d2;
+        dst[stride + k] = d1 + d2;
+        dst[2 * stride + k] = d2 - d1;
+        dst[3 * stride + k] = d1 - d3;
+      }
+    };
+    for (int c = 0; c < kTile; ++c) row(d.data() + c * C, s.data() + c * C, kTile * C);
+    // Columns, written to V's planes.
+    for (int i = 0; i < kTile; ++i) {
+      const float* si = s.data() + i * kTile * C;
+      float* out[4];
+      for (int j = 0; j < kTile; ++j) out[j] = v + ((i * kTile + j) * plane_rows + t) * C;
+      for (int64_t k = 0; k < C; ++k) {
+        const float s0 = si[k], s1 = si[C + k], s2 = si[2 * C + k], s3 = si[3 * C + k];
+        out[0][k] = s0 - s2;
+        out[1][k] = s1 + s2;
+        out[2][k] = s2 - s1;
+        out[3][k] = s1 - s3;
       }
     }
-  });
+  }
 }
 
 // y's 2x2 block of each tile = A^T M A, A^T = [1 1 1 0; 0 1 -1 -1]; blocks
 // cut off by out_h or out_w write only their inside.
-void transform_output(const ConvGeometry& g, const float* m, int64_t t0, int64_t t1, float* y) {
-  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cout, count = t1 - t0;
-  parallel_for(count, 1, [&](int64_t a, int64_t b) {
-    std::vector<float> r(2 * kTile * C);
-    for (int64_t t = a; t < b; ++t) {
-      const int64_t tile = t0 + t, n = tile / (th * tw);
-      const int64_t h0 = (tile / tw) % th * kOut, w0 = tile % tw * kOut;
-      auto at = [&](int p) { return m + (p * count + t) * C; };
-      for (int j = 0; j < kTile; ++j) {
-        const float *m0 = at(j), *m1 = at(4 + j), *m2 = at(8 + j), *m3 = at(12 + j);
-        float *r0 = r.data() + j * C, *r1 = r.data() + (kTile + j) * C;
-        for (int64_t k = 0; k < C; ++k) {
-          r0[k] = m0[k] + m1[k] + m2[k];
-          r1[k] = m1[k] - m2[k] - m3[k];
-        }
-      }
-      for (int i = 0; i < kOut && h0 + i < g.out_h; ++i) {
-        const float* ri = r.data() + i * kTile * C;
-        for (int j = 0; j < kOut && w0 + j < g.out_w; ++j) {
-          float* dst = y + ((n * g.out_h + h0 + i) * g.out_w + w0 + j) * C;
-          for (int64_t k = 0; k < C; ++k)
-            dst[k] = j == 0 ? ri[k] + ri[C + k] + ri[2 * C + k]
-                            : ri[C + k] - ri[2 * C + k] - ri[3 * C + k];
-        }
+void transform_output(const ConvGeometry& g, const float* m, int64_t first, int64_t count,
+                      int64_t plane_rows, float* y) {
+  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cout;
+  thread_local std::vector<float> r;
+  r.resize(static_cast<size_t>(2 * kTile * C));
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t tile = first + t, n = tile / (th * tw);
+    const int64_t h0 = (tile / tw) % th * kOut, w0 = tile % tw * kOut;
+    auto at = [&](int p) { return m + (p * plane_rows + t) * C; };
+    for (int j = 0; j < kTile; ++j) {
+      const float *m0 = at(j), *m1 = at(4 + j), *m2 = at(8 + j), *m3 = at(12 + j);
+      float *r0 = r.data() + j * C, *r1 = r.data() + (kTile + j) * C;
+      for (int64_t k = 0; k < C; ++k) {
+        r0[k] = m0[k] + m1[k] + m2[k];
+        r1[k] = m1[k] - m2[k] - m3[k];
       }
     }
-  });
+    for (int i = 0; i < kOut && h0 + i < g.out_h; ++i) {
+      const float* ri = r.data() + i * kTile * C;
+      for (int j = 0; j < kOut && w0 + j < g.out_w; ++j) {
+        float* dst = y + ((n * g.out_h + h0 + i) * g.out_w + w0 + j) * C;
+        for (int64_t k = 0; k < C; ++k)
+          dst[k] = j == 0 ? ri[k] + ri[C + k] + ri[2 * C + k]
+                          : ri[C + k] - ri[2 * C + k] - ri[3 * C + k];
+      }
+    }
+  }
 }
 
-// D[p, t, co] = (A e A^T)[p] for the 2x2 block e of dy at each tile t in
-// [t0, t1) (zeros past out_h and out_w), A = [1 0; 1 1; 1 -1; 0 -1]: the
-// adjoint of transform_output, for the filter gradient.
-void transform_gradient(const ConvGeometry& g, const float* dy, int64_t t0, int64_t t1, float* d) {
-  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cout, count = t1 - t0;
-  parallel_for(count, 1, [&](int64_t a, int64_t b) {
-    std::vector<float> e(kOut * kOut * C), r(kTile * kOut * C);
-    for (int64_t t = a; t < b; ++t) {
-      const int64_t tile = t0 + t, n = tile / (th * tw);
-      const int64_t h0 = (tile / tw) % th * kOut, w0 = tile % tw * kOut;
-      for (int i = 0; i < kOut; ++i)
-        for (int j = 0; j < kOut; ++j) {
-          float* dst = e.data() + (i * kOut + j) * C;
-          if (h0 + i < g.out_h && w0 + j < g.out_w)
-            std::copy_n(dy + ((n * g.out_h + h0 + i) * g.out_w + w0 + j) * C, C, dst);
-          else
-            std::fill_n(dst, C, 0.0f);
-        }
-      // Rows: r[i][j] = (A e)[i][j].
+// D[p, t, co] = (A e A^T)[p] for the 2x2 block e of dy at each tile t (zeros
+// past out_h and out_w), A = [1 0; 1 1; 1 -1; 0 -1]: the adjoint of
+// transform_output, for the filter gradient.
+void transform_gradient(const ConvGeometry& g, const float* dy, int64_t first, int64_t count,
+                        int64_t plane_rows, float* d) {
+  const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cout;
+  thread_local std::vector<float> e, r;
+  e.resize(static_cast<size_t>(kOut * kOut * C)), r.resize(static_cast<size_t>(kTile * kOut * C));
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t tile = first + t, n = tile / (th * tw);
+    const int64_t h0 = (tile / tw) % th * kOut, w0 = tile % tw * kOut;
+    for (int i = 0; i < kOut; ++i)
       for (int j = 0; j < kOut; ++j) {
-        const float *e0 = e.data() + j * C, *e1 = e.data() + (kOut + j) * C;
-        float* out[4];
-        for (int i = 0; i < kTile; ++i) out[i] = r.data() + (i * kOut + j) * C;
-        for (int64_t k = 0; k < C; ++k) {
-          out[0][k] = e0[k];
-          out[1][k] = e0[k] + e1[k];
-          out[2][k] = e0[k] - e1[k];
-          out[3][k] = -e1[k];
-        }
+        float* dst = e.data() + (i * kOut + j) * C;
+        if (h0 + i < g.out_h && w0 + j < g.out_w)
+          std::copy_n(dy + ((n * g.out_h + h0 + i) * g.out_w + w0 + j) * C, C, dst);
+        else
+          std::fill_n(dst, C, 0.0f);
       }
-      // Columns, written to D's planes.
-      for (int i = 0; i < kTile; ++i) {
-        const float *r0 = r.data() + i * kOut * C, *r1 = r0 + C;
-        float* out[4];
-        for (int j = 0; j < kTile; ++j) out[j] = d + ((i * kTile + j) * count + t) * C;
-        for (int64_t k = 0; k < C; ++k) {
-          out[0][k] = r0[k];
-          out[1][k] = r0[k] + r1[k];
-          out[2][k] = r0[k] - r1[k];
-          out[3][k] = -r1[k];
-        }
+    // Rows: r[i][j] = (A e)[i][j].
+    for (int j = 0; j < kOut; ++j) {
+      const float *e0 = e.data() + j * C, *e1 = e.data() + (kOut + j) * C;
+      float* out[4];
+      for (int i = 0; i < kTile; ++i) out[i] = r.data() + (i * kOut + j) * C;
+      for (int64_t k = 0; k < C; ++k) {
+        out[0][k] = e0[k];
+        out[1][k] = e0[k] + e1[k];
+        out[2][k] = e0[k] - e1[k];
+        out[3][k] = -e1[k];
       }
     }
-  });
+    // Columns, written to D's planes.
+    for (int i = 0; i < kTile; ++i) {
+      const float *r0 = r.data() + i * kOut * C, *r1 = r0 + C;
+      float* out[4];
+      for (int j = 0; j < kTile; ++j) out[j] = d + ((i * kTile + j) * plane_rows + t) * C;
+      for (int64_t k = 0; k < C; ++k) {
+        out[0][k] = r0[k];
+        out[1][k] = r0[k] + r1[k];
+        out[2][k] = r0[k] - r1[k];
+        out[3][k] = -r1[k];
+      }
+    }
+  }
 }
 
 // dw[., ., ci, co] = G^T M G for the 4x4 points M[p, ci, co], G as in
@@ -219,10 +229,74 @@ void transform_filter_gradient(const ConvGeometry& g, const float* m, float* dw)
   });
 }
 
-// Tiles per pass: V and M stay near 4M floats (16 MiB), within a large L3.
+// Tiles per pass of the planes path: V and M stay near 4M floats (16 MiB),
+// within a large L3.
 int64_t tiles_per_pass(const ConvGeometry& g) {
   const int64_t per = kPoints * (g.cin + g.cout);
   return std::max<int64_t>(1, (int64_t{4} << 20) / per);
+}
+
+// Tiles per block of the blocked path: one block's V and M (16 (cin + cout)
+// floats a tile) in about 512 KiB, within the L2 cache a core has to itself
+// (256 KiB and 1 MiB ran 5-20% slower on the ResNet's layers), in multiples
+// of tile_gemm's 8 rows.
+int64_t tiles_per_block(const ConvGeometry& g) {
+  constexpr int64_t kBlockFloats = 128 << 10;
+  return std::clamp<int64_t>(kBlockFloats / (kPoints * (g.cin + g.cout)) / 8 * 8, 8, 256);
+}
+
+// Applies `tiles` to [0, total) in chunks of `per` tiles on the cores:
+// tiles(first, count, rows), where rows is the chunk's offset in the pass.
+template <typename F>
+void for_tile_chunks(int64_t total, int64_t per, const F& tiles) {
+  parallel_for(chunk_count(total, per), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) tiles(c * per, std::min(per, total - c * per));
+  });
+}
+
+// Whether the blocked path suits g: each block reads all of U (16 cin cout
+// floats), which from 512 x 512 channels on (16 MiB) no longer stays in the
+// caches and made the blocked path slower than the planes path.
+bool blocks_suit(const ConvGeometry& g) {
+  return g.cin * g.cout <= 256 * 256;
+}
+
+// The blocked path: each core transforms a block of tiles, runs its 16 small
+// products on tile_gemm and transforms them back, all within its L2 cache.
+void winograd_blocked(const ConvGeometry& g, const float* x, const float* u, float* y) {
+  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), block = tiles_per_block(g);
+  for_tile_chunks(total, block, [&](int64_t first, int64_t count) {
+    float* v = scratch(1, kPoints * block * g.cin);
+    float* m = scratch(2, kPoints * block * g.cout);
+    transform_input(g, x, first, count, count, v);
+    // M[p] [count, cout] = V[p] [count, cin] x U[p] [cin, cout].
+    for (int p = 0; p < kPoints; ++p)
+      tile_gemm(count, g.cout, g.cin, 1.0f, v + p * count * g.cin, g.cin, 1, u + p * g.cin * g.cout,
+                g.cout, false, m + p * count * g.cout, g.cout);
+    transform_output(g, m, first, count, count, y);
+  });
+}
+
+// The planes path: the whole pass's V, 16 GEMMs of the pass's tiles (on
+// parallel_blas_gemm), then the whole pass's output transform.
+void winograd_planes(const ConvGeometry& g, const float* x, const float* u, float* y) {
+  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), step = tiles_per_pass(g);
+  float* v = scratch(1, kPoints * std::min(step, total) * g.cin);
+  float* m = scratch(2, kPoints * std::min(step, total) * g.cout);
+  const int64_t per = std::max<int64_t>(1, grain_for(kPoints * g.cin));
+  for (int64_t t0 = 0; t0 < total; t0 += step) {
+    const int64_t count = std::min(total, t0 + step) - t0;
+    for_tile_chunks(count, per, [&](int64_t first, int64_t n) {
+      transform_input(g, x, t0 + first, n, count, v + first * g.cin);
+    });
+    // M[p] = V[p] [count, cin] x U[p] [cin, cout], one GEMM per point.
+    for (int p = 0; p < kPoints; ++p)
+      sgemm(false, false, count, g.cout, g.cin, v + p * count * g.cin, g.cin,
+            u + p * g.cin * g.cout, g.cout, m + p * count * g.cout, g.cout);
+    for_tile_chunks(count, per, [&](int64_t first, int64_t n) {
+      transform_output(g, m + first * g.cout, t0 + first, n, count, y);
+    });
+  }
 }
 
 }  // namespace
@@ -237,18 +311,68 @@ namespace {
 
 void winograd(const ConvGeometry& g, const float* x, const float* w, bool turned, float* y) {
   const float* u = transform_kernel(g, w, turned);
+  if (blocks_suit(g))
+    winograd_blocked(g, x, u, y);
+  else
+    winograd_planes(g, x, u, y);
+}
+
+// Partial sums of the blocked filter gradient: a count set by the geometry,
+// never by the cores, so the sum's order and bits do not depend on them; up
+// to 8, together at most 4M floats (16 MiB).
+int64_t filter_sums(const ConvGeometry& g) {
+  return std::clamp<int64_t>((int64_t{4} << 20) / (kPoints * g.cin * g.cout), 1, 8);
+}
+
+// The filter gradient in blocks: kFilterSums runs of consecutive blocks, each
+// summing its blocks' products into its own M, then the runs' Ms added in
+// order.
+void filter_blocked(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
+  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), block = tiles_per_block(g);
+  const int64_t blocks = chunk_count(total, block), plane = g.cin * g.cout;
+  const int64_t per_run = chunk_count(blocks, filter_sums(g)), runs = chunk_count(blocks, per_run);
+  float* sums = scratch(3, runs * kPoints * plane);
+  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    float* v = scratch(1, kPoints * block * g.cin);
+    float* d = scratch(2, kPoints * block * g.cout);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t b = r * per_run; b < std::min(blocks, (r + 1) * per_run); ++b) {
+        const int64_t first = b * block, count = std::min(block, total - first);
+        transform_input(g, x, first, count, count, v);
+        transform_gradient(g, dy, first, count, count, d);
+        // M[p] [cin, cout] += V[p]^T [cin, count] x D[p] [count, cout].
+        for (int p = 0; p < kPoints; ++p)
+          tile_gemm(g.cin, g.cout, count, 1.0f, v + p * count * g.cin, 1, g.cin,
+                    d + p * count * g.cout, g.cout, b != r * per_run,
+                    sums + (r * kPoints + p) * plane, g.cout);
+      }
+  });
+  parallel_for(kPoints * plane, grain_for(runs), [&](int64_t i0, int64_t i1) {
+    for (int64_t r = 1; r < runs; ++r)
+      for (int64_t i = i0; i < i1; ++i) sums[i] += sums[r * kPoints * plane + i];
+  });
+  transform_filter_gradient(g, sums, dw);
+}
+
+// The filter gradient in passes: the pass's V and D, then 16 GEMMs
+// [cin, tiles] x [tiles, cout] summed over the passes.
+void filter_planes(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
   const int64_t total = g.batch * tiles_h(g) * tiles_w(g), step = tiles_per_pass(g);
   float* v = scratch(1, kPoints * std::min(step, total) * g.cin);
-  float* m = scratch(2, kPoints * std::min(step, total) * g.cout);
+  float* d = scratch(2, kPoints * std::min(step, total) * g.cout);
+  float* m = scratch(3, kPoints * g.cin * g.cout);
+  const int64_t per = std::max<int64_t>(1, grain_for(kPoints * (g.cin + g.cout)));
   for (int64_t t0 = 0; t0 < total; t0 += step) {
-    const int64_t t1 = std::min(total, t0 + step), count = t1 - t0;
-    transform_input(g, x, t0, t1, v);
-    // M[p] = V[p] [count, cin] x U[p] [cin, cout], one GEMM per point.
+    const int64_t count = std::min(total, t0 + step) - t0;
+    for_tile_chunks(count, per, [&](int64_t first, int64_t n) {
+      transform_input(g, x, t0 + first, n, count, v + first * g.cin);
+      transform_gradient(g, dy, t0 + first, n, count, d + first * g.cout);
+    });
     for (int p = 0; p < kPoints; ++p)
-      sgemm(false, false, count, g.cout, g.cin, v + p * count * g.cin, g.cin,
-            u + p * g.cin * g.cout, g.cout, m + p * count * g.cout, g.cout);
-    transform_output(g, m, t0, t1, y);
+      sgemm(true, false, g.cin, g.cout, count, v + p * count * g.cin, g.cin, d + p * count * g.cout,
+            g.cout, m + p * g.cin * g.cout, g.cout, 1.0f, t0 == 0 ? 0.0f : 1.0f);
   }
+  transform_filter_gradient(g, m, dw);
 }
 
 }  // namespace
@@ -273,19 +397,10 @@ void conv3x3_winograd_backward_filter(const ConvGeometry& g, const float* x, con
   // The forward pass is linear in the kernel: y = A^T [(G k G^T) . V] A per
   // tile, so dk = G^T [(A dy A^T) . V] G summed over the tiles: per point,
   // M[p] [cin, cout] = V[p]^T D[p] over all tiles, 16 GEMMs.
-  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), step = tiles_per_pass(g);
-  float* v = scratch(1, kPoints * std::min(step, total) * g.cin);
-  float* d = scratch(2, kPoints * std::min(step, total) * g.cout);
-  float* m = scratch(3, kPoints * g.cin * g.cout);
-  for (int64_t t0 = 0; t0 < total; t0 += step) {
-    const int64_t t1 = std::min(total, t0 + step), count = t1 - t0;
-    transform_input(g, x, t0, t1, v);
-    transform_gradient(g, dy, t0, t1, d);
-    for (int p = 0; p < kPoints; ++p)
-      sgemm(true, false, g.cin, g.cout, count, v + p * count * g.cin, g.cin, d + p * count * g.cout,
-            g.cout, m + p * g.cin * g.cout, g.cout, 1.0f, t0 == 0 ? 0.0f : 1.0f);
-  }
-  transform_filter_gradient(g, m, dw);
+  if (blocks_suit(g))
+    filter_blocked(g, x, dy, dw);
+  else
+    filter_planes(g, x, dy, dw);
 }
 
 }  // namespace autoshard
