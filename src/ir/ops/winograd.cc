@@ -39,9 +39,10 @@ float* scratch(int which, int64_t elements) {
 // U[p, ci, co] = (G k G^T)[p] for the 3x3 kernel k of channels (ci, co),
 // G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], in scratch 0. k is w[., ., ci,
 // co], or with `turned` (the input gradient's kernel) w[2 - ., 2 - ., co,
-// ci] of a w whose channels are the other way round. The inner loop runs along the channel w holds
-// contiguously (co, or ci when turned): the other order read the input gradient's kernel a float
-// per cache line, 5% of a ResNet-18 step.
+// ci] of a w whose channels are the other way round. The inner loop runs
+// along the channel w holds contiguously (co, or ci when turned): the
+// other order read the input gradient's kernel a float per cache line, 5%
+// of a ResNet-18 step.
 const float* transform_kernel(const ConvGeometry& g, const float* w, bool turned) {
   const int64_t ci_n = g.cin, co_n = g.cout, plane = ci_n * co_n;
   const int64_t outer_n = turned ? co_n : ci_n, inner_n = turned ? ci_n : co_n;
