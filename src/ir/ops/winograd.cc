@@ -109,32 +109,32 @@ const float* transform_kernel(const ConvGeometry& g, const float* w, bool turned
 void transform_input(const ConvGeometry& g, const float* x, int64_t first, int64_t count,
                      int64_t plane_rows, float* v) {
   const int64_t th = tiles_h(g), tw = tiles_w(g), C = g.cin;
-  thread_local std::vector<float> d, s;
-  d.resize(static_cast<size_t>(kPoints * C)), s.resize(static_cast<size_t>(kPoints * C));
+  // Rows of the tile outside x read these zeros instead of a copy of x.
+  thread_local std::vector<float> zeros, s;
+  zeros.assign(static_cast<size_t>(C), 0.0f), s.resize(static_cast<size_t>(kPoints * C));
   for (int64_t t = 0; t < count; ++t) {
     const int64_t tile = first + t, n = tile / (th * tw);
     const int64_t h0 = (tile / tw) % th * kOut - g.pad_h, w0 = tile % tw * kOut - g.pad_w;
+    const float* d[kTile][kTile];  // the tile's inputs, channels innermost
     for (int r = 0; r < kTile; ++r)
       for (int c = 0; c < kTile; ++c) {
-        float* dst = d.data() + (r * kTile + c) * C;
         const int64_t ih = h0 + r, iw = w0 + c;
-        if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w)
-          std::fill_n(dst, C, 0.0f);
-        else
-          std::copy_n(x + ((n * g.in_h + ih) * g.in_w + iw) * C, C, dst);
+        d[r][c] = ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w
+                      ? zeros.data()
+                      : x + ((n * g.in_h + ih) * g.in_w + iw) * C;
       }
     // Rows: s[i][c] = (B^T d)[i][c].
-    auto row = [&](const float* src, float* dst, int64_t stride) {
+    for (int c = 0; c < kTile; ++c) {
+      const float *d0 = d[0][c], *d1 = d[1][c], *d2 = d[2][c], *d3 = d[3][c];
+      float *s0 = s.data() + c * C, *s1 = s0 + kTile * C, *s2 = s1 + kTile * C,
+            *s3 = s2 + kTile * C;
       for (int64_t k = 0; k < C; ++k) {
-        const float d0 = src[k], d1 = src[stride + k], d2 = src[2 * stride + k],
-                    d3 = src[3 * stride + k];
-        dst[k] = d0 - d2;
-        dst[stride + k] = d1 + d2;
-        dst[2 * stride + k] = d2 - d1;
-        dst[3 * stride + k] = d1 - d3;
+        s0[k] = d0[k] - d2[k];
+        s1[k] = d1[k] + d2[k];
+        s2[k] = d2[k] - d1[k];
+        s3[k] = d1[k] - d3[k];
       }
-    };
-    for (int c = 0; c < kTile; ++c) row(d.data() + c * C, s.data() + c * C, kTile * C);
+    }
     // Columns, written to V's planes.
     for (int i = 0; i < kTile; ++i) {
       const float* si = s.data() + i * kTile * C;
