@@ -2,7 +2,6 @@
 // layouts and shapes of a model file or directory) written as a Keras 3
 // LayoutMap, as `autoshard plan --export-layout-map` writes it
 // (plan/layout_map_export.h): the JSON form, or the .py form's text.
-#define PYBIND11_DETAILED_ERROR_MESSAGES
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -6,7 +6,6 @@
 // pipelines, as the command does, and reports the one that wins as the
 // command does (app/pipeline_pricing.h's pipeline_report). Nothing is
 // allocated for the weights.
-#define PYBIND11_DETAILED_ERROR_MESSAGES
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

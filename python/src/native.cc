@@ -2,7 +2,6 @@
 // purpose: python/autoshard/keras maps Keras 3's names and arguments onto
 // these functions, which only convert values and call the C++ API. The GIL
 // is released while the engine runs; autoshard::Error becomes ValueError.
-#define PYBIND11_DETAILED_ERROR_MESSAGES  // name the argument a conversion fails on
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
