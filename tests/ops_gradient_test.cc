@@ -522,6 +522,10 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
     g.group_out = group_out;
     return g;
   };
+  auto one_image = [](ConvGeometry g) {
+    g.batch = 1;
+    return g;
+  };
   const std::vector<Case> cases{
       {geo(7, 5, 3, 2, 1, 1, 3, 5, 1, 5), 0},   // stride 2, same
       {geo(6, 6, 3, 1, 2, 2, 4, 6, 1, 6), 0},   // dilated
@@ -537,9 +541,14 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
       {geo(7, 10, 3, 1, 1, -1, 16, 24, 1, 24), 0},
       {geo(4, 4, 3, 1, 1, 1, 64, 40, 1, 40), 0},
       // Blocked (ir/ops/winograd.cc): 48 tiles in blocks of 24, two partial
-      // sums of the filter gradient; then channels too wide for blocks.
+      // sums of the filter gradient; 2,700 tiles in 11 blocks of 256 (the
+      // last 140), the filter gradient's 6 runs of 2 blocks and 1; then
+      // channels too wide for blocks, in one pass and (batch 1, 64 tiles,
+      // 63 a pass) in two, cout not a multiple of the 128-column pieces.
       {geo(8, 7, 3, 1, 1, 1, 128, 136, 1, 136), 0},
+      {geo(60, 60, 3, 1, 1, 1, 16, 16, 1, 16), 0},
       {geo(5, 4, 3, 1, 1, 1, 257, 256, 1, 256), 0},
+      {one_image(geo(16, 16, 3, 1, 1, 1, 16, 4112, 1, 4112)), 0},
   };
   int winograd = 0;
   for (const Case& c : cases) {
@@ -561,30 +570,41 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
     conv_backward_input_reference(g, 0, dy.f32(), w.f32(), dx2.f32());
     EXPECT_LT(max_relative_error(dx1, dx2), 1e-5) << "input, case " << &c - cases.data();
   }
-  EXPECT_EQ(winograd, 6);  // the last six cases run F(2x2, 3x3)
+  EXPECT_EQ(winograd, 8);  // the last eight cases run F(2x2, 3x3)
 }
 
-// Winograd's blocks and the filter gradient's partial sums are cut by the
-// geometry alone, so any number of cores gives the same bits.
+// Winograd's filter gradient sums runs of blocks cut by the geometry alone,
+// and splits a run's points, or the forward pass its blocks, only where
+// that cannot change an output's chain of sums, so any number of cores
+// gives the same bits: one block (one run, its points shared out) and 14
+// blocks (7 runs).
 TEST(Convolution, WinogradGivesTheSameBitsOnAnyNumberOfCores) {
-  ConvGeometry g;
-  g.batch = 2, g.in_h = g.out_h = 12, g.in_w = g.out_w = 10, g.k_h = g.k_w = 3;
-  g.pad_h = g.pad_w = 1, g.cin = g.group_in = 48, g.cout = g.group_out = 40;
-  ASSERT_TRUE(winograd_suits(g));
-  const int64_t x_n = 2 * 12 * 10 * 48, y_n = 2 * 12 * 10 * 40, w_n = 9 * 48 * 40;
-  Tensor x = random_tensor({x_n}, 4), w = random_tensor({w_n}, 5), dy = random_tensor({y_n}, 6);
-  auto run = [&](int cores) {
-    IntraOpThreadsScope scope(cores);
-    Tensor y({y_n}), dx({x_n}), dw({w_n});
-    conv_forward(g, 0, x.f32(), w.f32(), y.f32());
-    conv_backward_input(g, 0, dy.f32(), w.f32(), dx.f32());
-    conv_backward_filter(g, 0, x.f32(), dy.f32(), dw.f32());
-    return std::vector<Tensor>{y, dx, dw};
+  auto geometry = [](int64_t hw, int64_t cin, int64_t cout) {
+    ConvGeometry g;
+    g.batch = 2, g.in_h = g.out_h = hw, g.in_w = g.out_w = hw + 2, g.k_h = g.k_w = 3;
+    g.pad_h = g.pad_w = 1, g.cin = g.group_in = cin, g.cout = g.group_out = cout;
+    return g;
   };
-  const std::vector<Tensor> one = run(1);
-  for (int cores : {2, 3})
-    for (size_t i = 0; i < one.size(); ++i)
-      EXPECT_EQ(max_abs_diff(run(cores)[i], one[i]), 0.0) << cores << " cores, output " << i;
+  for (const ConvGeometry& g : {geometry(12, 48, 40), geometry(72, 16, 24)}) {
+    ASSERT_TRUE(winograd_suits(g));
+    const int64_t x_n = g.batch * g.in_h * g.in_w * g.cin, y_n = x_n / g.cin * g.cout;
+    const int64_t w_n = 9 * g.cin * g.cout;
+    Tensor x = random_tensor({x_n}, 4), w = random_tensor({w_n}, 5), dy = random_tensor({y_n}, 6);
+    auto run = [&](int cores) {
+      IntraOpThreadsScope scope(cores);
+      Tensor y({y_n}), dx({x_n}), dw({w_n});
+      conv_forward(g, 0, x.f32(), w.f32(), y.f32());
+      conv_backward_input(g, 0, dy.f32(), w.f32(), dx.f32());
+      conv_backward_filter(g, 0, x.f32(), dy.f32(), dw.f32());
+      return std::vector<Tensor>{y, dx, dw};
+    };
+    const std::vector<Tensor> one = run(1);
+    for (int cores : {2, 3}) {
+      const std::vector<Tensor> more = run(cores);
+      for (size_t i = 0; i < one.size(); ++i)
+        EXPECT_EQ(max_abs_diff(more[i], one[i]), 0.0) << g.in_h << ", " << cores << " cores, " << i;
+    }
+  }
 }
 
 // A convolution's forward value against a loop written here from Keras's

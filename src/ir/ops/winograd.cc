@@ -25,11 +25,15 @@ int64_t tiles_w(const ConvGeometry& g) {
 // was faulted in and zeroed on every call, which made a ResNet-18 step
 // 1.75x slower with Winograd than without (bench_keras_layers --model
 // resnet, 2.66 s against 1.52 s) though each kernel alone was faster.
-// A thread that ran Winograd keeps U (16 cin cout floats), and V, M and the
-// filter gradient's sums: up to 16 MiB each on the planes path and for the
-// sums, about 512 KiB together on a core's blocks.
+// A calling thread keeps U (0: 16 cin cout floats), the filter gradient's
+// sums (3: up to 16 MiB on the blocked path, 16 cin cout on the planes
+// path) and on the planes path V and M or D (1, 2: about 16 MiB together);
+// a core's blocks keep V and M or D (1, 2: about 512 KiB, more for very
+// uneven channels, at least 8 tiles a block). Resizing moves a buffer, so
+// the chunks of a parallel loop take only 1 and 2, and only where their
+// caller holds neither; the turned kernel (1) is dead before V is made.
 float* scratch(int which, int64_t elements) {
-  thread_local std::vector<float> buffers[5];
+  thread_local std::vector<float> buffers[4];
   std::vector<float>& b = buffers[which];
   if (static_cast<int64_t>(b.size()) < elements) b.resize(static_cast<size_t>(elements));
   return b.data();
@@ -37,12 +41,12 @@ float* scratch(int which, int64_t elements) {
 
 // w' [3, 3, ci, co] = w [2 - ., 2 - ., co, ci]: the input gradient's
 // kernel, the taps turned half a turn and each tap's channels transposed, in
-// 16 x 16 blocks (in scratch 4).
+// 16 x 16 blocks (in scratch 1, which V takes over once U is made).
 const float* turn_kernel(const ConvGeometry& g, const float* w) {
   constexpr int64_t kSide = 16;
   const int64_t ci_n = g.cin, co_n = g.cout, plane = ci_n * co_n;
   const int64_t ci_blocks = chunk_count(ci_n, kSide), co_blocks = chunk_count(co_n, kSide);
-  float* turned = scratch(4, 9 * plane);
+  float* turned = scratch(1, 9 * plane);
   parallel_for(9 * ci_blocks * co_blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t tap = b / (ci_blocks * co_blocks), rest = b % (ci_blocks * co_blocks);
@@ -264,14 +268,14 @@ int64_t tiles_per_pass(const ConvGeometry& g) {
 // Tiles per block of the blocked path: one block's V and M (16 (cin + cout)
 // floats a tile) in about 512 KiB, within the L2 cache a core has to itself
 // (256 KiB and 1 MiB ran 5-20% slower on the ResNet's layers), in multiples
-// of tile_gemm's 8 rows.
+// of 8 rows (AVX-512 tile_gemm's block; AVX2's is 6).
 int64_t tiles_per_block(const ConvGeometry& g) {
   constexpr int64_t kBlockFloats = 128 << 10;
   return std::clamp<int64_t>(kBlockFloats / (kPoints * (g.cin + g.cout)) / 8 * 8, 8, 256);
 }
 
-// Applies `tiles` to [0, total) in chunks of `per` tiles on the cores:
-// tiles(first, count, rows), where rows is the chunk's offset in the pass.
+// Applies tiles(first, count) to [0, total) in chunks of `per` tiles on the
+// cores.
 template <typename F>
 void for_tile_chunks(int64_t total, int64_t per, const F& tiles) {
   parallel_for(chunk_count(total, per), 1, [&](int64_t c0, int64_t c1) {
@@ -288,8 +292,12 @@ bool blocks_suit(const ConvGeometry& g) {
 
 // The blocked path: each core transforms a block of tiles, runs its 16 small
 // products on tile_gemm and transforms them back, all within its L2 cache.
+// Each output is one chain over cin whatever the block, so a batch of few
+// tiles is cut into smaller blocks to keep every core busy.
 void winograd_blocked(const ConvGeometry& g, const float* x, const float* u, float* y) {
-  const int64_t total = g.batch * tiles_h(g) * tiles_w(g), block = tiles_per_block(g);
+  const int64_t total = g.batch * tiles_h(g) * tiles_w(g);
+  const int64_t shared = (chunk_count(total, intra_op_threads()) + 7) / 8 * 8;
+  const int64_t block = std::min(tiles_per_block(g), shared);
   for_tile_chunks(total, block, [&](int64_t first, int64_t count) {
     float* v = scratch(1, kPoints * block * g.cin);
     float* m = scratch(2, kPoints * block * g.cout);
@@ -367,28 +375,34 @@ int64_t filter_sums(const ConvGeometry& g) {
   return std::clamp<int64_t>((int64_t{4} << 20) / (kPoints * g.cin * g.cout), 1, 8);
 }
 
-// The filter gradient in blocks: kFilterSums runs of consecutive blocks, each
-// summing its blocks' products into its own M, then the runs' Ms added in
-// order.
+// The filter gradient in blocks: runs (at most filter_sums) of consecutive
+// blocks, each summing its blocks' products into its own M, then the runs'
+// Ms added in order. With fewer runs than cores, each run's 16 points are
+// shared out too (each part transforms the run's blocks again): a point's
+// sum is the same chain however the points are grouped.
 void filter_blocked(const ConvGeometry& g, const float* x, const float* dy, float* dw) {
   const int64_t total = g.batch * tiles_h(g) * tiles_w(g), block = tiles_per_block(g);
   const int64_t blocks = chunk_count(total, block), plane = g.cin * g.cout;
   const int64_t per_run = chunk_count(blocks, filter_sums(g)), runs = chunk_count(blocks, per_run);
+  const int64_t parts = std::clamp<int64_t>(chunk_count(intra_op_threads(), runs), 1, kPoints);
+  const int64_t per_part = chunk_count(kPoints, parts);
   float* sums = scratch(3, runs * kPoints * plane);
-  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+  parallel_for(runs * parts, 1, [&](int64_t c0, int64_t c1) {
     float* v = scratch(1, kPoints * block * g.cin);
     float* d = scratch(2, kPoints * block * g.cout);
-    for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r = c / parts, p0 = c % parts * per_part;
       for (int64_t b = r * per_run; b < std::min(blocks, (r + 1) * per_run); ++b) {
         const int64_t first = b * block, count = std::min(block, total - first);
         transform_input(g, x, first, count, count, v);
         transform_gradient(g, dy, first, count, count, d);
-        // M[p] [cin, cout] += V[p]^T [cin, count] x D[p] [count, cout].
-        for (int p = 0; p < kPoints; ++p)
+        // M[p] [cin, cout] (+)= V[p]^T [cin, count] x D[p] [count, cout].
+        for (int64_t p = p0; p < std::min<int64_t>(kPoints, p0 + per_part); ++p)
           tile_gemm(g.cin, g.cout, count, 1.0f, v + p * count * g.cin, 1, g.cin,
                     d + p * count * g.cout, g.cout, b != r * per_run,
                     sums + (r * kPoints + p) * plane, g.cout);
       }
+    }
   });
   parallel_for(kPoints * plane, grain_for(runs), [&](int64_t i0, int64_t i1) {
     for (int64_t r = 1; r < runs; ++r)
@@ -442,6 +456,10 @@ void conv3x3_winograd_backward_filter(const ConvGeometry& g, const float* x, con
   // The forward pass is linear in the kernel: y = A^T [(G k G^T) . V] A per
   // tile, so dk = G^T [(A dy A^T) . V] G summed over the tiles: per point,
   // M[p] [cin, cout] = V[p]^T D[p] over all tiles, 16 GEMMs.
+  if (g.batch == 0) {  // no tiles to sum
+    std::fill_n(dw, 9 * g.cin * g.cout, 0.0f);
+    return;
+  }
   if (blocks_suit(g))
     filter_blocked(g, x, dy, dw);
   else
