@@ -347,7 +347,12 @@ TEST(Einsum, MatchesNaiveLoops) {
                              {"ik,jk->kji", {3, 4}, {2, 4}},
                              {"i,j->ij", {3}, {4}},
                              {"xy,yz->zx", {1, 3}, {3, 1}},
-                             {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}}};
+                             {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}},
+                             // Copies in several chunks of rows: an operand's
+                             // whole rows (an LSTM's input projection), and a
+                             // product permuted into the output with a stride.
+                             {"btk,kv->tbv", {4, 300, 64}, {64, 8}},
+                             {"bij,bjk->ikb", {64, 30, 3}, {64, 3, 40}}};
   for (const Case& c : cases) {
     Graph g;
     Value a = g.parameter("a", c.a), b = g.parameter("b", c.b);

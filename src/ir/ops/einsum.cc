@@ -8,6 +8,7 @@
 
 #include "autoshard/error.h"
 #include "autoshard/ir/ops.h"
+#include "autoshard/tensor/parallel.h"
 #include "ir/einsum_equation.h"
 #include "ir/op_def.h"
 #include "ir/ops/bf16_gemm.h"
@@ -135,28 +136,55 @@ float widened(uint16_t x) {
 }
 
 // Copies `src` (strides per letter; f32, or bf16 widened) into a contiguous
-// buffer ordered by `order` (adds into it with `add`).
+// buffer ordered by `order` (adds into it with `add`). A run of the last
+// letter is one loop (vectorised where src holds it contiguously too: the
+// [b, t, v] -> [t, b, v] permutation of an LSTM's input projection moves
+// whole rows), and the runs are spread over the cores: one element at a
+// time, this took 4% of the LSTM benchmark's step.
 template <typename T>
 void gather_to(const T* src, const std::string& order, const std::map<char, int64_t>& size,
                const std::map<char, int64_t>& src_stride, float* dst, bool add = false) {
   const size_t r = order.size();
-  std::vector<int64_t> n(r), st(r), idx(r, 0);
-  int64_t total = 1;
+  if (r == 0) {
+    dst[0] = add ? dst[0] + widened(src[0]) : widened(src[0]);
+    return;
+  }
+  std::vector<int64_t> n(r), st(r);
+  int64_t runs = 1;
   for (size_t i = 0; i < r; ++i) {
     n[i] = size.at(order[i]);
     st[i] = src_stride.at(order[i]);
-    total *= n[i];
+    if (i + 1 < r) runs *= n[i];
   }
-  int64_t off = 0;
-  for (int64_t k = 0; k < total; ++k) {
-    dst[k] = add ? dst[k] + widened(src[off]) : widened(src[off]);
-    for (size_t d = r; d-- > 0;) {
-      off += st[d];
-      if (++idx[d] < n[d]) break;
-      off -= st[d] * n[d];
-      idx[d] = 0;
+  const int64_t width = n[r - 1], step = st[r - 1];
+  if (width == 0) return;
+  parallel_for(runs, grain_for(width), [&](int64_t r0, int64_t r1) {
+    // The odometer of run r0's letters, then advanced run by run.
+    std::vector<int64_t> idx(r - 1);
+    int64_t off = 0;
+    for (size_t d = r - 1, rest = static_cast<size_t>(r0); d-- > 0;) {
+      idx[d] = static_cast<int64_t>(rest) % n[d];
+      rest /= static_cast<size_t>(n[d]);
+      off += idx[d] * st[d];
     }
-  }
+    for (int64_t run = r0; run < r1; ++run) {
+      const T* s = src + off;
+      float* out = dst + run * width;
+      if (step == 1 && !add)
+        for (int64_t j = 0; j < width; ++j) out[j] = widened(s[j]);
+      else if (step == 1)
+        for (int64_t j = 0; j < width; ++j) out[j] += widened(s[j]);
+      else
+        for (int64_t j = 0; j < width; ++j)
+          out[j] = add ? out[j] + widened(s[j * step]) : widened(s[j * step]);
+      for (size_t d = r - 1; d-- > 0;) {
+        off += st[d];
+        if (++idx[d] < n[d]) break;
+        off -= st[d] * n[d];
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 Operand operand_of(const Tensor& t, const std::string& term) {
