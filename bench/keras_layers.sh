@@ -9,6 +9,8 @@
 # same kernels: bench_sgemm and bench_keras_layers restart with the best
 # OPENBLAS_CORETYPE for the CPU where OpenBLAS chose slower ones
 # (ir/blas_core.h), and PyTorch gets that core type in OPENBLAS_CORETYPE.
+# The same models from Python, NumPy imported first (bench/keras_layers.py,
+# where the extension is built), get a column of their own.
 # Prints one JSON line per engine and model, then a table.
 # Usage: bench/keras_layers.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
@@ -25,13 +27,18 @@ rows=()
 for model in resnet lstm; do
   ours=$("$build/bench/bench_keras_layers" --model "$model" --steps "$steps" 2>/dev/null | tail -1)
   echo "$ours"
+  python="{}"
+  if ls "$here"/../python/autoshard/_native*.so >/dev/null 2>&1; then
+    python=$(PYTHONPATH="$here/../python" /usr/bin/python3 "$here/keras_layers.py" --model "$model" --steps "$steps" | tail -1)
+    echo "$python"
+  fi
   theirs="{}"
   if [ "$have_torch" = 1 ]; then
     theirs=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} /usr/bin/python3 "$here/pytorch_keras_layers.py" --model "$model" --steps "$steps" \
              --threads "$threads" | tail -1)
     echo "$theirs"
   fi
-  rows+=("{\"ours\":$ours,\"torch\":$theirs}")
+  rows+=("{\"ours\":$ours,\"torch\":$theirs,\"python\":$python}")
 done
 [ "$have_torch" = 1 ] || echo "python3-torch not installed: AUTOSHARD_WITH_TORCH=1 scripts/setup.sh for the PyTorch column" >&2
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The table of bench/keras_layers.sh: the sgemm peak's JSON as argument,
-one {"ours": ..., "torch": ...} line per model on stdin."""
+one {"ours": ..., "torch": ..., "python": ...} line per model on stdin
+("python": the same model from Python with NumPy imported first, or {})."""
 import json
 import sys
 
@@ -14,8 +15,9 @@ def main():
     peak = json.loads(sys.argv[1])
     top = peak["peak_gflops"]
     print(f"\nsgemm peak on {peak['threads']} threads: {top:.1f} GFLOP/s\n")
-    print("| step | autoshard s | GFLOP/s | of peak | PyTorch s | of peak | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print("| step | autoshard s | GFLOP/s | of peak | PyTorch s | of peak | speed-up "
+          "| from Python, NumPy first: s | of peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for line in sys.stdin:
         r = json.loads(line)
         a, t = r["ours"], r["torch"]
@@ -28,6 +30,12 @@ def main():
                       f"{t['median_step_s'] / a['median_step_s']:.2f}x"]
         else:
             cells += ["", "", ""]
+        py = r.get("python") or {}
+        if py:
+            cells += [f"{py['median_step_s']:.3f}",
+                      f"{flops / py['median_step_s'] * 1e-9 / top:.0%}"]
+        else:
+            cells += ["", ""]
         print("| " + " | ".join(cells) + " |")
 
 
