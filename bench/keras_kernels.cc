@@ -9,7 +9,9 @@
 //        forward and both gradients as the op runs them (Winograd F(2x2,
 //        3x3) where it suits), the im2col + GEMM kernels
 //        beside them, and one sgemm of the forward's shape (im2col's
-//        column matrix already made).
+//        column matrix already made);
+//   depthwise: a 3x3 depthwise layer (batch 64, 32x32x128), its kernels
+//        against the plain loops.
 //
 //   bench_keras_kernels [--repeats 200]
 // Prints microseconds per call on stderr and a JSON object on stdout.
@@ -128,6 +130,28 @@ int main(int argc, char** argv) {
                  {"filter_grad_gflops", flops / dw * 1e-3},
                  {"filter_grad_im2col_gflops", flops / dw_gemm * 1e-3},
                  {"sgemm_gflops", flops / gemm * 1e-3}};
+  }
+  // A MobileNet-style 3x3 depthwise layer (batch 64, 32x32x128, same): the
+  // op's kernels (ir/ops/depthwise.h) against the plain loops.
+  {
+    ConvGeometry g;
+    g.batch = 64, g.in_h = g.in_w = g.out_h = g.out_w = 32, g.k_h = g.k_w = 3;
+    g.pad_h = g.pad_w = 1, g.cin = g.cout = g.groups = 128, g.group_in = g.group_out = 1;
+    std::vector<float> xs(size_t(64 * 32 * 32 * 128), 0.5f), w(size_t(9 * 128), 0.25f),
+        ys(xs.size());
+    const int reps = 3;
+    auto pair = [&](const std::string& name, auto fast, auto plain) {
+      row("depthwise 3x3 32x32x128 " + name, best_us(reps, fast), best_us(reps, plain));
+    };
+    pair(
+        "forward", [&] { conv_forward(g, 0, xs.data(), w.data(), ys.data()); },
+        [&] { conv_forward_reference(g, 0, xs.data(), w.data(), ys.data()); });
+    pair(
+        "input grad", [&] { conv_backward_input(g, 0, ys.data(), w.data(), xs.data()); },
+        [&] { conv_backward_input_reference(g, 0, ys.data(), w.data(), xs.data()); });
+    pair(
+        "filter grad", [&] { conv_backward_filter(g, 0, xs.data(), ys.data(), w.data()); },
+        [&] { conv_backward_filter_reference(g, 0, xs.data(), ys.data(), w.data()); });
   }
   std::printf("%s\n", out.dump().c_str());
 }

@@ -11,6 +11,7 @@
 #include "autoshard/ir/ops.h"
 #include "autoshard/tensor/parallel.h"
 #include "ir/einsum_equation.h"
+#include "ir/ops/depthwise.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/vision_kernels.h"
 #include "ir/ops/winograd.h"
@@ -539,6 +540,10 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
       {geo(5, 5, 3, 1, 1, 1, 6, 4, 2, 2), 0},   // 2 groups
       {geo(5, 5, 3, 1, 1, 1, 6, 3, 2, 3), 2},   // 2 groups of 3, channels 2..4 held
       {geo(1, 9, 3, 2, 1, 1, 4, 8, 4, 2), 0},   // depthwise 1-D, multiplier 2
+      // Depthwise of multiplier 1 (ir/ops/depthwise.h): 2-D, stride 2, 70
+      // channels (a 64-channel block and 6); 1-D, dilated, valid.
+      {geo(7, 9, 3, 2, 1, 1, 70, 70, 70, 1), 0},
+      {geo(1, 20, 5, 1, 2, 0, 16, 16, 16, 1), 0},
       // Winograd F(2x2, 3x3) (ir/ops/winograd.h): same and valid padding,
       // odd output sizes (a tile cut off), a band, wide channels.
       {geo(9, 7, 3, 1, 1, 1, 16, 17, 1, 17), 0},
@@ -555,10 +560,11 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
       {geo(5, 4, 3, 1, 1, 1, 257, 256, 1, 256), 0},
       {one_image(geo(16, 16, 3, 1, 1, 1, 16, 4112, 1, 4112)), 0},
   };
-  int winograd = 0;
+  int winograd = 0, depthwise = 0;
   for (const Case& c : cases) {
     const ConvGeometry& g = c.g;
     winograd += winograd_suits(g);
+    depthwise += depthwise_suits(g, c.offset);
     const int64_t x_n = g.batch * g.in_h * g.in_w * g.cin;
     const int64_t y_n = g.batch * g.out_h * g.out_w * g.cout;
     const int64_t w_n = g.k_h * g.k_w * g.group_in * g.cout;
@@ -576,6 +582,7 @@ TEST(Convolution, FastKernelsMatchThePlainLoops) {
     EXPECT_LT(max_relative_error(dx1, dx2), 1e-5) << "input, case " << &c - cases.data();
   }
   EXPECT_EQ(winograd, 8);  // the last eight cases run F(2x2, 3x3)
+  EXPECT_EQ(depthwise, 2);
 }
 
 // Winograd's filter gradient sums runs of blocks cut by the geometry alone,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autoshard/tensor/parallel.h"
+#include "ir/ops/depthwise.h"
 #include "ir/ops/gemm.h"
 #include "ir/ops/winograd.h"
 #include "tensor/lanes.h"
@@ -192,9 +193,11 @@ void conv_backward_filter_reference(const ConvGeometry& g, int64_t offset, const
 
 // im2col + one GEMM per group segment and chunk of the batch. Depthwise
 // (one input channel per group) has no reduction worth a GEMM: plain loop.
-// Winograd where it suits (ir/ops/winograd.h), else im2col + GEMM.
+// Winograd where it suits (ir/ops/winograd.h), the depthwise kernels for
+// depthwise convolutions (ir/ops/depthwise.h), else im2col + GEMM.
 void conv_forward(const ConvGeometry& g, int64_t offset, const float* x, const float* w, float* y) {
   if (winograd_suits(g)) return conv3x3_winograd(g, x, w, y);
+  if (depthwise_suits(g, offset)) return depthwise_forward(g, x, w, y);
   conv_forward_gemm(g, offset, x, w, y);
 }
 
@@ -225,6 +228,7 @@ void conv_forward_gemm(const ConvGeometry& g, int64_t offset, const float* x, co
 void conv_backward_input(const ConvGeometry& g, int64_t offset, const float* dy, const float* w,
                          float* dx) {
   if (winograd_suits(g)) return conv3x3_winograd_backward_input(g, dy, w, dx);
+  if (depthwise_suits(g, offset)) return depthwise_backward_input(g, dy, w, dx);
   conv_backward_input_gemm(g, offset, dy, w, dx);
 }
 
@@ -251,10 +255,12 @@ void conv_backward_input_gemm(const ConvGeometry& g, int64_t offset, const float
 }
 
 // dw_segment += col^T . dy_segment over chunks of the batch.
-// Winograd where it suits (ir/ops/winograd.h), else im2col + GEMM.
+// Winograd where it suits (ir/ops/winograd.h), the depthwise kernels for
+// depthwise convolutions (ir/ops/depthwise.h), else im2col + GEMM.
 void conv_backward_filter(const ConvGeometry& g, int64_t offset, const float* x, const float* dy,
                           float* dw) {
   if (winograd_suits(g)) return conv3x3_winograd_backward_filter(g, x, dy, dw);
+  if (depthwise_suits(g, offset)) return depthwise_backward_filter(g, x, dy, dw);
   conv_backward_filter_gemm(g, offset, x, dy, dw);
 }
 
