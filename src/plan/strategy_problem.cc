@@ -318,7 +318,7 @@ class Builder {
       p.nodes.push_back({0, 0, node_costs(i), std::vector<int64_t>(choices_[i]->size(), 0)});
       sp_.members.push_back({});
       sp_.leaf.push_back(g_.node(i).is_leaf());
-      sp_.choices.push_back(*choices_[i]);
+      sp_.choices.emplace_back(choices_[i]);
     }
     for (int i = 0; i < n_; ++i) sp_.members[index_[rep_[i]]].push_back(i);
     const size_t classes = p.nodes.size();
