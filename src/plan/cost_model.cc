@@ -1,6 +1,8 @@
 #include "autoshard/plan/cost_model.h"
 
 #include <algorithm>
+#include <functional>
+#include <tuple>
 
 #include "autoshard/error.h"
 #include "autoshard/runtime/executor.h"
@@ -117,6 +119,107 @@ double write_back_seconds(const Cluster& c, const DeviceMesh& mesh, const Shardi
   const Shape local = to.local_shape(shape, mesh, 0);
   return conversion_seconds(c, mesh, from, to, shape, bf16) +
          inserted_op_seconds(c, Op::Assign, {local, local}, local, mesh.size(), bf16);
+}
+
+double memory_floor(const Graph& g, const DeviceMesh& mesh, const PartitionRequest& request,
+                    bool bf16) {
+  const std::vector<bool> live = live_nodes(g, {});
+  // Each value's layout where it is known: a leaf's (replicated unless
+  // given), an op's with a decision; nullptr elsewhere.
+  std::vector<const Sharding*> layout(size_t(g.size()), nullptr);
+  std::vector<Sharding> leaf_layout(size_t(g.size()));
+  double leaves = 0;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    if (!n.is_leaf()) continue;
+    auto it = request.leaves.find(i);
+    leaf_layout[size_t(i)] =
+        it == request.leaves.end() ? Sharding::replicated(n.shape.size()) : it->second;
+    layout[size_t(i)] = &leaf_layout[size_t(i)];
+    if (!live[size_t(i)]) continue;
+    // As predict counts them (4 bytes an element, the bf16 copy beside a
+    // master weight).
+    const double bytes = double(numel(leaf_layout[size_t(i)].local_shape(n.shape, mesh, 0))) * 4;
+    leaves += n.is_input() || n.leaf().is_slot() || !bf16 ? bytes : bytes * 1.5;
+  }
+  // Buffers the program is sure to hold, each over the times it is sure to
+  // be live. Op j's lowering is two times: 2j, when its conversions start
+  // (what they read is live), and 2j + 1, when it runs (what it reads and
+  // its result are live). Ops' results (not views, nor sums plan_buffers
+  // may fold or fuse) from their op to their last reader; conversion
+  // results by the partitioner's cache key (value, the reader's region and
+  // block, layout), made for their first reader and reused by the others.
+  struct Held {
+    double bytes;
+    int first, last;  // times; none when first > last
+  };
+  using Key = std::tuple<int, int, int, std::vector<int>, std::vector<int>, int>;
+  std::map<Key, Held> converted;
+  std::vector<Held> made(size_t(g.size()), Held{0, 1, 0});  // per op: its own result
+  const auto extend = [](Held& h, int time) { h.last = std::max(h.last, time); };
+  // Lowering::reshard: op i (by_op) or a conversion for it reads value `in`
+  // (held in `from`) in layout `to`, converted through `via` if staged.
+  const std::function<void(int, int, const Sharding&, const Sharding&, const Sharding*, bool)>
+      reshard = [&](int i, int in, const Sharding& from, const Sharding& to, const Sharding* via,
+                    bool by_op) {
+        const int read = by_op ? 2 * i + 1 : 2 * i;
+        if (from == to) return extend(made[size_t(in)], read);
+        const Node& n = g.node(i);
+        Key key{in,      n.region,   n.block,
+                to.dims, to.partial, to.partial.empty() ? -1 : int(to.partial_op)};
+        if (auto it = converted.find(key); it != converted.end()) return extend(it->second, read);
+        const Sharding* source = &from;
+        if (via && *via != from && *via != to) {
+          reshard(i, in, from, *via, nullptr, false);
+          source = via;
+        } else {
+          extend(made[size_t(in)], 2 * i);
+        }
+        // A slice's result may be a smaller copy: only a collective's counts.
+        const std::vector<ConversionStep> steps = conversion_plan(*source, to, mesh);
+        const Node& v = g.node(in);
+        const double bytes =
+            steps.empty() || steps.back().kind == ConversionStep::Kind::Slice
+                ? 0
+                : double(numel(to.local_shape(v.shape, mesh, 0))) * double(dtype_size(v.dtype));
+        converted.emplace(std::move(key), Held{bytes, 2 * i + 1, read});
+      };
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    if (!live[size_t(i)] || n.is_leaf()) continue;
+    auto d = request.decisions.find(i);
+    if (d == request.decisions.end()) continue;
+    const ShardDecision& decision = d->second;
+    for (size_t k = 0; k < n.inputs.size() && k < decision.inputs.size(); ++k) {
+      const Sharding* from = layout[size_t(n.inputs[k])];
+      const bool staged = k < decision.via.size() && decision.via[k];
+      if (from)
+        reshard(i, n.inputs[k], *from, decision.inputs[k], staged ? &*decision.via[k] : nullptr,
+                true);
+    }
+    layout[size_t(i)] = &decision.output;
+    const OpDef& def = op_def(n.op);
+    if (def.aliases_input || def.accumulates || def.sums_inputs || def.adds_into_input) continue;
+    made[size_t(i)] = {
+        double(numel(decision.output.local_shape(n.shape, mesh, 0))) * double(dtype_size(n.dtype)),
+        2 * i + 1, 2 * i + 1};
+  }
+  // The most bytes held at one time.
+  std::vector<double> up(2 * size_t(g.size()), 0), down(2 * size_t(g.size()), 0);
+  const auto hold = [&](const Held& h) {
+    if (h.first > h.last) return;
+    up[size_t(h.first)] += h.bytes;
+    down[size_t(h.last)] += h.bytes;
+  };
+  for (const auto& [key, h] : converted) hold(h);
+  for (const Held& h : made) hold(h);
+  double now = 0, most = 0;
+  for (size_t t = 0; t < up.size(); ++t) {
+    now += up[t];
+    most = std::max(most, now);
+    now -= down[t];
+  }
+  return leaves + most * (bf16 ? 0.5 : 1.0);
 }
 
 StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o, int device,

@@ -318,7 +318,7 @@ class Builder {
       p.nodes.push_back({0, 0, node_costs(i), std::vector<int64_t>(choices_[i]->size(), 0)});
       sp_.members.push_back({});
       sp_.leaf.push_back(g_.node(i).is_leaf());
-      sp_.choices.push_back(*choices_[i]);
+      sp_.choices.emplace_back(choices_[i]);
     }
     for (int i = 0; i < n_; ++i) sp_.members[index_[rep_[i]]].push_back(i);
     const size_t classes = p.nodes.size();
@@ -432,13 +432,14 @@ class Builder {
     }
     for (const auto& [stage, count] : stage_times) {
       const int value = stage_value_.at(stage);
-      add_conversions(index_[value], stage, outputs(index_[value]), outputs(stage),
-                      g_.node(value).shape, count, false);
+      add_conversions(index_[value], stage, distinct_outputs(index_[value]),
+                      distinct_outputs(stage), g_.node(value).shape, count, false);
     }
     for (const auto& [key, count] : from_stage) {
       const auto [stage, consumer, k] = key;
-      add_conversions(stage, index_[consumer], outputs(stage), needs(index_[consumer], k),
-                      g_.node(stage_value_.at(stage)).shape, count, false);
+      add_conversions(stage, index_[consumer], distinct_outputs(stage),
+                      distinct_needs(index_[consumer], k), g_.node(stage_value_.at(stage)).shape,
+                      count, false);
     }
   }
 
@@ -459,6 +460,7 @@ class Builder {
   struct Distinct {
     std::vector<const Sharding*> unique;
     std::vector<size_t> id;
+    Distinct() = default;
     explicit Distinct(const std::vector<const Sharding*>& layouts) {
       for (const Sharding* s : layouts) {
         size_t i = 0;
@@ -469,13 +471,25 @@ class Builder {
     }
   };
 
+  // The distinct layouts of problem node q's outputs and of what it needs
+  // as input k, made once per node (a value read by many ops was scanned
+  // again for each of its edges).
+  const Distinct& distinct_outputs(int q) {
+    auto [it, fresh] = distinct_.try_emplace({q, -1});
+    if (fresh) it->second = Distinct(outputs(q));
+    return it->second;
+  }
+  const Distinct& distinct_needs(int q, int k) {
+    auto [it, fresh] = distinct_.try_emplace({q, k});
+    if (fresh) it->second = Distinct(needs(q, k));
+    return it->second;
+  }
+
   // Adds to the edge between problem nodes u and v, for each pair of their
-  // strategies, `count` conversions from `from` into `to` (written back: and
-  // back again after the update).
-  void add_conversions(int u, int v, const std::vector<const Sharding*>& from,
-                       const std::vector<const Sharding*>& to, const Shape& shape, int64_t count,
-                       bool written_back) {
-    const Distinct f(from), t(to);
+  // strategies, `count` conversions from layouts `f` into `t` (written back:
+  // and back again after the update).
+  void add_conversions(int u, int v, const Distinct& f, const Distinct& t, const Shape& shape,
+                       int64_t count, bool written_back) {
     const size_t width = t.unique.size();
     std::vector<int64_t> table(f.unique.size() * width);
     for (size_t x = 0; x < f.unique.size(); ++x)
@@ -516,7 +530,7 @@ class Builder {
 
   void add_edge(int producer, int consumer, int k, int64_t count) {
     const int u = index_[producer], v = index_[consumer];
-    add_conversions(u, v, outputs(u), needs(v, k), g_.node(producer).shape, count,
+    add_conversions(u, v, distinct_outputs(u), distinct_needs(v, k), g_.node(producer).shape, count,
                     op_def(g_.node(consumer).op).mutates_input(k));
   }
 
@@ -563,6 +577,7 @@ class Builder {
   const StrategyOptions& o_;
   const int n_;
   ConversionPrices price_;
+  std::map<std::pair<int, int>, Distinct> distinct_;  // (node, input or -1 for outputs)
   StrategyProblem sp_;
   std::vector<int64_t> lo_, hi_;  // per graph node: live range
   // Per graph node (shared by nodes with the same loops; copied to sp_ for reps).

@@ -201,11 +201,23 @@ class Lowering {
       return s.local_shape(global, mesh_, device_)[dim];
     };
     // The pieces of `n` over an axis's group, in its order (a tuple's:
-    // nested over its members).
+    // nested over its members), made once per (n, axis) and shared by every
+    // collective that moves them (BlockSizes: 1,024 of them per list on
+    // 1,024 devices).
     auto pieces = [&](int64_t n, int axis) {
-      std::vector<int64_t> parts;
-      for (int a : axis_members(axis)) parts.push_back(mesh_.axis_size(a));
-      return nested_split_sizes(n, parts);
+      auto [it, fresh] = nested_.try_emplace({n, axis});
+      if (fresh) {
+        std::vector<int64_t> parts;
+        for (int a : axis_members(axis)) parts.push_back(mesh_.axis_size(a));
+        it->second = nested_split_sizes(n, parts);
+      }
+      return it->second;
+    };
+    // The same flat (an all-to-all's): n split into k.
+    auto flat = [&](int64_t n, int k) {
+      auto [it, fresh] = flat_.try_emplace({n, k});
+      if (fresh) it->second = split_sizes(n, k);
+      return it->second;
     };
     for (const ConversionStep& s : conversion_plan(from, to, mesh_)) {
       const int k = mesh_.axis_size(s.axis), c = mesh_.coordinate(device_, s.axis);
@@ -227,8 +239,8 @@ class Lowering {
           AllToAllAttrs a{s.axis,
                           s.dim,
                           s.to_dim,
-                          split_sizes(extent(s.after, s.dim), k),
-                          split_sizes(extent(s.before, s.to_dim), k),
+                          flat(extent(s.after, s.dim), k),
+                          flat(extent(s.before, s.to_dim), k),
                           c};
           local = collective(Op::AllToAll, local, std::move(a), s.axis, id);
           break;
@@ -264,6 +276,9 @@ class Lowering {
   // dims, partial axes and their op when partial), as Sharding's == sees it.
   using CacheKey = std::tuple<int, int, int, std::vector<int>, std::vector<int>, int>;
   std::map<CacheKey, int> cache_;
+  // Block sizes by (extent, axis) (nested over a tuple's members) and by
+  // (extent, parts) (flat), shared by the collectives (see convert).
+  std::map<std::pair<int64_t, int>, BlockSizes> nested_, flat_;
 };
 
 }  // namespace

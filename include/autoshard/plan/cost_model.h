@@ -77,6 +77,21 @@ struct PredictedSpan {
 StepPrediction predict(const Partition& p, const Cluster& c, const PredictOptions& o,
                        int device = 0, std::vector<PredictedSpan>* timeline = nullptr);
 
+// A floor under the memory predict() gives device 0's program of
+// partition(g, mesh, request, {}, {0}) (MemoryPrediction::total() less the
+// process), found without lowering that program: the leaves' blocks as
+// predict counts them, and the most bytes of conversion results live at
+// once. An op's input converted by a collective is a buffer of its own,
+// made before the op and kept until the last op of the same part of the
+// step that reads it in that layout (the partitioner converts once per
+// part); buffers live at once take distinct buffers in the executor's plan.
+// Copies it cannot see (views, results of rules, staging) only add to the
+// real count. Ops without a decision in `request` and what they read are
+// left out. The planner rejects a plan whose floor is over the budget
+// without partitioning it (a fraction of the cost on 1,024 devices).
+double memory_floor(const Graph& g, const DeviceMesh& mesh, const PartitionRequest& request,
+                    bool bf16);
+
 // The building blocks, shared with the planner.
 double op_seconds(const Cluster& c, const Node& n, const std::vector<Shape>& inputs,
                   const Shape& output, int devices, bool bf16);

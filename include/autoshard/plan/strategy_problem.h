@@ -34,6 +34,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,33 @@ struct StrategyOptions {
 // divides. The one rule behind StrategyOptions::divisible.
 std::vector<int> uneven_dims(const Sharding& layout, const Shape& shape, const DeviceMesh& mesh);
 
+// One problem node's strategies, read as a const std::vector<ShardDecision>.
+// Shared: the nodes of one loop nest (a model's layers, a tied node's
+// pieces) have one list, and copying it into every node was a tenth of
+// posing GPT-3 175B's problems on a mesh (and of freeing them).
+class Strategies {
+ public:
+  Strategies() = default;
+  Strategies(std::vector<ShardDecision> list)  // NOLINT: implicit, a list reads as one
+      : list_(std::make_shared<const std::vector<ShardDecision>>(std::move(list))) {}
+  explicit Strategies(std::shared_ptr<const std::vector<ShardDecision>> list)
+      : list_(std::move(list)) {}
+  const std::vector<ShardDecision>& list() const { return list_ ? *list_ : none(); }
+  size_t size() const { return list().size(); }
+  bool empty() const { return list().empty(); }
+  const ShardDecision& operator[](size_t s) const { return list()[s]; }
+  const ShardDecision& at(size_t s) const { return list().at(s); }
+  std::vector<ShardDecision>::const_iterator begin() const { return list().begin(); }
+  std::vector<ShardDecision>::const_iterator end() const { return list().end(); }
+
+ private:
+  static const std::vector<ShardDecision>& none() {
+    static const std::vector<ShardDecision> empty;
+    return empty;
+  }
+  std::shared_ptr<const std::vector<ShardDecision>> list_;
+};
+
 struct StrategyProblem {
   ShardingProblem problem;
   // Per problem node: the step graph's nodes that take its strategy (one,
@@ -72,7 +100,7 @@ struct StrategyProblem {
   std::vector<bool> leaf;  // per problem node: weights, slots or inputs
   // Per problem node, per strategy: the shardings the op runs with (for a
   // leaf or a staging node: its layout, as `output`).
-  std::vector<std::vector<ShardDecision>> choices;
+  std::vector<Strategies> choices;
   // Inputs read through a staging node (see build_strategy_problem): the
   // step graph's consumer, its input, and the staging problem node.
   struct Staged {
