@@ -10,6 +10,9 @@
 #include <set>
 
 #include "autoshard/models/gpt2/gpt2.h"
+#include "autoshard/nn/conv_layers.h"
+#include "autoshard/nn/layers.h"
+#include "autoshard/nn/pooling_layers.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/plan/cost_model.h"
 #include "autoshard/plan/distribution.h"
@@ -142,6 +145,42 @@ TEST(MemoryFloor, NeverAboveThePredictedMemory) {
       }
   EXPECT_GE(checked, 2 * 2 * 4 * 2);
   EXPECT_GE(random, 2 * 2 * 4);  // most meshes had some
+}
+
+// A small CNN whose convolutions exchange halos where a plan splits the
+// image's rows: a strided 1x1 convolution that widens the channels (its
+// halo is smaller than its converted input) and a 3x3 one.
+Graph cnn_training_graph() {
+  SymbolicTensor in = Input({8, 8, 4});
+  SymbolicTensor x = Conv2D(16, {1}, ConvOptions().strides({2}).padding("same"))(in);
+  x = Conv2D(8, {3}, ConvOptions().padding("same").activation("relu"))(x);
+  Model model({in}, Dense(3)(GlobalAveragePooling2D()(x)));
+  model.compile(SGD({.learning_rate = 0.1}), losses::sparse_categorical_crossentropy);
+  return model.training_graph({4, 8, 8, 4}, {4});
+}
+
+// The floor against the prediction where ops read halo exchanges' results:
+// random answers (some split the rows) and the solver's.
+TEST(MemoryFloor, NeverAboveThePredictedMemoryWithHalos) {
+  const Cluster cluster = Cluster::named("a100-80g");
+  std::mt19937 rng(60);
+  const Graph g = cnn_training_graph();
+  int checked = 0;
+  for (const DeviceMesh& mesh : {DeviceMesh({2, 2}, {"data", "model"}), DeviceMesh({4}, {"seq"})}) {
+    const StrategyProblem sp = build_strategy_problem(g, mesh, cluster, {});
+    std::vector<std::vector<int>> answers;
+    ShardingProblem p = sp.problem;
+    answers.push_back(solve(p, {.time_limit_s = 600, .max_rounds = 2, .programs = false}).strategy);
+    for (int k = 0; k < 12; ++k)
+      if (std::vector<int> a = random_answer(g, sp, rng); !a.empty()) answers.push_back(a);
+    for (const std::vector<int>& a : answers) {
+      const PartitionRequest r = sp.request(a);
+      EXPECT_LE(memory_floor(g, mesh, r, false), predicted_memory(g, mesh, r, false))
+          << mesh.to_string();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10);
 }
 
 // A plan that gathers what it should keep split: every op's inputs and

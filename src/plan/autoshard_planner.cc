@@ -140,8 +140,12 @@ std::vector<int> fitting_answer(const Graph& g, StrategyProblem& sp, const Clust
         return strategy;
       }
     }
-    sp.problem.usage_limit =
-        static_cast<int64_t>(double(*sp.problem.usage_limit) * double(budget) / real * 0.95);
+    // The floor can sit far below the program's count (it leaves out what
+    // plan_buffers may fold), so a limit lowered by it alone could let the
+    // same answer back: lower it from below that answer's own peak too.
+    double from = double(*sp.problem.usage_limit);
+    if (floor_only) from = std::min(from, double(sp.problem.peak_usage(strategy)));
+    sp.problem.usage_limit = static_cast<int64_t>(from * double(budget) / real * 0.95);
   }
   fail("AutoShard: no plan found fits in ", mebibytes(budget), " per device on mesh ",
        mesh.to_string(), " (the last needs ", floor_only ? "at least " : "",

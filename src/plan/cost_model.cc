@@ -190,15 +190,19 @@ double memory_floor(const Graph& g, const DeviceMesh& mesh, const PartitionReque
     auto d = request.decisions.find(i);
     if (d == request.decisions.end()) continue;
     const ShardDecision& decision = d->second;
+    const OpDef& def = op_def(n.op);
+    // An op with a window (a convolution, a pool) may read a halo exchange's
+    // result, smaller than its converted input, which the program can free
+    // before the op runs: its reads end when its conversions do.
+    const bool runs_on_its_inputs = def.window == nullptr;
     for (size_t k = 0; k < n.inputs.size() && k < decision.inputs.size(); ++k) {
       const Sharding* from = layout[size_t(n.inputs[k])];
       const bool staged = k < decision.via.size() && decision.via[k];
       if (from)
         reshard(i, n.inputs[k], *from, decision.inputs[k], staged ? &*decision.via[k] : nullptr,
-                true);
+                runs_on_its_inputs);
     }
     layout[size_t(i)] = &decision.output;
-    const OpDef& def = op_def(n.op);
     if (def.aliases_input || def.accumulates || def.sums_inputs || def.adds_into_input) continue;
     made[size_t(i)] = {
         double(numel(decision.output.local_shape(n.shape, mesh, 0))) * double(dtype_size(n.dtype)),
