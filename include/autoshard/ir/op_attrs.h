@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "autoshard/shared_list.h"
 #include "autoshard/tensor/reduce_op.h"
 #include "autoshard/tensor/tensor.h"
 #include "autoshard/tensor/weights_dtype.h"
@@ -232,26 +232,7 @@ struct SgdAttrs {
 // collectives over a few distinct (extent, axis) pairs; holding a list per
 // collective made the partition mostly malloc and page faults. Reads as a
 // const std::vector<int64_t>.
-class BlockSizes {
- public:
-  BlockSizes() = default;
-  BlockSizes(std::vector<int64_t> sizes)  // NOLINT: implicit, a list reads as one
-      : sizes_(std::make_shared<const std::vector<int64_t>>(std::move(sizes))) {}
-  const std::vector<int64_t>& values() const { return sizes_ ? *sizes_ : none(); }
-  operator const std::vector<int64_t>&() const { return values(); }  // NOLINT
-  size_t size() const { return values().size(); }
-  bool empty() const { return values().empty(); }
-  int64_t operator[](size_t i) const { return values()[i]; }
-  std::vector<int64_t>::const_iterator begin() const { return values().begin(); }
-  std::vector<int64_t>::const_iterator end() const { return values().end(); }
-
- private:
-  static const std::vector<int64_t>& none() {
-    static const std::vector<int64_t> empty;
-    return empty;
-  }
-  std::shared_ptr<const std::vector<int64_t>> sizes_;
-};
+using BlockSizes = SharedList<int64_t>;
 
 // Collectives over one mesh axis (partitioned programs only).
 struct AllReduceAttrs {

@@ -34,13 +34,13 @@
 #pragma once
 
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "autoshard/ir/graph.h"
 #include "autoshard/plan/cluster.h"
 #include "autoshard/shard/partitioner.h"
+#include "autoshard/shared_list.h"
 #include "autoshard/solver/problem.h"
 
 namespace autoshard {
@@ -68,28 +68,7 @@ std::vector<int> uneven_dims(const Sharding& layout, const Shape& shape, const D
 // Shared: the nodes of one loop nest (a model's layers, a tied node's
 // pieces) have one list, and copying it into every node was a tenth of
 // posing GPT-3 175B's problems on a mesh (and of freeing them).
-class Strategies {
- public:
-  Strategies() = default;
-  Strategies(std::vector<ShardDecision> list)  // NOLINT: implicit, a list reads as one
-      : list_(std::make_shared<const std::vector<ShardDecision>>(std::move(list))) {}
-  explicit Strategies(std::shared_ptr<const std::vector<ShardDecision>> list)
-      : list_(std::move(list)) {}
-  const std::vector<ShardDecision>& list() const { return list_ ? *list_ : none(); }
-  size_t size() const { return list().size(); }
-  bool empty() const { return list().empty(); }
-  const ShardDecision& operator[](size_t s) const { return list()[s]; }
-  const ShardDecision& at(size_t s) const { return list().at(s); }
-  std::vector<ShardDecision>::const_iterator begin() const { return list().begin(); }
-  std::vector<ShardDecision>::const_iterator end() const { return list().end(); }
-
- private:
-  static const std::vector<ShardDecision>& none() {
-    static const std::vector<ShardDecision> empty;
-    return empty;
-  }
-  std::shared_ptr<const std::vector<ShardDecision>> list_;
-};
+using Strategies = SharedList<ShardDecision>;
 
 struct StrategyProblem {
   ShardingProblem problem;

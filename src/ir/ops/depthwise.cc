@@ -12,19 +12,6 @@ int64_t positions(const ConvGeometry& g) {
   return g.out_h * g.out_w;
 }
 
-// Calls f(tap, ih, iw) for each tap of output position (oh, ow) inside x.
-template <typename F>
-void for_each_tap(const ConvGeometry& g, int64_t oh, int64_t ow, F f) {
-  for (int64_t kh = 0; kh < g.k_h; ++kh) {
-    const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dil_h;
-    if (ih < 0 || ih >= g.in_h) continue;
-    for (int64_t kw = 0; kw < g.k_w; ++kw) {
-      const int64_t iw = ow * g.stride_w - g.pad_w + kw * g.dil_w;
-      if (iw >= 0 && iw < g.in_w) f(kh * g.k_w + kw, ih, iw);
-    }
-  }
-}
-
 }  // namespace
 
 bool depthwise_suits(const ConvGeometry& g, int64_t offset) {
@@ -38,11 +25,12 @@ void depthwise_forward(const ConvGeometry& g, const float* x, const float* w, fl
       const int64_t b = r / P, o = r % P;
       float* out = y + r * C;
       std::fill_n(out, C, 0.0f);
-      for_each_tap(g, o / g.out_w, o % g.out_w, [&](int64_t tap, int64_t ih, int64_t iw) {
-        const float* xi = x + ((b * g.in_h + ih) * g.in_w + iw) * C;
-        const float* wk = w + tap * C;
-        for (int64_t c = 0; c < C; ++c) out[c] += xi[c] * wk[c];
-      });
+      for_each_tap(g, o / g.out_w, o % g.out_w,
+                   [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                     const float* xi = x + ((b * g.in_h + ih) * g.in_w + iw) * C;
+                     const float* wk = w + (kh * g.k_w + kw) * C;
+                     for (int64_t c = 0; c < C; ++c) out[c] += xi[c] * wk[c];
+                   });
     }
   });
 }
@@ -55,11 +43,12 @@ void depthwise_backward_input(const ConvGeometry& g, const float* dy, const floa
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t o = 0; o < P; ++o) {
         const float* d = dy + (b * P + o) * C;
-        for_each_tap(g, o / g.out_w, o % g.out_w, [&](int64_t tap, int64_t ih, int64_t iw) {
-          float* xi = dx + ((b * g.in_h + ih) * g.in_w + iw) * C;
-          const float* wk = w + tap * C;
-          for (int64_t c = 0; c < C; ++c) xi[c] += d[c] * wk[c];
-        });
+        for_each_tap(g, o / g.out_w, o % g.out_w,
+                     [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                       float* xi = dx + ((b * g.in_h + ih) * g.in_w + iw) * C;
+                       const float* wk = w + (kh * g.k_w + kw) * C;
+                       for (int64_t c = 0; c < C; ++c) xi[c] += d[c] * wk[c];
+                     });
       }
   });
 }

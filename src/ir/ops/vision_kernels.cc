@@ -41,20 +41,6 @@ std::vector<Segment> segments(const ConvGeometry& g, int64_t offset) {
   return out;
 }
 
-// Calls f(kh, kw, ih, iw) for each tap of output position (oh, ow) inside x.
-template <typename F>
-void for_each_tap(const ConvGeometry& g, int64_t oh, int64_t ow, F f) {
-  for (int64_t kh = 0; kh < g.k_h; ++kh) {
-    const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dil_h;
-    if (ih < 0 || ih >= g.in_h) continue;
-    for (int64_t kw = 0; kw < g.k_w; ++kw) {
-      const int64_t iw = ow * g.stride_w - g.pad_w + kw * g.dil_w;
-      if (iw < 0 || iw >= g.in_w) continue;
-      f(kh, kw, ih, iw);
-    }
-  }
-}
-
 thread_local std::vector<float> col_scratch(1);
 float* col_buffer(int64_t count) {
   if (static_cast<int64_t>(col_scratch.size()) < count) col_scratch.resize(count);
