@@ -11,7 +11,10 @@
 //        beside them, and one sgemm of the forward's shape (im2col's
 //        column matrix already made);
 //   depthwise: a 3x3 depthwise layer (batch 64, 32x32x128), its kernels
-//        against the plain loops.
+//        against the plain loops;
+//   lstm: the recurrent products of an LSTM(512) step at batch 32 in
+//        GFLOP/s, as the einsum op runs them (sgemm: tile_gemm for so few
+//        rows), beside OpenBLAS on the same shape.
 //
 //   bench_keras_kernels [--repeats 200]
 // Prints microseconds per call on stderr and a JSON object on stdout.
@@ -152,6 +155,37 @@ int main(int argc, char** argv) {
     pair(
         "filter grad", [&] { conv_backward_filter(g, 0, xs.data(), ys.data(), w.data()); },
         [&] { conv_backward_filter_reference(g, 0, xs.data(), ys.data(), w.data()); });
+  }
+  // The recurrent products of one LSTM(512) time step at batch 32: the
+  // forward h [32, 512] x W [512, 2048], and the input gradient
+  // dgates [32, 2048] x W^T (W stored [512, 2048]).
+  {
+    const int64_t b = 32, u = 512, v = 2048;
+    std::vector<float> h(size_t(b * u), 0.5f), w(size_t(u * v), 0.25f), g(size_t(b * v), 0.5f),
+        out_v(size_t(b * v)), out_u(size_t(b * u));
+    const double flops = 2.0 * b * u * v;
+    const int reps = std::max(repeats, 20);
+    auto rate = [&](auto f) { return flops / best_us(reps, f) * 1e-3; };
+    const double fwd =
+        rate([&] { sgemm(false, false, b, v, u, h.data(), u, w.data(), v, out_v.data(), v); });
+    const double fwd_blas = rate([&] {
+      parallel_blas_gemm(false, false, b, v, u, 1.0f, h.data(), u, w.data(), v, 0.0f, out_v.data(),
+                         v);
+    });
+    const double grad =
+        rate([&] { sgemm(false, true, b, u, v, g.data(), v, w.data(), v, out_u.data(), u); });
+    const double grad_blas = rate([&] {
+      parallel_blas_gemm(false, true, b, u, v, 1.0f, g.data(), v, w.data(), v, 0.0f, out_u.data(),
+                         u);
+    });
+    std::fprintf(
+        stderr,
+        "%-34s GFLOP/s: forward %5.1f (OpenBLAS %5.1f)  input grad %5.1f (OpenBLAS %5.1f)\n",
+        "lstm recurrent [32,512]x[512,2048]", fwd, fwd_blas, grad, grad_blas);
+    out["lstm recurrent"] = {{"forward_gflops", fwd},
+                             {"forward_openblas_gflops", fwd_blas},
+                             {"input_grad_gflops", grad},
+                             {"input_grad_openblas_gflops", grad_blas}};
   }
   std::printf("%s\n", out.dump().c_str());
 }

@@ -9,6 +9,7 @@
 #include "autoshard/ir/blas_core.h"
 #include "autoshard/tensor/parallel.h"
 #include "tensor/tile_gemm.h"
+#include "tensor/transpose.h"
 
 namespace autoshard {
 namespace {
@@ -62,6 +63,15 @@ void over_column_pieces(int64_t n, const Piece& piece) {
   });
 }
 
+// a [m, k] (rows lda apart) turned into dst [k, m], over the cores in runs
+// of 128 of k.
+void transpose_into(const float* a, int64_t m, int64_t k, int64_t lda, float* dst) {
+  constexpr int64_t kRun = 128;
+  parallel_for(chunk_count(k, kRun), 1, [&](int64_t first, int64_t last) {
+    transpose_columns(a, m, lda, first * kRun, std::min(k, last * kRun), dst, m);
+  });
+}
+
 }  // namespace
 
 bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -94,8 +104,7 @@ bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   int64_t ld_right = lda;
   if (!trans_a) {
     a_t.resize(size_t(k * m));
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) a_t[p * m + i] = a[i * lda + p];
+    transpose_into(a, m, k, lda, a_t.data());
     right = a_t.data(), ld_right = m;
   }
   c_t.resize(size_t(n * m));

@@ -5,6 +5,7 @@
 
 #include "autoshard/tensor/parallel.h"
 #include "tensor/tile_gemm.h"
+#include "tensor/transpose.h"
 
 namespace autoshard {
 
@@ -40,22 +41,19 @@ float* scratch(int which, int64_t elements) {
 }
 
 // w' [3, 3, ci, co] = w [2 - ., 2 - ., co, ci]: the input gradient's
-// kernel, the taps turned half a turn and each tap's channels transposed, in
-// 16 x 16 blocks (in scratch 1, which V takes over once U is made).
+// kernel, the taps turned half a turn and each tap's channels transposed
+// (in scratch 1, which V takes over once U is made), in runs of 16 ci.
 const float* turn_kernel(const ConvGeometry& g, const float* w) {
-  constexpr int64_t kSide = 16;
+  constexpr int64_t kRun = 16;
   const int64_t ci_n = g.cin, co_n = g.cout, plane = ci_n * co_n;
-  const int64_t ci_blocks = chunk_count(ci_n, kSide), co_blocks = chunk_count(co_n, kSide);
+  const int64_t runs = chunk_count(ci_n, kRun);
   float* turned = scratch(1, 9 * plane);
-  parallel_for(9 * ci_blocks * co_blocks, 1, [&](int64_t b0, int64_t b1) {
+  parallel_for(9 * runs, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t tap = b / (ci_blocks * co_blocks), rest = b % (ci_blocks * co_blocks);
-      const int64_t ci0 = rest / co_blocks * kSide, co0 = rest % co_blocks * kSide;
-      const float* from = w + (8 - tap) * plane;  // [co, ci]
-      float* to = turned + tap * plane;           // [ci, co]
-      for (int64_t co = co0; co < std::min(co_n, co0 + kSide); ++co)
-        for (int64_t ci = ci0; ci < std::min(ci_n, ci0 + kSide); ++ci)
-          to[ci * co_n + co] = from[co * ci_n + ci];
+      const int64_t tap = b / runs, ci0 = b % runs * kRun;
+      // [co, ci] of the turned tap into [ci, co].
+      transpose_columns(w + (8 - tap) * plane, co_n, ci_n, ci0, std::min(ci_n, ci0 + kRun),
+                        turned + tap * plane, co_n);
     }
   });
   return turned;
