@@ -48,16 +48,14 @@ std::pair<int64_t, int64_t> grid(int64_t m, int64_t n, int threads) {
   return best;
 }
 
-// Calls piece(j0, width) on C's columns over the calling thread's cores:
-// pieces of whole 32-column blocks (tile_gemm's AVX-512 block), at most 256
-// wide (B's piece, k x 256, is what each block of C's rows reads again), and
-// narrow enough that every core gets one. Each element's chain is the same
-// however C is cut, so the pieces do not change the bits.
+// Calls piece(j0, width) on [0, n) over the calling thread's cores: pieces
+// of whole blocks, at most `widest` long, and short enough that every core
+// gets one. Each element's chain is the same however C is cut, so the
+// pieces do not change the bits.
 template <typename Piece>
-void over_column_pieces(int64_t n, const Piece& piece) {
-  constexpr int64_t kBlock = 32, kWidest = 256;
+void over_pieces(int64_t n, int64_t block, int64_t widest, const Piece& piece) {
   const int64_t even = (n + intra_op_threads() - 1) / intra_op_threads();
-  const int64_t width = std::clamp((even + kBlock - 1) / kBlock * kBlock, kBlock, kWidest);
+  const int64_t width = std::clamp((even + block - 1) / block * block, block, widest);
   parallel_for((n + width - 1) / width, 1, [&](int64_t first, int64_t last) {
     for (int64_t p = first; p < last; ++p) piece(p * width, std::min(width, n - p * width));
   });
@@ -87,7 +85,9 @@ bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   // op(A)(i, p) = a[i * a_row + p * a_col].
   const int64_t a_row = trans_a ? 1 : lda, a_col = trans_a ? lda : 1;
   if (!trans_b) {  // B [k, n] row-major: read in place
-    over_column_pieces(n, [&](int64_t j0, int64_t width) {
+    // Pieces of whole 32-column blocks (tile_gemm's AVX-512 block), at most
+    // 256 wide: B's piece, k x 256, is what each block of C's rows reads again.
+    over_pieces(n, 32, 256, [&](int64_t j0, int64_t width) {
       tile_gemm(m, width, k, alpha, a, a_row, a_col, b + j0, ldb, accumulate, c + j0, ldc);
     });
     return true;
@@ -109,7 +109,10 @@ bool thin_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   }
   c_t.resize(size_t(n * m));
   float* ct = c_t.data();
-  over_column_pieces(n, [&](int64_t j0, int64_t width) {
+  // Pieces of at most 64 of B's rows: each block of them reads all of
+  // op(A)^T, however many blocks a piece holds, and with more pieces than
+  // cores a core that starts late (a worker waking) takes fewer of them.
+  over_pieces(n, 16, 64, [&](int64_t j0, int64_t width) {
     tile_gemm(width, m, k, alpha, b + j0 * ldb, ldb, 1, right, ld_right, false, ct + j0 * m, m);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = j0; j < j0 + width; ++j)
