@@ -9,8 +9,10 @@
 //   lstm    a language model: Embedding(vocab, 512), two LSTM(512,
 //           return_sequences), Dense(vocab) on every step, sparse
 //           categorical cross-entropy over the steps.
+//   gru     the same language model with two GRU(512) (Keras's defaults:
+//           reset_after, tanh and sigmoid).
 //
-//   bench_keras_layers --model resnet|lstm [--batch N] [--seq T] [--vocab V] [--units U]
+//   bench_keras_layers --model resnet|lstm|gru [--batch N] [--seq T] [--vocab V] [--units U]
 //                      [--steps 5] [--warmup 2] [--mesh data=2] [--profile]
 // Prints a readable line (and the op profile) on stderr and one JSON object on
 // stdout with the median step and the step's FLOPs (forward x 3).
@@ -66,8 +68,8 @@ Args parse(int argc, char** argv) {
     else
       fail("bench_keras_layers: unknown flag ", f, " (see the top of bench/keras_layers.cc)");
   }
-  AS_CHECK(a.model == "resnet" || a.model == "lstm",
-           "bench_keras_layers: --model is resnet or lstm");
+  AS_CHECK(a.model == "resnet" || a.model == "lstm" || a.model == "gru",
+           "bench_keras_layers: --model is resnet, lstm or gru");
   if (a.batch == 0) a.batch = a.model == "resnet" ? 64 : 32;
   return a;
 }
@@ -98,12 +100,15 @@ std::unique_ptr<Model> resnet18() {
   return std::make_unique<Model>(std::vector{in}, Dense(10)(GlobalAveragePooling2D()(x)));
 }
 
-std::unique_ptr<Model> lstm_lm(const Args& a) {
+std::unique_ptr<Model> language_model(const Args& a) {
   SymbolicTensor in = Input({a.seq}, DType::I32);
+  auto recurrent = [&]() -> Layer {
+    if (a.model == "gru") return GRU(a.units, GRUOptions().return_sequences(true));
+    return LSTM(a.units, LSTMOptions().return_sequences(true));
+  };
   return std::make_unique<Sequential>(
-      in, std::vector<Layer>{Embedding(a.vocab, a.units),
-                             LSTM(a.units, LSTMOptions().return_sequences(true)),
-                             LSTM(a.units, LSTMOptions().return_sequences(true)), Dense(a.vocab)});
+      in,
+      std::vector<Layer>{Embedding(a.vocab, a.units), recurrent(), recurrent(), Dense(a.vocab)});
 }
 
 // Multiply-adds x 2 of one forward pass; the step counts 3 of them (the
@@ -125,9 +130,12 @@ double resnet_forward_flops(int64_t batch) {
   return f + 2.0 * batch * 512 * 10;
 }
 
-double lstm_forward_flops(const Args& a) {
+// Two recurrent layers of `gates` gates (LSTM 4, GRU 3), each an input and a
+// recurrent product of units x gates units per token, and the Dense head.
+double language_model_forward_flops(const Args& a) {
   const double tokens = double(a.batch) * a.seq, u = double(a.units);
-  return 2.0 * tokens * (2 * (u + u) * 4 * u + u * a.vocab);
+  const double gates = a.model == "gru" ? 3 : 4;
+  return 2.0 * tokens * (2 * (u + u) * gates * u + u * a.vocab);
 }
 
 }  // namespace
@@ -136,7 +144,7 @@ int main(int argc, char** argv) {
   blas::use_best_blas_kernels(argv);  // as the CLI: OpenBLAS's best kernels for this CPU
   try {
     const Args a = parse(argc, argv);
-    std::unique_ptr<Model> model = a.model == "resnet" ? resnet18() : lstm_lm(a);
+    std::unique_ptr<Model> model = a.model == "resnet" ? resnet18() : language_model(a);
     if (!a.mesh.empty())
       model->set_distribution(std::make_shared<AutoShard>(DeviceMesh::parse(a.mesh), "data"));
     model->compile(SGD({.learning_rate = 0.01, .momentum = 0.9}),
@@ -169,7 +177,7 @@ int main(int argc, char** argv) {
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
     const double flops =
-        3 * (a.model == "resnet" ? resnet_forward_flops(a.batch) : lstm_forward_flops(a));
+        3 * (a.model == "resnet" ? resnet_forward_flops(a.batch) : language_model_forward_flops(a));
     std::fprintf(stderr,
                  "autoshard %s step on %s, batch %lld: median %.3f s over %lld (min %.3f), %.1f "
                  "GFLOP/s, loss %.4f\n",
@@ -186,7 +194,7 @@ int main(int argc, char** argv) {
                      {"median_step_s", median},
                      {"min_step_s", times.front()},
                      {"blas_core", blas::blas_info().core}};
-    if (a.model == "lstm") j["seq"] = a.seq, j["vocab"] = a.vocab, j["units"] = a.units;
+    if (a.model != "resnet") j["seq"] = a.seq, j["vocab"] = a.vocab, j["units"] = a.units;
     std::printf("%s\n", j.dump().c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "autoshard: error: %s\n", e.what());

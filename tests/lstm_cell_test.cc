@@ -3,7 +3,8 @@
 // sums, as nn/recurrent_layers.cc composes it for other activations):
 // outputs and the gradients of every input, over a few chained steps so
 // that the state's gradient flows through the cell, at odd sizes, with and
-// without a mask (masked rows carry the state over).
+// without a mask (masked rows carry the state over). The fused GRU step
+// (ops::gru_cell) against its composed step the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,104 @@ TEST(LstmCell, MaskedRowsCarryTheStateOver) {
       EXPECT_EQ(out[1].f32()[at], 1.0f);
     }
   for (int64_t e = 0; e < 4 * U; ++e) EXPECT_EQ(out[2].f32()[e], 0.0f);  // row 0's gates
+}
+
+// The composed GRU step (reset_after), as nn/recurrent_layers.cc composes
+// it for other activations: x, r [B, 3, U] (rows z, r, h), h [B, U].
+Value composed_gru_cell(Value x, Value r, Value h, Value mask) {
+  const int64_t B = x.dim(0), U = x.dim(2);
+  auto row = [&](Value v, int k) { return ops::reshape(take_rows(v, 1, k, 1), {B, U}); };
+  const Value z = ops::sigmoid(row(x, 0) + row(r, 0));
+  const Value reset = ops::sigmoid(row(x, 1) + row(r, 1));
+  const Value cand = ops::tanh(row(x, 2) + reset * row(r, 2));
+  const Value h_new = cand + z * (h - cand);
+  return mask.valid() ? h + mask * (h_new - h) : h_new;
+}
+
+// Three steps of either GRU cell, as run_cell_steps.
+std::vector<Tensor> run_gru_steps(const FusedCellCase& k, bool fused) {
+  constexpr int kSteps = 3;
+  const int64_t B = k.batch, U = k.units;
+  Graph g;
+  std::map<std::string, Tensor> leaves;
+  auto leaf = [&](const std::string& name, Shape s, uint64_t seed, float scale) {
+    leaves[name] = random_tensor(s, seed, scale);
+    return g.parameter(name, s);
+  };
+  Value h = leaf("h", {B, U}, 7, 0.8f);
+  std::vector<Value> params{h};
+  Value mask;
+  if (k.masked) {  // rows alternate between stepping and keeping their state
+    Tensor m({B, 1});
+    for (int64_t b = 0; b < B; ++b) m.f32()[b] = b % 2 == 0 ? 1.0f : 0.0f;
+    leaves["mask"] = m;
+    mask = g.parameter("mask", {B, 1});
+  }
+  Value loss;
+  for (int s = 0; s < kSteps; ++s) {
+    const Value x = leaf("x" + std::to_string(s), {B, 3, U}, 10 + s, 1.5f);
+    const Value r = leaf("r" + std::to_string(s), {B, 3, U}, 20 + s, 1.5f);
+    params.push_back(x);
+    params.push_back(r);
+    h = fused ? ops::gru_cell(x, r, h, mask) : composed_gru_cell(x, r, h, mask);
+    const Value w = leaf("w" + std::to_string(s), {B, U}, 30 + s, 1.0f);
+    const Value term = ops::reduce_sum(h * w, {0, 1});
+    loss = s == 0 ? term : loss + term;
+  }
+  std::vector<int> outs{h.id, loss.id};
+  for (Value d : gradients(loss, params)) outs.push_back(d.id);
+  return evaluate(g, leaves, outs);
+}
+
+TEST(GruCell, FusedMatchesTheComposedOps) {
+  for (const FusedCellCase& k :
+       {FusedCellCase{3, 5, false}, FusedCellCase{3, 5, true}, FusedCellCase{1, 7, false},
+        FusedCellCase{4, 33, true}, FusedCellCase{5, 1, true}}) {
+    const std::vector<Tensor> fused = run_gru_steps(k, true), composed = run_gru_steps(k, false);
+    ASSERT_EQ(fused.size(), composed.size());
+    for (size_t i = 0; i < fused.size(); ++i)
+      EXPECT_LT(max_relative_error(fused[i], composed[i]), 1e-5)
+          << "batch " << k.batch << ", units " << k.units << (k.masked ? ", masked" : "")
+          << ": value " << i << " (0 the last h, 1 the loss, then the gradients)";
+  }
+}
+
+// A masked row keeps its h exactly, and h's gradient passes through it
+// untouched while x and r get none.
+TEST(GruCell, MaskedRowsCarryTheStateOver) {
+  Graph g;
+  const int64_t B = 2, U = 3;
+  Value x = g.parameter("x", {B, 3, U}), r = g.parameter("r", {B, 3, U});
+  Value h = g.parameter("h", {B, U}), mask = g.parameter("mask", {B, 1});
+  Value next = ops::gru_cell(x, r, h, mask);
+  Value loss = ops::reduce_sum(next, {0, 1});
+  std::vector<Value> d = gradients(loss, {h, x, r});
+  Tensor m({B, 1});
+  m.f32()[0] = 0.0f;
+  m.f32()[1] = 1.0f;
+  std::map<std::string, Tensor> leaves{{"x", random_tensor({B, 3, U}, 1)},
+                                       {"r", random_tensor({B, 3, U}, 2)},
+                                       {"h", random_tensor({B, U}, 3)},
+                                       {"mask", m}};
+  std::vector<Tensor> out = evaluate(g, leaves, {next.id, d[0].id, d[1].id, d[2].id});
+  for (int64_t u = 0; u < U; ++u) {  // row 0
+    EXPECT_EQ(out[0].f32()[u], leaves["h"].f32()[u]);
+    EXPECT_EQ(out[1].f32()[u], 1.0f);
+  }
+  for (int64_t e = 0; e < 3 * U; ++e) {  // row 0's gradients of x and r
+    EXPECT_EQ(out[2].f32()[e], 0.0f);
+    EXPECT_EQ(out[3].f32()[e], 0.0f);
+  }
+  EXPECT_NE(out[0].f32()[U], leaves["h"].f32()[U]);  // row 1 stepped
+}
+
+TEST(GruCell, BadShapesAreErrors) {
+  Graph g;
+  Value x = g.parameter("x", {2, 3, 4}), h = g.parameter("h", {2, 4});
+  EXPECT_THROW(ops::gru_cell(x, g.parameter("r", {2, 12}), h), Error);
+  EXPECT_THROW(ops::gru_cell(x, x, g.parameter("h3", {3, 4})), Error);
+  EXPECT_THROW(ops::gru_cell(g.parameter("x4", {2, 4, 4}), x, h), Error);
+  EXPECT_THROW(ops::gru_cell(x, x, h, g.parameter("m", {2})), Error);
 }
 
 TEST(LstmCell, BadShapesAreErrors) {

@@ -306,6 +306,27 @@ std::vector<OpCase> cases() {
        [](Graph& g, auto& x) {
          return g.add(Op::LstmCellStateGrad, {x[0], x[1], x[2], x[3]});
        }},
+      {Op::GruCell,
+       {{{5, 3, 7}}, {{5, 3, 7}}, {{5, 7}}},
+       [](Graph&, auto& x) { return ops::gru_cell(x[0], x[1], x[2]); }},
+      {Op::GruCell,  // a mask of any value: h + m (next - h)
+       {{{5, 3, 7}}, {{5, 3, 7}}, {{5, 7}}, {{5, 1}}},
+       [](Graph&, auto& x) { return ops::gru_cell(x[0], x[1], x[2], x[3]); }},
+      {Op::GruCellGradX,
+       {{{5, 3, 7}}, {{5, 3, 7}}, {{5, 7}}, {{5, 1}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::GruCellGradX, {x[0], x[1], x[2], x[3], x[4]});
+       }},
+      {Op::GruCellGradR,
+       {{{5, 3, 7}}, {{5, 3, 7}}, {{5, 7}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::GruCellGradR, {x[0], x[1], x[2], x[3]});
+       }},
+      {Op::GruCellGradH,
+       {{{5, 3, 7}}, {{5, 3, 7}}, {{5, 7}}, {{5, 1}}, {{5, 7}}},
+       [](Graph& g, auto& x) {
+         return g.add(Op::GruCellGradH, {x[0], x[1], x[2], x[3], x[4]});
+       }},
       unary(Op::Silu),
       binary(Op::SiluGrad, {5, 7}),
       {Op::Normalize, {{{5, 7}}}, [](Graph&, auto& x) { return ops::normalize(x[0], 1e-5); }},

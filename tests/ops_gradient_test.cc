@@ -188,6 +188,21 @@ TEST(Gradient, LstmCell) {
                  {{"mask", mask}});
 }
 
+TEST(Gradient, GruCell) {
+  const std::vector<Shape> shapes{{3, 3, 5}, {3, 3, 5}, {3, 5}};
+  check_gradient("gru_cell", shapes,
+                 [](Graph&, auto& p) { return ops::gru_cell(p[0], p[1], p[2]); });
+  Tensor mask({3, 1});
+  mask.f32()[0] = 1.0f;
+  mask.f32()[1] = 0.0f;
+  mask.f32()[2] = 0.25f;  // any value interpolates between h and the step
+  check_gradient("gru_cell masked", shapes,
+                 [](Graph& g, auto& p) {
+                   return ops::gru_cell(p[0], p[1], p[2], g.parameter("mask", {3, 1}));
+                 },
+                 {{"mask", mask}});
+}
+
 TEST(Rotary, TurnsPairsByPositionTimesFrequency) {
   Graph g;
   Value x = g.input("x", {1, 2, 1, 4});

@@ -130,6 +130,11 @@ Value lstm_cell(Value x, Value r, Value state, Value mask) {
   if (mask.valid()) in.push_back(mask);
   return x.graph->add(Op::LstmCell, in);
 }
+Value gru_cell(Value x, Value r, Value h, Value mask) {
+  std::vector<Value> in{x, r, h};
+  if (mask.valid()) in.push_back(mask);
+  return x.graph->add(Op::GruCell, in);
+}
 Value normalize(Value x, double epsilon, bool center) {
   return x.graph->add(Op::Normalize, {x}, EpsilonAttrs{epsilon, center});
 }

@@ -120,6 +120,19 @@ struct RecurrentLayer::Impl : LayerImpl {
   std::vector<Value> fused_lstm_steps(const Weights& w, const std::vector<Value>& steps,
                                       const std::vector<Value>& step_masks, Value recurrent_mask,
                                       std::vector<Value>& states) const;
+  // Keras's default GRU (reset_after, tanh, sigmoid) runs each step as one
+  // GruCell op (ops::gru_cell); without reset_after the candidate's product
+  // comes after the reset gate, so those steps stay composed.
+  bool fused_gru() const {
+    return c.kind == CellKind::GRU && c.reset_after && c.activation == "tanh" &&
+           c.recurrent_activation == "sigmoid";
+  }
+  // The steps of a fused GRU, as fused_lstm_steps: the outputs; `states`
+  // goes in as the initial h and comes out as the final one.
+  std::vector<Value> fused_gru_steps(const Weights& w, const std::vector<Value>& steps,
+                                     const std::vector<Value>& step_masks, Value recurrent_mask,
+                                     std::vector<Value>& states) const;
+  bool fused() const { return fused_lstm() || fused_gru(); }
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
   // Gate k's columns [k U, (k + 1) U) of z [B, G U].
   Value gate(Value z, int k, int n = 1) const {
@@ -205,7 +218,8 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
 
   std::vector<Value> outputs;
   if (fused_lstm()) outputs = fused_lstm_steps(w, steps, step_masks, recurrent_mask, states);
-  const int64_t composed_steps = fused_lstm() ? 0 : T;  // the other cells' steps
+  if (fused_gru()) outputs = fused_gru_steps(w, steps, step_masks, recurrent_mask, states);
+  const int64_t composed_steps = fused() ? 0 : T;  // the other cells' steps
   for (int64_t s = 0; s < composed_steps; ++s) {
     const int64_t at = c.go_backwards ? T - 1 - s : s;
     const Value xs = steps[at];
@@ -266,6 +280,29 @@ std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
     outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
   }
   states = {h, sequence::row(state, 1)};
+  return outputs;
+}
+
+std::vector<Value> RecurrentLayer::Impl::fused_gru_steps(const Weights& w,
+                                                         const std::vector<Value>& steps,
+                                                         const std::vector<Value>& step_masks,
+                                                         Value recurrent_mask,
+                                                         std::vector<Value>& states) const {
+  const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
+  const Shape rows{B, 3, U};
+  Value h = states[0];
+  std::vector<Value> outputs;
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t at = c.go_backwards ? T - 1 - s : s;
+    const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
+    Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);  // [B, 3 U]: z, r, h
+    if (w.recurrent_bias.valid()) r = r + w.recurrent_bias;
+    const Value m = step_masks.empty() ? Value{} : step_masks[at];
+    h = ops::gru_cell(ops::reshape(steps[at], rows), ops::reshape(r, rows), h, m);
+    // A mask is 0 or 1, so h * m is the new h of a stepped row and 0 elsewhere.
+    outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
+  }
+  states = {h};
   return outputs;
 }
 

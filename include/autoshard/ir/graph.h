@@ -82,6 +82,13 @@ enum class Op : uint8_t {
   LstmCell,
   LstmCellGrad,
   LstmCellStateGrad,
+  // Keras's GRU step (reset_after, tanh, sigmoid), fused (ops::gru_cell): (x [b, 3, u], r [b, 3,
+  // u], h [b, u][, mask [b, 1]]) -> the next h; its gradients, of (x, r, h[, mask], dnext [b,
+  // u]): dx [b, 3, u], dr [b, 3, u] (they differ in the candidate's row) and dh [b, u]
+  GruCell,
+  GruCellGradX,
+  GruCellGradR,
+  GruCellGradH,
   // Vision ops, channels last (x [b, *spatial, c], 1 or 2 spatial dims):
   Conv,            // ConvAttrs: (x [b, *s, cin], w [*k, cin/groups, cout]) -> [b, *o, cout]
   ConvGradInput,   // ConvAttrs: (dy [b, *o, cout], w) -> dx [b, *s, cin] (attrs.shape)

@@ -94,6 +94,14 @@ Value rotary(Value x, Value positions, RotaryAttrs attrs);
 // h' = o tanh(c'); with `mask` [b, 1] each row becomes state + m (next -
 // state), so a masked step (m = 0) carries the state over.
 Value lstm_cell(Value x, Value r, Value state, Value mask = {});
+// One step of Keras's GRU with reset_after (activation tanh,
+// recurrent_activation sigmoid) in one kernel: x [b, 3, u] is the step's
+// input projection and r [b, 3, u] its recurrent product with the recurrent
+// bias, each holding the rows z, r, h. Returns the next h [b, u]: z and the
+// reset gate are sigmoids of x + r, the candidate tanh(x_h + reset r_h),
+// and h' = z h + (1 - z) candidate; with `mask` [b, 1] each row becomes h +
+// m (h' - h).
+Value gru_cell(Value x, Value r, Value h, Value mask = {});
 Value normalize(Value x, double epsilon, bool center = true);
 // Per-row softmax cross-entropy; targets are i32 class ids. Traced as three
 // steps (row maxima, statistics, loss) so a split class axis shards cleanly.

@@ -16,6 +16,15 @@
 // The gradients recompute the gates from x, r and the state (a few
 // transcendental functions per unit, cheaper than keeping them) and are two
 // ops, dz (of x and r alike) and dstate, so that each is one output.
+//
+// GruCell and its three gradients: Keras's GRU with reset_after (its
+// default; keras/src/layers/rnn/gru.py, GRUCell.call): x W + b_in and h U +
+// b_rec split into z, r, h rows; z and r are sigmoids of their sums, the
+// candidate tanh(x_h + r (h U + b_rec)_h), h' = z h + (1 - z) candidate.
+// Composed, a step was 22 ops (crops, sums, products, two activations),
+// and pad and add took a fifth of a GRU language model's step. The gradients
+// of x and of r differ in the candidate's row (r's is scaled by the reset
+// gate), so there are three: dx, dr and dh.
 #include <type_traits>
 
 #include "autoshard/error.h"
@@ -211,6 +220,181 @@ std::vector<Value> lstm_cell_vjp(Graph& g, int id, Value dnext) {
   return grads;
 }
 
+// The GRU's operands: x, r [b, 3, u], h [b, u] and the mask [b, 1] (null:
+// every row steps).
+struct GruOperands {
+  const float *x, *r, *h, *mask;
+  int64_t batch, units;
+};
+
+GruOperands gru_operands(std::span<Tensor* const> in, bool masked) {
+  const Shape& s = in[2]->shape();
+  return {in[0]->f32(), in[1]->f32(), in[2]->f32(), masked ? in[3]->f32() : nullptr, s[0], s[1]};
+}
+
+// The gates of unit u in a row: z, the reset gate, the recurrent candidate
+// row (h U + b)_h it scales, and the candidate.
+template <typename F>
+struct GruGates {
+  F z, reset, rec_h, cand;
+};
+template <typename F>
+GruGates<F> gru_gates_at(const float* x, const float* r, int64_t U, int64_t u) {
+  auto sum = [&](int k) { return load_as<F>(x + k * U + u) + load_as<F>(r + k * U + u); };
+  GruGates<F> q;
+  q.z = lanes_sigmoid(sum(0));
+  q.reset = lanes_sigmoid(sum(1));
+  q.rec_h = load_as<F>(r + 2 * U + u);
+  q.cand = lanes_tanh(load_as<F>(x + 2 * U + u) + q.reset * q.rec_h);
+  return q;
+}
+
+// Row b's forward pass, written to next [b, u].
+template <typename F>
+void gru_units(const GruOperands& a, int64_t b, int64_t u, float* next) {
+  const int64_t U = a.units, at = b * U + u;
+  const GruGates<F> q = gru_gates_at<F>(a.x + b * 3 * U, a.r + b * 3 * U, U, u);
+  const F h = load_as<F>(a.h + at);
+  F hn = q.cand + q.z * (h - q.cand);
+  if (a.mask != nullptr) hn = h + (F{} + a.mask[b]) * (hn - h);
+  store_as(next + at, hn);
+}
+
+// Row b's gradients from dnext [b, u]: dx, dr [b, 3, u] and dh [b, u] (any
+// may be null).
+template <typename F>
+void gru_units_grad(const GruOperands& a, const float* dnext, int64_t b, int64_t u, float* dx,
+                    float* dr, float* dh) {
+  const int64_t U = a.units, at = b * U + u;
+  const GruGates<F> q = gru_gates_at<F>(a.x + b * 3 * U, a.r + b * 3 * U, U, u);
+  const F h = load_as<F>(a.h + at), one = F{} + 1.0f;
+  // h_out = h + m (h' - h): h' gets m of dnext, h keeps (1 - m) of it.
+  const F m = F{} + (a.mask == nullptr ? 1.0f : a.mask[b]);
+  const F d = load_as<F>(dnext + at), d_new = m * d;
+  const F dz = d_new * (h - q.cand) * q.z * (one - q.z);
+  const F dcand = d_new * (one - q.z) * (one - q.cand * q.cand);
+  const F dreset = dcand * q.rec_h * q.reset * (one - q.reset);
+  const int64_t row = b * 3 * U + u;
+  if (dx != nullptr) {
+    store_as(dx + row, dz);
+    store_as(dx + row + U, dreset);
+    store_as(dx + row + 2 * U, dcand);
+  }
+  if (dr != nullptr) {
+    store_as(dr + row, dz);
+    store_as(dr + row + U, dreset);
+    store_as(dr + row + 2 * U, dcand * q.reset);
+  }
+  if (dh != nullptr) store_as(dh + at, (one - m) * d + d_new * q.z);
+}
+
+ShapeAndType gru_check(const Graph& g, const Node& n, bool gradient) {
+  AS_CHECK(n.inputs.size() >= (gradient ? 4u : 3u) && n.inputs.size() <= (gradient ? 5u : 4u),
+           "gru_cell takes x, r, h, an optional mask", gradient ? " and dnext" : "", ", got ",
+           n.inputs.size(), " inputs");
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    AS_CHECK(input_dtype(g, n, int(k)) == DType::F32, "gru_cell: input ", k, " must be f32");
+  const Shape& h = input_shape(g, n, 2);
+  AS_CHECK(h.size() == 2, "gru_cell: h must be [batch, units], got ", shape_str(h));
+  const Shape z{h[0], 3, h[1]};
+  AS_CHECK(input_shape(g, n, 0) == z && input_shape(g, n, 1) == z, "gru_cell: x and r must be ",
+           shape_str(z), " (batch, rows z r h, units) for an h ", shape_str(h), ", got ",
+           shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, 1)));
+  if (has_mask(n, gradient))
+    AS_CHECK(input_shape(g, n, 3) == (Shape{h[0], 1}), "gru_cell: mask must be [", h[0],
+             ", 1], got ", shape_str(input_shape(g, n, 3)));
+  if (gradient)
+    AS_CHECK(input_shape(g, n, int(n.inputs.size()) - 1) == h, "gru_cell: dnext must be h's shape ",
+             shape_str(h));
+  return {h, DType::F32};
+}
+
+ShapeAndType gru_cell_infer(const Graph& g, const Node& n) {
+  return gru_check(g, n, false);
+}
+ShapeAndType gru_rows_grad_infer(const Graph& g, const Node& n) {
+  const Shape& h = gru_check(g, n, true).shape;
+  return {{h[0], 3, h[1]}, DType::F32};
+}
+ShapeAndType gru_dh_infer(const Graph& g, const Node& n) {
+  return gru_check(g, n, true);
+}
+
+void gru_cell_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
+                     const KernelContext&) {
+  const GruOperands a = gru_operands(in, has_mask(n, false));
+  float* next = out.f32();
+  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      over_units(a.units,
+                 [&](auto lanes, int64_t u) { gru_units<decltype(lanes)>(a, b, u, next); });
+  });
+}
+
+void gru_grad_rows(const Node& n, std::span<Tensor* const> in, float* dx, float* dr, float* dh) {
+  const GruOperands a = gru_operands(in, has_mask(n, true));
+  const float* dnext = in.back()->f32();
+  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      over_units(a.units, [&](auto lanes, int64_t u) {
+        gru_units_grad<decltype(lanes)>(a, dnext, b, u, dx, dr, dh);
+      });
+  });
+}
+void gru_dx_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  gru_grad_rows(n, in, out.f32(), nullptr, nullptr);
+}
+void gru_dr_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  gru_grad_rows(n, in, nullptr, out.f32(), nullptr);
+}
+void gru_dh_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
+  gru_grad_rows(n, in, nullptr, nullptr, out.f32());
+}
+
+// The mask takes no gradient.
+std::vector<Value> gru_cell_vjp(Graph& g, int id, Value dnext) {
+  const Node& n = g.node(id);
+  std::vector<Value> in;
+  for (int k : n.inputs) in.push_back(g.value(k));
+  in.push_back(dnext);
+  std::vector<Value> grads{g.add(Op::GruCellGradX, in), g.add(Op::GruCellGradR, in),
+                           g.add(Op::GruCellGradH, in)};
+  if (n.inputs.size() == 4) grads.push_back(Value{});
+  return grads;
+}
+
+// Batch and units are parallel; the three rows of a unit stay on one
+// device (a whole loop).
+LoopNest gru_loops(const Graph& g, const Node& n) {
+  const Shape& h = input_shape(g, n, 2);
+  LoopNest nest;
+  const int b = nest.add({h[0]}), u = nest.add({h[1]});
+  const int row = nest.add({3, Loop::Kind::Whole});
+  const std::vector<int> z{b, row, u}, hu{b, u};
+  nest.inputs = {z, z, hu};
+  const bool gradient = n.op != Op::GruCell;
+  if (has_mask(n, gradient)) nest.inputs.push_back({b, -1});
+  if (gradient) nest.inputs.push_back(hu);
+  nest.output = n.op == Op::GruCellGradX || n.op == Op::GruCellGradR ? z : hu;
+  return nest;
+}
+
+ShardDecision gru_rule(const ShardQuery& q) {
+  return follow_inputs(gru_loops(q.graph, q.node), q.inputs);
+}
+
+// Per unit: two sigmoids and a tanh (~12 operations each) and about eight
+// more; the gradients recompute them and add about fifteen.
+OpCost gru_cell_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 45.0);
+}
+OpCost gru_rows_grad_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 60.0 / 3);
+}
+OpCost gru_dh_cost(const Node&, const CostShapes& s) {
+  return streaming_cost(s, 60.0);
+}
+
 // Batch and units are parallel; the four gates of a unit and its two
 // states stay on one device (whole loops).
 LoopNest lstm_loops(const Graph& g, const Node& n) {
@@ -265,6 +449,31 @@ void register_recurrent_ops(std::vector<OpDef>& t) {
                                       .shard = lstm_rule,
                                       .loops = lstm_loops,
                                       .cost = lstm_dstate_cost};
+  t[size_t(Op::GruCell)] = {.name = "gru_cell",
+                            .infer = gru_cell_infer,
+                            .kernel = gru_cell_kernel,
+                            .vjp = gru_cell_vjp,
+                            .shard = gru_rule,
+                            .loops = gru_loops,
+                            .cost = gru_cell_cost};
+  t[size_t(Op::GruCellGradX)] = {.name = "gru_cell_grad_x",
+                                 .infer = gru_rows_grad_infer,
+                                 .kernel = gru_dx_kernel,
+                                 .shard = gru_rule,
+                                 .loops = gru_loops,
+                                 .cost = gru_rows_grad_cost};
+  t[size_t(Op::GruCellGradR)] = {.name = "gru_cell_grad_r",
+                                 .infer = gru_rows_grad_infer,
+                                 .kernel = gru_dr_kernel,
+                                 .shard = gru_rule,
+                                 .loops = gru_loops,
+                                 .cost = gru_rows_grad_cost};
+  t[size_t(Op::GruCellGradH)] = {.name = "gru_cell_grad_h",
+                                 .infer = gru_dh_infer,
+                                 .kernel = gru_dh_kernel,
+                                 .shard = gru_rule,
+                                 .loops = gru_loops,
+                                 .cost = gru_dh_cost};
 }
 
 }  // namespace autoshard
