@@ -1,14 +1,15 @@
 #!/usr/bin/python3
-"""bench_keras_layers's two models from Python, with NumPy imported first.
+"""bench_keras_layers's models from Python, with NumPy imported first.
 
-    PYTHONPATH=python /usr/bin/python3 bench/keras_layers.py --model resnet|lstm [--steps 5]
+    PYTHONPATH=python /usr/bin/python3 bench/keras_layers.py --model resnet|lstm|gru [--steps 5]
 
 As 10 of 18 official Keras examples do, this script imports NumPy (and with
 it Debian's OpenBLAS) before autoshard, then builds the models of
 bench/keras_layers.cc through `autoshard.keras` (a ResNet-18-style CNN on
 32x32x3 images at batch 64; an Embedding + 2 x LSTM(512) + Dense language
-model at batch 32, 64 steps, vocabulary 1000), compiles them with SGD
-(momentum 0.9) and sparse categorical cross-entropy, and times
+model at batch 32, 64 steps, vocabulary 1000, or the same with GRU(512)),
+compiles them with SGD (momentum 0.9) and sparse categorical cross-entropy,
+and times
 `train_on_batch` after one warm-up step. Prints one JSON line (the median
 and fastest step, the BLAS autoshard runs) for bench/keras_layers.sh.
 """
@@ -48,19 +49,19 @@ def resnet18():
     return keras.Model(inputs, layers.Dense(10)(layers.GlobalAveragePooling2D()(x)))
 
 
-def lstm_lm(seq, vocab, units):
+def language_model(seq, vocab, units, cell):
     return keras.Sequential([
         keras.Input((seq,), dtype="int32"),
         layers.Embedding(vocab, units),
-        layers.LSTM(units, return_sequences=True),
-        layers.LSTM(units, return_sequences=True),
+        cell(units, return_sequences=True),
+        cell(units, return_sequences=True),
         layers.Dense(vocab),
     ])
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["resnet", "lstm"], default="resnet")
+    p.add_argument("--model", choices=["resnet", "lstm", "gru"], default="resnet")
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
     rng = np.random.default_rng(1)
@@ -70,7 +71,8 @@ def main():
         y = rng.integers(0, 10, batch).astype(np.int32)
     else:
         seq, vocab, units, batch = 64, 1000, 512, 32
-        model = lstm_lm(seq, vocab, units)
+        cell = layers.GRU if args.model == "gru" else layers.LSTM
+        model = language_model(seq, vocab, units, cell)
         x = rng.integers(0, vocab, (batch, seq)).astype(np.int32)
         y = rng.integers(0, vocab, (batch, seq)).astype(np.int32)
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01, momentum=0.9),

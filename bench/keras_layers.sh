@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Keras's vision and sequence layers against PyTorch on the same threads: a
 # ResNet-18-style CNN training step (32x32x3, batch 64) and a 2-layer LSTM
-# language-model step (512 units, batch 32, 64 steps, vocabulary 1000), each
+# language-model step (512 units, batch 32, 64 steps, vocabulary 1000) and the
+# same with GRU layers, each
 # as a ratio to PyTorch 1.13 (Debian's python3-torch) and as a fraction of
 # the sgemm peak measured in the same run (model FLOPs: 3 x the forward
 # pass's multiply-adds x 2). Both engines run the machine's OpenBLAS (PyTorch
@@ -24,7 +25,7 @@ peak=$("$build/bench/bench_sgemm" 2>/dev/null | head -1)
 echo "$peak"
 core=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("core", ""))' "$peak")
 rows=()
-for model in resnet lstm; do
+for model in resnet lstm gru; do
   ours=$("$build/bench/bench_keras_layers" --model "$model" --steps "$steps" 2>/dev/null | tail -1)
   echo "$ours"
   python="{}"

@@ -8,6 +8,7 @@ import sys
 NAMES = {
     "resnet": "ResNet-18-style, 32x32x3, batch 64",
     "lstm": "2-layer LSTM(512) LM, batch 32, 64 steps",
+    "gru": "2-layer GRU(512) LM, batch 32, 64 steps",
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of bench/keras_layers.sh: the same two training steps as
+"""PyTorch's side of bench/keras_layers.sh: the same training steps as
 bench_keras_layers (forward, backward, SGD with momentum 0.9), f32, on the
 given threads. Prints one JSON object like bench_keras_layers.
 
@@ -8,6 +8,7 @@ given threads. Prints one JSON object like bench_keras_layers.
           first (PyTorch's native layout).
   lstm    Embedding(vocab, 512), a 2-layer nn.LSTM(512) batch-first,
           Linear(vocab) on every step, cross-entropy over the steps.
+  gru     the same with a 2-layer nn.GRU(512).
 """
 import argparse
 import json
@@ -46,21 +47,25 @@ class ResNet18(nn.Module):
         return self.head(x.mean(dim=(2, 3)))
 
 
-class LstmLM(nn.Module):
-    def __init__(self, vocab, units):
+class RecurrentLM(nn.Module):
+    """Embedding, two recurrent layers (nn.LSTM or nn.GRU: PyTorch's GRU
+    applies the reset gate after the recurrent product, as Keras's
+    reset_after does), a Linear head on every step."""
+
+    def __init__(self, vocab, units, cell):
         super().__init__()
         self.embed = nn.Embedding(vocab, units)
-        self.lstm = nn.LSTM(units, units, num_layers=2, batch_first=True)
+        self.rnn = cell(units, units, num_layers=2, batch_first=True)
         self.head = nn.Linear(units, vocab)
 
     def forward(self, x):
-        y, _ = self.lstm(self.embed(x))
+        y, _ = self.rnn(self.embed(x))
         return self.head(y)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["resnet", "lstm"], default="resnet")
+    p.add_argument("--model", choices=["resnet", "lstm", "gru"], default="resnet")
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--vocab", type=int, default=1000)
@@ -77,7 +82,7 @@ def main():
         x = torch.randn(batch, 3, 32, 32)
         y = torch.randint(0, 10, (batch,))
     else:
-        model = LstmLM(a.vocab, a.units)
+        model = RecurrentLM(a.vocab, a.units, nn.GRU if a.model == "gru" else nn.LSTM)
         x = torch.randint(0, a.vocab, (batch, a.seq))
         y = torch.randint(0, a.vocab, (batch, a.seq))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
