@@ -94,9 +94,9 @@ TEST(ParallelBlasGemm, EqualsOneBlasCallOnAnyNumberOfCores) {
 TEST(ThinGemm, EqualsTileGemmsPlainLoopsOnAnyNumberOfCores) {
   if (!kTileGemmVectorised) GTEST_SKIP() << "no vector tile_gemm compiled in";
   int checked = 0;
-  for (int m : {2, 7, 32, 64})
+  for (int m : {2, 7, 17, 32, 64})
     for (int n : {5, 70, 300, 600})
-      for (int k : {1, 70, 513})
+      for (int k : {1, 70, 129, 513})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) {
             const auto [lda, ldb, ldc, a, b, c0] = operands(m, n, k, ta, tb, 4);
@@ -131,7 +131,7 @@ TEST(ThinGemm, EqualsTileGemmsPlainLoopsOnAnyNumberOfCores) {
             }
           }
   // m of 2 and 7 with B transposed are left to BLAS.
-  EXPECT_EQ(checked, (4 * 4 * 3 * 2 * 2 * 3) + (2 * 4 * 3 * 2 * 2 * 3));
+  EXPECT_EQ(checked, (5 * 4 * 4 * 2 * 2 * 3) + (3 * 4 * 4 * 2 * 2 * 3));
   // Where it does not apply it leaves C alone and says so.
   std::vector<float> a(65 * 8, 1.0f), b(8 * 8, 1.0f), c(65 * 8, 7.0f);
   EXPECT_FALSE(thin_gemm(false, false, 65, 8, 8, 1, a.data(), 8, b.data(), 8, 0, c.data(), 8));

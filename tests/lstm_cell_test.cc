@@ -155,15 +155,18 @@ std::vector<Tensor> run_gru_steps(const FusedCellCase& k, bool fused) {
   };
   Value h = leaf("h", {B, U}, 7, 0.8f);
   std::vector<Value> params{h};
-  Value mask;
-  if (k.masked) {  // rows alternate between stepping and keeping their state
-    Tensor m({B, 1});
-    for (int64_t b = 0; b < B; ++b) m.f32()[b] = b % 2 == 0 ? 1.0f : 0.0f;
-    leaves["mask"] = m;
-    mask = g.parameter("mask", {B, 1});
-  }
   Value loss;
   for (int s = 0; s < kSteps; ++s) {
+    // Rows alternate between stepping and keeping their state, and each
+    // row alternates from step to step.
+    Value mask;
+    if (k.masked) {
+      Tensor m({B, 1});
+      for (int64_t b = 0; b < B; ++b) m.f32()[b] = (b + s) % 2 == 0 ? 1.0f : 0.0f;
+      const std::string name = "mask" + std::to_string(s);
+      leaves[name] = m;
+      mask = g.parameter(name, {B, 1});
+    }
     const Value x = leaf("x" + std::to_string(s), {B, 3, U}, 10 + s, 1.5f);
     const Value r = leaf("r" + std::to_string(s), {B, 3, U}, 20 + s, 1.5f);
     params.push_back(x);

@@ -365,7 +365,7 @@ TEST(Einsum, MatchesNaiveLoops) {
                              {"xy,yz->zx", {1, 3}, {3, 1}},
                              {"bij,bjk->bik", {3, 2, 4}, {3, 4, 1}},
                              // Copies in several chunks of rows: an operand's
-                             // whole rows (an LSTM's input projection), and a
+                             // whole rows (a time-major projection), and a
                              // product permuted into the output with a stride.
                              {"btk,kv->tbv", {4, 300, 64}, {64, 8}},
                              {"bij,bjk->ikb", {64, 30, 3}, {64, 3, 40}}};

@@ -240,6 +240,25 @@ TEST(RecurrentLayers, OutputsAndStatesMatchTheReference) {
   }
 }
 
+// Keras's default LSTM and GRU run each step as one fused cell op; other
+// activations, and a GRU without reset_after, stay composed (the reference
+// tests above pass either way, so this is what says which one runs).
+TEST(RecurrentLayers, DefaultCellsRunFusedOps) {
+  auto count = [](const RecurrentLayer& layer, Op op) {
+    TracedRnn tr;
+    trace(tr, [&](Trace& t, Value x) { return layer.call_with_states(t, x, {}); },
+          {kB, kT, kFeatures});
+    int n = 0;
+    for (int i = 0; i < tr.graph.size(); ++i) n += tr.graph.node(i).op == op;
+    return n;
+  };
+  EXPECT_EQ(count(LSTM(kU), Op::LstmCell), kT);
+  EXPECT_EQ(count(GRU(kU), Op::GruCell), kT);
+  EXPECT_EQ(count(GRU(kU, GRUOptions().reset_after(false)), Op::GruCell), 0);
+  EXPECT_EQ(count(GRU(kU, GRUOptions().recurrent_activation("hard_sigmoid")), Op::GruCell), 0);
+  EXPECT_EQ(count(LSTM(kU, LSTMOptions().activation("relu")), Op::LstmCell), 0);
+}
+
 TEST(RecurrentLayers, WeightsHaveKerasNamesAndShapes) {
   auto shapes = [](const LayerFn& f) {
     TracedRnn tr;

@@ -1,8 +1,10 @@
 // LSTM, GRU, SimpleRNN and Bidirectional, composed from einsum, pad (which
-// crops with negative counts) and elementwise ops (see recurrent_layers.h).
+// crops with negative counts), the fused cells and elementwise ops (see
+// recurrent_layers.h).
 //
 // A time step is a crop of the input projection [B, T, G U]
-// (nn/sequence_steps.h), a gate a crop of its step's columns.
+// (nn/sequence_steps.h); in a composed step, a gate is a crop of its
+// step's columns.
 #include "autoshard/nn/recurrent_layers.h"
 
 #include <algorithm>
@@ -198,11 +200,10 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
                                   mask_key(t, "recurrent_dropout"));
 
   const Weights w = weights(t, in);
-  // Every step's input projection in one einsum, batch-major as x is: the
-  // product and both its gradients are then plain matrix products. (Made
-  // time-major, so that a step was one run of rows, each of the three
-  // permuted a copy of its operands or result: 3% of the LSTM benchmark's
-  // step; a step's crop of 32 rows costs what a run of them did.)
+  // Every step's input projection in one einsum, batch-major as x is, so
+  // that the product and both its gradients are plain matrix products
+  // (time-major, each copied an operand into another layout:
+  // docs/performance.md, "The LSTM step").
   Value xp = ops::einsum("btk,kv->btv", x, w.kernel);
   if (w.bias.valid()) xp = xp + w.bias;
   const std::vector<Value> steps = sequence::split(xp, 1);

@@ -10,12 +10,13 @@
 //   SimpleRNN  kernel [in, units], recurrent_kernel [units, units], bias [units].
 //   Bidirectional: "<name>.forward_<layer>.*" and "<name>.backward_<layer>.*".
 //
-// Inputs are [batch, time, features]. Each layer is composed from einsum,
-// pad (crops) and elementwise ops: the input projection of every time step
-// is ONE einsum, then the recurrence is unrolled in the graph, one einsum
-// (all gates at once) and a few elementwise ops per step. So the planner can
-// split it like any other op sequence: over the batch (no communication) or
-// over the units (the gate columns split, the state gathered every step).
+// Inputs are [batch, time, features]. The input projection of every time
+// step is ONE einsum, then the recurrence is unrolled in the graph: per step
+// one einsum (all gates at once) and the gates' arithmetic, one fused op for
+// Keras's default LSTM and GRU (ops::lstm_cell, ops::gru_cell) and a few
+// elementwise ops otherwise. So the planner can split it like any other op
+// sequence: over the batch (no communication) or over the units (the
+// recurrent kernel's columns split, the state gathered every step).
 //
 // Masks (autoshard/nn/masking.h): a masked step keeps the states, as
 // Keras's. Differences from Keras, documented in docs/layers.md: no

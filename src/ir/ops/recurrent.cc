@@ -21,7 +21,7 @@
 // default; keras/src/layers/rnn/gru.py, GRUCell.call): x W + b_in and h U +
 // b_rec split into z, r, h rows; z and r are sigmoids of their sums, the
 // candidate tanh(x_h + r (h U + b_rec)_h), h' = z h + (1 - z) candidate.
-// Composed, a step was 22 ops (crops, sums, products, two activations),
+// Composed, a step was 22 ops (crops, sums, products, the activations),
 // and pad and add took a fifth of a GRU language model's step. The gradients
 // of x and of r differ in the candidate's row (r's is scaled by the reset
 // gate), so there are three: dx, dr and dh.
@@ -260,11 +260,11 @@ void gru_units(const GruOperands& a, int64_t b, int64_t u, float* next) {
   store_as(next + at, hn);
 }
 
-// Row b's gradients from dnext [b, u]: dx, dr [b, 3, u] and dh [b, u] (any
-// may be null).
+// Row b's gradients from dnext [b, u]: dx and dr [b, 3, u] (either may be
+// null).
 template <typename F>
 void gru_units_grad(const GruOperands& a, const float* dnext, int64_t b, int64_t u, float* dx,
-                    float* dr, float* dh) {
+                    float* dr) {
   const int64_t U = a.units, at = b * U + u;
   const GruGates<F> q = gru_gates_at<F>(a.x + b * 3 * U, a.r + b * 3 * U, U, u);
   const F h = load_as<F>(a.h + at), one = F{} + 1.0f;
@@ -285,7 +285,15 @@ void gru_units_grad(const GruOperands& a, const float* dnext, int64_t b, int64_t
     store_as(dr + row + U, dreset);
     store_as(dr + row + 2 * U, dcand * q.reset);
   }
-  if (dh != nullptr) store_as(dh + at, (one - m) * d + d_new * q.z);
+}
+
+// Row b's dh alone: it needs z only, not the reset gate or the candidate.
+template <typename F>
+void gru_units_dh(const GruOperands& a, const float* dnext, int64_t b, int64_t u, float* dh) {
+  const int64_t U = a.units, at = b * U + u, row = b * 3 * U + u;
+  const F z = lanes_sigmoid(load_as<F>(a.x + row) + load_as<F>(a.r + row));
+  const F m = F{} + (a.mask == nullptr ? 1.0f : a.mask[b]), d = load_as<F>(dnext + at);
+  store_as(dh + at, (F{} + 1.0f - m) * d + m * d * z);
 }
 
 ShapeAndType gru_check(const Graph& g, const Node& n, bool gradient) {
@@ -331,24 +339,30 @@ void gru_cell_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
   });
 }
 
-void gru_grad_rows(const Node& n, std::span<Tensor* const> in, float* dx, float* dr, float* dh) {
+// units(a, dnext, b, u) over every row b and unit u of the gradient op n.
+template <typename Units>
+void gru_grad_rows(const Node& n, std::span<Tensor* const> in, const Units& units) {
   const GruOperands a = gru_operands(in, has_mask(n, true));
   const float* dnext = in.back()->f32();
   parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
-      over_units(a.units, [&](auto lanes, int64_t u) {
-        gru_units_grad<decltype(lanes)>(a, dnext, b, u, dx, dr, dh);
-      });
+      over_units(a.units, [&](auto lanes, int64_t u) { units(lanes, a, dnext, b, u); });
   });
 }
 void gru_dx_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  gru_grad_rows(n, in, out.f32(), nullptr, nullptr);
+  gru_grad_rows(n, in, [&](auto lanes, const GruOperands& a, const float* d, int64_t b, int64_t u) {
+    gru_units_grad<decltype(lanes)>(a, d, b, u, out.f32(), nullptr);
+  });
 }
 void gru_dr_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  gru_grad_rows(n, in, nullptr, out.f32(), nullptr);
+  gru_grad_rows(n, in, [&](auto lanes, const GruOperands& a, const float* d, int64_t b, int64_t u) {
+    gru_units_grad<decltype(lanes)>(a, d, b, u, nullptr, out.f32());
+  });
 }
 void gru_dh_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
-  gru_grad_rows(n, in, nullptr, nullptr, out.f32());
+  gru_grad_rows(n, in, [&](auto lanes, const GruOperands& a, const float* d, int64_t b, int64_t u) {
+    gru_units_dh<decltype(lanes)>(a, d, b, u, out.f32());
+  });
 }
 
 // The mask takes no gradient.
@@ -392,7 +406,7 @@ OpCost gru_rows_grad_cost(const Node&, const CostShapes& s) {
   return streaming_cost(s, 60.0 / 3);
 }
 OpCost gru_dh_cost(const Node&, const CostShapes& s) {
-  return streaming_cost(s, 60.0);
+  return streaming_cost(s, 20.0);  // z's sigmoid and four more
 }
 
 // Batch and units are parallel; the four gates of a unit and its two
