@@ -926,6 +926,23 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
     result.why = reduced.why;
     return result;
   }
+  // The same proof with the choices the edges allow (a tied group takes one
+  // value for all its nodes): before searching, not after the time given
+  // (a limit lowered by AutoShard's memory check, say).
+  if (problem.usage_limit) {
+    const __int128 floor = peak_floor(problem, reduced);
+    if (floor > *problem.usage_limit) {
+      result.strategy = smallest;
+      result.cost = problem.cost(smallest);
+      result.peak_usage = problem.peak_usage(smallest);
+      result.proven_infeasible = true;
+      result.why =
+          cat("no assignment fits: with the choices its edges allow, the least usages "
+              "peak at ",
+              to_string(floor), ", above the limit of ", *problem.usage_limit);
+      return result;
+    }
+  }
   const Peeling peeling = peel(reduced);
   if (std::getenv("SOLVER_DEBUG")) {
     size_t edges = reduced.edges.size(), maxdom = 0;
