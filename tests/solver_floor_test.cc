@@ -46,17 +46,8 @@ ShardingProblem tied_problem(std::mt19937& rng) {
 // enumeration; -1 when every assignment takes one.
 __int128 least_peak(ShardingProblem p) {
   p.usage_limit.reset();
-  std::vector<int> s(p.nodes.size(), 0);
-  __int128 best = -1;
-  while (true) {
-    if (p.feasible(s)) {
-      const __int128 peak = p.exact_peak_usage(s);
-      if (best < 0 || peak < best) best = peak;
-    }
-    size_t i = 0;
-    while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
-    if (i == s.size()) return best;
-  }
+  return testing::least_feasible(p,
+                                 [&](const std::vector<int>& s) { return p.exact_peak_usage(s); });
 }
 
 // Each node's smallest usage, all at once (the check solve() made first).
