@@ -144,17 +144,28 @@ TEST_F(BadPlannerInput, ProblemsOfTheWrongShape) {
 }
 
 TEST_F(BadPlannerInput, NoAnswerIsAnErrorWithNothingOnStdout) {
-  // The small usage is forbidden by its cost, the allowed one overflows:
-  // infeasible, though not by the smallest usages; no placeholder answer.
+  // Two values live at once: each small usage alone is allowed, both
+  // together forbidden by their edge, and any other pair overflows:
+  // infeasible, though neither the smallest usages nor the floor of the
+  // allowed choices proves it; no placeholder answer.
   nlohmann::json p = example();
-  p["problem"]["nodes"] = {{"intervals", {{0, 9}}},
-                           {"costs", {{int64_t{1000000000000000000}, 15}}},
-                           {"usages", {{1, 90}}}};
-  p["problem"]["edges"] = {{"nodes", nlohmann::json::array()}, {"costs", nlohmann::json::array()}};
+  p["problem"]["nodes"] = {{"intervals", {{0, 9}, {0, 9}}},
+                           {"costs", {{15, 15}, {15, 15}}},
+                           {"usages", {{100, 1}, {100, 1}}}};
+  p["problem"]["edges"] = {{"nodes", {{0, 1}}},
+                           {"costs", {{0, 0, 0, int64_t{1000000000000000000}}}}};
   const std::string file = write("p.json", p.dump());
   expect_error("solve " + file + " --time-limit 0.3", "no feasible assignment found");
   const Result r = run("solve " + file + " --time-limit 0.3 2>/dev/null");
   EXPECT_EQ(r.output.find('['), std::string::npos) << r.output;
+  // The small usage forbidden by its own cost: proven by the allowed
+  // choices' floor, without a search.
+  p["problem"]["nodes"] = {{"intervals", {{0, 9}}},
+                           {"costs", {{int64_t{1000000000000000000}, 15}}},
+                           {"usages", {{1, 90}}}};
+  p["problem"]["edges"] = {{"nodes", nlohmann::json::array()}, {"costs", nlohmann::json::array()}};
+  expect_error("solve " + write("p.json", p.dump()) + " --time-limit 0.3",
+               "with the choices its edges allow, the least usages peak at 90");
 }
 
 TEST_F(BadPlannerInput, ReadingCountsAgainstTheTimeLimit) {

@@ -57,19 +57,26 @@ inline ShardingProblem busy_problem() {
   return p;
 }
 
-// The cheapest feasible assignment by enumeration, or -1 if none.
-inline __int128 brute_force(const ShardingProblem& p) {
+// The least of `value` over the feasible assignments, by enumeration; -1
+// if none is feasible.
+template <typename Value>
+__int128 least_feasible(const ShardingProblem& p, Value value) {
   std::vector<int> s(p.nodes.size(), 0);
   __int128 best = -1;
   while (true) {
     if (p.feasible(s)) {
-      const __int128 c = p.cost(s);
-      if (best < 0 || c < best) best = c;
+      const __int128 v = value(s);
+      if (best < 0 || v < best) best = v;
     }
     size_t i = 0;
     while (i < s.size() && ++s[i] == static_cast<int>(p.nodes[i].cost.size())) s[i++] = 0;
     if (i == s.size()) return best;
   }
+}
+
+// The cheapest feasible assignment by enumeration, or -1 if none.
+inline __int128 brute_force(const ShardingProblem& p) {
+  return least_feasible(p, [&](const std::vector<int>& s) { return p.cost(s); });
 }
 
 }  // namespace autoshard::testing

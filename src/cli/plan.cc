@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -456,6 +457,48 @@ void print_plan(const PlanOptions& o, const Subject& subject, const Partition& p
                 o.export_layout_map.c_str());
 }
 
+// The pipelines of --devices N --predict (app/pipeline_choice.h). They are
+// priced beside the plan without a pipe axis where no answer depends on the
+// cores the two share: every plan counted in work (--deterministic), in one
+// process (under mpirun each plan broadcasts the leader's answers, in
+// turn). On 1,024 devices the pricing is a tenth of the command's CPU time,
+// on one core, and the mesh search leaves a core idle at times.
+class PipelinePricing {
+ public:
+  void start(const PlanOptions& o, const Cluster& priced_on) {
+    CommonOptions priced = o;
+    const LanguageModelConfig config = model_config(priced);
+    const PipelineRun run = pipeline_run(priced, priced_on, o.dtype == "bf16");
+    auto price = [this, run, config, devices = o.devices] {
+      return choose_pipeline(run, config, devices, why_);
+    };
+    if (o.deterministic_plan && !World::process().distributed())
+      beside_ = std::async(std::launch::async, std::move(price));
+    else
+      best_ = price();
+  }
+  // The fastest pipeline that fits (none: none fits, or none was priced).
+  const std::optional<PricedPipeline>& best() {
+    if (beside_.valid()) best_ = beside_.get();
+    return best_;
+  }
+  // Its lines of `why`, one per shape priced.
+  std::vector<std::string>& why() {
+    best();
+    return why_;
+  }
+  // After an error of the plan without a pipe axis: the pricing's own error,
+  // which came first when the two ran in turn, still does.
+  void rethrow_first() { best(); }
+
+ private:
+  std::vector<std::string> why_;
+  std::optional<PricedPipeline> best_;
+  std::future<std::optional<PricedPipeline>> beside_;
+};
+
+void plan_without_pipe_axis(PlanOptions& o, const Cluster& priced_on, PipelinePricing& pipelines);
+
 void run_plan(PlanOptions& o) {
   // Under mpirun every rank plans (and predicts its run as ranks); rank 0 prints.
   if (!World::process().leader() && !std::freopen("/dev/null", "w", stdout))
@@ -474,20 +517,25 @@ void run_plan(PlanOptions& o) {
            "--divisible restricts AutoShard's choices; it needs "
            "--plan auto, not --plan ",
            o.plan);
-  std::vector<std::string> pipe_why;
-  std::optional<PricedPipeline> piped;
   // What --predict prices on (read once; without --predict, nothing).
   const Cluster priced_on = o.predict ? Cluster::for_this_run(o.cluster, o.hosts) : Cluster{};
-  if (prices_pipelines(o)) {
-    CommonOptions priced = o;
-    const LanguageModelConfig config = model_config(priced);
-    piped = choose_pipeline(pipeline_run(priced, priced_on, o.dtype == "bf16"), config, o.devices,
-                            pipe_why);
+  PipelinePricing pipelines;
+  if (prices_pipelines(o)) pipelines.start(o, priced_on);
+  try {
+    plan_without_pipe_axis(o, priced_on, pipelines);
+  } catch (...) {
+    pipelines.rethrow_first();
+    throw;
   }
+}
+
+// The plan of --mesh or --devices without a pipe axis, and its report; or,
+// with --devices N --predict, the pipeline when it is faster.
+void plan_without_pipe_axis(PlanOptions& o, const Cluster& priced_on, PipelinePricing& pipelines) {
   auto show_pipeline = [&](const std::string& unpiped) {
-    pipe_why.push_back(unpiped);
-    report_pipeline(o, *piped, priced_on, o.dtype == "bf16",
-                    {o.json, o.predict, o.overwrite, o.out, o.dtype}, pipe_why);
+    pipelines.why().push_back(unpiped);
+    report_pipeline(o, *pipelines.best(), priced_on, o.dtype == "bf16",
+                    {o.json, o.predict, o.overwrite, o.out, o.dtype}, pipelines.why());
   };
   if (o.mesh.empty() && o.devices == 0) o.devices = 2;
   o.bf16 = o.dtype == "bf16";
@@ -498,7 +546,7 @@ void run_plan(PlanOptions& o) {
     dist = distribution_of(o, subject);
   } catch (const Error& e) {
     // Only AutoShard's "nothing fits" gives way to a pipeline that does.
-    if (!piped || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
+    if (!pipelines.best() || !std::string(e.what()).starts_with("AutoShard: no ")) throw;
     return show_pipeline(cat("without a pipe axis: ", e.what()));
   }
   model.set_distribution(dist);
@@ -513,7 +561,8 @@ void run_plan(PlanOptions& o) {
     const bool fits = predicted->memory.total() <= cluster->memory_bytes;
     const UnpipedStep unpiped{p.mesh.to_string(), predicted->step_s, predicted->memory.total(),
                               fits};
-    if (piped && pipeline_is_faster(*piped, unpiped)) return show_pipeline(unpiped_line(unpiped));
+    if (pipelines.best() && pipeline_is_faster(*pipelines.best(), unpiped))
+      return show_pipeline(unpiped_line(unpiped));
     AS_CHECK(fits, "the plan does not fit: ", format_in_mib(predicted->memory.total()),
              " per device (weights ", format_in_mib(predicted->memory.weights),
              ", optimizer state ", format_in_mib(predicted->memory.optimizer_state),
@@ -524,7 +573,8 @@ void run_plan(PlanOptions& o) {
 
   // The report (pages/plan_report.h).
   nlohmann::json j = plan_report(p);
-  const std::vector<std::string> lost = add_autoshard_findings(o, subject, p, *dist, pipe_why, j);
+  const std::vector<std::string> lost =
+      add_autoshard_findings(o, subject, p, *dist, pipelines.why(), j);
   if (predicted) j["predicted"] = prediction_report(*predicted);
   size_t exported = 0;
   if (!o.export_layout_map.empty()) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -323,6 +324,11 @@ struct MeshSearch {
     std::optional<StrategyProblem> problem;  // kept for planning in full
     bool proven_none = false;                // nothing fits: proven
   };
+  // A shape planned in full: its plan, or the error that says why none.
+  struct Finalist {
+    std::shared_ptr<AutoShard> candidate;
+    std::string error;
+  };
   // The last shape screened on a chain of three-axis shapes.
   struct Chain {
     int data, model, seq;
@@ -456,30 +462,61 @@ std::shared_ptr<AutoShard> MeshSearch::plan_finalists(int devices) {
   for (size_t k = 0; k < shapes.size(); ++k)  // found nothing, proved nothing: last
     if (!screened[k].cost && screened[k].problem) order.push_back(k);
   std::vector<std::shared_ptr<AutoShard>> full(order.size());
-  const auto plan_in_full = [&](size_t i, double share = 0.5, bool counted = false) {
-    const size_t k = order[i];
+  const auto plan = [&](size_t i, StrategyProblem posed, double share, bool counted) {
+    Finalist f;
     try {
       // The finalists share the time one plan would have (by default, at
       // least a quarter second each: enough for CBC to settle small steps).
       AutoShardOptions each = options;
-      each.time_limit_s =
-          options.time_limit_s > 0
-              ? options.time_limit_s * share
-              : std::max(0.25, default_time_limit(screened[k].problem->problem) * share);
+      each.time_limit_s = options.time_limit_s > 0
+                              ? options.time_limit_s * share
+                              : std::max(0.25, default_time_limit(posed.problem) * share);
       each.deterministic = each.deterministic || counted;
-      // Posed by the screen.
-      auto candidate = prepare(shapes[k], each, std::move(*screened[k].problem));
-      screened[k].line += "; " + candidate->reasons().front();
-      full[i] = std::move(candidate);
+      f.candidate = prepare(shapes[order[i]], each, std::move(posed));
     } catch (const std::exception& e) {
-      screened[k].line = e.what();
+      f.error = e.what();
     }
+    return f;
+  };
+  const auto keep = [&](size_t i, Finalist f) {
+    Screened& s = screened[order[i]];
+    if (!f.candidate) {
+      s.line = f.error;
+      return;
+    }
+    s.line += "; " + f.candidate->reasons().front();
+    full[i] = std::move(f.candidate);
+  };
+  const auto plan_in_full = [&](size_t i, double share = 0.5, bool counted = false) {
+    // Posed by the screen.
+    keep(i, plan(i, std::move(*screened[order[i]].problem), share, counted));
+  };
+  // All devices on the batch axis is planned in full too when it fits: its
+  // plan may be data parallelism, whose gradient buckets overlap the backward
+  // pass (predicted for the whole program, not in the screen's sum).
+  // (Half a finalist's time: the two ran side by side, this one after them;
+  // counted in work, so that its line reads the same on every run.)
+  const auto batch_only = [&](size_t i) {
+    return shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost;
   };
   size_t planned = std::min<size_t>(2, order.size());
+  std::map<size_t, Finalist> early;  // batch_only shapes planned beside the finalists
   if (planned == 2 && !World::process().distributed()) {
+    // When the finalists' time is counted in work too, no answer depends on
+    // the cores the plans share: the batch_only shapes are planned at once
+    // beside the two (on a copy of the problem, in case the finalists fit
+    // nowhere and the search below plans them otherwise), which fills the
+    // core that the shorter finalist leaves idle.
+    std::vector<std::thread> beside;
+    for (size_t i = planned; i < order.size() && options.deterministic; ++i)
+      if (batch_only(i)) early[i];
+    for (auto& [i, f] : early)
+      beside.emplace_back(
+          [&, i = i, f = &f] { *f = plan(i, *screened[order[i]].problem, 0.25, true); });
     std::thread second([&] { plan_in_full(1); });
     plan_in_full(0);
     second.join();
+    for (std::thread& t : beside) t.join();
   } else {
     for (size_t i = 0; i < planned; ++i) plan_in_full(i);
   }
@@ -487,14 +524,13 @@ std::shared_ptr<AutoShard> MeshSearch::plan_finalists(int devices) {
     return std::any_of(full.begin(), full.end(), [](auto& c) { return c; });
   };
   while (!fits() && planned < order.size()) plan_in_full(planned++);
-  // All devices on the batch axis is planned in full too when it fits: its
-  // plan may be data parallelism, whose gradient buckets overlap the backward
-  // pass (predicted for the whole program, not in the screen's sum).
-  // (Half a finalist's time: the two ran side by side, this one after them;
-  // counted in work, so that its line reads the same on every run.)
-  for (size_t i = planned; i < order.size(); ++i)
-    if (shapes[order[i]].axis_size(0) == devices && screened[order[i]].cost)
+  for (size_t i = planned; i < order.size(); ++i) {
+    if (!batch_only(i)) continue;
+    if (auto e = early.find(i); e != early.end())
+      keep(i, std::move(e->second));
+    else
       plan_in_full(i, 0.25, true);
+  }
   std::shared_ptr<AutoShard> best;
   for (const auto& candidate : full)
     if (candidate && (!best || candidate->predicted_step_s() < best->predicted_step_s()))

@@ -62,11 +62,15 @@ Sharding TensorLayout::to_sharding(const DeviceMesh& mesh, const std::string& pa
   return s;
 }
 
+struct LayoutMap::Compiled {
+  std::regex re;
+};
+
 TensorLayout& LayoutMap::operator[](const std::string& key) {
   for (auto& [k, v] : entries_)
     if (k == key) return v;
   try {
-    std::regex check_syntax(key);
+    compiled_.push_back(std::make_shared<const Compiled>(Compiled{std::regex(key)}));
   } catch (const std::regex_error& e) {
     fail("layout map key '", key, "' is not a valid regular expression: ", e.what());
   }
@@ -95,8 +99,9 @@ std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
     if (k == path || k == keras_spelling(path)) return v;
   const std::string* found = nullptr;
   std::optional<TensorLayout> result;
-  for (const auto& [k, v] : entries_) {
-    if (!key_matches(k, std::regex(k), path)) continue;
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    const auto& [k, v] = entries_[e];
+    if (!key_matches(k, compiled_[e]->re, path)) continue;
     if (found)
       fail("weight '", path, "' matches two layout map keys, '", *found, "' and '", k,
            "'; make the keys more specific");
@@ -108,10 +113,10 @@ std::optional<TensorLayout> LayoutMap::lookup(const std::string& path) const {
 
 std::vector<std::string> LayoutMap::unmatched(const std::vector<std::string>& paths) const {
   std::vector<std::string> out;
-  for (const auto& [key, layout] : entries_) {
-    const std::regex re(key);
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    const std::string& key = entries_[e].first;
     bool used = false;
-    for (const std::string& p : paths) used = used || key_matches(key, re, p);
+    for (const std::string& p : paths) used = used || key_matches(key, compiled_[e]->re, p);
     if (!used) out.push_back(key);
   }
   return out;

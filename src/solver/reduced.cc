@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "autoshard/error.h"
 
@@ -367,6 +368,57 @@ Reduced reduce(const ShardingProblem& p) {
   fold_nodes(p, g.cost, var_root, values, r);
   fold_edges(g.pairs, r);
   return r;
+}
+
+__int128 peak_floor(const ShardingProblem& p, const Reduced& r) {
+  std::vector<int64_t> points;
+  for (const auto& node : p.nodes)
+    if (node.lo < node.hi) points.push_back(node.lo), points.push_back(node.hi);
+  if (points.empty()) return 0;
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  const auto seg = [&](int64_t t) {
+    return int(std::lower_bound(points.begin(), points.end(), t) - points.begin());
+  };
+  // Per segment, the change of the floor there (summed up at the end).
+  std::vector<__int128> change(points.size() + 1, 0);
+  // Per variable: its nodes coming (+) and going (-), by segment.
+  std::vector<std::vector<std::tuple<int, bool, int>>> events(r.vars);
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    const auto& node = p.nodes[i];
+    if (node.lo >= node.hi) continue;
+    const int v = r.var_of[i];
+    if (v < 0) {  // fixed: its one strategy
+      const int64_t u = node.usage[r.strategy_of[i][0]];
+      change[seg(node.lo)] += u, change[seg(node.hi)] -= u;
+      continue;
+    }
+    events[v].push_back({seg(node.lo), true, i});
+    events[v].push_back({seg(node.hi), false, i});
+  }
+  // Each variable's nodes live at once change only at their events: between
+  // two, the floor holds the least of their sums over its values.
+  for (int v = 0; v < r.vars; ++v) {
+    std::sort(events[v].begin(), events[v].end());
+    std::vector<__int128> sum(r.dom(v), 0);
+    __int128 held = 0;
+    for (size_t e = 0; e < events[v].size();) {
+      const int at = std::get<0>(events[v][e]);
+      for (; e < events[v].size() && std::get<0>(events[v][e]) == at; ++e) {
+        const auto [t, comes, i] = events[v][e];
+        for (int x = 0; x < r.dom(v); ++x) {
+          const int64_t u = p.nodes[i].usage[r.strategy_of[i][x]];
+          sum[x] += comes ? u : -u;
+        }
+      }
+      const __int128 least = *std::min_element(sum.begin(), sum.end());
+      change[at] += least - held;
+      held = least;
+    }
+  }
+  __int128 floor = 0, now = 0;
+  for (const __int128 c : change) floor = std::max(floor, now += c);
+  return floor;
 }
 
 std::vector<int> expand(const Reduced& r, const std::vector<int>& s) {

@@ -79,4 +79,12 @@ Reduced reduce(const ShardingProblem& p);
 // The original problem's strategies of a reduced assignment.
 std::vector<int> expand(const Reduced& r, const std::vector<int>& s);
 
+// A floor under the peak usage (exact bytes) of every assignment that
+// avoids forbidden choices: at each time, the fixed nodes' usage plus, per
+// variable, the least that its nodes live then take together under one of
+// its values. Never below the problem's smallest usages at once, and above
+// them where ties and pruned values keep a node from its smallest usage
+// while another takes its own. A limit below it has no answer.
+__int128 peak_floor(const ShardingProblem& p, const Reduced& r);
+
 }  // namespace autoshard::solver

@@ -891,6 +891,48 @@ struct Shared {
   int thread = 0;
 };
 
+// Each node's strategy of smallest usage.
+std::vector<int> smallest_usages(const ShardingProblem& problem) {
+  std::vector<int> smallest;
+  for (const auto& node : problem.nodes)
+    smallest.push_back(
+        int(std::min_element(node.usage.begin(), node.usage.end()) - node.usage.begin()));
+  return smallest;
+}
+
+// Proofs that nothing fits, before any search: the smallest usage of every
+// node at once overflows; or, with the choices the edges allow (pruned
+// values out, a tied group on one value: peak_floor), the least usages do
+// (a limit lowered by AutoShard's memory check, say, ends here instead of
+// searching until its time is up). The proof in words, or nullopt.
+std::optional<std::string> overflows(const ShardingProblem& problem,
+                                     const std::vector<int>& smallest) {
+  if (!problem.usage_limit || smallest.empty()) return std::nullopt;
+  const __int128 peak = problem.exact_peak_usage(smallest);
+  if (peak <= *problem.usage_limit) return std::nullopt;
+  return cat("no assignment fits: the smallest usages alone peak at ", to_string(peak),
+             ", above the limit of ", *problem.usage_limit);
+}
+std::optional<std::string> overflows(const ShardingProblem& problem, const Reduced& reduced) {
+  if (!problem.usage_limit) return std::nullopt;
+  const __int128 floor = peak_floor(problem, reduced);
+  if (floor <= *problem.usage_limit) return std::nullopt;
+  return cat("no assignment fits: with the choices its edges allow, the least usages peak at ",
+             to_string(floor), ", above the limit of ", *problem.usage_limit);
+}
+
+// The answer when nothing fits: the smallest usages as a placeholder, and why.
+SolveResult proven_infeasible(const ShardingProblem& problem, const std::vector<int>& smallest,
+                              const std::string& why) {
+  SolveResult r;
+  r.strategy = smallest;
+  r.cost = problem.cost(smallest);
+  r.peak_usage = problem.peak_usage(smallest);
+  r.proven_infeasible = true;
+  r.why = why;
+  return r;
+}
+
 }  // namespace
 
 SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
@@ -901,31 +943,11 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   SolveResult result;
   const int n = static_cast<int>(problem.nodes.size());
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  // The smallest usage of every node at once: if even that overflows,
-  // nothing fits.
-  std::vector<int> smallest(n);
-  for (int i = 0; i < n; ++i)
-    smallest[i] =
-        int(std::min_element(problem.nodes[i].usage.begin(), problem.nodes[i].usage.end()) -
-            problem.nodes[i].usage.begin());
-  if (problem.usage_limit && n > 0 && problem.exact_peak_usage(smallest) > *problem.usage_limit) {
-    result.strategy = smallest;
-    result.cost = problem.cost(smallest);
-    result.peak_usage = problem.peak_usage(smallest);
-    result.proven_infeasible = true;
-    result.why = cat("no assignment fits: the smallest usages alone peak at ",
-                     to_string(problem.exact_peak_usage(smallest)), ", above the limit of ",
-                     *problem.usage_limit);
-    return result;
-  }
+  const std::vector<int> smallest = smallest_usages(problem);
+  if (auto why = overflows(problem, smallest)) return proven_infeasible(problem, smallest, *why);
   const Reduced reduced = reduce(problem);
-  if (reduced.infeasible) {
-    result.strategy = smallest;
-    result.cost = problem.cost(smallest);
-    result.proven_infeasible = true;
-    result.why = reduced.why;
-    return result;
-  }
+  if (reduced.infeasible) return proven_infeasible(problem, smallest, reduced.why);
+  if (auto why = overflows(problem, reduced)) return proven_infeasible(problem, smallest, *why);
   const Peeling peeling = peel(reduced);
   if (std::getenv("SOLVER_DEBUG")) {
     size_t edges = reduced.edges.size(), maxdom = 0;
@@ -959,7 +981,10 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
       ++rounds;
       if (work_limit > 0 && search.guard_hit()) guard_hit = true;
       if (search.proven_optimal()) stop = true;
-      if (!ok) continue;
+      // Repair makes room, not allowed pairs: an answer that fits only with
+      // a forbidden choice is none (it was kept, and failed the check of
+      // its cost below, when nothing else fit).
+      if (!ok || cost >= kInf) continue;
       std::lock_guard<std::mutex> lock(shared.mu);
       if (!shared.have || cost < shared.cost || (cost == shared.cost && thread < shared.thread)) {
         shared.have = true;
