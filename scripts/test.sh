@@ -27,7 +27,7 @@ if [ "${AUTOSHARD_QUICK:-0}" != 1 ]; then
   cmake -S . -B build-tsan -DAUTOSHARD_TSAN=ON -DAUTOSHARD_TESTS=ON $unity -DAUTOSHARD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-tsan -j"$jobs"
   (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -j"$jobs" --output-on-failure \
-     -R 'ParallelFor|Lanes|Attention|Collectives|ShardedTraining|Partitioner|Cli.TrainOnAMesh|OpSharding|Dropout|AutoShardPlan|Generation|KerasLayersSpatial|ConvLayers|BatchNormalization|Recurrent|Pipeline|PipeSchedules|Fsdp|Quantized|KerasInitializers|Convolution|LstmCell|ThinGemm|Concat|Einsum')
+     -R 'ParallelFor|Lanes|Attention|Collectives|ShardedTraining|Partitioner|Cli.TrainOnAMesh|OpSharding|Dropout|AutoShardPlan|Generation|KerasLayersSpatial|ConvLayers|BatchNormalization|Recurrent|Pipeline|PipeSchedules|Fsdp|Quantized|KerasInitializers|Convolution|LstmCell|GruCell|ThinGemm|Concat|Einsum')
   # The readers of users' files (safetensors, configs, tokenizers, problems,
   # clusters, NumPy, Keras) under libFuzzer for a short while.
   scripts/fuzz.sh "${AUTOSHARD_FUZZ_SECONDS:-30}" 2>&1 | tail -n 2
