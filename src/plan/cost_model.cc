@@ -262,9 +262,10 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
   // max(clock, lane) and the first read of its results waits for it.
   // (Not where devices outnumber the cores: there the lane has no core.)
   const OverlapOptions& overlap = overlap_options();
-  const std::vector<GradientBucket> buckets =
-      overlap.enabled && !stretches ? plan_gradient_buckets(g, plan.schedule, overlap.bucket_bytes)
-                                    : std::vector<GradientBucket>{};
+  const std::vector<GradientBucket> held =
+      overlap.enabled ? plan_gradient_buckets(g, plan.schedule, overlap.bucket_bytes)
+                      : std::vector<GradientBucket>{};
+  const std::vector<GradientBucket> buckets = stretches ? std::vector<GradientBucket>{} : held;
   std::vector<std::vector<int>> starts(g.size()), waits(g.size());
   std::vector<bool> member(g.size(), false);
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -273,8 +274,10 @@ StepPrediction predict(const Partition& p, const Cluster& c, const PredictOption
     for (int m : buckets[b].members) member[m] = true;
   }
   std::vector<double> done(buckets.size(), 0);
-  double bucket_bytes = 0;  // the buckets' buffers (Executor::set_overlap counts them too)
-  for (const GradientBucket& b : buckets) bucket_bytes += double(b.count) * 4;
+  // The buckets' buffers, which the executor holds whether or not the
+  // buckets overlap (Executor::set_overlap counts them too).
+  double bucket_bytes = 0;
+  for (const GradientBucket& b : held) bucket_bytes += double(b.count) * 4;
   for (int i : plan.schedule) {
     const Node& n = g.node(i);
     for (int b : starts[i]) {
