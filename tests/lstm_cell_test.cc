@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <numeric>
 
 #include "autoshard/error.h"
 #include "autoshard/ir/autodiff.h"
@@ -53,36 +55,49 @@ struct FusedCellCase {
   bool masked;
 };
 
-// Three steps of either cell from the same leaves; the loss weighs every
+// A cell under test: the rows of its x and r, its state's shape for a
+// batch and units, and one step.
+struct Cell {
+  int64_t rows;
+  std::function<Shape(int64_t batch, int64_t units)> state;
+  std::function<Value(Value x, Value r, Value state, Value mask)> step;
+};
+
+// Three chained steps of `cell` from the same leaves; the loss weighs every
 // step's state, and its gradients go to every leaf the cells read.
-std::vector<Tensor> run_cell_steps(const FusedCellCase& k, bool fused) {
+std::vector<Tensor> run_steps(const FusedCellCase& k, const Cell& cell) {
   constexpr int kSteps = 3;
   const int64_t B = k.batch, U = k.units;
+  const Shape state_shape = cell.state(B, U);
+  std::vector<int64_t> every_axis(state_shape.size());
+  std::iota(every_axis.begin(), every_axis.end(), 0);
   Graph g;
   std::map<std::string, Tensor> leaves;
   auto leaf = [&](const std::string& name, Shape s, uint64_t seed, float scale) {
     leaves[name] = random_tensor(s, seed, scale);
     return g.parameter(name, s);
   };
-  std::vector<Value> params;
-  Value state = leaf("state", {2, B, U}, 7, 0.8f);
-  params.push_back(state);
-  Value mask;
-  if (k.masked) {  // rows alternate between stepping and keeping their state
-    Tensor m({B, 1});
-    for (int64_t b = 0; b < B; ++b) m.f32()[b] = b % 2 == 0 ? 1.0f : 0.0f;
-    leaves["mask"] = m;
-    mask = g.parameter("mask", {B, 1});
-  }
+  Value state = leaf("state", state_shape, 7, 0.8f);
+  std::vector<Value> params{state};
   Value loss;
   for (int s = 0; s < kSteps; ++s) {
-    const Value x = leaf("x" + std::to_string(s), {B, 4, U}, 10 + s, 1.5f);
-    const Value r = leaf("r" + std::to_string(s), {B, 4, U}, 20 + s, 1.5f);
+    // Rows alternate between stepping and keeping their state, and each
+    // row alternates from step to step.
+    Value mask;
+    if (k.masked) {
+      Tensor m({B, 1});
+      for (int64_t b = 0; b < B; ++b) m.f32()[b] = (b + s) % 2 == 0 ? 1.0f : 0.0f;
+      const std::string name = "mask" + std::to_string(s);
+      leaves[name] = m;
+      mask = g.parameter(name, {B, 1});
+    }
+    const Value x = leaf("x" + std::to_string(s), {B, cell.rows, U}, 10 + s, 1.5f);
+    const Value r = leaf("r" + std::to_string(s), {B, cell.rows, U}, 20 + s, 1.5f);
     params.push_back(x);
     params.push_back(r);
-    state = fused ? ops::lstm_cell(x, r, state, mask) : composed_cell(x, r, state, mask);
-    const Value w = leaf("w" + std::to_string(s), {2, B, U}, 30 + s, 1.0f);
-    const Value term = ops::reduce_sum(state * w, {0, 1, 2});
+    state = cell.step(x, r, state, mask);
+    const Value w = leaf("w" + std::to_string(s), state_shape, 30 + s, 1.0f);
+    const Value term = ops::reduce_sum(state * w, every_axis);
     loss = s == 0 ? term : loss + term;
   }
   std::vector<int> outs{state.id, loss.id};
@@ -90,17 +105,27 @@ std::vector<Tensor> run_cell_steps(const FusedCellCase& k, bool fused) {
   return evaluate(g, leaves, outs);
 }
 
-TEST(LstmCell, FusedMatchesTheComposedOps) {
+// The fused cell's values and gradients against the composed cell's, at odd
+// sizes, with and without masks.
+void expect_fused_matches_composed(const Cell& fused, const Cell& composed) {
   for (const FusedCellCase& k :
        {FusedCellCase{3, 5, false}, FusedCellCase{3, 5, true}, FusedCellCase{1, 7, false},
         FusedCellCase{4, 33, true}, FusedCellCase{5, 1, true}}) {
-    const std::vector<Tensor> fused = run_cell_steps(k, true), composed = run_cell_steps(k, false);
-    ASSERT_EQ(fused.size(), composed.size());
-    for (size_t i = 0; i < fused.size(); ++i)
-      EXPECT_LT(max_relative_error(fused[i], composed[i]), 1e-5)
+    const std::vector<Tensor> got = run_steps(k, fused), want = run_steps(k, composed);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_LT(max_relative_error(got[i], want[i]), 1e-5)
           << "batch " << k.batch << ", units " << k.units << (k.masked ? ", masked" : "")
           << ": value " << i << " (0 the last state, 1 the loss, then the gradients)";
   }
+}
+
+Shape lstm_state(int64_t batch, int64_t units) {
+  return {2, batch, units};
+}
+
+TEST(LstmCell, FusedMatchesTheComposedOps) {
+  expect_fused_matches_composed({4, lstm_state, ops::lstm_cell}, {4, lstm_state, composed_cell});
 }
 
 // A masked row keeps its state exactly, and its state's gradient passes
@@ -143,55 +168,12 @@ Value composed_gru_cell(Value x, Value r, Value h, Value mask) {
   return mask.valid() ? h + mask * (h_new - h) : h_new;
 }
 
-// Three steps of either GRU cell, as run_cell_steps.
-std::vector<Tensor> run_gru_steps(const FusedCellCase& k, bool fused) {
-  constexpr int kSteps = 3;
-  const int64_t B = k.batch, U = k.units;
-  Graph g;
-  std::map<std::string, Tensor> leaves;
-  auto leaf = [&](const std::string& name, Shape s, uint64_t seed, float scale) {
-    leaves[name] = random_tensor(s, seed, scale);
-    return g.parameter(name, s);
-  };
-  Value h = leaf("h", {B, U}, 7, 0.8f);
-  std::vector<Value> params{h};
-  Value loss;
-  for (int s = 0; s < kSteps; ++s) {
-    // Rows alternate between stepping and keeping their state, and each
-    // row alternates from step to step.
-    Value mask;
-    if (k.masked) {
-      Tensor m({B, 1});
-      for (int64_t b = 0; b < B; ++b) m.f32()[b] = (b + s) % 2 == 0 ? 1.0f : 0.0f;
-      const std::string name = "mask" + std::to_string(s);
-      leaves[name] = m;
-      mask = g.parameter(name, {B, 1});
-    }
-    const Value x = leaf("x" + std::to_string(s), {B, 3, U}, 10 + s, 1.5f);
-    const Value r = leaf("r" + std::to_string(s), {B, 3, U}, 20 + s, 1.5f);
-    params.push_back(x);
-    params.push_back(r);
-    h = fused ? ops::gru_cell(x, r, h, mask) : composed_gru_cell(x, r, h, mask);
-    const Value w = leaf("w" + std::to_string(s), {B, U}, 30 + s, 1.0f);
-    const Value term = ops::reduce_sum(h * w, {0, 1});
-    loss = s == 0 ? term : loss + term;
-  }
-  std::vector<int> outs{h.id, loss.id};
-  for (Value d : gradients(loss, params)) outs.push_back(d.id);
-  return evaluate(g, leaves, outs);
+Shape gru_state(int64_t batch, int64_t units) {
+  return {batch, units};
 }
 
 TEST(GruCell, FusedMatchesTheComposedOps) {
-  for (const FusedCellCase& k :
-       {FusedCellCase{3, 5, false}, FusedCellCase{3, 5, true}, FusedCellCase{1, 7, false},
-        FusedCellCase{4, 33, true}, FusedCellCase{5, 1, true}}) {
-    const std::vector<Tensor> fused = run_gru_steps(k, true), composed = run_gru_steps(k, false);
-    ASSERT_EQ(fused.size(), composed.size());
-    for (size_t i = 0; i < fused.size(); ++i)
-      EXPECT_LT(max_relative_error(fused[i], composed[i]), 1e-5)
-          << "batch " << k.batch << ", units " << k.units << (k.masked ? ", masked" : "")
-          << ": value " << i << " (0 the last h, 1 the loss, then the gradients)";
-  }
+  expect_fused_matches_composed({3, gru_state, ops::gru_cell}, {3, gru_state, composed_gru_cell});
 }
 
 // A masked row keeps its h exactly, and h's gradient passes through it

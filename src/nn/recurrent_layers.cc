@@ -117,11 +117,6 @@ struct RecurrentLayer::Impl : LayerImpl {
     return c.kind == CellKind::LSTM && c.activation == "tanh" &&
            c.recurrent_activation == "sigmoid";
   }
-  // The steps of a fused LSTM, in the order they run: the outputs; `states`
-  // goes in as the initial (h, c) and comes out as the final one.
-  std::vector<Value> fused_lstm_steps(const Weights& w, const std::vector<Value>& steps,
-                                      const std::vector<Value>& step_masks, Value recurrent_mask,
-                                      std::vector<Value>& states) const;
   // Keras's default GRU (reset_after, tanh, sigmoid) runs each step as one
   // GruCell op (ops::gru_cell); without reset_after the candidate's product
   // comes after the reset gate, so those steps stay composed.
@@ -129,12 +124,12 @@ struct RecurrentLayer::Impl : LayerImpl {
     return c.kind == CellKind::GRU && c.reset_after && c.activation == "tanh" &&
            c.recurrent_activation == "sigmoid";
   }
-  // The steps of a fused GRU, as fused_lstm_steps: the outputs; `states`
-  // goes in as the initial h and comes out as the final one.
-  std::vector<Value> fused_gru_steps(const Weights& w, const std::vector<Value>& steps,
-                                     const std::vector<Value>& step_masks, Value recurrent_mask,
-                                     std::vector<Value>& states) const;
   bool fused() const { return fused_lstm() || fused_gru(); }
+  // The steps of a fused cell, in the order they run: the outputs; `states`
+  // goes in as the initial states ((h, c) or h) and comes out as the final.
+  std::vector<Value> fused_steps(const Weights& w, const std::vector<Value>& steps,
+                                 const std::vector<Value>& step_masks, Value recurrent_mask,
+                                 std::vector<Value>& states) const;
   Value gru_step(const Weights& w, Value xp, Value h, Value h_in) const;
   // Gate k's columns [k U, (k + 1) U) of z [B, G U].
   Value gate(Value z, int k, int n = 1) const {
@@ -218,8 +213,7 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   }
 
   std::vector<Value> outputs;
-  if (fused_lstm()) outputs = fused_lstm_steps(w, steps, step_masks, recurrent_mask, states);
-  if (fused_gru()) outputs = fused_gru_steps(w, steps, step_masks, recurrent_mask, states);
+  if (fused()) outputs = fused_steps(w, steps, step_masks, recurrent_mask, states);
   const int64_t composed_steps = fused() ? 0 : T;  // the other cells' steps
   for (int64_t s = 0; s < composed_steps; ++s) {
     const int64_t at = c.go_backwards ? T - 1 - s : s;
@@ -259,51 +253,36 @@ std::vector<Value> RecurrentLayer::Impl::run(Trace& t, Value x,
   return result;
 }
 
-std::vector<Value> RecurrentLayer::Impl::fused_lstm_steps(const Weights& w,
-                                                          const std::vector<Value>& steps,
-                                                          const std::vector<Value>& step_masks,
-                                                          Value recurrent_mask,
-                                                          std::vector<Value>& states) const {
+std::vector<Value> RecurrentLayer::Impl::fused_steps(const Weights& w,
+                                                     const std::vector<Value>& steps,
+                                                     const std::vector<Value>& step_masks,
+                                                     Value recurrent_mask,
+                                                     std::vector<Value>& states) const {
   const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
-  const Shape z{B, 4, U}, one{1, B, U};
-  // The state [2, B, U]: h then c, one value from step to step.
-  Value state = ops::concat({ops::reshape(states[0], one), ops::reshape(states[1], one)}, 0);
+  const bool lstm = c.kind == CellKind::LSTM;
+  const Shape rows{B, lstm ? 4 : 3, U}, one{1, B, U};
+  // An LSTM's state [2, B, U]: h then c, one value from step to step.
+  Value state =
+      lstm ? ops::concat({ops::reshape(states[0], one), ops::reshape(states[1], one)}, 0) : Value{};
   Value h = states[0];
   std::vector<Value> outputs;
   for (int64_t s = 0; s < T; ++s) {
     const int64_t at = c.go_backwards ? T - 1 - s : s;
     const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
-    const Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);
+    Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);   // [B, G U], all gates at once
+    if (w.recurrent_bias.valid()) r = r + w.recurrent_bias;  // a GRU's, with reset_after
     const Value m = step_masks.empty() ? Value{} : step_masks[at];
-    state = ops::lstm_cell(ops::reshape(steps[at], z), ops::reshape(r, z), state, m);
-    h = sequence::row(state, 0);
+    const Value x = ops::reshape(steps[at], rows);
+    if (lstm) {
+      state = ops::lstm_cell(x, ops::reshape(r, rows), state, m);
+      h = sequence::row(state, 0);
+    } else {
+      h = ops::gru_cell(x, ops::reshape(r, rows), h, m);
+    }
     // A mask is 0 or 1, so h * m is the new h of a stepped row and 0 elsewhere.
     outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
   }
-  states = {h, sequence::row(state, 1)};
-  return outputs;
-}
-
-std::vector<Value> RecurrentLayer::Impl::fused_gru_steps(const Weights& w,
-                                                         const std::vector<Value>& steps,
-                                                         const std::vector<Value>& step_masks,
-                                                         Value recurrent_mask,
-                                                         std::vector<Value>& states) const {
-  const int64_t T = static_cast<int64_t>(steps.size()), B = states[0].dim(0), U = c.units;
-  const Shape rows{B, 3, U};
-  Value h = states[0];
-  std::vector<Value> outputs;
-  for (int64_t s = 0; s < T; ++s) {
-    const int64_t at = c.go_backwards ? T - 1 - s : s;
-    const Value h_in = recurrent_mask.valid() ? h * recurrent_mask : h;
-    Value r = ops::einsum("bu,uv->bv", h_in, w.recurrent);  // [B, 3 U]: z, r, h
-    if (w.recurrent_bias.valid()) r = r + w.recurrent_bias;
-    const Value m = step_masks.empty() ? Value{} : step_masks[at];
-    h = ops::gru_cell(ops::reshape(steps[at], rows), ops::reshape(r, rows), h, m);
-    // A mask is 0 or 1, so h * m is the new h of a stepped row and 0 elsewhere.
-    outputs.push_back(m.valid() && c.zero_output_for_mask ? h * m : h);
-  }
-  states = {h};
+  states = lstm ? std::vector<Value>{h, sequence::row(state, 1)} : std::vector<Value>{h};
   return outputs;
 }
 

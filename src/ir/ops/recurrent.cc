@@ -145,12 +145,47 @@ bool has_mask(const Node& n, bool gradient) {
   return n.inputs.size() == (gradient ? 5u : 4u);
 }
 
-ShapeAndType lstm_check(const Graph& g, const Node& n, bool gradient) {
-  AS_CHECK(n.inputs.size() >= (gradient ? 4u : 3u) && n.inputs.size() <= (gradient ? 5u : 4u),
-           "lstm_cell takes x, r, state, an optional mask", gradient ? " and dnext" : "", ", got ",
+// A cell's input count and dtypes (`op` and `state` name them in errors).
+void check_cell_inputs(const Graph& g, const Node& n, bool gradient, const char* op,
+                       const char* state) {
+  AS_CHECK(n.inputs.size() >= (gradient ? 4u : 3u) && n.inputs.size() <= (gradient ? 5u : 4u), op,
+           " takes x, r, ", state, ", an optional mask", gradient ? " and dnext" : "", ", got ",
            n.inputs.size(), " inputs");
   for (size_t k = 0; k < n.inputs.size(); ++k)
-    AS_CHECK(input_dtype(g, n, int(k)) == DType::F32, "lstm_cell: input ", k, " must be f32");
+    AS_CHECK(input_dtype(g, n, int(k)) == DType::F32, op, ": input ", k, " must be f32");
+}
+
+// A cell's mask [batch, 1] and (gradients) dnext, of the state's shape.
+void check_mask_and_dnext(const Graph& g, const Node& n, bool gradient, const char* op,
+                          int64_t batch, const Shape& state) {
+  if (has_mask(n, gradient))
+    AS_CHECK(input_shape(g, n, 3) == (Shape{batch, 1}), op, ": mask must be [", batch, ", 1], got ",
+             shape_str(input_shape(g, n, 3)));
+  if (gradient)
+    AS_CHECK(input_shape(g, n, int(n.inputs.size()) - 1) == state, op,
+             ": dnext must be the state's shape ", shape_str(state));
+}
+
+// units(F, b, u) over every row b of a batch and its units, rows spread
+// over the cores.
+template <typename Units>
+void over_rows(int64_t batch, int64_t U, const Units& units) {
+  parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      over_units(U, [&](auto lanes, int64_t u) { units(lanes, b, u); });
+  });
+}
+
+// A cell's inputs, then dnext: what its gradient ops read.
+std::vector<Value> inputs_and(Graph& g, int id, Value dnext) {
+  std::vector<Value> in;
+  for (int k : g.node(id).inputs) in.push_back(g.value(k));
+  in.push_back(dnext);
+  return in;
+}
+
+ShapeAndType lstm_check(const Graph& g, const Node& n, bool gradient) {
+  check_cell_inputs(g, n, gradient, "lstm_cell", "state");
   const Shape& state = input_shape(g, n, 2);
   AS_CHECK(state.size() == 3 && state[0] == 2,
            "lstm_cell: state must be [2, batch, units] (h, c), got ", shape_str(state));
@@ -158,12 +193,7 @@ ShapeAndType lstm_check(const Graph& g, const Node& n, bool gradient) {
   AS_CHECK(input_shape(g, n, 0) == z && input_shape(g, n, 1) == z, "lstm_cell: x and r must be ",
            shape_str(z), " (batch, gates i f c o, units) for a state ", shape_str(state), ", got ",
            shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, 1)));
-  if (has_mask(n, gradient))
-    AS_CHECK(input_shape(g, n, 3) == (Shape{state[1], 1}), "lstm_cell: mask must be [", state[1],
-             ", 1], got ", shape_str(input_shape(g, n, 3)));
-  if (gradient)
-    AS_CHECK(input_shape(g, n, int(n.inputs.size()) - 1) == state,
-             "lstm_cell: dnext must be the state's shape ", shape_str(state));
+  check_mask_and_dnext(g, n, gradient, "lstm_cell", state[1], state);
   return {state, DType::F32};
 }
 
@@ -182,21 +212,15 @@ void lstm_cell_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                       const KernelContext&) {
   const LstmOperands a = lstm_operands(in, has_mask(n, false));
   float* next = out.f32();
-  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      over_units(a.units,
-                 [&](auto lanes, int64_t u) { lstm_units<decltype(lanes)>(a, b, u, next); });
-  });
+  over_rows(a.batch, a.units,
+            [&](auto lanes, int64_t b, int64_t u) { lstm_units<decltype(lanes)>(a, b, u, next); });
 }
 
 void lstm_grad_rows(const Node& n, std::span<Tensor* const> in, float* dz, float* dstate) {
   const LstmOperands a = lstm_operands(in, has_mask(n, true));
   const float* dnext = in.back()->f32();
-  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      over_units(a.units, [&](auto lanes, int64_t u) {
-        lstm_units_grad<decltype(lanes)>(a, dnext, b, u, dz, dstate);
-      });
+  over_rows(a.batch, a.units, [&](auto lanes, int64_t b, int64_t u) {
+    lstm_units_grad<decltype(lanes)>(a, dnext, b, u, dz, dstate);
   });
 }
 void lstm_dz_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
@@ -210,9 +234,7 @@ void lstm_dstate_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
 // dz goes to x and r alike (z = x + r); the mask takes no gradient.
 std::vector<Value> lstm_cell_vjp(Graph& g, int id, Value dnext) {
   const Node& n = g.node(id);
-  std::vector<Value> in;
-  for (int k : n.inputs) in.push_back(g.value(k));
-  in.push_back(dnext);
+  const std::vector<Value> in = inputs_and(g, id, dnext);
   Value dz = g.add(Op::LstmCellGrad, in);
   Value dstate = g.add(Op::LstmCellStateGrad, in);
   std::vector<Value> grads{dz, dz, dstate};
@@ -297,23 +319,14 @@ void gru_units_dh(const GruOperands& a, const float* dnext, int64_t b, int64_t u
 }
 
 ShapeAndType gru_check(const Graph& g, const Node& n, bool gradient) {
-  AS_CHECK(n.inputs.size() >= (gradient ? 4u : 3u) && n.inputs.size() <= (gradient ? 5u : 4u),
-           "gru_cell takes x, r, h, an optional mask", gradient ? " and dnext" : "", ", got ",
-           n.inputs.size(), " inputs");
-  for (size_t k = 0; k < n.inputs.size(); ++k)
-    AS_CHECK(input_dtype(g, n, int(k)) == DType::F32, "gru_cell: input ", k, " must be f32");
+  check_cell_inputs(g, n, gradient, "gru_cell", "h");
   const Shape& h = input_shape(g, n, 2);
   AS_CHECK(h.size() == 2, "gru_cell: h must be [batch, units], got ", shape_str(h));
   const Shape z{h[0], 3, h[1]};
   AS_CHECK(input_shape(g, n, 0) == z && input_shape(g, n, 1) == z, "gru_cell: x and r must be ",
            shape_str(z), " (batch, rows z r h, units) for an h ", shape_str(h), ", got ",
            shape_str(input_shape(g, n, 0)), " and ", shape_str(input_shape(g, n, 1)));
-  if (has_mask(n, gradient))
-    AS_CHECK(input_shape(g, n, 3) == (Shape{h[0], 1}), "gru_cell: mask must be [", h[0],
-             ", 1], got ", shape_str(input_shape(g, n, 3)));
-  if (gradient)
-    AS_CHECK(input_shape(g, n, int(n.inputs.size()) - 1) == h, "gru_cell: dnext must be h's shape ",
-             shape_str(h));
+  check_mask_and_dnext(g, n, gradient, "gru_cell", h[0], h);
   return {h, DType::F32};
 }
 
@@ -332,11 +345,8 @@ void gru_cell_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out,
                      const KernelContext&) {
   const GruOperands a = gru_operands(in, has_mask(n, false));
   float* next = out.f32();
-  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      over_units(a.units,
-                 [&](auto lanes, int64_t u) { gru_units<decltype(lanes)>(a, b, u, next); });
-  });
+  over_rows(a.batch, a.units,
+            [&](auto lanes, int64_t b, int64_t u) { gru_units<decltype(lanes)>(a, b, u, next); });
 }
 
 // units(a, dnext, b, u) over every row b and unit u of the gradient op n.
@@ -344,10 +354,8 @@ template <typename Units>
 void gru_grad_rows(const Node& n, std::span<Tensor* const> in, const Units& units) {
   const GruOperands a = gru_operands(in, has_mask(n, true));
   const float* dnext = in.back()->f32();
-  parallel_for(a.batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      over_units(a.units, [&](auto lanes, int64_t u) { units(lanes, a, dnext, b, u); });
-  });
+  over_rows(a.batch, a.units,
+            [&](auto lanes, int64_t b, int64_t u) { units(lanes, a, dnext, b, u); });
 }
 void gru_dx_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, const KernelContext&) {
   gru_grad_rows(n, in, [&](auto lanes, const GruOperands& a, const float* d, int64_t b, int64_t u) {
@@ -368,9 +376,7 @@ void gru_dh_kernel(const Node& n, std::span<Tensor* const> in, Tensor& out, cons
 // The mask takes no gradient.
 std::vector<Value> gru_cell_vjp(Graph& g, int id, Value dnext) {
   const Node& n = g.node(id);
-  std::vector<Value> in;
-  for (int k : n.inputs) in.push_back(g.value(k));
-  in.push_back(dnext);
+  const std::vector<Value> in = inputs_and(g, id, dnext);
   std::vector<Value> grads{g.add(Op::GruCellGradX, in), g.add(Op::GruCellGradR, in),
                            g.add(Op::GruCellGradH, in)};
   if (n.inputs.size() == 4) grads.push_back(Value{});
