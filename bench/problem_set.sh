@@ -22,6 +22,16 @@
 #                    are measured against the same best
 #   ROWS_FILE        also write every answer as a JSON line there
 #   SOLVE_ARGS       more arguments to `autoshard solve` (--deterministic, say)
+#   OTHER_SOLVER     another solver run the contest's way (`SOLVER PROBLEM.json
+#                    SECONDS`, its answer the last line of stdout) on the same
+#                    problems and limits, right after autoshard on each, with
+#                    the problem uncompressed (the contest's solvers read plain
+#                    JSON); its answers are checked by `autoshard solve
+#                    --evaluate` (an answer that overflows or is missing counts
+#                    as none), its wall time is the whole command's, and the
+#                    table gets its columns and a count of the problems where
+#                    autoshard is at or below it
+#   OTHER_NAME       that solver's name in the table (default: its file name)
 set -euo pipefail
 cli=$(readlink -f "${1:-build/autoshard}")
 limits=${2:-10 60}
@@ -69,6 +79,28 @@ done
 ls "$set_dir"/iopddl-*-twice.json >/dev/null 2>&1 ||
   python3 "$here/iopddl_variants.py" "$shared/iopddl" "$set_dir"
 
+# The other solver on one problem at one limit: a row like autoshard's,
+# with "solver" naming it. Its time limit is whole seconds (the contest's).
+run_other() {
+  local file=$1 name=$2 nodes=$3 limit=$4 plain=$work/plain.json
+  if [ "$(cat "$work/plain.name" 2>/dev/null)" != "$name" ]; then
+    case $file in *.gz) gzip -dc "$file" >"$plain" ;; *) cp "$file" "$plain" ;; esac
+    echo "$name" >"$work/plain.name"
+  fi
+  local start took cost=null verdict
+  start=$(date +%s.%N)
+  timeout $((limit * 3 + 60)) "$OTHER_SOLVER" "$plain" "$limit" >"$work/other.out" 2>/dev/null || true
+  took=$(python3 -c "print($(date +%s.%N) - $start)")
+  verdict=$("$cli" solve "$file" --evaluate "$work/other.out" 2>/dev/null || true)
+  if [ -n "$verdict" ]; then
+    cost=$(python3 -c 'import json,sys; v=json.loads(sys.argv[1]); print(v["cost"] if v["feasible"] else "null")' "$verdict")
+  fi
+  local load
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  echo "{\"problem\": \"$name\", \"nodes\": $nodes, \"limit_s\": $limit, \"cost\": $cost, \"found_s\": null, \"seconds\": $took, \"proven_optimal\": 0, \"load\": $load, \"solver\": \"${OTHER_NAME:-$(basename "$OTHER_SOLVER")}\"}"
+}
+: >"$work/other.jsonl"
+
 for file in "$set_dir"/*; do
   name=$(basename "$file"); name=${name%.gz}; name=${name%.json}
   [[ -z "${ONLY:-}" || "$name" =~ ${ONLY} ]] || continue
@@ -92,8 +124,12 @@ PY
     proven=$(grep -c "proven optimal" "$work/log" || true)
     load=$(cut -d' ' -f1 /proc/loadavg)  # the machine's load as the answer came
     echo "{\"problem\": \"$name\", \"nodes\": $nodes, \"limit_s\": $limit, \"cost\": ${cost:-null}, \"found_s\": ${found:-null}, \"seconds\": $took, \"proven_optimal\": $((proven > 0 ? 1 : 0)), \"load\": $load}"
+    if [ -n "${OTHER_SOLVER:-}" ]; then
+      run_other "$file" "$name" "$nodes" "$limit" >>"$work/other.jsonl"
+    fi
   done
 done >"$work/rows.jsonl"
-[ -z "${ROWS_FILE:-}" ] || cp "$work/rows.jsonl" "$ROWS_FILE"
+[ -z "${ROWS_FILE:-}" ] || cat "$work/rows.jsonl" "$work/other.jsonl" >"$ROWS_FILE" 2>/dev/null
 
-python3 "$here/problem_set_report.py" "$work/rows.jsonl" ${BEST_FILE:+--best "$BEST_FILE"}
+python3 "$here/problem_set_report.py" "$work/rows.jsonl" ${OTHER_SOLVER:+"$work/other.jsonl"} \
+  ${BEST_FILE:+--best "$BEST_FILE"}

@@ -4,10 +4,12 @@
   problem_set_report.py ROWS.jsonl [ROWS.jsonl ...] [--best BEST.json] [--markdown]
 
 Rows are JSON lines (problem, nodes, limit_s, cost, found_s, seconds,
-proven_optimal). The best of a problem is the lowest cost of any row given,
-of the BEST file (updated with the rows' own), and the best known result
-for the public problems. With several row files (a run before a change and
-one after, say), each gets its own columns, all against the same best.
+proven_optimal, and "solver" when not autoshard). The best of a problem is
+the lowest cost of any row given, of the BEST file (updated with the rows'
+own), and the best known result for the public problems. With several row
+files (a run before a change and one after, say) or solvers, each gets its
+own columns, all against the same best; with another solver, a count of the
+problems where autoshard's answer is at or below its answer, per limit.
 """
 import argparse
 import json
@@ -25,7 +27,20 @@ def main():
     ap.add_argument("--best")
     ap.add_argument("--markdown", action="store_true", help="the table as Markdown (stdout)")
     args = ap.parse_args()
-    runs = [[json.loads(l) for l in open(f) if l.strip()] for f in args.rows]
+    runs, solvers, files = [], [], []
+    for k, f in enumerate(args.rows):
+        rows = [json.loads(l) for l in open(f) if l.strip()]
+        for solver in sorted({r.get("solver", "autoshard") for r in rows}):
+            runs.append([r for r in rows if r.get("solver", "autoshard") == solver])
+            solvers.append(solver)
+            files.append(k + 1)
+    # Named by solver where that tells the runs apart, else by file too.
+    if len(runs) == 1:
+        labels = [""]
+    elif len(set(solvers)) == len(runs):
+        labels = solvers
+    else:
+        labels = [f"run {k} {s}" for k, s in zip(files, solvers)]
     best = dict(KNOWN)
     if args.best and os.path.exists(args.best):
         for k, v in json.load(open(args.best)).items():
@@ -42,7 +57,7 @@ def main():
     head = f"{'problem':24} {'nodes':>6}"
     for k in range(len(runs)):
         for l in limits:
-            tag = f"{'run ' + str(k + 1) + ' ' if len(runs) > 1 else ''}@{l}s"
+            tag = f"{labels[k] + ' ' if labels[k] else ''}@{l}s"
             head += f" {'cost/best ' + tag:>22} {'found s':>7} {'wall s':>6}"
     print(head, file=sys.stderr)
     for name in names:
@@ -71,21 +86,46 @@ def main():
             over = max(r["seconds"] / l for r in at)
             loads = sorted(r["load"] for r in at if "load" in r)
             load = f", load {loads[0]:.1f}-{loads[-1]:.1f}" if loads else ""
-            print(f"{'run ' + str(k + 1) + ', ' if len(runs) > 1 else ''}at {l} s: geometric mean "
+            print(f"{labels[k] + ', ' if labels[k] else ''}at {l} s: geometric mean "
                   f"{gm:.4f} of the best over {len(ok)} problems, worst {max(ok):.4f}"
                   f"{f', {missing} without an answer' if missing else ''}; slowest answer "
                   f"{over:.2f}x the limit{load}", file=sys.stderr)
+    head_to_head(runs, labels, limits)
     if args.markdown:
-        markdown(runs, limits, names, nodes, best)
+        markdown(runs, labels, limits, names, nodes, best)
     else:
         print(json.dumps([r for rows in runs for r in rows]))
 
 
-def markdown(runs, limits, names, nodes, best):
+def head_to_head(runs, labels, limits):
+    """Per limit, on the problems both answered or either did: where
+    autoshard's cost is at or below each other solver's (no answer: above
+    every answer)."""
+    ours = [k for k, run in enumerate(runs) if all("solver" not in r for r in run)]
+    for k in range(len(runs)):
+        if k in ours:
+            continue
+        for o in ours:
+            for l in limits:
+                mine = {r["problem"]: r["cost"] for r in runs[o] if r["limit_s"] == l}
+                theirs = {r["problem"]: r["cost"] for r in runs[k] if r["limit_s"] == l}
+                both = sorted(set(mine) & set(theirs))
+                if not both:
+                    continue
+                inf = float("inf")
+                behind = [p for p in both
+                          if (mine[p] if mine[p] is not None else inf)
+                          > (theirs[p] if theirs[p] is not None else inf)]
+                print(f"at {l} s: {labels[o] or 'autoshard'} at or below {labels[k]} on "
+                      f"{len(both) - len(behind)} of {len(both)} problems"
+                      f"{'; above on ' + ', '.join(behind) if behind else ''}", file=sys.stderr)
+
+
+def markdown(runs, labels, limits, names, nodes, best):
     """One row per problem: cost / best and the time the answer was found
     (of the wall time), per run and limit."""
     cols = [(k, l) for k in range(len(runs)) for l in limits]
-    head = ["problem", "nodes"] + [f"{'run ' + str(k + 1) + ', ' if len(runs) > 1 else ''}{l} s"
+    head = ["problem", "nodes"] + [f"{labels[k] + ', ' if labels[k] else ''}{l} s"
                                    for k, l in cols]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

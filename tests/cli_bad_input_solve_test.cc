@@ -168,6 +168,40 @@ TEST_F(BadPlannerInput, NoAnswerIsAnErrorWithNothingOnStdout) {
                "with the choices its edges allow, the least usages peak at 90");
 }
 
+// Another solver's answer checked against the problem: cost and peak
+// worked out by hand on the contest's example (limit 50), and answers of
+// the wrong length, a strategy that does not exist, or no array at the end
+// are errors that say so.
+TEST_F(BadPlannerInput, EvaluatesAnotherSolversAnswer) {
+  const std::string problem = std::string(AUTOSHARD_TEST_DATA) + "/iopddl_example.json";
+  // Nodes 15 + 55 + 35 + 75 + 95 = 275, edges 30 + 40 + 10 + 30 + 60 = 170;
+  // nodes 0, 1 and 2 live in [50, 70): 10 + 25 + 15 = 50.
+  Result r =
+      run("solve " + problem + " --evaluate " + write("a.txt", "# cost 445\n[0, 0, 2, 1, 0]\n\n"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["cost"], 445);
+  EXPECT_EQ(j["peak_usage"], 50);
+  EXPECT_EQ(j["usage_limit"], 50);
+  EXPECT_EQ(j["feasible"], true);
+  // Nodes 15 + 65 + 45 + 85 + 95 = 305, edges 40 + 10 + 20 + 20 + 70 = 160;
+  // 10 + 25 + 20 = 55 in [50, 70): over the limit.
+  r = run("solve " + problem + " --evaluate " + write("b.txt", "[0,1,1,0,0]"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["cost"], 465);
+  EXPECT_EQ(j["peak_usage"], 55);
+  EXPECT_EQ(j["feasible"], false);
+  expect_error("solve " + problem + " --evaluate " + write("c.txt", "[0,0,2,1]"),
+               "has 4 strategies for the problem's 5 nodes");
+  expect_error("solve " + problem + " --evaluate " + write("d.txt", "[0,0,3,1,0]"),
+               "gives node 2 strategy 3; it has 3");
+  expect_error("solve " + problem + " --evaluate " + write("e.txt", "[0,0,2,1,0]\ntimeout\n"),
+               "must end with a JSON array of strategy indices");
+  expect_error("solve " + problem + " --evaluate " + path("missing.txt"),
+               "cannot read the answer file");
+}
+
 TEST_F(BadPlannerInput, ReadingCountsAgainstTheTimeLimit) {
   // 60000 nodes in a chain: with no time left after reading, the smallest
   // usages (which fit) are the answer, promptly.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -945,10 +946,16 @@ SolveResult solve(const ShardingProblem& problem, const SolveOptions& options) {
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   const std::vector<int> smallest = smallest_usages(problem);
   if (auto why = overflows(problem, smallest)) return proven_infeasible(problem, smallest, *why);
-  const Reduced reduced = reduce(problem);
+  auto reduced_memory = std::make_unique<const Reduced>(reduce(problem));
+  const Reduced& reduced = *reduced_memory;
   if (reduced.infeasible) return proven_infeasible(problem, smallest, reduced.why);
   if (auto why = overflows(problem, reduced)) return proven_infeasible(problem, smallest, *why);
-  const Peeling peeling = peel(reduced);
+  auto peeling_memory = std::make_unique<const Peeling>(peel(reduced));
+  const Peeling& peeling = *peeling_memory;
+  if (options.leave_memory_to_exit) {
+    (void)reduced_memory.release();
+    (void)peeling_memory.release();
+  }
   if (std::getenv("SOLVER_DEBUG")) {
     size_t edges = reduced.edges.size(), maxdom = 0;
     for (int v = 0; v < reduced.vars; ++v) maxdom = std::max<size_t>(maxdom, reduced.dom(v));
