@@ -98,9 +98,8 @@ def main():
 
 
 def head_to_head(runs, labels, limits):
-    """Per limit, on the problems both answered or either did: where
-    autoshard's cost is at or below each other solver's (no answer: above
-    every answer)."""
+    """Per limit, on the problems both solvers ran: where autoshard's cost
+    is at or below each other solver's (no answer: above every answer)."""
     ours = [k for k, run in enumerate(runs) if all("solver" not in r for r in run)]
     for k in range(len(runs)):
         if k in ours:
